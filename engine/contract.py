@@ -1,0 +1,245 @@
+"""The engine contract every solver family implements (DESIGN.md §3).
+
+A family subclasses :class:`Engine` and provides:
+
+- ``family`` (its registry name) and ``Preset`` (its pydantic preset model),
+- ``_allocate()`` / ``_initialise()``: state on ``self.xp`` from ``self.preset``,
+- ``_advance(n) -> float``: advance n steps on ``self.stream`` using ``self.timer.phase(...)``
+  around device work, return the physical time advanced,
+- ``_apply_selection(old, new)``: rebuild kernels / convert layouts for a new variant selection
+  while keeping the physical state,
+- ``state_arrays()`` / ``_load_state_arrays(d)``: the complete state (checkpoint/restore),
+- ``fields()``, ``_diagnostics()``, ``updates_per_step``, ``bytes_per_update()``,
+- ``random_state(rng)``: a fresh random *physically valid* state (equivalence tests),
+- class methods ``equivalence_presets()`` and ``bench_cases()`` (small presets for the registry
+  test; sizes for ``nagare bench``).
+"""
+from __future__ import annotations
+
+import json
+import math
+from contextlib import nullcontext
+from typing import Any, ClassVar
+
+import numpy as np
+
+from . import registry
+from .backend import Backend
+from .errors import CheckpointError, Diverged, VariantUnavailable
+from .presets import PresetBase, raw_dict
+from .timing import PhaseTimer, TimingReport, TimingWindow
+
+CHECKPOINT_FORMAT = 1
+
+
+class Engine:
+    family: ClassVar[str] = ""
+    Preset: ClassVar[type[PresetBase]] = PresetBase
+
+    def __init__(self, preset: PresetBase, backend: Backend, variants: dict | None = None):
+        self.preset = preset
+        self.backend = backend
+        self.xp = backend.xp
+        self.stream = backend.new_stream()
+        self.timer = PhaseTimer(backend, self.stream)
+        self.window = TimingWindow()
+        self.step_count = 0
+        self._time = 0.0
+        self._roofline: float | None = None
+        self.selection = registry.resolve_selection(self.family, backend.name, preset, preset.variants, variants)
+        with self._on_stream():
+            self._allocate()
+            self._initialise()
+            self._apply_selection({}, dict(self.selection))
+
+    # ---- what families implement ---------------------------------------------------------
+    def _allocate(self) -> None:
+        raise NotImplementedError
+
+    def _initialise(self) -> None:
+        raise NotImplementedError
+
+    def _advance(self, n: int) -> float:
+        raise NotImplementedError
+
+    def _apply_selection(self, old: dict, new: dict) -> None:
+        """Called at construction (old = {}) and on every set_variant()."""
+
+    def state_arrays(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        raise NotImplementedError
+
+    def fields(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _diagnostics(self) -> dict[str, float]:
+        raise NotImplementedError
+
+    def random_state(self, rng: np.random.Generator) -> None:
+        raise NotImplementedError
+
+    @property
+    def updates_per_step(self) -> float:
+        """Lattice/point/particle updates per step (for MLUPS-style throughput)."""
+        raise NotImplementedError
+
+    def bytes_per_update(self) -> float:
+        """Device-memory bytes one update must move at least (the engine's roofline model)."""
+        raise NotImplementedError
+
+    @classmethod
+    def equivalence_presets(cls) -> dict[str, PresetBase]:
+        raise NotImplementedError
+
+    @classmethod
+    def bench_cases(cls) -> list[tuple[str, list[str]]]:
+        """(label, --set overrides) for ``nagare bench``; the family's bench preset is their base."""
+        return []
+
+    bench_preset: ClassVar[str] = ""
+    equivalence_steps: ClassVar[int] = 64
+
+    # ---- provided -----------------------------------------------------------------------
+    def _on_stream(self):
+        return self.stream if self.stream is not None else nullcontext()
+
+    @property
+    def time(self) -> float:
+        return self._time
+
+    def step(self, n: int = 1) -> None:
+        """Advance n steps. Never waits for the device."""
+        if n < 1:
+            return
+        with self._on_stream():
+            self._time += self._advance(n)
+        self.step_count += n
+        self.window.add(self.timer.collect())
+
+    def synchronize(self) -> None:
+        self.backend.synchronize(self.stream)
+
+    def diagnostics(self) -> dict[str, float]:
+        with self._on_stream():
+            d = {k: float(v) for k, v in self._diagnostics().items()}
+        bad = [k for k, v in d.items() if not math.isfinite(v)]
+        if bad:
+            raise Diverged(self.family, self.step_count,
+                           f"{', '.join(bad)} is not finite (NaN/Inf); lower the time step or the "
+                           f"velocity, or raise the resolution/viscosity")
+        return d
+
+    # variants ------------------------------------------------------------------------------
+    @property
+    def variants(self) -> dict[str, dict]:
+        """{axis: {"current": choice, "live": bool, "doc": str, "choices": {name: reason|None}}}"""
+        out = {}
+        for name, ax in registry.axes(self.family).items():
+            choices = {}
+            for cname, ch in ax.choices.items():
+                trial = dict(self.selection, **{name: cname})
+                choices[cname] = registry.unavailable_reason(ch, self.backend.name, trial, self.preset)
+            out[name] = {"current": self.selection[name], "live": ax.live, "doc": ax.doc, "choices": choices}
+        return out
+
+    def set_variant(self, **changes) -> None:
+        """Switch optimisation choices between steps; the physical state is kept."""
+        fam = registry.axes(self.family)
+        new = dict(self.selection)
+        for axis, value in changes.items():
+            if axis not in fam:
+                raise VariantUnavailable(f"unknown variant axis '{axis}' for {self.family}; "
+                                         f"allowed: {', '.join(fam)}")
+            new[axis] = registry._parse_choice(fam[axis], value)
+        for axis in changes:
+            reason = registry.unavailable_reason(fam[axis].choices[new[axis]], self.backend.name, new, self.preset)
+            if reason:
+                raise VariantUnavailable(f"variant {axis}={new[axis]} cannot run here: {reason}")
+        if new == self.selection:
+            return
+        old, self.selection = self.selection, new
+        try:
+            with self._on_stream():
+                self._apply_selection(old, new)
+        except Exception:
+            self.selection = old
+            with self._on_stream():
+                self._apply_selection(new, old)
+            raise
+        self.window.clear()  # timings of one variant must not blend into another's
+
+    # timings -------------------------------------------------------------------------------
+    def roofline_bytes_per_s(self) -> float:
+        if self._roofline is None:
+            from .device import copy_bandwidth
+
+            self._roofline = copy_bandwidth(self.backend)
+        return self._roofline
+
+    @property
+    def timings(self) -> TimingReport:
+        self.window.add(self.timer.collect())
+        return self.window.report(self.updates_per_step, self.bytes_per_update(), self.roofline_bytes_per_s())
+
+    def flush_timings(self) -> list:
+        """Wait for all timed device work; return the newly resolved samples (for logs)."""
+        samples = self.timer.collect(wait=True)
+        self.window.add(samples)
+        return samples
+
+    # checkpoints ---------------------------------------------------------------------------
+    def checkpoint(self) -> dict[str, Any]:
+        """The full state as host arrays plus metadata; independent of the backend."""
+        with self._on_stream():
+            arrays = {k: self.backend.asnumpy(v) for k, v in self.state_arrays().items()}
+        meta = {
+            "format": CHECKPOINT_FORMAT, "family": self.family, "step": self.step_count, "time": self._time,
+            "variants": self.selection, "preset": raw_dict(self.preset), "preset_hash": self.preset.content_hash,
+        }
+        return {"meta": meta, "arrays": arrays}
+
+    def restore(self, ckpt: dict[str, Any]) -> None:
+        meta, arrays = ckpt["meta"], ckpt["arrays"]
+        if meta.get("family") != self.family:
+            raise CheckpointError(f"checkpoint is for engine '{meta.get('family')}', not '{self.family}'")
+        mine = {k: v for k, v in self.state_arrays().items()}
+        for k, v in mine.items():
+            if k not in arrays:
+                raise CheckpointError(f"checkpoint lacks state array '{k}'")
+            if tuple(arrays[k].shape) != tuple(v.shape):
+                raise CheckpointError(f"checkpoint array '{k}' has shape {arrays[k].shape}, "
+                                      f"the running engine {tuple(v.shape)}: load it with its own preset")
+        with self._on_stream():
+            self._load_state_arrays({k: np.asarray(arrays[k]) for k in mine})
+        self.step_count = int(meta["step"])
+        self._time = float(meta["time"])
+        self.window.clear()
+
+
+def save_checkpoint(ckpt: dict[str, Any], path) -> None:
+    """Atomic write (temp file + rename) of a checkpoint as .npz."""
+    from pathlib import Path
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    payload = {f"state/{k}": v for k, v in ckpt["arrays"].items()}
+    payload["meta"] = np.frombuffer(json.dumps(ckpt["meta"]).encode(), dtype=np.uint8)
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **payload)
+    tmp.replace(path)
+
+
+def load_checkpoint(path) -> dict[str, Any]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z["meta"]).decode())
+            arrays = {k[len("state/"):]: z[k] for k in z.files if k.startswith("state/")}
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: no such checkpoint file") from None
+    except Exception as exc:
+        raise CheckpointError(f"{path}: not a nagare checkpoint ({type(exc).__name__}: {exc})") from None
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')} is not {CHECKPOINT_FORMAT}")
+    return {"meta": meta, "arrays": arrays}

@@ -1,0 +1,50 @@
+"""Typed views of an engine's state for rendering and export.
+
+The arrays are the backend's own (device arrays on CuPy): a renderer or exporter decides when and
+whether to copy them. Shapes follow NumPy's C order: 2D grids are (ny, nx), 3D grids (nz, ny, nx).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass
+class Grid2D:
+    data: Any  # (ny, nx) for scalars, (2, ny, nx) for vectors
+    kind: Literal["scalar", "vector"] = "scalar"
+    spacing: float = 1.0
+    label: str = ""
+    units: str = ""
+    mask: Any = None  # optional (ny, nx) bool: solid cells drawn as obstacles
+    symmetric: bool = False  # colour range symmetric about zero (vorticity, ...)
+
+
+@dataclass
+class Grid3D:
+    data: Any  # (nz, ny, nx) or (3, nz, ny, nx)
+    kind: Literal["scalar", "vector"] = "scalar"
+    spacing: float = 1.0
+    label: str = ""
+    units: str = ""
+    mask: Any = None
+    symmetric: bool = False
+
+
+@dataclass
+class Particles:
+    positions: Any  # (n, 2) or (n, 3)
+    attributes: dict[str, Any] = field(default_factory=dict)  # name -> (n,) arrays
+    label: str = ""
+    bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # domain box (lo, hi)
+
+
+@dataclass
+class Boxes:
+    lo: Any  # (n, 3)
+    hi: Any  # (n, 3)
+    level: Any = None  # (n,)
+    label: str = ""
+
+
+Field = Grid2D | Grid3D | Particles | Boxes

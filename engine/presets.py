@@ -1,0 +1,224 @@
+"""Presets: TOML files validated into typed configs before anything runs.
+
+A preset names its engine family (``engine = "lbm2d"``), carries a one-line ``description``,
+physics sections defined by the family's pydantic model, ``[variants]`` and ``[view]`` defaults,
+an optional ``extends = "other.toml"`` (merged key by key, the extending file wins) and an
+optional ``[cpu_overrides]`` table merged in when the run uses the NumPy backend (so the default
+showcase picks a size a laptop can animate).
+
+Every problem is reported as one :class:`PresetError` line naming the file, the key, the given
+value and what is allowed.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import PresetError
+
+NOTHING = PresetError.NOTHING
+PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors; values are never silently coerced from strings."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, validate_default=True)
+
+
+class ViewConfig(Strict):
+    field: str | None = Field(None, description="field shown first (default: the engine's first)")
+    colormap: Literal["viridis", "inferno", "magma", "plasma", "coolwarm", "rdbu", "gray", "turbo"] = "viridis"
+    range: tuple[float, float] | None = Field(None, description="fixed colour range; omit for auto")
+    slice_axis: Literal["x", "y", "z"] = "z"
+    overlays: list[str] = Field(default_factory=list)
+
+
+class RunConfig(Strict):
+    steps: int = Field(500, ge=1, description="steps of a headless run when --steps is not given")
+    steps_per_frame: int = Field(10, ge=1, description="steps advanced between displayed frames")
+
+
+class PresetBase(Strict):
+    """Fields every preset has; each family subclasses it with its physics sections."""
+
+    engine: str
+    description: str = Field(min_length=1, max_length=200)
+    extends: str | None = None
+    variants: dict[str, str | int | bool] = Field(default_factory=dict)
+    view: ViewConfig = Field(default_factory=ViewConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+    cpu_overrides: dict[str, Any] = Field(default_factory=dict)
+
+    # Filled in by the loader (not from TOML):
+    source: str = Field("<memory>", exclude=True)
+    content_hash: str = Field("", exclude=True)
+
+    @field_validator("description")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        if "\n" in v:
+            raise ValueError("description must be one line")
+        return v
+
+
+# ---------------------------------------------------------------------------------------------
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def resolve_path(name_or_path: str | Path, relative_to: Path | None = None) -> Path:
+    """A path (absolute, or relative to ``relative_to`` / the cwd) or a preset name."""
+    p = Path(name_or_path)
+    candidates = []
+    if relative_to is not None and not p.is_absolute():
+        candidates.append(relative_to / p)
+    candidates.append(p)
+    if p.suffix != ".toml":
+        candidates.append(PRESET_DIR / f"{p}.toml")
+    else:
+        candidates.append(PRESET_DIR / p.name)
+    for c in candidates:
+        if c.is_file():
+            return c.resolve()
+    raise PresetError(str(name_or_path), None, NOTHING,
+                      f"no such preset file or name; known presets: {', '.join(preset_names())}")
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PresetError(str(path), None, NOTHING, f"cannot be read ({exc.__class__.__name__}: {exc})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PresetError(str(path), None, NOTHING, f"is not valid TOML ({exc})") from None
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
+    """Read a preset and everything it extends, merged (the extending file wins)."""
+    if path in _chain:
+        cycle = " -> ".join(p.name for p in (*_chain, path))
+        raise PresetError(str(_chain[-1]), "extends", path.name, f"extends cycle ({cycle}); remove one link")
+    raw = _read_toml(path)
+    parent = raw.get("extends")
+    if parent is None:
+        return raw
+    if not isinstance(parent, str):
+        raise PresetError(str(path), "extends", parent, "expected the name or path of another preset (a string)")
+    try:
+        parent_path = resolve_path(parent, relative_to=path.parent)
+    except PresetError:
+        raise PresetError(str(path), "extends", parent,
+                          f"no such preset; known presets: {', '.join(preset_names())}") from None
+    base = load_raw(parent_path, (*_chain, path))
+    return deep_merge(base, raw)
+
+
+def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
+    """``grid.nx=128`` → (["grid", "nx"], 128). Values are TOML literals; bare words are strings."""
+    if "=" not in text:
+        raise PresetError(source, None, text, "expected KEY=VALUE, e.g. grid.nx=128")
+    key, value_text = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise PresetError(source, key, text, "expected a dotted key such as physics.tau")
+    try:
+        value = tomllib.loads(f"v = {value_text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = value_text.strip()
+    return key.split("."), value
+
+
+def apply_overrides(raw: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    out = copy.deepcopy(raw)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = out
+        for part in path[:-1]:
+            if not isinstance(node.get(part, {}), dict):
+                raise PresetError("--set", ".".join(path), value, f"'{part}' is a value, not a section")
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return out
+
+
+def _friendly(err: dict, model: type[BaseModel]) -> tuple[str, Any, str]:
+    loc = ".".join(str(x) for x in err["loc"])
+    kind = err["type"]
+    given = err.get("input", NOTHING)
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(model, err["loc"][:-1])
+        return loc, given, "unknown key" + (f"; allowed keys here: {', '.join(allowed)}" if allowed else "")
+    if kind == "missing":
+        return loc, NOTHING, "required key is missing"
+    msg = err["msg"]
+    msg = msg[0].lower() + msg[1:] if msg else msg
+    msg = msg.replace("input should be", "expected").replace("value error, ", "")
+    return loc, given, msg
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
+    m: Any = model
+    for part in loc:
+        f = getattr(m, "model_fields", {}).get(part)
+        if f is None:
+            return []
+        m = f.annotation
+    return list(getattr(m, "model_fields", {}).keys())
+
+
+def validate(raw: dict, source: str, backend: str | None = None) -> PresetBase:
+    from .families import preset_model  # late: families import their engines
+
+    engine = raw.get("engine")
+    if engine is None:
+        raise PresetError(source, "engine", NOTHING, "required key is missing; name an engine family")
+    model = preset_model(engine, source)
+    data = dict(raw)
+    cpu = data.get("cpu_overrides", {})
+    if backend == "numpy" and isinstance(cpu, dict) and cpu:
+        data = deep_merge(data, cpu)
+    try:
+        preset = model.model_validate(data)
+    except ValidationError as exc:
+        key, given, allowed = _friendly(exc.errors()[0], model)
+        raise PresetError(source, key, given, allowed) from None
+    preset.source = source
+    preset.content_hash = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return preset
+
+
+def load_preset(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = (),
+                backend: str | None = None) -> PresetBase:
+    path = resolve_path(name_or_path)
+    raw = apply_overrides(load_raw(path), overrides)
+    return validate(raw, str(_display_path(path)), backend)
+
+
+def _display_path(path: Path) -> Path:
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def raw_dict(preset: PresetBase) -> dict:
+    return preset.model_dump(mode="json", exclude={"source", "content_hash"})

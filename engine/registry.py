@@ -1,0 +1,134 @@
+"""The variant registry: every optimisation axis of every family, registered explicitly.
+
+A *selection* is a dict ``{axis: choice}`` with one choice per axis of a family. Each registered
+choice names the backends it runs on, an availability check (which may depend on the rest of the
+selection and the engine's configuration, e.g. "tile does not fit in shared memory") and the
+reference it must match. One test (tests/equivalence/test_registry.py) walks this registry, so a
+new choice is tested the moment it is registered; ``nagare bench`` walks it too.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import VariantUnavailable
+
+log = logging.getLogger("nagare")
+
+# (backend_name, selection, config) -> None if the choice can run, else the reason it cannot.
+AvailabilityCheck = Callable[[str, dict, Any], str | None]
+
+
+@dataclass(frozen=True)
+class Choice:
+    family: str
+    axis: str
+    name: str
+    backends: frozenset[str]
+    doc: str = ""
+    # The selection (partial; other axes keep their defaults) and backend of the reference this
+    # choice must match. None means "this choice is itself a reference".
+    reference: dict | None = None
+    rtol: float = 1e-5
+    atol: float = 0.0
+    check: AvailabilityCheck | None = None
+
+
+@dataclass
+class Axis:
+    family: str
+    name: str
+    doc: str
+    default: dict[str, str]  # per backend
+    live: bool = True  # switchable between steps without reset
+    choices: dict[str, Choice] = field(default_factory=dict)
+
+
+_REGISTRY: dict[str, dict[str, Axis]] = {}
+
+
+def register_axis(family: str, name: str, *, default: str | dict[str, str], doc: str = "",
+                  live: bool = True) -> Axis:
+    if isinstance(default, str):
+        default = {"numpy": default, "cupy": default}
+    axes = _REGISTRY.setdefault(family, {})
+    if name in axes:
+        raise ValueError(f"axis {family}.{name} registered twice")
+    axes[name] = Axis(family, name, doc, dict(default), live)
+    return axes[name]
+
+
+def register_choice(family: str, axis: str, name: str, *, backends=("numpy", "cupy"), doc: str = "",
+                    reference: dict | None = None, rtol: float = 1e-5, atol: float = 0.0,
+                    check: AvailabilityCheck | None = None) -> Choice:
+    ax = _REGISTRY[family][axis]
+    if name in ax.choices:
+        raise ValueError(f"choice {family}.{axis}={name} registered twice")
+    ch = Choice(family, axis, name, frozenset(backends), doc, reference, rtol, atol, check)
+    ax.choices[name] = ch
+    return ch
+
+
+def families() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def axes(family: str) -> dict[str, Axis]:
+    return _REGISTRY.get(family, {})
+
+
+def all_choices() -> list[Choice]:
+    return [c for fam in _REGISTRY.values() for ax in fam.values() for c in ax.choices.values()]
+
+
+def unavailable_reason(choice: Choice, backend: str, selection: dict, config: Any) -> str | None:
+    if backend not in choice.backends:
+        if choice.backends == {"cupy"}:
+            return "needs a CUDA GPU (CuPy backend)"
+        return f"runs only on the {'/'.join(sorted(choice.backends))} backend"
+    if choice.check is not None:
+        return choice.check(backend, selection, config)
+    return None
+
+
+def default_selection(family: str, backend: str) -> dict:
+    return {name: ax.default[backend] for name, ax in axes(family).items()}
+
+
+def _parse_choice(ax: Axis, value) -> str:
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    if text not in ax.choices:
+        raise VariantUnavailable(
+            f"unknown choice {value!r} for variant axis '{ax.name}' of {ax.family}; "
+            f"allowed: {', '.join(ax.choices)}")
+    return text
+
+
+def resolve_selection(family: str, backend: str, config: Any, preset_defaults: dict | None = None,
+                      requested: dict | None = None) -> dict:
+    """Defaults ← preset's [variants] ← explicitly requested choices.
+
+    A preset default that cannot run on this backend falls back to the backend's default with one
+    log line; an explicitly requested choice that cannot run raises VariantUnavailable.
+    """
+    sel = default_selection(family, backend)
+    fam = axes(family)
+    for source, values, strict in (("preset", preset_defaults or {}, False),
+                                   ("request", requested or {}, True)):
+        for axis, value in values.items():
+            if axis not in fam:
+                raise VariantUnavailable(
+                    f"unknown variant axis '{axis}' for {family}; allowed: {', '.join(fam)}")
+            sel[axis] = _parse_choice(fam[axis], value)
+    for axis, name in list(sel.items()):
+        reason = unavailable_reason(fam[axis].choices[name], backend, sel, config)
+        if reason is None:
+            continue
+        if requested and axis in requested:
+            raise VariantUnavailable(f"variant {axis}={name} cannot run here: {reason}")
+        fallback = fam[axis].default[backend]
+        log.info("nagare: variant %s=%s cannot run here (%s); using %s", axis, name, reason, fallback)
+        sel[axis] = fallback
+    return sel
