@@ -27,7 +27,7 @@ from . import registry
 from .backend import Backend
 from .errors import CheckpointError, Diverged, VariantUnavailable
 from .presets import PresetBase, raw_dict
-from .timing import PhaseTimer, TimingReport, TimingWindow
+from .timing import PhaseTimer, TimingReport, TimingWindow, summarise
 
 CHECKPOINT_FORMAT = 1
 
@@ -43,6 +43,7 @@ class Engine:
         self.stream = backend.new_stream()
         self.timer = PhaseTimer(backend, self.stream)
         self.window = TimingWindow()
+        self._batch: list = []  # samples since the last batch_report()
         self.step_count = 0
         self._time = 0.0
         self._roofline: float | None = None
@@ -116,7 +117,7 @@ class Engine:
         with self._on_stream():
             self._time += self._advance(n)
         self.step_count += n
-        self.window.add(self.timer.collect())
+        self._absorb(self.timer.collect())
 
     def synchronize(self) -> None:
         self.backend.synchronize(self.stream)
@@ -152,7 +153,7 @@ class Engine:
             if axis not in fam:
                 raise VariantUnavailable(f"unknown variant axis '{axis}' for {self.family}; "
                                          f"allowed: {', '.join(fam)}")
-            new[axis] = registry._parse_choice(fam[axis], value)
+            new[axis] = registry.parse_choice(fam[axis], value)
         for axis in changes:
             reason = registry.unavailable_reason(fam[axis].choices[new[axis]], self.backend.name, new, self.preset)
             if reason:
@@ -168,7 +169,10 @@ class Engine:
             with self._on_stream():
                 self._apply_selection(new, old)
             raise
-        self.window.clear()  # timings of one variant must not blend into another's
+        # Timings of one variant must not blend into another's: drop what the old one left.
+        self.timer.collect(wait=True)
+        self.window.clear()
+        self._batch = []
 
     # timings -------------------------------------------------------------------------------
     def roofline_bytes_per_s(self) -> float:
@@ -178,16 +182,34 @@ class Engine:
             self._roofline = copy_bandwidth(self.backend)
         return self._roofline
 
+    def _absorb(self, samples) -> None:
+        self.window.add(samples)
+        self._batch.extend(samples)
+
+    def _summary(self, samples) -> TimingReport:
+        rep = summarise(samples, self.updates_per_step, self.bytes_per_update(), self.roofline_bytes_per_s())
+        rep.extra.update(self.timing_extra())
+        return rep
+
+    def timing_extra(self) -> dict:
+        """Engine-specific figures for the HUD and logs (auto-tuner state, list lengths, ...)."""
+        return {}
+
     @property
     def timings(self) -> TimingReport:
-        self.window.add(self.timer.collect())
-        return self.window.report(self.updates_per_step, self.bytes_per_update(), self.roofline_bytes_per_s())
+        """Sliding-window summary of what the device has finished so far (never waits)."""
+        self._absorb(self.timer.collect())
+        return self._summary(self.window.samples)
 
-    def flush_timings(self) -> list:
-        """Wait for all timed device work; return the newly resolved samples (for logs)."""
-        samples = self.timer.collect(wait=True)
-        self.window.add(samples)
-        return samples
+    def batch_report(self, wait: bool = False) -> TimingReport:
+        """Summary of the samples resolved since the previous call (one timing-log row).
+
+        With wait=True the host waits for the device once (end of a run), never per step.
+        """
+        self._absorb(self.timer.collect(wait=wait))
+        rep = self._summary(self._batch)
+        self._batch = []
+        return rep
 
     # checkpoints ---------------------------------------------------------------------------
     def checkpoint(self) -> dict[str, Any]:
@@ -218,7 +240,7 @@ class Engine:
         self.window.clear()
 
 
-def save_checkpoint(ckpt: dict[str, Any], path) -> None:
+def save_checkpoint(ckpt: dict[str, Any], path):
     """Atomic write (temp file + rename) of a checkpoint as .npz."""
     from pathlib import Path
 
@@ -229,6 +251,7 @@ def save_checkpoint(ckpt: dict[str, Any], path) -> None:
     with open(tmp, "wb") as fh:
         np.savez(fh, **payload)
     tmp.replace(path)
+    return path
 
 
 def load_checkpoint(path) -> dict[str, Any]:

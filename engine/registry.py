@@ -97,7 +97,7 @@ def default_selection(family: str, backend: str) -> dict:
     return {name: ax.default[backend] for name, ax in axes(family).items()}
 
 
-def _parse_choice(ax: Axis, value) -> str:
+def parse_choice(ax: Axis, value) -> str:
     text = str(value).lower() if isinstance(value, bool) else str(value)
     if text not in ax.choices:
         raise VariantUnavailable(
@@ -121,7 +121,7 @@ def resolve_selection(family: str, backend: str, config: Any, preset_defaults: d
             if axis not in fam:
                 raise VariantUnavailable(
                     f"unknown variant axis '{axis}' for {family}; allowed: {', '.join(fam)}")
-            sel[axis] = _parse_choice(fam[axis], value)
+            sel[axis] = parse_choice(fam[axis], value)
     for axis, name in list(sel.items()):
         reason = unavailable_reason(fam[axis].choices[name], backend, sel, config)
         if reason is None:

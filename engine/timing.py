@@ -97,21 +97,26 @@ class TimingWindow:
 
     def report(self, updates_per_step: float, bytes_per_update: float,
                roofline_bytes_per_s: float | None) -> TimingReport:
-        """Per-phase time per step = that phase's summed time over the steps it covered.
+        return summarise(self.samples, updates_per_step, bytes_per_update, roofline_bytes_per_s)
 
-        Each sample carries the number of steps it covered, so phases that are resolved at
-        different moments (device events lag) still give consistent per-step figures.
-        """
-        total_ms: dict[str, float] = {}
-        total_steps: dict[str, int] = {}
-        for s in self.samples:
-            total_ms[s.phase] = total_ms.get(s.phase, 0.0) + s.ms
-            total_steps[s.phase] = total_steps.get(s.phase, 0) + s.steps
-        if not total_steps:
-            return TimingReport()
-        per_step = {k: total_ms[k] / total_steps[k] for k in total_ms if total_steps[k] > 0}
-        ms = sum(per_step.values())
-        ups = updates_per_step / (ms * 1e-3) if ms > 0 else 0.0
-        bps = ups * bytes_per_update
-        frac = bps / roofline_bytes_per_s if roofline_bytes_per_s else None
-        return TimingReport(max(total_steps.values()), per_step, ms, ups, bps, frac)
+
+def summarise(samples, updates_per_step: float, bytes_per_update: float,
+              roofline_bytes_per_s: float | None) -> TimingReport:
+    """Per-phase time per step = that phase's summed time over the steps it covered.
+
+    Each sample carries the number of steps it covered, so phases that are resolved at different
+    moments (device events lag behind the host) still give consistent per-step figures.
+    """
+    total_ms: dict[str, float] = {}
+    total_steps: dict[str, int] = {}
+    for s in samples:
+        total_ms[s.phase] = total_ms.get(s.phase, 0.0) + s.ms
+        total_steps[s.phase] = total_steps.get(s.phase, 0) + s.steps
+    if not total_steps:
+        return TimingReport()
+    per_step = {k: total_ms[k] / total_steps[k] for k in total_ms if total_steps[k] > 0}
+    ms = sum(per_step.values())
+    ups = updates_per_step / (ms * 1e-3) if ms > 0 else 0.0
+    bps = ups * bytes_per_update
+    frac = bps / roofline_bytes_per_s if roofline_bytes_per_s else None
+    return TimingReport(max(total_steps.values()), per_step, ms, ups, bps, frac)

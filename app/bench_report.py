@@ -1,0 +1,103 @@
+"""``nagare bench FAMILY``: print the variant matrix and write JSON + Markdown + a roofline plot."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from nagare import __version__
+from nagare.engine.bench import BenchResult, run_bench
+from nagare.engine.device import copy_bandwidth
+
+from .atomic import write_atomic, write_text_atomic
+
+
+def table_rows(results: list[BenchResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        if r.ok:
+            rows.append([r.case, r.label, f"{r.ms_per_step:.4f}", f"{r.updates_per_s / 1e6:,.1f}",
+                         f"{r.gbytes_per_s:,.1f}", f"{r.roofline_pct:.1f}",
+                         "" if r.speedup is None else f"{r.speedup:.2f}x"])
+        else:
+            rows.append([r.case, r.label, "cannot run", "", "", "", r.reason])
+    return rows
+
+
+HEADER = ["case", "variant", "ms/step", "M updates/s", "GB/s", "% roofline", "speed-up / reason"]
+
+
+def format_table(rows: list[list[str]]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(HEADER, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([line(HEADER), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def markdown(meta: dict, rows: list[list[str]]) -> str:
+    dev = meta["device"]
+    out = [f"# nagare bench {meta['family']}", "",
+           f"- device: {dev['name']} (backend {meta['backend']}, SMs {dev.get('multiprocessors')}, "
+           f"driver {dev.get('driver_version')}, CUDA runtime {dev.get('cuda_runtime')}, "
+           f"CuPy {dev.get('cupy_version')}, NumPy {dev.get('numpy_version')})",
+           f"- measured copy bandwidth (roofline): {meta['roofline_gbytes_per_s']:.1f} GB/s (read + write)",
+           f"- date: {meta['date']}; nagare {meta['nagare']}; command: `{meta['command']}`",
+           "- speed-up is relative to the first (default) variant of the same case; "
+           "ratios compare runs of one session on one device", "",
+           "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def roofline_plot(results: list[BenchResult], bw: float, title: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in results if r.ok]
+    cases = list(dict.fromkeys(r.case for r in ok))
+    labels = list(dict.fromkeys(r.label for r in ok))
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(cases) * max(1, len(labels)) / 2), 4.5))
+    width = 0.8 / max(1, len(labels))
+    for j, lab in enumerate(labels):
+        xs, ys = [], []
+        for i, c in enumerate(cases):
+            for r in ok:
+                if r.case == c and r.label == lab:
+                    xs.append(i + j * width)
+                    ys.append(r.gbytes_per_s)
+        ax.bar(xs, ys, width, label=lab)
+    ax.axhline(bw / 1e9, color="k", ls="--", lw=1, label=f"copy bandwidth {bw / 1e9:.0f} GB/s")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))], cases)
+    ax.set_ylabel("effective GB/s (engine's bytes-per-update model)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    write_atomic(path, lambda p: fig.savefig(p, dpi=120, format="png"))
+    plt.close(fig)
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | None, min_time: float,
+                  argv: list[str]) -> int:
+    info = backend.device_info()
+    bw = copy_bandwidth(backend)
+    print(f"nagare bench {family}: {info.name} ({backend.name}); roofline {bw / 1e9:.1f} GB/s copy bandwidth")
+    results = run_bench(family, backend, cases=cases, min_time=min_time,
+                        progress=lambda s: print(f"  measuring {s}", flush=True))
+    rows = table_rows(results)
+    print(format_table(rows))
+    date = time.strftime("%Y-%m-%d")
+    meta = {"family": family, "backend": backend.name, "device": info.as_dict(), "date": date,
+            "nagare": __version__, "roofline_gbytes_per_s": bw / 1e9, "command": " ".join(argv)}
+    out = Path(out_dir or f"bench-{family}-{slug(info.name)}-{date}")
+    write_text_atomic(out / f"{family}.json",
+                      json.dumps({"metadata": meta, "results": [r.as_dict() for r in results]}, indent=1))
+    write_text_atomic(out / f"{family}.md", markdown(meta, rows))
+    roofline_plot(results, bw, f"nagare bench {family} on {info.name}", out / f"{family}-roofline.png")
+    print(f"wrote {out}/{family}.json, {family}.md, {family}-roofline.png")
+    return 0

@@ -1,0 +1,228 @@
+"""The ``nagare`` command.
+
+``nagare``                 the app (a window where there is a display; otherwise a bounded
+                           headless run of the default preset that says where its output went)
+``nagare run PRESET …``    headless run with progress, frames, dumps, timing logs, checkpoints
+``nagare presets``         the presets with their one-line descriptions
+``nagare info``            backend, device, measured copy bandwidth (the roofline)
+``nagare bench FAMILY``    the family's registered variant matrix, as a table + JSON/Markdown/PNG
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from nagare import __version__
+from nagare.engine.backend import BACKEND_CHOICES, get_backend
+from nagare.engine.errors import NagareError, PresetError
+
+EXIT_USAGE = 2  # bad preset, bad option, unavailable backend/variant: nothing was run
+HEADLESS_DEFAULT_STEPS = 300
+HEADLESS_DEFAULT_FRAMES = 6
+
+
+def default_preset() -> str:
+    from nagare.engine.presets import preset_names
+
+    names = preset_names()
+    for name in ("lbm2d-cylinder", "diffusion3d"):
+        if name in names:
+            return name
+    return names[0]
+
+
+def _kv(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected AXIS=CHOICE, got {text!r}")
+    k, v = text.split("=", 1)
+    return k.strip(), v.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nagare", description="GPU fluid-solver laboratory.")
+    p.add_argument("--version", action="version", version=f"nagare {__version__}")
+    p.add_argument("-v", "--verbose", action="store_true", help="more log output")
+    sub = p.add_subparsers(dest="command")
+
+    r = sub.add_parser("run", help="run a preset headless")
+    r.add_argument("preset", help="a preset name (see `nagare presets`) or a path to a TOML file")
+    r.add_argument("--steps", type=int, help="steps to run (default: the preset's run.steps)")
+    r.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    r.add_argument("--variant", type=_kv, action="append", default=[], metavar="AXIS=CHOICE")
+    r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a preset key, e.g. --set grid.nx=128")
+    r.add_argument("--dump", type=Path, metavar="FILE.npz", help="write the final fields")
+    r.add_argument("--dump-every", type=int, metavar="K")
+    r.add_argument("--dump-dir", type=Path, metavar="DIR")
+    r.add_argument("--timings", type=Path, metavar="FILE.csv|FILE.json",
+                   help="timing log (the sibling .json/.csv with metadata is written too)")
+    r.add_argument("--frames", type=Path, metavar="DIR", help="write PNG frames here")
+    r.add_argument("--every", type=int, metavar="K", help="a frame every K steps (default: 10 frames a run)")
+    r.add_argument("--checkpoint", type=Path, metavar="FILE", help="write a checkpoint at the end")
+    r.add_argument("--checkpoint-every", type=int, metavar="K", help="…and every K steps")
+    r.add_argument("--resume", type=Path, metavar="FILE", help="continue from a checkpoint")
+    r.add_argument("--batch", type=int, help="steps per batch between host checks (default: preset)")
+    r.add_argument("--quiet", action="store_true")
+
+    sub.add_parser("presets", help="list presets")
+
+    i = sub.add_parser("info", help="backend, device and measured bandwidth")
+    i.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    i.add_argument("--measure", action="store_true", help="measure the copy bandwidth again")
+
+    b = sub.add_parser("bench", help="benchmark a family's variant matrix")
+    b.add_argument("family")
+    b.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    b.add_argument("--out", help="output folder (default: bench-FAMILY-DEVICE-DATE)")
+    b.add_argument("--case", action="append", help="only these cases (repeatable)")
+    b.add_argument("--min-time", type=float, default=0.5, help="seconds measured per cell")
+
+    g = sub.add_parser("gui", help="open the app window")
+    g.add_argument("preset", nargs="?")
+    g.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+def cmd_presets(_args) -> int:
+    from nagare.engine.presets import load_preset, preset_names
+
+    names = preset_names()
+    width = max(map(len, names))
+    for name in names:
+        try:
+            desc = load_preset(name).description
+        except NagareError as exc:
+            desc = f"(broken: {exc})"
+        print(f"{name:<{width}}  {desc}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from nagare.engine.device import copy_bandwidth
+
+    be = get_backend(args.backend)
+    info = be.device_info()
+    print(f"nagare {__version__}")
+    print(f"backend:   {be.name}" + (f"  (auto: {be.reason})" if be.reason else ""))
+    print(f"device:    {info.name}")
+    if info.multiprocessors:
+        print(f"SMs:       {info.multiprocessors}   compute capability {info.compute_capability}")
+        print(f"memory:    {info.memory_bytes / 2**30:.1f} GiB")
+        print(f"CUDA:      runtime {info.cuda_runtime}, driver API {info.cuda_driver}, "
+              f"driver {info.driver_version}; CuPy {info.cupy_version}")
+    print(f"NumPy:     {info.numpy_version}")
+    bw = copy_bandwidth(be, refresh=args.measure)
+    print(f"bandwidth: {bw / 1e9:.1f} GB/s (large device copy, bytes read + written; the roofline)")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from nagare.engine.families import FAMILIES
+
+    from .bench_report import bench_command
+
+    if args.family not in FAMILIES:
+        raise NagareError(f"unknown family {args.family!r}; known: {', '.join(FAMILIES)}")
+    return bench_command(args.family, get_backend(args.backend), args.out, args.case, args.min_time,
+                         ["nagare", *sys.argv[1:]])
+
+
+def cmd_run(args, argv: list[str]) -> int:
+    from nagare.engine.contract import load_checkpoint
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset, validate
+
+    from .headless import RunOptions, run
+
+    if args.steps is not None and args.steps < 1:
+        raise PresetError("--steps", None, args.steps, "expected a positive number of steps")
+    for name in ("every", "dump_every", "checkpoint_every", "batch"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise PresetError(f"--{name.replace('_', '-')}", None, v, "expected a positive integer")
+    if args.dump_every and not args.dump_dir:
+        raise PresetError("--dump-every", None, args.dump_every, "needs --dump-dir DIR")
+    backend = get_backend(args.backend)
+    ckpt = load_checkpoint(args.resume) if args.resume else None
+    if ckpt is not None and args.preset == "-":
+        preset = validate(ckpt["meta"]["preset"], f"{args.resume} (preset)", backend.name)
+    else:
+        preset = load_preset(args.preset, args.overrides, backend=backend.name)
+    variants = dict(ckpt["meta"]["variants"]) if ckpt else {}
+    variants.update(dict(args.variant))
+    engine = create_engine(preset, backend, variants=variants)
+    if ckpt is not None:
+        engine.restore(ckpt)
+    steps = args.steps or preset.run.steps
+    every = args.every or (max(1, steps // 10) if args.frames else None)
+    opts = RunOptions(steps=steps, timings=args.timings, dump=args.dump, dump_every=args.dump_every,
+                      dump_dir=args.dump_dir, frames_dir=args.frames, frame_every=every,
+                      checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                      batch=args.batch or preset.run.steps_per_frame, quiet=args.quiet, argv=argv)
+    if not args.quiet:
+        sel = ", ".join(f"{k}={v}" for k, v in engine.selection.items())
+        print(f"nagare: {preset.source} on {backend.name} ({backend.device_info().name}); {sel}", file=sys.stderr)
+    return run(engine, opts)
+
+
+def has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def headless_default(backend_name: str = "auto") -> int:
+    """No display: a bounded run of the default preset with frames and a timing log."""
+    preset = default_preset()
+    out = Path("nagare-output") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    print(f"nagare: no display found, so no window; running the default preset '{preset}' headless for "
+          f"{HEADLESS_DEFAULT_STEPS} steps instead (frames, timing log, final fields) into {out}/")
+    argv = ["run", preset, "--steps", str(HEADLESS_DEFAULT_STEPS), "--backend", backend_name,
+            "--frames", str(out / "frames"), "--every", str(HEADLESS_DEFAULT_STEPS // HEADLESS_DEFAULT_FRAMES),
+            "--timings", str(out / "timings.csv"), "--dump", str(out / "fields.npz")]
+    status = main(argv)
+    if status == 0:
+        print(f"nagare: done. Output in {out.resolve()}/ (frames/*.png, timings.csv, timings.json, fields.npz)")
+    return status
+
+
+def launch_app(preset: str | None, backend: str) -> int:
+    try:
+        from .gui import launch
+    except ImportError as exc:
+        print(f"nagare: the desktop app cannot start ({exc}); running headless instead", file=sys.stderr)
+        return headless_default(backend)
+    return launch(preset, backend)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        if args.command is None:
+            return launch_app(None, "auto") if has_display() else headless_default()
+        if args.command == "gui":
+            return launch_app(args.preset, args.backend)
+        if args.command == "run":
+            return cmd_run(args, ["nagare", *argv])
+        if args.command == "presets":
+            return cmd_presets(args)
+        if args.command == "info":
+            return cmd_info(args)
+        if args.command == "bench":
+            return cmd_bench(args)
+    except NagareError as exc:
+        print(f"nagare: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("nagare: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Measuring a family's registered variant matrix (the data behind ``nagare bench``).
+
+For each bench case (a problem size) and each selection (one axis changed from the backend's
+default selection, every registered choice in turn, plus any extra selections the family lists),
+build the engine, warm up (compilation and caches stay out of the numbers), then time whole
+batches with the engine's own device timers until ``min_time`` seconds have been measured.
+Unavailable selections are reported with their reason, like P1's "cannot run" cells.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from . import registry
+from .errors import NagareError
+from .families import engine_class, family_module
+from .presets import load_preset
+
+
+@dataclass
+class BenchResult:
+    case: str
+    selection: dict
+    label: str
+    ok: bool
+    reason: str = ""
+    steps: int = 0
+    ms_per_step: float = 0.0
+    updates_per_s: float = 0.0
+    gbytes_per_s: float = 0.0
+    roofline_pct: float = 0.0
+    speedup: float | None = None
+    phases: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def selections(family: str, backend: str, preset) -> list[tuple[str, dict]]:
+    """The default selection first, then each registered choice of each axis changed alone."""
+    base = registry.default_selection(family, backend)
+    out = [("default", dict(base))]
+    cls = engine_class(family)
+    extra = getattr(cls, "bench_selections", None)
+    if extra is not None:
+        return [(lbl, dict(base, **sel)) for lbl, sel in extra(backend)]
+    for axis, ax in registry.axes(family).items():
+        for name in ax.choices:
+            if name == base[axis]:
+                continue
+            out.append((f"{axis}={name}", dict(base, **{axis: name})))
+    return out
+
+
+def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: int) -> dict:
+    engine.step(warmup_steps)
+    engine.batch_report(wait=True)  # discard warm-up samples (and wait for them)
+    done, t0 = 0, time.perf_counter()
+    while done < max_steps:
+        engine.step(batch)
+        done += batch
+        if time.perf_counter() - t0 > min_time:
+            break
+    rep = engine.batch_report(wait=True)
+    return {"steps": rep.steps, "ms_per_step": rep.ms_per_step, "updates_per_s": rep.updates_per_s,
+            "gbytes_per_s": rep.gbytes_per_s,
+            "roofline_pct": 100 * (rep.roofline_fraction or 0.0), "phases": rep.phase_ms_per_step,
+            "extra": rep.extra}
+
+
+def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time: float = 0.5,
+              warmup_steps: int = 5, batch: int = 10, max_steps: int = 20000, progress=None) -> list[BenchResult]:
+    family_module(family)
+    cls = engine_class(family)
+    results: list[BenchResult] = []
+    for label, overrides in cls.bench_cases(backend.name):
+        if cases and label not in cases:
+            continue
+        preset = load_preset(cls.bench_preset, overrides, backend=None)
+        baseline = None
+        for sel_label, sel in selections(family, backend.name, preset):
+            if progress:
+                progress(f"{label}: {sel_label}")
+            reasons = [registry.unavailable_reason(registry.axes(family)[a].choices[c], backend.name, sel, preset)
+                       for a, c in sel.items()]
+            reasons = [r for r in reasons if r]
+            if reasons:
+                results.append(BenchResult(label, sel, sel_label, False, reason="; ".join(dict.fromkeys(reasons))))
+                continue
+            try:
+                engine = cls(preset, backend, variants=sel)
+                m = measure(engine, warmup_steps, batch, min_time, max_steps)
+                engine.diagnostics()  # a variant that diverges is reported, not timed
+            except NagareError as exc:
+                results.append(BenchResult(label, sel, sel_label, False, reason=str(exc)))
+                continue
+            except Exception as exc:  # out of memory, compile failure: a cell, not a crash
+                results.append(BenchResult(label, sel, sel_label, False, reason=f"{type(exc).__name__}: {exc}"))
+                continue
+            finally:
+                engine = None
+            r = BenchResult(label, sel, sel_label, True, **m)
+            if baseline is None:
+                baseline = r
+            r.speedup = baseline.ms_per_step / r.ms_per_step if r.ms_per_step else None
+            results.append(r)
+    return results
