@@ -6,9 +6,10 @@ import re
 import time
 from pathlib import Path
 
-from nagare import __version__
 from nagare.engine.bench import BenchResult, run_bench
 from nagare.engine.device import copy_bandwidth
+
+from nagare import __version__
 
 from .atomic import write_atomic, write_text_atomic
 

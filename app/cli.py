@@ -16,9 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from nagare import __version__
 from nagare.engine.backend import BACKEND_CHOICES, get_backend
 from nagare.engine.errors import NagareError, PresetError
+
+from nagare import __version__
 
 EXIT_USAGE = 2  # bad preset, bad option, unavailable backend/variant: nothing was run
 HEADLESS_DEFAULT_STEPS = 300

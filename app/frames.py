@@ -9,9 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
-
 from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
+from PIL import Image
 
 from . import colormaps
 from .atomic import write_atomic

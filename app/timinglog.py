@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from nagare.engine.presets import raw_dict
 
 from nagare import __version__
-from nagare.engine.presets import raw_dict
 
 from .atomic import write_text_atomic
 

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from .errors import PresetError
 
@@ -56,9 +56,17 @@ class PresetBase(Strict):
     run: RunConfig = Field(default_factory=RunConfig)
     cpu_overrides: dict[str, Any] = Field(default_factory=dict)
 
-    # Filled in by the loader (not from TOML):
-    source: str = Field("<memory>", exclude=True)
-    content_hash: str = Field("", exclude=True)
+    # Filled in by the loader, never from TOML:
+    _source: str = PrivateAttr("<memory>")
+    _content_hash: str = PrivateAttr("")
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
+    def content_hash(self) -> str:
+        return self._content_hash
 
     @field_validator("description")
     @classmethod
@@ -95,11 +103,12 @@ def _read_toml(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PresetError(str(path), None, NOTHING, f"cannot be read ({exc.__class__.__name__}: {exc})") from None
+        raise PresetError(str(_display_path(path)), None, NOTHING,
+                          f"cannot be read ({exc.__class__.__name__}: {exc})") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise PresetError(str(path), None, NOTHING, f"is not valid TOML ({exc})") from None
+        raise PresetError(str(_display_path(path)), None, NOTHING, f"is not valid TOML ({exc})") from None
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -116,17 +125,19 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
     """Read a preset and everything it extends, merged (the extending file wins)."""
     if path in _chain:
         cycle = " -> ".join(p.name for p in (*_chain, path))
-        raise PresetError(str(_chain[-1]), "extends", path.name, f"extends cycle ({cycle}); remove one link")
+        raise PresetError(str(_display_path(_chain[-1])), "extends", path.name,
+                          f"extends cycle ({cycle}); remove one link")
     raw = _read_toml(path)
     parent = raw.get("extends")
     if parent is None:
         return raw
     if not isinstance(parent, str):
-        raise PresetError(str(path), "extends", parent, "expected the name or path of another preset (a string)")
+        raise PresetError(str(_display_path(path)), "extends", parent,
+                          "expected the name or path of another preset (a string)")
     try:
         parent_path = resolve_path(parent, relative_to=path.parent)
     except PresetError:
-        raise PresetError(str(path), "extends", parent,
+        raise PresetError(str(_display_path(path)), "extends", parent,
                           f"no such preset; known presets: {', '.join(preset_names())}") from None
     base = load_raw(parent_path, (*_chain, path))
     return deep_merge(base, raw)
@@ -167,8 +178,12 @@ def _friendly(err: dict, model: type[BaseModel]) -> tuple[str, Any, str]:
     if kind == "extra_forbidden":
         allowed = _allowed_keys(model, err["loc"][:-1])
         return loc, given, "unknown key" + (f"; allowed keys here: {', '.join(allowed)}" if allowed else "")
+    if kind == "missing" and err["loc"] and isinstance(err["loc"][-1], int):
+        return ".".join(str(x) for x in err["loc"][:-1]), NOTHING, f"too few items (item {err['loc'][-1]} is missing)"
     if kind == "missing":
         return loc, NOTHING, "required key is missing"
+    if not err["loc"]:  # a check across several keys: its message names them
+        given = NOTHING
     msg = err["msg"]
     msg = msg[0].lower() + msg[1:] if msg else msg
     msg = msg.replace("input should be", "expected").replace("value error, ", "")
@@ -185,32 +200,56 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
     return list(getattr(m, "model_fields", {}).keys())
 
 
-def validate(raw: dict, source: str, backend: str | None = None) -> PresetBase:
+def validate(raw: dict, source: str, backend: str | None = None,
+             overrides: list[str] | tuple[str, ...] = ()) -> PresetBase:
+    """Validate a merged preset dict. Order of precedence: file ← [cpu_overrides] (NumPy
+    backend) ← ``overrides`` (``--set``), so the command line always wins."""
     from .families import preset_model  # late: families import their engines
 
-    engine = raw.get("engine")
+    engine = apply_overrides(raw, overrides).get("engine")
     if engine is None:
         raise PresetError(source, "engine", NOTHING, "required key is missing; name an engine family")
     model = preset_model(engine, source)
-    data = dict(raw)
-    cpu = data.get("cpu_overrides", {})
-    if backend == "numpy" and isinstance(cpu, dict) and cpu:
-        data = deep_merge(data, cpu)
-    try:
-        preset = model.model_validate(data)
-    except ValidationError as exc:
-        key, given, allowed = _friendly(exc.errors()[0], model)
-        raise PresetError(source, key, given, allowed) from None
-    preset.source = source
-    preset.content_hash = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    cpu = raw.get("cpu_overrides", {})
+    candidates = [("", apply_overrides(raw, overrides))]
+    if isinstance(cpu, dict) and cpu:
+        # Validate the NumPy-backend variant too, whichever backend runs, so a broken override
+        # is caught on a GPU machine as well.
+        candidates.append(("cpu_overrides.", apply_overrides(deep_merge(raw, cpu), overrides)))
+    validated = {}
+    for prefix, data in candidates:
+        try:
+            validated[prefix] = model.model_validate(data)
+        except ValidationError as exc:
+            key, given, allowed = _friendly(exc.errors()[0], model)
+            raise PresetError(source, prefix + key if prefix and not key.startswith("cpu_overrides") else key,
+                              given, allowed) from None
+    preset = validated["cpu_overrides." if backend == "numpy" and len(validated) > 1 else ""]
+    _check_variants(preset, source)
+    preset._source = source
+    dumped = json.dumps(preset.model_dump(mode="json"), sort_keys=True, default=str)
+    preset._content_hash = hashlib.sha256(dumped.encode()).hexdigest()[:16]
     return preset
+
+
+def _check_variants(preset: PresetBase, source: str) -> None:
+    """Variant defaults must name registered axes and choices (availability is checked later)."""
+    from . import registry
+
+    axes = registry.axes(preset.engine)
+    for axis, value in preset.variants.items():
+        if axis not in axes:
+            raise PresetError(source, f"variants.{axis}", value,
+                              f"unknown variant axis; allowed: {', '.join(axes) or 'none'}")
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if text not in axes[axis].choices:
+            raise PresetError(source, f"variants.{axis}", value, f"allowed: {', '.join(axes[axis].choices)}")
 
 
 def load_preset(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = (),
                 backend: str | None = None) -> PresetBase:
     path = resolve_path(name_or_path)
-    raw = apply_overrides(load_raw(path), overrides)
-    return validate(raw, str(_display_path(path)), backend)
+    return validate(load_raw(path), str(_display_path(path)), backend, overrides)
 
 
 def _display_path(path: Path) -> Path:
@@ -221,4 +260,4 @@ def _display_path(path: Path) -> Path:
 
 
 def raw_dict(preset: PresetBase) -> dict:
-    return preset.model_dump(mode="json", exclude={"source", "content_hash"})
+    return preset.model_dump(mode="json")

@@ -115,8 +115,7 @@ def resolve_selection(family: str, backend: str, config: Any, preset_defaults: d
     """
     sel = default_selection(family, backend)
     fam = axes(family)
-    for source, values, strict in (("preset", preset_defaults or {}, False),
-                                   ("request", requested or {}, True)):
+    for values in (preset_defaults or {}, requested or {}):
         for axis, value in values.items():
             if axis not in fam:
                 raise VariantUnavailable(

@@ -5,7 +5,6 @@ import os
 
 import numpy as np
 import pytest
-
 from nagare.engine.backend import cupy_available, get_backend
 
 _GPU_OK, _GPU_REASON = cupy_available()

@@ -114,12 +114,11 @@ class Diffusion3D(Engine):
     @classmethod
     def equivalence_presets(cls):
         base = {"engine": FAMILY, "description": "equivalence test", "initial": {"kind": "random"}}
+        grids = {"periodic": {"nx": 40, "ny": 24, "nz": 20}, "fixed": {"nx": 33, "ny": 17, "nz": 12}}
         return {
-            "fp32-periodic": Diffusion3DPreset.model_validate(
-                {**base, "grid": {"nx": 40, "ny": 24, "nz": 20}, "physics": {"precision": "fp32"}}),
-            "fp64-fixed": Diffusion3DPreset.model_validate(
-                {**base, "grid": {"nx": 33, "ny": 17, "nz": 12}, "physics": {"precision": "fp64"},
-                 "boundaries": {"kind": "fixed"}}),
+            f"{prec}-{bc}": Diffusion3DPreset.model_validate(
+                {**base, "grid": grids[bc], "physics": {"precision": prec}, "boundaries": {"kind": bc}})
+            for prec in ("fp32", "fp64") for bc in ("periodic", "fixed")
         }
 
     @classmethod

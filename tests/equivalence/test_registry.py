@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from nagare.engine import registry
 from nagare.engine.backend import get_backend
 from nagare.engine.families import FAMILIES, engine_class, load_all

@@ -1,0 +1,127 @@
+"""The engine contract, exercised on the diffusion3d engine: checkpoints, variants, divergence,
+timings, fields."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from nagare.engine import registry
+from nagare.engine.backend import get_backend
+from nagare.engine.contract import load_checkpoint, save_checkpoint
+from nagare.engine.errors import CheckpointError, Diverged, VariantUnavailable
+from nagare.engine.families import create_engine
+from nagare.engine.fields import Grid3D
+from nagare.engine.presets import load_preset
+
+from tests.conftest import backends_param
+
+
+def small(backend="numpy", **sets):
+    overrides = ["grid.nx=24", "grid.ny=20", "grid.nz=16", "initial.kind='random'"]
+    overrides += [f"{k}={v}" for k, v in sets.items()]
+    return create_engine(load_preset("diffusion3d", overrides, backend=backend), get_backend(backend))
+
+
+@pytest.mark.parametrize("backend", backends_param())
+def test_restore_then_continue_is_bit_identical(backend, tmp_path):
+    a = small(backend)
+    a.step(7)
+    path = save_checkpoint(a.checkpoint(), tmp_path / "c.npz")
+    a.step(13)
+    b = small(backend)
+    b.restore(load_checkpoint(path))
+    assert b.step_count == 7
+    b.step(13)
+    assert (a.step_count, a.time) == (b.step_count, b.time)
+    np.testing.assert_array_equal(a.backend.asnumpy(a.f), b.backend.asnumpy(b.f))
+
+
+@pytest.mark.gpu
+def test_checkpoint_moves_between_backends(tmp_path):
+    g = small("cupy")
+    g.step(5)
+    c = small("numpy")
+    c.restore(g.checkpoint())
+    np.testing.assert_array_equal(c.f, g.backend.asnumpy(g.f))
+
+
+def test_checkpoint_of_another_shape_is_refused(tmp_path):
+    a = small()
+    b = create_engine(load_preset("diffusion3d", ["grid.nx=12"], backend="numpy"), get_backend("numpy"))
+    with pytest.raises(CheckpointError, match="shape"):
+        b.restore(a.checkpoint())
+
+
+def test_broken_checkpoint_file_is_one_clear_error(tmp_path):
+    bad = tmp_path / "x.npz"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(CheckpointError, match="not a nagare checkpoint"):
+        load_checkpoint(bad)
+    with pytest.raises(CheckpointError, match="no such checkpoint"):
+        load_checkpoint(tmp_path / "missing.npz")
+
+
+def test_diagnostics_raise_diverged_on_nan():
+    e = small()
+    e.step(2)
+    e.f[3, 4, 5] = np.nan
+    e.step(1)
+    with pytest.raises(Diverged, match=r"diffusion3d diverged at step 3: .*not finite"):
+        e.diagnostics()
+
+
+def test_variants_report_availability_with_reasons():
+    e = small()
+    v = e.variants["kernel"]
+    assert v["current"] == "array"
+    assert v["choices"]["array"] is None
+    assert "CUDA" in v["choices"]["cuda"]
+    with pytest.raises(VariantUnavailable, match="kernel=cuda cannot run here: needs a CUDA GPU"):
+        e.set_variant(kernel="cuda")
+    with pytest.raises(VariantUnavailable, match="unknown variant axis 'warp'"):
+        e.set_variant(warp="on")
+    assert e.selection == {"kernel": "array"}
+
+
+@pytest.mark.gpu
+def test_set_variant_keeps_state_and_matches_uninterrupted_run():
+    a, b = small("cupy", **{"physics.precision": "'fp64'"}), small("cupy", **{"physics.precision": "'fp64'"})
+    a.set_variant(kernel="array")
+    b.set_variant(kernel="array")
+    a.step(10)
+    b.step(5)
+    b.set_variant(kernel="cuda")
+    b.step(5)
+    np.testing.assert_allclose(b.backend.asnumpy(b.f), a.backend.asnumpy(a.f), rtol=1e-13, atol=1e-15)
+
+
+def test_preset_variant_that_cannot_run_falls_back_with_a_log_line(caplog):
+    caplog.set_level(logging.INFO, logger="nagare")
+    e = create_engine(load_preset("diffusion3d", ["variants.kernel='cuda'"], backend="numpy"), get_backend("numpy"))
+    assert e.selection["kernel"] == "array"
+    assert "kernel=cuda cannot run here" in caplog.text
+
+
+def test_explicitly_requested_unavailable_variant_raises():
+    with pytest.raises(VariantUnavailable):
+        registry.resolve_selection("diffusion3d", "numpy", None, {}, {"kernel": "cuda"})
+
+
+def test_timings_give_per_phase_time_and_throughput():
+    e = small()
+    e.step(5)
+    rep = e.timings
+    assert rep.steps == 5
+    assert set(rep.phase_ms_per_step) == {"diffuse"}
+    assert rep.ms_per_step > 0
+    np.testing.assert_allclose(rep.updates_per_s, 24 * 20 * 16 / (rep.ms_per_step * 1e-3), rtol=1e-12)
+    np.testing.assert_allclose(rep.bytes_per_s, rep.updates_per_s * 8, rtol=1e-12)
+    assert 0 < rep.roofline_fraction
+    batch = e.batch_report()
+    assert batch.steps == 5 and e.batch_report().steps == 0  # rows never count a sample twice
+
+
+def test_fields_are_typed():
+    f = small().fields()["f"]
+    assert isinstance(f, Grid3D) and f.data.shape == (16, 20, 24)
