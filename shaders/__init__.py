@@ -30,7 +30,8 @@ def _expand(p: Path, seen: set[Path]) -> str:
     if p in seen:
         return ""
     seen.add(p)
-    text = p.read_text(encoding="utf-8")
+    # Everything ends up in one NVRTC translation unit: drop include guards of the pragma kind.
+    text = re.sub(r"^\s*#\s*pragma\s+once\s*$", "", p.read_text(encoding="utf-8"), flags=re.M)
 
     def repl(m: re.Match) -> str:
         name = m.group(1)
