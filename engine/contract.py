@@ -25,11 +25,30 @@ import numpy as np
 
 from . import registry
 from .backend import Backend
-from .errors import CheckpointError, Diverged, VariantUnavailable
+from .errors import CheckpointError, Diverged, NagareError, VariantUnavailable
 from .presets import PresetBase, raw_dict
 from .timing import PhaseTimer, TimingReport, TimingWindow, summarise
 
 CHECKPOINT_FORMAT = 1
+
+
+class OutOfMemory(NagareError):
+    """The preset does not fit in the backend's memory."""
+
+
+def available_memory(backend: Backend) -> int | None:
+    """Free device memory (CuPy) or available host memory (NumPy), in bytes; None if unknown."""
+    try:
+        if backend.is_gpu:
+            free, _total = backend.xp.cuda.runtime.memGetInfo()
+            return int(free + backend.xp.get_default_memory_pool().free_bytes())
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except Exception:
+        return None
+    return None
 
 
 class Engine:
@@ -48,10 +67,30 @@ class Engine:
         self._time = 0.0
         self._roofline: float | None = None
         self.selection = registry.resolve_selection(self.family, backend.name, preset, preset.variants, variants)
-        with self._on_stream():
-            self._allocate()
-            self._initialise()
-            self._apply_selection({}, dict(self.selection))
+        self._check_memory()
+        try:
+            with self._on_stream():
+                self._allocate()
+                self._initialise()
+                self._apply_selection({}, dict(self.selection))
+        except MemoryError as exc:  # NumPy's and CuPy's out-of-memory errors both derive from it
+            raise OutOfMemory(f"{preset.source}: not enough {backend.name} memory for this preset "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                              f"reduce the problem size") from None
+
+    def _check_memory(self) -> None:
+        need = self.estimated_bytes()
+        if not need:
+            return
+        free = available_memory(self.backend)
+        if free is not None and need > free:
+            raise OutOfMemory(f"{self.preset.source}: this preset needs about {need / 2**30:.1f} GiB of "
+                              f"{'GPU' if self.backend.is_gpu else 'host'} memory, {free / 2**30:.1f} GiB are free; "
+                              f"reduce the problem size")
+
+    def estimated_bytes(self) -> int:
+        """Memory the engine will allocate for this preset (0 = unknown; checked before allocating)."""
+        return 0
 
     # ---- what families implement ---------------------------------------------------------
     def _allocate(self) -> None:

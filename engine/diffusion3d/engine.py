@@ -33,6 +33,11 @@ class Diffusion3D(Engine):
     block = (128, 1, 1)
     zmarch = 2
 
+    def estimated_bytes(self):
+        p = self.preset
+        n = p.grid.nx * p.grid.ny * p.grid.nz * np.dtype(p.physics.dtype).itemsize
+        return 2 * n + 8 * n  # two buffers + the array reference's temporaries (rolls)
+
     # ---- state ----
     def _allocate(self):
         p = self.preset

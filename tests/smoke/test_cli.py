@@ -141,3 +141,26 @@ def test_every_preset_runs_a_few_steps_on_numpy(preset):
     e.diagnostics()
     img = field_image(e)
     assert img.dtype == np.uint8 and img.ndim == 3
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+def test_divergence_stops_with_status_3_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    from nagare.app.headless import RunOptions, run
+    from nagare.engine.backend import get_backend
+    from nagare.engine.contract import load_checkpoint
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    e = create_engine(load_preset("diffusion3d", ["grid.nx=16", "grid.ny=16", "grid.nz=16"], backend="numpy"),
+                      get_backend("numpy"))
+    ck = tmp_path / "good.npz"
+    assert run(e, RunOptions(steps=10, checkpoint=ck, checkpoint_every=5, batch=5, quiet=True)) == 0
+    good = load_checkpoint(ck)
+    e.f[0, 0, 0] = np.inf  # poison the state: the next batch must stop the run
+    status = run(e, RunOptions(steps=20, checkpoint=ck, checkpoint_every=5, batch=5, quiet=True,
+                               timings=tmp_path / "t.csv"))
+    err = capsys.readouterr().err
+    assert status == 3
+    assert "diffusion3d diverged at step 15" in err and "last good checkpoint" in err
+    assert load_checkpoint(ck)["meta"]["step"] == good["meta"]["step"] == 10
+    assert (tmp_path / "t.csv").exists()  # the timing log of what ran is kept

@@ -125,3 +125,13 @@ def test_timings_give_per_phase_time_and_throughput():
 def test_fields_are_typed():
     f = small().fields()["f"]
     assert isinstance(f, Grid3D) and f.data.shape == (16, 20, 24)
+
+
+def test_impossible_size_is_refused_before_allocating(capsys):
+    from nagare.app.cli import main
+
+    status = main(["run", "diffusion3d", "--backend", "numpy", "--set", "grid.nx=4096", "--set", "grid.ny=4096",
+                   "--set", "grid.nz=4096", "--steps", "1"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1
+    assert "needs about" in err and "GiB" in err and "reduce the problem size" in err
