@@ -1,0 +1,208 @@
+"""P1's temporal-blocking steppers for D2Q9 (stb, srtb, srtb-ws) on CuPy.
+
+The interface the lbm2d engine plugs into (agreed with part A):
+
+- :func:`unavailable_reason(selection, preset)` -> ``None`` or the reason a ``(kernel, ts, tr,
+  tile)`` configuration cannot run — P1's "cannot run" cells.
+- :func:`make_stepper(xp, selection, preset, mask, params)` -> ``step(f_src, f_dst, nsteps)``.
+
+selection keys: ``kernel`` in {stb, srtb, srtb-ws}, ``ts`` (int), ``tr`` (int), ``tile`` ("WxH").
+stb is s{ts}r0tb and needs tr = 0; srtb/srtb-ws are s{ts}r{tr}tb with 1 <= tr <= ts.
+The device code is ``shaders/cuda/lbm2d/temporal_blocking.cu``; the design, the geometry and the
+limits are in ``docs/lbm2d-temporal-blocking.md``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+CUDA_SOURCE = "cuda/lbm2d/temporal_blocking.cu"
+KERNELS = ("stb", "srtb", "srtb-ws")
+
+# Hopper (sm_90): 227 KB of shared memory per block with the opt-in attribute, 48 KB without.
+SMEM_OPTIN_BYTES = 227 * 1024
+SMEM_DEFAULT_BYTES = 48 * 1024
+MAX_THREADS_PER_BLOCK = 1024
+REGS_PER_BLOCK = 65536
+MAX_REGS_PER_THREAD = 255
+
+
+def parse_tile(tile: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in str(tile).lower().split("x"))
+    except ValueError:
+        raise ValueError(f"tile must look like '32x8' (width x height), got {tile!r}") from None
+    if w < 1 or h < 1:
+        raise ValueError(f"tile sides must be positive, got {tile!r}")
+    return w, h
+
+
+def register_depth(selection: dict) -> int:
+    """Steps per register phase: stb (r0) takes one step per shared-memory phase."""
+    return 1 if selection["kernel"] == "stb" else int(selection["tr"])
+
+
+def shared_bytes(ts: int, tile: tuple[int, int], itemsize: int) -> int:
+    """Dynamic shared memory of one block: two ping-pong buffers of 9 populations on the tile plus
+    a halo of width ts, and the mask (1 byte per node) on the same region."""
+    ex, ey = tile[0] + 2 * ts, tile[1] + 2 * ts
+    return 2 * 9 * ex * ey * itemsize + ex * ey
+
+
+def cone_registers(kernel: str, tr: int, itemsize: int) -> int:
+    """Pre-compile estimate of the 32-bit registers a thread's register cone needs.
+
+    srtb holds level 1 of its cone: (2tr-1)^2 nodes x 9 populations; srtb-ws computes one column
+    per level and holds it with the two shuffled neighbour columns, ~2 x 9 x (2tr-1) values.
+    Calibrated against ptxas (sm_90, fp32, 32x8): srtb tr=2 60 regs, tr=3 174, tr=4 255 regs plus
+    280 B of spills (estimate 441 -> "cannot run"); srtb-ws tr=4 127 (estimate 126).
+    """
+    words = max(1, itemsize // 4)
+    if kernel == "srtb":
+        return 9 * (2 * tr - 1) ** 2 * words
+    if kernel == "srtb-ws":
+        return 2 * 9 * (2 * tr - 1) * words
+    return 2 * 9 * words
+
+
+def _dtype_of(preset) -> np.dtype:
+    phys = getattr(preset, "physics", None)
+    dtype = getattr(phys, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.dtype(np.float32)
+
+
+def unavailable_reason(selection: dict, preset) -> str | None:
+    """Why this (kernel, ts, tr, tile) cannot run for ``preset`` (None if it can)."""
+    kernel = selection.get("kernel")
+    if kernel not in KERNELS:
+        return f"not a temporal-blocking kernel: {kernel!r}"
+    bounds = getattr(preset, "boundaries", None)
+    if bounds is not None and getattr(bounds, "x", None) == "inlet-outlet":
+        return ("inlet/outlet boundaries are not supported by temporal blocking (their nodes need a "
+                "per-step non-local rule); use fused or two-kernel")
+    collision = getattr(getattr(preset, "physics", None), "collision", "bgk")
+    if collision != "bgk":
+        return f"temporal-blocking kernels implement BGK only (preset asks for {collision})"
+    try:
+        ts, tr = int(selection["ts"]), int(selection["tr"])
+        tw, th = parse_tile(selection["tile"])
+    except (KeyError, ValueError) as exc:
+        return f"bad selection: {exc}"
+    if ts < 1:
+        return f"ts = {ts}: temporal blocking needs ts >= 1"
+    if kernel == "stb" and tr != 0:
+        return f"stb is s{{ts}}r0tb: tr must be 0 (got {tr}); use srtb for register blocking"
+    if kernel != "stb" and tr < 1:
+        return f"{kernel} needs tr >= 1 (tr = 0 is stb)"
+    if tr > ts:
+        return f"tr = {tr} > ts = {ts}: the shared-memory halo holds only ts steps (P1: tr <= ts)"
+    threads = tw * th
+    if threads > MAX_THREADS_PER_BLOCK:
+        return f"tile {tw}x{th} = {threads} threads > {MAX_THREADS_PER_BLOCK} per block"
+    itemsize = _dtype_of(preset).itemsize
+    smem = shared_bytes(ts, (tw, th), itemsize)
+    if smem > SMEM_OPTIN_BYTES:
+        return (f"shared memory: {smem / 1024:.1f} KB per block > {SMEM_OPTIN_BYTES // 1024} KB "
+                f"(tile {tw}x{th} + halo {ts}, 2 buffers x 9 x {itemsize} B + mask)")
+    if kernel == "srtb-ws":
+        if threads % 32:
+            return f"srtb-ws needs whole warps: tile {tw}x{th} = {threads} threads is not a multiple of 32"
+        if (tw < 32 and 32 % tw) or (tw > 32 and tw % 32):
+            return f"srtb-ws needs the tile width to divide 32 or be a multiple of 32 (got {tw})"
+        seg = min(tw, 32)
+        if seg - 2 * (tr - 1) < 1:
+            return (f"srtb-ws: a run of {seg} x-contiguous lanes keeps {seg - 2 * (tr - 1)} nodes "
+                    f"after discarding {tr - 1} per edge; use a wider tile or a smaller tr")
+    regs = cone_registers(kernel, register_depth(selection), itemsize)
+    if regs > MAX_REGS_PER_THREAD:
+        return (f"registers: the s{ts}r{tr}tb cone needs ~{regs} 32-bit registers per thread "
+                f"(> {MAX_REGS_PER_THREAD}); it would spill to local memory")
+    return None
+
+
+def kernel_name(selection: dict, dtype) -> str:
+    from ..cuda import ctype
+
+    tw, th = parse_tile(selection["tile"])
+    ws = "true" if selection["kernel"] == "srtb-ws" else "false"
+    return (f"lbm2d_tb<{ctype(dtype)}, {int(selection['ts'])}, {register_depth(selection)}, "
+            f"{tw}, {th}, {ws}>")
+
+
+def compiled_kernel(selection: dict, dtype):
+    from .. import cuda
+
+    name = kernel_name(selection, dtype)
+    return cuda.kernel(CUDA_SOURCE, name, (name,))
+
+
+def compiled_reason(kern, selection: dict) -> str | None:
+    """'Cannot run' from the compiled kernel's attributes: a launch needing more registers than a
+    block may have. (Small spills are not fatal; ``step.spill_bytes`` reports them.)"""
+    tw, th = parse_tile(selection["tile"])
+    threads = tw * th
+    regs = int(kern.num_regs)
+    if regs * threads > REGS_PER_BLOCK or int(kern.max_threads_per_block) < threads:
+        return (f"registers: {regs} per thread x {threads} threads > {REGS_PER_BLOCK} per block "
+                f"(the compiled kernel allows {kern.max_threads_per_block} threads)")
+    return None
+
+
+def make_stepper(xp, selection: dict, preset, mask, params: dict):
+    """A callable ``step(f_src, f_dst, nsteps)`` advancing nsteps >= 1 from f_src into f_dst.
+
+    f_src is left untouched; f_dst must be a different array of the same shape (9, ny, nx).
+    ``nsteps`` is split into launches of ts steps and a last shorter one (the kernel takes the
+    step count as an argument, <= ts, so no second compilation is needed).
+    """
+    reason = unavailable_reason(selection, preset)
+    if reason is not None:
+        raise ValueError(f"temporal-blocking variant cannot run: {reason}")
+    dtype = np.dtype(params.get("dtype", _dtype_of(preset)))
+    kern = compiled_kernel(selection, dtype)
+    reason = compiled_reason(kern, selection)
+    if reason is not None:
+        raise ValueError(f"temporal-blocking variant cannot run: {reason}")
+
+    ts = int(selection["ts"])
+    tw, th = parse_tile(selection["tile"])
+    ny, nx = mask.shape
+    smem = shared_bytes(ts, (tw, th), dtype.itemsize)
+    if smem > SMEM_DEFAULT_BYTES:
+        kern.max_dynamic_shared_size_bytes = smem  # Hopper opt-in beyond 48 KB
+    mask_d = xp.ascontiguousarray(xp.asarray(mask, dtype=xp.uint8))
+    tau = float(params["tau"])
+    fx, fy = (float(v) for v in params.get("force", (0.0, 0.0)))
+    uwx, uwy = (float(v) for v in params.get("u_wall", (0.0, 0.0)))
+    scal = dtype.type
+    tail = (scal(1.0 / tau), scal(1.0 - 0.5 / tau), scal(fx), scal(fy), scal(uwx), scal(uwy))
+    grid = ((nx + tw - 1) // tw, (ny + th - 1) // th, 1)
+    block = (tw, th, 1)
+    scratch = {}
+
+    def launch(src, dst, steps):
+        kern(grid, block, (src, dst, mask_d, np.int32(nx), np.int32(ny), np.int32(steps)) + tail,
+             shared_mem=smem)
+
+    def step(f_src, f_dst, nsteps: int):
+        nsteps = int(nsteps)
+        if nsteps < 1:
+            raise ValueError(f"nsteps must be >= 1, got {nsteps}")
+        if f_src is f_dst:
+            raise ValueError("temporal blocking needs distinct source and destination arrays")
+        if f_src.shape != (9, ny, nx) or f_dst.shape != (9, ny, nx) or f_src.dtype != dtype:
+            raise ValueError(f"expected two {dtype} arrays of shape (9, {ny}, {nx})")
+        blocks = [ts] * (nsteps // ts) + ([nsteps % ts] if nsteps % ts else [])
+        # Ping-pong between f_dst and a scratch array, parity chosen so the last block lands in f_dst.
+        if len(blocks) > 1 and "tmp" not in scratch:
+            scratch["tmp"] = xp.empty_like(f_dst)
+        src = f_src
+        for j, steps in enumerate(blocks):
+            dst = f_dst if (len(blocks) - 1 - j) % 2 == 0 else scratch["tmp"]
+            launch(src, dst, steps)
+            src = dst
+
+    step.selection = dict(selection)
+    step.shared_bytes = smem
+    step.kernel = kern
+    step.spill_bytes = int(kern.local_size_bytes)
+    return step

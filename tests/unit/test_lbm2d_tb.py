@@ -1,0 +1,224 @@
+"""P1 temporal-blocking kernels (stb, srtb, srtb-ws) vs a NumPy model of the D2Q9 step.
+
+The model below is written directly from the agreed step semantics (pull-stream with half-way and
+moving-wall bounce-back, then BGK + Guo forcing; mask != 0 copied through; periodic array), in
+the storage precision, independent of both the engine's reference and the CUDA code.
+GPU tests compare every configuration of a small (kernel, ts, tr, tile) matrix after 67 steps
+(>= 64, and not a multiple of ts, so the last launch is a shorter block).
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from nagare.engine.lbm2d import temporal_blocking as tb
+
+C = np.array([(0, 0), (1, 0), (0, 1), (-1, 0), (0, -1), (1, 1), (-1, 1), (-1, -1), (1, -1)])
+W = np.array([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)
+OPP = [0, 3, 4, 1, 2, 7, 8, 5, 6]
+
+
+def feq(rho, ux, uy, dtype):
+    w = W.astype(dtype)
+    cu = [dtype(cx) * ux + dtype(cy) * uy for cx, cy in C]
+    usq = ux * ux + uy * uy
+    return np.stack([w[i] * rho * (1 + 3 * cu[i] + dtype(4.5) * cu[i] * cu[i] - dtype(1.5) * usq) for i in range(9)])
+
+
+def model_step(f, mask, tau, force, u_wall):
+    """One step, exactly as /tmp/lbm_semantics.md (the lbm2d semantics) states it."""
+    dt = f.dtype.type
+    w = W.astype(f.dtype)
+    fx, fy = dt(force[0]), dt(force[1])
+    pulled = np.empty_like(f)
+    for i, (cx, cy) in enumerate(C):
+        src = np.roll(f[i], shift=(cy, cx), axis=(0, 1))  # src[y, x] = f_i(x - c_i), periodic
+        msrc = np.roll(mask, shift=(cy, cx), axis=(0, 1))
+        bounce = f[OPP[i]]
+        moving = bounce + dt(6) * w[i] * (dt(cx) * dt(u_wall[0]) + dt(cy) * dt(u_wall[1]))
+        pulled[i] = np.where(msrc == 1, bounce, np.where(msrc == 2, moving, src))
+    rho = pulled.sum(axis=0)
+    ux = (sum(dt(cx) * pulled[i] for i, (cx, _) in enumerate(C)) + dt(0.5) * fx) / rho
+    uy = (sum(dt(cy) * pulled[i] for i, (_, cy) in enumerate(C)) + dt(0.5) * fy) / rho
+    eq = feq(rho, ux, uy, dt)
+    omega, fcoef = dt(1 / tau), dt(1 - 0.5 / tau)
+    post = np.empty_like(f)
+    for i, (cx, cy) in enumerate(C):
+        cu = dt(cx) * ux + dt(cy) * uy
+        guo = fcoef * w[i] * (dt(3) * ((dt(cx) - ux) * fx + (dt(cy) - uy) * fy)
+                              + dt(9) * cu * (dt(cx) * fx + dt(cy) * fy))
+        post[i] = pulled[i] - omega * (pulled[i] - eq[i]) + guo
+    return np.where(mask[None] != 0, f, post)
+
+
+def scene(nx, ny, dtype, seed=7):
+    """A random valid state with bottom wall, moving lid, a cylinder and a block across the x seam."""
+    rng = np.random.default_rng(seed)
+    mask = np.zeros((ny, nx), np.uint8)
+    mask[0, :] = 1
+    mask[-1, :] = 2
+    y, x = np.mgrid[0:ny, 0:nx]
+    mask[(x - nx / 3) ** 2 + (y - ny / 2) ** 2 < (ny / 7) ** 2] = 1
+    mask[ny // 4: ny // 4 + 3, [nx - 2, nx - 1, 0, 1]] = 1  # obstacle on the periodic seam
+    mask[3 * ny // 4, nx // 2: nx // 2 + 4] = 2  # a short moving plate inside the fluid
+    rho = (1 + 0.05 * (rng.random((ny, nx)) - 0.5)).astype(dtype)
+    ux = (0.05 * (rng.random((ny, nx)) - 0.5)).astype(dtype)
+    uy = (0.05 * (rng.random((ny, nx)) - 0.5)).astype(dtype)
+    f = feq(rho, ux, uy, dtype.type) * (1 + 0.01 * (rng.random((9, ny, nx)) - 0.5)).astype(dtype)
+    params = {"tau": 0.8, "force": (2e-5, -1e-5), "u_wall": (0.05, 0.01), "dtype": dtype}
+    return np.ascontiguousarray(f.astype(dtype)), mask, params
+
+
+def preset(dtype=np.float32, x="periodic", collision="bgk"):
+    return SimpleNamespace(boundaries=SimpleNamespace(x=x, y="lid"),
+                           physics=SimpleNamespace(dtype=np.dtype(dtype), collision=collision))
+
+
+# ---- the NumPy model itself (CPU) --------------------------------------------------------------
+def test_model_rest_state_is_fixed_point():
+    f = np.repeat(W[:, None, None], 12, 1).repeat(10, 2)
+    mask = np.zeros((12, 10), np.uint8)
+    mask[0] = mask[-1] = 1
+    np.testing.assert_allclose(model_step(f, mask, 0.7, (0, 0), (0, 0)), f, rtol=1e-15)
+
+
+def test_model_conserves_mass_in_closed_box():
+    f, mask, _ = scene(20, 16, np.dtype(np.float64))
+    mask[:, 0] = mask[:, -1] = mask[0] = mask[-1] = 1
+    mask[mask == 2] = 1
+    fluid = mask == 0
+    m0 = (f * fluid).sum()
+    for _ in range(20):
+        f = model_step(f, mask, 0.8, (0, 0), (0, 0))
+    np.testing.assert_allclose((f * fluid).sum(), m0, rtol=1e-13)
+
+
+def test_model_moving_lid_drives_flow():
+    f, mask, _ = scene(16, 16, np.dtype(np.float64))
+    mask[...] = 0
+    mask[0] = 1
+    mask[-1] = 2
+    f = feq(np.ones((16, 16)), np.zeros((16, 16)), np.zeros((16, 16)), np.float64)
+    for _ in range(30):
+        f = model_step(f, mask, 0.8, (0, 0), (0.05, 0))
+    ux = sum(C[i, 0] * f[i] for i in range(9)) / f.sum(0)
+    assert ux[-2].mean() > 0.01 and abs(ux[1].mean()) < ux[-2].mean()
+
+
+# ---- unavailable_reason (CPU) -----------------------------------------------------------------
+@pytest.mark.parametrize("sel, preset_kw, needle", [
+    ({"kernel": "srtb", "ts": 2, "tr": 4, "tile": "32x8"}, {}, "tr = 4 > ts = 2"),
+    ({"kernel": "stb", "ts": 4, "tr": 2, "tile": "32x8"}, {}, "tr must be 0"),
+    ({"kernel": "srtb", "ts": 4, "tr": 0, "tile": "32x8"}, {}, "tr >= 1"),
+    ({"kernel": "stb", "ts": 16, "tr": 0, "tile": "64x16"}, {}, "shared memory"),
+    ({"kernel": "stb", "ts": 8, "tr": 0, "tile": "64x16"}, {"dtype": np.float64}, "shared memory"),
+    ({"kernel": "stb", "ts": 4, "tr": 0, "tile": "32x8"}, {"x": "inlet-outlet"}, "inlet/outlet"),
+    ({"kernel": "stb", "ts": 4, "tr": 0, "tile": "32x8"}, {"collision": "trt"}, "BGK"),
+    ({"kernel": "srtb", "ts": 4, "tr": 4, "tile": "32x8"}, {}, "registers"),
+    ({"kernel": "srtb", "ts": 4, "tr": 3, "tile": "32x8"}, {"dtype": np.float64}, "registers"),
+    ({"kernel": "srtb-ws", "ts": 8, "tr": 8, "tile": "8x8"}, {}, "lanes"),
+    ({"kernel": "srtb-ws", "ts": 2, "tr": 2, "tile": "10x10"}, {}, "whole warps"),
+    ({"kernel": "stb", "ts": 1, "tr": 0, "tile": "64x32"}, {}, "threads"),
+    ({"kernel": "stb", "ts": 1, "tr": 0, "tile": "32by8"}, {}, "tile must look like"),
+])
+def test_unavailable_reasons(sel, preset_kw, needle):
+    reason = tb.unavailable_reason(sel, preset(**preset_kw))
+    assert reason is not None and needle in reason, reason
+
+
+@pytest.mark.parametrize("sel", [
+    {"kernel": "stb", "ts": 8, "tr": 0, "tile": "32x8"},
+    {"kernel": "stb", "ts": 8, "tr": 0, "tile": "64x16"},  # 180 KB: needs the Hopper opt-in
+    {"kernel": "srtb", "ts": 4, "tr": 3, "tile": "32x8"},
+    {"kernel": "srtb-ws", "ts": 8, "tr": 4, "tile": "32x8"},
+    {"kernel": "srtb-ws", "ts": 4, "tr": 4, "tile": "8x8"},
+])
+def test_available(sel):
+    assert tb.unavailable_reason(sel, preset()) is None
+
+
+def test_shared_bytes_formula():
+    # 32x8 tile, halo 4: (40 x 16) nodes x 9 populations x 2 buffers x 4 B + 640 mask bytes
+    assert tb.shared_bytes(4, (32, 8), 4) == 40 * 16 * 9 * 2 * 4 + 40 * 16
+    assert tb.kernel_name({"kernel": "srtb-ws", "ts": 8, "tr": 2, "tile": "16x8"}, np.float32) == \
+        "lbm2d_tb<float, 8, 2, 16, 8, true>"
+    assert tb.kernel_name({"kernel": "stb", "ts": 4, "tr": 0, "tile": "32x8"}, np.float64) == \
+        "lbm2d_tb<double, 4, 1, 32, 8, false>"
+
+
+# ---- the kernels vs the model (GPU) -----------------------------------------------------------
+STEPS = 67
+_MODEL_CACHE: dict = {}
+
+
+def model_result(nx, ny, dtype):
+    key = (nx, ny, np.dtype(dtype).name)
+    if key not in _MODEL_CACHE:
+        f, mask, params = scene(nx, ny, np.dtype(dtype))
+        g = f
+        for _ in range(STEPS):
+            g = model_step(g, mask, params["tau"], params["force"], params["u_wall"])
+        _MODEL_CACHE[key] = (f, mask, params, g)
+    return _MODEL_CACHE[key]
+
+
+def _cfg(kernel, ts, tr, tile):
+    return pytest.param({"kernel": kernel, "ts": ts, "tr": tr, "tile": tile}, id=f"{kernel}-s{ts}r{tr}-{tile}")
+
+
+MATRIX = (
+    [_cfg("stb", ts, 0, tile) for ts in (1, 2, 4, 8) for tile in ("32x8", "8x8", "16x4")]
+    + [_cfg("stb", 4, 0, "64x4")]
+    + [_cfg("srtb", ts, tr, tile) for ts, tr in ((1, 1), (2, 1), (2, 2), (4, 2), (3, 3), (8, 2))
+       for tile in ("32x8", "8x8")]
+    + [_cfg("srtb-ws", ts, tr, tile) for ts, tr in ((2, 2), (4, 2), (4, 3), (4, 4), (8, 4)) for tile in ("32x8", "8x8")]
+    + [_cfg("srtb-ws", 4, 3, "16x4"), _cfg("srtb-ws", 4, 2, "64x4")]
+)
+
+
+def run_gpu(sel, nx, ny, dtype, nsteps=STEPS):
+    cp = pytest.importorskip("cupy")
+    f, mask, params, want = model_result(nx, ny, dtype)
+    pre = preset(dtype)
+    assert tb.unavailable_reason(sel, pre) is None
+    step = tb.make_stepper(cp, sel, pre, mask, params)
+    src = cp.asarray(f)
+    dst = cp.zeros_like(src)
+    step(src, dst, nsteps)
+    np.testing.assert_array_equal(cp.asnumpy(src), f)  # the source is left untouched
+    return cp.asnumpy(dst), want
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sel", MATRIX)
+@pytest.mark.parametrize("nx, ny", [(77, 53), (64, 48)])
+def test_kernel_matches_model_fp32(sel, nx, ny):
+    got, want = run_gpu(sel, nx, ny, np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sel", [_cfg("stb", 4, 0, "32x8"), _cfg("stb", 8, 0, "16x8"), _cfg("stb", 4, 0, "10x10"),
+                                 _cfg("srtb", 4, 2, "32x8"), _cfg("srtb", 2, 2, "8x8"),
+                                 _cfg("srtb-ws", 4, 3, "16x8"), _cfg("srtb-ws", 4, 2, "32x4")])
+def test_kernel_matches_model_fp64(sel):
+    got, want = run_gpu(sel, 77, 53, np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+@pytest.mark.gpu
+def test_short_blocks_and_repeated_calls():
+    """nsteps < ts, and a sequence of calls, give the same as the model."""
+    cp = pytest.importorskip("cupy")
+    f, mask, params = scene(45, 37, np.dtype(np.float32))
+    sel = {"kernel": "srtb-ws", "ts": 8, "tr": 3, "tile": "32x8"}
+    step = tb.make_stepper(cp, sel, preset(), mask, params)
+    a, b = cp.asarray(f), cp.empty(f.shape, np.float32)
+    want = f
+    for n in (1, 5, 9, 3):
+        step(a, b, n)
+        a, b = b, a
+        for _ in range(n):
+            want = model_step(want, mask, params["tau"], params["force"], params["u_wall"])
+        np.testing.assert_allclose(cp.asnumpy(a), want, rtol=1e-5, atol=0)
