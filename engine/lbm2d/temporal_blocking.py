@@ -206,3 +206,25 @@ def make_stepper(xp, selection: dict, preset, mask, params: dict):
     step.kernel = kern
     step.spill_bytes = int(kern.local_size_bytes)
     return step
+
+
+P1_TS = (1, 2, 4, 8)
+P1_TR = (0, 1, 2, 3, 4)
+P1_TILES = ("8x8", "16x8", "32x4", "32x8", "32x16", "64x4", "64x8")
+
+
+def p1_grid(preset, kernels=KERNELS, ts_values=P1_TS, tr_values=P1_TR, tiles=P1_TILES):
+    """P1's Fig. 8/10 grid: every (kernel, ts, tr, tile) with its "cannot run" reason (or None).
+
+    stb appears only with tr = 0 and srtb/srtb-ws only with tr >= 1, so every row is meaningful.
+    """
+    rows = []
+    for kernel in kernels:
+        for ts in ts_values:
+            for tr in tr_values:
+                if (kernel == "stb") != (tr == 0):
+                    continue
+                for tile in tiles:
+                    sel = {"kernel": kernel, "ts": ts, "tr": tr, "tile": tile}
+                    rows.append((sel, unavailable_reason(sel, preset)))
+    return rows

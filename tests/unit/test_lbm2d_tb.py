@@ -222,3 +222,13 @@ def test_short_blocks_and_repeated_calls():
         for _ in range(n):
             want = model_step(want, mask, params["tau"], params["force"], params["u_wall"])
         np.testing.assert_allclose(cp.asnumpy(a), want, rtol=1e-5, atol=0)
+
+
+def test_p1_grid_lists_runnable_and_cannot_run_cells():
+    rows = tb.p1_grid(preset())
+    assert len(rows) == 4 * 7 + 2 * 4 * 4 * 7  # stb: ts x tiles; srtb(-ws): ts x (tr = 1..4) x tiles
+    by_key = {(s["kernel"], s["ts"], s["tr"], s["tile"]): r for s, r in rows}
+    assert by_key[("stb", 8, 0, "32x8")] is None
+    assert "registers" in by_key[("srtb", 4, 4, "32x8")]
+    assert "tr = 4 > ts = 2" in by_key[("srtb-ws", 2, 4, "8x8")]
+    assert by_key[("srtb-ws", 8, 4, "32x8")] is None
