@@ -232,3 +232,15 @@ def test_p1_grid_lists_runnable_and_cannot_run_cells():
     assert "registers" in by_key[("srtb", 4, 4, "32x8")]
     assert "tr = 4 > ts = 2" in by_key[("srtb-ws", 2, 4, "8x8")]
     assert by_key[("srtb-ws", 8, 4, "32x8")] is None
+
+
+@pytest.mark.gpu
+def test_p1_bench_table_runs(capsys):
+    from nagare.engine.lbm2d import tb_bench
+
+    tb_bench.main(["--n", "96", "--steps", "8", "--kernels", "stb,srtb", "--ts", "2", "--tr", "0,1,4",
+                   "--tiles", "32x8"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 + 3  # header lines + s2r0, s2r1, s2r4 (cannot run: tr > ts)
+    assert "cannot run: tr = 4 > ts = 2" in lines[-1]
+    assert float(lines[2].split("\t")[4]) > 0
