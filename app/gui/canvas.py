@@ -62,7 +62,10 @@ class FieldCanvas(scene.SceneCanvas):
                                          cmap=vispy_colormap(self.colormap_name), clim=(0, 1),
                                          interpolation="nearest", parent=self.view.scene)
         self.mask_image = scene.visuals.Image(np.zeros((2, 2, 4), np.float32), parent=self.view.scene)
-        self.mask_image.order = -1  # on top of the field
+        # Drawn after the field, blended, without depth test: both lie in the z = 0 plane.
+        self.mask_image.order = 1
+        self.mask_image.set_gl_state("translucent", depth_test=False)
+        self.image.set_gl_state(depth_test=False)
         self.markers = scene.visuals.Markers(parent=self.view.scene)
         self.markers.set_data(np.zeros((1, 2), np.float32))  # VisPy's bounds need data, even hidden
         self.lines = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 0.6), parent=self.view.scene)
@@ -264,5 +267,5 @@ class FieldCanvas(scene.SceneCanvas):
 
     # ---- export ------------------------------------------------------------------------
     def grab(self) -> np.ndarray:
-        """The scene as (h, w, 4) uint8 at the canvas' physical size (without the HUD)."""
+        """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD)."""
         return self.render(alpha=False)

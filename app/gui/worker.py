@@ -305,7 +305,7 @@ class SimulationWorker:
             self._notify("variant", f"{a['axis']} = {a['choice']}", payload=dict(eng.selection))
             self._publish(force=True)
         elif cmd.kind == "checkpoint":
-            ckpt = eng.checkpoint()
+            ckpt = _owned_checkpoint(eng)
             self._notify("checkpoint", a.get("path", ""), payload=ckpt)
         elif cmd.kind == "restore":
             ckpt = a["checkpoint"] if "checkpoint" in a else self.last_good
@@ -350,7 +350,7 @@ class SimulationWorker:
             self._packet = pk
         self._record_stats(now)
         if now - self._t_last_ckpt > self.checkpoint_interval:
-            self.last_good = eng.checkpoint()  # finite: diagnostics just said so
+            self.last_good = _owned_checkpoint(eng)  # finite: diagnostics just said so
             self._t_last_ckpt = now
 
     def _record_stats(self, now: float) -> None:
@@ -373,6 +373,16 @@ class SimulationWorker:
         self.history.append(st)
         while self.history and st.wall - self.history[0].wall > self.history_seconds:
             self.history.popleft()
+
+
+def _owned_checkpoint(engine) -> dict:
+    """engine.checkpoint() with arrays the checkpoint owns: on NumPy, asnumpy() returns the live
+    state arrays themselves, which the next steps would overwrite."""
+    import numpy as np
+
+    ckpt = engine.checkpoint()
+    ckpt["arrays"] = {k: np.array(v, copy=True) for k, v in ckpt["arrays"].items()}
+    return ckpt
 
 
 def _one_line(exc: Exception) -> str:
