@@ -112,7 +112,8 @@ class FieldCanvas(scene.SceneCanvas):
         self._pending = packet
         self.update()
 
-    def on_draw(self, event):
+    def prepare(self) -> None:
+        """Upload the pending packet if its snapshot is complete (GL context must be current)."""
         pk = self._pending
         if pk is not None and pk.ready():
             self._pending = None
@@ -120,6 +121,18 @@ class FieldCanvas(scene.SceneCanvas):
                 self._upload(pk)
             except Exception:
                 log.exception("nagare: cannot draw frame %s", pk.seq)
+
+    def draw_now(self, finish: bool = False) -> None:
+        """Draw a frame immediately on any VisPy backend (Qt, EGL); optionally wait for GL."""
+        self.set_current()
+        self.on_draw(None)
+        if finish:
+            from vispy.gloo import gl
+
+            gl.glFinish()
+
+    def on_draw(self, event):
+        self.prepare()
         super().on_draw(event)
         if self.hud is not None and self.hud.visible:
             self.context.flush_commands()
@@ -268,4 +281,6 @@ class FieldCanvas(scene.SceneCanvas):
     # ---- export ------------------------------------------------------------------------
     def grab(self) -> np.ndarray:
         """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD)."""
+        self.set_current()
+        self.prepare()
         return self.render(alpha=False)

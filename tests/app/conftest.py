@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def _vispy_on_qt():
+    """Qt for the window tests (not autouse: the GPU interop test picks VisPy's EGL backend)."""
     vispy = pytest.importorskip("vispy")
     pytest.importorskip("PyQt6")
     vispy.use(app="pyqt6")
@@ -32,7 +33,7 @@ def fake_preset(tmp_path, fake_family):
 
 
 @pytest.fixture
-def make_window(qtbot, tmp_path):
+def make_window(qtbot, tmp_path, _vispy_on_qt):
     from nagare.app.gui.window import MainWindow
 
     made = []
