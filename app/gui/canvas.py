@@ -15,8 +15,9 @@ import logging
 
 import numpy as np
 from nagare.app import colormaps
-from vispy import scene
+from vispy import gloo, scene
 from vispy.color import Colormap
+from vispy.visuals import Visual
 
 from . import interop
 from .worker import FramePacket
@@ -49,6 +50,51 @@ def box_segments(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return corners[:, _BOX_EDGES].reshape(-1, lo.shape[1])
 
 
+class ParticleVisual(Visual):
+    """Point sprites coloured on the GPU by one attribute (shaders/glsl/particles.*.glsl)."""
+
+    def __init__(self, colormap: str = "viridis"):
+        from nagare import shaders
+
+        super().__init__(vcode=shaders.source("glsl/particles.vert.glsl"),
+                         fcode=shaders.source("glsl/particles.frag.glsl"))
+        self._pos = gloo.VertexBuffer(np.zeros((1, 3), np.float32))
+        self._val = gloo.VertexBuffer(np.zeros(1, np.float32))
+        self._bounds = np.zeros((2, 3))
+        self.shared_program["a_position"] = self._pos
+        self.shared_program["a_value"] = self._val
+        self.shared_program["u_size"] = 6.0
+        self.shared_program["u_clim"] = (0.0, 1.0)
+        self.set_colormap(colormap)
+        self._draw_mode = "points"
+        self.set_gl_state("translucent", depth_test=True)
+
+    def set_colormap(self, name: str) -> None:
+        lut = (colormaps.lut(name) * 255 + 0.5).astype(np.uint8)[None]  # (1, 256, 3)
+        self.shared_program["u_lut"] = gloo.Texture2D(lut, interpolation="linear", wrapping="clamp_to_edge")
+        self.update()
+
+    def set_data(self, positions: np.ndarray, values: np.ndarray | None, clim=(0.0, 1.0), size: float = 6.0):
+        pos = np.zeros((len(positions), 3), np.float32)
+        pos[:, :positions.shape[1]] = positions
+        vals = np.zeros(len(pos), np.float32) if values is None else np.asarray(values, np.float32)
+        self._pos.set_data(pos)
+        self._val.set_data(vals)
+        self._bounds = np.stack([pos.min(axis=0), pos.max(axis=0)]) if len(pos) else np.zeros((2, 3))
+        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
+        self.shared_program["u_size"] = float(size)
+        self.update()
+
+    def _prepare_transforms(self, view):
+        view.view_program.vert["transform"] = view.get_transform()
+
+    def _compute_bounds(self, axis, view):
+        return self._bounds[0, axis], self._bounds[1, axis]
+
+
+Particles3D = scene.visuals.create_visual_node(ParticleVisual)
+
+
 class FieldCanvas(scene.SceneCanvas):
     def __init__(self, size=(900, 700), **kwargs):
         super().__init__(keys=None, size=size, bgcolor=(0.08, 0.08, 0.1, 1), **kwargs)
@@ -66,8 +112,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.mask_image.order = 1
         self.mask_image.set_gl_state("translucent", depth_test=False)
         self.image.set_gl_state(depth_test=False)
-        self.markers = scene.visuals.Markers(parent=self.view.scene)
-        self.markers.set_data(np.zeros((1, 2), np.float32))  # VisPy's bounds need data, even hidden
+        self.markers = Particles3D(parent=self.view.scene)
         self.lines = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 0.6), parent=self.view.scene)
         self.domain = scene.visuals.Line(connect="segments", color=(0.6, 0.6, 0.65, 1), parent=self.view.scene)
         for v in (self.markers, self.lines, self.domain, self.mask_image):
@@ -92,6 +137,7 @@ class FieldCanvas(scene.SceneCanvas):
     def set_colormap(self, name: str) -> None:
         self.colormap_name = name
         self.image.cmap = vispy_colormap(name)
+        self.markers.set_colormap(name)
         self.update()
 
     def set_range(self, rng: tuple[float, float] | None) -> None:
@@ -235,16 +281,11 @@ class FieldCanvas(scene.SceneCanvas):
     def _upload_particles(self, pk: FramePacket) -> None:
         pos = host(pk.positions, pk.backend)
         self.host_copies += pk.backend == "cupy"
+        clim = (0.0, 1.0)
         if pk.data is not None:
-            lo, hi = self._range(pk)
-            self.current_range = (lo, hi)
-            a = host(pk.data, pk.backend)
-            idx = np.clip((a - lo) / (hi - lo), 0, 1) * 255
-            colours = colormaps.lut(self.colormap_name)[np.nan_to_num(idx).astype(np.int32)]
-        else:
-            colours = np.full((len(pos), 3), 0.8, np.float32)
-        size = 6 if len(pos) < 5000 else 3
-        self.markers.set_data(pos, face_color=colours, edge_width=0, size=size)
+            clim = self.current_range = self._range(pk)
+        size = 7 if len(pos) < 5000 else 3
+        self.markers.set_data(pos, host(pk.data, pk.backend), clim, size * self.pixel_scale)
         if pk.bounds is not None:
             lo, hi = (np.asarray(b, np.float32)[None] for b in pk.bounds)
             self.domain.set_data(box_segments(lo, hi))

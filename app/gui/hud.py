@@ -157,7 +157,7 @@ class Hud:
         last = history[-1] if history else None
         frac = (last.roofline_pct or 0.0) / 100 if last else 0.0
         imgui.text("roofline (measured copy bandwidth)")
-        imgui.progress_bar(min(max(frac, 0.0), 1.0), (340, 0),
+        imgui.progress_bar(min(max(frac, 0.0), 1.0), (320, 0),
                            f"{100 * frac:.1f} %  ({last.gbytes_per_s:.2f} GB/s)" if last else "—")
         if history:
             t_now = history[-1].wall
@@ -166,15 +166,15 @@ class Hud:
             t = t[keep]
             hist = [s for s, k in zip(history, keep) if k]
             axis_fit = implot.AxisFlags_.auto_fit
-            if implot.begin_plot("ms / step by phase", (340, 140)):
-                implot.setup_axes("s", "ms", axis_fit, axis_fit)
+            if implot.begin_plot(f"ms / step by phase, last {self.history_seconds:.0f} s", (320, 130)):
+                implot.setup_axes("", "", axis_fit, axis_fit)
                 phases = sorted({p for s in hist for p in s.phase_ms})
                 for p in phases:
                     y = np.array([s.phase_ms.get(p, np.nan) for s in hist], np.float64)
                     implot.plot_line(p, t, y)
                 implot.end_plot()
-            if implot.begin_plot("throughput", (340, 120)):
-                implot.setup_axes("s", "M updates/s", axis_fit, axis_fit)
+            if implot.begin_plot("throughput, M updates/s", (320, 110), implot.Flags_.no_legend):
+                implot.setup_axes("", "", axis_fit, axis_fit)
                 y = np.array([s.updates_per_s / 1e6 for s in hist], np.float64)
                 implot.plot_line("MUPS", t, y)
                 implot.end_plot()

@@ -288,6 +288,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.export_dock = self._dock("Export", e, Qt.DockWidgetArea.RightDockWidgetArea)
         self.tabifyDockWidget(self.view_dock, self.export_dock)
         self.view_dock.raise_()
+        self.resizeDocks([self.preset_dock, self.variants_dock], [260, 300], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.preset_dock, self.params_dock], [220, 500], Qt.Orientation.Vertical)
 
     def _build_actions(self) -> None:
         mb = self.menuBar()
