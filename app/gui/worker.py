@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from nagare.engine import registry
 from nagare.engine.backend import get_backend
 from nagare.engine.errors import Diverged, NagareError
 from nagare.engine.families import create_engine
@@ -301,9 +302,16 @@ class SimulationWorker:
             self._build(self._preset, dict(eng.selection))
             self._notify("info", "reset to the initial state")
         elif cmd.kind == "variant":
-            eng.set_variant(**{a["axis"]: a["choice"]})
-            self._notify("variant", f"{a['axis']} = {a['choice']}", payload=dict(eng.selection))
-            self._publish(force=True)
+            axis = registry.axes(eng.family).get(a["axis"])
+            if axis is not None and not axis.live:
+                # Not switchable between steps (its registration says so): rebuild from the
+                # initial state with the new choice, and say that the run was reset.
+                self._build(self._preset, dict(eng.selection, **{a["axis"]: a["choice"]}))
+                self._notify("info", f"{a['axis']} = {a['choice']} is not a live switch: the run was reset")
+            else:
+                eng.set_variant(**{a["axis"]: a["choice"]})
+                self._publish(force=True)
+            self._notify("variant", f"{a['axis']} = {a['choice']}", payload=dict(self.engine.selection))
         elif cmd.kind == "checkpoint":
             ckpt = _owned_checkpoint(eng)
             self._notify("checkpoint", a.get("path", ""), payload=ckpt)

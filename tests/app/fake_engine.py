@@ -40,6 +40,10 @@ registry.register_choice(FAMILY, "kernel", "roll", doc="np.roll stencil", refere
 registry.register_choice(FAMILY, "kernel", "slices", doc="padded slices", reference={"kernel": "roll"}, rtol=1e-6)
 registry.register_choice(FAMILY, "kernel", "gpu-only", backends=("cupy",), doc="stands for a CUDA kernel",
                          reference={"kernel": "roll"}, rtol=1e-6)
+registry.register_axis(FAMILY, "layout", default="a", live=False,
+                       doc="stands for an axis that cannot switch between steps (e.g. a precision change)")
+registry.register_choice(FAMILY, "layout", "a", reference={"layout": "a"}, rtol=1e-12)
+registry.register_choice(FAMILY, "layout", "b", reference={"layout": "a"}, rtol=1e-12)
 
 
 class FakeEngine(Engine):

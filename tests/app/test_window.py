@@ -90,6 +90,19 @@ def test_variant_switch_while_running_continues_without_jump(make_window, qtbot,
     np.testing.assert_allclose(arrays["pos"], ref.pos, rtol=1e-9, atol=1e-9)
 
 
+def test_non_live_variant_resets_and_says_so(make_window, qtbot, fake_preset):
+    w = make_window(fake_preset())
+    wait_steps(qtbot, w, 30)
+    engine = w.worker.engine
+    assert w.variants_form.labelForField(w.variant_combos["layout"]).text() == "layout (resets)"
+    w.set_variant("layout", "b")
+    qtbot.waitUntil(lambda: w.worker.engine is not engine, timeout=5000)
+    assert w.worker.engine.selection["layout"] == "b"
+    assert w.worker.engine.selection["kernel"] == engine.selection["kernel"]
+    qtbot.waitUntil(lambda: any("the run was reset" in m for m in w.messages), timeout=5000)
+    qtbot.waitUntil(lambda: w.variant_combos["layout"].currentText() == "b", timeout=5000)
+
+
 def test_unavailable_variant_is_greyed_with_reason(make_window, qtbot, fake_preset):
     w = make_window(fake_preset())
     qtbot.waitUntil(lambda: "kernel" in w.variant_combos, timeout=5000)
@@ -190,6 +203,13 @@ def test_parameter_form_validates_and_resets(make_window, qtbot, fake_preset):
     w = make_window(fake_preset())
     qtbot.waitUntil(lambda: w.worker.engine is not None, timeout=5000)
     nu_edit, _ = w.params.editors[("physics", "nu")]
+    # typing digits and letters into the form goes to the editor, not to the single-key shortcuts
+    was_running = w.worker.running
+    nu_edit.setFocus()
+    nu_edit.selectAll()
+    qtbot.keyClicks(nu_edit, "0.9 nr1")
+    assert nu_edit.text() == "0.9 nr1"
+    assert w.worker.running == was_running and w.field_combo.currentIndex() == 0
     nu_edit.setText("0.9")
     engine = w.worker.engine
     assert not w.apply_parameters()
@@ -283,3 +303,24 @@ def test_help_overlay_lists_keys(make_window, qtbot):
     w = make_window()
     qtbot.keyClick(w, Qt.Key.Key_H)
     assert "Space" in w.help_box.text() and "F1" in w.help_box.text()
+
+
+def test_launch_entry_point_opens_and_quits(qtbot, _vispy_on_qt, monkeypatch, tmp_path):
+    """``nagare`` (cli.py) calls nagare.app.gui.launch(preset, backend) -> exit status."""
+    from nagare.app import gui
+    from PyQt6 import QtCore, QtWidgets
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    def close_when_running():
+        wins = [w for w in QtWidgets.QApplication.topLevelWidgets() if type(w).__name__ == "MainWindow"]
+        if wins and wins[0].worker.engine is not None and wins[0].worker.engine.step_count > 0:
+            seen.append(wins[0].windowTitle())
+            wins[0].close()
+        else:
+            QtCore.QTimer.singleShot(100, close_when_running)
+
+    QtCore.QTimer.singleShot(100, close_when_running)
+    assert gui.launch("diffusion3d-thin", "numpy") == 0
+    assert seen == ["nagare — diffusion3d-thin"]
