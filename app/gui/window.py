@@ -236,6 +236,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.component_combo.addItems(["magnitude", "x", "y", "z"])
         self.component_combo.currentTextChanged.connect(lambda t: self.worker.send("view", component=t))
         f.addRow("component", self.component_combo)
+        self.attr_combo = QtWidgets.QComboBox()
+        self.attr_combo.setToolTip("particle attribute that sets the colour")
+        self.attr_combo.activated.connect(lambda i: self.worker.send("view", attribute=self.attr_combo.itemText(i)))
+        f.addRow("colour by", self.attr_combo)
         self.cmap_combo = QtWidgets.QComboBox()
         self.cmap_combo.addItems(colormaps.NAMES)
         self.cmap_combo.currentTextChanged.connect(self.canvas.set_colormap)
@@ -474,6 +478,12 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.field_combo.clear()
                 self.field_combo.addItems(pk.fields)
             self.field_combo.setCurrentText(pk.field_name)
+            if list(pk.attributes) != [self.attr_combo.itemText(i) for i in range(self.attr_combo.count())]:
+                self.attr_combo.clear()
+                self.attr_combo.addItems(pk.attributes)
+            if pk.attribute:
+                self.attr_combo.setCurrentText(pk.attribute)
+            self.attr_combo.setEnabled(bool(pk.attributes))
             self.canvas.show_packet(pk)
             if self.recorder is not None:
                 self.canvas.native.repaint()

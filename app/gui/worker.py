@@ -79,6 +79,8 @@ class FramePacket:
     event: Any = None  # CUDA event recorded after the snapshot; None on NumPy
     backend: str = "numpy"
     fields: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()  # particles: the attributes one can colour by
+    attribute: str | None = None
 
     def ready(self) -> bool:
         return self.event is None or self.event.done
@@ -139,7 +141,8 @@ def snapshot(engine, view: ViewRequest, seq: int) -> FramePacket:
         attr_name = view.attribute if view.attribute in f.attributes else next(iter(f.attributes), None)
         attr = None if attr_name is None else xp.asarray(f.attributes[attr_name], dtype=xp.float32).copy()
         pk = FramePacket(kind="particles", positions=xp.asarray(f.positions, dtype=xp.float32).copy(),
-                         data=attr, bounds=f.bounds, **common)
+                         data=attr, bounds=f.bounds, attributes=tuple(f.attributes), attribute=attr_name,
+                         **common)
         if attr is not None:
             pk.vmin, pk.vmax = xp.min(attr), xp.max(attr)
     elif isinstance(f, Boxes):
@@ -162,6 +165,7 @@ class SimulationWorker:
         self.backend_name = backend
         self.display_interval = display_interval
         self.checkpoint_interval = checkpoint_interval
+        self.log_interval = 1.0
         self.commands: queue.Queue[Command] = queue.Queue()
         self.notices: queue.Queue[Notice] = queue.Queue()
         self.view = ViewRequest(field=preset.view.field, slice_axis=preset.view.slice_axis)
@@ -371,8 +375,9 @@ class SimulationWorker:
             if eng.step_count >= s0 and dt > 0:
                 self._sps = sps
         rep = eng.timings
-        if self.timing_log is not None:
-            self.timing_log.record()
+        if self.timing_log is not None and now - getattr(self, "_t_log", 0.0) >= self.log_interval:
+            self.timing_log.record()  # one row per second: an hour-long session stays small
+            self._t_log = now
         st = Stats(wall=time.time(), step=eng.step_count, steps_per_s=getattr(self, "_sps", sps),
                    updates_per_s=rep.updates_per_s, gbytes_per_s=rep.gbytes_per_s,
                    roofline_pct=None if rep.roofline_fraction is None else 100 * rep.roofline_fraction,

@@ -254,6 +254,20 @@ def test_every_field_kind_draws(make_window, qtbot, fake_preset):
     assert w.canvas.mask_image.visible is False  # boxes have no mask
 
 
+def test_particles_colour_by_attribute(make_window, qtbot, fake_preset):
+    w = make_window(fake_preset())
+    qtbot.waitUntil(lambda: w.field_combo.count() == 4, timeout=10000)
+    w.show_field(2)
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.shown.kind == "particles", timeout=5000)
+    assert [w.attr_combo.itemText(i) for i in range(w.attr_combo.count())] == ["radius", "x"]
+    w.attr_combo.activated.emit(1)
+    qtbot.waitUntil(lambda: w.canvas.shown.attribute == "x", timeout=5000)
+    x = np.asarray(w.canvas.shown.positions)[:, 0]
+    np.testing.assert_allclose(np.asarray(w.canvas.shown.data), x, rtol=1e-6)
+    lo, hi = w.canvas.current_range
+    np.testing.assert_allclose([lo, hi], [x.min(), x.max()], rtol=1e-6)
+
+
 def test_grid3d_slice_moves(make_window, qtbot):
     w = make_window("diffusion3d")
     qtbot.waitUntil(lambda: w.canvas.shown is not None, timeout=10000)
