@@ -113,7 +113,8 @@ class FakeEngine(Engine):
         return {
             "rho": Grid2D(self.rho, label="rho", mask=self.mask),
             "u": Grid2D(xp.stack([gx, gy]), kind="vector", label="grad rho", mask=self.mask),
-            "tracers": Particles(self.pos, {"radius": speed, "x": self.pos[:, 0]}, bounds=((0.0, 0.0), (float(p.nx), float(p.ny)))),
+            "tracers": Particles(self.pos, {"radius": speed, "x": self.pos[:, 0]},
+                                 bounds=((0.0, 0.0), (float(p.nx), float(p.ny)))),
             "tree": Boxes(lo, hi, xp.asarray([1, 1, 1, 1])),
         }
 
