@@ -338,3 +338,22 @@ def test_launch_entry_point_opens_and_quits(qtbot, _vispy_on_qt, monkeypatch, tm
     QtCore.QTimer.singleShot(100, close_when_running)
     assert gui.launch("diffusion3d-thin", "numpy") == 0
     assert seen == ["nagare — diffusion3d-thin"]
+
+
+def test_gl_texture_handle_of_the_field_image(make_window, qtbot):
+    """The interop path registers the GL texture VisPy made for the field: it must be findable."""
+    from vispy.gloo import gl
+
+    w = make_window()
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.frames_drawn > 2, timeout=10000)
+    w.canvas.set_current()
+    handle = w.canvas._gl_texture_handle()
+    assert handle > 0 and gl.glIsTexture(handle)
+    gl.glBindTexture(gl.GL_TEXTURE_2D, handle)
+    GL = pytest.importorskip("OpenGL.GL")
+    # the interop copy writes float32 rows into this texture: it must be R32F of the field's shape
+    ny, nx = w.canvas.shown.data.shape
+    assert GL.glGetTexLevelParameteriv(GL.GL_TEXTURE_2D, 0, GL.GL_TEXTURE_WIDTH) == nx
+    assert GL.glGetTexLevelParameteriv(GL.GL_TEXTURE_2D, 0, GL.GL_TEXTURE_HEIGHT) == ny
+    assert GL.glGetTexLevelParameteriv(GL.GL_TEXTURE_2D, 0, GL.GL_TEXTURE_INTERNAL_FORMAT) == GL.GL_R32F
+    assert w.canvas.display_path == "host" and "NumPy" in w.canvas.path_reason
