@@ -357,3 +357,27 @@ def test_gl_texture_handle_of_the_field_image(make_window, qtbot):
     assert GL.glGetTexLevelParameteriv(GL.GL_TEXTURE_2D, 0, GL.GL_TEXTURE_HEIGHT) == ny
     assert GL.glGetTexLevelParameteriv(GL.GL_TEXTURE_2D, 0, GL.GL_TEXTURE_INTERNAL_FORMAT) == GL.GL_R32F
     assert w.canvas.display_path == "host" and "NumPy" in w.canvas.path_reason
+
+
+def test_hud_takes_the_mouse_over_its_window_only(make_window, qtbot, fake_preset):
+    """Qt→imgui bridge: over the HUD the wheel goes to imgui (no zoom); elsewhere the camera zooms."""
+    w = make_window(fake_preset())
+    qtbot.waitUntil(lambda: w.hud.frames > 2 and w.canvas.shown is not None, timeout=10000)
+    cam = w.canvas.view.camera
+    ev = w.canvas.events
+
+    def wheel_at(pos):
+        ev.mouse_move(pos=pos, button=None, modifiers=(), buttons=[])
+        for _ in range(3):  # imgui decides hovering on its next frames
+            w.canvas.native.repaint()
+            qtbot.wait(20)
+        before = tuple(cam.rect.size)
+        ev.mouse_wheel(pos=pos, delta=(0, 1), modifiers=(), buttons=[])
+        w.canvas.native.repaint()
+        return before, tuple(cam.rect.size)
+
+    before, after = wheel_at((60, 60))  # inside the HUD window (top-left)
+    np.testing.assert_allclose(after, before)
+    width, height = w.canvas.size
+    before, after = wheel_at((width - 20, height - 20))  # the scene
+    assert after[0] < before[0], "the wheel outside the HUD must zoom the camera"
