@@ -22,4 +22,12 @@ def launch(preset: str | None = None, backend: str = "auto") -> int:
         print(f"nagare: {exc}", file=sys.stderr)
         return 2
     win.show()
-    return qapp.exec()
+    # Ctrl-C in the terminal closes the window cleanly (stops recording, joins the worker) instead
+    # of raising KeyboardInterrupt inside a Qt slot; the window's 60 Hz timer lets Python see it.
+    import signal
+
+    previous = signal.signal(signal.SIGINT, lambda *_: win.close())
+    try:
+        return qapp.exec()
+    finally:
+        signal.signal(signal.SIGINT, previous)
