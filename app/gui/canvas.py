@@ -18,6 +18,7 @@ from nagare.app import colormaps
 from vispy import gloo, scene
 from vispy.color import Colormap
 from vispy.visuals import Visual
+from vispy.visuals.transforms import STTransform
 
 from . import interop
 from .worker import FramePacket
@@ -113,9 +114,13 @@ class FieldCanvas(scene.SceneCanvas):
         self.mask_image.set_gl_state("translucent", depth_test=False)
         self.image.set_gl_state(depth_test=False)
         self.markers = Particles3D(parent=self.view.scene)
+        self.overlay = scene.visuals.Markers(parent=self.view.scene)
+        self.overlay.set_data(np.zeros((1, 2), np.float32))  # VisPy's bounds need data, even hidden
+        self.overlay.order = 2
+        self.overlay.set_gl_state("translucent", depth_test=False)
         self.lines = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 0.6), parent=self.view.scene)
         self.domain = scene.visuals.Line(connect="segments", color=(0.6, 0.6, 0.65, 1), parent=self.view.scene)
-        for v in (self.markers, self.lines, self.domain, self.mask_image):
+        for v in (self.markers, self.lines, self.domain, self.mask_image, self.overlay):
             v.visible = False
         self.hud = None
         self.backend = "numpy"
@@ -204,6 +209,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.image.visible = pk.kind in ("grid2d", "grid3d")
         self.mask_image.visible = False
         self.markers.visible = pk.kind == "particles"
+        self.overlay.visible = False
         self.lines.visible = pk.kind == "boxes"
         self.domain.visible = False
         self.view.camera = scene.TurntableCamera(fov=45) if three_d else scene.PanZoomCamera(aspect=1)
@@ -262,7 +268,19 @@ class FieldCanvas(scene.SceneCanvas):
         if self._image_shape != shape:
             self._image_shape = shape
             self._fit = True
+        scale = STTransform(scale=(pk.spacing, pk.spacing))  # cell (i, j) covers [i, i+1)·spacing
+        self.image.transform = scale
+        self.mask_image.transform = scale
         self._upload_mask(pk)
+        self._upload_overlay(pk)
+
+    def _upload_overlay(self, pk: FramePacket) -> None:
+        if pk.overlay is None:
+            self.overlay.visible = False
+            return
+        pos = host(pk.overlay, pk.backend)
+        self.overlay.set_data(pos, face_color=(1, 1, 1, 0.85), edge_width=0, size=4 * self.pixel_scale)
+        self.overlay.visible = True
 
     def _upload_mask(self, pk: FramePacket) -> None:
         if pk.mask is None or not self.show_obstacles:
@@ -298,7 +316,7 @@ class FieldCanvas(scene.SceneCanvas):
         """Frame the data (explicit ranges: VisPy's auto bounds trip over empty visuals)."""
         if pk.kind in ("grid2d", "grid3d"):
             ny, nx = pk.data.shape
-            self.view.camera.set_range(x=(0, nx), y=(0, ny), margin=0.02)
+            self.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
             return
         if pk.bounds is not None:
             lo, hi = (np.asarray(b, np.float64) for b in pk.bounds)

@@ -269,7 +269,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.obstacles = QtWidgets.QCheckBox("obstacles")
         self.obstacles.setChecked(True)
         self.obstacles.toggled.connect(self._overlay_changed)
-        f.addRow("overlays", self.obstacles)
+        self.particles_overlay = QtWidgets.QCheckBox("particles over grids")
+        self.particles_overlay.setChecked(True)
+        self.particles_overlay.toggled.connect(lambda on: self.worker.send("view", particles_overlay=on))
+        ov = QtWidgets.QHBoxLayout()
+        ov.addWidget(self.obstacles)
+        ov.addWidget(self.particles_overlay)
+        f.addRow("overlays", ov)
         self.view_dock = self._dock("View", v, Qt.DockWidgetArea.RightDockWidgetArea)
 
         # export

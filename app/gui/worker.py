@@ -55,6 +55,7 @@ class ViewRequest:
     slice_axis: str = "z"
     slice_pos: float = 0.5  # fraction along the slice axis
     attribute: str | None = None  # particle colouring attribute
+    particles_overlay: bool = True  # draw the engine's particles (e.g. tracers) over a grid field
 
 
 @dataclass
@@ -80,6 +81,8 @@ class FramePacket:
     backend: str = "numpy"
     fields: tuple[str, ...] = ()
     attributes: tuple[str, ...] = ()  # particles: the attributes one can colour by
+    spacing: float = 1.0  # grid spacing: the image spans nx*spacing × ny*spacing
+    overlay: Any = None  # (n, 2) positions of particles drawn over a 2D grid field
     attribute: str | None = None
 
     def ready(self) -> bool:
@@ -136,7 +139,12 @@ def snapshot(engine, view: ViewRequest, seq: int) -> FramePacket:
         pk = FramePacket(kind="grid3d" if isinstance(f, Grid3D) else "grid2d", data=data,
                          mask=None if mask is None else xp.asarray(mask, dtype=bool).copy(),
                          vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
-                         slice_count=slice_count, **common)
+                         slice_count=slice_count, spacing=f.spacing, **common)
+        if isinstance(f, Grid2D) and view.particles_overlay:
+            tracers = next((p for p in fields.values() if isinstance(p, Particles)
+                            and p.positions.ndim == 2 and p.positions.shape[1] == 2), None)
+            if tracers is not None:
+                pk.overlay = xp.asarray(tracers.positions, dtype=xp.float32).copy()
     elif isinstance(f, Particles):
         attr_name = view.attribute if view.attribute in f.attributes else next(iter(f.attributes), None)
         attr = None if attr_name is None else xp.asarray(f.attributes[attr_name], dtype=xp.float32).copy()

@@ -381,3 +381,15 @@ def test_hud_takes_the_mouse_over_its_window_only(make_window, qtbot, fake_prese
     width, height = w.canvas.size
     before, after = wheel_at((width - 20, height - 20))  # the scene
     assert after[0] < before[0], "the wheel outside the HUD must zoom the camera"
+
+
+def test_particles_overlay_on_grid_fields(make_window, qtbot, fake_preset):
+    w = make_window(fake_preset())
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.shown.field_name == "rho", timeout=10000)
+    qtbot.waitUntil(lambda: w.canvas.shown.overlay is not None, timeout=5000)
+    w.canvas.native.repaint()
+    assert w.canvas.overlay.visible and w.canvas.image.visible
+    w.particles_overlay.setChecked(False)
+    qtbot.waitUntil(lambda: w.canvas.shown.overlay is None, timeout=5000)
+    w.canvas.native.repaint()
+    assert not w.canvas.overlay.visible
