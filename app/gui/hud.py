@@ -178,7 +178,7 @@ class Hud:
                 y = np.array([s.updates_per_s / 1e6 for s in hist], np.float64)
                 implot.plot_line("MUPS", t, y)
                 implot.end_plot()
-        if variants and imgui.collapsing_header("variants", imgui.TreeNodeFlags_.default_open):
+        if variants and imgui.collapsing_header("variants (quick toggles)"):
             for axis, info in variants.items():
                 imgui.text(axis)
                 for choice, reason in info["choices"].items():

@@ -99,7 +99,9 @@ class ParameterForm(QtWidgets.QWidget):
         elif isinstance(value, float):
             w = QtWidgets.QLineEdit(repr(value))
         else:
-            w = QtWidgets.QLineEdit(_toml_literal(value))
+            w = QtWidgets.QLineEdit("" if value is None else _toml_literal(value))
+            if value is None:
+                w.setPlaceholderText("(not set)")
         if info.description:
             w.setToolTip(info.description)
         self.form.addRow(key[-1], w)
@@ -121,6 +123,12 @@ class ParameterForm(QtWidgets.QWidget):
                 v = w.value()
             else:
                 text = w.text().strip()
+                if not text:  # an empty editor is an unset optional key: leave it out
+                    node = raw
+                    for part in key[:-1]:
+                        node = node.setdefault(part, {})
+                    node.pop(key[-1], None)
+                    continue
                 try:
                     v = tomllib.loads(f"v = {text}")["v"]
                 except tomllib.TOMLDecodeError:
@@ -137,8 +145,6 @@ def _toml_literal(v) -> str:
         return "[" + ", ".join(_toml_literal(x) for x in v) + "]"
     if isinstance(v, str):
         return f'"{v}"'
-    if v is None:
-        return '""'
     return repr(v)
 
 

@@ -27,6 +27,7 @@ class Grid(Strict):
 class Physics(Strict):
     nu: float = Field(0.2, gt=0, le=0.25, description="diffusion number (stable ≤ 1/4)")
     blowup_at: int = Field(0, ge=0, description="step at which the state turns NaN (0 = never)")
+    damping: float | None = Field(None, gt=0, description="optional key left unset (form round-trip)")
 
 
 class FakePreset(PresetBase):

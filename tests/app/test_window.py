@@ -216,11 +216,13 @@ def test_parameter_form_validates_and_resets(make_window, qtbot, fake_preset):
     assert "physics.nu" in w.last_error_box.text()
     assert w.worker.engine is engine
     nu_edit.setText("0.1")
+    assert w.params.editors[("physics", "damping")][0].text() == ""  # unset optional stays unset
     w.params.editors[("grid", "nx")][0].setValue(80)
     assert w.apply_parameters()
     qtbot.waitUntil(lambda: w.worker.engine is not engine, timeout=5000)
     assert w.worker.engine.rho.shape == (48, 80)
     assert w.worker.engine.preset.physics.nu == 0.1
+    assert w.worker.engine.preset.physics.damping is None
 
 
 def test_divergence_pauses_and_last_good_state_restores(make_window, qtbot, fake_preset):
