@@ -126,6 +126,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.backend = "numpy"
         self.display_path = "undecided"
         self._fit = False
+        self.display_label = "—"
         self.path_reason = ""
         self._interop: interop.TextureInterop | None = None
         self._pending: FramePacket | None = None
@@ -230,6 +231,8 @@ class FieldCanvas(scene.SceneCanvas):
         else:
             self._upload_boxes(pk)
         self.shown = pk
+        # what the status bar reports: grids may go through interop; particles/boxes use the host
+        self.display_label = self.display_path if pk.kind in ("grid2d", "grid3d") else "host (geometry)"
         if self._fit:
             self._fit = False
             self._fit_camera(pk)

@@ -539,7 +539,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.status_labels["throughput"].setText(f"{st.updates_per_s / 1e6:,.1f} MUPS · {st.gbytes_per_s:.2f} GB/s")
             self.status_labels["roofline"].setText(
                 "roofline —" if st.roofline_pct is None else f"{st.roofline_pct:.1f} % roofline")
-        self.status_labels["display"].setText(f"display: {self.canvas.display_path}")
+        self.status_labels["display"].setText(f"display: {self.canvas.display_label}")
 
     # ---- messages ----------------------------------------------------------------------
     def message(self, text: str) -> None:

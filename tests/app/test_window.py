@@ -62,8 +62,8 @@ def test_every_preset_loads_and_runs(make_window, qtbot):
         assert w.open_preset(name)
         qtbot.waitUntil(lambda name=name: w.worker.engine is not None
                         and Path(w.worker.engine.preset.source).stem == name, timeout=20000)
-        wait_steps(qtbot, w, 20, timeout=30000)
-        qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.shown.step > 0, timeout=10000)
+        wait_steps(qtbot, w, 1, timeout=30000)  # one batch (run.steps_per_frame steps)
+        qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.shown.step > 0, timeout=30000)
         assert w.worker.diverged is None
         assert w.messages == [m for m in w.messages if "error" not in m.lower()]
 
