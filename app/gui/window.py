@@ -500,7 +500,10 @@ class MainWindow(QtWidgets.QMainWindow):
             if self.recorder is not None:
                 self.canvas.native.repaint()
                 self._record_frame()
-        self._update_status()
+        now = time.perf_counter()
+        if now - getattr(self, "_t_status", 0.0) > 0.2:  # 5 Hz is plenty; the GIL is shared with the worker
+            self._t_status = now
+            self._update_status()
 
     def _notice(self, n) -> None:
         if n.kind == "engine":
