@@ -55,7 +55,11 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
     canvas.set_backend(backend_name)
     worker = SimulationWorker(preset, backend_name).start()
     try:
+        t_build = time.perf_counter()
         while worker.latest_packet() is None:  # engine built, kernels compiled, first frame
+            errors = [n.text for n in worker.drain_notices() if n.kind == "error"]
+            if errors or time.perf_counter() - t_build > 600:
+                raise SystemExit(f"bench_display: the engine did not start: {errors or 'timeout'}")
             time.sleep(0.01)
         worker.send("play")
         while worker.engine.step_count < 2 * preset.run.steps_per_frame:
