@@ -18,6 +18,7 @@ import hashlib
 import inspect
 import keyword
 import os
+import re
 from collections.abc import Callable, Sequence
 
 from .expr import AXES, ArrayProxy, Load, Node, Param, StencilError, as_node, to_python, walk
@@ -45,7 +46,7 @@ class Stencil:
     def __init__(self, fn: Callable, *, inputs: Sequence[str], outputs: Sequence[str],
                  params: Sequence[str] = (), halo: int | Sequence[int] = 1, ndim: int = 3, name: str | None = None):
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "stencil")
+        self.name = name or re.sub(r"\W", "", getattr(fn, "__name__", "")) or "stencil"
         try:
             file = inspect.getsourcefile(fn) or "<unknown>"
             line = inspect.getsourcelines(fn)[1]
