@@ -34,7 +34,8 @@ def naive_mixed(a, b, s, t, boundary):
             for i in range(nx):
                 if boundary == "fixed" and not (2 <= i < nx - 2 and 1 <= j < ny - 1 and 1 <= k < nz - 1):
                     continue
-                o1[k, j, i] = np.sqrt(at(a, i + 2, j, k) * at(a, i - 2, j + 1, k) + T(1.0)) - at(b, i, j - 1, k + 1) / T(t)
+                root = np.sqrt(at(a, i + 2, j, k) * at(a, i - 2, j + 1, k) + T(1.0))
+                o1[k, j, i] = root - at(b, i, j - 1, k + 1) / T(t)
                 m = max(-at(a, i, j, k - 1), T(s))
                 o2[k, j, i] = m * m + T(0.1) * at(b, i + 1, j + 1, k)
     return o1, o2
