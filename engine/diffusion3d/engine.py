@@ -36,6 +36,7 @@ class Diffusion3D(Engine):
     Preset = Diffusion3DPreset
     bench_preset = "diffusion3d"
     equivalence_steps = 64
+    constant_dt = True
 
     # Launch configuration of the `cuda-handwritten` kernel: P2's fixed default. The framework's
     # `cuda` choice uses the same default; `cuda-autotune` tunes it per problem shape.
