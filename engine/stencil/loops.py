@@ -71,6 +71,17 @@ def gpu_name(cp) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
+def launch_grid(st, shape, boundary: str, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
+    """CUDA grid of the generated kernel: blocks tile the updated range of x and y (3D) and z is
+    split into runs of ``zmarch`` planes; in 2D, y is the marched axis (runs of ``zmarch`` rows
+    per thread)."""
+    lo = [0 if boundary == "periodic" else h for h in st.halo]
+    ex = [n - 2 * h for n, h in zip(tuple(shape)[::-1], lo)]  # x, y[, z] update lengths
+    if st.ndim == 3:
+        return (-(-ex[0] // bx), -(-ex[1] // by), -(-ex[2] // zmarch))
+    return (-(-ex[0] // bx), -(-ex[1] // (by * zmarch)), 1)
+
+
 class Loop:
     """One call site applying ``st`` to arrays of ``shape``/``dtype`` with one loop engine."""
 
@@ -96,8 +107,6 @@ class Loop:
 
         self._cp = cupy
         self.kernel = compile_kernel(st, self.dtype, boundary)
-        lo = [0 if boundary == "periodic" else h for h in st.halo]
-        self._extent = [n - 2 * h for n, h in zip(self.shape[::-1], lo)]  # x, y[, z] update lengths
         self._dims = [np.int32(n) for n in self.shape[::-1]]
         if engine == "device-autotune":
             from ..autotune import EventTimer, Tuner, default_cache, stencil_space, tune_key
@@ -113,10 +122,7 @@ class Loop:
 
     # ---- launch ------------------------------------------------------------------------------
     def grid(self, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
-        ex = self._extent
-        if self.st.ndim == 3:
-            return (-(-ex[0] // bx), -(-ex[1] // by), -(-ex[2] // zmarch))
-        return (-(-ex[0] // bx), -(-ex[1] // (by * zmarch)), 1)
+        return launch_grid(self.st, self.shape, self.boundary, bx, by, zmarch)
 
     def _launch(self, cfg: dict, args: tuple) -> None:
         bx, by, zm = cfg["bx"], cfg["by"], cfg["zmarch"]
