@@ -62,6 +62,23 @@ def max_threads(limit: int = 1024, axes: tuple[str, ...] = ("bx", "by")) -> Cons
     return check
 
 
+def max_shared_bytes(bytes_of: Callable[[Config], int], limit: int) -> Constraint:
+    """Invalid when the candidate's shared memory (e.g. an LBM tile with its halo) exceeds ``limit``
+    (the device's per-block opt-in maximum: cupy ``Device().attributes['MaxSharedMemoryPerBlockOptin']``)."""
+    def check(cfg: Config) -> str | None:
+        need = int(bytes_of(cfg))
+        return f"needs {need} B of shared memory > {limit} B per block" if need > limit else None
+
+    return check
+
+
+def product_space(axes: dict, *constraints: Constraint) -> Space:
+    """A generic space for any engine, e.g. LBM blocking ``{"tile": (16, 32, 64), "ts": (1, 2, 4), "tr": (1, 2)}``
+    or SPH ``{"block": (64, 128, 256, 512)}``; the launch callable compiles/launches per candidate and may
+    raise (failed compile, launch out of resources): the tuner then skips that candidate with the reason."""
+    return Space({k: tuple(v) for k, v in axes.items()}, tuple(constraints))
+
+
 # P2's table 1: threads in x, threads in y, z-marching length.
 STENCIL_BX = (4, 8, 16, 32, 64, 128)
 STENCIL_BY = (1, 2, 4, 8, 16)

@@ -259,3 +259,16 @@ def test_bad_arguments():
         Tuner(Space({"a": (1,)}), FakeGPU(p2_cost), strategy="annealing")
     with pytest.raises(ValueError, match="not in the tuning space"):
         Tuner(Space({"a": (1,)}), FakeGPU(p2_cost), start={"a": 2})
+
+
+def test_generic_space_with_shared_memory_constraint():
+    from nagare.engine.autotune import max_shared_bytes, product_space
+
+    space = product_space({"tile": (16, 32, 64), "ts": (1, 2)},
+                          max_shared_bytes(lambda c: c["tile"] ** 2 * 4 * c["ts"], 16384))
+    gpu = FakeGPU(lambda c: 1.0 / c["tile"] + 0.1 * c["ts"])
+    t = Tuner(space, gpu, repeats=1)
+    assert (64, 1) not in t.invalid  # exactly at the limit fits
+    assert t.invalid[(64, 2)] == "needs 32768 B of shared memory > 16384 B per block"
+    drive(t, gpu)
+    assert t.best == {"tile": 64, "ts": 1}
