@@ -123,17 +123,52 @@ def generate(st, dtype, boundary: str) -> str:
             L.append(shifted(a, o, "    "))
     mv = {"z": "k", "y": "j"}[march]
     start, stop = ("k0", "k1") if march == "z" else ("j0", "j1")
+    # Register queues along the marched axis: loads of one array at one in-plane offset with a
+    # contiguous run of marched offsets (e.g. f[0,0,-1], f[0,0,0], f[0,0,+1]) are loaded once per
+    # thread and shifted down the queue each step, so a step loads only the run's leading value.
+    m = st.ndim - 1
+    runs: dict = {}
+    for arr, off in st.loads:
+        runs.setdefault((arr, off[:m]), []).append(off[m])
+    queues = {key: sorted(v) for key, v in runs.items() if len(v) > 1 and sorted(v) == list(range(min(v), max(v) + 1))}
+    queued = {(arr, plane + (o,)) for (arr, plane), zs in queues.items() for o in zs}
+
+    def load_expr(arr, off, march_coord):
+        coords = {a: _coord(a, o) for a, o in zip(axes, off)}
+        coords[march] = march_coord
+        return f"in_{arr}[{index(coords)}]"
+
+    def marched(base, o):
+        if o == 0:
+            return base
+        expr = f"{base} {'+' if o > 0 else '-'} {abs(o)}"
+        return f"nagare_wrap({expr}, {sizes[march]})" if periodic else f"({expr})"
+
+    for (arr, plane), zs in queues.items():
+        for o in zs[:-1]:
+            L.append(f"    T {_load_var(arr, plane + (o,))} = {load_expr(arr, plane + (o,), marched(start, o))};")
+        L.append(f"    T {_load_var(arr, plane + (zs[-1],))};")
     L.append(f"    for (int {mv} = {start}; {mv} < {stop}; ++{mv}) {{")
+    loaded_here = {off[m] for arr, off in st.loads
+                   if (arr, off) not in queued or off[m] == queues[(arr, off[:m])][-1]}
     for o in offsets[march]:
-        L.append(shifted(march, o, "        "))
+        if o in loaded_here:
+            L.append(shifted(march, o, "        "))
     center = {a: {"x": "i", "y": "j", "z": "k"}[a] for a in axes}
     L.append(f"        const long long c = {index(center)};")
     for arr, off in st.loads:
         coords = {a: _coord(a, o) for a, o in zip(axes, off)}
+        if (arr, off) in queued:
+            if off[m] == queues[(arr, off[:m])][-1]:  # the leading value of a queue
+                L.append(f"        {_load_var(arr, off)} = in_{arr}[{index(coords)}];")
+            continue
         L.append(f"        const T {_load_var(arr, off)} = in_{arr}[{index(coords)}];")
     for o in st.outputs:
         L.append(f"        // output {o} = {to_python(st.exprs[o])}   [{st.location}]")
         L.append(f"        out_{o}[c] = {to_c(st.exprs[o])};")
+    for (arr, plane), zs in queues.items():
+        for lo_o, hi_o in zip(zs[:-1], zs[1:]):
+            L.append(f"        {_load_var(arr, plane + (lo_o,))} = {_load_var(arr, plane + (hi_o,))};")
     L.append("    }")
     L.append("}")
     return "\n".join(L) + "\n"
