@@ -1,7 +1,8 @@
 """Timers the tuner uses: CUDA events (never a host sync) or wall clock (synchronous NumPy work).
 
 Protocol: ``token = start()``; run the work; ``handle = stop(token)``; later ``poll(handle)``
-returns the milliseconds once known, else ``None`` (the work has not finished yet).
+returns the milliseconds once known, else ``None`` (the work has not finished yet); ``wait(handle)``
+blocks until known. Optional ``restart(token)``: take the start time again, now.
 """
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ class EventTimer:
         ev = self._event()
         ev.record(self.stream)
         return ev
+
+    def restart(self, token):
+        """Record the start event again, now (reuses the event)."""
+        token.record(self.stream)
+        return token
 
     def stop(self, token):
         end = self._event()
@@ -46,6 +52,9 @@ class WallTimer:
     """perf_counter around synchronous (host) work."""
 
     def start(self):
+        return time.perf_counter()
+
+    def restart(self, token):
         return time.perf_counter()
 
     def stop(self, token):

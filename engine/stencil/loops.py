@@ -126,13 +126,19 @@ class Loop:
     def grid(self, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
         return launch_grid(self.st, self.shape, self.boundary, bx, by, zmarch)
 
-    def _launch(self, cfg: dict, args: tuple) -> None:
+    def _prepare(self, cfg: dict, args: tuple):
+        """Everything host-side for one launch; returns the launch itself (what the tuner times)."""
         bx, by, zm = cfg["bx"], cfg["by"], cfg["zmarch"]
         limit = self.kernel.max_threads_per_block
         if bx * by > limit:
             raise ValueError(f"{bx * by} threads per block > this kernel's limit {limit} (registers)")
-        self.kernel(self.grid(bx, by, zm), (bx, by, 1), args + (np.int32(zm),))
+        grid, block, full = self.grid(bx, by, zm), (bx, by, 1), args + (np.int32(zm),)
         self.last_config = cfg
+        kernel = self.kernel
+        return lambda: kernel(grid, block, full)
+
+    def _launch(self, cfg: dict, args: tuple) -> None:
+        self._prepare(cfg, args)()
 
     def __call__(self, **kw) -> None:
         """One sweep: ``loop(f=f, fn=fn, r=0.1)`` — arrays and params by name."""
@@ -155,7 +161,7 @@ class Loop:
         if self.tuner is None:
             self._launch({"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch}, args)
         else:
-            self.tuner(lambda cfg: self._launch(cfg, args))
+            self.tuner(lambda cfg: self._prepare(cfg, args))
 
     def run_with(self, cfg: dict, **kw) -> None:
         """One sweep with an explicit launch configuration (benchmarks, equivalence tests)."""

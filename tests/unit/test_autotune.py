@@ -272,3 +272,17 @@ def test_generic_space_with_shared_memory_constraint():
     assert t.invalid[(64, 2)] == "needs 32768 B of shared memory > 16384 B per block"
     drive(t, gpu)
     assert t.best == {"tile": 64, "ts": 1}
+
+
+def test_a_returned_launch_thunk_is_all_that_is_timed():
+    space = Space({"bx": (1, 2)})
+    gpu = FakeGPU(lambda c: float(c["bx"]))
+
+    def prepare(cfg):
+        gpu.now += 100.0  # host-side preparation: must not be in the timing
+        return lambda: gpu.launch(cfg)
+
+    t = Tuner(space, gpu, warmup=0, repeats=1)
+    for _ in range(4):
+        t(prepare)
+    assert t.results == {(1,): 1.0, (2,): 2.0}
