@@ -103,3 +103,23 @@ def test_wave2d_engine_on_the_fake_gpu_matches_the_array_reference(fcp):
             e.step(9)
             for k, v in ref.state_arrays().items():
                 np.testing.assert_array_equal(e.state_arrays()[k], v, err_msg=f"{bc} {kernel} {k}")
+
+
+def test_stencil_benchmark_runs_end_to_end_on_the_fake_gpu(fcp, monkeypatch):
+    from nagare.engine import backend, device
+    from nagare.engine.stencil import bench
+
+    gpu = Backend("cupy", fcp, _cupy=fcp)
+    monkeypatch.setattr(backend, "get_backend", lambda name="auto": gpu)
+    monkeypatch.setattr(device, "copy_bandwidth", lambda be, refresh=False: 1e9)
+    monkeypatch.setattr(device, "device_info", lambda be: device.DeviceInfo(backend="cupy", name="Fake GPU"))
+    result = bench.bench_stencil([(8, 4, 16)], batches=1, target_batch_ms=0.0)
+    row = result["rows"][0]
+    assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 145
+    # The fake cost is lowest at bx = 32, zmarch = 4 (any by): both the search and the tuners find it.
+    assert row["best"]["threads"][0] == 32 and row["best"]["zmarch"] == 4
+    for live in row["autotune"]:
+        assert live["settled"] and live["pick"]["bx"] == 32 and live["pick"]["zmarch"] == 4, live
+        assert live["pick_vs_best"] == pytest.approx(1.0)
+    assert row["autotune"][1]["measured"] < row["autotune"][0]["measured"]  # descent measures fewer
+    assert "| 8x4x16 | (32," in bench.format_table(result)
