@@ -14,7 +14,9 @@ the host never blocks on tuning.
 - ``random``: a seeded random sample of the space, then descent from its best point.
 - ``auto``: exhaustive when the valid space has at most ``exhaustive_limit`` points, else random.
 
-Score of a candidate = median of its timed calls (robust to one slow call on a shared GPU).
+Score of a candidate = median of its timed calls (robust to one slow call on a shared GPU). When the
+plan is done, the ``confirm_top`` fastest candidates get ``confirm_repeats`` more timed calls each
+before the tuner settles (a confirmation round against measurement noise).
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ class NoValidCandidate(RuntimeError):
 class Tuner:
     def __init__(self, space: Space, timer, *, key: str | None = None, cache=None, strategy: str = "auto",
                  start: Config | None = None, warmup: int = 1, repeats: int = 3, exhaustive_limit: int = 200,
-                 random_samples: int = 24, seed: int = 0, label: str = ""):
+                 random_samples: int = 24, seed: int = 0, label: str = "", confirm_top: int = 3,
+                 confirm_repeats: int = 4):
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown tuning strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
         if repeats < 1 or warmup < 0:
@@ -46,6 +49,8 @@ class Tuner:
         self.space, self.timer, self.key, self.cache = space, timer, key, cache
         self.label = label or (key or "")
         self.warmup, self.repeats = warmup, repeats
+        self.confirm_top, self.confirm_repeats = confirm_top, confirm_repeats
+        self._confirmed = False
         self.results: dict[tuple, float] = {}      # measured candidates → score (ms)
         self.invalid: dict[tuple, str] = {}        # candidates that cannot run → reason
         self._samples: dict[tuple, list[float]] = {}
@@ -201,6 +206,14 @@ class Tuner:
         try:
             batch = next(self._plan)
         except StopIteration:
+            if self.confirm_top > 1 and not self._confirmed:
+                # Confirmation round: the few fastest get more timed calls (their scores become the
+                # median over all their samples), so one lucky or unlucky sample cannot decide.
+                self._confirmed = True
+                top = sorted(self.results, key=self.results.get)[: self.confirm_top]
+                if len(top) > 1:
+                    self._queue.extend([k, 0, self.confirm_repeats] for k in top)
+                    return
             self._settle()
             return
         seen = set()

@@ -57,7 +57,7 @@ def drive(tuner, gpu, max_calls=5000):
 def test_exhaustive_finds_global_minimum_and_skips_too_many_threads():
     space = stencil_space()
     gpu = FakeGPU(p2_cost)
-    t = Tuner(space, gpu, strategy="exhaustive", warmup=1, repeats=2)
+    t = Tuner(space, gpu, strategy="exhaustive", warmup=1, repeats=2, confirm_top=0)
     drive(t, gpu)
     assert t.best == {"bx": 32, "by": 4, "zmarch": 4}
     # 128×16 = 2048 threads is invalid, with the reason; 64×16 = 1024 is allowed.
@@ -180,7 +180,7 @@ def test_auto_strategy_picks_by_space_size():
 def test_overhead_counts_the_extra_time_of_tuning_calls():
     space = Space({"bx": (1, 2, 4)})
     gpu = FakeGPU(lambda c: float(c["bx"]))
-    t = Tuner(space, gpu, warmup=1, repeats=1)
+    t = Tuner(space, gpu, warmup=1, repeats=1, confirm_top=0)
     drive(t, gpu)
     # calls used 1,1,2,2,4,4 ms; best 1 ms → overhead (0+0+1+1+3+3) = 8 calls
     assert t.overhead_calls() == pytest.approx(8.0)
@@ -286,3 +286,24 @@ def test_a_returned_launch_thunk_is_all_that_is_timed():
     for _ in range(4):
         t(prepare)
     assert t.results == {(1,): 1.0, (2,): 2.0}
+
+
+def test_confirmation_round_overrules_one_lucky_sample():
+    calls = {}
+
+    def cost(cfg):  # bx=2's first timed call is a lucky outlier; really bx=1 is fastest
+        calls[cfg["bx"]] = calls.get(cfg["bx"], 0) + 1
+        if cfg["bx"] == 2:
+            return 0.5 if calls[2] == 1 else 3.0
+        return float(cfg["bx"])
+
+    gpu = FakeGPU(cost)
+    t = Tuner(Space({"bx": (1, 2, 3)}), gpu, warmup=0, repeats=1, confirm_top=2, confirm_repeats=3)
+    drive(t, gpu)
+    assert t.best == {"bx": 1}
+    assert t.results[(2,)] == 3.0  # median of 0.5, 3, 3, 3
+    assert calls == {1: 5, 2: 4, 3: 1}  # 1 + 3 confirmation calls each, + the call that settled
+    no_confirm = Tuner(Space({"bx": (1, 2, 3)}), FakeGPU(cost), warmup=0, repeats=1, confirm_top=0)
+    calls.clear()
+    drive(no_confirm, no_confirm.timer)
+    assert no_confirm.best == {"bx": 2}  # what a single sample would have picked
