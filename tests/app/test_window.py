@@ -395,3 +395,16 @@ def test_particles_overlay_on_grid_fields(make_window, qtbot, fake_preset):
     qtbot.waitUntil(lambda: w.canvas.shown.overlay is None, timeout=5000)
     w.canvas.native.repaint()
     assert not w.canvas.overlay.visible
+
+
+def test_s_and_v_keys_write_into_the_output_folder(make_window, qtbot, tmp_path):
+    w = make_window(output_dir=tmp_path / "keys")
+    qtbot.waitUntil(lambda: w.canvas.shown is not None, timeout=10000)
+    qtbot.keyClick(w, Qt.Key.Key_S)
+    assert len(list((tmp_path / "keys").glob("*.png"))) == 1
+    qtbot.keyClick(w, Qt.Key.Key_V)
+    qtbot.waitUntil(lambda: w.recorder is not None and w.recorder.frames >= 3, timeout=10000)
+    qtbot.keyClick(w, Qt.Key.Key_V)
+    assert w.recorder is None
+    assert len(list((tmp_path / "keys").glob("*.mp4"))) == 1
+    assert not list((tmp_path / "keys").glob(".*tmp*"))
