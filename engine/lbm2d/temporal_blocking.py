@@ -6,7 +6,9 @@ The interface the lbm2d engine plugs into (agreed with part A):
   tile)`` configuration cannot run — P1's "cannot run" cells.
 - :func:`make_stepper(xp, selection, preset, mask, params)` -> ``step(f_src, f_dst, nsteps)``.
 
-selection keys: ``kernel`` in {stb, srtb, srtb-ws}, ``ts`` (int), ``tr`` (int), ``tile`` ("WxH").
+selection keys: ``kernel`` in {stb, srtb, srtb-ws}, ``ts`` (int), ``tr`` (int), ``tile`` ("WxH"),
+optionally ``storage`` ("fp16": half storage, fp32 arithmetic, rounded to half after every step).
+``params["dtype"]`` is the storage dtype (float32, float64 or float16).
 stb is s{ts}r0tb and needs tr = 0; srtb/srtb-ws are s{ts}r{tr}tb with 1 <= tr <= ts.
 The device code is ``shaders/cuda/lbm2d/temporal_blocking.cu``; the design, the geometry and the
 limits are in ``docs/lbm2d-temporal-blocking.md``.
@@ -64,7 +66,10 @@ def cone_registers(kernel: str, tr: int, itemsize: int) -> int:
     return 2 * 9 * words
 
 
-def _dtype_of(preset) -> np.dtype:
+def _dtype_of(preset, selection: dict | None = None) -> np.dtype:
+    """Storage dtype: fp16 when the selection asks for ``storage = fp16``, else the preset's."""
+    if selection is not None and selection.get("storage") == "fp16":
+        return np.dtype(np.float16)
     phys = getattr(preset, "physics", None)
     dtype = getattr(phys, "dtype", None)
     return np.dtype(dtype) if dtype is not None else np.dtype(np.float32)
@@ -98,7 +103,8 @@ def unavailable_reason(selection: dict, preset) -> str | None:
     threads = tw * th
     if threads > MAX_THREADS_PER_BLOCK:
         return f"tile {tw}x{th} = {threads} threads > {MAX_THREADS_PER_BLOCK} per block"
-    itemsize = _dtype_of(preset).itemsize
+    storage, compute = storage_and_compute(_dtype_of(preset, selection))
+    itemsize = storage.itemsize
     smem = shared_bytes(ts, (tw, th), itemsize)
     if smem > SMEM_OPTIN_BYTES:
         return (f"shared memory: {smem / 1024:.1f} KB per block > {SMEM_OPTIN_BYTES // 1024} KB "
@@ -112,11 +118,17 @@ def unavailable_reason(selection: dict, preset) -> str | None:
         if seg - 2 * (tr - 1) < 1:
             return (f"srtb-ws: a run of {seg} x-contiguous lanes keeps {seg - 2 * (tr - 1)} nodes "
                     f"after discarding {tr - 1} per edge; use a wider tile or a smaller tr")
-    regs = cone_registers(kernel, register_depth(selection), itemsize)
+    regs = cone_registers(kernel, register_depth(selection), compute.itemsize)
     if regs > MAX_REGS_PER_THREAD:
         return (f"registers: the s{ts}r{tr}tb cone needs ~{regs} 32-bit registers per thread "
                 f"(> {MAX_REGS_PER_THREAD}); it would spill to local memory")
     return None
+
+
+def storage_and_compute(dtype) -> tuple[np.dtype, np.dtype]:
+    """fp16 storage computes in fp32; fp32/fp64 compute in their own precision."""
+    storage = np.dtype(dtype)
+    return storage, (np.dtype(np.float32) if storage == np.float16 else storage)
 
 
 def kernel_name(selection: dict, dtype) -> str:
@@ -124,15 +136,20 @@ def kernel_name(selection: dict, dtype) -> str:
 
     tw, th = parse_tile(selection["tile"])
     ws = "true" if selection["kernel"] == "srtb-ws" else "false"
-    return (f"lbm2d_tb<{ctype(dtype)}, {int(selection['ts'])}, {register_depth(selection)}, "
+    storage, compute = storage_and_compute(dtype)
+    return (f"lbm2d_tb<{ctype(storage)}, {ctype(compute)}, {int(selection['ts'])}, {register_depth(selection)}, "
             f"{tw}, {th}, {ws}>")
+
+
+def compile_options(dtype) -> tuple[str, ...]:
+    return ("-DNAGARE_TB_HALF=1",) if np.dtype(dtype) == np.float16 else ()
 
 
 def compiled_kernel(selection: dict, dtype):
     from .. import cuda
 
     name = kernel_name(selection, dtype)
-    return cuda.kernel(CUDA_SOURCE, name, (name,))
+    return cuda.kernel(CUDA_SOURCE, name, (name,), compile_options(dtype))
 
 
 def compiled_reason(kern, selection: dict) -> str | None:
@@ -157,7 +174,8 @@ def make_stepper(xp, selection: dict, preset, mask, params: dict):
     reason = unavailable_reason(selection, preset)
     if reason is not None:
         raise ValueError(f"temporal-blocking variant cannot run: {reason}")
-    dtype = np.dtype(params.get("dtype", _dtype_of(preset)))
+    dtype = np.dtype(params.get("dtype", _dtype_of(preset, selection)))  # the storage dtype
+    _, compute = storage_and_compute(dtype)
     kern = compiled_kernel(selection, dtype)
     reason = compiled_reason(kern, selection)
     if reason is not None:
@@ -173,7 +191,7 @@ def make_stepper(xp, selection: dict, preset, mask, params: dict):
     tau = float(params["tau"])
     fx, fy = (float(v) for v in params.get("force", (0.0, 0.0)))
     uwx, uwy = (float(v) for v in params.get("u_wall", (0.0, 0.0)))
-    scal = dtype.type
+    scal = compute.type
     tail = (scal(1.0 / tau), scal(1.0 - 0.5 / tau), scal(fx), scal(fy), scal(uwx), scal(uwy))
     grid = ((nx + tw - 1) // tw, (ny + th - 1) // th, 1)
     block = (tw, th, 1)

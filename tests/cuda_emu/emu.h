@@ -10,6 +10,13 @@
 #include <thread>
 #include <vector>
 
+#define NAGARE_EMU 1
+#ifdef NAGARE_TB_HALF  // host stand-in for CUDA's __half: IEEE binary16 with round-to-nearest-even
+using __half = _Float16;
+inline float __half2float(__half h) { return (float)h; }
+inline __half __float2half_rn(float f) { return (__half)f; }
+#endif
+
 #define __global__
 #define __device__
 #define __forceinline__ inline

@@ -1,10 +1,11 @@
-// Runs lbm2d_tb<T, TS, TR, TX, TY, WS> (chosen with -D) on the host emulator, with the same launch
+// Runs lbm2d_tb<S, T, TS, TR, TX, TY, WS> (chosen with -D) on the host emulator, with the same launch
 // sequence as engine/lbm2d/temporal_blocking.py: blocks of TS steps, a last shorter block,
 // ping-pong so the result lands in the output. Usage: emu nx ny nsteps in.bin mask.bin out.bin tau fx fy uwx uwy
 #include "emu.h"
 #include <cstdio>
 #include <cstdlib>
 #include "kernel_src.cu"
+using S = EMU_S;
 using T = EMU_T;
 constexpr int TS = EMU_TS, TR = EMU_TR, TX = EMU_TX, TY = EMU_TY;
 constexpr bool WS = EMU_WS;
@@ -16,23 +17,23 @@ int main(int argc, char** argv)
     const T omega = T(1.0 / tau), fcoef = T(1.0 - 0.5 / tau);
     const T fx = T(atof(argv[8])), fy = T(atof(argv[9])), uwx = T(atof(argv[10])), uwy = T(atof(argv[11]));
     const size_t n = (size_t)9 * nx * ny;
-    std::vector<T> a(n), b(n), c(n);
+    std::vector<S> a(n), b(n), c(n);
     std::vector<unsigned char> mask((size_t)nx * ny);
-    FILE* fp = fopen(argv[4], "rb"); if (fread(a.data(), sizeof(T), n, fp) != n) return 2; fclose(fp);
+    FILE* fp = fopen(argv[4], "rb"); if (fread(a.data(), sizeof(S), n, fp) != n) return 2; fclose(fp);
     fp = fopen(argv[5], "rb"); if (fread(mask.data(), 1, mask.size(), fp) != mask.size()) return 2; fclose(fp);
     std::vector<int> blocks;
     for (int k = 0; k < nsteps / TS; ++k) blocks.push_back(TS);
     if (nsteps % TS) blocks.push_back(nsteps % TS);
-    const T* src = a.data();
+    const S* src = a.data();
     const int gx = (nx + TX - 1) / TX, gy = (ny + TY - 1) / TY;
     for (size_t j = 0; j < blocks.size(); ++j) {
-        T* dst = ((blocks.size() - 1 - j) % 2 == 0) ? b.data() : c.data();
+        S* dst = ((blocks.size() - 1 - j) % 2 == 0) ? b.data() : c.data();
         const int steps = blocks[j];
         emu_launch(gx, gy, TX, TY, [&] {
-            lbm2d_tb<T, TS, TR, TX, TY, WS>(src, dst, mask.data(), nx, ny, steps, omega, fcoef, fx, fy, uwx, uwy);
+            lbm2d_tb<S, T, TS, TR, TX, TY, WS>(src, dst, mask.data(), nx, ny, steps, omega, fcoef, fx, fy, uwx, uwy);
         });
         src = dst;
     }
-    fp = fopen(argv[6], "wb"); fwrite(b.data(), sizeof(T), n, fp); fclose(fp);
+    fp = fopen(argv[6], "wb"); fwrite(b.data(), sizeof(S), n, fp); fclose(fp);
     return 0;
 }

@@ -52,6 +52,11 @@ def model_step(f, mask, tau, force, u_wall):
     return np.where(mask[None] != 0, f, post)
 
 
+def model_step_fp16(f16, mask, tau, force, u_wall):
+    """fp16 storage: fp32 arithmetic on the stored halves, rounded to half after the step."""
+    return model_step(f16.astype(np.float32), mask, tau, force, u_wall).astype(np.float16)
+
+
 def scene(nx, ny, dtype, seed=7):
     """A random valid state with bottom wall, moving lid, a cylinder and a block across the x seam."""
     rng = np.random.default_rng(seed)
@@ -121,6 +126,7 @@ def test_model_moving_lid_drives_flow():
     ({"kernel": "srtb-ws", "ts": 2, "tr": 2, "tile": "10x10"}, {}, "whole warps"),
     ({"kernel": "stb", "ts": 1, "tr": 0, "tile": "64x32"}, {}, "threads"),
     ({"kernel": "stb", "ts": 1, "tr": 0, "tile": "32by8"}, {}, "tile must look like"),
+    ({"kernel": "stb", "ts": 8, "tr": 0, "tile": "64x32", "storage": "fp16"}, {}, "threads"),
 ])
 def test_unavailable_reasons(sel, preset_kw, needle):
     reason = tb.unavailable_reason(sel, preset(**preset_kw))
@@ -133,18 +139,29 @@ def test_unavailable_reasons(sel, preset_kw, needle):
     {"kernel": "srtb", "ts": 4, "tr": 3, "tile": "32x8"},
     {"kernel": "srtb-ws", "ts": 8, "tr": 4, "tile": "32x8"},
     {"kernel": "srtb-ws", "ts": 4, "tr": 4, "tile": "8x8"},
+    {"kernel": "stb", "ts": 8, "tr": 0, "tile": "64x32"} | {"tile": "64x16", "storage": "fp16"},
 ])
 def test_available(sel):
     assert tb.unavailable_reason(sel, preset()) is None
+
+
+def test_fp16_storage_halves_shared_memory():
+    sel = {"kernel": "stb", "ts": 8, "tr": 0, "tile": "64x16"}
+    assert "shared memory" in tb.unavailable_reason(sel, preset(np.float64))
+    assert tb.unavailable_reason(dict(sel, storage="fp16"), preset(np.float64)) is None
+    assert tb.shared_bytes(8, (64, 16), 2) * 2 - 80 * 32 == tb.shared_bytes(8, (64, 16), 4)
 
 
 def test_shared_bytes_formula():
     # 32x8 tile, halo 4: (40 x 16) nodes x 9 populations x 2 buffers x 4 B + 640 mask bytes
     assert tb.shared_bytes(4, (32, 8), 4) == 40 * 16 * 9 * 2 * 4 + 40 * 16
     assert tb.kernel_name({"kernel": "srtb-ws", "ts": 8, "tr": 2, "tile": "16x8"}, np.float32) == \
-        "lbm2d_tb<float, 8, 2, 16, 8, true>"
+        "lbm2d_tb<float, float, 8, 2, 16, 8, true>"
     assert tb.kernel_name({"kernel": "stb", "ts": 4, "tr": 0, "tile": "32x8"}, np.float64) == \
-        "lbm2d_tb<double, 4, 1, 32, 8, false>"
+        "lbm2d_tb<double, double, 4, 1, 32, 8, false>"
+    assert tb.kernel_name({"kernel": "srtb", "ts": 4, "tr": 2, "tile": "32x8"}, np.float16) == \
+        "lbm2d_tb<__half, float, 4, 2, 32, 8, false>"
+    assert tb.compile_options(np.float16) == ("-DNAGARE_TB_HALF=1",) and tb.compile_options(np.float32) == ()
 
 
 # ---- the kernels vs the model (GPU) -----------------------------------------------------------
@@ -205,6 +222,30 @@ def test_kernel_matches_model_fp32(sel, nx, ny):
 def test_kernel_matches_model_fp64(sel):
     got, want = run_gpu(sel, 77, 53, np.float64)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sel", [_cfg("stb", 4, 0, "32x8"), _cfg("srtb", 4, 2, "32x8"), _cfg("srtb-ws", 8, 3, "32x8")])
+def test_kernel_matches_model_fp16_storage(sel):
+    """fp16 storage, fp32 arithmetic. Stated tolerance: the GPU's fused multiply-adds can move a
+    value across a half rounding boundary (one half ulp = 4.9e-4 relative), and such flips spread;
+    we allow 10 half ulps anywhere and 1 on average (the emulated test is bit-exact)."""
+    cp = pytest.importorskip("cupy")
+    f32, mask, params = scene(77, 53, np.dtype(np.float32))
+    f = f32.astype(np.float16)
+    params = dict(params, dtype=np.float16)
+    sel = dict(sel, storage="fp16")
+    assert tb.unavailable_reason(sel, preset()) is None
+    step = tb.make_stepper(cp, sel, preset(), mask, params)
+    src, dst = cp.asarray(f), cp.empty(f.shape, np.float16)
+    step(src, dst, STEPS)
+    want = f
+    for _ in range(STEPS):
+        want = model_step_fp16(want, mask, params["tau"], params["force"], params["u_wall"])
+    got = cp.asnumpy(dst).astype(np.float64)
+    want = want.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=10 * 2.0 ** -11, atol=0)
+    assert np.mean(np.abs(got - want) / np.abs(want)) < 2.0 ** -11
 
 
 @pytest.mark.gpu

@@ -18,19 +18,19 @@ import pytest
 
 from nagare import shaders
 
-from .test_lbm2d_tb import model_step, scene
+from .test_lbm2d_tb import model_step, model_step_fp16, scene
 
 EMU = Path(__file__).resolve().parents[1] / "cuda_emu"
 CXX = shutil.which("g++") or shutil.which("clang++")
 
 
-def _build(tmp: Path, T: str, ts: int, tr: int, tx: int, ty: int, ws: bool) -> Path:
+def _build(tmp: Path, S: str, T: str, ts: int, tr: int, tx: int, ty: int, ws: bool) -> Path:
     (tmp / "kernel_src.cu").write_text(shaders.source("cuda/lbm2d/temporal_blocking.cu"))
     exe = tmp / "emu"
-    defs = [f"-DEMU_T={T}", f"-DEMU_TS={ts}", f"-DEMU_TR={tr}", f"-DEMU_TX={tx}", f"-DEMU_TY={ty}",
+    defs = [f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TS={ts}", f"-DEMU_TR={tr}", f"-DEMU_TX={tx}", f"-DEMU_TY={ty}",
             f"-DEMU_WS={'true' if ws else 'false'}"]
     cmd = [CXX, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", *defs, f"-I{tmp}",
-           str(EMU / "main.cpp"), "-o", str(exe)]
+           str(EMU / "main.cpp"), "-o", str(exe)] + (["-DNAGARE_TB_HALF=1"] if S == "__half" else [])
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         if "barrier" in res.stderr and "No such file" in res.stderr:
@@ -43,9 +43,10 @@ def run_emulated(tmp_path, kernel, ts, tr, tile, dtype, nx, ny, nsteps):
     if CXX is None:
         pytest.skip("no host C++ compiler (g++/clang++) for the CUDA emulator")
     tx, ty = (int(v) for v in tile.split("x"))
-    T = "float" if dtype == np.float32 else "double"
-    exe = _build(tmp_path, T, ts, 1 if kernel == "stb" else tr, tx, ty, kernel == "srtb-ws")
-    f, mask, p = scene(nx, ny, np.dtype(dtype))
+    S, T = {np.float32: ("float", "float"), np.float64: ("double", "double"), np.float16: ("__half", "float")}[dtype]
+    exe = _build(tmp_path, S, T, ts, 1 if kernel == "stb" else tr, tx, ty, kernel == "srtb-ws")
+    f, mask, p = scene(nx, ny, np.dtype(np.float32 if dtype == np.float16 else dtype))
+    f = f.astype(dtype)
     f.tofile(tmp_path / "in.bin")
     mask.tofile(tmp_path / "mask.bin")
     subprocess.run([str(exe), str(nx), str(ny), str(nsteps), str(tmp_path / "in.bin"), str(tmp_path / "mask.bin"),
@@ -53,8 +54,9 @@ def run_emulated(tmp_path, kernel, ts, tr, tile, dtype, nx, ny, nsteps):
                    check=True, timeout=300)
     got = np.fromfile(tmp_path / "out.bin", dtype).reshape(f.shape)
     want = f
+    one = model_step_fp16 if dtype == np.float16 else model_step
     for _ in range(nsteps):
-        want = model_step(want, mask, p["tau"], p["force"], p["u_wall"])
+        want = one(want, mask, p["tau"], p["force"], p["u_wall"])
     return got, want
 
 
@@ -62,6 +64,7 @@ FAST = [
     ("stb", 4, 0, "32x8", np.float32, 77, 53, 67),
     ("srtb", 3, 3, "32x8", np.float32, 45, 37, 67),
     ("srtb-ws", 4, 4, "8x8", np.float32, 40, 37, 9),
+    ("srtb", 4, 2, "32x8", np.float16, 45, 37, 67),
 ]
 SLOW = [
     ("stb", 1, 0, "32x8", np.float32, 77, 53, 67),
@@ -72,6 +75,8 @@ SLOW = [
     ("srtb-ws", 4, 2, "32x8", np.float32, 77, 53, 9),
     ("srtb-ws", 4, 3, "16x8", np.float64, 37, 21, 9),
     ("srtb-ws", 8, 4, "64x4", np.float32, 70, 19, 11),
+    ("stb", 8, 0, "16x8", np.float16, 45, 37, 67),
+    ("srtb-ws", 4, 3, "32x8", np.float16, 45, 37, 9),
 ]
 
 

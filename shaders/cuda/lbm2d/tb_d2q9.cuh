@@ -11,6 +11,28 @@
 // Every call site unrolls the direction loops, so i, ex, ey are compile-time constants there.
 #pragma once
 
+// Storage type S vs arithmetic type T: S = T (fp32, fp64), or S = __half with T = float (fp16
+// storage, fp32 arithmetic: values are rounded to half after every step, wherever they live).
+// cuda_fp16.h is included only for half variants (compiled with -DNAGARE_TB_HALF).
+#if defined(NAGARE_TB_HALF) && !defined(NAGARE_EMU)
+#include <cuda_fp16.h>
+#endif
+
+template <typename S, typename T>
+struct TBConv {
+    static __device__ __forceinline__ T ld(S v) { return T(v); }
+    static __device__ __forceinline__ S st(T v) { return S(v); }
+    static __device__ __forceinline__ T round(T v) { return v; }
+};
+#ifdef NAGARE_TB_HALF
+template <>
+struct TBConv<__half, float> {
+    static __device__ __forceinline__ float ld(__half v) { return __half2float(v); }
+    static __device__ __forceinline__ __half st(float v) { return __float2half_rn(v); }
+    static __device__ __forceinline__ float round(float v) { return __half2float(__float2half_rn(v)); }
+};
+#endif
+
 __device__ __forceinline__ constexpr int tb_cx(int i) { return (i == 1 || i == 5 || i == 8) ? 1 : ((i == 3 || i == 6 || i == 7) ? -1 : 0); }
 __device__ __forceinline__ constexpr int tb_cy(int i) { return (i == 2 || i == 5 || i == 6) ? 1 : ((i == 4 || i == 7 || i == 8) ? -1 : 0); }
 __device__ __forceinline__ constexpr int tb_opp(int i) { return i == 0 ? 0 : (i <= 4 ? ((i + 1) % 4) + 1 : ((i - 3) % 4) + 5); }
@@ -52,7 +74,8 @@ __device__ __forceinline__ void tb_collide(T f[9], const TBParams<T>& p)
 }
 
 // One full step of one node: pull-stream (with bounce-back) then collide; solid nodes copy through.
-template <typename T, typename Get, typename Msk>
+// Results are rounded to the storage type S (a no-op unless S is narrower than T).
+template <typename S, typename T, typename Get, typename Msk>
 __device__ __forceinline__ void tb_node(T out[9], Get get, Msk msk, const TBParams<T>& p)
 {
     if (msk(0, 0) != 0) {
@@ -72,4 +95,6 @@ __device__ __forceinline__ void tb_node(T out[9], Get get, Msk msk, const TBPara
         }
     }
     tb_collide(out, p);
+#pragma unroll
+    for (int i = 0; i < 9; ++i) out[i] = TBConv<S, T>::round(out[i]);
 }

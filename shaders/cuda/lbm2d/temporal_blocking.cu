@@ -21,7 +21,7 @@
 // periodic images (the update is translation invariant) and write back only nodes < (nx, ny).
 #include "tb_d2q9.cuh"
 
-// Shared-memory layout (dynamic): T f[2][9][EY][EX], then unsigned char mask[EY][EX].
+// Shared-memory layout (dynamic): S f[2][9][EY][EX], then unsigned char mask[EY][EX].
 template <int TS, int TX, int TY>
 struct TBGeom {
     static constexpr int EX = TX + 2 * TS;
@@ -31,13 +31,13 @@ struct TBGeom {
 
 // Advance the node at local (lx, ly) by R steps from the shared buffer `src` (valid wherever this
 // node's cone of radius R lies), result in out[9]. Plain register cone (no shuffles).
-template <typename T, int R, int EX, int EXY>
-__device__ __forceinline__ void tb_cone(T out[9], const T* __restrict__ src, const unsigned char* __restrict__ sm,
+template <typename S, typename T, int R, int EX, int EXY>
+__device__ __forceinline__ void tb_cone(T out[9], const S* __restrict__ src, const unsigned char* __restrict__ sm,
                                         const int lx, const int ly, const TBParams<T>& p)
 {
     if constexpr (R == 1) {
-        tb_node(out,
-                [&](int i, int ex, int ey) { return src[i * EXY + (ly + ey) * EX + lx + ex]; },
+        tb_node<S>(out,
+                [&](int i, int ex, int ey) { return TBConv<S, T>::ld(src[i * EXY + (ly + ey) * EX + lx + ex]); },
                 [&](int ex, int ey) { return (int)sm[(ly + ey) * EX + lx + ex]; }, p);
     } else {
         // Level k (1..R) holds post-step-k values at offsets |dx|,|dy| <= R-k; P = 2R-1 is the
@@ -49,8 +49,8 @@ __device__ __forceinline__ void tb_cone(T out[9], const T* __restrict__ src, con
         for (int dy = -C; dy <= C; ++dy) {
 #pragma unroll
             for (int dx = -C; dx <= C; ++dx) {
-                tb_node(v[1][(dy + C) * P + dx + C],
-                        [&](int i, int ex, int ey) { return src[i * EXY + (ly + dy + ey) * EX + lx + dx + ex]; },
+                tb_node<S>(v[1][(dy + C) * P + dx + C],
+                        [&](int i, int ex, int ey) { return TBConv<S, T>::ld(src[i * EXY + (ly + dy + ey) * EX + lx + dx + ex]); },
                         [&](int ex, int ey) { return (int)sm[(ly + dy + ey) * EX + lx + dx + ex]; }, p);
             }
         }
@@ -61,7 +61,7 @@ __device__ __forceinline__ void tb_cone(T out[9], const T* __restrict__ src, con
             for (int dy = -h; dy <= h; ++dy) {
 #pragma unroll
                 for (int dx = -h; dx <= h; ++dx) {
-                    tb_node(v[k & 1][(dy + C) * P + dx + C],
+                    tb_node<S>(v[k & 1][(dy + C) * P + dx + C],
                             [&](int i, int ex, int ey) { return v[(k - 1) & 1][(dy + ey + C) * P + dx + ex + C][i]; },
                             [&](int ex, int ey) { return (int)sm[(ly + dy + ey) * EX + lx + dx + ex]; }, p);
                 }
@@ -77,20 +77,20 @@ __device__ __forceinline__ void tb_cone(T out[9], const T* __restrict__ src, con
 // valid iff the lanes R-1 places to either side exist in its run. Must be called by all 32 lanes of the
 // warp together (uniform control flow); lanes whose neighbourhood leaves the run get garbage,
 // which the caller discards.
-template <typename T, int R, int EX, int EXY, int SEG>
-__device__ __forceinline__ void tb_cone_ws(T out[9], const T* __restrict__ src, const unsigned char* __restrict__ sm,
+template <typename S, typename T, int R, int EX, int EXY, int SEG>
+__device__ __forceinline__ void tb_cone_ws(T out[9], const S* __restrict__ src, const unsigned char* __restrict__ sm,
                                            const int lx, const int ly, const TBParams<T>& p)
 {
     if constexpr (R == 1) {
-        tb_cone<T, 1, EX, EXY>(out, src, sm, lx, ly, p);
+        tb_cone<S, T, 1, EX, EXY>(out, src, sm, lx, ly, p);
     } else {
         constexpr int P = 2 * R - 1, C = R - 1;
         T v[2][P * P][9];
         // level 1, own column, straight from shared memory
 #pragma unroll
         for (int dy = -C; dy <= C; ++dy) {
-            tb_node(v[1][(dy + C) * P + C],
-                    [&](int i, int ex, int ey) { return src[i * EXY + (ly + dy + ey) * EX + lx + ex]; },
+            tb_node<S>(v[1][(dy + C) * P + C],
+                    [&](int i, int ex, int ey) { return TBConv<S, T>::ld(src[i * EXY + (ly + dy + ey) * EX + lx + ex]); },
                     [&](int ex, int ey) { return (int)sm[(ly + dy + ey) * EX + lx + ex]; }, p);
         }
 #pragma unroll
@@ -111,7 +111,7 @@ __device__ __forceinline__ void tb_cone_ws(T out[9], const T* __restrict__ src, 
             const int h = R - k;
 #pragma unroll
             for (int dy = -h; dy <= h; ++dy) {
-                tb_node(v[k & 1][(dy + C) * P + C],
+                tb_node<S>(v[k & 1][(dy + C) * P + C],
                         [&](int i, int ex, int ey) { return v[(k - 1) & 1][(dy + ey + C) * P + ex + C][i]; },
                         [&](int ex, int ey) { return (int)sm[(ly + dy + ey) * EX + lx + ex]; }, p);
             }
@@ -123,8 +123,8 @@ __device__ __forceinline__ void tb_cone_ws(T out[9], const T* __restrict__ src, 
 
 // One phase: R steps from shared buffer src (valid on [done, E - done)) into dst (valid on
 // [done + R, E - done - R) afterwards). No barrier inside; the caller syncs between phases.
-template <typename T, int R, int TS, int TX, int TY, bool WS>
-__device__ __forceinline__ void tb_phase(const T* __restrict__ src, T* __restrict__ dst, const unsigned char* __restrict__ sm,
+template <typename S, typename T, int R, int TS, int TX, int TY, bool WS>
+__device__ __forceinline__ void tb_phase(const S* __restrict__ src, S* __restrict__ dst, const unsigned char* __restrict__ sm,
                                          const int done, const TBParams<T>& p)
 {
     using G = TBGeom<TS, TX, TY>;
@@ -134,9 +134,9 @@ __device__ __forceinline__ void tb_phase(const T* __restrict__ src, T* __restric
         for (int ly = lo + ty; ly < hiy; ly += TY) {
             for (int lx = lo + tx; lx < hix; lx += TX) {
                 T out[9];
-                tb_cone<T, R, G::EX, G::EXY>(out, src, sm, lx, ly, p);
+                tb_cone<S, T, R, G::EX, G::EXY>(out, src, sm, lx, ly, p);
 #pragma unroll
-                for (int i = 0; i < 9; ++i) dst[i * G::EXY + ly * G::EX + lx] = out[i];
+                for (int i = 0; i < 9; ++i) dst[i * G::EXY + ly * G::EX + lx] = TBConv<S, T>::st(out[i]);
             }
         }
     } else {
@@ -158,11 +158,11 @@ __device__ __forceinline__ void tb_phase(const T* __restrict__ src, T* __restric
                 // lanes past the end read a clamped node: valid lanes never depend on them
                 const int lxr = min(lx, hix + R - 2);
                 T out[9];
-                tb_cone_ws<T, R, G::EX, G::EXY, SEG>(out, src, sm, lxr, lyr, p);
+                tb_cone_ws<S, T, R, G::EX, G::EXY, SEG>(out, src, sm, lxr, lyr, p);
                 const bool keep = ly < hiy && lx < hix && lane >= R - 1 && lane < SEG - (R - 1);
                 if (keep) {
 #pragma unroll
-                    for (int i = 0; i < 9; ++i) dst[i * G::EXY + ly * G::EX + lx] = out[i];
+                    for (int i = 0; i < 9; ++i) dst[i * G::EXY + ly * G::EX + lx] = TBConv<S, T>::st(out[i]);
                 }
             }
         }
@@ -170,29 +170,30 @@ __device__ __forceinline__ void tb_phase(const T* __restrict__ src, T* __restric
 }
 
 // Phase of r steps, 1 <= r <= R (r < TR only for the last phase of a block).
-template <typename T, int R, int TS, int TX, int TY, bool WS>
-__device__ __forceinline__ void tb_phase_dispatch(const int r, const T* __restrict__ src, T* __restrict__ dst,
+template <typename S, typename T, int R, int TS, int TX, int TY, bool WS>
+__device__ __forceinline__ void tb_phase_dispatch(const int r, const S* __restrict__ src, S* __restrict__ dst,
                                                   const unsigned char* __restrict__ sm, const int done, const TBParams<T>& p)
 {
     if (r == R) {
-        tb_phase<T, R, TS, TX, TY, WS>(src, dst, sm, done, p);
+        tb_phase<S, T, R, TS, TX, TY, WS>(src, dst, sm, done, p);
     } else {
-        if constexpr (R > 1) tb_phase_dispatch<T, R - 1, TS, TX, TY, WS>(r, src, dst, sm, done, p);
+        if constexpr (R > 1) tb_phase_dispatch<S, T, R - 1, TS, TX, TY, WS>(r, src, dst, sm, done, p);
     }
 }
 
 // Advance `steps` (1 <= steps <= TS) time steps of the whole lattice: fsrc -> fdst (distinct arrays).
-template <typename T, int TS, int TR, int TX, int TY, bool WS>
+// S: storage type (global and shared memory), T: arithmetic type (S = T, or S = __half, T = float).
+template <typename S, typename T, int TS, int TR, int TX, int TY, bool WS>
 __global__ void __launch_bounds__(TX * TY)
-lbm2d_tb(const T* __restrict__ fsrc, T* __restrict__ fdst, const unsigned char* __restrict__ mask,
+lbm2d_tb(const S* __restrict__ fsrc, S* __restrict__ fdst, const unsigned char* __restrict__ mask,
          const int nx, const int ny, const int steps,
          const T omega, const T fcoef, const T fx, const T fy, const T uwx, const T uwy)
 {
     static_assert(TR >= 1 && TR <= TS, "need 1 <= TR <= TS");
     using G = TBGeom<TS, TX, TY>;
     extern __shared__ __align__(16) unsigned char tb_smem[];
-    T* sf = reinterpret_cast<T*>(tb_smem);
-    unsigned char* sm = tb_smem + 2 * 9 * G::EXY * sizeof(T);
+    S* sf = reinterpret_cast<S*>(tb_smem);
+    unsigned char* sm = tb_smem + 2 * 9 * G::EXY * sizeof(S);
     const TBParams<T> p{omega, fcoef, fx, fy, uwx, uwy};
 
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -218,7 +219,7 @@ lbm2d_tb(const T* __restrict__ fsrc, T* __restrict__ fdst, const unsigned char* 
     for (int done = 0; done < steps;) {  // block-uniform loop: the barrier is reached by all threads
         __syncthreads();
         const int r = min(TR, steps - done);
-        tb_phase_dispatch<T, TR, TS, TX, TY, WS>(r, sf + buf * 9 * G::EXY, sf + (buf ^ 1) * 9 * G::EXY, sm, done, p);
+        tb_phase_dispatch<S, T, TR, TS, TX, TY, WS>(r, sf + buf * 9 * G::EXY, sf + (buf ^ 1) * 9 * G::EXY, sm, done, p);
         done += r;
         buf ^= 1;
     }
