@@ -137,19 +137,16 @@ def kernel_name(selection: dict, dtype) -> str:
     tw, th = parse_tile(selection["tile"])
     ws = "true" if selection["kernel"] == "srtb-ws" else "false"
     storage, compute = storage_and_compute(dtype)
-    return (f"lbm2d_tb<{ctype(storage)}, {ctype(compute)}, {int(selection['ts'])}, {register_depth(selection)}, "
+    stype = "tb_half" if storage == np.float16 else ctype(storage)  # raw binary16 bits, see tb_d2q9.cuh
+    return (f"lbm2d_tb<{stype}, {ctype(compute)}, {int(selection['ts'])}, {register_depth(selection)}, "
             f"{tw}, {th}, {ws}>")
-
-
-def compile_options(dtype) -> tuple[str, ...]:
-    return ("-DNAGARE_TB_HALF=1",) if np.dtype(dtype) == np.float16 else ()
 
 
 def compiled_kernel(selection: dict, dtype):
     from .. import cuda
 
     name = kernel_name(selection, dtype)
-    return cuda.kernel(CUDA_SOURCE, name, (name,), compile_options(dtype))
+    return cuda.kernel(CUDA_SOURCE, name, (name,))
 
 
 def compiled_reason(kern, selection: dict) -> str | None:

@@ -11,11 +11,9 @@
 #include <vector>
 
 #define NAGARE_EMU 1
-#ifdef NAGARE_TB_HALF  // host stand-in for CUDA's __half: IEEE binary16 with round-to-nearest-even
-using __half = _Float16;
-inline float __half2float(__half h) { return (float)h; }
-inline __half __float2half_rn(float f) { return (__half)f; }
-#endif
+// host stand-ins for the PTX cvt conversions of tb_d2q9.cuh (binary16, round to nearest even)
+inline float tb_half_to_float(unsigned short h) { _Float16 x; std::memcpy(&x, &h, 2); return (float)x; }
+inline unsigned short tb_float_to_half(float f) { _Float16 x = (_Float16)f; unsigned short h; std::memcpy(&h, &x, 2); return h; }
 
 #define __global__
 #define __device__

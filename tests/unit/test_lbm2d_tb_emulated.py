@@ -30,7 +30,7 @@ def _build(tmp: Path, S: str, T: str, ts: int, tr: int, tx: int, ty: int, ws: bo
     defs = [f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TS={ts}", f"-DEMU_TR={tr}", f"-DEMU_TX={tx}", f"-DEMU_TY={ty}",
             f"-DEMU_WS={'true' if ws else 'false'}"]
     cmd = [CXX, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", *defs, f"-I{tmp}",
-           str(EMU / "main.cpp"), "-o", str(exe)] + (["-DNAGARE_TB_HALF=1"] if S == "__half" else [])
+           str(EMU / "main.cpp"), "-o", str(exe)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         if "barrier" in res.stderr and "No such file" in res.stderr:
@@ -43,7 +43,7 @@ def run_emulated(tmp_path, kernel, ts, tr, tile, dtype, nx, ny, nsteps):
     if CXX is None:
         pytest.skip("no host C++ compiler (g++/clang++) for the CUDA emulator")
     tx, ty = (int(v) for v in tile.split("x"))
-    S, T = {np.float32: ("float", "float"), np.float64: ("double", "double"), np.float16: ("__half", "float")}[dtype]
+    S, T = {np.float32: ("float", "float"), np.float64: ("double", "double"), np.float16: ("tb_half", "float")}[dtype]
     exe = _build(tmp_path, S, T, ts, 1 if kernel == "stb" else tr, tx, ty, kernel == "srtb-ws")
     f, mask, p = scene(nx, ny, np.dtype(np.float32 if dtype == np.float16 else dtype))
     f = f.astype(dtype)

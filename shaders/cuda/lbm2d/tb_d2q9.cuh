@@ -11,11 +11,24 @@
 // Every call site unrolls the direction loops, so i, ex, ey are compile-time constants there.
 #pragma once
 
-// Storage type S vs arithmetic type T: S = T (fp32, fp64), or S = __half with T = float (fp16
-// storage, fp32 arithmetic: values are rounded to half after every step, wherever they live).
-// cuda_fp16.h is included only for half variants (compiled with -DNAGARE_TB_HALF).
-#if defined(NAGARE_TB_HALF) && !defined(NAGARE_EMU)
-#include <cuda_fp16.h>
+// Storage type S vs arithmetic type T: S = T (fp32, fp64), or S = tb_half (IEEE binary16 bits in
+// an unsigned short) with T = float: fp16 storage, fp32 arithmetic, values rounded to half after
+// every step wherever they live. The conversions are single PTX cvt instructions, so no
+// cuda_fp16.h is needed under NVRTC (CuPy's bundled fp16 headers vary with the toolkit).
+typedef unsigned short tb_half;
+#ifndef NAGARE_EMU
+__device__ __forceinline__ float tb_half_to_float(tb_half h)
+{
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ tb_half tb_float_to_half(float f)
+{
+    tb_half h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
 #endif
 
 template <typename S, typename T>
@@ -24,14 +37,12 @@ struct TBConv {
     static __device__ __forceinline__ S st(T v) { return S(v); }
     static __device__ __forceinline__ T round(T v) { return v; }
 };
-#ifdef NAGARE_TB_HALF
 template <>
-struct TBConv<__half, float> {
-    static __device__ __forceinline__ float ld(__half v) { return __half2float(v); }
-    static __device__ __forceinline__ __half st(float v) { return __float2half_rn(v); }
-    static __device__ __forceinline__ float round(float v) { return __half2float(__float2half_rn(v)); }
+struct TBConv<tb_half, float> {
+    static __device__ __forceinline__ float ld(tb_half v) { return tb_half_to_float(v); }
+    static __device__ __forceinline__ tb_half st(float v) { return tb_float_to_half(v); }
+    static __device__ __forceinline__ float round(float v) { return tb_half_to_float(tb_float_to_half(v)); }
 };
-#endif
 
 __device__ __forceinline__ constexpr int tb_cx(int i) { return (i == 1 || i == 5 || i == 8) ? 1 : ((i == 3 || i == 6 || i == 7) ? -1 : 0); }
 __device__ __forceinline__ constexpr int tb_cy(int i) { return (i == 2 || i == 5 || i == 6) ? 1 : ((i == 4 || i == 7 || i == 8) ? -1 : 0); }

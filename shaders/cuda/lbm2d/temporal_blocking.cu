@@ -182,7 +182,7 @@ __device__ __forceinline__ void tb_phase_dispatch(const int r, const S* __restri
 }
 
 // Advance `steps` (1 <= steps <= TS) time steps of the whole lattice: fsrc -> fdst (distinct arrays).
-// S: storage type (global and shared memory), T: arithmetic type (S = T, or S = __half, T = float).
+// S: storage type (global and shared memory), T: arithmetic type (S = T, or S = tb_half, T = float).
 template <typename S, typename T, int TS, int TR, int TX, int TY, bool WS>
 __global__ void __launch_bounds__(TX * TY)
 lbm2d_tb(const S* __restrict__ fsrc, S* __restrict__ fdst, const unsigned char* __restrict__ mask,
