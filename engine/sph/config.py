@@ -27,6 +27,8 @@ class Physics(Strict):
     coefsound: float = Field(10.0, gt=0, description="c0 = coefsound·√(g·H), H = fluid height")
     alpha: float = Field(0.1, ge=0, description="artificial viscosity coefficient α")
     delta: float = Field(0.1, ge=0, description="δ-SPH density diffusion coefficient (0 = off)")
+    diffusion: Literal["fourtakas", "molteni"] = Field(
+        "fourtakas", description="δ-SPH form: fourtakas (hydrostatic part removed, DualSPHysics DDT2) | molteni")
     kernel: Literal["wendland", "cubic"] = "wendland"
     precision: Literal["fp32", "fp64"] = Field("fp64", description="dtype of the physical state")
 

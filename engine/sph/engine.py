@@ -29,12 +29,14 @@ registry.register_axis(
         "verlet (lists within r_c + Δh, rebuilt when a particle travelled Δh/2; P3)")
 # Different searches find the same pairs in a different order, so sums differ by round-off; the
 # equivalence state is a settling tank (see equivalence_presets) where that round-off stays small.
+# Measured over 100 fp64 steps: |Δpos| ≤ 2e-16, |Δvel| ≤ 1e-14 (speeds ~0.04), |Δρ|/ρ ≤ 2e-15;
+# rtol 1e-11 / atol 1e-12 leave ~1000× margin yet catch any missing or extra pair at once.
 for _name, _doc in (("cell-full", "cell-linked list, cells of 2h, 3^d candidate cells"),
                     ("cell-half", "cell-linked list, cells of h, 5^d candidate cells"),
                     ("verlet", "Verlet lists within R_c = r_c + Δh (NumPy: pair arrays)")):
     registry.register_choice(FAMILY, "search", _name, backends=("numpy", "cupy"), doc=_doc,
                              reference=None if _name == "cell-full" else {"search": "cell-full"},
-                             rtol=1e-9, atol=1e-9)
+                             rtol=1e-11, atol=1e-12)
 
 
 class SPH(Engine):
@@ -60,7 +62,7 @@ class SPH(Engine):
         self.k = reference.Constants(
             dim=self.dim, h=p.h, rho0=p.physics.rho0, gamma=p.physics.gamma, c0=c0, alpha=p.physics.alpha,
             delta=p.physics.delta, gravity=g, mass=p.physics.rho0 * p.particles.dp ** self.dim,
-            kernel=p.physics.kernel)
+            kernel=p.physics.kernel, diffusion=p.physics.diffusion)
         self.rc = 2.0 * p.h
         self.domain = Domain(lay.lo, lay.hi, (False,) * self.dim)
         self.pos0 = xp.asarray(lay.pos.astype(self.dtype))
