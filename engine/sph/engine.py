@@ -23,8 +23,10 @@ from .neighbours import CELL_FRACTION, Domain, VerletList, build_cells, cell_pai
 
 FAMILY = "sph"
 
+# On the GPU, P3's Verlet lists are the default search (so the registry test exercises both list
+# layouts and all position layouts with them); on NumPy, DualSPHysics' cell-full.
 registry.register_axis(
-    FAMILY, "search", default="cell-full",
+    FAMILY, "search", default={"numpy": "cell-full", "cupy": "verlet"},
     doc="neighbour search: cell-full (cells of r_c = 2h, DualSPHysics default), cell-half (cells of h), "
         "verlet (lists within r_c + Δh, rebuilt when a particle travelled Δh/2; P3)")
 # Different searches find the same pairs in a different order, so sums differ by round-off; the
@@ -37,6 +39,28 @@ for _name, _doc in (("cell-full", "cell-linked list, cells of 2h, 3^d candidate 
     registry.register_choice(FAMILY, "search", _name, backends=("numpy", "cupy"), doc=_doc,
                              reference=None if _name == "cell-full" else {"search": "cell-full"},
                              rtol=1e-11, atol=1e-12)
+
+
+registry.register_axis(
+    FAMILY, "verlet_layout", default={"numpy": "per-particle", "cupy": "warp-interleaved"},
+    doc="how Verlet lists are stored: warp-interleaved (P3: element k of a warp's 32 lists contiguous, "
+        "per-warp regions of 32 × the warp's longest list) or per-particle (each list contiguous)")
+registry.register_choice(FAMILY, "verlet_layout", "per-particle", backends=("numpy", "cupy"),
+                         doc="lists end to end (CSR); NumPy's pair arrays grouped by particle",
+                         reference=None, rtol=1e-11, atol=1e-12)
+registry.register_choice(FAMILY, "verlet_layout", "warp-interleaved", backends=("cupy",),
+                         doc="P3 §3.1–3.3: coalesced list reads, variable per-warp regions",
+                         reference={"verlet_layout": "per-particle"}, rtol=1e-11, atol=1e-12)
+registry.register_axis(
+    FAMILY, "layout", default="soa",
+    doc="particle data read by the interaction: soa (separate arrays), aos (one 8-value record per particle), "
+        "float4 (positions as 16-byte float4; fp64: double2 x,y + separate z, P3 §3.4)")
+registry.register_choice(FAMILY, "layout", "soa", backends=("numpy", "cupy"), doc="structure of arrays",
+                         reference=None, rtol=1e-11, atol=1e-12)
+for _name, _doc in (("aos", "array of 8-value records (x y z vx vy vz ρ p)"),
+                    ("float4", "positions packed float4 (fp32) or double2 + z (fp64), the rest SoA")):
+    registry.register_choice(FAMILY, "layout", _name, backends=("cupy",), doc=_doc,
+                             reference={"layout": "soa"}, rtol=1e-11, atol=1e-12)
 
 
 class SPH(Engine):
@@ -127,6 +151,11 @@ class SPH(Engine):
     # ---- variants ----
     def _apply_selection(self, old, new):
         self._invalidate_lists()
+        self.gpu = None
+        if self.backend.is_gpu:
+            from .gpu import GpuSPH
+
+            self.gpu = GpuSPH(self, new)
 
     def _invalidate_lists(self):
         self.vlist = VerletList(self.rc)
@@ -146,11 +175,7 @@ class SPH(Engine):
             with self.timer.phase("sort", steps=steps):
                 rebuild = vl.needs_rebuild(xp)
                 if rebuild:
-                    vmax = float(xp.max(xp.sqrt(xp.sum(self.vel * self.vel, axis=1))))
-                    dt = self.dt if self.dt > 0 else self._dt_guess()
-                    # Δh = 2·V_max·C·Δt (P3); the floor keeps a fluid at rest from rebuilding every step
-                    skin = max(2.0 * vmax * self.preset.search.verlet_steps * dt, 0.01 * self.rc)
-                    grid = vl.sort(xp, self.pos, self.domain, skin)
+                    grid = vl.sort(xp, self.pos, self.domain, self.verlet_skin())
             with self.timer.phase("list", steps=steps):
                 if rebuild:
                     vl.build(xp, self.pos, self.domain, grid)
@@ -162,10 +187,20 @@ class SPH(Engine):
         with self.timer.phase("interaction", steps=steps):
             return cell_pairs(xp, self.pos, self.domain, self.rc, grid)
 
+    def verlet_skin(self) -> float:
+        """Δh = 2·V_max·C·Δt (P3); the floor of 1% of r_c keeps a fluid at rest from rebuilding
+        every step (any Δh is correct: the Δh/2 travelled-distance rule guarantees no missed pair)."""
+        xp = self.xp
+        vmax = float(xp.max(xp.sqrt(xp.sum(self.vel * self.vel, axis=1))))
+        dt = self.dt if self.dt > 0 else self._dt_guess()
+        return max(2.0 * vmax * self.preset.search.verlet_steps * dt, 0.01 * self.rc)
+
     def _dt_guess(self):
         return self.preset.time.cfl * self.k.h / self.k.c0
 
     def _forces(self, steps=1):
+        if self.gpu is not None:
+            return self.gpu.forces(steps)
         pairs = self._pairs(steps)
         with self.timer.phase("interaction", steps=0):
             ace, arho, mu_max = reference.interaction(self.xp, pairs, self.vel, self.rho, self.fluid, self.k)
@@ -217,7 +252,7 @@ class SPH(Engine):
             old = self.pos.copy()
             self.pos = new_pos
             self._set_piston(self._time + dt)
-            if self.selection["search"] == "verlet" and self.vlist.i is not None:
+            if self.selection["search"] == "verlet" and self.vlist.built:
                 self.vlist.advance(xp, self.pos - old)
         return dt
 
@@ -255,7 +290,7 @@ class SPH(Engine):
         new_pos[fl] = base[fl] + delta
         old = self.pos
         self.pos = new_pos
-        if self.selection["search"] == "verlet" and self.vlist.i is not None:
+        if self.selection["search"] == "verlet" and self.vlist.built:
             self.vlist.advance(self.xp, self.pos - old)
 
     # ---- outputs ----
@@ -292,11 +327,18 @@ class SPH(Engine):
         out = {"particles": self.n, "fluid_particles": self.n_fluid, "rebuilds": self.stats["rebuilds"],
                "pairs_within_rc": getattr(self, "_npairs", 0),
                "mean_neighbours": getattr(self, "_npairs", 0) / max(self.n, 1)}
-        if self.selection["search"] == "verlet" and vl.i is not None:
+        if self.selection["search"] == "verlet" and vl.built:
             out["mean_list_length"] = vl.mean_length
             out["steps_between_rebuilds"] = (float(np.mean(vl.steps_per_build)) if vl.steps_per_build
                                              else float(vl.steps_since_build))
-            out["list_bytes"] = int(vl.i.nbytes + vl.j.nbytes)
+            if self.gpu is None:
+                out["list_bytes"] = int(vl.i.nbytes + vl.j.nbytes)
+        for key in ("mean_list_length", "list_bytes", "idle_thread_share", "verlet_oom_fallbacks"):
+            if key in self.stats and self.selection["search"] == "verlet":
+                out[key] = self.stats[key]
+        if self.gpu is not None:
+            state = sum(int(a.nbytes) for a in (self.pos, self.vel, self.rho, self.vel_m1, self.rho_m1))
+            out["device_bytes"] = state + self.gpu.memory_bytes()
         return out
 
     @property

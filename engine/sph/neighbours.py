@@ -171,8 +171,12 @@ class VerletList:
     steps_since_build: int = 0
     steps_per_build: list = field(default_factory=list)
 
+    @property
+    def built(self) -> bool:
+        return self.travelled is not None
+
     def needs_rebuild(self, xp) -> bool:
-        if self.i is None:
+        if not self.built:
             return True
         return bool(float(xp.max(self.travelled)) > 0.5 * self.skin) if self.travelled.size else False
 
@@ -185,8 +189,15 @@ class VerletList:
         radius = self.rc + self.skin
         if grid is None:
             grid = build_cells(xp, pos, domain, 0.5 * radius)
-        self.i, self.j, _, _ = cell_pairs(xp, pos, domain, radius, grid)
-        self.travelled = xp.zeros(pos.shape[0], dtype=pos.dtype)
+        i, j, _, _ = cell_pairs(xp, pos, domain, radius, grid)
+        # group by i: the pair arrays become per-particle lists laid end to end (CSR), the layout
+        # the GPU's per-particle variant uses
+        by_i = xp.argsort(i, kind="stable")
+        self.i, self.j = i[by_i], j[by_i]
+        self.mark_built(xp, pos.shape[0], pos.dtype)
+
+    def mark_built(self, xp, n, dtype) -> None:
+        self.travelled = xp.zeros(n, dtype=dtype)
         if self.builds:
             self.steps_per_build.append(self.steps_since_build)
         self.builds += 1
@@ -206,4 +217,4 @@ class VerletList:
     @property
     def mean_length(self) -> float:
         n = self.travelled.size if self.travelled is not None else 0
-        return float(self.i.size) / n if n else 0.0
+        return float(self.i.size) / n if n and self.i is not None else 0.0
