@@ -316,11 +316,8 @@ class SPH(Engine):
                 "rho_min": float(xp.min(self.rho[fl])), "rho_max": float(xp.max(self.rho[fl])),
                 "dt": self.dt}
 
-    @property
-    def timings(self):
-        rep = super().timings
-        rep.extra.update(self.search_stats())
-        return rep
+    def timing_extra(self) -> dict:
+        return self.search_stats()
 
     def search_stats(self) -> dict:
         vl = self.vlist
@@ -362,10 +359,41 @@ class SPH(Engine):
                 "particles": {"dp": 0.02}}
         return {"hydrostatic2d-fp64": SPHPreset.model_validate(base)}
 
+    # P3's DamBreak (3D) geometry as overrides of the bench preset (sph-dambreak2d)
+    _DAM3D = ["geometry.kind=dambreak3d", "geometry.column_width=0.4", "geometry.column_height=0.3",
+              "geometry.tank_length=1.6", "geometry.tank_width=0.67", "geometry.tank_height=0.4",
+              "particles.boundary_layers=2"]
+
     @classmethod
     def bench_cases(cls, backend: str = "cupy"):
+        """P3 Tables 3–5 shape: 2D and 3D dam breaks at P3's sizes (21k, 172k), fp32 and fp64,
+        plus the 1M-particle 3D target of issue 6 (fp32). Precision is a preset setting, so it is a
+        case, not a variant. NumPy: small sizes of the same cases."""
         if backend == "numpy":
-            dps = [0.04, 0.02, 0.01]
+            sizes2d, sizes3d, big = [("2d-1k", 0.02)], [("3d-3k", 0.04)], []
         else:
-            dps = [0.01, 0.005, 0.0025, 0.00125]
-        return [(f"dp={dp}", [f"particles.dp={dp}"]) for dp in dps]
+            sizes2d, sizes3d, big = [("2d-21k", 0.005)], [("3d-172k", 0.0094)], [("3d-1M", 0.00523)]
+        out = []
+        for prec in ("fp32", "fp64"):
+            for label, dp in sizes2d:
+                out.append((f"dambreak{label}-{prec}", [f"particles.dp={dp}", f"physics.precision={prec}"]))
+            for label, dp in sizes3d:
+                out.append((f"dambreak{label}-{prec}", [*cls._DAM3D, f"particles.dp={dp}",
+                                                        f"physics.precision={prec}"]))
+        for label, dp in big:
+            out.append((f"dambreak{label}-fp32", [*cls._DAM3D, f"particles.dp={dp}", "physics.precision=fp32"]))
+        return out
+
+    @classmethod
+    def bench_selections(cls, backend: str = "cupy"):
+        """cell-full vs verlet first (P3's CL vs VL), then the other choices one at a time."""
+        if backend == "numpy":
+            return [("CL cell-full", {"search": "cell-full"}), ("CL cell-half", {"search": "cell-half"}),
+                    ("VL per-particle", {"search": "verlet"})]
+        out = [("CL cell-full", {"search": "cell-full"}), ("VL warp-interleaved", {"search": "verlet"}),
+               ("CL cell-half", {"search": "cell-half"}),
+               ("VL per-particle", {"search": "verlet", "verlet_layout": "per-particle"})]
+        for layout in ("aos", "float4"):
+            out.append((f"CL cell-full {layout}", {"search": "cell-full", "layout": layout}))
+            out.append((f"VL {layout}", {"search": "verlet", "layout": layout}))
+        return out
