@@ -6,6 +6,9 @@
 ``nagare presets``         the presets with their one-line descriptions
 ``nagare info``            backend, device, measured copy bandwidth (the roofline)
 ``nagare bench FAMILY``    the family's registered variant matrix, as a table + JSON/Markdown/PNG
+``nagare bench stencil``   P2's launch-configuration table (exhaustive search vs auto-tuner)
+``nagare tune show|clear`` the auto-tuner's persistent cache
+``nagare stencil list|show NAME``  built-in stencils and the CUDA generated from them
 """
 from __future__ import annotations
 
@@ -50,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
 
     r = sub.add_parser("run", help="run a preset headless")
-    r.add_argument("preset", help="a preset name (see `nagare presets`) or a path to a TOML file")
+    r.add_argument("preset", help="a preset name (see `nagare presets`) or a path to a TOML file; "
+                                  "'-' with --resume: the preset stored in the checkpoint")
     r.add_argument("--steps", type=int, help="steps to run (default: the preset's run.steps)")
     r.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
     r.add_argument("--variant", type=_kv, action="append", default=[], metavar="AXIS=CHOICE")
@@ -81,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", help="output folder (default: bench-FAMILY-DEVICE-DATE)")
     b.add_argument("--case", action="append", help="only these cases (repeatable)")
     b.add_argument("--min-time", type=float, default=0.5, help="seconds measured per cell")
+
+    for name, text in (("tune", "the auto-tuner's cache: show | clear"),
+                       ("stencil", "stencil framework: list | show NAME (the generated CUDA)")):
+        x = sub.add_parser(name, help=text, add_help=False)
+        x.add_argument("rest", nargs=argparse.REMAINDER)
 
     g = sub.add_parser("gui", help="open the app window")
     g.add_argument("preset", nargs="?")
@@ -127,6 +136,14 @@ def cmd_bench(args) -> int:
 
     from .bench_report import bench_command
 
+    if args.family == "stencil":  # P2's launch-configuration experiment (engine/stencil/bench.py)
+        from nagare.engine.stencil.bench import main as stencil_bench
+
+        out = [] if not args.out else ["--json", f"{args.out}/stencil.json", "--markdown", f"{args.out}/stencil.md"]
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+        return stencil_bench(out)
+
     if args.family not in FAMILIES:
         raise NagareError(f"unknown family {args.family!r}; known: {', '.join(FAMILIES)}")
     return bench_command(args.family, get_backend(args.backend), args.out, args.case, args.min_time,
@@ -148,15 +165,21 @@ def cmd_run(args, argv: list[str]) -> int:
             raise PresetError(f"--{name.replace('_', '-')}", None, v, "expected a positive integer")
     if args.dump_every and not args.dump_dir:
         raise PresetError("--dump-every", None, args.dump_every, "needs --dump-dir DIR")
+    if args.checkpoint_every and not args.checkpoint:
+        raise PresetError("--checkpoint-every", None, args.checkpoint_every, "needs --checkpoint FILE")
     backend = get_backend(args.backend)
     ckpt = load_checkpoint(args.resume) if args.resume else None
     if ckpt is not None and args.preset == "-":
-        preset = validate(ckpt["meta"]["preset"], f"{args.resume} (preset)", backend.name)
+        # The stored preset already holds the values it ran with: no [cpu_overrides] again.
+        stored = {k: v for k, v in ckpt["meta"]["preset"].items() if k != "cpu_overrides"}
+        preset = validate(stored, f"{args.resume} (preset)", None, args.overrides)
     else:
         preset = load_preset(args.preset, args.overrides, backend=backend.name)
-    variants = dict(ckpt["meta"]["variants"]) if ckpt else {}
-    variants.update(dict(args.variant))
-    engine = create_engine(preset, backend, variants=variants)
+    if ckpt is not None:
+        # The checkpoint's variants are defaults, not demands: a GPU run's checkpoint resumes on
+        # NumPy with the NumPy choices (one log line says so).
+        preset = preset.model_copy(update={"variants": {**preset.variants, **ckpt["meta"]["variants"]}})
+    engine = create_engine(preset, backend, variants=dict(args.variant))
     if ckpt is not None:
         engine.restore(ckpt)
     steps = args.steps or preset.run.steps
@@ -201,6 +224,11 @@ def launch_app(preset: str | None, backend: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("tune", "stencil"):  # own parsers (app/tune_cmd.py, app/stencil_cmd.py)
+        from .stencil_cmd import main as stencil_main
+        from .tune_cmd import main as tune_main
+
+        return (tune_main if argv[0] == "tune" else stencil_main)(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
