@@ -372,7 +372,7 @@ class SPH(Engine):
         if backend == "numpy":
             sizes2d, sizes3d, big = [("2d-1k", 0.02)], [("3d-3k", 0.04)], []
         else:
-            sizes2d, sizes3d, big = [("2d-21k", 0.005)], [("3d-172k", 0.0094)], [("3d-1M", 0.00523)]
+            sizes2d, sizes3d, big = [("2d-21k", 0.005)], [("3d-172k", 0.0094)], [("3d-1M", 0.0048)]
         out = []
         for prec in ("fp32", "fp64"):
             for label, dp in sizes2d:
