@@ -1,0 +1,95 @@
+// D2Q9 per-point device functions shared by every lbm2d kernel (two-kernel, fused, AA, and the
+// temporal-blocking kernels). The semantics are docs/lbm2d.md "Step semantics"; the arithmetic
+// order matches engine/lbm2d/reference.py so fp32 variants agree with NumPy to round-off.
+//
+// Storage: S is the type in global memory (float, double, or __half). T is the arithmetic type.
+// __half storage holds the *shifted* populations f_i − w_i (DDF shifting, as FluidX3D does):
+// the deviations from the rest equilibrium are O(u), so fp16's 11-bit mantissa is spent on the
+// part that carries the flow instead of on the constant w_i.
+#pragma once
+#include <cuda_fp16.h>
+
+namespace d2q9 {
+
+constexpr int Q = 9;
+enum Node : unsigned char { FLUID = 0, SOLID = 1, MOVING_WALL = 2, INLET = 3, OUTLET = 4 };
+
+// c = [(0,0),(1,0),(0,1),(-1,0),(0,-1),(1,1),(-1,1),(-1,-1),(1,-1)]; opp = [0,3,4,1,2,7,8,5,6]
+__device__ __forceinline__ constexpr int cx(int i) {
+    return (i == 1 || i == 5 || i == 8) ? 1 : (i == 3 || i == 6 || i == 7) ? -1 : 0;
+}
+__device__ __forceinline__ constexpr int cy(int i) {
+    return (i == 2 || i == 5 || i == 6) ? 1 : (i == 4 || i == 7 || i == 8) ? -1 : 0;
+}
+__device__ __forceinline__ constexpr int opp(int i) {
+    return i == 0 ? 0 : (i <= 4 ? ((i + 1) & 3) + 1 : ((i - 3) & 3) + 5);
+}
+template <typename T>
+__device__ __forceinline__ T w(int i) {
+    return i == 0 ? T(4.0 / 9.0) : (i <= 4 ? T(1.0 / 9.0) : T(1.0 / 36.0));
+}
+
+// ---- storage conversions ---------------------------------------------------------------------
+template <typename T, typename S> struct Store {
+    __device__ static __forceinline__ T load(const S* p, size_t idx, int) { return T(p[idx]); }
+    __device__ static __forceinline__ void store(S* p, size_t idx, int, T v) { p[idx] = S(v); }
+};
+template <> struct Store<float, __half> {
+    __device__ static __forceinline__ float load(const __half* p, size_t idx, int i) {
+        return __half2float(p[idx]) + w<float>(i);
+    }
+    __device__ static __forceinline__ void store(__half* p, size_t idx, int i, float v) {
+        p[idx] = __float2half_rn(v - w<float>(i));
+    }
+};
+
+// ---- physics ---------------------------------------------------------------------------------
+// BGK collision with Guo forcing, in place on g[9] (the streamed populations of one node).
+template <typename T>
+__device__ __forceinline__ void collide_bgk(T g[Q], T omega, T fx, T fy) {
+    const T rho = g[0] + g[1] + g[2] + g[3] + g[4] + g[5] + g[6] + g[7] + g[8];
+    const T jx = g[1] - g[3] + g[5] - g[6] - g[7] + g[8];
+    const T jy = g[2] - g[4] + g[5] + g[6] - g[7] - g[8];
+    const T ux = (jx + T(0.5) * fx) / rho;
+    const T uy = (jy + T(0.5) * fy) / rho;
+    const T usq = ux * ux + uy * uy;
+    const T pref = T(1) - T(0.5) * omega;
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const T cxi = T(cx(i)), cyi = T(cy(i));
+        const T cu = cxi * ux + cyi * uy;
+        const T feq = w<T>(i) * rho * (T(1) + T(3) * cu + T(4.5) * cu * cu - T(1.5) * usq);
+        const T src = w<T>(i) * (T(3) * ((cxi - ux) * fx + (cyi - uy) * fy) + T(9) * cu * (cxi * fx + cyi * fy));
+        g[i] = g[i] - omega * (g[i] - feq) + pref * src;
+    }
+}
+
+// Moving-wall correction 6 w_i ρ0 (c_i·u_wall), ρ0 = 1.
+template <typename T>
+__device__ __forceinline__ T wall_term(int i, T uwx, T uwy) {
+    return T(6) * w<T>(i) * (T(cx(i)) * uwx + T(cy(i)) * uwy);
+}
+
+__device__ __forceinline__ int wrap(int a, int n) { return a < 0 ? a + n : (a >= n ? a - n : a); }
+
+// Pull-stream of node (x, y) from a two-lattice SoA array f (plane stride n = nx·ny) into g[9]:
+// periodic wrap, half-way bounce-back from solid sources, moving-wall correction.
+template <typename T, typename S>
+__device__ __forceinline__ void pull(const S* __restrict__ f, const unsigned char* __restrict__ mask,
+                                     int x, int y, int nx, int ny, T uwx, T uwy, T g[Q]) {
+    const size_t n = size_t(nx) * ny;
+    const size_t here = size_t(y) * nx + x;
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const size_t src = size_t(wrap(y - cy(i), ny)) * nx + wrap(x - cx(i), nx);
+        const unsigned char m = mask[src];
+        if (m == SOLID || m == MOVING_WALL) {
+            const T b = Store<T, S>::load(f, opp(i) * n + here, opp(i));
+            g[i] = m == MOVING_WALL ? b + wall_term<T>(i, uwx, uwy) : b;
+        } else {
+            g[i] = Store<T, S>::load(f, i * n + src, i);
+        }
+    }
+}
+
+}  // namespace d2q9
