@@ -51,7 +51,8 @@ class Physics(Strict):
 
 class Boundaries(Strict):
     x: Literal["periodic", "walls", "inlet-outlet"] = Field(
-        "periodic", description="left/right: periodic, bounce-back walls, or velocity inlet (left) + pressure outlet (right)")
+        "periodic",
+        description="left/right: periodic, bounce-back walls, or velocity inlet (left) + pressure outlet (right)")
     y: Literal["periodic", "walls", "lid"] = Field(
         "periodic", description="bottom/top: periodic, bounce-back walls, or walls with the top one moving (lid)")
 

@@ -136,7 +136,8 @@ def register() -> None:
     # reference after 64 steps (f ≈ w_i ≤ 4/9; fp16 holds f − w_i with ~5e-4 relative rounding).
     R.register_choice(FAMILY, "storage", "fp16", backends=("numpy", "cupy"),
                       doc="half storage of the shifted populations f − w, fp32 arithmetic",
-                      reference={"kernel": "reference", "storage": "native"}, rtol=0.0, atol=FP16_ATOL, check=check_storage)
+                      reference={"kernel": "reference", "storage": "native"}, rtol=0.0, atol=FP16_ATOL,
+                      check=check_storage)
 
     R.register_axis(FAMILY, "streaming", default="two-lattice",
                     doc="two-lattice: read A, write B; aa: in-place AA pattern, one lattice (half the memory)")
