@@ -79,6 +79,8 @@ class Obstacle(Strict):
 class Initial(Strict):
     kind: Literal["rest", "uniform", "taylor-green"] = "rest"
     u0: float = Field(0.05, ge=-0.3, le=0.3, description="velocity amplitude (uniform flow or Taylor–Green)")
+    kick: float = Field(0.0, ge=0, le=1, description="transverse velocity kick behind the obstacle, as a fraction "
+                                                     "of u0: starts vortex shedding at once instead of from round-off")
 
 
 class Tracers(Strict):
