@@ -284,10 +284,16 @@ class LBM2D(Engine):
 
     # ---- outputs ----------------------------------------------------------------------------
     def macroscopic(self):
-        """ρ, ux, uy (ny × nx) of the current state (u with the half-force shift, as the collision)."""
+        """ρ, ux, uy (ny × nx) of the current state.
+
+        The state is post-collision: its momentum is the streamed populations' Σ g c plus F (the
+        collision relaxes the −F/2 shift and adds the (1 − ω/2)F source), so the physical velocity
+        (Σ g c + F/2)/ρ is (Σ f^post c − F/2)/ρ.
+        """
         xp = self.xp
         f = self._canonical_out()
-        rho, ux, uy = reference.moments(f, self.lat.force)
+        fx, fy = self.lat.force
+        rho, ux, uy = reference.moments(f, (-fx, -fy))
         solid = self._solid
         return rho, xp.where(solid, 0, ux), xp.where(solid, 0, uy)
 
