@@ -186,7 +186,8 @@ class LBM2D(Engine):
 
         p = self.preset
         t = cuda.ctype(self.dtype if sel["storage"] == "native" else np.float32)
-        s = cuda.ctype(self._storage_dtype)
+        # fp16 travels as raw bits (d2q9.cuh converts with PTX cvt: no CUDA header under NVRTC).
+        s = "unsigned short" if self._storage_dtype == np.float16 else cuda.ctype(self._storage_dtype)
         names = {"stream": f"lbm_stream<{t}, {s}>", "collide": f"lbm_collide<{t}, {s}>",
                  "fused": f"lbm_fused<{t}, {s}>", "aa_p": f"lbm_fused_aa<{t}, {s}, true>",
                  "aa_q": f"lbm_fused_aa<{t}, {s}, false>", "open": f"lbm_open_boundaries<{t}, {s}>"}

@@ -2,14 +2,17 @@
 // temporal-blocking kernels). The semantics are docs/lbm2d.md "Step semantics"; the arithmetic
 // order matches engine/lbm2d/reference.py so fp32 variants agree with NumPy to round-off.
 //
-// Storage: S is the type in global memory (float, double, or __half). T is the arithmetic type.
-// __half storage holds the *shifted* populations f_i − w_i (DDF shifting, as FluidX3D does):
+// Storage: S is the type in global memory (float, double, or `unsigned short` holding IEEE fp16
+// bits — converted with PTX cvt, so no CUDA header is needed under NVRTC). T is the arithmetic type.
+// fp16 storage holds the *shifted* populations f_i − w_i (DDF shifting, as FluidX3D does):
 // the deviations from the rest equilibrium are O(u), so fp16's 11-bit mantissa is spent on the
 // part that carries the flow instead of on the constant w_i.
 #pragma once
-#include <cuda_fp16.h>
 
 namespace d2q9 {
+
+// 64-bit index without <cstddef> (NVRTC gets no host headers): 8192² × 9 exceeds 2³¹.
+typedef unsigned long long idx_t;
 
 constexpr int Q = 9;
 enum Node : unsigned char { FLUID = 0, SOLID = 1, MOVING_WALL = 2, INLET = 3, OUTLET = 4 };
@@ -31,15 +34,26 @@ __device__ __forceinline__ T w(int i) {
 
 // ---- storage conversions ---------------------------------------------------------------------
 template <typename T, typename S> struct Store {
-    __device__ static __forceinline__ T load(const S* p, size_t idx, int) { return T(p[idx]); }
-    __device__ static __forceinline__ void store(S* p, size_t idx, int, T v) { p[idx] = S(v); }
+    __device__ static __forceinline__ T load(const S* p, idx_t idx, int) { return T(p[idx]); }
+    __device__ static __forceinline__ void store(S* p, idx_t idx, int, T v) { p[idx] = S(v); }
 };
-template <> struct Store<float, __half> {
-    __device__ static __forceinline__ float load(const __half* p, size_t idx, int i) {
-        return __half2float(p[idx]) + w<float>(i);
+typedef unsigned short half_bits;
+__device__ __forceinline__ float half_to_float(half_bits h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ half_bits float_to_half_rn(float f) {
+    half_bits h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+template <> struct Store<float, half_bits> {
+    __device__ static __forceinline__ float load(const half_bits* p, idx_t idx, int i) {
+        return half_to_float(p[idx]) + w<float>(i);
     }
-    __device__ static __forceinline__ void store(__half* p, size_t idx, int i, float v) {
-        p[idx] = __float2half_rn(v - w<float>(i));
+    __device__ static __forceinline__ void store(half_bits* p, idx_t idx, int i, float v) {
+        p[idx] = float_to_half_rn(v - w<float>(i));
     }
 };
 
@@ -77,11 +91,11 @@ __device__ __forceinline__ int wrap(int a, int n) { return a < 0 ? a + n : (a >=
 template <typename T, typename S>
 __device__ __forceinline__ void pull(const S* __restrict__ f, const unsigned char* __restrict__ mask,
                                      int x, int y, int nx, int ny, T uwx, T uwy, T g[Q]) {
-    const size_t n = size_t(nx) * ny;
-    const size_t here = size_t(y) * nx + x;
+    const idx_t n = idx_t(nx) * ny;
+    const idx_t here = idx_t(y) * nx + x;
 #pragma unroll
     for (int i = 0; i < Q; ++i) {
-        const size_t src = size_t(wrap(y - cy(i), ny)) * nx + wrap(x - cx(i), nx);
+        const idx_t src = idx_t(wrap(y - cy(i), ny)) * nx + wrap(x - cx(i), nx);
         const unsigned char m = mask[src];
         if (m == SOLID || m == MOVING_WALL) {
             const T b = Store<T, S>::load(f, opp(i) * n + here, opp(i));

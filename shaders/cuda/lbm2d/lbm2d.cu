@@ -10,7 +10,7 @@ __global__ void lbm_stream(const S* __restrict__ f, S* __restrict__ g, const uns
                            int nx, int ny, T uwx, T uwy) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= nx || y >= ny) return;
-    const size_t n = size_t(nx) * ny, here = size_t(y) * nx + x;
+    const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
     if (mask[here] != FLUID) {
 #pragma unroll
         for (int i = 0; i < Q; ++i) g[i * n + here] = f[i * n + here];
@@ -27,7 +27,7 @@ __global__ void lbm_collide(S* __restrict__ g, const unsigned char* __restrict__
                             T omega, T fx, T fy) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= nx || y >= ny) return;
-    const size_t n = size_t(nx) * ny, here = size_t(y) * nx + x;
+    const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
     if (mask[here] != FLUID) return;
     T v[Q];
 #pragma unroll
@@ -43,7 +43,7 @@ __global__ void lbm_fused(const S* __restrict__ f, S* __restrict__ g, const unsi
                           int nx, int ny, T omega, T fx, T fy, T uwx, T uwy) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= nx || y >= ny) return;
-    const size_t n = size_t(nx) * ny, here = size_t(y) * nx + x;
+    const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
     if (mask[here] != FLUID) {
 #pragma unroll
         for (int i = 0; i < Q; ++i) g[i * n + here] = f[i * n + here];
@@ -69,12 +69,12 @@ __global__ void lbm_fused_aa(S* __restrict__ A, const unsigned char* __restrict_
                              T omega, T fx, T fy, T uwx, T uwy) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= nx || y >= ny) return;
-    const size_t n = size_t(nx) * ny, here = size_t(y) * nx + x;
+    const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
     if (mask[here] != FLUID) return;
     T v[Q];
 #pragma unroll
     for (int i = 0; i < Q; ++i) {
-        const size_t src = size_t(wrap(y - cy(i), ny)) * nx + wrap(x - cx(i), nx);
+        const idx_t src = idx_t(wrap(y - cy(i), ny)) * nx + wrap(x - cx(i), nx);
         const unsigned char m = mask[src];
         if (m == SOLID || m == MOVING_WALL) {  // f_opp(i)(x), the node's own outgoing population
             const T b = FROM_P ? Store<T, S>::load(A, i * n + here, opp(i))
@@ -88,7 +88,7 @@ __global__ void lbm_fused_aa(S* __restrict__ A, const unsigned char* __restrict_
 #pragma unroll
     for (int i = 0; i < Q; ++i) {
         if (FROM_P) {
-            const size_t dst = size_t(wrap(y + cy(i), ny)) * nx + wrap(x + cx(i), nx);
+            const idx_t dst = idx_t(wrap(y + cy(i), ny)) * nx + wrap(x + cx(i), nx);
             Store<T, S>::store(A, i * n + dst, i, v[i]);
         } else {
             Store<T, S>::store(A, opp(i) * n + here, i, v[i]);
@@ -112,12 +112,12 @@ __global__ void lbm_open_boundaries(S* __restrict__ f, const unsigned char* __re
                                     T u_in) {
     const int y = blockIdx.x * blockDim.x + threadIdx.x;
     if (y >= ny) return;
-    const size_t n = size_t(nx) * ny;
+    const idx_t n = idx_t(nx) * ny;
 #pragma unroll 1
     for (int side = 0; side < 2; ++side) {
         const int x = side == 0 ? 0 : nx - 1, xn = side == 0 ? 1 : nx - 2;
-        if (mask[size_t(y) * nx + x] != (side == 0 ? INLET : OUTLET)) continue;
-        const size_t here = size_t(y) * nx + x, nb = size_t(y) * nx + xn;
+        if (mask[idx_t(y) * nx + x] != (side == 0 ? INLET : OUTLET)) continue;
+        const idx_t here = idx_t(y) * nx + x, nb = idx_t(y) * nx + xn;
         T g[Q];
 #pragma unroll
         for (int i = 0; i < Q; ++i) g[i] = Store<T, S>::load(f, i * n + nb, i);
