@@ -45,7 +45,7 @@ class LBM2D(Engine):
         self.f = xp.zeros((Q, *p.shape), dtype=self.dtype)
         self.fn = None
         self._layout = None
-        self._graph = None
+        self._graphs = {}
 
     def _initialise(self):
         p = self.preset
@@ -146,7 +146,7 @@ class LBM2D(Engine):
             self._layout = "P"
         self.f = xp.ascontiguousarray(s)
         self.fn = None if self.selection.get("streaming") == "aa" else xp.empty_like(self.f)
-        self._graph = None
+        self._graphs = {}
 
     def _canonical_out(self):
         xp = self.xp
@@ -167,7 +167,7 @@ class LBM2D(Engine):
             saved, self.selection = self.selection, old
             canonical = self._canonical_out()
             self.selection = saved
-        self._graph = None
+        self._graphs = {}
         self._stepper = None
         k = new["kernel"]
         if k in variants.TEMPORAL_BLOCKING:
@@ -255,23 +255,36 @@ class LBM2D(Engine):
             k["open"](((int(ny) + 127) // 128, 1, 1), (128, 1, 1), (self.f, self.mask, nx, ny, self._uin))
 
     def _advance_graph(self, n):
-        """Replay a captured CUDA graph of GRAPH_STEPS steps (an even count: the ping-pong buffers and
-        the AA layout come back to where they started), then the remainder step by step."""
-        steps = variants.GRAPH_STEPS
-        if n >= steps and self._graph is None:
-            layout, f, fn = self._layout, self.f, self.fn
-            self.stream.begin_capture()
-            try:
-                for _ in range(steps):
-                    self._step_cuda()
-            finally:
-                self._graph = self.stream.end_capture()
-            # Capture recorded the launches without running them: restore the host-side roles.
-            self._layout, self.f, self.fn = layout, f, fn
-        for _ in range(n // steps):
-            self._graph.launch(self.stream)
-        for _ in range(n % steps):
-            self._step_cuda()
+        """Each batch of ≤ GRAPH_STEPS steps is one CUDA-graph launch.
+
+        Graphs are captured on first use and cached by (steps, current buffer, AA layout): a graph
+        bakes in the buffer pointers, and an odd step count ends with the ping-pong roles (or the AA
+        layout) swapped, so the state after a replay is recorded with the graph.
+        """
+        while n > 0:
+            m = min(n, variants.GRAPH_STEPS)
+            key = (m, int(self.f.data.ptr), self._layout)
+            entry = self._graphs.get(key)
+            if entry is None:
+                before = (self._layout, self.f, self.fn)
+                # Relaxed mode: a lazily loaded module may not be loaded under global capture mode.
+                rt = self.xp.cuda.runtime
+                self.stream.begin_capture(getattr(rt, "streamCaptureModeRelaxed", None))
+                try:
+                    for _ in range(m):
+                        self._step_cuda()
+                finally:
+                    graph = self.stream.end_capture()
+                after = (self._layout, self.f, self.fn)
+                # Capture recorded the launches without running them: restore the roles.
+                self._layout, self.f, self.fn = before
+                if len(self._graphs) >= 8:
+                    self._graphs.clear()
+                entry = self._graphs[key] = (graph, after)
+            graph, after = entry
+            graph.launch(self.stream)
+            self._layout, self.f, self.fn = after
+            n -= m
 
     def _advance_tracers(self, n):
         cfg = self.preset.tracers
@@ -357,6 +370,27 @@ class LBM2D(Engine):
                 "boundaries": {"x": "inlet-outlet", "y": "walls"},
                 "obstacle": {"kind": "circle", "diameter": 8, "center": [0.3, 0.5]}}),
         }
+
+    @classmethod
+    def bench_selections(cls, backend: str = "cupy"):
+        """two-kernel first (the speed-up baseline), the single-step ladder, then P1's grid
+        (kernel × ts × tr × tile; configurations that cannot run are listed with the reason)."""
+        if backend == "numpy":
+            return [("reference", {"kernel": "reference"}),
+                    ("reference fp16", {"kernel": "reference", "storage": "fp16"})]
+        out = [("two-kernel", {"kernel": "two-kernel"}), ("fused", {"kernel": "fused"}),
+               ("fused graph", {"kernel": "fused", "graph": "on"}),
+               ("fused aa", {"kernel": "fused", "streaming": "aa"}),
+               ("fused fp16", {"kernel": "fused", "storage": "fp16"}),
+               ("fused fp16 aa graph", {"kernel": "fused", "storage": "fp16", "streaming": "aa", "graph": "on"})]
+        for tile in ("8x8", "10x10", "16x16", "32x8"):  # 10x10: P1's best s8r0tb tile
+            for ts in ("1", "2", "4", "8"):
+                out.append((f"stb s{ts}r0tb {tile}", {"kernel": "stb", "ts": ts, "tr": "0", "tile": tile}))
+                for tr in ("1", "2", "4", "8"):
+                    if int(tr) <= int(ts):
+                        for k in ("srtb", "srtb-ws"):
+                            out.append((f"{k} s{ts}r{tr}tb {tile}", {"kernel": k, "ts": ts, "tr": tr, "tile": tile}))
+        return out
 
     @classmethod
     def bench_cases(cls, backend: str = "cupy"):
