@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command")
 
     r = sub.add_parser("run", help="run a preset headless")
-    r.add_argument("preset", help="a preset name (see `nagare presets`) or a path to a TOML file")
+    r.add_argument("preset", help="a preset name (see `nagare presets`) or a path to a TOML file; "
+                                  "'-' with --resume: the preset stored in the checkpoint")
     r.add_argument("--steps", type=int, help="steps to run (default: the preset's run.steps)")
     r.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
     r.add_argument("--variant", type=_kv, action="append", default=[], metavar="AXIS=CHOICE")
@@ -148,15 +149,21 @@ def cmd_run(args, argv: list[str]) -> int:
             raise PresetError(f"--{name.replace('_', '-')}", None, v, "expected a positive integer")
     if args.dump_every and not args.dump_dir:
         raise PresetError("--dump-every", None, args.dump_every, "needs --dump-dir DIR")
+    if args.checkpoint_every and not args.checkpoint:
+        raise PresetError("--checkpoint-every", None, args.checkpoint_every, "needs --checkpoint FILE")
     backend = get_backend(args.backend)
     ckpt = load_checkpoint(args.resume) if args.resume else None
     if ckpt is not None and args.preset == "-":
-        preset = validate(ckpt["meta"]["preset"], f"{args.resume} (preset)", backend.name)
+        # The stored preset already holds the values it ran with: no [cpu_overrides] again.
+        stored = {k: v for k, v in ckpt["meta"]["preset"].items() if k != "cpu_overrides"}
+        preset = validate(stored, f"{args.resume} (preset)", None, args.overrides)
     else:
         preset = load_preset(args.preset, args.overrides, backend=backend.name)
-    variants = dict(ckpt["meta"]["variants"]) if ckpt else {}
-    variants.update(dict(args.variant))
-    engine = create_engine(preset, backend, variants=variants)
+    if ckpt is not None:
+        # The checkpoint's variants are defaults, not demands: a GPU run's checkpoint resumes on
+        # NumPy with the NumPy choices (one log line says so).
+        preset = preset.model_copy(update={"variants": {**preset.variants, **ckpt["meta"]["variants"]}})
+    engine = create_engine(preset, backend, variants=dict(args.variant))
     if ckpt is not None:
         engine.restore(ckpt)
     steps = args.steps or preset.run.steps

@@ -96,6 +96,6 @@ class TimingLog:
     def write(self, path: str | Path) -> list[Path]:
         """Write ``path`` (.csv or .json) and its sibling of the other kind."""
         path = Path(path)
-        base = path.with_suffix("")
-        return [write_text_atomic(base.with_suffix(".csv"), self.csv_text()),
-                write_text_atomic(base.with_suffix(".json"), self.json_text())]
+        stem = path.name[: -len(path.suffix)] if path.suffix.lower() in (".csv", ".json") else path.name
+        return [write_text_atomic(path.with_name(stem + ".csv"), self.csv_text()),
+                write_text_atomic(path.with_name(stem + ".json"), self.json_text())]

@@ -38,9 +38,14 @@ class Backend:
         return self.xp.asarray(a, dtype=dtype)
 
     def new_stream(self):
-        """A fresh non-blocking stream (CuPy) or None (NumPy)."""
+        """A fresh stream (CuPy) or None (NumPy).
+
+        Blocking (non_blocking=False) on purpose: it stays ordered with CuPy's default stream, so a
+        host read or a state write made outside the engine's stream (a frame copy, a test setting
+        a state) never races with the engine's kernels.
+        """
         if self.is_gpu:
-            return self._cupy.cuda.Stream(non_blocking=True)
+            return self._cupy.cuda.Stream(non_blocking=False)
         return None
 
     def synchronize(self, stream=None) -> None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections import deque
 from contextlib import nullcontext
 from typing import Any, ClassVar
 
 import numpy as np
 
 from . import registry
+from .atomic import write_atomic
 from .backend import Backend
 from .errors import CheckpointError, Diverged, NagareError, VariantUnavailable
 from .presets import PresetBase, raw_dict
@@ -62,7 +64,7 @@ class Engine:
         self.stream = backend.new_stream()
         self.timer = PhaseTimer(backend, self.stream)
         self.window = TimingWindow()
-        self._batch: list = []  # samples since the last batch_report()
+        self._batch: deque = deque(maxlen=100_000)  # samples since the last batch_report()
         self.step_count = 0
         self._time = 0.0
         self._roofline: float | None = None
@@ -139,6 +141,9 @@ class Engine:
         return []
 
     bench_preset: ClassVar[str] = ""
+    # True when every step advances physical time by the same self.dt: then time = step_count·dt,
+    # which does not depend on how steps were grouped into batches (bit-for-bit resume).
+    constant_dt: ClassVar[bool] = False
     equivalence_steps: ClassVar[int] = 64
 
     # ---- provided -----------------------------------------------------------------------
@@ -147,6 +152,8 @@ class Engine:
 
     @property
     def time(self) -> float:
+        if self.constant_dt:
+            return self.step_count * self.dt
         return self._time
 
     def step(self, n: int = 1) -> None:
@@ -199,6 +206,9 @@ class Engine:
                 raise VariantUnavailable(f"variant {axis}={new[axis]} cannot run here: {reason}")
         if new == self.selection:
             return
+        # Samples of the old variant go to the window and the pending batch first; an owner that
+        # logs rows per variant calls batch_report() before set_variant().
+        self._absorb(self.timer.collect(wait=True))
         old, self.selection = self.selection, new
         try:
             with self._on_stream():
@@ -208,10 +218,7 @@ class Engine:
             with self._on_stream():
                 self._apply_selection(new, old)
             raise
-        # Timings of one variant must not blend into another's: drop what the old one left.
-        self.timer.collect(wait=True)
-        self.window.clear()
-        self._batch = []
+        self.window.clear()  # the live figures of one variant must not blend into another's
 
     # timings -------------------------------------------------------------------------------
     def roofline_bytes_per_s(self) -> float:
@@ -247,7 +254,7 @@ class Engine:
         """
         self._absorb(self.timer.collect(wait=wait))
         rep = self._summary(self._batch)
-        self._batch = []
+        self._batch.clear()
         return rep
 
     # checkpoints ---------------------------------------------------------------------------
@@ -256,7 +263,7 @@ class Engine:
         with self._on_stream():
             arrays = {k: self.backend.asnumpy(v) for k, v in self.state_arrays().items()}
         meta = {
-            "format": CHECKPOINT_FORMAT, "family": self.family, "step": self.step_count, "time": self._time,
+            "format": CHECKPOINT_FORMAT, "family": self.family, "step": self.step_count, "time": self.time,
             "variants": self.selection, "preset": raw_dict(self.preset), "preset_hash": self.preset.content_hash,
         }
         return {"meta": meta, "arrays": arrays}
@@ -269,6 +276,9 @@ class Engine:
         for k, v in mine.items():
             if k not in arrays:
                 raise CheckpointError(f"checkpoint lacks state array '{k}'")
+            if np.dtype(arrays[k].dtype) != np.dtype(v.dtype):
+                raise CheckpointError(f"checkpoint array '{k}' is {np.dtype(arrays[k].dtype)}, the running engine "
+                                      f"{np.dtype(v.dtype)}: load it with its own preset (precision)")
             if tuple(arrays[k].shape) != tuple(v.shape):
                 raise CheckpointError(f"checkpoint array '{k}' has shape {arrays[k].shape}, "
                                       f"the running engine {tuple(v.shape)}: load it with its own preset")
@@ -276,21 +286,21 @@ class Engine:
             self._load_state_arrays({k: np.asarray(arrays[k]) for k in mine})
         self.step_count = int(meta["step"])
         self._time = float(meta["time"])
+        self.timer.collect(wait=True)  # timings from before the restore describe another run
         self.window.clear()
+        self._batch.clear()
 
 
 def save_checkpoint(ckpt: dict[str, Any], path):
-    """Atomic write (temp file + rename) of a checkpoint as .npz."""
-    from pathlib import Path
-
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    """Atomic write (temp file + rename) of a checkpoint as .npz; ExportError if it cannot be written."""
     payload = {f"state/{k}": v for k, v in ckpt["arrays"].items()}
     payload["meta"] = np.frombuffer(json.dumps(ckpt["meta"]).encode(), dtype=np.uint8)
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **payload)
-    tmp.replace(path)
-    return path
+
+    def writer(tmp):
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **payload)
+
+    return write_atomic(path, writer)
 
 
 def load_checkpoint(path) -> dict[str, Any]:

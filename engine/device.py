@@ -99,13 +99,17 @@ def _measure_copy_bandwidth(backend: Backend, nbytes: int, repeats: int) -> floa
     rates = []
     if backend.is_gpu:
         cp = backend.xp
+        cp.cuda.Device().synchronize()  # nothing else queued may overlap the measurement
+        stream = cp.cuda.Stream(non_blocking=False)
         start, end = cp.cuda.Event(), cp.cuda.Event()
-        for _ in range(2):
-            dst[...] = src  # warm-up
+        with stream:
+            for _ in range(2):
+                dst[...] = src  # warm-up
         for _ in range(repeats):
-            start.record()
-            dst[...] = src
-            end.record()
+            with stream:
+                start.record(stream)
+                dst[...] = src
+                end.record(stream)
             end.synchronize()
             ms = cp.cuda.get_elapsed_time(start, end)
             rates.append(2 * n * 4 / (ms * 1e-3))

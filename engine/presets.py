@@ -29,7 +29,9 @@ PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
 class Strict(BaseModel):
     """Unknown keys are errors; values are never silently coerced from strings."""
 
-    model_config = ConfigDict(extra="forbid", strict=False, validate_default=True)
+    # Validation goes through JSON in strict mode (see validate()): "64" is not an integer, 64.0 is
+    # not an integer, true is not a number; lists are accepted for tuples; inf/NaN are refused.
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class ViewConfig(Strict):
@@ -140,7 +142,24 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
         raise PresetError(str(_display_path(path)), "extends", parent,
                           f"no such preset; known presets: {', '.join(preset_names())}") from None
     base = load_raw(parent_path, (*_chain, path))
+    # The parent's [cpu_overrides] must not beat a value the extending file sets itself
+    # (precedence: file ← cpu_overrides ← --set, and the extending file is "the file").
+    if isinstance(base.get("cpu_overrides"), dict):
+        _prune(base["cpu_overrides"], {k: v for k, v in raw.items() if k != "cpu_overrides"})
     return deep_merge(base, raw)
+
+
+def _prune(overrides: dict, values: dict) -> None:
+    """Remove from ``overrides`` every leaf key that ``values`` sets."""
+    for k in list(overrides):
+        if k not in values:
+            continue
+        if isinstance(overrides[k], dict) and isinstance(values[k], dict):
+            _prune(overrides[k], values[k])
+            if not overrides[k]:
+                del overrides[k]
+        else:
+            del overrides[k]
 
 
 def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
@@ -171,8 +190,15 @@ def apply_overrides(raw: dict, overrides: list[str] | tuple[str, ...]) -> dict:
     return out
 
 
+_UNION_TAGS = {"str", "int", "float", "bool"}
+
+
 def _friendly(err: dict, model: type[BaseModel]) -> tuple[str, Any, str]:
-    loc = ".".join(str(x) for x in err["loc"])
+    locs = list(err["loc"])
+    if len(locs) > 1 and locs[-1] in _UNION_TAGS:  # pydantic names the union member tried
+        locs.pop()
+    err = dict(err, loc=tuple(locs))
+    loc = ".".join(str(x) for x in locs)
     kind = err["type"]
     given = err.get("input", NOTHING)
     if kind == "extra_forbidden":
@@ -219,11 +245,12 @@ def validate(raw: dict, source: str, backend: str | None = None,
     validated = {}
     for prefix, data in candidates:
         try:
-            validated[prefix] = model.model_validate(data)
+            validated[prefix] = model.model_validate_json(json.dumps(data, default=str), strict=True)
         except ValidationError as exc:
             key, given, allowed = _friendly(exc.errors()[0], model)
-            raise PresetError(source, prefix + key if prefix and not key.startswith("cpu_overrides") else key,
-                              given, allowed) from None
+            if prefix and not key.startswith(prefix):
+                key = prefix + key if key else prefix.rstrip(".")
+            raise PresetError(source, key, given, allowed) from None
     preset = validated["cpu_overrides." if backend == "numpy" and len(validated) > 1 else ""]
     _check_variants(preset, source)
     preset._source = source

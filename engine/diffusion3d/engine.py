@@ -27,6 +27,7 @@ class Diffusion3D(Engine):
     Preset = Diffusion3DPreset
     bench_preset = "diffusion3d"
     equivalence_steps = 64
+    constant_dt = True
 
     # Launch configuration of the `cuda` kernel: P2's fixed default. The P2 auto-tuner (its own
     # issue) will choose these per problem shape.

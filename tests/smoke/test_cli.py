@@ -164,3 +164,35 @@ def test_divergence_stops_with_status_3_and_keeps_the_last_good_checkpoint(tmp_p
     assert "diffusion3d diverged at step 15" in err and "last good checkpoint" in err
     assert load_checkpoint(ck)["meta"]["step"] == good["meta"]["step"] == 10
     assert (tmp_path / "t.csv").exists()  # the timing log of what ran is kept
+
+
+def test_timings_name_with_dots_keeps_its_stem(tmp_path):
+    assert main(["run", "diffusion3d", "--steps", "5", "--timings", str(tmp_path / "r_0.5.csv"), "--quiet",
+                 *SMALL]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r_0.5.csv", "r_0.5.json"]
+
+
+def test_checkpoint_write_failure_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["run", "diffusion3d", "--steps", "5", "--checkpoint", str(blocker / "c.npz"), "--quiet",
+                 *SMALL]) == 0
+    err = capsys.readouterr().err
+    assert "checkpoint not written: cannot write" in err and "Traceback" not in err
+
+
+def test_checkpoint_every_needs_checkpoint(capsys):
+    assert main(["run", "diffusion3d", "--steps", "5", "--checkpoint-every", "2", *SMALL]) == 2
+    assert "needs --checkpoint FILE" in capsys.readouterr().err
+
+
+def test_resume_with_other_batching_is_bit_identical_including_time(tmp_path):
+    full, part, ck = tmp_path / "full.npz", tmp_path / "part.npz", tmp_path / "c.npz"
+    assert main(["run", "diffusion3d", "--steps", "23", "--batch", "7", "--dump", str(full), "--quiet", *SMALL]) == 0
+    assert main(["run", "diffusion3d", "--steps", "11", "--batch", "3", "--checkpoint", str(ck), "--quiet",
+                 *SMALL]) == 0
+    assert main(["run", "-", "--steps", "12", "--batch", "5", "--resume", str(ck), "--dump", str(part), "--quiet",
+                 "--backend", "numpy"]) == 0
+    a, b = np.load(full), np.load(part)
+    np.testing.assert_array_equal(a["f"], b["f"])
+    assert float(a["time"]) == float(b["time"])

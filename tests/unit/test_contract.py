@@ -135,3 +135,15 @@ def test_impossible_size_is_refused_before_allocating(capsys):
     err = capsys.readouterr().err.strip()
     assert status == 2 and len(err.splitlines()) == 1
     assert "needs about" in err and "GiB" in err and "reduce the problem size" in err
+
+
+def test_checkpoint_of_another_precision_is_refused():
+    a = small(**{"physics.precision": "'fp64'"})
+    with pytest.raises(CheckpointError, match="float64, the running engine float32"):
+        small().restore(a.checkpoint())
+
+
+def test_resumed_preset_keeps_its_source():
+    p = load_preset("diffusion3d", backend="numpy")
+    q = p.model_copy(update={"variants": {"kernel": "array"}})
+    assert q.source == p.source and q.content_hash == p.content_hash

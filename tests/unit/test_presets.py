@@ -95,3 +95,26 @@ def test_no_traceback_in_a_real_process(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "bad.toml: grid.nx: got 'many'" in proc.stderr
+
+
+@pytest.mark.parametrize("path,key", [("float_for_int.toml", "grid.nx"), ("bool_for_int.toml", "grid.nx"),
+                                      ("inf_value.toml", "initial.amplitude"), ("string_for_float.toml", "physics.r")])
+def test_values_are_never_coerced(path, key):
+    with pytest.raises(PresetError, match=rf"{path}: {key}: got "):
+        load_preset(BROKEN / path)
+
+
+def test_extending_file_beats_inherited_cpu_overrides(tmp_path):
+    child = tmp_path / "mine.toml"
+    child.write_text('extends = "diffusion3d"\ndescription = "mine"\n[grid]\nnx = 32\nny = 32\nnz = 32\n')
+    p = load_preset(child, backend="numpy")
+    assert (p.grid.nx, p.grid.ny, p.grid.nz) == (32, 32, 32)
+    assert load_preset(child, ["grid.nx=20"], backend="numpy").grid.nx == 20  # --set still wins
+
+
+def test_variant_error_names_the_axis_not_the_type(tmp_path):
+    bad = tmp_path / "v.toml"
+    bad.write_text('engine = "diffusion3d"\ndescription = "x"\n[variants]\nkernel = 1.5\n')
+    with pytest.raises(PresetError) as info:
+        load_preset(bad)
+    assert "v.toml: variants.kernel: got 1.5" in str(info.value)
