@@ -59,8 +59,11 @@ def build_lattice(xp, mask: np.ndarray, tau: float, force, wall_velocity, dtype,
         # Same operation order and precision as d2q9.cuh: 6·w_i·(c_i·u_wall) in the arithmetic dtype.
         t = dtype.type
         cu = t(CX[i]) * t(wall_velocity[0]) + t(CY[i]) * t(wall_velocity[1])
-        term = np.where(src == d2q9.MOVING_WALL, t(6) * t(W[i]) * cu, t(0)).astype(dtype)
-        wall_term.append(xp.asarray(term))
+        moving = src == d2q9.MOVING_WALL
+        if moving.any():
+            wall_term.append(xp.asarray(np.where(moving, t(6) * t(W[i]) * cu, t(0)).astype(dtype)))
+        else:  # no array of zeros for the common case (8192² × 9 of them is gigabytes)
+            wall_term.append(t(0))
     omega = 1.0 / tau
     om_minus = trt_omega_minus(tau) if collision == "trt" else omega
     return Lattice(

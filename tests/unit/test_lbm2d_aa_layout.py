@@ -44,7 +44,8 @@ def aa_step(A, mask, lat, from_p):
     g = np.stack([flat[reads[k]] for k in nodes], axis=1)  # (9, nfluid)
     for i in range(Q):  # the moving-wall correction where the source is a moving wall
         src_moving = np.roll(mask, (CY[i], CX[i]), axis=(0, 1)).flat[nodes] == d2q9.MOVING_WALL
-        g[i] += np.where(src_moving, lat.wall_term[i].flat[nodes], 0)
+        term = np.broadcast_to(lat.wall_term[i], mask.shape)
+        g[i] += np.where(src_moving, term.flat[nodes], 0)
     post = reference.collide(np, g[:, :, None], lat)[:, :, 0]
     for col, k in enumerate(nodes):
         flat[writes[k]] = post[:, col]
