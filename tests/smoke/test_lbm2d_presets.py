@@ -38,3 +38,18 @@ def test_cylinder_cpu_override_is_numpy_sized():
     gpu = load_preset("lbm2d-cylinder", backend="cupy")
     assert cpu.grid.nx * cpu.grid.ny <= 40_000 < gpu.grid.nx * gpu.grid.ny
     assert cpu.tracers.count < gpu.tracers.count
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", LBM_PRESETS)
+def test_preset_runs_on_cupy_with_its_default_variants(name):
+    preset = load_preset(name, backend="cupy")
+    e = create_engine(preset, get_backend("cupy"))
+    e.step(50)
+    e.synchronize()
+    d = e.diagnostics()
+    assert d["max_speed"] < 0.3
+    for key in ("speed", "vorticity"):
+        assert np.isfinite(e.backend.asnumpy(e.fields()[key].data)).all()
+    rep = e.flush_timings()
+    assert rep, "no timing samples on CuPy"
