@@ -188,16 +188,17 @@ class LBM2D(Engine):
         t = cuda.ctype(self.dtype if sel["storage"] == "native" else np.float32)
         # fp16 travels as raw bits (d2q9.cuh converts with PTX cvt: no CUDA header under NVRTC).
         s = "unsigned short" if self._storage_dtype == np.float16 else cuda.ctype(self._storage_dtype)
-        names = {"stream": f"lbm_stream<{t}, {s}>", "collide": f"lbm_collide<{t}, {s}>",
-                 "fused": f"lbm_fused<{t}, {s}>", "aa_p": f"lbm_fused_aa<{t}, {s}, true>",
-                 "aa_q": f"lbm_fused_aa<{t}, {s}, false>", "open": f"lbm_open_boundaries<{t}, {s}>"}
+        trt = "true" if p.physics.collision == "trt" else "false"
+        names = {"stream": f"lbm_stream<{t}, {s}>", "collide": f"lbm_collide<{t}, {s}, {trt}>",
+                 "fused": f"lbm_fused<{t}, {s}, {trt}>", "aa_p": f"lbm_fused_aa<{t}, {s}, {trt}, true>",
+                 "aa_q": f"lbm_fused_aa<{t}, {s}, {trt}, false>", "open": f"lbm_open_boundaries<{t}, {s}>"}
         exprs = tuple(names.values())
         self._k = {key: cuda.kernel(CUDA_SOURCE, name, exprs) for key, name in names.items()}
         ny, nx = p.shape
         T = np.float32 if t == "float" else np.float64
         self._dims = ((nx + BLOCK[0] - 1) // BLOCK[0], (ny + BLOCK[1] - 1) // BLOCK[1], 1)
         self._ni = (np.int32(nx), np.int32(ny))
-        self._omega = T(1.0 / p.tau)
+        self._omega = (T(1.0 / p.tau), T(float(self.lat.omega_minus)))  # (ω⁺, ω⁻); ω⁻ unused by BGK
         self._force = (T(p.physics.force[0]), T(p.physics.force[1]))
         self._uw = (T(p.wall_velocity[0]), T(p.wall_velocity[1]))
         self._uin = T(p.physics.inlet_velocity)
@@ -242,14 +243,14 @@ class LBM2D(Engine):
         nx, ny = self._ni
         if sel["streaming"] == "aa":
             kern = k["aa_p"] if self._layout == "P" else k["aa_q"]
-            kern(self._dims, BLOCK, (self.f, self.mask, nx, ny, self._omega, *self._force, *self._uw))
+            kern(self._dims, BLOCK, (self.f, self.mask, nx, ny, *self._omega, *self._force, *self._uw))
             self._layout = "Q" if self._layout == "P" else "P"
             return
         if sel["kernel"] == "two-kernel":
             k["stream"](self._dims, BLOCK, (self.f, self.fn, self.mask, nx, ny, *self._uw))
-            k["collide"](self._dims, BLOCK, (self.fn, self.mask, nx, ny, self._omega, *self._force))
+            k["collide"](self._dims, BLOCK, (self.fn, self.mask, nx, ny, *self._omega, *self._force))
         else:
-            k["fused"](self._dims, BLOCK, (self.f, self.fn, self.mask, nx, ny, self._omega, *self._force, *self._uw))
+            k["fused"](self._dims, BLOCK, (self.f, self.fn, self.mask, nx, ny, *self._omega, *self._force, *self._uw))
         self.f, self.fn = self.fn, self.f
         if self.preset.open_boundaries:
             k["open"](((int(ny) + 127) // 128, 1, 1), (128, 1, 1), (self.f, self.mask, nx, ny, self._uin))
@@ -364,6 +365,11 @@ class LBM2D(Engine):
                                                                  "lid_velocity": 0.05},
                 "boundaries": {"x": "walls", "y": "lid"},
                 "obstacle": {"kind": "rectangle", "width": 6, "height": 4, "center": [0.5, 0.4]}}),
+            # TRT collision with a lid, a body force and an obstacle (single-step kernels only).
+            "fp32-trt": LBM2DPreset.model_validate({
+                **base, "grid": {"nx": 40, "ny": 34}, "physics": {"tau": 0.8, "collision": "trt",
+                                                                 "force": [1e-5, -2e-6], "lid_velocity": -0.04},
+                "boundaries": {"y": "lid"}, "obstacle": {"kind": "circle", "diameter": 7, "center": [0.6, 0.4]}}),
             # Channel with inlet/outlet and a cylinder (single-step kernels only).
             "fp32-channel": LBM2DPreset.model_validate({
                 **base, "grid": {"nx": 64, "ny": 30}, "physics": {"tau": 0.6, "inlet_velocity": 0.04},

@@ -37,7 +37,7 @@ def _tb_reason(selection, preset) -> str | None:
     if preset.open_boundaries:
         return "temporal blocking does not implement inlet/outlet boundaries (walls, lid and periodic only)"
     if preset.physics.collision != "bgk":
-        return "the CUDA kernels implement BGK collision only (TRT runs on the reference kernel)"
+        return "temporal-blocking kernels implement BGK collision only"
     if selection.get("storage", "native") != "native":
         return "temporal-blocking kernels use native storage (fp16 storage is fused/reference only)"
     if selection.get("streaming", "two-lattice") != "two-lattice":
@@ -52,8 +52,6 @@ def check_kernel(backend, selection, preset):
     k = selection["kernel"]
     if k in TEMPORAL_BLOCKING:
         return _tb_reason(selection, preset)
-    if k in ("two-kernel", "fused") and preset.physics.collision != "bgk":
-        return "the CUDA kernels implement BGK collision only (TRT runs on the reference kernel)"
     return None
 
 
@@ -71,8 +69,6 @@ def check_storage(backend, selection, preset):
         return None
     if preset.physics.precision != "fp32":
         return "fp16 storage is defined against fp32 arithmetic; the preset is fp64"
-    if preset.physics.collision != "bgk":
-        return "fp16 storage is implemented for BGK only"
     if selection["kernel"] == "two-kernel":
         return "two-kernel would round the intermediate streamed lattice to fp16 as well; use fused"
     if selection["kernel"] in TEMPORAL_BLOCKING:
@@ -87,8 +83,6 @@ def check_streaming(backend, selection, preset):
         return "AA (in-place) streaming is implemented in the fused kernel only"
     if preset.open_boundaries:
         return "AA streaming does not implement inlet/outlet boundaries"
-    if preset.physics.collision != "bgk":
-        return "the CUDA kernels implement BGK collision only"
     return None
 
 

@@ -78,6 +78,45 @@ __device__ __forceinline__ void collide_bgk(T g[Q], T omega, T fx, T fy) {
     }
 }
 
+// TRT collision (Ginzburg): the even part of f − feq relaxes with ω⁺ = 1/τ (sets ν), the odd part
+// with ω⁻ (Λ = (1/ω⁺ − ½)(1/ω⁻ − ½) = 3/16 by default); the Guo source is split the same way.
+// Same operation order as reference.collide (trt branch).
+template <typename T>
+__device__ __forceinline__ void collide_trt(T g[Q], T omega, T omega_minus, T fx, T fy) {
+    const T rho = g[0] + g[1] + g[2] + g[3] + g[4] + g[5] + g[6] + g[7] + g[8];
+    const T jx = g[1] - g[3] + g[5] - g[6] - g[7] + g[8];
+    const T jy = g[2] - g[4] + g[5] + g[6] - g[7] - g[8];
+    const T ux = (jx + T(0.5) * fx) / rho;
+    const T uy = (jy + T(0.5) * fy) / rho;
+    const T usq = ux * ux + uy * uy;
+    T neq[Q];
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const T cu = T(cx(i)) * ux + T(cy(i)) * uy;
+        neq[i] = g[i] - w<T>(i) * rho * (T(1) + T(3) * cu + T(4.5) * cu * cu - T(1.5) * usq);
+    }
+    const T pref_p = T(1) - T(0.5) * omega, pref_m = T(1) - T(0.5) * omega_minus;
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const int j = opp(i);
+        const T cxi = T(cx(i)), cyi = T(cy(i));
+        const T neq_p = T(0.5) * (neq[i] + neq[j]);
+        const T neq_m = T(0.5) * (neq[i] - neq[j]);
+        const T cu = cxi * ux + cyi * uy;
+        const T cF = cxi * fx + cyi * fy;
+        const T even = w<T>(i) * (T(-3) * (ux * fx + uy * fy) + T(9) * cu * cF);
+        const T odd = w<T>(i) * T(3) * cF;
+        g[i] = g[i] - omega * neq_p - omega_minus * neq_m + pref_p * even + pref_m * odd;
+    }
+}
+
+// One collision entry point for the kernels: BGK, or TRT when TRT is true.
+template <typename T, bool TRT>
+__device__ __forceinline__ void collide(T g[Q], T omega, T omega_minus, T fx, T fy) {
+    if (TRT) collide_trt<T>(g, omega, omega_minus, fx, fy);
+    else collide_bgk<T>(g, omega, fx, fy);
+}
+
 // Moving-wall correction 6 w_i ρ0 (c_i·u_wall), ρ0 = 1.
 template <typename T>
 __device__ __forceinline__ T wall_term(int i, T uwx, T uwy) {

@@ -22,9 +22,9 @@ __global__ void lbm_stream(const S* __restrict__ f, S* __restrict__ g, const uns
     for (int i = 0; i < Q; ++i) Store<T, S>::store(g, i * n + here, i, v[i]);
 }
 
-template <typename T, typename S>
+template <typename T, typename S, bool TRT>
 __global__ void lbm_collide(S* __restrict__ g, const unsigned char* __restrict__ mask, int nx, int ny,
-                            T omega, T fx, T fy) {
+                            T omega, T omega_minus, T fx, T fy) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= nx || y >= ny) return;
     const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
@@ -32,15 +32,15 @@ __global__ void lbm_collide(S* __restrict__ g, const unsigned char* __restrict__
     T v[Q];
 #pragma unroll
     for (int i = 0; i < Q; ++i) v[i] = Store<T, S>::load(g, i * n + here, i);
-    collide_bgk<T>(v, omega, fx, fy);
+    collide<T, TRT>(v, omega, omega_minus, fx, fy);
 #pragma unroll
     for (int i = 0; i < Q; ++i) Store<T, S>::store(g, i * n + here, i, v[i]);
 }
 
 // ---- fused: one read and one write of the 9 populations per node --------------------------------
-template <typename T, typename S>
+template <typename T, typename S, bool TRT>
 __global__ void lbm_fused(const S* __restrict__ f, S* __restrict__ g, const unsigned char* __restrict__ mask,
-                          int nx, int ny, T omega, T fx, T fy, T uwx, T uwy) {
+                          int nx, int ny, T omega, T omega_minus, T fx, T fy, T uwx, T uwy) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= nx || y >= ny) return;
     const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
@@ -51,7 +51,7 @@ __global__ void lbm_fused(const S* __restrict__ f, S* __restrict__ g, const unsi
     }
     T v[Q];
     pull<T, S>(f, mask, x, y, nx, ny, uwx, uwy, v);
-    collide_bgk<T>(v, omega, fx, fy);
+    collide<T, TRT>(v, omega, omega_minus, fx, fy);
 #pragma unroll
     for (int i = 0; i < Q; ++i) Store<T, S>::store(g, i * n + here, i, v[i]);
 }
@@ -64,9 +64,9 @@ __global__ void lbm_fused(const S* __restrict__ f, S* __restrict__ g, const unsi
 // exactly the slots it writes (bounce-back reads a solid neighbour's slot that no other thread
 // touches), so the update is race-free in place. Non-fluid nodes are not touched; their canonical
 // values never change and the host keeps them (engine/lbm2d/engine.py).
-template <typename T, typename S, bool FROM_P>
+template <typename T, typename S, bool TRT, bool FROM_P>
 __global__ void lbm_fused_aa(S* __restrict__ A, const unsigned char* __restrict__ mask, int nx, int ny,
-                             T omega, T fx, T fy, T uwx, T uwy) {
+                             T omega, T omega_minus, T fx, T fy, T uwx, T uwy) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= nx || y >= ny) return;
     const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
@@ -84,7 +84,7 @@ __global__ void lbm_fused_aa(S* __restrict__ A, const unsigned char* __restrict_
             v[i] = FROM_P ? Store<T, S>::load(A, opp(i) * n + src, i) : Store<T, S>::load(A, i * n + here, i);
         }
     }
-    collide_bgk<T>(v, omega, fx, fy);
+    collide<T, TRT>(v, omega, omega_minus, fx, fy);
 #pragma unroll
     for (int i = 0; i < Q; ++i) {
         if (FROM_P) {
