@@ -288,14 +288,19 @@ class LBM2D(Engine):
             n -= m
 
     def _advance_tracers(self, n):
-        cfg = self.preset.tracers
+        """Advect the tracers by the n steps just taken, in substeps of Δt = tracers.every.
+
+        The velocity is sampled once per call (after the LBM steps): within one call the field is
+        frozen, which is exact for steady flow and first-order in the field's own change otherwise
+        (a frame is a few steps, far below the vortex-shedding period)."""
+        every = self.preset.tracers.every
         self._tracer_clock = getattr(self, "_tracer_clock", 0) + n
-        if self._tracer_clock < cfg.every:
+        substeps, self._tracer_clock = divmod(self._tracer_clock, every)
+        if substeps == 0:
             return
-        dt = float(self._tracer_clock)
-        self._tracer_clock = 0
         _, ux, uy = self.macroscopic()
-        self.tracers.advance(ux, uy, min(dt, 4.0 * cfg.every))
+        for _ in range(substeps):
+            self.tracers.advance(ux, uy, float(every))
 
     # ---- outputs ----------------------------------------------------------------------------
     def macroscopic(self):

@@ -179,3 +179,19 @@ def test_bench_cases_and_bytes():
     assert labels == ["320x320", "1024x1024", "4096x4096", "8192x8192"]
     e = Engine(Engine.equivalence_presets()["fp32-walls-obstacle"], get_backend("numpy"))
     assert e.bytes_per_update() == 72
+
+
+def test_tracers_keep_pace_with_the_flow_whatever_the_frame_size():
+    """Uniform flow u0: a released tracer moves u0 per step, however steps are batched."""
+    raw = {"grid": {"nx": 200, "ny": 20}, "physics": {"tau": 0.8}, "initial": {"kind": "uniform", "u0": 0.1},
+           "tracers": {"count": 100, "rate": 1, "every": 2, "release": "points", "points": [[0.05, 0.5]]}}
+    xs = []
+    for batch in (2, 10, 30):
+        e = Engine(preset(**raw), get_backend("numpy"))
+        e.step(2)  # first release
+        first = int(np.argmax(np.asarray(e.tracers.age)))
+        x0 = float(e.tracers.pos[first, 0])
+        for _ in range(60 // batch):
+            e.step(batch)
+        xs.append(float(e.tracers.pos[first, 0]) - x0)
+    np.testing.assert_allclose(xs, 0.1 * 60, rtol=1e-3)
