@@ -139,9 +139,11 @@ class LBM2D(Engine):
     def _canonical_in(self, f_host_or_dev):
         xp = self.xp
         f = xp.asarray(f_host_or_dev).astype(self.dtype)
-        self._fixed = f * xp.asarray(self.mask_host != d2q9.FLUID)[None]
         s = self._encode(f)
+        self._fixed = None
         if self.selection.get("streaming") == "aa":
+            # AA never touches non-fluid nodes; their canonical values are constant: keep them here.
+            self._fixed = f * xp.asarray(self.mask_host != d2q9.FLUID)[None]
             s = s[OPP].copy()  # layout P: A[opp(i)][x] = f_i(x)
             self._layout = "P"
         self.f = xp.ascontiguousarray(s)
