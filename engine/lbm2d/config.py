@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..presets import PresetBase, Strict
 from . import d2q9
@@ -67,12 +67,17 @@ class Obstacle(Strict):
                                                "scaled to the grid, top row of the image = top of the domain")
     threshold: float = Field(0.5, gt=0, lt=1)
 
+    @field_validator("path")
+    @classmethod
+    def _readable(cls, v):
+        if v is not None:
+            load_image(v)  # fail now, in one line naming obstacle.path, not after allocation
+        return v
+
     @model_validator(mode="after")
     def _image(self):
-        if self.kind == "image":
-            if not self.path:
-                raise ValueError("obstacle.kind = 'image' needs obstacle.path (a PNG file)")
-            load_image(self.path)  # fail now, in one line, not after allocation
+        if self.kind == "image" and not self.path:
+            raise ValueError("obstacle.kind = 'image' needs obstacle.path (a PNG file)")
         return self
 
 

@@ -64,7 +64,7 @@ def test_bad_image_mask_is_one_clear_line(tmp_path):
             validate({"engine": "lbm2d", "description": "x",
                       "obstacle": {"kind": "image", "path": str(path)}}, "t.toml")
         msg = str(err.value)
-        assert needle in msg and "obstacle" in msg and "\n" not in msg
+        assert needle in msg and "obstacle.path" in msg and str(path) in msg and "\n" not in msg
 
 
 def test_image_mask_dark_pixels_are_solid_top_row_is_top(tmp_path):
