@@ -6,6 +6,9 @@
 ``nagare presets``         the presets with their one-line descriptions
 ``nagare info``            backend, device, measured copy bandwidth (the roofline)
 ``nagare bench FAMILY``    the family's registered variant matrix, as a table + JSON/Markdown/PNG
+``nagare bench stencil``   P2's launch-configuration table (exhaustive search vs auto-tuner)
+``nagare tune show|clear`` the auto-tuner's persistent cache
+``nagare stencil list|show NAME``  built-in stencils and the CUDA generated from them
 """
 from __future__ import annotations
 
@@ -83,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--case", action="append", help="only these cases (repeatable)")
     b.add_argument("--min-time", type=float, default=0.5, help="seconds measured per cell")
 
+    for name, text in (("tune", "the auto-tuner's cache: show | clear"),
+                       ("stencil", "stencil framework: list | show NAME (the generated CUDA)")):
+        x = sub.add_parser(name, help=text, add_help=False)
+        x.add_argument("rest", nargs=argparse.REMAINDER)
+
     g = sub.add_parser("gui", help="open the app window")
     g.add_argument("preset", nargs="?")
     g.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
@@ -127,6 +135,14 @@ def cmd_bench(args) -> int:
     from nagare.engine.families import FAMILIES
 
     from .bench_report import bench_command
+
+    if args.family == "stencil":  # P2's launch-configuration experiment (engine/stencil/bench.py)
+        from nagare.engine.stencil.bench import main as stencil_bench
+
+        out = [] if not args.out else ["--json", f"{args.out}/stencil.json", "--markdown", f"{args.out}/stencil.md"]
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+        return stencil_bench(out)
 
     if args.family not in FAMILIES:
         raise NagareError(f"unknown family {args.family!r}; known: {', '.join(FAMILIES)}")
@@ -208,6 +224,11 @@ def launch_app(preset: str | None, backend: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("tune", "stencil"):  # own parsers (app/tune_cmd.py, app/stencil_cmd.py)
+        from .stencil_cmd import main as stencil_main
+        from .tune_cmd import main as tune_main
+
+        return (tune_main if argv[0] == "tune" else stencil_main)(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:

@@ -261,7 +261,8 @@ class Engine:
     def checkpoint(self) -> dict[str, Any]:
         """The full state as host arrays plus metadata; independent of the backend."""
         with self._on_stream():
-            arrays = {k: self.backend.asnumpy(v) for k, v in self.state_arrays().items()}
+            # Copies: a checkpoint must not change when the engine steps on (NumPy arrays are live).
+            arrays = {k: np.array(self.backend.asnumpy(v), copy=True) for k, v in self.state_arrays().items()}
         meta = {
             "format": CHECKPOINT_FORMAT, "family": self.family, "step": self.step_count, "time": self.time,
             "variants": self.selection, "preset": raw_dict(self.preset), "preset_hash": self.preset.content_hash,

@@ -11,6 +11,7 @@ from .errors import PresetError
 FAMILIES: dict[str, str] = {
     "diffusion3d": "nagare.engine.diffusion3d",
     "lbm2d": "nagare.engine.lbm2d",
+    "wave2d": "nagare.engine.wave2d",
 }
 
 

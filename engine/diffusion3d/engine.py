@@ -6,6 +6,8 @@ import numpy as np
 from .. import registry
 from ..contract import Engine
 from ..fields import Grid3D
+from ..stencil.library import diffusion7
+from ..stencil.variants import loop_for, register_stencil_choices
 from . import reference
 from .config import Diffusion3DPreset
 
@@ -14,11 +16,18 @@ CUDA_SOURCE = "cuda/diffusion3d/diffusion7.cu"
 
 registry.register_axis(FAMILY, "kernel", default={"numpy": "array", "cupy": "cuda"},
                        doc="array: whole-array expression (the reference, runs on either backend); "
-                           "cuda: one 7-point CUDA kernel with P2's z-marching shape")
+                           "stencil-host / cuda / cuda-autotune: the 7-point update written once with the "
+                           "stencil framework (engine/stencil) and run by P2's host, device and auto-tuning "
+                           "device loop engines; cuda-handwritten: the hand-written CUDA kernel")
 registry.register_choice(FAMILY, "kernel", "array", backends=("numpy", "cupy"),
                          doc="xp-generic array expression", reference={"kernel": "array"}, rtol=1e-12)
-registry.register_choice(FAMILY, "kernel", "cuda", backends=("cupy",),
-                         doc="CUDA kernel, block (128,1,1), z-march 2 (P2's fixed default)",
+# The framework's host evaluation performs exactly the reference's operations in the same order:
+# bit-identical (rtol 0). Generated CUDA is compiled without FMA contraction and is expected to
+# be bit-identical too (tests/gpu checks that separately); the registry keeps the family's CUDA
+# tolerance.
+register_stencil_choices(FAMILY, {"kernel": "array"}, host_rtol=0.0, device_rtol=1e-5)
+registry.register_choice(FAMILY, "kernel", "cuda-handwritten", backends=("cupy",),
+                         doc="hand-written CUDA kernel (shaders/cuda/diffusion3d), block (128,1,1), z-march 2",
                          reference={"kernel": "array"}, rtol=1e-5)
 
 
@@ -29,8 +38,8 @@ class Diffusion3D(Engine):
     equivalence_steps = 64
     constant_dt = True
 
-    # Launch configuration of the `cuda` kernel: P2's fixed default. The P2 auto-tuner (its own
-    # issue) will choose these per problem shape.
+    # Launch configuration of the `cuda-handwritten` kernel: P2's fixed default. The framework's
+    # `cuda` choice uses the same default; `cuda-autotune` tunes it per problem shape.
     block = (128, 1, 1)
     zmarch = 2
 
@@ -73,7 +82,10 @@ class Diffusion3D(Engine):
     # ---- variants ----
     def _apply_selection(self, old, new):
         self._r = self.dtype.type(self.preset.physics.r)
-        if new["kernel"] == "cuda":
+        kernel = new["kernel"]
+        self._loop = loop_for(kernel, diffusion7, self.preset.shape, self.dtype, self.preset.boundaries.kind,
+                              self.xp, self.stream)
+        if kernel == "cuda-handwritten":
             from .. import cuda
 
             name = f"diffusion7<{cuda.ctype(self.dtype)}, {'true' if self.periodic else 'false'}>"
@@ -85,7 +97,13 @@ class Diffusion3D(Engine):
 
     # ---- stepping ----
     def _advance(self, n):
-        update = self._one_step_cuda if self.selection["kernel"] == "cuda" else self._one_step_array
+        kernel = self.selection["kernel"]
+        if self._loop is not None:
+            update = self._one_step_framework
+        elif kernel == "cuda-handwritten":
+            update = self._one_step_cuda
+        else:
+            update = self._one_step_array
         with self.timer.phase("diffuse", steps=n):
             for _ in range(n):
                 update()
@@ -98,6 +116,16 @@ class Diffusion3D(Engine):
 
     def _one_step_cuda(self):
         self._kernel(self._grid, self.block, (self.f, self.fn) + self._args_tail)
+
+    def _one_step_framework(self):
+        self._loop(f=self.f, fn=self.fn, r=self._r)
+
+    @property
+    def timings(self):
+        report = Engine.timings.fget(self)
+        if self._loop is not None and self._loop.engine != "host":
+            report.extra["autotune" if self._loop.tuner is not None else "launch"] = self._loop.state()
+        return report
 
     # ---- outputs ----
     def fields(self):

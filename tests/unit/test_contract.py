@@ -147,3 +147,11 @@ def test_resumed_preset_keeps_its_source():
     p = load_preset("diffusion3d", backend="numpy")
     q = p.model_copy(update={"variants": {"kernel": "array"}})
     assert q.source == p.source and q.content_hash == p.content_hash
+
+
+def test_checkpoint_is_a_copy_not_the_live_state():
+    e = small()
+    ck = e.checkpoint()
+    before = ck["arrays"]["f"].copy()
+    e.step(3)
+    np.testing.assert_array_equal(ck["arrays"]["f"], before)

@@ -44,7 +44,7 @@ def test_broken_preset_is_one_line_exit_2(path, capsys):
     ("unknown_engine.toml", "engine", "allowed: diffusion3d"),
     ("cycle_a.toml", "extends", "extends cycle"),
     ("extends_missing.toml", "extends", "no such preset"),
-    ("bad_variant_choice.toml", "variants.kernel", "allowed: array, cuda"),
+    ("bad_variant_choice.toml", "variants.kernel", "allowed: array, stencil-host, cuda, cuda-autotune"),
     ("bad_cpu_override.toml", "cpu_overrides.grid.nx", "-4"),
     ("fixed_mode_zero.toml", None, "every sine mode number must be ≥ 1"),
 ])

@@ -1,0 +1,33 @@
+"""The desktop app: a Qt window around a VisPy canvas, an imgui HUD, a simulation thread."""
+from __future__ import annotations
+
+
+def launch(preset: str | None = None, backend: str = "auto") -> int:
+    """Open the main window and run the Qt event loop; returns the exit status."""
+    import sys
+
+    from PyQt6 import QtWidgets
+    from vispy import app as vispy_app
+
+    vispy_app.use_app("pyqt6")
+    qapp = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
+    qapp.setApplicationName("nagare")
+    from nagare.engine.errors import NagareError
+
+    from .window import MainWindow
+
+    try:
+        win = MainWindow(preset, backend)
+    except NagareError as exc:
+        print(f"nagare: {exc}", file=sys.stderr)
+        return 2
+    win.show()
+    # Ctrl-C in the terminal closes the window cleanly (stops recording, joins the worker) instead
+    # of raising KeyboardInterrupt inside a Qt slot; the window's 60 Hz timer lets Python see it.
+    import signal
+
+    previous = signal.signal(signal.SIGINT, lambda *_: win.close())
+    try:
+        return qapp.exec()
+    finally:
+        signal.signal(signal.SIGINT, previous)

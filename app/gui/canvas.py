@@ -1,0 +1,348 @@
+"""The VisPy scene in the centre of the window: draws a FramePacket by field kind.
+
+- Grid2D / a slice of Grid3D: a float32 (``r32f``) texture colour-mapped on the GPU through the
+  same LUT as the headless PNG writer (nagare.app.colormaps), obstacles as an opaque overlay.
+- Particles: markers coloured by an attribute; Boxes: wireframes (12 edges per box).
+- 2D kinds use a pan/zoom camera, 3D particles/boxes a turntable (orbit) camera.
+
+Uploads happen inside ``on_draw`` (the GL context is current there, also under EGL), through
+CUDA–GL interop when :mod:`.interop` allows it, otherwise through a host copy. After VisPy has
+drawn the scene, the imgui HUD (if attached) draws on top.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+from nagare.app import colormaps
+from vispy import gloo, scene
+from vispy.color import Colormap
+from vispy.visuals import Visual
+from vispy.visuals.transforms import STTransform
+
+from . import interop
+from .worker import FramePacket
+
+log = logging.getLogger("nagare")
+
+_BOX_EDGES = np.array([(0, 1), (1, 3), (3, 2), (2, 0), (4, 5), (5, 7), (7, 6), (6, 4),
+                       (0, 4), (1, 5), (2, 6), (3, 7)])
+
+
+def vispy_colormap(name: str) -> Colormap:
+    return Colormap(colormaps.lut(name))
+
+
+def host(a, backend: str):
+    if a is None:
+        return None
+    if backend == "cupy" and not isinstance(a, np.ndarray):
+        return a.get()
+    return np.asarray(a)
+
+
+def box_segments(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(n, 3) corners lo/hi → (n*24, 3) line-segment endpoints of the boxes' edges."""
+    lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
+    corners = np.empty((len(lo), 8, lo.shape[1]), np.float32)
+    for c in range(8):
+        pick = [(c >> d) & 1 for d in range(lo.shape[1])]
+        corners[:, c] = np.where(pick, hi, lo)
+    return corners[:, _BOX_EDGES].reshape(-1, lo.shape[1])
+
+
+class ParticleVisual(Visual):
+    """Point sprites coloured on the GPU by one attribute (shaders/glsl/particles.*.glsl)."""
+
+    def __init__(self, colormap: str = "viridis"):
+        from nagare import shaders
+
+        super().__init__(vcode=shaders.source("glsl/particles.vert.glsl"),
+                         fcode=shaders.source("glsl/particles.frag.glsl"))
+        self._pos = gloo.VertexBuffer(np.zeros((1, 3), np.float32))
+        self._val = gloo.VertexBuffer(np.zeros(1, np.float32))
+        self._bounds = np.zeros((2, 3))
+        self.shared_program["a_position"] = self._pos
+        self.shared_program["a_value"] = self._val
+        self.shared_program["u_size"] = 6.0
+        self.shared_program["u_clim"] = (0.0, 1.0)
+        self.set_colormap(colormap)
+        self._draw_mode = "points"
+        self.set_gl_state("translucent", depth_test=True)
+
+    def set_colormap(self, name: str) -> None:
+        lut = (colormaps.lut(name) * 255 + 0.5).astype(np.uint8)[None]  # (1, 256, 3)
+        self.shared_program["u_lut"] = gloo.Texture2D(lut, interpolation="linear", wrapping="clamp_to_edge")
+        self.update()
+
+    def set_data(self, positions: np.ndarray, values: np.ndarray | None, clim=(0.0, 1.0), size: float = 6.0):
+        pos = np.zeros((len(positions), 3), np.float32)
+        pos[:, :positions.shape[1]] = positions
+        vals = np.zeros(len(pos), np.float32) if values is None else np.asarray(values, np.float32)
+        self._pos.set_data(pos)
+        self._val.set_data(vals)
+        self._bounds = np.stack([pos.min(axis=0), pos.max(axis=0)]) if len(pos) else np.zeros((2, 3))
+        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
+        self.shared_program["u_size"] = float(size)
+        self.update()
+
+    def _prepare_transforms(self, view):
+        view.view_program.vert["transform"] = view.get_transform()
+
+    def _compute_bounds(self, axis, view):
+        return self._bounds[0, axis], self._bounds[1, axis]
+
+
+Particles3D = scene.visuals.create_visual_node(ParticleVisual)
+
+
+class FieldCanvas(scene.SceneCanvas):
+    def __init__(self, size=(900, 700), **kwargs):
+        super().__init__(keys=None, size=size, bgcolor=(0.08, 0.08, 0.1, 1), **kwargs)
+        self.unfreeze()
+        self.view = self.central_widget.add_view()
+        self.view.camera = scene.PanZoomCamera(aspect=1)
+        self.colormap_name = "viridis"
+        self.fixed_range: tuple[float, float] | None = None
+        self.show_obstacles = True
+        self.image = scene.visuals.Image(np.zeros((2, 2), np.float32), texture_format="r32f",
+                                         cmap=vispy_colormap(self.colormap_name), clim=(0, 1),
+                                         interpolation="nearest", parent=self.view.scene)
+        self.mask_image = scene.visuals.Image(np.zeros((2, 2, 4), np.float32), parent=self.view.scene)
+        # Drawn after the field, blended, without depth test: both lie in the z = 0 plane.
+        self.mask_image.order = 1
+        self.mask_image.set_gl_state("translucent", depth_test=False)
+        self.image.set_gl_state(depth_test=False)
+        self.markers = Particles3D(parent=self.view.scene)
+        self.overlay = scene.visuals.Markers(parent=self.view.scene)
+        self.overlay.set_data(np.zeros((1, 2), np.float32))  # VisPy's bounds need data, even hidden
+        self.overlay.order = 2
+        self.overlay.set_gl_state("translucent", depth_test=False)
+        self.lines = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 0.6), parent=self.view.scene)
+        self.domain = scene.visuals.Line(connect="segments", color=(0.6, 0.6, 0.65, 1), parent=self.view.scene)
+        for v in (self.markers, self.lines, self.domain, self.mask_image, self.overlay):
+            v.visible = False
+        self.hud = None
+        self.backend = "numpy"
+        self.display_path = "undecided"
+        self._fit = False
+        self.display_label = "—"
+        self.path_reason = ""
+        self._interop: interop.TextureInterop | None = None
+        self._pending: FramePacket | None = None
+        self.shown: FramePacket | None = None
+        self.current_range = (0.0, 1.0)
+        self._kind = None
+        self._image_shape = None
+        self._mask_key = None
+        self.frames_drawn = 0
+        self.host_copies = 0
+        self.freeze()
+
+    # ---- configuration -----------------------------------------------------------------
+    def set_colormap(self, name: str) -> None:
+        self.colormap_name = name
+        self.image.cmap = vispy_colormap(name)
+        self.markers.set_colormap(name)
+        self.update()
+
+    def set_range(self, rng: tuple[float, float] | None) -> None:
+        self.fixed_range = rng
+        if self.shown is not None:
+            self._pending = self._pending or self.shown
+        self.update()
+
+    def set_backend(self, backend: str) -> None:
+        if backend != self.backend:
+            self.backend = backend
+            self._drop_interop()
+            self.display_path = "undecided"
+
+    # ---- frames ------------------------------------------------------------------------
+    def show_packet(self, packet: FramePacket) -> None:
+        """Queue a packet; it is uploaded at the next draw (the UI never waits for the GPU)."""
+        self._pending = packet
+        self.update()
+
+    def prepare(self) -> None:
+        """Upload the pending packet if its snapshot is complete (GL context must be current)."""
+        pk = self._pending
+        if pk is not None and pk.ready():
+            self._pending = None
+            try:
+                self._upload(pk)
+            except Exception:
+                log.exception("nagare: cannot draw frame %s", pk.seq)
+
+    def draw_now(self, finish: bool = False) -> None:
+        """Draw a frame immediately on any VisPy backend (Qt, EGL); optionally wait for GL."""
+        self.set_current()
+        self.on_draw(None)
+        if finish:
+            from vispy.gloo import gl
+
+            gl.glFinish()
+
+    def on_draw(self, event):
+        self.prepare()
+        super().on_draw(event)
+        if self.hud is not None and self.hud.visible:
+            self.context.flush_commands()
+            self.hud.render(self.physical_size, self.pixel_scale)
+        self.frames_drawn += 1
+
+    def _range(self, pk: FramePacket) -> tuple[float, float]:
+        if self.fixed_range is not None:
+            return self.fixed_range
+        if pk.vmin is None:
+            return 0.0, 1.0
+        lo, hi = float(pk.vmin), float(pk.vmax)  # device scalars: their event is done, no stall
+        if not hi > lo:
+            hi = lo + (abs(lo) * 1e-6 or 1.0)
+        return lo, hi
+
+    def _set_kind(self, pk: FramePacket) -> None:
+        three_d = pk.kind in ("particles", "boxes") and self._dims(pk) == 3
+        kind = (pk.kind, three_d)
+        if kind == self._kind:
+            return
+        self._kind = kind
+        self.image.visible = pk.kind in ("grid2d", "grid3d")
+        self.mask_image.visible = False
+        self.markers.visible = pk.kind == "particles"
+        self.overlay.visible = False
+        self.lines.visible = pk.kind == "boxes"
+        self.domain.visible = False
+        self.view.camera = scene.TurntableCamera(fov=45) if three_d else scene.PanZoomCamera(aspect=1)
+        self._image_shape = None
+        self._fit = True
+
+    @staticmethod
+    def _dims(pk: FramePacket) -> int:
+        a = pk.positions if pk.kind == "particles" else pk.lo
+        return int(a.shape[1]) if a is not None and a.ndim == 2 else 2
+
+    def _upload(self, pk: FramePacket) -> None:
+        self._set_kind(pk)
+        if pk.kind in ("grid2d", "grid3d"):
+            self._upload_grid(pk)
+        elif pk.kind == "particles":
+            self._upload_particles(pk)
+        else:
+            self._upload_boxes(pk)
+        self.shown = pk
+        # what the status bar reports: grids may go through interop; particles/boxes use the host
+        self.display_label = self.display_path if pk.kind in ("grid2d", "grid3d") else "host (geometry)"
+        if self._fit:
+            self._fit = False
+            self._fit_camera(pk)
+
+    def _decide_path(self) -> None:
+        if self.display_path != "undecided":
+            return
+        from vispy.gloo import gl
+
+        vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} {gl.glGetParameter(gl.GL_RENDERER)}"
+        rt, reason = interop.cuda_python_runtime()
+        self.display_path, self.path_reason = interop.choose_path(self.backend, vendor, rt is not None, reason)
+        if self.display_path == "host" and self.backend == "cupy":
+            interop.log_once(f"display falls back to a host copy: {self.path_reason}")
+
+    def _gl_texture_handle(self) -> int:
+        tex = self.image._texture
+        return int(self.context.shared.parser._objects[tex.id].handle)
+
+    def _upload_grid(self, pk: FramePacket) -> None:
+        lo, hi = self._range(pk)
+        self.current_range = (lo, hi)
+        self.image.clim = (lo, hi)
+        shape = tuple(pk.data.shape)
+        self._decide_path()
+        if self.display_path == "interop" and self._image_shape == shape:
+            # The texture of this shape exists (drawn once): write it from the device directly.
+            if self._interop is None:
+                self._interop = interop.TextureInterop(self._gl_texture_handle(), shape)
+            self._interop.upload(pk.data, pk.event)
+        else:
+            # First frame of a shape (VisPy allocates the texture) or the host path.
+            self._drop_interop()
+            self.host_copies += pk.backend == "cupy"
+            self.image.set_data(host(pk.data, pk.backend))
+        if self._image_shape != shape:
+            self._image_shape = shape
+            self._fit = True
+        scale = STTransform(scale=(pk.spacing, pk.spacing))  # cell (i, j) covers [i, i+1)·spacing
+        self.image.transform = scale
+        self.mask_image.transform = scale
+        self._upload_mask(pk)
+        self._upload_overlay(pk)
+
+    def _upload_overlay(self, pk: FramePacket) -> None:
+        if pk.overlay is None:
+            self.overlay.visible = False
+            return
+        pos = host(pk.overlay, pk.backend)
+        self.overlay.set_data(pos, face_color=(1, 1, 1, 0.85), edge_width=0, size=4 * self.pixel_scale)
+        self.overlay.visible = True
+
+    def _upload_mask(self, pk: FramePacket) -> None:
+        if pk.mask is None or not self.show_obstacles:
+            self.mask_image.visible = False
+            return
+        key = (id(pk.mask) if pk.kind == "grid2d" else None, pk.slice_index, pk.data.shape, pk.field_name)
+        self.mask_image.visible = True
+        if key == self._mask_key and pk.kind == "grid2d":
+            return
+        self._mask_key = key
+        m = host(pk.mask, pk.backend)
+        rgba = np.zeros(m.shape + (4,), np.float32)
+        rgba[m] = (0.35, 0.35, 0.38, 1.0)
+        self.mask_image.set_data(rgba)
+
+    def _upload_particles(self, pk: FramePacket) -> None:
+        pos = host(pk.positions, pk.backend)
+        self.host_copies += pk.backend == "cupy"
+        clim = (0.0, 1.0)
+        if pk.data is not None:
+            clim = self.current_range = self._range(pk)
+        size = 7 if len(pos) < 5000 else 3
+        self.markers.set_data(pos, host(pk.data, pk.backend), clim, size * self.pixel_scale)
+        if pk.bounds is not None:
+            lo, hi = (np.asarray(b, np.float32)[None] for b in pk.bounds)
+            self.domain.set_data(box_segments(lo, hi))
+            self.domain.visible = True
+
+    def _upload_boxes(self, pk: FramePacket) -> None:
+        self.lines.set_data(box_segments(host(pk.lo, pk.backend), host(pk.hi, pk.backend)))
+
+    def _fit_camera(self, pk: FramePacket) -> None:
+        """Frame the data (explicit ranges: VisPy's auto bounds trip over empty visuals)."""
+        if pk.kind in ("grid2d", "grid3d"):
+            ny, nx = pk.data.shape
+            self.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
+            return
+        if pk.bounds is not None:
+            lo, hi = (np.asarray(b, np.float64) for b in pk.bounds)
+        else:
+            pts = host(pk.positions if pk.kind == "particles" else pk.lo, pk.backend)
+            pts2 = pts if pk.kind == "particles" else np.concatenate([pts, host(pk.hi, pk.backend)])
+            if len(pts2) == 0:
+                return
+            lo, hi = pts2.min(axis=0), pts2.max(axis=0)
+        if isinstance(self.view.camera, scene.TurntableCamera):
+            self.view.camera.center = tuple((lo + hi) / 2)
+            self.view.camera.scale_factor = float(np.max(hi - lo)) * 1.2 or 1.0
+        else:
+            self.view.camera.set_range(x=(lo[0], hi[0]), y=(lo[1], hi[1]), margin=0.05)
+
+    def _drop_interop(self) -> None:
+        if self._interop is not None:
+            self._interop.close()
+            self._interop = None
+
+    # ---- export ------------------------------------------------------------------------
+    def grab(self) -> np.ndarray:
+        """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD)."""
+        self.set_current()
+        self.prepare()
+        return self.render(alpha=False)

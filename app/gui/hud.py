@@ -1,0 +1,195 @@
+"""The imgui HUD drawn inside the VisPy canvas, on top of the scene.
+
+imgui-bundle has no Qt backend, so this module has the two halves of one:
+
+- :class:`QtImguiBridge`: VisPy canvas events (which carry Qt's mouse and wheel input) → imgui's
+  IO queue (``add_mouse_pos_event`` / ``add_mouse_button_event`` / ``add_mouse_wheel_event``).
+  When imgui wants the mouse (the pointer is over a HUD window), the event is blocked so the
+  camera does not pan/zoom underneath the HUD.
+- rendering with imgui-bundle's pure-Python OpenGL renderer (PyOpenGL) after VisPy has drawn, in
+  the same GL context (it saves and restores the GL state it touches).
+
+Content: implot charts of per-phase ms/step and of throughput over the last N seconds, a
+roofline gauge (% of the measured copy bandwidth), and quick toggles for every variant axis
+(unavailable choices disabled, the reason as tooltip). F1 shows/hides it (window.py).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+log = logging.getLogger("nagare")
+
+_BUTTONS = {1: 0, 2: 1, 3: 2}  # VisPy: 1 left, 2 right, 3 middle → imgui 0 left, 1 right, 2 middle
+
+
+class QtImguiBridge:
+    """Feeds a VisPy/Qt canvas' mouse input to an imgui context."""
+
+    def __init__(self, canvas, hud: Hud):
+        self.hud = hud
+        ev = canvas.events
+        ev.mouse_move.connect(self.on_mouse_move, position="first")
+        ev.mouse_press.connect(self.on_mouse_press, position="first")
+        ev.mouse_release.connect(self.on_mouse_release, position="first")
+        ev.mouse_wheel.connect(self.on_mouse_wheel, position="first")
+
+    def _io(self):
+        if not self.hud.visible or self.hud.ctx is None:
+            return None
+        from imgui_bundle import imgui
+
+        imgui.set_current_context(self.hud.ctx)
+        return imgui.get_io()
+
+    def _pos(self, io, event):
+        x, y = event.pos[:2]
+        io.add_mouse_pos_event(float(x), float(y))
+
+    def _capture(self, io, event):
+        if io.want_capture_mouse:
+            event.handled = True
+            event.blocked = True
+        self.hud.canvas.update()
+
+    def on_mouse_move(self, event):
+        io = self._io()
+        if io is not None:
+            self._pos(io, event)
+            self._capture(io, event)
+
+    def on_mouse_press(self, event):
+        io = self._io()
+        if io is not None and event.button in _BUTTONS:
+            self._pos(io, event)
+            io.add_mouse_button_event(_BUTTONS[event.button], True)
+            self._capture(io, event)
+
+    def on_mouse_release(self, event):
+        io = self._io()
+        if io is not None and event.button in _BUTTONS:
+            self._pos(io, event)
+            io.add_mouse_button_event(_BUTTONS[event.button], False)
+            self._capture(io, event)
+
+    def on_mouse_wheel(self, event):
+        io = self._io()
+        if io is not None:
+            dx, dy = event.delta[:2]
+            io.add_mouse_wheel_event(float(dx), float(dy))
+            self._capture(io, event)
+
+
+class Hud:
+    """State + drawing of the HUD. ``model()`` returns (history, variants, status_text)."""
+
+    def __init__(self, canvas, model: Callable, on_variant: Callable[[str, str], None],
+                 history_seconds: float = 20.0):
+        self.canvas = canvas
+        self.model = model
+        self.on_variant = on_variant
+        self.history_seconds = history_seconds
+        self.visible = True
+        self.ctx = None
+        self.renderer = None
+        self.frames = 0
+        self.error: str | None = None
+        self._t_last = time.perf_counter()
+        self.bridge = QtImguiBridge(canvas, self)
+
+    def _ensure(self) -> bool:
+        if self.error is not None:
+            return False
+        if self.ctx is not None:
+            return True
+        try:
+            from imgui_bundle import imgui, implot
+            from imgui_bundle.python_backends.opengl_backend_programmable import ProgrammablePipelineRenderer
+
+            self.ctx = imgui.create_context()
+            imgui.set_current_context(self.ctx)
+            self.plot_ctx = implot.create_context()
+            implot.set_current_context(self.plot_ctx)
+            io = imgui.get_io()
+            io.set_ini_filename("")  # no imgui.ini littering the user's folder
+            imgui.style_colors_dark()
+            self.renderer = ProgrammablePipelineRenderer()
+        except Exception as exc:  # missing PyOpenGL, GL too old: the app runs without the HUD
+            self.error = f"HUD unavailable ({type(exc).__name__}: {exc})"
+            log.warning("nagare: %s", self.error)
+            return False
+        return True
+
+    def render(self, physical_size, pixel_scale: float = 1.0) -> None:
+        if not self._ensure():
+            return
+        from imgui_bundle import imgui, implot
+
+        imgui.set_current_context(self.ctx)
+        implot.set_current_context(self.plot_ctx)
+        io = imgui.get_io()
+        w, h = physical_size
+        io.display_size = (w / pixel_scale, h / pixel_scale)
+        io.display_framebuffer_scale = (pixel_scale, pixel_scale)
+        now = time.perf_counter()
+        io.delta_time = max(now - self._t_last, 1e-4)
+        self._t_last = now
+        imgui.new_frame()
+        try:
+            self._draw()
+        finally:
+            imgui.render()
+        self.renderer.render(imgui.get_draw_data())
+        self.frames += 1
+
+    # ---- content -----------------------------------------------------------------------
+    def _draw(self) -> None:
+        from imgui_bundle import imgui, implot
+
+        history, variants, status = self.model()
+        imgui.set_next_window_pos((10, 10), imgui.Cond_.first_use_ever)
+        imgui.set_next_window_bg_alpha(0.72)
+        imgui.begin("nagare  (F1 hides)", None, imgui.WindowFlags_.always_auto_resize)
+        imgui.text(status)
+        last = history[-1] if history else None
+        frac = (last.roofline_pct or 0.0) / 100 if last else 0.0
+        imgui.text("roofline (measured copy bandwidth)")
+        imgui.progress_bar(min(max(frac, 0.0), 1.0), (320, 0),
+                           f"{100 * frac:.1f} %  ({last.gbytes_per_s:.2f} GB/s)" if last else "—")
+        if history:
+            t_now = history[-1].wall
+            t = np.array([s.wall - t_now for s in history], np.float64)
+            keep = t >= -self.history_seconds
+            t = t[keep]
+            hist = [s for s, k in zip(history, keep) if k]
+            axis_fit = implot.AxisFlags_.auto_fit
+            if implot.begin_plot(f"ms / step by phase, last {self.history_seconds:.0f} s", (320, 130)):
+                implot.setup_axes("", "", axis_fit, axis_fit)
+                phases = sorted({p for s in hist for p in s.phase_ms})
+                for p in phases:
+                    y = np.array([s.phase_ms.get(p, np.nan) for s in hist], np.float64)
+                    implot.plot_line(p, t, y)
+                implot.end_plot()
+            if implot.begin_plot("throughput, M updates/s", (320, 110), implot.Flags_.no_legend):
+                implot.setup_axes("", "", axis_fit, axis_fit)
+                y = np.array([s.updates_per_s / 1e6 for s in hist], np.float64)
+                implot.plot_line("MUPS", t, y)
+                implot.end_plot()
+        if variants and imgui.collapsing_header("variants (quick toggles)"):
+            for axis, info in variants.items():
+                imgui.text(axis)
+                for choice, reason in info["choices"].items():
+                    imgui.same_line()
+                    if reason:
+                        imgui.begin_disabled()
+                    clicked = imgui.radio_button(f"{choice}##{axis}", info["current"] == choice)
+                    if reason:
+                        imgui.end_disabled()
+                        if imgui.is_item_hovered(imgui.HoveredFlags_.allow_when_disabled):
+                            imgui.set_tooltip(reason)
+                    if clicked and not reason and info["current"] != choice:
+                        self.on_variant(axis, choice)
+        imgui.end()

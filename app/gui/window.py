@@ -1,0 +1,662 @@
+"""The main window: canvas in the centre, docks for preset, parameters, variants, view and export.
+
+The window never touches the engine's arrays: it sends commands to the
+:class:`~nagare.app.gui.worker.SimulationWorker` and, on a 60 Hz timer, takes the newest frame
+packet and the notices the worker left. Reading ``engine.variants`` (registry metadata, no device
+work) is the one engine attribute it reads directly.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import typing
+from pathlib import Path
+
+from nagare.app import colormaps
+from nagare.engine.backend import get_backend
+from nagare.engine.contract import load_checkpoint
+from nagare.engine.errors import NagareError
+from nagare.engine.presets import PRESET_DIR, load_preset, preset_names, raw_dict, validate
+from pydantic import BaseModel
+from PyQt6 import QtCore, QtGui, QtWidgets
+
+from . import export
+from .canvas import FieldCanvas
+from .hud import Hud
+from .worker import SimulationWorker
+
+log = logging.getLogger("nagare")
+Qt = QtCore.Qt
+
+KEYS_HELP = """<b>Keys</b><br>
+Space — play / pause<br>N — single step<br>R — reset<br>S — screenshot (PNG)<br>
+V — start / stop video recording (MP4)<br>H — this help<br>F1 — show / hide the HUD<br>
+1–9 — show field 1–9<br>PgUp / PgDn — move the 3D slice<br>
+Mouse: drag pans (2D) or orbits (3D), wheel zooms."""
+
+SKIP_SECTIONS = {"view", "run", "variants", "cpu_overrides", "engine", "description", "extends"}
+
+
+def default_preset_name() -> str:
+    names = preset_names()
+    for name in ("lbm2d-cylinder",):
+        if name in names:
+            return name
+    return names[0]
+
+
+class ParameterForm(QtWidgets.QWidget):
+    """A form generated from the preset's pydantic model: one editor per leaf of each section."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.lay = QtWidgets.QVBoxLayout(self)
+        self.note = QtWidgets.QLabel("Physical parameters set the initial state: <b>Apply resets the run</b>.")
+        self.note.setWordWrap(True)
+        self.lay.addWidget(self.note)
+        self.form_host = QtWidgets.QWidget()
+        self.form = QtWidgets.QFormLayout(self.form_host)
+        scroll = QtWidgets.QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.form_host)
+        self.lay.addWidget(scroll, 1)
+        self.apply_button = QtWidgets.QPushButton("Apply (resets)")
+        self.lay.addWidget(self.apply_button)
+        self.editors: dict[tuple[str, ...], tuple[QtWidgets.QWidget, typing.Any]] = {}
+        self.preset = None
+
+    def load(self, preset) -> None:
+        self.preset = preset
+        while self.form.rowCount():
+            self.form.removeRow(0)
+        self.editors.clear()
+        for name, finfo in type(preset).model_fields.items():
+            if name in SKIP_SECTIONS or finfo.exclude:
+                continue
+            value = getattr(preset, name)
+            if isinstance(value, BaseModel):
+                header = QtWidgets.QLabel(f"<b>[{name}]</b>")
+                self.form.addRow(header)
+                for sub, sinfo in type(value).model_fields.items():
+                    self._add((name, sub), getattr(value, sub), sinfo)
+            else:
+                self._add((name,), value, finfo)
+
+    def _add(self, key, value, info) -> None:
+        ann = info.annotation
+        args = typing.get_args(ann)
+        if typing.get_origin(ann) is typing.Literal:
+            w = QtWidgets.QComboBox()
+            w.addItems([str(a) for a in args])
+            w.setCurrentText(str(value))
+        elif isinstance(value, bool):
+            w = QtWidgets.QCheckBox()
+            w.setChecked(value)
+        elif isinstance(value, int):
+            w = QtWidgets.QSpinBox()
+            w.setRange(-2**31 + 1, 2**31 - 1)
+            w.setValue(value)
+        elif isinstance(value, float):
+            w = QtWidgets.QLineEdit(repr(value))
+        else:
+            w = QtWidgets.QLineEdit("" if value is None else _toml_literal(value))
+            if value is None:
+                w.setPlaceholderText("(not set)")
+        if info.description:
+            w.setToolTip(info.description)
+        self.form.addRow(key[-1], w)
+        self.editors[key] = (w, value)
+
+    def values(self) -> dict:
+        """The raw dict of the preset with the edited values (validated by the caller)."""
+        import tomllib
+
+        raw = raw_dict(self.preset)
+        for key, (w, _) in self.editors.items():
+            if isinstance(w, QtWidgets.QComboBox):
+                v = w.currentText()
+                original = self.editors[key][1]
+                v = type(original)(v) if not isinstance(original, str) else v
+            elif isinstance(w, QtWidgets.QCheckBox):
+                v = w.isChecked()
+            elif isinstance(w, QtWidgets.QSpinBox):
+                v = w.value()
+            else:
+                text = w.text().strip()
+                if not text:  # an empty editor is an unset optional key: leave it out
+                    node = raw
+                    for part in key[:-1]:
+                        node = node.setdefault(part, {})
+                    node.pop(key[-1], None)
+                    continue
+                try:
+                    v = tomllib.loads(f"v = {text}")["v"]
+                except tomllib.TOMLDecodeError:
+                    v = text
+            node = raw
+            for part in key[:-1]:
+                node = node.setdefault(part, {})
+            node[key[-1]] = v
+        return raw
+
+
+def _toml_literal(v) -> str:
+    if isinstance(v, tuple | list):
+        return "[" + ", ".join(_toml_literal(x) for x in v) + "]"
+    if isinstance(v, str):
+        return f'"{v}"'
+    return repr(v)
+
+
+class MainWindow(QtWidgets.QMainWindow):
+    def __init__(self, preset: str | None = None, backend: str = "auto", output_dir: str | Path | None = None,
+                 start_running: bool = True, hud: bool = True):
+        super().__init__()
+        self.setWindowTitle("nagare")
+        self.resize(1400, 860)
+        self.output_dir = Path(output_dir or Path.cwd() / "nagare-output")
+        self.backend = get_backend(backend)
+        self.recorder: export.VideoRecorder | None = None
+        self.messages: list[str] = []
+        self.last_error_box: QtWidgets.QMessageBox | None = None
+        self.variant_info: dict = {}
+        self._last_seq = -1
+        self._pending_ckpt_path: Path | None = None
+
+        self.canvas = FieldCanvas()
+        self.canvas.set_backend(self.backend.name)
+        self.canvas.create_native()
+        self.canvas.native.setParent(self)
+        self.setCentralWidget(self.canvas.native)
+        self.hud = Hud(self.canvas, self._hud_model, self.set_variant)
+        self.hud.visible = hud
+        self.canvas.hud = self.hud
+
+        self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
+        self.worker = SimulationWorker(self.preset, self.backend.name).start()
+        self._build_docks()
+        self._build_actions()
+        self._build_status()
+        self._apply_preset_to_ui(self.preset)
+        if start_running:
+            self.worker.send("play")
+
+        self.timer = QtCore.QTimer(self)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start(16)
+
+    # ---- layout ------------------------------------------------------------------------
+    def _dock(self, title: str, widget: QtWidgets.QWidget, area=Qt.DockWidgetArea.LeftDockWidgetArea):
+        d = QtWidgets.QDockWidget(title, self)
+        d.setObjectName(title)
+        d.setWidget(widget)
+        self.addDockWidget(area, d)
+        return d
+
+    def _build_docks(self) -> None:
+        # preset picker
+        w = QtWidgets.QWidget()
+        lay = QtWidgets.QVBoxLayout(w)
+        self.preset_list = QtWidgets.QListWidget()
+        for name in preset_names():
+            item = QtWidgets.QListWidgetItem(name)
+            try:
+                import tomllib
+
+                item.setToolTip(tomllib.loads((PRESET_DIR / f"{name}.toml").read_text()).get("description", ""))
+            except Exception:
+                pass
+            self.preset_list.addItem(item)
+        self.preset_list.itemActivated.connect(lambda it: self.open_preset(it.text()))
+        lay.addWidget(self.preset_list)
+        row = QtWidgets.QHBoxLayout()
+        b_load = QtWidgets.QPushButton("Load")
+        b_load.clicked.connect(lambda: self.preset_list.currentItem() and
+                               self.open_preset(self.preset_list.currentItem().text()))
+        b_open = QtWidgets.QPushButton("Open TOML…")
+        b_open.clicked.connect(self._open_dialog)
+        row.addWidget(b_load)
+        row.addWidget(b_open)
+        lay.addLayout(row)
+        self.preset_desc = QtWidgets.QLabel()
+        self.preset_desc.setWordWrap(True)
+        lay.addWidget(self.preset_desc)
+        self.preset_dock = self._dock("Presets", w)
+
+        self.params = ParameterForm()
+        self.params.apply_button.clicked.connect(self.apply_parameters)
+        self.params_dock = self._dock("Parameters", self.params)
+
+        self.variants_host = QtWidgets.QWidget()
+        self.variants_form = QtWidgets.QFormLayout(self.variants_host)
+        self.variant_combos: dict[str, QtWidgets.QComboBox] = {}
+        self.variants_dock = self._dock("Variants", self.variants_host, Qt.DockWidgetArea.RightDockWidgetArea)
+
+        # view
+        v = QtWidgets.QWidget()
+        f = QtWidgets.QFormLayout(v)
+        self.field_combo = QtWidgets.QComboBox()
+        self.field_combo.activated.connect(lambda i: self.show_field(i))
+        f.addRow("field", self.field_combo)
+        self.component_combo = QtWidgets.QComboBox()
+        self.component_combo.addItems(["magnitude", "x", "y", "z"])
+        self.component_combo.currentTextChanged.connect(lambda t: self.worker.send("view", component=t))
+        f.addRow("component", self.component_combo)
+        self.attr_combo = QtWidgets.QComboBox()
+        self.attr_combo.setToolTip("particle attribute that sets the colour")
+        self.attr_combo.activated.connect(lambda i: self.worker.send("view", attribute=self.attr_combo.itemText(i)))
+        f.addRow("colour by", self.attr_combo)
+        self.cmap_combo = QtWidgets.QComboBox()
+        self.cmap_combo.addItems(colormaps.NAMES)
+        self.cmap_combo.currentTextChanged.connect(self.canvas.set_colormap)
+        f.addRow("colormap", self.cmap_combo)
+        self.auto_range = QtWidgets.QCheckBox("auto")
+        self.auto_range.setChecked(True)
+        self.range_lo = QtWidgets.QLineEdit("0")
+        self.range_hi = QtWidgets.QLineEdit("1")
+        for wdg in (self.auto_range,):
+            wdg.toggled.connect(self._range_changed)
+        for wdg in (self.range_lo, self.range_hi):
+            wdg.editingFinished.connect(self._range_changed)
+        rr = QtWidgets.QHBoxLayout()
+        rr.addWidget(self.auto_range)
+        rr.addWidget(self.range_lo)
+        rr.addWidget(self.range_hi)
+        f.addRow("range", rr)
+        self.slice_axis = QtWidgets.QComboBox()
+        self.slice_axis.addItems(["z", "y", "x"])
+        self.slice_axis.currentTextChanged.connect(lambda t: self.worker.send("view", slice_axis=t))
+        f.addRow("slice axis", self.slice_axis)
+        self.slice_slider = QtWidgets.QSlider(Qt.Orientation.Horizontal)
+        self.slice_slider.setRange(0, 1000)
+        self.slice_slider.setValue(500)
+        self.slice_slider.valueChanged.connect(lambda val: self.worker.send("view", slice_pos=val / 1000))
+        f.addRow("slice", self.slice_slider)
+        self.obstacles = QtWidgets.QCheckBox("obstacles")
+        self.obstacles.setChecked(True)
+        self.obstacles.toggled.connect(self._overlay_changed)
+        self.particles_overlay = QtWidgets.QCheckBox("particles over grids")
+        self.particles_overlay.setChecked(True)
+        self.particles_overlay.toggled.connect(lambda on: self.worker.send("view", particles_overlay=on))
+        ov = QtWidgets.QHBoxLayout()
+        ov.addWidget(self.obstacles)
+        ov.addWidget(self.particles_overlay)
+        f.addRow("overlays", ov)
+        self.view_dock = self._dock("View", v, Qt.DockWidgetArea.RightDockWidgetArea)
+
+        # export
+        e = QtWidgets.QWidget()
+        el = QtWidgets.QVBoxLayout(e)
+        self.out_edit = QtWidgets.QLineEdit(str(self.output_dir))
+        self.out_edit.editingFinished.connect(lambda: setattr(self, "output_dir", Path(self.out_edit.text())))
+        el.addWidget(QtWidgets.QLabel("output folder"))
+        el.addWidget(self.out_edit)
+        for label, fn in (("Screenshot PNG (S)", self.screenshot), ("Record MP4 (V)", self.toggle_recording),
+                          ("Timing log CSV+JSON", self.export_timings), ("Fields → VTK", self.export_vtk),
+                          ("Save checkpoint", self.save_checkpoint), ("Load checkpoint…", self._load_ckpt_dialog),
+                          ("Restore last good state", lambda: self.worker.send("restore"))):
+            b = QtWidgets.QPushButton(label)
+            b.clicked.connect(lambda _=False, fn=fn: fn())
+            el.addWidget(b)
+            if label.startswith("Record"):
+                self.record_button = b
+        el.addStretch(1)
+        self.export_dock = self._dock("Export", e, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.tabifyDockWidget(self.view_dock, self.export_dock)
+        self.view_dock.raise_()
+        self.resizeDocks([self.preset_dock, self.variants_dock], [260, 300], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.preset_dock, self.params_dock], [220, 500], Qt.Orientation.Vertical)
+
+    def _build_actions(self) -> None:
+        mb = self.menuBar()
+        filem = mb.addMenu("&File")
+        runm = mb.addMenu("&Run")
+        viewm = mb.addMenu("&View")
+        helpm = mb.addMenu("&Help")
+
+        def act(menu, text, key, fn):
+            a = QtGui.QAction(text, self)
+            if key:
+                a.setShortcut(QtGui.QKeySequence(key))
+                a.setShortcutContext(Qt.ShortcutContext.ApplicationShortcut)
+            a.triggered.connect(lambda _=False: fn())
+            menu.addAction(a)
+            return a
+
+        act(filem, "Open preset…", "Ctrl+O", self._open_dialog)
+        act(filem, "Save checkpoint", "Ctrl+S", self.save_checkpoint)
+        act(filem, "Load checkpoint…", "Ctrl+L", self._load_ckpt_dialog)
+        act(filem, "Export fields (VTK)", "", self.export_vtk)
+        act(filem, "Export timing log", "", self.export_timings)
+        act(filem, "Quit", "Ctrl+Q", self.close)
+        act(runm, "Play / pause", "Space", lambda: self.worker.send("toggle"))
+        act(runm, "Single step", "N", lambda: self.worker.send("step", n=1))
+        act(runm, "Reset", "R", lambda: self.worker.send("reset"))
+        act(runm, "Restore last good state", "", lambda: self.worker.send("restore"))
+        act(viewm, "Screenshot", "S", self.screenshot)
+        act(viewm, "Record video", "V", self.toggle_recording)
+        act(viewm, "HUD", "F1", self.toggle_hud)
+        act(viewm, "Slice up", "PgUp", lambda: self.slice_slider.setValue(self.slice_slider.value() + 20))
+        act(viewm, "Slice down", "PgDown", lambda: self.slice_slider.setValue(self.slice_slider.value() - 20))
+        for i in range(9):
+            act(viewm, f"Field {i + 1}", str(i + 1), lambda i=i: self.show_field(i))
+        act(helpm, "Keys", "H", self.show_help)
+
+    def _build_status(self) -> None:
+        sb = self.statusBar()
+        self.status_labels = {}
+        for key in ("state", "backend", "device", "steps", "throughput", "roofline", "display"):
+            lab = QtWidgets.QLabel("")
+            lab.setContentsMargins(6, 0, 6, 0)
+            sb.addPermanentWidget(lab)
+            self.status_labels[key] = lab
+        self.status_labels["backend"].setText(f"backend: {self.backend.name}")
+        try:
+            dev = self.backend.device_info().name
+        except Exception:
+            dev = "?"
+        self.status_labels["device"].setText(f"device: {dev}")
+
+    # ---- presets & parameters ---------------------------------------------------------
+    def _apply_preset_to_ui(self, preset) -> None:
+        self.preset = preset
+        self.setWindowTitle(f"nagare — {Path(preset.source).stem}")
+        self.preset_desc.setText(preset.description)
+        self.params.load(preset)
+        self.cmap_combo.setCurrentText(preset.view.colormap)
+        self.canvas.set_colormap(preset.view.colormap)
+        self.auto_range.setChecked(preset.view.range is None)
+        if preset.view.range is not None:
+            self.range_lo.setText(repr(preset.view.range[0]))
+            self.range_hi.setText(repr(preset.view.range[1]))
+        self._range_changed()
+        self.slice_axis.setCurrentText(preset.view.slice_axis)
+
+    def open_preset(self, name_or_path: str | Path) -> bool:
+        """Validate first; only a valid preset replaces the running simulation."""
+        try:
+            preset = load_preset(name_or_path, backend=self.backend.name)
+        except NagareError as exc:
+            self.error("Cannot open preset", str(exc))
+            return False
+        self.worker.view.field = preset.view.field
+        self.worker.send("preset", preset=preset)
+        self._apply_preset_to_ui(preset)
+        self.worker.send("play")
+        return True
+
+    def _open_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open preset", str(PRESET_DIR), "Presets (*.toml)")
+        if path:
+            self.open_preset(path)
+
+    def apply_parameters(self) -> bool:
+        try:
+            preset = validate(self.params.values(), self.preset.source, self.backend.name)
+        except NagareError as exc:
+            self.error("Invalid parameter", str(exc))
+            return False
+        self.worker.send("preset", preset=preset, variants=None)
+        self._apply_preset_to_ui(preset)
+        self.worker.send("play")
+        return True
+
+    # ---- variants ----------------------------------------------------------------------
+    def set_variant(self, axis: str, choice: str) -> None:
+        self.worker.send("variant", axis=axis, choice=choice)
+
+    def _rebuild_variants(self, engine) -> None:
+        self.variant_info = engine.variants
+        while self.variants_form.rowCount():
+            self.variants_form.removeRow(0)
+        self.variant_combos.clear()
+        for axis, info in self.variant_info.items():
+            cb = QtWidgets.QComboBox()
+            model = cb.model()
+            for i, (choice, reason) in enumerate(info["choices"].items()):
+                cb.addItem(choice)
+                if reason:
+                    item = model.item(i)
+                    item.setEnabled(False)
+                    item.setToolTip(f"unavailable: {reason}")
+                    cb.setItemData(i, f"unavailable: {reason}", Qt.ItemDataRole.ToolTipRole)
+            cb.setCurrentText(info["current"])
+            cb.setToolTip(info["doc"] + ("" if info["live"] else "  (switching resets the run)"))
+            cb.activated.connect(lambda i, axis=axis, cb=cb: self.set_variant(axis, cb.itemText(i)))
+            label = axis if info["live"] else f"{axis} (resets)"
+            self.variants_form.addRow(label, cb)
+            self.variant_combos[axis] = cb
+
+    def _variant_changed(self, selection: dict) -> None:
+        for axis, choice in selection.items():
+            if axis in self.variant_info:
+                self.variant_info[axis]["current"] = choice
+            cb = self.variant_combos.get(axis)
+            if cb is not None:
+                cb.setCurrentText(choice)
+
+    # ---- view --------------------------------------------------------------------------
+    def show_field(self, index: int) -> None:
+        if 0 <= index < self.field_combo.count():
+            self.field_combo.setCurrentIndex(index)
+            self.worker.send("view", field=self.field_combo.itemText(index))
+
+    def _range_changed(self) -> None:
+        if self.auto_range.isChecked():
+            self.canvas.set_range(None)
+            return
+        try:
+            lo, hi = float(self.range_lo.text()), float(self.range_hi.text())
+        except ValueError:
+            self.message("range: enter two numbers")
+            return
+        if hi <= lo:
+            self.message("range: the upper bound must exceed the lower")
+            return
+        self.canvas.set_range((lo, hi))
+
+    def _overlay_changed(self) -> None:
+        self.canvas.show_obstacles = self.obstacles.isChecked()
+        self.canvas._mask_key = None
+        self.canvas.set_range(self.canvas.fixed_range)
+
+    def toggle_hud(self) -> None:
+        self.hud.visible = not self.hud.visible
+        self.canvas.update()
+
+    def show_help(self) -> None:
+        box = QtWidgets.QMessageBox(self)
+        box.setWindowTitle("nagare — keys")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(KEYS_HELP)
+        box.setModal(False)
+        box.show()
+        self.help_box = box
+
+    def _hud_model(self):
+        st = self.worker.latest_stats()
+        state = "running" if self.worker.running else ("DIVERGED" if self.worker.diverged else "paused")
+        status = f"{state} · step {st.step if st else 0} · {st.steps_per_s if st else 0:.0f} steps/s"
+        return list(self.worker.history), self.variant_info, status
+
+    # ---- the UI tick -------------------------------------------------------------------
+    def _tick(self) -> None:
+        for n in self.worker.drain_notices():
+            self._notice(n)
+        pk = self.worker.latest_packet()
+        if pk is not None and pk.seq != self._last_seq and pk.ready():
+            self._last_seq = pk.seq
+            if list(pk.fields) != [self.field_combo.itemText(i) for i in range(self.field_combo.count())]:
+                self.field_combo.clear()
+                self.field_combo.addItems(pk.fields)
+            self.field_combo.setCurrentText(pk.field_name)
+            if list(pk.attributes) != [self.attr_combo.itemText(i) for i in range(self.attr_combo.count())]:
+                self.attr_combo.clear()
+                self.attr_combo.addItems(pk.attributes)
+            if pk.attribute:
+                self.attr_combo.setCurrentText(pk.attribute)
+            self.attr_combo.setEnabled(bool(pk.attributes))
+            self.canvas.show_packet(pk)
+            if self.recorder is not None:
+                self.canvas.native.repaint()
+                self._record_frame()
+        now = time.perf_counter()
+        if now - getattr(self, "_t_status", 0.0) > 0.2:  # 5 Hz is plenty; the GIL is shared with the worker
+            self._t_status = now
+            self._update_status()
+
+    def _notice(self, n) -> None:
+        if n.kind == "engine":
+            self._rebuild_variants(n.payload)
+            self.message(f"loaded {n.text}")
+        elif n.kind == "variant":
+            self._variant_changed(n.payload)
+            self.message(f"variant {n.text}")
+        elif n.kind == "diverged":
+            self.status_labels["state"].setText("DIVERGED")
+            self.error("Simulation diverged", n.text)
+        elif n.kind == "error":
+            self.error("nagare", n.text)
+        elif n.kind == "checkpoint":
+            try:
+                path = export.write_checkpoint(n.payload, n.text)
+                self.message(f"checkpoint written: {path}")
+            except export.ExportError as exc:
+                self.error("Checkpoint not written", str(exc))
+        elif n.kind == "result":
+            cb = getattr(self, "_result_callbacks", {}).pop(n.text, None)
+            if cb is not None:
+                cb(n.payload)
+        else:
+            self.message(n.text)
+
+    def _update_status(self) -> None:
+        w = self.worker
+        st = w.latest_stats()
+        state = "DIVERGED" if w.diverged else ("running" if w.running else "paused")
+        if self.recorder is not None:
+            state += f" · REC {self.recorder.frames}"
+        self.status_labels["state"].setText(state)
+        if st is not None:
+            self.status_labels["steps"].setText(f"step {st.step} · {st.steps_per_s:,.0f} steps/s")
+            self.status_labels["throughput"].setText(f"{st.updates_per_s / 1e6:,.1f} MUPS · {st.gbytes_per_s:.2f} GB/s")
+            self.status_labels["roofline"].setText(
+                "roofline —" if st.roofline_pct is None else f"{st.roofline_pct:.1f} % roofline")
+        self.status_labels["display"].setText(f"display: {self.canvas.display_label}")
+
+    # ---- messages ----------------------------------------------------------------------
+    def message(self, text: str) -> None:
+        self.messages.append(text)
+        self.statusBar().showMessage(text, 6000)
+        log.info("nagare: %s", text)
+
+    def error(self, title: str, text: str) -> None:
+        """A non-blocking error dialog (the run goes on) and a status-bar line."""
+        self.message(text)
+        box = QtWidgets.QMessageBox(QtWidgets.QMessageBox.Icon.Warning, title, text,
+                                    QtWidgets.QMessageBox.StandardButton.Ok, self)
+        box.setModal(False)
+        box.show()
+        self.last_error_box = box
+
+    # ---- export ------------------------------------------------------------------------
+    def _stamp(self) -> str:
+        return f"{Path(self.preset.source).stem}-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}"
+
+    def screenshot(self, path: str | Path | None = None) -> Path | None:
+        path = Path(path) if path else self.output_dir / f"{self._stamp()}.png"
+        try:
+            out = export.save_png(self.canvas.grab(), path)
+        except export.ExportError as exc:
+            self.error("Screenshot not written", str(exc))
+            return None
+        self.message(f"screenshot written: {out}")
+        return out
+
+    def toggle_recording(self, path: str | Path | None = None) -> None:
+        if self.recorder is None:
+            path = Path(path) if path else self.output_dir / f"{self._stamp()}.mp4"
+            try:
+                self.recorder = export.VideoRecorder(path)
+            except export.ExportError as exc:
+                self.error("Recording not started", str(exc))
+                return
+            self.record_button.setText("Stop recording (V)")
+            self.message(f"recording to {path}")
+        else:
+            rec, self.recorder = self.recorder, None
+            self.record_button.setText("Record MP4 (V)")
+            try:
+                out = rec.close()
+                self.message(f"video written: {out} ({rec.frames} frames)" if out else "no frame was recorded")
+            except export.ExportError as exc:
+                self.error("Video not written", str(exc))
+
+    def _record_frame(self) -> None:
+        try:
+            self.recorder.append(self.canvas.grab())
+        except export.ExportError as exc:
+            self.recorder = None
+            self.record_button.setText("Record MP4 (V)")
+            self.error("Recording stopped", str(exc))
+
+    def _call(self, tag: str, fn, callback) -> None:
+        self._result_callbacks = getattr(self, "_result_callbacks", {})
+        self._result_callbacks[tag] = callback
+        self.worker.send("call", fn=fn, tag=tag)
+
+    def export_timings(self, path: str | Path | None = None) -> None:
+        path = Path(path) if path else self.output_dir / f"{self._stamp()}-timings.csv"
+        log_ = self.worker.timing_log
+        if log_ is None:
+            self.error("Timing log not written", "no engine is running")
+            return
+
+        def write(_):
+            try:
+                out = log_.write(path)
+                self.message(f"timing log written: {', '.join(map(str, out))}")
+            except export.ExportError as exc:
+                self.error("Timing log not written", str(exc))
+
+        # record a last row on the worker thread (the log belongs to it), then write here
+        self._call(f"timings:{path}", lambda eng: log_.record(wait=True), write)
+
+    def export_vtk(self, folder: str | Path | None = None) -> None:
+        folder = Path(folder) if folder else self.output_dir
+        stem = self._stamp()
+
+        def write(fields):
+            try:
+                out = export.write_vtk(fields, folder, stem)
+                self.message(f"VTK written: {', '.join(map(str, out))}")
+            except export.ExportError as exc:
+                self.error("VTK not written", str(exc))
+
+        self._call(f"vtk:{stem}", export.host_fields, write)
+
+    def save_checkpoint(self, path: str | Path | None = None) -> None:
+        path = Path(path) if path else self.output_dir / f"{self._stamp()}.npz"
+        self.worker.send("checkpoint", path=str(path))
+
+    def _load_ckpt_dialog(self) -> None:
+        path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Load checkpoint", str(self.output_dir), "*.npz")
+        if path:
+            self.load_checkpoint(path)
+
+    def load_checkpoint(self, path: str | Path) -> bool:
+        try:
+            ckpt = load_checkpoint(path)
+        except NagareError as exc:
+            self.error("Cannot load checkpoint", str(exc))
+            return False
+        self.worker.send("restore", checkpoint=ckpt)
+        return True
+
+    # ---- shutdown ----------------------------------------------------------------------
+    def closeEvent(self, event) -> None:
+        self.timer.stop()
+        if self.recorder is not None:
+            self.toggle_recording()
+        self.worker.stop()
+        super().closeEvent(event)

@@ -1,0 +1,425 @@
+"""The simulation thread: owns the engine, applies queued commands between steps, publishes frames.
+
+Threading contract (DESIGN.md §6):
+
+- Only this thread touches the engine (construction included, so CUDA compilation happens here,
+  never in the middle of a UI frame).
+- The UI sends :class:`Command` objects through a queue; they are applied between steps.
+- Every display interval the worker publishes a :class:`FramePacket` into a one-slot mailbox: a
+  *device snapshot* of the displayed quantity (a copy, never a live state array) plus the CUDA
+  event recorded after the copy. The UI takes the newest packet whose event has completed; the
+  worker overwrites an unread packet instead of waiting, so neither side ever blocks the other.
+- Everything else the UI must hear about (errors, divergence, finished checkpoints) goes through
+  an event queue of :class:`Notice` objects that the UI drains on its timer.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from nagare.engine import registry
+from nagare.engine.backend import get_backend
+from nagare.engine.errors import Diverged, NagareError
+from nagare.engine.families import create_engine
+from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
+
+log = logging.getLogger("nagare")
+
+SLICE_AXES = {"z": 0, "y": 1, "x": 2}  # (nz, ny, nx) C order
+
+
+@dataclass
+class Command:
+    kind: str  # play | pause | step | reset | variant | preset | view | restore | checkpoint | call
+    args: dict = field(default_factory=dict)
+
+
+@dataclass
+class Notice:
+    kind: str  # info | error | diverged | engine | checkpoint | result
+    text: str = ""
+    payload: Any = None
+
+
+@dataclass
+class ViewRequest:
+    """What the UI wants to see; the worker snapshots only that."""
+
+    field: str | None = None
+    component: str = "magnitude"  # for vector fields: magnitude | x | y | z
+    slice_axis: str = "z"
+    slice_pos: float = 0.5  # fraction along the slice axis
+    attribute: str | None = None  # particle colouring attribute
+    particles_overlay: bool = True  # draw the engine's particles (e.g. tracers) over a grid field
+
+
+@dataclass
+class FramePacket:
+    seq: int
+    step: int
+    time: float
+    field_name: str
+    kind: str  # grid2d | grid3d | particles | boxes
+    data: Any = None  # 2D scalar snapshot (grids) or (n,) attribute (particles)
+    mask: Any = None
+    positions: Any = None
+    lo: Any = None  # boxes
+    hi: Any = None
+    level: Any = None
+    vmin: Any = None  # device scalars computed on the engine stream (read after `event`)
+    vmax: Any = None
+    symmetric: bool = False
+    slice_index: int = 0
+    slice_count: int = 1
+    bounds: Any = None
+    event: Any = None  # CUDA event recorded after the snapshot; None on NumPy
+    backend: str = "numpy"
+    fields: tuple[str, ...] = ()
+    attributes: tuple[str, ...] = ()  # particles: the attributes one can colour by
+    spacing: float = 1.0  # grid spacing: the image spans nx*spacing × ny*spacing
+    overlay: Any = None  # (n, 2) positions of particles drawn over a 2D grid field
+    attribute: str | None = None
+
+    def ready(self) -> bool:
+        return self.event is None or self.event.done
+
+
+@dataclass
+class Stats:
+    """Timing figures the status bar and HUD show (host floats, already resolved)."""
+
+    wall: float
+    step: int
+    steps_per_s: float
+    updates_per_s: float
+    gbytes_per_s: float
+    roofline_pct: float | None
+    phase_ms: dict[str, float]
+    selection: dict
+
+
+def _magnitude(xp, v):
+    return xp.sqrt(xp.sum(v * v, axis=0))
+
+
+RANGE_SAMPLE = 1 << 16  # points the auto colour range is estimated from
+
+
+def display_range(xp, data, symmetric: bool):
+    """Robust auto range as device scalars: 0.5–99.5 percentiles (as the headless PNG writer),
+    estimated on a strided subsample of ≤ 65 536 points so it stays cheap at 2048² and above.
+    Peaks at walls (vorticity at a cylinder) would otherwise wash out the whole picture."""
+    stride = 1
+    while data.size // (stride * stride) > RANGE_SAMPLE:
+        stride *= 2
+    sample = data[::stride, ::stride].ravel()
+    sample = xp.where(xp.isfinite(sample), sample, xp.float32(0))
+    lo, hi = xp.percentile(sample, xp.asarray([0.5, 99.5], dtype=xp.float32))
+    if symmetric:
+        m = xp.maximum(xp.abs(lo), xp.abs(hi))
+        return -m, m
+    return lo, hi
+
+
+def snapshot(engine, view: ViewRequest, seq: int) -> FramePacket:
+    """Copy what is shown out of the engine state, on the engine's stream (no host sync)."""
+    xp = engine.xp
+    fields = engine.fields()
+    names = tuple(fields)
+    name = view.field if view.field in fields else names[0]
+    f = fields[name]
+    common = dict(seq=seq, step=engine.step_count, time=engine.time, field_name=name,
+                  backend=engine.backend.name, fields=names)
+    if isinstance(f, Grid2D | Grid3D):
+        data = f.data
+        mask = f.mask
+        if f.kind == "vector":
+            data = _magnitude(xp, data) if view.component == "magnitude" else data["xyz".index(view.component)]
+        slice_index, slice_count = 0, 1
+        if isinstance(f, Grid3D):
+            ax = SLICE_AXES[view.slice_axis]
+            slice_count = data.shape[ax]
+            slice_index = min(slice_count - 1, max(0, int(round(view.slice_pos * (slice_count - 1)))))
+            data = xp.take(data, slice_index, axis=ax)
+            if mask is not None:
+                mask = xp.take(mask, slice_index, axis=ax)
+        data = xp.ascontiguousarray(data, dtype=xp.float32).copy()
+        vmin, vmax = display_range(xp, data, f.symmetric)
+        pk = FramePacket(kind="grid3d" if isinstance(f, Grid3D) else "grid2d", data=data,
+                         mask=None if mask is None else xp.asarray(mask, dtype=bool).copy(),
+                         vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
+                         slice_count=slice_count, spacing=f.spacing, **common)
+        if isinstance(f, Grid2D) and view.particles_overlay:
+            tracers = next((p for p in fields.values() if isinstance(p, Particles)
+                            and p.positions.ndim == 2 and p.positions.shape[1] == 2), None)
+            if tracers is not None:
+                pk.overlay = xp.asarray(tracers.positions, dtype=xp.float32).copy()
+    elif isinstance(f, Particles):
+        attr_name = view.attribute if view.attribute in f.attributes else next(iter(f.attributes), None)
+        attr = None if attr_name is None else xp.asarray(f.attributes[attr_name], dtype=xp.float32).copy()
+        pk = FramePacket(kind="particles", positions=xp.asarray(f.positions, dtype=xp.float32).copy(),
+                         data=attr, bounds=f.bounds, attributes=tuple(f.attributes), attribute=attr_name,
+                         **common)
+        if attr is not None:
+            pk.vmin, pk.vmax = xp.min(attr), xp.max(attr)
+    elif isinstance(f, Boxes):
+        pk = FramePacket(kind="boxes", lo=xp.asarray(f.lo, dtype=xp.float32).copy(),
+                         hi=xp.asarray(f.hi, dtype=xp.float32).copy(),
+                         level=None if f.level is None else xp.asarray(f.level).copy(), **common)
+    else:  # pragma: no cover - the contract has four kinds
+        raise TypeError(f"unknown field kind {type(f).__name__}")
+    if engine.backend.is_gpu:
+        pk.event = xp.cuda.Event(block=False, disable_timing=True)
+        pk.event.record(engine.stream)
+    return pk
+
+
+class SimulationWorker:
+    """Runs an engine in a daemon thread. All public methods are safe to call from the UI thread."""
+
+    def __init__(self, preset, backend: str = "auto", display_interval: float = 1 / 30,
+                 checkpoint_interval: float = 3.0, history_seconds: float = 30.0):
+        self.backend_name = backend
+        self.display_interval = display_interval
+        self.checkpoint_interval = checkpoint_interval
+        self.log_interval = 1.0
+        self.commands: queue.Queue[Command] = queue.Queue()
+        self.notices: queue.Queue[Notice] = queue.Queue()
+        self.view = ViewRequest(field=preset.view.field, slice_axis=preset.view.slice_axis)
+        self._preset = preset
+        self._packet: FramePacket | None = None
+        self._packet_lock = threading.Lock()
+        self._stats: Stats | None = None
+        self.history: deque[Stats] = deque()
+        self.history_seconds = history_seconds
+        self.running = False
+        self.diverged: str | None = None
+        self.last_good: dict | None = None  # host checkpoint of the last finite state
+        self.engine = None
+        self.timing_log = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._seq = 0
+        self._thread = threading.Thread(target=self._main, name="nagare-sim", daemon=True)
+
+    # ---- UI side ------------------------------------------------------------------------
+    def start(self) -> SimulationWorker:
+        self._thread.start()
+        return self
+
+    def send(self, kind: str, **args) -> None:
+        self.commands.put(Command(kind, args))
+        self._wake.set()
+
+    def latest_packet(self) -> FramePacket | None:
+        with self._packet_lock:
+            return self._packet
+
+    def latest_stats(self) -> Stats | None:
+        return self._stats
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def drain_notices(self) -> list[Notice]:
+        out = []
+        while True:
+            try:
+                out.append(self.notices.get_nowait())
+            except queue.Empty:
+                return out
+
+    # ---- worker side --------------------------------------------------------------------
+    def _notify(self, kind: str, text: str = "", payload=None) -> None:
+        self.notices.put(Notice(kind, text, payload))
+
+    def _build(self, preset, variants: dict | None = None) -> None:
+        from nagare.app.timinglog import TimingLog
+
+        backend = get_backend(self.backend_name)
+        engine = create_engine(preset, backend, variants=variants)
+        self.engine, self._preset = engine, preset
+        self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
+        self.diverged = None
+        self.last_good = None
+        self._t_last_ckpt = 0.0
+        self.history.clear()
+        self._publish(force=True)
+        self._notify("engine", f"{engine.family} on {backend.name}", payload=engine)
+
+    def _main(self) -> None:
+        try:
+            self._build(self._preset)
+        except Exception as exc:  # a preset that cannot be built: say so, keep the thread for the next one
+            log.exception("nagare: cannot build engine")
+            self._notify("error", _one_line(exc))
+        self._t_publish = time.perf_counter()
+        self._t_steps = (time.perf_counter(), self.engine.step_count if self.engine else 0)
+        while not self._stop.is_set():
+            pending_steps = self._apply_commands()
+            if self.engine is None or (not self.running and pending_steps == 0):
+                self._wake.wait(0.05)
+                self._wake.clear()
+                continue
+            n = pending_steps or self._preset.run.steps_per_frame
+            try:
+                self.engine.step(n)
+            except Exception as exc:
+                self._fail(exc)
+                continue
+            self._publish(force=pending_steps > 0)
+
+    def _apply_commands(self) -> int:
+        steps = 0
+        while True:
+            try:
+                cmd = self.commands.get_nowait()
+            except queue.Empty:
+                return steps
+            try:
+                steps += self._apply(cmd) or 0
+            except NagareError as exc:
+                self._notify("error", str(exc))
+            except Exception as exc:
+                log.exception("nagare: command %s failed", cmd.kind)
+                self._notify("error", _one_line(exc))
+
+    def _apply(self, cmd: Command) -> int | None:
+        a, eng = cmd.args, self.engine
+        if cmd.kind == "preset":
+            self.running = False
+            self._build(a["preset"], a.get("variants"))
+            return None
+        if cmd.kind == "view":
+            for k, v in a.items():
+                setattr(self.view, k, v)
+            if eng is not None:
+                self._publish(force=True)
+            return None
+        if eng is None:
+            raise NagareError("no engine is loaded; open a preset")
+        if cmd.kind == "play":
+            if self.diverged:
+                raise NagareError(f"the run diverged ({self.diverged}); reset or load the last good checkpoint")
+            self.running = True
+        elif cmd.kind == "pause":
+            self.running = False
+        elif cmd.kind == "toggle":
+            if self.running:
+                self.running = False
+            else:
+                return self._apply(Command("play"))
+        elif cmd.kind == "step":
+            if self.diverged:
+                raise NagareError(f"the run diverged ({self.diverged}); reset or load the last good checkpoint")
+            return int(a.get("n", 1))
+        elif cmd.kind == "reset":
+            self._build(self._preset, dict(eng.selection))
+            self._notify("info", "reset to the initial state")
+        elif cmd.kind == "variant":
+            axis = registry.axes(eng.family).get(a["axis"])
+            if axis is not None and not axis.live:
+                # Not switchable between steps (its registration says so): rebuild from the
+                # initial state with the new choice, and say that the run was reset.
+                self._build(self._preset, dict(eng.selection, **{a["axis"]: a["choice"]}))
+                self._notify("info", f"{a['axis']} = {a['choice']} is not a live switch: the run was reset")
+            else:
+                eng.set_variant(**{a["axis"]: a["choice"]})
+                self._publish(force=True)
+            self._notify("variant", f"{a['axis']} = {a['choice']}", payload=dict(self.engine.selection))
+        elif cmd.kind == "checkpoint":
+            ckpt = _owned_checkpoint(eng)
+            self._notify("checkpoint", a.get("path", ""), payload=ckpt)
+        elif cmd.kind == "restore":
+            ckpt = a["checkpoint"] if "checkpoint" in a else self.last_good
+            if ckpt is None:
+                raise NagareError("no good checkpoint is kept yet")
+            eng.restore(ckpt)
+            self.diverged = None
+            self._publish(force=True)
+            self._notify("info", f"state restored to step {eng.step_count}")
+        elif cmd.kind == "call":  # run fn(engine) on this thread; result comes back as a notice
+            self._notify("result", a.get("tag", ""), payload=a["fn"](eng))
+        else:
+            raise NagareError(f"unknown command {cmd.kind!r}")
+        return None
+
+    def _fail(self, exc: Exception) -> None:
+        self.running = False
+        if isinstance(exc, Diverged):
+            self.diverged = exc.detail
+            self._notify("diverged", str(exc) + (
+                "; paused — the last good checkpoint (step "
+                f"{self.last_good['meta']['step']}) can be restored" if self.last_good else "; paused"))
+        else:
+            log.exception("nagare: step failed")
+            self._notify("error", _one_line(exc))
+
+    def _publish(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self._t_publish < self.display_interval:
+            return
+        eng = self.engine
+        try:
+            eng.diagnostics()  # raises Diverged on NaN/Inf (a device sync, once per frame)
+        except Diverged as exc:
+            self._fail(exc)
+            return
+        self._t_publish = now
+        self._seq += 1
+        with eng._on_stream():
+            pk = snapshot(eng, self.view, self._seq)
+        with self._packet_lock:
+            self._packet = pk
+        self._record_stats(now)
+        if now - self._t_last_ckpt > self.checkpoint_interval:
+            self.last_good = _owned_checkpoint(eng)  # finite: diagnostics just said so
+            self._t_last_ckpt = now
+
+    def _record_stats(self, now: float) -> None:
+        eng = self.engine
+        t0, s0 = getattr(self, "_t_steps", (now, eng.step_count))
+        dt = now - t0
+        sps = (eng.step_count - s0) / dt if dt > 0 and eng.step_count >= s0 else 0.0
+        if dt > 0.5 or eng.step_count < s0:
+            self._t_steps = (now, eng.step_count)
+            if eng.step_count >= s0 and dt > 0:
+                self._sps = sps
+        rep = eng.timings
+        if self.timing_log is not None and now - getattr(self, "_t_log", 0.0) >= self.log_interval:
+            self.timing_log.record()  # one row per second: an hour-long session stays small
+            self._t_log = now
+        st = Stats(wall=time.time(), step=eng.step_count, steps_per_s=getattr(self, "_sps", sps),
+                   updates_per_s=rep.updates_per_s, gbytes_per_s=rep.gbytes_per_s,
+                   roofline_pct=None if rep.roofline_fraction is None else 100 * rep.roofline_fraction,
+                   phase_ms=dict(rep.phase_ms_per_step), selection=dict(eng.selection))
+        self._stats = st
+        self.history.append(st)
+        while self.history and st.wall - self.history[0].wall > self.history_seconds:
+            self.history.popleft()
+
+
+def _owned_checkpoint(engine) -> dict:
+    """engine.checkpoint() with arrays the checkpoint owns: on NumPy, asnumpy() returns the live
+    state arrays themselves, which the next steps would overwrite."""
+    import numpy as np
+
+    ckpt = engine.checkpoint()
+    ckpt["arrays"] = {k: np.array(v, copy=True) for k, v in ckpt["arrays"].items()}
+    return ckpt
+
+
+def _one_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if not isinstance(exc, NagareError) else text

@@ -1,0 +1,58 @@
+"""``nagare stencil list|show``: the stencil framework's built-in stencils and their generated CUDA."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nagare stencil", description="Show stencils and the CUDA generated from them.")
+    sub = p.add_subparsers(dest="action", required=True)
+    sub.add_parser("list", help="the built-in stencils")
+    s = sub.add_parser("show", help="print a stencil's traced update and its generated CUDA source")
+    s.add_argument("name", help="a built-in stencil (see `nagare stencil list`) or module:attribute")
+    s.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    s.add_argument("--boundary", choices=("periodic", "fixed"), default="periodic")
+    return p
+
+
+def resolve(name: str):
+    from nagare.engine.stencil import Stencil, StencilError
+    from nagare.engine.stencil.library import LIBRARY
+
+    if name in LIBRARY:
+        return LIBRARY[name]
+    if ":" not in name:
+        raise StencilError(f"unknown stencil {name!r}; built-in: {', '.join(sorted(LIBRARY))}; "
+                           f"or give module:attribute")
+    mod_name, attr = name.split(":", 1)
+    try:
+        obj = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise StencilError(f"cannot load stencil {name!r}: {exc}") from None
+    if not isinstance(obj, Stencil):
+        raise StencilError(f"{name} is a {type(obj).__name__}, not a stencil (decorate it with @stencil(...))")
+    return obj
+
+
+def main(argv: list[str] | None = None) -> int:
+    from nagare.engine.errors import NagareError
+    from nagare.engine.stencil import generate
+    from nagare.engine.stencil.library import LIBRARY
+
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if args.action == "list":
+            for name, st in sorted(LIBRARY.items()):
+                doc = (st.fn.__doc__ or "").strip().splitlines()
+                print(f"{name:12s} {st.ndim}D  {', '.join(st.inputs)} -> {', '.join(st.outputs)}  "
+                      f"{doc[0] if doc else ''}")
+            return 0
+        st = resolve(args.name)
+        print("/*\n" + st.describe() + "\n*/")
+        print(generate(st, args.dtype, args.boundary), end="")
+        return 0
+    except NagareError as exc:
+        print(f"nagare: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,91 @@
+"""Parameter spaces: named axes with their values, plus constraints that say why a point is invalid."""
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+Config = dict  # {axis name: value}
+Constraint = Callable[[Config], "str | None"]  # None = valid, else the reason it cannot run
+
+
+@dataclass(frozen=True)
+class Space:
+    """A finite product space ``axes`` (ordered) restricted by ``constraints``."""
+
+    axes: dict[str, tuple]
+    constraints: tuple[Constraint, ...] = field(default=())
+
+    def __post_init__(self):
+        for name, values in self.axes.items():
+            if not values:
+                raise ValueError(f"tuning axis '{name}' has no values")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.axes)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for v in self.axes.values():
+            n *= len(v)
+        return n
+
+    def key(self, cfg: Config) -> tuple:
+        return tuple(cfg[n] for n in self.names)
+
+    def config(self, key: Sequence) -> Config:
+        return dict(zip(self.names, key))
+
+    def all_keys(self) -> list[tuple]:
+        return list(itertools.product(*self.axes.values()))
+
+    def contains(self, cfg: Config) -> bool:
+        return set(cfg) == set(self.names) and all(cfg[n] in self.axes[n] for n in self.names)
+
+    def invalid_reason(self, cfg: Config) -> str | None:
+        for c in self.constraints:
+            reason = c(cfg)
+            if reason:
+                return reason
+        return None
+
+
+def max_threads(limit: int = 1024, axes: tuple[str, ...] = ("bx", "by")) -> Constraint:
+    def check(cfg: Config) -> str | None:
+        n = 1
+        for a in axes:
+            n *= cfg[a]
+        return f"{n} threads per block > {limit}" if n > limit else None
+
+    return check
+
+
+def max_shared_bytes(bytes_of: Callable[[Config], int], limit: int) -> Constraint:
+    """Invalid when the candidate's shared memory (e.g. an LBM tile with its halo) exceeds ``limit``
+    (the device's per-block opt-in maximum: cupy ``Device().attributes['MaxSharedMemoryPerBlockOptin']``)."""
+    def check(cfg: Config) -> str | None:
+        need = int(bytes_of(cfg))
+        return f"needs {need} B of shared memory > {limit} B per block" if need > limit else None
+
+    return check
+
+
+def product_space(axes: dict, *constraints: Constraint) -> Space:
+    """A generic space for any engine, e.g. LBM blocking ``{"tile": (16, 32, 64), "ts": (1, 2, 4), "tr": (1, 2)}``
+    or SPH ``{"block": (64, 128, 256, 512)}``; the launch callable compiles/launches per candidate and may
+    raise (failed compile, launch out of resources): the tuner then skips that candidate with the reason."""
+    return Space({k: tuple(v) for k, v in axes.items()}, tuple(constraints))
+
+
+# P2's table 1: threads in x, threads in y, z-marching length.
+STENCIL_BX = (4, 8, 16, 32, 64, 128)
+STENCIL_BY = (1, 2, 4, 8, 16)
+STENCIL_ZMARCH = (1, 2, 4, 8, 16)
+
+
+def stencil_space(bx=STENCIL_BX, by=STENCIL_BY, zmarch=STENCIL_ZMARCH, max_block_threads: int = 1024) -> Space:
+    """P2's launch space for z-marching stencil kernels (150 points with the paper's values)."""
+    return Space({"bx": tuple(bx), "by": tuple(by), "zmarch": tuple(zmarch)},
+                 (max_threads(max_block_threads, ("bx", "by")),))

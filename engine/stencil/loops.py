@@ -1,0 +1,184 @@
+"""P2's loop engines: run one stencil sweep over a grid, on the host or the device.
+
+- ``host``: vectorised NumPy evaluation (:mod:`.host`); works on CuPy arrays too (``xp``).
+- ``device``: the generated z-marching CUDA kernel with a fixed launch configuration
+  (P2's default (128,1,1), z-march 2, unless given).
+- ``device-autotune``: the same kernel; each call's launch configuration comes from a
+  :class:`~nagare.engine.autotune.Tuner` (one per loop = per call site, like P2's
+  ``DeviceAutoTuningInfo``), which times live calls and settles on the fastest.
+
+Generated kernels are compiled with NVRTC through CuPy, with ``--fmad=false`` so that no
+multiply-add is fused: every operation rounds like NumPy's, and host and device results agree
+bit for bit (except ``sqrt/exp/sin/cos``, which are within CUDA's documented ulp bounds). The
+cost is nil for memory-bound stencils.
+"""
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import numpy as np
+
+from .codegen import generate, kernel_name, output_at_line
+from .expr import StencilError
+from .host import BOUNDARIES, check_arrays, evaluate
+
+ENGINES = ("host", "device", "device-autotune")
+DEFAULT_BLOCK = (128, 1)
+DEFAULT_ZMARCH = 2
+COMPILE_OPTIONS = ("--fmad=false",)
+
+
+class StencilCompileError(StencilError):
+    """NVRTC rejected the generated source; the message names the user's expression."""
+
+
+def format_compile_error(st, source: str, log: str) -> str:
+    m = re.search(r"\((\d+)\): (?:catastrophic )?error:?\s*(.*)", log)
+    where = f"stencil '{st.name}' ({st.location})"
+    if not m:
+        first = next((ln for ln in log.splitlines() if ln.strip()), "no compiler output")
+        return f"{where}: CUDA compile failed: {first.strip()}"
+    line, msg = int(m.group(1)), m.group(2).strip()
+    out = output_at_line(source, line)
+    at = f" in output {out}" if out else f" at generated line {line}"
+    return f"{where}: CUDA compile failed{at}: {msg} (see `nagare stencil show {st.name}`)"
+
+
+@cache
+def _compiled(source: str, name: str, options: tuple[str, ...]):
+    import cupy
+
+    from .. import cuda
+
+    mod = cupy.RawModule(code=source, options=cuda.DEFAULT_OPTIONS + options)
+    return mod.get_function(name)
+
+
+def compile_kernel(st, dtype, boundary: str):
+    import cupy
+
+    source = generate(st, dtype, boundary)
+    try:
+        return _compiled(source, kernel_name(st, dtype, boundary), COMPILE_OPTIONS)
+    except cupy.cuda.compiler.CompileException as exc:
+        raise StencilCompileError(format_compile_error(st, source, str(exc))) from None
+
+
+def gpu_name(cp) -> str:
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def launch_grid(st, shape, boundary: str, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
+    """CUDA grid of the generated kernel: blocks tile the updated range of x and y (3D) and z is
+    split into runs of ``zmarch`` planes; in 2D, y is the marched axis (runs of ``zmarch`` rows
+    per thread)."""
+    lo = [0 if boundary == "periodic" else h for h in st.halo]
+    ex = [n - 2 * h for n, h in zip(tuple(shape)[::-1], lo)]  # x, y[, z] update lengths
+    if st.ndim == 3:
+        return (-(-ex[0] // bx), -(-ex[1] // by), -(-ex[2] // zmarch))
+    return (-(-ex[0] // bx), -(-ex[1] // (by * zmarch)), 1)
+
+
+class Loop:
+    """One call site applying ``st`` to arrays of ``shape``/``dtype`` with one loop engine."""
+
+    def __init__(self, st, shape, dtype, *, boundary: str = "periodic", engine: str = "host", xp=None,
+                 block: tuple[int, int] = DEFAULT_BLOCK, zmarch: int = DEFAULT_ZMARCH, tune: dict | None = None,
+                 tune_cache=True, stream=None):
+        if engine not in ENGINES:
+            raise StencilError(f"unknown loop engine {engine!r}; allowed: {', '.join(ENGINES)}")
+        if boundary not in BOUNDARIES:
+            raise StencilError(f"unknown boundary {boundary!r}; allowed: {', '.join(BOUNDARIES)}")
+        self.st, self.shape, self.dtype = st, tuple(int(n) for n in shape), np.dtype(dtype)
+        if len(self.shape) != st.ndim:
+            raise StencilError(f"stencil '{st.name}' is {st.ndim}D but the grid {self.shape} is {len(self.shape)}D")
+        self.boundary, self.engine = boundary, engine
+        self.xp = xp if xp is not None else np
+        self.block, self.zmarch = tuple(block), int(zmarch)
+        self.tuner = None
+        self._checked: set = set()
+        self.last_config: dict | None = None
+        if engine == "host":
+            return
+        import cupy
+
+        self._cp = cupy
+        self.kernel = compile_kernel(st, self.dtype, boundary)
+        self._dims = [np.int32(n) for n in self.shape[::-1]]
+        if engine == "device-autotune":
+            from ..autotune import EventTimer, Tuner, default_cache, stencil_space, tune_key
+
+            cache_obj = default_cache() if tune_cache is True else (tune_cache or None)
+            key = tune_key(gpu_name(cupy), f"stencil:{st.name}:{st.fingerprint}", self.shape, self.dtype,
+                           {"boundary": boundary})
+            # One warm-up and two timed calls per candidate: 435 tuning calls for P2's 145 valid
+            # points, so the exhaustive search is paid back well within the first thousand steps.
+            opts = {"warmup": 1, "repeats": 2, **(tune or {})}
+            space = opts.pop("space", None) or stencil_space()
+            self.tuner = Tuner(space, EventTimer(cupy, stream), key=key, cache=cache_obj,
+                               start={"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch},
+                               label=f"stencil {st.name} {'x'.join(map(str, self.shape))}", **opts)
+
+    # ---- launch ------------------------------------------------------------------------------
+    def grid(self, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
+        return launch_grid(self.st, self.shape, self.boundary, bx, by, zmarch)
+
+    def _prepare(self, cfg: dict, args: tuple):
+        """Everything host-side for one launch; returns the launch itself (what the tuner times)."""
+        bx, by, zm = cfg["bx"], cfg["by"], cfg["zmarch"]
+        limit = self.kernel.max_threads_per_block
+        if bx * by > limit:
+            raise ValueError(f"{bx * by} threads per block > this kernel's limit {limit} (registers)")
+        grid, block, full = self.grid(bx, by, zm), (bx, by, 1), args + (np.int32(zm),)
+        self.last_config = cfg
+        kernel = self.kernel
+        return lambda: kernel(grid, block, full)
+
+    def _launch(self, cfg: dict, args: tuple) -> None:
+        self._prepare(cfg, args)()
+
+    def __call__(self, **kw) -> None:
+        """One sweep: ``loop(f=f, fn=fn, r=0.1)`` — arrays and params by name."""
+        st = self.st
+        arrays = {k: v for k, v in kw.items() if k in st.inputs or k in st.outputs}
+        params = {k: v for k, v in kw.items() if k not in arrays}
+        # Engines call with the same few buffers every step (swapped): check each binding once.
+        binding = (tuple(sorted(params)), tuple((k, id(v), v.shape, v.dtype) for k, v in sorted(arrays.items())))
+        if binding not in self._checked:
+            check_arrays(st, arrays, params, self.shape, self.dtype, self.boundary)
+            if len(self._checked) > 64:
+                self._checked.clear()
+            self._checked.add(binding)
+        if self.engine == "host":
+            evaluate(st, self.xp, arrays, params, self.boundary)
+            return
+        scalar = self.dtype.type
+        args = (tuple(arrays[n] for n in st.inputs) + tuple(arrays[n] for n in st.outputs)
+                + tuple(scalar(params[n]) for n in st.params) + tuple(self._dims))
+        if self.tuner is None:
+            self._launch({"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch}, args)
+        else:
+            self.tuner(lambda cfg: self._prepare(cfg, args))
+
+    def run_with(self, cfg: dict, **kw) -> None:
+        """One sweep with an explicit launch configuration (benchmarks, equivalence tests)."""
+        st = self.st
+        arrays = {k: v for k, v in kw.items() if k in st.inputs or k in st.outputs}
+        params = {k: v for k, v in kw.items() if k not in arrays}
+        check_arrays(st, arrays, params, self.shape, self.dtype, self.boundary)
+        scalar = self.dtype.type
+        args = (tuple(arrays[n] for n in st.inputs) + tuple(arrays[n] for n in st.outputs)
+                + tuple(scalar(params[n]) for n in st.params) + tuple(self._dims))
+        self._launch(cfg, args)
+
+    def state(self) -> dict:
+        """What the HUD shows: the loop engine, the launch configuration and the tuner's state."""
+        out = {"engine": self.engine, "stencil": self.st.name}
+        if self.engine == "device":
+            out["config"] = {"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch}
+        if self.tuner is not None:
+            out.update(self.tuner.state())
+        return out

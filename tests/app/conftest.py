@@ -1,0 +1,57 @@
+"""App-test fixtures: a real MainWindow (Qt + VisPy on Mesa under Xvfb) and a fake engine family."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def _vispy_on_qt():
+    """Qt for the window tests (not autouse: the GPU interop test picks VisPy's EGL backend)."""
+    vispy = pytest.importorskip("vispy")
+    pytest.importorskip("PyQt6")
+    vispy.use(app="pyqt6")
+
+
+@pytest.fixture
+def fake_family(monkeypatch):
+    """Registers the tests' fake2d family (imported lazily: the registry walk must not see it)."""
+    from nagare.engine import families
+
+    from tests.app import fake_engine
+
+    monkeypatch.setitem(families.FAMILIES, "fake2d", "tests.app.fake_engine")
+    return fake_engine
+
+
+@pytest.fixture
+def fake_preset(tmp_path, fake_family):
+    def write(name="fake", text=""):
+        path = tmp_path / f"{name}.toml"
+        path.write_text('engine = "fake2d"\ndescription = "fake engine for the app tests"\n' + text)
+        return path
+    return write
+
+
+@pytest.fixture
+def make_window(qtbot, tmp_path, _vispy_on_qt):
+    from nagare.app.gui.window import MainWindow
+
+    made = []
+
+    def make(preset=None, **kw):
+        kw.setdefault("output_dir", tmp_path / "out")
+        kw.setdefault("backend", "numpy")
+        w = MainWindow(None if preset is None else str(preset), **kw)
+        qtbot.addWidget(w)
+        w.resize(1100, 720)
+        w.show()
+        qtbot.waitExposed(w)
+        w.activateWindow()  # shortcuts (Space, N, R, …) act in the active window
+        qtbot.waitUntil(lambda: w.isActiveWindow(), timeout=5000)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        w.close()
+        assert not w.worker.alive, "the simulation thread must stop with the window"

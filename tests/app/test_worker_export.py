@@ -1,0 +1,130 @@
+"""The simulation worker and the exporters without a window (no display needed)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+
+def _wait(pred, timeout=10.0):
+    t0 = time.perf_counter()
+    while not pred():
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("condition not reached")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def worker(fake_preset):
+    from nagare.app.gui.worker import SimulationWorker
+    from nagare.engine.presets import load_preset
+
+    w = SimulationWorker(load_preset(fake_preset(), backend="numpy"), "numpy").start()
+    _wait(lambda: w.latest_packet() is not None)
+    yield w
+    w.stop()
+    assert not w.alive
+
+
+def test_worker_runs_without_any_consumer(worker):
+    """Nobody reads the packets: the worker overwrites the mailbox and keeps stepping."""
+    worker.send("play")
+    _wait(lambda: worker.engine.step_count > 200)
+    seq = worker.latest_packet().seq
+    _wait(lambda: worker.latest_packet().seq > seq + 3)
+
+
+def test_packet_is_a_snapshot_not_live_state(worker):
+    worker.send("view", field="rho")
+    _wait(lambda: worker.latest_packet().field_name == "rho")
+    pk = worker.latest_packet()
+    before = np.array(pk.data, copy=True)
+    worker.send("step", n=50)
+    _wait(lambda: worker.engine.step_count >= 50)
+    np.testing.assert_array_equal(pk.data, before)
+    assert not np.shares_memory(pk.data, worker.engine.rho)
+
+
+def test_commands_apply_between_steps_in_order(worker):
+    worker.send("step", n=7)
+    worker.send("variant", axis="kernel", choice="slices")
+    worker.send("step", n=5)
+    _wait(lambda: worker.engine.step_count == 12)
+    assert worker.engine.selection["kernel"] == "slices"
+    kinds = [n.kind for n in worker.drain_notices()]
+    assert "variant" in kinds and "error" not in kinds
+
+
+def test_unavailable_variant_is_an_error_notice(worker):
+    worker.drain_notices()
+    worker.send("variant", axis="kernel", choice="gpu-only")
+    _wait(lambda: not worker.notices.empty())
+    notes = [n for n in worker.drain_notices() if n.kind == "error"]
+    assert notes and "needs a CUDA GPU" in notes[0].text
+    assert worker.engine.selection["kernel"] == "roll"
+
+
+def test_vtk_particles_and_boxes_headers(tmp_path, fake_preset):
+    from nagare.app.gui.export import host_fields, write_vtk
+    from nagare.engine.backend import get_backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    eng = create_engine(load_preset(fake_preset(), backend="numpy"), get_backend("numpy"))
+    paths = {p.stem.split("_", 1)[1]: p for p in write_vtk(host_fields(eng), tmp_path, "t")}
+    assert set(paths) == {"rho", "u", "tracers", "tree"}
+    tracers = paths["tracers"].read_bytes()
+    assert b"DATASET POLYDATA\nPOINTS 32 float\n" in tracers and b"VERTICES 32 64" in tracers
+    assert b"SCALARS radius float 1" in tracers
+    tree = paths["tree"].read_bytes()
+    assert b"POINTS 96 float" in tree and b"LINES 48 144" in tree  # 4 boxes × 12 edges
+    u = paths["u"].read_bytes()
+    assert b"VECTORS u float" in u and b"DIMENSIONS 64 48 1" in u
+
+
+def test_video_recorder_crops_odd_sizes(tmp_path):
+    import imageio.v2 as imageio
+    from nagare.app.gui.export import VideoRecorder
+
+    rec = VideoRecorder(tmp_path / "v.mp4", fps=10)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        rec.append(rng.integers(0, 255, (101, 133, 4), dtype=np.uint8))
+    assert rec.close() == tmp_path / "v.mp4"
+    r = imageio.get_reader(tmp_path / "v.mp4")
+    assert r.count_frames() == 5 and r.get_data(0).shape == (100, 132, 3)
+    r.close()
+    assert not list(tmp_path.glob(".*tmp*")), "the temporary file must be gone"
+
+
+def test_export_failures_are_one_line_errors(tmp_path):
+    from nagare.app.gui.export import ExportError, VideoRecorder, save_png, write_checkpoint
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ExportError, match="cannot write"):
+        save_png(np.zeros((4, 4, 3), np.uint8), blocker / "a.png")
+    with pytest.raises(ExportError, match="cannot"):
+        write_checkpoint({"meta": {}, "arrays": {}}, blocker / "c.npz")
+    with pytest.raises(ExportError, match="cannot record"):
+        VideoRecorder(blocker / "v.mp4")
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_display_range_is_robust_to_peaks(symmetric):
+    """A few wall peaks (vorticity at a cylinder) must not set the colour range."""
+    from nagare.app.gui.worker import display_range
+
+    rng = np.random.default_rng(3)
+    data = rng.normal(0.0, 1.0, (1024, 768)).astype(np.float32)
+    data[::97, ::89] = 500.0  # sparse outliers, ~0.01 % of the points
+    data[5, 7] = np.nan
+    lo, hi = display_range(np, data, symmetric)
+    finite = data[np.isfinite(data)]
+    ref_lo, ref_hi = np.percentile(finite, [0.5, 99.5])
+    if symmetric:
+        ref_lo, ref_hi = -max(-ref_lo, ref_hi), max(-ref_lo, ref_hi)
+    # a 1/16 subsample estimates the 0.5/99.5 percentiles of N(0,1) (±2.58) to about ±0.05
+    np.testing.assert_allclose([lo, hi], [ref_lo, ref_hi], atol=0.08)
+    assert hi < 5.0

@@ -1,0 +1,67 @@
+"""`nagare tune show|clear`, `nagare stencil list|show`, and the stencil benchmark's table."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from nagare.app.cli import main
+from nagare.engine.autotune import TuneCache, tune_key
+from nagare.engine.backend import cupy_available
+from nagare.engine.stencil.bench import format_table
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_tune_show_and_clear(cache_dir, capsys):
+    cache = TuneCache(cache_dir / "autotune.json")
+    cache.put(tune_key("NVIDIA H200", "stencil:diffusion7:abc", (512, 512, 512), np.float32, {"boundary": "periodic"}),
+              {"bx": 128, "by": 1, "zmarch": 2}, 0.31)
+    cache.put(tune_key("NVIDIA H200", "lbm:fused", (256, 256), np.float32), {"tile": 32}, 0.5)
+    assert main(["tune", "show"]) == 0
+    out = capsys.readouterr().out
+    assert "2 tuned configuration(s)" in out and "bx=128 by=1 zmarch=2" in out and "512x512x512" in out
+    assert main(["tune", "show", "--json", "--match", "lbm"]) == 0
+    assert list(json.loads(capsys.readouterr().out)) == ["NVIDIA H200|lbm:fused|256x256|float32|[]"]
+    assert main(["tune", "clear", "--match", "stencil:"]) == 0
+    assert "removed 1" in capsys.readouterr().out
+    assert main(["tune", "clear"]) == 0
+    assert "removed 1" in capsys.readouterr().out and cache.load() == {}
+
+
+def test_stencil_list_and_show(capsys):
+    assert main(["stencil", "list"]) == 0
+    assert "diffusion7" in capsys.readouterr().out
+    assert main(["stencil", "show", "wave2d", "--dtype", "float64", "--boundary", "fixed"]) == 0
+    out = capsys.readouterr().out
+    assert 'extern "C" __global__ void nagare_wave2d_fixed_double(' in out and "u_next = " in out
+    assert main(["stencil", "show", "tests.unit.test_stencil:mixed"]) == 0
+    assert "nagare_mixed_periodic_float" in capsys.readouterr().out
+    assert main(["stencil", "show", "nonexistent"]) == 2
+    assert "unknown stencil 'nonexistent'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(cupy_available()[0], reason="checks the no-GPU message")
+def test_bench_stencil_without_gpu_is_one_line(capsys):
+    assert main(["bench", "stencil"]) == 2
+    assert "backend 'cupy' is not available" in capsys.readouterr().err
+
+
+def test_format_table():
+    live = {"strategy": "exhaustive", "pick": {"bx": 8, "by": 16, "zmarch": 8}, "calls": 581, "measured": 145,
+            "overhead_steps": 312.4, "pick_vs_best": 1.012}
+    result = {"device": {"name": "NVIDIA H200"}, "date": "2026-11-21", "bytes_per_point": 8,
+              "copy_bandwidth_GB_s": 4000.0,
+              "rows": [{"mesh": "8x512x512", "best": {"threads": [8, 16, 1], "zmarch": 8, "GB_s": 3000.0,
+                                                       "pct_copy_bw": 75.0},
+                        "fixed_128_1_1_z2": {"GB_s": 500.0, "pct_copy_bw": 12.5}, "speedup_vs_fixed": 6.0,
+                        "autotune": [live, dict(live, strategy="descent", overhead_steps=None)]}]}
+    text = format_table(result)
+    row = ("| 8x512x512 | (8,16,1) | 8 | 3000 | 75.0 | 500 | 12.5 | 6.00× | (8,16,1)/8 (exhaustive) | 1.012 | 581 "
+           "| 312 |")
+    assert row in text
+    assert "(descent) | 1.012 | 581 | — |" in text

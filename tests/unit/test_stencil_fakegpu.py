@@ -1,0 +1,125 @@
+"""The device loop engines' Python glue, driven exactly as on a GPU but with CuPy replaced by a fake
+whose kernels run the generated CUDA through the CPU emulation (tests/unit/fake_cupy.py)."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from nagare.engine.autotune import TuneCache
+from nagare.engine.backend import Backend
+from nagare.engine.stencil import Loop, loops
+from nagare.engine.stencil.library import diffusion7
+
+from tests.unit import cuda_emulator, fake_cupy
+
+pytestmark = pytest.mark.skipif(not cuda_emulator.available(), reason="needs g++ to emulate the kernels")
+
+
+@pytest.fixture
+def fcp(tmp_path, monkeypatch):
+    cp = fake_cupy.make(tmp_path)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path / "cache"))
+    loops._compiled.cache_clear()  # never mix fake kernels with real ones
+    yield cp
+    loops._compiled.cache_clear()
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_device_loop_matches_host(fcp, boundary, rng):
+    shape = (6, 10, 37)
+    f = rng.random(shape).astype(np.float32)
+    want, got = f.copy(), f.copy()
+    Loop(diffusion7, shape, np.float32, boundary=boundary)(f=f, fn=want, r=0.1)
+    loop = Loop(diffusion7, shape, np.float32, boundary=boundary, engine="device", xp=fcp)
+    loop(f=f, fn=got, r=0.1)
+    np.testing.assert_array_equal(got, want)
+    interior = 37 if boundary == "periodic" else 35
+    assert fcp.kernels[-1].launches == [((-(-interior // 128), 10 if boundary == "periodic" else 8,
+                                          3 if boundary == "periodic" else 2), (128, 1, 1))]
+    assert loop.state() == {"engine": "device", "stencil": "diffusion7", "config": {"bx": 128, "by": 1, "zmarch": 2}}
+
+
+def test_autotune_loop_settles_on_the_fastest_and_never_changes_results(fcp, rng, tmp_path):
+    shape = (8, 8, 64)
+    cache = TuneCache(tmp_path / "t.json")
+    loop = Loop(diffusion7, shape, np.float32, engine="device-autotune", xp=fcp, tune_cache=cache,
+                tune={"repeats": 1, "warmup": 0})
+    host = Loop(diffusion7, shape, np.float32)
+    f = rng.random(shape).astype(np.float32)
+    d, dn, h, hn = f.copy(), np.zeros_like(f), f.copy(), np.zeros_like(f)
+    for _ in range(200):
+        loop(f=d, fn=dn, r=0.1)
+        host(f=h, fn=hn, r=0.1)
+        d, dn, h, hn = dn, d, hn, h
+        if loop.tuner.done:
+            break
+    np.testing.assert_array_equal(d, h)
+    st = loop.state()
+    assert st["status"] == "settled" and st["measured"] == 145 and st["invalid"] == 5
+    assert st["best"]["bx"] == 32 and st["best"]["zmarch"] == 4  # the fake cost's minimum
+    assert cache.load()[loop.tuner.key]["config"] == st["best"]
+    assert loop.tuner.key.startswith("Fake GPU|stencil:diffusion7:")
+
+
+def test_diffusion_engine_on_the_fake_gpu_matches_numpy(fcp, rng):
+    from nagare.engine.backend import get_backend
+    from nagare.engine.diffusion3d import Engine, Preset
+
+    preset = Preset.model_validate({"engine": "diffusion3d", "description": "t", "grid": {"nx": 20, "ny": 6, "nz": 5},
+                                    "boundaries": {"kind": "fixed"}, "initial": {"kind": "random"}})
+    gpu = Backend("cupy", fcp, _cupy=fcp)
+    ref = Engine(preset, get_backend("numpy"), variants={"kernel": "array"})
+    ref.step(7)
+    for kernel in ("cuda", "cuda-autotune"):
+        e = Engine(preset, gpu, variants={"kernel": kernel})
+        e._roofline = 1e12
+        e.step(7)
+        np.testing.assert_array_equal(e.f, ref.f, err_msg=kernel)
+        extra = e.timings.extra
+        if kernel == "cuda-autotune":
+            assert extra["autotune"]["calls"] == 7 and extra["autotune"]["engine"] == "device-autotune"
+        else:
+            assert extra["launch"]["config"] == {"bx": 128, "by": 1, "zmarch": 2}
+    e.set_variant(kernel="stencil-host")
+    e.step(3)
+    ref.step(3)
+    np.testing.assert_array_equal(e.f, ref.f)
+    assert "autotune" not in e.timings.extra
+
+
+def test_wave2d_engine_on_the_fake_gpu_matches_the_array_reference(fcp):
+    from nagare.engine.backend import get_backend
+    from nagare.engine.wave2d import Engine, Preset
+
+    for bc in ("periodic", "fixed"):
+        preset = Preset.model_validate({"engine": "wave2d", "description": "t", "grid": {"nx": 19, "ny": 12},
+                                        "boundaries": {"kind": bc}, "initial": {"kind": "random"}})
+        ref = Engine(preset, get_backend("numpy"), variants={"kernel": "array"})
+        ref.step(9)
+        for kernel in ("cuda", "cuda-autotune"):
+            e = Engine(preset, Backend("cupy", fcp, _cupy=fcp), variants={"kernel": kernel})
+            e.step(9)
+            for k, v in ref.state_arrays().items():
+                np.testing.assert_array_equal(e.state_arrays()[k], v, err_msg=f"{bc} {kernel} {k}")
+
+
+def test_stencil_benchmark_runs_end_to_end_on_the_fake_gpu(fcp, monkeypatch):
+    from nagare.engine import backend, device
+    from nagare.engine.stencil import bench
+
+    gpu = Backend("cupy", fcp, _cupy=fcp)
+    monkeypatch.setattr(backend, "get_backend", lambda name="auto": gpu)
+    monkeypatch.setattr(device, "copy_bandwidth", lambda be, refresh=False: 1e9)
+    monkeypatch.setattr(device, "device_info", lambda be: device.DeviceInfo(backend="cupy", name="Fake GPU"))
+    result = bench.bench_stencil([(8, 4, 16)], batches=1, target_batch_ms=0.0)
+    row = result["rows"][0]
+    assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 145
+    # The fake cost is lowest at bx = 32, zmarch = 4 (any by): both the search and the tuners find it.
+    assert row["best"]["threads"][0] == 32 and row["best"]["zmarch"] == 4
+    for live in row["autotune"]:
+        assert live["settled"] and live["pick"]["bx"] == 32 and live["pick"]["zmarch"] == 4, live
+        assert live["pick_vs_best"] == pytest.approx(1.0)
+    assert row["autotune"][1]["measured"] < row["autotune"][0]["measured"]  # descent measures fewer
+    assert "| 8x4x16 | (32," in bench.format_table(result)

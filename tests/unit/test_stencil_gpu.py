@@ -1,0 +1,123 @@
+"""Generated CUDA and the live auto-tuner on a GPU (all gpu-marked; skipped without CUDA)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nagare.engine.autotune import TuneCache, stencil_space
+from nagare.engine.backend import get_backend
+from nagare.engine.stencil import Loop
+from nagare.engine.stencil.library import diffusion7, wave2d
+
+from tests.unit.test_stencil import mixed
+
+pytestmark = pytest.mark.gpu
+
+
+def _run(st, engine, host_arrays, params, boundary, **loop_kw):
+    """One sweep with ``engine``; returns the outputs as host arrays."""
+    cp = pytest.importorskip("cupy")
+    xp = np if engine == "host" else cp
+    arrays = {k: xp.asarray(v.copy()) for k, v in host_arrays.items()}
+    first = host_arrays[st.inputs[0]]
+    loop = Loop(st, first.shape, first.dtype, boundary=boundary, engine=engine, xp=xp, **loop_kw)
+    loop(**arrays, **params)
+    return {o: cp.asnumpy(arrays[o]) if xp is cp else arrays[o] for o in st.outputs}
+
+
+CASES = [
+    (diffusion7, (13, 18, 37), {"r": 0.1}),
+    (wave2d, (45, 70), {"c2": 0.3}),
+    (mixed, (9, 11, 21), {"s": 0.3, "t": 1.7}),
+]
+
+
+@pytest.mark.parametrize("engine", ["device", "device-autotune"])
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("st,shape,params", CASES, ids=[c[0].name for c in CASES])
+def test_device_loop_engines_are_bit_identical_to_host(st, shape, params, dtype, boundary, engine, rng, tmp_path):
+    """Generated CUDA is compiled without FMA contraction: the same roundings as NumPy."""
+    arrays = {n: (rng.random(shape) + 0.5).astype(dtype) for n in st.inputs}
+    arrays.update({n: np.full(shape, -3.0, dtype) for n in st.outputs})
+    want = _run(st, "host", arrays, params, boundary)
+    kw = {"tune_cache": TuneCache(tmp_path / "t.json")} if engine == "device-autotune" else {}
+    got = _run(st, engine, arrays, params, boundary, **kw)
+    for o in st.outputs:
+        np.testing.assert_array_equal(got[o], want[o], err_msg=f"{st.name} output {o}")
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_every_launch_candidate_gives_bit_identical_output(boundary, rng):
+    """Tuning never changes results: all of P2's valid launch configurations agree exactly."""
+    cp = pytest.importorskip("cupy")
+    shape = (19, 20, 37)
+    f = cp.asarray(rng.random(shape).astype(np.float32))
+    loop = Loop(diffusion7, shape, np.float32, boundary=boundary, engine="device", xp=cp)
+    space = stencil_space()
+    reference = None
+    tried = 0
+    for key in space.all_keys():
+        cfg = space.config(key)
+        if space.invalid_reason(cfg):
+            continue
+        fn = cp.full(shape, np.nan, np.float32)
+        if boundary == "fixed":
+            fn[...] = f
+        loop.run_with(cfg, f=f, fn=fn, r=0.1)
+        out = cp.asnumpy(fn)
+        assert np.isfinite(out).all(), f"{cfg} left points unwritten"
+        if reference is None:
+            reference = out
+        else:
+            np.testing.assert_array_equal(out, reference, err_msg=str(cfg))
+        tried += 1
+    assert tried == 145
+
+
+def test_autotune_settles_on_live_calls_persists_and_restarts_tuned(rng, tmp_path):
+    cp = pytest.importorskip("cupy")
+    shape = (24, 32, 64)
+    cache = TuneCache(tmp_path / "autotune.json")
+    space = stencil_space(bx=(16, 32, 64), by=(1, 2, 4), zmarch=(1, 4))
+    f = cp.asarray(rng.random(shape).astype(np.float32))
+    fn = cp.zeros_like(f)
+    loop = Loop(diffusion7, shape, np.float32, engine="device-autotune", xp=cp, tune_cache=cache,
+                tune={"space": space, "repeats": 2})
+    host = Loop(diffusion7, shape, np.float32)
+    h = cp.asnumpy(f)
+    hn = np.zeros_like(h)
+    seen = set()
+    for _ in range(400):
+        loop(f=f, fn=fn, r=0.1)
+        seen.add(tuple(loop.last_config.values()))
+        f, fn = fn, f
+        host(f=h, fn=hn, r=0.1)
+        h, hn = hn, h
+        if loop.tuner.done:
+            break
+    st = loop.state()
+    assert st["status"] == "settled", st
+    assert st["measured"] == space.size and st["best"] is not None and st["best_ms"] > 0
+    assert len(seen) == space.size  # every candidate really ran on a live call
+    np.testing.assert_array_equal(cp.asnumpy(f), h)  # and the run's answer is unchanged
+    entry = next(iter(cache.load().values()))
+    assert entry["config"] == st["best"]
+    again = Loop(diffusion7, shape, np.float32, engine="device-autotune", xp=cp, tune_cache=cache,
+                 tune={"space": space})
+    assert again.state()["status"] == "cached" and again.state()["best"] == st["best"]
+
+
+def test_engine_timings_expose_the_tuner_state():
+    from nagare.engine.diffusion3d import Engine, Preset
+
+    preset = Preset.model_validate({"engine": "diffusion3d", "description": "t", "grid": {"nx": 32, "ny": 32,
+                                                                                         "nz": 32}})
+    e = Engine(preset, get_backend("cupy"), variants={"kernel": "cuda-autotune"})
+    e.step(20)
+    e.flush_timings()
+    extra = e.timings.extra["autotune"]
+    assert extra["engine"] == "device-autotune" and extra["space"] == 150
+    assert extra["calls"] == 20 and extra["status"] in ("tuning", "waiting", "settled", "cached")
+    e.set_variant(kernel="cuda")
+    e.step(2)
+    assert e.timings.extra["launch"]["config"] == {"bx": 128, "by": 1, "zmarch": 2}
