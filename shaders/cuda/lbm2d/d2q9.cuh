@@ -38,6 +38,7 @@ template <typename T, typename S> struct Store {
     __device__ static __forceinline__ void store(S* p, idx_t idx, int, T v) { p[idx] = S(v); }
 };
 typedef unsigned short half_bits;
+#if defined(__CUDA_ARCH__)
 __device__ __forceinline__ float half_to_float(half_bits h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -48,6 +49,19 @@ __device__ __forceinline__ half_bits float_to_half_rn(float f) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
 }
+#else  // host C++ (the CPU emulation in tests/unit): the same IEEE conversions via _Float16
+inline float half_to_float(half_bits h) {
+    _Float16 v;
+    __builtin_memcpy(&v, &h, 2);
+    return float(v);
+}
+inline half_bits float_to_half_rn(float f) {
+    _Float16 v = _Float16(f);
+    half_bits h;
+    __builtin_memcpy(&h, &v, 2);
+    return h;
+}
+#endif
 template <> struct Store<float, half_bits> {
     __device__ static __forceinline__ float load(const half_bits* p, idx_t idx, int i) {
         return half_to_float(p[idx]) + w<float>(i);
