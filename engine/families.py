@@ -10,6 +10,7 @@ from .errors import PresetError
 
 FAMILIES: dict[str, str] = {
     "diffusion3d": "nagare.engine.diffusion3d",
+    "lbm2d": "nagare.engine.lbm2d",
     "sph": "nagare.engine.sph",
     "wave2d": "nagare.engine.wave2d",
 }

@@ -1,0 +1,5 @@
+"""D2Q9 lattice Boltzmann in 2D (paper P1): reference, physics, presets and variants."""
+from .config import LBM2DPreset as Preset
+from .engine import LBM2D as Engine
+
+__all__ = ["Engine", "Preset"]

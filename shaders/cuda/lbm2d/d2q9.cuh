@@ -1,0 +1,162 @@
+// D2Q9 per-point device functions shared by every lbm2d kernel (two-kernel, fused, AA, and the
+// temporal-blocking kernels). The semantics are docs/lbm2d.md "Step semantics"; the arithmetic
+// order matches engine/lbm2d/reference.py so fp32 variants agree with NumPy to round-off.
+//
+// Storage: S is the type in global memory (float, double, or `unsigned short` holding IEEE fp16
+// bits — converted with PTX cvt, so no CUDA header is needed under NVRTC). T is the arithmetic type.
+// fp16 storage holds the *shifted* populations f_i − w_i (DDF shifting, as FluidX3D does):
+// the deviations from the rest equilibrium are O(u), so fp16's 11-bit mantissa is spent on the
+// part that carries the flow instead of on the constant w_i.
+#pragma once
+
+namespace d2q9 {
+
+// 64-bit index without <cstddef> (NVRTC gets no host headers): 8192² × 9 exceeds 2³¹.
+typedef unsigned long long idx_t;
+
+constexpr int Q = 9;
+enum Node : unsigned char { FLUID = 0, SOLID = 1, MOVING_WALL = 2, INLET = 3, OUTLET = 4 };
+
+// c = [(0,0),(1,0),(0,1),(-1,0),(0,-1),(1,1),(-1,1),(-1,-1),(1,-1)]; opp = [0,3,4,1,2,7,8,5,6]
+__device__ __forceinline__ constexpr int cx(int i) {
+    return (i == 1 || i == 5 || i == 8) ? 1 : (i == 3 || i == 6 || i == 7) ? -1 : 0;
+}
+__device__ __forceinline__ constexpr int cy(int i) {
+    return (i == 2 || i == 5 || i == 6) ? 1 : (i == 4 || i == 7 || i == 8) ? -1 : 0;
+}
+__device__ __forceinline__ constexpr int opp(int i) {
+    return i == 0 ? 0 : (i <= 4 ? ((i + 1) & 3) + 1 : ((i - 3) & 3) + 5);
+}
+template <typename T>
+__device__ __forceinline__ T w(int i) {
+    return i == 0 ? T(4.0 / 9.0) : (i <= 4 ? T(1.0 / 9.0) : T(1.0 / 36.0));
+}
+
+// ---- storage conversions ---------------------------------------------------------------------
+template <typename T, typename S> struct Store {
+    __device__ static __forceinline__ T load(const S* p, idx_t idx, int) { return T(p[idx]); }
+    __device__ static __forceinline__ void store(S* p, idx_t idx, int, T v) { p[idx] = S(v); }
+};
+typedef unsigned short half_bits;
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float half_to_float(half_bits h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+__device__ __forceinline__ half_bits float_to_half_rn(float f) {
+    half_bits h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+#else  // host C++ (the CPU emulation in tests/unit): the same IEEE conversions via _Float16
+inline float half_to_float(half_bits h) {
+    _Float16 v;
+    __builtin_memcpy(&v, &h, 2);
+    return float(v);
+}
+inline half_bits float_to_half_rn(float f) {
+    _Float16 v = _Float16(f);
+    half_bits h;
+    __builtin_memcpy(&h, &v, 2);
+    return h;
+}
+#endif
+template <> struct Store<float, half_bits> {
+    __device__ static __forceinline__ float load(const half_bits* p, idx_t idx, int i) {
+        return half_to_float(p[idx]) + w<float>(i);
+    }
+    __device__ static __forceinline__ void store(half_bits* p, idx_t idx, int i, float v) {
+        p[idx] = float_to_half_rn(v - w<float>(i));
+    }
+};
+
+// ---- physics ---------------------------------------------------------------------------------
+// BGK collision with Guo forcing, in place on g[9] (the streamed populations of one node).
+template <typename T>
+__device__ __forceinline__ void collide_bgk(T g[Q], T omega, T fx, T fy) {
+    const T rho = g[0] + g[1] + g[2] + g[3] + g[4] + g[5] + g[6] + g[7] + g[8];
+    const T jx = g[1] - g[3] + g[5] - g[6] - g[7] + g[8];
+    const T jy = g[2] - g[4] + g[5] + g[6] - g[7] - g[8];
+    const T ux = (jx + T(0.5) * fx) / rho;
+    const T uy = (jy + T(0.5) * fy) / rho;
+    const T usq = ux * ux + uy * uy;
+    const T pref = T(1) - T(0.5) * omega;
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const T cxi = T(cx(i)), cyi = T(cy(i));
+        const T cu = cxi * ux + cyi * uy;
+        const T feq = w<T>(i) * rho * (T(1) + T(3) * cu + T(4.5) * cu * cu - T(1.5) * usq);
+        const T src = w<T>(i) * (T(3) * ((cxi - ux) * fx + (cyi - uy) * fy) + T(9) * cu * (cxi * fx + cyi * fy));
+        g[i] = g[i] - omega * (g[i] - feq) + pref * src;
+    }
+}
+
+// TRT collision (Ginzburg): the even part of f − feq relaxes with ω⁺ = 1/τ (sets ν), the odd part
+// with ω⁻ (Λ = (1/ω⁺ − ½)(1/ω⁻ − ½) = 3/16 by default); the Guo source is split the same way.
+// Same operation order as reference.collide (trt branch).
+template <typename T>
+__device__ __forceinline__ void collide_trt(T g[Q], T omega, T omega_minus, T fx, T fy) {
+    const T rho = g[0] + g[1] + g[2] + g[3] + g[4] + g[5] + g[6] + g[7] + g[8];
+    const T jx = g[1] - g[3] + g[5] - g[6] - g[7] + g[8];
+    const T jy = g[2] - g[4] + g[5] + g[6] - g[7] - g[8];
+    const T ux = (jx + T(0.5) * fx) / rho;
+    const T uy = (jy + T(0.5) * fy) / rho;
+    const T usq = ux * ux + uy * uy;
+    T neq[Q];
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const T cu = T(cx(i)) * ux + T(cy(i)) * uy;
+        neq[i] = g[i] - w<T>(i) * rho * (T(1) + T(3) * cu + T(4.5) * cu * cu - T(1.5) * usq);
+    }
+    const T pref_p = T(1) - T(0.5) * omega, pref_m = T(1) - T(0.5) * omega_minus;
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const int j = opp(i);
+        const T cxi = T(cx(i)), cyi = T(cy(i));
+        const T neq_p = T(0.5) * (neq[i] + neq[j]);
+        const T neq_m = T(0.5) * (neq[i] - neq[j]);
+        const T cu = cxi * ux + cyi * uy;
+        const T cF = cxi * fx + cyi * fy;
+        const T even = w<T>(i) * (T(-3) * (ux * fx + uy * fy) + T(9) * cu * cF);
+        const T odd = w<T>(i) * T(3) * cF;
+        g[i] = g[i] - omega * neq_p - omega_minus * neq_m + pref_p * even + pref_m * odd;
+    }
+}
+
+// One collision entry point for the kernels: BGK, or TRT when TRT is true.
+template <typename T, bool TRT>
+__device__ __forceinline__ void collide(T g[Q], T omega, T omega_minus, T fx, T fy) {
+    if (TRT) collide_trt<T>(g, omega, omega_minus, fx, fy);
+    else collide_bgk<T>(g, omega, fx, fy);
+}
+
+// Moving-wall correction 6 w_i ρ0 (c_i·u_wall), ρ0 = 1.
+template <typename T>
+__device__ __forceinline__ T wall_term(int i, T uwx, T uwy) {
+    return T(6) * w<T>(i) * (T(cx(i)) * uwx + T(cy(i)) * uwy);
+}
+
+__device__ __forceinline__ int wrap(int a, int n) { return a < 0 ? a + n : (a >= n ? a - n : a); }
+
+// Pull-stream of node (x, y) from a two-lattice SoA array f (plane stride n = nx·ny) into g[9]:
+// periodic wrap, half-way bounce-back from solid sources, moving-wall correction.
+template <typename T, typename S>
+__device__ __forceinline__ void pull(const S* __restrict__ f, const unsigned char* __restrict__ mask,
+                                     int x, int y, int nx, int ny, T uwx, T uwy, T g[Q]) {
+    const idx_t n = idx_t(nx) * ny;
+    const idx_t here = idx_t(y) * nx + x;
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const idx_t src = idx_t(wrap(y - cy(i), ny)) * nx + wrap(x - cx(i), nx);
+        const unsigned char m = mask[src];
+        if (m == SOLID || m == MOVING_WALL) {
+            const T b = Store<T, S>::load(f, opp(i) * n + here, opp(i));
+            g[i] = m == MOVING_WALL ? b + wall_term<T>(i, uwx, uwy) : b;
+        } else {
+            g[i] = Store<T, S>::load(f, i * n + src, i);
+        }
+    }
+}
+
+}  // namespace d2q9

@@ -1,0 +1,109 @@
+"""lbm2d CUDA variants beyond what the registry walk checks (all gpu-marked).
+
+The registry test (test_registry.py) already compares every registered choice with the NumPy
+reference on the equivalence presets. Here: fp16 storage against the NumPy fp16 path (the same
+rounding scheme, so a much tighter bound than the stated fp16-vs-fp32 tolerance), AA streaming
+read back after an odd number of steps, graphs with a remainder, live switches in mid-run, open
+boundaries, tracers on CuPy.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nagare.engine.backend import get_backend
+from nagare.engine.lbm2d import Engine
+from nagare.engine.lbm2d.variants import FP16_ATOL, GRAPH_STEPS
+
+pytestmark = pytest.mark.gpu
+
+PRESETS = Engine.equivalence_presets()
+
+
+def pair(label, cand, ref=None, seed=5):
+    p = PRESETS[label]
+    r = Engine(p, get_backend("numpy"), variants=ref or {"kernel": "reference"})
+    c = Engine(p, get_backend("cupy"), variants=cand)
+    for e in (r, c):
+        e.random_state(np.random.default_rng(seed))
+    return r, c
+
+
+def f_of(e):
+    return e.backend.asnumpy(e.state_arrays()["f"])
+
+
+def test_fp16_cuda_matches_numpy_fp16_path():
+    r, c = pair("fp32-walls-obstacle", {"kernel": "fused", "storage": "fp16"},
+                {"kernel": "reference", "storage": "fp16"})
+    r.step(64)
+    c.step(64)
+    # Same shifted-fp16 rounding on both sides; only fp32 round-off (FMA) differs, which can flip
+    # an fp16 rounding now and then: far below the fp16-vs-fp32 tolerance.
+    np.testing.assert_allclose(f_of(c), f_of(r), rtol=0, atol=FP16_ATOL / 4)
+
+
+def test_fp16_stated_tolerance_against_fp32_over_a_longer_run():
+    r, c = pair("fp32-walls-obstacle", {"kernel": "fused", "storage": "fp16"})
+    r.step(256)
+    c.step(256)
+    err = np.abs(f_of(c) - f_of(r)).max()
+    assert err < 2 * FP16_ATOL, f"fp16 storage drifted {err:.2e} from fp32 after 256 steps"
+
+
+@pytest.mark.parametrize("steps", [1, 2, 7, 64])
+@pytest.mark.parametrize("label", ["fp32-walls-obstacle", "fp64-cavity"])
+def test_aa_streaming_any_step_count(label, steps):
+    r, c = pair(label, {"kernel": "fused", "streaming": "aa"})
+    r.step(steps)
+    c.step(steps)
+    np.testing.assert_allclose(f_of(c), f_of(r), rtol=1e-5)
+
+
+@pytest.mark.parametrize("variants", [{"kernel": "fused", "graph": "on"},
+                                      {"kernel": "two-kernel", "graph": "on"},
+                                      {"kernel": "fused", "graph": "on", "streaming": "aa"},
+                                      {"kernel": "fused", "graph": "on", "storage": "fp16"}])
+def test_graph_with_remainder_steps(variants):
+    r, c = pair("fp32-walls-obstacle", variants,
+                {"kernel": "reference", "storage": variants.get("storage", "native")})
+    n = GRAPH_STEPS + 40
+    r.step(2 * n + 3)
+    c.step(3)  # odd: the cached graph for the swapped buffers is a different one
+    c.step(n)  # one full graph and a remainder graph
+    c.step(n)  # replays from the cache
+    tol = dict(rtol=0, atol=FP16_ATOL / 4) if variants.get("storage") == "fp16" else dict(rtol=1e-5)
+    np.testing.assert_allclose(f_of(c), f_of(r), **tol)
+
+
+def test_open_boundaries_fused_and_two_kernel():
+    for k in ("fused", "two-kernel"):
+        r, c = pair("fp32-channel", {"kernel": k})
+        r.step(100)
+        c.step(100)
+        np.testing.assert_allclose(f_of(c), f_of(r), rtol=1e-5, err_msg=k)
+
+
+def test_live_switches_keep_the_trajectory():
+    r, c = pair("fp32-walls-obstacle", {"kernel": "fused"})
+    plan = [{"kernel": "two-kernel"}, {"kernel": "fused", "streaming": "aa"}, {"graph": "on"},
+            {"streaming": "two-lattice", "graph": "off"}, {"kernel": "reference"}, {"kernel": "fused"}]
+    for change in plan:
+        r.step(21)
+        c.step(21)
+        c.set_variant(**change)
+    r.step(21)
+    c.step(21)
+    np.testing.assert_allclose(f_of(c), f_of(r), rtol=1e-5)
+
+
+def test_cylinder_with_tracers_runs_on_cupy():
+    from nagare.engine.presets import load_preset
+
+    p = load_preset("lbm2d-cylinder", ["grid.nx=512", "grid.ny=192", "obstacle.diameter=24", "tracers.count=100000"],
+                    backend="cupy")
+    e = Engine(p, get_backend("cupy"))
+    e.step(200)
+    d = e.diagnostics()
+    assert 0.05 < d["max_speed"] < 0.3
+    pos = e.backend.asnumpy(e.fields()["tracers"].positions)
+    assert pos.shape == (100000, 2) and np.isfinite(pos).all()
