@@ -136,6 +136,12 @@ class Engine:
         raise NotImplementedError
 
     @classmethod
+    def equivalence_companions(cls, axis: str, choice: str) -> dict:
+        """Other axes a choice needs to mean something in the registry test (e.g. a tile size
+        only matters under a temporal-blocking kernel). Default: none."""
+        return {}
+
+    @classmethod
     def bench_cases(cls) -> list[tuple[str, list[str]]]:
         """(label, --set overrides) for ``nagare bench``; the family's bench preset is their base."""
         return []

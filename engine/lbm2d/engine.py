@@ -385,6 +385,18 @@ class LBM2D(Engine):
         }
 
     @classmethod
+    def equivalence_companions(cls, axis, choice):
+        """ts/tr/tile only act under a temporal-blocking kernel, and srtb needs tr ≥ 1: pair each
+        choice with the kernel that exercises it, so the registry test checks a real launch."""
+        if axis == "kernel" and choice in ("srtb", "srtb-ws"):
+            return {"tr": "2"}
+        if axis in ("ts", "tile"):
+            return {"kernel": "stb"}
+        if axis == "tr" and choice != "0":
+            return {"kernel": "srtb", "ts": "8"}
+        return {}
+
+    @classmethod
     def bench_selections(cls, backend: str = "cupy"):
         """two-kernel first (the speed-up baseline), the single-step ladder, then P1's grid
         (kernel × ts × tr × tile; configurations that cannot run are listed with the reason)."""

@@ -28,9 +28,11 @@ def _cases():
 def test_variant_matches_reference(choice, preset_label, backend):
     cls = engine_class(choice.family)
     preset = cls.equivalence_presets()[preset_label]
-    selection = {choice.axis: choice.name}
-    reason = registry.unavailable_reason(choice, backend,
-                                         dict(registry.default_selection(choice.family, backend), **selection), preset)
+    selection = {choice.axis: choice.name, **cls.equivalence_companions(choice.axis, choice.name)}
+    full = dict(registry.default_selection(choice.family, backend), **selection)
+    reasons = [registry.unavailable_reason(registry.axes(choice.family)[a].choices[c], backend, full, preset)
+               for a, c in selection.items()]
+    reason = "; ".join(dict.fromkeys(r for r in reasons if r))
     if reason:
         pytest.skip(f"{choice.axis}={choice.name} unavailable for {preset_label}: {reason}")
     ref_sel = choice.reference or selection
