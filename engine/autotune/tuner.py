@@ -73,7 +73,7 @@ class Tuner:
             raise NoValidCandidate(f"auto-tuner {self.label}: no valid candidate in the space "
                                    f"({next(iter(self.invalid.values()), 'empty space')})")
         if start is not None and not space.contains(start):
-            raise ValueError(f"start configuration {start} is not in the tuning space {space.axes}")
+            start = None  # a custom space without the default launch: start from its first valid point
         start_key = space.key(start) if start is not None else None
         self.start = start_key if start_key is not None and start_key not in self.invalid else valid[0]
         if strategy == "auto":

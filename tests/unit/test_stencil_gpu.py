@@ -114,7 +114,7 @@ def test_engine_timings_expose_the_tuner_state():
                                                                                          "nz": 32}})
     e = Engine(preset, get_backend("cupy"), variants={"kernel": "cuda-autotune"})
     e.step(20)
-    e.flush_timings()
+    e.batch_report(wait=True)
     extra = e.timings.extra["autotune"]
     assert extra["engine"] == "device-autotune" and extra["space"] == 150
     assert extra["calls"] == 20 and extra["status"] in ("tuning", "waiting", "settled", "cached")
