@@ -175,7 +175,8 @@ class LBM2D(Engine):
         if k in variants.TEMPORAL_BLOCKING:
             tb = variants.temporal_blocking_module()
             p = self.preset
-            params = {"omega": 1.0 / p.tau, "force": tuple(p.physics.force), "wall_velocity": p.wall_velocity,
+            # The interface temporal_blocking.make_stepper reads (tau, force, u_wall, dtype).
+            params = {"tau": p.tau, "force": tuple(p.physics.force), "u_wall": tuple(p.wall_velocity),
                       "dtype": self.dtype}
             self._stepper = tb.make_stepper(self.xp, dict(new), p, self.mask, params)
         elif k in ("two-kernel", "fused"):

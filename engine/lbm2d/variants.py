@@ -9,7 +9,7 @@ interface (its own engineer's work; until it is merged those choices say so):
 
 ``make_stepper`` returns a function that advances ``nsteps`` steps from ``f_src`` into ``f_dst``
 with exactly the step semantics of docs/lbm2d.md (``f_src`` may be clobbered). ``params`` is a
-dict: omega, force (Fx, Fy), wall_velocity (uwx, uwy) — Python floats — and dtype.
+dict: tau, force (Fx, Fy), u_wall (uwx, uwy) — Python floats — and dtype.
 """
 from __future__ import annotations
 

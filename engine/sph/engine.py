@@ -101,10 +101,12 @@ class SPH(Engine):
 
     def _initialise(self):
         xp = self.xp
-        up = self.pos[:, -1]
-        # hydrostatic start (DualSPHysics): fluid and walls get ρ of the depth below the fluid top
-        self.rho[...] = reference.hydrostatic_density(xp, self.layout.fluid_height - up.astype(np.float64),
-                                                      self.k).astype(self.dtype)
+        up = self.backend.asnumpy(self.pos[:, -1]).astype(np.float64)
+        # hydrostatic start (DualSPHysics): fluid and walls get ρ of the depth below the fluid top.
+        # Computed on the host so every backend starts from bit-identical densities (a device pow
+        # differs from NumPy's in the last ulp).
+        rho0 = reference.hydrostatic_density(np, self.layout.fluid_height - up, self.k)
+        self.rho[...] = xp.asarray(rho0.astype(self.dtype))
         self.vel[...] = 0
         self.vel_m1[...] = 0
         self.rho_m1[...] = self.rho
