@@ -277,8 +277,14 @@ class LBM2D(Engine):
                 try:
                     for _ in range(m):
                         self._step_cuda()
-                finally:
-                    graph = self.stream.end_capture()
+                except BaseException:
+                    self._layout, self.f, self.fn = before
+                    try:
+                        self.stream.end_capture()
+                    except Exception:
+                        pass  # the launch error above is the one to report
+                    raise
+                graph = self.stream.end_capture()
                 after = (self._layout, self.f, self.fn)
                 # Capture recorded the launches without running them: restore the roles.
                 self._layout, self.f, self.fn = before
