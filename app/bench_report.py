@@ -84,12 +84,12 @@ def slug(text: str) -> str:
 
 
 def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | None, min_time: float,
-                  argv: list[str]) -> int:
+                  argv: list[str], only: list[str] | None = None) -> int:
     info = backend.device_info()
     bw = copy_bandwidth(backend)
     print(f"nagare bench {family}: {info.name} ({backend.name}); roofline {bw / 1e9:.1f} GB/s copy bandwidth")
-    results = run_bench(family, backend, cases=cases, min_time=min_time,
-                        progress=lambda s: print(f"  measuring {s}", flush=True))
+    results = run_bench(family, backend, cases=cases, min_time=min_time, only=only,
+                        on_result=lambda r: print("  " + "  ".join(table_rows([r])[0]), flush=True))
     rows = table_rows(results)
     print(format_table(rows))
     date = time.strftime("%Y-%m-%d")

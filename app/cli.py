@@ -85,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", help="output folder (default: bench-FAMILY-DEVICE-DATE)")
     b.add_argument("--case", action="append", help="only these cases (repeatable)")
     b.add_argument("--min-time", type=float, default=0.5, help="seconds measured per cell")
+    b.add_argument("--only", action="append", metavar="TEXT",
+                   help="only variants whose label contains TEXT (repeatable)")
 
     for name, text in (("tune", "the auto-tuner's cache: show | clear"),
                        ("stencil", "stencil framework: list | show NAME (the generated CUDA)")):
@@ -147,7 +149,7 @@ def cmd_bench(args) -> int:
     if args.family not in FAMILIES:
         raise NagareError(f"unknown family {args.family!r}; known: {', '.join(FAMILIES)}")
     return bench_command(args.family, get_backend(args.backend), args.out, args.case, args.min_time,
-                         ["nagare", *sys.argv[1:]])
+                         ["nagare", *sys.argv[1:]], only=args.only)
 
 
 def cmd_run(args, argv: list[str]) -> int:

@@ -70,7 +70,10 @@ def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: i
 
 
 def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time: float = 0.5,
-              warmup_steps: int = 5, batch: int = 10, max_steps: int = 20000, progress=None) -> list[BenchResult]:
+              warmup_steps: int = 5, batch: int = 10, max_steps: int = 20000, progress=None,
+              only: list[str] | None = None, on_result=None) -> list[BenchResult]:
+    """``only``: keep the selections whose label contains one of these substrings.
+    ``on_result(result)`` is called as each cell is measured (long matrices show progress)."""
     family_module(family)
     cls = engine_class(family)
     results: list[BenchResult] = []
@@ -80,6 +83,8 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
         preset = load_preset(cls.bench_preset, overrides, backend=None)
         baseline = None
         for sel_label, sel in selections(family, backend.name, preset):
+            if only and not any(s in sel_label for s in only):
+                continue
             if progress:
                 progress(f"{label}: {sel_label}")
             reasons = [registry.unavailable_reason(registry.axes(family)[a].choices[c], backend.name, sel, preset)
@@ -87,6 +92,8 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
             reasons = [r for r in reasons if r]
             if reasons:
                 results.append(BenchResult(label, sel, sel_label, False, reason="; ".join(dict.fromkeys(reasons))))
+                if on_result:
+                    on_result(results[-1])
                 continue
             try:
                 engine = cls(preset, backend, variants=sel)
@@ -94,9 +101,13 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
                 engine.diagnostics()  # a variant that diverges is reported, not timed
             except NagareError as exc:
                 results.append(BenchResult(label, sel, sel_label, False, reason=str(exc)))
+                if on_result:
+                    on_result(results[-1])
                 continue
             except Exception as exc:  # out of memory, compile failure: a cell, not a crash
                 results.append(BenchResult(label, sel, sel_label, False, reason=f"{type(exc).__name__}: {exc}"))
+                if on_result:
+                    on_result(results[-1])
                 continue
             finally:
                 engine = None
@@ -105,4 +116,6 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
                 baseline = r
             r.speedup = baseline.ms_per_step / r.ms_per_step if r.ms_per_step else None
             results.append(r)
+            if on_result:
+                on_result(r)
     return results
