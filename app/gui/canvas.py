@@ -12,6 +12,7 @@ drawn the scene, the imgui HUD (if attached) draws on top.
 from __future__ import annotations
 
 import logging
+import threading
 
 import numpy as np
 from nagare.app import colormaps
@@ -33,12 +34,34 @@ def vispy_colormap(name: str) -> Colormap:
     return Colormap(colormaps.lut(name))
 
 
+_copy_streams = threading.local()
+
+
+def _copy_stream():
+    """This thread's private non-blocking stream for device→host copies of frame packets."""
+    s = getattr(_copy_streams, "stream", None)
+    if s is None:
+        import cupy
+
+        s = _copy_streams.stream = cupy.cuda.Stream(non_blocking=True)
+    return s
+
+
 def host(a, backend: str):
     if a is None:
         return None
     if backend == "cupy" and not isinstance(a, np.ndarray):
-        return a.get()
+        # A packet is drawn only once its event is done, so its data is ready. Copying on the
+        # default stream would instead wait behind every step the engine has queued since
+        # (the engine's stream is ordered with the default stream): copy on a private stream.
+        return a.get(stream=_copy_stream())
     return np.asarray(a)
+
+
+def _host_scalar(x) -> float:
+    if isinstance(x, (int, float, np.generic, np.ndarray)):
+        return float(x)
+    return float(host(x, "cupy"))
 
 
 def box_segments(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -196,7 +219,7 @@ class FieldCanvas(scene.SceneCanvas):
             return self.fixed_range
         if pk.vmin is None:
             return 0.0, 1.0
-        lo, hi = float(pk.vmin), float(pk.vmax)  # device scalars: their event is done, no stall
+        lo, hi = _host_scalar(pk.vmin), _host_scalar(pk.vmax)  # event done: read on a private stream
         if not hi > lo:
             hi = lo + (abs(lo) * 1e-6 or 1.0)
         return lo, hi
