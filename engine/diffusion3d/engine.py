@@ -7,6 +7,7 @@ from .. import registry
 from ..contract import Engine
 from ..fields import Grid3D
 from ..stencil.library import diffusion7
+from ..stencil.loops import loop_timing_extra
 from ..stencil.variants import loop_for, register_stencil_choices
 from . import reference
 from .config import Diffusion3DPreset
@@ -120,12 +121,8 @@ class Diffusion3D(Engine):
     def _one_step_framework(self):
         self._loop(f=self.f, fn=self.fn, r=self._r)
 
-    @property
-    def timings(self):
-        report = Engine.timings.fget(self)
-        if self._loop is not None and self._loop.engine != "host":
-            report.extra["autotune" if self._loop.tuner is not None else "launch"] = self._loop.state()
-        return report
+    def timing_extra(self):
+        return loop_timing_extra(getattr(self, "_loop", None))
 
     # ---- outputs ----
     def fields(self):

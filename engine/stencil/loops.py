@@ -82,6 +82,14 @@ def launch_grid(st, shape, boundary: str, bx: int, by: int, zmarch: int) -> tupl
     return (-(-ex[0] // bx), -(-ex[1] // (by * zmarch)), 1)
 
 
+def loop_timing_extra(loop) -> dict:
+    """What an engine publishes in ``timings.extra`` about its stencil loop: the auto-tuner's state
+    (device-autotune) or the fixed launch (device); nothing for the host engine."""
+    if loop is None or loop.engine == "host":
+        return {}
+    return {"autotune" if loop.tuner is not None else "launch": loop.state()}
+
+
 class Loop:
     """One call site applying ``st`` to arrays of ``shape``/``dtype`` with one loop engine."""
 

@@ -13,6 +13,7 @@ from .. import registry
 from ..contract import Engine
 from ..fields import Grid2D
 from ..stencil.library import wave2d
+from ..stencil.loops import loop_timing_extra
 from ..stencil.variants import loop_for, register_stencil_choices
 from . import reference
 from .config import Wave2DPreset
@@ -98,12 +99,8 @@ class Wave2D(Engine):
                 self.u_prev, self.u, self.u_next = self.u, self.u_next, self.u_prev
         return n * self.dt
 
-    @property
-    def timings(self):
-        report = Engine.timings.fget(self)
-        if self._loop is not None and self._loop.engine != "host":
-            report.extra["autotune" if self._loop.tuner is not None else "launch"] = self._loop.state()
-        return report
+    def timing_extra(self):
+        return loop_timing_extra(getattr(self, "_loop", None))
 
     # ---- outputs ----
     def fields(self):
