@@ -8,6 +8,8 @@
 #   bench-diffusion3d | bench-stencil | bench-lbm2d | bench-sph   nagare bench FAMILY
 #   tb-grid       P1's ts×tr×tile grid at 4096² and 320² (engine/lbm2d/tb_bench.py)
 #   ncu-ws        executed instructions with and without warp shuffle (P1 Table 4)
+#   lbm2d-fused   lbm2d gpu tests + memcheck of the fused/AA kernels, the fused launch-shape sweep
+#                 (engine/lbm2d/fused_bench.py), ncu speed-of-light of fused and of the best TB kernel
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -41,6 +43,24 @@ for stage in "$@"; do
       ncu --clock-control none --metrics smsp__inst_executed.sum,dram__bytes.sum \
         python3 -m nagare.engine.lbm2d.tb_bench --n 1024 --steps 8 --kernels srtb,srtb-ws --ts 4 --tr 3 \
         --tiles 8x8,32x8 2>&1 | tee "$OUT/ncu-ws/ncu.txt" | tail -40 ;;
+    lbm2d-fused)
+      bw=$(grep -o '[0-9.]* GB/s' "$OUT/info.txt" | head -1 | cut -d' ' -f1)
+      pt -m gpu tests/equivalence/test_lbm2d_gpu.py tests/smoke/test_lbm2d_presets.py \
+        tests/equivalence/test_registry.py -k lbm2d 2>&1 | tail -6
+      compute-sanitizer --tool memcheck python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu \
+        tests/equivalence/test_lbm2d_gpu.py -k "aa or fp16" 2>&1 | tail -4
+      python3 -m nagare.engine.lbm2d.fused_bench --n 1024,4096,8192 --copy-gbs "$bw" 2>&1 \
+        | tee "$OUT/lbm2d-fused/fused-sweep.tsv"
+      ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+        -k regex:lbm_fused -c 4 python3 -m nagare.engine.lbm2d.fused_bench --n 4096 --storages native,fp16 \
+        --shapes 64x4n1 --steps 1 --repeats 1 --no-extras > "$OUT/lbm2d-fused/ncu-fused.txt" 2>&1
+      grep -E "lbm_fused|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Duration" \
+        "$OUT/lbm2d-fused/ncu-fused.txt" | head -30
+      ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        --section ComputeWorkloadAnalysis -k regex:lbm2d_tb -c 1 python3 -m nagare.engine.lbm2d.tb_bench --n 4096 \
+        --steps 8 --kernels srtb-ws --ts 8 --tr 2 --tiles 16x16 > "$OUT/lbm2d-fused/ncu-tb.txt" 2>&1
+      grep -E "Throughput|Occupancy|Stall|Issue|Registers|Shared Memory Config|Duration" \
+        "$OUT/lbm2d-fused/ncu-tb.txt" | head -30 ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done

@@ -13,6 +13,31 @@ from .tracers import Tracers
 FAMILY = variants.FAMILY
 CUDA_SOURCE = "cuda/lbm2d/lbm2d.cu"
 BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesced); divides 320, 1024, …
+# Launch of the fused kernel per storage: ((threads x, y, z), mode); mode "pair" is lbm_fused_pair
+# (two x-adjacent nodes per thread, vector loads + shuffles; needs nx even and x threads a multiple
+# of 32), an int k is lbm_fused with k nodes per thread. Chosen from engine/lbm2d/fused_bench.py on
+# an H200 (docs/benchmarks/); any launch gives the same result.
+FUSED_LAUNCH = {"native": ((64, 4, 1), "pair"), "fp16": ((64, 4, 1), "pair")}
+FUSED_FALLBACK = ((64, 4, 1), 1)  # odd nx
+
+
+def fused_launch(storage: str, nx: int):
+    """(block, mode) the engine launches for this storage and grid width."""
+    block, mode = FUSED_LAUNCH[storage]
+    if mode == "pair" and (nx % 2 or block[0] % 32):
+        return FUSED_FALLBACK
+    return block, mode
+
+
+def node_classes(xp, mask):
+    """Per-node class for the fused kernels (lbm2d.cu NodeClass): 0 FAST = fluid with no bounce-back
+    upstream neighbour, 1 EDGE = fluid with one, 2 FIXED = non-fluid. Periodic wrap as the kernels."""
+    mask = xp.asarray(mask)
+    bounce = (mask == d2q9.SOLID) | (mask == d2q9.MOVING_WALL)
+    edge = xp.zeros(mask.shape, dtype=bool)
+    for i in range(1, Q):  # upstream node of direction i is x − c_i: bounce[x − c_i] = roll by +c_i
+        edge |= xp.roll(bounce, (int(CY[i]), int(CX[i])), axis=(0, 1))
+    return xp.where(mask != d2q9.FLUID, 2, xp.where(edge, 1, 0)).astype(xp.uint8)
 
 variants.register()
 
@@ -36,6 +61,7 @@ class LBM2D(Engine):
         self.dtype = np.dtype(p.physics.dtype)
         self.mask_host = reference.build_mask(p)
         self.mask = xp.asarray(self.mask_host)
+        self.node_class = node_classes(xp, self.mask)
         self.lat = reference.build_lattice(xp, self.mask_host, p.tau, p.physics.force, p.wall_velocity, self.dtype,
                                            p.physics.collision, p.physics.inlet_velocity)
         self._solid = xp.asarray((self.mask_host == d2q9.SOLID) | (self.mask_host == d2q9.MOVING_WALL))
@@ -192,14 +218,19 @@ class LBM2D(Engine):
         # fp16 travels as raw bits (d2q9.cuh converts with PTX cvt: no CUDA header under NVRTC).
         s = "unsigned short" if self._storage_dtype == np.float16 else cuda.ctype(self._storage_dtype)
         trt = "true" if p.physics.collision == "trt" else "false"
+        ny, nx = p.shape
+        self._fused_block, mode = fused_launch(sel["storage"], nx)
+        fused = f"lbm_fused_pair<{t}, {s}, {trt}>" if mode == "pair" else f"lbm_fused<{t}, {s}, {trt}, {mode}>"
+        per_thread = 2 if mode == "pair" else mode  # nodes per thread along x
         names = {"stream": f"lbm_stream<{t}, {s}>", "collide": f"lbm_collide<{t}, {s}, {trt}>",
-                 "fused": f"lbm_fused<{t}, {s}, {trt}>", "aa_p": f"lbm_fused_aa<{t}, {s}, {trt}, true>",
+                 "fused": fused, "aa_p": f"lbm_fused_aa<{t}, {s}, {trt}, true>",
                  "aa_q": f"lbm_fused_aa<{t}, {s}, {trt}, false>", "open": f"lbm_open_boundaries<{t}, {s}>"}
         exprs = tuple(names.values())
         self._k = {key: cuda.kernel(CUDA_SOURCE, name, exprs) for key, name in names.items()}
-        ny, nx = p.shape
         T = np.float32 if t == "float" else np.float64
         self._dims = ((nx + BLOCK[0] - 1) // BLOCK[0], (ny + BLOCK[1] - 1) // BLOCK[1], 1)
+        bx, by, _ = self._fused_block
+        self._fused_dims = ((nx + bx * per_thread - 1) // (bx * per_thread), (ny + by - 1) // by, 1)
         self._ni = (np.int32(nx), np.int32(ny))
         self._omega = (T(1.0 / p.tau), T(float(self.lat.omega_minus)))  # (ω⁺, ω⁻); ω⁻ unused by BGK
         self._force = (T(p.physics.force[0]), T(p.physics.force[1]))
@@ -246,14 +277,15 @@ class LBM2D(Engine):
         nx, ny = self._ni
         if sel["streaming"] == "aa":
             kern = k["aa_p"] if self._layout == "P" else k["aa_q"]
-            kern(self._dims, BLOCK, (self.f, self.mask, nx, ny, *self._omega, *self._force, *self._uw))
+            kern(self._dims, BLOCK, (self.f, self.mask, self.node_class, nx, ny, *self._omega, *self._force, *self._uw))
             self._layout = "Q" if self._layout == "P" else "P"
             return
         if sel["kernel"] == "two-kernel":
             k["stream"](self._dims, BLOCK, (self.f, self.fn, self.mask, nx, ny, *self._uw))
             k["collide"](self._dims, BLOCK, (self.fn, self.mask, nx, ny, *self._omega, *self._force))
         else:
-            k["fused"](self._dims, BLOCK, (self.f, self.fn, self.mask, nx, ny, *self._omega, *self._force, *self._uw))
+            k["fused"](self._fused_dims, self._fused_block,
+                       (self.f, self.fn, self.mask, self.node_class, nx, ny, *self._omega, *self._force, *self._uw))
         self.f, self.fn = self.fn, self.f
         if self.preset.open_boundaries:
             k["open"](((int(ny) + 127) // 128, 1, 1), (128, 1, 1), (self.f, self.mask, nx, ny, self._uin))

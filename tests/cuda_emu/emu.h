@@ -1,4 +1,4 @@
-// Host C++20 emulation of the few CUDA features temporal_blocking.cu uses, for checking its
+// Host C++20 emulation of the few CUDA features temporal_blocking.cu and lbm_fused_pair use, for checking its
 // indexing, barriers and shuffles on a machine without a GPU: one std::thread per CUDA thread,
 // std::barrier for __syncthreads, a per-warp exchange slot + barrier for __shfl_{up,down}_sync.
 // Blocks run one after another, so one static shared-memory array serves them all.
@@ -23,7 +23,7 @@ inline unsigned short tb_float_to_half(float f) { _Float16 x = (_Float16)f; unsi
 #define __align__(n)
 
 struct dim3e { int x = 0, y = 0, z = 0; };
-inline thread_local dim3e threadIdx, blockIdx;
+inline thread_local dim3e threadIdx, blockIdx, blockDim;
 alignas(16) inline unsigned char tb_smem[400000];
 
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -52,13 +52,13 @@ inline T emu_shfl(T v, int src_lane_in_warp, bool ok)
     return r;
 }
 template <typename T>
-inline T __shfl_down_sync(unsigned, T v, int d, int width)
+inline T __shfl_down_sync(unsigned, T v, int d, int width = 32)
 {
     const int lane = emu_tid % 32, sub = lane % width;
     return emu_shfl(v, lane + d, sub + d < width);
 }
 template <typename T>
-inline T __shfl_up_sync(unsigned, T v, int d, int width)
+inline T __shfl_up_sync(unsigned, T v, int d, int width = 32)
 {
     const int lane = emu_tid % 32, sub = lane % width;
     return emu_shfl(v, lane - d, sub - d >= 0);
@@ -84,6 +84,7 @@ void emu_launch(int gx, int gy, int bx, int by, F body)
                     th.emplace_back([=] {
                         threadIdx = {tx, ty, 0};
                         blockIdx = {bi, bj, 0};
+                        blockDim = {bx, by, 1};
                         emu_tid = ty * bx + tx;
                         body();
                     });

@@ -10,13 +10,14 @@ import ctypes
 import hashlib
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 from nagare.engine.backend import get_backend
 from nagare.engine.lbm2d import Engine
 from nagare.engine.lbm2d.d2q9 import CX, CY, OPP, Q, W
-from nagare.engine.lbm2d.engine import BLOCK
+from nagare.engine.lbm2d.engine import BLOCK, node_classes
 
 from nagare import shaders
 from tests.unit.cuda_emulator import PRELUDE
@@ -24,27 +25,29 @@ from tests.unit.cuda_emulator import PRELUDE
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
 
 KERNELS = {  # wrapper name: (kernel template instance, C parameter list, call arguments)
-    "fused": ("lbm_fused<T, S, TRT>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
-              "T fx, T fy, T uwx, T uwy", "f, g, m, nx, ny, om, omm, fx, fy, uwx, uwy"),
+    "fused": ("lbm_fused<T, S, TRT, NPT>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
+              "T fx, T fy, T uwx, T uwy", "f, g, m, cls, nx, ny, om, omm, fx, fy, uwx, uwy"),
     "stream": ("lbm_stream<T, S>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
                "T fx, T fy, T uwx, T uwy", "f, g, m, nx, ny, uwx, uwy"),
     "collide": ("lbm_collide<T, S, TRT>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
                 "T fx, T fy, T uwx, T uwy", "g, m, nx, ny, om, omm, fx, fy"),
     "aa_p": ("lbm_fused_aa<T, S, TRT, true>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
-             "T omm, T fx, T fy, T uwx, T uwy", "g, m, nx, ny, om, omm, fx, fy, uwx, uwy"),
+             "T omm, T fx, T fy, T uwx, T uwy", "g, m, cls, nx, ny, om, omm, fx, fy, uwx, uwy"),
     "aa_q": ("lbm_fused_aa<T, S, TRT, false>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
-             "T omm, T fx, T fy, T uwx, T uwy", "g, m, nx, ny, om, omm, fx, fy, uwx, uwy"),
+             "T omm, T fx, T fy, T uwx, T uwy", "g, m, cls, nx, ny, om, omm, fx, fy, uwx, uwy"),
     "open": ("lbm_open_boundaries<T, S>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
              "T omm, T fx, T fy, T uwx, T uwy", "g, m, nx, ny, uwx"),  # u_in passed in the uwx slot
 }
 
 
-def build(T, S, trt, tmp_path_factory):
+def build(T, S, trt, npt, tmp_path_factory):
     body = [PRELUDE, "#define __host__\n", shaders.source("cuda/lbm2d/lbm2d.cu"),
-            f"typedef {T} T; typedef {S} S; static const bool TRT = {trt};\n"]
+            f"typedef {T} T; typedef {S} S; static const bool TRT = {trt}; static const int NPT = {npt};\n",
+            "static const unsigned char* cls;\n"]
     for name, (kern, params, call) in KERNELS.items():
         body.append(f"""
-extern "C" void {name}(int gx, int gy, int bx, int by, {params}) {{
+extern "C" void {name}(int gx, int gy, int bx, int by, const unsigned char* node_class, {params}) {{
+    cls = node_class;
     blockDim = {{(unsigned)bx, (unsigned)by, 1u}};
     for (unsigned y = 0; y < (unsigned)gy; ++y) for (unsigned x = 0; x < (unsigned)gx; ++x) {{
         blockIdx = {{x, y, 0u}};
@@ -69,22 +72,28 @@ extern "C" void {name}(int gx, int gy, int bx, int by, {params}) {{
 class Emulated:
     """Drives the emulated kernels exactly as LBM2D._step_cuda drives the real ones."""
 
-    def __init__(self, lib, engine, storage_dtype, scalar):
+    def __init__(self, lib, engine, storage_dtype, scalar, fused_launch):
         self.lib, self.e, self.sd, self.scalar = lib, engine, np.dtype(storage_dtype), scalar
         p = engine.preset
         self.ny, self.nx = p.shape
         self.grid = ((self.nx + BLOCK[0] - 1) // BLOCK[0], (self.ny + BLOCK[1] - 1) // BLOCK[1])
+        (fbx, fby, _), npt = fused_launch
+        self.fused_block = (fbx, fby)
+        self.fused_grid = ((self.nx + fbx * npt - 1) // (fbx * npt), (self.ny + fby - 1) // fby)
         T = scalar
         self.tail = [ctypes.c_int(self.nx), ctypes.c_int(self.ny), T(1 / p.tau), T(float(engine.lat.omega_minus)),
                      T(p.physics.force[0]), T(p.physics.force[1]), T(p.wall_velocity[0]), T(p.wall_velocity[1])]
         self.open_tail = list(self.tail)
         self.open_tail[6] = T(p.physics.inlet_velocity)
         self.mask = np.ascontiguousarray(engine.mask_host)
+        self.cls = np.ascontiguousarray(node_classes(np, self.mask))
 
     def call(self, name, f, g, tail=None):
         ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
-        getattr(self.lib, name)(ctypes.c_int(self.grid[0]), ctypes.c_int(self.grid[1]), ctypes.c_int(BLOCK[0]),
-                                ctypes.c_int(BLOCK[1]), ptr(f), ptr(g), ptr(self.mask), *(tail or self.tail))
+        grid, block = (self.fused_grid, self.fused_block) if name == "fused" else (self.grid, BLOCK[:2])
+        getattr(self.lib, name)(ctypes.c_int(grid[0]), ctypes.c_int(grid[1]), ctypes.c_int(block[0]),
+                                ctypes.c_int(block[1]), ptr(self.cls), ptr(f), ptr(g), ptr(self.mask),
+                                *(tail or self.tail))
 
     def encode(self, f):
         if self.sd == np.float16:
@@ -120,6 +129,10 @@ class Emulated:
         return self.decode(a)
 
 
+# Launch shapes of the fused kernel: the engine's choice plus odd ones (several nodes per thread,
+# blocks that overhang the grid) so the tail handling is exercised.
+LAUNCHES = [((64, 4, 1), 1), ((32, 2, 1), 2), ((16, 3, 1), 3)]
+
 CASES = [  # (equivalence preset, kernel kind, storage)
     ("fp32-walls-obstacle", "fused", "native"), ("fp32-walls-obstacle", "two-kernel", "native"),
     ("fp32-walls-obstacle", "aa", "native"), ("fp64-cavity", "fused", "native"), ("fp64-cavity", "aa", "native"),
@@ -129,17 +142,20 @@ CASES = [  # (equivalence preset, kernel kind, storage)
 ]
 
 
+@pytest.mark.parametrize("launch", LAUNCHES, ids=lambda la: f"{la[0][0]}x{la[0][1]}n{la[1]}")
 @pytest.mark.parametrize("label,kind,storage", CASES)
-def test_emulated_kernel_matches_reference(label, kind, storage, tmp_path_factory):
+def test_emulated_kernel_matches_reference(label, kind, storage, launch, tmp_path_factory):
+    if kind != "fused" and launch != LAUNCHES[0]:
+        pytest.skip("launch shapes only vary for the fused kernel")
     p = Engine.equivalence_presets()[label]
     ref = Engine(p, get_backend("numpy"), variants={"storage": storage})
     ref.random_state(np.random.default_rng(11))
     f0 = np.asarray(ref.state_arrays()["f"])
     fp64 = p.physics.precision == "fp64"
     T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
-    lib = build(T, S, "true" if p.physics.collision == "trt" else "false", tmp_path_factory)
+    lib = build(T, S, "true" if p.physics.collision == "trt" else "false", launch[1], tmp_path_factory)
     emu = Emulated(lib, ref, np.float16 if storage == "fp16" else p.physics.dtype,
-                   ctypes.c_double if fp64 else ctypes.c_float)
+                   ctypes.c_double if fp64 else ctypes.c_float, launch)
     steps = 9  # odd: AA ends in layout Q
     got = emu.run(f0, steps, kind)
     ref.step(steps)
@@ -149,4 +165,62 @@ def test_emulated_kernel_matches_reference(label, kind, storage, tmp_path_factor
     # libm-free division; fp16 may flip a rounding where the fp32 values differ in the last bit.
     tol = dict(rtol=0, atol=1e-5) if storage == "fp16" else dict(rtol=1e-6 if not fp64 else 1e-13)
     np.testing.assert_allclose(got[:, fluid], want[:, fluid], **tol)
+    assert np.abs(want - f0).max() > 1e-4  # the state moved
+
+
+# ---- lbm_fused_pair: real warp shuffles need concurrent threads (tests/cuda_emu/emu.h) ------------
+EMU = Path(__file__).resolve().parents[1] / "cuda_emu"
+PAIR_CASES = [  # (equivalence preset, storage, block x, block y, nx override): idle lanes, edge lanes, wrap
+    ("fp32-walls-obstacle", "native", 32, 2, None),  # 24 pairs a row: lanes 24..31 idle
+    ("fp32-walls-obstacle", "fp16", 32, 3, None),
+    ("fp32-channel", "native", 32, 1, None),         # 32 pairs: lane 31 loads across the wrap; open boundaries
+    ("fp32-trt", "native", 64, 1, None),             # two warps a row, the second partly idle
+    ("fp64-cavity", "native", 32, 2, 38),            # fp64 (double pairs), moving lid
+]
+
+
+def build_pair(T, S, trt, tmp_path_factory):
+    d = tmp_path_factory.getbasetemp()
+    src_dir = Path(shaders.__file__).parent / "cuda" / "lbm2d"
+    tag = hashlib.sha256((shaders.source("cuda/lbm2d/lbm2d.cu") + shaders.source("cuda/lbm2d/d2q9.cuh")
+                          + (EMU / "emu.h").read_text() + (EMU / "pair_main.cpp").read_text()
+                          + T + S + trt).encode()).hexdigest()[:12]
+    exe = d / f"pair_emu_{tag}"
+    if not exe.exists():
+        res = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-pthread",
+                              f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TRT={trt}", f"-I{src_dir}", f"-I{EMU}",
+                              str(EMU / "pair_main.cpp"), "-o", str(exe)], capture_output=True, text=True, timeout=300)
+        if res.returncode != 0 and "barrier" in res.stderr and "No such file" in res.stderr:
+            pytest.skip("the host C++ compiler has no C++20 <barrier>")
+        assert res.returncode == 0, res.stderr[:3000]
+    return exe
+
+
+@pytest.mark.parametrize("label,storage,bx,by,nx", PAIR_CASES)
+def test_emulated_pair_kernel_matches_reference(label, storage, bx, by, nx, tmp_path, tmp_path_factory):
+    p = Engine.equivalence_presets()[label]
+    if nx is not None:
+        p = p.model_copy(update={"grid": p.grid.model_copy(update={"nx": nx})})
+    ref = Engine(p, get_backend("numpy"), variants={"storage": storage})
+    ref.random_state(np.random.default_rng(5))
+    f0 = np.asarray(ref.state_arrays()["f"])
+    fp64 = p.physics.precision == "fp64"
+    T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
+    exe = build_pair(T, S, "true" if p.physics.collision == "trt" else "false", tmp_path_factory)
+    emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
+    emu.encode(f0).tofile(tmp_path / "in.bin")
+    emu.mask.tofile(tmp_path / "mask.bin")
+    emu.cls.tofile(tmp_path / "cls.bin")
+    ny, nxx = p.shape
+    steps = 5
+    args = [str(exe), str(nxx), str(ny), str(steps), str(bx), str(by), str(int(p.open_boundaries)),
+            *(str(tmp_path / f) for f in ("in.bin", "mask.bin", "cls.bin", "out.bin")),
+            repr(1 / p.tau), repr(float(ref.lat.omega_minus)), *map(repr, map(float, p.physics.force)),
+            *map(repr, map(float, p.wall_velocity)), repr(float(p.physics.inlet_velocity))]
+    subprocess.run(args, check=True, timeout=600)
+    got = emu.decode(np.fromfile(tmp_path / "out.bin", emu.sd).reshape(f0.shape))
+    ref.step(steps)
+    want = np.asarray(ref.state_arrays()["f"])
+    tol = dict(rtol=0, atol=1e-5) if storage == "fp16" else dict(rtol=1e-6 if not fp64 else 1e-13)
+    np.testing.assert_allclose(got, want, **tol)  # every node, solid ones included (their copy)
     assert np.abs(want - f0).max() > 1e-4  # the state moved

@@ -1,0 +1,106 @@
+"""Launch-shape sweep of the single-step fused D2Q9 kernels on one GPU (picks FUSED_LAUNCH).
+
+    python -m nagare.engine.lbm2d.fused_bench --n 1024,4096 [--storages native,fp16] [--copy-gbs 4250]
+
+Scene: P1's Poiseuille case (walls top/bottom, periodic x, body force), fp32, from the engine's
+initial state plus a step of warm-up. For each (storage, threads x × y, nodes per thread) the
+fused kernel is launched ``--steps`` times between two CUDA events (ping-pong as the engine does),
+``--repeats`` times; the median is reported, with the spread (max/min − 1) so noise is visible.
+AA streaming and CUDA-graph replay (the engine's own ``graph`` path) are timed at the engine's
+chosen shape. Bytes per update: 72 (fp32 storage), 36 (fp16 storage).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+
+from ..backend import get_backend
+from ..presets import load_preset
+from . import engine as lbm
+
+SHAPES = [((64, 4, 1), 1), ((128, 2, 1), 1), ((256, 1, 1), 1), ((64, 4, 1), 2), ((128, 2, 1), 2),
+          ((256, 1, 1), 2), ((32, 4, 1), "pair"), ((32, 8, 1), "pair"), ((64, 2, 1), "pair"),
+          ((64, 4, 1), "pair"), ((128, 1, 1), "pair"), ((128, 2, 1), "pair"), ((256, 1, 1), "pair"),
+          ((128, 4, 1), "pair")]
+
+
+def make_engine(n: int, variants: dict, launch=None):
+    if launch is not None:
+        lbm.FUSED_LAUNCH[variants.get("storage", "native")] = launch
+    preset = load_preset("lbm2d-poiseuille", [f"grid.nx={n}", f"grid.ny={n}"], backend=None)
+    return lbm.LBM2D(preset, get_backend("cupy"), variants={"kernel": "fused", **variants})
+
+
+def time_engine(cp, e, steps: int, repeats: int, graph: bool) -> list[float]:
+    """Seconds per step of `repeats` timed runs of `steps` steps (one warm-up run first)."""
+    def run():
+        with e._on_stream():  # launches (and graph capture) on the engine's stream, as Engine.step does
+            if graph:
+                e._advance_graph(steps)
+            else:
+                for _ in range(steps):
+                    e._step_cuda()
+
+    run()
+    out = []
+    for _ in range(repeats):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record(e.stream)
+        run()
+        stop.record(e.stream)
+        stop.synchronize()
+        out.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / steps)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", default="1024,4096", help="square grid sides, comma-separated")
+    ap.add_argument("--storages", default="native,fp16")
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--copy-gbs", type=float, default=0.0, help="measured copy bandwidth (GB/s) for % roofline")
+    ap.add_argument("--no-extras", action="store_true", help="only the fused shapes (no graph / AA rows)")
+    ap.add_argument("--shapes", default="", help="subset of shapes as BXxBYnNPT, e.g. 64x4n1,128x1npair")
+    args = ap.parse_args(argv)
+    import cupy as cp
+
+    shapes = SHAPES
+    if args.shapes:
+        want = set(args.shapes.split(","))
+        shapes = [s for s in SHAPES if f"{s[0][0]}x{s[0][1]}n{s[1]}" in want]
+    default = dict(lbm.FUSED_LAUNCH)
+    print("n\tstorage\tvariant\tshape\tms/step\tMLUPS\tGB/s\t%roofline\tspread%", flush=True)
+    for n in (int(v) for v in args.n.split(",")):
+        for storage in args.storages.split(","):
+            bpu = 36 if storage == "fp16" else 72
+            cells = [(f"fused {s[0][0]}x{s[0][1]}n{s[1]}", s, {}, False) for s in shapes]
+            cells += [] if args.no_extras else [("fused graph", default[storage], {"graph": "on"}, True),
+                      ("aa", default[storage], {"streaming": "aa"}, False),
+                      ("aa graph", default[storage], {"streaming": "aa", "graph": "on"}, True)]
+            for label, launch, extra, graph in cells:
+                try:
+                    e = make_engine(n, {"storage": storage, **extra}, launch)
+                    times = time_engine(cp, e, args.steps, args.repeats, graph)
+                except Exception as exc:  # a shape that cannot launch is a row, not a crash
+                    print(f"{n}\t{storage}\t{label}\t\tcannot run: {type(exc).__name__}: {exc}", flush=True)
+                    continue
+                finally:
+                    lbm.FUSED_LAUNCH.update(default)
+                med = statistics.median(times)
+                mlups = n * n / med / 1e6
+                gbs = mlups * 1e6 * bpu / 1e9
+                pct = f"{100 * gbs / args.copy_gbs:.1f}" if args.copy_gbs else ""
+                spread = 100 * (max(times) / min(times) - 1)
+                shape = f"{launch[0][0]}x{launch[0][1]}n{launch[1]}"
+                print(f"{n}\t{storage}\t{label}\t{shape}\t{med * 1e3:.4f}\t{mlups:.0f}\t{gbs:.0f}\t{pct}\t{spread:.1f}",
+                      flush=True)
+                e = None
+                cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
