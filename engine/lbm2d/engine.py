@@ -17,7 +17,7 @@ BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesce
 # (two x-adjacent nodes per thread, vector loads + shuffles; needs nx even and x threads a multiple
 # of 32), an int k is lbm_fused with k nodes per thread. Chosen from engine/lbm2d/fused_bench.py on
 # an H200 (docs/benchmarks/); any launch gives the same result.
-FUSED_LAUNCH = {"native": ((64, 4, 1), "pair"), "fp16": ((64, 4, 1), "pair")}
+FUSED_LAUNCH = {"native": ((256, 1, 1), 2), "fp16": ((128, 1, 1), "pair")}
 FUSED_FALLBACK = ((64, 4, 1), 1)  # odd nx
 
 
@@ -339,9 +339,32 @@ class LBM2D(Engine):
         substeps, self._tracer_clock = divmod(self._tracer_clock, every)
         if substeps == 0:
             return
-        _, ux, uy = self.macroscopic()
+        ux, uy = self._velocity()
         for _ in range(substeps):
             self.tracers.advance(ux, uy, float(every))
+
+    def _velocity(self):
+        """(ux, uy) as macroscopic() gives them; on CUDA with two-lattice storage one fused pass
+        (lbm_velocity in tracers.cu) instead of ~25 array operations on the whole lattice."""
+        sel = self.selection
+        if not self.backend.is_gpu or sel.get("streaming") == "aa" or sel["kernel"] == "reference":
+            _, ux, uy = self.macroscopic()
+            return ux, uy
+        from .. import cuda
+        from .tracers import TRACER_SOURCE
+
+        xp = self.xp
+        t = cuda.ctype(self.dtype)
+        s = "unsigned short" if self.f.dtype == np.float16 else t
+        names = ("lbm_velocity<float, float>", "lbm_velocity<double, double>", "lbm_velocity<float, unsigned short>")
+        kern = cuda.kernel(TRACER_SOURCE, f"lbm_velocity<{t}, {s}>", names)
+        ny, nx = self.preset.shape
+        ux = xp.empty((ny, nx), dtype=self.dtype)
+        uy = xp.empty_like(ux)
+        T = self.dtype.type
+        kern(((nx + 63) // 64, (ny + 3) // 4, 1), (64, 4, 1),
+             (self.f, self.mask, np.int32(nx), np.int32(ny), T(self.lat.force[0]), T(self.lat.force[1]), ux, uy))
+        return ux, uy
 
     # ---- outputs ----------------------------------------------------------------------------
     def macroscopic(self):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 GOLDEN = 0.6180339887498949
+TRACER_SOURCE = "cuda/lbm2d/tracers.cu"
 
 
 class Tracers:
@@ -72,6 +73,34 @@ class Tracers:
         """Midpoint (2nd-order Runge–Kutta) step of length dt in the frozen field (ux, uy)."""
         if self.n == 0:
             return
+        if self.xp.__name__ == "cupy":
+            self._advance_cuda(ux, uy, dt)
+            return
+        self._advance_array(ux, uy, dt)
+
+    def _advance_cuda(self, ux, uy, dt: float):
+        """One launch of tracer_advance (shaders/cuda/lbm2d/tracers.cu), the same operations as
+        _advance_array (which stays the NumPy path and the reference it is tested against)."""
+        from .. import cuda
+
+        xp, c = self.xp, self.cfg
+        u = "float" if ux.dtype == np.float32 else "double"
+        kern = cuda.kernel(TRACER_SOURCE, f"tracer_advance<{u}>", ("tracer_advance<float>", "tracer_advance<double>"))
+        if not hasattr(self, "_points"):
+            self._points = xp.asarray(np.asarray(c.points, dtype=np.float64).reshape(-1))
+            self._solid_flat = xp.ascontiguousarray(self.solid)
+        m = min(self.n, int(self.cfg.rate * dt))
+        line = c.release == "line"
+        x0, y0, x1, y1 = (float(v) for v in c.line)
+        kern(((self.n + 255) // 256,), (256,),
+             (self.pos, self.age, xp.ascontiguousarray(ux), xp.ascontiguousarray(uy), self._solid_flat,
+              np.int32(self.n), np.int32(self.nx), np.int32(self.ny), np.float32(dt), np.float64(self.released),
+              np.int32(self.cursor), np.int32(m), np.int32(line), np.float64(x0), np.float64(y0), np.float64(x1),
+              np.float64(y1), self._points, np.int32(len(c.points))))
+        self.cursor = (self.cursor + m) % self.n
+        self.released += self.n
+
+    def _advance_array(self, ux, uy, dt: float):
         xp = self.xp
         active = self.age >= 0
         mid = self.pos + 0.5 * dt * self.velocity(ux, uy, self.pos)

@@ -224,3 +224,83 @@ def test_emulated_pair_kernel_matches_reference(label, storage, bx, by, nx, tmp_
     tol = dict(rtol=0, atol=1e-5) if storage == "fp16" else dict(rtol=1e-6 if not fp64 else 1e-13)
     np.testing.assert_allclose(got, want, **tol)  # every node, solid ones included (their copy)
     assert np.abs(want - f0).max() > 1e-4  # the state moved
+
+
+# ---- tracers.cu: the tracer update and the velocity pass against the array path ------------------
+def build_tracers(tmp_path_factory):
+    body = [PRELUDE, "using std::max; using std::fmod; using std::floor;\n#define __host__\n",
+            shaders.source("cuda/lbm2d/tracers.cu"), """
+extern "C" void advance(int n, float* pos, float* age, const float* ux, const float* uy, const bool* solid, int nx,
+                        int ny, float dt, double released, int cursor, int m, int line, double lx0, double ly0,
+                        double lx1, double ly1, const double* pts, int npts) {
+    blockDim = {64u, 1u, 1u};
+    for (unsigned b = 0; b < (unsigned)((n + 63) / 64); ++b) {
+        blockIdx = {b, 0u, 0u};
+        for (unsigned t = 0; t < 64u; ++t) {
+            threadIdx = {t, 0u, 0u};
+            tracer_advance<float>(pos, age, ux, uy, solid, n, nx, ny, dt, released, cursor, m, line, lx0, ly0, lx1,
+                                  ly1, pts, npts);
+        }
+    }
+}
+extern "C" void velocity(const float* f, const unsigned char* mask, int nx, int ny, float fx, float fy, float* ux,
+                         float* uy) {
+    blockDim = {16u, 4u, 1u};
+    for (unsigned by = 0; by < (unsigned)((ny + 3) / 4); ++by)
+    for (unsigned bx = 0; bx < (unsigned)((nx + 15) / 16); ++bx) {
+        blockIdx = {bx, by, 0u};
+        for (unsigned ty = 0; ty < 4u; ++ty) for (unsigned tx = 0; tx < 16u; ++tx) {
+            threadIdx = {tx, ty, 0u};
+            lbm_velocity<float, float>(f, mask, nx, ny, fx, fy, ux, uy);
+        }
+    }
+}"""]
+    src = "\n".join(body)
+    d = tmp_path_factory.getbasetemp()
+    tag = hashlib.sha256(src.encode()).hexdigest()[:12]
+    cpp, lib = d / f"tracers_{tag}.cpp", d / f"tracers_{tag}.so"
+    if not lib.exists():
+        cpp.write_text(src)
+        res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
+                              "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[:3000]
+    return ctypes.CDLL(str(lib))
+
+
+@pytest.mark.parametrize("release", ["line", "points"])
+def test_emulated_tracer_kernels_match_the_array_path(release, tmp_path_factory):
+    from nagare.engine.lbm2d.tracers import Tracers
+    from nagare.engine.presets import load_preset
+
+    p = load_preset("lbm2d-cylinder", ["grid.nx=96", "grid.ny=48", "obstacle.diameter=10", "tracers.count=700",
+                                       "tracers.rate=60", f"tracers.release={release}",
+                                       "tracers.points=[[0.1, 0.3], [0.05, 0.7]]"], backend="numpy")
+    e = Engine(p, get_backend("numpy"))
+    e.step(40)  # a developed flow, and tracers of every age (parked ones included)
+    lib = build_tracers(tmp_path_factory)
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    # the velocity pass equals macroscopic()
+    f = np.ascontiguousarray(e.state_arrays()["f"], dtype=np.float32)
+    ny, nx = p.shape
+    ux, uy = np.empty((ny, nx), np.float32), np.empty((ny, nx), np.float32)
+    lib.velocity(ptr(f), ptr(np.ascontiguousarray(e.mask_host)), nx, ny, ctypes.c_float(e.lat.force[0]),
+                 ctypes.c_float(e.lat.force[1]), ptr(ux), ptr(uy))
+    _, ux_ref, uy_ref = e.macroscopic()
+    np.testing.assert_array_equal(ux, ux_ref)
+    np.testing.assert_array_equal(uy, uy_ref)
+    # three tracer updates, kernel vs array path from the same state
+    ref = e.tracers
+    pos, age = ref.pos.copy(), ref.age.copy()
+    solid = np.ascontiguousarray(ref.solid)
+    pts = np.asarray(p.tracers.points, np.float64).reshape(-1)
+    released, cursor = ref.released, ref.cursor
+    for _ in range(3):
+        m = min(ref.n, int(p.tracers.rate * 2.0))
+        lib.advance(ref.n, ptr(pos), ptr(age), ptr(ux), ptr(uy), ptr(solid), nx, ny, ctypes.c_float(2.0),
+                    ctypes.c_double(released), cursor, m, int(release == "line"),
+                    *(ctypes.c_double(v) for v in p.tracers.line), ptr(pts), len(p.tracers.points))
+        released, cursor = released + ref.n, (cursor + m) % ref.n
+        ref._advance_array(ux_ref, uy_ref, 2.0)
+    assert isinstance(ref, Tracers) and (ref.age > 0).sum() > 100 and (ref.age == 0).sum() >= 120
+    np.testing.assert_allclose(pos, ref.pos, rtol=0, atol=2e-6)  # libm sin/cos vs NumPy's: last bits
+    np.testing.assert_array_equal(age, ref.age)
