@@ -123,7 +123,10 @@ class FieldCanvas(scene.SceneCanvas):
     def __init__(self, size=(900, 700), **kwargs):
         super().__init__(keys=None, size=size, bgcolor=(0.08, 0.08, 0.1, 1), **kwargs)
         self.unfreeze()
-        self.view = self.central_widget.add_view()
+        # border_width=0: a ViewBox clips its scene to ``inner_rect``, which VisPy insets by the
+        # border width (1 px by default) while the camera maps its rect onto the full widget rect;
+        # the outermost pixel ring of the view would show the background instead of the field.
+        self.view = self.central_widget.add_view(border_width=0)
         self.view.camera = scene.PanZoomCamera(aspect=1)
         self.colormap_name = "viridis"
         self.fixed_range: tuple[float, float] | None = None
