@@ -71,6 +71,9 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch):
     frame = c.grab()  # uploads through interop, renders, reads back
     assert c._interop is not None and c._interop.copies >= 1 and c.shown.seq == 2
     monkeypatch.undo()
+    # the snapshot stays owned by the interop until the event after its copy is done
+    cp.cuda.runtime.deviceSynchronize()
+    assert c._interop.in_flight.release_done() == 0
 
     # the same comparison as the host path on Mesa (tests/app/test_canvas_geometry.py)
     assert_frame_shows_field(frame, field)
