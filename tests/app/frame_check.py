@@ -21,10 +21,10 @@ def one_pixel_per_cell(canvas, nx: int, ny: int) -> None:
     canvas.view.camera.rect = (0, 0, nx, ny)
 
 
-def assert_frame_shows_field(frame: np.ndarray, field: np.ndarray) -> None:
+def assert_frame_shows_field(frame: np.ndarray, field: np.ndarray, mask: np.ndarray | None = None) -> None:
     from nagare.app import colormaps
 
-    expected = colormaps.apply(field, CMAP, RANGE)
+    expected = colormaps.apply(field, CMAP, RANGE, mask=mask)
     assert frame.shape == expected.shape
     # VisPy samples a 1D LUT texture linearly where colormaps.apply picks the nearest of the same
     # 256 entries: the two can differ by one LUT step (≤ 4 levels per channel for viridis).

@@ -12,11 +12,11 @@ pytestmark = pytest.mark.gui
 N_X, N_Y = 256, 192
 
 
-def _packet(field, seq):
+def _packet(field, seq, **kw):
     from nagare.app.gui.worker import FramePacket
 
     return FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", data=field,
-                       vmin=np.float32(RANGE[0]), vmax=np.float32(RANGE[1]), fields=("f",))
+                       vmin=np.float32(RANGE[0]), vmax=np.float32(RANGE[1]), fields=("f",), **kw)
 
 
 @pytest.fixture
@@ -58,3 +58,32 @@ def test_frame_check_sees_a_shifted_or_clipped_frame(canvas):
     ringed[0] = ringed[-1] = ringed[:, 0] = ringed[:, -1] = frame[0, 0] // 2
     with pytest.raises(AssertionError, match="rows"):
         assert_frame_shows_field(ringed, field)
+
+
+def test_obstacles_and_overlay_points_land_on_their_cells(canvas, monkeypatch):
+    """The mask texture (uint8, uploaded once per mask object) and the tracer overlay's points."""
+    c = canvas
+    field = random_field(N_Y, N_X, 4)
+    mask = np.zeros((N_Y, N_X), bool)
+    mask[40:60, 100:130] = True
+    cells = np.array([[10, 150], [200, 20], [128, 96]])  # (x, y) of cells under the points
+    c.show_packet(_packet(field, 1, mask=mask))
+    c.draw_now(finish=True)
+    one_pixel_per_cell(c, N_X, N_Y)
+    assert_frame_shows_field(c.grab(), field, mask)
+    uploads = []
+    set_data = c.mask_image.set_data
+    monkeypatch.setattr(c.mask_image, "set_data", lambda d: (uploads.append(d.dtype), set_data(d)))
+    c.show_packet(_packet(field, 2, mask=mask, overlay=(cells + 0.5).astype(np.float32)))
+    frame = c.grab()
+    assert uploads == []  # the same mask object: no second upload
+    c.show_packet(_packet(field, 3, mask=mask.copy()))
+    c.grab()
+    assert uploads == [np.uint8]  # another mask object is uploaded (as uint8 RGBA)
+    lit = frame[N_Y - 1 - cells[:, 1], cells[:, 0]]  # row 0 of the frame is the top (y = N_Y - 1)
+    assert np.all(lit >= 200), lit  # white at 85 % opacity over any field colour
+    bright = np.all(frame >= 200, axis=-1)
+    far = np.ones_like(bright)
+    for x, y in cells:
+        far[max(N_Y - 1 - y - 4, 0):N_Y - y + 4, max(x - 4, 0):x + 5] = False
+    assert not bright[far].any()  # nothing lit away from the points
