@@ -177,9 +177,16 @@ class Engine:
     def diagnostics(self) -> dict[str, float]:
         with self._on_stream():
             d = {k: float(v) for k, v in self._diagnostics().items()}
+        return self.check_finite(d, self.step_count)
+
+    def check_finite(self, d: dict[str, float], step: int) -> dict[str, float]:
+        """``d`` (host floats of :meth:`_diagnostics` taken at ``step``), or Diverged if any is NaN/Inf.
+
+        Split from :meth:`diagnostics` for owners that launch ``_diagnostics()`` on the stream and
+        read the values later, once an event says they are done (no host sync per frame)."""
         bad = [k for k, v in d.items() if not math.isfinite(v)]
         if bad:
-            raise Diverged(self.family, self.step_count,
+            raise Diverged(self.family, step,
                            f"{', '.join(bad)} is not finite (NaN/Inf); lower the time step or the "
                            f"velocity, or raise the resolution/viscosity")
         return d

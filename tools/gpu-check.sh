@@ -29,8 +29,10 @@ for stage in "$@"; do
     app)
       export PYOPENGL_PLATFORM=egl __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
       pt -m gpu tests/app/test_interop_gpu.py 2>&1 | tail -15
-      python3 -m nagare.app.gui.bench_display --app egl --backend cupy --seconds 10 --preset lbm2d-cylinder \
-        --set grid.nx=2048 --set grid.ny=2048 --out "$OUT/app/display-overhead-h200.json" 2>&1 | tail -15 ;;
+      # ratio, draw ms/frame, frames/s, worker publish share + GPU waits, headless breakdown (~2.5 min)
+      timeout 200 python3 -m nagare.app.gui.bench_display --app egl --backend cupy --seconds 10 --breakdown \
+        --preset lbm2d-cylinder --set grid.nx=2048 --set grid.ny=2048 \
+        --out "$OUT/app/display-overhead-h200.json" 2>&1 | grep -v Warning | tail -15 ;;
     bench-*)
       fam=${stage#bench-}
       nagare bench "$fam" --backend cupy --out "$OUT/$stage" 2>&1 | tail -60 ;;

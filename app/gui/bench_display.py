@@ -6,9 +6,16 @@
 Headless: the engine steps in ``run.steps_per_frame`` batches on its stream, nothing else (one
 sync at the end). Display on: the app's :class:`SimulationWorker` runs the same engine in its
 thread (snapshot + CUDA event + NaN check per displayed frame) while this (main) thread draws
-the newest packet into a VisPy canvas at up to ``--fps`` frames per second, through CUDA–GL
-interop where possible (``glFinish`` per frame, so the GL work is really done, not queued).
+the newest packet into a VisPy canvas at up to ``--fps`` frames per second (30, the app's cap),
+with the imgui HUD on top as in the app (``--no-hud`` leaves it out), through CUDA–GL interop
+where possible (``glFinish`` per frame, so the GL work is really done, not queued).
 The ratio display/headless is the figure of merit (target ≥ 0.95 at 2048² D2Q9).
+
+Besides the ratio it reports where the time goes: the mean/median/max draw time per frame and
+frames/s (UI thread), the share of the worker's wall time spent publishing frames (snapshot +
+NaN-check launch + stats + checkpoints) and how often the worker waited for the GPU to catch up
+(run-ahead bound). ``--breakdown`` adds headless runs with the tracers off and with CUDA-graph
+batching, which tell how much of a step is the LBM kernel and how much the rest.
 
 Runs with VisPy's EGL backend (no display needed) or any other VisPy backend (``--app``).
 """
@@ -30,10 +37,10 @@ def _default_case() -> tuple[str, list[str]]:
     return "diffusion3d", ["grid.nx=256", "grid.ny=256", "grid.nz=256"]
 
 
-def headless_rate(preset, backend, seconds: float) -> float:
+def headless_rate(preset, backend, seconds: float, variants: dict | None = None) -> float:
     from nagare.engine.families import create_engine
 
-    eng = create_engine(preset, backend)
+    eng = create_engine(preset, backend, variants=variants)
     spf = preset.run.steps_per_frame
     eng.step(spf)
     eng.synchronize()
@@ -45,7 +52,7 @@ def headless_rate(preset, backend, seconds: float) -> float:
     return (eng.step_count - n0) / (time.perf_counter() - t0)
 
 
-def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(1280, 960)) -> dict:
+def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(1280, 960), hud: bool = True) -> dict:
     from vispy.gloo import gl
 
     from .canvas import FieldCanvas
@@ -54,6 +61,10 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
     canvas = FieldCanvas(size=size, show=False)
     canvas.set_backend(backend_name)
     worker = SimulationWorker(preset, backend_name).start()
+    if hud:
+        from .hud import Hud
+
+        canvas.hud = Hud(canvas, lambda: (list(worker.history), {}, "bench"), lambda axis, choice: None)
     try:
         t_build = time.perf_counter()
         while worker.latest_packet() is None:  # engine built, kernels compiled, first frame
@@ -65,6 +76,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         while worker.engine.step_count < 2 * preset.run.steps_per_frame:
             time.sleep(0.005)
         n0, t0 = worker.engine.step_count, time.perf_counter()
+        pub0, waits0 = worker.publish_s, worker.throttle_waits
         frames, last_seq, period = 0, -1, 1.0 / fps
         draw_ms = []
         while (now := time.perf_counter()) - t0 < seconds:
@@ -80,14 +92,40 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             if sleep > 0:
                 time.sleep(sleep)
         n1, t1 = worker.engine.step_count, time.perf_counter()
+        pub1, waits1 = worker.publish_s, worker.throttle_waits
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} / {gl.glGetParameter(gl.GL_RENDERER)}"
     finally:
         worker.stop()
     draw_ms.sort()
+    hud_state = None if canvas.hud is None else (canvas.hud.error or f"{canvas.hud.frames} frames")
     return {"steps_per_s": (n1 - n0) / (t1 - t0), "frames_per_s": frames / (t1 - t0),
             "display_path": canvas.display_path, "path_reason": canvas.path_reason, "gl": vendor,
             "host_copies": canvas.host_copies, "interop_copies": getattr(canvas._interop, "copies", 0),
-            "draw_ms_median": draw_ms[len(draw_ms) // 2] if draw_ms else None}
+            "draw_ms_mean": sum(draw_ms) / len(draw_ms) if draw_ms else None,
+            "draw_ms_median": draw_ms[len(draw_ms) // 2] if draw_ms else None,
+            "draw_ms_max": draw_ms[-1] if draw_ms else None,
+            "ui_busy_share": sum(draw_ms) * 1e-3 / (t1 - t0),
+            "worker_publish_share": (pub1 - pub0) / (t1 - t0), "worker_gpu_waits": waits1 - waits0,
+            "hud": hud_state}
+
+
+def _breakdown(name, overrides, backend, seconds) -> dict:
+    """Headless steps/s of variations of the case: where does a step's time go?"""
+    from nagare.engine.presets import load_preset
+
+    out = {}
+    cases = [("tracers off", overrides + ["tracers.count=0"], None),
+             ("graph on", overrides, {"graph": "on"}),
+             ("tracers off, graph on", overrides + ["tracers.count=0"], {"graph": "on"})]
+    for label, ov, variants in cases:
+        try:
+            rate = headless_rate(load_preset(name, ov, backend=backend.name), backend, seconds, variants)
+        except Exception as exc:  # a case this family/backend does not offer
+            print(f"  headless, {label}: not run ({type(exc).__name__}: {str(exc)[:100]})", flush=True)
+            continue
+        out[label] = rate
+        print(f"  headless, {label:22s} {rate:10.1f} steps/s", flush=True)
+    return out
 
 
 def main(argv=None) -> int:
@@ -96,7 +134,10 @@ def main(argv=None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=None, metavar="KEY=VALUE")
     p.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"])
     p.add_argument("--seconds", type=float, default=10.0)
-    p.add_argument("--fps", type=float, default=60.0)
+    p.add_argument("--fps", type=float, default=30.0, help="frame cap of the drawing loop (the app's: 30)")
+    p.add_argument("--no-hud", dest="hud", action="store_false", help="draw without the imgui HUD")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also headless with the tracers off and with graph=on (5 s each)")
     p.add_argument("--app", default="egl", help="VisPy backend (egl: headless GPU; pyqt6 with a display)")
     p.add_argument("--out", type=Path, help="write the result as JSON (and .md beside it)")
     a = p.parse_args(argv)
@@ -116,17 +157,27 @@ def main(argv=None) -> int:
     print(f"display overhead: {name} {' '.join(overrides)} on {backend.name}, {a.seconds:.0f} s each", flush=True)
     head = headless_rate(preset, backend, a.seconds)
     print(f"  headless      {head:10.1f} steps/s", flush=True)
-    disp = display_rate(preset, backend.name, a.seconds, a.fps)
+    breakdown = {}
+    if a.breakdown:
+        breakdown = _breakdown(name, overrides, backend, min(a.seconds, 5.0))
+    disp = display_rate(preset, backend.name, a.seconds, a.fps, hud=a.hud)
     ratio = disp["steps_per_s"] / head if head else float("nan")
+
+    def ms(x):
+        return "—" if x is None else f"{x:.1f}"
     print(f"  display on    {disp['steps_per_s']:10.1f} steps/s  ({disp['frames_per_s']:.1f} frames/s, "
-          f"path {disp['display_path']}, draw {disp['draw_ms_median']} ms)")
+          f"path {disp['display_path']}, HUD {disp['hud']})")
+    print(f"  draw/frame    mean {ms(disp['draw_ms_mean'])} ms, median {ms(disp['draw_ms_median'])} ms, "
+          f"max {ms(disp['draw_ms_max'])} ms; UI thread busy drawing {100 * disp['ui_busy_share']:.1f} % of the time")
+    print(f"  worker        publishing {100 * disp['worker_publish_share']:.1f} % of the time, "
+          f"waited for the GPU {disp['worker_gpu_waits']}×")
     print(f"  ratio         {ratio:10.3f}   (target ≥ 0.95)")
     if a.out:
         info = backend.device_info().as_dict()
         result = {"preset": name, "overrides": overrides, "backend": backend.name, "device": info,
                   "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
                   "seconds": a.seconds, "fps_cap": a.fps, "headless_steps_per_s": head, "display": disp,
-                  "ratio": ratio}
+                  "headless_breakdown": breakdown, "ratio": ratio}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(result, indent=1))
         a.out.with_suffix(".md").write_text(

@@ -10,12 +10,21 @@ Interop is only possible when the GPU that runs CUDA also drives the GL context 
 vendor, e.g. EGL on a headless H200). Anything else falls back to a host copy, and the reason is
 logged once per process.
 
-The pieces without a GPU (path choice, copy geometry, log-once) are plain functions so that they
-are unit-tested everywhere; the GPU path is tested by tests/app/test_interop_gpu.py on an H200.
+Lifetime: the copy reads the packet's snapshot asynchronously, after the host has moved on. If
+the last reference to the CuPy array went away then, CuPy's pool would hand its memory to the
+worker's next allocation (pool blocks are reused in the order of the *allocating* stream, which
+knows nothing about the copy stream) and the engine could overwrite it before the copy ran. So
+each upload records an event on the copy stream after the copy and :class:`InFlight` keeps the
+array alive until the host sees that event done (polled, never waited for, on the next upload).
+
+The pieces without a GPU (path choice, copy geometry, log-once, in-flight ownership) are plain
+Python so that they are unit-tested everywhere; the GPU path is tested by
+tests/app/test_interop_gpu.py on an H200.
 """
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,10 +96,50 @@ def _check(result, what: str):
     return result[1] if len(result) == 2 else result[1:]
 
 
+class InFlight:
+    """Objects the GPU may still read, each held until an event recorded after its last use is done.
+
+    ``event`` needs ``.done`` (non-blocking query) and ``.synchronize()``: a CuPy event or a fake.
+    """
+
+    def __init__(self):
+        self._items: deque = deque()
+
+    def hold(self, obj, event) -> None:
+        self._items.append((event, obj))
+
+    def release_done(self) -> int:
+        """Drop the objects whose events have completed (never blocks); returns how many are still held."""
+        self._items = deque(item for item in self._items if not item[0].done)
+        return len(self._items)
+
+    def wait_all(self) -> None:
+        """Block until every held object's event is done, then drop them (teardown only)."""
+        while self._items:
+            event, _ = self._items.popleft()
+            event.synchronize()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _cupy_event_recorder(stream):
+    """record() → a CuPy event recorded now on the cuda-python ``stream``."""
+    import cupy
+
+    ext = cupy.cuda.ExternalStream(int(stream))
+
+    def record():
+        ev = cupy.cuda.Event(block=False, disable_timing=True)
+        ev.record(ext)
+        return ev
+    return record
+
+
 class TextureInterop:
     """One registered GL texture. Create and use only with the GL context current."""
 
-    def __init__(self, gl_texture: int, shape: tuple[int, int], cudart=None):
+    def __init__(self, gl_texture: int, shape: tuple[int, int], cudart=None, record_event=None):
         if cudart is None:
             cudart, reason = cuda_python_runtime()
             if cudart is None:
@@ -102,28 +151,39 @@ class TextureInterop:
         self.resource = _check(cudart.cudaGraphicsGLRegisterImage(self.gl_texture, GL_TEXTURE_2D, flags),
                                "cudaGraphicsGLRegisterImage")
         self.stream = _check(cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking), "cudaStreamCreate")
+        self._record_event = record_event or _cupy_event_recorder(self.stream)
+        self.in_flight = InFlight()
         self.copies = 0
 
     def upload(self, array, event=None) -> None:
-        """Copy a CuPy float32 (rows, cols) array into the texture; ordered after ``event``."""
+        """Copy a CuPy float32 (rows, cols) array into the texture; ordered after ``event``.
+
+        ``array`` stays referenced here until the copy has run on the GPU (see the module doc)."""
         rt = self.rt
         plan = plan_copy(array.shape, array.dtype, array.strides, self.shape)
+        self.in_flight.release_done()
         if event is not None:
             _check(rt.cudaStreamWaitEvent(self.stream, event.ptr, 0), "cudaStreamWaitEvent")
-        _check(rt.cudaGraphicsMapResources(1, self.resource, self.stream), "cudaGraphicsMapResources")
         try:
-            dst = _check(rt.cudaGraphicsSubResourceGetMappedArray(self.resource, 0, 0),
-                         "cudaGraphicsSubResourceGetMappedArray")
-            _check(rt.cudaMemcpy2DToArrayAsync(dst, 0, 0, array.data.ptr, plan.src_pitch, plan.width_bytes,
-                                               plan.height, rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice,
-                                               self.stream), "cudaMemcpy2DToArrayAsync")
+            _check(rt.cudaGraphicsMapResources(1, self.resource, self.stream), "cudaGraphicsMapResources")
+            try:
+                dst = _check(rt.cudaGraphicsSubResourceGetMappedArray(self.resource, 0, 0),
+                             "cudaGraphicsSubResourceGetMappedArray")
+                _check(rt.cudaMemcpy2DToArrayAsync(dst, 0, 0, array.data.ptr, plan.src_pitch, plan.width_bytes,
+                                                   plan.height, rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice,
+                                                   self.stream), "cudaMemcpy2DToArrayAsync")
+            finally:
+                # Unmap orders GL after the copy: GL commands issued after unmap see the new texels.
+                _check(rt.cudaGraphicsUnmapResources(1, self.resource, self.stream), "cudaGraphicsUnmapResources")
         finally:
-            # Unmap orders GL after the copy: GL commands issued after unmap see the new texels.
-            _check(rt.cudaGraphicsUnmapResources(1, self.resource, self.stream), "cudaGraphicsUnmapResources")
+            # An event after the copy (after whatever of it was enqueued): until it is done the
+            # array must not return to CuPy's pool.
+            self.in_flight.hold(array, self._record_event())
         self.copies += 1
 
     def close(self) -> None:
         if self.resource is not None:
+            self.in_flight.wait_all()  # no array may go back to the pool while a copy still reads it
             self.rt.cudaGraphicsUnregisterResource(self.resource)
             self.rt.cudaStreamDestroy(self.stream)
             self.resource = None

@@ -149,6 +149,8 @@ def _toml_literal(v) -> str:
 
 
 class MainWindow(QtWidgets.QMainWindow):
+    max_fps = 30.0  # cap on new frames drawn per second (the UI shares the GIL with the worker)
+
     def __init__(self, preset: str | None = None, backend: str = "auto", output_dir: str | Path | None = None,
                  start_running: bool = True, hud: bool = True):
         super().__init__()
@@ -484,7 +486,12 @@ class MainWindow(QtWidgets.QMainWindow):
         for n in self.worker.drain_notices():
             self._notice(n)
         pk = self.worker.latest_packet()
-        if pk is not None and pk.seq != self._last_seq and pk.ready():
+        now = time.perf_counter()
+        # At most max_fps new frames a second: every draw holds the GIL the simulation thread
+        # needs to launch its kernels. Without a new packet nothing is redrawn at all.
+        if (pk is not None and pk.seq != self._last_seq and pk.ready()
+                and now - getattr(self, "_t_frame", 0.0) >= 1.0 / self.max_fps):
+            self._t_frame = now
             self._last_seq = pk.seq
             if list(pk.fields) != [self.field_combo.itemText(i) for i in range(self.field_combo.count())]:
                 self.field_combo.clear()

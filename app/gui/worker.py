@@ -11,6 +11,14 @@ Threading contract (DESIGN.md §6):
   worker overwrites an unread packet instead of waiting, so neither side ever blocks the other.
 - Everything else the UI must hear about (errors, divergence, finished checkpoints) goes through
   an event queue of :class:`Notice` objects that the UI drains on its timer.
+
+Keeping the GPU busy (CuPy): the UI thread holds the GIL while it draws, and the worker needs the
+GIL to launch kernels. So the worker never waits for the device per step or per frame: each loop
+iteration records a fence event and the worker runs ahead of the GPU by up to ``max_lag_s`` of
+host time (the queued work carries the GPU through the UI's GIL stalls), waiting — GIL released —
+only on a fence older than that. The NaN check of a frame is launched on the engine stream and
+read one or more frames later, once its event is done; only explicit steps/view changes and the
+(adaptive, ≤ 1 % of the time) last-good checkpoints check synchronously.
 """
 from __future__ import annotations
 
@@ -109,6 +117,23 @@ def _magnitude(xp, v):
 
 RANGE_SAMPLE = 1 << 16  # points the auto colour range is estimated from
 
+_read_streams = threading.local()
+
+
+def _read_float(x) -> float:
+    """A diagnostics value as a host float; device scalars are read on this thread's private
+    non-blocking stream (their event is done: the copy must not queue behind the engine's steps)."""
+    if isinstance(x, int | float):
+        return float(x)
+    if type(x).__module__.startswith("numpy"):
+        return float(x)
+    s = getattr(_read_streams, "stream", None)
+    if s is None:
+        import cupy
+
+        s = _read_streams.stream = cupy.cuda.Stream(non_blocking=True)
+    return float(x.get(stream=s))
+
 
 def display_range(xp, data, symmetric: bool):
     """Robust auto range as device scalars: 0.5–99.5 percentiles (as the headless PNG writer),
@@ -126,8 +151,30 @@ def display_range(xp, data, symmetric: bool):
     return lo, hi
 
 
-def snapshot(engine, view: ViewRequest, seq: int) -> FramePacket:
-    """Copy what is shown out of the engine state, on the engine's stream (no host sync)."""
+def _mask_copy(xp, mask, axis, index, cache: dict | None):
+    """The packet's copy of an obstacle mask (2D or one slice of 3D).
+
+    An engine's mask is static while it is the same array object (engines that move obstacles
+    return a new array): the copy made for an earlier packet is handed out again, so the UI sees
+    the same object and does not upload the mask texture again. ``cache`` holds the engine's
+    array itself, so its id cannot be reused by another mask."""
+    if mask is None:
+        return None
+    entry = None if cache is None else cache.get("mask")
+    if entry is not None and entry[0] is mask and entry[1] == (axis, index):
+        return entry[2]
+    m = mask if axis is None else xp.take(mask, index, axis=axis)
+    out = xp.asarray(m, dtype=bool).copy()
+    if cache is not None:
+        cache["mask"] = (mask, (axis, index), out)
+    return out
+
+
+def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> FramePacket:
+    """Copy what is shown out of the engine state, on the engine's stream (no host sync).
+
+    ``cache`` (one dict per engine, owned by the caller) lets packets share the copy of an
+    unchanged obstacle mask."""
     xp = engine.xp
     fields = engine.fields()
     names = tuple(fields)
@@ -140,18 +187,16 @@ def snapshot(engine, view: ViewRequest, seq: int) -> FramePacket:
         mask = f.mask
         if f.kind == "vector":
             data = _magnitude(xp, data) if view.component == "magnitude" else data["xyz".index(view.component)]
-        slice_index, slice_count = 0, 1
+        slice_index, slice_count, ax = 0, 1, None
         if isinstance(f, Grid3D):
             ax = SLICE_AXES[view.slice_axis]
             slice_count = data.shape[ax]
             slice_index = min(slice_count - 1, max(0, int(round(view.slice_pos * (slice_count - 1)))))
             data = xp.take(data, slice_index, axis=ax)
-            if mask is not None:
-                mask = xp.take(mask, slice_index, axis=ax)
         data = xp.ascontiguousarray(data, dtype=xp.float32).copy()
         vmin, vmax = display_range(xp, data, f.symmetric)
         pk = FramePacket(kind="grid3d" if isinstance(f, Grid3D) else "grid2d", data=data,
-                         mask=None if mask is None else xp.asarray(mask, dtype=bool).copy(),
+                         mask=_mask_copy(xp, mask, ax, slice_index, cache),
                          vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
                          slice_count=slice_count, spacing=f.spacing, **common)
         if isinstance(f, Grid2D) and view.particles_overlay:
@@ -182,11 +227,22 @@ def snapshot(engine, view: ViewRequest, seq: int) -> FramePacket:
 class SimulationWorker:
     """Runs an engine in a daemon thread. All public methods are safe to call from the UI thread."""
 
+    max_lag_s = 0.1  # how far (host time) the worker may run ahead of the GPU
+    max_fences = 64
+    stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
+    checkpoint_share = 0.01  # last-good checkpoints may take at most this share of the run time
+
     def __init__(self, preset, backend: str = "auto", display_interval: float = 1 / 30,
                  checkpoint_interval: float = 3.0, history_seconds: float = 30.0):
         self.backend_name = backend
         self.display_interval = display_interval
         self.checkpoint_interval = checkpoint_interval
+        self._ckpt_every = checkpoint_interval
+        self._fences: deque = deque()  # (event, host time) per loop iteration, GPU only
+        self._diag_pending: deque = deque()  # (step, device diagnostics, event)
+        self._mask_cache: dict = {}
+        self.publish_s = 0.0  # worker time spent in _publish (bench_display reports it)
+        self.throttle_waits = 0
         self.log_interval = 1.0
         self.commands: queue.Queue[Command] = queue.Queue()
         self.notices: queue.Queue[Notice] = queue.Queue()
@@ -254,6 +310,11 @@ class SimulationWorker:
         self.diverged = None
         self.last_good = None
         self._t_last_ckpt = 0.0
+        self._ckpt_every = self.checkpoint_interval
+        self._fences.clear()
+        self._diag_pending.clear()
+        self._mask_cache = {}
+        self._t_stats = 0.0
         self.history.clear()
         self._publish(force=True)
         self._notify("engine", f"{engine.family} on {backend.name}", payload=engine)
@@ -274,11 +335,30 @@ class SimulationWorker:
                 continue
             n = pending_steps or self._preset.run.steps_per_frame
             try:
+                self._throttle()
                 self.engine.step(n)
+                self._fence()
             except Exception as exc:
                 self._fail(exc)
                 continue
             self._publish(force=pending_steps > 0)
+
+    def _fence(self) -> None:
+        eng = self.engine
+        if eng.backend.is_gpu:
+            ev = eng.xp.cuda.Event(block=False, disable_timing=True)
+            ev.record(eng.stream)
+            self._fences.append((ev, time.perf_counter()))
+
+    def _throttle(self) -> None:
+        """Bound the run-ahead: wait (GIL released) for fences older than max_lag_s; never per step."""
+        fences = self._fences
+        while fences and fences[0][0].done:
+            fences.popleft()
+        now = time.perf_counter()
+        while fences and (len(fences) >= self.max_fences or now - fences[0][1] > self.max_lag_s):
+            self.throttle_waits += 1
+            fences.popleft()[0].synchronize()
 
     def _apply_commands(self) -> int:
         steps = 0
@@ -371,21 +451,55 @@ class SimulationWorker:
         if not force and now - self._t_publish < self.display_interval:
             return
         eng = self.engine
+        ckpt_due = now - self._t_last_ckpt > self._ckpt_every
         try:
-            eng.diagnostics()  # raises Diverged on NaN/Inf (a device sync, once per frame)
+            if eng.backend.is_gpu and not force and not ckpt_due:
+                self._check_diagnostics(wait=False)  # earlier frames' checks the GPU has finished
+                self._launch_diagnostics()
+            else:
+                # NumPy, an explicit step/view/variant, or a checkpoint next: check now (a sync)
+                self._check_diagnostics(wait=True)
+                eng.diagnostics()  # raises Diverged on NaN/Inf
         except Diverged as exc:
             self._fail(exc)
             return
         self._t_publish = now
         self._seq += 1
         with eng._on_stream():
-            pk = snapshot(eng, self.view, self._seq)
+            pk = snapshot(eng, self.view, self._seq, self._mask_cache)
         with self._packet_lock:
             self._packet = pk
-        self._record_stats(now)
-        if now - self._t_last_ckpt > self.checkpoint_interval:
+        if force or now - self._t_stats >= self.stats_interval:
+            self._t_stats = now
+            self._record_stats(now)
+        if ckpt_due:
+            t0 = time.perf_counter()
             self.last_good = _owned_checkpoint(eng)  # finite: diagnostics just said so
-            self._t_last_ckpt = now
+            # A 2048² D2Q9 state is 150 MB: space the checkpoints so they cost ≤ checkpoint_share.
+            cost = time.perf_counter() - t0
+            self._ckpt_every = max(self.checkpoint_interval, cost / self.checkpoint_share)
+            self._t_last_ckpt = time.perf_counter()
+        self.publish_s += time.perf_counter() - now
+
+    def _launch_diagnostics(self) -> None:
+        eng = self.engine
+        with eng._on_stream():
+            d = eng._diagnostics()
+            ev = eng.xp.cuda.Event(block=False, disable_timing=True)
+            ev.record(eng.stream)
+        self._diag_pending.append((eng.step_count, d, ev))
+
+    def _check_diagnostics(self, wait: bool) -> None:
+        """Read the launched checks whose events are done (all of them with wait); Diverged on NaN."""
+        pending = self._diag_pending
+        while pending:
+            step, d, ev = pending[0]
+            if not ev.done:
+                if not wait and len(pending) < 8:
+                    return
+                ev.synchronize()
+            pending.popleft()
+            self.engine.check_finite({k: _read_float(v) for k, v in d.items()}, step)
 
     def _record_stats(self, now: float) -> None:
         eng = self.engine
@@ -416,7 +530,8 @@ def _owned_checkpoint(engine) -> dict:
     import numpy as np
 
     ckpt = engine.checkpoint()
-    ckpt["arrays"] = {k: np.array(v, copy=True) for k, v in ckpt["arrays"].items()}
+    if not engine.backend.is_gpu:  # device→host copies are new arrays already
+        ckpt["arrays"] = {k: np.array(v, copy=True) for k, v in ckpt["arrays"].items()}
     return ckpt
 
 

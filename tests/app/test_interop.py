@@ -47,3 +47,117 @@ def test_fallback_is_logged_once(caplog):
         assert interop.log_once(msg)
         assert not interop.log_once(msg)
     assert sum(msg in r.getMessage() for r in caplog.records) == 1
+
+
+# ---- ownership of the snapshot while the interop copy may still read it ----------------------
+class FakeEvent:
+    def __init__(self, log=None, done=False):
+        self.done = done
+        self.synced = False
+        if log is not None:
+            log.append("record")
+
+    def synchronize(self):
+        self.synced = True
+        self.done = True
+
+
+class FakeDeviceArray:
+    """What upload() reads of a CuPy array: shape, dtype, strides, data.ptr."""
+
+    class _Mem:
+        ptr = 0xD0000
+
+    def __init__(self, shape):
+        a = np.zeros(shape, np.float32)
+        self.shape, self.dtype, self.strides, self.data = a.shape, a.dtype, a.strides, self._Mem()
+
+
+class FakeCudart:
+    """Just enough of cuda.bindings.runtime to drive TextureInterop; logs the calls in order."""
+
+    class cudaGraphicsRegisterFlags:
+        cudaGraphicsRegisterFlagsWriteDiscard = 2
+
+    class cudaMemcpyKind:
+        cudaMemcpyDeviceToDevice = 3
+
+    cudaStreamNonBlocking = 1
+
+    def __init__(self, fail_copy=False):
+        self.calls: list[str] = []
+        self.fail_copy = fail_copy
+
+    def __getattr__(self, name):
+        if not name.startswith("cuda"):
+            raise AttributeError(name)
+
+        def call(*args):
+            self.calls.append(name)
+            if name == "cudaMemcpy2DToArrayAsync" and self.fail_copy:
+                return (700,)
+            if name in ("cudaGraphicsGLRegisterImage", "cudaStreamCreateWithFlags",
+                        "cudaGraphicsSubResourceGetMappedArray"):
+                return (0, f"<{name}>")
+            return (0,)
+        return call
+
+
+def _interop(rt):
+    events: list[FakeEvent] = []
+
+    def record():
+        events.append(FakeEvent(rt.calls))
+        return events[-1]
+    return interop.TextureInterop(7, (4, 6), cudart=rt, record_event=record), events
+
+
+def test_in_flight_holds_until_event_done_and_never_blocks():
+    held = interop.InFlight()
+    a, b = FakeEvent(), FakeEvent()
+    held.hold("a", a)
+    held.hold("b", b)
+    assert held.release_done() == 2
+    b.done = True  # events may complete out of hold order (other streams): each is checked
+    assert held.release_done() == 1 and not a.synced
+    held.hold("c", FakeEvent(done=True))
+    assert held.release_done() == 1
+    held.wait_all()
+    assert a.synced and len(held) == 0
+
+
+def test_upload_keeps_the_snapshot_alive_until_its_copy_completed():
+    import gc
+    import weakref
+
+    rt = FakeCudart()
+    tex, events = _interop(rt)
+    arr = FakeDeviceArray((4, 6))
+    ref = weakref.ref(arr)
+    tex.upload(arr, event=type("Ev", (), {"ptr": 1})())
+    # the release event is recorded after the copy and after the unmap, on the copy stream
+    assert rt.calls[-6:] == ["cudaStreamWaitEvent", "cudaGraphicsMapResources",
+                             "cudaGraphicsSubResourceGetMappedArray", "cudaMemcpy2DToArrayAsync",
+                             "cudaGraphicsUnmapResources", "record"]
+    del arr  # the packet is gone on the UI side (a newer one replaced it) ...
+    gc.collect()
+    assert ref() is not None  # ... but the copy has not run yet: the memory must not return to the pool
+    tex.upload(FakeDeviceArray((4, 6)))
+    gc.collect()
+    assert ref() is not None and len(tex.in_flight) == 2
+    events[0].done = True
+    tex.upload(FakeDeviceArray((4, 6)))  # each upload releases what has completed, without waiting
+    gc.collect()
+    assert ref() is None and len(tex.in_flight) == 2
+    tex.close()  # teardown waits for the copies still in flight before unregistering
+    assert all(e.synced for e in events[1:]) and len(tex.in_flight) == 0
+    assert rt.calls[-2:] == ["cudaGraphicsUnregisterResource", "cudaStreamDestroy"]
+
+
+def test_a_failed_copy_still_holds_the_snapshot():
+    rt = FakeCudart(fail_copy=True)
+    tex, events = _interop(rt)
+    with pytest.raises(RuntimeError, match="cudaMemcpy2DToArrayAsync"):
+        tex.upload(FakeDeviceArray((4, 6)))
+    assert rt.calls[-2:] == ["cudaGraphicsUnmapResources", "record"] and len(tex.in_flight) == 1
+    assert tex.copies == 0

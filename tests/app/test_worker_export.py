@@ -128,3 +128,25 @@ def test_display_range_is_robust_to_peaks(symmetric):
     # a 1/16 subsample estimates the 0.5/99.5 percentiles of N(0,1) (±2.58) to about ±0.05
     np.testing.assert_allclose([lo, hi], [ref_lo, ref_hi], atol=0.08)
     assert hi < 5.0
+
+
+def test_snapshots_share_the_copy_of_an_unchanged_mask(fake_preset):
+    """One mask copy per engine mask object: the UI then uploads the obstacle texture once."""
+    from nagare.app.gui.worker import ViewRequest, snapshot
+    from nagare.engine.backend import get_backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    eng = create_engine(load_preset(fake_preset(), backend="numpy"), get_backend("numpy"))
+    cache: dict = {}
+    a = snapshot(eng, ViewRequest(field="rho"), 1, cache)
+    eng.step(3)
+    b = snapshot(eng, ViewRequest(field="rho"), 2, cache)
+    assert b.mask is a.mask and a.data is not b.data
+    np.testing.assert_array_equal(a.mask, eng.fields()["rho"].mask)
+    a.mask[...] = False  # a copy: the engine's mask is untouched
+    assert eng.fields()["rho"].mask.any()
+    eng.mask = eng.mask.copy()  # a new mask object (moved obstacles): a new copy
+    c = snapshot(eng, ViewRequest(field="rho"), 3, cache)
+    assert c.mask is not b.mask and c.mask.any()
+    assert snapshot(eng, ViewRequest(field="rho"), 4).mask is not c.mask  # no cache: always a copy

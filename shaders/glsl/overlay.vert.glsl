@@ -1,0 +1,9 @@
+// Particles drawn over a 2D field (e.g. tracers): positions only, one colour, so an upload costs
+// 8 bytes per particle and no per-point work on the host.
+attribute vec2 a_position;
+uniform float u_size;  // sprite diameter in pixels
+
+void main() {
+    gl_Position = $transform(vec4(a_position, 0.0, 1.0));
+    gl_PointSize = u_size;
+}

@@ -1,0 +1,35 @@
+"""Shared by the Mesa (host-copy) and H200 (interop) display tests: a field that exposes any
+geometry error, a one-pixel-per-cell view, and the comparison of the screen with the field."""
+from __future__ import annotations
+
+import numpy as np
+
+CMAP = "viridis"
+RANGE = (-1.0, 1.0)
+
+
+def random_field(ny: int, nx: int, seed: int) -> np.ndarray:
+    """Independent values per cell: a shift, flip or clipped row/column by one cell changes ~all
+    pixels of that region (a smooth field would hide such errors inside the tolerance)."""
+    return np.random.default_rng(seed).uniform(-1.0, 1.0, (ny, nx)).astype(np.float32)
+
+
+def one_pixel_per_cell(canvas, nx: int, ny: int) -> None:
+    """Camera rect = the field exactly (set_range(margin=0) adds 0.1 in VisPy): pixel centres sit
+    on texel centres, so nearest sampling picks cell (i, j) for pixel (i, j)."""
+    assert tuple(canvas.physical_size) == (nx, ny), canvas.physical_size
+    canvas.view.camera.rect = (0, 0, nx, ny)
+
+
+def assert_frame_shows_field(frame: np.ndarray, field: np.ndarray, mask: np.ndarray | None = None) -> None:
+    from nagare.app import colormaps
+
+    expected = colormaps.apply(field, CMAP, RANGE, mask=mask)
+    assert frame.shape == expected.shape
+    # VisPy samples a 1D LUT texture linearly where colormaps.apply picks the nearest of the same
+    # 256 entries: the two can differ by one LUT step (≤ 4 levels per channel for viridis).
+    diff = np.abs(frame.astype(int) - expected.astype(int)).max(axis=-1)
+    bad = np.argwhere(diff >= 5)
+    assert len(bad) == 0, (f"{len(bad)} of {diff.size} pixels differ from the colour-mapped field; "
+                           f"rows {np.unique(bad[:, 0])[:8]}, columns {np.unique(bad[:, 1])[:8]}")
+    assert np.median(diff) <= 1

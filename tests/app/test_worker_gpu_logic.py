@@ -1,0 +1,112 @@
+"""The worker's GPU-side bookkeeping without a GPU: deferred NaN checks and the run-ahead bound.
+
+A stub engine stands in for a CuPy engine: its events are fakes whose completion the test
+controls, so each rule (never wait for an unfinished check, report the step the bad state was
+seen at, wait only on fences older than max_lag_s) is checked exactly."""
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+from types import SimpleNamespace
+
+import pytest
+from nagare.app.gui.worker import SimulationWorker
+from nagare.engine.contract import Engine
+from nagare.engine.errors import Diverged
+
+
+class FakeEvent:
+    def __init__(self, **kw):
+        self.done = False
+        self.waited = False
+
+    def record(self, stream=None):
+        pass
+
+    def synchronize(self):
+        self.waited = True
+        self.done = True
+
+
+class StubGpuEngine:
+    family = "stub"
+    check_finite = Engine.check_finite
+
+    def __init__(self):
+        self.backend = SimpleNamespace(is_gpu=True)
+        self.events: list[FakeEvent] = []
+        self.xp = SimpleNamespace(cuda=SimpleNamespace(Event=self._event))
+        self.stream = None
+        self.step_count = 0
+        self.values = {"mass": 1.0, "max_speed": 0.1}
+
+    def _event(self, **kw):
+        self.events.append(FakeEvent(**kw))
+        return self.events[-1]
+
+    def _on_stream(self):
+        return nullcontext()
+
+    def _diagnostics(self):
+        return dict(self.values)  # host floats stand in for the device scalars
+
+
+@pytest.fixture
+def worker():
+    w = SimulationWorker(SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z")), "numpy")
+    w.engine = StubGpuEngine()
+    return w
+
+
+def test_nan_check_is_read_only_once_its_event_is_done(worker):
+    eng = worker.engine
+    eng.step_count = 10
+    eng.values["mass"] = math.nan
+    worker._launch_diagnostics()
+    eng.step_count, eng.values["mass"] = 30, 1.0
+    worker._launch_diagnostics()
+    worker._check_diagnostics(wait=False)  # nothing finished: no wait, no verdict
+    assert not any(e.waited for e in eng.events) and len(worker._diag_pending) == 2
+    eng.events[0].done = True
+    with pytest.raises(Diverged) as err:
+        worker._check_diagnostics(wait=False)
+    assert err.value.step == 10 and "mass" in err.value.detail  # the step the NaN was seen at
+    assert len(worker._diag_pending) == 1 and not eng.events[1].waited
+
+
+def test_synchronous_check_drains_the_launched_ones_first(worker):
+    eng = worker.engine
+    worker._launch_diagnostics()
+    worker._launch_diagnostics()
+    worker._check_diagnostics(wait=True)
+    assert all(e.waited for e in eng.events) and not worker._diag_pending
+
+
+def test_unfinished_checks_are_bounded(worker):
+    eng = worker.engine
+    for _ in range(8):
+        worker._launch_diagnostics()
+    worker._check_diagnostics(wait=False)  # the GPU is 8 frames behind: wait for the oldest only
+    assert eng.events[0].waited and not eng.events[1].waited and len(worker._diag_pending) == 7
+
+
+def test_run_ahead_waits_only_for_fences_older_than_max_lag(worker):
+    eng = worker.engine
+    now = time.perf_counter()
+    old, done, young = FakeEvent(), FakeEvent(), FakeEvent()
+    done.done = True
+    worker._fences.extend([(done, now - 1.0), (old, now - 2 * worker.max_lag_s), (young, now)])
+    worker._throttle()
+    assert old.waited and not young.waited and not done.waited
+    assert worker.throttle_waits == 1 and [f[0] for f in worker._fences] == [young]
+    worker._fence()  # one fence per loop iteration, recorded on the engine's stream
+    assert len(worker._fences) == 2 and worker._fences[-1][0] is eng.events[-1]
+
+
+def test_run_ahead_is_bounded_in_count_too(worker):
+    now = time.perf_counter()
+    evs = [FakeEvent() for _ in range(worker.max_fences + 3)]
+    worker._fences.extend((e, now) for e in evs)
+    worker._throttle()
+    assert len(worker._fences) == worker.max_fences - 1 and sum(e.waited for e in evs) == 4
