@@ -8,6 +8,8 @@
 #   bench-diffusion3d | bench-stencil | bench-lbm2d | bench-sph   nagare bench FAMILY
 #   tb-grid       P1's ts×tr×tile grid at 4096² and 320² (engine/lbm2d/tb_bench.py)
 #   ncu-ws        executed instructions with and without warp shuffle (P1 Table 4)
+#   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
+#                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -41,6 +43,23 @@ for stage in "$@"; do
       ncu --clock-control none --metrics smsp__inst_executed.sum,dram__bytes.sum \
         python3 -m nagare.engine.lbm2d.tb_bench --n 1024 --steps 8 --kernels srtb,srtb-ws --ts 4 --tr 3 \
         --tiles 8x8,32x8 2>&1 | tee "$OUT/ncu-ws/ncu.txt" | tail -40 ;;
+    sph-perf)
+      timeout 130 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
+        2>&1 | tee "$OUT/sph-perf/gpu-tests.log" | tail -15
+      timeout 30 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_registry.py -k sph \
+        2>&1 | tail -3
+      timeout 80 nagare bench sph --backend cupy --out "$OUT/sph-perf" --min-time 0.5 \
+        --case dambreak3d-1M-fp32 --case dambreak2d-21k-fp32 \
+        --only "CL cell-full" --only "VL warp-interleaved" --only "VL float4" 2>&1 | tail -12
+      python3 - "$OUT/sph-perf/sph.json" <<'PY' 2>&1 | tee "$OUT/sph-perf/phases.txt"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    x = r.get("extra", {})
+    ph = " ".join(f"{k}={v:.3f}" for k, v in r.get("phases", {}).items())
+    print(f"{r['case']:22s} {r['label']:22s} {r.get('ms_per_step', float('nan')):7.3f} ms/step  {ph}  "
+          f"rebuilds={x.get('rebuilds')} late={x.get('verlet_late_interactions')} list={x.get('mean_list_length')}")
+PY
+      ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done
