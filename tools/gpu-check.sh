@@ -9,7 +9,9 @@
 #   tb-grid       P1's ts×tr×tile grid at 4096² and 320² (engine/lbm2d/tb_bench.py)
 #   ncu-ws        executed instructions with and without warp shuffle (P1 Table 4)
 #   lbm2d-fused   lbm2d gpu tests + memcheck of the fused/AA kernels, the fused launch-shape sweep
-#                 (engine/lbm2d/fused_bench.py), ncu speed-of-light of fused and of the best TB kernel
+#                 (engine/lbm2d/fused_bench.py), ncu speed-of-light of the fused kernels
+#   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
+#                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -51,18 +53,31 @@ for stage in "$@"; do
         tests/equivalence/test_registry.py -k lbm2d 2>&1 | tail -6
       compute-sanitizer --tool memcheck python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu \
         tests/equivalence/test_lbm2d_gpu.py -k "aa or fp16" 2>&1 | tail -4
-      python3 -m nagare.engine.lbm2d.fused_bench --n 1024,4096,8192 --copy-gbs "$bw" 2>&1 \
+      python3 -m nagare.engine.lbm2d.fused_bench --n 1024,4096,8192 --copy-gbs "$bw" \
+        --shapes 64x4n1,128x2n2,256x1n2,32x4npair,128x1npair,64x2npair 2>&1 \
         | tee "$OUT/lbm2d-fused/fused-sweep.tsv"
       ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
         -k regex:lbm_fused -c 4 python3 -m nagare.engine.lbm2d.fused_bench --n 4096 --storages native,fp16 \
-        --shapes 64x4n1 --steps 1 --repeats 1 --no-extras > "$OUT/lbm2d-fused/ncu-fused.txt" 2>&1
-      grep -E "lbm_fused|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Duration" \
-        "$OUT/lbm2d-fused/ncu-fused.txt" | head -30
-      ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
-        --section ComputeWorkloadAnalysis -k regex:lbm2d_tb -c 1 python3 -m nagare.engine.lbm2d.tb_bench --n 4096 \
-        --steps 8 --kernels srtb-ws --ts 8 --tr 2 --tiles 16x16 > "$OUT/lbm2d-fused/ncu-tb.txt" 2>&1
-      grep -E "Throughput|Occupancy|Stall|Issue|Registers|Shared Memory Config|Duration" \
-        "$OUT/lbm2d-fused/ncu-tb.txt" | head -30 ;;
+        --shapes 256x1n2,128x1npair --steps 1 --repeats 1 --no-extras > "$OUT/lbm2d-fused/ncu-fused.txt" 2>&1
+      grep -E "lbm_fused|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Achieved Occupancy|Duration" \
+        "$OUT/lbm2d-fused/ncu-fused.txt" | head -30 ;;
+    sph-perf)
+      timeout 130 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
+        2>&1 | tee "$OUT/sph-perf/gpu-tests.log" | tail -15
+      timeout 30 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_registry.py -k sph \
+        2>&1 | tail -3
+      timeout 80 nagare bench sph --backend cupy --out "$OUT/sph-perf" --min-time 0.5 \
+        --case dambreak3d-1M-fp32 --case dambreak2d-21k-fp32 \
+        --only "CL cell-full" --only "VL warp-interleaved" --only "VL float4" 2>&1 | tail -12
+      python3 - "$OUT/sph-perf/sph.json" <<'PY' 2>&1 | tee "$OUT/sph-perf/phases.txt"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    x = r.get("extra", {})
+    ph = " ".join(f"{k}={v:.3f}" for k, v in r.get("phases", {}).items())
+    print(f"{r['case']:22s} {r['label']:22s} {r.get('ms_per_step', float('nan')):7.3f} ms/step  {ph}  "
+          f"rebuilds={x.get('rebuilds')} late={x.get('verlet_late_interactions')} list={x.get('mean_list_length')}")
+PY
+      ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done

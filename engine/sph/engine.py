@@ -150,14 +150,51 @@ class SPH(Engine):
         self._load_state_arrays({"pos": pos, "vel": vel, "rho": rho, "vel_m1": vel, "rho_m1": rho,
                                  "verlet_step": np.array([0])})
 
+    # ---- time and Δt: on the GPU they live in device memory, read only when asked ----
+    @property
+    def _time(self) -> float:
+        gpu = self.__dict__.get("gpu")
+        return gpu.read_time() if gpu is not None else self.__dict__.get("_t_host", 0.0)
+
+    @_time.setter
+    def _time(self, value: float) -> None:
+        self.__dict__["_t_host"] = float(value)
+        gpu = self.__dict__.get("gpu")
+        if gpu is not None:
+            gpu.set_time(float(value))
+
+    @property
+    def dt(self) -> float:
+        gpu = self.__dict__.get("gpu")
+        return gpu.read_dt() if gpu is not None else self.__dict__.get("_dt_host", 0.0)
+
+    @dt.setter
+    def dt(self, value: float) -> None:
+        self.__dict__["_dt_host"] = float(value)
+
+    def step(self, n: int = 1) -> None:
+        """As Engine.step; on the GPU the time stays on the device (no host read per call)."""
+        if self.gpu is None or n < 1:
+            return super().step(n)
+        with self._on_stream():
+            self._advance(n)
+        self.step_count += n
+        self._absorb(self.timer.collect())
+
     # ---- variants ----
     def _apply_selection(self, old, new):
         self._invalidate_lists()
+        old_gpu = self.__dict__.get("gpu")
+        t, dt = self._time, self.dt  # from the device of the selection being replaced, if any
         self.gpu = None
         if self.backend.is_gpu:
             from .gpu import GpuSPH
 
-            self.gpu = GpuSPH(self, new)
+            gpu = GpuSPH(self, new)
+            if old_gpu is not None:
+                gpu.st[2] = dt
+            self.gpu = gpu
+            self._time = t
 
     def _invalidate_lists(self):
         self.vlist = VerletList(self.rc)
@@ -201,8 +238,6 @@ class SPH(Engine):
         return self.preset.time.cfl * self.k.h / self.k.c0
 
     def _forces(self, steps=1):
-        if self.gpu is not None:
-            return self.gpu.forces(steps)
         pairs = self._pairs(steps)
         with self.timer.phase("interaction", steps=0):
             ace, arho, mu_max = reference.interaction(self.xp, pairs, self.vel, self.rho, self.fluid, self.k)
@@ -217,6 +252,11 @@ class SPH(Engine):
 
     # ---- stepping ----
     def _advance(self, n):
+        if self.gpu is not None:
+            one = self._step_gpu_symplectic if self.preset.time.scheme == "symplectic" else self._step_gpu_verlet
+            for _ in range(n):
+                one()
+            return 0.0  # SPH.step: the time is kept on the device
         one = self._step_symplectic if self.preset.time.scheme == "symplectic" else self._step_verlet
         t0 = self._time
         for _ in range(n):
@@ -257,6 +297,29 @@ class SPH(Engine):
             if self.selection["search"] == "verlet" and self.vlist.built:
                 self.vlist.advance(xp, self.pos - old)
         return dt
+
+    def _step_gpu_verlet(self):
+        """The Verlet step on the GPU: forces, then one fused kernel (CFL Δt from the interaction's
+        block maxima, Verlet update, wall density clamp, piston, travelled distances). No host read."""
+        g = self.gpu
+        g.forces(steps=1, slot=g.par)
+        with self.timer.phase("other"):
+            self.verlet_step += 1
+            euler = self.verlet_step >= self.preset.time.verlet_euler_every
+            if euler:
+                self.verlet_step = 0
+            g.integrate_verlet(euler)
+            self.vel, self.vel_m1 = self.vel_m1, self.vel
+            self.rho, self.rho_m1 = self.rho_m1, self.rho
+
+    def _step_gpu_symplectic(self):
+        g = self.gpu
+        g.forces(steps=1, slot=g.par)
+        with self.timer.phase("other"):
+            g.predict()
+        g.forces(steps=0, slot=2)  # the corrector's forces: Δt is already fixed, slot 2 is scratch
+        with self.timer.phase("other", steps=0):
+            g.correct()
 
     def _step_symplectic(self):
         ace, arho, mu_max = self._forces()
@@ -335,6 +398,9 @@ class SPH(Engine):
         for key in ("mean_list_length", "list_bytes", "idle_thread_share", "verlet_oom_fallbacks"):
             if key in self.stats and self.selection["search"] == "verlet":
                 out[key] = self.stats[key]
+        if self.gpu is not None and self.selection["search"] == "verlet":
+            # interactions that found the lists stale (rebuild decided late) and searched cells instead
+            out["verlet_late_interactions"] = self.gpu.stale_launches()
         if self.gpu is not None:
             state = sum(int(a.nbytes) for a in (self.pos, self.vel, self.rho, self.vel_m1, self.rho_m1))
             out["device_bytes"] = state + self.gpu.memory_bytes()

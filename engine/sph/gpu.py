@@ -12,6 +12,22 @@ Per force evaluation (names are the timed phases of P3's Tables 3–5):
 - ``interaction``: one thread per particle over its cells or its list; results land in the
   canonical order through the sort permutation.
 
+No host synchronisation inside a step (the step is queued and the host moves on):
+
+- the interaction kernels fold max|a|², max c and max|μ| into per-block maxima (one atomicMax per
+  block and value) in a reduction slot; the integration kernel (one per scheme stage) computes the
+  CFL Δt from that slot on the device, integrates, keeps the time and Δt in device memory
+  (``st``), and resets the next step's slot. The host reads Δt and the time only when asked
+  (``engine.dt``, ``engine.time``, diagnostics, a list rebuild).
+- Verlet validity on the device: the integration kernels accumulate each particle's travelled
+  distance and its maximum (``dmax``). The interaction over the lists checks ``dmax ≤ Δh/2``
+  itself; past it (a rebuild the host decided late) it searches the build's cells with the reach
+  widened by 2·dmax, which finds every pair within r_c, so late decisions cost time, never
+  correctness. The host decides rebuilds from an asynchronous copy of ``dmax`` (pinned memory, an
+  event it queries), extrapolated one step ahead. When the host has run PROBE_LAG steps ahead of
+  that copy it waits for the copy's event: an old point of the queue, so the device (which still
+  has the later steps queued) does not idle, and the decision is never more than a few steps old.
+
 List memory: allocated at each rebuild to what the lists need; the buffer is reused while it
 is large enough and not more than 4× too large, else reallocated (growth and shrink). If the
 allocation fails (cupy OutOfMemoryError) the step falls back to the cell-half search, logs it
@@ -33,6 +49,8 @@ BLOCK = 128  # a multiple of 32: the warp-interleaved lists assume whole warps p
 LAYOUT_CODE = {"soa": 0, "aos": 1, "float4": 2}
 KERNEL_CODE = {"wendland": 0, "cubic": 1}
 N_PARAMS = 14
+PROBE_LAG = 2  # steps the host may run ahead of the last dmax copy it has read
+SLOT = 4  # reduction slot stride in `red`: [max|a|², max c, max|μ|, pad]; slots 0/1 by step parity, 2 scratch
 
 
 class GpuSPH:
@@ -71,9 +89,22 @@ class GpuSPH:
         else:
             self.p, self.pz, self.v = cupy.zeros(3 * n, T), cupy.zeros(1, T), cupy.zeros(5 * n, T)
         self.kind_s = cupy.zeros(n, cupy.int8)
+        self.cs = cupy.zeros(n, T)
         self.ace = cupy.zeros((n, self.dim), T)
         self.arho = cupy.zeros(n, T)
-        self.mu = cupy.zeros(n, T)
+        self.red = cupy.zeros(3 * SLOT, T)
+        self.st = cupy.zeros(4, cupy.float64)  # time (parity 0 / 1), last Δt
+        self.par = 0
+        self.dmax = cupy.zeros(1, T)
+        self.stale = cupy.zeros(1, cupy.int32)
+        self.dummy = cupy.zeros(1, T)
+        self.pos_save = None
+        self._probe = None  # (event, steps since the build, self.steps) of the last dmax copy
+        self._pinned = None
+        self.steps = 0
+        self.build_cell = 1.0
+        g = e.preset.geometry
+        self.amp, self.omega = float(g.piston_amplitude), 2.0 * math.pi / float(g.piston_period)
         self.list = None
         self.list_capacity = 0
         self.order = None
@@ -93,6 +124,9 @@ class GpuSPH:
             "count": f"sph_verlet_count<{T}, {D}, {L}, 2>",
             "fill": f"sph_verlet_fill<{T}, {D}, {L}, 2, {W}>",
             "verlet": f"sph_interact_verlet<{T}, {D}, {L}, {K}, {W}>",
+            "int_verlet": f"sph_integrate_verlet<{T}, {D}>",
+            "predict": f"sph_symplectic_predict<{T}, {D}>",
+            "correct": f"sph_symplectic_correct<{T}, {D}>",
         }
         exprs = tuple(self.names.values())  # the plain kernel too: with name expressions CuPy looks names up
         mod = cuda.module(SOURCE, exprs)
@@ -129,40 +163,143 @@ class GpuSPH:
         k = self.e.k
         T = self.dtype.type
         self._launch("gather", np.int32(self.n), self.order, self.e.pos, self.e.vel, self.e.rho, self.e.kind,
-                     T(k.B), T(k.rho0), T(k.gamma), self.p, self.pz, self.v, self.kind_s)
+                     T(k.B), T(k.rho0), T(k.gamma), T(k.c0), T(0.5 * (k.gamma - 1.0)), self.p, self.pz, self.v,
+                     self.cs, self.kind_s)
 
     def _nc(self):
         return np.int32(self.ncell[0]), np.int32(self.ncell[1]), np.int32(self.ncell[2])
 
+    # ---- device time and Δt (read lazily) ----
+    def read_time(self) -> float:
+        return float(self.st[self.par])
+
+    def set_time(self, t: float) -> None:
+        self.st[self.par] = t
+
+    def read_dt(self) -> float:
+        return float(self.st[2])
+
+    def stale_launches(self) -> int:
+        return int(self.stale[0])
+
     # ---- one force evaluation ----
-    def forces(self, steps):
-        e, timer = self.e, self.e.timer
+    def forces(self, steps, slot):
+        """Queue one force evaluation; the CFL maxima land in reduction slot ``slot``."""
+        timer = self.e.timer
         method = self.sel["search"]
+        red = self.red[SLOT * slot:]
         if method == "verlet" and self._verlet_lists(steps):
+            vl = self.e.vlist
             with timer.phase("interaction", steps=steps):
-                self._launch("verlet", np.int32(self.n), self.p, self.pz, self.v, self.kind_s, self.counts,
-                             self.base, self.list, self.order, self.prm, self.ace, self.arho, self.mu)
-        else:
-            if method == "verlet":  # list did not fit in memory: this step uses the cell search
-                method = "cell-half"
-            frac = 1.0 if method == "cell-full" else 0.5
-            with timer.phase("sort", steps=steps):
-                self._sort(e.rc * frac)
-                self._gather()
-            with timer.phase("interaction", steps=steps):
-                self._launch("cells1" if method == "cell-full" else "cells2", np.int32(self.n), self.p, self.pz,
-                             self.v, self.kind_s, self.skey, self.start, *self._nc(), self.order, self.prm,
-                             self.ace, self.arho, self.mu)
-        return self.ace, self.arho, float(self.mu.max())
+                self._launch("verlet", np.int32(self.n), self.p, self.pz, self.v, self.cs, self.kind_s, self.counts,
+                             self.base, self.list, self.order, self.prm, self.ace, self.arho, red, self.dmax,
+                             self.dtype.type(0.5 * vl.skin), self.skey, self.start, *self._nc(),
+                             self.dtype.type(self.build_cell), self.stale)
+            return
+        if method == "verlet":  # list did not fit in memory: this step uses the cell search
+            method = "cell-half"
+        frac = 1.0 if method == "cell-full" else 0.5
+        with timer.phase("sort", steps=steps):
+            self._sort(self.e.rc * frac)
+            self._gather()
+        with timer.phase("interaction", steps=steps):
+            self._launch("cells1" if method == "cell-full" else "cells2", np.int32(self.n), self.p, self.pz,
+                         self.v, self.cs, self.kind_s, self.skey, self.start, *self._nc(), self.order, self.prm,
+                         self.ace, self.arho, red)
+
+    # ---- integration (no host reads) ----
+    def _tracking(self):
+        vl = self.e.vlist
+        if self.sel["search"] == "verlet" and vl.built:
+            return np.int32(1), vl.travelled
+        return np.int32(0), self.dummy
+
+    def _common(self):
+        e, t = self.e, self.e.preset.time
+        return (np.float64(e.k.h), np.float64(t.cfl), np.float64(t.dt_fixed))
+
+    def integrate_verlet(self, euler: bool):
+        """v^{n+1}, ρ^{n+1} written over v^{n−1}, ρ^{n−1}; the caller swaps the names."""
+        e = self.e
+        track, travelled = self._tracking()
+        T = self.dtype.type
+        self._launch("int_verlet", np.int32(self.n), e.pos, e.vel, e.vel_m1, e.rho, e.rho_m1, self.ace, self.arho,
+                     e.kind, e.pos0, self.red[SLOT * self.par:], self.red[SLOT * (1 - self.par):], *self._common(),
+                     np.int32(1 if euler else 0), self.st, np.int32(self.par), np.float64(self.amp),
+                     np.float64(self.omega), T(e.k.rho0), track, travelled, self.dmax)
+        self._end_step()
+
+    def predict(self):
+        e = self.e
+        if self.pos_save is None:
+            self.pos_save = self.cp.empty_like(e.pos)
+        track, travelled = self._tracking()
+        T = self.dtype.type
+        self._launch("predict", np.int32(self.n), e.pos, e.vel, e.rho, self.pos_save, e.vel_m1, e.rho_m1,
+                     self.ace, self.arho, e.kind, e.pos0, self.red[SLOT * self.par:],
+                     self.red[SLOT * (1 - self.par):], *self._common(), self.st, np.int32(self.par),
+                     np.float64(self.amp), np.float64(self.omega), T(e.k.rho0), track, travelled, self.dmax)
+
+    def correct(self):
+        e = self.e
+        track, travelled = self._tracking()
+        T = self.dtype.type
+        self._launch("correct", np.int32(self.n), e.pos, e.vel, e.rho, self.pos_save, e.vel_m1, e.rho_m1,
+                     self.ace, self.arho, e.kind, e.pos0, self.st, np.int32(self.par), np.float64(self.amp),
+                     np.float64(self.omega), T(e.k.rho0), track, travelled, self.dmax)
+        self._end_step()
+
+    def _end_step(self):
+        self.par = 1 - self.par
+        self.steps += 1
+        vl = self.e.vlist
+        if self.sel["search"] == "verlet" and vl.built:
+            vl.steps_since_build += 1
+            self._issue_probe()
+
+    # ---- Verlet lists ----
+    def _issue_probe(self):
+        """Copy dmax to pinned host memory behind this step's work; the host only queries the event."""
+        cp = self.cp
+        if self._probe is not None and not self._probe[0].done:
+            return  # the previous copy has not landed yet: keep waiting for it, queue nothing more
+        if self._pinned is None:
+            import cupyx
+
+            self._pinned = cupyx.empty_pinned((1,), dtype=self.dtype)
+        stream = cp.cuda.get_current_stream()
+        cp.cuda.runtime.memcpyAsync(self._pinned.ctypes.data, self.dmax.data.ptr, self.dtype.itemsize,
+                                    cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        ev = cp.cuda.Event(block=False, disable_timing=True)
+        ev.record(stream)
+        self._probe = (ev, self.e.vlist.steps_since_build, self.steps)
+
+    def _rebuild_due(self) -> bool:
+        """From the last landed dmax copy (m steps after the build), extrapolated linearly to one
+        step past now. Only the rebuild frequency depends on this guess: the interaction checks
+        the exact condition on the device."""
+        vl = self.e.vlist
+        if self._probe is None:
+            return False
+        ev, m, issued = self._probe
+        if not ev.done:
+            if self.steps - issued < PROBE_LAG:
+                return False
+            # The host ran PROBE_LAG steps ahead of the device: wait for that older point. The
+            # device still has the later steps queued, so it does not idle; the lag stays bounded.
+            ev.synchronize()
+        travel = float(self._pinned[0])
+        return m > 0 and travel * (vl.steps_since_build + 1) / m > 0.5 * vl.skin
 
     def _verlet_lists(self, steps) -> bool:
-        """Rebuild the lists if needed (sort + list phases); gather every step. False on OOM."""
+        """Rebuild the lists if due (sort + list phases); gather every step. False on OOM."""
         cp, e, vl, timer = self.cp, self.e, self.e.vlist, self.e.timer
         with timer.phase("sort", steps=steps):
-            rebuild = vl.needs_rebuild(cp) or self.list is None
+            rebuild = not vl.built or self.list is None or self._rebuild_due()
             if rebuild:
                 vl.skin = e.verlet_skin()
-                self._sort(0.5 * (e.rc + vl.skin))  # P3: half-size cells of R_c for the build
+                self.build_cell = 0.5 * (e.rc + vl.skin)
+                self._sort(self.build_cell)  # P3: half-size cells of R_c for the build
             self._gather()
         with timer.phase("list", steps=steps):
             if rebuild:
@@ -170,6 +307,8 @@ class GpuSPH:
                 if not ok:
                     return False
                 vl.mark_built(cp, self.n, self.dtype)
+                self.dmax.fill(0)
+                self._probe = None
                 e.stats["rebuilds"] += 1
         return True
 
@@ -185,7 +324,7 @@ class GpuSPH:
             region = counts.astype(cp.int64)
         incl = cp.cumsum(region)  # phase 3: inclusive scan
         base = incl - region
-        need = int(incl[-1]) if incl.size else 0
+        need = int(incl[-1]) if incl.size else 0  # the one host read of a rebuild (allocation)
         if need > self.list_capacity or need < self.list_capacity // 4:
             self.list = None
             try:
@@ -200,8 +339,8 @@ class GpuSPH:
             self.list_capacity = max(need, 1)
         self._launch("fill", *args, base, self.list)  # phase 4
         self.counts, self.base = counts, base
-        total = int(counts.sum())
-        lanes = int((32 * wmax.astype(cp.int64)).sum())
+        total = int(counts.sum(dtype=cp.int64))
+        lanes = 32 * int(wmax.sum(dtype=cp.int64))
         self.e.stats.update(mean_list_length=total / max(self.n, 1), list_bytes=int(self.list_capacity * 4),
                             idle_thread_share=1.0 - total / lanes if lanes else 0.0)
         return True
@@ -210,7 +349,7 @@ class GpuSPH:
         return self.cp.empty(size, self.cp.int32)
 
     def memory_bytes(self) -> int:
-        arrays = [self.p, self.pz, self.v, self.kind_s, self.ace, self.arho, self.mu]
+        arrays = [self.p, self.pz, self.v, self.cs, self.kind_s, self.ace, self.arho, self.red, self.st]
         extra = sum(int(a.nbytes) for a in arrays)
         if self.list is not None:
             extra += int(self.list.nbytes)

@@ -87,3 +87,34 @@ def test_verlet_out_of_memory_falls_back_to_cell_search(monkeypatch):
     assert e.stats.get("verlet_oom_fallbacks", 0) == 30  # every step tried, none crashed
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("geom,steps", [("tank2d", 100), ("dam3d", 40)])
+def test_verlet_late_rebuilds_stay_exact(monkeypatch, geom, steps):
+    """The host never decides a rebuild after the first build: the interaction must see on the
+    device that the lists went stale (max travel > Δh/2) and search the build's cells with the
+    widened reach instead. The state must still equal the NumPy reference to round-off, and the
+    device-side Δt and time must equal the reference's."""
+    from nagare.engine.sph.gpu import GpuSPH
+
+    monkeypatch.setattr(GpuSPH, "_rebuild_due", lambda self: False)
+    preset = _preset(TANK2D if geom == "tank2d" else DAM3D, "fp64")
+    ref, want = _run(preset, "numpy", {"search": "cell-full"}, steps)
+    e, got = _run(preset, "cupy", {"search": "verlet"}, steps)
+    assert e.timings.extra["verlet_late_interactions"] > 0  # the fallback really ran
+    assert e.stats["rebuilds"] == 1
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
+    np.testing.assert_allclose(e.time, ref.time, rtol=1e-12)
+    np.testing.assert_allclose(e.dt, ref.dt, rtol=1e-11)
+
+
+@pytest.mark.parametrize("search", ["cell-full", "verlet"])
+def test_gpu_time_and_dt_on_device_match_numpy(search):
+    preset = _preset(TANK2D, "fp64", scheme="symplectic")
+    ref, want = _run(preset, "numpy", {"search": "cell-full"}, 30)
+    e, got = _run(preset, "cupy", {"search": search}, 30)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
+    np.testing.assert_allclose(e.time, ref.time, rtol=1e-12)
+    np.testing.assert_allclose(e.dt, ref.dt, rtol=1e-11)

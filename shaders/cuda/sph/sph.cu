@@ -4,7 +4,48 @@
 // Canonical arrays (pos/vel (n, DIM) row-major, rho, kind) are in the engine's particle order;
 // the layout buffers (p, pz, v) and kind_s are in sorted order; results are scattered back to
 // canonical order through `order`, so the engine never sees the sort.
+//
+// No host synchronisation inside a step: the interaction kernels fold max|a|, max c and max|mu| into
+// per-block maxima (one atomicMax per block and value), the integration kernels compute the CFL
+// time step from them on the device, and the Verlet lists carry a device-side validity test (the
+// largest travelled distance since the build, kept by the integration kernels) with an exact
+// fallback search, so the host may decide rebuilds late without ever missing a pair.
 #include "sph.cuh"
+
+#define SPH_BLOCK 128  // engine/sph/gpu.py BLOCK: whole warps (warp-interleaved lists), block reductions
+
+template <typename T> struct SphBits;
+template <> struct SphBits<float> {
+    typedef unsigned int U;
+    static __device__ __forceinline__ U of(const float x) { return __float_as_uint(x); }
+};
+template <> struct SphBits<double> {
+    typedef unsigned long long U;
+    static __device__ __forceinline__ U of(const double x) { return (unsigned long long)__double_as_longlong(x); }
+};
+
+// dst[k] = max(dst[k], max over the block of v[k]) for non-negative values (their IEEE bit patterns
+// order like the values, so an unsigned atomicMax is a float max): warp shuffles, shared memory,
+// then one atomic per block and value. Every thread of the block must call it.
+template <typename T, int NV>
+__device__ __forceinline__ void block_max(T (&v)[NV], T* __restrict__ dst)
+{
+    __shared__ T part[NV][SPH_BLOCK / 32];
+#pragma unroll
+    for (int k = 0; k < NV; ++k)
+        for (int off = 16; off > 0; off >>= 1) v[k] = fmax(v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < NV; ++k) part[k][warp] = v[k];
+    }
+    __syncthreads();
+    if (threadIdx.x < NV) {
+        T m = part[threadIdx.x][0];
+        for (int w = 1; w < SPH_BLOCK / 32; ++w) m = fmax(m, part[threadIdx.x][w]);
+        atomicMax(reinterpret_cast<typename SphBits<T>::U*>(dst) + threadIdx.x, SphBits<T>::of(m));
+    }
+}
 
 // ---- cell-linked list ------------------------------------------------------------------------
 // Cell of each particle, clamped into the grid (clamping keeps the search exact, see neighbours.py).
@@ -31,12 +72,14 @@ __global__ void sph_cell_starts(const int n, const int ncells, const int* __rest
     for (int c = lo; c <= hi; ++c) start[c] = i;
 }
 
-// Sorted layout buffers from the canonical state; the pressure is computed once per particle here.
+// Sorted layout buffers from the canonical state; the pressure and the sound speed are computed
+// once per particle here (the pair loop reads c_j instead of a pow per pair).
 template <typename T, int DIM, int LAYOUT>
-__global__ void sph_gather(const int n, const int* __restrict__ order, const T* __restrict__ pos,
-                           const T* __restrict__ vel, const T* __restrict__ rho, const signed char* __restrict__ kind,
-                           const T B, const T rho0, const T gamma, T* __restrict__ p, T* __restrict__ pz,
-                           T* __restrict__ v, signed char* __restrict__ kind_s)
+__global__ void __launch_bounds__(SPH_BLOCK) sph_gather(
+    const int n, const int* __restrict__ order, const T* __restrict__ pos, const T* __restrict__ vel,
+    const T* __restrict__ rho, const signed char* __restrict__ kind, const T B, const T rho0, const T gamma,
+    const T c0, const T csexp, T* __restrict__ p, T* __restrict__ pz, T* __restrict__ v,
+    T* __restrict__ cs, signed char* __restrict__ kind_s)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= n) return;
@@ -46,6 +89,7 @@ __global__ void sph_gather(const int n, const int* __restrict__ order, const T* 
     const T r = rho[i];
     const T press = B * (pow(r / rho0, gamma) - T(1));
     kind_s[s] = kind[i];
+    cs[s] = c0 * pow(r / rho0, csexp);
     if (LAYOUT == SPH_AOS) {
         T* q = p + 8 * s;
         q[0] = x; q[1] = y; q[2] = z; q[3] = vx; q[4] = vy; q[5] = vz; q[6] = r; q[7] = press;
@@ -53,7 +97,9 @@ __global__ void sph_gather(const int n, const int* __restrict__ order, const T* 
     }
     if (LAYOUT == SPH_PACKED) {
         if constexpr (sizeof(T) == 4) {
-            reinterpret_cast<float4*>(p)[s] = make_float4(x, y, z, 0.0f);
+            reinterpret_cast<float4*>(p)[s] = make_float4(x, y, z, press);
+            reinterpret_cast<float4*>(v)[s] = make_float4(vx, vy, vz, r);
+            return;
         } else {
             reinterpret_cast<double2*>(p)[s] = make_double2(x, y);
             pz[s] = z;
@@ -65,44 +111,47 @@ __global__ void sph_gather(const int n, const int* __restrict__ order, const T* 
 }
 
 template <typename T, int DIM, int LAYOUT>
-__device__ __forceinline__ Self<T> load_self(const T* p, const T* pz, const T* v, const signed char* kind_s,
-                                             const int n, const int i, const SphParams<T>& s)
+__device__ __forceinline__ Self<T> load_self(const T* p, const T* pz, const T* v, const T* cs,
+                                             const signed char* kind_s, const int n, const int i)
 {
     Self<T> a;
     load_pos<T, LAYOUT, DIM>(p, pz, n, i, a.x, a.y, a.z);
     load_vel<T, LAYOUT, DIM>(p, v, n, i, a.vx, a.vy, a.vz, a.rho, a.press);
-    a.cs = s.c0 * pow(a.rho / s.rho0, s.csexp);
+    a.cs = cs[i];
     a.fluid = kind_s[i] == 0;
     return a;
 }
 
+// Results to canonical order; rv = the values the CFL step needs: |a|^2 (fluid, gravity included,
+// as reference.cfl_dt), c_i, max |mu| over i's pairs.
 template <typename T, int DIM>
 __device__ __forceinline__ void store(const int i, const int* __restrict__ order, const Accum<T>& acc,
-                                      const bool fluid, const T gravity, T* __restrict__ ace,
-                                      T* __restrict__ arho, T* __restrict__ mu)
+                                      const Self<T>& a, const T gravity, T* __restrict__ ace,
+                                      T* __restrict__ arho, T (&rv)[3])
 {
     const int o = order[i];
-    ace[DIM * o] = acc.ax;
-    if (DIM == 3) {
-        ace[DIM * o + 1] = acc.ay;
-        ace[DIM * o + 2] = acc.az - (fluid ? gravity : T(0));
-    } else {
-        ace[DIM * o + 1] = acc.ay - (fluid ? gravity : T(0));
-    }
+    const T ax = acc.ax;
+    const T ay = DIM == 3 ? acc.ay : acc.ay - (a.fluid ? gravity : T(0));
+    const T az = DIM == 3 ? acc.az - (a.fluid ? gravity : T(0)) : T(0);
+    ace[DIM * o] = ax;
+    ace[DIM * o + 1] = ay;
+    if (DIM == 3) ace[DIM * o + 2] = az;
     arho[o] = acc.drho;
-    mu[i] = acc.mumax;
+    rv[0] = a.fluid ? (DIM == 3 ? ax * ax + ay * ay + az * az : ax * ax + ay * ay) : T(0);
+    rv[1] = a.cs;
+    rv[2] = acc.mumax;
 }
 
-// Visit every j in the (2*REACH+1)^DIM cells around i's cell: f(j).
-template <int DIM, int REACH, typename F>
-__device__ __forceinline__ void for_candidates(const int key, const int ncx, const int ncy, const int ncz,
-                                               const int* __restrict__ start, F&& f)
+// Visit every j in the (2*reach+1)^DIM cells around i's cell: f(j).
+template <int DIM, typename F>
+__device__ __forceinline__ void for_candidates_r(const int key, const int reach, const int ncx, const int ncy,
+                                                 const int ncz, const int* __restrict__ start, F&& f)
 {
     const int cx = key % ncx, cy = (key / ncx) % ncy, cz = DIM == 3 ? key / (ncx * ncy) : 0;
-    const int x0 = max(cx - REACH, 0), x1 = min(cx + REACH, ncx - 1);
-    const int z0 = DIM == 3 ? max(cz - REACH, 0) : 0, z1 = DIM == 3 ? min(cz + REACH, ncz - 1) : 0;
+    const int x0 = max(cx - reach, 0), x1 = min(cx + reach, ncx - 1);
+    const int z0 = DIM == 3 ? max(cz - reach, 0) : 0, z1 = DIM == 3 ? min(cz + reach, ncz - 1) : 0;
     for (int z = z0; z <= z1; ++z) {
-        for (int y = max(cy - REACH, 0); y <= min(cy + REACH, ncy - 1); ++y) {
+        for (int y = max(cy - reach, 0); y <= min(cy + reach, ncy - 1); ++y) {
             const int row = ncx * (y + ncy * z);
             const int j1 = start[row + x1 + 1];
             for (int j = start[row + x0]; j < j1; ++j) f(j);
@@ -110,44 +159,63 @@ __device__ __forceinline__ void for_candidates(const int key, const int ncx, con
     }
 }
 
+template <int DIM, int REACH, typename F>
+__device__ __forceinline__ void for_candidates(const int key, const int ncx, const int ncy, const int ncz,
+                                               const int* __restrict__ start, F&& f)
+{
+    for_candidates_r<DIM>(key, REACH, ncx, ncy, ncz, start, f);
+}
+
+// One candidate j of particle i (a cell search): the distance test, then the pair.
+template <typename T, int DIM, int LAYOUT, int KERNEL>
+__device__ __forceinline__ void candidate(const int i, const int j, const int n, const T* __restrict__ p,
+                                          const T* __restrict__ pz, const T* __restrict__ v,
+                                          const T* __restrict__ cs, const signed char* __restrict__ kind_s,
+                                          const Self<T>& a, const SphParams<T>& s, Accum<T>& acc)
+{
+    if (j == i) return;
+    const bool fluidj = kind_s[j] == 0;
+    if (!a.fluid && !fluidj) return;
+    T xj, yj, zj;
+    load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+    const T dx = a.x - xj, dy = a.y - yj, dz = a.z - zj;
+    const T r2 = dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0));
+    if (r2 >= s.rc2) return;
+    T vxj, vyj, vzj, rhoj, pressj;
+    load_vel<T, LAYOUT, DIM>(p, v, n, j, vxj, vyj, vzj, rhoj, pressj);
+    pair<T, KERNEL, DIM>(a, dx, dy, dz, r2, vxj, vyj, vzj, rhoj, pressj, cs, j, fluidj, s, acc);
+}
+
 // ---- interaction over cells (cell-full: REACH 1, cell-half: REACH 2) -------------------------
 template <typename T, int DIM, int LAYOUT, int KERNEL, int REACH>
-__global__ void sph_interact_cells(const int n, const T* __restrict__ p, const T* __restrict__ pz,
-                                   const T* __restrict__ v, const signed char* __restrict__ kind_s,
-                                   const int* __restrict__ skey, const int* __restrict__ start,
-                                   const int ncx, const int ncy, const int ncz, const int* __restrict__ order,
-                                   const T* __restrict__ prm, T* __restrict__ ace, T* __restrict__ arho,
-                                   T* __restrict__ mu)
+__global__ void __launch_bounds__(SPH_BLOCK) sph_interact_cells(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const T* __restrict__ v,
+    const T* __restrict__ cs, const signed char* __restrict__ kind_s, const int* __restrict__ skey,
+    const int* __restrict__ start, const int ncx, const int ncy, const int ncz, const int* __restrict__ order,
+    const T* __restrict__ prm, T* __restrict__ ace, T* __restrict__ arho, T* __restrict__ red)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const SphParams<T> s = load_params(prm);
-    const Self<T> a = load_self<T, DIM, LAYOUT>(p, pz, v, kind_s, n, i, s);
-    Accum<T> acc{T(0), T(0), T(0), T(0), T(0)};
-    for_candidates<DIM, REACH>(skey[i], ncx, ncy, ncz, start, [&](const int j) {
-        if (j == i) return;
-        const bool fluidj = kind_s[j] == 0;
-        if (!a.fluid && !fluidj) return;
-        T xj, yj, zj;
-        load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
-        const T dx = a.x - xj, dy = a.y - yj, dz = a.z - zj;
-        const T r2 = dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0));
-        if (r2 >= s.rc2) return;
-        T vxj, vyj, vzj, rhoj, pressj;
-        load_vel<T, LAYOUT, DIM>(p, v, n, j, vxj, vyj, vzj, rhoj, pressj);
-        pair<T, KERNEL, DIM>(a, dx, dy, dz, r2, vxj, vyj, vzj, rhoj, pressj, fluidj, s, acc);
-    });
-    store<T, DIM>(i, order, acc, a.fluid, s.gravity, ace, arho, mu);
+    T rv[3] = {T(0), T(0), T(0)};
+    if (i < n) {
+        const SphParams<T> s = load_params(prm);
+        const Self<T> a = load_self<T, DIM, LAYOUT>(p, pz, v, cs, kind_s, n, i);
+        Accum<T> acc{T(0), T(0), T(0), T(0), T(0)};
+        for_candidates<DIM, REACH>(skey[i], ncx, ncy, ncz, start, [&](const int j) {
+            candidate<T, DIM, LAYOUT, KERNEL>(i, j, n, p, pz, v, cs, kind_s, a, s, acc);
+        });
+        store<T, DIM>(i, order, acc, a, s.gravity, ace, arho, rv);
+    }
+    block_max<T, 3>(rv, red);
 }
 
 // ---- Verlet lists (P3 §3) --------------------------------------------------------------------
 // Phases 1+2: count each list (pairs within R_c that can interact; boundary-boundary pairs never
 // do, so they are left out) and the warp's longest list by warp shuffle.
 template <typename T, int DIM, int LAYOUT, int REACH>
-__global__ void sph_verlet_count(const int n, const T* __restrict__ p, const T* __restrict__ pz,
-                                 const signed char* __restrict__ kind_s, const int* __restrict__ skey,
-                                 const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
-                                 const T R2, int* __restrict__ counts, int* __restrict__ warp_max)
+__global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_count(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const signed char* __restrict__ kind_s,
+    const int* __restrict__ skey, const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
+    const T R2, int* __restrict__ counts, int* __restrict__ warp_max)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     int c = 0;
@@ -172,10 +240,10 @@ __global__ void sph_verlet_count(const int n, const T* __restrict__ p, const T* 
 // Phase 4: fill. WARP_INTERLEAVED: element k of lane l's list at base[warp] + 32k + l, so the 32
 // threads of a warp read their k-th neighbours in one coalesced access; else at base[i] + k.
 template <typename T, int DIM, int LAYOUT, int REACH, bool WARP_INTERLEAVED>
-__global__ void sph_verlet_fill(const int n, const T* __restrict__ p, const T* __restrict__ pz,
-                                const signed char* __restrict__ kind_s, const int* __restrict__ skey,
-                                const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
-                                const T R2, const long long* __restrict__ base, int* __restrict__ list)
+__global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_fill(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const signed char* __restrict__ kind_s,
+    const int* __restrict__ skey, const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
+    const T R2, const long long* __restrict__ base, int* __restrict__ list)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -194,32 +262,231 @@ __global__ void sph_verlet_fill(const int n, const T* __restrict__ p, const T* _
     });
 }
 
+// The interaction over the lists. The lists hold every pair within r_c while no particle has
+// travelled more than half the skin since the build (*dmax <= half_skin, kept on the device by
+// the integration kernels). When the host's rebuild decision came late, the kernel searches the
+// build's cells instead, with the reach widened by twice the largest travel (two particles now
+// closer than r_c were closer than r_c + 2·dmax at the build; clamped cell indices are 1-Lipschitz),
+// so no pair is ever missed, and counts the launch in *stale_launches.
 template <typename T, int DIM, int LAYOUT, int KERNEL, bool WARP_INTERLEAVED>
-__global__ void sph_interact_verlet(const int n, const T* __restrict__ p, const T* __restrict__ pz,
-                                    const T* __restrict__ v, const signed char* __restrict__ kind_s,
-                                    const int* __restrict__ counts, const long long* __restrict__ base,
-                                    const int* __restrict__ list, const int* __restrict__ order,
-                                    const T* __restrict__ prm, T* __restrict__ ace, T* __restrict__ arho,
-                                    T* __restrict__ mu)
+__global__ void __launch_bounds__(SPH_BLOCK) sph_interact_verlet(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const T* __restrict__ v,
+    const T* __restrict__ cs, const signed char* __restrict__ kind_s, const int* __restrict__ counts,
+    const long long* __restrict__ base, const int* __restrict__ list, const int* __restrict__ order,
+    const T* __restrict__ prm, T* __restrict__ ace, T* __restrict__ arho, T* __restrict__ red,
+    const T* __restrict__ dmax, const T half_skin, const int* __restrict__ skey, const int* __restrict__ start,
+    const int ncx, const int ncy, const int ncz, const T cell, int* __restrict__ stale_launches)
 {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const SphParams<T> s = load_params(prm);
-    const Self<T> a = load_self<T, DIM, LAYOUT>(p, pz, v, kind_s, n, i, s);
-    Accum<T> acc{T(0), T(0), T(0), T(0), T(0)};
-    const long long b = WARP_INTERLEAVED ? base[i >> 5] + (i & 31) : base[i];
-    const int stride = WARP_INTERLEAVED ? 32 : 1;
-    const int cnt = counts[i];
-    for (int k = 0; k < cnt; ++k) {
-        const int j = list[b + (long long)stride * k];
-        T xj, yj, zj;
-        load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
-        const T dx = a.x - xj, dy = a.y - yj, dz = a.z - zj;
-        const T r2 = dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0));
-        if (r2 >= s.rc2) continue;
-        T vxj, vyj, vzj, rhoj, pressj;
-        load_vel<T, LAYOUT, DIM>(p, v, n, j, vxj, vyj, vzj, rhoj, pressj);
-        pair<T, KERNEL, DIM>(a, dx, dy, dz, r2, vxj, vyj, vzj, rhoj, pressj, kind_s[j] == 0, s, acc);
+    T rv[3] = {T(0), T(0), T(0)};
+    if (i < n) {
+        const SphParams<T> s = load_params(prm);
+        const Self<T> a = load_self<T, DIM, LAYOUT>(p, pz, v, cs, kind_s, n, i);
+        Accum<T> acc{T(0), T(0), T(0), T(0), T(0)};
+        const T travel = *dmax;
+        if (travel <= half_skin) {
+            const long long b = WARP_INTERLEAVED ? base[i >> 5] + (i & 31) : base[i];
+            const int stride = WARP_INTERLEAVED ? 32 : 1;
+            const int cnt = counts[i];
+            for (int k = 0; k < cnt; ++k) {
+                const int j = list[b + (long long)stride * k];
+                T xj, yj, zj;
+                load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+                const T dx = a.x - xj, dy = a.y - yj, dz = a.z - zj;
+                const T r2 = dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0));
+                if (r2 >= s.rc2) continue;
+                T vxj, vyj, vzj, rhoj, pressj;
+                load_vel<T, LAYOUT, DIM>(p, v, n, j, vxj, vyj, vzj, rhoj, pressj);
+                pair<T, KERNEL, DIM>(a, dx, dy, dz, r2, vxj, vyj, vzj, rhoj, pressj, cs, j, kind_s[j] == 0, s, acc);
+            }
+        } else {  // also for a NaN travel
+            const int ncmax = max(ncx, max(ncy, ncz));
+            const T want = ceil((sqrt(s.rc2) + T(2) * travel) / cell) + T(1);
+            const int reach = want < T(ncmax) ? (int)want : ncmax;
+            for_candidates_r<DIM>(skey[i], reach, ncx, ncy, ncz, start, [&](const int j) {
+                candidate<T, DIM, LAYOUT, KERNEL>(i, j, n, p, pz, v, cs, kind_s, a, s, acc);
+            });
+            if (i == 0) atomicAdd(stale_launches, 1);
+        }
+        store<T, DIM>(i, order, acc, a, s.gravity, ace, arho, rv);
     }
-    store<T, DIM>(i, order, acc, a.fluid, s.gravity, ace, arho, mu);
+    block_max<T, 3>(rv, red);
+}
+
+// ---- time integration (canonical order), the CFL step on the device --------------------------
+// Δt = cfl·min(√(h/max|a|), h/(c_max + max|μ|)) from the interaction's maxima (reference.cfl_dt),
+// or dt_fixed > 0. Evaluated by every thread (a few flops) so no kernel waits for another.
+template <typename T>
+__device__ __forceinline__ double sph_cfl_dt(const T* __restrict__ red, const double h, const double cfl,
+                                             const double dt_fixed)
+{
+    if (dt_fixed > 0.0) return dt_fixed;
+    const double amax = (double)sqrt(red[0]);
+    const double dt_cv = h / ((double)red[1] + (double)red[2]);
+    return cfl * (amax > 0.0 ? fmin(sqrt(h / amax), dt_cv) : dt_cv);
+}
+
+// Piston (kind 2) at time t: x = x0 + A sin(ωt), vx = Aω cos(ωt) (geometry.piston_motion).
+template <typename T, int DIM>
+__device__ __forceinline__ void sph_piston(const int i, const double t, const double amp, const double omega,
+                                           const T* __restrict__ pos0, T* __restrict__ pos, T* __restrict__ vel)
+{
+    pos[DIM * i] = pos0[DIM * i] + T(amp * sin(omega * t));
+    vel[DIM * i] = T(amp * omega * cos(omega * t));
+}
+
+// Travelled distance since the list build, and its block maximum folded into *dmax.
+template <typename T>
+__device__ __forceinline__ void sph_travel(const int i, const bool active, const T moved2, const int track,
+                                           T* __restrict__ travelled, T* __restrict__ dmax)
+{
+    if (!track) return;  // uniform over the launch
+    T v[1] = {T(0)};
+    if (active) {
+        const T d = travelled[i] + sqrt(moved2);
+        travelled[i] = d;
+        v[0] = d;
+    }
+    block_max<T, 1>(v, dmax);
+}
+
+// st (double): st[0], st[1] the time (the current one at st[par]), st[2] the last Δt.
+// Verlet (DualSPHysics): v^{n+1} = v^{n-1} + 2Δt a, ρ likewise, r += Δt v + Δt²/2 a; every
+// `euler`-th step v^{n+1} = v^n + Δt a. The new v, ρ are written over v^{n-1}, ρ^{n-1} (the host
+// swaps the names). Walls keep v, take ρ ≥ ρ0; the piston follows its motion.
+template <typename T, int DIM>
+__global__ void __launch_bounds__(SPH_BLOCK) sph_integrate_verlet(
+    const int n, T* __restrict__ pos, const T* __restrict__ vel, T* __restrict__ vel_m1,
+    const T* __restrict__ rho, T* __restrict__ rho_m1, const T* __restrict__ ace, const T* __restrict__ arho,
+    const signed char* __restrict__ kind, const T* __restrict__ pos0, const T* __restrict__ red,
+    T* __restrict__ red_next, const double h, const double cfl, const double dt_fixed, const int euler,
+    double* __restrict__ st, const int par, const double amp, const double omega, const T rho0,
+    const int track, T* __restrict__ travelled, T* __restrict__ dmax)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const double dt = sph_cfl_dt(red, h, cfl, dt_fixed);
+    const T d = T(dt);
+    T moved2 = T(0);
+    if (i < n) {
+        const signed char k = kind[i];
+        const bool fluid = k == 0;
+#pragma unroll
+        for (int c = 0; c < DIM; ++c) {
+            const T a = ace[DIM * i + c], vi = vel[DIM * i + c];
+            const T vn = euler ? vi + d * a : vel_m1[DIM * i + c] + T(2) * d * a;
+            vel_m1[DIM * i + c] = fluid ? vn : vi;
+            if (fluid) {
+                const T x = pos[DIM * i + c];
+                const T xn = x + d * vi + (T(0.5) * d * d) * a;
+                pos[DIM * i + c] = xn;
+                moved2 += (xn - x) * (xn - x);
+            }
+        }
+        const T rn = euler ? rho[i] + d * arho[i] : rho_m1[i] + T(2) * d * arho[i];
+        rho_m1[i] = fluid ? rn : max(rn, rho0);
+        if (k == 2) {
+            const T x = pos[DIM * i];
+            sph_piston<T, DIM>(i, st[par] + dt, amp, omega, pos0, pos, vel_m1);
+            moved2 = (pos[DIM * i] - x) * (pos[DIM * i] - x);
+        }
+    }
+    sph_travel<T>(i, i < n, moved2, track, travelled, dmax);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        st[1 - par] = st[par] + dt;
+        st[2] = dt;
+        red_next[0] = T(0); red_next[1] = T(0); red_next[2] = T(0);
+    }
+}
+
+// Symplectic (DualSPHysics), predictor: saves r^n, v^n, ρ^n (pos_save, vel_m1, rho_m1), then
+// ρ^{n+1/2} = ρ^n + Δt/2 dρ/dt (walls ≥ ρ0), v^{n+1/2} = v^n + Δt/2 a, r^{n+1/2} = r^n + Δt/2 v^n (fluid).
+template <typename T, int DIM>
+__global__ void __launch_bounds__(SPH_BLOCK) sph_symplectic_predict(
+    const int n, T* __restrict__ pos, T* __restrict__ vel, T* __restrict__ rho, T* __restrict__ pos_save,
+    T* __restrict__ vel_m1, T* __restrict__ rho_m1, const T* __restrict__ ace, const T* __restrict__ arho,
+    const signed char* __restrict__ kind, const T* __restrict__ pos0, const T* __restrict__ red,
+    T* __restrict__ red_next, const double h, const double cfl, const double dt_fixed, double* __restrict__ st,
+    const int par, const double amp, const double omega, const T rho0, const int track,
+    T* __restrict__ travelled, T* __restrict__ dmax)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const double dt = sph_cfl_dt(red, h, cfl, dt_fixed);
+    const T half = T(0.5 * dt);
+    T moved2 = T(0);
+    if (i < n) {
+        const signed char k = kind[i];
+        const bool fluid = k == 0;
+#pragma unroll
+        for (int c = 0; c < DIM; ++c) {
+            const T x = pos[DIM * i + c], vi = vel[DIM * i + c];
+            pos_save[DIM * i + c] = x;
+            vel_m1[DIM * i + c] = vi;
+            if (fluid) {
+                vel[DIM * i + c] = vi + half * ace[DIM * i + c];
+                const T xn = x + half * vi;
+                pos[DIM * i + c] = xn;
+                moved2 += (xn - x) * (xn - x);
+            }
+        }
+        const T r = rho[i];
+        rho_m1[i] = r;
+        const T rh = r + half * arho[i];
+        rho[i] = fluid ? rh : max(rh, rho0);
+        if (k == 2) {
+            const T x = pos[DIM * i];
+            sph_piston<T, DIM>(i, st[par] + 0.5 * dt, amp, omega, pos0, pos, vel);
+            moved2 = (pos[DIM * i] - x) * (pos[DIM * i] - x);
+        }
+    }
+    sph_travel<T>(i, i < n, moved2, track, travelled, dmax);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        st[2] = dt;
+        red_next[0] = T(0); red_next[1] = T(0); red_next[2] = T(0);
+    }
+}
+
+// Symplectic corrector: ε = −(dρ/dt / ρ^{n+1/2}) Δt, ρ^{n+1} = ρ^n (2−ε)/(2+ε) (walls ≥ ρ0),
+// v^{n+1} = v^n + Δt a (fluid), r^{n+1} = r^n + Δt/2 (v^n + v^{n+1}); v^{n-1}, ρ^{n-1} := the new values.
+template <typename T, int DIM>
+__global__ void __launch_bounds__(SPH_BLOCK) sph_symplectic_correct(
+    const int n, T* __restrict__ pos, T* __restrict__ vel, T* __restrict__ rho, const T* __restrict__ pos_save,
+    T* __restrict__ vel_m1, T* __restrict__ rho_m1, const T* __restrict__ ace, const T* __restrict__ arho,
+    const signed char* __restrict__ kind, const T* __restrict__ pos0, double* __restrict__ st, const int par,
+    const double amp, const double omega, const T rho0, const int track, T* __restrict__ travelled,
+    T* __restrict__ dmax)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const double dt = st[2];
+    const T d = T(dt);
+    T moved2 = T(0);
+    if (i < n) {
+        const signed char k = kind[i];
+        const bool fluid = k == 0;
+#pragma unroll
+        for (int c = 0; c < DIM; ++c) {
+            const T v0 = vel_m1[DIM * i + c];
+            const T vn = fluid ? v0 + d * ace[DIM * i + c] : v0;
+            vel[DIM * i + c] = vn;
+            vel_m1[DIM * i + c] = vn;
+            if (fluid) {
+                const T x = pos[DIM * i + c];
+                const T xn = pos_save[DIM * i + c] + d * T(0.5) * (v0 + vn);
+                pos[DIM * i + c] = xn;
+                moved2 += (xn - x) * (xn - x);
+            }
+        }
+        const T eps = -(arho[i] / rho[i]) * d;
+        T rn = rho_m1[i] * (T(2) - eps) / (T(2) + eps);
+        rn = fluid ? rn : max(rn, rho0);
+        rho[i] = rn;
+        rho_m1[i] = rn;
+        if (k == 2) {
+            const T x = pos[DIM * i];
+            sph_piston<T, DIM>(i, st[par] + dt, amp, omega, pos0, pos, vel);
+            vel_m1[DIM * i] = vel[DIM * i];
+            moved2 = (pos[DIM * i] - x) * (pos[DIM * i] - x);
+        }
+    }
+    sph_travel<T>(i, i < n, moved2, track, travelled, dmax);
+    if (blockIdx.x == 0 && threadIdx.x == 0) st[1 - par] = st[par] + dt;
 }

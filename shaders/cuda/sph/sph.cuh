@@ -5,8 +5,8 @@
 // Layouts of the per-particle data the interaction reads (P3 §3.4).
 #define SPH_SOA 0     // p = [x(n) | y(n) | z(n)], v = [vx(n) | vy(n) | vz(n) | rho(n) | press(n)]
 #define SPH_AOS 1     // p = n records of 8: x y z vx vy vz rho press; v unused
-#define SPH_PACKED 2  // fp32: p = float4 (x y z 0) 16-byte aligned; fp64: p = double2 (x y) + z array
-                      // (P3's double split); v as SoA
+#define SPH_PACKED 2  // fp32: p = float4 (x y z press), v = float4 (vx vy vz rho): two 16-byte loads per
+                      // neighbour; fp64: p = double2 (x y) + z array (P3's double split), v as SoA
 
 #define SPH_WENDLAND 0
 #define SPH_CUBIC 1
@@ -86,6 +86,10 @@ __device__ __forceinline__ void load_vel(const T* __restrict__ p, const T* __res
     if (LAYOUT == SPH_AOS) {
         vx = p[8 * i + 3]; vy = p[8 * i + 4]; vz = DIM == 3 ? p[8 * i + 5] : T(0);
         rho = p[8 * i + 6]; press = p[8 * i + 7];
+    } else if (LAYOUT == SPH_PACKED && sizeof(T) == 4) {
+        const float4 q = reinterpret_cast<const float4*>(v)[i];
+        vx = q.x; vy = q.y; vz = DIM == 3 ? q.z : T(0); rho = q.w;
+        press = reinterpret_cast<const float4*>(p)[i].w;  // the same 16 bytes as load_pos: one load
     } else {
         vx = v[i]; vy = v[n + i]; vz = DIM == 3 ? v[2 * n + i] : T(0); rho = v[3 * n + i]; press = v[4 * n + i];
     }
@@ -107,7 +111,8 @@ struct Self {
 template <typename T, int KERNEL, int DIM>
 __device__ __forceinline__ void pair(const Self<T>& a, const T dx, const T dy, const T dz, const T r2,
                                      const T vxj, const T vyj, const T vzj, const T rhoj, const T pressj,
-                                     const bool fluidj, const SphParams<T>& s, Accum<T>& acc)
+                                     const T* __restrict__ cs, const int j, const bool fluidj,
+                                     const SphParams<T>& s, Accum<T>& acc)
 {
     const T r = sqrt(r2);
     const T F = kernel_f<T, KERNEL>(r, s);
@@ -118,7 +123,7 @@ __device__ __forceinline__ void pair(const Self<T>& a, const T dx, const T dy, c
     if (a.fluid) {
         T visc = T(0);
         if (vr < T(0)) {
-            const T csj = s.c0 * pow(rhoj / s.rho0, s.csexp);
+            const T csj = cs[j];  // c_j = c0 (rho_j/rho0)^((gamma-1)/2), once per particle in sph_gather
             visc = -s.alpha * T(0.5) * (a.cs + csj) * mu / (T(0.5) * (a.rho + rhoj));
         }
         const T coef = -s.mass * ((a.press + pressj) / (a.rho * rhoj) + visc) * F;
