@@ -57,7 +57,7 @@ class Tuner:
                  confirm_repeats: int = 4, batch: int | str = 1, batch_ms: float = measure.BATCH_MS,
                  max_batch: int = measure.MAX_BATCH, prune: float | None = None,
                  warm_key: Callable[[Config], object] | None = None, hold: bool = True,
-                 max_waiting_calls: int = 8, probe: int = 2):
+                 max_waiting_calls: int = 8, probe: int = 2, max_held_pending: int = 2):
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown tuning strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
         if repeats < 1 or warmup < 0:
@@ -71,6 +71,7 @@ class Tuner:
         self.batch = None if batch == "auto" else batch   # calls per measurement (None: not probed yet)
         self.batch_ms, self.max_batch, self.prune = batch_ms, max_batch, prune
         self.warm_key, self.hold, self.max_waiting_calls = warm_key, hold, max_waiting_calls
+        self.max_held_pending = max_held_pending
         self._probe_n = probe
         self._probe: list[float] | None = None if batch == "auto" else []
         self.results: dict[tuple, float] = {}      # measured candidates → score (ms per call)
@@ -203,6 +204,11 @@ class Tuner:
     def _begin_measurement(self, cur: dict) -> None:
         hold = getattr(self.timer, "hold", None) if self.hold else None
         if hold is not None and measure.needs_hold(self._reference_ms(), self._host.ms):
+            # Each hold leaves the GPU a little behind the host; bound how far, or a full launch
+            # queue would pace the host by the GPU, inflate the host time the holds are sized from
+            # and make them grow. Waiting here costs nothing: the host is the bottleneck anyway.
+            if len(self._pending) >= self.max_held_pending:
+                self.poll(wait_first=len(self._pending) - self.max_held_pending + 1)
             ms = measure.hold_ms(cur["calls"], self._host.ms)
             hold(ms)
             self.hold_ms_total += ms
@@ -351,11 +357,12 @@ class Tuner:
         self.results[k] = float(entry.get("ms", 0.0))
 
     # ---- reading timings back ----------------------------------------------------------------
-    def poll(self, wait: bool = False) -> None:
-        """Read back every finished timing (``wait=True`` blocks until all are known)."""
+    def poll(self, wait: bool = False, wait_first: int = 0) -> None:
+        """Read back every finished timing (``wait=True`` blocks until all are known, ``wait_first=n``
+        until the oldest n are)."""
         still = []
-        for k, handle, calls, kind in self._pending:
-            ms = self.timer.wait(handle) if wait else self.timer.poll(handle)
+        for n, (k, handle, calls, kind) in enumerate(self._pending):
+            ms = self.timer.wait(handle) if (wait or n < wait_first) else self.timer.poll(handle)
             if ms is None:
                 still.append((k, handle, calls, kind))
                 continue

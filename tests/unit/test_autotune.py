@@ -420,3 +420,20 @@ def test_overhead_includes_holds():
     drive(t, gpu)
     assert gpu.holds and t.overhead_ms() == pytest.approx(sum(gpu.holds) + 4 * 0.001)
     assert t.overhead_calls() == pytest.approx(t.overhead_ms() / 0.001)
+
+
+def test_held_measurements_in_flight_are_bounded():
+    """With holds the GPU falls a little behind per measurement; the tuner waits for the oldest
+    rather than let the backlog (and with it the host time the holds are sized from) grow."""
+    gpu = LaunchBoundGPU(small_cost)
+    gpu.lag = 10 ** 9  # timings come back only when waited for
+    t = Tuner(Space({"bx": (8, 16, 32, 64), "by": (4,), "zmarch": (4,)}), gpu, batch=8, repeats=2,
+              max_held_pending=2)
+    seen = 0
+    for _ in range(2000):
+        t(gpu.launch)
+        seen = max(seen, len(t._pending))
+        if t.done:
+            break
+    assert t.done and t.best == {"bx": 32, "by": 4, "zmarch": 4}
+    assert gpu.holds and seen <= 2
