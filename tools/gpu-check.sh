@@ -12,6 +12,9 @@
 #                 (engine/lbm2d/fused_bench.py), ncu speed-of-light of the fused kernels
 #   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
 #                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
+#   stencil-perf  P2 (issue 5), < 4 min: gpu tests of the stencil framework / auto-tuner / diffusion3d
+#                 kernels, `nagare bench stencil` (P2's five meshes, exhaustive vs live tuner, run-off,
+#                 1,000-step amortisation at 256³/512³), then ncu on the 512³ kernel
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -78,6 +81,18 @@ for r in json.load(open(sys.argv[1]))["results"]:
           f"rebuilds={x.get('rebuilds')} late={x.get('verlet_late_interactions')} list={x.get('mean_list_length')}")
 PY
       ;;
+    stencil-perf)
+      d="$OUT/stencil-perf"
+      timeout 100 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/unit/test_stencil_gpu.py \
+        tests/validation/test_diffusion3d_kernels.py tests/validation/test_wave2d.py \
+        "tests/equivalence/test_registry.py" -k "stencil or autotune or diffusion3d or wave2d or unroll or hold" \
+        2>&1 | tee "$d/gpu-tests.log" | tail -12
+      timeout 150 python3 -m nagare.engine.stencil.bench --json "$d/stencil.json" --markdown "$d/stencil.md" \
+        2>&1 | tee "$d/bench.txt" | tail -32
+      timeout 60 ncu --clock-control none --kernel-name regex:nagare_diffusion7 \
+        --metrics dram__bytes.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
+        python3 tools/stencil_ncu.py --json "$d/stencil.json" 2>&1 | tee "$d/ncu.txt" \
+        | grep -E "stencil_ncu|nagare_diffusion7|dram__bytes|gpu__time|warps_active|registers" | head -40 ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done

@@ -24,10 +24,11 @@ Use from any engine (one tuner per call site, created once, e.g. in ``_apply_sel
 """
 from __future__ import annotations
 
+from . import measure
 from .cache import TuneCache, default_cache, tune_key
-from .space import Space, max_shared_bytes, max_threads, product_space, stencil_space
+from .space import Space, max_shared_bytes, max_threads, min_threads, product_space, stencil_space
 from .timers import EventTimer, WallTimer
 from .tuner import Tuner
 
 __all__ = ["EventTimer", "Space", "TuneCache", "Tuner", "WallTimer", "default_cache", "max_shared_bytes", "max_threads",
-           "product_space", "stencil_space", "tune_key"]
+           "measure", "min_threads", "product_space", "stencil_space", "tune_key"]

@@ -2,11 +2,36 @@
 
 Protocol: ``token = start()``; run the work; ``handle = stop(token)``; later ``poll(handle)``
 returns the milliseconds once known, else ``None`` (the work has not finished yet); ``wait(handle)``
-blocks until known. Optional ``restart(token)``: take the start time again, now.
+blocks until known. Optional ``restart(token)``: take the start time again, now. Optional
+``hold(ms)``: keep the device's stream busy for ``ms`` so that what the host queues next runs back
+to back (see :mod:`.measure`).
 """
 from __future__ import annotations
 
 import time
+
+import numpy as np
+
+# One thread spinning on the GPU's nanosecond global timer (no clock-rate lookup needed).
+SPIN_SOURCE = r"""
+extern "C" __global__ void nagare_spin(long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while ((long long)(t - t0) < ns);
+}
+"""
+_spin_kernels: dict = {}
+
+
+def spin_kernel(cupy):
+    """The hold kernel, compiled once per process (and per CuPy module, for the tests' fake)."""
+    k = _spin_kernels.get(id(cupy))
+    if k is None:
+        k = _spin_kernels[id(cupy)] = cupy.RawModule(code=SPIN_SOURCE).get_function("nagare_spin")
+    return k
 
 
 class EventTimer:
@@ -24,6 +49,15 @@ class EventTimer:
         ev = self._event()
         ev.record(self.stream)
         return ev
+
+    def hold(self, ms: float) -> None:
+        """Queue a spin of ``ms`` on the stream (see :mod:`.measure`)."""
+        k, args = spin_kernel(self._cp), (np.int64(int(ms * 1e6)),)
+        if self.stream is None:
+            k((1,), (1,), args)
+        else:
+            with self.stream:
+                k((1,), (1,), args)
 
     def restart(self, token):
         """Record the start event again, now (reuses the event)."""

@@ -2,13 +2,20 @@
 
 For each mesh (P2: 32³, 64³, 256³, 512³ and the thin 8×512×512, written nx×ny×nz) it
 
-1. times *every* valid launch configuration of P2's space offline (exhaustive search: CUDA
-   events around batches of launches, median of several batches, warm-up excluded),
-2. times P2's fixed configuration (128,1,1) with z-march 2 the same way,
+1. times *every* valid launch configuration of the tuner's space offline (exhaustive search) with
+   the tuner's own measurement method (engine/autotune/measure.py): batches of back-to-back
+   launches between CUDA events, a hold in front of each batch when the kernel is launch-bound,
+   the batch size from the same rule, median of several batches;
+2. times P2's fixed configuration (128,1,1) with z-march 2 the same way;
 3. runs the live auto-tuner (the ``device-autotune`` loop engine, no cache) on a real run until it
-   settles, for the default (exhaustive) strategy and for greedy coordinate descent, and reports
-   its pick, the pick's offline time against the exhaustive best, the calls it needed and its
-   overhead in steps (Σ over tuning calls of (t_call − t_best)/t_best),
+   settles, for the default (exhaustive) strategy and for greedy coordinate descent;
+4. re-measures the exhaustive top 3, the tuners' picks and the fixed configuration in an
+   interleaved run-off (round-robin batches, so GPU clock drift hits all alike) and reports
+   pick / best from the run-off next to pick / best from the table — both are independent
+   offline measurements, not the tuner's own numbers;
+5. on the big meshes (≥ 2²⁴ points) measures amortisation directly: the device time of the first
+   1,000 steps of a fresh auto-tuned run (tuning included) against 1,000 steps of the fixed
+   configuration and of the best one;
 
 and reports GB/s at the ideal 8 bytes per point update (read f once, write fn once) and the
 percentage of the measured copy bandwidth (engine/device.py).
@@ -28,45 +35,43 @@ import numpy as np
 P2_SIZES = [(32, 32, 32), (64, 64, 64), (256, 256, 256), (512, 512, 512), (8, 512, 512)]  # (nx, ny, nz)
 FIXED = {"bx": 128, "by": 1, "zmarch": 2}
 BYTES_PER_POINT = 8  # fp32: one read + one write per point with ideal caching
+AMORTISE_STEPS = 1000
+AMORTISE_MIN_POINTS = 1 << 24
 
 
-_SPIN = r"""
-extern "C" __global__ void nagare_spin(long long cycles)
-{
-    const long long t0 = clock64();
-    while (clock64() - t0 < cycles) { }
-}
-"""
+def _table(loop, space, f, fn, r, timer, batch, batches, est, host):
+    from ..autotune import measure
+
+    table = {}
+    ref = est
+    for key in space.all_keys():
+        cfg = space.config(key)
+        if space.invalid_reason(cfg):
+            continue
+        go = loop.prepared(cfg, f=f, fn=fn, r=r)
+        go()
+        go()  # warm-up (first launch of an unrolled kernel, caches)
+        table[key] = statistics.median(measure.time_batches(go, timer, batch=batch, batches=batches,
+                                                            ref_ms=ref, host_ms=host))
+        ref = min(ref, table[key])
+    return table
 
 
-def _busy(cp, ms: float) -> None:
-    """Keep the GPU busy for about ``ms`` so the host can queue a whole batch behind it: small
-    kernels then run back to back and the events time the kernels, not the host's launch rate."""
-    if not hasattr(_busy, "kernel"):
-        _busy.kernel = cp.RawModule(code=_SPIN).get_function("nagare_spin")
-        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
-        _busy.khz = int(props["clockRate"])
-    _busy.kernel((1,), (1,), (np.int64(ms * _busy.khz),))
+def _runoff(loop, cfgs, f, fn, r, timer, batch, rounds, ref, host) -> list[float]:
+    """Interleaved re-measurement: ``rounds`` rounds, each one batch of every configuration (rotated)."""
+    from ..autotune import measure
+
+    gos = [loop.prepared(c, f=f, fn=fn, r=r) for c in cfgs]
+    samples = [[] for _ in cfgs]
+    for rnd in range(rounds):
+        order = list(range(len(cfgs)))
+        order = order[rnd % len(order):] + order[: rnd % len(order)]
+        for i in order:
+            samples[i] += measure.time_batches(gos[i], timer, batch=batch, batches=1, ref_ms=ref, host_ms=host)
+    return [statistics.median(s) for s in samples]
 
 
-def _time_config(loop, cfg, f, fn, r, cp, batch: int, batches: int) -> float:
-    """Median ms per launch over ``batches`` batches of ``batch`` launches (after 2 warm-ups)."""
-    for _ in range(2):
-        loop.run_with(cfg, f=f, fn=fn, r=r)
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    samples = []
-    for _ in range(batches):
-        _busy(cp, 0.05 * batch + 0.2)  # ≥ the host's time to queue the batch (~30 µs per launch)
-        start.record()
-        for _ in range(batch):
-            loop.run_with(cfg, f=f, fn=fn, r=r)
-        end.record()
-        end.synchronize()
-        samples.append(cp.cuda.get_elapsed_time(start, end) / batch)
-    return statistics.median(samples)
-
-
-def _live_tune(st, shape, f, fn, r, cp, strategy: str, max_calls: int = 20000) -> dict:
+def _live_tune(st, shape, f, fn, r, cp, strategy: str, max_calls: int = 200000) -> dict:
     from .loops import Loop
 
     loop = Loop(st, shape, np.float32, engine="device-autotune", xp=cp, tune_cache=None,
@@ -82,14 +87,51 @@ def _live_tune(st, shape, f, fn, r, cp, strategy: str, max_calls: int = 20000) -
     wall = time.perf_counter() - t0
     t = loop.tuner
     return {"strategy": t.strategy, "pick": t.best, "calls": t.calls, "measured": len(t.results),
-            "overhead_steps": t.overhead_calls(), "settled": t.done, "wall_s": wall,
-            "invalid": {str(t.space.config(k)): why for k, why in t.invalid.items()}}
+            "batch": t.batch, "hold_ms": t.hold_ms_total, "overhead_ms": t.overhead_ms(),
+            "overhead_steps": t.overhead_calls(), "settled": t.done, "wall_s": wall, "pick_ms_live": t.results.get(
+                t.settled) if t.settled is not None else None,
+            "invalid": len(t.invalid)}
 
 
-def bench_stencil(sizes=None, *, target_batch_ms: float = 2.0, batches: int = 5, strategies=("exhaustive", "descent"),
-                  progress=None) -> dict:
+def _amortise(st, shape, f, fn, r, cp, best_cfg, steps: int = AMORTISE_STEPS) -> dict:
+    """Device time of the first ``steps`` steps: fresh auto-tuned run vs fixed vs best (events). All
+    three go through the same ``Loop.__call__`` path, so the host side is alike."""
+    from .loops import Loop
+
+    def run(loop):
+        a, b = f, fn
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        cp.cuda.get_current_stream().synchronize()
+        t0 = time.perf_counter()
+        start.record()
+        for _ in range(steps):
+            loop(f=a, fn=b, r=r)
+            a, b = b, a
+        end.record()
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end), (time.perf_counter() - t0) * 1e3
+
+    fixed = Loop(st, shape, np.float32, engine="device", xp=cp, block=(FIXED["bx"], FIXED["by"]),
+                 zmarch=FIXED["zmarch"])
+    best = Loop(st, shape, np.float32, engine="device", xp=cp, block=(best_cfg["bx"], best_cfg["by"]),
+                zmarch=best_cfg["zmarch"])
+    run(fixed)  # warm-up
+    fixed_ms, fixed_wall = run(fixed)
+    best_ms, best_wall = run(best)
+    tuned = Loop(st, shape, np.float32, engine="device-autotune", xp=cp, tune_cache=None)
+    tuned_ms, tuned_wall = run(tuned)
+    t = tuned.tuner
+    return {"steps": steps, "tuned_ms": tuned_ms, "fixed_ms": fixed_ms, "best_ms": best_ms,
+            "tuned_wall_ms": tuned_wall, "fixed_wall_ms": fixed_wall, "best_wall_ms": best_wall,
+            "settled": t.done, "settled_after_calls": len(t.tuning_calls) if t.done else None,
+            "pick": t.best, "overhead_steps": (tuned_ms - best_ms) / (best_ms / steps),
+            "amortised": tuned_ms <= fixed_ms}
+
+
+def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strategies=("exhaustive", "descent"),
+                  amortise: bool = True, progress=None) -> dict:
     """Run the experiment on the current CUDA device; returns JSON-able results."""
-    from ..autotune import stencil_space
+    from ..autotune import EventTimer, measure, stencil_space
     from ..backend import get_backend
 
     backend = get_backend("cupy")  # one-line BackendUnavailable without a GPU
@@ -102,6 +144,7 @@ def bench_stencil(sizes=None, *, target_batch_ms: float = 2.0, batches: int = 5,
     bw = copy_bandwidth(backend)
     info = device_info(backend).as_dict()
     space = stencil_space()
+    timer = EventTimer(cp)
     r = np.float32(0.1)
     rows = []
     for nx, ny, nz in sizes or P2_SIZES:
@@ -110,14 +153,12 @@ def bench_stencil(sizes=None, *, target_batch_ms: float = 2.0, batches: int = 5,
         f = cp.asarray(rng.random(shape, dtype=np.float32))
         fn = cp.zeros_like(f)
         loop = Loop(diffusion7, shape, np.float32, engine="device", xp=cp)
-        est = _time_config(loop, FIXED, f, fn, r, cp, 1, 3)
-        batch = max(1, int(target_batch_ms / max(est, 1e-4)))
-        table = {}
-        for key in space.all_keys():
-            cfg = space.config(key)
-            if space.invalid_reason(cfg):
-                continue
-            table[key] = _time_config(loop, cfg, f, fn, r, cp, batch, batches)
+        go = loop.prepared(FIXED, f=f, fn=fn, r=r)
+        host = measure.host_ms_per_launch(go)  # also the warm-up
+        # The probe, as the tuner's: two single-launch measurements of the fixed configuration.
+        est = statistics.median(measure.time_batches(go, timer, batch=1, batches=2, host_ms=host))
+        batch = measure.batch_size(est)
+        table = _table(loop, space, f, fn, r, timer, batch, batches, est, host)
         best_key = min(table, key=table.get)
         fixed_ms = table[space.key(FIXED)]
         points = nx * ny * nz
@@ -125,10 +166,11 @@ def bench_stencil(sizes=None, *, target_batch_ms: float = 2.0, batches: int = 5,
         def gbs(ms, points=points):
             return points * BYTES_PER_POINT / (ms * 1e-3) / 1e9
 
+        best_cfg = space.config(best_key)
         row = {
-            "mesh": f"{nx}x{ny}x{nz}", "points": points,
-            "best": {"threads": [space.config(best_key)["bx"], space.config(best_key)["by"], 1],
-                     "zmarch": space.config(best_key)["zmarch"], "ms": table[best_key],
+            "mesh": f"{nx}x{ny}x{nz}", "points": points, "batch": batch, "host_ms_per_launch": host,
+            "best": {"threads": [best_cfg["bx"], best_cfg["by"], 1], "zmarch": best_cfg["zmarch"],
+                     "unroll": loop.unroll_of(best_cfg), "ms": table[best_key],
                      "GB_s": gbs(table[best_key]), "pct_copy_bw": 100 * gbs(table[best_key]) * 1e9 / bw},
             "fixed_128_1_1_z2": {"ms": fixed_ms, "GB_s": gbs(fixed_ms), "pct_copy_bw": 100 * gbs(fixed_ms) * 1e9 / bw},
             "speedup_vs_fixed": fixed_ms / table[best_key],
@@ -138,26 +180,51 @@ def bench_stencil(sizes=None, *, target_batch_ms: float = 2.0, batches: int = 5,
         for strategy in strategies:
             live = _live_tune(diffusion7, shape, f, fn, r, cp, strategy)
             pick = live["pick"]
-            live["pick_ms_offline"] = table.get(space.key(pick)) if pick else None
-            live["pick_vs_best"] = live["pick_ms_offline"] / table[best_key] if pick else None
+            live["pick_ms_table"] = table.get(space.key(pick)) if pick else None
+            live["pick_vs_best_table"] = live["pick_ms_table"] / table[best_key] if pick else None
             row["autotune"].append(live)
+        # Run-off: the exhaustive top 3, the picks and the fixed configuration, interleaved.
+        top = sorted(table, key=table.get)[:3]
+        keys = list(dict.fromkeys(top + [space.key(lv["pick"]) for lv in row["autotune"] if lv["pick"]]
+                                  + [space.key(FIXED)]))
+        ms = _runoff(loop, [space.config(k) for k in keys], f, fn, r, timer, batch, runoff_rounds,
+                     table[best_key], host)
+        runoff = dict(zip(keys, ms))
+        best_runoff = min(runoff[k] for k in top)
+        row["runoff_ms"] = {f"{k[0]},{k[1]},{k[2]}": v for k, v in runoff.items()}
+        row["best_runoff_ms"] = best_runoff
+        row["best_runoff"] = {"ms": best_runoff, "GB_s": gbs(best_runoff),
+                              "pct_copy_bw": 100 * gbs(best_runoff) * 1e9 / bw}
+        for live in row["autotune"]:
+            if live["pick"]:
+                live["pick_ms_runoff"] = runoff[space.key(live["pick"])]
+                live["pick_vs_best"] = live["pick_ms_runoff"] / best_runoff
+            else:
+                live["pick_vs_best"] = None
+        if amortise and points >= AMORTISE_MIN_POINTS:
+            row["amortise"] = _amortise(diffusion7, shape, f, fn, r, cp, best_cfg)
         rows.append(row)
         if progress:
             progress(row)
         del f, fn
         cp.get_default_memory_pool().free_all_blocks()
     return {"device": info, "copy_bandwidth_GB_s": bw / 1e9, "bytes_per_point": BYTES_PER_POINT,
-            "stencil": "diffusion7 fp32 periodic", "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": rows}
+            "stencil": "diffusion7 fp32 periodic", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "space": {"size": space.size, "valid": sum(1 for k in space.all_keys()
+                                                       if not space.invalid_reason(space.config(k)))},
+            "rows": rows}
 
 
 def format_table(result: dict) -> str:
     """P2's table 2 plus the performance columns, as Markdown."""
     lines = [f"# P2 stencil benchmark — {result['device'].get('name')} ({result['date']})", "",
              f"7-point diffusion, fp32, periodic; {result['bytes_per_point']} B/point; measured copy bandwidth "
-             f"{result['copy_bandwidth_GB_s']:.0f} GB/s", "",
+             f"{result['copy_bandwidth_GB_s']:.0f} GB/s. Every time is a median of batches of back-to-back "
+             "launches between CUDA events (engine/autotune/measure.py, the tuner's own method); "
+             "pick/best (run-off) re-measures picks and the exhaustive top 3 interleaved.", "",
              "| mesh | best threads | z-march | GB/s | % copy BW | (128,1,1)/2 GB/s | % copy BW | speed-up | "
-             "autotune pick (strategy) | pick/best | calls | overhead (steps) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "autotune pick (strategy) | pick/best (run-off) | pick/best (table) | calls | overhead (steps) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         b, fx = row["best"], row["fixed_128_1_1_z2"]
         for i, live in enumerate(row["autotune"]):
@@ -168,25 +235,46 @@ def format_table(result: dict) -> str:
                     f"{b['pct_copy_bw']:.1f} | {fx['GB_s']:.0f} | {fx['pct_copy_bw']:.1f} | "
                     f"{row['speedup_vs_fixed']:.2f}× |") if i == 0 else "| | | | | | | | |"
             ratio = f"{live['pick_vs_best']:.3f}" if live.get("pick_vs_best") is not None else "—"
+            tratio = f"{live['pick_vs_best_table']:.3f}" if live.get("pick_vs_best_table") is not None else "—"
             ov_txt = f"{ov:.0f}" if ov is not None else "—"
-            lines.append(f"{head} {pick_txt} | {ratio} | {live['calls']} | {ov_txt} |")
+            lines.append(f"{head} {pick_txt} | {ratio} | {tratio} | {live['calls']} | {ov_txt} |")
+    am = [row for row in result["rows"] if "amortise" in row]
+    if am:
+        lines += ["", f"Amortisation: device time of the first {am[0]['amortise']['steps']} steps of a fresh run "
+                      "(auto-tune from scratch, tuning included) vs the fixed (128,1,1)/2 and the best configuration.",
+                  "", "| mesh | auto-tuned ms | fixed ms | best ms | tuning overhead (steps) | settled after calls | "
+                      "amortised within the steps |", "|---|---|---|---|---|---|---|"]
+        for row in am:
+            a = row["amortise"]
+            lines.append(f"| {row['mesh']} | {a['tuned_ms']:.1f} | {a['fixed_ms']:.1f} | {a['best_ms']:.1f} | "
+                         f"{a['overhead_steps']:.0f} | {a['settled_after_calls']} | "
+                         f"{'yes' if a['amortised'] else 'no'} |")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="nagare bench stencil", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", nargs="*", help="meshes as nx,ny,nz (default: P2's five)")
+    p.add_argument("--strategies", default="exhaustive,descent", help="live tuner strategies (comma-separated)")
+    p.add_argument("--no-amortise", action="store_true", help="skip the 1,000-step amortisation runs")
     p.add_argument("--json", help="write the full results (with every configuration's time) here")
     p.add_argument("--markdown", help="write the table here")
     args = p.parse_args(argv)
     sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else None
 
     def progress(row):
-        print(f"  {row['mesh']}: best {row['best']['threads']}/{row['best']['zmarch']} "
-              f"{row['best']['GB_s']:.0f} GB/s ({row['best']['pct_copy_bw']:.1f}%), fixed "
-              f"{row['fixed_128_1_1_z2']['GB_s']:.0f} GB/s", file=sys.stderr, flush=True)
+        b = row["best"]
+        picks = ", ".join(f"{lv['strategy']} {lv['pick']} x{lv['pick_vs_best']:.3f}" for lv in row["autotune"]
+                          if lv.get("pick_vs_best") is not None)
+        am = row.get("amortise")
+        am_txt = (f"; first {am['steps']} steps: tuned {am['tuned_ms']:.1f} ms vs fixed {am['fixed_ms']:.1f} ms"
+                  if am else "")
+        print(f"  {row['mesh']}: best {b['threads']}/{b['zmarch']} (unroll {b['unroll']}) {b['GB_s']:.0f} GB/s "
+              f"({b['pct_copy_bw']:.1f}%), fixed {row['fixed_128_1_1_z2']['GB_s']:.0f} GB/s; {picks}{am_txt}",
+              file=sys.stderr, flush=True)
 
-    result = bench_stencil(sizes, progress=progress)
+    result = bench_stencil(sizes, strategies=tuple(s for s in args.strategies.split(",") if s),
+                           amortise=not args.no_amortise, progress=progress)
     table = format_table(result)
     print(table)
     if args.json:

@@ -1,9 +1,28 @@
 """CUDA C++ generated from a traced stencil, in P2's kernel shape.
 
 3D: 2D thread blocks (bx, by) tile the xy-plane; each thread marches over ``zmarch``
-consecutive z-planes (grid.z = ceil(nz / zmarch)). The x/y neighbour coordinates are computed
-once per thread, only the z ones per plane. 2D: the same with y as the marched axis (each thread
-of a (bx, by) block updates ``zmarch`` consecutive rows), so one launch space fits both.
+consecutive z-planes (grid.z = ceil(nz / zmarch)). 2D: the same with y as the marched axis (each
+thread of a (bx, by) block updates ``zmarch`` consecutive rows), so one launch space fits both.
+
+How a thread marches (what makes the kernel bandwidth-bound rather than latency-bound):
+
+- **Register queues along the marched axis.** Loads of one array at one in-plane offset with a
+  contiguous run of marched offsets (``f[0,0,-1], f[0,0,0], f[0,0,+1]``) share a queue of
+  registers: each plane loads only the run's leading value and the queue shifts. So each input
+  point is loaded from DRAM once per thread; the x/y neighbours are other threads' centre values
+  and come from L1/L2.
+- **Unrolled march with the loads first.** Each kernel is generated for a fixed unroll ``U``
+  (``_u1``, ``_u2``, ``_u4``, ``_u8``): one step of the march handles ``U`` planes and issues all
+  of their loads (``U`` queue leads, ``U`` × the in-plane neighbours) before the first update, so
+  ``U`` independent DRAM loads per thread are in flight instead of one. The loop picks the unroll
+  from ``zmarch`` (:func:`unroll_for`); the remainder of a run and, with periodic boundaries, the
+  planes whose marched neighbours wrap take a one-plane step with wrapped indices.
+- **32-bit offsets, pointer increments.** The 64-bit address of the thread's column is formed
+  once; every load of the unrolled step is ``p[const int offset]`` and the pointers advance by
+  ``U`` planes per step. In-plane offsets (wrapped once per thread when periodic) are ints computed
+  before the march; the loop checks that a plane times the march span fits in 32 bits.
+- ``const T* __restrict__`` inputs and ``T* __restrict__`` outputs (read-only path, no aliasing, so
+  the compiler may hoist the next step's loads above this step's stores).
 
 The source is self-contained (no includes, NVRTC-friendly), uses ``extern "C"`` names, and
 carries the user's expression as a comment on each output line; :func:`output_at_line` maps a
@@ -17,6 +36,8 @@ import numpy as np
 from .expr import Bin, Call, Const, Load, Neg, Node, Param, to_python
 
 CTYPES = {np.dtype("float32"): "float", np.dtype("float64"): "double"}
+UNROLLS = (1, 2, 4, 8)
+REGISTER_BUDGET = 64  # values held per thread by one unrolled step (loads in flight) before U is capped
 
 
 def ctype(dtype) -> str:
@@ -26,8 +47,8 @@ def ctype(dtype) -> str:
     return CTYPES[dt]
 
 
-def kernel_name(st, dtype, boundary) -> str:
-    return f"nagare_{st.name}_{boundary}_{ctype(dtype)}"
+def kernel_name(st, dtype, boundary, unroll: int = 1) -> str:
+    return f"nagare_{st.name}_{boundary}_{ctype(dtype)}_u{int(unroll)}"
 
 
 def _tok(o: int) -> str:
@@ -49,32 +70,97 @@ def _c_const(v: float) -> str:
     return f"(T)({r})"
 
 
-def to_c(node: Node) -> str:
+def to_c(node: Node, names: dict | None = None) -> str:
+    """C expression of ``node``; ``names`` maps (array, offset) to the variable holding the load."""
     if isinstance(node, Const):
         return _c_const(node.value)
     if isinstance(node, Param):
         return f"p_{node.name}"
     if isinstance(node, Load):
-        return _load_var(node.array, node.offset)
+        return names[(node.array, node.offset)] if names is not None else _load_var(node.array, node.offset)
     if isinstance(node, Bin):
-        return f"({to_c(node.a)} {node.op} {to_c(node.b)})"
+        return f"({to_c(node.a, names)} {node.op} {to_c(node.b, names)})"
     if isinstance(node, Neg):
-        return f"(-{to_c(node.a)})"
+        return f"(-{to_c(node.a, names)})"
     if isinstance(node, Call):
-        return f"{node.fn}({', '.join(to_c(a) for a in node.args)})"
+        return f"{node.fn}({', '.join(to_c(a, names) for a in node.args)})"
     raise TypeError(node)
 
 
-def generate(st, dtype, boundary: str) -> str:
-    """The complete CUDA source of one stencil for one dtype and boundary kind."""
-    periodic = boundary == "periodic"
+def _layout(st):
+    """Queues (array, in-plane offset) → contiguous marched offsets, and the other (direct) loads."""
+    m = st.ndim - 1
+    runs: dict = {}
+    for arr, off in st.loads:
+        runs.setdefault((arr, off[:m]), []).append(off[m])
+    queues = {key: sorted(v) for key, v in runs.items()
+              if len(v) > 1 and sorted(v) == list(range(min(v), max(v) + 1))}
+    queued = {(arr, plane + (o,)) for (arr, plane), zs in queues.items() for o in zs}
+    direct = [(arr, off) for arr, off in st.loads if (arr, off) not in queued]
+    return queues, direct
+
+
+def loads_per_plane(st) -> int:
+    """Loads one plane of the march issues: the queue leads plus the direct loads."""
+    queues, direct = _layout(st)
+    return len(queues) + len(direct)
+
+
+def unroll_variants(st) -> tuple[int, ...]:
+    """The unrolls generated for ``st``: up to 8, fewer when one step would hold more than
+    ``REGISTER_BUDGET`` loaded values (wide stencils would spill or lose too much occupancy)."""
+    per = max(1, loads_per_plane(st))
+    return tuple(u for u in UNROLLS if u == 1 or u * per <= REGISTER_BUDGET)
+
+
+def unroll_for(st, zmarch: int) -> int:
+    """The unroll a launch with ``zmarch`` planes per thread runs: the largest variant ≤ zmarch."""
+    return max(u for u in unroll_variants(st) if u <= max(1, int(zmarch)))
+
+
+def march_span(st) -> tuple[int, int]:
+    """Lowest and highest marched offset any load uses."""
+    m = st.ndim - 1
+    zs = [off[m] for _, off in st.loads] or [0]
+    return min(0, min(zs)), max(0, max(zs))
+
+
+def generate(st, dtype, boundary: str, unrolls=None) -> str:
+    """The complete CUDA source of one stencil for one dtype and boundary kind: one kernel per
+    unroll in ``unrolls`` (default :func:`unroll_variants`), all with the same arguments."""
     T = ctype(dtype)
-    name = kernel_name(st, dtype, boundary)
+    unrolls = tuple(unrolls) if unrolls is not None else unroll_variants(st)
+    L = []
+    L.append(f"// nagare stencil '{st.name}' ({st.ndim}D, halo {st.halo}, {boundary} boundaries, {T})")
+    L.append(f"// generated from {st.location}; view with `nagare stencil show {st.name}`.")
+    L.append("// Kernel shape (P2): 2D thread blocks in the "
+             + ("xy-plane, each thread marches over `zmarch` z-planes" if st.ndim == 3 else
+                "plane, each thread marches over `zmarch` rows along y")
+             + f"; one kernel per unroll U ∈ {{{', '.join(map(str, unrolls))}}}")
+    L.append("// (U planes per step, all loads of a step issued before its updates).")
+    L.append(f"typedef {T} T;")
+    if boundary == "periodic":
+        L.append("__device__ __forceinline__ int nagare_wrap(int v, int n) "
+                 "{ return v < 0 ? v + n : (v >= n ? v - n : v); }")
+    for u in unrolls:
+        L.append("")
+        L.extend(_kernel(st, dtype, boundary, u))
+    return "\n".join(L) + "\n"
+
+
+def _kernel(st, dtype, boundary: str, U: int) -> list[str]:
+    periodic = boundary == "periodic"
+    name = kernel_name(st, dtype, boundary, U)
     axes = ("x", "y", "z")[: st.ndim]
     sizes = {"x": "nx", "y": "ny", "z": "nz"}
+    var = {"x": "i", "y": "j", "z": "k"}
     lo = {a: (0 if periodic else h) for a, h in zip(axes, st.halo)}
     march = axes[-1]  # z in 3D, y in 2D
     plane_axes = axes[:-1]
+    m = st.ndim - 1
+    mv, mn = var[march], sizes[march]
+    queues, direct = _layout(st)
+    zlo, zhi = march_span(st)
 
     args = [f"const T* __restrict__ in_{n}" for n in st.inputs]
     args += [f"T* __restrict__ out_{n}" for n in st.outputs]
@@ -84,7 +170,7 @@ def generate(st, dtype, boundary: str) -> str:
     offsets = {a: sorted({off[i] for _, off in st.loads if off[i] != 0}) for i, a in enumerate(axes)}
 
     def shifted(a, o, indent):
-        v, n = {"x": "i", "y": "j", "z": "k"}[a], sizes[a]
+        v, n = var[a], sizes[a]
         if periodic:
             return f"{indent}const int {_coord(a, o)} = nagare_wrap({v} {'+' if o > 0 else '-'} {abs(o)}, {n});"
         return f"{indent}const int {_coord(a, o)} = {v} {'+' if o > 0 else '-'} {abs(o)};"
@@ -94,17 +180,35 @@ def generate(st, dtype, boundary: str) -> str:
             return f"((long long){coords['z']} * ny + {coords['y']}) * nx + {coords['x']}"
         return f"(long long){coords['y']} * nx + {coords['x']}"
 
+    def marched(o):
+        """The (wrapped) marched coordinate ``mv + o`` for the one-plane step."""
+        if o == 0:
+            return mv
+        expr = f"{mv} {'+' if o > 0 else '-'} {abs(o)}"
+        return f"nagare_wrap({expr}, {mn})" if periodic else f"({expr})"
+
+    def full_index(arr_off, mc):
+        _, off = arr_off
+        coords = {a: _coord(a, o) for a, o in zip(axes, off)}
+        coords[march] = mc
+        return index(coords)
+
+    def plane_off(off) -> str:
+        return "o_" + "_".join(_tok(o) for o in off[:m])
+
+    def slot(arr, plane, s) -> str:
+        return f"{arr}__q_{'_'.join(_tok(o) for o in plane)}_s{s}"
+
+    def fast_addr(arr, off, u) -> str:
+        dz = u + off[m]
+        po = plane_off(off)
+        if dz == 0:
+            return f"pin_{arr}[{po}]"
+        return f"pin_{arr}[{po} + {dz} * nagare_plane]"
+
+    in_plane = sorted({off[:m] for _, off in st.loads})
+
     L = []
-    L.append(f"// nagare stencil '{st.name}' ({st.ndim}D, halo {st.halo}, {boundary} boundaries, {T})")
-    L.append(f"// generated from {st.location}; view with `nagare stencil show {st.name}`.")
-    L.append("// Kernel shape (P2): 2D thread blocks in the "
-             + ("xy-plane, each thread marches over `zmarch` z-planes." if st.ndim == 3 else
-                "plane, each thread marches over `zmarch` rows along y."))
-    L.append(f"typedef {T} T;")
-    if periodic:
-        L.append("__device__ __forceinline__ int nagare_wrap(int v, int n) "
-                 "{ return v < 0 ? v + n : (v >= n ? v - n : v); }")
-    L.append("")
     L.append(f'extern "C" __global__ void {name}(')
     L.append("    " + ",\n    ".join(args) + ")")
     L.append("{")
@@ -114,64 +218,115 @@ def generate(st, dtype, boundary: str) -> str:
         L.append(f"    if (i >= nx - {lo['x']} || j >= ny - {lo['y']}) return;")
         L.append(f"    const int k0 = {lo['z']} + (int)blockIdx.z * zmarch;")
         L.append(f"    const int k1 = min(k0 + zmarch, nz - {lo['z']});")
+        L.append("    const int nagare_plane = nx * ny;  // elements per z-plane (the loop checks it fits)")
+        start, stop = "k0", "k1"
     else:
         L.append(f"    if (i >= nx - {lo['x']}) return;")
         L.append(f"    const int j0 = {lo['y']} + (int)(blockIdx.y * blockDim.y + threadIdx.y) * zmarch;")
         L.append(f"    const int j1 = min(j0 + zmarch, ny - {lo['y']});")
+        L.append("    const int nagare_plane = nx;  // elements per row")
+        start, stop = "j0", "j1"
     for a in plane_axes:
         for o in offsets[a]:
             L.append(shifted(a, o, "    "))
-    mv = {"z": "k", "y": "j"}[march]
-    start, stop = ("k0", "k1") if march == "z" else ("j0", "j1")
-    # Register queues along the marched axis: loads of one array at one in-plane offset with a
-    # contiguous run of marched offsets (e.g. f[0,0,-1], f[0,0,0], f[0,0,+1]) are loaded once per
-    # thread and shifted down the queue each step, so a step loads only the run's leading value.
-    m = st.ndim - 1
-    runs: dict = {}
-    for arr, off in st.loads:
-        runs.setdefault((arr, off[:m]), []).append(off[m])
-    queues = {key: sorted(v) for key, v in runs.items() if len(v) > 1 and sorted(v) == list(range(min(v), max(v) + 1))}
-    queued = {(arr, plane + (o,)) for (arr, plane), zs in queues.items() for o in zs}
-
-    def load_expr(arr, off, march_coord):
-        coords = {a: _coord(a, o) for a, o in zip(axes, off)}
-        coords[march] = march_coord
-        return f"in_{arr}[{index(coords)}]"
-
-    def marched(base, o):
-        if o == 0:
-            return base
-        expr = f"{base} {'+' if o > 0 else '-'} {abs(o)}"
-        return f"nagare_wrap({expr}, {sizes[march]})" if periodic else f"({expr})"
-
+    # In-plane offsets relative to the thread's own column (wrapped once, here, when periodic).
+    for po in in_plane:
+        terms = []
+        for a, o in zip(plane_axes, po):
+            if o == 0:
+                continue
+            d = f"({_coord(a, o)} - {var[a]})"
+            terms.append(d if a == "x" else f"{d} * nx")
+        L.append(f"    const int {plane_off(po + (0,))} = {' + '.join(terms) if terms else '0'};")
+    center = {a: var[a] for a in axes}
+    center[march] = start
+    L.append(f"    const long long nagare_base = {index(center)};")
+    for n in st.inputs:
+        L.append(f"    const T* __restrict__ pin_{n} = in_{n} + nagare_base;")
+    for n in st.outputs:
+        L.append(f"    T* __restrict__ pout_{n} = out_{n} + nagare_base;")
+    # Queue slot s of (arr, plane) holds the value at marched coordinate mv + zs[0] + s.
     for (arr, plane), zs in queues.items():
-        for o in zs[:-1]:
-            L.append(f"    T {_load_var(arr, plane + (o,))} = {load_expr(arr, plane + (o,), marched(start, o))};")
-        L.append(f"    T {_load_var(arr, plane + (zs[-1],))};")
-    L.append(f"    for (int {mv} = {start}; {mv} < {stop}; ++{mv}) {{")
-    loaded_here = {off[m] for arr, off in st.loads
-                   if (arr, off) not in queued or off[m] == queues[(arr, off[:m])][-1]}
+        span = zs[-1] - zs[0]
+        for s in range(span):
+            at = _wrap_at(start, zs[0] + s, mn, periodic)
+            L.append(f"    T {slot(arr, plane, s)} = in_{arr}[{full_index((arr, plane + (0,)), at)}];")
+        for s in range(span, span + U):
+            L.append(f"    T {slot(arr, plane, s)};")
+    L.append(f"    int {mv} = {start};")
+    L.append(f"    while ({mv} < {stop}) {{")
+    cond = [f"{mv} + {U} <= {stop}"]
+    if periodic:
+        if zlo < 0:
+            cond.append(f"{mv} - {-zlo} >= 0")
+        cond.append(f"{mv} + {U - 1 + zhi} < {mn}")
+    L.append(f"        if ({' && '.join(cond)}) {{")
+    L.append(f"            // {U} plane(s): all loads first (int offsets from column pointers), then the updates")
+    names_u = [dict() for _ in range(U)]
+    for u in range(U):
+        for (arr, plane), zs in queues.items():
+            span = zs[-1] - zs[0]
+            L.append(f"            {slot(arr, plane, span + u)} = {fast_addr(arr, plane + (zs[-1],), u)};")
+            for z in zs:
+                names_u[u][(arr, plane + (z,))] = slot(arr, plane, z - zs[0] + u)
+        for arr, off in direct:
+            v = f"{_load_var(arr, off)}_u{u}"
+            L.append(f"            const T {v} = {fast_addr(arr, off, u)};")
+            names_u[u][(arr, off)] = v
+    for u in range(U):
+        for o in st.outputs:
+            L.append(f"            // output {o} = {to_python(st.exprs[o])}   [{st.location}]")
+            dst = f"pout_{o}[0]" if u == 0 else f"pout_{o}[{u} * nagare_plane]"
+            L.append(f"            {dst} = {to_c(st.exprs[o], names_u[u])};")
+    L.extend(_shift(queues, slot, U, "            "))
+    for n in st.inputs + st.outputs:
+        p = "pin" if n in st.inputs else "pout"
+        L.append(f"            {p}_{n} += {U} * nagare_plane;")
+    L.append(f"            {mv} += {U};")
+    L.append("        } else {")
+    L.append("            // one plane, with " + ("wrapped marched indices (periodic edges) or " if periodic else "")
+             + "the remainder of the run")
     for o in offsets[march]:
-        if o in loaded_here:
-            L.append(shifted(march, o, "        "))
-    center = {a: {"x": "i", "y": "j", "z": "k"}[a] for a in axes}
-    L.append(f"        const long long c = {index(center)};")
-    for arr, off in st.loads:
-        coords = {a: _coord(a, o) for a, o in zip(axes, off)}
-        if (arr, off) in queued:
-            if off[m] == queues[(arr, off[:m])][-1]:  # the leading value of a queue
-                L.append(f"        {_load_var(arr, off)} = in_{arr}[{index(coords)}];")
-            continue
-        L.append(f"        const T {_load_var(arr, off)} = in_{arr}[{index(coords)}];")
-    for o in st.outputs:
-        L.append(f"        // output {o} = {to_python(st.exprs[o])}   [{st.location}]")
-        L.append(f"        out_{o}[c] = {to_c(st.exprs[o])};")
+        L.append(f"            const int {_coord(march, o)} = {marched(o)};")
+    names1 = {}
     for (arr, plane), zs in queues.items():
-        for lo_o, hi_o in zip(zs[:-1], zs[1:]):
-            L.append(f"        {_load_var(arr, plane + (lo_o,))} = {_load_var(arr, plane + (hi_o,))};")
+        span = zs[-1] - zs[0]
+        L.append(f"            {slot(arr, plane, span)} = in_{arr}"
+                 f"[{full_index((arr, plane + (0,)), _coord(march, zs[-1]))}];")
+        for z in zs:
+            names1[(arr, plane + (z,))] = slot(arr, plane, z - zs[0])
+    for arr, off in direct:
+        v = _load_var(arr, off)
+        L.append(f"            const T {v} = in_{arr}[{full_index((arr, off), _coord(march, off[m]))}];")
+        names1[(arr, off)] = v
+    for o in st.outputs:
+        L.append(f"            // output {o} = {to_python(st.exprs[o])}   [{st.location}]")
+        L.append(f"            pout_{o}[0] = {to_c(st.exprs[o], names1)};")
+    L.extend(_shift(queues, slot, 1, "            "))
+    for n in st.inputs + st.outputs:
+        p = "pin" if n in st.inputs else "pout"
+        L.append(f"            {p}_{n} += nagare_plane;")
+    L.append(f"            ++{mv};")
+    L.append("        }")
     L.append("    }")
     L.append("}")
-    return "\n".join(L) + "\n"
+    return L
+
+
+def _wrap_at(start: str, o: int, n: str, periodic: bool) -> str:
+    if o == 0:
+        return start
+    expr = f"{start} {'+' if o > 0 else '-'} {abs(o)}"
+    return f"nagare_wrap({expr}, {n})" if periodic else f"({expr})"
+
+
+def _shift(queues, slot, by: int, indent: str) -> list[str]:
+    out = []
+    for (arr, plane), zs in queues.items():
+        span = zs[-1] - zs[0]
+        for s in range(span):
+            out.append(f"{indent}{slot(arr, plane, s)} = {slot(arr, plane, s + by)};")
+    return out
 
 
 def output_at_line(source: str, line: int) -> str | None:

@@ -19,7 +19,7 @@ from functools import cache
 
 import numpy as np
 
-from .codegen import generate, kernel_name, output_at_line
+from .codegen import generate, kernel_name, march_span, output_at_line, unroll_for, unroll_variants
 from .expr import StencilError
 from .host import BOUNDARIES, check_arrays, evaluate
 
@@ -46,23 +46,42 @@ def format_compile_error(st, source: str, log: str) -> str:
 
 
 @cache
-def _compiled(source: str, name: str, options: tuple[str, ...]):
+def _compiled(source: str, names: tuple[str, ...], options: tuple[str, ...]):
     import cupy
 
     from .. import cuda
 
     mod = cupy.RawModule(code=source, options=cuda.DEFAULT_OPTIONS + options)
-    return mod.get_function(name)
+    return tuple(mod.get_function(n) for n in names)
 
 
-def compile_kernel(st, dtype, boundary: str):
+def compile_kernels(st, dtype, boundary: str) -> dict:
+    """The generated kernels of ``st``, one per unroll (one NVRTC compile): {unroll: function}."""
     import cupy
 
     source = generate(st, dtype, boundary)
+    unrolls = unroll_variants(st)
+    names = tuple(kernel_name(st, dtype, boundary, u) for u in unrolls)
     try:
-        return _compiled(source, kernel_name(st, dtype, boundary), COMPILE_OPTIONS)
+        return dict(zip(unrolls, _compiled(source, names, COMPILE_OPTIONS)))
     except cupy.cuda.compiler.CompileException as exc:
         raise StencilCompileError(format_compile_error(st, source, str(exc))) from None
+
+
+def compile_kernel(st, dtype, boundary: str, unroll: int = 1):
+    """One generated kernel (the given unroll)."""
+    return compile_kernels(st, dtype, boundary)[unroll]
+
+
+def check_offsets_fit(st, shape) -> None:
+    """The generated kernels address an unrolled step with 32-bit offsets from the thread's column:
+    a plane (3D: nx·ny, 2D: nx) times the step's marched span must stay below 2³¹."""
+    plane = int(np.prod(tuple(shape)[::-1][: st.ndim - 1]))
+    lo, hi = march_span(st)
+    need = plane * (max(unroll_variants(st)) + hi - lo + 1)
+    if need >= 2 ** 31:
+        raise StencilError(f"stencil '{st.name}': a plane of {plane} points is too large for the generated "
+                           f"kernels' 32-bit offsets (plane × march span = {need} ≥ 2³¹); split the domain")
 
 
 def gpu_name(cp) -> str:
@@ -114,7 +133,9 @@ class Loop:
         import cupy
 
         self._cp = cupy
-        self.kernel = compile_kernel(st, self.dtype, boundary)
+        check_offsets_fit(st, self.shape)
+        self.kernels = compile_kernels(st, self.dtype, boundary)
+        self.kernel = self.kernels[1]
         self._dims = [np.int32(n) for n in self.shape[::-1]]
         if engine == "device-autotune":
             from ..autotune import EventTimer, Tuner, default_cache, stencil_space, tune_key
@@ -122,9 +143,12 @@ class Loop:
             cache_obj = default_cache() if tune_cache is True else (tune_cache or None)
             key = tune_key(gpu_name(cupy), f"stencil:{st.name}:{st.fingerprint}", self.shape, self.dtype,
                            {"boundary": boundary})
-            # One warm-up and two timed calls per candidate: 435 tuning calls for P2's 145 valid
-            # points, so the exhaustive search is paid back well within the first thousand steps.
-            opts = {"warmup": 1, "repeats": 2, **(tune or {})}
+            # Measurements are batches of live calls sized from a probe (launch-bound sizes get many
+            # calls per measurement behind a hold; a 512³ sweep gets one); a warm-up call only for
+            # the first use of each compiled unroll; candidates more than 1.5× off the best after
+            # one measurement are not measured again; the 4 fastest meet in an interleaved run-off.
+            opts = {"warmup": 1, "repeats": 3, "batch": "auto", "prune": 1.5, "confirm_top": 4,
+                    "confirm_repeats": 4, "warm_key": self.unroll_of, **(tune or {})}
             space = opts.pop("space", None) or stencil_space()
             self.tuner = Tuner(space, EventTimer(cupy, stream), key=key, cache=cache_obj,
                                start={"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch},
@@ -134,15 +158,26 @@ class Loop:
     def grid(self, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
         return launch_grid(self.st, self.shape, self.boundary, bx, by, zmarch)
 
+    def unroll_of(self, cfg: dict) -> int:
+        """The unrolled kernel a configuration runs: ``cfg["unroll"]`` if the space has that axis,
+        else the largest generated unroll ≤ zmarch."""
+        u = cfg.get("unroll")
+        if u is None:
+            return unroll_for(self.st, cfg["zmarch"])
+        if u not in unroll_variants(self.st):
+            raise ValueError(f"unroll {u} is not generated for stencil '{self.st.name}' "
+                             f"(generated: {unroll_variants(self.st)})")
+        return int(u)
+
     def _prepare(self, cfg: dict, args: tuple):
         """Everything host-side for one launch; returns the launch itself (what the tuner times)."""
         bx, by, zm = cfg["bx"], cfg["by"], cfg["zmarch"]
-        limit = self.kernel.max_threads_per_block
+        kernel = self.kernels[self.unroll_of(cfg)]
+        limit = kernel.max_threads_per_block
         if bx * by > limit:
             raise ValueError(f"{bx * by} threads per block > this kernel's limit {limit} (registers)")
         grid, block, full = self.grid(bx, by, zm), (bx, by, 1), args + (np.int32(zm),)
         self.last_config = cfg
-        kernel = self.kernel
         return lambda: kernel(grid, block, full)
 
     def _launch(self, cfg: dict, args: tuple) -> None:
@@ -171,6 +206,18 @@ class Loop:
         else:
             self.tuner(lambda cfg: self._prepare(cfg, args))
 
+    def prepared(self, cfg: dict, **kw):
+        """A zero-argument callable that launches one sweep with ``cfg`` on these arrays (checked once
+        here); benchmarks call it many times without the per-call Python overhead."""
+        st = self.st
+        arrays = {k: v for k, v in kw.items() if k in st.inputs or k in st.outputs}
+        params = {k: v for k, v in kw.items() if k not in arrays}
+        check_arrays(st, arrays, params, self.shape, self.dtype, self.boundary)
+        scalar = self.dtype.type
+        args = (tuple(arrays[n] for n in st.inputs) + tuple(arrays[n] for n in st.outputs)
+                + tuple(scalar(params[n]) for n in st.params) + tuple(self._dims))
+        return self._prepare(cfg, args)
+
     def run_with(self, cfg: dict, **kw) -> None:
         """One sweep with an explicit launch configuration (benchmarks, equivalence tests)."""
         st = self.st
@@ -187,6 +234,7 @@ class Loop:
         out = {"engine": self.engine, "stencil": self.st.name}
         if self.engine == "device":
             out["config"] = {"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch}
+            out["unroll"] = unroll_for(self.st, self.zmarch)
         if self.tuner is not None:
             out.update(self.tuner.state())
         return out

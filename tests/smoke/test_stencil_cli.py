@@ -38,7 +38,7 @@ def test_stencil_list_and_show(capsys):
     assert "diffusion7" in capsys.readouterr().out
     assert main(["stencil", "show", "wave2d", "--dtype", "float64", "--boundary", "fixed"]) == 0
     out = capsys.readouterr().out
-    assert 'extern "C" __global__ void nagare_wave2d_fixed_double(' in out and "u_next = " in out
+    assert 'extern "C" __global__ void nagare_wave2d_fixed_double_u8(' in out and "u_next = " in out
     assert main(["stencil", "show", "tests.unit.test_stencil:mixed"]) == 0
     assert "nagare_mixed_periodic_float" in capsys.readouterr().out
     assert main(["stencil", "show", "nonexistent"]) == 2
@@ -53,7 +53,7 @@ def test_bench_stencil_without_gpu_is_one_line(capsys):
 
 def test_format_table():
     live = {"strategy": "exhaustive", "pick": {"bx": 8, "by": 16, "zmarch": 8}, "calls": 581, "measured": 145,
-            "overhead_steps": 312.4, "pick_vs_best": 1.012}
+            "overhead_steps": 312.4, "pick_vs_best": 1.012, "pick_vs_best_table": 1.031}
     result = {"device": {"name": "NVIDIA H200"}, "date": "2026-11-21", "bytes_per_point": 8,
               "copy_bandwidth_GB_s": 4000.0,
               "rows": [{"mesh": "8x512x512", "best": {"threads": [8, 16, 1], "zmarch": 8, "GB_s": 3000.0,
@@ -61,7 +61,11 @@ def test_format_table():
                         "fixed_128_1_1_z2": {"GB_s": 500.0, "pct_copy_bw": 12.5}, "speedup_vs_fixed": 6.0,
                         "autotune": [live, dict(live, strategy="descent", overhead_steps=None)]}]}
     text = format_table(result)
-    row = ("| 8x512x512 | (8,16,1) | 8 | 3000 | 75.0 | 500 | 12.5 | 6.00× | (8,16,1)/8 (exhaustive) | 1.012 | 581 "
-           "| 312 |")
+    row = ("| 8x512x512 | (8,16,1) | 8 | 3000 | 75.0 | 500 | 12.5 | 6.00× | (8,16,1)/8 (exhaustive) | 1.012 | 1.031 "
+           "| 581 | 312 |")
     assert row in text
-    assert "(descent) | 1.012 | 581 | — |" in text
+    assert "(descent) | 1.012 | 1.031 | 581 | — |" in text
+    assert "Amortisation" not in text  # no row measured it
+    result["rows"][0]["amortise"] = {"steps": 1000, "tuned_ms": 300.0, "fixed_ms": 700.0, "best_ms": 280.0,
+                                     "overhead_steps": 71.4, "settled_after_calls": 260, "amortised": True}
+    assert "| 8x512x512 | 300.0 | 700.0 | 280.0 | 71 | 260 | yes |" in format_table(result)

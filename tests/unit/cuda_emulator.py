@@ -33,9 +33,9 @@ def available() -> bool:
     return shutil.which("g++") is not None
 
 
-def _wrapper(st, dtype, boundary) -> str:
+def _wrapper(st, dtype, boundary, unroll) -> str:
     T = ctype(dtype)
-    name = kernel_name(st, dtype, boundary)
+    name = kernel_name(st, dtype, boundary, unroll)
     params = [f"const {T}* in_{n}" for n in st.inputs] + [f"{T}* out_{n}" for n in st.outputs]
     params += [f"{T} p_{n}" for n in st.params]
     dims = ["nx", "ny", "nz"][: st.ndim]
@@ -59,8 +59,9 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, {', '.join(param
 """
 
 
-def build(st, dtype, boundary, workdir: Path):
-    src = PRELUDE + generate(st, dtype, boundary) + _wrapper(st, dtype, boundary)
+def build(st, dtype, boundary, workdir: Path, unroll: int = 1):
+    """The emulated kernel of ``st`` with the given unroll (see codegen.unroll_variants)."""
+    src = PRELUDE + generate(st, dtype, boundary) + _wrapper(st, dtype, boundary, unroll)
     tag = hashlib.sha256(src.encode()).hexdigest()[:12]
     cpp, lib = workdir / f"{tag}.cpp", workdir / f"{tag}.so"
     if not lib.exists():

@@ -1,12 +1,16 @@
 """The generated CUDA, run on the CPU through an emulation of the CUDA launch (tests/unit/cuda_emulator.py):
-for every launch configuration of P2's space its output is bit-identical to the NumPy loop engine,
-so the generated indexing, z-marching, periodic wrap and fixed ranges are right without a GPU."""
+for every launch configuration of the tuner's space, and every unrolled kernel, the output is bit-identical
+to the NumPy loop engine, so the generated indexing, z-marching (unrolled steps, one-plane remainders,
+periodic wrap at the ends of the march), register queues and fixed ranges are right without a GPU."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
 from nagare.engine.autotune import stencil_space
-from nagare.engine.stencil import Loop
+from nagare.engine.stencil import Loop, generate, stencil
+from nagare.engine.stencil.codegen import kernel_name, loads_per_plane, unroll_for, unroll_variants
 from nagare.engine.stencil.library import diffusion7, wave2d
 from nagare.engine.stencil.loops import launch_grid
 
@@ -16,17 +20,25 @@ from tests.unit.test_stencil import mixed
 pytestmark = pytest.mark.skipif(not cuda_emulator.available(), reason="needs g++ to emulate the kernel")
 
 
-def _check(st, shape, dtype, boundary, params, configs, rng, tmp_path):
-    fn = cuda_emulator.build(st, dtype, boundary, tmp_path)
+@stencil(inputs=["f", "g"], outputs=["out"], params=["c"], halo=(1, 1, 2), ndim=3)
+def zwide(f, g, c):
+    """Two register queues (span 4 at (0,0), span 1 at (1,0)) plus direct loads with a marched offset."""
+    return (c * (f[0, 0, -2] + f[0, 0, 2]) + (f[0, 0, -1] - f[0, 0, 1]) + f[1, 0, -1] * f[1, 0, 0]
+            + g[0, 0, 0] - g[0, 1, 1] + f[-1, -1, 0] * f[0, 0, 0])
+
+
+def _check(st, shape, dtype, boundary, params, configs, rng, tmp_path, unroll=None):
+    fns = {u: cuda_emulator.build(st, dtype, boundary, tmp_path, u) for u in unroll_variants(st)}
     arrays = {n: (rng.random(shape) + 0.5).astype(dtype) for n in st.inputs}
     want = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
     Loop(st, shape, dtype, boundary=boundary)(**arrays, **want, **params)
     for cfg in configs:
+        u = unroll if unroll is not None else unroll_for(st, cfg["zmarch"])
         got = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
         grid = launch_grid(st, shape, boundary, cfg["bx"], cfg["by"], cfg["zmarch"])
-        cuda_emulator.launch(fn, st, dtype, grid, (cfg["bx"], cfg["by"]), {**arrays, **got}, params, cfg["zmarch"])
+        cuda_emulator.launch(fns[u], st, dtype, grid, (cfg["bx"], cfg["by"]), {**arrays, **got}, params, cfg["zmarch"])
         for n in st.outputs:
-            np.testing.assert_array_equal(got[n], want[n], err_msg=f"{st.name} {boundary} {cfg} output {n}")
+            np.testing.assert_array_equal(got[n], want[n], err_msg=f"{st.name} {boundary} {cfg} unroll {u} output {n}")
 
 
 def _valid_configs():
@@ -37,8 +49,27 @@ def _valid_configs():
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
 def test_diffusion7_every_launch_configuration(boundary, rng, tmp_path):
     configs = _valid_configs()
-    assert len(configs) == 145
+    assert len(configs) == 161
     _check(diffusion7, (11, 9, 37), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+@pytest.mark.parametrize("unroll", [1, 2, 4, 8])
+def test_every_unrolled_kernel_with_any_zmarch(boundary, unroll, rng, tmp_path):
+    """Each unroll with march lengths that are not multiples of it (remainder planes), shorter than
+    it (only one-plane steps), and runs that end at the grid's z-ends (periodic wrap)."""
+    configs = [{"bx": 8, "by": 4, "zmarch": z} for z in (1, 3, 5, 8, 11, 16, 29, 64)]
+    _check(diffusion7, (23, 6, 9), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path, unroll=unroll)
+    _check(diffusion7, (23, 6, 9), np.float64, boundary, {"r": 0.1}, configs[::3], rng, tmp_path, unroll=unroll)
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_wide_queues_and_marched_direct_loads(boundary, rng, tmp_path):
+    assert loads_per_plane(zwide) == 5 and unroll_variants(zwide) == (1, 2, 4, 8)
+    configs = [{"bx": b, "by": y, "zmarch": z} for b, y, z in ((32, 1, 1), (8, 4, 2), (16, 2, 7), (4, 8, 8),
+                                                                  (8, 8, 16), (32, 2, 64))]
+    for u in unroll_variants(zwide):
+        _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path, unroll=u)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
@@ -46,9 +77,31 @@ def test_wave2d_and_multi_output_stencil(boundary, rng, tmp_path):
     configs = _valid_configs()[::7]
     _check(wave2d, (23, 41), np.float64, boundary, {"c2": 0.3}, configs, rng, tmp_path)
     _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, tmp_path)
+    for u in unroll_variants(wave2d):  # 2D: the marched axis is y
+        _check(wave2d, (29, 17), np.float32, boundary, {"c2": 0.3},
+               [{"bx": 32, "by": 2, "zmarch": z} for z in (1, 3, 8, 13)], rng, tmp_path, unroll=u)
 
 
 def test_grid_covers_the_update_range():
     assert launch_grid(diffusion7, (512, 512, 8), "periodic", 8, 16, 8) == (1, 32, 64)
     assert launch_grid(diffusion7, (12, 10, 8), "fixed", 4, 2, 4) == (2, 4, 3)  # 6×8×10 interior
     assert launch_grid(wave2d, (41, 23), "periodic", 8, 2, 4) == (3, 6, 1)
+
+
+def test_unrolled_step_uses_32_bit_offsets_and_issues_all_loads_first():
+    """The shape the performance depends on, read off the generated source: in the unrolled step
+    every load comes before the first store, addresses are column pointers with int offsets (no
+    64-bit index arithmetic), and the pointers advance by U planes."""
+    src = generate(diffusion7, "float32", "periodic")
+    for u in unroll_variants(diffusion7):
+        body = src.split(f"void {kernel_name(diffusion7, 'float32', 'periodic', u)}(")[1].split("extern")[0]
+        fast = body.split(f"if (k + {u} <= k1")[1].split("} else {")[0]
+        lines = [ln.strip() for ln in fast.splitlines() if ln.strip() and not ln.strip().startswith("//")]
+        loads = [n for n, ln in enumerate(lines) if "pin_f[" in ln]
+        stores = [n for n, ln in enumerate(lines) if ln.startswith("pout_fn[")]
+        assert len(loads) == 5 * u and len(stores) == u
+        assert max(loads) < min(stores)
+        assert "long long" not in fast and not re.search(r"\bin_f\[", fast)
+        assert f"pin_f += {u} * nagare_plane;" in fast
+    assert unroll_variants(diffusion7) == (1, 2, 4, 8)
+    assert [unroll_for(diffusion7, z) for z in (1, 2, 3, 4, 7, 8, 16, 64)] == [1, 2, 2, 4, 4, 8, 8, 8]

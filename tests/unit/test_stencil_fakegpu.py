@@ -36,20 +36,24 @@ def test_device_loop_matches_host(fcp, boundary, rng):
     loop(f=f, fn=got, r=0.1)
     np.testing.assert_array_equal(got, want)
     interior = 37 if boundary == "periodic" else 35
-    assert fcp.kernels[-1].launches == [((-(-interior // 128), 10 if boundary == "periodic" else 8,
-                                          3 if boundary == "periodic" else 2), (128, 1, 1))]
-    assert loop.state() == {"engine": "device", "stencil": "diffusion7", "config": {"bx": 128, "by": 1, "zmarch": 2}}
+    launched = [k for k in fcp.kernels if k.launches]  # one module, one kernel per unroll
+    assert [k.name.rsplit("_", 1)[1] for k in fcp.kernels] == ["u1", "u2", "u4", "u8"]
+    assert len(launched) == 1 and launched[0].name.endswith("_u2")  # z-march 2 runs the 2-plane unroll
+    assert launched[0].launches == [((-(-interior // 128), 10 if boundary == "periodic" else 8,
+                                      3 if boundary == "periodic" else 2), (128, 1, 1))]
+    assert loop.state() == {"engine": "device", "stencil": "diffusion7", "config": {"bx": 128, "by": 1, "zmarch": 2},
+                            "unroll": 2}
 
 
 def test_autotune_loop_settles_on_the_fastest_and_never_changes_results(fcp, rng, tmp_path):
     shape = (8, 8, 64)
     cache = TuneCache(tmp_path / "t.json")
     loop = Loop(diffusion7, shape, np.float32, engine="device-autotune", xp=fcp, tune_cache=cache,
-                tune={"repeats": 1, "warmup": 0})
+                tune={"repeats": 1})
     host = Loop(diffusion7, shape, np.float32)
     f = rng.random(shape).astype(np.float32)
     d, dn, h, hn = f.copy(), np.zeros_like(f), f.copy(), np.zeros_like(f)
-    for _ in range(200):
+    for _ in range(400):
         loop(f=d, fn=dn, r=0.1)
         host(f=h, fn=hn, r=0.1)
         d, dn, h, hn = dn, d, hn, h
@@ -57,8 +61,11 @@ def test_autotune_loop_settles_on_the_fastest_and_never_changes_results(fcp, rng
             break
     np.testing.assert_array_equal(d, h)
     st = loop.state()
-    assert st["status"] == "settled" and st["measured"] == 145 and st["invalid"] == 5
+    assert st["status"] == "settled" and st["measured"] == 161 and st["invalid"] == 49
     assert st["best"]["bx"] == 32 and st["best"]["zmarch"] == 4  # the fake cost's minimum
+    assert st["batch"] == 1  # probed: a fake launch "takes" milliseconds, so one call per measurement
+    # probe (2) + one warm-up per unrolled kernel (4) + one measurement per candidate + run-off (4 × 4)
+    assert len(loop.tuner.tuning_calls) == 2 + 4 + 161 + 16
     assert cache.load()[loop.tuner.key]["config"] == st["best"]
     assert loop.tuner.key.startswith("Fake GPU|stencil:diffusion7:")
 
@@ -113,13 +120,30 @@ def test_stencil_benchmark_runs_end_to_end_on_the_fake_gpu(fcp, monkeypatch):
     monkeypatch.setattr(backend, "get_backend", lambda name="auto": gpu)
     monkeypatch.setattr(device, "copy_bandwidth", lambda be, refresh=False: 1e9)
     monkeypatch.setattr(device, "device_info", lambda be: device.DeviceInfo(backend="cupy", name="Fake GPU"))
-    result = bench.bench_stencil([(8, 4, 16)], batches=1, target_batch_ms=0.0)
+    result = bench.bench_stencil([(8, 4, 16)], batches=1, runoff_rounds=2)
     row = result["rows"][0]
-    assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 145
+    assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 161
+    assert "amortise" not in row  # only meshes of ≥ 2²⁴ points
     # The fake cost is lowest at bx = 32, zmarch = 4 (any by): both the search and the tuners find it.
     assert row["best"]["threads"][0] == 32 and row["best"]["zmarch"] == 4
     for live in row["autotune"]:
         assert live["settled"] and live["pick"]["bx"] == 32 and live["pick"]["zmarch"] == 4, live
-        assert live["pick_vs_best"] == pytest.approx(1.0)
+        assert live["pick_vs_best"] == pytest.approx(1.0) and live["pick_vs_best_table"] == pytest.approx(1.0)
+    # The run-off re-measured the exhaustive top 3, the picks and the fixed configuration.
+    assert "128,1,2" in row["runoff_ms"] and len(row["runoff_ms"]) >= 4
     assert row["autotune"][1]["measured"] < row["autotune"][0]["measured"]  # descent measures fewer
     assert "| 8x4x16 | (32," in bench.format_table(result)
+
+
+def test_amortisation_run_compares_fresh_tuning_with_fixed_and_best(fcp):
+    from nagare.engine.stencil import bench
+
+    shape = (8, 4, 32)
+    f = np.random.default_rng(1).random(shape).astype(np.float32)
+    fn = np.zeros_like(f)
+    a = bench._amortise(diffusion7, shape, f, fn, np.float32(0.1), fcp, {"bx": 32, "by": 1, "zmarch": 4}, steps=400)
+    # Fake device costs per launch: fixed (128,1,1)/2 = 4.5, best (32,·)/4 = 1.
+    assert a["fixed_ms"] == pytest.approx(400 * 4.5) and a["best_ms"] == pytest.approx(400 * 1.0)
+    assert a["settled"] and a["pick"]["bx"] == 32 and a["pick"]["zmarch"] == 4
+    assert a["best_ms"] < a["tuned_ms"] < a["fixed_ms"] and a["amortised"]
+    assert a["overhead_steps"] == pytest.approx((a["tuned_ms"] - a["best_ms"]) / 1.0)
