@@ -52,7 +52,22 @@ def headless_rate(preset, backend, seconds: float, variants: dict | None = None)
     return (eng.step_count - n0) / (time.perf_counter() - t0)
 
 
-def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(1280, 960), hud: bool = True) -> dict:
+def _profiled_publish(worker, prof):
+    """Wrap the worker's _publish in a cProfile profile (it runs on the worker thread)."""
+    inner = worker._publish
+
+    def publish(*a, **k):
+        prof.enable()
+        try:
+            return inner(*a, **k)
+        finally:
+            prof.disable()
+
+    worker._publish = publish
+
+
+def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(1280, 960), hud: bool = True,
+                 profile: Path | None = None) -> dict:
     from vispy.gloo import gl
 
     from .canvas import FieldCanvas
@@ -60,7 +75,14 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
 
     canvas = FieldCanvas(size=size, show=False)
     canvas.set_backend(backend_name)
-    worker = SimulationWorker(preset, backend_name).start()
+    worker = SimulationWorker(preset, backend_name)
+    prof = None
+    if profile is not None:
+        import cProfile
+
+        prof = cProfile.Profile()
+        _profiled_publish(worker, prof)
+    worker.start()
     if hud:
         from .hud import Hud
 
@@ -96,6 +118,11 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} / {gl.glGetParameter(gl.GL_RENDERER)}"
     finally:
         worker.stop()
+    if prof is not None:
+        import pstats
+
+        with open(profile, "w") as fh:
+            pstats.Stats(prof, stream=fh).sort_stats("cumulative").print_stats(40)
     draw_ms.sort()
     hud_state = None if canvas.hud is None else (canvas.hud.error or f"{canvas.hud.frames} frames")
     return {"steps_per_s": (n1 - n0) / (t1 - t0), "frames_per_s": frames / (t1 - t0),
@@ -140,6 +167,7 @@ def main(argv=None) -> int:
                    help="also headless with the tracers off and with graph=on (5 s each)")
     p.add_argument("--app", default="egl", help="VisPy backend (egl: headless GPU; pyqt6 with a display)")
     p.add_argument("--out", type=Path, help="write the result as JSON (and .md beside it)")
+    p.add_argument("--profile-publish", type=Path, help="cProfile the worker's frame publishing into this file")
     a = p.parse_args(argv)
 
     import vispy
@@ -160,7 +188,7 @@ def main(argv=None) -> int:
     breakdown = {}
     if a.breakdown:
         breakdown = _breakdown(name, overrides, backend, min(a.seconds, 5.0))
-    disp = display_rate(preset, backend.name, a.seconds, a.fps, hud=a.hud)
+    disp = display_rate(preset, backend.name, a.seconds, a.fps, hud=a.hud, profile=a.profile_publish)
     ratio = disp["steps_per_s"] / head if head else float("nan")
 
     def ms(x):

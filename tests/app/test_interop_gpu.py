@@ -48,7 +48,7 @@ def _packet(cp, field, seq):
                        fields=("f",))
 
 
-def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch):
+def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, caplog):
     import cupy as cp
     from nagare.app.gui import canvas as canvas_mod
     from vispy.gloo import gl
@@ -56,7 +56,9 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch):
     c = egl_canvas
     c.set_colormap(CMAP)
     c.set_range(RANGE)
-    c.show_packet(_packet(cp, random_field(N_Y, N_X, 1), 1))
+    first = _packet(cp, random_field(N_Y, N_X, 1), 1)
+    first.event.synchronize()  # a packet is drawn once its snapshot is complete (else at the next frame)
+    c.show_packet(first)
     c.draw_now(finish=True)  # first frame of this shape: VisPy allocates the texture (one host upload)
     vendor = gl.glGetParameter(gl.GL_VENDOR)
     assert c.display_path == "interop", f"GL vendor {vendor!r}: {c.path_reason}"
@@ -67,8 +69,11 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch):
 
     monkeypatch.setattr(canvas_mod, "host", no_host)
     field = random_field(N_Y, N_X, 2)  # differs from the first frame in every cell
-    c.show_packet(_packet(cp, field, 2))
+    second = _packet(cp, field, 2)
+    second.event.synchronize()
+    c.show_packet(second)
     frame = c.grab()  # uploads through interop, renders, reads back
+    assert "cannot draw frame" not in caplog.text, caplog.text[-2000:]
     assert c._interop is not None and c._interop.copies >= 1 and c.shown.seq == 2
     monkeypatch.undo()
     # the snapshot stays owned by the interop until the event after its copy is done
