@@ -17,7 +17,7 @@ BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesce
 # (two x-adjacent nodes per thread, vector loads + shuffles; needs nx even and x threads a multiple
 # of 32), an int k is lbm_fused with k nodes per thread. Chosen from engine/lbm2d/fused_bench.py on
 # an H200 (docs/benchmarks/); any launch gives the same result.
-FUSED_LAUNCH = {"native": ((256, 1, 1), 2), "fp16": ((128, 1, 1), "pair")}
+FUSED_LAUNCH = {"native": ((128, 1, 1), "pair"), "fp16": ((64, 4, 1), 1)}
 FUSED_FALLBACK = ((64, 4, 1), 1)  # odd nx
 
 
