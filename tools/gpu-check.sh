@@ -92,7 +92,7 @@ PY
       timeout 60 ncu --clock-control none --kernel-name regex:nagare_diffusion7 \
         --metrics dram__bytes.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
         python3 tools/stencil_ncu.py --json "$d/stencil.json" 2>&1 | tee "$d/ncu.txt" \
-        | grep -E "stencil_ncu|nagare_diffusion7|dram__bytes|gpu__time|warps_active|registers" | head -40 ;;
+        | grep -E "stencil_ncu|nagare_diffusion7|dram__bytes|gpu__time|warps_active|registers" | head -90 ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done

@@ -3,8 +3,9 @@
     ncu --clock-control none --metrics dram__bytes.sum,gpu__time_duration.sum,\
 sm__warps_active.avg.pct_of_peak_sustained_active python3 tools/stencil_ncu.py [--json stencil.json]
 
-Configurations: the bench's best at 512³ (from ``--json``, if given), (64,4,1)/32 and P2's fixed
-(128,1,1)/2, each launched twice (ncu reports every launch; the second is warm). Ideal DRAM traffic
+Configurations: the bench's best at 512³ and the best of each kernel shape (z-marching, plain; from
+``--json``, if given), (64,4,1)/32, the plain (128,2,1) block and P2's fixed (128,1,1)/2, each
+launched twice (ncu reports every launch; the second is warm). Ideal DRAM traffic
 per sweep: 8 B × 512³ = 1.074 GB; at the H200's copy bandwidth that is ≈ 0.25 ms.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ def main() -> int:
     args = p.parse_args()
     import cupy as cp
     from nagare.engine.stencil import Loop
+    from nagare.engine.stencil.bench import cfg_label
     from nagare.engine.stencil.library import diffusion7
 
     configs = []
@@ -29,17 +31,23 @@ def main() -> int:
         try:
             rows = json.load(open(args.json))["rows"]
             row = next(r for r in rows if r["mesh"] == f"{args.n}x{args.n}x{args.n}")
-            b = row["best"]
-            configs.append({"bx": b["threads"][0], "by": b["threads"][1], "zmarch": b["zmarch"]})
+            for b in [row["best"], *row.get("best_by_shape", {}).values()]:
+                plain = b.get("shape", "march") == "plain"
+                cfg = {"bx": b["threads"][0], "by": b["threads"][1],
+                       "zmarch": b["threads"][2] if plain else b["zmarch"], "shape": b.get("shape", "march")}
+                if cfg not in configs:
+                    configs.append(cfg)
         except (OSError, ValueError, KeyError, StopIteration) as exc:
             print(f"stencil_ncu: no best configuration from {args.json} ({exc})")
-    configs += [{"bx": 64, "by": 4, "zmarch": 32}, {"bx": 128, "by": 1, "zmarch": 2}]
+    configs += [{"bx": 64, "by": 4, "zmarch": 32, "shape": "march"},
+                {"bx": 128, "by": 2, "zmarch": 1, "shape": "plain"},
+                {"bx": 128, "by": 1, "zmarch": 2, "shape": "march"}]
     shape = (args.n,) * 3
     f = cp.asarray(np.random.default_rng(0).random(shape, dtype=np.float32))
     fn = cp.zeros_like(f)
     loop = Loop(diffusion7, shape, np.float32, engine="device", xp=cp)
     for cfg in configs:
-        print(f"stencil_ncu: {cfg} unroll {loop.unroll_of(cfg)} (2 launches)", flush=True)
+        print(f"stencil_ncu: {cfg_label(cfg)} kernel {loop.unroll_of(cfg)} (2 launches)", flush=True)
         for _ in range(2):
             loop.run_with(cfg, f=f, fn=fn, r=0.1)
         cp.cuda.Device().synchronize()

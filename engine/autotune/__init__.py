@@ -26,9 +26,19 @@ from __future__ import annotations
 
 from . import measure
 from .cache import TuneCache, default_cache, tune_key
-from .space import Space, max_shared_bytes, max_threads, min_threads, product_space, stencil_space
+from .space import (
+    STENCIL_SHAPES,
+    Space,
+    block_threads,
+    max_shared_bytes,
+    max_threads,
+    min_threads,
+    product_space,
+    stencil_space,
+)
 from .timers import EventTimer, WallTimer
 from .tuner import Tuner
 
-__all__ = ["EventTimer", "Space", "TuneCache", "Tuner", "WallTimer", "default_cache", "max_shared_bytes", "max_threads",
+__all__ = ["STENCIL_SHAPES", "EventTimer", "Space", "block_threads",
+           "TuneCache", "Tuner", "WallTimer", "default_cache", "max_shared_bytes", "max_threads",
            "measure", "min_threads", "product_space", "stencil_space", "tune_key"]

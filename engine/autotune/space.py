@@ -99,11 +99,55 @@ STENCIL_ZMARCH = (1, 2, 4, 8, 16, 32, 64)
 P2_ZMARCH = (1, 2, 4, 8, 16)
 
 
+# The plain shape (no z-march, one thread per point, 3D blocks): the third launch number is the
+# block's z-extent bz; x-rows of at least a warp, as in the usual 3D stencil launches.
+STENCIL_SHAPES = ("march", "plain")
+PLAIN_BX = (32, 64, 128)
+PLAIN_BY = (1, 2, 4, 8)
+PLAIN_BZ = (1, 2, 4)
+
+
+def block_threads(cfg: Config) -> int:
+    """Threads per block of a stencil launch: bx·by, times bz (= ``zmarch``) for the plain shape."""
+    n = cfg["bx"] * cfg["by"]
+    return n * cfg["zmarch"] if cfg.get("shape", "march") == "plain" else n
+
+
+def plain_limits(bx=PLAIN_BX, by=PLAIN_BY, bz=PLAIN_BZ) -> Constraint:
+    """The plain shape's own sub-space (its third number is the block's z-extent, not a march)."""
+    def check(cfg: Config) -> str | None:
+        if cfg.get("shape", "march") != "plain":
+            return None
+        for name, got, allowed in (("bx", cfg["bx"], bx), ("by", cfg["by"], by), ("bz", cfg["zmarch"], bz)):
+            if got not in allowed:
+                return f"plain shape: {name} = {got} not in {tuple(allowed)}"
+        return None
+
+    return check
+
+
 def stencil_space(bx=STENCIL_BX, by=STENCIL_BY, zmarch=STENCIL_ZMARCH, max_block_threads: int = 1024,
-                  min_block_threads: int = 32) -> Space:
-    """The launch space of z-marching stencil kernels: 210 points, of which 161 valid (blocks of one
-    warp up to 1024 threads); ``zmarch=P2_ZMARCH, min_block_threads=1`` is P2's own 150 (145 valid)."""
-    constraints = [max_threads(max_block_threads, ("bx", "by"))]
+                  min_block_threads: int = 32, shapes=("march",), plain=(PLAIN_BX, PLAIN_BY, PLAIN_BZ)) -> Space:
+    """The launch space of stencil kernels.
+
+    ``shapes=("march",)`` (default): the z-marching kernels, axes (bx, by, zmarch): 210 points, of
+    which 161 valid (blocks of one warp up to 1024 threads); ``zmarch=P2_ZMARCH, min_block_threads=1``
+    is P2's own 150 (145 valid). With ``shapes=STENCIL_SHAPES`` a fourth axis ``shape`` adds the
+    plain kernel, whose block is (bx, by, bz = zmarch) restricted to ``plain`` = (bx, by, bz) values:
+    420 points, 161 + 32 = 193 valid (still ≤ the tuner's exhaustive limit of 256)."""
+    axes = {"bx": tuple(bx), "by": tuple(by), "zmarch": tuple(zmarch)}
+    if tuple(shapes) != ("march",):
+        axes["shape"] = tuple(shapes)
+
+    def too_many(cfg: Config) -> str | None:
+        n = block_threads(cfg)
+        return f"{n} threads per block > {max_block_threads}" if n > max_block_threads else None
+
+    def too_few(cfg: Config) -> str | None:
+        n = block_threads(cfg)
+        return f"{n} threads per block < one warp ({min_block_threads}): idle lanes" if n < min_block_threads else None
+
+    constraints = [plain_limits(*plain), too_many]
     if min_block_threads > 1:
-        constraints.append(min_threads(min_block_threads, ("bx", "by")))
-    return Space({"bx": tuple(bx), "by": tuple(by), "zmarch": tuple(zmarch)}, tuple(constraints))
+        constraints.append(too_few)
+    return Space(axes, tuple(constraints))

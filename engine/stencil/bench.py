@@ -2,7 +2,8 @@
 
 For each mesh (P2: 32³, 64³, 256³, 512³ and the thin 8×512×512, written nx×ny×nz) it
 
-1. times *every* valid launch configuration of the tuner's space offline (exhaustive search) with
+1. times *every* valid launch configuration of the tuner's space — both kernel shapes, z-marching
+   (bx, by, zmarch) and plain (block bx × by × bz, one thread per point) — offline (exhaustive search) with
    the tuner's own measurement method (engine/autotune/measure.py): batches of back-to-back
    launches between CUDA events, a hold in front of each batch when the kernel is launch-bound,
    the batch size from the same rule, median of several batches;
@@ -33,10 +34,29 @@ import time
 import numpy as np
 
 P2_SIZES = [(32, 32, 32), (64, 64, 64), (256, 256, 256), (512, 512, 512), (8, 512, 512)]  # (nx, ny, nz)
-FIXED = {"bx": 128, "by": 1, "zmarch": 2}
+FIXED = {"bx": 128, "by": 1, "zmarch": 2, "shape": "march"}
 BYTES_PER_POINT = 8  # fp32: one read + one write per point with ideal caching
 AMORTISE_STEPS = 1000
 AMORTISE_MIN_POINTS = 1 << 24
+
+
+def cfg_label(cfg: dict) -> str:
+    """``(bx,by,1)/zmarch`` for a z-marching launch, ``plain (bx,by,bz)`` for the plain shape."""
+    if cfg.get("shape", "march") == "plain":
+        return f"plain ({cfg['bx']},{cfg['by']},{cfg['zmarch']})"
+    return f"({cfg['bx']},{cfg['by']},1)/{cfg['zmarch']}"
+
+
+def _key_text(key) -> str:
+    return ",".join(str(v) for v in key if v != "march")  # "128,1,2" (march) or "32,4,2,plain"
+
+
+def _summary(cfg: dict, ms: float, gbs, bw: float, loop) -> dict:
+    plain = cfg.get("shape", "march") == "plain"
+    return {"shape": cfg.get("shape", "march"), "label": cfg_label(cfg),
+            "threads": [cfg["bx"], cfg["by"], cfg["zmarch"] if plain else 1],
+            "zmarch": None if plain else cfg["zmarch"], "unroll": loop.unroll_of(cfg), "ms": ms,
+            "GB_s": gbs(ms), "pct_copy_bw": 100 * gbs(ms) * 1e9 / bw}
 
 
 def _table(loop, space, f, fn, r, timer, batch, batches, est, host):
@@ -114,7 +134,7 @@ def _amortise(st, shape, f, fn, r, cp, best_cfg, steps: int = AMORTISE_STEPS) ->
     fixed = Loop(st, shape, np.float32, engine="device", xp=cp, block=(FIXED["bx"], FIXED["by"]),
                  zmarch=FIXED["zmarch"])
     best = Loop(st, shape, np.float32, engine="device", xp=cp, block=(best_cfg["bx"], best_cfg["by"]),
-                zmarch=best_cfg["zmarch"])
+                zmarch=best_cfg["zmarch"], shape_kind=best_cfg.get("shape", "march"))
     run(fixed)  # warm-up
     fixed_ms, fixed_wall = run(fixed)
     best_ms, best_wall = run(best)
@@ -131,7 +151,7 @@ def _amortise(st, shape, f, fn, r, cp, best_cfg, steps: int = AMORTISE_STEPS) ->
 def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strategies=("exhaustive", "descent"),
                   amortise: bool = True, progress=None) -> dict:
     """Run the experiment on the current CUDA device; returns JSON-able results."""
-    from ..autotune import EventTimer, measure, stencil_space
+    from ..autotune import STENCIL_SHAPES, EventTimer, measure, stencil_space
     from ..backend import get_backend
 
     backend = get_backend("cupy")  # one-line BackendUnavailable without a GPU
@@ -143,7 +163,7 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
 
     bw = copy_bandwidth(backend)
     info = device_info(backend).as_dict()
-    space = stencil_space()
+    space = stencil_space(shapes=STENCIL_SHAPES)  # the live tuner's space: both kernel shapes
     timer = EventTimer(cp)
     r = np.float32(0.1)
     rows = []
@@ -167,15 +187,18 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
             return points * BYTES_PER_POINT / (ms * 1e-3) / 1e9
 
         best_cfg = space.config(best_key)
+        best_by_shape = {}
+        for k in sorted(table, key=table.get):
+            c = space.config(k)
+            best_by_shape.setdefault(c.get("shape", "march"), _summary(c, table[k], gbs, bw, loop))
         row = {
             "mesh": f"{nx}x{ny}x{nz}", "points": points, "batch": batch, "host_ms_per_launch": host,
-            "best": {"threads": [best_cfg["bx"], best_cfg["by"], 1], "zmarch": best_cfg["zmarch"],
-                     "unroll": loop.unroll_of(best_cfg), "ms": table[best_key],
-                     "GB_s": gbs(table[best_key]), "pct_copy_bw": 100 * gbs(table[best_key]) * 1e9 / bw},
+            "best": _summary(best_cfg, table[best_key], gbs, bw, loop),
+            "best_by_shape": best_by_shape,
             "fixed_128_1_1_z2": {"ms": fixed_ms, "GB_s": gbs(fixed_ms), "pct_copy_bw": 100 * gbs(fixed_ms) * 1e9 / bw},
             "speedup_vs_fixed": fixed_ms / table[best_key],
             "autotune": [],
-            "exhaustive_table_ms": {f"{k[0]},{k[1]},{k[2]}": v for k, v in table.items()},
+            "exhaustive_table_ms": {_key_text(k): v for k, v in table.items()},
         }
         for strategy in strategies:
             live = _live_tune(diffusion7, shape, f, fn, r, cp, strategy)
@@ -191,7 +214,7 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
                      table[best_key], host)
         runoff = dict(zip(keys, ms))
         best_runoff = min(runoff[k] for k in top)
-        row["runoff_ms"] = {f"{k[0]},{k[1]},{k[2]}": v for k, v in runoff.items()}
+        row["runoff_ms"] = {_key_text(k): v for k, v in runoff.items()}
         row["best_runoff_ms"] = best_runoff
         row["best_runoff"] = {"ms": best_runoff, "GB_s": gbs(best_runoff),
                               "pct_copy_bw": 100 * gbs(best_runoff) * 1e9 / bw}
@@ -222,18 +245,23 @@ def format_table(result: dict) -> str:
              f"{result['copy_bandwidth_GB_s']:.0f} GB/s. Every time is a median of batches of back-to-back "
              "launches between CUDA events (engine/autotune/measure.py, the tuner's own method); "
              "pick/best (run-off) re-measures picks and the exhaustive top 3 interleaved.", "",
-             "| mesh | best threads | z-march | GB/s | % copy BW | (128,1,1)/2 GB/s | % copy BW | speed-up | "
+             "| mesh | best shape | best threads | z-march | GB/s | % copy BW | best other shape (% copy BW) | "
+             "(128,1,1)/2 GB/s | % copy BW | speed-up | "
              "autotune pick (strategy) | pick/best (run-off) | pick/best (table) | calls | overhead (steps) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
         b, fx = row["best"], row["fixed_128_1_1_z2"]
         for i, live in enumerate(row["autotune"]):
             pick = live["pick"]
-            pick_txt = f"({pick['bx']},{pick['by']},1)/{pick['zmarch']} ({live['strategy']})" if pick else "—"
+            pick_txt = f"{cfg_label(pick)} ({live['strategy']})" if pick else "—"
             ov = live["overhead_steps"]
-            head = (f"| {row['mesh']} | ({b['threads'][0]},{b['threads'][1]},1) | {b['zmarch']} | {b['GB_s']:.0f} | "
-                    f"{b['pct_copy_bw']:.1f} | {fx['GB_s']:.0f} | {fx['pct_copy_bw']:.1f} | "
-                    f"{row['speedup_vs_fixed']:.2f}× |") if i == 0 else "| | | | | | | | |"
+            other = [v for k, v in row.get("best_by_shape", {}).items() if k != b.get("shape", "march")]
+            other_txt = "; ".join(f"{o['label']} ({o['pct_copy_bw']:.1f})" for o in other) or "—"
+            zm = b["zmarch"] if b.get("zmarch") is not None else "—"
+            t = b["threads"]
+            head = (f"| {row['mesh']} | {b.get('shape', 'march')} | ({t[0]},{t[1]},{t[2]}) | {zm} | {b['GB_s']:.0f} | "
+                    f"{b['pct_copy_bw']:.1f} | {other_txt} | {fx['GB_s']:.0f} | {fx['pct_copy_bw']:.1f} | "
+                    f"{row['speedup_vs_fixed']:.2f}× |") if i == 0 else "| | | | | | | | | | |"
             ratio = f"{live['pick_vs_best']:.3f}" if live.get("pick_vs_best") is not None else "—"
             tratio = f"{live['pick_vs_best_table']:.3f}" if live.get("pick_vs_best_table") is not None else "—"
             ov_txt = f"{ov:.0f}" if ov is not None else "—"
@@ -264,13 +292,15 @@ def main(argv=None) -> int:
 
     def progress(row):
         b = row["best"]
-        picks = ", ".join(f"{lv['strategy']} {lv['pick']} x{lv['pick_vs_best']:.3f}" for lv in row["autotune"]
-                          if lv.get("pick_vs_best") is not None)
+        picks = ", ".join(f"{lv['strategy']} {cfg_label(lv['pick'])} x{lv['pick_vs_best']:.3f}"
+                          for lv in row["autotune"] if lv.get("pick_vs_best") is not None)
+        shapes = "; ".join(f"best {k} {v['label']} {v['pct_copy_bw']:.1f}%" for k, v in row["best_by_shape"].items())
         am = row.get("amortise")
         am_txt = (f"; first {am['steps']} steps: tuned {am['tuned_ms']:.1f} ms vs fixed {am['fixed_ms']:.1f} ms"
                   if am else "")
-        print(f"  {row['mesh']}: best {b['threads']}/{b['zmarch']} (unroll {b['unroll']}) {b['GB_s']:.0f} GB/s "
-              f"({b['pct_copy_bw']:.1f}%), fixed {row['fixed_128_1_1_z2']['GB_s']:.0f} GB/s; {picks}{am_txt}",
+        print(f"  {row['mesh']}: best {b['label']} (unroll {b['unroll']}) {b['GB_s']:.0f} GB/s "
+              f"({b['pct_copy_bw']:.1f}%) [{shapes}], fixed {row['fixed_128_1_1_z2']['GB_s']:.0f} GB/s; "
+              f"{picks}{am_txt}",
               file=sys.stderr, flush=True)
 
     result = bench_stencil(sizes, strategies=tuple(s for s in args.strategies.split(",") if s),

@@ -37,6 +37,7 @@ from .expr import Bin, Call, Const, Load, Neg, Node, Param, to_python
 
 CTYPES = {np.dtype("float32"): "float", np.dtype("float64"): "double"}
 UNROLLS = (1, 2, 4, 8)
+PLAIN = "plain"  # the kernel variant without z-marching: one thread per point, 3D thread blocks
 REGISTER_BUDGET = 64  # values held per thread by one unrolled step (loads in flight) before U is capped
 
 
@@ -47,8 +48,16 @@ def ctype(dtype) -> str:
     return CTYPES[dt]
 
 
-def kernel_name(st, dtype, boundary, unroll: int = 1) -> str:
+def kernel_name(st, dtype, boundary, unroll: int | str = 1) -> str:
+    """``…_u1`` … ``…_u8`` for the z-marching kernels, ``…_plain`` for the plain 3D-block kernel."""
+    if unroll == PLAIN:
+        return f"nagare_{st.name}_{boundary}_{ctype(dtype)}_plain"
     return f"nagare_{st.name}_{boundary}_{ctype(dtype)}_u{int(unroll)}"
+
+
+def kernel_variants(st) -> tuple:
+    """Every kernel generated for ``st``: the unrolled z-marching kernels, then the plain one."""
+    return unroll_variants(st) + (PLAIN,)
 
 
 def _tok(o: int) -> str:
@@ -125,9 +134,10 @@ def march_span(st) -> tuple[int, int]:
     return min(0, min(zs)), max(0, max(zs))
 
 
-def generate(st, dtype, boundary: str, unrolls=None) -> str:
+def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True) -> str:
     """The complete CUDA source of one stencil for one dtype and boundary kind: one kernel per
-    unroll in ``unrolls`` (default :func:`unroll_variants`), all with the same arguments."""
+    unroll in ``unrolls`` (default :func:`unroll_variants`) and, with ``plain``, the plain kernel
+    (:func:`_plain_kernel`), all with the same arguments."""
     T = ctype(dtype)
     unrolls = tuple(unrolls) if unrolls is not None else unroll_variants(st)
     L = []
@@ -142,10 +152,78 @@ def generate(st, dtype, boundary: str, unrolls=None) -> str:
     if boundary == "periodic":
         L.append("__device__ __forceinline__ int nagare_wrap(int v, int n) "
                  "{ return v < 0 ? v + n : (v >= n ? v - n : v); }")
+    if plain:
+        L.append("// Plus the plain shape (`_plain`): no march, one thread per point, 3D thread blocks "
+                 "(bx, by, bz = the launch's third number).")
     for u in unrolls:
         L.append("")
         L.extend(_kernel(st, dtype, boundary, u))
+    if plain:
+        L.append("")
+        L.extend(_plain_kernel(st, dtype, boundary))
     return "\n".join(L) + "\n"
+
+
+def _plain_kernel(st, dtype, boundary: str) -> list[str]:
+    """The plain shape: one thread per point, no march, no register queue. A block is (bx, by, bz)
+    threads (in 2D, bx × (by·bz) with the block's z folded into y); the grid covers every axis.
+    Each load is ``in[c + d]`` with ``c`` the point's int32 index and ``d`` an int32 neighbour
+    offset, formed per axis once (periodic: the wrapped offset, a select only at the faces). All
+    neighbour reuse goes through L1/L2 (at 512² a z-plane is 1 MB, so the z±1 planes stay in L2
+    and DRAM traffic stays ideal); few registers per thread give full occupancy to hide latency.
+    The loop only launches it when the grid has fewer than 2³¹ points (int32 indices)."""
+    periodic = boundary == "periodic"
+    name = kernel_name(st, dtype, boundary, PLAIN)
+    axes = ("x", "y", "z")[: st.ndim]
+    sizes = {"x": "nx", "y": "ny", "z": "nz"}
+    var = {"x": "i", "y": "j", "z": "k"}
+    lo = {a: (0 if periodic else h) for a, h in zip(axes, st.halo)}
+    stride = {"x": None, "y": "nx", "z": "nagare_plane"}
+    args = [f"const T* __restrict__ in_{n}" for n in st.inputs]
+    args += [f"T* __restrict__ out_{n}" for n in st.outputs]
+    args += [f"const T p_{n}" for n in st.params]
+    args += [f"const int {sizes[a]}" for a in axes] + ["const int zmarch"]
+    offsets = {a: sorted({off[i] for _, off in st.loads if off[i] != 0}) for i, a in enumerate(axes)}
+
+    def dname(a, o):
+        return f"d{a}_{_tok(o)}"
+
+    L = [f'extern "C" __global__ void {name}(', "    " + ",\n    ".join(args) + ")", "{",
+         "    // zmarch is unused here (same arguments as the marching kernels)"]
+    L.append(f"    const int i = {lo['x']} + (int)(blockIdx.x * blockDim.x + threadIdx.x);")
+    if st.ndim == 3:
+        L.append(f"    const int j = {lo['y']} + (int)(blockIdx.y * blockDim.y + threadIdx.y);")
+        L.append(f"    const int k = {lo['z']} + (int)(blockIdx.z * blockDim.z + threadIdx.z);")
+        L.append(f"    if (i >= nx - {lo['x']} || j >= ny - {lo['y']} || k >= nz - {lo['z']}) return;")
+        L.append("    const int nagare_plane = nx * ny;")
+        L.append("    const int c = (k * ny + j) * nx + i;  // int32: the loop checks nx*ny*nz < 2^31")
+    else:
+        L.append(f"    const int j = {lo['y']} + (int)((blockIdx.y * blockDim.z + threadIdx.z) * blockDim.y"
+                 " + threadIdx.y);")
+        L.append(f"    if (i >= nx - {lo['x']} || j >= ny - {lo['y']}) return;")
+        L.append("    const int c = j * nx + i;")
+    for a in axes:
+        v, n = var[a], sizes[a]
+        for o in offsets[a]:
+            step = f"{o}" if o > 0 else f"({o})"
+            if periodic:
+                edge = f"{v} >= {n} - {o}" if o > 0 else f"{v} < {-o}"
+                d = f"({edge}) ? {step} - {n} : {step}" if o > 0 else f"({edge}) ? {step} + {n} : {step}"
+            else:
+                d = step
+            mul = "" if stride[a] is None else f" * {stride[a]}"
+            L.append(f"    const int {dname(a, o)} = ({d}){mul};")
+    names = {}
+    for arr, off in st.loads:
+        terms = ["c"] + [dname(a, o) for a, o in zip(axes, off) if o != 0]
+        v = _load_var(arr, off)
+        L.append(f"    const T {v} = in_{arr}[{' + '.join(terms)}];")
+        names[(arr, off)] = v
+    for o in st.outputs:
+        L.append(f"    // output {o} = {to_python(st.exprs[o])}   [{st.location}]")
+        L.append(f"    out_{o}[c] = {to_c(st.exprs[o], names)};")
+    L.append("}")
+    return L
 
 
 def _kernel(st, dtype, boundary: str, U: int) -> list[str]:

@@ -19,7 +19,16 @@ from functools import cache
 
 import numpy as np
 
-from .codegen import generate, kernel_name, march_span, output_at_line, unroll_for, unroll_variants
+from .codegen import (
+    PLAIN,
+    generate,
+    kernel_name,
+    kernel_variants,
+    march_span,
+    output_at_line,
+    unroll_for,
+    unroll_variants,
+)
 from .expr import StencilError
 from .host import BOUNDARIES, check_arrays, evaluate
 
@@ -56,11 +65,12 @@ def _compiled(source: str, names: tuple[str, ...], options: tuple[str, ...]):
 
 
 def compile_kernels(st, dtype, boundary: str) -> dict:
-    """The generated kernels of ``st``, one per unroll (one NVRTC compile): {unroll: function}."""
+    """The generated kernels of ``st`` (one NVRTC compile): {unroll: function} for the z-marching
+    kernels plus {"plain": function} for the plain shape."""
     import cupy
 
     source = generate(st, dtype, boundary)
-    unrolls = unroll_variants(st)
+    unrolls = kernel_variants(st)
     names = tuple(kernel_name(st, dtype, boundary, u) for u in unrolls)
     try:
         return dict(zip(unrolls, _compiled(source, names, COMPILE_OPTIONS)))
@@ -93,7 +103,8 @@ def gpu_name(cp) -> str:
 def launch_grid(st, shape, boundary: str, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
     """CUDA grid of the generated kernel: blocks tile the updated range of x and y (3D) and z is
     split into runs of ``zmarch`` planes; in 2D, y is the marched axis (runs of ``zmarch`` rows
-    per thread)."""
+    per thread). The plain kernel's grid is the same with ``zmarch`` = the block's z-extent bz
+    (3D: blocks of bz planes; 2D: blocks of by·bz rows)."""
     lo = [0 if boundary == "periodic" else h for h in st.halo]
     ex = [n - 2 * h for n, h in zip(tuple(shape)[::-1], lo)]  # x, y[, z] update lengths
     if st.ndim == 3:
@@ -114,7 +125,7 @@ class Loop:
 
     def __init__(self, st, shape, dtype, *, boundary: str = "periodic", engine: str = "host", xp=None,
                  block: tuple[int, int] = DEFAULT_BLOCK, zmarch: int = DEFAULT_ZMARCH, tune: dict | None = None,
-                 tune_cache=True, stream=None):
+                 tune_cache=True, stream=None, shape_kind: str = "march"):
         if engine not in ENGINES:
             raise StencilError(f"unknown loop engine {engine!r}; allowed: {', '.join(ENGINES)}")
         if boundary not in BOUNDARIES:
@@ -125,6 +136,9 @@ class Loop:
         self.boundary, self.engine = boundary, engine
         self.xp = xp if xp is not None else np
         self.block, self.zmarch = tuple(block), int(zmarch)
+        if shape_kind not in ("march", PLAIN):
+            raise StencilError(f"unknown kernel shape {shape_kind!r}; allowed: march, {PLAIN}")
+        self.shape_kind = shape_kind  # device engine: "plain" runs the plain kernel with block (bx, by, zmarch)
         self.tuner = None
         self._checked: set = set()
         self.last_config: dict | None = None
@@ -138,7 +152,7 @@ class Loop:
         self.kernel = self.kernels[1]
         self._dims = [np.int32(n) for n in self.shape[::-1]]
         if engine == "device-autotune":
-            from ..autotune import EventTimer, Tuner, default_cache, stencil_space, tune_key
+            from ..autotune import STENCIL_SHAPES, EventTimer, Tuner, default_cache, stencil_space, tune_key
 
             cache_obj = default_cache() if tune_cache is True else (tune_cache or None)
             key = tune_key(gpu_name(cupy), f"stencil:{st.name}:{st.fingerprint}", self.shape, self.dtype,
@@ -149,18 +163,23 @@ class Loop:
             # one measurement are not measured again; the 4 fastest meet in an interleaved run-off.
             opts = {"warmup": 1, "repeats": 3, "batch": "auto", "prune": 1.5, "confirm_top": 4,
                     "confirm_repeats": 4, "warm_key": self.unroll_of, **(tune or {})}
-            space = opts.pop("space", None) or stencil_space()
+            # Both kernel shapes compete: z-marching (bx, by, zmarch) and plain (bx, by, bz).
+            space = opts.pop("space", None) or stencil_space(shapes=STENCIL_SHAPES)
             self.tuner = Tuner(space, EventTimer(cupy, stream), key=key, cache=cache_obj,
-                               start={"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch},
+                               start={**self.fixed_config(), **({"shape": self.shape_kind}
+                                                                if "shape" in space.names else {})},
                                label=f"stencil {st.name} {'x'.join(map(str, self.shape))}", **opts)
 
     # ---- launch ------------------------------------------------------------------------------
     def grid(self, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
         return launch_grid(self.st, self.shape, self.boundary, bx, by, zmarch)
 
-    def unroll_of(self, cfg: dict) -> int:
-        """The unrolled kernel a configuration runs: ``cfg["unroll"]`` if the space has that axis,
-        else the largest generated unroll ≤ zmarch."""
+    def unroll_of(self, cfg: dict) -> int | str:
+        """The kernel a configuration runs: ``"plain"`` for the plain shape; else the unrolled
+        z-marching kernel, ``cfg["unroll"]`` if the space has that axis, else the largest generated
+        unroll ≤ zmarch."""
+        if cfg.get("shape", "march") == PLAIN:
+            return PLAIN
         u = cfg.get("unroll")
         if u is None:
             return unroll_for(self.st, cfg["zmarch"])
@@ -172,13 +191,24 @@ class Loop:
     def _prepare(self, cfg: dict, args: tuple):
         """Everything host-side for one launch; returns the launch itself (what the tuner times)."""
         bx, by, zm = cfg["bx"], cfg["by"], cfg["zmarch"]
-        kernel = self.kernels[self.unroll_of(cfg)]
+        variant = self.unroll_of(cfg)
+        kernel = self.kernels[variant]
+        bz = zm if variant == PLAIN else 1  # plain: the third number is the block's z-extent
+        if variant == PLAIN and int(np.prod(self.shape)) >= 2 ** 31:
+            raise ValueError(f"plain shape needs < 2³¹ points (int32 indices), grid has {int(np.prod(self.shape))}")
         limit = kernel.max_threads_per_block
-        if bx * by > limit:
-            raise ValueError(f"{bx * by} threads per block > this kernel's limit {limit} (registers)")
-        grid, block, full = self.grid(bx, by, zm), (bx, by, 1), args + (np.int32(zm),)
+        if bx * by * bz > limit:
+            raise ValueError(f"{bx * by * bz} threads per block > this kernel's limit {limit} (registers)")
+        grid, block, full = self.grid(bx, by, zm), (bx, by, bz), args + (np.int32(zm),)
         self.last_config = cfg
         return lambda: kernel(grid, block, full)
+
+    def fixed_config(self) -> dict:
+        """The device engine's launch configuration."""
+        cfg = {"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch}
+        if self.shape_kind != "march":
+            cfg["shape"] = self.shape_kind
+        return cfg
 
     def _launch(self, cfg: dict, args: tuple) -> None:
         self._prepare(cfg, args)()
@@ -202,7 +232,7 @@ class Loop:
         args = (tuple(arrays[n] for n in st.inputs) + tuple(arrays[n] for n in st.outputs)
                 + tuple(scalar(params[n]) for n in st.params) + tuple(self._dims))
         if self.tuner is None:
-            self._launch({"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch}, args)
+            self._launch(self.fixed_config(), args)
         else:
             self.tuner(lambda cfg: self._prepare(cfg, args))
 
@@ -235,6 +265,9 @@ class Loop:
         if self.engine == "device":
             out["config"] = {"bx": self.block[0], "by": self.block[1], "zmarch": self.zmarch}
             out["unroll"] = unroll_for(self.st, self.zmarch)
+            if self.shape_kind != "march":
+                out["config"]["shape"] = self.shape_kind
+                out["unroll"] = PLAIN
         if self.tuner is not None:
             out.update(self.tuner.state())
         return out

@@ -25,7 +25,8 @@ def register_stencil_choices(family: str, reference: dict, *, host_rtol: float, 
                              reference=reference, rtol=device_rtol)
     registry.register_choice(family, "kernel", "cuda-autotune", backends=("cupy",),
                              doc="stencil framework, auto-tuning device loop engine: the same kernel; the "
-                                 "launch (threads in x, y; z-march) is tuned on live steps (P2)",
+                                 "launch (kernel shape z-marching or plain; threads in x, y; z-march or "
+                                 "block z) is tuned on live steps (P2)",
                              reference=reference, rtol=device_rtol)
 
 

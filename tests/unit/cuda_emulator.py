@@ -43,15 +43,16 @@ def _wrapper(st, dtype, boundary, unroll) -> str:
     call = [f"in_{n}" for n in st.inputs] + [f"out_{n}" for n in st.outputs] + [f"p_{n}" for n in st.params]
     call += dims + ["zmarch"]
     return f"""
-extern "C" void emulate(int gx, int gy, int gz, int bx, int by, {', '.join(params)}) {{
-    blockDim = {{(unsigned)bx, (unsigned)by, 1u}};
+extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
+    blockDim = {{(unsigned)bx, (unsigned)by, (unsigned)bz}};
     for (unsigned z = 0; z < (unsigned)gz; ++z)
     for (unsigned y = 0; y < (unsigned)gy; ++y)
     for (unsigned x = 0; x < (unsigned)gx; ++x) {{
         blockIdx = {{x, y, z}};
+        for (unsigned tz = 0; tz < (unsigned)bz; ++tz)
         for (unsigned ty = 0; ty < (unsigned)by; ++ty)
         for (unsigned tx = 0; tx < (unsigned)bx; ++tx) {{
-            threadIdx = {{tx, ty, 0u}};
+            threadIdx = {{tx, ty, tz}};
             {name}({', '.join(call)});
         }}
     }}
@@ -59,8 +60,9 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, {', '.join(param
 """
 
 
-def build(st, dtype, boundary, workdir: Path, unroll: int = 1):
-    """The emulated kernel of ``st`` with the given unroll (see codegen.unroll_variants)."""
+def build(st, dtype, boundary, workdir: Path, unroll: int | str = 1):
+    """The emulated kernel of ``st`` with the given unroll (see codegen.unroll_variants), or the
+    plain kernel (``unroll="plain"``)."""
     src = PRELUDE + generate(st, dtype, boundary) + _wrapper(st, dtype, boundary, unroll)
     tag = hashlib.sha256(src.encode()).hexdigest()[:12]
     cpp, lib = workdir / f"{tag}.cpp", workdir / f"{tag}.so"
@@ -76,9 +78,11 @@ def build(st, dtype, boundary, workdir: Path, unroll: int = 1):
 
 
 def launch(fn, st, dtype, grid, block, arrays: dict, params: dict, zmarch: int) -> None:
-    """Call the emulated kernel like ``kernel(grid, block, args)`` on host NumPy arrays."""
+    """Call the emulated kernel like ``kernel(grid, block, args)`` on host NumPy arrays (``block``:
+    (bx, by) or (bx, by, bz))."""
     scalar = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
-    args = [ctypes.c_int(int(g)) for g in grid] + [ctypes.c_int(block[0]), ctypes.c_int(block[1])]
+    bz = block[2] if len(block) > 2 else 1
+    args = [ctypes.c_int(int(g)) for g in grid] + [ctypes.c_int(block[0]), ctypes.c_int(block[1]), ctypes.c_int(bz)]
     args += [arrays[n].ctypes.data_as(ctypes.c_void_p) for n in st.inputs + st.outputs]
     args += [scalar(params[n]) for n in st.params]
     shape = arrays[st.inputs[0]].shape

@@ -73,13 +73,14 @@ class _Kernel:
 
         names = [p.split()[-1] for p in self.params]
         wrapper = f"""
-extern "C" void emulate(int gx, int gy, int gz, int bx, int by, {', '.join(self.params)}) {{
-    blockDim = {{(unsigned)bx, (unsigned)by, 1u}};
+extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(self.params)}) {{
+    blockDim = {{(unsigned)bx, (unsigned)by, (unsigned)bz}};
     for (unsigned z = 0; z < (unsigned)gz; ++z) for (unsigned y = 0; y < (unsigned)gy; ++y)
     for (unsigned x = 0; x < (unsigned)gx; ++x) {{
         blockIdx = {{x, y, z}};
+        for (unsigned tz = 0; tz < (unsigned)bz; ++tz)
         for (unsigned ty = 0; ty < (unsigned)by; ++ty) for (unsigned tx = 0; tx < (unsigned)bx; ++tx) {{
-            threadIdx = {{tx, ty, 0u}};
+            threadIdx = {{tx, ty, tz}};
             {self.name}({', '.join(names)});
         }}
     }}
@@ -103,7 +104,9 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, {', '.join(self.
         if self._fn is None:
             self._build()
         assert len(args) == len(self.params), (len(args), self.params)
-        cargs = [ctypes.c_int(int(g)) for g in grid] + [ctypes.c_int(block[0]), ctypes.c_int(block[1])]
+        bz = block[2] if len(block) > 2 else 1
+        cargs = [ctypes.c_int(int(g)) for g in grid] + [ctypes.c_int(block[0]), ctypes.c_int(block[1]),
+                                                         ctypes.c_int(bz)]
         for p, a in zip(self.params, args):
             if isinstance(a, np.ndarray):
                 assert "*" in p, f"array passed for scalar parameter {p}"

@@ -193,7 +193,9 @@ def test_generated_source_shape_and_comments():
     assert "typedef float T;" in src and "#include" not in src
     # Per kernel: 2 queue-priming loads, and in the one-plane step 1 queue lead + 4 in-plane
     # neighbours (each distinct neighbour loaded once per point; the z-column is carried in registers).
-    assert src.count("= in_f[") == 4 * 7
+    assert 'extern "C" __global__ void nagare_diffusion7_periodic_float_plain(' in src
+    # … plus the plain kernel's 7 loads (one per neighbour, no march).
+    assert src.count("= in_f[") == 4 * 7 + 7
     assert src.count("while (k < k1) {") == 4  # z-marching
     assert "// output fn = " in src and "library.py:" in src
     src2 = generate(wave2d, np.float64, "fixed")

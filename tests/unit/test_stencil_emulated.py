@@ -8,9 +8,16 @@ import re
 
 import numpy as np
 import pytest
-from nagare.engine.autotune import stencil_space
+from nagare.engine.autotune import STENCIL_SHAPES, stencil_space
 from nagare.engine.stencil import Loop, generate, stencil
-from nagare.engine.stencil.codegen import kernel_name, loads_per_plane, unroll_for, unroll_variants
+from nagare.engine.stencil.codegen import (
+    PLAIN,
+    kernel_name,
+    kernel_variants,
+    loads_per_plane,
+    unroll_for,
+    unroll_variants,
+)
 from nagare.engine.stencil.library import diffusion7, wave2d
 from nagare.engine.stencil.loops import launch_grid
 
@@ -28,22 +35,28 @@ def zwide(f, g, c):
 
 
 def _check(st, shape, dtype, boundary, params, configs, rng, tmp_path, unroll=None):
-    fns = {u: cuda_emulator.build(st, dtype, boundary, tmp_path, u) for u in unroll_variants(st)}
+    fns = {u: cuda_emulator.build(st, dtype, boundary, tmp_path, u) for u in kernel_variants(st)}
     arrays = {n: (rng.random(shape) + 0.5).astype(dtype) for n in st.inputs}
     want = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
     Loop(st, shape, dtype, boundary=boundary)(**arrays, **want, **params)
     for cfg in configs:
-        u = unroll if unroll is not None else unroll_for(st, cfg["zmarch"])
+        plain = cfg.get("shape", "march") == PLAIN
+        u = PLAIN if plain else (unroll if unroll is not None else unroll_for(st, cfg["zmarch"]))
+        block = (cfg["bx"], cfg["by"], cfg["zmarch"] if plain else 1)
         got = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
         grid = launch_grid(st, shape, boundary, cfg["bx"], cfg["by"], cfg["zmarch"])
-        cuda_emulator.launch(fns[u], st, dtype, grid, (cfg["bx"], cfg["by"]), {**arrays, **got}, params, cfg["zmarch"])
+        cuda_emulator.launch(fns[u], st, dtype, grid, block, {**arrays, **got}, params, cfg["zmarch"])
         for n in st.outputs:
             np.testing.assert_array_equal(got[n], want[n], err_msg=f"{st.name} {boundary} {cfg} unroll {u} output {n}")
 
 
-def _valid_configs():
-    space = stencil_space()
+def _valid_configs(shapes=("march",)):
+    space = stencil_space(shapes=shapes)
     return [space.config(k) for k in space.all_keys() if not space.invalid_reason(space.config(k))]
+
+
+def _plain_configs():
+    return [c for c in _valid_configs(STENCIL_SHAPES) if c["shape"] == PLAIN]
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
@@ -105,3 +118,43 @@ def test_unrolled_step_uses_32_bit_offsets_and_issues_all_loads_first():
         assert f"pin_f += {u} * nagare_plane;" in fast
     assert unroll_variants(diffusion7) == (1, 2, 4, 8)
     assert [unroll_for(diffusion7, z) for z in (1, 2, 3, 4, 7, 8, 16, 64)] == [1, 2, 2, 4, 4, 8, 8, 8]
+
+
+def test_the_tuner_space_holds_both_shapes():
+    both = _valid_configs(STENCIL_SHAPES)
+    assert len(both) == 193 and len(_plain_configs()) == 32
+    assert [c for c in both if c["shape"] == "march"] == [{**c, "shape": "march"} for c in _valid_configs()]
+    assert {c["zmarch"] for c in _plain_configs()} == {1, 2, 4}
+    space = stencil_space(shapes=STENCIL_SHAPES)
+    assert "plain shape: bz = 8" in space.invalid_reason({"bx": 32, "by": 1, "zmarch": 8, "shape": PLAIN})
+    assert "1024 threads" not in (space.invalid_reason({"bx": 32, "by": 8, "zmarch": 4, "shape": PLAIN}) or "")
+    assert "2048 threads per block > 1024" in space.invalid_reason({"bx": 64, "by": 8, "zmarch": 4, "shape": PLAIN})
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_plain_kernel_every_launch_configuration(boundary, rng, tmp_path):
+    """The plain shape (3D blocks, one thread per point, wrapped neighbour offsets at the faces) for
+    every plain point of the tuner's space, on grids that no block size divides."""
+    configs = _plain_configs()
+    _check(diffusion7, (11, 9, 37), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
+    _check(diffusion7, (5, 3, 33), np.float64, boundary, {"r": 0.1}, configs[::5], rng, tmp_path)
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_plain_kernel_wide_halos_2d_and_multi_output(boundary, rng, tmp_path):
+    """Halo 2 along the march axis (wrap by two), two inputs, 2D (block z folded into y), and several outputs."""
+    configs = _plain_configs()[::3]
+    _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
+    _check(wave2d, (23, 41), np.float64, boundary, {"c2": 0.3}, configs, rng, tmp_path)
+    _check(wave2d, (29, 17), np.float32, boundary, {"c2": 0.3}, configs, rng, tmp_path)
+    _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, tmp_path)
+
+
+def test_plain_kernel_source_is_int32_and_branch_free_in_the_loads():
+    src = generate(diffusion7, "float32", "periodic")
+    assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN)
+    body = src.split(f"void {kernel_name(diffusion7, 'float32', 'periodic', PLAIN)}(")[1]
+    assert "long long" not in body and "nagare_wrap" not in body and "blockDim.z" in body
+    loads = [ln.strip() for ln in body.splitlines() if "= in_f[" in ln]
+    assert len(loads) == 7 and "const T f__0_0_0 = in_f[c];" in loads
+    assert "out_fn[c] = " in body

@@ -36,8 +36,8 @@ def test_device_loop_matches_host(fcp, boundary, rng):
     loop(f=f, fn=got, r=0.1)
     np.testing.assert_array_equal(got, want)
     interior = 37 if boundary == "periodic" else 35
-    launched = [k for k in fcp.kernels if k.launches]  # one module, one kernel per unroll
-    assert [k.name.rsplit("_", 1)[1] for k in fcp.kernels] == ["u1", "u2", "u4", "u8"]
+    launched = [k for k in fcp.kernels if k.launches]  # one module, one kernel per unroll + the plain one
+    assert [k.name.rsplit("_", 1)[1] for k in fcp.kernels] == ["u1", "u2", "u4", "u8", "plain"]
     assert len(launched) == 1 and launched[0].name.endswith("_u2")  # z-march 2 runs the 2-plane unroll
     assert launched[0].launches == [((-(-interior // 128), 10 if boundary == "periodic" else 8,
                                       3 if boundary == "periodic" else 2), (128, 1, 1))]
@@ -61,11 +61,12 @@ def test_autotune_loop_settles_on_the_fastest_and_never_changes_results(fcp, rng
             break
     np.testing.assert_array_equal(d, h)
     st = loop.state()
-    assert st["status"] == "settled" and st["measured"] == 161 and st["invalid"] == 49
+    # Both shapes: 161 z-marching + 32 plain candidates of 420 (bx, by, zmarch, shape) points.
+    assert st["status"] == "settled" and st["measured"] == 193 and st["invalid"] == 420 - 193
     assert st["best"]["bx"] == 32 and st["best"]["zmarch"] == 4  # the fake cost's minimum
     assert st["batch"] == 1  # probed: a fake launch "takes" milliseconds, so one call per measurement
-    # probe (2) + one warm-up per unrolled kernel (4) + one measurement per candidate + run-off (4 × 4)
-    assert len(loop.tuner.tuning_calls) == 2 + 4 + 161 + 16
+    # probe (2) + one warm-up per kernel (4 unrolls + plain) + one measurement per candidate + run-off (4 × 4)
+    assert len(loop.tuner.tuning_calls) == 2 + 5 + 193 + 16
     assert cache.load()[loop.tuner.key]["config"] == st["best"]
     assert loop.tuner.key.startswith("Fake GPU|stencil:diffusion7:")
 
@@ -122,7 +123,8 @@ def test_stencil_benchmark_runs_end_to_end_on_the_fake_gpu(fcp, monkeypatch):
     monkeypatch.setattr(device, "device_info", lambda be: device.DeviceInfo(backend="cupy", name="Fake GPU"))
     result = bench.bench_stencil([(8, 4, 16)], batches=1, runoff_rounds=2)
     row = result["rows"][0]
-    assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 161
+    assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 193  # 161 z-marching + 32 plain
+    assert set(row["best_by_shape"]) == {"march", "plain"} and "32,1,4,plain" in row["exhaustive_table_ms"]
     assert "amortise" not in row  # only meshes of ≥ 2²⁴ points
     # The fake cost is lowest at bx = 32, zmarch = 4 (any by): both the search and the tuners find it.
     assert row["best"]["threads"][0] == 32 and row["best"]["zmarch"] == 4
@@ -132,7 +134,7 @@ def test_stencil_benchmark_runs_end_to_end_on_the_fake_gpu(fcp, monkeypatch):
     # The run-off re-measured the exhaustive top 3, the picks and the fixed configuration.
     assert "128,1,2" in row["runoff_ms"] and len(row["runoff_ms"]) >= 4
     assert row["autotune"][1]["measured"] < row["autotune"][0]["measured"]  # descent measures fewer
-    assert "| 8x4x16 | (32," in bench.format_table(result)
+    assert "| 8x4x16 | march | (32," in bench.format_table(result)
 
 
 def test_amortisation_run_compares_fresh_tuning_with_fixed_and_best(fcp):
@@ -147,3 +149,41 @@ def test_amortisation_run_compares_fresh_tuning_with_fixed_and_best(fcp):
     assert a["settled"] and a["pick"]["bx"] == 32 and a["pick"]["zmarch"] == 4
     assert a["best_ms"] < a["tuned_ms"] < a["fixed_ms"] and a["amortised"]
     assert a["overhead_steps"] == pytest.approx((a["tuned_ms"] - a["best_ms"]) / 1.0)
+
+
+def test_autotune_picks_the_plain_shape_when_it_is_fastest(tmp_path, monkeypatch, rng):
+    """The tuner chooses among both kernel shapes by measurement only: with a fake cost that makes
+    plain blocks of bz = 2 the cheapest, it settles on one of them, and results stay bit-identical."""
+    cp = fake_cupy.make(tmp_path, cost=lambda block, zmarch: 0.5 if len(block) > 2 and block[2] == 2 else 2.0)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path / "cache"))
+    loops._compiled.cache_clear()
+    try:
+        shape = (9, 6, 40)
+        loop = Loop(diffusion7, shape, np.float32, engine="device-autotune", xp=cp, tune_cache=None,
+                    tune={"repeats": 1})
+        host = Loop(diffusion7, shape, np.float32)
+        f = rng.random(shape).astype(np.float32)
+        d, dn, h, hn = f.copy(), np.zeros_like(f), f.copy(), np.zeros_like(f)
+        for _ in range(400):
+            loop(f=d, fn=dn, r=0.1)
+            host(f=h, fn=hn, r=0.1)
+            d, dn, h, hn = dn, d, hn, h
+            if loop.tuner.done:
+                break
+        np.testing.assert_array_equal(d, h)
+        best = loop.tuner.best
+        assert loop.tuner.done and best["shape"] == "plain" and best["zmarch"] == 2, best
+        plain = next(k for k in cp.kernels if k.name.endswith("_plain"))
+        assert plain.launches and all(b[2] in (1, 2, 4) for _, b in plain.launches)
+        fixed = Loop(diffusion7, shape, np.float32, engine="device", xp=cp, block=(32, 4), zmarch=2,
+                     shape_kind="plain")
+        got = np.zeros_like(f)
+        fixed(f=f, fn=got, r=0.1)
+        want = np.zeros_like(f)
+        host(f=f, fn=want, r=0.1)
+        np.testing.assert_array_equal(got, want)
+        assert fixed.state()["config"] == {"bx": 32, "by": 4, "zmarch": 2, "shape": "plain"}
+        assert plain.launches[-1] == ((2, 2, 5), (32, 4, 2))  # nx 40 / 32, ny 6 / 4, nz 9 / 2
+    finally:
+        loops._compiled.cache_clear()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nagare.engine.autotune import TuneCache, stencil_space
+from nagare.engine.autotune import STENCIL_SHAPES, TuneCache, stencil_space
 from nagare.engine.backend import get_backend
 from nagare.engine.stencil import Loop
 from nagare.engine.stencil.library import diffusion7, wave2d
@@ -48,12 +48,15 @@ def test_device_loop_engines_are_bit_identical_to_host(st, shape, params, dtype,
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
 def test_every_launch_candidate_gives_bit_identical_output(boundary, rng):
-    """Tuning never changes results: all of P2's valid launch configurations agree exactly."""
+    """Tuning never changes results: all valid launch configurations of the tuner's space (both kernel
+    shapes: P2's z-marching ones and the plain 3D blocks) agree exactly, with the host too."""
     cp = pytest.importorskip("cupy")
     shape = (19, 20, 37)
     f = cp.asarray(rng.random(shape).astype(np.float32))
     loop = Loop(diffusion7, shape, np.float32, boundary=boundary, engine="device", xp=cp)
-    space = stencil_space()
+    host = cp.asnumpy(f).copy()
+    Loop(diffusion7, shape, np.float32, boundary=boundary)(f=cp.asnumpy(f), fn=host, r=0.1)
+    space = stencil_space(shapes=STENCIL_SHAPES)
     reference = None
     tried = 0
     for key in space.all_keys():
@@ -71,7 +74,8 @@ def test_every_launch_candidate_gives_bit_identical_output(boundary, rng):
         else:
             np.testing.assert_array_equal(out, reference, err_msg=str(cfg))
         tried += 1
-    assert tried == 161
+    np.testing.assert_array_equal(reference, host)
+    assert tried == 161 + 32
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
