@@ -150,3 +150,13 @@ def test_snapshots_share_the_copy_of_an_unchanged_mask(fake_preset):
     c = snapshot(eng, ViewRequest(field="rho"), 3, cache)
     assert c.mask is not b.mask and c.mask.any()
     assert snapshot(eng, ViewRequest(field="rho"), 4).mask is not c.mask  # no cache: always a copy
+
+
+def test_percentiles_match_numpy():
+    from nagare.app.gui.worker import _percentiles
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 7, 1000, 65536):
+        a = rng.standard_normal(n).astype(np.float32)
+        got = [float(v) for v in _percentiles(np, a, (0.5, 50.0, 99.5))]
+        np.testing.assert_allclose(got, np.percentile(a.astype(np.float64), [0.5, 50.0, 99.5]), rtol=1e-6, atol=1e-6)
