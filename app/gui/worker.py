@@ -245,6 +245,7 @@ class SimulationWorker:
     """Runs an engine in a daemon thread. All public methods are safe to call from the UI thread."""
 
     max_lag_s = 0.1  # how far (host time) the worker may run ahead of the GPU
+    packet_slots = 8  # published packets kept, so one whose snapshot is complete is always at hand
     max_fences = 64
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
     checkpoint_share = 0.01  # last-good checkpoints may take at most this share of the run time
@@ -265,7 +266,9 @@ class SimulationWorker:
         self.notices: queue.Queue[Notice] = queue.Queue()
         self.view = ViewRequest(field=preset.view.field, slice_axis=preset.view.slice_axis)
         self._preset = preset
-        self._packet: FramePacket | None = None
+        # The last few packets: the worker runs up to max_lag_s ahead of the GPU, so the newest
+        # packet's snapshot is usually still queued; the UI shows the newest one that is complete.
+        self._packets: deque[FramePacket] = deque(maxlen=self.packet_slots)
         self._packet_lock = threading.Lock()
         self._stats: Stats | None = None
         self.history: deque[Stats] = deque()
@@ -290,8 +293,13 @@ class SimulationWorker:
         self._wake.set()
 
     def latest_packet(self) -> FramePacket | None:
+        """The newest published packet whose snapshot is complete (None before the first one)."""
         with self._packet_lock:
-            return self._packet
+            packets = list(self._packets)
+        for pk in reversed(packets):
+            if pk.ready():
+                return pk
+        return None
 
     def latest_stats(self) -> Stats | None:
         return self._stats
@@ -485,7 +493,7 @@ class SimulationWorker:
         with eng._on_stream():
             pk = snapshot(eng, self.view, self._seq, self._mask_cache)
         with self._packet_lock:
-            self._packet = pk
+            self._packets.append(pk)
         if force or now - self._t_stats >= self.stats_interval:
             self._t_stats = now
             self._record_stats(now)
