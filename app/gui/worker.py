@@ -245,6 +245,7 @@ class SimulationWorker:
     """Runs an engine in a daemon thread. All public methods are safe to call from the UI thread."""
 
     max_lag_s = 0.1  # how far (host time) the worker may run ahead of the GPU
+    diagnostics_interval = 0.25  # s between NaN/Inf checks while running (GPU: launched, read later)
     packet_slots = 8  # published packets kept, so one whose snapshot is complete is always at hand
     max_fences = 64
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
@@ -480,7 +481,9 @@ class SimulationWorker:
         try:
             if eng.backend.is_gpu and not force and not ckpt_due:
                 self._check_diagnostics(wait=False)  # earlier frames' checks the GPU has finished
-                self._launch_diagnostics()
+                if now - getattr(self, "_t_diag", 0.0) >= self.diagnostics_interval:
+                    self._t_diag = now  # a whole-lattice pass: a few a second, not one per frame
+                    self._launch_diagnostics()
             else:
                 # NumPy, an explicit step/view/variant, or a checkpoint next: check now (a sync)
                 self._check_diagnostics(wait=True)

@@ -344,12 +344,17 @@ class LBM2D(Engine):
             self.tracers.advance(ux, uy, float(every))
 
     def _velocity(self):
-        """(ux, uy) as macroscopic() gives them; on CUDA with two-lattice storage one fused pass
+        """(ux, uy) as macroscopic() gives them."""
+        _, ux, uy = self._moments(with_rho=False)
+        return ux, uy
+
+    def _moments(self, with_rho: bool = True):
+        """(ρ or None, ux, uy) as macroscopic(); on CUDA with two-lattice storage one fused pass
         (lbm_velocity in tracers.cu) instead of ~25 array operations on the whole lattice."""
         sel = self.selection
         if not self.backend.is_gpu or sel.get("streaming") == "aa" or sel["kernel"] == "reference":
-            _, ux, uy = self.macroscopic()
-            return ux, uy
+            rho, ux, uy = self._macroscopic_arrays()
+            return rho, ux, uy
         from .. import cuda
         from .tracers import TRACER_SOURCE
 
@@ -361,14 +366,20 @@ class LBM2D(Engine):
         ny, nx = self.preset.shape
         ux = xp.empty((ny, nx), dtype=self.dtype)
         uy = xp.empty_like(ux)
+        rho = xp.empty_like(ux) if with_rho else None
         T = self.dtype.type
         kern(((nx + 63) // 64, (ny + 3) // 4, 1), (64, 4, 1),
-             (self.f, self.mask, np.int32(nx), np.int32(ny), T(self.lat.force[0]), T(self.lat.force[1]), ux, uy))
-        return ux, uy
+             (self.f, self.mask, np.int32(nx), np.int32(ny), T(self.lat.force[0]), T(self.lat.force[1]), ux, uy,
+              rho if with_rho else np.uintp(0)))
+        return rho, ux, uy
 
     # ---- outputs ----------------------------------------------------------------------------
     def macroscopic(self):
-        """ρ, ux, uy (ny × nx) of the current state.
+        """ρ, ux, uy (ny × nx) of the current state (one fused pass on CUDA, see _moments)."""
+        return self._moments()
+
+    def _macroscopic_arrays(self):
+        """ρ, ux, uy (ny × nx) of the current state, as array code (the reference of lbm_velocity).
 
         The state is post-collision: its momentum is the streamed populations' Σ g c plus F (the
         collision relaxes the −F/2 shift and adds the (1 − ω/2)F source), so the physical velocity

@@ -244,14 +244,14 @@ extern "C" void advance(int n, float* pos, float* age, const float* ux, const fl
     }
 }
 extern "C" void velocity(const float* f, const unsigned char* mask, int nx, int ny, float fx, float fy, float* ux,
-                         float* uy) {
+                         float* uy, float* rho) {
     blockDim = {16u, 4u, 1u};
     for (unsigned by = 0; by < (unsigned)((ny + 3) / 4); ++by)
     for (unsigned bx = 0; bx < (unsigned)((nx + 15) / 16); ++bx) {
         blockIdx = {bx, by, 0u};
         for (unsigned ty = 0; ty < 4u; ++ty) for (unsigned tx = 0; tx < 16u; ++tx) {
             threadIdx = {tx, ty, 0u};
-            lbm_velocity<float, float>(f, mask, nx, ny, fx, fy, ux, uy);
+            lbm_velocity<float, float>(f, mask, nx, ny, fx, fy, ux, uy, rho);
         }
     }
 }"""]
@@ -282,10 +282,11 @@ def test_emulated_tracer_kernels_match_the_array_path(release, tmp_path_factory)
     # the velocity pass equals macroscopic()
     f = np.ascontiguousarray(e.state_arrays()["f"], dtype=np.float32)
     ny, nx = p.shape
-    ux, uy = np.empty((ny, nx), np.float32), np.empty((ny, nx), np.float32)
+    ux, uy, rho = (np.empty((ny, nx), np.float32) for _ in range(3))
     lib.velocity(ptr(f), ptr(np.ascontiguousarray(e.mask_host)), nx, ny, ctypes.c_float(e.lat.force[0]),
-                 ctypes.c_float(e.lat.force[1]), ptr(ux), ptr(uy))
-    _, ux_ref, uy_ref = e.macroscopic()
+                 ctypes.c_float(e.lat.force[1]), ptr(ux), ptr(uy), ptr(rho))
+    rho_ref, ux_ref, uy_ref = e._macroscopic_arrays()
+    np.testing.assert_array_equal(rho, rho_ref)
     np.testing.assert_array_equal(ux, ux_ref)
     np.testing.assert_array_equal(uy, uy_ref)
     # three tracer updates, kernel vs array path from the same state

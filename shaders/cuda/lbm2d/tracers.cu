@@ -6,11 +6,12 @@
 
 using namespace d2q9;
 
-// u = (Σ f_i c_i − F/2)/ρ of a post-collision two-lattice state (f canonical, or fp16-shifted
-// storage), zero at solid and moving-wall nodes: LBM2D.macroscopic without the temporaries.
+// ρ and u = (Σ f_i c_i − F/2)/ρ of a post-collision two-lattice state (f canonical, or fp16-shifted
+// storage), u zero at solid and moving-wall nodes: LBM2D.macroscopic in one pass, without its
+// ~25 whole-lattice temporaries (the display path calls it for every published frame).
 template <typename T, typename S>
 __global__ void lbm_velocity(const S* __restrict__ f, const unsigned char* __restrict__ mask, int nx, int ny,
-                             T fx, T fy, T* __restrict__ ux, T* __restrict__ uy) {
+                             T fx, T fy, T* __restrict__ ux, T* __restrict__ uy, T* __restrict__ rho_out) {
     const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= nx || y >= ny) return;
     const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
@@ -24,6 +25,7 @@ __global__ void lbm_velocity(const S* __restrict__ f, const unsigned char* __res
     const bool solid = m == SOLID || m == MOVING_WALL;
     ux[here] = solid ? T(0) : (jx + T(0.5) * -fx) / rho;
     uy[here] = solid ? T(0) : (jy + T(0.5) * -fy) / rho;
+    if (rho_out) rho_out[here] = rho;
 }
 
 // Bilinear interpolation of (ux, uy) at (px, py), clamped to the box (Tracers.velocity).
