@@ -101,10 +101,16 @@ P2_ZMARCH = (1, 2, 4, 8, 16)
 
 # The plain shape (no z-march, one thread per point, 3D blocks): the third launch number is the
 # block's z-extent bz; x-rows of at least a warp, as in the usual 3D stencil launches.
-STENCIL_SHAPES = ("march", "plain")
+STENCIL_SHAPES = ("march", "plain", "tile")
 PLAIN_BX = (32, 64, 128)
 PLAIN_BY = (1, 2, 4, 8)
 PLAIN_BZ = (1, 2, 4)
+# The tile shape (2.5D blocking: a (bx, by) block marches over zmarch planes, staging each plane's
+# xy tile + halo in shared memory): its own small sub-space.
+TILE_BX = (32, 64, 128)
+TILE_BY = (2, 4, 8)
+TILE_ZMARCH = (8, 16, 32, 64)
+SMEM_DEFAULT_LIMIT = 48 * 1024  # dynamic shared memory per block without the opt-in attribute
 
 
 def block_threads(cfg: Config) -> int:
@@ -126,15 +132,40 @@ def plain_limits(bx=PLAIN_BX, by=PLAIN_BY, bz=PLAIN_BZ) -> Constraint:
     return check
 
 
+def tile_limits(bx=TILE_BX, by=TILE_BY, zmarch=TILE_ZMARCH, ndim: int | None = None,
+                smem_bytes: Callable[[Config], int] | None = None, smem_limit: int = SMEM_DEFAULT_LIMIT) -> Constraint:
+    """The tile shape's sub-space, 3D only, and its shared memory (``smem_bytes(cfg)``) ≤ ``smem_limit``."""
+    def check(cfg: Config) -> str | None:
+        if cfg.get("shape", "march") != "tile":
+            return None
+        if ndim is not None and ndim != 3:
+            return (f"tile shape: 3D only ({ndim}D: a row's x-neighbours are in the same coalesced row, "
+                    "there is no plane to stage)")
+        for name, got, allowed in (("bx", cfg["bx"], bx), ("by", cfg["by"], by), ("zmarch", cfg["zmarch"], zmarch)):
+            if got not in allowed:
+                return f"tile shape: {name} = {got} not in {tuple(allowed)}"
+        if smem_bytes is not None:
+            need = int(smem_bytes(cfg))
+            if need > smem_limit:
+                return f"tile shape: needs {need} B of shared memory > {smem_limit} B per block"
+        return None
+
+    return check
+
+
 def stencil_space(bx=STENCIL_BX, by=STENCIL_BY, zmarch=STENCIL_ZMARCH, max_block_threads: int = 1024,
-                  min_block_threads: int = 32, shapes=("march",), plain=(PLAIN_BX, PLAIN_BY, PLAIN_BZ)) -> Space:
+                  min_block_threads: int = 32, shapes=("march",), plain=(PLAIN_BX, PLAIN_BY, PLAIN_BZ),
+                  tile=(TILE_BX, TILE_BY, TILE_ZMARCH), ndim: int | None = None,
+                  tile_smem: Callable[[Config], int] | None = None, smem_limit: int = SMEM_DEFAULT_LIMIT) -> Space:
     """The launch space of stencil kernels.
 
     ``shapes=("march",)`` (default): the z-marching kernels, axes (bx, by, zmarch): 210 points, of
     which 161 valid (blocks of one warp up to 1024 threads); ``zmarch=P2_ZMARCH, min_block_threads=1``
     is P2's own 150 (145 valid). With ``shapes=STENCIL_SHAPES`` a fourth axis ``shape`` adds the
     plain kernel, whose block is (bx, by, bz = zmarch) restricted to ``plain`` = (bx, by, bz) values:
-    420 points, 161 + 32 = 193 valid (still ≤ the tuner's exhaustive limit of 256)."""
+    and the tile kernel (2.5D blocking, block (bx, by), z-march) restricted to ``tile`` = (bx, by, zmarch)
+    values, 3D only (``ndim``), with ``tile_smem(cfg)`` bytes of shared memory ≤ ``smem_limit``:
+    630 points, 161 + 32 + 36 = 229 valid (still ≤ the tuner's exhaustive limit of 256)."""
     axes = {"bx": tuple(bx), "by": tuple(by), "zmarch": tuple(zmarch)}
     if tuple(shapes) != ("march",):
         axes["shape"] = tuple(shapes)
@@ -147,7 +178,8 @@ def stencil_space(bx=STENCIL_BX, by=STENCIL_BY, zmarch=STENCIL_ZMARCH, max_block
         n = block_threads(cfg)
         return f"{n} threads per block < one warp ({min_block_threads}): idle lanes" if n < min_block_threads else None
 
-    constraints = [plain_limits(*plain), too_many]
+    constraints = [plain_limits(*plain), tile_limits(*tile, ndim=ndim, smem_bytes=tile_smem, smem_limit=smem_limit),
+                   too_many]
     if min_block_threads > 1:
         constraints.append(too_few)
     return Space(axes, tuple(constraints))

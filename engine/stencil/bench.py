@@ -44,6 +44,8 @@ def cfg_label(cfg: dict) -> str:
     """``(bx,by,1)/zmarch`` for a z-marching launch, ``plain (bx,by,bz)`` for the plain shape."""
     if cfg.get("shape", "march") == "plain":
         return f"plain ({cfg['bx']},{cfg['by']},{cfg['zmarch']})"
+    if cfg.get("shape", "march") == "tile":
+        return f"tile ({cfg['bx']},{cfg['by']},1)/{cfg['zmarch']}"
     return f"({cfg['bx']},{cfg['by']},1)/{cfg['zmarch']}"
 
 
@@ -163,7 +165,11 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
 
     bw = copy_bandwidth(backend)
     info = device_info(backend).as_dict()
-    space = stencil_space(shapes=STENCIL_SHAPES)  # the live tuner's space: both kernel shapes
+    from .codegen import tile_smem_bytes
+
+    # the live tuner's space: the three kernel shapes (z-marching, plain, tile)
+    space = stencil_space(shapes=STENCIL_SHAPES, ndim=3,
+                          tile_smem=lambda cfg: tile_smem_bytes(diffusion7, np.float32, cfg["bx"], cfg["by"]))
     timer = EventTimer(cp)
     r = np.float32(0.1)
     rows = []

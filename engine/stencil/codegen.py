@@ -38,6 +38,7 @@ from .expr import Bin, Call, Const, Load, Neg, Node, Param, to_python
 CTYPES = {np.dtype("float32"): "float", np.dtype("float64"): "double"}
 UNROLLS = (1, 2, 4, 8)
 PLAIN = "plain"  # the kernel variant without z-marching: one thread per point, 3D thread blocks
+TILE = "tile"  # 2.5D blocking: a block marches over z, staging each plane's xy tile (+ halo) in shared memory
 REGISTER_BUDGET = 64  # values held per thread by one unrolled step (loads in flight) before U is capped
 
 
@@ -50,14 +51,15 @@ def ctype(dtype) -> str:
 
 def kernel_name(st, dtype, boundary, unroll: int | str = 1) -> str:
     """``…_u1`` … ``…_u8`` for the z-marching kernels, ``…_plain`` for the plain 3D-block kernel."""
-    if unroll == PLAIN:
-        return f"nagare_{st.name}_{boundary}_{ctype(dtype)}_plain"
+    if unroll in (PLAIN, TILE):
+        return f"nagare_{st.name}_{boundary}_{ctype(dtype)}_{unroll}"
     return f"nagare_{st.name}_{boundary}_{ctype(dtype)}_u{int(unroll)}"
 
 
 def kernel_variants(st) -> tuple:
-    """Every kernel generated for ``st``: the unrolled z-marching kernels, then the plain one."""
-    return unroll_variants(st) + (PLAIN,)
+    """Every kernel generated for ``st``: the unrolled z-marching kernels, the plain one and (3D
+    only) the 2.5D-blocked tile kernel."""
+    return unroll_variants(st) + (PLAIN,) + ((TILE,) if st.ndim == 3 else ())
 
 
 def _tok(o: int) -> str:
@@ -134,7 +136,7 @@ def march_span(st) -> tuple[int, int]:
     return min(0, min(zs)), max(0, max(zs))
 
 
-def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True) -> str:
+def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True, tile: bool = True) -> str:
     """The complete CUDA source of one stencil for one dtype and boundary kind: one kernel per
     unroll in ``unrolls`` (default :func:`unroll_variants`) and, with ``plain``, the plain kernel
     (:func:`_plain_kernel`), all with the same arguments."""
@@ -149,6 +151,9 @@ def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True) -> str:
              + f"; one kernel per unroll U ∈ {{{', '.join(map(str, unrolls))}}}")
     L.append("// (U planes per step, all loads of a step issued before its updates).")
     L.append(f"typedef {T} T;")
+    tile = tile and st.ndim == 3
+    if tile:
+        L.append("extern __shared__ __align__(16) unsigned char nagare_smem[];  // the tile kernel's planes")
     if boundary == "periodic":
         L.append("__device__ __forceinline__ int nagare_wrap(int v, int n) "
                  "{ return v < 0 ? v + n : (v >= n ? v - n : v); }")
@@ -161,6 +166,9 @@ def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True) -> str:
     if plain:
         L.append("")
         L.extend(_plain_kernel(st, dtype, boundary))
+    if tile:
+        L.append("")
+        L.extend(_tile_kernel(st, dtype, boundary))
     return "\n".join(L) + "\n"
 
 
@@ -386,6 +394,142 @@ def _kernel(st, dtype, boundary: str, U: int) -> list[str]:
         L.append(f"            {p}_{n} += nagare_plane;")
     L.append(f"            ++{mv};")
     L.append("        }")
+    L.append("    }")
+    L.append("}")
+    return L
+
+
+def tile_layout(st):
+    """The tile kernel's plan: ``tiles`` = the (array, dz) planes staged in shared memory (arrays read
+    at an x/y offset, one tile per marched offset they are read at) and ``queues`` = array → (zlo, zhi),
+    the register queue along z of each array's own column (covering its (0, 0) loads and every tiled dz,
+    so a thread's own tile element always comes from a register)."""
+    tiles = sorted({(arr, off[2]) for arr, off in st.loads if off[:2] != (0, 0)})
+    zs: dict = {}
+    for arr, off in st.loads:
+        if off[:2] == (0, 0):
+            zs.setdefault(arr, set()).add(off[2])
+    for arr, dz in tiles:
+        zs.setdefault(arr, set()).add(dz)
+    queues = {arr: (min(v), max(v)) for arr, v in sorted(zs.items())}
+    return tiles, queues
+
+
+def tile_smem_bytes(st, dtype, bx: int, by: int) -> int:
+    """Dynamic shared memory of a tile launch: two buffers (double-buffered planes, one barrier per
+    plane) × the staged tiles × (bx + 2hx)(by + 2hy) values."""
+    if st.ndim != 3:
+        return 0
+    tiles, _ = tile_layout(st)
+    hx, hy = st.halo[0], st.halo[1]
+    return 2 * len(tiles) * (bx + 2 * hx) * (by + 2 * hy) * np.dtype(dtype).itemsize
+
+
+def _tile_kernel(st, dtype, boundary: str) -> list[str]:
+    """The 2.5D-blocked shape (3D only): a (bx, by) block owns an xy tile and marches over ``zmarch``
+    planes. For each plane it stages, for every array read at an x/y offset, the (bx + 2hx)(by + 2hy)
+    tile in shared memory (double-buffered: one ``__syncthreads`` per plane) — each element loaded once
+    from global memory: a thread's own element from its register queue along z, the halo ring by the
+    threads of the first hx columns / hy rows (left/right, top/bottom, corners), with the same periodic
+    wrap / fixed range as the other kernels. x/y neighbours are then read from shared memory, z
+    neighbours from the register queue, and the next plane's queue lead is loaded before the current
+    plane's staging and update, so a DRAM load is always in flight. Threads outside the update range
+    take part in staging (their own element may be another thread's halo) and in the barriers."""
+    periodic = boundary == "periodic"
+    name = kernel_name(st, dtype, boundary, TILE)
+    hx, hy, hz = st.halo
+    lo = {"x": hx, "y": hy, "z": hz} if not periodic else {"x": 0, "y": 0, "z": 0}
+    tiles, queues = tile_layout(st)
+    args = [f"const T* __restrict__ in_{n}" for n in st.inputs]
+    args += [f"T* __restrict__ out_{n}" for n in st.outputs]
+    args += [f"const T p_{n}" for n in st.params]
+    args += ["const int nx", "const int ny", "const int nz", "const int zmarch"]
+
+    def wrap(expr, n):
+        return f"nagare_wrap({expr}, {n})" if periodic else f"({expr})"
+
+    def zplane(o, k="k"):
+        return k if o == 0 else wrap(f"{k} {'+' if o > 0 else '-'} {abs(o)}", "nz")
+
+    def slot(arr, z):
+        return f"q_{arr}_{_tok(z)}"
+
+    def tname(arr, dz):
+        return f"t_{arr}_{_tok(dz)}"
+
+    L = [f'extern "C" __global__ void {name}(', "    " + ",\n    ".join(args) + ")", "{"]
+    L.append(f"    const int hx = {hx}, hy = {hy};  // the declared x/y halos: tiles are (bx + 2hx) x (by + 2hy)")
+    L.append("    const int tx = (int)threadIdx.x, ty = (int)threadIdx.y, bx = (int)blockDim.x, by = (int)blockDim.y;")
+    L.append(f"    const int i = {lo['x']} + (int)blockIdx.x * bx + tx;")
+    L.append(f"    const int j = {lo['y']} + (int)blockIdx.y * by + ty;")
+    L.append(f"    const int xend = nx - {lo['x']}, yend = ny - {lo['y']};  // update range [lo, end) in x, y")
+    L.append("    const bool active = i < xend && j < yend;")
+    L.append(f"    const int k0 = {lo['z']} + (int)blockIdx.z * zmarch;")
+    L.append(f"    const int k1 = min(k0 + zmarch, nz - {lo['z']});")
+    L.append("    const int nagare_plane = nx * ny;")
+    L.append("    const int tw = bx + 2 * hx, tsize = tw * (by + 2 * hy);  // tile row length, tile size")
+    L.append("    const int c = (ty + hy) * tw + tx + hx;  // this thread's element in a tile")
+    L.append("    // In-plane global offsets and tile positions of what this thread stages: its own element and")
+    L.append("    // up to 8 halo elements (the tile's element (sx, sy) is global (x0 - hx + sx, y0 - hy + sy)). An")
+    L.append("    // element is needed only if some active thread reads it: x < xend + hx and y < yend + hy.")
+    roles = [("own", "true", "0", "0", "tx + hx", "ty + hy"),
+             ("lf", "tx < hx", "-hx", "0", "tx", "ty + hy"),
+             ("rt", "tx < hx", "bx", "0", "tx + bx + hx", "ty + hy"),
+             ("tp", "ty < hy", "0", "-hy", "tx + hx", "ty"),
+             ("bt", "ty < hy", "0", "by", "tx + hx", "ty + by + hy"),
+             ("c0", "tx < hx && ty < hy", "-hx", "-hy", "tx", "ty"),
+             ("c1", "tx < hx && ty < hy", "bx", "-hy", "tx + bx + hx", "ty"),
+             ("c2", "tx < hx && ty < hy", "-hx", "by", "tx", "ty + by + hy"),
+             ("c3", "tx < hx && ty < hy", "bx", "by", "tx + bx + hx", "ty + by + hy")]
+    for r, cond, dx, dy, sx, sy in roles:
+        gx = "i" if dx == "0" else f"i + {dx}" if dx[0] != "-" else f"i - {dx[1:]}"
+        gy = "j" if dy == "0" else f"j + {dy}" if dy[0] != "-" else f"j - {dy[1:]}"
+        L.append(f"    const bool v_{r} = ({cond}) && {gx} < xend + hx && {gy} < yend + hy"
+                 + (" && !active;" if r == "own" else ";"))
+        L.append(f"    const int g_{r} = {wrap(gy, 'ny')} * nx + {wrap(gx, 'nx')}, s_{r} = ({sy}) * tw + {sx};")
+    offs = sorted({off[:2] for arr, off in st.loads if off[:2] != (0, 0)})
+    for ox, oy in offs:
+        L.append(f"    const int so_{_tok(ox)}_{_tok(oy)} = {oy} * tw + {ox};")
+    L.append("    T* const nagare_tiles = reinterpret_cast<T*>(nagare_smem);"
+             f"  // 2 buffers x {len(tiles)} tile(s)")
+    L.append("    // Register queues along z (this thread's column): q_A_<dz> holds A at plane k + dz.")
+    for arr, (zlo, zhi) in queues.items():
+        for z in range(zlo, zhi + 1):
+            L.append(f"    T {slot(arr, z)} = active ? in_{arr}[(long long){zplane(z, 'k0')}"
+                     f" * nagare_plane + g_own] : (T)0;")
+    L.append("    int nagare_buf = 0;")
+    L.append("    for (int k = k0; k < k1; ++k) {")
+    L.append("        // prefetch the next plane's queue leads (in flight during this plane's staging and update)")
+    for arr, (_, zhi) in queues.items():
+        L.append(f"        T n_{arr} = {slot(arr, zhi)};")
+        L.append(f"        if (active && k + 1 < k1) n_{arr} = in_{arr}"
+                 f"[(long long){zplane(zhi + 1)} * nagare_plane + g_own];")
+    for t, (arr, dz) in enumerate(tiles):
+        L.append(f"        T* const {tname(arr, dz)} = nagare_tiles + (nagare_buf * {len(tiles)} + {t}) * tsize;")
+        L.append(f"        {{  // stage {arr} at plane k{'' if dz == 0 else f'{dz:+d}'}")
+        L.append(f"            const T* const pl = in_{arr} + (long long){zplane(dz)} * nagare_plane;")
+        L.append(f"            if (active) {tname(arr, dz)}[c] = {slot(arr, dz)};")
+        for r, *_ in roles:
+            L.append(f"            if (v_{r}) {tname(arr, dz)}[s_{r}] = pl[g_{r}];")
+        L.append("        }")
+    L.append("        __syncthreads();  // the tiles of plane k are complete (double buffer: no second barrier)")
+    names = {}
+    for arr, off in st.loads:
+        if off[:2] == (0, 0):
+            names[(arr, off)] = slot(arr, off[2])
+        else:
+            names[(arr, off)] = f"{tname(arr, off[2])}[c + so_{_tok(off[0])}_{_tok(off[1])}]"
+    L.append("        if (active) {")
+    L.append("            const long long at = (long long)k * nagare_plane + g_own;")
+    for o in st.outputs:
+        L.append(f"            // output {o} = {to_python(st.exprs[o])}   [{st.location}]")
+        L.append(f"            out_{o}[at] = {to_c(st.exprs[o], names)};")
+    L.append("        }")
+    for arr, (zlo, zhi) in queues.items():
+        for z in range(zlo, zhi):
+            L.append(f"        {slot(arr, z)} = {slot(arr, z + 1)};")
+        L.append(f"        {slot(arr, zhi)} = n_{arr};")
+    L.append("        nagare_buf ^= 1;")
     L.append("    }")
     L.append("}")
     return L

@@ -21,11 +21,13 @@ import numpy as np
 
 from .codegen import (
     PLAIN,
+    TILE,
     generate,
     kernel_name,
     kernel_variants,
     march_span,
     output_at_line,
+    tile_smem_bytes,
     unroll_for,
     unroll_variants,
 )
@@ -36,6 +38,7 @@ ENGINES = ("host", "device", "device-autotune")
 DEFAULT_BLOCK = (128, 1)
 DEFAULT_ZMARCH = 2
 COMPILE_OPTIONS = ("--fmad=false",)
+TILE_SMEM_LIMIT = 48 * 1024  # dynamic shared memory of a tile launch (no opt-in attribute set)
 
 
 class StencilCompileError(StencilError):
@@ -136,8 +139,8 @@ class Loop:
         self.boundary, self.engine = boundary, engine
         self.xp = xp if xp is not None else np
         self.block, self.zmarch = tuple(block), int(zmarch)
-        if shape_kind not in ("march", PLAIN):
-            raise StencilError(f"unknown kernel shape {shape_kind!r}; allowed: march, {PLAIN}")
+        if shape_kind not in ("march", PLAIN, TILE):
+            raise StencilError(f"unknown kernel shape {shape_kind!r}; allowed: march, {PLAIN}, {TILE}")
         self.shape_kind = shape_kind  # device engine: "plain" runs the plain kernel with block (bx, by, zmarch)
         self.tuner = None
         self._checked: set = set()
@@ -163,8 +166,10 @@ class Loop:
             # one measurement are not measured again; the 4 fastest meet in an interleaved run-off.
             opts = {"warmup": 1, "repeats": 3, "batch": "auto", "prune": 1.5, "confirm_top": 4,
                     "confirm_repeats": 4, "warm_key": self.unroll_of, **(tune or {})}
-            # Both kernel shapes compete: z-marching (bx, by, zmarch) and plain (bx, by, bz).
-            space = opts.pop("space", None) or stencil_space(shapes=STENCIL_SHAPES)
+            # The kernel shapes compete: z-marching (bx, by, zmarch), plain (bx, by, bz) and (3D) tile.
+            space = opts.pop("space", None) or stencil_space(
+                shapes=STENCIL_SHAPES, ndim=st.ndim,
+                tile_smem=lambda cfg: tile_smem_bytes(st, self.dtype, cfg["bx"], cfg["by"]))
             self.tuner = Tuner(space, EventTimer(cupy, stream), key=key, cache=cache_obj,
                                start={**self.fixed_config(), **({"shape": self.shape_kind}
                                                                 if "shape" in space.names else {})},
@@ -178,8 +183,8 @@ class Loop:
         """The kernel a configuration runs: ``"plain"`` for the plain shape; else the unrolled
         z-marching kernel, ``cfg["unroll"]`` if the space has that axis, else the largest generated
         unroll ≤ zmarch."""
-        if cfg.get("shape", "march") == PLAIN:
-            return PLAIN
+        if cfg.get("shape", "march") in (PLAIN, TILE):
+            return cfg["shape"]
         u = cfg.get("unroll")
         if u is None:
             return unroll_for(self.st, cfg["zmarch"])
@@ -192,6 +197,8 @@ class Loop:
         """Everything host-side for one launch; returns the launch itself (what the tuner times)."""
         bx, by, zm = cfg["bx"], cfg["by"], cfg["zmarch"]
         variant = self.unroll_of(cfg)
+        if variant == TILE and self.st.ndim != 3:
+            raise ValueError(f"tile shape: 3D only (stencil '{self.st.name}' is {self.st.ndim}D)")
         kernel = self.kernels[variant]
         bz = zm if variant == PLAIN else 1  # plain: the third number is the block's z-extent
         if variant == PLAIN and int(np.prod(self.shape)) >= 2 ** 31:
@@ -201,6 +208,14 @@ class Loop:
             raise ValueError(f"{bx * by * bz} threads per block > this kernel's limit {limit} (registers)")
         grid, block, full = self.grid(bx, by, zm), (bx, by, bz), args + (np.int32(zm),)
         self.last_config = cfg
+        if variant == TILE:
+            hx, hy = self.st.halo[0], self.st.halo[1]
+            if bx < hx or by < hy:
+                raise ValueError(f"tile shape: block ({bx}, {by}) smaller than the x/y halo ({hx}, {hy})")
+            smem = tile_smem_bytes(self.st, self.dtype, bx, by)
+            if smem > TILE_SMEM_LIMIT:
+                raise ValueError(f"tile shape: needs {smem} B of shared memory > {TILE_SMEM_LIMIT} B per block")
+            return lambda: kernel(grid, block, full, shared_mem=smem)
         return lambda: kernel(grid, block, full)
 
     def fixed_config(self) -> dict:
@@ -267,7 +282,7 @@ class Loop:
             out["unroll"] = unroll_for(self.st, self.zmarch)
             if self.shape_kind != "march":
                 out["config"]["shape"] = self.shape_kind
-                out["unroll"] = PLAIN
+                out["unroll"] = self.shape_kind
         if self.tuner is not None:
             out.update(self.tuner.state())
         return out

@@ -26,6 +26,21 @@ static nagare_dim3 blockIdx, threadIdx, blockDim;
 #define __device__
 #define __forceinline__ inline
 #define __restrict__
+#define __shared__
+#define __align__(n)
+inline void __syncthreads() {}  // the sequential launch never runs the tile kernel (see build_tile)
+alignas(16) unsigned char nagare_smem[1];
+"""
+
+# The tile kernel synchronises its block: run it with one std::thread per CUDA thread and a
+# std::barrier for __syncthreads (tests/cuda_emu/emu.h), blocks one after another sharing one
+# NaN-poisoned shared-memory array (reads of unstaged tile elements show up as NaN).
+EMU_DIR = Path(__file__).resolve().parents[1] / "cuda_emu"
+TILE_PRELUDE = """
+#include "emu.h"
+#include <cmath>
+using std::sqrt; using std::exp; using std::sin; using std::cos; using std::fabs; using std::fmin; using std::fmax;
+alignas(16) unsigned char nagare_smem[1 << 20];
 """
 
 
@@ -60,16 +75,65 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
 """
 
 
+def _tile_wrapper(st, dtype, boundary) -> str:
+    T = ctype(dtype)
+    name = kernel_name(st, dtype, boundary, "tile")
+    params = [f"const {T}* in_{n}" for n in st.inputs] + [f"{T}* out_{n}" for n in st.outputs]
+    params += [f"{T} p_{n}" for n in st.params] + ["int nx", "int ny", "int nz", "int zmarch"]
+    call = [f"in_{n}" for n in st.inputs] + [f"out_{n}" for n in st.outputs] + [f"p_{n}" for n in st.params]
+    call += ["nx", "ny", "nz", "zmarch"]
+    return threaded_wrapper(name, params, call)
+
+
+TILE_FLAGS = ("-std=c++20", "-pthread", f"-I{EMU_DIR}")
+
+
+def threaded_wrapper(name: str, params: list, call: list) -> str:
+    """``emulate(grid, block, args)`` running each block's threads concurrently (for kernels with
+    barriers; compile with ``TILE_PRELUDE`` and ``TILE_FLAGS``)."""
+    return f"""
+extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
+    const int n = bx * by * bz;
+    for (int z = 0; z < gz; ++z)
+    for (int y = 0; y < gy; ++y)
+    for (int x = 0; x < gx; ++x) {{
+        EmuBlock blk;
+        blk.nthreads = n;
+        blk.block_bar = std::make_unique<std::barrier<>>(n);
+        emu_block = &blk;
+        std::memset(nagare_smem, 0xff, sizeof(nagare_smem));
+        std::vector<std::thread> th;
+        for (int tz = 0; tz < bz; ++tz)
+        for (int ty = 0; ty < by; ++ty)
+        for (int tx = 0; tx < bx; ++tx)
+            th.emplace_back([=] {{
+                threadIdx = {{tx, ty, tz}};
+                blockIdx = {{x, y, z}};
+                blockDim = {{bx, by, bz}};
+                emu_tid = (tz * by + ty) * bx + tx;
+                {name}({', '.join(call)});
+            }});
+        for (auto& t : th) t.join();
+    }}
+}}
+"""
+
+
 def build(st, dtype, boundary, workdir: Path, unroll: int | str = 1):
-    """The emulated kernel of ``st`` with the given unroll (see codegen.unroll_variants), or the
-    plain kernel (``unroll="plain"``)."""
-    src = PRELUDE + generate(st, dtype, boundary) + _wrapper(st, dtype, boundary, unroll)
+    """The emulated kernel of ``st`` with the given unroll (see codegen.unroll_variants), the
+    plain kernel (``unroll="plain"``) or the tile kernel (``unroll="tile"``, threaded launch)."""
+    if unroll == "tile":
+        src = TILE_PRELUDE + generate(st, dtype, boundary) + _tile_wrapper(st, dtype, boundary)
+        extra = list(TILE_FLAGS)
+    else:
+        src = PRELUDE + generate(st, dtype, boundary) + _wrapper(st, dtype, boundary, unroll)
+        extra = []
     tag = hashlib.sha256(src.encode()).hexdigest()[:12]
     cpp, lib = workdir / f"{tag}.cpp", workdir / f"{tag}.so"
     if not lib.exists():
         cpp.write_text(src)
-        res = subprocess.run(["g++", "-O1", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", str(cpp),
-                              "-o", str(lib)], capture_output=True, text=True, timeout=120)
+        res = subprocess.run(["g++", "-O1", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", *extra,
+                              str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
             raise RuntimeError(res.stderr)
     fn = ctypes.CDLL(str(lib)).emulate

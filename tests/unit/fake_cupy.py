@@ -86,12 +86,18 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
     }}
 }}
 """
-        src = cuda_emulator.PRELUDE + self.code + wrapper
+        flags = []
+        if self.name.endswith("_tile"):  # barriers: one thread per CUDA thread (tests/cuda_emu/emu.h)
+            wrapper = cuda_emulator.threaded_wrapper(self.name, self.params, names)
+            src, flags = cuda_emulator.TILE_PRELUDE + self.code + wrapper, list(cuda_emulator.TILE_FLAGS)
+        else:
+            src = cuda_emulator.PRELUDE + self.code + wrapper
         tag = hashlib.sha256(src.encode()).hexdigest()[:12]
         cpp, lib = self.workdir / f"fk{tag}.cpp", self.workdir / f"fk{tag}.so"
         if not lib.exists():
             cpp.write_text(src)
-            res = subprocess.run(["g++", "-O1", "-ffp-contract=off", "-shared", "-fPIC", str(cpp), "-o", str(lib)],
+            res = subprocess.run(["g++", "-O1", "-ffp-contract=off", "-shared", "-fPIC", *flags, str(cpp), "-o",
+                                  str(lib)],
                                  capture_output=True, text=True)
             if res.returncode:
                 raise CompileException(res.stderr)

@@ -195,7 +195,8 @@ def test_generated_source_shape_and_comments():
     # neighbours (each distinct neighbour loaded once per point; the z-column is carried in registers).
     assert 'extern "C" __global__ void nagare_diffusion7_periodic_float_plain(' in src
     # … plus the plain kernel's 7 loads (one per neighbour, no march).
-    assert src.count("= in_f[") == 4 * 7 + 7
+    # … and the tile kernel's one per-plane load: the prefetched queue lead (halo/x-y neighbours: shared memory).
+    assert src.count("= in_f[") == 4 * 7 + 7 + 1
     assert src.count("while (k < k1) {") == 4  # z-marching
     assert "// output fn = " in src and "library.py:" in src
     src2 = generate(wave2d, np.float64, "fixed")

@@ -12,9 +12,12 @@ from nagare.engine.autotune import STENCIL_SHAPES, stencil_space
 from nagare.engine.stencil import Loop, generate, stencil
 from nagare.engine.stencil.codegen import (
     PLAIN,
+    TILE,
     kernel_name,
     kernel_variants,
     loads_per_plane,
+    tile_layout,
+    tile_smem_bytes,
     unroll_for,
     unroll_variants,
 )
@@ -41,7 +44,8 @@ def _check(st, shape, dtype, boundary, params, configs, rng, tmp_path, unroll=No
     Loop(st, shape, dtype, boundary=boundary)(**arrays, **want, **params)
     for cfg in configs:
         plain = cfg.get("shape", "march") == PLAIN
-        u = PLAIN if plain else (unroll if unroll is not None else unroll_for(st, cfg["zmarch"]))
+        kind = cfg.get("shape", "march")
+        u = kind if kind != "march" else (unroll if unroll is not None else unroll_for(st, cfg["zmarch"]))
         block = (cfg["bx"], cfg["by"], cfg["zmarch"] if plain else 1)
         got = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
         grid = launch_grid(st, shape, boundary, cfg["bx"], cfg["by"], cfg["zmarch"])
@@ -120,9 +124,13 @@ def test_unrolled_step_uses_32_bit_offsets_and_issues_all_loads_first():
     assert [unroll_for(diffusion7, z) for z in (1, 2, 3, 4, 7, 8, 16, 64)] == [1, 2, 2, 4, 4, 8, 8, 8]
 
 
+def _tile_configs():
+    return [c for c in _valid_configs(STENCIL_SHAPES) if c["shape"] == TILE]
+
+
 def test_the_tuner_space_holds_both_shapes():
     both = _valid_configs(STENCIL_SHAPES)
-    assert len(both) == 193 and len(_plain_configs()) == 32
+    assert len(both) == 229 and len(_plain_configs()) == 32 and len(_tile_configs()) == 36
     assert [c for c in both if c["shape"] == "march"] == [{**c, "shape": "march"} for c in _valid_configs()]
     assert {c["zmarch"] for c in _plain_configs()} == {1, 2, 4}
     space = stencil_space(shapes=STENCIL_SHAPES)
@@ -152,9 +160,65 @@ def test_plain_kernel_wide_halos_2d_and_multi_output(boundary, rng, tmp_path):
 
 def test_plain_kernel_source_is_int32_and_branch_free_in_the_loads():
     src = generate(diffusion7, "float32", "periodic")
-    assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN)
-    body = src.split(f"void {kernel_name(diffusion7, 'float32', 'periodic', PLAIN)}(")[1]
+    assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN, TILE)
+    body = src.split(f"void {kernel_name(diffusion7, 'float32', 'periodic', PLAIN)}(")[1].split("extern")[0]
     assert "long long" not in body and "nagare_wrap" not in body and "blockDim.z" in body
     loads = [ln.strip() for ln in body.splitlines() if "= in_f[" in ln]
     assert len(loads) == 7 and "const T f__0_0_0 = in_f[c];" in loads
     assert "out_fn[c] = " in body
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_tile_kernel_every_launch_configuration(boundary, rng, tmp_path):
+    """The 2.5D-blocked tile kernel (threaded emulation: one std::thread per CUDA thread, a barrier
+    for __syncthreads, NaN-poisoned shared memory) for every tile point of the tuner's space, on grids
+    that no tile divides (x < bx, y not a multiple of by, z not a multiple of the march)."""
+    configs = _tile_configs()
+    assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN, TILE)
+    _check(diffusion7, (37, 9, 11), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
+    _check(diffusion7, (21, 13, 70), np.float64, boundary, {"r": 0.1}, configs[::5], rng, tmp_path)
+
+
+@stencil(inputs=["f", "g"], outputs=["a", "b"], params=["c"], halo=(2, 2, 2), ndim=3)
+def halo2(f, g, c):
+    """Halo 2 in x, y and z, a diagonal (corner) read, a tiled array read off its plane, two outputs."""
+    return (c * (f[-2, 0, 0] + f[2, 0, 0] + f[0, -2, 0] + f[0, 2, 0] + f[0, 0, -2] + f[0, 0, 2])
+            + f[1, 1, 0] - f[-1, -2, 0] + g[0, 1, 1] * g[0, 0, 0],
+            f[0, 0, 0] - g[-2, 2, -1] + g[0, 0, 1])
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_tile_kernel_halo_2_corners_and_off_plane_tiles(boundary, rng, tmp_path):
+    tiles, queues = tile_layout(halo2)
+    assert tiles == [("f", 0), ("g", -1), ("g", 1)] and queues == {"f": (-2, 2), "g": (-1, 1)}
+    assert tile_smem_bytes(halo2, np.float64, 32, 2) == 2 * 3 * 36 * 6 * 8
+    configs = [{"bx": b, "by": y, "zmarch": z, "shape": TILE} for b, y, z in
+               ((32, 2, 8), (64, 4, 16), (32, 8, 64), (128, 2, 32))]
+    _check(halo2, (19, 11, 7), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
+    _check(halo2, (9, 70, 5), np.float32, boundary, {"c": 0.3}, configs[:2], rng, tmp_path)
+    _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
+    _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, tmp_path)
+
+
+def test_tile_shape_is_3d_only_and_checks_shared_memory():
+    space2d = stencil_space(shapes=STENCIL_SHAPES, ndim=2)
+    assert "tile shape: 3D only" in space2d.invalid_reason({"bx": 64, "by": 4, "zmarch": 16, "shape": TILE})
+    assert TILE not in kernel_variants(wave2d) and "_tile(" not in generate(wave2d, "float32", "periodic")
+    big = stencil_space(shapes=STENCIL_SHAPES, ndim=3, tile_smem=lambda cfg: tile_smem_bytes(
+        halo2, np.float64, cfg["bx"], cfg["by"]))
+    # 2 buffers × 3 tiles × 132 × 12 × 8 B = 76032 B
+    assert big.invalid_reason({"bx": 128, "by": 8, "zmarch": 16, "shape": TILE}) == (
+        "tile shape: needs 76032 B of shared memory > 49152 B per block")
+    assert big.invalid_reason({"bx": 32, "by": 2, "zmarch": 16, "shape": TILE}) is None
+    assert "tile shape: by = 1 not in" in big.invalid_reason({"bx": 32, "by": 1, "zmarch": 16, "shape": TILE})
+
+
+def test_tile_kernel_source_stages_planes_in_shared_memory():
+    src = generate(diffusion7, "float32", "periodic")
+    body = src.split(f"void {kernel_name(diffusion7, 'float32', 'periodic', TILE)}(")[1]
+    loop = body.split("for (int k = k0; k < k1; ++k) {")[1]
+    assert loop.count("__syncthreads();") == 1  # double-buffered tiles: one barrier per plane
+    # the next plane's queue lead is loaded before this plane's staging, barrier and update
+    assert loop.index("n_f = in_f[") < loop.index("t_f_0[c] = q_f_0;") < loop.index("__syncthreads")
+    update = [ln for ln in loop.splitlines() if "out_fn[at] =" in ln][0]
+    assert "in_f[" not in update and update.count("t_f_0[c + so_") == 4 and "q_f_m1" in update

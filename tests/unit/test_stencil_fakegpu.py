@@ -37,7 +37,7 @@ def test_device_loop_matches_host(fcp, boundary, rng):
     np.testing.assert_array_equal(got, want)
     interior = 37 if boundary == "periodic" else 35
     launched = [k for k in fcp.kernels if k.launches]  # one module, one kernel per unroll + the plain one
-    assert [k.name.rsplit("_", 1)[1] for k in fcp.kernels] == ["u1", "u2", "u4", "u8", "plain"]
+    assert [k.name.rsplit("_", 1)[1] for k in fcp.kernels] == ["u1", "u2", "u4", "u8", "plain", "tile"]
     assert len(launched) == 1 and launched[0].name.endswith("_u2")  # z-march 2 runs the 2-plane unroll
     assert launched[0].launches == [((-(-interior // 128), 10 if boundary == "periodic" else 8,
                                       3 if boundary == "periodic" else 2), (128, 1, 1))]
@@ -61,12 +61,12 @@ def test_autotune_loop_settles_on_the_fastest_and_never_changes_results(fcp, rng
             break
     np.testing.assert_array_equal(d, h)
     st = loop.state()
-    # Both shapes: 161 z-marching + 32 plain candidates of 420 (bx, by, zmarch, shape) points.
-    assert st["status"] == "settled" and st["measured"] == 193 and st["invalid"] == 420 - 193
+    # Three shapes: 161 z-marching + 32 plain + 36 tile candidates of 630 (bx, by, zmarch, shape) points.
+    assert st["status"] == "settled" and st["measured"] == 229 and st["invalid"] == 630 - 229
     assert st["best"]["bx"] == 32 and st["best"]["zmarch"] == 4  # the fake cost's minimum
     assert st["batch"] == 1  # probed: a fake launch "takes" milliseconds, so one call per measurement
-    # probe (2) + one warm-up per kernel (4 unrolls + plain) + one measurement per candidate + run-off (4 × 4)
-    assert len(loop.tuner.tuning_calls) == 2 + 5 + 193 + 16
+    # probe (2) + one warm-up per kernel (4 unrolls + plain + tile) + one measurement per candidate + run-off (4 × 4)
+    assert len(loop.tuner.tuning_calls) == 2 + 6 + 229 + 16
     assert cache.load()[loop.tuner.key]["config"] == st["best"]
     assert loop.tuner.key.startswith("Fake GPU|stencil:diffusion7:")
 
@@ -123,8 +123,8 @@ def test_stencil_benchmark_runs_end_to_end_on_the_fake_gpu(fcp, monkeypatch):
     monkeypatch.setattr(device, "device_info", lambda be: device.DeviceInfo(backend="cupy", name="Fake GPU"))
     result = bench.bench_stencil([(8, 4, 16)], batches=1, runoff_rounds=2)
     row = result["rows"][0]
-    assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 193  # 161 z-marching + 32 plain
-    assert set(row["best_by_shape"]) == {"march", "plain"} and "32,1,4,plain" in row["exhaustive_table_ms"]
+    assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 229  # 161 march + 32 plain + 36 tile
+    assert set(row["best_by_shape"]) == {"march", "plain", "tile"} and "32,1,4,plain" in row["exhaustive_table_ms"]
     assert "amortise" not in row  # only meshes of ≥ 2²⁴ points
     # The fake cost is lowest at bx = 32, zmarch = 4 (any by): both the search and the tuners find it.
     assert row["best"]["threads"][0] == 32 and row["best"]["zmarch"] == 4
