@@ -182,9 +182,14 @@ def main(argv=None) -> int:
                    help="also headless with the tracers off and with graph=on (5 s each)")
     p.add_argument("--app", default="egl", help="VisPy backend (egl: headless GPU; pyqt6 with a display)")
     p.add_argument("--out", type=Path, help="write the result as JSON (and .md beside it)")
+    p.add_argument("--max-lag", type=float, help="override the worker's run-ahead bound (s) for an experiment")
     p.add_argument("--warmup", type=float, default=3.0, help="seconds of display before measuring (compiles)")
     p.add_argument("--profile-publish", type=Path, help="cProfile the worker's frame publishing into this file")
     a = p.parse_args(argv)
+    if a.max_lag is not None:
+        from .worker import SimulationWorker
+
+        SimulationWorker.max_lag_s = a.max_lag
 
     import vispy
 
