@@ -48,8 +48,9 @@ def test_device_loop_engines_are_bit_identical_to_host(st, shape, params, dtype,
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
 def test_every_launch_candidate_gives_bit_identical_output(boundary, rng):
-    """Tuning never changes results: all valid launch configurations of the tuner's space (both kernel
-    shapes: P2's z-marching ones, the plain 3D blocks and the 2.5D shared-memory tiles) agree exactly, with the host too."""
+    """Tuning never changes results: all valid launch configurations of the tuner's space (the three
+    kernel shapes: P2's z-marching ones, plain 3D blocks, 2.5D shared-memory tiles) agree exactly,
+    with the host too."""
     cp = pytest.importorskip("cupy")
     shape = (19, 20, 37)
     f = cp.asarray(rng.random(shape).astype(np.float32))
