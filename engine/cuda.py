@@ -30,7 +30,9 @@ def module(rel: str, name_expressions: tuple[str, ...] = (), options: tuple[str,
     return mod
 
 
+@cache
 def kernel(rel: str, name: str, name_expressions: tuple[str, ...] = (), options: tuple[str, ...] = ()):
-    """The compiled kernel ``name`` (a plain name or one of ``name_expressions``)."""
+    """The compiled kernel ``name`` (a plain name or one of ``name_expressions``); cached, so hot
+    paths (a tracer update, a moments pass) may look it up per call."""
     mod = module(rel, tuple(name_expressions), tuple(options))
     return mod.get_function(name)

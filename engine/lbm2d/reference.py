@@ -114,8 +114,21 @@ def c_dot(i, a, b):
     """c_i · (a, b) with the 0/±1 components written out, as d2q9.cuh's c_dot."""
     if i == 0:
         return a.dtype.type(0) if hasattr(a, "dtype") else 0.0
-    return (None, lambda: a, lambda: b, lambda: -a, lambda: -b, lambda: a + b, lambda: b - a, lambda: -(a + b),
-            lambda: a - b)[i]()
+    if i == 1:
+        return a
+    if i == 2:
+        return b
+    if i == 3:
+        return -a
+    if i == 4:
+        return -b
+    if i == 5:
+        return a + b
+    if i == 6:
+        return b - a
+    if i == 7:
+        return -(a + b)
+    return a - b
 
 
 def collide_bgk(xp, g, lat: Lattice):

@@ -40,6 +40,19 @@ KERNELS = {  # wrapper name: (kernel template instance, C parameter list, call a
 }
 
 
+def compile_shared(src: str, prefix: str, tmp_path_factory):
+    """Compile emulated CUDA source as a host shared library (cached by content) and load it."""
+    d = tmp_path_factory.getbasetemp()
+    tag = hashlib.sha256(src.encode()).hexdigest()[:12]
+    cpp, lib = d / f"{prefix}_{tag}.cpp", d / f"{prefix}_{tag}.so"
+    if not lib.exists():
+        cpp.write_text(src)
+        res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
+                              "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[:3000]
+    return ctypes.CDLL(str(lib))
+
+
 def build(T, S, trt, npt, tmp_path_factory):
     body = [PRELUDE, "#define __host__\n", shaders.source("cuda/lbm2d/lbm2d.cu"),
             f"typedef {T} T; typedef {S} S; static const bool TRT = {trt}; static const int NPT = {npt};\n",
@@ -57,16 +70,7 @@ extern "C" void {name}(int gx, int gy, int bx, int by, const unsigned char* node
         }}
     }}
 }}""")
-    src = "\n".join(body)
-    d = tmp_path_factory.getbasetemp()
-    tag = hashlib.sha256(src.encode()).hexdigest()[:12]
-    cpp, lib = d / f"lbm2d_{tag}.cpp", d / f"lbm2d_{tag}.so"
-    if not lib.exists():
-        cpp.write_text(src)
-        res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
-                              "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0, res.stderr[:3000]
-    return ctypes.CDLL(str(lib))
+    return compile_shared("\n".join(body), "lbm2d", tmp_path_factory)
 
 
 class Emulated:
@@ -255,16 +259,7 @@ extern "C" void velocity(const float* f, const unsigned char* mask, int nx, int 
         }
     }
 }"""]
-    src = "\n".join(body)
-    d = tmp_path_factory.getbasetemp()
-    tag = hashlib.sha256(src.encode()).hexdigest()[:12]
-    cpp, lib = d / f"tracers_{tag}.cpp", d / f"tracers_{tag}.so"
-    if not lib.exists():
-        cpp.write_text(src)
-        res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
-                              "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0, res.stderr[:3000]
-    return ctypes.CDLL(str(lib))
+    return compile_shared("\n".join(body), "tracers", tmp_path_factory)
 
 
 @pytest.mark.parametrize("release", ["line", "points"])

@@ -45,6 +45,19 @@ def test_device_loop_matches_host(fcp, boundary, rng):
                             "unroll": 2}
 
 
+def run_until_settled(loop, host, f, max_steps=400):
+    """Step the autotuned loop and the host loop side by side until the tuner is done; the state
+    reached must be bit-identical to the host's."""
+    d, dn, h, hn = f.copy(), np.zeros_like(f), f.copy(), np.zeros_like(f)
+    for _ in range(max_steps):
+        loop(f=d, fn=dn, r=0.1)
+        host(f=h, fn=hn, r=0.1)
+        d, dn, h, hn = dn, d, hn, h
+        if loop.tuner.done:
+            break
+    np.testing.assert_array_equal(d, h)
+
+
 def test_autotune_loop_settles_on_the_fastest_and_never_changes_results(fcp, rng, tmp_path):
     shape = (8, 8, 64)
     cache = TuneCache(tmp_path / "t.json")
@@ -52,14 +65,7 @@ def test_autotune_loop_settles_on_the_fastest_and_never_changes_results(fcp, rng
                 tune={"repeats": 1})
     host = Loop(diffusion7, shape, np.float32)
     f = rng.random(shape).astype(np.float32)
-    d, dn, h, hn = f.copy(), np.zeros_like(f), f.copy(), np.zeros_like(f)
-    for _ in range(400):
-        loop(f=d, fn=dn, r=0.1)
-        host(f=h, fn=hn, r=0.1)
-        d, dn, h, hn = dn, d, hn, h
-        if loop.tuner.done:
-            break
-    np.testing.assert_array_equal(d, h)
+    run_until_settled(loop, host, f)
     st = loop.state()
     # Three shapes: 161 z-marching + 32 plain + 36 tile candidates of 630 (bx, by, zmarch, shape) points.
     assert st["status"] == "settled" and st["measured"] == 229 and st["invalid"] == 630 - 229
@@ -164,14 +170,7 @@ def test_autotune_picks_the_plain_shape_when_it_is_fastest(tmp_path, monkeypatch
                     tune={"repeats": 1})
         host = Loop(diffusion7, shape, np.float32)
         f = rng.random(shape).astype(np.float32)
-        d, dn, h, hn = f.copy(), np.zeros_like(f), f.copy(), np.zeros_like(f)
-        for _ in range(400):
-            loop(f=d, fn=dn, r=0.1)
-            host(f=h, fn=hn, r=0.1)
-            d, dn, h, hn = dn, d, hn, h
-            if loop.tuner.done:
-                break
-        np.testing.assert_array_equal(d, h)
+        run_until_settled(loop, host, f)
         best = loop.tuner.best
         assert loop.tuner.done and best["shape"] == "plain" and best["zmarch"] == 2, best
         plain = next(k for k in cp.kernels if k.name.endswith("_plain"))

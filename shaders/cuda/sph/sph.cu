@@ -289,15 +289,10 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_interact_verlet(
             const int stride = WARP_INTERLEAVED ? 32 : 1;
             const int cnt = counts[i];
             for (int k = 0; k < cnt; ++k) {
+                // The lists hold no j == i and no boundary–boundary pair (sph_verlet_count/fill),
+                // so candidate()'s own filters never fire here: the same work as a cell candidate.
                 const int j = list[b + (long long)stride * k];
-                T xj, yj, zj;
-                load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
-                const T dx = a.x - xj, dy = a.y - yj, dz = a.z - zj;
-                const T r2 = dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0));
-                if (r2 >= s.rc2) continue;
-                T vxj, vyj, vzj, rhoj, pressj;
-                load_vel<T, LAYOUT, DIM>(p, v, n, j, vxj, vyj, vzj, rhoj, pressj);
-                pair<T, KERNEL, DIM>(a, dx, dy, dz, r2, vxj, vyj, vzj, rhoj, pressj, cs, j, kind_s[j] == 0, s, acc);
+                candidate<T, DIM, LAYOUT, KERNEL>(i, j, n, p, pz, v, cs, kind_s, a, s, acc);
             }
         } else {  // also for a NaN travel
             const int ncmax = max(ncx, max(ncy, ncz));
