@@ -57,11 +57,11 @@ for stage in "$@"; do
       compute-sanitizer --tool memcheck python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu \
         tests/equivalence/test_lbm2d_gpu.py -k "aa or fp16" 2>&1 | tail -4
       python3 -m nagare.engine.lbm2d.fused_bench --n 1024,4096,8192 --copy-gbs "$bw" \
-        --shapes 64x4n1,128x2n2,256x1n2,32x4npair,128x1npair,64x2npair 2>&1 \
+        --shapes 64x4n1,128x2n2,256x1n2,32x4nvec2,128x1nvec2,64x2nvec2,64x1nvec4,128x1nvec4 2>&1 \
         | tee "$OUT/lbm2d-fused/fused-sweep.tsv"
       ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
         -k regex:lbm_fused -c 4 python3 -m nagare.engine.lbm2d.fused_bench --n 4096 --storages native,fp16 \
-        --shapes 256x1n2,128x1npair --steps 1 --repeats 1 --no-extras > "$OUT/lbm2d-fused/ncu-fused.txt" 2>&1
+        --shapes 64x4n1,128x1nvec2,64x1nvec4 --steps 1 --repeats 1 --no-extras > "$OUT/lbm2d-fused/ncu-fused.txt" 2>&1
       grep -E "lbm_fused|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Achieved Occupancy|Duration" \
         "$OUT/lbm2d-fused/ncu-fused.txt" | head -30 ;;
     sph-perf)

@@ -126,10 +126,10 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             prof[0] = cProfile.Profile()  # profile the measured window only
         frames, draw_ms[:] = 0, []
         n0, t0 = worker.engine.step_count, time.perf_counter()
-        pub0, waits0 = worker.publish_s, worker.throttle_waits
+        pub0, waits0, seq0 = worker.publish_s, worker.throttle_waits, worker._seq
         draw_loop(seconds)
         n1, t1 = worker.engine.step_count, time.perf_counter()
-        pub1, waits1 = worker.publish_s, worker.throttle_waits
+        pub1, waits1, seq1 = worker.publish_s, worker.throttle_waits, worker._seq
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} / {gl.glGetParameter(gl.GL_RENDERER)}"
     finally:
         worker.stop()
@@ -141,6 +141,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
     draw_ms.sort()
     hud_state = None if canvas.hud is None else (canvas.hud.error or f"{canvas.hud.frames} frames")
     return {"steps_per_s": (n1 - n0) / (t1 - t0), "frames_per_s": frames / (t1 - t0),
+            "packets_per_s": (seq1 - seq0) / (t1 - t0),
             "display_path": canvas.display_path, "path_reason": canvas.path_reason, "gl": vendor,
             "host_copies": canvas.host_copies, "interop_copies": getattr(canvas._interop, "copies", 0),
             "draw_ms_mean": sum(draw_ms) / len(draw_ms) if draw_ms else None,
@@ -183,13 +184,17 @@ def main(argv=None) -> int:
     p.add_argument("--app", default="egl", help="VisPy backend (egl: headless GPU; pyqt6 with a display)")
     p.add_argument("--out", type=Path, help="write the result as JSON (and .md beside it)")
     p.add_argument("--max-lag", type=float, help="override the worker's run-ahead bound (s) for an experiment")
+    p.add_argument("--max-fences", type=int, help="override the worker's bound on queued loop iterations")
     p.add_argument("--warmup", type=float, default=3.0, help="seconds of display before measuring (compiles)")
     p.add_argument("--profile-publish", type=Path, help="cProfile the worker's frame publishing into this file")
     a = p.parse_args(argv)
-    if a.max_lag is not None:
+    if a.max_lag is not None or a.max_fences is not None:
         from .worker import SimulationWorker
 
-        SimulationWorker.max_lag_s = a.max_lag
+        if a.max_lag is not None:
+            SimulationWorker.max_lag_s = a.max_lag
+        if a.max_fences is not None:
+            SimulationWorker.max_fences = a.max_fences
 
     import vispy
 
@@ -215,8 +220,8 @@ def main(argv=None) -> int:
 
     def ms(x):
         return "—" if x is None else f"{x:.1f}"
-    print(f"  display on    {disp['steps_per_s']:10.1f} steps/s  ({disp['frames_per_s']:.1f} frames/s, "
-          f"path {disp['display_path']}, HUD {disp['hud']})")
+    print(f"  display on    {disp['steps_per_s']:10.1f} steps/s  ({disp['frames_per_s']:.1f} frames/s drawn of "
+          f"{disp['packets_per_s']:.1f} published, path {disp['display_path']}, HUD {disp['hud']})")
     print(f"  draw/frame    mean {ms(disp['draw_ms_mean'])} ms, median {ms(disp['draw_ms_median'])} ms, "
           f"max {ms(disp['draw_ms_max'])} ms; UI thread busy drawing {100 * disp['ui_busy_share']:.1f} % of the time")
     print(f"  worker        publishing {100 * disp['worker_publish_share']:.1f} % of the time, "

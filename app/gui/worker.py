@@ -247,7 +247,11 @@ class SimulationWorker:
     max_lag_s = 0.1  # how far (host time) the worker may run ahead of the GPU
     diagnostics_interval = 0.25  # s between NaN/Inf checks while running (GPU: launched, read later)
     packet_slots = 8  # published packets kept, so one whose snapshot is complete is always at hand
-    max_fences = 64
+    # Also bound in count: each fence is one loop iteration (tens of kernel launches); a deep queue
+    # of launches made the H200 display fall to 8–15 frames/s with CUDA graphs on (packets
+    # completed late and in bursts), 16 keeps it at 28–29 with the same throughput.
+    max_fences = 16
+    poll_s = 2e-4  # sleep between queries of a fence the worker waits for
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
     checkpoint_share = 0.01  # last-good checkpoints may take at most this share of the run time
 
@@ -384,7 +388,12 @@ class SimulationWorker:
         now = time.perf_counter()
         while fences and (len(fences) >= self.max_fences or now - fences[0][1] > self.max_lag_s):
             self.throttle_waits += 1
-            fences.popleft()[0].synchronize()
+            # Poll instead of Event.synchronize(): a thread parked in cudaEventSynchronize (a
+            # spinning wait) made the UI thread's CUDA calls (interop map/copy, event queries) wait
+            # behind it, and the display fell to a few frames/s whenever the worker ran ahead.
+            ev = fences.popleft()[0]
+            while not ev.done:
+                time.sleep(self.poll_s)
 
     def _apply_commands(self) -> int:
         steps = 0

@@ -13,20 +13,42 @@ from .tracers import Tracers
 FAMILY = variants.FAMILY
 CUDA_SOURCE = "cuda/lbm2d/lbm2d.cu"
 BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesced); divides 320, 1024, …
-# Launch of the fused kernel per storage: ((threads x, y, z), mode); mode "pair" is lbm_fused_pair
-# (two x-adjacent nodes per thread, vector loads + shuffles; needs nx even and x threads a multiple
-# of 32), an int k is lbm_fused with k nodes per thread. Chosen from engine/lbm2d/fused_bench.py on
-# an H200 (docs/benchmarks/); any launch gives the same result.
-FUSED_LAUNCH = {"native": ((128, 1, 1), "pair"), "fp16": ((64, 4, 1), 1)}
-FUSED_FALLBACK = ((64, 4, 1), 1)  # odd nx
+# Launch of the fused kernel per storage: ((threads x, y, z), mode); mode "vec2" / "vec4" / "vec8"
+# is lbm_fused_vec with W x-adjacent nodes per thread (vector loads + shuffles; needs nx % W == 0
+# and x threads a multiple of 32), an int k is lbm_fused with k nodes per thread. Chosen from
+# engine/lbm2d/fused_bench.py on an H200 (docs/benchmarks/lbm2d-h200-2026-11-23/); any launch
+# gives the same result.
+FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((64, 1, 1), "vec4")}
+FUSED_FALLBACK = ((64, 4, 1), 1)  # nx not a multiple of the vector width
+# Extra NVRTC options of the lbm2d kernels per storage (fused_bench --hints measures others). fp16
+# runs at twice the node rate of fp32 for the same bytes, and at its natural 84 registers only
+# 31 % occupancy is left to hide the loads' latency: capped at 72 it ran 1.15–1.2× faster on the
+# H200 (64 spills and is slower again). fp32 is memory-bound at any cap, so it keeps the default.
+FUSED_OPTIONS: dict[str, tuple[str, ...]] = {"native": (), "fp16": ("--maxrregcount=72",)}
+SEGMENT = 64  # lbm2d.cu SEG: nodes per segment-class byte
+
+
+def vector_width(mode) -> int:
+    """Nodes per thread along x that are one vector access (1 for the lbm_fused modes)."""
+    return int(mode[3:]) if isinstance(mode, str) else 1
 
 
 def fused_launch(storage: str, nx: int):
     """(block, mode) the engine launches for this storage and grid width."""
     block, mode = FUSED_LAUNCH[storage]
-    if mode == "pair" and (nx % 2 or block[0] % 32):
+    if isinstance(mode, str) and (nx % vector_width(mode) or block[0] % 32):
         return FUSED_FALLBACK
     return block, mode
+
+
+def segment_classes(xp, node_class):
+    """Per row, the largest node class of each run of SEGMENT nodes (lbm2d.cu segment_class): 0 means
+    the whole segment is FAST and the fused kernels skip the per-node class bytes there."""
+    ny, nx = node_class.shape
+    nseg = -(-nx // SEGMENT)
+    padded = xp.zeros((ny, nseg * SEGMENT), dtype=xp.uint8)
+    padded[:, :nx] = node_class
+    return xp.ascontiguousarray(padded.reshape(ny, nseg, SEGMENT).max(axis=2))
 
 
 def node_classes(xp, mask):
@@ -62,6 +84,7 @@ class LBM2D(Engine):
         self.mask_host = reference.build_mask(p)
         self.mask = xp.asarray(self.mask_host)
         self.node_class = node_classes(xp, self.mask)
+        self.node_segment = segment_classes(xp, self.node_class)
         self.lat = reference.build_lattice(xp, self.mask_host, p.tau, p.physics.force, p.wall_velocity, self.dtype,
                                            p.physics.collision, p.physics.inlet_velocity)
         self._solid = xp.asarray((self.mask_host == d2q9.SOLID) | (self.mask_host == d2q9.MOVING_WALL))
@@ -220,13 +243,18 @@ class LBM2D(Engine):
         trt = "true" if p.physics.collision == "trt" else "false"
         ny, nx = p.shape
         self._fused_block, mode = fused_launch(sel["storage"], nx)
-        fused = f"lbm_fused_pair<{t}, {s}, {trt}>" if mode == "pair" else f"lbm_fused<{t}, {s}, {trt}, {mode}>"
-        per_thread = 2 if mode == "pair" else mode  # nodes per thread along x
+        if isinstance(mode, str):
+            per_thread = vector_width(mode)  # nodes per thread along x
+            fused = f"lbm_fused_vec<{t}, {s}, {trt}, {per_thread}>"
+        else:
+            per_thread = mode
+            fused = f"lbm_fused<{t}, {s}, {trt}, {mode}>"
         names = {"stream": f"lbm_stream<{t}, {s}>", "collide": f"lbm_collide<{t}, {s}, {trt}>",
                  "fused": fused, "aa_p": f"lbm_fused_aa<{t}, {s}, {trt}, true>",
                  "aa_q": f"lbm_fused_aa<{t}, {s}, {trt}, false>", "open": f"lbm_open_boundaries<{t}, {s}>"}
         exprs = tuple(names.values())
-        self._k = {key: cuda.kernel(CUDA_SOURCE, name, exprs) for key, name in names.items()}
+        opts = FUSED_OPTIONS[sel["storage"]]
+        self._k = {key: cuda.kernel(CUDA_SOURCE, name, exprs, opts) for key, name in names.items()}
         T = np.float32 if t == "float" else np.float64
         self._dims = ((nx + BLOCK[0] - 1) // BLOCK[0], (ny + BLOCK[1] - 1) // BLOCK[1], 1)
         bx, by, _ = self._fused_block
@@ -258,11 +286,8 @@ class LBM2D(Engine):
 
     def _step_reference(self):
         xp = self.xp
-        if self.f.dtype == np.float16:  # fp16 storage on the array path: decode, step, encode
-            f32 = self._decode(self.f)
-            out = xp.empty_like(f32)
-            reference.step(xp, f32, out, self._lat32())
-            self.f = self._encode(out)
+        if self.f.dtype == np.float16:  # fp16 storage on the array path: the kernels' shifted arithmetic
+            self.f = reference.step_shifted(xp, self.f.astype(xp.float32), self._lat32()).astype(xp.float16)
             return
         reference.step(xp, self.f, self.fn, self.lat)
         self.f, self.fn = self.fn, self.f
@@ -285,7 +310,8 @@ class LBM2D(Engine):
             k["collide"](self._dims, BLOCK, (self.fn, self.mask, nx, ny, *self._omega, *self._force))
         else:
             k["fused"](self._fused_dims, self._fused_block,
-                       (self.f, self.fn, self.mask, self.node_class, nx, ny, *self._omega, *self._force, *self._uw))
+                       (self.f, self.fn, self.mask, self.node_class, self.node_segment, nx, ny, *self._omega,
+                        *self._force, *self._uw))
         self.f, self.fn = self.fn, self.f
         if self.preset.open_boundaries:
             k["open"](((int(ny) + 127) // 128, 1, 1), (128, 1, 1), (self.f, self.mask, nx, ny, self._uin))

@@ -21,10 +21,27 @@ from ..presets import load_preset
 from . import engine as lbm
 
 SHAPES = [((64, 4, 1), 1), ((128, 2, 1), 1), ((256, 1, 1), 1), ((64, 4, 1), 2), ((128, 2, 1), 2),
-          ((256, 1, 1), 2), ((32, 4, 1), "pair"), ((32, 8, 1), "pair"), ((64, 2, 1), "pair"),
-          ((64, 4, 1), "pair"), ((128, 1, 1), "pair"), ((128, 2, 1), "pair"), ((256, 1, 1), "pair"),
-          ((128, 4, 1), "pair"), ((64, 1, 1), "pair"), ((32, 2, 1), "pair"), ((96, 1, 1), "pair"),
-          ((192, 1, 1), "pair"), ((512, 1, 1), "pair")]
+          ((256, 1, 1), 2)]
+SHAPES += [(block, "vec2") for block in ((32, 4, 1), (64, 2, 1), (64, 4, 1), (128, 1, 1), (128, 2, 1), (256, 1, 1),
+                                         (64, 1, 1), (96, 1, 1), (192, 1, 1))]
+SHAPES += [(block, "vec4") for block in ((32, 2, 1), (32, 4, 1), (64, 1, 1), (64, 2, 1), (128, 1, 1), (32, 1, 1),
+                                         (96, 1, 1))]
+SHAPES += [(block, "vec8") for block in ((32, 1, 1), (32, 2, 1), (64, 1, 1), (32, 4, 1))]
+# Cache-hint builds of the fused kernels (lbm2d.cu ld_pop / st_pop): evict-first loads and/or stores.
+# Register caps (--maxrregcount) trade spills for occupancy (more loads in flight).
+HINTS = {"default": None, "none": (), "ld.cs": ("-DNAGARE_LD_CS",), "st.cs": ("-DNAGARE_ST_CS",),
+         "ld+st.cs": ("-DNAGARE_LD_CS", "-DNAGARE_ST_CS"), "rreg64": ("--maxrregcount=64",),
+         "rreg72": ("--maxrregcount=72",), "rreg56": ("--maxrregcount=56",),
+         "rreg64+cs": ("--maxrregcount=64", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
+         "rreg68+cs": ("--maxrregcount=68", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
+         "rreg72+cs": ("--maxrregcount=72", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
+         "rreg80+cs": ("--maxrregcount=80", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
+         "rreg72+ld.cs": ("--maxrregcount=72", "-DNAGARE_LD_CS"),
+         "rreg72+st.cs": ("--maxrregcount=72", "-DNAGARE_ST_CS")}
+
+
+def shape_label(launch) -> str:
+    return f"{launch[0][0]}x{launch[0][1]}n{launch[1]}"
 
 
 def make_engine(n: int, variants: dict, launch=None):
@@ -64,42 +81,48 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--copy-gbs", type=float, default=0.0, help="measured copy bandwidth (GB/s) for % roofline")
     ap.add_argument("--no-extras", action="store_true", help="only the fused shapes (no graph / AA rows)")
-    ap.add_argument("--shapes", default="", help="subset of shapes as BXxBYnNPT, e.g. 64x4n1,128x1npair")
+    ap.add_argument("--shapes", default="", help="subset of shapes as BXxBYnMODE, e.g. 64x4n1,128x1nvec2")
+    ap.add_argument("--hints", default="default",
+                    help=f"NVRTC option sets to time (default: the engine's), of {','.join(HINTS)}")
     args = ap.parse_args(argv)
     import cupy as cp
 
     shapes = SHAPES
     if args.shapes:
         want = set(args.shapes.split(","))
-        shapes = [s for s in SHAPES if f"{s[0][0]}x{s[0][1]}n{s[1]}" in want]
+        shapes = [s for s in SHAPES if shape_label(s) in want]
     default = dict(lbm.FUSED_LAUNCH)
-    print("n\tstorage\tvariant\tshape\tms/step\tMLUPS\tGB/s\t%roofline\tspread%", flush=True)
-    for n in (int(v) for v in args.n.split(",")):
-        for storage in args.storages.split(","):
-            bpu = 36 if storage == "fp16" else 72
-            cells = [(f"fused {s[0][0]}x{s[0][1]}n{s[1]}", s, {}, False) for s in shapes]
-            cells += [] if args.no_extras else [("fused graph", default[storage], {"graph": "on"}, True),
+    print("n\tstorage\thints\tvariant\tshape\tms/step\tMLUPS\tGB/s\t%roofline\tspread%", flush=True)
+    runs = [(n, storage, hint) for n in (int(v) for v in args.n.split(",")) for storage in args.storages.split(",")
+            for hint in args.hints.split(",")]
+    default_options = dict(lbm.FUSED_OPTIONS)
+    for n, storage, hint in runs:
+        lbm.FUSED_OPTIONS = {**default_options, storage: HINTS[hint]} if hint != "default" else dict(default_options)
+        bpu = 36 if storage == "fp16" else 72
+        cells = [(f"fused {shape_label(s)}", s, {}, False) for s in shapes]
+        if not args.no_extras and hint == "default":
+            cells += [("fused graph", default[storage], {"graph": "on"}, True),
                       ("aa", default[storage], {"streaming": "aa"}, False),
                       ("aa graph", default[storage], {"streaming": "aa", "graph": "on"}, True)]
-            for label, launch, extra, graph in cells:
-                try:
-                    e = make_engine(n, {"storage": storage, **extra}, launch)
-                    times = time_engine(cp, e, args.steps, args.repeats, graph)
-                except Exception as exc:  # a shape that cannot launch is a row, not a crash
-                    print(f"{n}\t{storage}\t{label}\t\tcannot run: {type(exc).__name__}: {exc}", flush=True)
-                    continue
-                finally:
-                    lbm.FUSED_LAUNCH.update(default)
-                med = statistics.median(times)
-                mlups = n * n / med / 1e6
-                gbs = mlups * 1e6 * bpu / 1e9
-                pct = f"{100 * gbs / args.copy_gbs:.1f}" if args.copy_gbs else ""
-                spread = 100 * (max(times) / min(times) - 1)
-                shape = f"{launch[0][0]}x{launch[0][1]}n{launch[1]}"
-                print(f"{n}\t{storage}\t{label}\t{shape}\t{med * 1e3:.4f}\t{mlups:.0f}\t{gbs:.0f}\t{pct}\t{spread:.1f}",
-                      flush=True)
-                e = None
-                cp.get_default_memory_pool().free_all_blocks()
+        for label, launch, extra, graph in cells:
+            try:
+                e = make_engine(n, {"storage": storage, **extra}, launch)
+                times = time_engine(cp, e, args.steps, args.repeats, graph)
+            except Exception as exc:  # a shape that cannot launch is a row, not a crash
+                print(f"{n}\t{storage}\t{hint}\t{label}\t\tcannot run: {type(exc).__name__}: {exc}", flush=True)
+                continue
+            finally:
+                lbm.FUSED_LAUNCH.update(default)
+            med = statistics.median(times)
+            mlups = n * n / med / 1e6
+            gbs = mlups * 1e6 * bpu / 1e9
+            pct = f"{100 * gbs / args.copy_gbs:.1f}" if args.copy_gbs else ""
+            spread = 100 * (max(times) / min(times) - 1)
+            shape = shape_label(launch)
+            print(f"{n}\t{storage}\t{hint}\t{label}\t{shape}\t{med * 1e3:.4f}\t{mlups:.0f}\t{gbs:.0f}\t{pct}"
+                  f"\t{spread:.1f}", flush=True)
+            e = None
+            cp.get_default_memory_pool().free_all_blocks()
 
 
 if __name__ == "__main__":

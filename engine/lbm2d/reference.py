@@ -131,13 +131,16 @@ def c_dot(i, a, b):
     return a - b
 
 
-def collide_bgk(xp, g, lat: Lattice):
-    """BGK + Guo forcing in d2q9.cuh's factored form, the same operations in the same order."""
+def collide_bgk(xp, g, lat: Lattice, shifted: bool = False):
+    """BGK + Guo forcing in d2q9.cuh's factored form, the same operations in the same order.
+    shifted: g holds f − w (fp16 storage's values): ρ = Σ g + 1 and f_eq − w (d2q9.cuh SHIFTED)."""
     t = g.dtype.type
     F = lat.force
     has_force = bool(F[0] != 0 or F[1] != 0)
     f0, f1, f2, f3, f4, f5, f6, f7, f8 = (g[i] for i in range(Q))
     rho = f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7 + f8
+    if shifted:
+        rho = rho + t(1)
     jx = f1 - f3 + f5 - f6 - f7 + f8
     jy = f2 - f4 + f5 + f6 - f7 - f8
     inv = t(1) / rho
@@ -151,6 +154,8 @@ def collide_bgk(xp, g, lat: Lattice):
     for i in range(Q):
         cu = c_dot(i, ux, uy)
         feq = (t(W[i]) * rho) * (a + cu * (t(3) + t(4.5) * cu))
+        if shifted:
+            feq = feq - t(W[i])
         post = g[i] + om * (feq - g[i])
         if has_force:  # with F = 0 the source is ±0 and adding it changes no bit: skip the arrays
             cF = t(c_dot(i, F[0], F[1]))
@@ -200,6 +205,25 @@ def step(xp, f, out, lat: Lattice):
     post = collide(xp, stream(xp, f, lat), lat)
     out[...] = xp.where(lat.fluid[None], post, f)
     apply_open_boundaries(xp, out, lat)
+    return out
+
+
+def step_shifted(xp, s, lat: Lattice):
+    """One step of shifted populations s = f − w (fp16 storage, decoded to fp32 without adding w),
+    the operations of the CUDA kernels on such storage: streaming and bounce-back move values
+    (w_i = w_opp(i), so they commute with the shift), BGK collides the shifted values
+    (collide_bgk(shifted=True)), TRT collides f = g + w and shifts back, and the open boundaries
+    work on f = s + w of their columns only (every other node keeps its bits)."""
+    w = xp.asarray(W.astype(s.dtype)).reshape(Q, 1, 1)
+    g = stream(xp, s, lat)
+    post = collide(xp, g + w, lat) - w if lat.trt else collide_bgk(xp, g, lat, shifted=True)
+    out = xp.where(lat.fluid[None], post, s)
+    if lat.inlet_rows.size or lat.outlet_rows.size:
+        u = out + w
+        apply_open_boundaries(xp, u, lat)
+        for rows, col in ((lat.inlet_rows, 0), (lat.outlet_rows, -1)):
+            if rows.size:
+                out[:, rows, col] = u[:, rows, col] - w[:, 0]
     return out
 
 

@@ -17,16 +17,32 @@ from nagare.engine.errors import Diverged
 
 
 class FakeEvent:
-    def __init__(self, **kw):
-        self.done = False
+    """done is what the test sets; with progress=True the "GPU" finishes the event the first time
+    someone polls it while it is pending (that poll counts as a wait, as synchronize() does)."""
+
+    def __init__(self, progress: bool = False, **kw):
+        self._done = False
         self.waited = False
+        self.progress = progress
+
+    @property
+    def done(self):
+        if not self._done and self.progress:
+            self.waited = True
+            self._done = True
+            return False
+        return self._done
+
+    @done.setter
+    def done(self, value):
+        self._done = value
 
     def record(self, stream=None):
         pass
 
     def synchronize(self):
         self.waited = True
-        self.done = True
+        self._done = True
 
 
 class StubGpuEngine:
@@ -94,7 +110,7 @@ def test_unfinished_checks_are_bounded(worker):
 def test_run_ahead_waits_only_for_fences_older_than_max_lag(worker):
     eng = worker.engine
     now = time.perf_counter()
-    old, done, young = FakeEvent(), FakeEvent(), FakeEvent()
+    old, done, young = FakeEvent(progress=True), FakeEvent(progress=True), FakeEvent(progress=True)
     done.done = True
     worker._fences.extend([(done, now - 1.0), (old, now - 2 * worker.max_lag_s), (young, now)])
     worker._throttle()
@@ -106,7 +122,7 @@ def test_run_ahead_waits_only_for_fences_older_than_max_lag(worker):
 
 def test_run_ahead_is_bounded_in_count_too(worker):
     now = time.perf_counter()
-    evs = [FakeEvent() for _ in range(worker.max_fences + 3)]
+    evs = [FakeEvent(progress=True) for _ in range(worker.max_fences + 3)]
     worker._fences.extend((e, now) for e in evs)
     worker._throttle()
     assert len(worker._fences) == worker.max_fences - 1 and sum(e.waited for e in evs) == 4

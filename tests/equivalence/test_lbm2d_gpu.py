@@ -50,6 +50,34 @@ def test_fp16_stated_tolerance_against_fp32_over_a_longer_run():
     assert err < 2 * FP16_ATOL, f"fp16 storage drifted {err:.2e} from fp32 after 256 steps"
 
 
+LAUNCH_MODES = [((64, 4, 1), 1), ((32, 2, 1), 2), ((128, 1, 1), "vec2"), ((64, 2, 1), "vec4"), ((32, 1, 1), "vec4"),
+                ((32, 2, 1), "vec8")]
+
+
+@pytest.mark.parametrize("launch", LAUNCH_MODES, ids=lambda la: f"{la[0][0]}x{la[0][1]}n{la[1]}")
+@pytest.mark.parametrize("storage", ["native", "fp16"])
+def test_every_fused_launch_mode_matches(storage, launch, monkeypatch):
+    """Each launch mode of the fused kernel (nodes per thread, vector width) on a grid of several
+    64-node segments, FAST and mixed ones (the segment-class shortcut), against the NumPy path."""
+    from nagare.engine.lbm2d import engine as lbm
+
+    monkeypatch.setitem(lbm.FUSED_LAUNCH, storage, launch)
+    base = PRESETS["fp32-walls-obstacle"]
+    p = base.model_copy(update={"grid": base.grid.model_copy(update={"nx": 320, "ny": 48})})
+    ref = {"kernel": "reference", "storage": storage}
+    r = Engine(p, get_backend("numpy"), variants=ref)
+    c = Engine(p, get_backend("cupy"), variants={"kernel": "fused", "storage": storage})
+    assert lbm.fused_launch(storage, 320) == launch
+    seg = c.backend.asnumpy(c.node_segment)
+    assert (seg == 0).any() and (seg != 0).any()
+    for e in (r, c):
+        e.random_state(np.random.default_rng(9))
+    r.step(64)
+    c.step(64)
+    tol = dict(rtol=0, atol=FP16_ATOL / 4) if storage == "fp16" else dict(rtol=1e-5)
+    np.testing.assert_allclose(f_of(c), f_of(r), **tol)
+
+
 @pytest.mark.parametrize("steps", [1, 2, 7, 64])
 @pytest.mark.parametrize("label", ["fp32-walls-obstacle", "fp64-cavity"])
 def test_aa_streaming_any_step_count(label, steps):

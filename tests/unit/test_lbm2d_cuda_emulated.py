@@ -17,7 +17,7 @@ import pytest
 from nagare.engine.backend import get_backend
 from nagare.engine.lbm2d import Engine
 from nagare.engine.lbm2d.d2q9 import CX, CY, OPP, Q, W
-from nagare.engine.lbm2d.engine import BLOCK, node_classes
+from nagare.engine.lbm2d.engine import BLOCK, node_classes, segment_classes
 
 from nagare import shaders
 from tests.unit.cuda_emulator import PRELUDE
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ f
 
 KERNELS = {  # wrapper name: (kernel template instance, C parameter list, call arguments)
     "fused": ("lbm_fused<T, S, TRT, NPT>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
-              "T fx, T fy, T uwx, T uwy", "f, g, m, cls, nx, ny, om, omm, fx, fy, uwx, uwy"),
+              "T fx, T fy, T uwx, T uwy", "f, g, m, cls, seg, nx, ny, om, omm, fx, fy, uwx, uwy"),
     "stream": ("lbm_stream<T, S>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
                "T fx, T fy, T uwx, T uwy", "f, g, m, nx, ny, uwx, uwy"),
     "collide": ("lbm_collide<T, S, TRT>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
@@ -56,11 +56,13 @@ def compile_shared(src: str, prefix: str, tmp_path_factory):
 def build(T, S, trt, npt, tmp_path_factory):
     body = [PRELUDE, "#define __host__\n", shaders.source("cuda/lbm2d/lbm2d.cu"),
             f"typedef {T} T; typedef {S} S; static const bool TRT = {trt}; static const int NPT = {npt};\n",
-            "static const unsigned char* cls;\n"]
+            "static const unsigned char* cls;\nstatic const unsigned char* seg;\n"]
     for name, (kern, params, call) in KERNELS.items():
         body.append(f"""
-extern "C" void {name}(int gx, int gy, int bx, int by, const unsigned char* node_class, {params}) {{
+extern "C" void {name}(int gx, int gy, int bx, int by, const unsigned char* node_class,
+                       const unsigned char* node_seg, {params}) {{
     cls = node_class;
+    seg = node_seg;
     blockDim = {{(unsigned)bx, (unsigned)by, 1u}};
     for (unsigned y = 0; y < (unsigned)gy; ++y) for (unsigned x = 0; x < (unsigned)gx; ++x) {{
         blockIdx = {{x, y, 0u}};
@@ -91,12 +93,13 @@ class Emulated:
         self.open_tail[6] = T(p.physics.inlet_velocity)
         self.mask = np.ascontiguousarray(engine.mask_host)
         self.cls = np.ascontiguousarray(node_classes(np, self.mask))
+        self.seg = segment_classes(np, self.cls)
 
     def call(self, name, f, g, tail=None):
         ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
         grid, block = (self.fused_grid, self.fused_block) if name == "fused" else (self.grid, BLOCK[:2])
         getattr(self.lib, name)(ctypes.c_int(grid[0]), ctypes.c_int(grid[1]), ctypes.c_int(block[0]),
-                                ctypes.c_int(block[1]), ptr(self.cls), ptr(f), ptr(g), ptr(self.mask),
+                                ctypes.c_int(block[1]), ptr(self.cls), ptr(self.seg), ptr(f), ptr(g), ptr(self.mask),
                                 *(tail or self.tail))
 
     def encode(self, f):
@@ -172,36 +175,43 @@ def test_emulated_kernel_matches_reference(label, kind, storage, launch, tmp_pat
     assert np.abs(want - f0).max() > 1e-4  # the state moved
 
 
-# ---- lbm_fused_pair: real warp shuffles need concurrent threads (tests/cuda_emu/emu.h) ------------
+# ---- lbm_fused_vec: real warp shuffles need concurrent threads (tests/cuda_emu/emu.h) -------------
 EMU = Path(__file__).resolve().parents[1] / "cuda_emu"
-PAIR_CASES = [  # (equivalence preset, storage, block x, block y, nx override): idle lanes, edge lanes, wrap
-    ("fp32-walls-obstacle", "native", 32, 2, None),  # 24 pairs a row: lanes 24..31 idle
-    ("fp32-walls-obstacle", "fp16", 32, 3, None),
-    ("fp32-channel", "native", 32, 1, None),         # 32 pairs: lane 31 loads across the wrap; open boundaries
-    ("fp32-trt", "native", 64, 1, None),             # two warps a row, the second partly idle
-    ("fp64-cavity", "native", 32, 2, 38),            # fp64 (double pairs), moving lid
+VEC_CASES = [  # (equivalence preset, storage, W, block x, block y, nx override): idle/edge lanes, wrap, segments
+    ("fp32-walls-obstacle", "native", 2, 32, 2, None),  # 24 pairs a row: lanes 24..31 idle
+    ("fp32-walls-obstacle", "fp16", 2, 32, 3, None),
+    ("fp32-walls-obstacle", "native", 4, 32, 1, None),  # 12 quads a row
+    ("fp32-walls-obstacle", "fp16", 4, 32, 2, 192),     # three segments a row: FAST ones beside the obstacle's
+    ("fp32-walls-obstacle", "native", 2, 64, 1, 256),   # four segments, two warps a row
+    ("fp32-walls-obstacle", "fp16", 8, 32, 1, 384),     # eight fp16 (16 bytes) per access: 1.5 warps a row
+    ("fp32-channel", "native", 2, 32, 1, None),         # 32 pairs: lane 31 loads across the wrap; open boundaries
+    ("fp32-channel", "native", 4, 32, 1, 192),          # 48 quads (two warps), open boundaries, W = 4
+    ("fp32-trt", "native", 2, 64, 1, None),             # two warps a row, the second partly idle
+    ("fp64-cavity", "native", 2, 32, 2, 38),            # fp64 (double pairs), moving lid
+    ("fp64-cavity", "native", 4, 32, 1, 40),            # fp64 quads
 ]
 
 
-def build_pair(T, S, trt, tmp_path_factory):
+def build_vec(T, S, trt, w, tmp_path_factory):
     d = tmp_path_factory.getbasetemp()
     src_dir = Path(shaders.__file__).parent / "cuda" / "lbm2d"
+    main = EMU / "fused_vec_main.cpp"
     tag = hashlib.sha256((shaders.source("cuda/lbm2d/lbm2d.cu") + shaders.source("cuda/lbm2d/d2q9.cuh")
-                          + (EMU / "emu.h").read_text() + (EMU / "pair_main.cpp").read_text()
-                          + T + S + trt).encode()).hexdigest()[:12]
-    exe = d / f"pair_emu_{tag}"
+                          + (EMU / "emu.h").read_text() + main.read_text()
+                          + T + S + trt + str(w)).encode()).hexdigest()[:12]
+    exe = d / f"fused_vec_emu_{tag}"
     if not exe.exists():
         res = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-pthread",
-                              f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TRT={trt}", f"-I{src_dir}", f"-I{EMU}",
-                              str(EMU / "pair_main.cpp"), "-o", str(exe)], capture_output=True, text=True, timeout=300)
+                              f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TRT={trt}", f"-DEMU_W={w}", f"-I{src_dir}",
+                              f"-I{EMU}", str(main), "-o", str(exe)], capture_output=True, text=True, timeout=300)
         if res.returncode != 0 and "barrier" in res.stderr and "No such file" in res.stderr:
             pytest.skip("the host C++ compiler has no C++20 <barrier>")
         assert res.returncode == 0, res.stderr[:3000]
     return exe
 
 
-@pytest.mark.parametrize("label,storage,bx,by,nx", PAIR_CASES)
-def test_emulated_pair_kernel_matches_reference(label, storage, bx, by, nx, tmp_path, tmp_path_factory):
+@pytest.mark.parametrize("label,storage,w,bx,by,nx", VEC_CASES)
+def test_emulated_vec_kernel_matches_reference(label, storage, w, bx, by, nx, tmp_path, tmp_path_factory):
     p = Engine.equivalence_presets()[label]
     if nx is not None:
         p = p.model_copy(update={"grid": p.grid.model_copy(update={"nx": nx})})
@@ -210,15 +220,18 @@ def test_emulated_pair_kernel_matches_reference(label, storage, bx, by, nx, tmp_
     f0 = np.asarray(ref.state_arrays()["f"])
     fp64 = p.physics.precision == "fp64"
     T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
-    exe = build_pair(T, S, "true" if p.physics.collision == "trt" else "false", tmp_path_factory)
+    exe = build_vec(T, S, "true" if p.physics.collision == "trt" else "false", w, tmp_path_factory)
     emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
     emu.encode(f0).tofile(tmp_path / "in.bin")
     emu.mask.tofile(tmp_path / "mask.bin")
     emu.cls.tofile(tmp_path / "cls.bin")
+    emu.seg.tofile(tmp_path / "seg.bin")
+    if nx is not None and nx >= 128:  # the FAST-segment shortcut and the per-node path both run
+        assert (emu.seg == 0).any() and (emu.seg != 0).any()
     ny, nxx = p.shape
     steps = 5
     args = [str(exe), str(nxx), str(ny), str(steps), str(bx), str(by), str(int(p.open_boundaries)),
-            *(str(tmp_path / f) for f in ("in.bin", "mask.bin", "cls.bin", "out.bin")),
+            *(str(tmp_path / f) for f in ("in.bin", "mask.bin", "cls.bin", "seg.bin", "out.bin")),
             repr(1 / p.tau), repr(float(ref.lat.omega_minus)), *map(repr, map(float, p.physics.force)),
             *map(repr, map(float, p.wall_velocity)), repr(float(p.physics.inlet_velocity))]
     subprocess.run(args, check=True, timeout=600)
@@ -228,6 +241,19 @@ def test_emulated_pair_kernel_matches_reference(label, storage, bx, by, nx, tmp_
     tol = dict(rtol=0, atol=1e-5) if storage == "fp16" else dict(rtol=1e-6 if not fp64 else 1e-13)
     np.testing.assert_allclose(got, want, **tol)  # every node, solid ones included (their copy)
     assert np.abs(want - f0).max() > 1e-4  # the state moved
+
+
+def test_segment_classes_are_the_largest_node_class_of_each_run():
+    rng = np.random.default_rng(3)
+    cls = np.zeros((5, 150), np.uint8)
+    cls[1, 70] = 1  # EDGE in row 1, segment 1
+    cls[2, 149] = 2  # FIXED in the last, partial segment of row 2
+    cls[4, rng.integers(0, 150, 6)] = 1
+    seg = segment_classes(np, cls)
+    assert seg.shape == (5, 3) and seg.dtype == np.uint8
+    want = np.array([[cls[r, s * 64:(s + 1) * 64].max() for s in range(3)] for r in range(5)])
+    np.testing.assert_array_equal(seg, want)
+    assert seg[1].tolist() == [0, 1, 0] and seg[2].tolist() == [0, 0, 2]
 
 
 # ---- tracers.cu: the tracer update and the velocity pass against the array path ------------------

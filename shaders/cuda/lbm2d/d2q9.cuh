@@ -6,7 +6,11 @@
 // bits — converted with PTX cvt, so no CUDA header is needed under NVRTC). T is the arithmetic type.
 // fp16 storage holds the *shifted* populations f_i − w_i (DDF shifting, as FluidX3D does):
 // the deviations from the rest equilibrium are O(u), so fp16's 11-bit mantissa is spent on the
-// part that carries the flow instead of on the constant w_i.
+// part that carries the flow instead of on the constant w_i. The kernels compute on the shifted
+// values too (Shifted<S>): streaming and bounce-back move values (shift-invariant, w_i = w_opp(i)),
+// and the BGK collision takes ρ = Σ(f_i − w_i) + 1 and f_eq − w_i — so no +w_i / −w_i per
+// population and step, which the fp16 kernel (half the bytes, the same arithmetic) cannot afford.
+// Only TRT, the open boundaries and the moments pass add w_i back (load_f / store_f).
 #pragma once
 
 namespace d2q9 {
@@ -62,14 +66,25 @@ inline half_bits float_to_half_rn(float f) {
     return h;
 }
 #endif
-template <> struct Store<float, half_bits> {
-    __device__ static __forceinline__ float load(const half_bits* p, idx_t idx, int i) {
-        return half_to_float(p[idx]) + w<float>(i);
-    }
-    __device__ static __forceinline__ void store(half_bits* p, idx_t idx, int i, float v) {
-        p[idx] = float_to_half_rn(v - w<float>(i));
-    }
+template <> struct Store<float, half_bits> {  // raw: the stored (shifted) value
+    __device__ static __forceinline__ float load(const half_bits* p, idx_t idx, int) { return half_to_float(p[idx]); }
+    __device__ static __forceinline__ void store(half_bits* p, idx_t idx, int, float v) { p[idx] = float_to_half_rn(v); }
 };
+
+// Whether storage S holds f_i − w_i (and the kernels compute on shifted values).
+template <typename S> struct Shifted { static constexpr bool value = false; };
+template <> struct Shifted<half_bits> { static constexpr bool value = true; };
+
+// f_i itself from / to storage (w_i added back / taken off where S is shifted).
+template <typename T, typename S>
+__device__ __forceinline__ T load_f(const S* p, idx_t idx, int i) {
+    const T v = Store<T, S>::load(p, idx, i);
+    return Shifted<S>::value ? v + w<T>(i) : v;
+}
+template <typename T, typename S>
+__device__ __forceinline__ void store_f(S* p, idx_t idx, int i, T v) {
+    Store<T, S>::store(p, idx, i, Shifted<S>::value ? v - w<T>(i) : v);
+}
 
 // ---- physics ---------------------------------------------------------------------------------
 // c_i · (a, b) with the velocity set's 0/±1 components written out (no multiplications by 0 or ±1,
@@ -85,9 +100,12 @@ __device__ __forceinline__ T c_dot(int i, T a, T b) {
 // fp16-storage kernel from being arithmetic-bound): feq_i = (w_i ρ)(a + cu(3 + 4.5 cu)) with
 // a = 1 − 1.5 u², and the Guo source w_i(3(c_i·F − u·F) + 9 (c_i·u)(c_i·F)). reference.collide
 // does the same operations in the same order.
-template <typename T>
+// SHIFTED: g holds f_i − w_i (fp16 storage); ρ = Σ g_i + 1 and f_eq − w_i, the rest is unchanged
+// (Σ c_i w_i = 0 and f_eq − f = (f_eq − w) − (f − w)).
+template <typename T, bool SHIFTED = false>
 __device__ __forceinline__ void collide_bgk(T g[Q], T omega, T fx, T fy) {
-    const T rho = g[0] + g[1] + g[2] + g[3] + g[4] + g[5] + g[6] + g[7] + g[8];
+    T rho = g[0] + g[1] + g[2] + g[3] + g[4] + g[5] + g[6] + g[7] + g[8];
+    if (SHIFTED) rho = rho + T(1);
     const T jx = g[1] - g[3] + g[5] - g[6] - g[7] + g[8];
     const T jy = g[2] - g[4] + g[5] + g[6] - g[7] - g[8];
     const T inv = T(1) / rho;
@@ -100,7 +118,8 @@ __device__ __forceinline__ void collide_bgk(T g[Q], T omega, T fx, T fy) {
     for (int i = 0; i < Q; ++i) {
         const T cu = c_dot<T>(i, ux, uy);
         const T cF = c_dot<T>(i, fx, fy);
-        const T feq = (w<T>(i) * rho) * (a + cu * (T(3) + T(4.5) * cu));
+        T feq = (w<T>(i) * rho) * (a + cu * (T(3) + T(4.5) * cu));
+        if (SHIFTED) feq = feq - w<T>(i);
         const T src = w<T>(i) * (T(3) * (cF - uF) + T(9) * cu * cF);
         g[i] = g[i] + omega * (feq - g[i]) + pref * src;
     }
@@ -138,11 +157,23 @@ __device__ __forceinline__ void collide_trt(T g[Q], T omega, T omega_minus, T fx
     }
 }
 
-// One collision entry point for the kernels: BGK, or TRT when TRT is true.
-template <typename T, bool TRT>
+// One collision entry point for the kernels: BGK, or TRT when TRT is true; SHIFTED as collide_bgk
+// (TRT collides f = g + w_i and shifts back: the same operations as reference.step_shifted).
+template <typename T, bool TRT, bool SHIFTED = false>
 __device__ __forceinline__ void collide(T g[Q], T omega, T omega_minus, T fx, T fy) {
-    if (TRT) collide_trt<T>(g, omega, omega_minus, fx, fy);
-    else collide_bgk<T>(g, omega, fx, fy);
+    if (TRT) {
+        if (SHIFTED) {
+#pragma unroll
+            for (int i = 0; i < Q; ++i) g[i] = g[i] + w<T>(i);
+        }
+        collide_trt<T>(g, omega, omega_minus, fx, fy);
+        if (SHIFTED) {
+#pragma unroll
+            for (int i = 0; i < Q; ++i) g[i] = g[i] - w<T>(i);
+        }
+    } else {
+        collide_bgk<T, SHIFTED>(g, omega, fx, fy);
+    }
 }
 
 // Moving-wall correction 6 w_i ρ0 (c_i·u_wall), ρ0 = 1.

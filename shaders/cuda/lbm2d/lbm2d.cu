@@ -32,7 +32,7 @@ __global__ void lbm_collide(S* __restrict__ g, const unsigned char* __restrict__
     T v[Q];
 #pragma unroll
     for (int i = 0; i < Q; ++i) v[i] = Store<T, S>::load(g, i * n + here, i);
-    collide<T, TRT>(v, omega, omega_minus, fx, fy);
+    collide<T, TRT, Shifted<S>::value>(v, omega, omega_minus, fx, fy);
 #pragma unroll
     for (int i = 0; i < Q; ++i) Store<T, S>::store(g, i * n + here, i, v[i]);
 }
@@ -79,12 +79,70 @@ __device__ __forceinline__ void bounce_patch(const S* __restrict__ f, const unsi
     }
 }
 
+// ---- segment classes --------------------------------------------------------------------------
+// seg[y · nseg + x / SEG] (engine/lbm2d/engine.py segment_classes) is the largest node class of the
+// SEG nodes of row y from x on: FAST for a segment of plain fluid, the common case away from walls
+// and obstacles. The fused kernels read a node's own class byte only in segments that are not
+// FAST, which cuts the class traffic from 1 byte per node (1.4 % of the 72 bytes of an fp32
+// update, 2.7 % of fp16's 36) to 1/64 byte; the segment bytes stay in L2.
+constexpr int SEG = 64;
+
+__device__ __forceinline__ unsigned char segment_class(const unsigned char* __restrict__ seg, int x, int y, int nx) {
+    const int nseg = (nx + SEG - 1) / SEG;
+    return seg[idx_t(y) * nseg + x / SEG];
+}
+
+// Optional cache hints on the fused kernels' population accesses, for measurement (fused_bench
+// --hints): -DNAGARE_LD_CS / -DNAGARE_ST_CS use ld/st.global.cs (evict-first: each population is
+// read once and written once per step). Default: plain accesses. Host code (the CPU emulator)
+// always takes the plain path.
+template <typename V>
+__device__ __forceinline__ V ld_pop(const V* p) {
+#if defined(__CUDA_ARCH__) && defined(NAGARE_LD_CS)
+    V v;  // Vec is aligned to its size, so it may be viewed as 32-bit words (or one 16-bit one)
+    unsigned* r = reinterpret_cast<unsigned*>(&v);
+    if constexpr (sizeof(V) == 16) {
+        asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "l"(p));
+    } else if constexpr (sizeof(V) == 8) {
+        asm volatile("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "l"(p));
+    } else if constexpr (sizeof(V) == 4) {
+        asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(r[0]) : "l"(p));
+    } else {
+        asm volatile("ld.global.cs.u16 %0, [%1];" : "=h"(*reinterpret_cast<unsigned short*>(&v)) : "l"(p));
+    }
+    return v;
+#else
+    return *p;
+#endif
+}
+
+template <typename V>
+__device__ __forceinline__ void st_pop(V* p, const V& v) {
+#if defined(__CUDA_ARCH__) && defined(NAGARE_ST_CS)
+    const unsigned* r = reinterpret_cast<const unsigned*>(&v);
+    if constexpr (sizeof(V) == 16) {
+        asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                     : "memory");
+    } else if constexpr (sizeof(V) == 8) {
+        asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(r[0]), "r"(r[1]) : "memory");
+    } else if constexpr (sizeof(V) == 4) {
+        asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(r[0]) : "memory");
+    } else {
+        asm volatile("st.global.cs.u16 [%0], %1;" ::"l"(p), "h"(*reinterpret_cast<const unsigned short*>(&v))
+                     : "memory");
+    }
+#else
+    *p = v;
+#endif
+}
+
 // ---- fused: one read and one write of the 9 populations per node --------------------------------
 // NPT nodes per thread, blockDim.x apart along x (coalescing kept): NPT × 9 loads in flight.
 template <typename T, typename S, bool TRT, int NPT>
 __global__ void lbm_fused(const S* __restrict__ f, S* __restrict__ g, const unsigned char* __restrict__ mask,
-                          const unsigned char* __restrict__ cls, int nx, int ny, T omega, T omega_minus, T fx,
-                          T fy, T uwx, T uwy) {
+                          const unsigned char* __restrict__ cls, const unsigned char* __restrict__ seg, int nx,
+                          int ny, T omega, T omega_minus, T fx, T fy, T uwx, T uwy) {
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
     const int x0 = blockIdx.x * blockDim.x * NPT + threadIdx.x;
     if (y >= ny) return;
@@ -96,7 +154,8 @@ __global__ void lbm_fused(const S* __restrict__ f, S* __restrict__ g, const unsi
         const int x = x0 + k * blockDim.x;
         if (x >= nx) break;
         const Upstream up(x, y, nx, ny);
-        c[k] = cls[up.row[1] + x];
+        c[k] = segment_class(seg, x, y, nx);
+        if (c[k] != FAST) c[k] = cls[up.row[1] + x];
 #pragma unroll
         for (int i = 0; i < Q; ++i) v[k][i] = Store<T, S>::load(f, i * n + up.src(i), i);
     }
@@ -111,75 +170,123 @@ __global__ void lbm_fused(const S* __restrict__ f, S* __restrict__ g, const unsi
             continue;
         }
         if (c[k] == EDGE) bounce_patch<T, S>(f, mask, Upstream(x, y, nx, ny), n, here, uwx, uwy, v[k]);
-        collide<T, TRT>(v[k], omega, omega_minus, fx, fy);
+        collide<T, TRT, Shifted<S>::value>(v[k], omega, omega_minus, fx, fy);
 #pragma unroll
         for (int i = 0; i < Q; ++i) Store<T, S>::store(g, i * n + here, i, v[k][i]);
     }
 }
 
-// ---- fused, two x-adjacent nodes per thread with vector loads and warp shuffles -----------------
-// Lane l of a warp owns the pair (x0, x0 + 1), x0 = 2·(global thread x): a warp covers 64
-// consecutive nodes of one row, and every global access is one aligned 2-element vector (float2,
-// double2, or two fp16 in 32 bits). Directions with c_x = 0 pull their pair straight from the
-// upstream row; c_x = ±1 pull a pair shifted by one node, which is the lane's own aligned pair
-// plus one element of the neighbouring lane's pair (__shfl_up/down_sync, P1 §3.3's exchange
-// applied to streaming) — only the warp's edge lane loads that element itself. Compared with one
-// node per thread this halves the load/store instructions and removes the misaligned warp
-// accesses (5 sectors for 4 sectors of data) that kept L2 busy. Needs nx even and blockDim.x a
-// multiple of 32 (a warp never spans two rows); the engine falls back to lbm_fused otherwise.
-template <typename S> struct alignas(2 * sizeof(S)) Pair { S a, b; };
+// ---- fused, W x-adjacent nodes per thread with vector loads and warp shuffles -------------------
+// Lane l of a warp owns the nodes x0 … x0 + W − 1, x0 = W·(global thread x): a warp covers 32·W
+// consecutive nodes of one row, and every global population access is one aligned W-element vector
+// (W = 2: float2 / two fp16 in 32 bits; W = 4: float4 / four fp16 in 64 bits; W = 8: eight fp16).
+// Directions with c_x = 0 pull their vector straight from the upstream row; c_x = ±1 pull a vector
+// shifted by one node, which is the lane's own aligned vector plus one element of the neighbouring lane's
+// (__shfl_up/down_sync, P1 §3.3's exchange applied to streaming) — only the warp's edge lane loads
+// that element itself. Compared with one node per thread this divides the load/store instructions
+// by W and removes the misaligned warp accesses (5 sectors for 4 sectors of data) that kept L2
+// busy. Needs nx % W == 0 and blockDim.x a multiple of 32 (a warp never spans two rows); the engine
+// falls back to lbm_fused otherwise.
+template <typename S, int W> struct alignas(W * sizeof(S)) Vec { S e[W]; };
 
-template <typename T, typename S, bool TRT>
-__global__ void lbm_fused_pair(const S* __restrict__ f, S* __restrict__ g, const unsigned char* __restrict__ mask,
-                               const unsigned char* __restrict__ cls, int nx, int ny, T omega, T omega_minus,
-                               T fx, T fy, T uwx, T uwy) {
+// W values of direction i into storage: element by element, except fp16 on sm_80+ where one
+// cvt.rn.f16x2.f32 rounds two values at once (the same round-to-nearest-even as float_to_half_rn).
+template <typename T, typename S, int W>
+__device__ __forceinline__ Vec<S, W> pack(const T vals[W], int i) {
+    Vec<S, W> o;
+#pragma unroll
+    for (int k = 0; k < W; ++k) Store<T, S>::store(&o.e[k], 0, i, vals[k]);
+    return o;
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <>
+__device__ __forceinline__ Vec<half_bits, 2> pack<float, half_bits, 2>(const float vals[2], int) {
+    Vec<half_bits, 2> o;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(*reinterpret_cast<unsigned*>(&o)) : "f"(vals[1]), "f"(vals[0]));
+    return o;
+}
+template <>
+__device__ __forceinline__ Vec<half_bits, 4> pack<float, half_bits, 4>(const float vals[4], int) {
+    Vec<half_bits, 4> o;
+    unsigned* r = reinterpret_cast<unsigned*>(&o);
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r[0]) : "f"(vals[1]), "f"(vals[0]));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r[1]) : "f"(vals[3]), "f"(vals[2]));
+    return o;
+}
+template <>
+__device__ __forceinline__ Vec<half_bits, 8> pack<float, half_bits, 8>(const float vals[8], int) {
+    Vec<half_bits, 8> o;
+    unsigned* r = reinterpret_cast<unsigned*>(&o);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r[k]) : "f"(vals[2 * k + 1]), "f"(vals[2 * k]));
+    return o;
+}
+#endif
+
+template <typename T, typename S, bool TRT, int W>
+__global__ void lbm_fused_vec(const S* __restrict__ f, S* __restrict__ g, const unsigned char* __restrict__ mask,
+                              const unsigned char* __restrict__ cls, const unsigned char* __restrict__ seg, int nx,
+                              int ny, T omega, T omega_minus, T fx, T fy, T uwx, T uwy) {
+    static_assert(W == 2 || W == 4 || W == 8, "vector width 2, 4 or 8");
     const int y = blockIdx.y * blockDim.y + threadIdx.y;
     if (y >= ny) return;  // uniform per warp (a warp is one row), so the shuffles below stay full
     const int lane = threadIdx.x & 31;
-    const int x0 = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int x0 = W * (blockIdx.x * blockDim.x + threadIdx.x);
     const bool active = x0 < nx;
-    const int xc = active ? x0 : nx - 2;  // idle lanes load a valid pair and store nothing
+    const int xc = active ? x0 : nx - W;  // idle lanes load a valid vector and store nothing
     const idx_t n = idx_t(nx) * ny;
     const Upstream up(xc, y, nx, ny);
     const idx_t here = up.row[1] + xc;
-    const Pair<unsigned char> c = *reinterpret_cast<const Pair<unsigned char>*>(cls + here);
-    const int xl = xc == 0 ? nx - 1 : xc - 1, xr = xc + 2 >= nx ? xc + 2 - nx : xc + 2;
-    T v[2][Q];
+    Vec<unsigned char, W> c = {};  // all FAST unless the segment says otherwise (W divides SEG)
+    if (segment_class(seg, xc, y, nx) != FAST) c = *reinterpret_cast<const Vec<unsigned char, W>*>(cls + here);
+    const int xl = xc == 0 ? nx - 1 : xc - 1, xr = xc + W >= nx ? xc + W - nx : xc + W;
+    T v[W][Q];
 #pragma unroll
     for (int i = 0; i < Q; ++i) {
         const S* fi = f + i * n + up.row[cy(i) + 1];
-        const Pair<S> p = *reinterpret_cast<const Pair<S>*>(fi + xc);
-        const T a = Store<T, S>::load(&p.a, 0, i), b = Store<T, S>::load(&p.b, 0, i);
+        const Vec<S, W> p = ld_pop(reinterpret_cast<const Vec<S, W>*>(fi + xc));
+        T e[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) e[k] = Store<T, S>::load(&p.e[k], 0, i);
         if (cx(i) == 0) {
-            v[0][i] = a;
-            v[1][i] = b;
-        } else if (cx(i) == 1) {  // nodes pull columns x0 − 1 and x0
-            const T left = __shfl_up_sync(0xffffffffu, b, 1);
+#pragma unroll
+            for (int k = 0; k < W; ++k) v[k][i] = e[k];
+        } else if (cx(i) == 1) {  // node x0 + k pulls column x0 + k − 1
+            const T left = __shfl_up_sync(0xffffffffu, e[W - 1], 1);
             v[0][i] = lane == 0 ? Store<T, S>::load(fi, xl, i) : left;
-            v[1][i] = a;
-        } else {  // c_x = −1: nodes pull columns x0 + 1 and x0 + 2
-            const T right = __shfl_down_sync(0xffffffffu, a, 1);
-            v[0][i] = b;
-            v[1][i] = (lane == 31 || xc + 2 >= nx) ? Store<T, S>::load(fi, xr, i) : right;
+#pragma unroll
+            for (int k = 1; k < W; ++k) v[k][i] = e[k - 1];
+        } else {  // c_x = −1: node x0 + k pulls column x0 + k + 1
+            const T right = __shfl_down_sync(0xffffffffu, e[0], 1);
+#pragma unroll
+            for (int k = 0; k < W - 1; ++k) v[k][i] = e[k + 1];
+            v[W - 1][i] = (lane == 31 || xc + W >= nx) ? Store<T, S>::load(fi, xr, i) : right;
         }
     }
     if (!active) return;  // after the last shuffle
-    S out[2][Q];
+    bool any_fixed = false;
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-        const unsigned char ck = k == 0 ? c.a : c.b;
-        if (ck == FIXED) {  // copy the raw storage (fp16 bits must not go through the w_i shift)
-#pragma unroll
-            for (int i = 0; i < Q; ++i) out[k][i] = f[i * n + here + k];
+    for (int k = 0; k < W; ++k) {
+        if (c.e[k] == FIXED) {
+            any_fixed = true;
             continue;
         }
-        if (ck == EDGE) bounce_patch<T, S>(f, mask, Upstream(xc + k, y, nx, ny), n, here + k, uwx, uwy, v[k]);
-        collide<T, TRT>(v[k], omega, omega_minus, fx, fy);
-#pragma unroll
-        for (int i = 0; i < Q; ++i) Store<T, S>::store(&out[k][i], 0, i, v[k][i]);
+        if (c.e[k] == EDGE) bounce_patch<T, S>(f, mask, Upstream(xc + k, y, nx, ny), n, here + k, uwx, uwy, v[k]);
+        collide<T, TRT, Shifted<S>::value>(v[k], omega, omega_minus, fx, fy);
     }
 #pragma unroll
-    for (int i = 0; i < Q; ++i) *reinterpret_cast<Pair<S>*>(g + i * n + here) = Pair<S>{out[0][i], out[1][i]};
+    for (int i = 0; i < Q; ++i) {
+        T vals[W];
+#pragma unroll
+        for (int k = 0; k < W; ++k) vals[k] = v[k][i];
+        Vec<S, W> out = pack<T, S, W>(vals, i);
+        if (any_fixed) {  // copy the raw storage of FIXED nodes (rare: never in a FAST segment)
+#pragma unroll
+            for (int k = 0; k < W; ++k)
+                if (c.e[k] == FIXED) out.e[k] = f[i * n + here + k];
+        }
+        st_pop(reinterpret_cast<Vec<S, W>*>(g + i * n + here), out);
+    }
 }
 
 // ---- fused, in-place AA streaming (Bailey et al. 2009): one lattice A ---------------------------
@@ -218,7 +325,7 @@ __global__ void lbm_fused_aa(S* __restrict__ A, const unsigned char* __restrict_
             }
         }
     }
-    collide<T, TRT>(v, omega, omega_minus, fx, fy);
+    collide<T, TRT, Shifted<S>::value>(v, omega, omega_minus, fx, fy);
     // Downstream nodes x + c_i: row (y + cy), column (x + cx) — the upstream table mirrored.
 #pragma unroll
     for (int i = 0; i < Q; ++i) {
@@ -255,7 +362,7 @@ __global__ void lbm_open_boundaries(S* __restrict__ f, const unsigned char* __re
         const idx_t here = idx_t(y) * nx + x, nb = idx_t(y) * nx + xn;
         T g[Q];
 #pragma unroll
-        for (int i = 0; i < Q; ++i) g[i] = Store<T, S>::load(f, i * n + nb, i);
+        for (int i = 0; i < Q; ++i) g[i] = load_f<T, S>(f, i * n + nb, i);
         const T rho = g[0] + g[1] + g[2] + g[3] + g[4] + g[5] + g[6] + g[7] + g[8];
         const T ux = (g[1] - g[3] + g[5] - g[6] - g[7] + g[8]) / rho;
         const T uy = (g[2] - g[4] + g[5] + g[6] - g[7] - g[8]) / rho;
@@ -264,6 +371,6 @@ __global__ void lbm_open_boundaries(S* __restrict__ f, const unsigned char* __re
         if (side == 0) feq_all<T>(rho, u_in, T(0), eb);
         else feq_all<T>(T(1), ux, uy, eb);
 #pragma unroll
-        for (int i = 0; i < Q; ++i) Store<T, S>::store(f, i * n + here, i, eb[i] + (g[i] - en[i]));
+        for (int i = 0; i < Q; ++i) store_f<T, S>(f, i * n + here, i, eb[i] + (g[i] - en[i]));
     }
 }

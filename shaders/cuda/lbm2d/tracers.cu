@@ -17,7 +17,7 @@ __global__ void lbm_velocity(const S* __restrict__ f, const unsigned char* __res
     const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
     T g[Q];
 #pragma unroll
-    for (int i = 0; i < Q; ++i) g[i] = Store<T, S>::load(f, i * n + here, i);
+    for (int i = 0; i < Q; ++i) g[i] = load_f<T, S>(f, i * n + here, i);
     const T rho = g[0] + g[1] + g[2] + g[3] + g[4] + g[5] + g[6] + g[7] + g[8];
     const T jx = g[1] - g[3] + g[5] - g[6] - g[7] + g[8];
     const T jy = g[2] - g[4] + g[5] + g[6] - g[7] - g[8];

@@ -1,7 +1,7 @@
-// Runs lbm_fused_pair<T, S, TRT> (lbm2d.cu; chosen with -D) on the host emulator (one std::thread per
+// Runs lbm_fused_vec<T, S, TRT, W> (lbm2d.cu; chosen with -D) on the host emulator (one std::thread per
 // CUDA thread, real warp shuffles through emu.h), ping-pong as LBM2D._step_cuda, with the open-boundary
 // pass after each step when asked. Usage:
-//   pair_emu nx ny nsteps bx by open in.bin mask.bin cls.bin out.bin omega omega_minus fx fy uwx uwy u_in
+//   fused_vec_emu nx ny nsteps bx by open in.bin mask.bin cls.bin seg.bin out.bin omega omega_minus fx fy uwx uwy u_in
 #include "emu.h"
 #include <cstdio>
 #include <cstdlib>
@@ -9,31 +9,34 @@
 using S = EMU_S;
 using T = EMU_T;
 constexpr bool TRT = EMU_TRT;
+constexpr int W = EMU_W;
 
 int main(int argc, char** argv)
 {
-    if (argc != 18) return 3;
+    if (argc != 19) return 3;
     const int nx = atoi(argv[1]), ny = atoi(argv[2]), nsteps = atoi(argv[3]);
     const int bx = atoi(argv[4]), by = atoi(argv[5]), open = atoi(argv[6]);
-    const T om = T(atof(argv[11])), omm = T(atof(argv[12])), fx = T(atof(argv[13])), fy = T(atof(argv[14]));
-    const T uwx = T(atof(argv[15])), uwy = T(atof(argv[16])), uin = T(atof(argv[17]));
+    const T om = T(atof(argv[12])), omm = T(atof(argv[13])), fx = T(atof(argv[14])), fy = T(atof(argv[15]));
+    const T uwx = T(atof(argv[16])), uwy = T(atof(argv[17])), uin = T(atof(argv[18]));
+    const size_t nseg = (size_t)ny * ((nx + SEG - 1) / SEG);
     const size_t n = (size_t)9 * nx * ny, nodes = (size_t)nx * ny;
     std::vector<S> a(n), b(n);
-    std::vector<unsigned char> mask(nodes), cls(nodes);
+    std::vector<unsigned char> mask(nodes), cls(nodes), seg(nseg);
     FILE* fp = fopen(argv[7], "rb"); if (fread(a.data(), sizeof(S), n, fp) != n) return 2; fclose(fp);
     fp = fopen(argv[8], "rb"); if (fread(mask.data(), 1, nodes, fp) != nodes) return 2; fclose(fp);
     fp = fopen(argv[9], "rb"); if (fread(cls.data(), 1, nodes, fp) != nodes) return 2; fclose(fp);
-    const int gx = (nx + 2 * bx - 1) / (2 * bx), gy = (ny + by - 1) / by;
+    fp = fopen(argv[10], "rb"); if (fread(seg.data(), 1, nseg, fp) != nseg) return 2; fclose(fp);
+    const int gx = (nx + W * bx - 1) / (W * bx), gy = (ny + by - 1) / by;
     S* src = a.data();
     S* dst = b.data();
     for (int s = 0; s < nsteps; ++s) {
         emu_launch(gx, gy, bx, by, [&] {
-            lbm_fused_pair<T, S, TRT>(src, dst, mask.data(), cls.data(), nx, ny, om, omm, fx, fy, uwx, uwy);
+            lbm_fused_vec<T, S, TRT, W>(src, dst, mask.data(), cls.data(), seg.data(), nx, ny, om, omm, fx, fy, uwx, uwy);
         });
         std::swap(src, dst);
         if (open)
             emu_launch((ny + 127) / 128, 1, 128, 1, [&] { lbm_open_boundaries<T, S>(src, mask.data(), nx, ny, uin); });
     }
-    fp = fopen(argv[10], "wb"); fwrite(src, sizeof(S), n, fp); fclose(fp);
+    fp = fopen(argv[11], "wb"); fwrite(src, sizeof(S), n, fp); fclose(fp);
     return 0;
 }
