@@ -27,6 +27,7 @@ from __future__ import annotations
 from . import measure
 from .cache import TuneCache, default_cache, tune_key
 from .space import (
+    ALL_STENCIL_SHAPES,
     STENCIL_SHAPES,
     Space,
     block_threads,
@@ -39,6 +40,6 @@ from .space import (
 from .timers import EventTimer, WallTimer
 from .tuner import Tuner
 
-__all__ = ["STENCIL_SHAPES", "EventTimer", "Space", "block_threads",
+__all__ = ["ALL_STENCIL_SHAPES", "STENCIL_SHAPES", "EventTimer", "Space", "block_threads",
            "TuneCache", "Tuner", "WallTimer", "default_cache", "max_shared_bytes", "max_threads",
            "measure", "min_threads", "product_space", "stencil_space", "tune_key"]

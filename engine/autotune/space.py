@@ -101,7 +101,10 @@ P2_ZMARCH = (1, 2, 4, 8, 16)
 
 # The plain shape (no z-march, one thread per point, 3D blocks): the third launch number is the
 # block's z-extent bz; x-rows of at least a warp, as in the usual 3D stencil launches.
-STENCIL_SHAPES = ("march", "plain", "tile")
+# The default shapes the loop engines' tuner chooses from; "tile" is selectable explicitly
+# (shapes=STENCIL_SHAPES + ("tile",)) but never won on an H200 and costs 36 candidates of tuning.
+STENCIL_SHAPES = ("march", "plain", "vec")
+ALL_STENCIL_SHAPES = ("march", "plain", "tile", "vec")
 PLAIN_BX = (32, 64, 128)
 PLAIN_BY = (1, 2, 4, 8)
 PLAIN_BZ = (1, 2, 4)
@@ -111,6 +114,14 @@ TILE_BX = (32, 64, 128)
 TILE_BY = (2, 4, 8)
 TILE_ZMARCH = (8, 16, 32, 64)
 SMEM_DEFAULT_LIMIT = 48 * 1024  # dynamic shared memory per block without the opt-in attribute
+# The vec shape (3D: V x-consecutive points per thread, aligned vector loads, x-neighbours by warp
+# shuffles, z-march): blocks of whole warps in x; marches of 4…32 planes (the hand-written kernel's
+# best at 512³ was 32×8 / 4, with 32×4 and 64×4 / 8 within 1 %; a march of 1 or 2 re-reads most
+# of each column's z-neighbours and 64 leaves too few blocks below 512³). Four march values keep
+# the default space at 249 valid points, under the tuner's exhaustive limit (256).
+VEC_BX = (32, 64, 128)
+VEC_BY = (1, 2, 4, 8, 16)
+VEC_ZMARCH = (4, 8, 16, 32)
 
 
 def block_threads(cfg: Config) -> int:
@@ -153,19 +164,42 @@ def tile_limits(bx=TILE_BX, by=TILE_BY, zmarch=TILE_ZMARCH, ndim: int | None = N
     return check
 
 
+def vec_limits(bx=VEC_BX, by=VEC_BY, zmarch=VEC_ZMARCH, ndim: int | None = None,
+               reason: Callable[[Config], str | None] | None = None) -> Constraint:
+    """The vec shape's sub-space: 3D only (``ndim``), bx whole warps (a warp is one row segment, its
+    lanes exchange x-neighbours by shuffles), and ``reason(cfg)`` — the stencil's and grid's own
+    conditions (x-halo ≤ V, nx % V == 0: ``codegen.vec_choice``) — when given."""
+    def check(cfg: Config) -> str | None:
+        if cfg.get("shape", "march") != "vec":
+            return None
+        if ndim is not None and ndim != 3:
+            return f"vec shape: 3D only ({ndim}D)"
+        for name, got, allowed in (("bx", cfg["bx"], bx), ("by", cfg["by"], by), ("zmarch", cfg["zmarch"], zmarch)):
+            if got not in allowed:
+                why = " (whole warps in x: a warp is one row segment)" if name == "bx" else ""
+                return f"vec shape: {name} = {got} not in {tuple(allowed)}{why}"
+        return reason(cfg) if reason is not None else None
+
+    return check
+
+
 def stencil_space(bx=STENCIL_BX, by=STENCIL_BY, zmarch=STENCIL_ZMARCH, max_block_threads: int = 1024,
                   min_block_threads: int = 32, shapes=("march",), plain=(PLAIN_BX, PLAIN_BY, PLAIN_BZ),
                   tile=(TILE_BX, TILE_BY, TILE_ZMARCH), ndim: int | None = None,
-                  tile_smem: Callable[[Config], int] | None = None, smem_limit: int = SMEM_DEFAULT_LIMIT) -> Space:
+                  tile_smem: Callable[[Config], int] | None = None, smem_limit: int = SMEM_DEFAULT_LIMIT,
+                  vec=(VEC_BX, VEC_BY, VEC_ZMARCH), vec_reason: Callable[[Config], str | None] | None = None) -> Space:
     """The launch space of stencil kernels.
 
     ``shapes=("march",)`` (default): the z-marching kernels, axes (bx, by, zmarch): 210 points, of
     which 161 valid (blocks of one warp up to 1024 threads); ``zmarch=P2_ZMARCH, min_block_threads=1``
-    is P2's own 150 (145 valid). With ``shapes=STENCIL_SHAPES`` a fourth axis ``shape`` adds the
-    plain kernel, whose block is (bx, by, bz = zmarch) restricted to ``plain`` = (bx, by, bz) values:
-    and the tile kernel (2.5D blocking, block (bx, by), z-march) restricted to ``tile`` = (bx, by, zmarch)
-    values, 3D only (``ndim``), with ``tile_smem(cfg)`` bytes of shared memory ≤ ``smem_limit``:
-    630 points, 161 + 32 + 36 = 229 valid (still ≤ the tuner's exhaustive limit of 256)."""
+    is P2's own 150 (145 valid). With ``shapes=STENCIL_SHAPES`` (the loop engines' default) a fourth
+    axis ``shape`` adds the plain kernel, whose block is (bx, by, bz = zmarch) restricted to ``plain`` =
+    (bx, by, bz) values, and the vec kernel (block (bx, by), z-march) restricted to ``vec`` =
+    (bx, by, zmarch) values, 3D only (``ndim``), valid only where ``vec_reason(cfg)`` is None:
+    630 points, 161 + 32 + 56 = 249 valid (≤ the tuner's exhaustive limit of 256; 193 where the grid
+    rules vec out). ``"tile"`` in ``shapes`` adds the tile kernel (2.5D blocking, block (bx, by),
+    z-march) restricted to ``tile`` = (bx, by, zmarch) values, 3D only, with ``tile_smem(cfg)`` bytes
+    of shared memory ≤ ``smem_limit`` (36 points; ALL_STENCIL_SHAPES: 840 points, 285 valid)."""
     axes = {"bx": tuple(bx), "by": tuple(by), "zmarch": tuple(zmarch)}
     if tuple(shapes) != ("march",):
         axes["shape"] = tuple(shapes)
@@ -179,7 +213,7 @@ def stencil_space(bx=STENCIL_BX, by=STENCIL_BY, zmarch=STENCIL_ZMARCH, max_block
         return f"{n} threads per block < one warp ({min_block_threads}): idle lanes" if n < min_block_threads else None
 
     constraints = [plain_limits(*plain), tile_limits(*tile, ndim=ndim, smem_bytes=tile_smem, smem_limit=smem_limit),
-                   too_many]
+                   vec_limits(*vec, ndim=ndim, reason=vec_reason), too_many]
     if min_block_threads > 1:
         constraints.append(too_few)
     return Space(axes, tuple(constraints))

@@ -2,8 +2,9 @@
 
 For each mesh (P2: 32³, 64³, 256³, 512³ and the thin 8×512×512, written nx×ny×nz) it
 
-1. times *every* valid launch configuration of the tuner's space — both kernel shapes, z-marching
-   (bx, by, zmarch) and plain (block bx × by × bz, one thread per point) — offline (exhaustive search) with
+1. times *every* valid launch configuration of the tuner's space — its kernel shapes, z-marching
+   (bx, by, zmarch), plain (block bx × by × bz, one thread per point) and vec (V points per thread,
+   vector loads, x-neighbours by shuffles; block bx × by, z-march) — offline (exhaustive search) with
    the tuner's own measurement method (engine/autotune/measure.py): batches of back-to-back
    launches between CUDA events, a hold in front of each batch when the kernel is launch-bound,
    the batch size from the same rule, median of several batches;
@@ -44,8 +45,8 @@ def cfg_label(cfg: dict) -> str:
     """``(bx,by,1)/zmarch`` for a z-marching launch, ``plain (bx,by,bz)`` for the plain shape."""
     if cfg.get("shape", "march") == "plain":
         return f"plain ({cfg['bx']},{cfg['by']},{cfg['zmarch']})"
-    if cfg.get("shape", "march") == "tile":
-        return f"tile ({cfg['bx']},{cfg['by']},1)/{cfg['zmarch']}"
+    if cfg.get("shape", "march") in ("tile", "vec"):
+        return f"{cfg['shape']} ({cfg['bx']},{cfg['by']},1)/{cfg['zmarch']}"
     return f"({cfg['bx']},{cfg['by']},1)/{cfg['zmarch']}"
 
 
@@ -93,11 +94,11 @@ def _runoff(loop, cfgs, f, fn, r, timer, batch, rounds, ref, host) -> list[float
     return [statistics.median(s) for s in samples]
 
 
-def _live_tune(st, shape, f, fn, r, cp, strategy: str, max_calls: int = 200000) -> dict:
+def _live_tune(st, shape, f, fn, r, cp, strategy: str, shapes=None, max_calls: int = 200000) -> dict:
     from .loops import Loop
 
     loop = Loop(st, shape, np.float32, engine="device-autotune", xp=cp, tune_cache=None,
-                tune={"strategy": strategy})
+                tune={"strategy": strategy, **({"shapes": shapes} if shapes else {})})
     t0 = time.perf_counter()
     a, b = f, fn
     for _ in range(max_calls):
@@ -151,9 +152,11 @@ def _amortise(st, shape, f, fn, r, cp, best_cfg, steps: int = AMORTISE_STEPS) ->
 
 
 def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strategies=("exhaustive", "descent"),
-                  amortise: bool = True, progress=None) -> dict:
-    """Run the experiment on the current CUDA device; returns JSON-able results."""
-    from ..autotune import STENCIL_SHAPES, EventTimer, measure, stencil_space
+                  amortise: bool = True, progress=None, shapes=None) -> dict:
+    """Run the experiment on the current CUDA device; returns JSON-able results. ``shapes``: the
+    kernel shapes of the searched space and of the live tuners (default: the tuner's,
+    ``STENCIL_SHAPES``; add ``"tile"`` to include the tile shape)."""
+    from ..autotune import ALL_STENCIL_SHAPES, STENCIL_SHAPES, EventTimer, measure, stencil_space
     from ..backend import get_backend
 
     backend = get_backend("cupy")  # one-line BackendUnavailable without a GPU
@@ -165,16 +168,25 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
 
     bw = copy_bandwidth(backend)
     info = device_info(backend).as_dict()
-    from .codegen import tile_smem_bytes
+    from .codegen import tile_smem_bytes, vec_choice
 
-    # the live tuner's space: the three kernel shapes (z-marching, plain, tile)
-    space = stencil_space(shapes=STENCIL_SHAPES, ndim=3,
-                          tile_smem=lambda cfg: tile_smem_bytes(diffusion7, np.float32, cfg["bx"], cfg["by"]))
+    shapes = tuple(shapes or STENCIL_SHAPES)
+    unknown = [s for s in shapes if s not in ALL_STENCIL_SHAPES]
+    if unknown:
+        raise ValueError(f"unknown kernel shape(s) {', '.join(unknown)}; allowed: {', '.join(ALL_STENCIL_SHAPES)}")
+
+    def space_for(shape):
+        """The live tuner's space on this grid: its kernel shapes (vec only where the grid allows it)."""
+        return stencil_space(shapes=shapes, ndim=3,
+                             tile_smem=lambda cfg: tile_smem_bytes(diffusion7, np.float32, cfg["bx"], cfg["by"]),
+                             vec_reason=lambda cfg: vec_choice(diffusion7, shape)[1])
+
     timer = EventTimer(cp)
     r = np.float32(0.1)
     rows = []
     for nx, ny, nz in sizes or P2_SIZES:
         shape = (nz, ny, nx)
+        space = space_for(shape)
         rng = np.random.default_rng(0)
         f = cp.asarray(rng.random(shape, dtype=np.float32))
         fn = cp.zeros_like(f)
@@ -199,6 +211,7 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
             best_by_shape.setdefault(c.get("shape", "march"), _summary(c, table[k], gbs, bw, loop))
         row = {
             "mesh": f"{nx}x{ny}x{nz}", "points": points, "batch": batch, "host_ms_per_launch": host,
+            "candidates": len(table),
             "best": _summary(best_cfg, table[best_key], gbs, bw, loop),
             "best_by_shape": best_by_shape,
             "fixed_128_1_1_z2": {"ms": fixed_ms, "GB_s": gbs(fixed_ms), "pct_copy_bw": 100 * gbs(fixed_ms) * 1e9 / bw},
@@ -207,7 +220,7 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
             "exhaustive_table_ms": {_key_text(k): v for k, v in table.items()},
         }
         for strategy in strategies:
-            live = _live_tune(diffusion7, shape, f, fn, r, cp, strategy)
+            live = _live_tune(diffusion7, shape, f, fn, r, cp, strategy, shapes)
             pick = live["pick"]
             live["pick_ms_table"] = table.get(space.key(pick)) if pick else None
             live["pick_vs_best_table"] = live["pick_ms_table"] / table[best_key] if pick else None
@@ -237,10 +250,11 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
             progress(row)
         del f, fn
         cp.get_default_memory_pool().free_all_blocks()
+    space = stencil_space(shapes=shapes, ndim=3)  # without the grid's conditions (each row has its "candidates")
     return {"device": info, "copy_bandwidth_GB_s": bw / 1e9, "bytes_per_point": BYTES_PER_POINT,
             "stencil": "diffusion7 fp32 periodic", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "space": {"size": space.size, "valid": sum(1 for k in space.all_keys()
-                                                       if not space.invalid_reason(space.config(k)))},
+            "space": {"size": space.size, "shapes": list(shapes),
+                      "valid": sum(1 for k in space.all_keys() if not space.invalid_reason(space.config(k)))},
             "rows": rows}
 
 
@@ -291,6 +305,8 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", nargs="*", help="meshes as nx,ny,nz (default: P2's five)")
     p.add_argument("--strategies", default="exhaustive,descent", help="live tuner strategies (comma-separated)")
     p.add_argument("--no-amortise", action="store_true", help="skip the 1,000-step amortisation runs")
+    p.add_argument("--shapes", help="kernel shapes to search and tune (comma-separated; default march,plain,vec; "
+                                    "add tile for the 2.5D shared-memory shape)")
     p.add_argument("--json", help="write the full results (with every configuration's time) here")
     p.add_argument("--markdown", help="write the table here")
     args = p.parse_args(argv)
@@ -310,7 +326,8 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
 
     result = bench_stencil(sizes, strategies=tuple(s for s in args.strategies.split(",") if s),
-                           amortise=not args.no_amortise, progress=progress)
+                           amortise=not args.no_amortise, progress=progress,
+                           shapes=tuple(args.shapes.split(",")) if args.shapes else None)
     table = format_table(result)
     print(table)
     if args.json:

@@ -28,6 +28,12 @@ The source is self-contained (no includes, NVRTC-friendly), uses ``extern "C"`` 
 carries the user's expression as a comment on each output line; :func:`output_at_line` maps a
 compiler line number back to the output (and the user's file:line) for error messages.
 Shapes are runtime arguments, so one compiled kernel serves every grid size.
+
+Besides the z-marching kernels the module holds the other kernel shapes the tuner chooses from:
+``_plain`` (no march, one thread per point), ``_tile`` (3D, 2.5D blocking in shared memory) and
+``_vec2`` / ``_vec4`` (3D, :func:`_vec_kernel`: a z-march where each thread owns V x-consecutive
+points, loads every row it needs as one aligned vector and gets its x-neighbours from the adjacent
+lanes by warp shuffles).
 """
 from __future__ import annotations
 
@@ -40,6 +46,8 @@ UNROLLS = (1, 2, 4, 8)
 PLAIN = "plain"  # the kernel variant without z-marching: one thread per point, 3D thread blocks
 TILE = "tile"  # 2.5D blocking: a block marches over z, staging each plane's xy tile (+ halo) in shared memory
 REGISTER_BUDGET = 64  # values held per thread by one unrolled step (loads in flight) before U is capped
+VEC = "vec"  # the tuner's vector shape: the widest vector kernel (vec4, else vec2) the grid allows
+VEC_WIDTHS = (4, 2)  # V of the generated vector kernels, preferred first
 
 
 def ctype(dtype) -> str:
@@ -50,16 +58,62 @@ def ctype(dtype) -> str:
 
 
 def kernel_name(st, dtype, boundary, unroll: int | str = 1) -> str:
-    """``…_u1`` … ``…_u8`` for the z-marching kernels, ``…_plain`` for the plain 3D-block kernel."""
-    if unroll in (PLAIN, TILE):
+    """``…_u1`` … ``…_u8`` for the z-marching kernels, ``…_plain``, ``…_tile``, ``…_vec2`` and
+    ``…_vec4`` for the other shapes."""
+    if isinstance(unroll, str) and not unroll.isdigit():
         return f"nagare_{st.name}_{boundary}_{ctype(dtype)}_{unroll}"
     return f"nagare_{st.name}_{boundary}_{ctype(dtype)}_u{int(unroll)}"
 
 
+def vec_variant(width: int) -> str:
+    """The kernel variant (and explicit shape name) of the vector kernel of width V: ``"vec4"``."""
+    return f"{VEC}{int(width)}"
+
+
+def vec_widths(st) -> tuple[int, ...]:
+    """The V of the vector kernels generated for ``st`` (ascending): 3D stencils whose x-halo is at
+    most V (an x-neighbour is then at most one lane away, one shuffle)."""
+    if st.ndim != 3:
+        return ()
+    return tuple(v for v in sorted(VEC_WIDTHS) if st.halo[0] <= v)
+
+
 def kernel_variants(st) -> tuple:
     """Every kernel generated for ``st``: the unrolled z-marching kernels, the plain one and (3D
-    only) the 2.5D-blocked tile kernel."""
-    return unroll_variants(st) + (PLAIN,) + ((TILE,) if st.ndim == 3 else ())
+    only) the 2.5D-blocked tile kernel and the vector kernels (:func:`vec_widths`)."""
+    return (unroll_variants(st) + (PLAIN,) + ((TILE,) if st.ndim == 3 else ())
+            + tuple(vec_variant(v) for v in vec_widths(st)))
+
+
+def vec_reason(st, shape, width: int) -> str | None:
+    """Why the vector kernel of width V cannot run ``st`` on a grid of ``shape`` (array order, z
+    first), or None. The launch adds two conditions of its own (engine/stencil/loops.py): whole
+    warps in x (blockDim.x a multiple of 32) and every array aligned to V × itemsize bytes."""
+    name = vec_variant(width)
+    if st.ndim != 3:
+        return (f"{VEC} shape: 3D stencils only (stencil '{st.name}' is {st.ndim}D; in 2D the rows are the "
+                "coalesced axis of the z-marching kernel already)")
+    hx = st.halo[0]
+    if hx > width:
+        return (f"{name} shape: x-halo {hx} > V = {width} (an x-neighbour must be at most one lane away: "
+                "the shuffles exchange the adjacent lane's vector only)")
+    nx = int(tuple(shape)[-1])
+    if nx % width:
+        return (f"{name} shape: nx = {nx} is not a multiple of V = {width} (each thread loads {width} "
+                f"x-consecutive points as one aligned vector, so every row must start on a vector boundary)")
+    return None
+
+
+def vec_choice(st, shape) -> tuple[str | None, str | None]:
+    """The vector kernel the ``vec`` shape runs on this grid — the widest V of :data:`VEC_WIDTHS`
+    that can (:func:`vec_reason`) — as ``(variant, None)``, or ``(None, reasons)``."""
+    reasons = []
+    for v in VEC_WIDTHS:
+        r = vec_reason(st, shape, v)
+        if r is None:
+            return vec_variant(v), None
+        reasons.append(r)
+    return None, "; ".join(dict.fromkeys(reasons))
 
 
 def _tok(o: int) -> str:
@@ -136,10 +190,11 @@ def march_span(st) -> tuple[int, int]:
     return min(0, min(zs)), max(0, max(zs))
 
 
-def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True, tile: bool = True) -> str:
+def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True, tile: bool = True, vec: bool = True) -> str:
     """The complete CUDA source of one stencil for one dtype and boundary kind: one kernel per
     unroll in ``unrolls`` (default :func:`unroll_variants`) and, with ``plain``, the plain kernel
-    (:func:`_plain_kernel`), all with the same arguments."""
+    (:func:`_plain_kernel`), with ``tile`` the tile kernel (3D) and with ``vec`` the vector kernels
+    (:func:`vec_widths`), all with the same arguments."""
     T = ctype(dtype)
     unrolls = tuple(unrolls) if unrolls is not None else unroll_variants(st)
     L = []
@@ -152,14 +207,27 @@ def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True, tile: b
     L.append("// (U planes per step, all loads of a step issued before its updates).")
     L.append(f"typedef {T} T;")
     tile = tile and st.ndim == 3
+    widths = vec_widths(st) if vec else ()
     if tile:
         L.append("extern __shared__ __align__(16) unsigned char nagare_smem[];  // the tile kernel's planes")
+    for v in widths:
+        b = v * np.dtype(dtype).itemsize
+        L.append(f"struct alignas({b}) nagare_v{v} {{ T e[{v}]; }};  // {v} x-consecutive values, one {b}-byte "
+                 f"access (the {vec_variant(v)} kernel)")
     if boundary == "periodic":
         L.append("__device__ __forceinline__ int nagare_wrap(int v, int n) "
                  "{ return v < 0 ? v + n : (v >= n ? v - n : v); }")
     if plain:
         L.append("// Plus the plain shape (`_plain`): no march, one thread per point, 3D thread blocks "
                  "(bx, by, bz = the launch's third number).")
+    if tile:
+        L.append("// Plus the tile shape (`_tile`): 2.5D blocking, each plane's xy tile + halo staged in shared "
+                 "memory.")
+    if widths:
+        L.append(f"// Plus the vec shape (`_vec{'`, `_vec'.join(map(str, widths))}`, at the end): a z-march where each "
+                 "thread owns V x-consecutive points,")
+        L.append("// loads each row as one aligned vector and takes its x-neighbours from the adjacent lanes by warp "
+                 "shuffles.")
     for u in unrolls:
         L.append("")
         L.extend(_kernel(st, dtype, boundary, u))
@@ -169,6 +237,9 @@ def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True, tile: b
     if tile:
         L.append("")
         L.extend(_tile_kernel(st, dtype, boundary))
+    for v in widths:
+        L.append("")
+        L.extend(_vec_kernel(st, dtype, boundary, v))
     return "\n".join(L) + "\n"
 
 
@@ -530,6 +601,179 @@ def _tile_kernel(st, dtype, boundary: str) -> list[str]:
             L.append(f"        {slot(arr, z)} = {slot(arr, z + 1)};")
         L.append(f"        {slot(arr, zhi)} = n_{arr};")
     L.append("        nagare_buf ^= 1;")
+    L.append("    }")
+    L.append("}")
+    return L
+
+
+def vec_layout(st):
+    """The vector kernels' plan. A *row* is (array, dy, dz): the x-run of one input at one y/z offset,
+    read as this lane's aligned vector. ``queues`` = (array, dy) → (zlo, zhi) for rows read at a
+    contiguous run of more than one dz (a register queue of vectors along z: one vector load per
+    plane); ``direct`` = the other rows (one vector load per plane each); ``xoffs`` = row → the x
+    offsets read from it (the non-zero ones come partly from the adjacent lanes' vectors)."""
+    rows: dict = {}
+    for arr, off in st.loads:
+        rows.setdefault((arr, off[1], off[2]), set()).add(off[0])
+    planes: dict = {}
+    for arr, dy, dz in rows:
+        planes.setdefault((arr, dy), []).append(dz)
+    queues = {k: (min(v), max(v)) for k, v in sorted(planes.items())
+              if len(v) > 1 and sorted(v) == list(range(min(v), max(v) + 1))}
+    direct = [r for r in sorted(rows) if r[:2] not in queues]
+    return queues, direct, {r: tuple(sorted(v)) for r, v in sorted(rows.items())}
+
+
+def _vec_kernel(st, dtype, boundary: str, V: int) -> list[str]:
+    """The vector shape (3D): a z-march in which each thread owns V x-consecutive points
+    x0 … x0 + V − 1 (x0 = V · global thread x), so a warp covers 32·V points of one row.
+
+    Every row the update reads (array, dy, dz) is loaded as ONE aligned V-vector per plane; rows of
+    one (array, dy) read at consecutive dz share a register queue of vectors along z, so each input
+    row is loaded from DRAM once per thread and plane. The x-neighbours x0 − m … x0 − 1 and
+    x0 + V … x0 + V + p − 1 (m, p ≤ hx ≤ V) are elements of the adjacent lanes' vectors:
+    ``__shfl_up_sync`` / ``__shfl_down_sync`` of the needed elements; lane 0 and lane 31, and the last
+    lane of the row, load those elements themselves (at a wrapped x, which is always valid memory).
+    Idle lanes past the row end (nx not a multiple of 32·V) load a valid vector (the row's last) and
+    take part in every shuffle, but store nothing; warps entirely past the row end and rows outside
+    the update range leave at once (uniform per warp, since a warp is one row segment). Outputs are
+    stored as one vector when all V points are updated; with fixed boundaries the vectors at the row
+    ends store only their points in [hx, nx − hx), element by element. Periodic y/z neighbours wrap
+    as in the other kernels; fixed boundaries update y ∈ [hy, ny − hy), z ∈ [hz, nz − hz).
+
+    Launch (the loop checks): blockDim.x a multiple of 32, nx % V == 0, every array aligned to
+    V × itemsize bytes (rows then start on vector boundaries); grid (⌈nx / (V·bx)⌉, ⌈ny' / by⌉,
+    ⌈nz' / zmarch⌉) over the updated y/z ranges ny', nz'."""
+    periodic = boundary == "periodic"
+    name = kernel_name(st, dtype, boundary, vec_variant(V))
+    hx, hy, hz = st.halo
+    ly, lz = (0, 0) if periodic else (hy, hz)
+    VT = f"nagare_v{V}"
+    nbytes = V * np.dtype(dtype).itemsize
+    queues, direct, xoffs = vec_layout(st)
+    args = [f"const T* __restrict__ in_{n}" for n in st.inputs]
+    args += [f"T* __restrict__ out_{n}" for n in st.outputs]
+    args += [f"const T p_{n}" for n in st.params]
+    args += ["const int nx", "const int ny", "const int nz", "const int zmarch"]
+    full_mask = "0xffffffffu"
+
+    def wrap(expr, n):
+        return f"nagare_wrap({expr}, {n})" if periodic else f"({expr})"
+
+    def shifted(v, o):
+        return v if o == 0 else f"{v} {'+' if o > 0 else '-'} {abs(o)}"
+
+    def rname(row):
+        arr, dy, dz = row
+        return f"{arr}__{_tok(dy)}_{_tok(dz)}"
+
+    def slot(arr, dy, s):
+        return f"{arr}__q_{_tok(dy)}_s{s}"
+
+    def rowvar(row):
+        """The vector holding ``row`` at the current plane k."""
+        arr, dy, dz = row
+        if (arr, dy) in queues:
+            return slot(arr, dy, dz - queues[(arr, dy)][0])
+        return rname(row)
+
+    def zoff(dz):
+        return f"z_{_tok(dz)}"
+
+    def yoff(dy):
+        return f"r_{_tok(dy)}"
+
+    def vload(arr, dy, zexpr):
+        return f"*reinterpret_cast<const {VT}*>(in_{arr} + {zexpr} + {yoff(dy)} + xc)"
+
+    left = {r: V + min(d) for r, d in xoffs.items() if min(d) < 0}    # first element needed of the left vector
+    right = {r: max(d) for r, d in xoffs.items() if max(d) > 0}       # elements needed of the right vector
+    dys = sorted({dy for _, dy, _ in xoffs} | {0})
+    # planes a step addresses: the queue leads, the direct rows, the edge lanes' rows and the store
+    dzs = sorted({zhi for _, zhi in queues.values()} | {dz for _, _, dz in direct}
+                 | {dz for _, _, dz in set(left) | set(right)} | {0})
+
+    L = [f'extern "C" __global__ void {name}(', "    " + ",\n    ".join(args) + ")", "{"]
+    L.append(f"    // Launch (checked by the loop): blockDim.x a multiple of 32, nx % {V} == 0, arrays {nbytes}-byte "
+             "aligned.")
+    L.append("    const int lane = (int)(threadIdx.x & 31u);")
+    L.append(f"    const int w0 = {V} * (int)(blockIdx.x * blockDim.x + (threadIdx.x & ~31u));  // the warp's first x")
+    L.append(f"    const int j = {f'{ly} + ' if ly else ''}(int)(blockIdx.y * blockDim.y + threadIdx.y);")
+    L.append(f"    if (w0 >= nx || j >= ny{f' - {ly}' if ly else ''}) return;  // uniform per warp (a warp is one "
+             "row segment): the shuffles stay full")
+    L.append(f"    const int x0 = w0 + {V} * lane;  // this lane's points x0 … x0 + {V - 1}")
+    L.append("    const bool active = x0 < nx;  // lanes past the row end load a valid vector and shuffle, store "
+             "nothing")
+    L.append(f"    const int xc = active ? x0 : nx - {V};")
+    if left:
+        L.append(f"    const int xl = xc == 0 ? nx - {V} : xc - {V};  // the vector left of xc (wrapped: valid memory)")
+        L.append("    const bool edge_l = lane == 0;  // loads its left neighbours itself")
+    if right:
+        L.append(f"    const int xr = xc + {V} == nx ? 0 : xc + {V};  // the vector right of xc (wrapped)")
+        L.append(f"    const bool edge_r = lane == 31 || xc + {V} == nx;  // loads its right neighbours itself")
+    if periodic or hx == 0:
+        L.append("    const bool full = active;  // every point of the vector is updated")
+    else:
+        L.append(f"    const bool full = active && x0 >= {hx} && x0 + {V} <= nx - {hx};  // all {V} points updated")
+        for v in range(V):
+            L.append(f"    const bool upd_{v} = active && x0 + {v} >= {hx} && x0 + {v} < nx - {hx};")
+    L.append(f"    const int k0 = {f'{lz} + ' if lz else ''}(int)blockIdx.z * zmarch;")
+    L.append(f"    const int k1 = min(k0 + zmarch, nz{f' - {lz}' if lz else ''});")
+    L.append("    const long long nagare_plane = (long long)nx * ny;")
+    L.append("    // row starts (y offsets) within a plane"
+             + (", wrapped once here" if periodic and len(dys) > 1 else ""))
+    for dy in dys:
+        L.append(f"    const int {yoff(dy)} = {wrap(shifted('j', dy), 'ny') if dy else 'j'} * nx;")
+    L.append("    // Register queues along z: slot s of (array, dy) holds that row's vector at plane k + zlo + s.")
+    for (arr, dy), (zlo, zhi) in queues.items():
+        for s_ in range(zhi - zlo):
+            at = _wrap_at("k0", zlo + s_, "nz", periodic)
+            L.append(f"    {VT} {slot(arr, dy, s_)} = {vload(arr, dy, f'(long long){at} * nagare_plane')};")
+        L.append(f"    {VT} {slot(arr, dy, zhi - zlo)};")
+    L.append("    for (int k = k0; k < k1; ++k) {")
+    for dz in dzs:
+        at = "k" if dz == 0 else wrap(shifted("k", dz), "nz")
+        L.append(f"        const long long {zoff(dz)} = (long long){at} * nagare_plane;")
+    L.append("        // one aligned vector load per row: the queue leads, then the other rows")
+    for (arr, dy), (zlo, zhi) in queues.items():
+        L.append(f"        {slot(arr, dy, zhi - zlo)} = {vload(arr, dy, zoff(zhi))};")
+    for row in direct:
+        arr, dy, dz = row
+        L.append(f"        const {VT} {rname(row)} = {vload(arr, dy, zoff(dz))};")
+    if left or right:
+        L.append("        // x-neighbours: elements of the adjacent lanes' vectors (edge lanes load their own)")
+    for row in xoffs:
+        arr, dy, dz = row
+        v = rowvar(row)
+        at = f"in_{arr}[{zoff(dz)} + {yoff(dy)} + "
+        for c in range(left.get(row, V), V):
+            L.append(f"        T {rname(row)}_l{c} = __shfl_up_sync({full_mask}, {v}.e[{c}], 1);")
+            L.append(f"        if (edge_l) {rname(row)}_l{c} = {at}xl + {c}];")
+        for c in range(right.get(row, 0)):
+            L.append(f"        T {rname(row)}_r{c} = __shfl_down_sync({full_mask}, {v}.e[{c}], 1);")
+            L.append(f"        if (edge_r) {rname(row)}_r{c} = {at}xr + {c}];")
+    for o in st.outputs:
+        L.append(f"        // output {o} = {to_python(st.exprs[o])}   [{st.location}]")
+        for e in range(V):
+            names = {}
+            for arr, off in st.loads:
+                row, i = (arr, off[1], off[2]), e + off[0]
+                names[(arr, off)] = (f"{rowvar(row)}.e[{i}]" if 0 <= i < V else
+                                     f"{rname(row)}_l{V + i}" if i < 0 else f"{rname(row)}_r{i - V}")
+            L.append(f"        const T {o}__v{e} = {to_c(st.exprs[o], names)};")
+    L.append("        if (full) {")
+    for o in st.outputs:
+        vals = ", ".join(f"{o}__v{e}" for e in range(V))
+        L.append(f"            *reinterpret_cast<{VT}*>(out_{o} + {zoff(0)} + {yoff(0)} + xc) = {VT}{{{{{vals}}}}};")
+    if not (periodic or hx == 0):
+        L.append(f"        }} else {{  // a vector at a row end: only its points in [{hx}, nx - {hx})")
+        for o in st.outputs:
+            for e in range(V):
+                L.append(f"            if (upd_{e}) out_{o}[{zoff(0)} + {yoff(0)} + xc + {e}] = {o}__v{e};")
+    L.append("        }")
+    for (arr, dy), (zlo, zhi) in queues.items():
+        for s_ in range(zhi - zlo):
+            L.append(f"        {slot(arr, dy, s_)} = {slot(arr, dy, s_ + 1)};")
     L.append("    }")
     L.append("}")
     return L

@@ -2,8 +2,9 @@
 
 - ``host``: vectorised NumPy evaluation (:mod:`.host`); works on CuPy arrays too (``xp``).
 - ``device``: the generated z-marching CUDA kernel with a fixed launch configuration
-  (P2's default (128,1,1), z-march 2, unless given).
-- ``device-autotune``: the same kernel; each call's launch configuration comes from a
+  (P2's default (128,1,1), z-march 2, unless given; ``shape_kind`` picks another kernel shape).
+- ``device-autotune``: the same kernels; each call's launch configuration — kernel shape (march,
+  plain, vec by default; tile on request) and its launch numbers — comes from a
   :class:`~nagare.engine.autotune.Tuner` (one per loop = per call site, like P2's
   ``DeviceAutoTuningInfo``), which times live calls and settles on the fastest.
 
@@ -22,6 +23,7 @@ import numpy as np
 from .codegen import (
     PLAIN,
     TILE,
+    VEC,
     generate,
     kernel_name,
     kernel_variants,
@@ -30,6 +32,10 @@ from .codegen import (
     tile_smem_bytes,
     unroll_for,
     unroll_variants,
+    vec_choice,
+    vec_reason,
+    vec_variant,
+    vec_widths,
 )
 from .expr import StencilError
 from .host import BOUNDARIES, check_arrays, evaluate
@@ -39,6 +45,9 @@ DEFAULT_BLOCK = (128, 1)
 DEFAULT_ZMARCH = 2
 COMPILE_OPTIONS = ("--fmad=false",)
 TILE_SMEM_LIMIT = 48 * 1024  # dynamic shared memory of a tile launch (no opt-in attribute set)
+# Kernel shapes a launch configuration may name: "march" (the z-marching kernels), "plain", "tile",
+# "vec" (the widest vector kernel the grid allows) or an explicit "vec2" / "vec4".
+SHAPE_KINDS = ("march", PLAIN, TILE, VEC, vec_variant(2), vec_variant(4))
 
 
 class StencilCompileError(StencilError):
@@ -69,7 +78,8 @@ def _compiled(source: str, names: tuple[str, ...], options: tuple[str, ...]):
 
 def compile_kernels(st, dtype, boundary: str) -> dict:
     """The generated kernels of ``st`` (one NVRTC compile): {unroll: function} for the z-marching
-    kernels plus {"plain": function} for the plain shape."""
+    kernels plus {"plain": …}, and in 3D {"tile": …} and {"vec2": …, "vec4": …} (those the x-halo
+    allows) for the other shapes."""
     import cupy
 
     source = generate(st, dtype, boundary)
@@ -103,13 +113,16 @@ def gpu_name(cp) -> str:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def launch_grid(st, shape, boundary: str, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
+def launch_grid(st, shape, boundary: str, bx: int, by: int, zmarch: int, vec: int = 0) -> tuple[int, int, int]:
     """CUDA grid of the generated kernel: blocks tile the updated range of x and y (3D) and z is
     split into runs of ``zmarch`` planes; in 2D, y is the marched axis (runs of ``zmarch`` rows
     per thread). The plain kernel's grid is the same with ``zmarch`` = the block's z-extent bz
-    (3D: blocks of bz planes; 2D: blocks of by·bz rows)."""
+    (3D: blocks of bz planes; 2D: blocks of by·bz rows). A vector kernel (``vec`` = V) covers whole
+    rows in x, V points per thread (its row-end vectors store only the updated points)."""
     lo = [0 if boundary == "periodic" else h for h in st.halo]
     ex = [n - 2 * h for n, h in zip(tuple(shape)[::-1], lo)]  # x, y[, z] update lengths
+    if vec:
+        return (-(-int(tuple(shape)[-1]) // (vec * bx)), -(-ex[1] // by), -(-ex[2] // zmarch))
     if st.ndim == 3:
         return (-(-ex[0] // bx), -(-ex[1] // by), -(-ex[2] // zmarch))
     return (-(-ex[0] // bx), -(-ex[1] // (by * zmarch)), 1)
@@ -139,8 +152,8 @@ class Loop:
         self.boundary, self.engine = boundary, engine
         self.xp = xp if xp is not None else np
         self.block, self.zmarch = tuple(block), int(zmarch)
-        if shape_kind not in ("march", PLAIN, TILE):
-            raise StencilError(f"unknown kernel shape {shape_kind!r}; allowed: march, {PLAIN}, {TILE}")
+        if shape_kind not in SHAPE_KINDS:
+            raise StencilError(f"unknown kernel shape {shape_kind!r}; allowed: {', '.join(SHAPE_KINDS)}")
         self.shape_kind = shape_kind  # device engine: "plain" runs the plain kernel with block (bx, by, zmarch)
         self.tuner = None
         self._checked: set = set()
@@ -166,25 +179,33 @@ class Loop:
             # one measurement are not measured again; the 4 fastest meet in an interleaved run-off.
             opts = {"warmup": 1, "repeats": 3, "batch": "auto", "prune": 1.5, "confirm_top": 4,
                     "confirm_repeats": 4, "warm_key": self.unroll_of, **(tune or {})}
-            # The kernel shapes compete: z-marching (bx, by, zmarch), plain (bx, by, bz) and (3D) tile.
+            # The kernel shapes compete: z-marching (bx, by, zmarch), plain (bx, by, bz) and (3D, when
+            # the grid allows it) vec; tile only when asked for (tune={"shapes": (..., "tile")}).
+            shapes = tuple(opts.pop("shapes", STENCIL_SHAPES))
             space = opts.pop("space", None) or stencil_space(
-                shapes=STENCIL_SHAPES, ndim=st.ndim,
-                tile_smem=lambda cfg: tile_smem_bytes(st, self.dtype, cfg["bx"], cfg["by"]))
+                shapes=shapes, ndim=st.ndim,
+                tile_smem=lambda cfg: tile_smem_bytes(st, self.dtype, cfg["bx"], cfg["by"]),
+                vec_reason=lambda cfg: vec_choice(st, self.shape)[1])
             self.tuner = Tuner(space, EventTimer(cupy, stream), key=key, cache=cache_obj,
                                start={**self.fixed_config(), **({"shape": self.shape_kind}
                                                                 if "shape" in space.names else {})},
                                label=f"stencil {st.name} {'x'.join(map(str, self.shape))}", **opts)
 
     # ---- launch ------------------------------------------------------------------------------
-    def grid(self, bx: int, by: int, zmarch: int) -> tuple[int, int, int]:
-        return launch_grid(self.st, self.shape, self.boundary, bx, by, zmarch)
+    def grid(self, bx: int, by: int, zmarch: int, vec: int = 0) -> tuple[int, int, int]:
+        return launch_grid(self.st, self.shape, self.boundary, bx, by, zmarch, vec)
 
     def unroll_of(self, cfg: dict) -> int | str:
-        """The kernel a configuration runs: ``"plain"`` for the plain shape; else the unrolled
-        z-marching kernel, ``cfg["unroll"]`` if the space has that axis, else the largest generated
-        unroll ≤ zmarch."""
-        if cfg.get("shape", "march") in (PLAIN, TILE):
-            return cfg["shape"]
+        """The kernel a configuration runs: ``"plain"`` / ``"tile"`` for those shapes; for ``"vec"``
+        the widest vector kernel this grid allows (``"vec4"``, else ``"vec2"``; ``"vec"`` itself when
+        none can, which the launch refuses with the reason); an explicit ``"vec2"``/``"vec4"`` as
+        given; else the unrolled z-marching kernel, ``cfg["unroll"]`` if the space has that axis, else
+        the largest generated unroll ≤ zmarch."""
+        shape = cfg.get("shape", "march")
+        if shape == VEC:
+            return vec_choice(self.st, self.shape)[0] or VEC
+        if shape != "march":
+            return shape
         u = cfg.get("unroll")
         if u is None:
             return unroll_for(self.st, cfg["zmarch"])
@@ -199,6 +220,9 @@ class Loop:
         variant = self.unroll_of(cfg)
         if variant == TILE and self.st.ndim != 3:
             raise ValueError(f"tile shape: 3D only (stencil '{self.st.name}' is {self.st.ndim}D)")
+        width = 0
+        if isinstance(variant, str) and variant.startswith(VEC):
+            width = self._check_vec(variant, bx, args)
         kernel = self.kernels[variant]
         bz = zm if variant == PLAIN else 1  # plain: the third number is the block's z-extent
         if variant == PLAIN and int(np.prod(self.shape)) >= 2 ** 31:
@@ -206,7 +230,7 @@ class Loop:
         limit = kernel.max_threads_per_block
         if bx * by * bz > limit:
             raise ValueError(f"{bx * by * bz} threads per block > this kernel's limit {limit} (registers)")
-        grid, block, full = self.grid(bx, by, zm), (bx, by, bz), args + (np.int32(zm),)
+        grid, block, full = self.grid(bx, by, zm, width), (bx, by, bz), args + (np.int32(zm),)
         self.last_config = cfg
         if variant == TILE:
             hx, hy = self.st.halo[0], self.st.halo[1]
@@ -217,6 +241,31 @@ class Loop:
                 raise ValueError(f"tile shape: needs {smem} B of shared memory > {TILE_SMEM_LIMIT} B per block")
             return lambda: kernel(grid, block, full, shared_mem=smem)
         return lambda: kernel(grid, block, full)
+
+    def _check_vec(self, variant: str, bx: int, args: tuple) -> int:
+        """The conditions of a vector-kernel launch (raise ValueError with the reason): the stencil
+        and grid allow that V (:func:`~.codegen.vec_reason`), blockDim.x is whole warps (a warp is
+        one row segment, so the shuffles connect x-neighbours) and every array starts on a V-vector
+        boundary (V × itemsize bytes; rows then do too, as nx % V == 0). Returns V."""
+        if variant == VEC:  # no vector kernel fits this stencil / grid
+            raise ValueError(vec_choice(self.st, self.shape)[1])
+        width = int(variant[len(VEC):])
+        reason = vec_reason(self.st, self.shape, width)
+        if reason is None and width not in vec_widths(self.st):
+            reason = f"{variant} shape: not generated for stencil '{self.st.name}'"
+        if reason:
+            raise ValueError(reason)
+        if bx % 32:
+            raise ValueError(f"{variant} shape: bx = {bx} is not a multiple of 32 (a warp must be one row "
+                             "segment: x-neighbours are exchanged by warp shuffles)")
+        align = width * self.dtype.itemsize
+        names = self.st.inputs + self.st.outputs
+        for name, a in zip(names, args):
+            addr = _address(a)
+            if addr % align:
+                raise ValueError(f"{variant} shape: array '{name}' at 0x{addr:x} is not {align}-byte aligned "
+                                 f"(each thread accesses {width} values as one aligned vector)")
+        return width
 
     def fixed_config(self) -> dict:
         """The device engine's launch configuration."""
@@ -282,7 +331,13 @@ class Loop:
             out["unroll"] = unroll_for(self.st, self.zmarch)
             if self.shape_kind != "march":
                 out["config"]["shape"] = self.shape_kind
-                out["unroll"] = self.shape_kind
+                out["unroll"] = self.unroll_of(self.fixed_config())
         if self.tuner is not None:
             out.update(self.tuner.state())
         return out
+
+
+def _address(a) -> int:
+    """Device address of a CuPy array (host address of a NumPy one: the CPU emulation)."""
+    ptr = getattr(getattr(a, "data", None), "ptr", None)
+    return int(ptr) if ptr is not None else int(a.__array_interface__["data"][0])

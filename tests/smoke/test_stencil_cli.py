@@ -39,6 +39,11 @@ def test_stencil_list_and_show(capsys):
     assert main(["stencil", "show", "wave2d", "--dtype", "float64", "--boundary", "fixed"]) == 0
     out = capsys.readouterr().out
     assert 'extern "C" __global__ void nagare_wave2d_fixed_double_u8(' in out and "u_next = " in out
+    assert "_vec" not in out  # the vec shape is 3D only
+    assert main(["stencil", "show", "diffusion7", "--dtype", "float64"]) == 0
+    out = capsys.readouterr().out
+    assert 'extern "C" __global__ void nagare_diffusion7_periodic_double_vec4(' in out and "__shfl_up_sync" in out
+    assert "struct alignas(32) nagare_v4 { T e[4]; };" in out
     assert main(["stencil", "show", "tests.unit.test_stencil:mixed"]) == 0
     assert "nagare_mixed_periodic_float" in capsys.readouterr().out
     assert main(["stencil", "show", "nonexistent"]) == 2
@@ -69,3 +74,21 @@ def test_format_table():
     result["rows"][0]["amortise"] = {"steps": 1000, "tuned_ms": 300.0, "fixed_ms": 700.0, "best_ms": 280.0,
                                      "overhead_steps": 71.4, "settled_after_calls": 260, "amortised": True}
     assert "| 8x512x512 | 300.0 | 700.0 | 280.0 | 71 | 260 | yes |" in format_table(result)
+
+
+def test_format_table_reports_the_vec_shape():
+    """A vec best (and vec as the best other shape) shows in the shape columns like the others."""
+    vec = {"shape": "vec", "label": "vec (32,8,1)/4", "threads": [32, 8, 1], "zmarch": 4, "unroll": "vec4",
+           "GB_s": 3825.0, "pct_copy_bw": 90.9}
+    march = {"shape": "march", "label": "(32,4,1)/16", "threads": [32, 4, 1], "zmarch": 16, "unroll": 8,
+             "GB_s": 2800.0, "pct_copy_bw": 66.5}
+    live = {"strategy": "exhaustive", "pick": {"bx": 32, "by": 8, "zmarch": 4, "shape": "vec"}, "calls": 700,
+            "measured": 249, "overhead_steps": 150.0, "pick_vs_best": 1.0, "pick_vs_best_table": 1.0}
+    result = {"device": {"name": "NVIDIA H200"}, "date": "2026-11-23", "bytes_per_point": 8,
+              "copy_bandwidth_GB_s": 4208.0,
+              "rows": [{"mesh": "512x512x512", "best": vec, "best_by_shape": {"vec": vec, "march": march},
+                        "fixed_128_1_1_z2": {"GB_s": 2000.0, "pct_copy_bw": 47.5}, "speedup_vs_fixed": 1.91,
+                        "autotune": [live]}]}
+    text = format_table(result)
+    assert ("| 512x512x512 | vec | (32,8,1) | 4 | 3825 | 90.9 | (32,4,1)/16 (66.5) | 2000 | 47.5 | 1.91× | "
+            "vec (32,8,1)/4 (exhaustive) | 1.000 | 1.000 | 700 | 150 |") in text

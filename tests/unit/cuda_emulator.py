@@ -28,12 +28,17 @@ static nagare_dim3 blockIdx, threadIdx, blockDim;
 #define __restrict__
 #define __shared__
 #define __align__(n)
-inline void __syncthreads() {}  // the sequential launch never runs the tile kernel (see build_tile)
+inline void __syncthreads() {}  // the sequential launch never runs the tile kernel (see build)
+#include <cstdlib>
+// nor the vector kernels (warp shuffles): they only have to compile here
+template <typename T> T __shfl_up_sync(unsigned, T, int, int = 32) { std::abort(); }
+template <typename T> T __shfl_down_sync(unsigned, T, int, int = 32) { std::abort(); }
 alignas(16) unsigned char nagare_smem[1];
 """
 
-# The tile kernel synchronises its block: run it with one std::thread per CUDA thread and a
-# std::barrier for __syncthreads (tests/cuda_emu/emu.h), blocks one after another sharing one
+# The tile kernel synchronises its block and the vector kernels shuffle within warps: run them with
+# one std::thread per CUDA thread, a std::barrier for __syncthreads and a per-warp exchange slot +
+# barrier for __shfl_{up,down}_sync (tests/cuda_emu/emu.h), blocks one after another sharing one
 # NaN-poisoned shared-memory array (reads of unstaged tile elements show up as NaN).
 EMU_DIR = Path(__file__).resolve().parents[1] / "cuda_emu"
 TILE_PRELUDE = """
@@ -75,9 +80,14 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
 """
 
 
-def _tile_wrapper(st, dtype, boundary) -> str:
+def threaded(variant) -> bool:
+    """Kernels that need the threaded launch: the tile kernel (barriers) and the vector kernels (shuffles)."""
+    return isinstance(variant, str) and (variant == "tile" or variant.startswith("vec"))
+
+
+def _threaded_kernel_wrapper(st, dtype, boundary, variant) -> str:
     T = ctype(dtype)
-    name = kernel_name(st, dtype, boundary, "tile")
+    name = kernel_name(st, dtype, boundary, variant)
     params = [f"const {T}* in_{n}" for n in st.inputs] + [f"{T}* out_{n}" for n in st.outputs]
     params += [f"{T} p_{n}" for n in st.params] + ["int nx", "int ny", "int nz", "int zmarch"]
     call = [f"in_{n}" for n in st.inputs] + [f"out_{n}" for n in st.outputs] + [f"p_{n}" for n in st.params]
@@ -85,12 +95,13 @@ def _tile_wrapper(st, dtype, boundary) -> str:
     return threaded_wrapper(name, params, call)
 
 
-TILE_FLAGS = ("-std=c++20", "-pthread", f"-I{EMU_DIR}")
+TILE_FLAGS = ("-std=c++20", "-pthread", "-fno-strict-aliasing", f"-I{EMU_DIR}")  # vectors: T[] viewed as structs
 
 
 def threaded_wrapper(name: str, params: list, call: list) -> str:
     """``emulate(grid, block, args)`` running each block's threads concurrently (for kernels with
-    barriers; compile with ``TILE_PRELUDE`` and ``TILE_FLAGS``)."""
+    barriers or warp shuffles; compile with ``TILE_PRELUDE`` and ``TILE_FLAGS``). Warps are runs of
+    32 consecutive linear thread ids, as on the device."""
     return f"""
 extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
     const int n = bx * by * bz;
@@ -100,6 +111,9 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
         EmuBlock blk;
         blk.nthreads = n;
         blk.block_bar = std::make_unique<std::barrier<>>(n);
+        for (int w = 0; w * 32 < n; ++w)
+            blk.warp_bar.push_back(std::make_unique<std::barrier<>>(std::min(32, n - w * 32)));
+        blk.slots.assign(n, 0.0);
         emu_block = &blk;
         std::memset(nagare_smem, 0xff, sizeof(nagare_smem));
         std::vector<std::thread> th;
@@ -121,9 +135,10 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
 
 def build(st, dtype, boundary, workdir: Path, unroll: int | str = 1):
     """The emulated kernel of ``st`` with the given unroll (see codegen.unroll_variants), the
-    plain kernel (``unroll="plain"``) or the tile kernel (``unroll="tile"``, threaded launch)."""
-    if unroll == "tile":
-        src = TILE_PRELUDE + generate(st, dtype, boundary) + _tile_wrapper(st, dtype, boundary)
+    plain kernel (``unroll="plain"``), the tile kernel (``unroll="tile"``) or a vector kernel
+    (``unroll="vec2"``/``"vec4"``); the last two with the threaded launch."""
+    if threaded(unroll):
+        src = TILE_PRELUDE + generate(st, dtype, boundary) + _threaded_kernel_wrapper(st, dtype, boundary, unroll)
         extra = list(TILE_FLAGS)
     else:
         src = PRELUDE + generate(st, dtype, boundary) + _wrapper(st, dtype, boundary, unroll)

@@ -59,7 +59,10 @@ class _Kernel:
     """Calls the emulated kernel; each launch advances the fake clock by a cost of the block shape."""
 
     def __init__(self, code: str, name: str, workdir: Path, cost):
+        import inspect
+
         self.code, self.name, self.workdir, self.cost = code, name, workdir, cost
+        self._named = len(inspect.signature(cost).parameters) >= 3  # cost(block, zmarch, kernel name)
         self.max_threads_per_block = 1024
         self.launches = []
         sig = re.search(rf"void {name}\((.*?)\)\s*\{{", code, re.S).group(1)
@@ -87,7 +90,8 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
 }}
 """
         flags = []
-        if self.name.endswith("_tile"):  # barriers: one thread per CUDA thread (tests/cuda_emu/emu.h)
+        if cuda_emulator.threaded(self.name.rsplit("_", 1)[1]):  # barriers/shuffles: one std::thread per CUDA
+            # thread (tests/cuda_emu/emu.h)
             wrapper = cuda_emulator.threaded_wrapper(self.name, self.params, names)
             src, flags = cuda_emulator.TILE_PRELUDE + self.code + wrapper, list(cuda_emulator.TILE_FLAGS)
         else:
@@ -127,11 +131,31 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
                 raise TypeError(f"kernel argument {type(a).__name__} for {p}: CuPy needs numpy scalars")
         self._fn(*cargs)
         self.launches.append((tuple(grid), tuple(block)))
-        _clock[0] += self.cost(block, args[-1])
+        _clock[0] += self.cost(block, args[-1], self.name) if self._named else self.cost(block, args[-1])
+
+
+ALIGN = 256  # CuPy's memory pool hands out 512-byte-rounded blocks: device arrays start well aligned
+
+
+def _aligned(fn):
+    """``fn`` (a NumPy allocator) returning arrays that start on an ``ALIGN``-byte boundary, as CuPy's do
+    (the vector kernels' launch checks the alignment; NumPy only guarantees 16 bytes)."""
+    def wrapped(*a, **k):
+        out = fn(*a, **k)
+        if not isinstance(out, np.ndarray) or out.ndim == 0 or out.ctypes.data % ALIGN == 0:
+            return out
+        buf = np.empty(out.nbytes + ALIGN, np.uint8)
+        off = (-buf.ctypes.data) % ALIGN
+        moved = buf[off:off + out.nbytes].view(out.dtype).reshape(out.shape)
+        moved[...] = out
+        return moved
+
+    return wrapped
 
 
 def make(workdir: Path, cost=lambda block, zmarch: 1.0 + abs(block[0] - 32) / 32 + abs(int(zmarch) - 4) / 4):
-    """A module object usable as ``cupy`` (and a Backend's xp)."""
+    """A module object usable as ``cupy`` (and a Backend's xp). ``cost(block, zmarch[, kernel name])``
+    is the fake device time of a launch."""
     kernels: list[_Kernel] = []
 
     class RawModule:
@@ -150,6 +174,8 @@ def make(workdir: Path, cost=lambda block, zmarch: 1.0 + abs(block[0] - 32) / 32
     for attr in ("zeros", "zeros_like", "empty_like", "full", "asarray", "sum", "max", "min", "mean", "pad", "roll",
                  "float32", "float64", "sqrt", "exp", "sin", "cos", "abs", "minimum", "maximum", "ndarray"):
         setattr(cp, attr, getattr(np, attr))
+    for attr in ("zeros", "zeros_like", "empty_like", "full", "asarray"):  # allocations aligned as CuPy's pool's
+        setattr(cp, attr, _aligned(getattr(np, attr)))
     cp.asnumpy = np.asarray
     cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
     cp.random = np.random

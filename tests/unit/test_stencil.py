@@ -196,7 +196,9 @@ def test_generated_source_shape_and_comments():
     assert 'extern "C" __global__ void nagare_diffusion7_periodic_float_plain(' in src
     # … plus the plain kernel's 7 loads (one per neighbour, no march).
     # … and the tile kernel's one per-plane load: the prefetched queue lead (halo/x-y neighbours: shared memory).
-    assert src.count("= in_f[") == 4 * 7 + 7 + 1
+    # … and in each vec kernel (V = 2, 4) the edge lanes' own x-neighbours (its rows are vector loads).
+    assert src.count("= in_f[") == 4 * 7 + 7 + 1 + 2 * 2
+    assert src.count("*reinterpret_cast<const nagare_v4*>(in_f + ") == 2 + 3  # queue priming, 3 rows per plane
     assert src.count("while (k < k1) {") == 4  # z-marching
     assert "// output fn = " in src and "library.py:" in src
     src2 = generate(wave2d, np.float64, "fixed")

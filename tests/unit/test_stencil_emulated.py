@@ -8,18 +8,24 @@ import re
 
 import numpy as np
 import pytest
-from nagare.engine.autotune import STENCIL_SHAPES, stencil_space
+from nagare.engine.autotune import ALL_STENCIL_SHAPES, STENCIL_SHAPES, stencil_space
 from nagare.engine.stencil import Loop, generate, stencil
 from nagare.engine.stencil.codegen import (
     PLAIN,
     TILE,
+    VEC,
     kernel_name,
     kernel_variants,
     loads_per_plane,
+    output_at_line,
     tile_layout,
     tile_smem_bytes,
     unroll_for,
     unroll_variants,
+    vec_choice,
+    vec_layout,
+    vec_reason,
+    vec_widths,
 )
 from nagare.engine.stencil.library import diffusion7, wave2d
 from nagare.engine.stencil.loops import launch_grid
@@ -38,7 +44,7 @@ def zwide(f, g, c):
 
 
 def _check(st, shape, dtype, boundary, params, configs, rng, tmp_path, unroll=None):
-    fns = {u: cuda_emulator.build(st, dtype, boundary, tmp_path, u) for u in kernel_variants(st)}
+    fns: dict = {}  # each emulated kernel is compiled on first use (a compile takes seconds)
     arrays = {n: (rng.random(shape) + 0.5).astype(dtype) for n in st.inputs}
     want = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
     Loop(st, shape, dtype, boundary=boundary)(**arrays, **want, **params)
@@ -48,7 +54,10 @@ def _check(st, shape, dtype, boundary, params, configs, rng, tmp_path, unroll=No
         u = kind if kind != "march" else (unroll if unroll is not None else unroll_for(st, cfg["zmarch"]))
         block = (cfg["bx"], cfg["by"], cfg["zmarch"] if plain else 1)
         got = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
-        grid = launch_grid(st, shape, boundary, cfg["bx"], cfg["by"], cfg["zmarch"])
+        width = int(kind[len(VEC):]) if kind.startswith(VEC) else 0
+        grid = launch_grid(st, shape, boundary, cfg["bx"], cfg["by"], cfg["zmarch"], width)
+        if u not in fns:
+            fns[u] = cuda_emulator.build(st, dtype, boundary, tmp_path, u)
         cuda_emulator.launch(fns[u], st, dtype, grid, block, {**arrays, **got}, params, cfg["zmarch"])
         for n in st.outputs:
             np.testing.assert_array_equal(got[n], want[n], err_msg=f"{st.name} {boundary} {cfg} unroll {u} output {n}")
@@ -125,12 +134,16 @@ def test_unrolled_step_uses_32_bit_offsets_and_issues_all_loads_first():
 
 
 def _tile_configs():
-    return [c for c in _valid_configs(STENCIL_SHAPES) if c["shape"] == TILE]
+    return [c for c in _valid_configs(ALL_STENCIL_SHAPES) if c["shape"] == TILE]
 
 
-def test_the_tuner_space_holds_both_shapes():
+def test_the_tuner_space_holds_the_kernel_shapes():
+    """Default: march + plain + vec (249 valid of 630, exhaustive); tile only when asked for."""
     both = _valid_configs(STENCIL_SHAPES)
-    assert len(both) == 229 and len(_plain_configs()) == 32 and len(_tile_configs()) == 36
+    assert STENCIL_SHAPES == ("march", "plain", "vec") and TILE not in STENCIL_SHAPES
+    assert len(both) == 249 and len(_plain_configs()) == 32 and len(_tile_configs()) == 36
+    assert len([c for c in both if c["shape"] == "vec"]) == 56  # 14 blocks of whole warps × 4 marches
+    assert len(_valid_configs(ALL_STENCIL_SHAPES)) == 285
     assert [c for c in both if c["shape"] == "march"] == [{**c, "shape": "march"} for c in _valid_configs()]
     assert {c["zmarch"] for c in _plain_configs()} == {1, 2, 4}
     space = stencil_space(shapes=STENCIL_SHAPES)
@@ -160,7 +173,7 @@ def test_plain_kernel_wide_halos_2d_and_multi_output(boundary, rng, tmp_path):
 
 def test_plain_kernel_source_is_int32_and_branch_free_in_the_loads():
     src = generate(diffusion7, "float32", "periodic")
-    assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN, TILE)
+    assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN, TILE, "vec2", "vec4")
     body = src.split(f"void {kernel_name(diffusion7, 'float32', 'periodic', PLAIN)}(")[1].split("extern")[0]
     assert "long long" not in body and "nagare_wrap" not in body and "blockDim.z" in body
     loads = [ln.strip() for ln in body.splitlines() if "= in_f[" in ln]
@@ -174,7 +187,7 @@ def test_tile_kernel_every_launch_configuration(boundary, rng, tmp_path):
     for __syncthreads, NaN-poisoned shared memory) for every tile point of the tuner's space, on grids
     that no tile divides (x < bx, y not a multiple of by, z not a multiple of the march)."""
     configs = _tile_configs()
-    assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN, TILE)
+    assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN, TILE, "vec2", "vec4")
     _check(diffusion7, (37, 9, 11), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
     _check(diffusion7, (21, 13, 70), np.float64, boundary, {"r": 0.1}, configs[::5], rng, tmp_path)
 
@@ -201,10 +214,10 @@ def test_tile_kernel_halo_2_corners_and_off_plane_tiles(boundary, rng, tmp_path)
 
 
 def test_tile_shape_is_3d_only_and_checks_shared_memory():
-    space2d = stencil_space(shapes=STENCIL_SHAPES, ndim=2)
+    space2d = stencil_space(shapes=ALL_STENCIL_SHAPES, ndim=2)
     assert "tile shape: 3D only" in space2d.invalid_reason({"bx": 64, "by": 4, "zmarch": 16, "shape": TILE})
     assert TILE not in kernel_variants(wave2d) and "_tile(" not in generate(wave2d, "float32", "periodic")
-    big = stencil_space(shapes=STENCIL_SHAPES, ndim=3, tile_smem=lambda cfg: tile_smem_bytes(
+    big = stencil_space(shapes=ALL_STENCIL_SHAPES, ndim=3, tile_smem=lambda cfg: tile_smem_bytes(
         halo2, np.float64, cfg["bx"], cfg["by"]))
     # 2 buffers × 3 tiles × 132 × 12 × 8 B = 76032 B
     assert big.invalid_reason({"bx": 128, "by": 8, "zmarch": 16, "shape": TILE}) == (
@@ -222,3 +235,120 @@ def test_tile_kernel_source_stages_planes_in_shared_memory():
     assert loop.index("n_f = in_f[") < loop.index("t_f_0[c] = q_f_0;") < loop.index("__syncthreads")
     update = [ln for ln in loop.splitlines() if "out_fn[at] =" in ln][0]
     assert "in_f[" not in update and update.count("t_f_0[c + so_") == 4 and "q_f_m1" in update
+
+
+# ---- the vec shape: V x-consecutive points per thread, vector loads, x-neighbours by warp shuffles ----------
+@stencil(inputs=["f"], outputs=["g"], params=["a"], halo=(4, 1, 1), ndim=3)
+def wide4(f, a):
+    """x-halo 4 = V: the whole left/right neighbour vectors come from the adjacent lanes; x-offsets at y/z offsets."""
+    return (a * (f[-4, 0, 0] + f[4, 0, 0]) + f[-3, 1, 0] - f[3, -1, 1] + (f[-1, 0, -1] + f[2, 0, 1]) * f[0, 0, 0]
+            - f[-2, 1, 1])
+
+
+@stencil(inputs=["f", "h"], outputs=["g"], halo=(0, 1, 2), ndim=3)
+def zonly(f, h):
+    """No x-neighbours (no shuffles); a gapped z-run (direct rows) and a contiguous one (a queue)."""
+    return f[0, 0, -2] * f[0, 0, 2] + h[0, -1, 0] - h[0, 0, -1] + h[0, 0, 0] * h[0, 0, 1]
+
+
+def _vec(configs, width):
+    return [{"bx": b, "by": y, "zmarch": z, "shape": f"{VEC}{width}"} for b, y, z in configs]
+
+
+# Launch shapes: a single warp per row, several warps per row (64, 128 threads in x), blocks of several
+# rows, marches of 1, shorter than / not a multiple of / longer than the grid's z.
+VEC_LAUNCHES = ((32, 1, 1), (32, 4, 3), (64, 2, 5), (128, 1, 8), (64, 4, 64))
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+@pytest.mark.parametrize("width", [4, 2])
+def test_vec_kernel_diffusion7_with_idle_lanes_and_several_warps_per_row(boundary, width, rng, tmp_path):
+    """Rows of 66 (V = 4) / 68 (V = 2) vectors: with 32 threads in x, three blocks per row (the last one
+    two active lanes and 30 idle ones that still shuffle); with 64, a fully idle warp; with 128, one block
+    whose warps meet at lanes 31 / 0 (edge lanes load their neighbours). nx = 40: one partial warp."""
+    assert vec_widths(diffusion7) == (2, 4)
+    configs = _vec(VEC_LAUNCHES, width)
+    nx = 264 if width == 4 else 136
+    _check(diffusion7, (7, 5, nx), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
+    _check(diffusion7, (9, 6, 40), np.float32, boundary, {"r": 0.1}, configs[:3], rng, tmp_path)
+    _check(diffusion7, (6, 4, nx), np.float64, boundary, {"r": 0.1}, configs[1:4], rng, tmp_path)
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_vec_kernel_halo_2_two_inputs_and_outputs_fp64(boundary, rng, tmp_path):
+    """x-halo 2 (two shuffled elements per side), corners, rows read off the plane, two inputs and two
+    outputs, a parameter; V = 4 and V = 2 (= the x-halo), fp64 (32-byte vectors) and fp32."""
+    assert vec_widths(halo2) == (2, 4)
+    for width in (4, 2):
+        configs = _vec(VEC_LAUNCHES[1:4], width)
+        _check(halo2, (7, 9, 136), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
+        _check(halo2, (6, 11, 20), np.float32, boundary, {"c": 0.3}, configs[:2], rng, tmp_path)
+        _check(mixed, (7, 9, 136), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, tmp_path)
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_vec_kernel_queues_gapped_rows_and_x_halo_equal_to_v(boundary, rng, tmp_path):
+    queues, direct, xoffs = vec_layout(zwide)
+    assert queues == {("f", 0): (-2, 2)} and ("g", 1, 1) in direct and xoffs[("f", 0, -1)] == (0, 1)
+    queues, direct, _ = vec_layout(zonly)
+    assert queues == {("h", 0): (-1, 1)} and direct == [("f", 0, -2), ("f", 0, 2), ("h", -1, 0)]
+    assert vec_widths(wide4) == (4,) and vec_widths(zonly) == (2, 4)
+    configs = _vec(VEC_LAUNCHES[:4], 4)
+    _check(zwide, (13, 7, 136), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
+    _check(wide4, (6, 5, 264), np.float32, boundary, {"a": 0.3}, configs, rng, tmp_path)
+    _check(wide4, (5, 4, 12), np.float64, boundary, {"a": 0.3}, configs[:2], rng, tmp_path)  # nx = 3 V
+    _check(zonly, (9, 5, 136), np.float32, boundary, {}, configs + _vec(VEC_LAUNCHES[:2], 2), rng, tmp_path)
+
+
+def test_vec_shape_conditions_and_reasons():
+    """Where the vec shape cannot run it says why: 2D, x-halo > V, nx not a multiple of V; the
+    tuner's space rules out blocks that are not whole warps and uses the grid's reason."""
+    assert vec_choice(diffusion7, (8, 8, 64)) == ("vec4", None)
+    assert vec_choice(diffusion7, (8, 8, 66)) == ("vec2", None)
+    variant, why = vec_choice(diffusion7, (8, 8, 37))
+    assert variant is None and "vec4 shape: nx = 37 is not a multiple of V = 4" in why and "vec2 shape" in why
+    assert vec_choice(wide4, (8, 8, 66))[0] is None  # vec2 is not generated for an x-halo of 4
+    assert "x-halo 4 > V = 2" in vec_reason(wide4, (8, 8, 64), 2)
+    assert "3D stencils only" in vec_reason(wave2d, (16, 64), 4)
+    assert VEC not in "".join(map(str, kernel_variants(wave2d))) and "_vec" not in generate(wave2d, "float32", "fixed")
+
+    @stencil(inputs=["f"], outputs=["g"], halo=(5, 0, 0), ndim=3)
+    def x5(f):
+        return f[-5, 0, 0] + f[5, 0, 0]
+
+    assert vec_widths(x5) == () and "_vec" not in generate(x5, "float32", "periodic")
+    assert "x-halo 5 > V = 4" in vec_choice(x5, (4, 4, 64))[1]
+    space = stencil_space(shapes=STENCIL_SHAPES, vec_reason=lambda cfg: vec_choice(diffusion7, (8, 8, 37))[1])
+    assert "not a multiple of V = 4" in space.invalid_reason({"bx": 32, "by": 8, "zmarch": 4, "shape": VEC})
+    space = stencil_space(shapes=STENCIL_SHAPES)
+    assert "vec shape: bx = 16 not in (32, 64, 128) (whole warps" in space.invalid_reason(
+        {"bx": 16, "by": 8, "zmarch": 4, "shape": VEC})
+    assert "vec shape: zmarch = 2 not in" in space.invalid_reason({"bx": 32, "by": 8, "zmarch": 2, "shape": VEC})
+    assert "2048 threads per block" in space.invalid_reason({"bx": 128, "by": 16, "zmarch": 4, "shape": VEC})
+    assert space.invalid_reason({"bx": 32, "by": 8, "zmarch": 4, "shape": VEC}) is None
+    assert "vec shape: 3D only" in stencil_space(shapes=STENCIL_SHAPES, ndim=2).invalid_reason(
+        {"bx": 32, "by": 8, "zmarch": 4, "shape": VEC})
+
+
+def test_vec_kernel_source_is_vector_loads_and_shuffles():
+    """The shape the performance depends on: per plane of diffusion7 three aligned vector loads (the
+    queue lead, y−1, y+1), the x-neighbours by one shuffle each way (edge lanes load one value), one
+    vector store; every shuffle outside any branch (all 32 lanes reach it)."""
+    src = generate(diffusion7, "float32", "periodic")
+    assert "struct alignas(16) nagare_v4 { T e[4]; };" in src and "struct alignas(8) nagare_v2" in src
+    assert "struct alignas(32) nagare_v4 { T e[4]; };" in generate(diffusion7, "float64", "fixed")
+    body = src.split(f"void {kernel_name(diffusion7, 'float32', 'periodic', 'vec4')}(")[1]
+    loop = body.split("for (int k = k0; k < k1; ++k) {")[1]
+    assert loop.count("*reinterpret_cast<const nagare_v4*>(in_f + ") == 3
+    assert loop.count("__shfl_up_sync(0xffffffffu, f__q_0_s1.e[3], 1)") == 1
+    assert loop.count("__shfl_down_sync(0xffffffffu, f__q_0_s1.e[0], 1)") == 1
+    assert loop.count("*reinterpret_cast<nagare_v4*>(out_fn + z_0 + r_0 + xc) = ") == 1
+    for ln in loop.splitlines():
+        if "__shfl" in ln:
+            assert ln.startswith("        T ") and "if" not in ln and "?" not in ln
+    assert "if (w0 >= nx || j >= ny) return;" in body  # the only early exit: per warp
+    fixed = generate(diffusion7, "float32", "fixed").split("_fixed_float_vec4(")[1]
+    assert "if (upd_3) out_fn[z_0 + r_0 + xc + 3] = fn__v3;" in fixed  # row ends: element stores
+    src = generate(mixed, "float32", "periodic")
+    n = next(i for i, ln in enumerate(src.splitlines(), 1) if ln.strip().startswith("const T o2__v3 = "))
+    assert output_at_line(src, n).startswith("o2 = ")  # compile errors in a vec kernel name the output

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nagare.engine.autotune import STENCIL_SHAPES, TuneCache, stencil_space
+from nagare.engine.autotune import ALL_STENCIL_SHAPES, TuneCache, stencil_space
 from nagare.engine.backend import get_backend
 from nagare.engine.stencil import Loop
 from nagare.engine.stencil.library import diffusion7, wave2d
 
 from tests.unit.test_stencil import mixed
+from tests.unit.test_stencil_emulated import halo2, wide4, zonly, zwide
 
 pytestmark = pytest.mark.gpu
 
@@ -48,16 +49,17 @@ def test_device_loop_engines_are_bit_identical_to_host(st, shape, params, dtype,
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
 def test_every_launch_candidate_gives_bit_identical_output(boundary, rng):
-    """Tuning never changes results: all valid launch configurations of the tuner's space (the three
-    kernel shapes: P2's z-marching ones, plain 3D blocks, 2.5D shared-memory tiles) agree exactly,
-    with the host too."""
+    """Tuning never changes results: all valid launch configurations of the tuner's space with every
+    kernel shape (P2's z-marching ones, plain 3D blocks, vec, and the 2.5D shared-memory tiles that the
+    default space leaves out) agree exactly, with the host too. nx = 44: vec4 runs (11 vectors, one
+    partial warp), and no block width above 4 divides it."""
     cp = pytest.importorskip("cupy")
-    shape = (19, 20, 37)
+    shape = (19, 20, 44)
     f = cp.asarray(rng.random(shape).astype(np.float32))
     loop = Loop(diffusion7, shape, np.float32, boundary=boundary, engine="device", xp=cp)
     host = cp.asnumpy(f).copy()
     Loop(diffusion7, shape, np.float32, boundary=boundary)(f=cp.asnumpy(f), fn=host, r=0.1)
-    space = stencil_space(shapes=STENCIL_SHAPES)
+    space = stencil_space(shapes=ALL_STENCIL_SHAPES)
     reference = None
     tried = 0
     for key in space.all_keys():
@@ -76,7 +78,7 @@ def test_every_launch_candidate_gives_bit_identical_output(boundary, rng):
             np.testing.assert_array_equal(out, reference, err_msg=str(cfg))
         tried += 1
     np.testing.assert_array_equal(reference, host)
-    assert tried == 161 + 32 + 36  # march + plain + tile (tests/unit/test_autotune.py counts the space)
+    assert tried == 161 + 32 + 36 + 56  # march + plain + tile + vec (tests/unit/test_stencil_emulated.py counts)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
@@ -97,6 +99,65 @@ def test_every_unrolled_kernel_is_bit_identical_to_host(boundary, dtype, rng):
             fn = cp.full(shape, -3.0, dtype)
             loop.run_with({"bx": 32, "by": 4, "zmarch": z, "unroll": u}, f=f, fn=fn, r=0.1)
             np.testing.assert_array_equal(cp.asnumpy(fn), want, err_msg=f"unroll {u} zmarch {z}")
+
+
+# The vec shape: several stencils (x-halo 1, 2 = V of vec2, 4 = V of vec4; two inputs/outputs; queues and
+# gapped z-rows; no x-neighbours), fp32/fp64, both boundaries, launches with one or several warps per row,
+# idle lanes (rows of 66 / 68 / 10 vectors) and marches shorter / longer than the grid.
+VEC_CASES = [
+    (diffusion7, {"r": 0.1}),
+    (mixed, {"s": 0.3, "t": 1.7}),
+    (halo2, {"c": 0.3}),
+    (zwide, {"c": 0.3}),
+    (wide4, {"a": 0.3}),
+    (zonly, {}),
+]
+VEC_LAUNCHES = ((32, 1, 1), (32, 8, 4), (64, 4, 8), (128, 2, 3), (64, 16, 32), (32, 4, 64))
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("st,params", VEC_CASES, ids=[c[0].name for c in VEC_CASES])
+def test_vec_shape_is_bit_identical_to_host(st, params, dtype, boundary, rng):
+    cp = pytest.importorskip("cupy")
+    from nagare.engine.stencil.codegen import vec_widths
+
+    for width in vec_widths(st):
+        for nx in ((264, 40) if width == 4 else (136, 70)):
+            shape = (21, 18, nx)
+            host = {n: (rng.random(shape) + 0.5).astype(dtype) for n in st.inputs}
+            want = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
+            Loop(st, shape, dtype, boundary=boundary)(**host, **want, **params)
+            dev = {n: cp.asarray(v) for n, v in host.items()}
+            loop = Loop(st, shape, dtype, boundary=boundary, engine="device", xp=cp)
+            for bx, by, zm in VEC_LAUNCHES:
+                out = {n: cp.full(shape, -3.0, dtype) for n in st.outputs}
+                loop.run_with({"bx": bx, "by": by, "zmarch": zm, "shape": f"vec{width}"}, **dev, **out, **params)
+                for n in st.outputs:
+                    np.testing.assert_array_equal(cp.asnumpy(out[n]), want[n],
+                                                  err_msg=f"{st.name} vec{width} nx {nx} ({bx},{by})/{zm} {n}")
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_vec_shape_at_512_wide_rows_and_its_launch_checks(boundary, rng):
+    """The issue's shape of row (nx = 512: four full warps of float4) at the prototype's best launches,
+    the device engine's ``shape_kind="vec"``, and the launch refusing a misaligned array with the reason."""
+    cp = pytest.importorskip("cupy")
+    shape = (24, 64, 512)
+    h = rng.random(shape).astype(np.float32)
+    want = np.full(shape, -3.0, np.float32)
+    Loop(diffusion7, shape, np.float32, boundary=boundary)(f=h, fn=want, r=0.1)
+    f = cp.asarray(h)
+    for block, zm in (((32, 8), 4), ((32, 4), 8), ((64, 4), 8), ((128, 8), 16)):
+        loop = Loop(diffusion7, shape, np.float32, boundary=boundary, engine="device", xp=cp, block=block,
+                    zmarch=zm, shape_kind="vec")
+        fn = cp.full(shape, -3.0, np.float32)
+        loop(f=f, fn=fn, r=0.1)
+        np.testing.assert_array_equal(cp.asnumpy(fn), want, err_msg=f"{block}/{zm}")
+        assert loop.state()["unroll"] == "vec4"
+    shifted = cp.zeros(h.size + 1, np.float32)[1:].reshape(shape)
+    with pytest.raises(ValueError, match="is not 16-byte aligned"):
+        loop(f=f, fn=shifted, r=0.1)
 
 
 def test_event_timer_hold_keeps_the_stream_busy():

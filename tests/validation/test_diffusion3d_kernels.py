@@ -9,7 +9,7 @@ from tests.conftest import backends_param
 from tests.validation.test_diffusion3d import make, rel_error, steps_for
 
 
-@pytest.mark.parametrize("kernel", ["stencil-host", "cuda", "cuda-autotune", "cuda-handwritten"])
+@pytest.mark.parametrize("kernel", ["stencil-host", "cuda", "cuda-autotune", "cuda-vec", "cuda-handwritten"])
 @pytest.mark.parametrize("bc,grid,mode", [("periodic", (32, 16, 8), (1, 1, 1)), ("fixed", (20, 18, 16), (1, 2, 1))])
 @pytest.mark.parametrize("backend", backends_param())
 def test_kernel_reproduces_exact_discrete_decay(kernel, bc, grid, mode, backend):
