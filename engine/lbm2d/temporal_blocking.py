@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .d2q9 import CX, CY, FLUID, MOVING_WALL, SOLID, Q
+
 CUDA_SOURCE = "cuda/lbm2d/temporal_blocking.cu"
 KERNELS = ("stb", "srtb", "srtb-ws")
 
@@ -45,7 +47,7 @@ def register_depth(selection: dict) -> int:
 
 def shared_bytes(ts: int, tile: tuple[int, int], itemsize: int) -> int:
     """Dynamic shared memory of one block: two ping-pong buffers of 9 populations on the tile plus
-    a halo of width ts, and the mask (1 byte per node) on the same region."""
+    a halo of width ts, and the node codes (1 byte per node, see :func:`node_codes`) on the same region."""
     ex, ey = tile[0] + 2 * ts, tile[1] + 2 * ts
     return 2 * 9 * ex * ey * itemsize + ex * ey
 
@@ -55,8 +57,9 @@ def cone_registers(kernel: str, tr: int, itemsize: int) -> int:
 
     srtb holds level 1 of its cone: (2tr-1)^2 nodes x 9 populations; srtb-ws computes one column
     per level and holds it with the two shuffled neighbour columns, ~2 x 9 x (2tr-1) values.
-    Calibrated against ptxas (sm_90, fp32, 32x8): srtb tr=2 60 regs, tr=3 174, tr=4 255 regs plus
-    280 B of spills (estimate 441 -> "cannot run"); srtb-ws tr=4 127 (estimate 126).
+    Calibrated against ptxas (sm_90, fp32, 32x8; nvcc 13.0, factored collision): srtb tr=2 48 regs,
+    tr=3 158, tr=4 255 regs plus 548 B of spill stores (estimate 441 -> "cannot run"); srtb-ws tr=4
+    110 (estimate 126).
     """
     words = max(1, itemsize // 4)
     if kernel == "srtb":
@@ -108,7 +111,7 @@ def unavailable_reason(selection: dict, preset) -> str | None:
     smem = shared_bytes(ts, (tw, th), itemsize)
     if smem > SMEM_OPTIN_BYTES:
         return (f"shared memory: {smem / 1024:.1f} KB per block > {SMEM_OPTIN_BYTES // 1024} KB "
-                f"(tile {tw}x{th} + halo {ts}, 2 buffers x 9 x {itemsize} B + mask)")
+                f"(tile {tw}x{th} + halo {ts}, 2 buffers x 9 x {itemsize} B + node codes)")
     if kernel == "srtb-ws":
         if threads % 32:
             return f"srtb-ws needs whole warps: tile {tw}x{th} = {threads} threads is not a multiple of 32"
@@ -140,6 +143,24 @@ def kernel_name(selection: dict, dtype) -> str:
     stype = "tb_half" if storage == np.float16 else ctype(storage)  # raw binary16 bits, see tb_d2q9.cuh
     return (f"lbm2d_tb<{stype}, {ctype(compute)}, {int(selection['ts'])}, {register_depth(selection)}, "
             f"{tw}, {th}, {ws}>")
+
+
+# tb_d2q9.cuh: a node code is the mask code (bits 0-6) plus TB_EDGE on fluid nodes with a solid or
+# moving-wall upstream neighbour.
+TB_EDGE = 0x80
+
+
+def node_codes(xp, mask):
+    """The kernels' per-node byte (tb_d2q9.cuh "Node codes"): ``mask | TB_EDGE`` where a fluid node
+    pulls from at least one solid / moving-wall node x − c_i (periodic wrap, as the kernels)."""
+    mask = xp.asarray(mask, dtype=xp.uint8)
+    if int(mask.max()) >= TB_EDGE:
+        raise ValueError(f"mask codes must be < {TB_EDGE} (got {int(mask.max())})")
+    bounce = (mask == SOLID) | (mask == MOVING_WALL)
+    edge = xp.zeros(mask.shape, dtype=bool)
+    for i in range(1, Q):  # bounce[x − c_i] = bounce rolled by +c_i
+        edge |= xp.roll(bounce, (int(CY[i]), int(CX[i])), axis=(0, 1))
+    return xp.ascontiguousarray(mask | xp.where(edge & (mask == FLUID), TB_EDGE, 0).astype(xp.uint8))
 
 
 def compiled_kernel(selection: dict, dtype):
@@ -184,18 +205,19 @@ def make_stepper(xp, selection: dict, preset, mask, params: dict):
     smem = shared_bytes(ts, (tw, th), dtype.itemsize)
     if smem > SMEM_DEFAULT_BYTES:
         kern.max_dynamic_shared_size_bytes = smem  # Hopper opt-in beyond 48 KB
-    mask_d = xp.ascontiguousarray(xp.asarray(mask, dtype=xp.uint8))
+    code_d = node_codes(xp, mask)
     tau = float(params["tau"])
     fx, fy = (float(v) for v in params.get("force", (0.0, 0.0)))
     uwx, uwy = (float(v) for v in params.get("u_wall", (0.0, 0.0)))
     scal = compute.type
-    tail = (scal(1.0 / tau), scal(1.0 - 0.5 / tau), scal(fx), scal(fy), scal(uwx), scal(uwy))
+    # the Guo prefactor 1 − ω/2 is computed in the kernel from ω, as d2q9::collide_bgk does
+    tail = (scal(1.0 / tau), scal(fx), scal(fy), scal(uwx), scal(uwy))
     grid = ((nx + tw - 1) // tw, (ny + th - 1) // th, 1)
     block = (tw, th, 1)
     scratch = {}
 
     def launch(src, dst, steps):
-        kern(grid, block, (src, dst, mask_d, np.int32(nx), np.int32(ny), np.int32(steps)) + tail,
+        kern(grid, block, (src, dst, code_d, np.int32(nx), np.int32(ny), np.int32(steps)) + tail,
              shared_mem=smem)
 
     def step(f_src, f_dst, nsteps: int):

@@ -11,9 +11,7 @@
 #include <vector>
 
 #define NAGARE_EMU 1
-// host stand-ins for the PTX cvt conversions of tb_d2q9.cuh (binary16, round to nearest even)
-inline float tb_half_to_float(unsigned short h) { _Float16 x; std::memcpy(&x, &h, 2); return (float)x; }
-inline unsigned short tb_float_to_half(float f) { _Float16 x = (_Float16)f; unsigned short h; std::memcpy(&h, &x, 2); return h; }
+// (fp16 conversions: d2q9.cuh has host versions via _Float16 when __CUDA_ARCH__ is not defined)
 
 #define __global__
 #define __device__

@@ -1,6 +1,7 @@
 // Runs lbm2d_tb<S, T, TS, TR, TX, TY, WS> (chosen with -D) on the host emulator, with the same launch
 // sequence as engine/lbm2d/temporal_blocking.py: blocks of TS steps, a last shorter block,
-// ping-pong so the result lands in the output. Usage: emu nx ny nsteps in.bin mask.bin out.bin tau fx fy uwx uwy
+// ping-pong so the result lands in the output. Usage: emu nx ny nsteps in.bin code.bin out.bin tau fx fy uwx uwy
+// (code.bin: temporal_blocking.node_codes of the mask)
 #include "emu.h"
 #include <cstdio>
 #include <cstdlib>
@@ -14,13 +15,13 @@ int main(int argc, char** argv)
 {
     const int nx = atoi(argv[1]), ny = atoi(argv[2]), nsteps = atoi(argv[3]);
     const double tau = atof(argv[7]);
-    const T omega = T(1.0 / tau), fcoef = T(1.0 - 0.5 / tau);
+    const T omega = T(1.0 / tau);
     const T fx = T(atof(argv[8])), fy = T(atof(argv[9])), uwx = T(atof(argv[10])), uwy = T(atof(argv[11]));
     const size_t n = (size_t)9 * nx * ny;
     std::vector<S> a(n), b(n), c(n);
-    std::vector<unsigned char> mask((size_t)nx * ny);
+    std::vector<unsigned char> code((size_t)nx * ny);
     FILE* fp = fopen(argv[4], "rb"); if (fread(a.data(), sizeof(S), n, fp) != n) return 2; fclose(fp);
-    fp = fopen(argv[5], "rb"); if (fread(mask.data(), 1, mask.size(), fp) != mask.size()) return 2; fclose(fp);
+    fp = fopen(argv[5], "rb"); if (fread(code.data(), 1, code.size(), fp) != code.size()) return 2; fclose(fp);
     std::vector<int> blocks;
     for (int k = 0; k < nsteps / TS; ++k) blocks.push_back(TS);
     if (nsteps % TS) blocks.push_back(nsteps % TS);
@@ -30,7 +31,7 @@ int main(int argc, char** argv)
         S* dst = ((blocks.size() - 1 - j) % 2 == 0) ? b.data() : c.data();
         const int steps = blocks[j];
         emu_launch(gx, gy, TX, TY, [&] {
-            lbm2d_tb<S, T, TS, TR, TX, TY, WS>(src, dst, mask.data(), nx, ny, steps, omega, fcoef, fx, fy, uwx, uwy);
+            lbm2d_tb<S, T, TS, TR, TX, TY, WS>(src, dst, code.data(), nx, ny, steps, omega, fx, fy, uwx, uwy);
         });
         src = dst;
     }

@@ -2,7 +2,10 @@
 
 The model below is written directly from the agreed step semantics (pull-stream with half-way and
 moving-wall bounce-back, then BGK + Guo forcing; mask != 0 copied through; periodic array), in
-the storage precision, independent of both the engine's reference and the CUDA code.
+the storage precision, independent of the engine's reference and the CUDA code except for the
+collision's operation order, which is d2q9.cuh's factored collide_bgk (the kernels call it) so
+that the host-emulated kernels agree bit for bit; test_model_is_the_reference_step checks that
+the model equals engine/lbm2d/reference.step.
 GPU tests compare every configuration of a small (kernel, ts, tr, tile) matrix after 67 steps
 (>= 64, and not a multiple of ts, so the last launch is a shorter block).
 """
@@ -26,6 +29,15 @@ def feq(rho, ux, uy, dtype):
     return np.stack([w[i] * rho * (1 + 3 * cu[i] + dtype(4.5) * cu[i] * cu[i] - dtype(1.5) * usq) for i in range(9)])
 
 
+def c_dot(i, a, b):
+    """c_i · (a, b) with the 0/±1 components written out (d2q9.cuh's c_dot)."""
+    if i == 0:
+        return a.dtype.type(0)
+    if i <= 4:
+        return (a, b, -a, -b)[i - 1]
+    return (a + b, b - a, -(a + b), a - b)[i - 5]
+
+
 def model_step(f, mask, tau, force, u_wall):
     """One step, exactly as /tmp/lbm_semantics.md (the lbm2d semantics) states it."""
     dt = f.dtype.type
@@ -38,17 +50,26 @@ def model_step(f, mask, tau, force, u_wall):
         bounce = f[OPP[i]]
         moving = bounce + dt(6) * w[i] * (dt(cx) * dt(u_wall[0]) + dt(cy) * dt(u_wall[1]))
         pulled[i] = np.where(msrc == 1, bounce, np.where(msrc == 2, moving, src))
-    rho = pulled.sum(axis=0)
-    ux = (sum(dt(cx) * pulled[i] for i, (cx, _) in enumerate(C)) + dt(0.5) * fx) / rho
-    uy = (sum(dt(cy) * pulled[i] for i, (_, cy) in enumerate(C)) + dt(0.5) * fy) / rho
-    eq = feq(rho, ux, uy, dt)
-    omega, fcoef = dt(1 / tau), dt(1 - 0.5 / tau)
+    # BGK + Guo in the factored form of d2q9.cuh's collide_bgk (the kernels call it), the same
+    # operations in the same order: feq_i = (w_i ρ)(a + cu(3 + 4.5 cu)), a = 1 − 1.5 u²,
+    # source w_i(3(c_i·F − u·F) + 9 (c_i·u)(c_i·F)), prefactor 1 − ω/2.
+    p = pulled
+    rho = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7] + p[8]
+    jx = p[1] - p[3] + p[5] - p[6] - p[7] + p[8]
+    jy = p[2] - p[4] + p[5] + p[6] - p[7] - p[8]
+    inv = dt(1) / rho
+    ux = (jx + dt(0.5) * fx) * inv
+    uy = (jy + dt(0.5) * fy) * inv
+    a = dt(1) - dt(1.5) * (ux * ux + uy * uy)
+    uF = ux * fx + uy * fy
+    omega = dt(1 / tau)
+    pref = dt(1) - dt(0.5) * omega
     post = np.empty_like(f)
-    for i, (cx, cy) in enumerate(C):
-        cu = dt(cx) * ux + dt(cy) * uy
-        guo = fcoef * w[i] * (dt(3) * ((dt(cx) - ux) * fx + (dt(cy) - uy) * fy)
-                              + dt(9) * cu * (dt(cx) * fx + dt(cy) * fy))
-        post[i] = pulled[i] - omega * (pulled[i] - eq[i]) + guo
+    for i in range(9):
+        cu, cF = c_dot(i, ux, uy), c_dot(i, fx, fy)
+        eq = (w[i] * rho) * (a + cu * (dt(3) + dt(4.5) * cu))
+        src = w[i] * (dt(3) * (cF - uF) + dt(9) * cu * cF)
+        post[i] = p[i] + omega * (eq - p[i]) + pref * src
     return np.where(mask[None] != 0, f, post)
 
 
@@ -109,6 +130,34 @@ def test_model_moving_lid_drives_flow():
         f = model_step(f, mask, 0.8, (0, 0), (0.05, 0))
     ux = sum(C[i, 0] * f[i] for i in range(9)) / f.sum(0)
     assert ux[-2].mean() > 0.01 and abs(ux[1].mean()) < ux[-2].mean()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_model_is_the_reference_step(dtype):
+    """Same operations in the same order as engine/lbm2d/reference.py (the single-step kernels'
+    NumPy twin), so the model and the reference agree bit for bit."""
+    from nagare.engine.lbm2d import reference
+
+    f, mask, p = scene(45, 37, np.dtype(dtype))
+    lat = reference.build_lattice(np, mask, p["tau"], p["force"], p["u_wall"], dtype)
+    want, got = f, f
+    for _ in range(5):
+        want = model_step(want, mask, p["tau"], p["force"], p["u_wall"])
+        got = reference.step(np, got, np.empty_like(got), lat)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_node_codes():
+    _, mask, _ = scene(45, 37, np.dtype(np.float32))
+    code = tb.node_codes(np, mask)
+    assert code.dtype == np.uint8 and code.shape == mask.shape
+    np.testing.assert_array_equal(code & 0x7F, mask)
+    edge = (code & tb.TB_EDGE) != 0
+    assert not (edge & (mask != 0)).any()
+    for y, x in zip(*np.nonzero(mask == 0)):  # edge iff an upstream node x - c_i is a wall
+        up = [mask[(y - cy) % mask.shape[0], (x - cx) % mask.shape[1]] for cx, cy in C[1:]]
+        assert edge[y, x] == any(m in (1, 2) for m in up)
+    assert edge[1, :].all() and edge[-2, :].all()  # beside the bottom wall and the lid
 
 
 # ---- unavailable_reason (CPU) -----------------------------------------------------------------

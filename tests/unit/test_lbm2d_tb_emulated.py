@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nagare.engine.lbm2d import temporal_blocking as tb
 
 from nagare import shaders
 
@@ -48,8 +49,8 @@ def run_emulated(tmp_path, kernel, ts, tr, tile, dtype, nx, ny, nsteps):
     f, mask, p = scene(nx, ny, np.dtype(np.float32 if dtype == np.float16 else dtype))
     f = f.astype(dtype)
     f.tofile(tmp_path / "in.bin")
-    mask.tofile(tmp_path / "mask.bin")
-    subprocess.run([str(exe), str(nx), str(ny), str(nsteps), str(tmp_path / "in.bin"), str(tmp_path / "mask.bin"),
+    tb.node_codes(np, mask).tofile(tmp_path / "code.bin")
+    subprocess.run([str(exe), str(nx), str(ny), str(nsteps), str(tmp_path / "in.bin"), str(tmp_path / "code.bin"),
                     str(tmp_path / "out.bin"), repr(p["tau"]), *map(repr, p["force"]), *map(repr, p["u_wall"])],
                    check=True, timeout=300)
     got = np.fromfile(tmp_path / "out.bin", dtype).reshape(f.shape)

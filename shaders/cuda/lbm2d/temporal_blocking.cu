@@ -21,7 +21,7 @@
 // periodic images (the update is translation invariant) and write back only nodes < (nx, ny).
 #include "tb_d2q9.cuh"
 
-// Shared-memory layout (dynamic): S f[2][9][EY][EX], then unsigned char mask[EY][EX].
+// Shared-memory layout (dynamic): S f[2][9][EY][EX], then unsigned char code[EY][EX].
 template <int TS, int TX, int TY>
 struct TBGeom {
     static constexpr int EX = TX + 2 * TS;
@@ -32,13 +32,13 @@ struct TBGeom {
 // Advance the node at local (lx, ly) by R steps from the shared buffer `src` (valid wherever this
 // node's cone of radius R lies), result in out[9]. Plain register cone (no shuffles).
 template <typename S, typename T, int R, int EX, int EXY>
-__device__ __forceinline__ void tb_cone(T out[9], const S* __restrict__ src, const unsigned char* __restrict__ sm,
+__device__ __forceinline__ void tb_cone(T out[9], const S* __restrict__ src, const unsigned char* __restrict__ sc,
                                         const int lx, const int ly, const TBParams<T>& p)
 {
     if constexpr (R == 1) {
         tb_node<S>(out,
                 [&](int i, int ex, int ey) { return TBConv<S, T>::ld(src[i * EXY + (ly + ey) * EX + lx + ex]); },
-                [&](int ex, int ey) { return (int)sm[(ly + ey) * EX + lx + ex]; }, p);
+                [&](int ex, int ey) { return (int)sc[(ly + ey) * EX + lx + ex]; }, p);
     } else {
         // Level k (1..R) holds post-step-k values at offsets |dx|,|dy| <= R-k; P = 2R-1 is the
         // width of level 1. Two slots ping-pong; after full unrolling every index is a constant,
@@ -51,7 +51,7 @@ __device__ __forceinline__ void tb_cone(T out[9], const S* __restrict__ src, con
             for (int dx = -C; dx <= C; ++dx) {
                 tb_node<S>(v[1][(dy + C) * P + dx + C],
                         [&](int i, int ex, int ey) { return TBConv<S, T>::ld(src[i * EXY + (ly + dy + ey) * EX + lx + dx + ex]); },
-                        [&](int ex, int ey) { return (int)sm[(ly + dy + ey) * EX + lx + dx + ex]; }, p);
+                        [&](int ex, int ey) { return (int)sc[(ly + dy + ey) * EX + lx + dx + ex]; }, p);
             }
         }
 #pragma unroll
@@ -63,7 +63,7 @@ __device__ __forceinline__ void tb_cone(T out[9], const S* __restrict__ src, con
                 for (int dx = -h; dx <= h; ++dx) {
                     tb_node<S>(v[k & 1][(dy + C) * P + dx + C],
                             [&](int i, int ex, int ey) { return v[(k - 1) & 1][(dy + ey + C) * P + dx + ex + C][i]; },
-                            [&](int ex, int ey) { return (int)sm[(ly + dy + ey) * EX + lx + dx + ex]; }, p);
+                            [&](int ex, int ey) { return (int)sc[(ly + dy + ey) * EX + lx + dx + ex]; }, p);
                 }
             }
         }
@@ -78,11 +78,11 @@ __device__ __forceinline__ void tb_cone(T out[9], const S* __restrict__ src, con
 // warp together (uniform control flow); lanes whose neighbourhood leaves the run get garbage,
 // which the caller discards.
 template <typename S, typename T, int R, int EX, int EXY, int SEG>
-__device__ __forceinline__ void tb_cone_ws(T out[9], const S* __restrict__ src, const unsigned char* __restrict__ sm,
+__device__ __forceinline__ void tb_cone_ws(T out[9], const S* __restrict__ src, const unsigned char* __restrict__ sc,
                                            const int lx, const int ly, const TBParams<T>& p)
 {
     if constexpr (R == 1) {
-        tb_cone<S, T, 1, EX, EXY>(out, src, sm, lx, ly, p);
+        tb_cone<S, T, 1, EX, EXY>(out, src, sc, lx, ly, p);
     } else {
         constexpr int P = 2 * R - 1, C = R - 1;
         T v[2][P * P][9];
@@ -91,7 +91,7 @@ __device__ __forceinline__ void tb_cone_ws(T out[9], const S* __restrict__ src, 
         for (int dy = -C; dy <= C; ++dy) {
             tb_node<S>(v[1][(dy + C) * P + C],
                     [&](int i, int ex, int ey) { return TBConv<S, T>::ld(src[i * EXY + (ly + dy + ey) * EX + lx + ex]); },
-                    [&](int ex, int ey) { return (int)sm[(ly + dy + ey) * EX + lx + ex]; }, p);
+                    [&](int ex, int ey) { return (int)sc[(ly + dy + ey) * EX + lx + ex]; }, p);
         }
 #pragma unroll
         for (int k = 2; k <= R; ++k) {
@@ -113,7 +113,7 @@ __device__ __forceinline__ void tb_cone_ws(T out[9], const S* __restrict__ src, 
             for (int dy = -h; dy <= h; ++dy) {
                 tb_node<S>(v[k & 1][(dy + C) * P + C],
                         [&](int i, int ex, int ey) { return v[(k - 1) & 1][(dy + ey + C) * P + ex + C][i]; },
-                        [&](int ex, int ey) { return (int)sm[(ly + dy + ey) * EX + lx + ex]; }, p);
+                        [&](int ex, int ey) { return (int)sc[(ly + dy + ey) * EX + lx + ex]; }, p);
             }
         }
 #pragma unroll
@@ -124,7 +124,7 @@ __device__ __forceinline__ void tb_cone_ws(T out[9], const S* __restrict__ src, 
 // One phase: R steps from shared buffer src (valid on [done, E - done)) into dst (valid on
 // [done + R, E - done - R) afterwards). No barrier inside; the caller syncs between phases.
 template <typename S, typename T, int R, int TS, int TX, int TY, bool WS>
-__device__ __forceinline__ void tb_phase(const S* __restrict__ src, S* __restrict__ dst, const unsigned char* __restrict__ sm,
+__device__ __forceinline__ void tb_phase(const S* __restrict__ src, S* __restrict__ dst, const unsigned char* __restrict__ sc,
                                          const int done, const TBParams<T>& p)
 {
     using G = TBGeom<TS, TX, TY>;
@@ -134,7 +134,7 @@ __device__ __forceinline__ void tb_phase(const S* __restrict__ src, S* __restric
         for (int ly = lo + ty; ly < hiy; ly += TY) {
             for (int lx = lo + tx; lx < hix; lx += TX) {
                 T out[9];
-                tb_cone<S, T, R, G::EX, G::EXY>(out, src, sm, lx, ly, p);
+                tb_cone<S, T, R, G::EX, G::EXY>(out, src, sc, lx, ly, p);
 #pragma unroll
                 for (int i = 0; i < 9; ++i) dst[i * G::EXY + ly * G::EX + lx] = TBConv<S, T>::st(out[i]);
             }
@@ -158,7 +158,7 @@ __device__ __forceinline__ void tb_phase(const S* __restrict__ src, S* __restric
                 // lanes past the end read a clamped node: valid lanes never depend on them
                 const int lxr = min(lx, hix + R - 2);
                 T out[9];
-                tb_cone_ws<S, T, R, G::EX, G::EXY, SEG>(out, src, sm, lxr, lyr, p);
+                tb_cone_ws<S, T, R, G::EX, G::EXY, SEG>(out, src, sc, lxr, lyr, p);
                 const bool keep = ly < hiy && lx < hix && lane >= R - 1 && lane < SEG - (R - 1);
                 if (keep) {
 #pragma unroll
@@ -172,54 +172,61 @@ __device__ __forceinline__ void tb_phase(const S* __restrict__ src, S* __restric
 // Phase of r steps, 1 <= r <= R (r < TR only for the last phase of a block).
 template <typename S, typename T, int R, int TS, int TX, int TY, bool WS>
 __device__ __forceinline__ void tb_phase_dispatch(const int r, const S* __restrict__ src, S* __restrict__ dst,
-                                                  const unsigned char* __restrict__ sm, const int done, const TBParams<T>& p)
+                                                  const unsigned char* __restrict__ sc, const int done, const TBParams<T>& p)
 {
     if (r == R) {
-        tb_phase<S, T, R, TS, TX, TY, WS>(src, dst, sm, done, p);
+        tb_phase<S, T, R, TS, TX, TY, WS>(src, dst, sc, done, p);
     } else {
-        if constexpr (R > 1) tb_phase_dispatch<S, T, R - 1, TS, TX, TY, WS>(r, src, dst, sm, done, p);
+        if constexpr (R > 1) tb_phase_dispatch<S, T, R - 1, TS, TX, TY, WS>(r, src, dst, sc, done, p);
     }
 }
 
 // Advance `steps` (1 <= steps <= TS) time steps of the whole lattice: fsrc -> fdst (distinct arrays).
 // S: storage type (global and shared memory), T: arithmetic type (S = T, or S = tb_half, T = float).
+// code: the node codes of tb_d2q9.cuh (mask code + TB_EDGE bit), one byte per node.
 template <typename S, typename T, int TS, int TR, int TX, int TY, bool WS>
 __global__ void __launch_bounds__(TX * TY)
-lbm2d_tb(const S* __restrict__ fsrc, S* __restrict__ fdst, const unsigned char* __restrict__ mask,
+lbm2d_tb(const S* __restrict__ fsrc, S* __restrict__ fdst, const unsigned char* __restrict__ code,
          const int nx, const int ny, const int steps,
-         const T omega, const T fcoef, const T fx, const T fy, const T uwx, const T uwy)
+         const T omega, const T fx, const T fy, const T uwx, const T uwy)
 {
     static_assert(TR >= 1 && TR <= TS, "need 1 <= TR <= TS");
     using G = TBGeom<TS, TX, TY>;
     extern __shared__ __align__(16) unsigned char tb_smem[];
     S* sf = reinterpret_cast<S*>(tb_smem);
-    unsigned char* sm = tb_smem + 2 * 9 * G::EXY * sizeof(S);
-    const TBParams<T> p{omega, fcoef, fx, fy, uwx, uwy};
+    unsigned char* sc = tb_smem + 2 * 9 * G::EXY * sizeof(S);
+    const TBParams<T> p{omega, fx, fy, uwx, uwy};
 
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int x0 = blockIdx.x * TX - TS, y0 = blockIdx.y * TY - TS;
     const long long plane = (long long)nx * ny;
 
-    // tile + halo, periodic wrap (C++ % keeps the sign of the dividend: one +n fixes it)
+    // tile + halo, periodic wrap: each thread reduces its first column and row once (C++ % keeps
+    // the sign of the dividend: one +n fixes it) and then steps by TX / TY, subtracting n while
+    // past the end (more than once only when the tile + halo is wider than the domain).
+    int wx0 = (x0 + tx) % nx;
+    if (wx0 < 0) wx0 += nx;
+    int wy = (y0 + ty) % ny;
+    if (wy < 0) wy += ny;
     for (int ly = ty; ly < G::EY; ly += TY) {
-        int gy = (y0 + ly) % ny;
-        if (gy < 0) gy += ny;
+        const long long row = (long long)wy * nx;
+        int wx = wx0;
         for (int lx = tx; lx < G::EX; lx += TX) {
-            int gx = (x0 + lx) % nx;
-            if (gx < 0) gx += nx;
-            const long long g = (long long)gy * nx + gx;
+            const long long g = row + wx;
             const int l = ly * G::EX + lx;
-            sm[l] = mask[g];
+            sc[l] = code[g];
 #pragma unroll
             for (int i = 0; i < 9; ++i) sf[i * G::EXY + l] = fsrc[i * plane + g];
+            for (wx += TX; wx >= nx;) wx -= nx;
         }
+        for (wy += TY; wy >= ny;) wy -= ny;
     }
 
     int buf = 0;
     for (int done = 0; done < steps;) {  // block-uniform loop: the barrier is reached by all threads
         __syncthreads();
         const int r = min(TR, steps - done);
-        tb_phase_dispatch<S, T, TR, TS, TX, TY, WS>(r, sf + buf * 9 * G::EXY, sf + (buf ^ 1) * 9 * G::EXY, sm, done, p);
+        tb_phase_dispatch<S, T, TR, TS, TX, TY, WS>(r, sf + buf * 9 * G::EXY, sf + (buf ^ 1) * 9 * G::EXY, sc, done, p);
         done += r;
         buf ^= 1;
     }
