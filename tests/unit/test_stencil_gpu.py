@@ -130,12 +130,20 @@ def test_vec_shape_is_bit_identical_to_host(st, params, dtype, boundary, rng):
             Loop(st, shape, dtype, boundary=boundary)(**host, **want, **params)
             dev = {n: cp.asarray(v) for n, v in host.items()}
             loop = Loop(st, shape, dtype, boundary=boundary, engine="device", xp=cp)
+            ran = 0
             for bx, by, zm in VEC_LAUNCHES:
                 out = {n: cp.full(shape, -3.0, dtype) for n in st.outputs}
-                loop.run_with({"bx": bx, "by": by, "zmarch": zm, "shape": f"vec{width}"}, **dev, **out, **params)
+                cfg = {"bx": bx, "by": by, "zmarch": zm, "shape": f"vec{width}"}
+                try:
+                    loop.run_with(cfg, **dev, **out, **params)
+                except ValueError as exc:  # 1024 threads of a register-heavy kernel: refused with the reason
+                    assert bx * by == 1024 and "this kernel's limit" in str(exc), exc
+                    continue
+                ran += 1
                 for n in st.outputs:
                     np.testing.assert_array_equal(cp.asnumpy(out[n]), want[n],
                                                   err_msg=f"{st.name} vec{width} nx {nx} ({bx},{by})/{zm} {n}")
+            assert ran >= len(VEC_LAUNCHES) - 1
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
