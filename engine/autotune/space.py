@@ -118,7 +118,7 @@ SMEM_DEFAULT_LIMIT = 48 * 1024  # dynamic shared memory per block without the op
 # shuffles, z-march): blocks of whole warps in x; marches of 4…32 planes (the hand-written kernel's
 # best at 512³ was 32×8 / 4, with 32×4 and 64×4 / 8 within 1 %; a march of 1 or 2 re-reads most
 # of each column's z-neighbours and 64 leaves too few blocks below 512³). Four march values keep
-# the default space at 249 valid points, under the tuner's exhaustive limit (256).
+# the default space at 249 valid points (the tuner's auto strategy searches it by descent).
 VEC_BX = (32, 64, 128)
 VEC_BY = (1, 2, 4, 8, 16)
 VEC_ZMARCH = (4, 8, 16, 32)
@@ -196,7 +196,7 @@ def stencil_space(bx=STENCIL_BX, by=STENCIL_BY, zmarch=STENCIL_ZMARCH, max_block
     axis ``shape`` adds the plain kernel, whose block is (bx, by, bz = zmarch) restricted to ``plain`` =
     (bx, by, bz) values, and the vec kernel (block (bx, by), z-march) restricted to ``vec`` =
     (bx, by, zmarch) values, 3D only (``ndim``), valid only where ``vec_reason(cfg)`` is None:
-    630 points, 161 + 32 + 56 = 249 valid (≤ the tuner's exhaustive limit of 256; 193 where the grid
+    630 points, 161 + 32 + 56 = 249 valid (above the tuner's exhaustive limit of 64: descent; 193 where the grid
     rules vec out). ``"tile"`` in ``shapes`` adds the tile kernel (2.5D blocking, block (bx, by),
     z-march) restricted to ``tile`` = (bx, by, zmarch) values, 3D only, with ``tile_smem(cfg)`` bytes
     of shared memory ≤ ``smem_limit`` (36 points; ALL_STENCIL_SHAPES: 840 points, 285 valid)."""

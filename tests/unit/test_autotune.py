@@ -175,9 +175,11 @@ def test_descent_terminates_on_noisy_costs():
 
 
 def test_auto_strategy_picks_by_space_size():
-    assert Tuner(stencil_space(), FakeGPU(p2_cost)).strategy == "exhaustive"
+    small = Space({"a": tuple(range(8)), "b": tuple(range(8))})  # 64 points: measure them all
+    assert Tuner(small, FakeGPU(lambda c: 1.0)).strategy == "exhaustive"
+    assert Tuner(stencil_space(), FakeGPU(p2_cost)).strategy == "descent"  # hundreds of valid points
     big = Space({"a": tuple(range(20)), "b": tuple(range(20))})
-    assert Tuner(big, FakeGPU(lambda c: 1.0)).strategy == "random"
+    assert Tuner(big, FakeGPU(lambda c: 1.0)).strategy == "descent"
 
 
 def test_overhead_counts_the_extra_time_of_tuning_calls():

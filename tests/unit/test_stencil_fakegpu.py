@@ -63,7 +63,7 @@ def test_autotune_loop_settles_on_the_fastest_and_never_changes_results(fcp, rng
     shape = (8, 8, 64)
     cache = TuneCache(tmp_path / "t.json")
     loop = Loop(diffusion7, shape, np.float32, engine="device-autotune", xp=fcp, tune_cache=cache,
-                tune={"repeats": 1})
+                tune={"repeats": 1, "strategy": "exhaustive"})  # (auto is descent on a space this large)
     host = Loop(diffusion7, shape, np.float32)
     f = rng.random(shape).astype(np.float32)
     run_until_settled(loop, host, f)
@@ -250,8 +250,9 @@ def test_autotune_picks_the_vec_shape_when_it_is_fastest(tmp_path, monkeypatch, 
     loops._compiled.cache_clear()
     try:
         shape = (10, 16, 136)
+        # A single cheap point among equal ones: only the exhaustive search is sure to find it.
         loop = Loop(diffusion7, shape, np.float32, engine="device-autotune", xp=cp, tune_cache=None,
-                    tune={"repeats": 1})
+                    tune={"repeats": 1, "strategy": "exhaustive"})
         run_until_settled(loop, Loop(diffusion7, shape, np.float32), rng.random(shape).astype(np.float32))
         assert loop.tuner.done and loop.tuner.best == {"bx": 32, "by": 8, "zmarch": 4, "shape": "vec"}
         assert loop.tuner.state()["measured"] == 249
