@@ -16,7 +16,7 @@ BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesce
 # Launch of the fused kernel per storage: ((threads x, y, z), mode); mode "vec2" / "vec4" / "vec8"
 # is lbm_fused_vec with W x-adjacent nodes per thread (vector loads + shuffles; needs nx % W == 0
 # and x threads a multiple of 32), an int k is lbm_fused with k nodes per thread. Chosen from
-# engine/lbm2d/fused_bench.py on an H200 (docs/benchmarks/lbm2d-h200-2026-11-23/); any launch
+# engine/lbm2d/fused_bench.py on an H200 (docs/benchmarks/lbm2d-h200-2026-11-22b/); any launch
 # gives the same result.
 FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((64, 1, 1), "vec4")}
 FUSED_FALLBACK = ((64, 4, 1), 1)  # nx not a multiple of the vector width
