@@ -83,7 +83,7 @@ PY
       ;;
     stencil-perf)
       d="$OUT/stencil-perf"
-      timeout 100 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/unit/test_stencil_gpu.py \
+      timeout 200 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/unit/test_stencil_gpu.py \
         tests/validation/test_diffusion3d_kernels.py tests/validation/test_wave2d.py \
         "tests/equivalence/test_registry.py" -k "stencil or autotune or diffusion3d or wave2d or unroll or hold" \
         2>&1 | tee "$d/gpu-tests.log" | tail -12
