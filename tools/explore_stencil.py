@@ -1,7 +1,7 @@
 """Hand-written 7-point diffusion kernels at 512³ on one GPU (CuPy): which z-march kernel shape can
 reach 90 % of the copy bandwidth, measured before the shape went into the stencil generator.
 
-    python tools/explore_stencil.py 512
+    python tools/explore_stencil.py 512 [--compare]
 
 zvec<V>: V x-consecutive points per thread (vector loads, x-neighbours by warp shuffle, z in
 registers); zvec_smem<V>: the same with the y-neighbours from a shared-memory plane. Results of
@@ -124,6 +124,142 @@ __global__ void zvec_smem(const float* __restrict__ in, float* __restrict__ out,
     }
 }
 
+// zvec, two planes per loop iteration: both planes' loads are issued before either update, so
+// two DRAM-fresh vectors (the z + 1 and z + 2 rows) are in flight per thread instead of one.
+template <int V>
+__global__ void zvec_z2(const float* __restrict__ in, float* __restrict__ out, float r, int nx, int ny, int nz,
+                        int zm) {
+    typedef typename VecT<V>::t VT;
+    const int lane = threadIdx.x & 31;
+    const int x0 = V * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int k0 = blockIdx.z * zm;
+    const int k1 = min(k0 + zm, nz);
+    const long long plane = (long long)nx * ny;
+    const int jm = wrapi(j - 1, ny), jp = wrapi(j + 1, ny);
+    const int xl = wrapi(x0 - 1, nx), xr = wrapi(x0 + V, nx);
+    float prev[V], cur[V], n1[V], n2[V];
+    unpack<V>(*reinterpret_cast<const VT*>(in + wrapi(k0 - 1, nz) * plane + (long long)j * nx + x0), prev);
+    unpack<V>(*reinterpret_cast<const VT*>(in + k0 * plane + (long long)j * nx + x0), cur);
+    for (int k = k0; k < k1; k += 2) {  // zm even
+        const long long b0 = k * plane, b1 = (k + 1) * plane;
+        const long long kn1 = (long long)wrapi(k + 1, nz) * plane, kn2 = (long long)wrapi(k + 2, nz) * plane;
+        float ym0[V], yp0[V], ym1[V], yp1[V];
+        unpack<V>(*reinterpret_cast<const VT*>(in + kn1 + (long long)j * nx + x0), n1);
+        unpack<V>(*reinterpret_cast<const VT*>(in + kn2 + (long long)j * nx + x0), n2);
+        unpack<V>(*reinterpret_cast<const VT*>(in + b0 + (long long)jm * nx + x0), ym0);
+        unpack<V>(*reinterpret_cast<const VT*>(in + b0 + (long long)jp * nx + x0), yp0);
+        unpack<V>(*reinterpret_cast<const VT*>(in + b1 + (long long)jm * nx + x0), ym1);
+        unpack<V>(*reinterpret_cast<const VT*>(in + b1 + (long long)jp * nx + x0), yp1);
+        float l0 = __shfl_up_sync(0xffffffffu, cur[V - 1], 1), r0 = __shfl_down_sync(0xffffffffu, cur[0], 1);
+        float l1 = __shfl_up_sync(0xffffffffu, n1[V - 1], 1), r1 = __shfl_down_sync(0xffffffffu, n1[0], 1);
+        if (lane == 0) { l0 = in[b0 + (long long)j * nx + xl]; l1 = in[b1 + (long long)j * nx + xl]; }
+        if (lane == 31) { r0 = in[b0 + (long long)j * nx + xr]; r1 = in[b1 + (long long)j * nx + xr]; }
+        float o0[V], o1[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const float l = v == 0 ? l0 : cur[v - 1], rr = v == V - 1 ? r0 : cur[v + 1];
+            o0[v] = cur[v] + r * (((l + rr) + (ym0[v] + yp0[v])) + (prev[v] + n1[v]) - 6.0f * cur[v]);
+            const float l_ = v == 0 ? l1 : n1[v - 1], r_ = v == V - 1 ? r1 : n1[v + 1];
+            o1[v] = n1[v] + r * (((l_ + r_) + (ym1[v] + yp1[v])) + (cur[v] + n2[v]) - 6.0f * n1[v]);
+        }
+        *reinterpret_cast<VT*>(out + b0 + (long long)j * nx + x0) = pack<V>(o0);
+        *reinterpret_cast<VT*>(out + b1 + (long long)j * nx + x0) = pack<V>(o1);
+#pragma unroll
+        for (int v = 0; v < V; ++v) { prev[v] = n1[v]; cur[v] = n2[v]; }
+    }
+}
+
+// zvec with a deeper z queue: the row two planes ahead is loaded one iteration early (prefetch
+// distance 2), so each thread has the next iteration's DRAM load in flight during this update.
+template <int V>
+__global__ void zvec_pf(const float* __restrict__ in, float* __restrict__ out, float r, int nx, int ny, int nz,
+                        int zm) {
+    typedef typename VecT<V>::t VT;
+    const int lane = threadIdx.x & 31;
+    const int x0 = V * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int k0 = blockIdx.z * zm;
+    const int k1 = min(k0 + zm, nz);
+    const long long plane = (long long)nx * ny;
+    const int jm = wrapi(j - 1, ny), jp = wrapi(j + 1, ny);
+    const int xl = wrapi(x0 - 1, nx), xr = wrapi(x0 + V, nx);
+    float prev[V], cur[V], nxt[V], nn[V];
+    unpack<V>(*reinterpret_cast<const VT*>(in + wrapi(k0 - 1, nz) * plane + (long long)j * nx + x0), prev);
+    unpack<V>(*reinterpret_cast<const VT*>(in + k0 * plane + (long long)j * nx + x0), cur);
+    unpack<V>(*reinterpret_cast<const VT*>(in + (long long)wrapi(k0 + 1, nz) * plane + (long long)j * nx + x0), nxt);
+    for (int k = k0; k < k1; ++k) {
+        const long long base = k * plane;
+        const long long kn2 = (long long)wrapi(k + 2, nz) * plane;
+        float ym[V], yp[V];
+        unpack<V>(*reinterpret_cast<const VT*>(in + kn2 + (long long)j * nx + x0), nn);
+        unpack<V>(*reinterpret_cast<const VT*>(in + base + (long long)jm * nx + x0), ym);
+        unpack<V>(*reinterpret_cast<const VT*>(in + base + (long long)jp * nx + x0), yp);
+        float left = __shfl_up_sync(0xffffffffu, cur[V - 1], 1);
+        float right = __shfl_down_sync(0xffffffffu, cur[0], 1);
+        if (lane == 0) left = in[base + (long long)j * nx + xl];
+        if (lane == 31) right = in[base + (long long)j * nx + xr];
+        float o[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const float l = v == 0 ? left : cur[v - 1];
+            const float rr = v == V - 1 ? right : cur[v + 1];
+            o[v] = cur[v] + r * (((l + rr) + (ym[v] + yp[v])) + (prev[v] + nxt[v]) - 6.0f * cur[v]);
+        }
+        *reinterpret_cast<VT*>(out + base + (long long)j * nx + x0) = pack<V>(o);
+#pragma unroll
+        for (int v = 0; v < V; ++v) { prev[v] = cur[v]; cur[v] = nxt[v]; nxt[v] = nn[v]; }
+    }
+}
+
+// zvec with two rows per thread (j0 = 2·row, j0 + 1): per plane the thread loads rows j0 − 1 and
+// j0 + 2 besides the two z-queue rows, 2 y-loads per output row instead of 2 — but one vector of
+// L1 traffic fewer per pair (the middle rows come from the queues), and half the shuffles' setup.
+template <int V>
+__global__ void zvec_y2(const float* __restrict__ in, float* __restrict__ out, float r, int nx, int ny, int nz,
+                        int zm) {
+    typedef typename VecT<V>::t VT;
+    const int lane = threadIdx.x & 31;
+    const int x0 = V * (blockIdx.x * blockDim.x + threadIdx.x);
+    const int j0 = 2 * (blockIdx.y * blockDim.y + threadIdx.y), j1 = j0 + 1;
+    const int k0 = blockIdx.z * zm;
+    const int k1 = min(k0 + zm, nz);
+    const long long plane = (long long)nx * ny;
+    const int jm = wrapi(j0 - 1, ny), jp = wrapi(j1 + 1, ny);
+    const int xl = wrapi(x0 - 1, nx), xr = wrapi(x0 + V, nx);
+    float pa[V], ca[V], na[V], pb[V], cb[V], nb[V];
+    const long long km = (long long)wrapi(k0 - 1, nz) * plane, kc = (long long)k0 * plane;
+    unpack<V>(*reinterpret_cast<const VT*>(in + km + (long long)j0 * nx + x0), pa);
+    unpack<V>(*reinterpret_cast<const VT*>(in + kc + (long long)j0 * nx + x0), ca);
+    unpack<V>(*reinterpret_cast<const VT*>(in + km + (long long)j1 * nx + x0), pb);
+    unpack<V>(*reinterpret_cast<const VT*>(in + kc + (long long)j1 * nx + x0), cb);
+    for (int k = k0; k < k1; ++k) {
+        const long long base = k * plane;
+        const long long kn = (long long)wrapi(k + 1, nz) * plane;
+        float ym[V], yp[V];
+        unpack<V>(*reinterpret_cast<const VT*>(in + kn + (long long)j0 * nx + x0), na);
+        unpack<V>(*reinterpret_cast<const VT*>(in + kn + (long long)j1 * nx + x0), nb);
+        unpack<V>(*reinterpret_cast<const VT*>(in + base + (long long)jm * nx + x0), ym);
+        unpack<V>(*reinterpret_cast<const VT*>(in + base + (long long)jp * nx + x0), yp);
+        float la = __shfl_up_sync(0xffffffffu, ca[V - 1], 1), ra = __shfl_down_sync(0xffffffffu, ca[0], 1);
+        float lb = __shfl_up_sync(0xffffffffu, cb[V - 1], 1), rb = __shfl_down_sync(0xffffffffu, cb[0], 1);
+        if (lane == 0) { la = in[base + (long long)j0 * nx + xl]; lb = in[base + (long long)j1 * nx + xl]; }
+        if (lane == 31) { ra = in[base + (long long)j0 * nx + xr]; rb = in[base + (long long)j1 * nx + xr]; }
+        float oa[V], ob[V];
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+            const float l = v == 0 ? la : ca[v - 1], rr = v == V - 1 ? ra : ca[v + 1];
+            oa[v] = ca[v] + r * (((l + rr) + (ym[v] + cb[v])) + (pa[v] + na[v]) - 6.0f * ca[v]);
+            const float l_ = v == 0 ? lb : cb[v - 1], r_ = v == V - 1 ? rb : cb[v + 1];
+            ob[v] = cb[v] + r * (((l_ + r_) + (ca[v] + yp[v])) + (pb[v] + nb[v]) - 6.0f * cb[v]);
+        }
+        *reinterpret_cast<VT*>(out + base + (long long)j0 * nx + x0) = pack<V>(oa);
+        *reinterpret_cast<VT*>(out + base + (long long)j1 * nx + x0) = pack<V>(ob);
+#pragma unroll
+        for (int v = 0; v < V; ++v) { pa[v] = ca[v]; ca[v] = na[v]; pb[v] = cb[v]; cb[v] = nb[v]; }
+    }
+}
+
 template <int V>
 __global__ void vcopy(const float* __restrict__ in, float* __restrict__ out, long long n) {
     typedef typename VecT<V>::t VT;
@@ -133,9 +269,10 @@ __global__ void vcopy(const float* __restrict__ in, float* __restrict__ out, lon
 '''
 
 names = [f"zvec<{v},{c}>" for v in (1, 2, 4) for c in ("false", "true")] + ["zvec_smem<2>", "zvec_smem<4>",
-         "vcopy<1>", "vcopy<4>"]
+         "vcopy<1>", "vcopy<4>", "zvec_z2<4>", "zvec_pf<4>", "zvec_y2<4>"]
 mod = cp.RawModule(code=SRC, options=("--std=c++17",), name_expressions=names)
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 512
+COMPARE = "--compare" in sys.argv
 nx = ny = nz = n
 a = cp.random.random((nz, ny, nx), dtype=cp.float32)
 b = cp.empty_like(a)
@@ -175,6 +312,62 @@ h = a.astype(cp.float16)
 h2 = cp.empty_like(h)
 t = timeit(lambda: cp.copyto(h2, h))
 print(f"cupy copyto fp16: {t*1e3:.1f} us  {4*N/t/1e6:.0f} GB/s", flush=True)
+
+
+
+def compare():
+    """Same process, interleaved rounds: the hand-written zvec<4> and its variants (two planes per
+    iteration, prefetch distance 2, two rows per thread) against the generated vec4 kernel
+    (nagare's Loop) at the same launches, all timed by the same timeit."""
+    from nagare.engine.autotune import EventTimer, measure
+    from nagare.engine.stencil import Loop
+    from nagare.engine.stencil.library import diffusion7
+
+    loop = Loop(diffusion7, (nz, ny, nx), np.float32, engine="device", xp=cp)
+    cfgs = [(32, 4, 4), (32, 4, 8), (32, 8, 4), (32, 8, 8), (64, 4, 4), (64, 4, 8), (32, 4, 16), (128, 2, 8),
+            (32, 2, 8), (64, 2, 8)]
+    args = (a, b, r, np.int32(nx), np.int32(ny), np.int32(nz))
+    items = {}
+    for bx, by, zm in cfgs:
+        grid = (nx // (bx * 4), ny // by, nz // zm)
+        for name in ("zvec<4,false>", "zvec_pf<4>", "zvec_z2<4>", "zvec_y2<4>"):
+            if name == "zvec_y2<4>" and ny % (2 * by):
+                continue
+            g = (grid[0], ny // (2 * by), grid[2]) if name == "zvec_y2<4>" else grid
+            kern = mod.get_function(name)
+            items[(name, bx, by, zm)] = (lambda kern=kern, g=g, blk=(bx, by, 1), zm=zm:
+                                         kern(g, blk, args + (np.int32(zm),)))
+        items[("generated vec4", bx, by, zm)] = loop.prepared({"bx": bx, "by": by, "zmarch": zm, "shape": "vec4"},
+                                                              f=a, fn=b, r=r)
+    for key, fn in items.items():
+        b.fill(0)
+        fn()
+        err = float(cp.abs(b - ref).max())
+        if err > 1e-6:
+            print(f"{key}: WRONG, max err {err:.2e}", flush=True)
+    samples = {k: [] for k in items}
+    for _ in range(3):
+        for k, fn in items.items():
+            samples[k].append(timeit(fn, reps=10))
+    copy = mod.get_function("vcopy<4>")
+    copy_t = timeit(lambda: copy(((N // 4 + 255) // 256,), (256,), (a, b, np.int64(N))))
+    print(f"float4 copy after the rounds: {copy_t*1e3:.1f} us {8*N/copy_t/1e6:.0f} GB/s", flush=True)
+    res = sorted((sorted(v)[1], k) for k, v in samples.items())
+    for t, (name, bx, by, zm) in res:
+        print(f"  {name:16s} {bx}x{by} zm{zm}: {t*1e3:.1f} us {8*N/t/1e6:.0f} GB/s "
+              f"{100*8*N/t/1e6/copy_gbs:.1f}% of the first copy", flush=True)
+    # The generated kernel's best and the hand kernel's best by the tuner's own measurement.
+    timer = EventTimer(cp)
+    for name in ("generated vec4", "zvec<4,false>", "zvec_pf<4>", "zvec_z2<4>", "zvec_y2<4>"):
+        best = min((t, k) for t, k in res if k[0] == name)
+        fn = items[best[1]]
+        ms = sorted(measure.time_batches(fn, timer, batch=20, batches=5))[2]
+        print(f"tuner measurement of {name} {best[1][1:]}: {ms*1e3:.1f} us", flush=True)
+
+
+if COMPARE:
+    compare()
+    sys.exit(0)
 
 rows = []
 for name in names[:8]:

@@ -15,22 +15,25 @@ CUDA_SOURCE = "cuda/lbm2d/lbm2d.cu"
 BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesced); divides 320, 1024, …
 # Launch of the fused kernel per storage: ((threads x, y, z), mode); mode "vec2" / "vec4" / "vec8"
 # is lbm_fused_vec with W x-adjacent nodes per thread (vector loads + shuffles; needs nx % W == 0
-# and x threads a multiple of 32), an int k is lbm_fused with k nodes per thread. Chosen from
-# engine/lbm2d/fused_bench.py on an H200 (docs/benchmarks/lbm2d-h200-2026-11-22b/); any launch
-# gives the same result.
-FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((64, 1, 1), "vec4")}
+# and x threads a multiple of 32), "packed2/4/8" the fp16-only lbm_fused_packed (the same with the
+# populations kept two to a register), an int k is lbm_fused with k nodes per thread. Chosen from
+# engine/lbm2d/fused_bench.py on an H200 (docs/benchmarks/lbm2d-h200-2026-11-22c/); any launch gives
+# the same result.
+FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((128, 1, 1), "packed8")}
 FUSED_FALLBACK = ((64, 4, 1), 1)  # nx not a multiple of the vector width
-# Extra NVRTC options of the lbm2d kernels per storage (fused_bench --hints measures others). fp16
-# runs at twice the node rate of fp32 for the same bytes, and at its natural 84 registers only
-# 31 % occupancy is left to hide the loads' latency: capped at 72 it ran 1.15–1.2× faster on the
-# H200 (64 spills and is slower again). fp32 is memory-bound at any cap, so it keeps the default.
-FUSED_OPTIONS: dict[str, tuple[str, ...]] = {"native": (), "fp16": ("--maxrregcount=72",)}
+# Extra NVRTC options of the lbm2d module per (storage, arithmetic type); fused_bench --hints
+# measures others. fp32 vec4 needs 88 registers; capped at 80 (no spills) one more warp fits per
+# scheduler and 4096² ran 0.5 % faster on the H200 in two calls (95.5 % instead of 95.0 % of the
+# copy bandwidth). fp16 packed8 runs at its natural 96 registers: every cap below that spills and
+# is slower (capped at 88: 4 % slower, at 80: 33 %). fp64 is left alone (doubles need pairs).
+FUSED_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("native", "float"): ("--maxrregcount=80",), ("native", "double"): (), ("fp16", "float"): ()}
 SEGMENT = 64  # lbm2d.cu SEG: nodes per segment-class byte
 
 
 def vector_width(mode) -> int:
     """Nodes per thread along x that are one vector access (1 for the lbm_fused modes)."""
-    return int(mode[3:]) if isinstance(mode, str) else 1
+    return int(mode.removeprefix("vec").removeprefix("packed")) if isinstance(mode, str) else 1
 
 
 def fused_launch(storage: str, nx: int):
@@ -246,6 +249,10 @@ class LBM2D(Engine):
         if isinstance(mode, str):
             per_thread = vector_width(mode)  # nodes per thread along x
             fused = f"lbm_fused_vec<{t}, {s}, {trt}, {per_thread}>"
+            if mode.startswith("packed"):  # fp16 kept two to a register (lbm2d.cu lbm_fused_packed)
+                if s != "unsigned short":
+                    raise ValueError(f"fused launch mode {mode!r} is for fp16 storage only")
+                fused = f"lbm_fused_packed<{trt}, {per_thread}>"
         else:
             per_thread = mode
             fused = f"lbm_fused<{t}, {s}, {trt}, {mode}>"
@@ -253,7 +260,7 @@ class LBM2D(Engine):
                  "fused": fused, "aa_p": f"lbm_fused_aa<{t}, {s}, {trt}, true>",
                  "aa_q": f"lbm_fused_aa<{t}, {s}, {trt}, false>", "open": f"lbm_open_boundaries<{t}, {s}>"}
         exprs = tuple(names.values())
-        opts = FUSED_OPTIONS[sel["storage"]]
+        opts = FUSED_OPTIONS[(sel["storage"], t)]
         self._k = {key: cuda.kernel(CUDA_SOURCE, name, exprs, opts) for key, name in names.items()}
         T = np.float32 if t == "float" else np.float64
         self._dims = ((nx + BLOCK[0] - 1) // BLOCK[0], (ny + BLOCK[1] - 1) // BLOCK[1], 1)
@@ -287,7 +294,8 @@ class LBM2D(Engine):
     def _step_reference(self):
         xp = self.xp
         if self.f.dtype == np.float16:  # fp16 storage on the array path: the kernels' shifted arithmetic
-            self.f = reference.step_shifted(xp, self.f.astype(xp.float32), self._lat32()).astype(xp.float16)
+            self.f = reference.step_shifted(xp, self.f.astype(xp.float32), self._lat32(),
+                                            storage=xp.float16).astype(xp.float16)
             return
         reference.step(xp, self.f, self.fn, self.lat)
         self.f, self.fn = self.fn, self.f

@@ -27,11 +27,15 @@ SHAPES += [(block, "vec2") for block in ((32, 4, 1), (64, 2, 1), (64, 4, 1), (12
 SHAPES += [(block, "vec4") for block in ((32, 2, 1), (32, 4, 1), (64, 1, 1), (64, 2, 1), (128, 1, 1), (32, 1, 1),
                                          (96, 1, 1))]
 SHAPES += [(block, "vec8") for block in ((32, 1, 1), (32, 2, 1), (64, 1, 1), (32, 4, 1))]
+# fp16 only: lbm_fused_packed (populations two to a register from load to store)
+SHAPES += [(block, "packed8") for block in ((32, 1, 1), (32, 2, 1), (64, 1, 1), (128, 1, 1))]
+SHAPES += [(block, "packed4") for block in ((32, 2, 1), (64, 1, 1), (128, 1, 1))]
 # Cache-hint builds of the fused kernels (lbm2d.cu ld_pop / st_pop): evict-first loads and/or stores.
 # Register caps (--maxrregcount) trade spills for occupancy (more loads in flight).
 HINTS = {"default": None, "none": (), "ld.cs": ("-DNAGARE_LD_CS",), "st.cs": ("-DNAGARE_ST_CS",),
          "ld+st.cs": ("-DNAGARE_LD_CS", "-DNAGARE_ST_CS"), "rreg64": ("--maxrregcount=64",),
-         "rreg72": ("--maxrregcount=72",), "rreg56": ("--maxrregcount=56",),
+         "rreg72": ("--maxrregcount=72",), "rreg56": ("--maxrregcount=56",), "rreg80": ("--maxrregcount=80",),
+         "rreg88": ("--maxrregcount=88",), "rreg96": ("--maxrregcount=96",),
          "rreg64+cs": ("--maxrregcount=64", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
          "rreg68+cs": ("--maxrregcount=68", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
          "rreg72+cs": ("--maxrregcount=72", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
@@ -85,6 +89,9 @@ def main(argv=None):
     ap.add_argument("--hints", default="default",
                     help=f"NVRTC option sets to time (default: the engine's), of {','.join(HINTS)}")
     args = ap.parse_args(argv)
+    unknown = [h for h in args.hints.split(",") if h not in HINTS]
+    if unknown:
+        ap.error(f"unknown --hints {', '.join(unknown)}; known: {', '.join(HINTS)}")
     import cupy as cp
 
     shapes = SHAPES
@@ -97,7 +104,8 @@ def main(argv=None):
             for hint in args.hints.split(",")]
     default_options = dict(lbm.FUSED_OPTIONS)
     for n, storage, hint in runs:
-        lbm.FUSED_OPTIONS = {**default_options, storage: HINTS[hint]} if hint != "default" else dict(default_options)
+        key = (storage, "float")  # the bench's scene is fp32 (fp16 storage computes in fp32)
+        lbm.FUSED_OPTIONS = {**default_options, key: HINTS[hint]} if hint != "default" else dict(default_options)
         bpu = 36 if storage == "fp16" else 72
         cells = [(f"fused {shape_label(s)}", s, {}, False) for s in shapes]
         if not args.no_extras and hint == "default":

@@ -132,11 +132,14 @@ def c_dot(i, a, b):
 
 
 def collide_bgk(xp, g, lat: Lattice, shifted: bool = False):
-    """BGK + Guo forcing in d2q9.cuh's factored form, the same operations in the same order.
-    shifted: g holds f − w (fp16 storage's values): ρ = Σ g + 1 and f_eq − w (d2q9.cuh SHIFTED)."""
+    """BGK + Guo forcing in d2q9.cuh's paired form, the same operations in the same order: with
+    R = ωρ, a = 1 − 1.5u², P_i = 3(1 − ω/2) c_i·F, cu3 = 3 c_i·u and K = R a − 3(1 − ω/2) u·F,
+    f_i ← (1 − ω) g_i + w_i (K + even_i ± odd_i), even_i = cu3 (R/2 cu3 + P_i), odd_i = R cu3 + P_i,
+    the + for i = 1, 2, 5, 6 and the − for their opposites (algebraically the textbook
+    (1 − ω) g_i + ω f_eq,i + (1 − ω/2) S_i with Guo's source S_i).
+    shifted: g holds f − w (fp16 storage's values): ρ = Σ g + 1 and K − ω (d2q9.cuh SHIFTED)."""
     t = g.dtype.type
-    F = lat.force
-    has_force = bool(F[0] != 0 or F[1] != 0)
+    fx, fy = t(lat.force[0]), t(lat.force[1])
     f0, f1, f2, f3, f4, f5, f6, f7, f8 = (g[i] for i in range(Q))
     rho = f0 + f1 + f2 + f3 + f4 + f5 + f6 + f7 + f8
     if shifted:
@@ -144,23 +147,28 @@ def collide_bgk(xp, g, lat: Lattice, shifted: bool = False):
     jx = f1 - f3 + f5 - f6 - f7 + f8
     jy = f2 - f4 + f5 + f6 - f7 - f8
     inv = t(1) / rho
-    ux = (jx + t(0.5) * F[0]) * inv
-    uy = (jy + t(0.5) * F[1]) * inv
+    ux = (jx + t(0.5) * fx) * inv
+    uy = (jy + t(0.5) * fy) * inv
     a = t(1) - t(1.5) * (ux * ux + uy * uy)
-    uF = ux * F[0] + uy * F[1]
-    om = lat.omega
-    pref = t(1) - t(0.5) * om
+    om = t(lat.omega)
+    pref3 = t(3) * (t(1) - t(0.5) * om)
+    R = om * rho
+    K = R * a - pref3 * (ux * fx + uy * fy)
+    if shifted:
+        K = K - om
+    half_R = t(0.5) * R
+    omc = t(1) - om
+    U, V = t(3) * ux, t(3) * uy
     out = xp.empty_like(g)
-    for i in range(Q):
-        cu = c_dot(i, ux, uy)
-        feq = (t(W[i]) * rho) * (a + cu * (t(3) + t(4.5) * cu))
-        if shifted:
-            feq = feq - t(W[i])
-        post = g[i] + om * (feq - g[i])
-        if has_force:  # with F = 0 the source is ±0 and adding it changes no bit: skip the arrays
-            cF = t(c_dot(i, F[0], F[1]))
-            post = post + pref * (t(W[i]) * (t(3) * (cF - uF) + t(9) * cu * cF))
-        out[i] = post
+    out[0] = omc * g[0] + t(W[0]) * K
+    for i in (1, 2, 5, 6):
+        j = OPP[i]
+        cu3 = c_dot(i, U, V)
+        P = pref3 * c_dot(i, fx, fy)
+        even = K + cu3 * (half_R * cu3 + P)
+        odd = R * cu3 + P
+        out[i] = omc * g[i] + t(W[i]) * (even + odd)
+        out[j] = omc * g[j] + t(W[i]) * (even - odd)
     return out
 
 
@@ -208,17 +216,21 @@ def step(xp, f, out, lat: Lattice):
     return out
 
 
-def step_shifted(xp, s, lat: Lattice):
+def step_shifted(xp, s, lat: Lattice, storage=None):
     """One step of shifted populations s = f − w (fp16 storage, decoded to fp32 without adding w),
     the operations of the CUDA kernels on such storage: streaming and bounce-back move values
     (w_i = w_opp(i), so they commute with the shift), BGK collides the shifted values
     (collide_bgk(shifted=True)), TRT collides f = g + w and shifts back, and the open boundaries
-    work on f = s + w of their columns only (every other node keeps its bits)."""
+    work on f = s + w of their columns only (every other node keeps its bits).
+    storage: the storage dtype (fp16) when the open boundaries must read the neighbour column as the
+    kernels do — after the fused step has rounded it to storage."""
     w = xp.asarray(W.astype(s.dtype)).reshape(Q, 1, 1)
     g = stream(xp, s, lat)
     post = collide(xp, g + w, lat) - w if lat.trt else collide_bgk(xp, g, lat, shifted=True)
     out = xp.where(lat.fluid[None], post, s)
     if lat.inlet_rows.size or lat.outlet_rows.size:
+        if storage is not None:  # the fused kernel stored (rounded) every node before the boundary pass
+            out = out.astype(storage).astype(s.dtype)
         u = out + w
         apply_open_boundaries(xp, u, lat)
         for rows, col in ((lat.inlet_rows, 0), (lat.outlet_rows, -1)):

@@ -1,4 +1,4 @@
-// Runs lbm_fused_vec<T, S, TRT, W> (lbm2d.cu; chosen with -D) on the host emulator (one std::thread per
+// Runs lbm_fused_vec<T, S, TRT, W>, or lbm_fused_packed<TRT, W> with -DEMU_PACKED=1 (lbm2d.cu; chosen with -D) on the host emulator (one std::thread per
 // CUDA thread, real warp shuffles through emu.h), ping-pong as LBM2D._step_cuda, with the open-boundary
 // pass after each step when asked. Usage:
 //   fused_vec_emu nx ny nsteps bx by open in.bin mask.bin cls.bin seg.bin out.bin omega omega_minus fx fy uwx uwy u_in
@@ -10,6 +10,9 @@ using S = EMU_S;
 using T = EMU_T;
 constexpr bool TRT = EMU_TRT;
 constexpr int W = EMU_W;
+#ifndef EMU_PACKED
+#define EMU_PACKED 0
+#endif
 
 int main(int argc, char** argv)
 {
@@ -31,7 +34,11 @@ int main(int argc, char** argv)
     S* dst = b.data();
     for (int s = 0; s < nsteps; ++s) {
         emu_launch(gx, gy, bx, by, [&] {
+#if EMU_PACKED
+            lbm_fused_packed<TRT, W>(src, dst, mask.data(), cls.data(), seg.data(), nx, ny, om, omm, fx, fy, uwx, uwy);
+#else
             lbm_fused_vec<T, S, TRT, W>(src, dst, mask.data(), cls.data(), seg.data(), nx, ny, om, omm, fx, fy, uwx, uwy);
+#endif
         });
         std::swap(src, dst);
         if (open)

@@ -177,32 +177,41 @@ def test_emulated_kernel_matches_reference(label, kind, storage, launch, tmp_pat
 
 # ---- lbm_fused_vec: real warp shuffles need concurrent threads (tests/cuda_emu/emu.h) -------------
 EMU = Path(__file__).resolve().parents[1] / "cuda_emu"
-VEC_CASES = [  # (equivalence preset, storage, W, block x, block y, nx override): idle/edge lanes, wrap, segments
-    ("fp32-walls-obstacle", "native", 2, 32, 2, None),  # 24 pairs a row: lanes 24..31 idle
-    ("fp32-walls-obstacle", "fp16", 2, 32, 3, None),
-    ("fp32-walls-obstacle", "native", 4, 32, 1, None),  # 12 quads a row
-    ("fp32-walls-obstacle", "fp16", 4, 32, 2, 192),     # three segments a row: FAST ones beside the obstacle's
-    ("fp32-walls-obstacle", "native", 2, 64, 1, 256),   # four segments, two warps a row
-    ("fp32-walls-obstacle", "fp16", 8, 32, 1, 384),     # eight fp16 (16 bytes) per access: 1.5 warps a row
-    ("fp32-channel", "native", 2, 32, 1, None),         # 32 pairs: lane 31 loads across the wrap; open boundaries
-    ("fp32-channel", "native", 4, 32, 1, 192),          # 48 quads (two warps), open boundaries, W = 4
-    ("fp32-trt", "native", 2, 64, 1, None),             # two warps a row, the second partly idle
-    ("fp64-cavity", "native", 2, 32, 2, 38),            # fp64 (double pairs), moving lid
-    ("fp64-cavity", "native", 4, 32, 1, 40),            # fp64 quads
+# (equivalence preset, storage, W, block x, block y, nx override, kernel): idle/edge lanes, wrap, segments
+VEC_CASES = [
+    ("fp32-walls-obstacle", "native", 2, 32, 2, None, "vec"),  # 24 pairs a row: lanes 24..31 idle
+    ("fp32-walls-obstacle", "fp16", 2, 32, 3, None, "vec"),
+    ("fp32-walls-obstacle", "native", 4, 32, 1, None, "vec"),  # 12 quads a row
+    ("fp32-walls-obstacle", "fp16", 4, 32, 2, 192, "vec"),     # three segments a row: FAST ones beside the obstacle's
+    ("fp32-walls-obstacle", "native", 2, 64, 1, 256, "vec"),   # four segments, two warps a row
+    ("fp32-walls-obstacle", "fp16", 8, 32, 1, 384, "vec"),     # eight fp16 (16 bytes) per access: 1.5 warps a row
+    ("fp32-channel", "native", 2, 32, 1, None, "vec"),         # 32 pairs: lane 31 loads across the wrap; open ends
+    ("fp32-channel", "native", 4, 32, 1, 192, "vec"),          # 48 quads (two warps), open boundaries, W = 4
+    ("fp32-trt", "native", 2, 64, 1, None, "vec"),             # two warps a row, the second partly idle
+    ("fp64-cavity", "native", 2, 32, 2, 38, "vec"),            # fp64 (double pairs), moving lid
+    ("fp64-cavity", "native", 4, 32, 1, 40, "vec"),            # fp64 quads
+    # lbm_fused_packed (fp16 two to a register): every W, edge lanes, FIXED nodes inside a word, segments
+    ("fp32-walls-obstacle", "fp16", 8, 32, 1, 384, "packed"),  # 48 words a row: 1.5 warps
+    ("fp32-walls-obstacle", "fp16", 4, 32, 2, 192, "packed"),
+    ("fp32-walls-obstacle", "fp16", 2, 32, 3, None, "packed"),
+    ("fp32-channel", "fp16", 8, 32, 1, None, "packed"),        # open boundaries; 8 lanes of 32 active
+    ("fp32-channel", "fp16", 8, 32, 1, None, "vec"),           # the open ends read the neighbour column as stored
+    ("fp32-trt", "fp16", 8, 32, 1, None, "packed"),            # TRT on shifted storage
 ]
 
 
-def build_vec(T, S, trt, w, tmp_path_factory):
+def build_vec(T, S, trt, w, tmp_path_factory, packed=False):
     d = tmp_path_factory.getbasetemp()
     src_dir = Path(shaders.__file__).parent / "cuda" / "lbm2d"
     main = EMU / "fused_vec_main.cpp"
     tag = hashlib.sha256((shaders.source("cuda/lbm2d/lbm2d.cu") + shaders.source("cuda/lbm2d/d2q9.cuh")
                           + (EMU / "emu.h").read_text() + main.read_text()
-                          + T + S + trt + str(w)).encode()).hexdigest()[:12]
+                          + T + S + trt + str(w) + str(packed)).encode()).hexdigest()[:12]
     exe = d / f"fused_vec_emu_{tag}"
     if not exe.exists():
         res = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-pthread",
-                              f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TRT={trt}", f"-DEMU_W={w}", f"-I{src_dir}",
+                              f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TRT={trt}", f"-DEMU_W={w}",
+                              f"-DEMU_PACKED={int(packed)}", f"-I{src_dir}",
                               f"-I{EMU}", str(main), "-o", str(exe)], capture_output=True, text=True, timeout=300)
         if res.returncode != 0 and "barrier" in res.stderr and "No such file" in res.stderr:
             pytest.skip("the host C++ compiler has no C++20 <barrier>")
@@ -210,8 +219,8 @@ def build_vec(T, S, trt, w, tmp_path_factory):
     return exe
 
 
-@pytest.mark.parametrize("label,storage,w,bx,by,nx", VEC_CASES)
-def test_emulated_vec_kernel_matches_reference(label, storage, w, bx, by, nx, tmp_path, tmp_path_factory):
+@pytest.mark.parametrize("label,storage,w,bx,by,nx,kernel", VEC_CASES)
+def test_emulated_vec_kernel_matches_reference(label, storage, w, bx, by, nx, kernel, tmp_path, tmp_path_factory):
     p = Engine.equivalence_presets()[label]
     if nx is not None:
         p = p.model_copy(update={"grid": p.grid.model_copy(update={"nx": nx})})
@@ -220,7 +229,8 @@ def test_emulated_vec_kernel_matches_reference(label, storage, w, bx, by, nx, tm
     f0 = np.asarray(ref.state_arrays()["f"])
     fp64 = p.physics.precision == "fp64"
     T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
-    exe = build_vec(T, S, "true" if p.physics.collision == "trt" else "false", w, tmp_path_factory)
+    exe = build_vec(T, S, "true" if p.physics.collision == "trt" else "false", w, tmp_path_factory,
+                    packed=kernel == "packed")
     emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
     emu.encode(f0).tofile(tmp_path / "in.bin")
     emu.mask.tofile(tmp_path / "mask.bin")

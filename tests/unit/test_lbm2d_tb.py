@@ -50,9 +50,10 @@ def model_step(f, mask, tau, force, u_wall):
         bounce = f[OPP[i]]
         moving = bounce + dt(6) * w[i] * (dt(cx) * dt(u_wall[0]) + dt(cy) * dt(u_wall[1]))
         pulled[i] = np.where(msrc == 1, bounce, np.where(msrc == 2, moving, src))
-    # BGK + Guo in the factored form of d2q9.cuh's collide_bgk (the kernels call it), the same
-    # operations in the same order: feq_i = (w_i ρ)(a + cu(3 + 4.5 cu)), a = 1 − 1.5 u²,
-    # source w_i(3(c_i·F − u·F) + 9 (c_i·u)(c_i·F)), prefactor 1 − ω/2.
+    # BGK + Guo in the paired form of d2q9.cuh's collide_bgk (the kernels call it), the same
+    # operations in the same order: f_i ← (1 − ω) g_i + w_i (K + even ± odd) with R = ωρ,
+    # K = R(1 − 1.5 u²) − 3(1 − ω/2) u·F, even = cu3 (R/2 cu3 + P), odd = R cu3 + P, cu3 = 3 c_i·u,
+    # P = 3(1 − ω/2) c_i·F (test_lbm2d_engine checks this form against the textbook BGK + Guo).
     p = pulled
     rho = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7] + p[8]
     jx = p[1] - p[3] + p[5] - p[6] - p[7] + p[8]
@@ -61,15 +62,20 @@ def model_step(f, mask, tau, force, u_wall):
     ux = (jx + dt(0.5) * fx) * inv
     uy = (jy + dt(0.5) * fy) * inv
     a = dt(1) - dt(1.5) * (ux * ux + uy * uy)
-    uF = ux * fx + uy * fy
     omega = dt(1 / tau)
-    pref = dt(1) - dt(0.5) * omega
+    pref3 = dt(3) * (dt(1) - dt(0.5) * omega)
+    R = omega * rho
+    K = R * a - pref3 * (ux * fx + uy * fy)
+    half_R = dt(0.5) * R
+    omc = dt(1) - omega
     post = np.empty_like(f)
-    for i in range(9):
-        cu, cF = c_dot(i, ux, uy), c_dot(i, fx, fy)
-        eq = (w[i] * rho) * (a + cu * (dt(3) + dt(4.5) * cu))
-        src = w[i] * (dt(3) * (cF - uF) + dt(9) * cu * cF)
-        post[i] = p[i] + omega * (eq - p[i]) + pref * src
+    post[0] = omc * p[0] + w[0] * K
+    for i in (1, 2, 5, 6):
+        cu3, P = c_dot(i, dt(3) * ux, dt(3) * uy), pref3 * c_dot(i, fx, fy)
+        even = K + cu3 * (half_R * cu3 + P)
+        odd = R * cu3 + P
+        post[i] = omc * p[i] + w[i] * (even + odd)
+        post[OPP[i]] = omc * p[OPP[i]] + w[i] * (even - odd)
     return np.where(mask[None] != 0, f, post)
 
 

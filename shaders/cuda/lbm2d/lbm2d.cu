@@ -289,6 +289,112 @@ __global__ void lbm_fused_vec(const S* __restrict__ f, S* __restrict__ g, const 
     }
 }
 
+// ---- fused fp16, W x-adjacent nodes per thread, populations kept packed -------------------------
+// The fp16 kernel moves half the bytes of the fp32 one, so it must keep twice the nodes' loads in
+// flight to reach the same fraction of the copy bandwidth. lbm_fused_vec<float, half_bits, …> converts
+// each loaded value to fp32 at once (9·W live floats: 36 registers at W = 4, 72 at W = 8, which caps
+// occupancy or spills). Here the populations stay two fp16 to a 32-bit register from the load to the
+// store (9·W/2 registers: W = 8 — one 16-byte access per population row, as fp32's W = 4 — costs 36),
+// and each pair of nodes is unpacked, collided and packed back in turn. The c_x = ±1 shift by one
+// node is a funnel of two words (the high half of one and the low half of the next); the word across
+// the lane boundary comes by one shuffle, the warp's edge lanes load that half themselves. Same
+// arithmetic per node as lbm_fused_vec on fp16 (shifted populations, d2q9.cuh collide), so the two
+// give identical bits. Needs nx % W == 0 and blockDim.x a multiple of 32, like lbm_fused_vec.
+template <int W> struct alignas(2 * W) HalfWords { unsigned w[W / 2]; };  // W fp16, little-endian
+
+// (high half of a, low half of b): the fp16 pair one node to the right of a's pair.
+__device__ __forceinline__ unsigned half_funnel(unsigned a, unsigned b) { return (a >> 16) | (b << 16); }
+__device__ __forceinline__ float half_lo(unsigned v) { return half_to_float(half_bits(v & 0xffffu)); }
+__device__ __forceinline__ float half_hi(unsigned v) { return half_to_float(half_bits(v >> 16)); }
+__device__ __forceinline__ unsigned pack_halves(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned r;  // one cvt rounds both (round-to-nearest-even, as float_to_half_rn)
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return unsigned(float_to_half_rn(lo)) | (unsigned(float_to_half_rn(hi)) << 16);
+#endif
+}
+
+template <bool TRT, int W>
+__global__ void lbm_fused_packed(const half_bits* __restrict__ f, half_bits* __restrict__ g,
+                                 const unsigned char* __restrict__ mask, const unsigned char* __restrict__ cls,
+                                 const unsigned char* __restrict__ seg, int nx, int ny, float omega,
+                                 float omega_minus, float fx, float fy, float uwx, float uwy) {
+    static_assert(W == 2 || W == 4 || W == 8, "vector width 2, 4 or 8");
+    constexpr int M = W / 2;  // 32-bit words per population row of the thread
+    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (y >= ny) return;  // uniform per warp (a warp is one row), so the shuffles below stay full
+    const int lane = threadIdx.x & 31;
+    const int x0 = W * (blockIdx.x * blockDim.x + threadIdx.x);
+    const bool active = x0 < nx;
+    const int xc = active ? x0 : nx - W;  // idle lanes load a valid vector and store nothing
+    const idx_t n = idx_t(nx) * ny;
+    const Upstream up(xc, y, nx, ny);
+    const idx_t here = up.row[1] + xc;
+    Vec<unsigned char, W> c = {};  // all FAST unless the segment says otherwise (W divides SEG)
+    if (segment_class(seg, xc, y, nx) != FAST) c = *reinterpret_cast<const Vec<unsigned char, W>*>(cls + here);
+    const int xl = xc == 0 ? nx - 1 : xc - 1, xr = xc + W >= nx ? xc + W - nx : xc + W;
+    unsigned p[Q][M];  // p[i][m]: direction i of nodes xc + 2m (low half) and xc + 2m + 1 (high half)
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        const half_bits* fi = f + i * n + up.row[cy(i) + 1];
+        const HalfWords<W> raw = ld_pop(reinterpret_cast<const HalfWords<W>*>(fi + xc));
+        if (cx(i) == 0) {
+#pragma unroll
+            for (int m = 0; m < M; ++m) p[i][m] = raw.w[m];
+        } else if (cx(i) == 1) {  // node x0 + k pulls column x0 + k − 1: the pairs shift right by one
+            unsigned left = __shfl_up_sync(0xffffffffu, raw.w[M - 1], 1);  // its high half: column x0 − 1
+            if (lane == 0) left = unsigned(fi[xl]) << 16;
+            p[i][0] = half_funnel(left, raw.w[0]);
+#pragma unroll
+            for (int m = 1; m < M; ++m) p[i][m] = half_funnel(raw.w[m - 1], raw.w[m]);
+        } else {  // c_x = −1: node x0 + k pulls column x0 + k + 1
+            unsigned right = __shfl_down_sync(0xffffffffu, raw.w[0], 1);  // its low half: column x0 + W
+            if (lane == 31 || xc + W >= nx) right = unsigned(fi[xr]);
+#pragma unroll
+            for (int m = 0; m < M - 1; ++m) p[i][m] = half_funnel(raw.w[m], raw.w[m + 1]);
+            p[i][M - 1] = half_funnel(raw.w[M - 1], right);
+        }
+    }
+    if (!active) return;  // after the last shuffle
+    bool any_fixed = false;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {  // one pair of nodes at a time: 18 live floats, not 9·W
+        float a[Q], b[Q];
+#pragma unroll
+        for (int i = 0; i < Q; ++i) {
+            a[i] = half_lo(p[i][m]);
+            b[i] = half_hi(p[i][m]);
+        }
+        const unsigned char ca = c.e[2 * m], cb = c.e[2 * m + 1];
+        any_fixed = any_fixed || ca == FIXED || cb == FIXED;
+        if (ca == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m, y, nx, ny), n, here + 2 * m, uwx,
+                                                        uwy, a);
+        if (cb == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m + 1, y, nx, ny), n,
+                                                        here + 2 * m + 1, uwx, uwy, b);
+        if (ca != FIXED) collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
+        if (cb != FIXED) collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
+#pragma unroll
+        for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        HalfWords<W> out;
+#pragma unroll
+        for (int m = 0; m < M; ++m) out.w[m] = p[i][m];
+        if (any_fixed) {  // FIXED nodes keep their own raw storage (rare: never in a FAST segment)
+#pragma unroll
+            for (int k = 0; k < W; ++k) {
+                if (c.e[k] != FIXED) continue;
+                const unsigned h = f[i * n + here + k];
+                out.w[k / 2] = k % 2 ? (out.w[k / 2] & 0xffffu) | (h << 16) : (out.w[k / 2] & 0xffff0000u) | h;
+            }
+        }
+        st_pop(reinterpret_cast<HalfWords<W>*>(g + i * n + here), out);
+    }
+}
+
 // ---- fused, in-place AA streaming (Bailey et al. 2009): one lattice A ---------------------------
 // Two layouts of the same canonical state f_i(x) (post-collision):
 //   layout P: A[opp(i)][x]      = f_i(x)
