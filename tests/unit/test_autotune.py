@@ -440,3 +440,42 @@ def test_held_measurements_in_flight_are_bounded():
             break
     assert t.done and t.best == {"bx": 32, "by": 4, "zmarch": 4}
     assert gpu.holds and seen <= 2
+
+
+class IdleStartGPU(FakeGPU):
+    """A blocking measurement leaves the GPU idle: the start event then fires at once and the first
+    launch of the next batch only runs after the host's launch latency — unless a hold was queued."""
+
+    LATENCY = 0.006  # ms from the host's call to the kernel's start on an idle GPU
+
+    def __init__(self, cost):
+        super().__init__(cost)
+        self.idle, self.held, self.holds = True, False, []
+
+    def hold(self, ms):
+        self.holds.append(ms)
+        self.held = True
+
+    def launch(self, cfg):
+        if self.idle and not self.held:
+            self.now += self.LATENCY
+        self.idle = False
+        self.now += self.cost(cfg)
+
+    def wait(self, handle):
+        self.idle, self.held = True, False
+        return super().wait(handle)
+
+
+def test_blocking_measurements_of_long_kernels_time_the_kernel_not_the_launch_latency():
+    from nagare.engine.autotune import measure
+
+    gpu = IdleStartGPU(lambda cfg: 0.28)  # a 512³ diffusion sweep: far longer than the host's call
+    cfg = {"bx": 32}
+    ms = measure.time_batches(lambda: gpu.launch(cfg), gpu, batch=1, batches=3, ref_ms=0.28, host_ms=0.01)
+    assert ms == pytest.approx([0.28] * 3)  # without the hold: 0.286 each, 2 % slow
+    assert len(gpu.holds) == 3 and all(h == pytest.approx(measure.hold_ms(1, 0.01)) for h in gpu.holds)
+    unheld = IdleStartGPU(lambda cfg: 0.28)
+    unheld.hold = None  # a timer that cannot hold: the latency is what such a measurement sees
+    ms = measure.time_batches(lambda: unheld.launch(cfg), unheld, batch=1, batches=2, ref_ms=0.28, host_ms=0.01)
+    assert ms == pytest.approx([0.28 + IdleStartGPU.LATENCY] * 2)
