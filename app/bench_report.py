@@ -84,11 +84,11 @@ def slug(text: str) -> str:
 
 
 def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | None, min_time: float,
-                  argv: list[str], only: list[str] | None = None) -> int:
+                  argv: list[str], only: list[str] | None = None, jobs: int = 0) -> int:
     info = backend.device_info()
     bw = copy_bandwidth(backend)
     print(f"nagare bench {family}: {info.name} ({backend.name}); roofline {bw / 1e9:.1f} GB/s copy bandwidth")
-    results = run_bench(family, backend, cases=cases, min_time=min_time, only=only,
+    results = run_bench(family, backend, cases=cases, min_time=min_time, only=only, jobs=jobs,
                         on_result=lambda r: print("  " + "  ".join(table_rows([r])[0]), flush=True))
     rows = table_rows(results)
     print(format_table(rows))

@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--min-time", type=float, default=0.5, help="seconds measured per cell")
     b.add_argument("--only", action="append", metavar="TEXT",
                    help="only variants whose label contains TEXT (repeatable)")
+    b.add_argument("--jobs", type=int, default=0,
+                   help="compile the matrix's kernels first in this many processes (families that "
+                        "compile one module per configuration, e.g. lbm2d's temporal-blocking grid)")
 
     for name, text in (("tune", "the auto-tuner's cache: show | clear"),
                        ("stencil", "stencil framework: list | show NAME (the generated CUDA)")):
@@ -149,7 +152,7 @@ def cmd_bench(args) -> int:
     if args.family not in FAMILIES:
         raise NagareError(f"unknown family {args.family!r}; known: {', '.join(FAMILIES)}")
     return bench_command(args.family, get_backend(args.backend), args.out, args.case, args.min_time,
-                         ["nagare", *sys.argv[1:]], only=args.only)
+                         ["nagare", *sys.argv[1:]], only=args.only, jobs=args.jobs)
 
 
 def cmd_run(args, argv: list[str]) -> int:

@@ -71,12 +71,22 @@ def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: i
 
 def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time: float = 0.5,
               warmup_steps: int = 5, batch: int = 10, max_steps: int = 20000, progress=None,
-              only: list[str] | None = None, on_result=None) -> list[BenchResult]:
+              only: list[str] | None = None, on_result=None, jobs: int = 0) -> list[BenchResult]:
     """``only``: keep the selections whose label contains one of these substrings.
-    ``on_result(result)`` is called as each cell is measured (long matrices show progress)."""
+    ``on_result(result)`` is called as each cell is measured (long matrices show progress).
+    ``jobs`` > 1: a family with ``bench_precompile(selections, backend, jobs)`` compiles the kernels of
+    the selected cells first in that many processes (CuPy's disk cache then serves every case)."""
     family_module(family)
     cls = engine_class(family)
     results: list[BenchResult] = []
+    precompile = getattr(cls, "bench_precompile", None)
+    if jobs > 1 and precompile is not None and backend.is_gpu:
+        preset = load_preset(cls.bench_preset, [], backend=None)
+        sels = [sel for label, sel in selections(family, backend.name, preset)
+                if not only or any(s in label for s in only)]
+        if progress:
+            progress(f"compiling the kernels of {len(sels)} cells in {jobs} processes")
+        precompile(sels, preset, jobs)
     for label, overrides in cls.bench_cases(backend.name):
         if cases and label not in cases:
             continue

@@ -10,6 +10,8 @@
 #   ncu-ws        executed instructions with and without warp shuffle (P1 Table 4)
 #   lbm2d-fused   lbm2d gpu tests + memcheck of the fused/AA kernels, the fused launch-shape sweep
 #                 (engine/lbm2d/fused_bench.py), ncu speed-of-light of the fused kernels
+#   lbm2d-pipe    fp16 lbm_fused_pipe: its gpu tests (bit-identical to packed8, launch modes), memcheck +
+#                 racecheck, and the fused sweep of fp32 vec4 / fp16 packed8 / pipe shapes at 4096² and 8192²
 #   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
 #                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
 #   stencil-perf  P2 (issue 5), < 4 min: gpu tests of the stencil framework / auto-tuner / diffusion3d
@@ -64,6 +66,21 @@ for stage in "$@"; do
         --shapes 64x4n1,128x1nvec2,64x1nvec4 --steps 1 --repeats 1 --no-extras > "$OUT/lbm2d-fused/ncu-fused.txt" 2>&1
       grep -E "lbm_fused|DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Achieved Occupancy|Duration" \
         "$OUT/lbm2d-fused/ncu-fused.txt" | head -30 ;;
+    lbm2d-pipe)
+      d="$OUT/lbm2d-pipe"
+      bw=$(grep -o '[0-9.]* GB/s' "$OUT/info.txt" | head -1 | cut -d' ' -f1)
+      timeout 150 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_lbm2d_gpu.py \
+        -k "launch_mode or pipelined or fp16" 2>&1 | tee "$d/gpu-tests.log" | tail -6
+      for tool in memcheck racecheck; do
+        timeout 120 compute-sanitizer --tool $tool python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu \
+          tests/equivalence/test_lbm2d_gpu.py -k "pipelined and walls" 2>&1 | tee "$d/sanitizer-$tool.txt" | tail -3
+      done
+      timeout 200 python3 -m nagare.engine.lbm2d.fused_bench --n 4096,8192 --copy-gbs "$bw" --no-extras \
+        --storages native --shapes 64x1nvec4 2>&1 | tee "$d/fused-sweep.tsv"
+      timeout 300 python3 -m nagare.engine.lbm2d.fused_bench --n 4096,8192 --copy-gbs "$bw" --no-extras \
+        --storages fp16 --hints "${PIPE_HINTS:-default,rreg128}" \
+        --shapes "${PIPE_SHAPES:-128x1npacked8,32x1npipe2,64x1npipe2,128x1npipe2,64x1npipe3,128x1npipe3,64x1npipe4,64x1npipe2r32,64x1npipe2r64}" \
+        2>&1 | tail -n +2 | tee -a "$d/fused-sweep.tsv" ;;
     sph-perf)
       timeout 130 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
         2>&1 | tee "$OUT/sph-perf/gpu-tests.log" | tail -15

@@ -16,42 +16,76 @@ BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesce
 # Launch of the fused kernel per storage: ((threads x, y, z), mode); mode "vec2" / "vec4" / "vec8"
 # is lbm_fused_vec with W x-adjacent nodes per thread (vector loads + shuffles; needs nx % W == 0
 # and x threads a multiple of 32), "packed2/4/8" the fp16-only lbm_fused_packed (the same with the
-# populations kept two to a register), an int k is lbm_fused with k nodes per thread. Chosen from
-# engine/lbm2d/fused_bench.py on an H200 (docs/benchmarks/lbm2d-h200-2026-11-22c/); any launch gives
-# the same result.
-FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((128, 1, 1), "packed8")}
+# populations kept two to a register), "pipe{S}" / "pipe{S}r{R}" the fp16-only lbm_fused_pipe (packed,
+# each warp marching down R rows of a 256-column strip with S − 1 rows in flight through cp.async;
+# threads x = 32 × warps per block; needs sm_80, packed8 below that), an int k is lbm_fused with k
+# nodes per thread. Chosen from engine/lbm2d/fused_bench.py on an H200 (docs/benchmarks/
+# lbm2d-h200-2026-11-22c/ for fp32, lbm2d-h200-2026-11-24/ for fp16); any launch gives the same result.
+FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((64, 1, 1), "pipe2")}
 FUSED_FALLBACK = ((64, 4, 1), 1)  # nx not a multiple of the vector width
+PIPE_FALLBACK = ((128, 1, 1), "packed8")  # fp16 on a GPU without cp.async (before sm_80)
 # Extra NVRTC options of the lbm2d module per (storage, arithmetic type); fused_bench --hints
 # measures others. fp32 vec4 needs 88 registers; capped at 80 (no spills) one more warp fits per
 # scheduler and 4096² ran 0.5 % faster on the H200 in two calls (95.5 % instead of 95.0 % of the
-# copy bandwidth). fp16 packed8 runs at its natural 96 registers: every cap below that spills and
-# is slower (capped at 88: 4 % slower, at 80: 33 %). fp64 is left alone (doubles need pairs).
+# copy bandwidth). fp64 is left alone (doubles need pairs). The fp16 module divides approximately
+# (--prec-div=false: 1/ρ to ~2 ulp of fp32, 2·10⁻⁷ relative, far below the 5·10⁻⁴ of fp16 storage):
+# IEEE division's slow-path check and its registers made lbm_fused_pipe 8 % slower at 4096² on the
+# H200 (0.1826 → 0.1684 ms; fp32 vec4 is memory-bound and unchanged by it, 0.2982 / 0.2984 ms). Its
+# registers are left uncapped (174): every cap tried (128, 152, 168) was slower.
 FUSED_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("native", "float"): ("--maxrregcount=80",), ("native", "double"): (), ("fp16", "float"): ()}
+    ("native", "float"): ("--maxrregcount=80",), ("native", "double"): (), ("fp16", "float"): ("--prec-div=false",)}
 SEGMENT = 64  # lbm2d.cu SEG: nodes per segment-class byte
+
+
+PIPE_WIDTH = 8  # lbm2d.cu PIPE_W: nodes per lane of lbm_fused_pipe
+PIPE_STAGE_BYTES = 9 * 32 * 16 + 9 * 32 * 4 + 32 * 4  # lbm2d.cu sizeof(PipeStage): one row of one warp
+# Rows each warp of lbm_fused_pipe marches. Short runs of many blocks beat one long run per warp: on the
+# H200 (docs/benchmarks/lbm2d-h200-2026-11-24) runs sized to fill the GPU in a single wave were 40 %
+# slower than 16-row runs (a wave that overflows by a little doubles the time), and 16 rows beat 32.
+PIPE_ROWS = 16
 
 
 def vector_width(mode) -> int:
     """Nodes per thread along x that are one vector access (1 for the lbm_fused modes)."""
-    return int(mode.removeprefix("vec").removeprefix("packed")) if isinstance(mode, str) else 1
+    if not isinstance(mode, str):
+        return 1
+    if mode.startswith("pipe"):
+        return PIPE_WIDTH
+    return int(mode.removeprefix("vec").removeprefix("packed"))
 
 
-def fused_launch(storage: str, nx: int):
-    """(block, mode) the engine launches for this storage and grid width."""
+def pipe_mode(mode) -> tuple[int, int] | None:
+    """(stages, rows per warp) of a "pipe{S}[r{R}]" launch mode (R = PIPE_ROWS when not given), None
+    for other modes."""
+    if not (isinstance(mode, str) and mode.startswith("pipe")):
+        return None
+    stages, _, rows = mode.removeprefix("pipe").partition("r")
+    return int(stages), int(rows) if rows else PIPE_ROWS
+
+
+def fused_launch(storage: str, nx: int, compute_capability: float | None = None):
+    """(block, mode) the engine launches for this storage, grid width and GPU (cp.async needs 8.0)."""
     block, mode = FUSED_LAUNCH[storage]
+    if pipe_mode(mode) and compute_capability is not None and compute_capability < 8.0:
+        block, mode = PIPE_FALLBACK
     if isinstance(mode, str) and (nx % vector_width(mode) or block[0] % 32):
         return FUSED_FALLBACK
+    if pipe_mode(mode) and block[1] != 1:
+        raise ValueError(f"fused launch mode {mode!r} takes one row of warps per block, not {block}")
     return block, mode
 
 
 def segment_classes(xp, node_class):
     """Per row, the largest node class of each run of SEGMENT nodes (lbm2d.cu segment_class): 0 means
-    the whole segment is FAST and the fused kernels skip the per-node class bytes there."""
+    the whole segment is FAST and the fused kernels skip the per-node class bytes there. The flat
+    buffer behind the (ny, nseg) array is padded to whole 4-byte words, which lbm_fused_pipe copies."""
     ny, nx = node_class.shape
     nseg = -(-nx // SEGMENT)
     padded = xp.zeros((ny, nseg * SEGMENT), dtype=xp.uint8)
     padded[:, :nx] = node_class
-    return xp.ascontiguousarray(padded.reshape(ny, nseg, SEGMENT).max(axis=2))
+    flat = xp.zeros(-(-ny * nseg // 4) * 4, dtype=xp.uint8)
+    flat[: ny * nseg] = padded.reshape(ny, nseg, SEGMENT).max(axis=2).ravel()
+    return flat[: ny * nseg].reshape(ny, nseg)
 
 
 def node_classes(xp, mask):
@@ -245,14 +279,17 @@ class LBM2D(Engine):
         s = "unsigned short" if self._storage_dtype == np.float16 else cuda.ctype(self._storage_dtype)
         trt = "true" if p.physics.collision == "trt" else "false"
         ny, nx = p.shape
-        self._fused_block, mode = fused_launch(sel["storage"], nx)
+        cc = self.backend.device_info().compute_capability if self.backend.is_gpu else None
+        self._fused_block, mode = fused_launch(sel["storage"], nx, float(cc) if cc else None)
         if isinstance(mode, str):
             per_thread = vector_width(mode)  # nodes per thread along x
             fused = f"lbm_fused_vec<{t}, {s}, {trt}, {per_thread}>"
+            if mode.startswith(("packed", "pipe")) and s != "unsigned short":
+                raise ValueError(f"fused launch mode {mode!r} is for fp16 storage only")
             if mode.startswith("packed"):  # fp16 kept two to a register (lbm2d.cu lbm_fused_packed)
-                if s != "unsigned short":
-                    raise ValueError(f"fused launch mode {mode!r} is for fp16 storage only")
                 fused = f"lbm_fused_packed<{trt}, {per_thread}>"
+            elif pipe_mode(mode):  # packed, rows through a cp.async pipeline (lbm2d.cu lbm_fused_pipe)
+                fused = f"lbm_fused_pipe<{trt}, {pipe_mode(mode)[0]}>"
         else:
             per_thread = mode
             fused = f"lbm_fused<{t}, {s}, {trt}, {mode}>"
@@ -266,6 +303,15 @@ class LBM2D(Engine):
         self._dims = ((nx + BLOCK[0] - 1) // BLOCK[0], (ny + BLOCK[1] - 1) // BLOCK[1], 1)
         bx, by, _ = self._fused_block
         self._fused_dims = ((nx + bx * per_thread - 1) // (bx * per_thread), (ny + by - 1) // by, 1)
+        self._fused_extra, self._fused_smem = (), 0
+        if pipe_mode(mode):
+            stages, rows = pipe_mode(mode)
+            warps = bx // 32
+            self._fused_smem = warps * stages * PIPE_STAGE_BYTES
+            if self._fused_smem > 48 * 1024:  # beyond the default: opt in (sm_70+)
+                self._k["fused"].max_dynamic_shared_size_bytes = self._fused_smem
+            self._fused_dims = (-(-nx // (32 * PIPE_WIDTH * warps)), -(-ny // rows), 1)
+            self._fused_extra = (np.int32(rows),)
         self._ni = (np.int32(nx), np.int32(ny))
         self._omega = (T(1.0 / p.tau), T(float(self.lat.omega_minus)))  # (ω⁺, ω⁻); ω⁻ unused by BGK
         self._force = (T(p.physics.force[0]), T(p.physics.force[1]))
@@ -319,7 +365,7 @@ class LBM2D(Engine):
         else:
             k["fused"](self._fused_dims, self._fused_block,
                        (self.f, self.fn, self.mask, self.node_class, self.node_segment, nx, ny, *self._omega,
-                        *self._force, *self._uw))
+                        *self._force, *self._uw, *self._fused_extra), shared_mem=self._fused_smem)
         self.f, self.fn = self.fn, self.f
         if self.preset.open_boundaries:
             k["open"](((int(ny) + 127) // 128, 1, 1), (128, 1, 1), (self.f, self.mask, nx, ny, self._uin))
@@ -523,6 +569,18 @@ class LBM2D(Engine):
                         for k in ("srtb", "srtb-ws"):
                             out.append((f"{k} s{ts}r{tr}tb {tile}", {"kernel": k, "ts": ts, "tr": tr, "tile": tile}))
         return out
+
+    @classmethod
+    def bench_precompile(cls, selections: list[dict], preset, jobs: int) -> None:
+        """Compile the temporal-blocking modules of ``selections`` (one NVRTC module per kernel, ts,
+        tr and tile) in ``jobs`` processes before `nagare bench` times them (tb_bench.precompile)."""
+        from . import tb_bench
+        from . import temporal_blocking as tb
+
+        rows = [(sel, tb.unavailable_reason(sel, preset)) for sel in selections
+                if sel.get("kernel") in variants.TEMPORAL_BLOCKING]
+        if rows:
+            tb_bench.precompile(rows, preset.physics.precision == "fp64", jobs)
 
     @classmethod
     def bench_cases(cls, backend: str = "cupy"):

@@ -30,12 +30,19 @@ SHAPES += [(block, "vec8") for block in ((32, 1, 1), (32, 2, 1), (64, 1, 1), (32
 # fp16 only: lbm_fused_packed (populations two to a register from load to store)
 SHAPES += [(block, "packed8") for block in ((32, 1, 1), (32, 2, 1), (64, 1, 1), (128, 1, 1))]
 SHAPES += [(block, "packed4") for block in ((32, 2, 1), (64, 1, 1), (128, 1, 1))]
+# fp16 only: lbm_fused_pipe (packed, rows through a cp.async pipeline), automatic and fixed rows
+SHAPES += [(block, f"pipe{stages}r{rows}") for block in ((32, 1, 1), (64, 1, 1), (128, 1, 1)) for stages in (2, 3)
+           for rows in (8, 16, 32)]
 # Cache-hint builds of the fused kernels (lbm2d.cu ld_pop / st_pop): evict-first loads and/or stores.
 # Register caps (--maxrregcount) trade spills for occupancy (more loads in flight).
 HINTS = {"default": None, "none": (), "ld.cs": ("-DNAGARE_LD_CS",), "st.cs": ("-DNAGARE_ST_CS",),
          "ld+st.cs": ("-DNAGARE_LD_CS", "-DNAGARE_ST_CS"), "rreg64": ("--maxrregcount=64",),
          "rreg72": ("--maxrregcount=72",), "rreg56": ("--maxrregcount=56",), "rreg80": ("--maxrregcount=80",),
          "rreg88": ("--maxrregcount=88",), "rreg96": ("--maxrregcount=96",),
+         "rreg104": ("--maxrregcount=104",), "rreg112": ("--maxrregcount=112",),
+         "rreg128": ("--maxrregcount=128",), "rreg168": ("--maxrregcount=168",),
+         # approximate fp32 division (1/ρ: a few ulp, far below fp16 storage's rounding) and flush-to-zero
+         "fastdiv": ("--prec-div=false",), "ftz": ("--ftz=true",),
          "rreg64+cs": ("--maxrregcount=64", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
          "rreg68+cs": ("--maxrregcount=68", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
          "rreg72+cs": ("--maxrregcount=72", "-DNAGARE_LD_CS", "-DNAGARE_ST_CS"),
@@ -44,8 +51,31 @@ HINTS = {"default": None, "none": (), "ld.cs": ("-DNAGARE_LD_CS",), "st.cs": ("-
          "rreg72+st.cs": ("--maxrregcount=72", "-DNAGARE_ST_CS")}
 
 
+def hint_options(hint: str):
+    """NVRTC options of a --hints entry: a name of HINTS, or names and rregN caps joined by "+"
+    (e.g. "rreg152+fastdiv"); None for the engine's own options."""
+    if hint in HINTS:
+        return HINTS[hint]
+    opts = []
+    for part in hint.split("+"):
+        if part.startswith("rreg") and part[4:].isdigit():
+            opts.append(f"--maxrregcount={int(part[4:])}")
+        elif HINTS.get(part):
+            opts.extend(HINTS[part])
+        else:
+            raise KeyError(part)
+    return tuple(opts)
+
+
 def shape_label(launch) -> str:
     return f"{launch[0][0]}x{launch[0][1]}n{launch[1]}"
+
+
+def parse_shape(label: str):
+    """The launch of a shape label BXxBYnMODE (shape_label's inverse), e.g. 64x1npipe2r8."""
+    dims, _, mode = label.partition("n")
+    bx, by = (int(v) for v in dims.split("x"))
+    return ((bx, by, 1), int(mode) if mode.isdigit() else mode)
 
 
 def make_engine(n: int, variants: dict, launch=None):
@@ -85,27 +115,30 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--copy-gbs", type=float, default=0.0, help="measured copy bandwidth (GB/s) for % roofline")
     ap.add_argument("--no-extras", action="store_true", help="only the fused shapes (no graph / AA rows)")
-    ap.add_argument("--shapes", default="", help="subset of shapes as BXxBYnMODE, e.g. 64x4n1,128x1nvec2")
+    ap.add_argument("--shapes", default="", help="shapes as BXxBYnMODE, e.g. 64x4n1,128x1nvec2,64x1npipe2r16")
     ap.add_argument("--hints", default="default",
                     help=f"NVRTC option sets to time (default: the engine's), of {','.join(HINTS)}")
     args = ap.parse_args(argv)
-    unknown = [h for h in args.hints.split(",") if h not in HINTS]
+    unknown = []
+    for h in args.hints.split(","):
+        try:
+            hint_options(h)
+        except KeyError:
+            unknown.append(h)
     if unknown:
         ap.error(f"unknown --hints {', '.join(unknown)}; known: {', '.join(HINTS)}")
     import cupy as cp
 
-    shapes = SHAPES
-    if args.shapes:
-        want = set(args.shapes.split(","))
-        shapes = [s for s in SHAPES if shape_label(s) in want]
+    shapes = [parse_shape(label) for label in args.shapes.split(",")] if args.shapes else SHAPES
     default = dict(lbm.FUSED_LAUNCH)
-    print("n\tstorage\thints\tvariant\tshape\tms/step\tMLUPS\tGB/s\t%roofline\tspread%", flush=True)
+    print("n\tstorage\thints\tvariant\tshape\tms/step\tMLUPS\tGB/s\t%roofline\tspread%\tregs", flush=True)
     runs = [(n, storage, hint) for n in (int(v) for v in args.n.split(",")) for storage in args.storages.split(",")
             for hint in args.hints.split(",")]
     default_options = dict(lbm.FUSED_OPTIONS)
     for n, storage, hint in runs:
         key = (storage, "float")  # the bench's scene is fp32 (fp16 storage computes in fp32)
-        lbm.FUSED_OPTIONS = {**default_options, key: HINTS[hint]} if hint != "default" else dict(default_options)
+        lbm.FUSED_OPTIONS = ({**default_options, key: hint_options(hint)} if hint != "default"
+                             else dict(default_options))
         bpu = 36 if storage == "fp16" else 72
         cells = [(f"fused {shape_label(s)}", s, {}, False) for s in shapes]
         if not args.no_extras and hint == "default":
@@ -127,8 +160,9 @@ def main(argv=None):
             pct = f"{100 * gbs / args.copy_gbs:.1f}" if args.copy_gbs else ""
             spread = 100 * (max(times) / min(times) - 1)
             shape = shape_label(launch)
+            regs = getattr(e._k["fused"], "num_regs", "") if hasattr(e, "_k") else ""
             print(f"{n}\t{storage}\t{hint}\t{label}\t{shape}\t{med * 1e3:.4f}\t{mlups:.0f}\t{gbs:.0f}\t{pct}"
-                  f"\t{spread:.1f}", flush=True)
+                  f"\t{spread:.1f}\t{regs}", flush=True)
             e = None
             cp.get_default_memory_pool().free_all_blocks()
 

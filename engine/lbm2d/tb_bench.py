@@ -1,6 +1,11 @@
 """Stand-alone timing of the P1 temporal-blocking grid on one GPU (before/besides `nagare bench`).
 
     python -m nagare.engine.lbm2d.tb_bench --n 4096 --steps 64 [--fp64] [--kernels stb,srtb-ws]
+    python -m nagare.engine.lbm2d.tb_bench --n 320,1024,4096,8192 --jobs 16   # P1's four sizes
+
+Every configuration is its own NVRTC module (tile sizes, ts and tr are template arguments): the full
+grid is 182 compilations, so ``--jobs N`` compiles them first in N processes (filling CuPy's on-disk
+kernel cache), and the sizes then share the compiled modules.
 
 Scene: P1's plane Poiseuille case (walls top/bottom, periodic left/right, body force), fp32.
 Prints one row per (kernel, ts, tr, tile): MLUPS, effective GB/s at 72 B (fp32) / 144 B (fp64)
@@ -46,9 +51,31 @@ def time_config(cp, sel, f_host, mask, params, preset, steps: int, repeats: int 
     return best
 
 
+def _compile_one(job):
+    """Worker of --jobs: compile one configuration (a fresh process, so CuPy's disk cache is filled)."""
+    sel, fp64 = job
+    try:
+        tb.compiled_kernel(sel, np.float64 if fp64 else np.float32)
+    except Exception as exc:  # reported again, as "cannot run", when the grid is timed
+        return f"{sel}: {type(exc).__name__}"
+    return None
+
+
+def precompile(rows, fp64: bool, jobs: int) -> None:
+    import concurrent.futures
+    import multiprocessing
+
+    todo = [(sel, fp64) for sel, reason in rows if reason is None]
+    ctx = multiprocessing.get_context("spawn")  # CUDA contexts do not survive fork
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        failed = [r for r in pool.map(_compile_one, todo) if r]
+    print(f"# precompiled {len(todo) - len(failed)} of {len(todo)} configurations in {jobs} processes", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=4096, help="square grid side")
+    ap.add_argument("--n", default="4096", help="square grid sides, comma-separated")
+    ap.add_argument("--jobs", type=int, default=0, help="compile the grid first in this many processes")
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--fp64", action="store_true")
     ap.add_argument("--kernels", default=",".join(tb.KERNELS))
@@ -60,28 +87,33 @@ def main(argv=None):
     import cupy as cp
 
     dtype = np.float64 if args.fp64 else np.float32
-    f, mask, params, preset = poiseuille(args.n, args.n, dtype)
     bpu = 2 * 9 * np.dtype(dtype).itemsize
-    rows = tb.p1_grid(preset, kernels=tuple(args.kernels.split(",")),
-                      ts_values=tuple(int(v) for v in args.ts.split(",")),
-                      tr_values=tuple(int(v) for v in args.tr.split(",")), tiles=tuple(args.tiles.split(",")))
-    print(f"# {args.n}x{args.n} {np.dtype(dtype).name}, {args.steps} steps, {bpu} B/update single-step model")
-    print("kernel\tts\ttr\ttile\tMLUPS\teff_GB/s\tx_roofline\tnote")
-    for sel, reason in rows:
-        head = f"{sel['kernel']}\t{sel['ts']}\t{sel['tr']}\t{sel['tile']}"
-        if reason is None:
-            try:
-                secs = time_config(cp, sel, f, mask, params, preset, args.steps)
-            except Exception as exc:  # a launch failure is a result of the grid, not a crash of the table
-                reason = f"{type(exc).__name__}: {exc}"
-        if reason is not None:
-            print(f"{head}\t\t\t\tcannot run: {reason}")
-            continue
-        mlups = args.n * args.n * args.steps / secs / 1e6
-        gbs = mlups * 1e6 * bpu / 1e9
-        ratio = f"{gbs / args.copy_gbs:.2f}" if args.copy_gbs else ""
-        print(f"{head}\t{mlups:.0f}\t{gbs:.0f}\t{ratio}\t", flush=True)
-
+    sizes = [int(v) for v in args.n.split(",")]
+    grid_args = dict(kernels=tuple(args.kernels.split(",")), ts_values=tuple(int(v) for v in args.ts.split(",")),
+                     tr_values=tuple(int(v) for v in args.tr.split(",")), tiles=tuple(args.tiles.split(",")))
+    if args.jobs > 1:
+        precompile(tb.p1_grid(poiseuille(64, 64, dtype)[3], **grid_args), args.fp64, args.jobs)
+    for n in sizes:
+        f, mask, params, preset = poiseuille(n, n, dtype)
+        rows = tb.p1_grid(preset, **grid_args)
+        print(f"# {n}x{n} {np.dtype(dtype).name}, {args.steps} steps, {bpu} B/update single-step model")
+        print("kernel\tts\ttr\ttile\tMLUPS\teff_GB/s\tx_roofline\tnote")
+        for sel, reason in rows:
+            head = f"{sel['kernel']}\t{sel['ts']}\t{sel['tr']}\t{sel['tile']}"
+            if reason is None:
+                try:
+                    secs = time_config(cp, sel, f, mask, params, preset, args.steps)
+                except Exception as exc:  # a launch failure is a result of the grid, not a crash of the table
+                    reason = f"{type(exc).__name__}: {exc}"
+            if reason is not None:
+                print(f"{head}\t\t\t\tcannot run: {reason}")
+                continue
+            mlups = n * n * args.steps / secs / 1e6
+            gbs = mlups * 1e6 * bpu / 1e9
+            ratio = f"{gbs / args.copy_gbs:.2f}" if args.copy_gbs else ""
+            print(f"{head}\t{mlups:.0f}\t{gbs:.0f}\t{ratio}\t", flush=True)
+        f = mask = None
+        cp.get_default_memory_pool().free_all_blocks()
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,9 @@
-// Runs lbm_fused_vec<T, S, TRT, W>, or lbm_fused_packed<TRT, W> with -DEMU_PACKED=1 (lbm2d.cu; chosen with -D) on the host emulator (one std::thread per
-// CUDA thread, real warp shuffles through emu.h), ping-pong as LBM2D._step_cuda, with the open-boundary
-// pass after each step when asked. Usage:
+// Runs lbm_fused_vec<T, S, TRT, W>, or lbm_fused_packed<TRT, W> with -DEMU_PACKED=1, or
+// lbm_fused_pipe<TRT, EMU_PIPE> with -DEMU_PIPE=stages (lbm2d.cu; chosen with -D) on the host emulator
+// (one std::thread per CUDA thread, real warp shuffles through emu.h), ping-pong as LBM2D._step_cuda,
+// with the open-boundary pass after each step when asked. Usage:
 //   fused_vec_emu nx ny nsteps bx by open in.bin mask.bin cls.bin seg.bin out.bin omega omega_minus fx fy uwx uwy u_in
+// For the pipe kernel `by` is the rows each warp marches (its blocks are one row of bx threads).
 #include "emu.h"
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +14,9 @@ constexpr bool TRT = EMU_TRT;
 constexpr int W = EMU_W;
 #ifndef EMU_PACKED
 #define EMU_PACKED 0
+#endif
+#ifndef EMU_PIPE
+#define EMU_PIPE 0
 #endif
 
 int main(int argc, char** argv)
@@ -24,15 +29,22 @@ int main(int argc, char** argv)
     const size_t nseg = (size_t)ny * ((nx + SEG - 1) / SEG);
     const size_t n = (size_t)9 * nx * ny, nodes = (size_t)nx * ny;
     std::vector<S> a(n), b(n);
-    std::vector<unsigned char> mask(nodes), cls(nodes), seg(nseg);
+    std::vector<unsigned char> mask(nodes), cls(nodes), seg((nseg + 3) / 4 * 4);  // whole words (engine.py)
     FILE* fp = fopen(argv[7], "rb"); if (fread(a.data(), sizeof(S), n, fp) != n) return 2; fclose(fp);
     fp = fopen(argv[8], "rb"); if (fread(mask.data(), 1, nodes, fp) != nodes) return 2; fclose(fp);
     fp = fopen(argv[9], "rb"); if (fread(cls.data(), 1, nodes, fp) != nodes) return 2; fclose(fp);
     fp = fopen(argv[10], "rb"); if (fread(seg.data(), 1, nseg, fp) != nseg) return 2; fclose(fp);
     const int gx = (nx + W * bx - 1) / (W * bx), gy = (ny + by - 1) / by;
+    [[maybe_unused]] const int rows = by;  // the pipe kernel's rows per warp
     S* src = a.data();
     S* dst = b.data();
     for (int s = 0; s < nsteps; ++s) {
+#if EMU_PIPE
+        emu_launch(gx, gy, bx, 1, [&] {
+            lbm_fused_pipe<TRT, EMU_PIPE>(src, dst, mask.data(), cls.data(), seg.data(), nx, ny, om, omm, fx, fy, uwx, uwy,
+                                          rows);
+        });
+#else
         emu_launch(gx, gy, bx, by, [&] {
 #if EMU_PACKED
             lbm_fused_packed<TRT, W>(src, dst, mask.data(), cls.data(), seg.data(), nx, ny, om, omm, fx, fy, uwx, uwy);
@@ -40,6 +52,7 @@ int main(int argc, char** argv)
             lbm_fused_vec<T, S, TRT, W>(src, dst, mask.data(), cls.data(), seg.data(), nx, ny, om, omm, fx, fy, uwx, uwy);
 #endif
         });
+#endif
         std::swap(src, dst);
         if (open)
             emu_launch((ny + 127) / 128, 1, 128, 1, [&] { lbm_open_boundaries<T, S>(src, mask.data(), nx, ny, uin); });

@@ -52,7 +52,8 @@ def test_fp16_stated_tolerance_against_fp32_over_a_longer_run():
 
 LAUNCH_MODES = [((64, 4, 1), 1), ((32, 2, 1), 2), ((128, 1, 1), "vec2"), ((64, 2, 1), "vec4"), ((32, 1, 1), "vec4"),
                 ((32, 2, 1), "vec8"),
-                ((32, 1, 1), "packed8"), ((64, 1, 1), "packed4"), ((32, 3, 1), "packed2")]  # fp16 only
+                ((32, 1, 1), "packed8"), ((64, 1, 1), "packed4"), ((32, 3, 1), "packed2"),  # fp16 only
+                ((64, 1, 1), "pipe2"), ((32, 1, 1), "pipe3r5"), ((128, 1, 1), "pipe4r16")]  # fp16 only
 
 
 @pytest.mark.parametrize("launch", LAUNCH_MODES, ids=lambda la: f"{la[0][0]}x{la[0][1]}n{la[1]}")
@@ -65,7 +66,7 @@ def test_every_fused_launch_mode_matches(storage, launch, monkeypatch):
     monkeypatch.setitem(lbm.FUSED_LAUNCH, storage, launch)
     base = PRESETS["fp32-walls-obstacle"]
     p = base.model_copy(update={"grid": base.grid.model_copy(update={"nx": 320, "ny": 48})})
-    if storage == "native" and str(launch[1]).startswith("packed"):  # two fp16 to a register: fp16 only
+    if storage == "native" and str(launch[1]).startswith(("packed", "pipe")):  # two fp16 to a register
         with pytest.raises(ValueError, match="fp16 storage only"):
             Engine(p, get_backend("cupy"), variants={"kernel": "fused", "storage": storage}).step(1)
         return
@@ -81,6 +82,26 @@ def test_every_fused_launch_mode_matches(storage, launch, monkeypatch):
     c.step(64)
     tol = dict(rtol=0, atol=FP16_ATOL / 4) if storage == "fp16" else dict(rtol=1e-5)
     np.testing.assert_allclose(f_of(c), f_of(r), **tol)
+
+
+@pytest.mark.parametrize("pipe", ["pipe2", "pipe3r7", "pipe2r300"])
+@pytest.mark.parametrize("label", ["fp32-walls-obstacle", "fp32-trt", "fp32-channel"])
+def test_pipelined_fp16_kernel_is_bit_identical_to_the_packed_one(label, pipe, monkeypatch):
+    """lbm_fused_pipe only changes how the populations reach the registers (cp.async through shared
+    memory, rows marched by each warp): the arithmetic is lbm_fused_packed's, so the bits must agree."""
+    from nagare.engine.lbm2d import engine as lbm
+
+    base = PRESETS[label]
+    p = base.model_copy(update={"grid": base.grid.model_copy(update={"nx": 512, "ny": 37})})
+    out = []
+    for launch in (((32, 1, 1), "packed8"), ((64, 1, 1), pipe)):
+        monkeypatch.setitem(lbm.FUSED_LAUNCH, "fp16", launch)
+        e = Engine(p, get_backend("cupy"), variants={"kernel": "fused", "storage": "fp16"})
+        e.random_state(np.random.default_rng(3))
+        e.step(33)
+        out.append(e.backend.asnumpy(e.f))
+    np.testing.assert_array_equal(out[1], out[0])
+    assert np.abs(out[0].astype(np.float32)).max() > 0
 
 
 @pytest.mark.parametrize("steps", [1, 2, 7, 64])

@@ -197,21 +197,30 @@ VEC_CASES = [
     ("fp32-channel", "fp16", 8, 32, 1, None, "packed"),        # open boundaries; 8 lanes of 32 active
     ("fp32-channel", "fp16", 8, 32, 1, None, "vec"),           # the open ends read the neighbour column as stored
     ("fp32-trt", "fp16", 8, 32, 1, None, "packed"),            # TRT on shifted storage
+    # lbm_fused_pipe (packed rows through cp.async; `by` = rows per warp): prologue / ring wrap, the
+    # last run shorter than the others, rows that wrap in y, idle warps and lanes, open ends, TRT
+    ("fp32-walls-obstacle", "fp16", 8, 32, 5, 384, "pipe2"),   # 1.5 strips: a half-idle warp
+    ("fp32-walls-obstacle", "fp16", 8, 64, 7, 192, "pipe3"),   # two warps a block, the second idle
+    ("fp32-walls-obstacle", "fp16", 8, 32, 64, 256, "pipe4"),  # one run of every row (ny < rows)
+    ("fp32-channel", "fp16", 8, 32, 3, None, "pipe2"),         # open boundaries; 8 lanes of 32 active
+    ("fp32-trt", "fp16", 8, 64, 4, 512, "pipe3"),              # TRT; two full strips in one block
 ]
 
 
-def build_vec(T, S, trt, w, tmp_path_factory, packed=False):
+def build_vec(T, S, trt, w, tmp_path_factory, kernel="vec"):
     d = tmp_path_factory.getbasetemp()
     src_dir = Path(shaders.__file__).parent / "cuda" / "lbm2d"
     main = EMU / "fused_vec_main.cpp"
     tag = hashlib.sha256((shaders.source("cuda/lbm2d/lbm2d.cu") + shaders.source("cuda/lbm2d/d2q9.cuh")
                           + (EMU / "emu.h").read_text() + main.read_text()
-                          + T + S + trt + str(w) + str(packed)).encode()).hexdigest()[:12]
+                          + T + S + trt + str(w) + kernel).encode()).hexdigest()[:12]
     exe = d / f"fused_vec_emu_{tag}"
     if not exe.exists():
         res = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-pthread",
                               f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TRT={trt}", f"-DEMU_W={w}",
-                              f"-DEMU_PACKED={int(packed)}", f"-I{src_dir}",
+                              f"-DEMU_PACKED={int(kernel == 'packed')}",
+                              f"-DEMU_PIPE={kernel.removeprefix('pipe') if kernel.startswith('pipe') else 0}",
+                              f"-I{src_dir}",
                               f"-I{EMU}", str(main), "-o", str(exe)], capture_output=True, text=True, timeout=300)
         if res.returncode != 0 and "barrier" in res.stderr and "No such file" in res.stderr:
             pytest.skip("the host C++ compiler has no C++20 <barrier>")
@@ -229,8 +238,7 @@ def test_emulated_vec_kernel_matches_reference(label, storage, w, bx, by, nx, ke
     f0 = np.asarray(ref.state_arrays()["f"])
     fp64 = p.physics.precision == "fp64"
     T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
-    exe = build_vec(T, S, "true" if p.physics.collision == "trt" else "false", w, tmp_path_factory,
-                    packed=kernel == "packed")
+    exe = build_vec(T, S, "true" if p.physics.collision == "trt" else "false", w, tmp_path_factory, kernel)
     emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
     emu.encode(f0).tofile(tmp_path / "in.bin")
     emu.mask.tofile(tmp_path / "mask.bin")
@@ -264,6 +272,41 @@ def test_segment_classes_are_the_largest_node_class_of_each_run():
     want = np.array([[cls[r, s * 64:(s + 1) * 64].max() for s in range(3)] for r in range(5)])
     np.testing.assert_array_equal(seg, want)
     assert seg[1].tolist() == [0, 1, 0] and seg[2].tolist() == [0, 0, 2]
+    # lbm_fused_pipe copies whole 4-byte words: the buffer behind the 15 bytes is padded to 16, zeros
+    assert seg.base is not None and seg.base.nbytes == 16 and seg.base[15] == 0
+
+
+def test_fused_launch_modes_parse_and_fall_back():
+    from nagare.engine.lbm2d import engine as lbm
+
+    assert lbm.pipe_mode("pipe3r7") == (3, 7) and lbm.pipe_mode("pipe2") == (2, lbm.PIPE_ROWS)
+    assert lbm.pipe_mode("packed8") is None and lbm.pipe_mode(2) is None
+    assert lbm.vector_width("pipe2r16") == 8 and lbm.vector_width("vec4") == 4 and lbm.vector_width(3) == 1
+    pipe = ((64, 1, 1), "pipe2r16")
+    saved = dict(lbm.FUSED_LAUNCH)
+    try:
+        lbm.FUSED_LAUNCH["fp16"] = pipe
+        assert lbm.fused_launch("fp16", 512) == pipe
+        assert lbm.fused_launch("fp16", 512, 9.0) == pipe
+        assert lbm.fused_launch("fp16", 512, 7.5) == lbm.PIPE_FALLBACK  # no cp.async before sm_80
+        assert lbm.fused_launch("fp16", 516) == lbm.FUSED_FALLBACK  # nx not a multiple of 8
+        lbm.FUSED_LAUNCH["fp16"] = ((64, 2, 1), "pipe2")
+        with pytest.raises(ValueError, match="one row of warps per block"):
+            lbm.fused_launch("fp16", 512)
+    finally:
+        lbm.FUSED_LAUNCH.update(saved)
+
+
+def test_fused_bench_shapes_and_hints_parse():
+    from nagare.engine.lbm2d import fused_bench as fb
+
+    for launch in fb.SHAPES:
+        assert fb.parse_shape(fb.shape_label(launch)) == launch
+    assert fb.parse_shape("64x1npipe2r8") == ((64, 1, 1), "pipe2r8")
+    assert fb.hint_options("rreg152+fastdiv") == ("--maxrregcount=152", "--prec-div=false")
+    assert fb.hint_options("default") is None
+    with pytest.raises(KeyError):
+        fb.hint_options("rreg152+nonsense")
 
 
 # ---- tracers.cu: the tracer update and the velocity pass against the array path ------------------

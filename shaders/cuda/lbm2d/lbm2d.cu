@@ -316,6 +316,79 @@ __device__ __forceinline__ unsigned pack_halves(float lo, float hi) {
 #endif
 }
 
+// Streaming of one direction i for the packed kernels: raw is the thread's aligned W-node vector of
+// the upstream row; c_x = ±1 shift it by one node, the word across the lane boundary coming by one
+// shuffle. At the warp's edges (edge_left for c_x = +1 / edge_right for c_x = −1) the column beyond
+// comes from edge(): a word whose high half is column x0 − 1 (c_x = +1) or whose low half is column
+// x0 + W (c_x = −1). Called by every lane (the shuffles), edge() only where it is needed.
+template <int W, typename Edge>
+__device__ __forceinline__ void packed_stream(int i, const HalfWords<W>& raw, bool edge_left, bool edge_right,
+                                              Edge edge, unsigned (&pi)[W / 2]) {
+    constexpr int M = W / 2;
+    if (cx(i) == 0) {
+#pragma unroll
+        for (int m = 0; m < M; ++m) pi[m] = raw.w[m];
+    } else if (cx(i) == 1) {  // node x0 + k pulls column x0 + k − 1: the pairs shift right by one
+        unsigned left = __shfl_up_sync(0xffffffffu, raw.w[M - 1], 1);  // its high half: column x0 − 1
+        if (edge_left) left = edge();
+        pi[0] = half_funnel(left, raw.w[0]);
+#pragma unroll
+        for (int m = 1; m < M; ++m) pi[m] = half_funnel(raw.w[m - 1], raw.w[m]);
+    } else {  // c_x = −1: node x0 + k pulls column x0 + k + 1
+        unsigned right = __shfl_down_sync(0xffffffffu, raw.w[0], 1);  // its low half: column x0 + W
+        if (edge_right) right = edge();
+#pragma unroll
+        for (int m = 0; m < M - 1; ++m) pi[m] = half_funnel(raw.w[m], raw.w[m + 1]);
+        pi[M - 1] = half_funnel(raw.w[M - 1], right);
+    }
+}
+
+// The second half of the packed kernels (lbm_fused_packed, lbm_fused_pipe): p[i][m] holds the streamed
+// populations of the thread's W nodes (two fp16 to a word); one pair of nodes at a time is unpacked
+// (18 live floats, not 9·W), bounce-back patched, collided and packed back; then one W-wide store per
+// direction. FIXED nodes keep their own raw storage. `up` is the Upstream of the thread's first node.
+template <bool TRT, int W>
+__device__ __forceinline__ void packed_collide_store(unsigned (&p)[Q][W / 2], const Vec<unsigned char, W>& c,
+                                                     const half_bits* __restrict__ f, half_bits* __restrict__ g,
+                                                     const unsigned char* __restrict__ mask, int xc, int y, int nx,
+                                                     int ny, idx_t n, idx_t here, float omega, float omega_minus, float fx,
+                                                     float fy, float uwx, float uwy) {
+    constexpr int M = W / 2;
+    bool any_fixed = false;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+        float a[Q], b[Q];
+#pragma unroll
+        for (int i = 0; i < Q; ++i) {
+            a[i] = half_lo(p[i][m]);
+            b[i] = half_hi(p[i][m]);
+        }
+        const unsigned char ca = c.e[2 * m], cb = c.e[2 * m + 1];
+        any_fixed = any_fixed || ca == FIXED || cb == FIXED;
+        if (ca == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m, y, nx, ny), n, here + 2 * m, uwx, uwy, a);
+        if (cb == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m + 1, y, nx, ny), n, here + 2 * m + 1, uwx, uwy, b);
+        if (ca != FIXED) collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
+        if (cb != FIXED) collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
+#pragma unroll
+        for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < Q; ++i) {
+        HalfWords<W> out;
+#pragma unroll
+        for (int m = 0; m < M; ++m) out.w[m] = p[i][m];
+        if (any_fixed) {  // FIXED nodes keep their own raw storage (rare: never in a FAST segment)
+#pragma unroll
+            for (int k = 0; k < W; ++k) {
+                if (c.e[k] != FIXED) continue;
+                const unsigned h = f[i * n + here + k];
+                out.w[k / 2] = k % 2 ? (out.w[k / 2] & 0xffffu) | (h << 16) : (out.w[k / 2] & 0xffff0000u) | h;
+            }
+        }
+        st_pop(reinterpret_cast<HalfWords<W>*>(g + i * n + here), out);
+    }
+}
+
 template <bool TRT, int W>
 __global__ void lbm_fused_packed(const half_bits* __restrict__ f, half_bits* __restrict__ g,
                                  const unsigned char* __restrict__ mask, const unsigned char* __restrict__ cls,
@@ -342,58 +415,125 @@ __global__ void lbm_fused_packed(const half_bits* __restrict__ f, half_bits* __r
     for (int i = 0; i < Q; ++i) {
         const half_bits* fi = f + i * n + up.row[cy(i) + 1];
         const HalfWords<W> raw = ld_pop(reinterpret_cast<const HalfWords<W>*>(fi + xc));
-        if (cx(i) == 0) {
-#pragma unroll
-            for (int m = 0; m < M; ++m) p[i][m] = raw.w[m];
-        } else if (cx(i) == 1) {  // node x0 + k pulls column x0 + k − 1: the pairs shift right by one
-            unsigned left = __shfl_up_sync(0xffffffffu, raw.w[M - 1], 1);  // its high half: column x0 − 1
-            if (lane == 0) left = unsigned(fi[xl]) << 16;
-            p[i][0] = half_funnel(left, raw.w[0]);
-#pragma unroll
-            for (int m = 1; m < M; ++m) p[i][m] = half_funnel(raw.w[m - 1], raw.w[m]);
-        } else {  // c_x = −1: node x0 + k pulls column x0 + k + 1
-            unsigned right = __shfl_down_sync(0xffffffffu, raw.w[0], 1);  // its low half: column x0 + W
-            if (lane == 31 || xc + W >= nx) right = unsigned(fi[xr]);
-#pragma unroll
-            for (int m = 0; m < M - 1; ++m) p[i][m] = half_funnel(raw.w[m], raw.w[m + 1]);
-            p[i][M - 1] = half_funnel(raw.w[M - 1], right);
-        }
+        // the edge lanes' column beyond the warp: x0 − 1 as a high half, x0 + W as a low half
+        packed_stream<W>(i, raw, lane == 0, lane == 31 || xc + W >= nx,
+                         [&] { return cx(i) == 1 ? unsigned(fi[xl]) << 16 : unsigned(fi[xr]); }, p[i]);
     }
     if (!active) return;  // after the last shuffle
-    bool any_fixed = false;
-#pragma unroll
-    for (int m = 0; m < M; ++m) {  // one pair of nodes at a time: 18 live floats, not 9·W
-        float a[Q], b[Q];
+    packed_collide_store<TRT, W>(p, c, f, g, mask, xc, y, nx, ny, n, here, omega, omega_minus, fx, fy, uwx, uwy);
+}
+
+// ---- fused fp16, packed, rows streamed through a cp.async pipeline ------------------------------
+// lbm_fused_packed is latency-bound on an H200 (docs/benchmarks/lbm2d-h200-2026-11-22c): a warp
+// issues its nine 16-byte loads, then computes its 256 nodes with nothing in flight, and the five
+// warps per scheduler that 96 registers allow do not cover the wait (DRAM 70 % of peak). Here each
+// warp owns a strip of 32·8 = 256 columns and marches down a run of `rows` rows; the populations of
+// the next STAGES − 1 rows are copied global → shared memory with cp.async (sm_80+) while the
+// current row is computed, so every warp keeps loads in flight all the time and no register holds
+// them. A lane copies exactly the bytes it reads back (its own 16-byte vector per direction, its
+// edge column, its segment-class word), so cp.async.wait_group alone orders the accesses: no
+// barrier. The streaming, collision and stores are lbm_fused_packed's (packed_stream,
+// packed_collide_store): identical bits. Launch: blockDim = (32 · warps, 1, 1), grid
+// (ceil(strips / warps), ceil(ny / rows)) with strips = ceil(nx / 256), dynamic shared memory
+// warps · STAGES · sizeof(PipeStage); nx % 8 == 0, and the segment-class array padded to a
+// multiple of 4 bytes (whole words are copied).
+constexpr int PIPE_W = 8;  // nodes per lane: one 16-byte vector of fp16 per direction
+struct PipeStage {         // one row of one warp in shared memory (5,888 bytes)
+    HalfWords<PIPE_W> vec[Q][32];  // [direction][lane]: 16-byte slots, conflict-free
+    unsigned edge[Q][32];          // the lane's edge column (c_x = ±1 directions of edge lanes only)
+    unsigned seg[32];              // the 4-byte word holding the lane's segment-class byte
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+__device__ __forceinline__ void copy_async(HalfWords<PIPE_W>* dst, const half_bits* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_async(unsigned* dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+#else  // older GPUs and the host emulator: plain synchronous copies (the same results, no overlap)
+__device__ __forceinline__ void copy_async(HalfWords<PIPE_W>* dst, const half_bits* src) {
+    *dst = *reinterpret_cast<const HalfWords<PIPE_W>*>(src);
+}
+__device__ __forceinline__ void copy_async(unsigned* dst, const void* src) { *dst = *static_cast<const unsigned*>(src); }
+__device__ __forceinline__ void copy_async_commit() {}
+template <int N>
+__device__ __forceinline__ void copy_async_wait() {}
+#endif
+
+template <bool TRT, int STAGES>
+__global__ void lbm_fused_pipe(const half_bits* __restrict__ f, half_bits* __restrict__ g,
+                               const unsigned char* __restrict__ mask, const unsigned char* __restrict__ cls,
+                               const unsigned char* __restrict__ seg, int nx, int ny, float omega, float omega_minus,
+                               float fx, float fy, float uwx, float uwy, int rows) {
+    static_assert(STAGES >= 2, "at least one row in flight while one is computed");
+    constexpr int W = PIPE_W, M = W / 2;
+    extern __shared__ __align__(16) unsigned char tb_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int strip = blockIdx.x * (blockDim.x >> 5) + warp;
+    if (strip * 32 * W >= nx) return;  // a whole warp beyond the last strip
+    const int y_begin = blockIdx.y * rows;
+    const int y_end = y_begin + rows < ny ? y_begin + rows : ny;
+    PipeStage* stage = reinterpret_cast<PipeStage*>(tb_smem) + warp * STAGES;
+    const int x0 = W * (strip * 32 + lane);
+    const bool active = x0 < nx;
+    const int xc = active ? x0 : nx - W;  // idle lanes copy a valid vector and store nothing
+    const idx_t n = idx_t(nx) * ny;
+    const int nseg = (nx + SEG - 1) / SEG;
+    const int xl = xc == 0 ? nx - 1 : xc - 1, xr = xc + W >= nx ? xc + W - nx : xc + W;
+    const bool edge_left = lane == 0, edge_right = lane == 31 || xc + W >= nx;
+
+    // Row y into stage slot s: each direction's upstream vector, the edge column, the segment word.
+    auto issue = [&](int y, PipeStage& s) {
+        const int ym = y == 0 ? ny - 1 : y - 1, yp = y == ny - 1 ? 0 : y + 1;
+        const idx_t row[3] = {idx_t(yp) * nx, idx_t(y) * nx, idx_t(ym) * nx};  // cy = −1, 0, +1
 #pragma unroll
         for (int i = 0; i < Q; ++i) {
-            a[i] = half_lo(p[i][m]);
-            b[i] = half_hi(p[i][m]);
+            const half_bits* fi = f + i * n + row[cy(i) + 1];
+            copy_async(&s.vec[i][lane], fi + xc);
+            // the word whose high half is column xl (xl odd: nx is even) / whose low half is xr
+            if (cx(i) == 1 && edge_left) copy_async(&s.edge[i][lane], fi + (xl - 1));
+            if (cx(i) == -1 && edge_right) copy_async(&s.edge[i][lane], fi + xr);
         }
-        const unsigned char ca = c.e[2 * m], cb = c.e[2 * m + 1];
-        any_fixed = any_fixed || ca == FIXED || cb == FIXED;
-        if (ca == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m, y, nx, ny), n, here + 2 * m, uwx,
-                                                        uwy, a);
-        if (cb == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m + 1, y, nx, ny), n,
-                                                        here + 2 * m + 1, uwx, uwy, b);
-        if (ca != FIXED) collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
-        if (cb != FIXED) collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
+        const idx_t si = idx_t(y) * nseg + xc / SEG;
+        copy_async(&s.seg[lane], seg + (si & ~idx_t(3)));
+    };
+
+    int slot = 0;
 #pragma unroll
-        for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
+    for (int k = 0; k < STAGES - 1; ++k) {  // prologue: the first STAGES − 1 rows in flight
+        if (y_begin + k < y_end) issue(y_begin + k, stage[k]);
+        copy_async_commit();  // (empty groups too: the wait below counts groups)
     }
+    for (int y = y_begin; y < y_end; ++y) {
+        // Row y + STAGES − 1 goes into the slot this lane read last iteration (its values are used).
+        const int ahead = slot == 0 ? STAGES - 1 : slot - 1;
+        if (y + STAGES - 1 < y_end) issue(y + STAGES - 1, stage[ahead]);
+        copy_async_commit();
+        copy_async_wait<STAGES - 1>();  // this lane's copies of row y have landed
+        const PipeStage& s = stage[slot];
+        slot = slot + 1 == STAGES ? 0 : slot + 1;
+
+        const idx_t here = idx_t(y) * nx + xc;
+        const idx_t si = idx_t(y) * nseg + xc / SEG;
+        Vec<unsigned char, W> c = {};  // all FAST unless the segment says otherwise (W divides SEG)
+        if (((s.seg[lane] >> (8 * unsigned(si & 3))) & 0xffu) != FAST)
+            c = *reinterpret_cast<const Vec<unsigned char, W>*>(cls + here);
+        unsigned p[Q][M];
 #pragma unroll
-    for (int i = 0; i < Q; ++i) {
-        HalfWords<W> out;
-#pragma unroll
-        for (int m = 0; m < M; ++m) out.w[m] = p[i][m];
-        if (any_fixed) {  // FIXED nodes keep their own raw storage (rare: never in a FAST segment)
-#pragma unroll
-            for (int k = 0; k < W; ++k) {
-                if (c.e[k] != FIXED) continue;
-                const unsigned h = f[i * n + here + k];
-                out.w[k / 2] = k % 2 ? (out.w[k / 2] & 0xffffu) | (h << 16) : (out.w[k / 2] & 0xffff0000u) | h;
-            }
-        }
-        st_pop(reinterpret_cast<HalfWords<W>*>(g + i * n + here), out);
+        for (int i = 0; i < Q; ++i)
+            packed_stream<W>(i, s.vec[i][lane], edge_left, edge_right, [&] { return s.edge[i][lane]; }, p[i]);
+        if (active)
+            packed_collide_store<TRT, W>(p, c, f, g, mask, xc, y, nx, ny, n, here, omega, omega_minus, fx, fy, uwx,
+                                         uwy);
     }
 }
 
