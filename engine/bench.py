@@ -70,15 +70,18 @@ def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: i
 
 
 def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time: float = 0.5,
-              warmup_steps: int = 5, batch: int = 10, max_steps: int = 20000, progress=None,
+              warmup_steps: int = 5, batch: int | None = None, max_steps: int = 20000, progress=None,
               only: list[str] | None = None, on_result=None, jobs: int = 0) -> list[BenchResult]:
     """``only``: keep the selections whose label contains one of these substrings.
     ``on_result(result)`` is called as each cell is measured (long matrices show progress).
+    ``batch``: steps per ``engine.step`` call; by default the family's ``bench_batch`` (else 10).
     ``jobs`` > 1: a family with ``bench_precompile(selections, backend, jobs)`` compiles the kernels of
     the selected cells first in that many processes (CuPy's disk cache then serves every case)."""
     family_module(family)
     cls = engine_class(family)
     results: list[BenchResult] = []
+    if batch is None:
+        batch = getattr(cls, "bench_batch", 10)
     precompile = getattr(cls, "bench_precompile", None)
     if jobs > 1 and precompile is not None and backend.is_gpu:
         preset = load_preset(cls.bench_preset, [], backend=None)

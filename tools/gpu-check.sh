@@ -12,6 +12,11 @@
 #                 (engine/lbm2d/fused_bench.py), ncu speed-of-light of the fused kernels
 #   lbm2d-pipe    fp16 lbm_fused_pipe: its gpu tests (bit-identical to packed8, launch modes), memcheck +
 #                 racecheck, and the fused sweep of fp32 vec4 / fp16 packed8 / pipe shapes at 4096² and 8192²
+#   lbm2d-wave    wavefront temporal blocking: its gpu tests, memcheck + racecheck, and a ts × tile sweep
+#                 at 4096² and 8192² against the copy roofline (tb_bench --kernels wavefront)
+#   ncu-wave      stb / srtb-ws / wavefront side by side at 4096² (ts 4), then ncu of the wavefront kernel
+#                 (speed of light, occupancy, warp states, executed instructions)
+#   bench-lbm2d-small | bench-lbm2d-8192   nagare bench lbm2d split in two calls (320², 1024², 4096² | 8192²)
 #   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
 #                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
 #   stencil-perf  P2 (issue 5), < 4 min: gpu tests of the stencil framework / auto-tuner / diffusion3d
@@ -40,6 +45,12 @@ for stage in "$@"; do
       timeout 200 python3 -m nagare.app.gui.bench_display --app egl --backend cupy --seconds 10 --breakdown \
         --preset lbm2d-cylinder --set grid.nx=2048 --set grid.ny=2048 \
         --out "$OUT/app/display-overhead-h200.json" 2>&1 | grep -v Warning | tail -15 ;;
+    bench-lbm2d-small)
+      timeout 560 nagare bench lbm2d --backend cupy --jobs 16 --case 320x320 --case 1024x1024 --case 4096x4096 \
+        --out "$OUT/$stage" 2>&1 | tail -150 ;;
+    bench-lbm2d-8192)
+      timeout 560 nagare bench lbm2d --backend cupy --jobs 16 --case 8192x8192 --min-time 0.25 \
+        --out "$OUT/$stage" 2>&1 | tail -150 ;;
     bench-*)
       fam=${stage#bench-}
       nagare bench "$fam" --backend cupy --out "$OUT/$stage" 2>&1 | tail -60 ;;
@@ -81,6 +92,29 @@ for stage in "$@"; do
         --storages fp16 --hints "${PIPE_HINTS:-default,rreg128}" \
         --shapes "${PIPE_SHAPES:-128x1npacked8,32x1npipe2,64x1npipe2,128x1npipe2,64x1npipe3,128x1npipe3,64x1npipe4,64x1npipe2r32,64x1npipe2r64}" \
         2>&1 | tail -n +2 | tee -a "$d/fused-sweep.tsv" ;;
+    lbm2d-wave)
+      bw=$(grep -o '[0-9.]* GB/s' "$OUT/info.txt" | head -1 | cut -d' ' -f1)
+      pt -m gpu tests/unit/test_lbm2d_tb.py -k "wavefront or bench" 2>&1 | tee "$OUT/lbm2d-wave/gpu-tests.log" | tail -4
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/unit/test_lbm2d_tb.py \
+          -k "wavefront and (s4r0-32x16 or s8r0-128x20) and 77" 2>&1 | tail -3 | tee "$OUT/lbm2d-wave/sanitizer-$tool.txt"
+      done
+      timeout 280 python3 -m nagare.engine.lbm2d.tb_bench --n 4096,8192 --steps 64 --copy-gbs "$bw" --jobs 16 --kernels wavefront \
+        --tr 0 --ts "${WAVE_TS:-1,2,4,8}" --tiles "${WAVE_TILES:-32x128,64x64,64x128,64x256,96x128,128x64,128x128,128x256,192x128,256x128,256x256}" \
+        2>&1 | tee "$OUT/lbm2d-wave/wave-sweep.tsv" | grep -v "^#" | sort -t$'\t' -k5 -n | tail -12 ;;
+    ncu-wave)
+      d="$OUT/ncu-wave"
+      bw=$(grep -o '[0-9.]* GB/s' "$OUT/info.txt" | head -1 | cut -d' ' -f1)
+      timeout 150 python3 -m nagare.engine.lbm2d.tb_bench --n 4096 --steps 64 --copy-gbs "$bw" --jobs 16 \
+        --kernels stb,srtb,srtb-ws,wavefront --ts 4 --tr 0,3 --tiles 32x8,64x8,10x10,64x128,128x64 \
+        2>&1 | tee "$d/tb-vs-wave-4096.tsv" | grep -v "cannot run"
+      timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+        --metrics smsp__inst_executed.sum,dram__bytes.sum -k regex:lbm2d_wave -c 1 \
+        python3 -m nagare.engine.lbm2d.tb_bench --n 4096 --steps 4 --kernels wavefront --ts 4 --tr 0 --tiles 64x128 \
+        > "$d/ncu-wave-s4-64x128.txt" 2>&1
+      grep -E "DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|No Eligible|Issued Warp|inst_executed|dram__bytes|Duration|Block Limit" \
+        "$d/ncu-wave-s4-64x128.txt" | head -30 ;;
     sph-perf)
       timeout 130 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
         2>&1 | tee "$OUT/sph-perf/gpu-tests.log" | tail -15

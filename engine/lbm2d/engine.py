@@ -23,12 +23,18 @@ BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesce
 # lbm2d-h200-2026-11-22c/ for fp32, lbm2d-h200-2026-11-24/ for fp16); any launch gives the same result.
 FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((64, 1, 1), "pipe2")}
 FUSED_FALLBACK = ((64, 4, 1), 1)  # nx not a multiple of the vector width
-PIPE_FALLBACK = ((128, 1, 1), "packed8")  # fp16 on a GPU without cp.async (before sm_80)
+PIPE_FALLBACK = ((128, 1, 1), "packed8")  # fp16 on a GPU without cp.async (before sm_80), or a small grid
+# lbm_fused_pipe needs many warps in flight: each warp owns 256 columns × PIPE_ROWS rows, so 1024²
+# gives only 256 warps (0.0360 ms/step on the H200 against packed8's 0.0158, and 320² 0.0370 against
+# 0.0128: docs/benchmarks/lbm2d-h200-2026-11-24); it wins from 4096² (4,096 warps) up. Below this
+# many nodes (2^23, about 2900²) fp16 takes packed8.
+PIPE_MIN_NODES = 1 << 23
 # Extra NVRTC options of the lbm2d module per (storage, arithmetic type); fused_bench --hints
 # measures others. fp32 vec4 needs 88 registers; capped at 80 (no spills) one more warp fits per
 # scheduler and 4096² ran 0.5 % faster on the H200 in two calls (95.5 % instead of 95.0 % of the
 # copy bandwidth). fp64 is left alone (doubles need pairs). The fp16 module divides approximately
-# (--prec-div=false: 1/ρ to ~2 ulp of fp32, 2·10⁻⁷ relative, far below the 5·10⁻⁴ of fp16 storage):
+# (--prec-div=false: 1/ρ to 1 ulp of fp32, TRT's quotients to 2 ulp, ~10⁻⁷ relative, far below the
+# 5·10⁻⁴ of fp16 storage):
 # IEEE division's slow-path check and its registers made lbm_fused_pipe 8 % slower at 4096² on the
 # H200 (0.1826 → 0.1684 ms; fp32 vec4 is memory-bound and unchanged by it, 0.2982 / 0.2984 ms). Its
 # registers are left uncapped (174): every cap tried (128, 152, 168) was slower.
@@ -63,10 +69,13 @@ def pipe_mode(mode) -> tuple[int, int] | None:
     return int(stages), int(rows) if rows else PIPE_ROWS
 
 
-def fused_launch(storage: str, nx: int, compute_capability: float | None = None):
-    """(block, mode) the engine launches for this storage, grid width and GPU (cp.async needs 8.0)."""
+def fused_launch(storage: str, nx: int, compute_capability: float | None = None, ny: int | None = None):
+    """(block, mode) the engine launches for this storage, grid (width nx, height ny when known) and
+    GPU (cp.async needs 8.0; small grids have too few warps for the pipelined kernel)."""
     block, mode = FUSED_LAUNCH[storage]
     if pipe_mode(mode) and compute_capability is not None and compute_capability < 8.0:
+        block, mode = PIPE_FALLBACK
+    if pipe_mode(mode) and ny is not None and nx * ny < PIPE_MIN_NODES:
         block, mode = PIPE_FALLBACK
     if isinstance(mode, str) and (nx % vector_width(mode) or block[0] % 32):
         return FUSED_FALLBACK
@@ -112,6 +121,9 @@ class LBM2D(Engine):
     family = FAMILY
     Preset = LBM2DPreset
     bench_preset = "lbm2d-poiseuille"
+    # Steps per timed batch: a multiple of every ts, so a temporal-blocking variant runs only full
+    # ts-step launches (a batch of 10 at ts 4 ran 4 + 4 + 2 and charged every batch a short launch).
+    bench_batch = 16
     equivalence_steps = 64
 
     # ---- state ---------------------------------------------------------------------------
@@ -280,7 +292,7 @@ class LBM2D(Engine):
         trt = "true" if p.physics.collision == "trt" else "false"
         ny, nx = p.shape
         cc = self.backend.device_info().compute_capability if self.backend.is_gpu else None
-        self._fused_block, mode = fused_launch(sel["storage"], nx, float(cc) if cc else None)
+        self._fused_block, mode = fused_launch(sel["storage"], nx, float(cc) if cc else None, ny)
         if isinstance(mode, str):
             per_thread = vector_width(mode)  # nodes per thread along x
             fused = f"lbm_fused_vec<{t}, {s}, {trt}, {per_thread}>"
@@ -543,6 +555,8 @@ class LBM2D(Engine):
         choice with the kernel that exercises it, so the registry test checks a real launch."""
         if axis == "kernel" and choice in ("srtb", "srtb-ws"):
             return {"tr": "2"}
+        if axis == "tile" and choice in variants.WAVE_TILE_CHOICES:
+            return {"kernel": "wavefront"}
         if axis in ("ts", "tile"):
             return {"kernel": "stb"}
         if axis == "tr" and choice != "0":
@@ -552,7 +566,8 @@ class LBM2D(Engine):
     @classmethod
     def bench_selections(cls, backend: str = "cupy"):
         """two-kernel first (the speed-up baseline), the single-step ladder, then P1's grid
-        (kernel × ts × tr × tile; configurations that cannot run are listed with the reason)."""
+        (kernel × ts × tr × tile; configurations that cannot run are listed with the reason), then
+        the wavefront kernel (ts × its tiles)."""
         if backend == "numpy":
             return [("reference", {"kernel": "reference"}),
                     ("reference fp16", {"kernel": "reference", "storage": "fp16"})]
@@ -568,6 +583,9 @@ class LBM2D(Engine):
                     if int(tr) <= int(ts):
                         for k in ("srtb", "srtb-ws"):
                             out.append((f"{k} s{ts}r{tr}tb {tile}", {"kernel": k, "ts": ts, "tr": tr, "tile": tile}))
+        for tile in variants.WAVE_TILE_CHOICES:  # beyond P1 (docs/lbm2d-temporal-blocking.md "wavefront")
+            for ts in ("2", "4", "8"):
+                out.append((f"wavefront ts{ts} {tile}", {"kernel": "wavefront", "ts": ts, "tr": "0", "tile": tile}))
         return out
 
     @classmethod

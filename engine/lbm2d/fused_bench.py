@@ -30,7 +30,7 @@ SHAPES += [(block, "vec8") for block in ((32, 1, 1), (32, 2, 1), (64, 1, 1), (32
 # fp16 only: lbm_fused_packed (populations two to a register from load to store)
 SHAPES += [(block, "packed8") for block in ((32, 1, 1), (32, 2, 1), (64, 1, 1), (128, 1, 1))]
 SHAPES += [(block, "packed4") for block in ((32, 2, 1), (64, 1, 1), (128, 1, 1))]
-# fp16 only: lbm_fused_pipe (packed, rows through a cp.async pipeline), automatic and fixed rows
+# fp16 only: lbm_fused_pipe (packed, rows through a cp.async pipeline), runs of 8 / 16 / 32 rows
 SHAPES += [(block, f"pipe{stages}r{rows}") for block in ((32, 1, 1), (64, 1, 1), (128, 1, 1)) for stages in (2, 3)
            for rows in (8, 16, 32)]
 # Cache-hint builds of the fused kernels (lbm2d.cu ld_pop / st_pop): evict-first loads and/or stores.

@@ -34,12 +34,15 @@ def poiseuille(nx: int, ny: int, dtype):
     return f, mask, params, preset
 
 
-def time_config(cp, sel, f_host, mask, params, preset, steps: int, repeats: int = 3) -> float:
-    """Best-of-`repeats` seconds for `steps` steps (after one warm-up call)."""
+def time_config(cp, sel, f_host, mask, params, preset, steps: int, repeats: int = 3, info: dict | None = None) -> float:
+    """Best-of-`repeats` seconds for `steps` steps (after one warm-up call); ``info`` receives the
+    compiled kernel's registers, local (spill) bytes and dynamic shared memory."""
     step = tb.make_stepper(cp, sel, preset, mask, params)
     a = cp.asarray(f_host)
     b = cp.empty_like(a)
     step(a, b, steps)  # warm-up (compiles, sets attributes)
+    if info is not None:
+        info.update(regs=int(step.kernel.num_regs), spill=step.spill_bytes, smem=step.shared_bytes)
     best = float("inf")
     for _ in range(repeats):
         start, stop = cp.cuda.Event(), cp.cuda.Event()
@@ -100,9 +103,10 @@ def main(argv=None):
         print("kernel\tts\ttr\ttile\tMLUPS\teff_GB/s\tx_roofline\tnote")
         for sel, reason in rows:
             head = f"{sel['kernel']}\t{sel['ts']}\t{sel['tr']}\t{sel['tile']}"
+            info = {}
             if reason is None:
                 try:
-                    secs = time_config(cp, sel, f, mask, params, preset, args.steps)
+                    secs = time_config(cp, sel, f, mask, params, preset, args.steps, info=info)
                 except Exception as exc:  # a launch failure is a result of the grid, not a crash of the table
                     reason = f"{type(exc).__name__}: {exc}"
             if reason is not None:
@@ -111,7 +115,10 @@ def main(argv=None):
             mlups = n * n * args.steps / secs / 1e6
             gbs = mlups * 1e6 * bpu / 1e9
             ratio = f"{gbs / args.copy_gbs:.2f}" if args.copy_gbs else ""
-            print(f"{head}\t{mlups:.0f}\t{gbs:.0f}\t{ratio}\t", flush=True)
+            note = f"{info['regs']} regs, {info['smem'] / 1024:.1f} KB smem"
+            if info["spill"]:
+                note += f", {info['spill']} B spill"
+            print(f"{head}\t{mlups:.0f}\t{gbs:.0f}\t{ratio}\t{note}", flush=True)
         f = mask = None
         cp.get_default_memory_pool().free_all_blocks()
 

@@ -1,4 +1,5 @@
-"""P1's temporal-blocking steppers for D2Q9 (stb, srtb, srtb-ws) on CuPy.
+"""P1's temporal-blocking steppers for D2Q9 (stb, srtb, srtb-ws) on CuPy, and a wavefront kernel
+beyond P1 (``wavefront``: a strip of columns marching along y, one barrier per row).
 
 The interface the lbm2d engine plugs into (agreed with part A):
 
@@ -6,12 +7,15 @@ The interface the lbm2d engine plugs into (agreed with part A):
   tile)`` configuration cannot run — P1's "cannot run" cells.
 - :func:`make_stepper(xp, selection, preset, mask, params)` -> ``step(f_src, f_dst, nsteps)``.
 
-selection keys: ``kernel`` in {stb, srtb, srtb-ws}, ``ts`` (int), ``tr`` (int), ``tile`` ("WxH"),
+selection keys: ``kernel`` in {stb, srtb, srtb-ws, wavefront}, ``ts`` (int), ``tr`` (int), ``tile`` ("WxH"),
 optionally ``storage`` ("fp16": half storage, fp32 arithmetic, rounded to half after every step).
 ``params["dtype"]`` is the storage dtype (float32, float64 or float16).
 stb is s{ts}r0tb and needs tr = 0; srtb/srtb-ws are s{ts}r{tr}tb with 1 <= tr <= ts.
-The device code is ``shaders/cuda/lbm2d/temporal_blocking.cu``; the design, the geometry and the
-limits are in ``docs/lbm2d-temporal-blocking.md``.
+wavefront needs tr = 0 and reads its tile as W threads (a strip of W − 2·ts output columns plus the
+ts-wide halo on each side) × H rows marched per block.
+The device code is ``shaders/cuda/lbm2d/temporal_blocking.cu`` (P1's kernels) and
+``shaders/cuda/lbm2d/wavefront.cu``; the design, the geometry and the limits are in
+``docs/lbm2d-temporal-blocking.md``.
 """
 from __future__ import annotations
 
@@ -20,7 +24,9 @@ import numpy as np
 from .d2q9 import CX, CY, FLUID, MOVING_WALL, SOLID, Q
 
 CUDA_SOURCE = "cuda/lbm2d/temporal_blocking.cu"
-KERNELS = ("stb", "srtb", "srtb-ws")
+WAVE_SOURCE = "cuda/lbm2d/wavefront.cu"
+P1_KERNELS = ("stb", "srtb", "srtb-ws")
+KERNELS = P1_KERNELS + ("wavefront",)
 
 # Hopper (sm_90): 227 KB of shared memory per block with the opt-in attribute, 48 KB without.
 SMEM_OPTIN_BYTES = 227 * 1024
@@ -42,7 +48,7 @@ def parse_tile(tile: str) -> tuple[int, int]:
 
 def register_depth(selection: dict) -> int:
     """Steps per register phase: stb (r0) takes one step per shared-memory phase."""
-    return 1 if selection["kernel"] == "stb" else int(selection["tr"])
+    return 1 if selection["kernel"] in ("stb", "wavefront") else int(selection["tr"])
 
 
 def shared_bytes(ts: int, tile: tuple[int, int], itemsize: int) -> int:
@@ -50,6 +56,26 @@ def shared_bytes(ts: int, tile: tuple[int, int], itemsize: int) -> int:
     a halo of width ts, and the node codes (1 byte per node, see :func:`node_codes`) on the same region."""
     ex, ey = tile[0] + 2 * ts, tile[1] + 2 * ts
     return 2 * 9 * ex * ey * itemsize + ex * ey
+
+
+def wave_code_rows(ts: int) -> int:
+    """Rows of the wavefront kernel's node-code ring: a power of two > 2·ts + 2 (wavefront.cu)."""
+    r = 1
+    while r <= 2 * ts + 2:
+        r <<= 1
+    return r
+
+
+def wave_shared_bytes(ts: int, threads: int, itemsize: int) -> int:
+    """Dynamic shared memory of one wavefront block: levels 0..ts−1 each keep a ring of 4 rows × 9
+    populations × ``threads`` columns, plus the node-code ring (1 byte per node)."""
+    return ts * 4 * 9 * threads * itemsize + wave_code_rows(ts) * threads
+
+
+def block_shared_bytes(kernel: str, ts: int, tile: tuple[int, int], itemsize: int) -> int:
+    if kernel == "wavefront":
+        return wave_shared_bytes(ts, tile[0], itemsize)
+    return shared_bytes(ts, tile, itemsize)
 
 
 def cone_registers(kernel: str, tr: int, itemsize: int) -> int:
@@ -99,6 +125,8 @@ def unavailable_reason(selection: dict, preset) -> str | None:
         return f"ts = {ts}: temporal blocking needs ts >= 1"
     if kernel == "stb" and tr != 0:
         return f"stb is s{{ts}}r0tb: tr must be 0 (got {tr}); use srtb for register blocking"
+    if kernel == "wavefront":
+        return _wave_reason(ts, tr, tw, th, _dtype_of(preset, selection))
     if kernel != "stb" and tr < 1:
         return f"{kernel} needs tr >= 1 (tr = 0 is stb)"
     if tr > ts:
@@ -128,6 +156,21 @@ def unavailable_reason(selection: dict, preset) -> str | None:
     return None
 
 
+def _wave_reason(ts: int, tr: int, tw: int, th: int, dtype) -> str | None:
+    if tr != 0:
+        return f"wavefront keeps every level in shared memory: tr must be 0 (got {tr})"
+    if tw > MAX_THREADS_PER_BLOCK:
+        return f"wavefront tile {tw}x{th}: {tw} threads (one per column) > {MAX_THREADS_PER_BLOCK} per block"
+    if tw <= 2 * ts:
+        return (f"wavefront tile {tw}x{th}: a strip of {tw} columns keeps {tw - 2 * ts} after the "
+                f"{ts}-column halo on each side; use a wider tile or a smaller ts")
+    smem = wave_shared_bytes(ts, tw, np.dtype(dtype).itemsize)
+    if smem > SMEM_OPTIN_BYTES:
+        return (f"shared memory: {smem / 1024:.1f} KB per block > {SMEM_OPTIN_BYTES // 1024} KB "
+                f"(ts = {ts} levels x 4 rows x 9 x {tw} columns x {np.dtype(dtype).itemsize} B + node codes)")
+    return None
+
+
 def storage_and_compute(dtype) -> tuple[np.dtype, np.dtype]:
     """fp16 storage computes in fp32; fp32/fp64 compute in their own precision."""
     storage = np.dtype(dtype)
@@ -141,6 +184,8 @@ def kernel_name(selection: dict, dtype) -> str:
     ws = "true" if selection["kernel"] == "srtb-ws" else "false"
     storage, compute = storage_and_compute(dtype)
     stype = "tb_half" if storage == np.float16 else ctype(storage)  # raw binary16 bits, see tb_d2q9.cuh
+    if selection["kernel"] == "wavefront":
+        return f"lbm2d_wave<{stype}, {ctype(compute)}, {int(selection['ts'])}, {tw}, {th}>"
     return (f"lbm2d_tb<{stype}, {ctype(compute)}, {int(selection['ts'])}, {register_depth(selection)}, "
             f"{tw}, {th}, {ws}>")
 
@@ -167,14 +212,15 @@ def compiled_kernel(selection: dict, dtype):
     from .. import cuda
 
     name = kernel_name(selection, dtype)
-    return cuda.kernel(CUDA_SOURCE, name, (name,))
+    source = WAVE_SOURCE if selection["kernel"] == "wavefront" else CUDA_SOURCE
+    return cuda.kernel(source, name, (name,))
 
 
 def compiled_reason(kern, selection: dict) -> str | None:
     """'Cannot run' from the compiled kernel's attributes: a launch needing more registers than a
     block may have. (Small spills are not fatal; ``step.spill_bytes`` reports them.)"""
     tw, th = parse_tile(selection["tile"])
-    threads = tw * th
+    threads = tw if selection["kernel"] == "wavefront" else tw * th
     regs = int(kern.num_regs)
     if regs * threads > REGS_PER_BLOCK or int(kern.max_threads_per_block) < threads:
         return (f"registers: {regs} per thread x {threads} threads > {REGS_PER_BLOCK} per block "
@@ -202,7 +248,7 @@ def make_stepper(xp, selection: dict, preset, mask, params: dict):
     ts = int(selection["ts"])
     tw, th = parse_tile(selection["tile"])
     ny, nx = mask.shape
-    smem = shared_bytes(ts, (tw, th), dtype.itemsize)
+    smem = block_shared_bytes(selection["kernel"], ts, (tw, th), dtype.itemsize)
     if smem > SMEM_DEFAULT_BYTES:
         kern.max_dynamic_shared_size_bytes = smem  # Hopper opt-in beyond 48 KB
     code_d = node_codes(xp, mask)
@@ -212,8 +258,12 @@ def make_stepper(xp, selection: dict, preset, mask, params: dict):
     scal = compute.type
     # the Guo prefactor 1 − ω/2 is computed in the kernel from ω, as d2q9::collide_bgk does
     tail = (scal(1.0 / tau), scal(fx), scal(fy), scal(uwx), scal(uwy))
-    grid = ((nx + tw - 1) // tw, (ny + th - 1) // th, 1)
-    block = (tw, th, 1)
+    if selection["kernel"] == "wavefront":  # one thread per column of a strip of tw − 2·ts outputs
+        grid = ((nx + tw - 2 * ts - 1) // (tw - 2 * ts), (ny + th - 1) // th, 1)
+        block = (tw, 1, 1)
+    else:
+        grid = ((nx + tw - 1) // tw, (ny + th - 1) // th, 1)
+        block = (tw, th, 1)
     scratch = {}
 
     def launch(src, dst, steps):
@@ -250,16 +300,17 @@ P1_TR = (0, 1, 2, 3, 4)
 P1_TILES = ("8x8", "16x8", "32x4", "32x8", "32x16", "64x4", "64x8")
 
 
-def p1_grid(preset, kernels=KERNELS, ts_values=P1_TS, tr_values=P1_TR, tiles=P1_TILES):
+def p1_grid(preset, kernels=P1_KERNELS, ts_values=P1_TS, tr_values=P1_TR, tiles=P1_TILES):
     """P1's Fig. 8/10 grid: every (kernel, ts, tr, tile) with its "cannot run" reason (or None).
 
-    stb appears only with tr = 0 and srtb/srtb-ws only with tr >= 1, so every row is meaningful.
+    stb (and wavefront) appear only with tr = 0 and srtb/srtb-ws only with tr >= 1, so every row is
+    meaningful.
     """
     rows = []
     for kernel in kernels:
         for ts in ts_values:
             for tr in tr_values:
-                if (kernel == "stb") != (tr == 0):
+                if (kernel in ("stb", "wavefront")) != (tr == 0):
                     continue
                 for tile in tiles:
                     sel = {"kernel": kernel, "ts": ts, "tr": tr, "tile": tile}

@@ -19,10 +19,14 @@ from .. import registry
 
 FAMILY = "lbm2d"
 SINGLE_STEP = ("reference", "two-kernel", "fused")
-TEMPORAL_BLOCKING = ("stb", "srtb", "srtb-ws")
+TEMPORAL_BLOCKING = ("stb", "srtb", "srtb-ws", "wavefront")
 TS_CHOICES = ("1", "2", "4", "8", "16")
 TR_CHOICES = ("0", "1", "2", "4", "8")
 TILE_CHOICES = ("8x8", "10x10", "16x8", "16x16", "32x8", "32x16", "32x32")
+# The wavefront kernel reads a tile as (threads = strip width incl. its 2·ts halo columns) x (rows
+# marched per block); these are its best shapes on an H200 (docs/benchmarks/lbm2d-h200-2026-11-24b).
+# For P1's kernels they are more than 1024 threads: "cannot run", with the reason.
+WAVE_TILE_CHOICES = ("64x128", "128x64", "128x128", "192x128")
 
 
 def temporal_blocking_module():
@@ -98,7 +102,8 @@ def register() -> None:
     R = registry
     R.register_axis(FAMILY, "kernel", default={"numpy": "reference", "cupy": "fused"},
                     doc="reference: array code (NumPy/CuPy); two-kernel: stream then collide (naive baseline); "
-                        "fused: pull stream + collide in one kernel; stb/srtb/srtb-ws: P1's temporal blocking")
+                        "fused: pull stream + collide in one kernel; stb/srtb/srtb-ws: P1's temporal blocking; "
+                        "wavefront: temporal blocking marching along y (beyond P1)")
     R.register_choice(FAMILY, "kernel", "reference", backends=("numpy", "cupy"),
                       doc="xp-generic array step (the reference)", reference={"kernel": "reference"}, rtol=1e-6,
                       check=check_kernel)
@@ -108,7 +113,9 @@ def register() -> None:
                       reference={"kernel": "reference"}, rtol=1e-5, check=check_kernel)
     docs = {"stb": "shared-memory temporal blocking s{ts}r0tb (P1 §3.1)",
             "srtb": "shared + register temporal blocking s{ts}r{tr}tb (P1 §3.2)",
-            "srtb-ws": "srtb with warp-shuffle exchange of x-contiguous directions (P1 §3.3)"}
+            "srtb-ws": "srtb with warp-shuffle exchange of x-contiguous directions (P1 §3.3)",
+            "wavefront": "ts steps per pass by a strip of columns marching along y, one barrier per row "
+                         "(beyond P1; tile = threads x rows, e.g. 64x128)"}
     for name in TEMPORAL_BLOCKING:
         R.register_choice(FAMILY, "kernel", name, backends=("cupy",), doc=docs[name],
                           reference={"kernel": "reference"}, rtol=1e-5, check=check_kernel)
@@ -116,7 +123,8 @@ def register() -> None:
     for axis, choices, default, doc in (
             ("ts", TS_CHOICES, "4", "temporal-blocking steps per global-memory pass (P1's ts)"),
             ("tr", TR_CHOICES, "0", "register-blocking steps per shared-memory pass (P1's tr, ≤ ts)"),
-            ("tile", TILE_CHOICES, "16x16", "thread-block tile (x × y) of the temporal-blocking kernels")):
+            ("tile", TILE_CHOICES + WAVE_TILE_CHOICES, "16x16",
+             "thread-block tile (x × y) of the temporal-blocking kernels (wavefront: threads × rows)")):
         R.register_axis(FAMILY, axis, default=default, doc=doc)
         for c in choices:
             R.register_choice(FAMILY, axis, c, backends=("numpy", "cupy"), doc=f"{axis} = {c}",

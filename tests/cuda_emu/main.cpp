@@ -1,6 +1,7 @@
 // Runs lbm2d_tb<S, T, TS, TR, TX, TY, WS> (chosen with -D) on the host emulator, with the same launch
 // sequence as engine/lbm2d/temporal_blocking.py: blocks of TS steps, a last shorter block,
-// ping-pong so the result lands in the output. Usage: emu nx ny nsteps in.bin code.bin out.bin tau fx fy uwx uwy
+// ping-pong so the result lands in the output. With -DEMU_WAVE it runs lbm2d_wave<S, T, TS, TX, RUN = TY>
+// (wavefront.cu) instead: blocks of TX threads, one per strip of TX - 2 TS columns and TY rows. Usage: emu nx ny nsteps in.bin code.bin out.bin tau fx fy uwx uwy
 // (code.bin: temporal_blocking.node_codes of the mask)
 #include "emu.h"
 #include <cstdio>
@@ -26,13 +27,24 @@ int main(int argc, char** argv)
     for (int k = 0; k < nsteps / TS; ++k) blocks.push_back(TS);
     if (nsteps % TS) blocks.push_back(nsteps % TS);
     const S* src = a.data();
+#ifdef EMU_WAVE
+    const int gx = (nx + TX - 2 * TS - 1) / (TX - 2 * TS), gy = (ny + TY - 1) / TY;
+#else
     const int gx = (nx + TX - 1) / TX, gy = (ny + TY - 1) / TY;
+#endif
     for (size_t j = 0; j < blocks.size(); ++j) {
         S* dst = ((blocks.size() - 1 - j) % 2 == 0) ? b.data() : c.data();
         const int steps = blocks[j];
+#ifdef EMU_WAVE
+        (void)WS;
+        emu_launch(gx, gy, TX, 1, [&] {
+            lbm2d_wave<S, T, TS, TX, TY>(src, dst, code.data(), nx, ny, steps, omega, fx, fy, uwx, uwy);
+        });
+#else
         emu_launch(gx, gy, TX, TY, [&] {
             lbm2d_tb<S, T, TS, TR, TX, TY, WS>(src, dst, code.data(), nx, ny, steps, omega, fx, fy, uwx, uwy);
         });
+#endif
         src = dst;
     }
     fp = fopen(argv[6], "wb"); fwrite(b.data(), sizeof(S), n, fp); fclose(fp);

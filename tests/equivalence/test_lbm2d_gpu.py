@@ -64,6 +64,7 @@ def test_every_fused_launch_mode_matches(storage, launch, monkeypatch):
     from nagare.engine.lbm2d import engine as lbm
 
     monkeypatch.setitem(lbm.FUSED_LAUNCH, storage, launch)
+    monkeypatch.setattr(lbm, "PIPE_MIN_NODES", 0)  # test the pipelined kernel on a small grid too
     base = PRESETS["fp32-walls-obstacle"]
     p = base.model_copy(update={"grid": base.grid.model_copy(update={"nx": 320, "ny": 48})})
     if storage == "native" and str(launch[1]).startswith(("packed", "pipe")):  # two fp16 to a register
@@ -93,6 +94,7 @@ def test_pipelined_fp16_kernel_is_bit_identical_to_the_packed_one(label, pipe, m
 
     base = PRESETS[label]
     p = base.model_copy(update={"grid": base.grid.model_copy(update={"nx": 512, "ny": 37})})
+    monkeypatch.setattr(lbm, "PIPE_MIN_NODES", 0)  # the pipelined kernel on a small grid
     out = []
     for launch in (((32, 1, 1), "packed8"), ((64, 1, 1), pipe)):
         monkeypatch.setitem(lbm.FUSED_LAUNCH, "fp16", launch)

@@ -290,6 +290,9 @@ def test_fused_launch_modes_parse_and_fall_back():
         assert lbm.fused_launch("fp16", 512, 9.0) == pipe
         assert lbm.fused_launch("fp16", 512, 7.5) == lbm.PIPE_FALLBACK  # no cp.async before sm_80
         assert lbm.fused_launch("fp16", 516) == lbm.FUSED_FALLBACK  # nx not a multiple of 8
+        # too few warps for the pipeline on small grids: packed8
+        assert lbm.fused_launch("fp16", 1024, 9.0, ny=1024) == lbm.PIPE_FALLBACK
+        assert lbm.fused_launch("fp16", 4096, 9.0, ny=4096) == pipe
         lbm.FUSED_LAUNCH["fp16"] = ((64, 2, 1), "pipe2")
         with pytest.raises(ValueError, match="one row of warps per block"):
             lbm.fused_launch("fp16", 512)

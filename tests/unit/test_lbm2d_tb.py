@@ -182,6 +182,11 @@ def test_node_codes():
     ({"kernel": "stb", "ts": 1, "tr": 0, "tile": "64x32"}, {}, "threads"),
     ({"kernel": "stb", "ts": 1, "tr": 0, "tile": "32by8"}, {}, "tile must look like"),
     ({"kernel": "stb", "ts": 8, "tr": 0, "tile": "64x32", "storage": "fp16"}, {}, "threads"),
+    ({"kernel": "wavefront", "ts": 4, "tr": 1, "tile": "128x64"}, {}, "tr must be 0"),
+    ({"kernel": "wavefront", "ts": 4, "tr": 0, "tile": "8x64"}, {}, "keeps 0 after"),
+    ({"kernel": "wavefront", "ts": 2, "tr": 0, "tile": "2048x4"}, {}, "threads"),
+    ({"kernel": "wavefront", "ts": 8, "tr": 0, "tile": "256x64"}, {}, "shared memory"),
+    ({"kernel": "wavefront", "ts": 4, "tr": 0, "tile": "128x64"}, {"x": "inlet-outlet"}, "inlet/outlet"),
 ])
 def test_unavailable_reasons(sel, preset_kw, needle):
     reason = tb.unavailable_reason(sel, preset(**preset_kw))
@@ -195,6 +200,9 @@ def test_unavailable_reasons(sel, preset_kw, needle):
     {"kernel": "srtb-ws", "ts": 8, "tr": 4, "tile": "32x8"},
     {"kernel": "srtb-ws", "ts": 4, "tr": 4, "tile": "8x8"},
     {"kernel": "stb", "ts": 8, "tr": 0, "tile": "64x32"} | {"tile": "64x16", "storage": "fp16"},
+    {"kernel": "wavefront", "ts": 4, "tr": 0, "tile": "128x128"},  # a tile of 128 threads x 128 rows
+    {"kernel": "wavefront", "ts": 8, "tr": 0, "tile": "128x64"},   # 151.5 KB: the Hopper opt-in
+    {"kernel": "wavefront", "ts": 8, "tr": 0, "tile": "256x64", "storage": "fp16"},
 ])
 def test_available(sel):
     assert tb.unavailable_reason(sel, preset()) is None
@@ -216,6 +224,16 @@ def test_shared_bytes_formula():
         "lbm2d_tb<double, double, 4, 1, 32, 8, false>"
     assert tb.kernel_name({"kernel": "srtb", "ts": 4, "tr": 2, "tile": "32x8"}, np.float16) == \
         "lbm2d_tb<tb_half, float, 4, 2, 32, 8, false>"
+
+
+def test_wavefront_shared_bytes_and_name():
+    # ts = 4 levels x 4 ring rows x 9 populations x 128 columns x 4 B + a 16-row ring of node codes
+    assert tb.wave_shared_bytes(4, 128, 4) == 4 * 4 * 9 * 128 * 4 + 16 * 128
+    assert [tb.wave_code_rows(t) for t in (1, 2, 3, 4, 8)] == [8, 8, 16, 16, 32]  # power of 2 > 2 ts + 2
+    assert tb.kernel_name({"kernel": "wavefront", "ts": 4, "tr": 0, "tile": "128x96"}, np.float32) == \
+        "lbm2d_wave<float, float, 4, 128, 96>"
+    assert tb.kernel_name({"kernel": "wavefront", "ts": 2, "tr": 0, "tile": "64x32"}, np.float16) == \
+        "lbm2d_wave<tb_half, float, 2, 64, 32>"
 
 
 # ---- the kernels vs the model (GPU) -----------------------------------------------------------
@@ -245,6 +263,10 @@ MATRIX = (
        for tile in ("32x8", "8x8")]
     + [_cfg("srtb-ws", ts, tr, tile) for ts, tr in ((2, 2), (4, 2), (4, 3), (4, 4), (8, 4)) for tile in ("32x8", "8x8")]
     + [_cfg("srtb-ws", 4, 3, "16x4"), _cfg("srtb-ws", 4, 2, "64x4")]
+    # wavefront: strips that do not divide nx, runs that do not divide ny, a strip wider than the
+    # domain (128 - 2 x 8 > 77), and a run longer than the domain
+    + [_cfg("wavefront", ts, 0, tile) for ts, tile in ((1, "32x16"), (2, "64x7"), (4, "32x16"), (4, "128x128"),
+                                                       (8, "128x20"), (3, "48x64"))]
 )
 
 
@@ -272,14 +294,16 @@ def test_kernel_matches_model_fp32(sel, nx, ny):
 @pytest.mark.gpu
 @pytest.mark.parametrize("sel", [_cfg("stb", 4, 0, "32x8"), _cfg("stb", 8, 0, "16x8"), _cfg("stb", 4, 0, "10x10"),
                                  _cfg("srtb", 4, 2, "32x8"), _cfg("srtb", 2, 2, "8x8"),
-                                 _cfg("srtb-ws", 4, 3, "16x8"), _cfg("srtb-ws", 4, 2, "32x4")])
+                                 _cfg("srtb-ws", 4, 3, "16x8"), _cfg("srtb-ws", 4, 2, "32x4"),
+                                 _cfg("wavefront", 4, 0, "64x16"), _cfg("wavefront", 8, 0, "32x32")])
 def test_kernel_matches_model_fp64(sel):
     got, want = run_gpu(sel, 77, 53, np.float64)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("sel", [_cfg("stb", 4, 0, "32x8"), _cfg("srtb", 4, 2, "32x8"), _cfg("srtb-ws", 8, 3, "32x8")])
+@pytest.mark.parametrize("sel", [_cfg("stb", 4, 0, "32x8"), _cfg("srtb", 4, 2, "32x8"), _cfg("srtb-ws", 8, 3, "32x8"),
+                                 _cfg("wavefront", 4, 0, "64x16")])
 def test_kernel_matches_model_fp16_storage(sel):
     """fp16 storage, fp32 arithmetic. Stated tolerance: the GPU's fused multiply-adds can move a
     value across a half rounding boundary (one half ulp = 4.9e-4 relative), and such flips spread;
@@ -303,11 +327,14 @@ def test_kernel_matches_model_fp16_storage(sel):
 
 
 @pytest.mark.gpu
-def test_short_blocks_and_repeated_calls():
+@pytest.mark.parametrize("wave", [False, True], ids=["srtb-ws", "wavefront"])
+def test_short_blocks_and_repeated_calls(wave):
     """nsteps < ts, and a sequence of calls, give the same as the model."""
     cp = pytest.importorskip("cupy")
     f, mask, params = scene(45, 37, np.dtype(np.float32))
     sel = {"kernel": "srtb-ws", "ts": 8, "tr": 3, "tile": "32x8"}
+    if wave:
+        sel = {"kernel": "wavefront", "ts": 8, "tr": 0, "tile": "64x16"}
     step = tb.make_stepper(cp, sel, preset(), mask, params)
     a, b = cp.asarray(f), cp.empty(f.shape, np.float32)
     want = f

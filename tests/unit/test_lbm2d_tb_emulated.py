@@ -25,11 +25,12 @@ EMU = Path(__file__).resolve().parents[1] / "cuda_emu"
 CXX = shutil.which("g++") or shutil.which("clang++")
 
 
-def _build(tmp: Path, S: str, T: str, ts: int, tr: int, tx: int, ty: int, ws: bool) -> Path:
-    (tmp / "kernel_src.cu").write_text(shaders.source("cuda/lbm2d/temporal_blocking.cu"))
+def _build(tmp: Path, S: str, T: str, ts: int, tr: int, tx: int, ty: int, ws: bool, wave: bool = False) -> Path:
+    source = "cuda/lbm2d/wavefront.cu" if wave else "cuda/lbm2d/temporal_blocking.cu"
+    (tmp / "kernel_src.cu").write_text(shaders.source(source))
     exe = tmp / "emu"
     defs = [f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TS={ts}", f"-DEMU_TR={tr}", f"-DEMU_TX={tx}", f"-DEMU_TY={ty}",
-            f"-DEMU_WS={'true' if ws else 'false'}"]
+            f"-DEMU_WS={'true' if ws else 'false'}"] + (["-DEMU_WAVE"] if wave else [])
     cmd = [CXX, "-std=c++20", "-O1", "-ffp-contract=off", "-pthread", *defs, f"-I{tmp}",
            str(EMU / "main.cpp"), "-o", str(exe)]
     res = subprocess.run(cmd, capture_output=True, text=True)
@@ -45,7 +46,8 @@ def run_emulated(tmp_path, kernel, ts, tr, tile, dtype, nx, ny, nsteps):
         pytest.skip("no host C++ compiler (g++/clang++) for the CUDA emulator")
     tx, ty = (int(v) for v in tile.split("x"))
     S, T = {np.float32: ("float", "float"), np.float64: ("double", "double"), np.float16: ("tb_half", "float")}[dtype]
-    exe = _build(tmp_path, S, T, ts, 1 if kernel == "stb" else tr, tx, ty, kernel == "srtb-ws")
+    exe = _build(tmp_path, S, T, ts, 1 if kernel in ("stb", "wavefront") else tr, tx, ty, kernel == "srtb-ws",
+                 wave=kernel == "wavefront")
     f, mask, p = scene(nx, ny, np.dtype(np.float32 if dtype == np.float16 else dtype))
     f = f.astype(dtype)
     f.tofile(tmp_path / "in.bin")
@@ -61,13 +63,21 @@ def run_emulated(tmp_path, kernel, ts, tr, tile, dtype, nx, ny, nsteps):
     return got, want
 
 
+# wavefront tiles are (threads = strip width incl. the 2 ts halo columns) x (rows per block); the
+# cases cover strips that do not divide nx (the last strip wraps), runs that do not divide ny, a last
+# launch of fewer steps than ts (67 = 16 x 4 + 3), a domain narrower than one strip, and fp16 storage.
 FAST = [
     ("stb", 4, 0, "32x8", np.float32, 77, 53, 67),
+    ("wavefront", 4, 0, "32x16", np.float32, 77, 53, 67),
+    ("wavefront", 2, 0, "64x7", np.float16, 45, 37, 67),
     ("srtb", 3, 3, "32x8", np.float32, 45, 37, 67),
     ("srtb-ws", 4, 4, "8x8", np.float32, 40, 37, 9),
     ("srtb", 4, 2, "32x8", np.float16, 45, 37, 67),
 ]
 SLOW = [
+    ("wavefront", 1, 0, "8x5", np.float32, 45, 37, 67),
+    ("wavefront", 8, 0, "32x64", np.float64, 45, 37, 67),
+    ("wavefront", 3, 0, "128x9", np.float32, 77, 53, 20),
     ("stb", 1, 0, "32x8", np.float32, 77, 53, 67),
     ("stb", 8, 0, "16x4", np.float32, 77, 53, 67),
     ("stb", 4, 0, "10x10", np.float64, 45, 37, 67),
