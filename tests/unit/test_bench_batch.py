@@ -1,6 +1,5 @@
 """`nagare bench` times whole batches; lbm2d asks for a batch that is a multiple of every ts."""
 import pytest
-
 from nagare.engine import bench
 from nagare.engine.backend import get_backend
 
