@@ -85,19 +85,36 @@ def slug(text: str) -> str:
 
 def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | None, min_time: float,
                   argv: list[str], only: list[str] | None = None, jobs: int = 0) -> int:
+    """Measure, print each cell as it is done, and keep ``FAMILY.json`` up to date after every cell
+    (``"complete": false`` until the end): a long matrix that is stopped (Ctrl-C, a time limit, a
+    crash) keeps every cell already measured."""
     info = backend.device_info()
     bw = copy_bandwidth(backend)
     print(f"nagare bench {family}: {info.name} ({backend.name}); roofline {bw / 1e9:.1f} GB/s copy bandwidth")
-    results = run_bench(family, backend, cases=cases, min_time=min_time, only=only, jobs=jobs,
-                        on_result=lambda r: print("  " + "  ".join(table_rows([r])[0]), flush=True))
-    rows = table_rows(results)
-    print(format_table(rows))
     date = time.strftime("%Y-%m-%d")
     meta = {"family": family, "backend": backend.name, "device": info.as_dict(), "date": date,
             "nagare": __version__, "roofline_gbytes_per_s": bw / 1e9, "command": " ".join(argv)}
     out = Path(out_dir or f"bench-{family}-{slug(info.name)}-{date}")
-    write_text_atomic(out / f"{family}.json",
-                      json.dumps({"metadata": meta, "results": [r.as_dict() for r in results]}, indent=1))
+    done: list = []
+
+    def write_json(results, complete: bool):
+        write_text_atomic(out / f"{family}.json", json.dumps(
+            {"metadata": dict(meta, complete=complete), "results": [r.as_dict() for r in results]}, indent=1))
+
+    def on_result(r):
+        print("  " + "  ".join(table_rows([r])[0]), flush=True)
+        done.append(r)
+        write_json(done, complete=False)
+
+    try:
+        results = run_bench(family, backend, cases=cases, min_time=min_time, only=only, jobs=jobs,
+                            on_result=on_result)
+    except KeyboardInterrupt:
+        print(f"nagare bench: interrupted; the {len(done)} cells measured so far are in {out / (family + '.json')}")
+        return 130
+    rows = table_rows(results)
+    print(format_table(rows))
+    write_json(results, complete=True)
     write_text_atomic(out / f"{family}.md", markdown(meta, rows))
     roofline_plot(results, bw, f"nagare bench {family} on {info.name}", out / f"{family}-roofline.png")
     print(f"wrote {out}/{family}.json, {family}.md, {family}-roofline.png")

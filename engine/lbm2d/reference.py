@@ -274,7 +274,7 @@ def build_mask(preset) -> np.ndarray:
         mask[-1, :] = d2q9.MOVING_WALL if b.y == "lid" else d2q9.SOLID
         if b.y == "lid" and b.x == "walls":  # the lid spans the cavity between the side walls
             mask[-1, 0] = mask[-1, -1] = d2q9.SOLID
-    y, x = np.mgrid[0:ny, 0:nx]
+    y, x = np.ogrid[0:ny, 0:nx]  # open grids: only the obstacle test itself is full-size (8192² bench cells)
     cx, cy = ob.center[0] * nx, ob.center[1] * ny
     if ob.kind == "circle":
         r = ob.diameter / 2

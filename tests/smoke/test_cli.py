@@ -123,10 +123,32 @@ def test_bench_writes_table_json_markdown_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "32x32x32" in out and "cannot run" in out and "needs a CUDA GPU" in out
     data = json.load(open(tmp_path / "diffusion3d.json"))
-    assert data["metadata"]["device"]["name"] and data["results"][0]["ok"]
+    assert data["metadata"]["device"]["name"] and data["results"][0]["ok"] and data["metadata"]["complete"]
     assert data["results"][0]["roofline_pct"] > 0
     assert (tmp_path / "diffusion3d.md").read_text().startswith("# nagare bench diffusion3d")
     assert Image.open(tmp_path / "diffusion3d-roofline.png").size[0] > 100
+
+
+def test_bench_keeps_measured_cells_when_stopped(tmp_path, monkeypatch, capsys):
+    """A bench stopped after its first measured cell leaves that cell on disk, marked incomplete."""
+    from nagare.engine import bench
+
+    real, calls = bench.measure, []
+
+    def measure_then_stop(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "measure", measure_then_stop)
+    assert main(["bench", "diffusion3d", "--backend", "numpy", "--out", str(tmp_path), "--case", "32x32x32",
+                 "--min-time", "0.01"]) == 130
+    assert "interrupted" in capsys.readouterr().out
+    data = json.load(open(tmp_path / "diffusion3d.json"))
+    assert data["metadata"]["complete"] is False
+    assert [r["ok"] for r in data["results"]].count(True) == 1
+    assert data["results"][0]["ok"] and data["results"][0]["roofline_pct"] > 0
 
 
 @pytest.mark.parametrize("preset", ["diffusion3d", "diffusion3d-thin"])
