@@ -8,6 +8,7 @@ Unavailable selections are reported with their reason, like P1's "cannot run" ce
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -54,10 +55,21 @@ def selections(family: str, backend: str, preset) -> list[tuple[str, dict]]:
 
 
 def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: int) -> dict:
+    """Time whole batches for about ``min_time`` seconds of device time.
+
+    Steps are queued asynchronously on a GPU, so the host's clock says when launches were queued,
+    not when they ran: fast launches (a CUDA graph of 16 steps) queue seconds of work in a fraction
+    of ``min_time``. One synchronised calibration batch after the warm-up gives the time per batch,
+    which sets how many batches to queue; the host clock only stops a run that is slower than that.
+    """
     engine.step(warmup_steps)
     engine.batch_report(wait=True)  # discard warm-up samples (and wait for them)
+    engine.step(batch)
+    calib = engine.batch_report(wait=True)  # calibration batch, not part of the result
+    per_batch = max(calib.ms_per_step * batch / 1e3, 1e-9)
+    want = min(max_steps, batch * max(1, math.ceil(min_time / per_batch)))
     done, t0 = 0, time.perf_counter()
-    while done < max_steps:
+    while done < want:
         engine.step(batch)
         done += batch
         if time.perf_counter() - t0 > min_time:

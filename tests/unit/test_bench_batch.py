@@ -29,3 +29,32 @@ def test_lbm2d_batch_is_a_multiple_of_every_ts():
     from nagare.engine.lbm2d.engine import LBM2D
     for ts in variants.TS_CHOICES:
         assert LBM2D.bench_batch % int(ts) == 0
+
+
+class QueueingEngine:
+    """An engine whose steps return at once (like queued GPU launches) and each take 10 ms of
+    device time: the host clock alone would let a bench queue thousands of them."""
+    DEVICE_MS = 10.0
+
+    def __init__(self):
+        self.queued = 0
+        self.pending = 0
+
+    def step(self, n):
+        self.queued += n
+        self.pending += n
+
+    def batch_report(self, wait=False):
+        from types import SimpleNamespace
+        steps, self.pending = self.pending, 0
+        return SimpleNamespace(steps=steps, ms_per_step=self.DEVICE_MS if steps else 0.0, updates_per_s=0.0,
+                               gbytes_per_s=0.0, roofline_fraction=0.0, phase_ms_per_step={}, extra={})
+
+
+def test_measure_is_bounded_by_device_time_not_enqueue_time():
+    e = QueueingEngine()
+    m = bench.measure(e, warmup_steps=5, batch=16, min_time=0.5, max_steps=20000)
+    # 0.5 s at 10 ms/step: 50 steps, rounded up to whole batches of 16 → 64 timed steps
+    assert m["steps"] == 64
+    assert e.queued == 5 + 16 + 64
+    assert m["ms_per_step"] == QueueingEngine.DEVICE_MS
