@@ -51,31 +51,36 @@ def markdown(meta: dict, rows: list[list[str]]) -> str:
 
 
 def roofline_plot(results: list[BenchResult], bw: float, title: str, path: Path) -> None:
+    """Effective GB/s of every measured variant against the copy bandwidth: one panel per case,
+    one horizontal bar per variant (a family's matrix can hold a hundred variants, whose names
+    must stay readable), cells that could not run left out."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     ok = [r for r in results if r.ok]
-    cases = list(dict.fromkeys(r.case for r in ok))
+    cases = list(dict.fromkeys(r.case for r in ok)) or ["(no cell ran)"]
     labels = list(dict.fromkeys(r.label for r in ok))
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(cases) * max(1, len(labels)) / 2), 4.5))
-    width = 0.8 / max(1, len(labels))
-    for j, lab in enumerate(labels):
-        xs, ys = [], []
-        for i, c in enumerate(cases):
-            for r in ok:
-                if r.case == c and r.label == lab:
-                    xs.append(i + j * width)
-                    ys.append(r.gbytes_per_s)
-        ax.bar(xs, ys, width, label=lab)
-    ax.axhline(bw / 1e9, color="k", ls="--", lw=1, label=f"copy bandwidth {bw / 1e9:.0f} GB/s")
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))], cases)
-    ax.set_ylabel("effective GB/s (engine's bytes-per-update model)")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
+    value = {(r.case, r.label): r.gbytes_per_s for r in ok}
+    height = max(3.0, 0.9 + 0.16 * len(labels))
+    fig, axes = plt.subplots(1, len(cases), figsize=(2.0 + 3.2 * len(cases), height), sharey=True, squeeze=False)
+    ys = range(len(labels))
+    for ax, case in zip(axes[0], cases):
+        vals = [value.get((case, lab), 0.0) for lab in labels]
+        colors = ["tab:orange" if v > bw / 1e9 else "tab:blue" for v in vals]
+        ax.barh(list(ys), vals, height=0.75, color=colors)
+        ax.axvline(bw / 1e9, color="k", ls="--", lw=1)
+        ax.set_title(case, fontsize=9)
+        ax.set_xlabel("effective GB/s", fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(axis="x", lw=0.3)
+    axes[0][0].set_yticks(list(ys), labels, fontsize=7)
+    axes[0][0].invert_yaxis()
+    fig.suptitle(f"{title}\n(bars: the engine's bytes-per-update model; dashed: copy bandwidth "
+                 f"{bw / 1e9:.0f} GB/s; orange: above it)", fontsize=9)
     fig.tight_layout()
-    write_atomic(path, lambda p: fig.savefig(p, dpi=120, format="png"))
+    write_atomic(path, lambda p: fig.savefig(p, dpi=110, format="png"))
     plt.close(fig)
 
 
