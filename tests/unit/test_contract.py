@@ -3,6 +3,7 @@ timings, fields."""
 from __future__ import annotations
 
 import logging
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -155,3 +156,18 @@ def test_checkpoint_is_a_copy_not_the_live_state():
     before = ck["arrays"]["f"].copy()
     e.step(3)
     np.testing.assert_array_equal(ck["arrays"]["f"], before)
+
+
+def test_impossible_lbm2d_size_is_refused_before_allocating(capsys):
+    """32768² fp64 D2Q9 needs ~350 GiB at construction: refused up front in one line."""
+    from nagare.app.cli import main
+    from nagare.engine.lbm2d.engine import LBM2D
+    from nagare.engine.presets import load_preset
+
+    p = load_preset("lbm2d-poiseuille", ["grid.nx=32768", "grid.ny=32768", "physics.precision=fp64"], backend=None)
+    assert LBM2D.estimated_bytes(SimpleNamespace(preset=p)) > 4 * 9 * 8 * 32768 ** 2
+    status = main(["run", "lbm2d-poiseuille", "--backend", "numpy", "--set", "grid.nx=32768", "--set",
+                   "grid.ny=32768", "--set", "physics.precision=fp64", "--steps", "1"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1
+    assert "needs about" in err and "GiB" in err and "reduce the problem size" in err
