@@ -106,6 +106,12 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
         write_text_atomic(out / f"{family}.json", json.dumps(
             {"metadata": dict(meta, complete=complete), "results": [r.as_dict() for r in results]}, indent=1))
 
+    def write_reports(results, complete: bool):
+        write_json(results, complete=complete)
+        m = meta if complete else dict(meta, command=meta["command"] + "  (interrupted: partial)")
+        write_text_atomic(out / f"{family}.md", markdown(m, table_rows(results)))
+        roofline_plot(results, bw, f"nagare bench {family} on {info.name}", out / f"{family}-roofline.png")
+
     def on_result(r):
         print("  " + "  ".join(table_rows([r])[0]), flush=True)
         done.append(r)
@@ -115,12 +121,14 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
         results = run_bench(family, backend, cases=cases, min_time=min_time, only=only, jobs=jobs,
                             on_result=on_result)
     except KeyboardInterrupt:
-        print(f"nagare bench: interrupted; the {len(done)} cells measured so far are in {out / (family + '.json')}")
+        if not done:
+            print("nagare bench: interrupted before the first cell was measured; nothing written")
+            return 130
+        write_reports(done, complete=False)  # the table and plot of what was measured, marked partial
+        print(f"nagare bench: interrupted; the {len(done)} cells measured so far are in "
+              f"{out}/{family}.json, {family}.md, {family}-roofline.png")
         return 130
-    rows = table_rows(results)
-    print(format_table(rows))
-    write_json(results, complete=True)
-    write_text_atomic(out / f"{family}.md", markdown(meta, rows))
-    roofline_plot(results, bw, f"nagare bench {family} on {info.name}", out / f"{family}-roofline.png")
+    print(format_table(table_rows(results)))
+    write_reports(results, complete=True)
     print(f"wrote {out}/{family}.json, {family}.md, {family}-roofline.png")
     return 0

@@ -25,12 +25,14 @@ def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         writer(tmp)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:  # also Ctrl-C mid-write: no temporary file left behind
         try:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
-        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
     return path
 
 

@@ -64,10 +64,13 @@ def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: i
     """
     engine.step(warmup_steps)
     engine.batch_report(wait=True)  # discard warm-up samples (and wait for them)
+    t = time.perf_counter()
     engine.step(batch)
     calib = engine.batch_report(wait=True)  # calibration batch, not part of the result
-    per_batch = max(calib.ms_per_step * batch / 1e3, 1e-9)
-    want = min(max_steps, batch * max(1, math.ceil(min_time / per_batch)))
+    per_batch = calib.ms_per_step * batch / 1e3 if calib.steps and calib.ms_per_step > 0 else 0.0
+    if not per_batch > 0:  # no device time came back: the host's time of that synchronised batch
+        per_batch = time.perf_counter() - t
+    want = batch * max(1, min(max_steps // batch, math.ceil(min_time / max(per_batch, 1e-9))))
     done, t0 = 0, time.perf_counter()
     while done < want:
         engine.step(batch)
@@ -91,6 +94,11 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
     the selected cells first in that many processes (CuPy's disk cache then serves every case)."""
     family_module(family)
     cls = engine_class(family)
+    known = [label for label, _ in cls.bench_cases(backend.name)]
+    unknown = [c for c in cases or [] if c not in known]
+    if unknown:  # a misspelt or unsupported case would otherwise measure nothing, silently
+        raise NagareError(f"nagare bench {family}: no case {unknown[0]!r} on {backend.name}; "
+                          f"its cases: {', '.join(known)}")
     results: list[BenchResult] = []
     if batch is None:
         batch = getattr(cls, "bench_batch", 10)

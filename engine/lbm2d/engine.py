@@ -127,13 +127,16 @@ class LBM2D(Engine):
     equivalence_steps = 64
 
     def estimated_bytes(self):
-        """Peak memory of construction: the two lattices (one with AA), the initial equilibrium and
-        its encoded copies (up to two more lattices), fp64 moments and masks (~64 B per node), and
-        the tracers. Checked against free memory before anything is allocated."""
+        """Peak memory of construction: the two lattices, the initial equilibrium and its encoded
+        copies (up to two more lattices; with AA streaming the canonical state, its cast, its
+        encoding, the fixed-node copy and the layout-P gather live at once: six), fp64 moments and
+        masks (~64 B per node), and the tracers. Checked against free memory before anything is
+        allocated."""
         p = self.preset
         nodes = p.shape[0] * p.shape[1]
         lattice = Q * np.dtype(p.physics.dtype).itemsize * nodes
-        return 4 * lattice + 64 * nodes + 32 * p.tracers.count
+        lattices = 6 if self.selection.get("streaming") == "aa" else 4
+        return lattices * lattice + 64 * nodes + 32 * p.tracers.count
 
     # ---- state ---------------------------------------------------------------------------
     def _allocate(self):

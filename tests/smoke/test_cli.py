@@ -149,6 +149,22 @@ def test_bench_keeps_measured_cells_when_stopped(tmp_path, monkeypatch, capsys):
     assert data["metadata"]["complete"] is False
     assert [r["ok"] for r in data["results"]].count(True) == 1
     assert data["results"][0]["ok"] and data["results"][0]["roofline_pct"] > 0
+    # the table and the plot of what was measured too, the table marked partial
+    assert "(interrupted: partial)" in (tmp_path / "diffusion3d.md").read_text()
+    assert Image.open(tmp_path / "diffusion3d-roofline.png").size[0] > 100
+
+
+def test_bench_stopped_before_any_cell_says_nothing_was_written(tmp_path, monkeypatch, capsys):
+    from nagare.engine import bench
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "measure", stop)
+    assert main(["bench", "diffusion3d", "--backend", "numpy", "--out", str(tmp_path), "--case", "32x32x32",
+                 "--only", "default"]) == 130
+    assert "nothing written" in capsys.readouterr().out
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("preset", ["diffusion3d", "diffusion3d-thin"])
@@ -218,3 +234,11 @@ def test_resume_with_other_batching_is_bit_identical_including_time(tmp_path):
     a, b = np.load(full), np.load(part)
     np.testing.assert_array_equal(a["f"], b["f"])
     assert float(a["time"]) == float(b["time"])
+
+
+def test_bench_refuses_an_unknown_case_in_one_line(tmp_path, capsys):
+    """A case the family does not have is an error naming the cases it has, not an empty table."""
+    assert main(["bench", "diffusion3d", "--backend", "numpy", "--out", str(tmp_path), "--case", "2048x2048"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no case '2048x2048' on numpy" in err[0] and "32x32x32" in err[0]
+    assert not (tmp_path / "diffusion3d.json").exists()

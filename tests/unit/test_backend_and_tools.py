@@ -124,3 +124,18 @@ def test_atomic_write_failure_keeps_old_file(tmp_path):
         write_atomic(target, broken)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_atomic_write_interrupted_keeps_old_file_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "x.txt"
+    write_text_atomic(target, "old")
+
+    def interrupted(p):
+        p.write_text("half")
+        raise KeyboardInterrupt
+
+    from nagare.app.atomic import write_atomic
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, interrupted)
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]

@@ -58,3 +58,31 @@ def test_measure_is_bounded_by_device_time_not_enqueue_time():
     assert m["steps"] == 64
     assert e.queued == 5 + 16 + 64
     assert m["ms_per_step"] == QueueingEngine.DEVICE_MS
+
+
+class SilentEngine(QueueingEngine):
+    """Queues like the GPU but reports no device time (a timer that did not record)."""
+
+    def step(self, n):
+        super().step(n)
+        import time
+        time.sleep(0.002 * n)  # the calibration batch's host time: 2 ms a step
+
+    def batch_report(self, wait=False):
+        rep = super().batch_report(wait)
+        rep.ms_per_step = 0.0
+        return rep
+
+
+def test_measure_without_device_time_sizes_the_run_from_the_host_clock():
+    e = SilentEngine()
+    bench.measure(e, warmup_steps=5, batch=16, min_time=0.1, max_steps=20000)
+    # the synchronised calibration batch took ≥ 32 ms of host time, so ≤ 4 batches are queued (not
+    # the 20,000 steps a zero time per batch would ask for)
+    assert 5 + 16 + 16 <= e.queued <= 5 + 16 + 4 * 16
+
+
+def test_measure_queues_whole_batches_up_to_max_steps():
+    e = QueueingEngine()
+    m = bench.measure(e, warmup_steps=5, batch=16, min_time=100.0, max_steps=40)
+    assert m["steps"] == 32  # whole batches, never past max_steps
