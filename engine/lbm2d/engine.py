@@ -23,12 +23,14 @@ BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesce
 # lbm2d-h200-2026-11-22c/ for fp32, lbm2d-h200-2026-11-24/ for fp16); any launch gives the same result.
 FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((64, 1, 1), "pipe2")}
 FUSED_FALLBACK = ((64, 4, 1), 1)  # nx not a multiple of the vector width
-PIPE_FALLBACK = ((128, 1, 1), "packed8")  # fp16 on a GPU without cp.async (before sm_80), or a small grid
-# lbm_fused_pipe needs many warps in flight: each warp owns 256 columns × PIPE_ROWS rows, so 1024²
-# gives only 256 warps (0.0360 ms/step on the H200 against packed8's 0.0158, and 320² 0.0370 against
-# 0.0128: docs/benchmarks/lbm2d-h200-2026-11-24); it wins from 4096² (4,096 warps) up. Below this
-# many nodes (2^23, about 2900²) fp16 takes packed8.
-PIPE_MIN_NODES = 1 << 23
+PIPE_FALLBACK = ((128, 1, 1), "packed8")  # fp16 on a GPU without cp.async (before sm_80)
+# lbm_fused_pipe needs enough warps in flight: each warp owns 256 columns × PIPE_ROWS rows. At 1024²
+# fp16 ran 0.0153 ms/step through the pipe (3-row runs), 0.0143 through packed8 and 0.0133-0.0136
+# through vec4; at 320² vec4 0.0091 against packed8's 0.0139; from 2048² up the pipe wins (0.0490
+# against packed8's 0.0511 and vec4's 0.0542; H200, docs/benchmarks/lbm2d-h200-2026-11-24c). Below
+# PIPE_MIN_NODES nodes fp16 takes SMALL_FP16_LAUNCH.
+PIPE_MIN_NODES = 1 << 22
+SMALL_FP16_LAUNCH = ((64, 1, 1), "vec4")
 # Extra NVRTC options of the lbm2d module per (storage, arithmetic type); fused_bench --hints
 # measures others. fp32 vec4 needs 88 registers; capped at 80 (no spills) one more warp fits per
 # scheduler and 4096² ran 0.5 % faster on the H200 in two calls (95.5 % instead of 95.0 % of the
@@ -37,7 +39,7 @@ PIPE_MIN_NODES = 1 << 23
 # 5·10⁻⁴ of fp16 storage):
 # IEEE division's slow-path check and its registers made lbm_fused_pipe 8 % slower at 4096² on the
 # H200 (0.1826 → 0.1684 ms; fp32 vec4 is memory-bound and unchanged by it, 0.2982 / 0.2984 ms). Its
-# registers are left uncapped (174): every cap tried (128, 152, 168) was slower.
+# registers are left uncapped (140 since 2026-11-24c; at 174 every cap tried, 128, 152, 168, was slower).
 FUSED_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("native", "float"): ("--maxrregcount=80",), ("native", "double"): (), ("fp16", "float"): ("--prec-div=false",)}
 SEGMENT = 64  # lbm2d.cu SEG: nodes per segment-class byte
@@ -45,10 +47,12 @@ SEGMENT = 64  # lbm2d.cu SEG: nodes per segment-class byte
 
 PIPE_WIDTH = 8  # lbm2d.cu PIPE_W: nodes per lane of lbm_fused_pipe
 PIPE_STAGE_BYTES = 9 * 32 * 16 + 9 * 32 * 4 + 32 * 4  # lbm2d.cu sizeof(PipeStage): one row of one warp
-# Rows each warp of lbm_fused_pipe marches. Short runs of many blocks beat one long run per warp: on the
-# H200 (docs/benchmarks/lbm2d-h200-2026-11-24) runs sized to fill the GPU in a single wave were 40 %
-# slower than 16-row runs (a wave that overflows by a little doubles the time), and 16 rows beat 32.
-PIPE_ROWS = 16
+# Rows each warp of lbm_fused_pipe marches. Short runs of many blocks win: after the kernel lost a third
+# of its instructions and 34 registers (174 → 140, 14 warps per SM instead of 10; 2026-11-24c),
+# 3-row runs were the fastest at 4096² (0.1568 ms against 0.1697 for 16 rows) and within 0.2 % of the
+# best at 8192² (0.6015 ms, 2 rows 0.6005) and 3072²; runs sized to fill the GPU in one wave were
+# 40 % slower than 16-row runs in the first version (docs/benchmarks/lbm2d-h200-2026-11-24).
+PIPE_ROWS = 3
 
 
 def vector_width(mode) -> int:
@@ -58,6 +62,12 @@ def vector_width(mode) -> int:
     if mode.startswith("pipe"):
         return PIPE_WIDTH
     return int(mode.removeprefix("vec").removeprefix("packed"))
+
+
+def pipe_index_type(nx: int, ny: int) -> str:
+    """lbm_fused_pipe's element-offset type: 32-bit while the nine planes' offsets fit (up to 21,845²
+    nodes), which makes each address one multiply-add from a per-lane base; 64-bit beyond."""
+    return "unsigned int" if Q * nx * ny < 2**32 else "unsigned long long"
 
 
 def pipe_mode(mode) -> tuple[int, int] | None:
@@ -76,7 +86,7 @@ def fused_launch(storage: str, nx: int, compute_capability: float | None = None,
     if pipe_mode(mode) and compute_capability is not None and compute_capability < 8.0:
         block, mode = PIPE_FALLBACK
     if pipe_mode(mode) and ny is not None and nx * ny < PIPE_MIN_NODES:
-        block, mode = PIPE_FALLBACK
+        block, mode = SMALL_FP16_LAUNCH
     if isinstance(mode, str) and (nx % vector_width(mode) or block[0] % 32):
         return FUSED_FALLBACK
     if pipe_mode(mode) and block[1] != 1:
@@ -320,7 +330,7 @@ class LBM2D(Engine):
             if mode.startswith("packed"):  # fp16 kept two to a register (lbm2d.cu lbm_fused_packed)
                 fused = f"lbm_fused_packed<{trt}, {per_thread}>"
             elif pipe_mode(mode):  # packed, rows through a cp.async pipeline (lbm2d.cu lbm_fused_pipe)
-                fused = f"lbm_fused_pipe<{trt}, {pipe_mode(mode)[0]}>"
+                fused = f"lbm_fused_pipe<{trt}, {pipe_mode(mode)[0]}, {pipe_index_type(nx, ny)}>"
         else:
             per_thread = mode
             fused = f"lbm_fused<{t}, {s}, {trt}, {mode}>"

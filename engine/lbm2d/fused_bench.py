@@ -78,10 +78,18 @@ def parse_shape(label: str):
     return ((bx, by, 1), int(mode) if mode.isdigit() else mode)
 
 
-def make_engine(n: int, variants: dict, launch=None):
+def grid_size(text: str) -> tuple[int, int]:
+    """"N" (square) or "NXxNY" of --n."""
+    nx, _, ny = text.partition("x")
+    return int(nx), int(ny or nx)
+
+
+def make_engine(n, variants: dict, launch=None):
+    """``n``: a square side or an (nx, ny) pair."""
     if launch is not None:
         lbm.FUSED_LAUNCH[variants.get("storage", "native")] = launch
-    preset = load_preset("lbm2d-poiseuille", [f"grid.nx={n}", f"grid.ny={n}"], backend=None)
+    nx, ny = (n, n) if isinstance(n, int) else n
+    preset = load_preset("lbm2d-poiseuille", [f"grid.nx={nx}", f"grid.ny={ny}"], backend=None)
     return lbm.LBM2D(preset, get_backend("cupy"), variants={"kernel": "fused", **variants})
 
 
@@ -109,7 +117,7 @@ def time_engine(cp, e, steps: int, repeats: int, graph: bool) -> list[float]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", default="1024,4096", help="square grid sides, comma-separated")
+    ap.add_argument("--n", default="1024,4096", help="grid sizes, comma-separated: N (square) or NXxNY")
     ap.add_argument("--storages", default="native,fp16")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=5)
@@ -132,7 +140,7 @@ def main(argv=None):
     shapes = [parse_shape(label) for label in args.shapes.split(",")] if args.shapes else SHAPES
     default = dict(lbm.FUSED_LAUNCH)
     print("n\tstorage\thints\tvariant\tshape\tms/step\tMLUPS\tGB/s\t%roofline\tspread%\tregs", flush=True)
-    runs = [(n, storage, hint) for n in (int(v) for v in args.n.split(",")) for storage in args.storages.split(",")
+    runs = [(n, storage, hint) for n in args.n.split(",") for storage in args.storages.split(",")
             for hint in args.hints.split(",")]
     default_options = dict(lbm.FUSED_OPTIONS)
     for n, storage, hint in runs:
@@ -147,7 +155,7 @@ def main(argv=None):
                       ("aa graph", default[storage], {"streaming": "aa", "graph": "on"}, True)]
         for label, launch, extra, graph in cells:
             try:
-                e = make_engine(n, {"storage": storage, **extra}, launch)
+                e = make_engine(grid_size(n), {"storage": storage, **extra}, launch)
                 times = time_engine(cp, e, args.steps, args.repeats, graph)
             except Exception as exc:  # a shape that cannot launch is a row, not a crash
                 print(f"{n}\t{storage}\t{hint}\t{label}\t\tcannot run: {type(exc).__name__}: {exc}", flush=True)
@@ -155,7 +163,8 @@ def main(argv=None):
             finally:
                 lbm.FUSED_LAUNCH.update(default)
             med = statistics.median(times)
-            mlups = n * n / med / 1e6
+            nx, ny = grid_size(n)
+            mlups = nx * ny / med / 1e6
             gbs = mlups * 1e6 * bpu / 1e9
             pct = f"{100 * gbs / args.copy_gbs:.1f}" if args.copy_gbs else ""
             spread = 100 * (max(times) / min(times) - 1)

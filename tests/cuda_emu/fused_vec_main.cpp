@@ -1,5 +1,5 @@
 // Runs lbm_fused_vec<T, S, TRT, W>, or lbm_fused_packed<TRT, W> with -DEMU_PACKED=1, or
-// lbm_fused_pipe<TRT, EMU_PIPE> with -DEMU_PIPE=stages (lbm2d.cu; chosen with -D) on the host emulator
+// lbm_fused_pipe<TRT, EMU_PIPE, EMU_PIPE_INDEX> with -DEMU_PIPE=stages (lbm2d.cu; chosen with -D) on the host emulator
 // (one std::thread per CUDA thread, real warp shuffles through emu.h), ping-pong as LBM2D._step_cuda,
 // with the open-boundary pass after each step when asked. Usage:
 //   fused_vec_emu nx ny nsteps bx by open in.bin mask.bin cls.bin seg.bin out.bin omega omega_minus fx fy uwx uwy u_in
@@ -17,6 +17,9 @@ constexpr int W = EMU_W;
 #endif
 #ifndef EMU_PIPE
 #define EMU_PIPE 0
+#endif
+#ifndef EMU_PIPE_INDEX  // lbm_fused_pipe's offset type (the engine's choice for grids of < 2^32 / 9 nodes)
+#define EMU_PIPE_INDEX unsigned
 #endif
 
 int main(int argc, char** argv)
@@ -41,7 +44,7 @@ int main(int argc, char** argv)
     for (int s = 0; s < nsteps; ++s) {
 #if EMU_PIPE
         emu_launch(gx, gy, bx, 1, [&] {
-            lbm_fused_pipe<TRT, EMU_PIPE>(src, dst, mask.data(), cls.data(), seg.data(), nx, ny, om, omm, fx, fy, uwx, uwy,
+            lbm_fused_pipe<TRT, EMU_PIPE, EMU_PIPE_INDEX>(src, dst, mask.data(), cls.data(), seg.data(), nx, ny, om, omm, fx, fy, uwx, uwy,
                                           rows);
         });
 #else

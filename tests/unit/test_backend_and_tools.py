@@ -139,3 +139,28 @@ def test_atomic_write_interrupted_keeps_old_file_and_leaves_no_temporary(tmp_pat
         write_atomic(target, interrupted)
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+def test_kernel_sass_reports_registers_and_opcodes(capsys):
+    """tools/kernel_sass.py on the fp16 pipe kernel, where nvcc and cuobjdump exist (not in CI)."""
+    import importlib.util
+    import os
+    import shutil
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "kernel_sass.py"
+    spec = importlib.util.spec_from_file_location("kernel_sass", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    nvcc = os.environ.get("NAGARE_NVCC") or shutil.which("nvcc")
+    try:
+        mod.find_tool("cuobjdump"), mod.find_tool("nvdisasm")
+    except SystemExit:
+        nvcc = None
+    if not nvcc:
+        pytest.skip("no nvcc / cuobjdump / nvdisasm on this machine")
+    sig = ("lbm_fused_pipe<false, 2, unsigned int>(const unsigned short*, unsigned short*, const unsigned char*, "
+           "const unsigned char*, const unsigned char*, int, int, float, float, float, float, float, float, int)")
+    assert mod.main(["cuda/lbm2d/lbm2d.cu", sig, "--opt=--prec-div=false"]) == 0
+    out = capsys.readouterr().out
+    assert "lbm_fused_pipe" in out and "registers" in out and "LDGSTS:" in out and "STG:9" in out

@@ -204,7 +204,13 @@ VEC_CASES = [
     ("fp32-walls-obstacle", "fp16", 8, 32, 64, 256, "pipe4"),  # one run of every row (ny < rows)
     ("fp32-channel", "fp16", 8, 32, 3, None, "pipe2"),         # open boundaries; 8 lanes of 32 active
     ("fp32-trt", "fp16", 8, 64, 4, 512, "pipe3"),              # TRT; two full strips in one block
+    ("fp32-walls-obstacle", "fp16", 8, 32, 5, 384, "pipe2i64"),  # 64-bit offsets (grids beyond 21,845²)
 ]
+
+
+def pipe_stages(kernel: str) -> int:
+    """EMU_PIPE of a VEC_CASES kernel label: "pipe3" → 3, "pipe2i64" → 2, others 0."""
+    return int(kernel.removeprefix("pipe").removesuffix("i64")) if kernel.startswith("pipe") else 0
 
 
 def build_vec(T, S, trt, w, tmp_path_factory, kernel="vec"):
@@ -219,7 +225,8 @@ def build_vec(T, S, trt, w, tmp_path_factory, kernel="vec"):
         res = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-pthread",
                               f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TRT={trt}", f"-DEMU_W={w}",
                               f"-DEMU_PACKED={int(kernel == 'packed')}",
-                              f"-DEMU_PIPE={kernel.removeprefix('pipe') if kernel.startswith('pipe') else 0}",
+                              f"-DEMU_PIPE={pipe_stages(kernel)}",
+                              *(["-DEMU_PIPE_INDEX=unsigned long long"] if kernel.endswith("i64") else []),
                               f"-I{src_dir}",
                               f"-I{EMU}", str(main), "-o", str(exe)], capture_output=True, text=True, timeout=300)
         if res.returncode != 0 and "barrier" in res.stderr and "No such file" in res.stderr:
@@ -281,6 +288,9 @@ def test_fused_launch_modes_parse_and_fall_back():
 
     assert lbm.pipe_mode("pipe3r7") == (3, 7) and lbm.pipe_mode("pipe2") == (2, lbm.PIPE_ROWS)
     assert lbm.pipe_mode("packed8") is None and lbm.pipe_mode(2) is None
+    # 32-bit element offsets while 9 planes fit in 2^32 elements, 64-bit beyond (21,846² and up)
+    assert lbm.pipe_index_type(8192, 8192) == "unsigned int" == lbm.pipe_index_type(21845, 21845)
+    assert lbm.pipe_index_type(21846, 21846) == "unsigned long long" == lbm.pipe_index_type(2**16, 2**13)
     assert lbm.vector_width("pipe2r16") == 8 and lbm.vector_width("vec4") == 4 and lbm.vector_width(3) == 1
     pipe = ((64, 1, 1), "pipe2r16")
     saved = dict(lbm.FUSED_LAUNCH)
@@ -290,8 +300,11 @@ def test_fused_launch_modes_parse_and_fall_back():
         assert lbm.fused_launch("fp16", 512, 9.0) == pipe
         assert lbm.fused_launch("fp16", 512, 7.5) == lbm.PIPE_FALLBACK  # no cp.async before sm_80
         assert lbm.fused_launch("fp16", 516) == lbm.FUSED_FALLBACK  # nx not a multiple of 8
-        # too few warps for the pipeline on small grids: packed8
-        assert lbm.fused_launch("fp16", 1024, 9.0, ny=1024) == lbm.PIPE_FALLBACK
+        # too few warps for the pipeline on small grids: vec4 (fp16 loads, fp32 arithmetic)
+        assert lbm.fused_launch("fp16", 1024, 9.0, ny=1024) == lbm.SMALL_FP16_LAUNCH == ((64, 1, 1), "vec4")
+        assert lbm.fused_launch("fp16", 2048, 9.0, ny=2048) == pipe  # from 2^22 nodes up
+        assert lbm.fused_launch("fp16", 2048, 9.0, ny=2047) == lbm.SMALL_FP16_LAUNCH
+        assert lbm.fused_launch("fp16", 322, 9.0, ny=320) == lbm.FUSED_FALLBACK  # nx not a multiple of 4
         assert lbm.fused_launch("fp16", 4096, 9.0, ny=4096) == pipe
         lbm.FUSED_LAUNCH["fp16"] = ((64, 2, 1), "pipe2")
         with pytest.raises(ValueError, match="one row of warps per block"):

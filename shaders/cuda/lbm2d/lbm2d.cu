@@ -137,6 +137,23 @@ __device__ __forceinline__ void st_pop(V* p, const V& v) {
 #endif
 }
 
+// A 16-byte population store through a pointer the compiler cannot classify (lbm_fused_pipe's
+// opaque bases): st.global explicitly, where a plain store would become a generic ST.
+template <typename V>
+__device__ __forceinline__ void st_pop_global(V* p, const V& v) {
+    static_assert(sizeof(V) == 16, "16-byte vectors");
+#if defined(__CUDA_ARCH__)
+    const unsigned* r = reinterpret_cast<const unsigned*>(&v);
+#if defined(NAGARE_ST_CS)
+    asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
+#else
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]));
+#endif
+#else
+    *p = v;
+#endif
+}
+
 // ---- fused: one read and one write of the 9 populations per node --------------------------------
 // NPT nodes per thread, blockDim.x apart along x (coalescing kept): NPT × 9 loads in flight.
 template <typename T, typename S, bool TRT, int NPT>
@@ -346,46 +363,69 @@ __device__ __forceinline__ void packed_stream(int i, const HalfWords<W>& raw, bo
 // The second half of the packed kernels (lbm_fused_packed, lbm_fused_pipe): p[i][m] holds the streamed
 // populations of the thread's W nodes (two fp16 to a word); one pair of nodes at a time is unpacked
 // (18 live floats, not 9·W), bounce-back patched, collided and packed back; then one W-wide store per
-// direction. FIXED nodes keep their own raw storage. `up` is the Upstream of the thread's first node.
-template <bool TRT, int W>
+// direction through store(i, vector). FIXED nodes keep their own raw storage. `fast`: the thread's
+// segment is plain fluid (c all FAST), and the nodes go through a copy of the loop without the
+// per-node class tests — the same operations on the same values, so the same bits; the tests and
+// their branch bookkeeping were ~70 of ~1,240 instructions per row of lbm_fused_pipe (nvcc 13.0).
+template <bool TRT, int W, typename Store>
 __device__ __forceinline__ void packed_collide_store(unsigned (&p)[Q][W / 2], const Vec<unsigned char, W>& c,
-                                                     const half_bits* __restrict__ f, half_bits* __restrict__ g,
+                                                     bool fast, const half_bits* __restrict__ f, Store store,
                                                      const unsigned char* __restrict__ mask, int xc, int y, int nx,
                                                      int ny, idx_t n, idx_t here, float omega, float omega_minus, float fx,
                                                      float fy, float uwx, float uwy) {
     constexpr int M = W / 2;
     bool any_fixed = false;
+    if (fast) {
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-        float a[Q], b[Q];
+        for (int m = 0; m < M; ++m) {
+            float a[Q], b[Q];
 #pragma unroll
-        for (int i = 0; i < Q; ++i) {
-            a[i] = half_lo(p[i][m]);
-            b[i] = half_hi(p[i][m]);
+            for (int i = 0; i < Q; ++i) {
+                a[i] = half_lo(p[i][m]);
+                b[i] = half_hi(p[i][m]);
+            }
+            collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
+            collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
+#pragma unroll
+            for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
         }
-        const unsigned char ca = c.e[2 * m], cb = c.e[2 * m + 1];
-        any_fixed = any_fixed || ca == FIXED || cb == FIXED;
-        if (ca == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m, y, nx, ny), n, here + 2 * m, uwx, uwy, a);
-        if (cb == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m + 1, y, nx, ny), n, here + 2 * m + 1, uwx, uwy, b);
-        if (ca != FIXED) collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
-        if (cb != FIXED) collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
+    } else {
 #pragma unroll
-        for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
+        for (int m = 0; m < M; ++m) {
+            float a[Q], b[Q];
+#pragma unroll
+            for (int i = 0; i < Q; ++i) {
+                a[i] = half_lo(p[i][m]);
+                b[i] = half_hi(p[i][m]);
+            }
+            const unsigned char ca = c.e[2 * m], cb = c.e[2 * m + 1];
+            any_fixed = any_fixed || ca == FIXED || cb == FIXED;
+            if (ca == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m, y, nx, ny), n, here + 2 * m, uwx, uwy, a);
+            if (cb == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m + 1, y, nx, ny), n, here + 2 * m + 1, uwx, uwy, b);
+            if (ca != FIXED) collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
+            if (cb != FIXED) collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
+#pragma unroll
+            for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
+        }
     }
+    if (any_fixed) {  // FIXED nodes keep their own raw storage (rare: never in a FAST segment)
+#pragma unroll
+        for (int i = 0; i < Q; ++i)
+#pragma unroll
+            for (int k = 0; k < W; ++k) {
+                if (c.e[k] != FIXED) continue;
+                const unsigned h = f[i * n + here + k];
+                p[i][k / 2] = k % 2 ? (p[i][k / 2] & 0xffffu) | (h << 16) : (p[i][k / 2] & 0xffff0000u) | h;
+            }
+    }
+    // One test for the whole row, not one per direction: the per-direction test and its address
+    // arithmetic were ~10 instructions per direction in lbm_fused_pipe's SASS (nvcc 13.0, sm_90).
 #pragma unroll
     for (int i = 0; i < Q; ++i) {
         HalfWords<W> out;
 #pragma unroll
         for (int m = 0; m < M; ++m) out.w[m] = p[i][m];
-        if (any_fixed) {  // FIXED nodes keep their own raw storage (rare: never in a FAST segment)
-#pragma unroll
-            for (int k = 0; k < W; ++k) {
-                if (c.e[k] != FIXED) continue;
-                const unsigned h = f[i * n + here + k];
-                out.w[k / 2] = k % 2 ? (out.w[k / 2] & 0xffffu) | (h << 16) : (out.w[k / 2] & 0xffff0000u) | h;
-            }
-        }
-        st_pop(reinterpret_cast<HalfWords<W>*>(g + i * n + here), out);
+        store(i, out);
     }
 }
 
@@ -408,7 +448,8 @@ __global__ void lbm_fused_packed(const half_bits* __restrict__ f, half_bits* __r
     const Upstream up(xc, y, nx, ny);
     const idx_t here = up.row[1] + xc;
     Vec<unsigned char, W> c = {};  // all FAST unless the segment says otherwise (W divides SEG)
-    if (segment_class(seg, xc, y, nx) != FAST) c = *reinterpret_cast<const Vec<unsigned char, W>*>(cls + here);
+    const bool fast = segment_class(seg, xc, y, nx) == FAST;
+    if (!fast) c = *reinterpret_cast<const Vec<unsigned char, W>*>(cls + here);
     const int xl = xc == 0 ? nx - 1 : xc - 1, xr = xc + W >= nx ? xc + W - nx : xc + W;
     unsigned p[Q][M];  // p[i][m]: direction i of nodes xc + 2m (low half) and xc + 2m + 1 (high half)
 #pragma unroll
@@ -420,7 +461,9 @@ __global__ void lbm_fused_packed(const half_bits* __restrict__ f, half_bits* __r
                          [&] { return cx(i) == 1 ? unsigned(fi[xl]) << 16 : unsigned(fi[xr]); }, p[i]);
     }
     if (!active) return;  // after the last shuffle
-    packed_collide_store<TRT, W>(p, c, f, g, mask, xc, y, nx, ny, n, here, omega, omega_minus, fx, fy, uwx, uwy);
+    packed_collide_store<TRT, W>(
+        p, c, fast, f, [&](int i, const HalfWords<W>& v) { st_pop(reinterpret_cast<HalfWords<W>*>(g + i * n + here), v); },
+        mask, xc, y, nx, ny, n, here, omega, omega_minus, fx, fy, uwx, uwy);
 }
 
 // ---- fused fp16, packed, rows streamed through a cp.async pipeline ------------------------------
@@ -444,38 +487,59 @@ struct PipeStage {         // one row of one warp in shared memory (5,888 bytes)
     unsigned seg[32];              // the 4-byte word holding the lane's segment-class byte
 };
 
+// Shared-memory destinations of the copies as 32-bit .shared window addresses, taken once per thread
+// and offset by constants: converting each slot's generic pointer (cvta) in the row loop cost ~20
+// 64-bit instructions per copied row in the first version's SASS (nvcc 13.0, sm_90). The host
+// emulator and pre-sm_80 builds use plain byte pointers and synchronous copies (same results).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    unsigned a;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
+typedef unsigned smem_addr;
+__device__ __forceinline__ smem_addr smem_address(void* p) {
+    return static_cast<smem_addr>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void copy_async(HalfWords<PIPE_W>* dst, const half_bits* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+__device__ __forceinline__ void copy_async16(smem_addr dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
 }
-__device__ __forceinline__ void copy_async(unsigned* dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+__device__ __forceinline__ void copy_async4(smem_addr dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void copy_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-#else  // older GPUs and the host emulator: plain synchronous copies (the same results, no overlap)
-__device__ __forceinline__ void copy_async(HalfWords<PIPE_W>* dst, const half_bits* src) {
-    *dst = *reinterpret_cast<const HalfWords<PIPE_W>*>(src);
+#else
+typedef unsigned char* smem_addr;
+__device__ __forceinline__ smem_addr smem_address(void* p) { return static_cast<unsigned char*>(p); }
+__device__ __forceinline__ void copy_async16(smem_addr dst, const void* src) {
+    *reinterpret_cast<HalfWords<PIPE_W>*>(dst) = *static_cast<const HalfWords<PIPE_W>*>(src);
 }
-__device__ __forceinline__ void copy_async(unsigned* dst, const void* src) { *dst = *static_cast<const unsigned*>(src); }
+__device__ __forceinline__ void copy_async4(smem_addr dst, const void* src) {
+    *reinterpret_cast<unsigned*>(dst) = *static_cast<const unsigned*>(src);
+}
 __device__ __forceinline__ void copy_async_commit() {}
 template <int N>
 __device__ __forceinline__ void copy_async_wait() {}
 #endif
 
-template <bool TRT, int STAGES>
+// A pointer the compiler cannot see into: `opaque(f + xc) + offset` then stays one IMAD.WIDE.U32 per
+// address instead of being re-associated into a 64-bit (xc + offset) sum, a shift and a 64-bit add.
+template <typename P>
+__device__ __forceinline__ P* opaque(P* p) {
+#if defined(__CUDA_ARCH__)
+    asm("" : "+l"(p));
+#endif
+    return p;
+}
+
+// I: the type of element offsets within the lattice. The engine passes `unsigned` when 9·nx·ny
+// fits in 32 bits (every grid up to 21,845²): each address is then one IMAD.WIDE.U32 from a
+// per-lane base pointer instead of a 64-bit multiply-add chain; idx_t beyond that.
+template <bool TRT, int STAGES, typename I>
 __global__ void lbm_fused_pipe(const half_bits* __restrict__ f, half_bits* __restrict__ g,
                                const unsigned char* __restrict__ mask, const unsigned char* __restrict__ cls,
                                const unsigned char* __restrict__ seg, int nx, int ny, float omega, float omega_minus,
                                float fx, float fy, float uwx, float uwy, int rows) {
     static_assert(STAGES >= 2, "at least one row in flight while one is computed");
     constexpr int W = PIPE_W, M = W / 2;
+    constexpr unsigned STAGE_BYTES = sizeof(PipeStage);
     extern __shared__ __align__(16) unsigned char tb_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int strip = blockIdx.x * (blockDim.x >> 5) + warp;
@@ -487,53 +551,67 @@ __global__ void lbm_fused_pipe(const half_bits* __restrict__ f, half_bits* __res
     const bool active = x0 < nx;
     const int xc = active ? x0 : nx - W;  // idle lanes copy a valid vector and store nothing
     const idx_t n = idx_t(nx) * ny;
+    const I plane = I(n), width = I(nx);
     const int nseg = (nx + SEG - 1) / SEG;
     const int xl = xc == 0 ? nx - 1 : xc - 1, xr = xc + W >= nx ? xc + W - nx : xc + W;
     const bool edge_left = lane == 0, edge_right = lane == 31 || xc + W >= nx;
+    // Per-lane bases: the lane's vector, its edge words (the word whose high half is column xl,
+    // xl odd as nx is even / whose low half is xr), its segment-class word; rows and planes are
+    // added as element offsets.
+    const half_bits* const f_vec = opaque(f + xc);
+    const half_bits* const f_left = opaque(f + (xl - 1));
+    const half_bits* const f_right = opaque(f + xr);
+    half_bits* const g_vec = opaque(g + xc);
+    const smem_addr s_vec = smem_address(&stage[0].vec[0][lane]);
+    const smem_addr s_edge = smem_address(&stage[0].edge[0][lane]);
+    const smem_addr s_seg = smem_address(&stage[0].seg[lane]);
 
-    // Row y into stage slot s: each direction's upstream vector, the edge column, the segment word.
-    auto issue = [&](int y, PipeStage& s) {
+    // Row y into stage slot k: each direction's upstream vector, the edge column, the segment word.
+    auto issue = [&](int y, int k) {
         const int ym = y == 0 ? ny - 1 : y - 1, yp = y == ny - 1 ? 0 : y + 1;
-        const idx_t row[3] = {idx_t(yp) * nx, idx_t(y) * nx, idx_t(ym) * nx};  // cy = −1, 0, +1
+        const I row[3] = {I(yp) * width, I(y) * width, I(ym) * width};  // cy = −1, 0, +1
+        const unsigned slot = unsigned(k) * STAGE_BYTES;
 #pragma unroll
         for (int i = 0; i < Q; ++i) {
-            const half_bits* fi = f + i * n + row[cy(i) + 1];
-            copy_async(&s.vec[i][lane], fi + xc);
-            // the word whose high half is column xl (xl odd: nx is even) / whose low half is xr
-            if (cx(i) == 1 && edge_left) copy_async(&s.edge[i][lane], fi + (xl - 1));
-            if (cx(i) == -1 && edge_right) copy_async(&s.edge[i][lane], fi + xr);
+            const I at = I(i) * plane + row[cy(i) + 1];
+            copy_async16(s_vec + (slot + i * 32 * sizeof(HalfWords<W>)), f_vec + at);
+            if (cx(i) == 1 && edge_left) copy_async4(s_edge + (slot + i * 32 * 4), f_left + at);
+            if (cx(i) == -1 && edge_right) copy_async4(s_edge + (slot + i * 32 * 4), f_right + at);
         }
-        const idx_t si = idx_t(y) * nseg + xc / SEG;
-        copy_async(&s.seg[lane], seg + (si & ~idx_t(3)));
+        copy_async4(s_seg + slot, seg + ((I(y) * I(nseg) + I(xc / SEG)) & ~I(3)));
     };
 
     int slot = 0;
 #pragma unroll
     for (int k = 0; k < STAGES - 1; ++k) {  // prologue: the first STAGES − 1 rows in flight
-        if (y_begin + k < y_end) issue(y_begin + k, stage[k]);
+        if (y_begin + k < y_end) issue(y_begin + k, k);
         copy_async_commit();  // (empty groups too: the wait below counts groups)
     }
     for (int y = y_begin; y < y_end; ++y) {
         // Row y + STAGES − 1 goes into the slot this lane read last iteration (its values are used).
         const int ahead = slot == 0 ? STAGES - 1 : slot - 1;
-        if (y + STAGES - 1 < y_end) issue(y + STAGES - 1, stage[ahead]);
+        if (y + STAGES - 1 < y_end) issue(y + STAGES - 1, ahead);
         copy_async_commit();
         copy_async_wait<STAGES - 1>();  // this lane's copies of row y have landed
         const PipeStage& s = stage[slot];
         slot = slot + 1 == STAGES ? 0 : slot + 1;
 
-        const idx_t here = idx_t(y) * nx + xc;
-        const idx_t si = idx_t(y) * nseg + xc / SEG;
+        const I row = I(y) * width;
         Vec<unsigned char, W> c = {};  // all FAST unless the segment says otherwise (W divides SEG)
-        if (((s.seg[lane] >> (8 * unsigned(si & 3))) & 0xffu) != FAST)
-            c = *reinterpret_cast<const Vec<unsigned char, W>*>(cls + here);
+        const unsigned si = unsigned(y) * unsigned(nseg) + unsigned(xc / SEG);  // byte within the copied word
+        const bool fast = ((s.seg[lane] >> (8 * (si & 3u))) & 0xffu) == FAST;
+        if (!fast) c = *reinterpret_cast<const Vec<unsigned char, W>*>(cls + (idx_t(y) * nx + xc));
         unsigned p[Q][M];
 #pragma unroll
         for (int i = 0; i < Q; ++i)
             packed_stream<W>(i, s.vec[i][lane], edge_left, edge_right, [&] { return s.edge[i][lane]; }, p[i]);
         if (active)
-            packed_collide_store<TRT, W>(p, c, f, g, mask, xc, y, nx, ny, n, here, omega, omega_minus, fx, fy, uwx,
-                                         uwy);
+            packed_collide_store<TRT, W>(
+                p, c, fast, f,
+                [&](int i, const HalfWords<W>& v) {
+                    st_pop_global(reinterpret_cast<HalfWords<W>*>(g_vec + (I(i) * plane + row)), v);
+                },
+                mask, xc, y, nx, ny, n, idx_t(y) * nx + xc, omega, omega_minus, fx, fy, uwx, uwy);
     }
 }
 
