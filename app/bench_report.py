@@ -6,8 +6,9 @@ import re
 import time
 from pathlib import Path
 
-from nagare.engine.bench import BenchResult, run_bench
+from nagare.engine.bench import BenchResult, bench_case_list, run_bench
 from nagare.engine.device import copy_bandwidth
+from nagare.engine.families import engine_class, family_module
 
 from nagare import __version__
 
@@ -93,6 +94,8 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
     """Measure, print each cell as it is done, and keep ``FAMILY.json`` up to date after every cell
     (``"complete": false`` until the end): a long matrix that is stopped (Ctrl-C, a time limit, a
     crash) keeps every cell already measured."""
+    family_module(family)
+    bench_case_list(family, engine_class(family), backend.name, cases)  # a bad --case fails before measuring
     info = backend.device_info()
     bw = copy_bandwidth(backend)
     print(f"nagare bench {family}: {info.name} ({backend.name}); roofline {bw / 1e9:.1f} GB/s copy bandwidth")

@@ -84,6 +84,38 @@ def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: i
             "extra": rep.extra}
 
 
+def grid_case(cls, label: str) -> list[str] | None:
+    """Preset overrides of a grid-size case "NXxNY" (or "NXxNYxNZ") for a family whose engine names
+    its grid axes in ``bench_grid_axes``; None when the label is not such a size."""
+    axes = getattr(cls, "bench_grid_axes", None)
+    parts = label.split("x")
+    if not axes or len(parts) != len(axes) or not all(p.isdigit() for p in parts):
+        return None
+    return [f"grid.{axis}={int(p)}" for axis, p in zip(axes, parts)]
+
+
+def bench_case_list(family: str, cls, backend: str, cases: list[str] | None) -> list[tuple[str, list[str]]]:
+    """The (label, overrides) cases to run: all of the family's, or those asked for, in its order,
+    then any other grid sizes asked for (``grid_case``). A label that is neither is an error: it would
+    otherwise measure nothing, silently."""
+    own = cls.bench_cases(backend)
+    if not cases:
+        return own
+    known = [label for label, _ in own]
+    extra = []
+    for c in dict.fromkeys(cases):
+        if c in known:
+            continue
+        overrides = grid_case(cls, c)
+        if overrides is None:
+            axes = getattr(cls, "bench_grid_axes", None)
+            sizes = f", or any grid size {'x'.join(a.upper() for a in axes)}" if axes else ""
+            raise NagareError(f"bench {family}: no case {c!r} on {backend}; its cases: {', '.join(known)}"
+                              f"{sizes}")
+        extra.append((c, overrides))
+    return [(label, ov) for label, ov in own if label in cases] + extra
+
+
 def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time: float = 0.5,
               warmup_steps: int = 5, batch: int | None = None, max_steps: int = 20000, progress=None,
               only: list[str] | None = None, on_result=None, jobs: int = 0) -> list[BenchResult]:
@@ -94,11 +126,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
     the selected cells first in that many processes (CuPy's disk cache then serves every case)."""
     family_module(family)
     cls = engine_class(family)
-    known = [label for label, _ in cls.bench_cases(backend.name)]
-    unknown = [c for c in cases or [] if c not in known]
-    if unknown:  # a misspelt or unsupported case would otherwise measure nothing, silently
-        raise NagareError(f"nagare bench {family}: no case {unknown[0]!r} on {backend.name}; "
-                          f"its cases: {', '.join(known)}")
+    case_list = bench_case_list(family, cls, backend.name, cases)
     results: list[BenchResult] = []
     if batch is None:
         batch = getattr(cls, "bench_batch", 10)
@@ -110,9 +138,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
         if progress:
             progress(f"compiling the kernels of {len(sels)} cells in {jobs} processes")
         precompile(sels, preset, jobs)
-    for label, overrides in cls.bench_cases(backend.name):
-        if cases and label not in cases:
-            continue
+    for label, overrides in case_list:
         preset = load_preset(cls.bench_preset, overrides, backend=None)
         baseline = None
         for sel_label, sel in selections(family, backend.name, preset):

@@ -37,6 +37,7 @@ class Diffusion3D(Engine):
     family = FAMILY
     Preset = Diffusion3DPreset
     bench_preset = "diffusion3d"
+    bench_grid_axes = ("nx", "ny", "nz")  # `nagare bench diffusion3d --case NXxNYxNZ`: any grid size
     equivalence_steps = 64
     constant_dt = True
 

@@ -131,6 +131,7 @@ class LBM2D(Engine):
     family = FAMILY
     Preset = LBM2DPreset
     bench_preset = "lbm2d-poiseuille"
+    bench_grid_axes = ("nx", "ny")  # `nagare bench lbm2d --case NXxNY`: any grid size
     # Steps per timed batch: a multiple of every ts, so a temporal-blocking variant runs only full
     # ts-step launches (a batch of 10 at ts 4 ran 4 + 4 + 2 and charged every batch a short launch).
     bench_batch = 16

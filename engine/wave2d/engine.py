@@ -34,6 +34,7 @@ class Wave2D(Engine):
     family = FAMILY
     Preset = Wave2DPreset
     bench_preset = "wave2d"
+    bench_grid_axes = ("nx", "ny")  # `nagare bench wave2d --case NXxNY`: any grid size
     equivalence_steps = 64
 
     def estimated_bytes(self):

@@ -239,6 +239,19 @@ def test_resume_with_other_batching_is_bit_identical_including_time(tmp_path):
 def test_bench_refuses_an_unknown_case_in_one_line(tmp_path, capsys):
     """A case the family does not have is an error naming the cases it has, not an empty table."""
     assert main(["bench", "diffusion3d", "--backend", "numpy", "--out", str(tmp_path), "--case", "2048x2048"]) != 0
-    err = capsys.readouterr().err.strip().splitlines()
+    out, err = capsys.readouterr()
+    err = err.strip().splitlines()
     assert len(err) == 1 and "no case '2048x2048' on numpy" in err[0] and "32x32x32" in err[0]
+    assert "or any grid size NXxNYxNZ" in err[0]
+    assert not out  # refused before the bandwidth measurement and the header
     assert not (tmp_path / "diffusion3d.json").exists()
+
+
+def test_bench_measures_a_grid_size_the_family_does_not_list(tmp_path, capsys):
+    assert main(["bench", "lbm2d", "--backend", "numpy", "--out", str(tmp_path), "--case", "48x32",
+                 "--case", "64x64", "--only", "reference", "--min-time", "0.02"]) == 0
+    data = json.load(open(tmp_path / "lbm2d.json"))
+    cases = [r["case"] for r in data["results"]]
+    assert cases[0] == "64x64" and "48x32" in cases and set(cases) == {"64x64", "48x32"}
+    ok = [r for r in data["results"] if r["case"] == "48x32" and r["ok"]]
+    assert ok and ok[0]["updates_per_s"] > 0
