@@ -67,7 +67,7 @@ def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: i
     t = time.perf_counter()
     engine.step(batch)
     calib = engine.batch_report(wait=True)  # calibration batch, not part of the result
-    per_batch = calib.ms_per_step * batch / 1e3 if calib.steps and calib.ms_per_step > 0 else 0.0
+    per_batch = calib.ms_per_step * batch / 1e3 if calib.steps else 0.0
     if not per_batch > 0:  # no device time came back: the host's time of that synchronised batch
         per_batch = time.perf_counter() - t
     want = batch * max(1, min(max_steps // batch, math.ceil(min_time / max(per_batch, 1e-9))))

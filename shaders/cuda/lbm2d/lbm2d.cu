@@ -360,13 +360,48 @@ __device__ __forceinline__ void packed_stream(int i, const HalfWords<W>& raw, bo
     }
 }
 
+// The pair loop of packed_collide_store: one pair of nodes at a time is unpacked (18 live floats,
+// not 9·W), collided and packed back. CLASSES: apply the node classes c (bounce-back patch for EDGE,
+// FIXED nodes left alone; returns whether there was a FIXED one); without, every node is plain fluid
+// (a FAST segment) and there are no per-node tests — the same operations on the same values, so the
+// same bits. Those tests and their branch bookkeeping were ~70 of ~1,240 instructions per row of
+// lbm_fused_pipe (nvcc 13.0, sm_90).
+template <bool TRT, int W, bool CLASSES>
+__device__ __forceinline__ bool packed_collide_pairs(unsigned (&p)[Q][W / 2], const Vec<unsigned char, W>& c,
+                                                     const half_bits* __restrict__ f,
+                                                     const unsigned char* __restrict__ mask, int xc, int y, int nx,
+                                                     int ny, idx_t n, idx_t here, float omega, float omega_minus,
+                                                     float fx, float fy, float uwx, float uwy) {
+    bool any_fixed = false;
+#pragma unroll
+    for (int m = 0; m < W / 2; ++m) {
+        float a[Q], b[Q];
+#pragma unroll
+        for (int i = 0; i < Q; ++i) {
+            a[i] = half_lo(p[i][m]);
+            b[i] = half_hi(p[i][m]);
+        }
+        if constexpr (CLASSES) {
+            const unsigned char ca = c.e[2 * m], cb = c.e[2 * m + 1];
+            any_fixed = any_fixed || ca == FIXED || cb == FIXED;
+            if (ca == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m, y, nx, ny), n, here + 2 * m, uwx, uwy, a);
+            if (cb == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m + 1, y, nx, ny), n, here + 2 * m + 1, uwx, uwy, b);
+            if (ca != FIXED) collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
+            if (cb != FIXED) collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
+        } else {
+            collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
+            collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
+        }
+#pragma unroll
+        for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
+    }
+    return any_fixed;
+}
+
 // The second half of the packed kernels (lbm_fused_packed, lbm_fused_pipe): p[i][m] holds the streamed
-// populations of the thread's W nodes (two fp16 to a word); one pair of nodes at a time is unpacked
-// (18 live floats, not 9·W), bounce-back patched, collided and packed back; then one W-wide store per
-// direction through store(i, vector). FIXED nodes keep their own raw storage. `fast`: the thread's
-// segment is plain fluid (c all FAST), and the nodes go through a copy of the loop without the
-// per-node class tests — the same operations on the same values, so the same bits; the tests and
-// their branch bookkeeping were ~70 of ~1,240 instructions per row of lbm_fused_pipe (nvcc 13.0).
+// populations of the thread's W nodes (two fp16 to a word); they collide pair by pair, then one
+// W-wide store per direction goes through store(i, vector). FIXED nodes keep their own raw storage.
+// `fast`: the thread's segment is plain fluid (c all FAST).
 template <bool TRT, int W, typename Store>
 __device__ __forceinline__ void packed_collide_store(unsigned (&p)[Q][W / 2], const Vec<unsigned char, W>& c,
                                                      bool fast, const half_bits* __restrict__ f, Store store,
@@ -374,40 +409,9 @@ __device__ __forceinline__ void packed_collide_store(unsigned (&p)[Q][W / 2], co
                                                      int ny, idx_t n, idx_t here, float omega, float omega_minus, float fx,
                                                      float fy, float uwx, float uwy) {
     constexpr int M = W / 2;
-    bool any_fixed = false;
-    if (fast) {
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-            float a[Q], b[Q];
-#pragma unroll
-            for (int i = 0; i < Q; ++i) {
-                a[i] = half_lo(p[i][m]);
-                b[i] = half_hi(p[i][m]);
-            }
-            collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
-            collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
-#pragma unroll
-            for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
-        }
-    } else {
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-            float a[Q], b[Q];
-#pragma unroll
-            for (int i = 0; i < Q; ++i) {
-                a[i] = half_lo(p[i][m]);
-                b[i] = half_hi(p[i][m]);
-            }
-            const unsigned char ca = c.e[2 * m], cb = c.e[2 * m + 1];
-            any_fixed = any_fixed || ca == FIXED || cb == FIXED;
-            if (ca == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m, y, nx, ny), n, here + 2 * m, uwx, uwy, a);
-            if (cb == EDGE) bounce_patch<float, half_bits>(f, mask, Upstream(xc + 2 * m + 1, y, nx, ny), n, here + 2 * m + 1, uwx, uwy, b);
-            if (ca != FIXED) collide<float, TRT, true>(a, omega, omega_minus, fx, fy);
-            if (cb != FIXED) collide<float, TRT, true>(b, omega, omega_minus, fx, fy);
-#pragma unroll
-            for (int i = 0; i < Q; ++i) p[i][m] = pack_halves(a[i], b[i]);
-        }
-    }
+    const bool any_fixed =
+        fast ? packed_collide_pairs<TRT, W, false>(p, c, f, mask, xc, y, nx, ny, n, here, omega, omega_minus, fx, fy, uwx, uwy)
+             : packed_collide_pairs<TRT, W, true>(p, c, f, mask, xc, y, nx, ny, n, here, omega, omega_minus, fx, fy, uwx, uwy);
     if (any_fixed) {  // FIXED nodes keep their own raw storage (rare: never in a FAST segment)
 #pragma unroll
         for (int i = 0; i < Q; ++i)
