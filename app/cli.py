@@ -157,7 +157,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_run(args, argv: list[str]) -> int:
-    from nagare.engine.contract import load_checkpoint
+    from nagare.engine.checkpoint import load_checkpoint
     from nagare.engine.families import create_engine
     from nagare.engine.presets import load_preset, validate
 

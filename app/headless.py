@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from nagare.engine.contract import save_checkpoint
+from nagare.engine.checkpoint import save_checkpoint
 from nagare.engine.errors import Diverged
 from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 

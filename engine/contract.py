@@ -9,14 +9,13 @@ A family subclasses :class:`Engine` and provides:
 - ``_apply_selection(old, new)``: rebuild kernels / convert layouts for a new variant selection
   while keeping the physical state,
 - ``state_arrays()`` / ``_load_state_arrays(d)``: the complete state (checkpoint/restore),
-- ``fields()``, ``_diagnostics()``, ``updates_per_step``, ``bytes_per_update()``,
+- ``fields()``, ``device_diagnostics()``, ``updates_per_step``, ``bytes_per_update()``,
 - ``random_state(rng)``: a fresh random *physically valid* state (equivalence tests),
 - class methods ``equivalence_presets()`` and ``bench_cases()`` (small presets for the registry
   test; sizes for ``nagare bench``).
 """
 from __future__ import annotations
 
-import json
 import math
 from collections import deque
 from contextlib import nullcontext
@@ -25,13 +24,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import registry
-from .atomic import write_atomic
 from .backend import Backend
+from .checkpoint import CHECKPOINT_FORMAT
 from .errors import CheckpointError, Diverged, NagareError, VariantUnavailable
 from .presets import PresetBase, raw_dict
 from .timing import PhaseTimer, TimingReport, TimingWindow, summarise
-
-CHECKPOINT_FORMAT = 1
 
 
 class OutOfMemory(NagareError):
@@ -71,7 +68,7 @@ class Engine:
         self.selection = registry.resolve_selection(self.family, backend.name, preset, preset.variants, variants)
         self._check_memory()
         try:
-            with self._on_stream():
+            with self.on_stream():
                 self._allocate()
                 self._initialise()
                 self._apply_selection({}, dict(self.selection))
@@ -116,7 +113,18 @@ class Engine:
     def fields(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _diagnostics(self) -> dict[str, float]:
+    def field_names(self) -> list[str]:
+        """The names :meth:`fields` returns, in its order (the first is the default view).
+
+        Override together with :meth:`field` when computing every field is costly: the app asks
+        for the one field on screen about 30 times a second; exports still call :meth:`fields`."""
+        return list(self.fields())
+
+    def field(self, name: str):
+        """One field by name (KeyError if the engine has no such field)."""
+        return self.fields()[name]
+
+    def device_diagnostics(self) -> dict[str, float]:
         raise NotImplementedError
 
     def random_state(self, rng: np.random.Generator) -> None:
@@ -153,7 +161,7 @@ class Engine:
     equivalence_steps: ClassVar[int] = 64
 
     # ---- provided -----------------------------------------------------------------------
-    def _on_stream(self):
+    def on_stream(self):
         return self.stream if self.stream is not None else nullcontext()
 
     @property
@@ -166,7 +174,7 @@ class Engine:
         """Advance n steps. Never waits for the device."""
         if n < 1:
             return
-        with self._on_stream():
+        with self.on_stream():
             self._time += self._advance(n)
         self.step_count += n
         self._absorb(self.timer.collect())
@@ -175,14 +183,14 @@ class Engine:
         self.backend.synchronize(self.stream)
 
     def diagnostics(self) -> dict[str, float]:
-        with self._on_stream():
-            d = {k: float(v) for k, v in self._diagnostics().items()}
+        with self.on_stream():
+            d = {k: float(v) for k, v in self.device_diagnostics().items()}
         return self.check_finite(d, self.step_count)
 
     def check_finite(self, d: dict[str, float], step: int) -> dict[str, float]:
-        """``d`` (host floats of :meth:`_diagnostics` taken at ``step``), or Diverged if any is NaN/Inf.
+        """``d`` (host floats of :meth:`device_diagnostics` taken at ``step``), or Diverged if any is NaN/Inf.
 
-        Split from :meth:`diagnostics` for owners that launch ``_diagnostics()`` on the stream and
+        Split from :meth:`diagnostics` for owners that launch ``device_diagnostics()`` on the stream and
         read the values later, once an event says they are done (no host sync per frame)."""
         bad = [k for k, v in d.items() if not math.isfinite(v)]
         if bad:
@@ -224,11 +232,11 @@ class Engine:
         self._absorb(self.timer.collect(wait=True))
         old, self.selection = self.selection, new
         try:
-            with self._on_stream():
+            with self.on_stream():
                 self._apply_selection(old, new)
         except Exception:
             self.selection = old
-            with self._on_stream():
+            with self.on_stream():
                 self._apply_selection(new, old)
             raise
         self.window.clear()  # the live figures of one variant must not blend into another's
@@ -273,7 +281,7 @@ class Engine:
     # checkpoints ---------------------------------------------------------------------------
     def checkpoint(self) -> dict[str, Any]:
         """The full state as host arrays plus metadata; independent of the backend."""
-        with self._on_stream():
+        with self.on_stream():
             # Copies: a checkpoint must not change when the engine steps on (NumPy arrays are live).
             arrays = {k: np.array(self.backend.asnumpy(v), copy=True) for k, v in self.state_arrays().items()}
         meta = {
@@ -296,36 +304,10 @@ class Engine:
             if tuple(arrays[k].shape) != tuple(v.shape):
                 raise CheckpointError(f"checkpoint array '{k}' has shape {arrays[k].shape}, "
                                       f"the running engine {tuple(v.shape)}: load it with its own preset")
-        with self._on_stream():
+        with self.on_stream():
             self._load_state_arrays({k: np.asarray(arrays[k]) for k in mine})
         self.step_count = int(meta["step"])
         self._time = float(meta["time"])
         self.timer.collect(wait=True)  # timings from before the restore describe another run
         self.window.clear()
         self._batch.clear()
-
-
-def save_checkpoint(ckpt: dict[str, Any], path):
-    """Atomic write (temp file + rename) of a checkpoint as .npz; ExportError if it cannot be written."""
-    payload = {f"state/{k}": v for k, v in ckpt["arrays"].items()}
-    payload["meta"] = np.frombuffer(json.dumps(ckpt["meta"]).encode(), dtype=np.uint8)
-
-    def writer(tmp):
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **payload)
-
-    return write_atomic(path, writer)
-
-
-def load_checkpoint(path) -> dict[str, Any]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(bytes(z["meta"]).decode())
-            arrays = {k[len("state/"):]: z[k] for k in z.files if k.startswith("state/")}
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such checkpoint file") from None
-    except Exception as exc:
-        raise CheckpointError(f"{path}: not a nagare checkpoint ({type(exc).__name__}: {exc})") from None
-    if meta.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')} is not {CHECKPOINT_FORMAT}")
-    return {"meta": meta, "arrays": arrays}

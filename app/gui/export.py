@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from nagare.app.atomic import ExportError, write_atomic
-from nagare.engine.contract import save_checkpoint
+from nagare.engine.checkpoint import save_checkpoint
 from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
 __all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_checkpoint", "host_fields"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nagare.app import colormaps
 from nagare.engine.backend import get_backend
-from nagare.engine.contract import load_checkpoint
+from nagare.engine.checkpoint import load_checkpoint
 from nagare.engine.errors import NagareError
 from nagare.engine.presets import PRESET_DIR, load_preset, preset_names, raw_dict, validate
 from pydantic import BaseModel

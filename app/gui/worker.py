@@ -502,7 +502,7 @@ class SimulationWorker:
             return
         self._t_publish = now
         self._seq += 1
-        with eng._on_stream():
+        with eng.on_stream():
             pk = snapshot(eng, self.view, self._seq, self._mask_cache)
         with self._packet_lock:
             self._packets.append(pk)
@@ -520,8 +520,8 @@ class SimulationWorker:
 
     def _launch_diagnostics(self) -> None:
         eng = self.engine
-        with eng._on_stream():
-            d = eng._diagnostics()
+        with eng.on_stream():
+            d = eng.device_diagnostics()
             ev = eng.xp.cuda.Event(block=False, disable_timing=True)
             ev.record(eng.stream)
         self._diag_pending.append((eng.step_count, d, ev))

@@ -130,7 +130,7 @@ class Diffusion3D(Engine):
     def fields(self):
         return {"f": Grid3D(self.f, spacing=self.preset.grid.dx, label="f", units="")}
 
-    def _diagnostics(self):
+    def device_diagnostics(self):
         xp = self.xp
         total = xp.sum(self.f, dtype=xp.float64) * self.preset.grid.dx ** 3
         return {"integral": total, "max": xp.max(self.f), "min": xp.min(self.f)}

@@ -533,7 +533,7 @@ class LBM2D(Engine):
                                        bounds=((0.0, 0.0), (float(nx - 1), float(ny - 1))))
         return out
 
-    def _diagnostics(self):
+    def device_diagnostics(self):
         xp = self.xp
         rho, ux, uy = self.macroscopic()
         fluid = xp.asarray(self.mask_host == d2q9.FLUID)

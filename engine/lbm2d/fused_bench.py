@@ -96,7 +96,7 @@ def make_engine(n, variants: dict, launch=None):
 def time_engine(cp, e, steps: int, repeats: int, graph: bool) -> list[float]:
     """Seconds per step of `repeats` timed runs of `steps` steps (one warm-up run first)."""
     def run():
-        with e._on_stream():  # launches (and graph capture) on the engine's stream, as Engine.step does
+        with e.on_stream():  # launches (and graph capture) on the engine's stream, as Engine.step does
             if graph:
                 e._advance_graph(steps)
             else:

@@ -176,7 +176,7 @@ class SPH(Engine):
         """As Engine.step; on the GPU the time stays on the device (no host read per call)."""
         if self.gpu is None or n < 1:
             return super().step(n)
-        with self._on_stream():
+        with self.on_stream():
             self._advance(n)
         self.step_count += n
         self._absorb(self.timer.collect())
@@ -371,7 +371,7 @@ class SPH(Engine):
         return {"particles": Particles(self.pos, attrs, label="SPH particles",
                                        bounds=(tuple(self.domain.lo), tuple(self.domain.hi)))}
 
-    def _diagnostics(self):
+    def device_diagnostics(self):
         xp = self.xp
         fl = self.fluid
         v2 = xp.sum(self.vel[fl] ** 2, axis=1)

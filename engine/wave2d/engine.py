@@ -107,7 +107,7 @@ class Wave2D(Engine):
     def fields(self):
         return {"u": Grid2D(self.u, spacing=self.preset.grid.dx, label="u", units="", symmetric=True)}
 
-    def _diagnostics(self):
+    def device_diagnostics(self):
         xp = self.xp
         return {"max": xp.max(self.u), "min": xp.min(self.u),
                 "mean": xp.mean(self.u, dtype=xp.float64)}

@@ -119,7 +119,7 @@ class FakeEngine(Engine):
             "tree": Boxes(lo, hi, xp.asarray([1, 1, 1, 1])),
         }
 
-    def _diagnostics(self):
+    def device_diagnostics(self):
         return {"sum": self.xp.sum(self.rho), "max": self.xp.max(self.rho)}
 
     @property

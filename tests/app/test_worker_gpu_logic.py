@@ -61,10 +61,10 @@ class StubGpuEngine:
         self.events.append(FakeEvent(**kw))
         return self.events[-1]
 
-    def _on_stream(self):
+    def on_stream(self):
         return nullcontext()
 
-    def _diagnostics(self):
+    def device_diagnostics(self):
         return dict(self.values)  # host floats stand in for the device scalars
 
 

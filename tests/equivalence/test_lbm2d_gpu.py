@@ -178,7 +178,7 @@ def test_tracer_and_velocity_kernels_match_the_array_path(storage):
                                        "tracers.rate=3000"], backend="cupy")
     e = Engine(p, get_backend("cupy"), variants={"storage": storage})
     e.step(100)
-    with e._on_stream():
+    with e.on_stream():
         rho, ux, uy = e.macroscopic()  # the fused pass
         rho_ref, ux_ref, uy_ref = e._macroscopic_arrays()
         np.testing.assert_allclose(cp.asnumpy(rho), cp.asnumpy(rho_ref), rtol=1e-6)

@@ -185,7 +185,7 @@ def test_every_preset_runs_a_few_steps_on_numpy(preset):
 def test_divergence_stops_with_status_3_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
     from nagare.app.headless import RunOptions, run
     from nagare.engine.backend import get_backend
-    from nagare.engine.contract import load_checkpoint
+    from nagare.engine.checkpoint import load_checkpoint
     from nagare.engine.families import create_engine
     from nagare.engine.presets import load_preset
 

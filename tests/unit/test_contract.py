@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from nagare.engine import registry
 from nagare.engine.backend import get_backend
-from nagare.engine.contract import load_checkpoint, save_checkpoint
+from nagare.engine.checkpoint import load_checkpoint, save_checkpoint
 from nagare.engine.errors import CheckpointError, Diverged, VariantUnavailable
 from nagare.engine.families import create_engine
 from nagare.engine.fields import Grid3D
