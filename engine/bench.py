@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from . import registry
+from .benchspec import BenchSpec
 from .errors import NagareError
 from .families import engine_class, family_module
 from .presets import load_preset
@@ -42,10 +43,9 @@ def selections(family: str, backend: str, preset) -> list[tuple[str, dict]]:
     """The default selection first, then each registered choice of each axis changed alone."""
     base = registry.default_selection(family, backend)
     out = [("default", dict(base))]
-    cls = engine_class(family)
-    extra = getattr(cls, "bench_selections", None)
-    if extra is not None:
-        return [(lbl, dict(base, **sel)) for lbl, sel in extra(backend)]
+    listed = engine_class(family).bench_spec().selections
+    if listed is not None:
+        return [(lbl, dict(base, **sel)) for lbl, sel in listed(backend)]
     for axis, ax in registry.axes(family).items():
         for name in ax.choices:
             if name == base[axis]:
@@ -84,10 +84,10 @@ def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: i
             "extra": rep.extra}
 
 
-def grid_case(cls, label: str) -> list[str] | None:
-    """Preset overrides of a grid-size case "NXxNY" (or "NXxNYxNZ") for a family whose engine names
-    its grid axes in ``bench_grid_axes``; None when the label is not such a size."""
-    axes = getattr(cls, "bench_grid_axes", None)
+def grid_case(spec: BenchSpec, label: str) -> list[str] | None:
+    """Preset overrides of a grid-size case "NXxNY" (or "NXxNYxNZ") for a family whose bench spec
+    names its grid axes; None when the label is not such a size."""
+    axes = spec.grid_axes
     parts = label.split("x")
     if not axes or len(parts) != len(axes) or not all(p.isdigit() for p in parts):
         return None
@@ -98,7 +98,10 @@ def bench_case_list(family: str, cls, backend: str, cases: list[str] | None) -> 
     """The (label, overrides) cases to run: all of the family's, or those asked for, in its order,
     then any other grid sizes asked for (``grid_case``). A label that is neither is an error: it would
     otherwise measure nothing, silently."""
-    own = cls.bench_cases(backend)
+    spec = cls.bench_spec()
+    if not spec.preset:
+        raise NagareError(f"bench {family}: this family has no benchmark")
+    own = spec.cases(backend)
     if not cases:
         return own
     known = [label for label, _ in own]
@@ -106,9 +109,9 @@ def bench_case_list(family: str, cls, backend: str, cases: list[str] | None) -> 
     for c in dict.fromkeys(cases):
         if c in known:
             continue
-        overrides = grid_case(cls, c)
+        overrides = grid_case(spec, c)
         if overrides is None:
-            axes = getattr(cls, "bench_grid_axes", None)
+            axes = spec.grid_axes
             sizes = f", or any grid size {'x'.join(a.upper() for a in axes)}" if axes else ""
             raise NagareError(f"bench {family}: no case {c!r} on {backend}; its cases: {', '.join(known)}"
                               f"{sizes}")
@@ -121,25 +124,26 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
               only: list[str] | None = None, on_result=None, jobs: int = 0) -> list[BenchResult]:
     """``only``: keep the selections whose label contains one of these substrings.
     ``on_result(result)`` is called as each cell is measured (long matrices show progress).
-    ``batch``: steps per ``engine.step`` call; by default the family's ``bench_batch`` (else 10).
-    ``jobs`` > 1: a family with ``bench_precompile(selections, backend, jobs)`` compiles the kernels of
-    the selected cells first in that many processes (CuPy's disk cache then serves every case)."""
+    ``batch``: steps per ``engine.step`` call; by default the family's ``BenchSpec.batch``.
+    ``jobs`` > 1: a family whose BenchSpec has ``precompile`` compiles the kernels of the selected
+    cells first in that many processes (CuPy's disk cache then serves every case)."""
     family_module(family)
     cls = engine_class(family)
+    spec = cls.bench_spec()
     case_list = bench_case_list(family, cls, backend.name, cases)
     results: list[BenchResult] = []
     if batch is None:
-        batch = getattr(cls, "bench_batch", 10)
-    precompile = getattr(cls, "bench_precompile", None)
+        batch = spec.batch
+    precompile = spec.precompile
     if jobs > 1 and precompile is not None and backend.is_gpu:
-        preset = load_preset(cls.bench_preset, [], backend=None)
+        preset = load_preset(spec.preset, [], backend=None)
         sels = [sel for label, sel in selections(family, backend.name, preset)
                 if not only or any(s in label for s in only)]
         if progress:
             progress(f"compiling the kernels of {len(sels)} cells in {jobs} processes")
         precompile(sels, preset, jobs)
     for label, overrides in case_list:
-        preset = load_preset(cls.bench_preset, overrides, backend=None)
+        preset = load_preset(spec.preset, overrides, backend=None)
         baseline = None
         for sel_label, sel in selections(family, backend.name, preset):
             if only and not any(s in sel_label for s in only):

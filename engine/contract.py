@@ -1,22 +1,37 @@
-"""The engine contract every solver family implements (DESIGN.md §3).
+"""The engine contract every solver family implements (DESIGN.md §3, docs/architecture.md).
 
-A family subclasses :class:`Engine` and provides:
+A family subclasses :class:`Engine` (an abstract base class: a concrete family that leaves one of
+the abstract methods below unimplemented is refused when its class is defined) and provides:
 
 - ``family`` (its registry name) and ``Preset`` (its pydantic preset model),
 - ``_allocate()`` / ``_initialise()``: state on ``self.xp`` from ``self.preset``,
 - ``_advance(n) -> float``: advance n steps on ``self.stream`` using ``self.timer.phase(...)``
   around device work, return the physical time advanced,
+- ``state_arrays()`` / ``_load_state_arrays(d)``: the complete state (checkpoint/restore),
+- ``fields()``: every named field; ``device_diagnostics()``: cheap scalars as device values,
+- ``updates_per_step``, ``bytes_per_update()``: the throughput and roofline model,
+- ``random_state(rng)``: a fresh random *physically valid* state (equivalence tests),
+- class method ``equivalence_presets()``: small presets for the registry test.
+
+and may override (each has a default):
+
 - ``_apply_selection(old, new)``: rebuild kernels / convert layouts for a new variant selection
   while keeping the physical state,
-- ``state_arrays()`` / ``_load_state_arrays(d)``: the complete state (checkpoint/restore),
-- ``fields()``, ``device_diagnostics()``, ``updates_per_step``, ``bytes_per_update()``,
-- ``random_state(rng)``: a fresh random *physically valid* state (equivalence tests),
-- class methods ``equivalence_presets()`` and ``bench_cases()`` (small presets for the registry
-  test; sizes for ``nagare bench``).
+- ``field_names()`` / ``field(name)``: one field without computing all of them,
+- ``check_restorable(arrays)``: whether a checkpoint's arrays fit this engine (default: the same
+  names, shapes and dtypes; an octree whose leaf count changes overrides it),
+- ``estimated_bytes()``, ``timing_extra()``, ``equivalence_companions()``,
+- class method ``bench_spec()``: what ``nagare bench`` measures (engine/benchspec.py).
+
+Users (worker, CLI, bench, tests) call only the public names: ``step``, ``synchronize``,
+``on_stream``, ``fields``/``field_names``/``field``, ``diagnostics``/``device_diagnostics``/
+``check_finite``, ``variants``/``set_variant``/``selection``, ``timings``/``batch_report``,
+``checkpoint``/``restore``, ``step_count``, ``time``, ``bench_spec``.
 """
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import deque
 from contextlib import nullcontext
 from typing import Any, ClassVar
@@ -25,6 +40,7 @@ import numpy as np
 
 from . import registry
 from .backend import Backend
+from .benchspec import BenchSpec
 from .checkpoint import CHECKPOINT_FORMAT
 from .errors import CheckpointError, Diverged, NagareError, VariantUnavailable
 from .presets import PresetBase, raw_dict
@@ -50,9 +66,25 @@ def available_memory(backend: Backend) -> int | None:
     return None
 
 
-class Engine:
+class Engine(ABC):
     family: ClassVar[str] = ""
     Preset: ClassVar[type[PresetBase]] = PresetBase
+    # True when every step advances physical time by the same self.dt: then time = step_count·dt,
+    # which does not depend on how steps were grouped into batches (bit-for-bit resume).
+    constant_dt: ClassVar[bool] = False
+    equivalence_steps: ClassVar[int] = 64
+
+    def __init_subclass__(cls, **kwargs):
+        """A concrete family (one that names its ``family``) must implement every abstract method:
+        refuse it here, where the class is defined, rather than at its first use."""
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("family"):
+            return
+        missing = sorted(name for name in Engine.__abstractmethods__
+                         if getattr(getattr(cls, name, None), "__isabstractmethod__", False))
+        if missing:
+            raise TypeError(f"engine family '{cls.family}' ({cls.__qualname__}) does not implement "
+                            f"{', '.join(missing)} (engine/contract.py)")
 
     def __init__(self, preset: PresetBase, backend: Backend, variants: dict | None = None):
         self.preset = preset
@@ -92,26 +124,33 @@ class Engine:
         return 0
 
     # ---- what families implement ---------------------------------------------------------
+    @abstractmethod
     def _allocate(self) -> None:
-        raise NotImplementedError
+        """Allocate the state on ``self.xp`` for ``self.preset`` (no values yet)."""
 
+    @abstractmethod
     def _initialise(self) -> None:
-        raise NotImplementedError
+        """Set the initial state the preset describes."""
 
+    @abstractmethod
     def _advance(self, n: int) -> float:
-        raise NotImplementedError
+        """Advance n steps on ``self.stream`` (device work inside ``self.timer.phase``); return the
+        physical time advanced."""
 
-    def _apply_selection(self, old: dict, new: dict) -> None:
-        """Called at construction (old = {}) and on every set_variant()."""
+    def _apply_selection(self, old: dict, new: dict) -> None:  # noqa: B027 (optional hook: default does nothing)
+        """Called at construction (old = {}) and on every set_variant(). Default: nothing to rebuild."""
 
+    @abstractmethod
     def state_arrays(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Every array that influences the future, by name (what a checkpoint holds)."""
 
+    @abstractmethod
     def _load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        raise NotImplementedError
+        """Load host arrays of :meth:`state_arrays` (already checked by :meth:`check_restorable`)."""
 
+    @abstractmethod
     def fields(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Every named field (engine/fields.py types) for rendering and export, in display order."""
 
     def field_names(self) -> list[str]:
         """The names :meth:`fields` returns, in its order (the first is the default view).
@@ -124,24 +163,28 @@ class Engine:
         """One field by name (KeyError if the engine has no such field)."""
         return self.fields()[name]
 
+    @abstractmethod
     def device_diagnostics(self) -> dict[str, float]:
-        raise NotImplementedError
+        """Cheap scalars (mass, max |u| ...) as device values, launched on the stream without a host
+        sync; :meth:`diagnostics` reads them and checks they are finite."""
 
+    @abstractmethod
     def random_state(self, rng: np.random.Generator) -> None:
-        raise NotImplementedError
+        """Replace the state by a random *physically valid* one (equivalence tests)."""
 
     @property
+    @abstractmethod
     def updates_per_step(self) -> float:
         """Lattice/point/particle updates per step (for MLUPS-style throughput)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def bytes_per_update(self) -> float:
         """Device-memory bytes one update must move at least (the engine's roofline model)."""
-        raise NotImplementedError
 
     @classmethod
+    @abstractmethod
     def equivalence_presets(cls) -> dict[str, PresetBase]:
-        raise NotImplementedError
+        """{label: small preset} on which the registry test checks every variant."""
 
     @classmethod
     def equivalence_companions(cls, axis: str, choice: str) -> dict:
@@ -150,15 +193,25 @@ class Engine:
         return {}
 
     @classmethod
-    def bench_cases(cls) -> list[tuple[str, list[str]]]:
-        """(label, --set overrides) for ``nagare bench``; the family's bench preset is their base."""
-        return []
+    def bench_spec(cls) -> BenchSpec:
+        """What ``nagare bench FAMILY`` measures (engine/benchspec.py); default: no benchmark."""
+        return BenchSpec()
 
-    bench_preset: ClassVar[str] = ""
-    # True when every step advances physical time by the same self.dt: then time = step_count·dt,
-    # which does not depend on how steps were grouped into batches (bit-for-bit resume).
-    constant_dt: ClassVar[bool] = False
-    equivalence_steps: ClassVar[int] = 64
+    def check_restorable(self, arrays: dict[str, np.ndarray]) -> None:
+        """CheckpointError unless ``arrays`` (a checkpoint's state) can be loaded into this engine.
+
+        Default: every array of :meth:`state_arrays` present with the same dtype and shape. A family
+        whose state changes shape as it runs (an octree's leaf count) overrides this and resizes in
+        :meth:`_load_state_arrays`."""
+        for k, v in self.state_arrays().items():
+            if k not in arrays:
+                raise CheckpointError(f"checkpoint lacks state array '{k}'")
+            if np.dtype(arrays[k].dtype) != np.dtype(v.dtype):
+                raise CheckpointError(f"checkpoint array '{k}' is {np.dtype(arrays[k].dtype)}, the running engine "
+                                      f"{np.dtype(v.dtype)}: load it with its own preset (precision)")
+            if tuple(arrays[k].shape) != tuple(v.shape):
+                raise CheckpointError(f"checkpoint array '{k}' has shape {arrays[k].shape}, "
+                                      f"the running engine {tuple(v.shape)}: load it with its own preset")
 
     # ---- provided -----------------------------------------------------------------------
     def on_stream(self):
@@ -294,18 +347,10 @@ class Engine:
         meta, arrays = ckpt["meta"], ckpt["arrays"]
         if meta.get("family") != self.family:
             raise CheckpointError(f"checkpoint is for engine '{meta.get('family')}', not '{self.family}'")
-        mine = {k: v for k, v in self.state_arrays().items()}
-        for k, v in mine.items():
-            if k not in arrays:
-                raise CheckpointError(f"checkpoint lacks state array '{k}'")
-            if np.dtype(arrays[k].dtype) != np.dtype(v.dtype):
-                raise CheckpointError(f"checkpoint array '{k}' is {np.dtype(arrays[k].dtype)}, the running engine "
-                                      f"{np.dtype(v.dtype)}: load it with its own preset (precision)")
-            if tuple(arrays[k].shape) != tuple(v.shape):
-                raise CheckpointError(f"checkpoint array '{k}' has shape {arrays[k].shape}, "
-                                      f"the running engine {tuple(v.shape)}: load it with its own preset")
+        self.check_restorable(arrays)
+        names = list(self.state_arrays())
         with self.on_stream():
-            self._load_state_arrays({k: np.asarray(arrays[k]) for k in mine})
+            self._load_state_arrays({k: np.asarray(arrays[k]) for k in names})
         self.step_count = int(meta["step"])
         self._time = float(meta["time"])
         self.timer.collect(wait=True)  # timings from before the restore describe another run

@@ -11,10 +11,12 @@ import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .backend import Backend
+if TYPE_CHECKING:  # annotations only: backend.py imports this module lazily, so no import cycle
+    from .backend import Backend
 
 
 def cache_dir() -> Path:

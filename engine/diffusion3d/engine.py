@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import registry
+from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Grid3D
 from ..stencil.library import diffusion7
@@ -36,8 +37,6 @@ registry.register_choice(FAMILY, "kernel", "cuda-handwritten", backends=("cupy",
 class Diffusion3D(Engine):
     family = FAMILY
     Preset = Diffusion3DPreset
-    bench_preset = "diffusion3d"
-    bench_grid_axes = ("nx", "ny", "nz")  # `nagare bench diffusion3d --case NXxNYxNZ`: any grid size
     equivalence_steps = 64
     constant_dt = True
 
@@ -154,6 +153,11 @@ class Diffusion3D(Engine):
                 {**base, "grid": grids[bc], "physics": {"precision": prec}, "boundaries": {"kind": bc}})
             for prec in ("fp32", "fp64") for bc in ("periodic", "fixed")
         }
+
+    @classmethod
+    def bench_spec(cls):
+        return BenchSpec(preset="diffusion3d", cases=cls.bench_cases,
+                         grid_axes=("nx", "ny", "nz"))  # `nagare bench diffusion3d --case NXxNYxNZ`: any grid size
 
     @classmethod
     def bench_cases(cls, backend: str = "cupy"):

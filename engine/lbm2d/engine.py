@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Grid2D, Particles
 from . import d2q9, reference, variants
@@ -130,11 +131,6 @@ def fp16_representable(f: np.ndarray) -> np.ndarray:
 class LBM2D(Engine):
     family = FAMILY
     Preset = LBM2DPreset
-    bench_preset = "lbm2d-poiseuille"
-    bench_grid_axes = ("nx", "ny")  # `nagare bench lbm2d --case NXxNY`: any grid size
-    # Steps per timed batch: a multiple of every ts, so a temporal-blocking variant runs only full
-    # ts-step launches (a batch of 10 at ts 4 ran 4 + 4 + 2 and charged every batch a short launch).
-    bench_batch = 16
     equivalence_steps = 64
 
     def estimated_bytes(self):
@@ -592,6 +588,16 @@ class LBM2D(Engine):
         if axis == "tr" and choice != "0":
             return {"kernel": "srtb", "ts": "8"}
         return {}
+
+    # Steps per timed batch: a multiple of every ts, so a temporal-blocking variant runs only full
+    # ts-step launches (a batch of 10 at ts 4 ran 4 + 4 + 2 and charged every batch a short launch).
+    BENCH_BATCH = 16
+
+    @classmethod
+    def bench_spec(cls):
+        return BenchSpec(preset="lbm2d-poiseuille", cases=cls.bench_cases, selections=cls.bench_selections,
+                         grid_axes=("nx", "ny"),  # `nagare bench lbm2d --case NXxNY`: any grid size
+                         batch=cls.BENCH_BATCH, precompile=cls.bench_precompile)
 
     @classmethod
     def bench_selections(cls, backend: str = "cupy"):

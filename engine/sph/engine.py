@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .. import registry
+from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Particles
 from . import geometry, reference
@@ -66,7 +67,6 @@ for _name, _doc in (("aos", "array of 8-value records (x y z vx vy vz ρ p)"),
 class SPH(Engine):
     family = FAMILY
     Preset = SPHPreset
-    bench_preset = "sph-dambreak2d"
     equivalence_steps = 100
 
     # ---- state ----
@@ -431,6 +431,10 @@ class SPH(Engine):
     _DAM3D = ["geometry.kind=dambreak3d", "geometry.column_width=0.4", "geometry.column_height=0.3",
               "geometry.tank_length=1.6", "geometry.tank_width=0.67", "geometry.tank_height=0.4",
               "particles.boundary_layers=2"]
+
+    @classmethod
+    def bench_spec(cls):
+        return BenchSpec(preset="sph-dambreak2d", cases=cls.bench_cases, selections=cls.bench_selections)
 
     @classmethod
     def bench_cases(cls, backend: str = "cupy"):

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .. import registry
+from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Grid2D
 from ..stencil.library import wave2d
@@ -33,8 +34,6 @@ register_stencil_choices(FAMILY, {"kernel": "array"}, host_rtol=0.0, device_rtol
 class Wave2D(Engine):
     family = FAMILY
     Preset = Wave2DPreset
-    bench_preset = "wave2d"
-    bench_grid_axes = ("nx", "ny")  # `nagare bench wave2d --case NXxNY`: any grid size
     equivalence_steps = 64
 
     def estimated_bytes(self):
@@ -130,6 +129,11 @@ class Wave2D(Engine):
                 {**base, "grid": grids[bc], "physics": {"precision": prec}, "boundaries": {"kind": bc}})
             for prec in ("fp32", "fp64") for bc in ("periodic", "fixed")
         }
+
+    @classmethod
+    def bench_spec(cls):
+        return BenchSpec(preset="wave2d", cases=cls.bench_cases,
+                         grid_axes=("nx", "ny"))  # `nagare bench wave2d --case NXxNY`: any grid size
 
     @classmethod
     def bench_cases(cls, backend: str = "cupy"):

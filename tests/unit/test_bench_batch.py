@@ -5,8 +5,8 @@ from nagare.engine.backend import get_backend
 
 
 @pytest.mark.parametrize("family, case, only, expected", [
-    ("lbm2d", "64x64", "reference fp16", 16),     # LBM2D.bench_batch: full ts-step launches
-    ("diffusion3d", "32x32x32", "default", 10),   # no bench_batch: the generic default
+    ("lbm2d", "64x64", "reference fp16", 16),     # LBM2D.bench_spec().batch: full ts-step launches
+    ("diffusion3d", "32x32x32", "default", 10),   # BenchSpec.batch default
 ])
 def test_bench_uses_the_family_batch(monkeypatch, family, case, only, expected):
     seen = []
@@ -28,7 +28,7 @@ def test_lbm2d_batch_is_a_multiple_of_every_ts():
     from nagare.engine.lbm2d import variants
     from nagare.engine.lbm2d.engine import LBM2D
     for ts in variants.TS_CHOICES:
-        assert LBM2D.bench_batch % int(ts) == 0
+        assert LBM2D.bench_spec().batch % int(ts) == 0
 
 
 class QueueingEngine:

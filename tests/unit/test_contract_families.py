@@ -1,0 +1,115 @@
+"""The engine contract, walked over every registered family on the NumPy backend: each family
+implements the whole contract, and what the contract promises (fields by name, checkpoints,
+bench description, variants) holds for each, not only for the family it was first written for."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from nagare.engine import fields as field_types
+from nagare.engine.backend import get_backend
+from nagare.engine.benchspec import BenchSpec
+from nagare.engine.contract import Engine
+from nagare.engine.errors import CheckpointError
+from nagare.engine.families import FAMILIES, engine_class, family_module
+
+FIELD_TYPES = (field_types.Grid2D, field_types.Grid3D, field_types.Particles, field_types.Boxes)
+
+
+def first_engine(family):
+    cls = engine_class(family)
+    label, preset = next(iter(cls.equivalence_presets().items()))
+    return cls(preset, get_backend("numpy"))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_implements_the_whole_contract(family):
+    cls = engine_class(family)
+    assert issubclass(cls, Engine)
+    assert cls.family == family
+    assert not cls.__abstractmethods__, f"{family} leaves {sorted(cls.__abstractmethods__)} abstract"
+    assert family_module(family).Preset is cls.Preset
+    spec = cls.bench_spec()
+    assert isinstance(spec, BenchSpec)
+    assert spec.preset, f"{family} declares no bench preset"
+    for backend in ("numpy", "cupy"):
+        cases = spec.cases(backend)
+        assert cases and all(isinstance(label, str) and isinstance(ov, list) for label, ov in cases)
+    assert spec.batch >= 1
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_fields_by_name_match_fields(family):
+    eng = first_engine(family)
+    eng.step(2)
+    every = eng.fields()
+    assert eng.field_names() == list(every)
+    for name, f in every.items():
+        assert isinstance(f, FIELD_TYPES), f"{family}.{name} is a {type(f).__name__}"
+        one = eng.field(name)
+        assert type(one) is type(f)
+    with pytest.raises(KeyError):
+        eng.field("no-such-field")
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_checkpoint_restore_continue_is_bit_identical(family):
+    a = first_engine(family)
+    a.step(3)
+    ckpt = a.checkpoint()
+    a.step(4)
+    b = first_engine(family)
+    b.restore(ckpt)
+    assert b.step_count == 3
+    b.step(4)
+    assert (a.step_count, a.time) == (b.step_count, b.time)
+    for name, arr in a.state_arrays().items():
+        np.testing.assert_array_equal(np.asarray(b.state_arrays()[name]), np.asarray(arr), err_msg=name)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_restore_refuses_a_state_that_does_not_fit(family):
+    eng = first_engine(family)
+    arrays = eng.checkpoint()["arrays"]
+    name = next(iter(arrays))
+    with pytest.raises(CheckpointError, match=name):
+        eng.check_restorable({k: v for k, v in arrays.items() if k != name})
+    with pytest.raises(CheckpointError, match="shape"):
+        eng.check_restorable(dict(arrays, **{name: np.zeros((1,) + arrays[name].shape, arrays[name].dtype)}))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_diagnostics_and_variants_and_timings(family):
+    eng = first_engine(family)
+    eng.step(2)
+    d = eng.diagnostics()
+    assert d and all(math.isfinite(v) for v in d.values())
+    v = eng.variants
+    assert set(v) == set(eng.selection)
+    for axis, info in v.items():
+        assert info["current"] == eng.selection[axis]
+        assert info["current"] in info["choices"]
+        assert info["choices"][info["current"]] is None, f"{axis}: the running choice says it cannot run"
+    rep = eng.batch_report(wait=True)
+    assert rep.steps == 2
+    assert eng.updates_per_step > 0 and eng.bytes_per_update() > 0
+
+
+def test_a_family_missing_a_method_is_refused_where_it_is_defined():
+    with pytest.raises(TypeError, match=r"'toy'.*does not implement.*fields"):
+        class Incomplete(Engine):  # noqa: F841 - defining it is the test
+            family = "toy"
+
+            def _allocate(self): ...
+            def _initialise(self): ...
+            def _advance(self, n): return 0.0
+            def state_arrays(self): return {}
+            def _load_state_arrays(self, arrays): ...
+            def device_diagnostics(self): return {}
+            def random_state(self, rng): ...
+            @property
+            def updates_per_step(self): return 1.0
+            def bytes_per_update(self): return 1.0
+            @classmethod
+            def equivalence_presets(cls): return {}
