@@ -1,9 +1,15 @@
-"""The VisPy scene in the centre of the window: draws a FramePacket by field kind.
+"""The VisPy scene in the centre of the window: draws a FramePacket through its kind's Drawer.
 
-- Grid2D / a slice of Grid3D: a float32 (``r32f``) texture colour-mapped on the GPU through the
-  same LUT as the headless PNG writer (nagare.app.colormaps), obstacles as an opaque overlay.
-- Particles: markers coloured by an attribute; Boxes: wireframes (12 edges per box).
+Each packet kind has a :class:`Drawer` registered in nagare.app.fieldkinds (role ``draw``, keyed
+by the kind string the field type's snapshot handler sets); the canvas itself only switches
+visuals and camera when the kind changes. The built-in kinds, registered at the end of this module:
+
+- ``grid2d`` / ``grid3d`` (a slice): a float32 (``r32f``) texture colour-mapped on the GPU through
+  the same LUT as the headless PNG writer (nagare.app.colormaps), obstacles as an opaque overlay.
+- ``particles``: markers coloured by an attribute; ``boxes``: wireframes (12 edges per box).
 - 2D kinds use a pan/zoom camera, 3D particles/boxes a turntable (orbit) camera.
+
+A new kind registers its own Drawer, adding any visual it needs with :meth:`FieldCanvas.add_visual`.
 
 Uploads happen inside ``on_draw`` (the GL context is current there, also under EGL), through
 CUDA–GL interop when :mod:`.interop` allows it, otherwise through a host copy. After VisPy has
@@ -16,18 +22,18 @@ import threading
 
 import numpy as np
 from nagare.app import colormaps
+from nagare.app.fieldkinds import lookup, register
+from nagare.app.fieldkinds.boxes import box_segments
+from nagare.app.packets import FramePacket
 from vispy import gloo, scene
 from vispy.color import Colormap
 from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
 from . import interop
-from .worker import FramePacket
 
 log = logging.getLogger("nagare")
-
-_BOX_EDGES = np.array([(0, 1), (1, 3), (3, 2), (2, 0), (4, 5), (5, 7), (7, 6), (6, 4),
-                       (0, 4), (1, 5), (2, 6), (3, 7)])
+__all__ = ["Drawer", "FieldCanvas", "box_segments", "host"]
 
 
 MASK_RGBA = (89, 89, 97, 255)  # obstacles: (0.35, 0.35, 0.38) as in colormaps.apply's mask colour
@@ -67,14 +73,30 @@ def _host_scalar(x) -> float:
     return float(host(x, "cupy"))
 
 
-def box_segments(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """(n, 3) corners lo/hi → (n*24, 3) line-segment endpoints of the boxes' edges."""
-    lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
-    corners = np.empty((len(lo), 8, lo.shape[1]), np.float32)
-    for c in range(8):
-        pick = [(c >> d) & 1 for d in range(lo.shape[1])]
-        corners[:, c] = np.where(pick, hi, lo)
-    return corners[:, _BOX_EDGES].reshape(-1, lo.shape[1])
+class Drawer:
+    """How the canvas shows one packet kind (register an instance: ``register("draw", kind, d)``).
+
+    Called on the UI thread with the GL context current, once the packet's event is done."""
+
+    visuals: tuple[str, ...] = ()  # names in FieldCanvas.visuals shown while this kind is on screen
+    label = "host (geometry)"  # the display path the status bar reports for this kind
+
+    def setup(self, canvas: FieldCanvas) -> None:
+        """Called when this kind comes on screen, before its visuals are shown: a kind with
+        visuals of its own adds them here on first use (``canvas.add_visual``)."""
+
+    def three_d(self, pk: FramePacket) -> bool:
+        """True: orbit (turntable) camera; False: pan/zoom."""
+        return False
+
+    def upload(self, canvas: FieldCanvas, pk: FramePacket) -> None:
+        raise NotImplementedError
+
+    def fit(self, canvas: FieldCanvas, pk: FramePacket) -> None:
+        """Frame the data once the kind or the shape changed (canvas.fit_bounds helps)."""
+
+    def display_label(self, canvas: FieldCanvas) -> str:
+        return self.label
 
 
 class ParticleVisual(Visual):
@@ -185,6 +207,9 @@ class FieldCanvas(scene.SceneCanvas):
         self.domain = scene.visuals.Line(connect="segments", color=(0.6, 0.6, 0.65, 1), parent=self.view.scene)
         for v in (self.markers, self.lines, self.domain, self.mask_image, self.overlay):
             v.visible = False
+        # every visual a Drawer may show, by name; hidden together when the packet kind changes
+        self.visuals = {"image": self.image, "mask_image": self.mask_image, "markers": self.markers,
+                        "overlay": self.overlay, "lines": self.lines, "domain": self.domain}
         self.hud = None
         self.backend = "numpy"
         self.display_path = "undecided"
@@ -212,9 +237,26 @@ class FieldCanvas(scene.SceneCanvas):
 
     def set_range(self, rng: tuple[float, float] | None) -> None:
         self.fixed_range = rng
+        self.refresh()
+
+    def set_show_obstacles(self, on: bool) -> None:
+        self.show_obstacles = on
+        self._mask_key = None  # upload the mask texture again when it is shown again
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Draw the packet on screen again (after a change of how it is shown)."""
         if self.shown is not None:
             self._pending = self._pending or self.shown
         self.update()
+
+    def add_visual(self, name: str, node) -> None:
+        """Add a scene visual a registered Drawer shows by ``name`` (hidden until its kind is on screen)."""
+        if name in self.visuals:
+            raise ValueError(f"the canvas already has a visual {name!r}")
+        node.parent = self.view.scene
+        node.visible = False
+        self.visuals[name] = node
 
     def set_backend(self, backend: str) -> None:
         if backend != self.backend:
@@ -255,7 +297,8 @@ class FieldCanvas(scene.SceneCanvas):
             self.hud.render(self.physical_size, self.pixel_scale)
         self.frames_drawn += 1
 
-    def _range(self, pk: FramePacket) -> tuple[float, float]:
+    def colour_range(self, pk: FramePacket) -> tuple[float, float]:
+        """The colour range of a packet: the fixed one, else the packet's (device) auto range."""
         if self.fixed_range is not None:
             return self.fixed_range
         if pk.vmin is None:
@@ -265,41 +308,39 @@ class FieldCanvas(scene.SceneCanvas):
             hi = lo + (abs(lo) * 1e-6 or 1.0)
         return lo, hi
 
-    def _set_kind(self, pk: FramePacket) -> None:
-        three_d = pk.kind in ("particles", "boxes") and self._dims(pk) == 3
+    def _set_kind(self, pk: FramePacket, drawer: Drawer) -> None:
+        three_d = drawer.three_d(pk)
         kind = (pk.kind, three_d)
         if kind == self._kind:
             return
         self._kind = kind
-        self.image.visible = pk.kind in ("grid2d", "grid3d")
-        self.mask_image.visible = False
-        self.markers.visible = pk.kind == "particles"
-        self.overlay.visible = False
-        self.lines.visible = pk.kind == "boxes"
-        self.domain.visible = False
+        drawer.setup(self)
+        for v in self.visuals.values():
+            v.visible = False
+        for name in drawer.visuals:
+            self.visuals[name].visible = True
         self.view.camera = scene.TurntableCamera(fov=45) if three_d else scene.PanZoomCamera(aspect=1)
         self._image_shape = None
         self._fit = True
 
-    @staticmethod
-    def _dims(pk: FramePacket) -> int:
-        a = pk.positions if pk.kind == "particles" else pk.lo
-        return int(a.shape[1]) if a is not None and a.ndim == 2 else 2
-
     def _upload(self, pk: FramePacket) -> None:
-        self._set_kind(pk)
-        if pk.kind in ("grid2d", "grid3d"):
-            self._upload_grid(pk)
-        elif pk.kind == "particles":
-            self._upload_particles(pk)
-        else:
-            self._upload_boxes(pk)
+        drawer = lookup("draw", pk.kind)
+        self._set_kind(pk, drawer)
+        drawer.upload(self, pk)
         self.shown = pk
-        # what the status bar reports: grids may go through interop; particles/boxes use the host
-        self.display_label = self.display_path if pk.kind in ("grid2d", "grid3d") else "host (geometry)"
+        self.display_label = drawer.display_label(self)  # what the status bar reports
         if self._fit:
             self._fit = False
-            self._fit_camera(pk)
+            drawer.fit(self, pk)
+
+    def fit_bounds(self, lo, hi) -> None:
+        """Frame the box lo..hi with the current camera (explicit ranges: VisPy's auto bounds trip
+        over empty visuals)."""
+        if isinstance(self.view.camera, scene.TurntableCamera):
+            self.view.camera.center = tuple((lo + hi) / 2)
+            self.view.camera.scale_factor = float(np.max(hi - lo)) * 1.2 or 1.0
+        else:
+            self.view.camera.set_range(x=(lo[0], hi[0]), y=(lo[1], hi[1]), margin=0.05)
 
     def _decide_path(self) -> None:
         if self.display_path != "undecided":
@@ -316,8 +357,9 @@ class FieldCanvas(scene.SceneCanvas):
         tex = self.image._texture
         return int(self.context.shared.parser._objects[tex.id].handle)
 
+    # ---- the built-in kinds' uploads (their Drawers below call these) -----------------------
     def _upload_grid(self, pk: FramePacket) -> None:
-        lo, hi = self._range(pk)
+        lo, hi = self.colour_range(pk)
         self.current_range = (lo, hi)
         self.image.clim = (lo, hi)
         shape = tuple(pk.data.shape)
@@ -373,7 +415,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.host_copies += pk.backend == "cupy"
         clim = (0.0, 1.0)
         if pk.data is not None:
-            clim = self.current_range = self._range(pk)
+            clim = self.current_range = self.colour_range(pk)
         size = 7 if len(pos) < 5000 else 3
         self.markers.set_data(pos, host(pk.data, pk.backend), clim, size * self.pixel_scale)
         if pk.bounds is not None:
@@ -383,26 +425,6 @@ class FieldCanvas(scene.SceneCanvas):
 
     def _upload_boxes(self, pk: FramePacket) -> None:
         self.lines.set_data(box_segments(host(pk.lo, pk.backend), host(pk.hi, pk.backend)))
-
-    def _fit_camera(self, pk: FramePacket) -> None:
-        """Frame the data (explicit ranges: VisPy's auto bounds trip over empty visuals)."""
-        if pk.kind in ("grid2d", "grid3d"):
-            ny, nx = pk.data.shape
-            self.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
-            return
-        if pk.bounds is not None:
-            lo, hi = (np.asarray(b, np.float64) for b in pk.bounds)
-        else:
-            pts = host(pk.positions if pk.kind == "particles" else pk.lo, pk.backend)
-            pts2 = pts if pk.kind == "particles" else np.concatenate([pts, host(pk.hi, pk.backend)])
-            if len(pts2) == 0:
-                return
-            lo, hi = pts2.min(axis=0), pts2.max(axis=0)
-        if isinstance(self.view.camera, scene.TurntableCamera):
-            self.view.camera.center = tuple((lo + hi) / 2)
-            self.view.camera.scale_factor = float(np.max(hi - lo)) * 1.2 or 1.0
-        else:
-            self.view.camera.set_range(x=(lo[0], hi[0]), y=(lo[1], hi[1]), margin=0.05)
 
     def _drop_interop(self) -> None:
         if self._interop is not None:
@@ -415,3 +437,75 @@ class FieldCanvas(scene.SceneCanvas):
         self.set_current()
         self.prepare()
         return self.render(alpha=False)
+
+
+# ---- the built-in packet kinds -------------------------------------------------------------------
+class GridDrawer(Drawer):
+    """grid2d / grid3d: the field texture (interop or host copy), obstacle mask, tracer overlay."""
+
+    visuals = ("image",)
+
+    def upload(self, canvas, pk):
+        canvas._upload_grid(pk)
+
+    def fit(self, canvas, pk):
+        ny, nx = pk.data.shape
+        canvas.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
+
+    def display_label(self, canvas):
+        return canvas.display_path  # grids may go through interop; geometry always uses the host
+
+
+class GeometryDrawer(Drawer):
+    """Particles and boxes: host-copied geometry, 2D or 3D (then the orbit camera)."""
+
+    def coords(self, pk: FramePacket):
+        """The packet's (n, d) coordinates: d sets 2D or 3D."""
+        raise NotImplementedError
+
+    def points(self, pk: FramePacket) -> np.ndarray:
+        """Host points the camera frames when the packet has no domain bounds."""
+        return host(self.coords(pk), pk.backend)
+
+    def three_d(self, pk):
+        a = self.coords(pk)
+        return a is not None and a.ndim == 2 and int(a.shape[1]) == 3
+
+    def fit(self, canvas, pk):
+        if pk.bounds is not None:
+            lo, hi = (np.asarray(b, np.float64) for b in pk.bounds)
+        else:
+            pts = self.points(pk)
+            if len(pts) == 0:
+                return
+            lo, hi = pts.min(axis=0), pts.max(axis=0)
+        canvas.fit_bounds(lo, hi)
+
+
+class ParticlesDrawer(GeometryDrawer):
+    visuals = ("markers",)
+
+    def coords(self, pk):
+        return pk.positions
+
+    def upload(self, canvas, pk):
+        canvas._upload_particles(pk)
+
+
+class BoxesDrawer(GeometryDrawer):
+    visuals = ("lines",)
+
+    def coords(self, pk):
+        return pk.lo
+
+    def points(self, pk):
+        return np.concatenate([host(pk.lo, pk.backend), host(pk.hi, pk.backend)])
+
+    def upload(self, canvas, pk):
+        canvas._upload_boxes(pk)
+
+
+register("draw", "grid2d", GridDrawer())
+register("draw", "grid3d", GridDrawer())
+register("draw", "particles", ParticlesDrawer())
+register("draw", "boxes", BoxesDrawer())

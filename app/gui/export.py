@@ -10,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 from nagare.app.atomic import ExportError, write_atomic
+from nagare.app.fieldkinds import FieldTypeError, handler_for, host_copies
+from nagare.app.fieldkinds.vtkio import safe_name
 from nagare.engine.checkpoint import save_checkpoint
-from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
-__all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_checkpoint", "host_fields"]
+__all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_checkpoint", "host_copies"]
 
 
 def save_png(rgba: np.ndarray, path: str | Path) -> Path:
@@ -104,82 +105,16 @@ class VideoRecorder:
 
 
 # ---- VTK (legacy binary: ParaView, VisIt and the vtk package read it) --------------------------------
-def host_fields(engine) -> dict:
-    """Host copies of every field (run on the simulation thread, between steps)."""
-    out = {}
-    be = engine.backend
-    for name, f in engine.fields().items():
-        if isinstance(f, Grid2D | Grid3D):
-            out[name] = type(f)(be.asnumpy(f.data), f.kind, f.spacing, f.label, f.units,
-                                None if f.mask is None else be.asnumpy(f.mask), f.symmetric)
-        elif isinstance(f, Particles):
-            out[name] = Particles(be.asnumpy(f.positions), {k: be.asnumpy(v) for k, v in f.attributes.items()},
-                                  f.label, f.bounds)
-        elif isinstance(f, Boxes):
-            out[name] = Boxes(be.asnumpy(f.lo), be.asnumpy(f.hi), None if f.level is None else be.asnumpy(f.level),
-                              f.label)
-    return out
-
-
-def _be(a, dtype=">f4") -> bytes:
-    return np.ascontiguousarray(a, dtype=dtype).tobytes()
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name) or "field"
-
-
+# The fields come from nagare.app.fieldkinds.host_copies (run on the simulation thread); each field
+# type's ``vtk`` handler writes its dataset, this module only frames the file.
 def vtk_bytes(name: str, f) -> bytes:
-    """One field as a legacy binary VTK file (big-endian, as the format requires)."""
-    head = [b"# vtk DataFile Version 3.0", f"nagare {name}".encode(), b"BINARY"]
-    body: list[bytes] = []
-    if isinstance(f, Grid2D | Grid3D):
-        data = np.asarray(f.data)
-        vec = f.kind == "vector"
-        shape = data.shape[1:] if vec else data.shape
-        dims = tuple(reversed(shape)) + (1,) * (3 - len(shape))  # VTK: x fastest
-        n = int(np.prod(shape))
-        head += [b"DATASET STRUCTURED_POINTS", f"DIMENSIONS {dims[0]} {dims[1]} {dims[2]}".encode(),
-                 b"ORIGIN 0 0 0", f"SPACING {f.spacing} {f.spacing} {f.spacing}".encode(), f"POINT_DATA {n}".encode()]
-        if vec:
-            comps = [data[i].reshape(-1) for i in range(data.shape[0])]
-            while len(comps) < 3:
-                comps.append(np.zeros(n, data.dtype))
-            head.append(f"VECTORS {_safe(name)} float".encode())
-            body.append(_be(np.stack(comps, axis=1)))
-        else:
-            head += [f"SCALARS {_safe(name)} float 1".encode(), b"LOOKUP_TABLE default"]
-            body.append(_be(data.reshape(-1)))
-        if f.mask is not None:
-            body.append(b"\n" + b"SCALARS solid unsigned_char 1\nLOOKUP_TABLE default\n"
-                        + np.asarray(f.mask, np.uint8).reshape(-1).tobytes())
-    elif isinstance(f, Particles):
-        pos = np.asarray(f.positions, np.float32)
-        n = len(pos)
-        if pos.shape[1] == 2:
-            pos = np.concatenate([pos, np.zeros((n, 1), np.float32)], axis=1)
-        head += [b"DATASET POLYDATA", f"POINTS {n} float".encode()]
-        body.append(_be(pos))
-        body.append(f"\nVERTICES {n} {2 * n}\n".encode()
-                    + _be(np.stack([np.ones(n), np.arange(n)], axis=1), ">i4"))
-        if f.attributes:
-            body.append(f"\nPOINT_DATA {n}\n".encode())
-            for k, v in f.attributes.items():
-                body.append(f"SCALARS {_safe(k)} float 1\nLOOKUP_TABLE default\n".encode() + _be(v) + b"\n")
-    elif isinstance(f, Boxes):
-        from .canvas import box_segments
-
-        lo, hi = np.asarray(f.lo, np.float32), np.asarray(f.hi, np.float32)
-        pts = box_segments(lo, hi)
-        if pts.shape[1] == 2:
-            pts = np.concatenate([pts, np.zeros((len(pts), 1), np.float32)], axis=1)
-        m = len(pts) // 2
-        head += [b"DATASET POLYDATA", f"POINTS {len(pts)} float".encode()]
-        body.append(_be(pts))
-        cells = np.stack([np.full(m, 2), 2 * np.arange(m), 2 * np.arange(m) + 1], axis=1)
-        body.append(f"\nLINES {m} {3 * m}\n".encode() + _be(cells, ">i4"))
-    else:
-        raise ExportError(f"field {name!r} of kind {type(f).__name__} cannot be written as VTK")
+    """One field (host arrays) as a legacy binary VTK file (big-endian, as the format requires)."""
+    try:
+        write = handler_for("vtk", f)
+    except FieldTypeError as exc:
+        raise ExportError(f"field {name!r} cannot be written as VTK: {exc}") from None
+    head, body = write(name, f)
+    head = [b"# vtk DataFile Version 3.0", f"nagare {name}".encode(), b"BINARY", *head]
     return b"\n".join(head) + b"\n" + b"".join(body) + b"\n"
 
 
@@ -188,7 +123,7 @@ def write_vtk(fields: dict, folder: str | Path, stem: str) -> list[Path]:
     out = []
     for name, f in fields.items():
         payload = vtk_bytes(name, f)
-        out.append(write_atomic(folder / f"{stem}_{_safe(name)}.vtk", lambda tmp, p=payload: tmp.write_bytes(p)))
+        out.append(write_atomic(folder / f"{stem}_{safe_name(name)}.vtk", lambda tmp, p=payload: tmp.write_bytes(p)))
     return out
 
 

@@ -1,9 +1,9 @@
 """The main window: canvas in the centre, docks for preset, parameters, variants, view and export.
 
-The window never touches the engine's arrays: it sends commands to the
+The window never touches the engine: it sends commands to the
 :class:`~nagare.app.gui.worker.SimulationWorker` and, on a 60 Hz timer, takes the newest frame
-packet and the notices the worker left. Reading ``engine.variants`` (registry metadata, no device
-work) is the one engine attribute it reads directly.
+packet and the notices the worker left (the variant table arrives as a copy in the "engine"
+notice). Notices are dispatched through a table (notice kind → method).
 """
 from __future__ import annotations
 
@@ -164,6 +164,13 @@ class MainWindow(QtWidgets.QMainWindow):
         self.variant_info: dict = {}
         self._last_seq = -1
         self._pending_ckpt_path: Path | None = None
+        self._t_frame = 0.0  # perf_counter of the last frame handed to the canvas
+        self._t_status = 0.0  # ... and of the last status-bar update
+        self._result_callbacks: dict = {}  # "call" tag → callback(result), see _call
+        self._notice_handlers = {
+            "engine": self._on_engine, "variant": self._on_variant, "diverged": self._on_diverged,
+            "error": self._on_error, "checkpoint": self._on_checkpoint, "result": self._on_result,
+        }
 
         self.canvas = FieldCanvas()
         self.canvas.set_backend(self.backend.name)
@@ -381,8 +388,7 @@ class MainWindow(QtWidgets.QMainWindow):
         except NagareError as exc:
             self.error("Cannot open preset", str(exc))
             return False
-        self.worker.view.field = preset.view.field
-        self.worker.send("preset", preset=preset)
+        self.worker.send("preset", preset=preset, view={"field": preset.view.field})
         self._apply_preset_to_ui(preset)
         self.worker.send("play")
         return True
@@ -407,8 +413,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def set_variant(self, axis: str, choice: str) -> None:
         self.worker.send("variant", axis=axis, choice=choice)
 
-    def _rebuild_variants(self, engine) -> None:
-        self.variant_info = engine.variants
+    def _rebuild_variants(self, variants: dict) -> None:
+        """variants: the engine's variant table (a copy the worker sent)."""
+        self.variant_info = variants
         while self.variants_form.rowCount():
             self.variants_form.removeRow(0)
         self.variant_combos.clear()
@@ -458,9 +465,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.canvas.set_range((lo, hi))
 
     def _overlay_changed(self) -> None:
-        self.canvas.show_obstacles = self.obstacles.isChecked()
-        self.canvas._mask_key = None
-        self.canvas.set_range(self.canvas.fixed_range)
+        self.canvas.set_show_obstacles(self.obstacles.isChecked())
 
     def toggle_hud(self) -> None:
         self.hud.visible = not self.hud.visible
@@ -490,7 +495,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # At most max_fps new frames a second: every draw holds the GIL the simulation thread
         # needs to launch its kernels. Without a new packet nothing is redrawn at all.
         if (pk is not None and pk.seq != self._last_seq and pk.ready()
-                and now - getattr(self, "_t_frame", 0.0) >= 1.0 / self.max_fps):
+                and now - self._t_frame >= 1.0 / self.max_fps):
             self._t_frame = now
             self._last_seq = pk.seq
             if list(pk.fields) != [self.field_combo.itemText(i) for i in range(self.field_combo.count())]:
@@ -508,34 +513,43 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.canvas.native.repaint()
                 self._record_frame()
         now = time.perf_counter()
-        if now - getattr(self, "_t_status", 0.0) > 0.2:  # 5 Hz is plenty; the GIL is shared with the worker
+        if now - self._t_status > 0.2:  # 5 Hz is plenty; the GIL is shared with the worker
             self._t_status = now
             self._update_status()
 
     def _notice(self, n) -> None:
-        if n.kind == "engine":
-            self._rebuild_variants(n.payload)
-            self.message(f"loaded {n.text}")
-        elif n.kind == "variant":
-            self._variant_changed(n.payload)
-            self.message(f"variant {n.text}")
-        elif n.kind == "diverged":
-            self.status_labels["state"].setText("DIVERGED")
-            self.error("Simulation diverged", n.text)
-        elif n.kind == "error":
-            self.error("nagare", n.text)
-        elif n.kind == "checkpoint":
-            try:
-                path = export.write_checkpoint(n.payload, n.text)
-                self.message(f"checkpoint written: {path}")
-            except export.ExportError as exc:
-                self.error("Checkpoint not written", str(exc))
-        elif n.kind == "result":
-            cb = getattr(self, "_result_callbacks", {}).pop(n.text, None)
-            if cb is not None:
-                cb(n.payload)
-        else:
+        handler = self._notice_handlers.get(n.kind)
+        if handler is None:  # info and any kind without a handler: a status-bar line
             self.message(n.text)
+        else:
+            handler(n)
+
+    def _on_engine(self, n) -> None:
+        self._rebuild_variants(n.payload)
+        self.message(f"loaded {n.text}")
+
+    def _on_variant(self, n) -> None:
+        self._variant_changed(n.payload)
+        self.message(f"variant {n.text}")
+
+    def _on_diverged(self, n) -> None:
+        self.status_labels["state"].setText("DIVERGED")
+        self.error("Simulation diverged", n.text)
+
+    def _on_error(self, n) -> None:
+        self.error("nagare", n.text)
+
+    def _on_checkpoint(self, n) -> None:
+        try:
+            path = export.write_checkpoint(n.payload, n.text)
+            self.message(f"checkpoint written: {path}")
+        except export.ExportError as exc:
+            self.error("Checkpoint not written", str(exc))
+
+    def _on_result(self, n) -> None:
+        cb = self._result_callbacks.pop(n.text, None)
+        if cb is not None:
+            cb(n.payload)
 
     def _update_status(self) -> None:
         w = self.worker
@@ -608,7 +622,6 @@ class MainWindow(QtWidgets.QMainWindow):
             self.error("Recording stopped", str(exc))
 
     def _call(self, tag: str, fn, callback) -> None:
-        self._result_callbacks = getattr(self, "_result_callbacks", {})
         self._result_callbacks[tag] = callback
         self.worker.send("call", fn=fn, tag=tag)
 
@@ -640,7 +653,7 @@ class MainWindow(QtWidgets.QMainWindow):
             except export.ExportError as exc:
                 self.error("VTK not written", str(exc))
 
-        self._call(f"vtk:{stem}", export.host_fields, write)
+        self._call(f"vtk:{stem}", export.host_copies, write)
 
     def save_checkpoint(self, path: str | Path | None = None) -> None:
         path = Path(path) if path else self.output_dir / f"{self._stamp()}.npz"

@@ -22,6 +22,7 @@ read one or more frames later, once its event is done; only explicit steps/view 
 """
 from __future__ import annotations
 
+import copy
 import logging
 import queue
 import threading
@@ -30,71 +31,31 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from nagare.app.fieldkinds import handler_for
+from nagare.app.packets import SLICE_AXES, FramePacket, SnapshotContext, ViewRequest, _percentiles, display_range
 from nagare.engine import registry
 from nagare.engine.backend import get_backend
 from nagare.engine.errors import Diverged, NagareError
 from nagare.engine.families import create_engine
-from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
 log = logging.getLogger("nagare")
-
-SLICE_AXES = {"z": 0, "y": 1, "x": 2}  # (nz, ny, nx) C order
+# FramePacket, ViewRequest, display_range, ... live in nagare.app.packets (no Qt there, so the field
+# types' snapshot handlers can build packets); callers and tests keep importing them from here.
+__all__ = ["SLICE_AXES", "Command", "FramePacket", "Notice", "SimulationWorker", "Stats", "ViewRequest",
+           "_percentiles", "display_range", "snapshot"]
 
 
 @dataclass
 class Command:
-    kind: str  # play | pause | step | reset | variant | preset | view | restore | checkpoint | call
+    kind: str  # a key of SimulationWorker._commands: play | pause | step | reset | variant | ...
     args: dict = field(default_factory=dict)
 
 
 @dataclass
 class Notice:
-    kind: str  # info | error | diverged | engine | checkpoint | result
+    kind: str  # info | error | diverged | engine | variant | checkpoint | result
     text: str = ""
     payload: Any = None
-
-
-@dataclass
-class ViewRequest:
-    """What the UI wants to see; the worker snapshots only that."""
-
-    field: str | None = None
-    component: str = "magnitude"  # for vector fields: magnitude | x | y | z
-    slice_axis: str = "z"
-    slice_pos: float = 0.5  # fraction along the slice axis
-    attribute: str | None = None  # particle colouring attribute
-    particles_overlay: bool = True  # draw the engine's particles (e.g. tracers) over a grid field
-
-
-@dataclass
-class FramePacket:
-    seq: int
-    step: int
-    time: float
-    field_name: str
-    kind: str  # grid2d | grid3d | particles | boxes
-    data: Any = None  # 2D scalar snapshot (grids) or (n,) attribute (particles)
-    mask: Any = None
-    positions: Any = None
-    lo: Any = None  # boxes
-    hi: Any = None
-    level: Any = None
-    vmin: Any = None  # device scalars computed on the engine stream (read after `event`)
-    vmax: Any = None
-    symmetric: bool = False
-    slice_index: int = 0
-    slice_count: int = 1
-    bounds: Any = None
-    event: Any = None  # CUDA event recorded after the snapshot; None on NumPy
-    backend: str = "numpy"
-    fields: tuple[str, ...] = ()
-    attributes: tuple[str, ...] = ()  # particles: the attributes one can colour by
-    spacing: float = 1.0  # grid spacing: the image spans nx*spacing × ny*spacing
-    overlay: Any = None  # (n, 2) positions of particles drawn over a 2D grid field
-    attribute: str | None = None
-
-    def ready(self) -> bool:
-        return self.event is None or self.event.done
 
 
 @dataclass
@@ -110,12 +71,6 @@ class Stats:
     phase_ms: dict[str, float]
     selection: dict
 
-
-def _magnitude(xp, v):
-    return xp.sqrt(xp.sum(v * v, axis=0))
-
-
-RANGE_SAMPLE = 1 << 16  # points the auto colour range is estimated from
 
 _read_streams = threading.local()
 
@@ -135,108 +90,21 @@ def _read_float(x) -> float:
     return float(x.get(stream=s))
 
 
-def _percentiles(xp, a, qs):
-    """Percentiles of a 1-D array with NumPy's default (linear) interpolation, as device scalars.
-
-    Not cupy.percentile: it validates q by reading it back to the host, a sync that drained the
-    engine's queue at every published frame (the H200 display benchmark lost ~12 % to it)."""
-    s = xp.sort(a)
-    n = s.size
-    out = []
-    for q in qs:
-        pos = q / 100.0 * (n - 1)
-        i = min(int(pos), n - 1)
-        j = min(i + 1, n - 1)
-        frac = s.dtype.type(pos - i)
-        out.append(s[i] + (s[j] - s[i]) * frac)
-    return out
-
-
-def display_range(xp, data, symmetric: bool):
-    """Robust auto range as device scalars: 0.5–99.5 percentiles (as the headless PNG writer),
-    estimated on a strided subsample of ≤ 65 536 points so it stays cheap at 2048² and above.
-    Peaks at walls (vorticity at a cylinder) would otherwise wash out the whole picture."""
-    stride = 1
-    while data.size // (stride * stride) > RANGE_SAMPLE:
-        stride *= 2
-    sample = data[::stride, ::stride].ravel()
-    sample = xp.where(xp.isfinite(sample), sample, xp.float32(0))
-    lo, hi = _percentiles(xp, sample, (0.5, 99.5))
-    if symmetric:
-        m = xp.maximum(xp.abs(lo), xp.abs(hi))
-        return -m, m
-    return lo, hi
-
-
-def _mask_copy(xp, mask, axis, index, cache: dict | None):
-    """The packet's copy of an obstacle mask (2D or one slice of 3D).
-
-    An engine's mask is static while it is the same array object (engines that move obstacles
-    return a new array): the copy made for an earlier packet is handed out again, so the UI sees
-    the same object and does not upload the mask texture again. ``cache`` holds the engine's
-    array itself, so its id cannot be reused by another mask."""
-    if mask is None:
-        return None
-    entry = None if cache is None else cache.get("mask")
-    if entry is not None and entry[0] is mask and entry[1] == (axis, index):
-        return entry[2]
-    m = mask if axis is None else xp.take(mask, index, axis=axis)
-    out = xp.asarray(m, dtype=bool).copy()
-    if cache is not None:
-        cache["mask"] = (mask, (axis, index), out)
-    return out
-
-
 def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> FramePacket:
     """Copy what is shown out of the engine state, on the engine's stream (no host sync).
 
-    ``cache`` (one dict per engine, owned by the caller) lets packets share the copy of an
-    unchanged obstacle mask."""
-    xp = engine.xp
-    fields = engine.fields()
-    names = tuple(fields)
-    name = view.field if view.field in fields else names[0]
-    f = fields[name]
-    common = dict(seq=seq, step=engine.step_count, time=engine.time, field_name=name,
-                  backend=engine.backend.name, fields=names)
-    if isinstance(f, Grid2D | Grid3D):
-        data = f.data
-        mask = f.mask
-        if f.kind == "vector":
-            data = _magnitude(xp, data) if view.component == "magnitude" else data["xyz".index(view.component)]
-        slice_index, slice_count, ax = 0, 1, None
-        if isinstance(f, Grid3D):
-            ax = SLICE_AXES[view.slice_axis]
-            slice_count = data.shape[ax]
-            slice_index = min(slice_count - 1, max(0, int(round(view.slice_pos * (slice_count - 1)))))
-            data = xp.take(data, slice_index, axis=ax)
-        data = xp.ascontiguousarray(data, dtype=xp.float32).copy()
-        vmin, vmax = display_range(xp, data, f.symmetric)
-        pk = FramePacket(kind="grid3d" if isinstance(f, Grid3D) else "grid2d", data=data,
-                         mask=_mask_copy(xp, mask, ax, slice_index, cache),
-                         vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
-                         slice_count=slice_count, spacing=f.spacing, **common)
-        if isinstance(f, Grid2D) and view.particles_overlay:
-            tracers = next((p for p in fields.values() if isinstance(p, Particles)
-                            and p.positions.ndim == 2 and p.positions.shape[1] == 2), None)
-            if tracers is not None:
-                pk.overlay = xp.asarray(tracers.positions, dtype=xp.float32).copy()
-    elif isinstance(f, Particles):
-        attr_name = view.attribute if view.attribute in f.attributes else next(iter(f.attributes), None)
-        attr = None if attr_name is None else xp.asarray(f.attributes[attr_name], dtype=xp.float32).copy()
-        pk = FramePacket(kind="particles", positions=xp.asarray(f.positions, dtype=xp.float32).copy(),
-                         data=attr, bounds=f.bounds, attributes=tuple(f.attributes), attribute=attr_name,
-                         **common)
-        if attr is not None:
-            pk.vmin, pk.vmax = xp.min(attr), xp.max(attr)
-    elif isinstance(f, Boxes):
-        pk = FramePacket(kind="boxes", lo=xp.asarray(f.lo, dtype=xp.float32).copy(),
-                         hi=xp.asarray(f.hi, dtype=xp.float32).copy(),
-                         level=None if f.level is None else xp.asarray(f.level).copy(), **common)
-    else:  # pragma: no cover - the contract has four kinds
-        raise TypeError(f"unknown field kind {type(f).__name__}")
+    Only the field on screen is asked for (``engine.field(name)``); the field type's ``snapshot``
+    handler (nagare.app.fieldkinds) makes the packet. ``cache`` (one dict per engine, owned by the
+    caller) lets packets share the copy of an unchanged obstacle mask and remembers which field
+    holds the tracers drawn over a 2D grid."""
+    names = tuple(engine.field_names())
+    name = view.field if view.field in names else names[0]
+    f = engine.field(name)
+    ctx = SnapshotContext(engine, view, cache, dict(seq=seq, step=engine.step_count, time=engine.time,
+                                                    field_name=name, backend=engine.backend.name, fields=names))
+    pk = handler_for("snapshot", f)(f, ctx)
     if engine.backend.is_gpu:
-        pk.event = xp.cuda.Event(block=False, disable_timing=True)
+        pk.event = engine.xp.cuda.Event(block=False, disable_timing=True)
         pk.event.record(engine.stream)
     return pk
 
@@ -263,7 +131,7 @@ class SimulationWorker:
         self._ckpt_every = checkpoint_interval
         self._fences: deque = deque()  # (event, host time) per loop iteration, GPU only
         self._diag_pending: deque = deque()  # (step, device diagnostics, event)
-        self._mask_cache: dict = {}
+        self._snapshot_cache: dict = {}  # per engine: the mask copy and tracer field snapshot() reuse
         self.publish_s = 0.0  # worker time spent in _publish (bench_display reports it)
         self.throttle_waits = 0
         self.log_interval = 1.0
@@ -286,6 +154,22 @@ class SimulationWorker:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._seq = 0
+        # clocks (perf_counter seconds) of the periodic jobs; 0.0: due at once
+        self._t_publish = 0.0
+        self._t_stats = 0.0
+        self._t_diag = 0.0
+        self._t_log = 0.0
+        self._t_last_ckpt = 0.0
+        self._t_steps: tuple[float, int] | None = None  # (time, step) the steps/s figure counts from
+        self._sps: float | None = None  # the last steps/s measured over ≥ 0.5 s
+        # Commands by kind (Command.kind → bound method); "preset" and "view" need no engine.
+        self._commands = {
+            "preset": self._cmd_preset, "view": self._cmd_view, "play": self._cmd_play,
+            "pause": self._cmd_pause, "toggle": self._cmd_toggle, "step": self._cmd_step,
+            "reset": self._cmd_reset, "variant": self._cmd_variant, "checkpoint": self._cmd_checkpoint,
+            "restore": self._cmd_restore, "call": self._cmd_call,
+        }
+        self._engine_free = frozenset({"preset", "view"})
         self._thread = threading.Thread(target=self._main, name="nagare-sim", daemon=True)
 
     # ---- UI side ------------------------------------------------------------------------
@@ -343,11 +227,12 @@ class SimulationWorker:
         self._ckpt_every = self.checkpoint_interval
         self._fences.clear()
         self._diag_pending.clear()
-        self._mask_cache = {}
+        self._snapshot_cache = {}
         self._t_stats = 0.0
         self.history.clear()
         self._publish(force=True)
-        self._notify("engine", f"{engine.family} on {backend.name}", payload=engine)
+        # a snapshot of the variant table, not the engine: only this thread touches the engine
+        self._notify("engine", f"{engine.family} on {backend.name}", payload=copy.deepcopy(engine.variants))
 
     def _main(self) -> None:
         try:
@@ -411,64 +296,80 @@ class SimulationWorker:
                 self._notify("error", _one_line(exc))
 
     def _apply(self, cmd: Command) -> int | None:
-        a, eng = cmd.args, self.engine
-        if cmd.kind == "preset":
-            self.running = False
-            self._build(a["preset"], a.get("variants"))
-            return None
-        if cmd.kind == "view":
-            for k, v in a.items():
-                setattr(self.view, k, v)
-            if eng is not None:
-                self._publish(force=True)
-            return None
-        if eng is None:
-            raise NagareError("no engine is loaded; open a preset")
-        if cmd.kind == "play":
-            if self.diverged:
-                raise NagareError(f"the run diverged ({self.diverged}); reset or load the last good checkpoint")
-            self.running = True
-        elif cmd.kind == "pause":
-            self.running = False
-        elif cmd.kind == "toggle":
-            if self.running:
-                self.running = False
-            else:
-                return self._apply(Command("play"))
-        elif cmd.kind == "step":
-            if self.diverged:
-                raise NagareError(f"the run diverged ({self.diverged}); reset or load the last good checkpoint")
-            return int(a.get("n", 1))
-        elif cmd.kind == "reset":
-            self._build(self._preset, dict(eng.selection))
-            self._notify("info", "reset to the initial state")
-        elif cmd.kind == "variant":
-            axis = registry.axes(eng.family).get(a["axis"])
-            if axis is not None and not axis.live:
-                # Not switchable between steps (its registration says so): rebuild from the
-                # initial state with the new choice, and say that the run was reset.
-                self._build(self._preset, dict(eng.selection, **{a["axis"]: a["choice"]}))
-                self._notify("info", f"{a['axis']} = {a['choice']} is not a live switch: the run was reset")
-            else:
-                eng.set_variant(**{a["axis"]: a["choice"]})
-                self._publish(force=True)
-            self._notify("variant", f"{a['axis']} = {a['choice']}", payload=dict(self.engine.selection))
-        elif cmd.kind == "checkpoint":
-            ckpt = _owned_checkpoint(eng)
-            self._notify("checkpoint", a.get("path", ""), payload=ckpt)
-        elif cmd.kind == "restore":
-            ckpt = a["checkpoint"] if "checkpoint" in a else self.last_good
-            if ckpt is None:
-                raise NagareError("no good checkpoint is kept yet")
-            eng.restore(ckpt)
-            self.diverged = None
-            self._publish(force=True)
-            self._notify("info", f"state restored to step {eng.step_count}")
-        elif cmd.kind == "call":  # run fn(engine) on this thread; result comes back as a notice
-            self._notify("result", a.get("tag", ""), payload=a["fn"](eng))
-        else:
+        """Run one command; returns the number of steps it asks for (None: none)."""
+        handler = self._commands.get(cmd.kind)
+        if handler is None:
             raise NagareError(f"unknown command {cmd.kind!r}")
-        return None
+        if self.engine is None and cmd.kind not in self._engine_free:
+            raise NagareError("no engine is loaded; open a preset")
+        return handler(cmd.args)
+
+    # ---- commands (worker thread; ``a`` is Command.args) ------------------------------------
+    def _cmd_preset(self, a: dict) -> None:
+        self.running = False
+        for k, v in a.get("view", {}).items():  # e.g. the new preset's field, before its first packet
+            setattr(self.view, k, v)
+        self._build(a["preset"], a.get("variants"))
+
+    def _cmd_view(self, a: dict) -> None:
+        for k, v in a.items():
+            setattr(self.view, k, v)
+        if self.engine is not None:
+            self._publish(force=True)
+
+    def _refuse_if_diverged(self) -> None:
+        if self.diverged:
+            raise NagareError(f"the run diverged ({self.diverged}); reset or load the last good checkpoint")
+
+    def _cmd_play(self, a: dict) -> None:
+        self._refuse_if_diverged()
+        self.running = True
+
+    def _cmd_pause(self, a: dict) -> None:
+        self.running = False
+
+    def _cmd_toggle(self, a: dict) -> None:
+        if self.running:
+            self.running = False
+        else:
+            self._cmd_play(a)
+
+    def _cmd_step(self, a: dict) -> int:
+        self._refuse_if_diverged()
+        return int(a.get("n", 1))
+
+    def _cmd_reset(self, a: dict) -> None:
+        self._build(self._preset, dict(self.engine.selection))
+        self._notify("info", "reset to the initial state")
+
+    def _cmd_variant(self, a: dict) -> None:
+        eng = self.engine
+        axis = registry.axes(eng.family).get(a["axis"])
+        if axis is not None and not axis.live:
+            # Not switchable between steps (its registration says so): rebuild from the
+            # initial state with the new choice, and say that the run was reset.
+            self._build(self._preset, dict(eng.selection, **{a["axis"]: a["choice"]}))
+            self._notify("info", f"{a['axis']} = {a['choice']} is not a live switch: the run was reset")
+        else:
+            eng.set_variant(**{a["axis"]: a["choice"]})
+            self._publish(force=True)
+        self._notify("variant", f"{a['axis']} = {a['choice']}", payload=dict(self.engine.selection))
+
+    def _cmd_checkpoint(self, a: dict) -> None:
+        self._notify("checkpoint", a.get("path", ""), payload=_owned_checkpoint(self.engine))
+
+    def _cmd_restore(self, a: dict) -> None:
+        ckpt = a["checkpoint"] if "checkpoint" in a else self.last_good
+        if ckpt is None:
+            raise NagareError("no good checkpoint is kept yet")
+        self.engine.restore(ckpt)
+        self.diverged = None
+        self._publish(force=True)
+        self._notify("info", f"state restored to step {self.engine.step_count}")
+
+    def _cmd_call(self, a: dict) -> None:
+        """Run fn(engine) on this thread; the result comes back as a "result" notice."""
+        self._notify("result", a.get("tag", ""), payload=a["fn"](self.engine))
 
     def _fail(self, exc: Exception) -> None:
         self.running = False
@@ -490,7 +391,7 @@ class SimulationWorker:
         try:
             if eng.backend.is_gpu and not force and not ckpt_due:
                 self._check_diagnostics(wait=False)  # earlier frames' checks the GPU has finished
-                if now - getattr(self, "_t_diag", 0.0) >= self.diagnostics_interval:
+                if now - self._t_diag >= self.diagnostics_interval:
                     self._t_diag = now  # a whole-lattice pass: a few a second, not one per frame
                     self._launch_diagnostics()
             else:
@@ -503,7 +404,7 @@ class SimulationWorker:
         self._t_publish = now
         self._seq += 1
         with eng.on_stream():
-            pk = snapshot(eng, self.view, self._seq, self._mask_cache)
+            pk = snapshot(eng, self.view, self._seq, self._snapshot_cache)
         with self._packet_lock:
             self._packets.append(pk)
         if force or now - self._t_stats >= self.stats_interval:
@@ -540,7 +441,7 @@ class SimulationWorker:
 
     def _record_stats(self, now: float) -> None:
         eng = self.engine
-        t0, s0 = getattr(self, "_t_steps", (now, eng.step_count))
+        t0, s0 = self._t_steps or (now, eng.step_count)
         dt = now - t0
         sps = (eng.step_count - s0) / dt if dt > 0 and eng.step_count >= s0 else 0.0
         if dt > 0.5 or eng.step_count < s0:
@@ -548,10 +449,10 @@ class SimulationWorker:
             if eng.step_count >= s0 and dt > 0:
                 self._sps = sps
         rep = eng.timings
-        if self.timing_log is not None and now - getattr(self, "_t_log", 0.0) >= self.log_interval:
+        if self.timing_log is not None and now - self._t_log >= self.log_interval:
             self.timing_log.record()  # one row per second: an hour-long session stays small
             self._t_log = now
-        st = Stats(wall=time.time(), step=eng.step_count, steps_per_s=getattr(self, "_sps", sps),
+        st = Stats(wall=time.time(), step=eng.step_count, steps_per_s=sps if self._sps is None else self._sps,
                    updates_per_s=rep.updates_per_s, gbytes_per_s=rep.gbytes_per_s,
                    roofline_pct=None if rep.roofline_fraction is None else 100 * rep.roofline_fraction,
                    phase_ms=dict(rep.phase_ms_per_step), selection=dict(eng.selection))

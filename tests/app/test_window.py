@@ -227,7 +227,8 @@ def test_parameter_form_validates_and_resets(make_window, qtbot, fake_preset):
 
 def test_divergence_pauses_and_last_good_state_restores(make_window, qtbot, fake_preset):
     w = make_window(fake_preset(text="[physics]\nblowup_at = 40\n"))
-    qtbot.waitUntil(lambda: w.worker.diverged is not None, timeout=10000)
+    # the worker sets `diverged` first; the window shows its notice at its next tick
+    qtbot.waitUntil(lambda: w.worker.diverged is not None and w.last_error_box is not None, timeout=10000)
     assert not w.worker.running
     assert "diverged" in w.last_error_box.text()
     assert w.worker.last_good is not None

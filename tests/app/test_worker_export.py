@@ -66,13 +66,13 @@ def test_unavailable_variant_is_an_error_notice(worker):
 
 
 def test_vtk_particles_and_boxes_headers(tmp_path, fake_preset):
-    from nagare.app.gui.export import host_fields, write_vtk
+    from nagare.app.gui.export import host_copies, write_vtk
     from nagare.engine.backend import get_backend
     from nagare.engine.families import create_engine
     from nagare.engine.presets import load_preset
 
     eng = create_engine(load_preset(fake_preset(), backend="numpy"), get_backend("numpy"))
-    paths = {p.stem.split("_", 1)[1]: p for p in write_vtk(host_fields(eng), tmp_path, "t")}
+    paths = {p.stem.split("_", 1)[1]: p for p in write_vtk(host_copies(eng), tmp_path, "t")}
     assert set(paths) == {"rho", "u", "tracers", "tree"}
     tracers = paths["tracers"].read_bytes()
     assert b"DATASET POLYDATA\nPOINTS 32 float\n" in tracers and b"VERTICES 32 64" in tracers

@@ -1,0 +1,73 @@
+"""Boxes (octree leaves): snapshot, headless PNG (outlines), host copy, .npz arrays and VTK
+(POLYDATA lines, 12 edges per box)."""
+from __future__ import annotations
+
+import numpy as np
+from nagare.engine.fields import Boxes
+
+from ..packets import SnapshotContext
+from .registry import register
+from .vtkio import be_bytes
+
+PNG_SIZE = 512  # side of the headless image (as nagare.app.frames.MIN_SIZE)
+_BOX_EDGES = np.array([(0, 1), (1, 3), (3, 2), (2, 0), (4, 5), (5, 7), (7, 6), (6, 4),
+                       (0, 4), (1, 5), (2, 6), (3, 7)])
+
+
+def box_segments(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """(n, 3) corners lo/hi → (n*24, 3) line-segment endpoints of the boxes' edges."""
+    lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
+    corners = np.empty((len(lo), 8, lo.shape[1]), np.float32)
+    for c in range(8):
+        pick = [(c >> d) & 1 for d in range(lo.shape[1])]
+        corners[:, c] = np.where(pick, hi, lo)
+    return corners[:, _BOX_EDGES].reshape(-1, lo.shape[1])
+
+
+@register("snapshot", Boxes)
+def snapshot_boxes(f: Boxes, ctx: SnapshotContext):
+    xp = ctx.xp
+    return ctx.packet("boxes", lo=xp.asarray(f.lo, dtype=xp.float32).copy(),
+                      hi=xp.asarray(f.hi, dtype=xp.float32).copy(),
+                      level=None if f.level is None else xp.asarray(f.level).copy())
+
+
+@register("png", Boxes)
+def png_boxes(f: Boxes, backend, view, vrange) -> np.ndarray:
+    return boxes_image(backend.asnumpy(f.lo), backend.asnumpy(f.hi))
+
+
+def boxes_image(lo, hi, size=PNG_SIZE) -> np.ndarray:
+    img = np.full((size, size, 3), 16, np.uint8)
+    if len(lo) == 0:
+        return img
+    a, b = lo[:, :2].min(axis=0), hi[:, :2].max(axis=0)
+    s = (size - 1) / max((b - a).max(), 1e-12)
+    for l, h in zip(lo[:, :2], hi[:, :2]):
+        (x0, y0), (x1, y1) = ((l - a) * s).astype(int), ((h - a) * s).astype(int)
+        img[size - 1 - y0, x0:x1 + 1] = img[size - 1 - y1, x0:x1 + 1] = 220
+        img[size - 1 - y1:size - y0, x0] = img[size - 1 - y1:size - y0, x1] = 220
+    return img
+
+
+@register("host_copy", Boxes)
+def host_copy_boxes(f: Boxes, asnumpy) -> Boxes:
+    return Boxes(asnumpy(f.lo), asnumpy(f.hi), None if f.level is None else asnumpy(f.level), f.label)
+
+
+@register("arrays", Boxes)
+def arrays_boxes(out: dict, name: str, f: Boxes, asnumpy) -> None:
+    out[f"{name}/lo"], out[f"{name}/hi"] = asnumpy(f.lo), asnumpy(f.hi)
+    if f.level is not None:
+        out[f"{name}/level"] = asnumpy(f.level)
+
+
+@register("vtk", Boxes)
+def vtk_boxes(name: str, f: Boxes) -> tuple[list[bytes], list[bytes]]:
+    pts = box_segments(np.asarray(f.lo, np.float32), np.asarray(f.hi, np.float32))
+    if pts.shape[1] == 2:
+        pts = np.concatenate([pts, np.zeros((len(pts), 1), np.float32)], axis=1)
+    m = len(pts) // 2
+    cells = np.stack([np.full(m, 2), 2 * np.arange(m), 2 * np.arange(m) + 1], axis=1)
+    head = [b"DATASET POLYDATA", f"POINTS {len(pts)} float".encode()]
+    return head, [be_bytes(pts), f"\nLINES {m} {3 * m}\n".encode() + be_bytes(cells, ">i4")]

@@ -1,0 +1,79 @@
+"""Particles: snapshot, headless PNG (dots coloured by the first attribute), host copy, .npz
+arrays and VTK (POLYDATA vertices with one scalar per attribute)."""
+from __future__ import annotations
+
+import numpy as np
+from nagare.engine.fields import Particles
+
+from .. import colormaps
+from ..packets import SnapshotContext
+from .registry import register
+from .vtkio import be_bytes, safe_name
+
+PNG_SIZE = 512  # side of the headless image (as nagare.app.frames.MIN_SIZE)
+
+
+@register("snapshot", Particles)
+def snapshot_particles(f: Particles, ctx: SnapshotContext):
+    xp, view = ctx.xp, ctx.view
+    attr_name = view.attribute if view.attribute in f.attributes else next(iter(f.attributes), None)
+    attr = None if attr_name is None else xp.asarray(f.attributes[attr_name], dtype=xp.float32).copy()
+    pk = ctx.packet("particles", positions=xp.asarray(f.positions, dtype=xp.float32).copy(),
+                    data=attr, bounds=f.bounds, attributes=tuple(f.attributes), attribute=attr_name)
+    if attr is not None:
+        pk.vmin, pk.vmax = xp.min(attr), xp.max(attr)
+    return pk
+
+
+@register("png", Particles)
+def png_particles(f: Particles, backend, view, vrange) -> np.ndarray:
+    pos = backend.asnumpy(f.positions)
+    attrs = {k: backend.asnumpy(v) for k, v in f.attributes.items()}
+    return particles_image(pos, attrs, f.bounds, view.colormap, vrange or view.range)
+
+
+def particles_image(pos, attrs, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndarray:
+    img = np.full((size, size, 3), 16, np.uint8)
+    if len(pos) == 0:
+        return img
+    xy = pos[:, :2]
+    lo = np.asarray(bounds[0][:2]) if bounds else xy.min(axis=0)
+    hi = np.asarray(bounds[1][:2]) if bounds else xy.max(axis=0)
+    span = np.maximum(hi - lo, 1e-12).max()
+    ij = ((xy - lo) / span * (size - 1)).astype(np.int64)
+    ok = (ij >= 0).all(axis=1) & (ij < size).all(axis=1)
+    values = next(iter(attrs.values())) if attrs else np.zeros(len(pos))
+    lo_v, hi_v = vrange or colormaps.auto_range(values)
+    lut = colormaps.lut(cmap)
+    k = (np.clip((values - lo_v) / (hi_v - lo_v), 0, 1) * 255).astype(np.int64)
+    rgb = (lut[k] * 255).astype(np.uint8)
+    img[size - 1 - ij[ok, 1], ij[ok, 0]] = rgb[ok]
+    return img
+
+
+@register("host_copy", Particles)
+def host_copy_particles(f: Particles, asnumpy) -> Particles:
+    return Particles(asnumpy(f.positions), {k: asnumpy(v) for k, v in f.attributes.items()}, f.label, f.bounds)
+
+
+@register("arrays", Particles)
+def arrays_particles(out: dict, name: str, f: Particles, asnumpy) -> None:
+    out[f"{name}/positions"] = asnumpy(f.positions)
+    for k, v in f.attributes.items():
+        out[f"{name}/{k}"] = asnumpy(v)
+
+
+@register("vtk", Particles)
+def vtk_particles(name: str, f: Particles) -> tuple[list[bytes], list[bytes]]:
+    pos = np.asarray(f.positions, np.float32)
+    n = len(pos)
+    if pos.shape[1] == 2:
+        pos = np.concatenate([pos, np.zeros((n, 1), np.float32)], axis=1)
+    head = [b"DATASET POLYDATA", f"POINTS {n} float".encode()]
+    body = [be_bytes(pos), f"\nVERTICES {n} {2 * n}\n".encode()
+            + be_bytes(np.stack([np.ones(n), np.arange(n)], axis=1), ">i4")]
+    if f.attributes:
+        body.append(f"\nPOINT_DATA {n}\n".encode())
+        for k, v in f.attributes.items():
+            body.append(f"SCALARS {safe_name(k)} float 1\nLOOKUP_TABLE default\n".encode() + be_bytes(v) + b"\n")
+    return head, body
