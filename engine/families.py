@@ -9,6 +9,7 @@ import importlib
 from .errors import PresetError
 
 FAMILIES: dict[str, str] = {
+    "amr3d": "nagare.engine.amr3d",
     "diffusion3d": "nagare.engine.diffusion3d",
     "lbm2d": "nagare.engine.lbm2d",
     "sph": "nagare.engine.sph",

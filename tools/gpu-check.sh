@@ -19,6 +19,7 @@
 #   bench-lbm2d-small | bench-lbm2d-8192   nagare bench lbm2d split in two calls (320², 1024², 4096² | 8192²)
 #   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
 #                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
+#   amr3d         P0 (issue 15): amr3d gpu tests + registry, memcheck of the ladder kernels, nagare bench amr3d
 #   stencil-perf  P2 (issue 5), < 4 min: gpu tests of the stencil framework / auto-tuner / diffusion3d
 #                 kernels, `nagare bench stencil` (P2's five meshes, exhaustive vs live tuner, run-off,
 #                 1,000-step amortisation at 256³/512³), then ncu on the 512³ kernel
@@ -115,6 +116,12 @@ for stage in "$@"; do
         > "$d/ncu-wave-s4-64x128.txt" 2>&1
       grep -E "DRAM Throughput|L2 Cache Throughput|Compute \(SM\)|Achieved Occupancy|Theoretical Occupancy|Registers Per|No Eligible|Issued Warp|inst_executed|dram__bytes|Duration|Block Limit" \
         "$d/ncu-wave-s4-64x128.txt" | head -30 ;;
+    amr3d)
+      pt -m gpu tests/equivalence/test_amr3d_gpu.py tests/equivalence/test_registry.py -k amr3d 2>&1 \
+        | tee "$OUT/amr3d/gpu-tests.log" | tail -8
+      compute-sanitizer --tool memcheck python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu \
+        tests/equivalence/test_amr3d_gpu.py -k "rungs_agree and 9 or graph" 2>&1 | tail -4
+      timeout 400 nagare bench amr3d --backend cupy --out "$OUT/amr3d" 2>&1 | tail -40 ;;
     sph-perf)
       timeout 130 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
         2>&1 | tee "$OUT/sph-perf/gpu-tests.log" | tail -15

@@ -1,0 +1,154 @@
+"""CuPy side of P0's kernel ladder: compiled kernels, launch shapes, the 26 shell streams and CUDA
+graphs. One :class:`LadderStepper` per (rung, storage) selection; the engine owns the buffers.
+
+Timing phases, as P0's table: ``inner`` (the inner-point kernel), ``shell`` (first shell-kernel
+start to last shell-kernel end: events on the engine's stream before the fork and after the join
+of the class streams), ``step`` for rungs that are one kernel (naive, uniform). With the graph on,
+one ``step`` phase covers the whole replay (the graph hides the split).
+"""
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from . import d3q27, ladder
+
+GRAPH_STEPS = 16  # steps per captured graph (an even number: the buffers swap every step)
+
+
+@cache
+def _module(m: int):
+    import cupy
+
+    from nagare import shaders
+
+    from ..cuda import DEFAULT_OPTIONS
+
+    code = ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT) + shaders.source(ladder.SOURCE)
+    names = ladder.name_expressions(m) + ["d3q27_uniform"]
+    mod = cupy.RawModule(code=code, options=DEFAULT_OPTIONS, name_expressions=names)
+    mod.compile()
+    return mod
+
+
+def kernels(m: int) -> dict:
+    mod = _module(m)
+    get = mod.get_function
+    out = {"naive": get(f"amr3d_naive<{m}>"), "inner": get(f"amr3d_inner<{m}>"),
+           "shell": get(f"amr3d_shell<{m}>"), "sorted": get(f"amr3d_shell_sorted<{m}>"),
+           "uniform": get("d3q27_uniform")}
+    out["classes"] = [get(f"amr3d_shell_class<{m},{gi},{gj},{gk}>") for gi, gj, gk in ladder.SHELL_CLASSES]
+    return out
+
+
+def _grid(n: int) -> tuple[int, int, int]:
+    return (max(1, -(-int(n) // ladder.BLOCK)), 1, 1)
+
+
+class LadderStepper:
+    """Advances f (and its twin buffer) by whole steps with one rung of the ladder.
+
+    ``rung``: naive | split | templates | sorted | uniform; ``m``, ``shape``: the storage the buffers
+    hold (leaves of m³ in a lx × ly × lz periodic arrangement, or the uniform lattice for 'uniform').
+    """
+
+    def __init__(self, xp, stream, rung: str, m: int, shape, omega: float, accel, timer, uniform_shape=None):
+        self.xp, self.stream, self.rung, self.m, self.timer = xp, stream, rung, m, timer
+        self.k = kernels(m)
+        self.scalars = (np.float32(omega), *(np.float32(a) for a in accel))
+        self.nleaf = int(np.prod(shape))
+        self.nbr = xp.asarray(ladder.periodic_neighbours(tuple(shape)))
+        self.shell = xp.asarray(ladder.shell_list(m))
+        seg = ladder.sorted_segments(m, self.nleaf)
+        self.seg, self.sorted_threads = xp.asarray(seg), int(seg[-1])
+        self.uniform_shape = uniform_shape
+        self._class_streams = None
+        self._graphs: dict = {}
+
+    # ---- one step, f -> fn --------------------------------------------------------------------
+    def launch(self, f, fn, timed: bool) -> None:
+        m, nl = self.m, np.int32(self.nleaf)
+        k, s = self.k, self.scalars
+        phase = self.timer.phase if timed else _no_phase
+        if self.rung == "uniform":
+            nz, ny, nx = self.uniform_shape
+            with phase("step"):
+                dims = (np.int32(nx), np.int32(ny), np.int32(nz))
+                k["uniform"](_grid(nx * ny * nz), (ladder.BLOCK,), (f, fn, *dims, *s))
+            return
+        if self.rung == "naive":
+            with phase("step"):
+                k["naive"](_grid(self.nleaf * m**3), (ladder.BLOCK,), (f, fn, self.nbr, nl, *s))
+            return
+        with phase("inner"):
+            k["inner"](_grid(self.nleaf * (m - 2) ** 3), (ladder.BLOCK,), (f, fn, nl, *s))
+        with phase("shell"):
+            if self.rung == "split":
+                ns = int(self.shell.size)
+                k["shell"](_grid(self.nleaf * ns), (ladder.BLOCK,), (f, fn, self.nbr, self.shell, np.int32(ns), nl, *s))
+            elif self.rung == "sorted":
+                k["sorted"](_grid(self.sorted_threads), (ladder.BLOCK,), (f, fn, self.nbr, self.seg, nl, *s))
+            else:  # templates: the 26 class kernels concurrently, forked from and joined to the stream
+                self._launch_classes(f, fn, nl, s)
+
+    def _launch_classes(self, f, fn, nl, s) -> None:
+        cp = self.xp
+        if self._class_streams is None:
+            self._class_streams = [cp.cuda.Stream(non_blocking=True) for _ in ladder.SHELL_CLASSES]
+        fork = cp.cuda.Event(disable_timing=True)
+        fork.record(self.stream)
+        joins = []
+        for kern, g, st in zip(self.k["classes"], ladder.SHELL_CLASSES, self._class_streams):
+            st.wait_event(fork)
+            kern(_grid(self.nleaf * ladder.class_points(self.m, g)), (ladder.BLOCK,), (f, fn, self.nbr, nl, *s),
+                 stream=st)
+            ev = cp.cuda.Event(disable_timing=True)
+            ev.record(st)
+            joins.append(ev)
+        for ev in joins:
+            self.stream.wait_event(ev)
+
+    # ---- n steps ------------------------------------------------------------------------------
+    def advance(self, bufs: list, n: int, graph: bool) -> None:
+        """Advance ``bufs = [f, fn]`` by n steps in place of the list (the roles swap every step)."""
+        if not graph:
+            for _ in range(n):
+                self.launch(bufs[0], bufs[1], timed=True)
+                bufs.reverse()
+            return
+        with self.timer.phase("step", steps=n - n % 2):
+            while n >= 2:
+                c = min(n - n % 2, GRAPH_STEPS)
+                key = (c, int(bufs[0].data.ptr))
+                g = self._graphs.get(key)
+                if g is None:
+                    rt = self.xp.cuda.runtime
+                    self.stream.begin_capture(getattr(rt, "streamCaptureModeRelaxed", None))
+                    try:
+                        for i in range(c):
+                            self.launch(bufs[i % 2], bufs[1 - i % 2], timed=False)
+                    except BaseException:
+                        try:
+                            self.stream.end_capture()
+                        except Exception:
+                            pass  # the launch error above is the one to report
+                        raise
+                    g = self._graphs[key] = self.stream.end_capture()
+                g.launch(self.stream)
+                n -= c
+        if n:  # an odd step count ends with one plain step
+            self.launch(bufs[0], bufs[1], timed=True)
+            bufs.reverse()
+
+
+class _NoPhase:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _no_phase(name, steps=1):
+    return _NoPhase()

@@ -1,0 +1,97 @@
+"""P0's kernel ladder on one level of leaves (shaders/cuda/amr3d/ladder.cu), host side.
+
+A *leaf grid* is what the ladder runs on: ``nleaf`` leaves of M³ node-centred points, f stored as
+[q][leaf][k][j][i], and a neighbour table ``nbr[leaf, 27]`` (slot (nz+1)·9 + (ny+1)·3 + (nx+1),
+the leaf itself at slot 13) that any tree, or a plain periodic arrangement, provides. This module
+knows the kernels' names, their launch shapes and the shell classes; it never searches a tree.
+
+Rungs (axis ``kernels``, P0 §3; each adds to the previous):
+  naive        one kernel over every point, runtime neighbour branches
+  split        inner kernel + one outer-shell kernel over a point list
+  templates    inner + 26 class kernels (compile-time access patterns), concurrent on streams
+  sorted       inner + the 26 class bodies in one launch, one class per warp (beyond P0)
+The mother-leaf rung is a storage change (leaves of 2m−1 points), not a kernel change:
+see engine/amr3d/storage.py.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+SOURCE = "cuda/amr3d/ladder.cu"
+BLOCK = 128
+
+# The 26 shell classes in the order of amr3d_shell_sorted's switch: 6 faces, 12 edges, 8 corners.
+FACES = [(-1, 0, 0), (1, 0, 0), (0, -1, 0), (0, 1, 0), (0, 0, -1), (0, 0, 1)]
+EDGES = ([(gi, gj, 0) for gj in (-1, 1) for gi in (-1, 1)] + [(gi, 0, gk) for gk in (-1, 1) for gi in (-1, 1)]
+         + [(0, gj, gk) for gk in (-1, 1) for gj in (-1, 1)])
+CORNERS = [(gi, gj, gk) for gk in (-1, 1) for gj in (-1, 1) for gi in (-1, 1)]
+SHELL_CLASSES = FACES + EDGES + CORNERS
+RUNGS = ("naive", "split", "templates", "sorted")
+
+
+def velocity_prelude(c: np.ndarray, w) -> str:
+    """#define lines carrying the velocity set (c: (27, 3) ints, w: 27 weights, exact fractions
+    preferred) into ladder.cu, prepended to its source: the table lives in one place, the Python
+    module that defines it. (Not -D options: nvcc splits option values at commas.)"""
+    def ints(v):
+        return "{" + ",".join(str(int(x)) for x in v) + "}"
+
+    def exact(x):
+        fr = x if isinstance(x, Fraction) else Fraction(x).limit_denominator(10**6)
+        return f"{fr.numerator}.0/{fr.denominator}.0"
+    c = np.asarray(c)
+    return (f"#define D3Q27_CX {ints(c[:, 0])}\n#define D3Q27_CY {ints(c[:, 1])}\n#define D3Q27_CZ {ints(c[:, 2])}\n"
+            "#define D3Q27_W {" + ",".join(exact(x) for x in w) + "}\n")
+
+
+def class_points(m: int, g: tuple[int, int, int]) -> int:
+    """Points of shell class g in one leaf of m³ points."""
+    return int(np.prod([1 if gi else m - 2 for gi in g]))
+
+
+def shell_list(m: int) -> np.ndarray:
+    """Point indices ((k·m + j)·m + i) of a leaf's outer shell, in index order (split's shell kernel)."""
+    k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
+    on = (i == 0) | (i == m - 1) | (j == 0) | (j == m - 1) | (k == 0) | (k == m - 1)
+    return ((k * m + j) * m + i)[on].astype(np.int32)
+
+
+def sorted_segments(m: int, nleaf: int, warp: int = 32) -> np.ndarray:
+    """First thread of each class in amr3d_shell_sorted (each class padded to whole warps), then the total."""
+    sizes = [nleaf * class_points(m, g) for g in SHELL_CLASSES]
+    padded = [-(-s // warp) * warp for s in sizes]
+    return np.concatenate([[0], np.cumsum(padded)]).astype(np.int64)
+
+
+def name_expressions(m: int) -> list[str]:
+    """Every kernel of the ladder for leaves of m³ points (NVRTC name expressions)."""
+    out = [f"amr3d_naive<{m}>", f"amr3d_inner<{m}>", f"amr3d_shell<{m}>", f"amr3d_shell_sorted<{m}>"]
+    out += [f"amr3d_shell_class<{m},{gi},{gj},{gk}>" for gi, gj, gk in SHELL_CLASSES]
+    return out
+
+
+@dataclass(frozen=True)
+class PointCounts:
+    total: int
+    inner: int
+    shell: int
+
+
+def point_counts(m: int, nleaf: int) -> PointCounts:
+    return PointCounts(nleaf * m**3, nleaf * (m - 2) ** 3, nleaf * (m**3 - (m - 2) ** 3))
+
+
+# ---- plain periodic leaf grids (P0's benchmark box; the uniform-level test) ---------------------
+def periodic_neighbours(shape: tuple[int, int, int]) -> np.ndarray:
+    """nbr[leaf, 27] for a periodic lx × ly × lz arrangement of same-level leaves, leaf index
+    (z·ly + y)·lx + x."""
+    lx, ly, lz = shape
+    z, y, x = np.meshgrid(np.arange(lz), np.arange(ly), np.arange(lx), indexing="ij")
+    cols = []
+    for nz, ny, nx in itertools.product((-1, 0, 1), repeat=3):
+        cols.append((((z + nz) % lz) * ly + (y + ny) % ly) * lx + (x + nx) % lx)
+    return np.stack([c.ravel() for c in cols], axis=1).astype(np.int32)

@@ -1,0 +1,54 @@
+"""The storages of one level of leaves, and lossless conversions between them (any xp).
+
+- leaves:   f[..., leaf, m, m, m], leaf = (z·ly + y)·lx + x; neighbouring leaves share face nodes
+            (each stores a copy; the copies are equal after every step);
+- mothers:  P0 §3.3 on one level: each 2×2×2 group of sibling leaves as one mother leaf of
+            (2m−1)³ points, their shared faces stored once;
+- uniform:  the plain periodic lattice the leaves tile, f[..., Z, Y, X] (the break-even reference).
+Every conversion goes through the uniform lattice, which holds each node once, so converting and
+converting back returns the same bits.
+"""
+from __future__ import annotations
+
+
+def uniform_from_leaves(xp, f, m: int, shape: tuple[int, int, int]):
+    """f[..., leaf, m, m, m] → u[..., lz·s, ly·s, lx·s] with s = m − 1 (each node from the leaf that
+    holds it at an index 0..m−2)."""
+    lx, ly, lz = shape
+    s = m - 1
+    lead = f.shape[:-4]
+    b = f[..., :s, :s, :s].reshape(*lead, lz, ly, lx, s, s, s)
+    n = len(lead)
+    b = b.transpose(*range(n), n, n + 3, n + 1, n + 4, n + 2, n + 5)
+    return xp.ascontiguousarray(b).reshape(*lead, lz * s, ly * s, lx * s)
+
+
+def leaves_from_uniform(xp, u, m: int, shape: tuple[int, int, int]):
+    """Inverse of :func:`uniform_from_leaves`: cut the periodic lattice into leaves that share faces."""
+    lx, ly, lz = shape
+    s = m - 1
+    r = xp.arange(m)
+    zz = (xp.arange(lz)[:, None] * s + r[None, :]) % u.shape[-3]
+    yy = (xp.arange(ly)[:, None] * s + r[None, :]) % u.shape[-2]
+    xx = (xp.arange(lx)[:, None] * s + r[None, :]) % u.shape[-1]
+    g = u[..., zz[:, None, None, :, None, None], yy[None, :, None, None, :, None], xx[None, None, :, None, None, :]]
+    return xp.ascontiguousarray(g).reshape(*u.shape[:-3], lx * ly * lz, m, m, m)
+
+
+def mother_shape(shape: tuple[int, int, int]) -> tuple[int, int, int] | None:
+    """The arrangement of mother leaves, or None when some axis has an odd number of leaves."""
+    if any(n % 2 for n in shape):
+        return None
+    return (shape[0] // 2, shape[1] // 2, shape[2] // 2)
+
+
+def mothers_from_leaves(xp, f, m: int, shape):
+    half = mother_shape(shape)
+    if half is None:
+        raise ValueError(f"mother leaves need an even number of leaves per axis, not {tuple(shape)}")
+    return leaves_from_uniform(xp, uniform_from_leaves(xp, f, m, shape), 2 * m - 1, half)
+
+
+def leaves_from_mothers(xp, f, m: int, shape):
+    half = mother_shape(shape)
+    return leaves_from_uniform(xp, uniform_from_leaves(xp, f, 2 * m - 1, half), m, shape)

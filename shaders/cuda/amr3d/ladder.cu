@@ -1,0 +1,227 @@
+// P0's kernel ladder for one level of leaves (docs/amr3d.md "Kernel ladder"): one pull-stream +
+// BGK step of every point of every leaf, in four forms that give the same bits:
+//   amr3d_naive<M>            one thread per point, runtime branches for every neighbour case (§3.1)
+//   amr3d_inner<M>            inner points only (indices 1..M-2): reads stay in the own leaf (§3.2)
+//   amr3d_shell<M>            outer-shell points from a list, runtime branches (§3.2)
+//   amr3d_shell_class<M,GI,GJ,GK>  one of the 26 shell classes, every access pattern resolved at
+//                             compile time by read_stencil<...> (§3.4: 26 x 27 = 702 patterns)
+//   amr3d_shell_sorted<M>     beyond P0: the 26 class bodies in one launch, each warp one class
+// A mother-leaf (§3.3) on one level is a leaf of M = 2m-1 points (8 siblings, shared faces once),
+// so the same templates serve it with M = 33.
+//
+// Storage: f[q][leaf][k][j][i] (i fastest), M^3 points a leaf; neighbouring leaves share their face
+// nodes (each stores a copy): my index 0 is the left neighbour's M-1, so x-1 is its M-2.
+// nbr[leaf*27 + slot(nx,ny,nz)]: the same-level neighbour leaf in each of the 26 directions (and
+// the leaf itself at slot 13), periodic wrap already applied by the host.
+#include "d3q27.cuh"
+
+using d3q27::idx_t;
+using d3q27::Q;
+
+namespace amr3d {
+
+// Where direction q of point (i,j,k) pulls from: neighbour offset (nx,ny,nz) and the index in it.
+template <int M>
+__device__ __forceinline__ void source_of(int i, int j, int k, int q, int& nx, int& ny, int& nz,
+                                          int& si, int& sj, int& sk)
+{
+    si = i - d3q27::cx(q); sj = j - d3q27::cy(q); sk = k - d3q27::cz(q);
+    nx = ny = nz = 0;
+    if (si < 0) { nx = -1; si += M - 1; } else if (si > M - 1) { nx = 1; si -= M - 1; }
+    if (sj < 0) { ny = -1; sj += M - 1; } else if (sj > M - 1) { ny = 1; sj -= M - 1; }
+    if (sk < 0) { nz = -1; sk += M - 1; } else if (sk > M - 1) { nz = 1; sk -= M - 1; }
+}
+
+template <int M>
+__device__ __forceinline__ void store(float* __restrict__ dst, idx_t plane, idx_t at, const float f[Q])
+{
+#pragma unroll
+    for (int q = 0; q < Q; ++q) dst[q * plane + at] = f[q];
+}
+
+// Gather with runtime neighbour logic (naive and the listed shell).
+template <int M>
+__device__ __forceinline__ void gather_any(const float* __restrict__ src, const int* __restrict__ nbr,
+                                           idx_t plane, int L, int i, int j, int k, float f[Q])
+{
+    constexpr int M3 = M * M * M;
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        int nx, ny, nz, si, sj, sk;
+        source_of<M>(i, j, k, q, nx, ny, nz, si, sj, sk);
+        const int leaf = (nx | ny | nz) ? nbr[L * 27 + d3q27::slot(nx, ny, nz)] : L;
+        f[q] = src[q * plane + (idx_t)leaf * M3 + (sk * M + sj) * M + si];
+    }
+}
+
+// ---- the compile-time access patterns of §3.4 ---------------------------------------------------
+// Shell class (GI,GJ,GK): a component -1 means index 0, +1 index M-1, 0 the range 1..M-2. Reading
+// direction Q_ crosses into the neighbour on that axis only when the class sits on that face and the
+// velocity points inwards from it, so the neighbour offset and index shift are constants.
+template <int G, int C> struct Cross { static constexpr int n = (G == -1 && C == 1) ? -1 : (G == 1 && C == -1) ? 1 : 0; };
+
+template <int M, int GI, int GJ, int GK, int Q_>
+__device__ __forceinline__ void read_stencil(const float* __restrict__ src, const int* __restrict__ nrow,
+                                             idx_t plane, int L, int i, int j, int k, float f[Q])
+{
+    if constexpr (Q_ < Q) {
+        constexpr int CX = d3q27::cx(Q_), CY = d3q27::cy(Q_), CZ = d3q27::cz(Q_);
+        constexpr int NX = Cross<GI, CX>::n, NY = Cross<GJ, CY>::n, NZ = Cross<GK, CZ>::n;
+        constexpr int S = d3q27::slot(NX, NY, NZ);
+        const int leaf = (S == 13) ? L : nrow[S];
+        const int si = i - CX - NX * (M - 1), sj = j - CY - NY * (M - 1), sk = k - CZ - NZ * (M - 1);
+        f[Q_] = src[Q_ * plane + (idx_t)leaf * (M * M * M) + (sk * M + sj) * M + si];
+        read_stencil<M, GI, GJ, GK, Q_ + 1>(src, nrow, plane, L, i, j, k, f);
+    }
+}
+
+// Points of class (GI,GJ,GK) in one leaf, and the r-th of them.
+template <int M, int GI, int GJ, int GK> struct LeafBound {
+    static constexpr int NI = GI ? 1 : M - 2, NJ = GJ ? 1 : M - 2, NK = GK ? 1 : M - 2;
+    static constexpr int N = NI * NJ * NK;
+    __device__ __forceinline__ static void point(int r, int& i, int& j, int& k)
+    {
+        i = GI == 0 ? r % NI + 1 : (GI < 0 ? 0 : M - 1);
+        j = GJ == 0 ? (r / NI) % NJ + 1 : (GJ < 0 ? 0 : M - 1);
+        k = GK == 0 ? r / (NI * NJ) + 1 : (GK < 0 ? 0 : M - 1);
+    }
+};
+
+template <int M, int GI, int GJ, int GK>
+__device__ __forceinline__ void shell_class_point(const float* __restrict__ src, float* __restrict__ dst,
+                                                  const int* __restrict__ nbr, int nleaf, idx_t t,
+                                                  float omega, float ax, float ay, float az)
+{
+    using B = LeafBound<M, GI, GJ, GK>;
+    const int L = (int)(t / B::N), r = (int)(t % B::N);
+    int i, j, k;
+    B::point(r, i, j, k);
+    const idx_t plane = (idx_t)nleaf * (M * M * M);
+    float f[Q];
+    read_stencil<M, GI, GJ, GK, 0>(src, nbr + L * 27, plane, L, i, j, k, f);
+    d3q27::collide(f, omega, ax, ay, az);
+    store<M>(dst, plane, (idx_t)L * (M * M * M) + (k * M + j) * M + i, f);
+}
+
+}  // namespace amr3d
+
+template <int M>
+__global__ void amr3d_naive(const float* __restrict__ src, float* __restrict__ dst, const int* __restrict__ nbr,
+                            int nleaf, float omega, float ax, float ay, float az)
+{
+    constexpr int M3 = M * M * M;
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)nleaf * M3) return;
+    const int L = (int)(t / M3), p = (int)(t % M3);
+    const int i = p % M, j = (p / M) % M, k = p / (M * M);
+    const idx_t plane = (idx_t)nleaf * M3;
+    float f[Q];
+    amr3d::gather_any<M>(src, nbr, plane, L, i, j, k, f);
+    d3q27::collide(f, omega, ax, ay, az);
+    amr3d::store<M>(dst, plane, t, f);
+}
+
+// Inner points (1..M-2 on every axis), i fastest within a leaf: consecutive threads read
+// consecutive addresses of each direction's plane (one break per row of M-2).
+template <int M>
+__global__ void amr3d_inner(const float* __restrict__ src, float* __restrict__ dst, int nleaf, float omega,
+                            float ax, float ay, float az)
+{
+    constexpr int N = M - 2, N3 = N * N * N, M3 = M * M * M;
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)nleaf * N3) return;
+    const int L = (int)(t / N3), r = (int)(t % N3);
+    const int i = r % N + 1, j = (r / N) % N + 1, k = r / (N * N) + 1;
+    const idx_t plane = (idx_t)nleaf * M3;
+    const idx_t at = (idx_t)L * M3 + (k * M + j) * M + i;
+    float f[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+        f[q] = src[q * plane + at - ((d3q27::cz(q) * M + d3q27::cy(q)) * M + d3q27::cx(q))];
+    d3q27::collide(f, omega, ax, ay, az);
+    amr3d::store<M>(dst, plane, at, f);
+}
+
+// Outer-shell points of every leaf from one list (shell[r] = point index in a leaf), runtime branches.
+template <int M>
+__global__ void amr3d_shell(const float* __restrict__ src, float* __restrict__ dst, const int* __restrict__ nbr,
+                            const int* __restrict__ shell, int nshell, int nleaf, float omega, float ax, float ay,
+                            float az)
+{
+    constexpr int M3 = M * M * M;
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)nleaf * nshell) return;
+    const int L = (int)(t / nshell), p = shell[t % nshell];
+    const int i = p % M, j = (p / M) % M, k = p / (M * M);
+    const idx_t plane = (idx_t)nleaf * M3;
+    float f[Q];
+    amr3d::gather_any<M>(src, nbr, plane, L, i, j, k, f);
+    d3q27::collide(f, omega, ax, ay, az);
+    amr3d::store<M>(dst, plane, (idx_t)L * M3 + p, f);
+}
+
+template <int M, int GI, int GJ, int GK>
+__global__ void amr3d_shell_class(const float* __restrict__ src, float* __restrict__ dst,
+                                  const int* __restrict__ nbr, int nleaf, float omega, float ax, float ay, float az)
+{
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)nleaf * amr3d::LeafBound<M, GI, GJ, GK>::N) return;
+    amr3d::shell_class_point<M, GI, GJ, GK>(src, dst, nbr, nleaf, t, omega, ax, ay, az);
+}
+
+// Beyond P0: the 26 class bodies in one launch. Segment c holds class c's points of every leaf,
+// padded to a whole number of warps (seg[c] = first thread of class c, seg[26] = total), so every
+// warp runs one class body: one launch instead of 26, no divergence.
+#define NAGARE_CLASS(c, GI, GJ, GK)                                                                  \
+    case c:                                                                                          \
+        if (r < (idx_t)nleaf * amr3d::LeafBound<M, GI, GJ, GK>::N)                                   \
+            amr3d::shell_class_point<M, GI, GJ, GK>(src, dst, nbr, nleaf, r, omega, ax, ay, az);     \
+        return;
+
+template <int M>
+__global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restrict__ dst,
+                                   const int* __restrict__ nbr, const long long* __restrict__ seg, int nleaf,
+                                   float omega, float ax, float ay, float az)
+{
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)seg[26]) return;
+    int c = 0;
+    while ((idx_t)seg[c + 1] <= t) ++c;  // 26 entries, warp-uniform
+    const idx_t r = t - (idx_t)seg[c];
+    switch (c) {  // the order of engine/amr3d/gpu.py SHELL_CLASSES: faces, edges, corners
+        NAGARE_CLASS(0, -1, 0, 0) NAGARE_CLASS(1, 1, 0, 0) NAGARE_CLASS(2, 0, -1, 0)
+        NAGARE_CLASS(3, 0, 1, 0) NAGARE_CLASS(4, 0, 0, -1) NAGARE_CLASS(5, 0, 0, 1)
+        NAGARE_CLASS(6, -1, -1, 0) NAGARE_CLASS(7, 1, -1, 0) NAGARE_CLASS(8, -1, 1, 0)
+        NAGARE_CLASS(9, 1, 1, 0) NAGARE_CLASS(10, -1, 0, -1) NAGARE_CLASS(11, 1, 0, -1)
+        NAGARE_CLASS(12, -1, 0, 1) NAGARE_CLASS(13, 1, 0, 1) NAGARE_CLASS(14, 0, -1, -1)
+        NAGARE_CLASS(15, 0, 1, -1) NAGARE_CLASS(16, 0, -1, 1) NAGARE_CLASS(17, 0, 1, 1)
+        NAGARE_CLASS(18, -1, -1, -1) NAGARE_CLASS(19, 1, -1, -1) NAGARE_CLASS(20, -1, 1, -1)
+        NAGARE_CLASS(21, 1, 1, -1) NAGARE_CLASS(22, -1, -1, 1) NAGARE_CLASS(23, 1, -1, 1)
+        NAGARE_CLASS(24, -1, 1, 1) NAGARE_CLASS(25, 1, 1, 1)
+        default: return;
+    }
+}
+#undef NAGARE_CLASS
+
+// The uniform-grid comparison of P0's break-even figure: a periodic NX x NY x NZ D3Q27 lattice,
+// one fused pull + BGK kernel, f[q][z][y][x].
+__global__ void d3q27_uniform(const float* __restrict__ src, float* __restrict__ dst, int nx, int ny, int nz,
+                              float omega, float ax, float ay, float az)
+{
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const idx_t plane = (idx_t)nx * ny * nz;
+    if (t >= plane) return;
+    const int x = (int)(t % nx), y = (int)((t / nx) % ny), z = (int)(t / ((idx_t)nx * ny));
+    float f[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        int sx = x - d3q27::cx(q), sy = y - d3q27::cy(q), sz = z - d3q27::cz(q);
+        sx = sx < 0 ? sx + nx : (sx >= nx ? sx - nx : sx);
+        sy = sy < 0 ? sy + ny : (sy >= ny ? sy - ny : sy);
+        sz = sz < 0 ? sz + nz : (sz >= nz ? sz - nz : sz);
+        f[q] = src[q * plane + ((idx_t)sz * ny + sy) * nx + sx];
+    }
+    d3q27::collide(f, omega, ax, ay, az);
+#pragma unroll
+    for (int q = 0; q < Q; ++q) dst[q * plane + t] = f[q];
+}

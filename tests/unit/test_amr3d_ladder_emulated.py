@@ -1,0 +1,187 @@
+"""P0's kernel ladder (shaders/cuda/amr3d/ladder.cu) compiled as C++ and run on the CPU with the
+CUDA built-ins emulated, on periodic leaf grids: every rung gives the same bits as every other,
+and the step equals a plain uniform periodic D3Q27 lattice written separately with np.roll — so
+the indexing of the 702 compile-time access patterns, the shell list, the warp-sorted segments
+and the shared face nodes are checked without a GPU."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+from nagare.engine.amr3d import d3q27, ladder, storage
+
+from nagare import shaders
+from tests.unit.cuda_emulator import PRELUDE
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
+
+ARGS = "float omega, float ax, float ay, float az"
+CALL = "omega, ax, ay, az"
+
+
+def wrapper(fn: str, params: str, kernel: str, call: str) -> str:
+    return f"""
+extern "C" void {fn}(int grid, int block, {params}, {ARGS}) {{
+    blockDim = {{(unsigned)block, 1u, 1u}};
+    for (unsigned b = 0; b < (unsigned)grid; ++b) {{
+        blockIdx = {{b, 0u, 0u}};
+        for (unsigned t = 0; t < (unsigned)block; ++t) {{ threadIdx = {{t, 0u, 0u}}; {kernel}({call}, {CALL}); }}
+    }}
+}}"""
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    libs = {}
+
+    def get(m):
+        if m in libs:
+            return libs[m]
+        leaf = "const float* src, float* dst, const int* nbr, int nleaf"
+        src = PRELUDE + ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT) + shaders.source(ladder.SOURCE)
+        src += wrapper("naive", leaf, f"amr3d_naive<{m}>", "src, dst, nbr, nleaf")
+        src += wrapper("inner", "const float* src, float* dst, int nleaf", f"amr3d_inner<{m}>", "src, dst, nleaf")
+        src += wrapper("shell", leaf + ", const int* shell, int nshell", f"amr3d_shell<{m}>",
+                       "src, dst, nbr, shell, nshell, nleaf")
+        for c, (gi, gj, gk) in enumerate(ladder.SHELL_CLASSES):
+            src += wrapper(f"cls{c}", leaf, f"amr3d_shell_class<{m},{gi},{gj},{gk}>", "src, dst, nbr, nleaf")
+        src += wrapper("sorted", leaf + ", const long long* seg", f"amr3d_shell_sorted<{m}>",
+                       "src, dst, nbr, seg, nleaf")
+        src += wrapper("uniform", "const float* src, float* dst, int nx, int ny, int nz", "d3q27_uniform",
+                       "src, dst, nx, ny, nz")
+        tag = hashlib.sha256(src.encode()).hexdigest()[:12]
+        work = tmp_path_factory.mktemp("amr3d_emu")
+        cpp, lib = work / f"{tag}.cpp", work / f"{tag}.so"
+        cpp.write_text(src)
+        res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
+                              "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
+        if res.returncode != 0:
+            raise RuntimeError(res.stderr[-4000:])
+        libs[m] = ctypes.CDLL(str(lib))
+        return libs[m]
+    return get
+
+
+def ptr(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def params(omega, a):
+    return [ctypes.c_float(omega), *(ctypes.c_float(x) for x in a)]
+
+
+def launch(lib, name, n, *args, omega, a):
+    grid = -(-n // ladder.BLOCK)
+    getattr(lib, name)(ctypes.c_int(grid), ctypes.c_int(ladder.BLOCK), *args, *params(omega, a))
+
+
+def run_rung(lib, rung, f, nbr, m, omega, a):
+    nleaf = f.shape[1]
+    dst = np.full_like(f, np.nan)
+    nl = ctypes.c_int(nleaf)
+    if rung == "naive":
+        launch(lib, "naive", nleaf * m**3, ptr(f), ptr(dst), ptr(nbr), nl, omega=omega, a=a)
+        return dst
+    launch(lib, "inner", nleaf * (m - 2) ** 3, ptr(f), ptr(dst), nl, omega=omega, a=a)
+    if rung == "split":
+        shell = ladder.shell_list(m)
+        launch(lib, "shell", nleaf * len(shell), ptr(f), ptr(dst), ptr(nbr), nl, ptr(shell), ctypes.c_int(len(shell)),
+               omega=omega, a=a)
+    elif rung == "templates":
+        for c, g in enumerate(ladder.SHELL_CLASSES):
+            launch(lib, f"cls{c}", nleaf * ladder.class_points(m, g), ptr(f), ptr(dst), ptr(nbr), nl, omega=omega, a=a)
+    elif rung == "sorted":
+        seg = ladder.sorted_segments(m, nleaf)
+        launch(lib, "sorted", int(seg[-1]), ptr(f), ptr(dst), ptr(nbr), nl, ptr(seg), omega=omega, a=a)
+    return dst
+
+
+def uniform_roll_step(f, omega, a):
+    """A plain periodic D3Q27 lattice, written separately: np.roll streaming, then the BGK
+    collision with P0's force term, f[q, z, y, x]."""
+    c, w = d3q27.C, d3q27.W
+    g = np.stack([np.roll(f[q], shift=(c[q, 2], c[q, 1], c[q, 0]), axis=(0, 1, 2)) for q in range(27)])
+    rho = g.sum(0)
+    u = np.stack([(g * c[:, ax, None, None, None]).sum(0) for ax in range(3)]) / rho
+    cu = np.einsum("qa,azyx->qzyx", c.astype(g.dtype), u)
+    usq = (u * u).sum(0)
+    feq = w[:, None, None, None] * rho * (1 + 3 * cu + 4.5 * cu * cu - 1.5 * usq)
+    ca = (c @ np.asarray(a, g.dtype))[:, None, None, None]
+    return g - omega * (g - feq) + 3 * w[:, None, None, None] * rho * ca
+
+
+def random_state(rng, shape, dtype):
+    """A physically valid D3Q27 state: equilibrium of a smooth random flow plus a small perturbation."""
+    nz, ny, nx = shape
+    rho = 1 + 0.02 * rng.standard_normal(shape)
+    u = 0.05 * rng.standard_normal((3, *shape))
+    c, w = d3q27.C, d3q27.W
+    cu = np.einsum("qa,azyx->qzyx", c.astype(float), u)
+    feq = w[:, None, None, None] * rho * (1 + 3 * cu + 4.5 * cu * cu - 1.5 * (u * u).sum(0))
+    return (feq * (1 + 0.01 * rng.standard_normal(feq.shape))).astype(dtype)
+
+
+@pytest.mark.parametrize("m, shape", [(9, (2, 2, 2)), (9, (3, 1, 2)), (17, (1, 2, 1))])
+def test_every_rung_equals_the_uniform_roll_lattice(emulated, m, shape):
+    lib = emulated(m)
+    rng = np.random.default_rng(m + sum(shape))
+    s = m - 1
+    u0 = random_state(rng, (shape[2] * s, shape[1] * s, shape[0] * s), np.float32)
+    omega, a = 1 / 0.62, (2e-5, -1e-5, 3e-5)
+    want = uniform_roll_step(u0.astype(np.float64), omega, a)
+    f = storage.leaves_from_uniform(np, u0, m, shape)
+    nbr = ladder.periodic_neighbours(shape)
+    results = {}
+    for rung in ladder.RUNGS:
+        got = run_rung(lib, rung, f, nbr, m, np.float32(omega), a)
+        assert np.isfinite(got).all(), f"{rung}: a point was not written"
+        results[rung] = got
+        # shared face nodes: every copy of a node got the same value
+        once = storage.uniform_from_leaves(np, got, m, shape)
+        np.testing.assert_array_equal(storage.leaves_from_uniform(np, once, m, shape), got,
+                                      err_msg=f"{rung}: copies of a shared node differ")
+        np.testing.assert_allclose(storage.uniform_from_leaves(np, got, m, shape), want, rtol=2e-6, atol=2e-7,
+                                   err_msg=rung)
+    for rung in ladder.RUNGS[1:]:
+        np.testing.assert_array_equal(results[rung], results["naive"], err_msg=f"{rung} vs naive")
+
+
+def test_mother_leaves_are_the_same_lattice(emulated):
+    """§3.3 on one level: 2×2×2 leaves of 9³ regrouped as one mother leaf of 17³ step to the same values."""
+    shape = (2, 2, 2)
+    rng = np.random.default_rng(7)
+    u0 = random_state(rng, (16, 16, 16), np.float32)
+    f = storage.leaves_from_uniform(np, u0, 9, shape)
+    mother, mshape = storage.mothers_from_leaves(np, f, 9, shape), storage.mother_shape(shape)
+    assert mother.shape[1:] == (1, 17, 17, 17) and mshape == (1, 1, 1)
+    np.testing.assert_array_equal(storage.leaves_from_mothers(np, mother, 9, shape), f)
+    a = (0.0, 1e-5, 0.0)
+    leaves = run_rung(emulated(9), "templates", f, ladder.periodic_neighbours(shape), 9, np.float32(1.6), a)
+    mothers = run_rung(emulated(17), "templates", mother, ladder.periodic_neighbours(mshape), 17, np.float32(1.6), a)
+    np.testing.assert_array_equal(storage.uniform_from_leaves(np, mothers, 17, mshape),
+                                  storage.uniform_from_leaves(np, leaves, 9, shape))
+
+
+def test_uniform_kernel_equals_roll(emulated):
+    rng = np.random.default_rng(3)
+    u0 = random_state(rng, (6, 5, 7), np.float32)
+    dst = np.full_like(u0, np.nan)
+    n = u0[0].size
+    launch(emulated(9), "uniform", n, ptr(u0), ptr(dst), ctypes.c_int(7), ctypes.c_int(5), ctypes.c_int(6),
+           omega=np.float32(1.3), a=(1e-5, 0, 0))
+    np.testing.assert_allclose(dst, uniform_roll_step(u0.astype(np.float64), 1.3, (1e-5, 0, 0)), rtol=2e-6, atol=2e-7)
+
+
+def test_shell_bookkeeping_matches_p0():
+    """P0's counts: 17³ leaves have 1,538 shell points; 512 leaves 787,456; 64 mother leaves of 33³ 393,344."""
+    assert sum(ladder.class_points(17, g) for g in ladder.SHELL_CLASSES) == 1538 == len(ladder.shell_list(17))
+    assert ladder.point_counts(17, 512).shell == 787_456 and ladder.point_counts(17, 512).inner == 1_728_000
+    assert ladder.point_counts(33, 64).shell == 393_344 and ladder.point_counts(33, 64).total == 2_299_968
+    assert len(set(ladder.SHELL_CLASSES)) == 26 and (0, 0, 0) not in ladder.SHELL_CLASSES
+    seg = ladder.sorted_segments(17, 5)
+    assert (np.diff(seg) % 32 == 0).all() and (np.diff(seg) >= 5 * np.array(
+        [ladder.class_points(17, g) for g in ladder.SHELL_CLASSES])).all()

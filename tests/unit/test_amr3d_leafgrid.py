@@ -1,0 +1,79 @@
+"""amr3d on one level of leaves (NumPy): the leaf reference is the plain periodic D3Q27 lattice,
+storage conversions are lossless, and the physics decays a shear wave at the analytic rate."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nagare.engine.amr3d import d3q27, leafgrid, storage
+from nagare.engine.backend import get_backend
+from nagare.engine.families import create_engine
+from nagare.engine.presets import load_preset
+
+
+def engine(*sets):
+    return create_engine(load_preset("amr3d-bench", list(sets), backend="numpy"), get_backend("numpy"))
+
+
+def roll_step(f, omega, a):
+    """The plain uniform periodic lattice, written separately: np.roll streaming, then the family's
+    collision operator (the same operations, so the same bits)."""
+    c = d3q27.C
+    g = np.stack([np.roll(f[q], shift=(c[q, 2], c[q, 1], c[q, 0]), axis=(0, 1, 2)) for q in range(27)])
+    return leafgrid.collide(np, g, f.dtype.type(omega), a)
+
+
+@pytest.mark.parametrize("leaves, m, precision", [((2, 2, 2), 17, "fp64"), ((3, 1, 2), 9, "fp64"),
+                                                   ((2, 2, 2), 9, "fp32")])
+def test_one_level_of_leaves_is_the_uniform_periodic_lattice(leaves, m, precision):
+    e = engine(f"grid.leaves={list(leaves)}", f"grid.m={m}", f"physics.precision='{precision}'",
+               "physics.force=[1e-5, -2e-5, 0.0]", "initial.kind='random'")
+    u = storage.uniform_from_leaves(np, e.state_arrays()["f"], m, leaves)
+    for _ in range(6):
+        u = roll_step(u, e.omega, e.accel)
+    e.step(6)
+    got = e.state_arrays()["f"]
+    np.testing.assert_array_equal(storage.uniform_from_leaves(np, got, m, leaves), u)
+    # every copy of a shared face node holds the same value
+    np.testing.assert_array_equal(storage.leaves_from_uniform(np, u, m, leaves), got)
+
+
+def test_storage_conversions_are_lossless():
+    rng = np.random.default_rng(1)
+    u = rng.random((3, 16, 24, 32))
+    leaves = storage.leaves_from_uniform(np, u, 9, (4, 3, 2))
+    np.testing.assert_array_equal(storage.uniform_from_leaves(np, leaves, 9, (4, 3, 2)), u)
+    even = storage.leaves_from_uniform(np, rng.random((2, 16, 16, 32)), 9, (4, 2, 2))
+    mothers = storage.mothers_from_leaves(np, even, 9, (4, 2, 2))
+    assert mothers.shape == (2, 2, 17, 17, 17)  # 4×2×2 leaves = 2×1×1 mothers
+    np.testing.assert_array_equal(storage.leaves_from_mothers(np, mothers, 9, (4, 2, 2)), even)
+    with pytest.raises(ValueError, match="even number of leaves"):
+        storage.mothers_from_leaves(np, leaves, 9, (4, 3, 2))
+
+
+def test_shear_wave_decays_at_the_viscous_rate():
+    """u_x = U sin(2π z/L) decays as exp(−ν k² t), ν = (τ − ½)/3, on a 16×16×64 box of 17³ leaves."""
+    tau, steps = 0.8, 300
+    e = engine("grid.leaves=[1, 1, 4]", "grid.m=17", f"physics.tau={tau}", "physics.precision='fp64'",
+               "initial.kind='shear-wave'", "initial.u0=0.01")
+    nz = e.preset.shape[0]
+    z = np.arange(nz)
+    mode = np.sin(2 * np.pi * z / nz)
+
+    def amplitude():
+        ux = e.field("ux").data
+        return float((ux.mean(axis=(1, 2)) * mode).sum() / (mode * mode).sum())
+    a0 = amplitude()
+    e.step(steps)
+    nu, k = (tau - 0.5) / 3, 2 * np.pi / nz
+    rate = -np.log(amplitude() / a0) / steps
+    np.testing.assert_allclose(rate, nu * k * k, rtol=0.01)
+
+
+def test_field_by_name_equals_fields():
+    e = engine("initial.kind='random'")
+    e.step(2)
+    every = e.fields()
+    for name in e.field_names():
+        one = e.field(name)
+        if hasattr(one, "data"):
+            np.testing.assert_array_equal(one.data, every[name].data, err_msg=name)
