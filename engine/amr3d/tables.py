@@ -1,0 +1,233 @@
+"""Gather tables: for every shell point and direction, where the pull streaming reads from.
+
+Built once per tree on the host (per-leaf-chunk loops, vectorised inside); the reference step and
+the GPU kernels only index these flat arrays, they never search the tree (DESIGN.md §11).
+
+Index conventions (all int64 here; kernels may narrow them):
+- point id   p = leaf · m³ + (k · m + j) · m + i   (i = x fastest, as f[q, leaf, k, j, i])
+- state flat     q · (L · m³) + p                 (f.reshape(-1))
+- level buffer   q · (n_l · m³) + (leaf − lo_l) · m³ + local   (the gathered, pre-collision values of
+  the n_l leaves of level l, leaves lo_l … lo_l + n_l − 1)
+
+Inner points (indices 1 … m−2 on every axis) read their own leaf at the fixed offset −c_q and are
+not in the tables. A shell point's source s = x − c_q h_l is classified (docs/amr3d.md):
+1. beyond a non-periodic side → bounce-back: own point, population opp(q)            (direct)
+2. inside the own leaf's closed box → own leaf                                        (direct)
+3. a node of a same-level leaf (lowest index)                                         (direct)
+4. a node of a level l+1 leaf (coincident fine node; value rescaled fine → coarse)    (fine)
+5. inside a level l−1 leaf: interpolated from that leaf's nodes — tensor-product quadratic
+   (27 nodes, default) or P0's trilinear (8 nodes); dyadic weights; time-interpolated
+   and rescaled                                                                        (coarse)
+The preference (own, same level, finer, coarser) reads the copy that is exact at the reader's
+time: all copies of a node agree (same-level copies by construction, coarse copies of fine-owned
+nodes after restriction), but a coarse copy is only time-interpolated at intermediate fine steps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import d3q27
+from .tree import Forest
+
+CHUNK = 32  # leaves per vectorised block while building (bounds host memory for m = 33)
+
+
+def shell_points(m: int) -> np.ndarray:
+    """(S, 3) (i, j, k) of a leaf's outer shell, in local flat order."""
+    k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
+    ijk = np.stack([i.ravel(), j.ravel(), k.ravel()], axis=1)
+    on = np.any((ijk == 0) | (ijk == m - 1), axis=1)
+    return ijk[on]
+
+
+def local_flat(m: int, ijk) -> np.ndarray:
+    ijk = np.asarray(ijk, np.int64)
+    return (ijk[..., 2] * m + ijk[..., 1]) * m + ijk[..., 0]
+
+
+@dataclass
+class LevelTables:
+    level: int
+    lo: int
+    n: int  # leaves lo … lo + n − 1
+    direct_dst: np.ndarray  # (D,) into the level buffer
+    direct_src: np.ndarray  # (D,) into f.reshape(-1)
+    fine_dst: np.ndarray  # (F,) into the level buffer
+    fine_q: np.ndarray  # (F,) population read
+    fine_slot: np.ndarray  # (F,) index into fine_pts
+    fine_pts: np.ndarray  # (UF,) point ids on level + 1, rescaled once per step
+    coarse_dst: np.ndarray  # (K,) into the level buffer
+    coarse_q: np.ndarray  # (K,)
+    coarse_slot: np.ndarray  # (K, S) indices into coarse_pts (S = 8 linear, 27 quadratic)
+    coarse_w: np.ndarray  # (K, S) interpolation weights (each row sums to 1)
+    coarse_pts: np.ndarray  # (UC,) point ids on level − 1 (time-interpolated, rescaled per step)
+    restrict_dst: np.ndarray  # (R,) point ids on this level that coincide with a level + 1 node
+    restrict_src: np.ndarray  # (R,) the level + 1 point ids they take their value from
+    dup_dst: np.ndarray  # (U,) point ids on this level stored by a lower-numbered same-level leaf
+    dup_src: np.ndarray  # (U,) that leaf's point ids
+
+
+@dataclass
+class Tables:
+    forest: Forest
+    level: dict  # level → LevelTables
+    interp: str = "quadratic"
+
+    @property
+    def m3(self) -> int:
+        return self.forest.m ** 3
+
+
+def _uniq(ids: np.ndarray):
+    u, inv = np.unique(ids, return_inverse=True)
+    return u, inv.reshape(ids.shape)
+
+
+def build(forest: Forest, interp: str = "quadratic") -> Tables:
+    """interp: "quadratic" (default: 3 coarse nodes per half-way axis, 27-point stencil) or
+    "linear" (P0's trilinear 8-point stencil); docs/amr3d.md says why quadratic."""
+    if interp not in STENCILS:
+        raise ValueError(f"interp = {interp!r}: one of {sorted(STENCILS)}")
+    return Tables(forest, {lv: _build_level(forest, lv, interp) for lv in forest.levels}, interp)
+
+
+# 1D weights at a half-way point between nodes i0 and i0+1, as (offsets from i0, weights).
+# linear: (½, ½). quadratic: the parabola through three nodes of the same coarse leaf, centred-left
+# (i0−1, i0, i0+1) → (−1/8, 3/4, 3/8), or, at the leaf's low face, (i0, i0+1, i0+2) → (3/8, 3/4, −1/8).
+STENCILS = {"linear": 2, "quadratic": 3}
+
+
+def _stencil(m: int, off, hc: int, interp: str):
+    """Tensor-product interpolation stencil in a coarse leaf for local offsets ``off`` (K, 3)
+    (finest units, coarse spacing hc): local flat indices and weights, (K, n³) each. Axes where
+    the point is a coarse node get weight 1 on it (zero-weight padding elsewhere), so
+    coincident nodes are copied exactly."""
+    i0 = off // hc
+    half = (off % hc) != 0
+    n = STENCILS[interp]
+    idx = np.repeat(i0[:, :, None], n, axis=2)  # (K, 3 axes, n)
+    w = np.zeros(idx.shape)
+    w[:, :, 0] = 1.0
+    if interp == "linear":
+        idx[:, :, 1] = np.minimum(i0 + 1, m - 1)
+        w[:, :, 0] = np.where(half, 0.5, 1.0)
+        w[:, :, 1] = np.where(half, 0.5, 0.0)
+    else:
+        left = half & (i0 >= 1)
+        right = half & (i0 < 1)
+        for k, (dl, wl, dr, wr) in enumerate(((-1, -0.125, 0, 0.375), (0, 0.75, 1, 0.75), (1, 0.375, 2, -0.125))):
+            idx[:, :, k] = np.where(left, i0 + dl, np.where(right, i0 + dr, i0))
+            w[:, :, k] = np.where(left, wl, np.where(right, wr, 1.0 if k == 0 else 0.0))
+    ix = idx[:, 0, :, None, None]
+    iy = idx[:, 1, None, :, None]
+    iz = idx[:, 2, None, None, :]
+    flat = (iz * m + iy) * m + ix  # (K, n, n, n)
+    wt = w[:, 0, :, None, None] * w[:, 1, None, :, None] * w[:, 2, None, None, :]
+    return flat.reshape(len(off), -1), wt.reshape(len(off), -1)
+
+
+def _build_level(forest: Forest, lv: int, interp: str) -> LevelTables:
+    m, m3, N = forest.m, forest.m ** 3, forest.n_leaves * forest.m ** 3
+    sl = forest.level_slice(lv)
+    lo, n = sl.start, sl.stop - sl.start
+    h = int(forest.spacing_of(lv))
+    ext = (m - 1) * h
+    shell = shell_points(m)
+    shell_local = local_flat(m, shell)
+    dirs = np.arange(1, d3q27.Q)
+    acc = {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "cp", "cw", "rd", "rs", "ud", "us")}
+    for c0 in range(lo, lo + n, CHUNK):
+        leaves = np.arange(c0, min(c0 + CHUNK, lo + n))
+        pos = forest.origin[leaves][:, None, :] + shell[None] * h  # (nl, S, 3)
+        pid = leaves[:, None] * m3 + shell_local[None]  # (nl, S)
+        _owners(forest, lv, leaves, pos, pid, acc)
+        # pull sources, (nl, S, 26, 3)
+        src = pos[:, :, None, :] - d3q27.C[dirs][None, None] * h
+        q = np.broadcast_to(dirs[None, None], pid.shape + (dirs.size,))
+        dst = q * (n * m3) + ((leaves - lo)[:, None, None] * m3 + shell_local[None, :, None])
+        own_pid = np.broadcast_to(pid[..., None], q.shape)
+        leaf_b = np.broadcast_to(leaves[:, None, None], q.shape)
+        sw, inside = forest.wrap_points(src)
+        todo = np.ones(q.shape, bool)
+        # 1. bounce-back beyond a non-periodic side
+        b = ~inside
+        acc["dd"].append(dst[b])
+        acc["ds"].append(d3q27.OPP[q[b]] * N + own_pid[b])
+        todo &= ~b
+        # 2. own leaf
+        off = forest.local_offset(leaf_b, sw)
+        own = todo & np.all((off >= 0) & (off <= ext), axis=-1)
+        acc["dd"].append(dst[own])
+        acc["ds"].append(q[own] * N + leaf_b[own] * m3 + local_flat(m, off[own] // h))
+        todo &= ~own
+        # 3. a same-level leaf having the node
+        same = np.where(todo, forest.containing(lv, sw), -1)
+        s = same >= 0
+        o = forest.local_offset(same[s], sw[s]) // h
+        acc["dd"].append(dst[s])
+        acc["ds"].append(q[s] * N + same[s] * m3 + local_flat(m, o))
+        todo &= ~s
+        # 4. a finer leaf having the node
+        if lv < forest.max_level and todo.any():
+            fine = np.where(todo, forest.containing(lv + 1, sw), -1)
+            s = fine >= 0
+            o = forest.local_offset(fine[s], sw[s]) // (h // 2)
+            acc["fd"].append(dst[s])
+            acc["fq"].append(q[s])
+            acc["fp"].append(fine[s] * m3 + local_flat(m, o))
+            todo &= ~s
+        # 5. inside a coarser leaf: interpolation stencil of that leaf's nodes
+        if todo.any():
+            if lv == 0:
+                raise ValueError("level-0 point without a source: the forest does not tile the domain")
+            coarse = np.where(todo, forest.containing(lv - 1, sw), -1)
+            if np.any(todo & (coarse < 0)):
+                raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
+            s = todo
+            o = forest.local_offset(coarse[s], sw[s])
+            pts, wts = _stencil(m, o, 2 * h, interp)
+            pts = coarse[s][:, None] * m3 + pts
+            acc["cd"].append(dst[s])
+            acc["cq"].append(q[s])
+            acc["cp"].append(pts)
+            acc["cw"].append(wts)
+
+    def cat(k, shape=(0,), dtype=np.int64):
+        return np.concatenate(acc[k]) if acc[k] else np.zeros(shape, dtype)
+
+    fine_pts, fine_slot = _uniq(cat("fp"))
+    width = STENCILS[interp] ** 3
+    coarse_pts, coarse_slot = _uniq(cat("cp", (0, width)))
+    order = np.argsort(cat("dd"), kind="stable")  # ascending destinations: friendlier scatter
+    return LevelTables(
+        level=lv, lo=lo, n=n,
+        direct_dst=cat("dd")[order], direct_src=cat("ds")[order],
+        fine_dst=cat("fd"), fine_q=cat("fq"), fine_slot=fine_slot, fine_pts=fine_pts,
+        coarse_dst=cat("cd"), coarse_q=cat("cq"), coarse_slot=coarse_slot.reshape(-1, width),
+        coarse_w=cat("cw", (0, width), np.float64), coarse_pts=coarse_pts,
+        restrict_dst=cat("rd"), restrict_src=cat("rs"), dup_dst=cat("ud"), dup_src=cat("us"))
+
+
+def _owners(forest: Forest, lv: int, leaves, pos, pid, acc) -> None:
+    """Shell nodes stored in several leaves: the owner is the finest leaf that has the node (lowest
+    index among equals). Level l+1 owners give the restriction table, same-level ones the
+    duplicates (kept equal by the step itself; used to make an arbitrary initial state consistent)."""
+    m, m3 = forest.m, forest.m ** 3
+    h = int(forest.spacing_of(lv))
+    pw, _ = forest.wrap_points(pos)
+    found = np.zeros(pid.shape, bool)
+    if lv < forest.max_level:
+        fine = forest.containing(lv + 1, pw)
+        s = fine >= 0
+        o = forest.local_offset(fine[s], pw[s]) // (h // 2)
+        acc["rd"].append(pid[s])
+        acc["rs"].append(fine[s] * m3 + local_flat(m, o))
+        found |= s
+    same = forest.containing(lv, pw)  # includes the leaf itself: a one-root periodic axis stores
+    s = ~found & (same >= 0)           # index 0 and m−1 of one node in the same leaf
+    owner = same[s] * m3 + local_flat(m, forest.local_offset(same[s], pw[s]) // h)
+    dup = owner != pid[s]
+    acc["ud"].append(pid[s][dup])
+    acc["us"].append(owner[dup])
