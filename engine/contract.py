@@ -21,7 +21,8 @@ and may override (each has a default):
 - ``check_restorable(arrays)``: whether a checkpoint's arrays fit this engine (default: the same
   names, shapes and dtypes; an octree whose leaf count changes overrides it),
 - ``estimated_bytes()``, ``timing_extra()``, ``equivalence_companions()``,
-- class method ``bench_spec()``: what ``nagare bench`` measures (engine/benchspec.py).
+- class method ``bench_spec()``: what ``nagare bench`` measures (engine/benchspec.py),
+- ``kernel_specs(selection)``: the CUDA modules a selection compiles (warm-up, engine/cuda.py).
 
 Users (worker, CLI, bench, tests) call only the public names: ``step``, ``synchronize``,
 ``on_stream``, ``fields``/``field_names``/``field``, ``diagnostics``/``device_diagnostics``/
@@ -196,6 +197,12 @@ class Engine(ABC):
     def bench_spec(cls) -> BenchSpec:
         """What ``nagare bench FAMILY`` measures (engine/benchspec.py); default: no benchmark."""
         return BenchSpec()
+
+    def kernel_specs(self, selection: dict | None = None) -> list:
+        """The CUDA modules (engine/cuda.py ``KernelSpec``) ``selection`` (default: the current
+        one) compiles on this engine, for a warm-up: ``cuda.precompile(engine.kernel_specs(sel),
+        jobs)`` ahead of a switch. Default: none."""
+        return []
 
     def check_restorable(self, arrays: dict[str, np.ndarray]) -> None:
         """CheckpointError unless ``arrays`` (a checkpoint's state) can be loaded into this engine.

@@ -44,19 +44,27 @@ class Axis:
     default: dict[str, str]  # per backend
     live: bool = True  # switchable between steps without reset
     choices: dict[str, Choice] = field(default_factory=dict)
+    # The typed value of a choice (choices are strings: "4" -> 4 with int, "16x8" -> (16, 8) with a
+    # tile parser); str by default.
+    parse: Callable[[str], Any] = str
+
+    def typed(self, value) -> Any:
+        """The value of a choice of this axis as its code uses it (``parse`` applied)."""
+        return self.parse(value)
 
 
 _REGISTRY: dict[str, dict[str, Axis]] = {}
 
 
 def register_axis(family: str, name: str, *, default: str | dict[str, str], doc: str = "",
-                  live: bool = True) -> Axis:
+                  live: bool = True, parse: Callable[[str], Any] = str) -> Axis:
+    """``parse``: the choice's typed value (e.g. ``int`` for step counts), see :func:`typed`."""
     if isinstance(default, str):
         default = {"numpy": default, "cupy": default}
     axes = _REGISTRY.setdefault(family, {})
     if name in axes:
         raise ValueError(f"axis {family}.{name} registered twice")
-    axes[name] = Axis(family, name, doc, dict(default), live)
+    axes[name] = Axis(family, name, doc, dict(default), live, parse=parse)
     return axes[name]
 
 
@@ -77,6 +85,14 @@ def families() -> list[str]:
 
 def axes(family: str) -> dict[str, Axis]:
     return _REGISTRY.get(family, {})
+
+
+def typed(family: str, selection: dict) -> dict[str, Any]:
+    """``selection`` with each value of a registered axis parsed by its axis (``int`` for "4", a
+    tile parser for "16x8", ...); keys that are not axes of ``family`` pass through unchanged.
+    A value its parser refuses raises that parser's error (ValueError)."""
+    fam = axes(family)
+    return {k: fam[k].typed(v) if k in fam else v for k, v in selection.items()}
 
 
 def all_choices() -> list[Choice]:

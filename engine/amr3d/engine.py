@@ -11,14 +11,13 @@ import math
 
 import numpy as np
 
-from .. import registry
 from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Boxes, Grid3D
-from . import d3q27, ladder, leafgrid, storage
+from . import d3q27, ladder, leafgrid, storage, variants
 from .config import AMR3DPreset
 
-FAMILY = "amr3d"
+FAMILY = variants.FAMILY
 # P0 §4: flops and bytes per point and step of the D3Q27 BGK update (the improved roofline).
 P0_FLOPS, P0_BYTES = 377, 220
 
@@ -29,49 +28,7 @@ RUNG_KERNELS = {"naive": "naive", "split": "split", "mother-leaf": "split", "tem
                 "sorted": "sorted", "uniform": "uniform"}
 
 
-def _needs_mothers(backend, selection, preset):
-    if preset is not None and storage.mother_shape(tuple(preset.grid.leaves)) is None:
-        return f"mother leaves need an even number of leaves per axis (grid.leaves = {list(preset.grid.leaves)})"
-    return None
-
-
-def _fp32_only(backend, selection, preset):
-    if preset is not None and preset.physics.precision != "fp32":
-        return "the CUDA kernels are fp32 (set physics.precision = \"fp32\")"
-    return None
-
-
-def _mothers_fp32(backend, selection, preset):
-    return _fp32_only(backend, selection, preset) or _needs_mothers(backend, selection, preset)
-
-
-# The CUDA default is split, which runs on every box; presets ask for templates (P0's best), and a
-# box with an odd number of leaves on some axis falls back to split with one log line.
-registry.register_axis(FAMILY, "kernels", default={"numpy": "reference", "cupy": "split"},
-                       doc="P0's ladder: naive (one kernel, runtime branches) → split (inner + shell kernels) → "
-                           "mother-leaf (8 siblings as one (2m−1)³ block: half the shell) → templates (26 shell "
-                           "classes × 27 directions resolved at compile time, concurrent streams); beyond P0: "
-                           "sorted (the 26 classes in one launch, one class per warp) and uniform (a plain "
-                           "periodic D3Q27 lattice of the same nodes: P0's break-even comparison)")
-# On CuPy the reference's fp32 reductions round differently from NumPy's (measured on the H200:
-# ~1e-6 relative after 24 steps), hence the fp32 tolerance of the kernels.
-registry.register_choice(FAMILY, "kernels", "reference", doc="NumPy/CuPy gather-table reference (leafgrid.py)",
-                         reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6)
-for _name, _doc, _check in (
-        ("naive", "§3.1 one thread per point, runtime neighbour branches", _fp32_only),
-        ("split", "§3.2 inner kernel + one outer-shell kernel", _fp32_only),
-        ("mother-leaf", "§3.3 split kernels on mother leaves of (2m−1)³ points", _mothers_fp32),
-        ("templates", "§3.4 inner + 26 template class kernels on 26 streams, mother leaves", _mothers_fp32),
-        ("sorted", "beyond P0: the 26 class bodies in one launch sorted by class, mother leaves", _mothers_fp32),
-        ("uniform", "beyond P0: the same nodes as one periodic uniform lattice, one fused kernel", _fp32_only)):
-    registry.register_choice(FAMILY, "kernels", _name, backends=("cupy",), doc=_doc,
-                             reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6, check=_check)
-registry.register_axis(FAMILY, "graph", default="off",
-                       doc="on: every 16 steps replayed as one CUDA graph (27+ launches a step otherwise)")
-registry.register_choice(FAMILY, "graph", "off", doc="launch every kernel from the host")
-registry.register_choice(FAMILY, "graph", "on", backends=("cupy",), doc="CUDA graph of 16 steps",
-                         reference={"kernels": "reference", "graph": "off"}, rtol=2e-5, atol=2e-6,
-                         check=_fp32_only)
+variants.register()
 
 
 class AMR3D(Engine):

@@ -19,6 +19,7 @@ import numpy as np
 from ..backend import get_backend
 from ..presets import load_preset
 from . import engine as lbm
+from . import launch as launch_config
 
 SHAPES = [((64, 4, 1), 1), ((128, 2, 1), 1), ((256, 1, 1), 1), ((64, 4, 1), 2), ((128, 2, 1), 2),
           ((256, 1, 1), 2)]
@@ -87,21 +88,18 @@ def grid_size(text: str) -> tuple[int, int]:
 def make_engine(n, variants: dict, launch=None):
     """``n``: a square side or an (nx, ny) pair."""
     if launch is not None:
-        lbm.FUSED_LAUNCH[variants.get("storage", "native")] = launch
+        launch_config.FUSED_LAUNCH[variants.get("storage", "native")] = launch
     nx, ny = (n, n) if isinstance(n, int) else n
     preset = load_preset("lbm2d-poiseuille", [f"grid.nx={nx}", f"grid.ny={ny}"], backend=None)
     return lbm.LBM2D(preset, get_backend("cupy"), variants={"kernel": "fused", **variants})
 
 
-def time_engine(cp, e, steps: int, repeats: int, graph: bool) -> list[float]:
-    """Seconds per step of `repeats` timed runs of `steps` steps (one warm-up run first)."""
+def time_engine(cp, e, steps: int, repeats: int) -> list[float]:
+    """Seconds per step of `repeats` timed runs of `steps` steps (one warm-up run first); with the
+    graph variant the engine's stepper replays CUDA graphs."""
     def run():
         with e.on_stream():  # launches (and graph capture) on the engine's stream, as Engine.step does
-            if graph:
-                e._advance_graph(steps)
-            else:
-                for _ in range(steps):
-                    e._step_cuda()
+            e.stepper.advance(e.state, steps)  # a CUDA-graph launch per batch with the graph variant
 
     run()
     out = []
@@ -138,30 +136,32 @@ def main(argv=None):
     import cupy as cp
 
     shapes = [parse_shape(label) for label in args.shapes.split(",")] if args.shapes else SHAPES
-    default = dict(lbm.FUSED_LAUNCH)
+    default = dict(launch_config.FUSED_LAUNCH)
     print("n\tstorage\thints\tvariant\tshape\tms/step\tMLUPS\tGB/s\t%roofline\tspread%\tregs", flush=True)
     runs = [(n, storage, hint) for n in args.n.split(",") for storage in args.storages.split(",")
             for hint in args.hints.split(",")]
-    default_options = dict(lbm.FUSED_OPTIONS)
+    default_options = dict(launch_config.FUSED_OPTIONS)
     for n, storage, hint in runs:
         key = (storage, "float")  # the bench's scene is fp32 (fp16 storage computes in fp32)
-        lbm.FUSED_OPTIONS = ({**default_options, key: hint_options(hint)} if hint != "default"
-                             else dict(default_options))
+        launch_config.FUSED_OPTIONS.clear()  # the dict single_step reads
+        launch_config.FUSED_OPTIONS.update(default_options)
+        if hint != "default":
+            launch_config.FUSED_OPTIONS[key] = hint_options(hint)
         bpu = 36 if storage == "fp16" else 72
         cells = [(f"fused {shape_label(s)}", s, {}, False) for s in shapes]
         if not args.no_extras and hint == "default":
             cells += [("fused graph", default[storage], {"graph": "on"}, True),
                       ("aa", default[storage], {"streaming": "aa"}, False),
                       ("aa graph", default[storage], {"streaming": "aa", "graph": "on"}, True)]
-        for label, launch, extra, graph in cells:
+        for label, launch, extra, _graph in cells:
             try:
                 e = make_engine(grid_size(n), {"storage": storage, **extra}, launch)
-                times = time_engine(cp, e, args.steps, args.repeats, graph)
+                times = time_engine(cp, e, args.steps, args.repeats)
             except Exception as exc:  # a shape that cannot launch is a row, not a crash
                 print(f"{n}\t{storage}\t{hint}\t{label}\t\tcannot run: {type(exc).__name__}: {exc}", flush=True)
                 continue
             finally:
-                lbm.FUSED_LAUNCH.update(default)
+                launch_config.FUSED_LAUNCH.update(default)
             med = statistics.median(times)
             nx, ny = grid_size(n)
             mlups = nx * ny / med / 1e6
@@ -169,7 +169,8 @@ def main(argv=None):
             pct = f"{100 * gbs / args.copy_gbs:.1f}" if args.copy_gbs else ""
             spread = 100 * (max(times) / min(times) - 1)
             shape = shape_label(launch)
-            regs = getattr(e._k["fused"], "num_regs", "") if hasattr(e, "_k") else ""
+            kernels = getattr(e.stepper, "k", {})
+            regs = getattr(kernels["fused"], "num_regs", "") if "fused" in kernels else ""
             print(f"{n}\t{storage}\t{hint}\t{label}\t{shape}\t{med * 1e3:.4f}\t{mlups:.0f}\t{gbs:.0f}\t{pct}"
                   f"\t{spread:.1f}\t{regs}", flush=True)
             e = None

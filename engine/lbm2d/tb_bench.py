@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from .. import cuda
 from . import temporal_blocking as tb
 
 
@@ -54,25 +55,14 @@ def time_config(cp, sel, f_host, mask, params, preset, steps: int, repeats: int 
     return best
 
 
-def _compile_one(job):
-    """Worker of --jobs: compile one configuration (a fresh process, so CuPy's disk cache is filled)."""
-    sel, fp64 = job
-    try:
-        tb.compiled_kernel(sel, np.float64 if fp64 else np.float32)
-    except Exception as exc:  # reported again, as "cannot run", when the grid is timed
-        return f"{sel}: {type(exc).__name__}"
-    return None
-
-
 def precompile(rows, fp64: bool, jobs: int) -> None:
-    import concurrent.futures
-    import multiprocessing
-
-    todo = [(sel, fp64) for sel, reason in rows if reason is None]
-    ctx = multiprocessing.get_context("spawn")  # CUDA contexts do not survive fork
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-        failed = [r for r in pool.map(_compile_one, todo) if r]
-    print(f"# precompiled {len(todo) - len(failed)} of {len(todo)} configurations in {jobs} processes", flush=True)
+    """Compile the runnable configurations of ``rows`` ((selection, reason) pairs) in ``jobs``
+    processes (engine/cuda.py precompile); a failure is reported again, as "cannot run", when the
+    grid is timed."""
+    dtype = np.float64 if fp64 else np.float32
+    specs = [tb.kernel_spec(sel, dtype) for sel, reason in rows if reason is None]
+    failed = cuda.precompile(specs, jobs)
+    print(f"# precompiled {len(specs) - len(failed)} of {len(specs)} configurations in {jobs} processes", flush=True)
 
 
 def main(argv=None):

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import registry
+from ..cuda import KernelSpec, ctype, template
 from .d2q9 import CX, CY, FLUID, MOVING_WALL, SOLID, Q
 
 CUDA_SOURCE = "cuda/lbm2d/temporal_blocking.cu"
@@ -37,6 +39,9 @@ MAX_REGS_PER_THREAD = 255
 
 
 def parse_tile(tile: str) -> tuple[int, int]:
+    """"WxH" → (W, H) (the tile axis' parser; a (W, H) pair is returned as it is)."""
+    if isinstance(tile, tuple) and len(tile) == 2 and all(isinstance(v, int) for v in tile):
+        return tile
     try:
         w, h = (int(v) for v in str(tile).lower().split("x"))
     except ValueError:
@@ -46,9 +51,17 @@ def parse_tile(tile: str) -> tuple[int, int]:
     return w, h
 
 
+def typed(selection: dict) -> dict:
+    """The selection with ts, tr as ints and tile as (width, height) (the lbm2d axes' parsers);
+    ValueError for a value its axis cannot parse."""
+    from .variants import FAMILY  # variants imports this module (its tile parser)
+
+    return registry.typed(FAMILY, selection)
+
+
 def register_depth(selection: dict) -> int:
     """Steps per register phase: stb (r0) takes one step per shared-memory phase."""
-    return 1 if selection["kernel"] in ("stb", "wavefront") else int(selection["tr"])
+    return 1 if selection["kernel"] in ("stb", "wavefront") else typed(selection)["tr"]
 
 
 def shared_bytes(ts: int, tile: tuple[int, int], itemsize: int) -> int:
@@ -117,8 +130,8 @@ def unavailable_reason(selection: dict, preset) -> str | None:
     if collision != "bgk":
         return f"temporal-blocking kernels implement BGK only (preset asks for {collision})"
     try:
-        ts, tr = int(selection["ts"]), int(selection["tr"])
-        tw, th = parse_tile(selection["tile"])
+        sel = typed(selection)
+        ts, tr, (tw, th) = sel["ts"], sel["tr"], sel["tile"]
     except (KeyError, ValueError) as exc:
         return f"bad selection: {exc}"
     if ts < 1:
@@ -178,16 +191,20 @@ def storage_and_compute(dtype) -> tuple[np.dtype, np.dtype]:
 
 
 def kernel_name(selection: dict, dtype) -> str:
-    from ..cuda import ctype
-
-    tw, th = parse_tile(selection["tile"])
-    ws = "true" if selection["kernel"] == "srtb-ws" else "false"
+    sel = typed(selection)
+    tw, th = sel["tile"]
     storage, compute = storage_and_compute(dtype)
     stype = "tb_half" if storage == np.float16 else ctype(storage)  # raw binary16 bits, see tb_d2q9.cuh
-    if selection["kernel"] == "wavefront":
-        return f"lbm2d_wave<{stype}, {ctype(compute)}, {int(selection['ts'])}, {tw}, {th}>"
-    return (f"lbm2d_tb<{stype}, {ctype(compute)}, {int(selection['ts'])}, {register_depth(selection)}, "
-            f"{tw}, {th}, {ws}>")
+    if sel["kernel"] == "wavefront":
+        return template("lbm2d_wave", stype, compute, sel["ts"], tw, th)
+    return template("lbm2d_tb", stype, compute, sel["ts"], register_depth(sel), tw, th, sel["kernel"] == "srtb-ws")
+
+
+def kernel_spec(selection: dict, dtype) -> KernelSpec:
+    """The NVRTC module of one configuration (each is its own module: every argument is a template
+    parameter)."""
+    name = kernel_name(selection, dtype)
+    return KernelSpec(WAVE_SOURCE if selection["kernel"] == "wavefront" else CUDA_SOURCE, (name,))
 
 
 # tb_d2q9.cuh: a node code is the mask code (bits 0-6) plus TB_EDGE on fluid nodes with a solid or
@@ -209,17 +226,13 @@ def node_codes(xp, mask):
 
 
 def compiled_kernel(selection: dict, dtype):
-    from .. import cuda
-
-    name = kernel_name(selection, dtype)
-    source = WAVE_SOURCE if selection["kernel"] == "wavefront" else CUDA_SOURCE
-    return cuda.kernel(source, name, (name,))
+    return kernel_spec(selection, dtype).function()
 
 
 def compiled_reason(kern, selection: dict) -> str | None:
     """'Cannot run' from the compiled kernel's attributes: a launch needing more registers than a
     block may have. (Small spills are not fatal; ``step.spill_bytes`` reports them.)"""
-    tw, th = parse_tile(selection["tile"])
+    tw, th = typed(selection)["tile"]
     threads = tw if selection["kernel"] == "wavefront" else tw * th
     regs = int(kern.num_regs)
     if regs * threads > REGS_PER_BLOCK or int(kern.max_threads_per_block) < threads:
@@ -245,8 +258,8 @@ def make_stepper(xp, selection: dict, preset, mask, params: dict):
     if reason is not None:
         raise ValueError(f"temporal-blocking variant cannot run: {reason}")
 
-    ts = int(selection["ts"])
-    tw, th = parse_tile(selection["tile"])
+    sel = typed(selection)
+    ts, (tw, th) = sel["ts"], sel["tile"]
     ny, nx = mask.shape
     smem = block_shared_bytes(selection["kernel"], ts, (tw, th), dtype.itemsize)
     if smem > SMEM_DEFAULT_BYTES:

@@ -14,8 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cuda import KernelSpec, template
+
 GOLDEN = 0.6180339887498949
 TRACER_SOURCE = "cuda/lbm2d/tracers.cu"
+# The tracer update and the one-pass moments kernel (lbm_velocity, engine/lbm2d/outputs.py), each
+# module with every instance it is used with.
+TRACER_SPEC = KernelSpec(TRACER_SOURCE, ("tracer_advance<float>", "tracer_advance<double>"))
+VELOCITY_SPEC = KernelSpec(TRACER_SOURCE, ("lbm_velocity<float, float>", "lbm_velocity<double, double>",
+                                           "lbm_velocity<float, unsigned short>"))
 
 
 class Tracers:
@@ -81,11 +88,9 @@ class Tracers:
     def _advance_cuda(self, ux, uy, dt: float):
         """One launch of tracer_advance (shaders/cuda/lbm2d/tracers.cu), the same operations as
         _advance_array (which stays the NumPy path and the reference it is tested against)."""
-        from .. import cuda
-
         xp, c = self.xp, self.cfg
         u = "float" if ux.dtype == np.float32 else "double"
-        kern = cuda.kernel(TRACER_SOURCE, f"tracer_advance<{u}>", ("tracer_advance<float>", "tracer_advance<double>"))
+        kern = TRACER_SPEC.function(template("tracer_advance", u))
         if not hasattr(self, "_points"):
             self._points = xp.asarray(np.asarray(c.points, dtype=np.float64).reshape(-1))
             self._solid_flat = xp.ascontiguousarray(self.solid)

@@ -1,8 +1,8 @@
-"""The lbm2d variant axes (DESIGN.md §4), registered explicitly.
+"""The lbm2d variant axes (DESIGN.md §4), registered explicitly by :func:`register` (called once,
+when engine.py is imported; every family registers this way).
 
 Single-step kernels live in shaders/cuda/lbm2d/lbm2d.cu. The temporal-blocking kernels (P1's
-stb / srtb / srtb-ws) come from the module ``engine/lbm2d/temporal_blocking.py`` with this
-interface (its own engineer's work; until it is merged those choices say so):
+stb / srtb / srtb-ws and the wavefront kernel) come from ``engine/lbm2d/temporal_blocking.py``:
 
     unavailable_reason(selection: dict, preset) -> str | None
     make_stepper(xp, selection: dict, preset, mask, params) -> callable(f_src, f_dst, nsteps)
@@ -10,12 +10,13 @@ interface (its own engineer's work; until it is merged those choices say so):
 ``make_stepper`` returns a function that advances ``nsteps`` steps from ``f_src`` into ``f_dst``
 with exactly the step semantics of docs/lbm2d.md (``f_src`` may be clobbered). ``params`` is a
 dict: tau, force (Fx, Fy), u_wall (uwx, uwy) — Python floats — and dtype.
+
+The axes ts and tr parse as ``int`` and tile as (width, height) (``registry.typed``).
 """
 from __future__ import annotations
 
-import importlib
-
 from .. import registry
+from . import temporal_blocking
 
 FAMILY = "lbm2d"
 SINGLE_STEP = ("reference", "two-kernel", "fused")
@@ -29,14 +30,6 @@ TILE_CHOICES = ("8x8", "10x10", "16x8", "16x16", "32x8", "32x16", "32x32")
 WAVE_TILE_CHOICES = ("64x128", "128x64", "128x128", "192x128")
 
 
-def temporal_blocking_module():
-    """The temporal-blocking launch module, or None while it is not built yet."""
-    try:
-        return importlib.import_module(".temporal_blocking", __package__)
-    except ImportError:
-        return None
-
-
 def _tb_reason(selection, preset) -> str | None:
     if preset.open_boundaries:
         return "temporal blocking does not implement inlet/outlet boundaries (walls, lid and periodic only)"
@@ -46,10 +39,7 @@ def _tb_reason(selection, preset) -> str | None:
         return "temporal-blocking kernels use native storage (fp16 storage is fused/reference only)"
     if selection.get("streaming", "two-lattice") != "two-lattice":
         return "temporal-blocking kernels use two lattices (AA streaming is fused only)"
-    mod = temporal_blocking_module()
-    if mod is None:
-        return "temporal-blocking kernels not built yet"
-    return mod.unavailable_reason(selection, preset)
+    return temporal_blocking.unavailable_reason(selection, preset)
 
 
 def check_kernel(backend, selection, preset):
@@ -63,7 +53,8 @@ def check_blocking_knob(backend, selection, preset):
     """ts / tr / tile only shape the temporal-blocking kernels; elsewhere any value is ignored."""
     if selection["kernel"] not in TEMPORAL_BLOCKING:
         return None
-    if int(selection["tr"]) > int(selection["ts"]):
+    typed = registry.typed(FAMILY, selection)
+    if typed["tr"] > typed["ts"]:
         return f"tr = {selection['tr']} > ts = {selection['ts']} (P1: tr ≤ ts)"
     return _tb_reason(selection, preset)
 
@@ -120,12 +111,12 @@ def register() -> None:
         R.register_choice(FAMILY, "kernel", name, backends=("cupy",), doc=docs[name],
                           reference={"kernel": "reference"}, rtol=1e-5, check=check_kernel)
 
-    for axis, choices, default, doc in (
-            ("ts", TS_CHOICES, "4", "temporal-blocking steps per global-memory pass (P1's ts)"),
-            ("tr", TR_CHOICES, "0", "register-blocking steps per shared-memory pass (P1's tr, ≤ ts)"),
-            ("tile", TILE_CHOICES + WAVE_TILE_CHOICES, "16x16",
+    for axis, choices, default, parse, doc in (
+            ("ts", TS_CHOICES, "4", int, "temporal-blocking steps per global-memory pass (P1's ts)"),
+            ("tr", TR_CHOICES, "0", int, "register-blocking steps per shared-memory pass (P1's tr, ≤ ts)"),
+            ("tile", TILE_CHOICES + WAVE_TILE_CHOICES, "16x16", temporal_blocking.parse_tile,
              "thread-block tile (x × y) of the temporal-blocking kernels (wavefront: threads × rows)")):
-        R.register_axis(FAMILY, axis, default=default, doc=doc)
+        R.register_axis(FAMILY, axis, default=default, doc=doc, parse=parse)
         for c in choices:
             R.register_choice(FAMILY, axis, c, backends=("numpy", "cupy"), doc=f"{axis} = {c}",
                               reference={"kernel": "reference"}, rtol=1e-5, check=check_blocking_knob)

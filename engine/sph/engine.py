@@ -14,54 +14,16 @@ import math
 
 import numpy as np
 
-from .. import registry
 from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Particles
-from . import geometry, reference
+from . import geometry, reference, variants
 from .config import SPHPreset
 from .neighbours import CELL_FRACTION, Domain, VerletList, build_cells, cell_pairs
 
-FAMILY = "sph"
+FAMILY = variants.FAMILY
 
-# On the GPU, P3's Verlet lists are the default search (so the registry test exercises both list
-# layouts and all position layouts with them); on NumPy, DualSPHysics' cell-full.
-registry.register_axis(
-    FAMILY, "search", default={"numpy": "cell-full", "cupy": "verlet"},
-    doc="neighbour search: cell-full (cells of r_c = 2h, DualSPHysics default), cell-half (cells of h), "
-        "verlet (lists within r_c + Δh, rebuilt when a particle travelled Δh/2; P3)")
-# Different searches find the same pairs in a different order, so sums differ by round-off; the
-# equivalence state is a settling tank (see equivalence_presets) where that round-off stays small.
-# Measured over 100 fp64 steps: |Δpos| ≤ 2e-16, |Δvel| ≤ 1e-14 (speeds ~0.04), |Δρ|/ρ ≤ 2e-15;
-# rtol 1e-11 / atol 1e-12 leave ~1000× margin yet catch any missing or extra pair at once.
-for _name, _doc in (("cell-full", "cell-linked list, cells of 2h, 3^d candidate cells"),
-                    ("cell-half", "cell-linked list, cells of h, 5^d candidate cells"),
-                    ("verlet", "Verlet lists within R_c = r_c + Δh (NumPy: pair arrays)")):
-    registry.register_choice(FAMILY, "search", _name, backends=("numpy", "cupy"), doc=_doc,
-                             reference=None if _name == "cell-full" else {"search": "cell-full"},
-                             rtol=1e-11, atol=1e-12)
-
-
-registry.register_axis(
-    FAMILY, "verlet_layout", default={"numpy": "per-particle", "cupy": "warp-interleaved"},
-    doc="how Verlet lists are stored: warp-interleaved (P3: element k of a warp's 32 lists contiguous, "
-        "per-warp regions of 32 × the warp's longest list) or per-particle (each list contiguous)")
-registry.register_choice(FAMILY, "verlet_layout", "per-particle", backends=("numpy", "cupy"),
-                         doc="lists end to end (CSR); NumPy's pair arrays grouped by particle",
-                         reference=None, rtol=1e-11, atol=1e-12)
-registry.register_choice(FAMILY, "verlet_layout", "warp-interleaved", backends=("cupy",),
-                         doc="P3 §3.1–3.3: coalesced list reads, variable per-warp regions",
-                         reference={"verlet_layout": "per-particle"}, rtol=1e-11, atol=1e-12)
-registry.register_axis(
-    FAMILY, "layout", default="soa",
-    doc="particle data read by the interaction: soa (separate arrays), aos (one 8-value record per particle), "
-        "float4 (positions as 16-byte float4; fp64: double2 x,y + separate z, P3 §3.4)")
-registry.register_choice(FAMILY, "layout", "soa", backends=("numpy", "cupy"), doc="structure of arrays",
-                         reference=None, rtol=1e-11, atol=1e-12)
-for _name, _doc in (("aos", "array of 8-value records (x y z vx vy vz ρ p)"),
-                    ("float4", "positions packed float4 (fp32) or double2 + z (fp64), the rest SoA")):
-    registry.register_choice(FAMILY, "layout", _name, backends=("cupy",), doc=_doc,
-                             reference={"layout": "soa"}, rtol=1e-11, atol=1e-12)
+variants.register()
 
 
 class SPH(Engine):

@@ -48,9 +48,23 @@ SOURCE = "cuda/sph/sph.cu"
 BLOCK = 128  # a multiple of 32: the warp-interleaved lists assume whole warps per block
 LAYOUT_CODE = {"soa": 0, "aos": 1, "float4": 2}
 KERNEL_CODE = {"wendland": 0, "cubic": 1}
+ROLES = ("keys", "starts", "gather", "cells1", "cells2", "count", "fill", "verlet", "int_verlet", "predict", "correct")
 N_PARAMS = 14
 PROBE_LAG = 2  # steps the host may run ahead of the last dmax copy it has read
 SLOT = 4  # reduction slot stride in `red`: [max|a|², max c, max|μ|, pad]; slots 0/1 by step parity, 2 scratch
+
+
+def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool) -> cuda.KernelSpec:
+    """The sph.cu module of one (scalar type, dimension, position layout, smoothing kernel, Verlet
+    list layout): every kernel of the GPU path as a name expression, in :data:`ROLES` order (the
+    plain kernel too: with name expressions CuPy looks names up)."""
+    t = cuda.template
+    return cuda.KernelSpec(SOURCE, (
+        t("sph_cell_keys", T, D), t("sph_cell_starts"), t("sph_gather", T, D, L),
+        t("sph_interact_cells", T, D, L, K, 1), t("sph_interact_cells", T, D, L, K, 2),
+        t("sph_verlet_count", T, D, L, 2), t("sph_verlet_fill", T, D, L, 2, interleaved),
+        t("sph_interact_verlet", T, D, L, K, interleaved), t("sph_integrate_verlet", T, D),
+        t("sph_symplectic_predict", T, D), t("sph_symplectic_correct", T, D)))
 
 
 class GpuSPH:
@@ -112,25 +126,9 @@ class GpuSPH:
 
     # ---- kernels ----
     def _compile(self):
-        T, D, L = self.T, self.dim, self.layout
-        K = KERNEL_CODE[self.e.k.kernel]
-        W = "true" if self.interleaved else "false"
-        self.names = {
-            "keys": f"sph_cell_keys<{T}, {D}>",
-            "starts": "sph_cell_starts",
-            "gather": f"sph_gather<{T}, {D}, {L}>",
-            "cells1": f"sph_interact_cells<{T}, {D}, {L}, {K}, 1>",
-            "cells2": f"sph_interact_cells<{T}, {D}, {L}, {K}, 2>",
-            "count": f"sph_verlet_count<{T}, {D}, {L}, 2>",
-            "fill": f"sph_verlet_fill<{T}, {D}, {L}, 2, {W}>",
-            "verlet": f"sph_interact_verlet<{T}, {D}, {L}, {K}, {W}>",
-            "int_verlet": f"sph_integrate_verlet<{T}, {D}>",
-            "predict": f"sph_symplectic_predict<{T}, {D}>",
-            "correct": f"sph_symplectic_correct<{T}, {D}>",
-        }
-        exprs = tuple(self.names.values())  # the plain kernel too: with name expressions CuPy looks names up
-        mod = cuda.module(SOURCE, exprs)
-        self.kern = {k: mod.get_function(v) for k, v in self.names.items()}
+        self.spec = kernel_spec(self.T, self.dim, self.layout, KERNEL_CODE[self.e.k.kernel], self.interleaved)
+        self.names = dict(zip(ROLES, self.spec.name_expressions, strict=True))
+        self.kern = {k: self.spec.function(v) for k, v in self.names.items()}
 
     def _launch(self, name, *args, threads=None):
         n = self.n if threads is None else threads

@@ -9,26 +9,18 @@ import math
 
 import numpy as np
 
-from .. import registry
 from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Grid2D
 from ..stencil.library import wave2d
 from ..stencil.loops import loop_timing_extra
-from ..stencil.variants import loop_for, register_stencil_choices
-from . import reference
+from ..stencil.variants import loop_for
+from . import reference, variants
 from .config import Wave2DPreset
 
-FAMILY = "wave2d"
+FAMILY = variants.FAMILY
 
-registry.register_axis(FAMILY, "kernel", default={"numpy": "stencil-host", "cupy": "cuda"},
-                       doc="array: whole-array leapfrog (the reference); stencil-host / cuda / cuda-autotune: the "
-                           "update written once with the stencil framework, run by P2's host, device and "
-                           "auto-tuning device loop engines")
-registry.register_choice(FAMILY, "kernel", "array", backends=("numpy", "cupy"),
-                         doc="xp-generic array expression", reference={"kernel": "array"}, rtol=1e-12)
-# Same operations in the same order as the reference: bit-identical on the host.
-register_stencil_choices(FAMILY, {"kernel": "array"}, host_rtol=0.0, device_rtol=1e-5)
+variants.register()
 
 
 class Wave2D(Engine):

@@ -61,7 +61,7 @@ LAUNCH_MODES = [((64, 4, 1), 1), ((32, 2, 1), 2), ((128, 1, 1), "vec2"), ((64, 2
 def test_every_fused_launch_mode_matches(storage, launch, monkeypatch):
     """Each launch mode of the fused kernel (nodes per thread, vector width) on a grid of several
     64-node segments, FAST and mixed ones (the segment-class shortcut), against the NumPy path."""
-    from nagare.engine.lbm2d import engine as lbm
+    from nagare.engine.lbm2d import launch as lbm
 
     monkeypatch.setitem(lbm.FUSED_LAUNCH, storage, launch)
     monkeypatch.setattr(lbm, "PIPE_MIN_NODES", 0)  # test the pipelined kernel on a small grid too
@@ -90,7 +90,7 @@ def test_every_fused_launch_mode_matches(storage, launch, monkeypatch):
 def test_pipelined_fp16_kernel_is_bit_identical_to_the_packed_one(label, pipe, monkeypatch):
     """lbm_fused_pipe only changes how the populations reach the registers (cp.async through shared
     memory, rows marched by each warp): the arithmetic is lbm_fused_packed's, so the bits must agree."""
-    from nagare.engine.lbm2d import engine as lbm
+    from nagare.engine.lbm2d import launch as lbm
 
     base = PRESETS[label]
     p = base.model_copy(update={"grid": base.grid.model_copy(update={"nx": 512, "ny": 37})})

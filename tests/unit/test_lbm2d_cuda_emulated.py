@@ -17,7 +17,7 @@ import pytest
 from nagare.engine.backend import get_backend
 from nagare.engine.lbm2d import Engine
 from nagare.engine.lbm2d.d2q9 import CX, CY, OPP, Q, W
-from nagare.engine.lbm2d.engine import BLOCK, node_classes, segment_classes
+from nagare.engine.lbm2d.launch import BLOCK, node_classes, segment_classes
 
 from nagare import shaders
 from tests.unit.cuda_emulator import PRELUDE
@@ -76,7 +76,7 @@ extern "C" void {name}(int gx, int gy, int bx, int by, const unsigned char* node
 
 
 class Emulated:
-    """Drives the emulated kernels exactly as LBM2D._step_cuda drives the real ones."""
+    """Drives the emulated kernels exactly as the lbm2d steppers (steppers.py) drive the real ones."""
 
     def __init__(self, lib, engine, storage_dtype, scalar, fused_launch):
         self.lib, self.e, self.sd, self.scalar = lib, engine, np.dtype(storage_dtype), scalar
@@ -284,7 +284,7 @@ def test_segment_classes_are_the_largest_node_class_of_each_run():
 
 
 def test_fused_launch_modes_parse_and_fall_back():
-    from nagare.engine.lbm2d import engine as lbm
+    from nagare.engine.lbm2d import launch as lbm
 
     assert lbm.pipe_mode("pipe3r7") == (3, 7) and lbm.pipe_mode("pipe2") == (2, lbm.PIPE_ROWS)
     assert lbm.pipe_mode("packed8") is None and lbm.pipe_mode(2) is None

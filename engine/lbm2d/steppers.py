@@ -1,0 +1,231 @@
+"""One stepper per kind of lbm2d kernel, chosen once per selection (:func:`stepper_class`).
+
+Every stepper has the same small interface:
+
+- ``Stepper(engine, selection)`` builds what the selection needs (compiles kernels, sets launch
+  shapes) and raises if it cannot;
+- ``advance(state, n)`` advances the :class:`~.storage.LatticeState` by n steps on the current
+  stream (the engine's);
+- ``reset()`` forgets anything tied to the state's arrays (cached CUDA graphs) once they are
+  replaced;
+- ``device_moments``: whether the one-pass velocity kernel (tracers.cu lbm_velocity) may read the
+  stored state (CUDA steppers on two lattices, on a GPU);
+- class method ``kernel_specs(preset, selection, compute_capability)``: the modules it compiles
+  (``all_kernel_specs``: with the moments and tracer kernels beside it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cuda import KernelSpec
+from . import reference
+from . import temporal_blocking as tb
+from .launch import BLOCK, single_step
+from .storage import LatticeState
+from .tracers import TRACER_SPEC, VELOCITY_SPEC
+from .variants import GRAPH_STEPS, SINGLE_STEP, TEMPORAL_BLOCKING
+
+
+class Stepper:
+    cuda = False  # CUDA kernels that keep the state as lbm_velocity reads it (on two lattices)
+
+    def __init__(self, engine, selection: dict):
+        self.selection = dict(selection)
+        self.device_moments = engine.backend.is_gpu and self.cuda and selection["streaming"] != "aa"
+
+    def advance(self, state: LatticeState, n: int) -> None:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """The state's arrays were replaced (nothing to forget by default)."""
+
+    @classmethod
+    def kernel_specs(cls, preset, selection: dict, compute_capability: float | None = None) -> list[KernelSpec]:
+        return []
+
+    @classmethod
+    def all_kernel_specs(cls, preset, selection: dict, compute_capability: float | None = None) -> list[KernelSpec]:
+        """The stepper's modules plus the moments and tracer kernels that run beside it."""
+        specs = cls.kernel_specs(preset, selection, compute_capability)
+        if cls.cuda and selection["streaming"] != "aa":
+            specs.append(VELOCITY_SPEC)
+        if cls.cuda and preset.tracers.count:
+            specs.append(TRACER_SPEC)
+        return specs
+
+
+class ReferenceStepper(Stepper):
+    """The array step (NumPy or CuPy): reference.step, or the kernels' shifted fp16 arithmetic."""
+
+    def __init__(self, engine, selection):
+        super().__init__(engine, selection)
+        self.xp, self.lat = engine.xp, engine.lat
+
+    def advance(self, state, n):
+        for _ in range(n):
+            self._step(state)
+
+    def _step(self, state):
+        xp = self.xp
+        if state.f.dtype == np.float16:  # fp16 storage on the array path: the kernels' shifted arithmetic
+            if self.lat.dtype != np.float32:
+                raise RuntimeError("fp16 storage needs an fp32 preset")
+            state.f = reference.step_shifted(xp, state.f.astype(xp.float32), self.lat,
+                                             storage=xp.float16).astype(xp.float16)
+            return
+        reference.step(xp, state.f, state.fn, self.lat)
+        state.f, state.fn = state.fn, state.f
+
+
+class TemporalBlockingStepper(Stepper):
+    """P1's stb / srtb / srtb-ws and the wavefront kernel (temporal_blocking.py): ts steps a launch."""
+
+    cuda = True
+
+    def __init__(self, engine, selection):
+        super().__init__(engine, selection)
+        p = engine.preset
+        # The interface temporal_blocking.make_stepper reads (tau, force, u_wall, dtype).
+        params = {"tau": p.tau, "force": tuple(p.physics.force), "u_wall": tuple(p.wall_velocity),
+                  "dtype": engine.dtype}
+        self._step = tb.make_stepper(engine.xp, dict(selection), p, engine.mask, params)
+
+    def advance(self, state, n):
+        self._step(state.f, state.fn, n)
+        state.f, state.fn = state.fn, state.f
+
+    @classmethod
+    def kernel_specs(cls, preset, selection, compute_capability=None):
+        return [tb.kernel_spec(selection, preset.physics.dtype)]
+
+
+class SingleStepStepper(Stepper):
+    """The lbm2d.cu kernels, one step a launch (or a batch of steps a CUDA-graph launch)."""
+
+    cuda = True
+
+    def __init__(self, engine, selection):
+        super().__init__(engine, selection)
+        p, xp = engine.preset, engine.xp
+        self.xp, self.stream, self.open_boundaries = xp, engine.stream, p.open_boundaries
+        self.mask, self.node_class, self.node_segment = engine.mask, engine.node_class, engine.node_segment
+        self.launch = ss = single_step(p, selection["storage"], engine.compute_capability())
+        self.k = {role: ss.spec.function(name) for role, name in ss.names.items()}
+        if ss.fused_smem > 48 * 1024:  # beyond the default: opt in (sm_70+)
+            self.k["fused"].max_dynamic_shared_size_bytes = ss.fused_smem
+        T = ss.scalar
+        ny, nx = p.shape
+        self.ni = (np.int32(nx), np.int32(ny))
+        self.omega = (T(1.0 / p.tau), T(float(engine.lat.omega_minus)))  # (ω⁺, ω⁻); ω⁻ unused by BGK
+        self.force = (T(p.physics.force[0]), T(p.physics.force[1]))
+        self.uw = (T(p.wall_velocity[0]), T(p.wall_velocity[1]))
+        self.uin = T(p.physics.inlet_velocity)
+        self.graphs = {}
+        self.graph = selection["graph"] == "on"
+
+    @classmethod
+    def kernel_specs(cls, preset, selection, compute_capability=None):
+        return [single_step(preset, selection["storage"], compute_capability).spec]
+
+    def reset(self):
+        self.graphs = {}
+
+    def advance(self, state, n):
+        if self.graph:
+            self._advance_graph(state, n)
+            return
+        for _ in range(n):
+            self.step(state)
+
+    def step(self, state: LatticeState) -> None:
+        """One step: the kernels of this kind, then the open boundaries."""
+        self._kernels(state)
+        state.f, state.fn = state.fn, state.f
+        if self.open_boundaries:
+            nx, ny = self.ni
+            self.k["open"](((int(ny) + 127) // 128, 1, 1), (128, 1, 1), (state.f, self.mask, nx, ny, self.uin))
+
+    def _kernels(self, state: LatticeState) -> None:
+        raise NotImplementedError
+
+    def _advance_graph(self, state, n):
+        """Each batch of ≤ GRAPH_STEPS steps is one CUDA-graph launch.
+
+        Graphs are captured on first use and cached by (steps, current buffer, AA layout): a graph
+        bakes in the buffer pointers, and an odd step count ends with the ping-pong roles (or the AA
+        layout) swapped, so the state after a replay is recorded with the graph.
+        """
+        while n > 0:
+            m = min(n, GRAPH_STEPS)
+            key = (m, int(state.f.data.ptr), state.layout)
+            entry = self.graphs.get(key)
+            if entry is None:
+                before = (state.layout, state.f, state.fn)
+                # Relaxed mode: a lazily loaded module may not be loaded under global capture mode.
+                rt = self.xp.cuda.runtime
+                self.stream.begin_capture(getattr(rt, "streamCaptureModeRelaxed", None))
+                try:
+                    for _ in range(m):
+                        self.step(state)
+                except BaseException:
+                    state.layout, state.f, state.fn = before
+                    try:
+                        self.stream.end_capture()
+                    except Exception:
+                        pass  # the launch error above is the one to report
+                    raise
+                graph = self.stream.end_capture()
+                after = (state.layout, state.f, state.fn)
+                # Capture recorded the launches without running them: restore the roles.
+                state.layout, state.f, state.fn = before
+                if len(self.graphs) >= 8:
+                    self.graphs.clear()
+                entry = self.graphs[key] = (graph, after)
+            graph, after = entry
+            graph.launch(self.stream)
+            state.layout, state.f, state.fn = after
+            n -= m
+
+
+class TwoKernelStepper(SingleStepStepper):
+    """Stream kernel, then collide kernel (the naive baseline)."""
+
+    def _kernels(self, state):
+        nx, ny = self.ni
+        self.k["stream"](self.launch.dims, BLOCK, (state.f, state.fn, self.mask, nx, ny, *self.uw))
+        self.k["collide"](self.launch.dims, BLOCK, (state.fn, self.mask, nx, ny, *self.omega, *self.force))
+
+
+class FusedStepper(SingleStepStepper):
+    """Pull stream + collide in one kernel; with AA streaming, in place in one lattice."""
+
+    def __init__(self, engine, selection):
+        super().__init__(engine, selection)
+        if selection["streaming"] == "aa":
+            self.step = self._step_aa
+
+    def _kernels(self, state):
+        nx, ny = self.ni
+        ss = self.launch
+        self.k["fused"](ss.fused_dims, ss.fused_block,
+                        (state.f, state.fn, self.mask, self.node_class, self.node_segment, nx, ny, *self.omega,
+                         *self.force, *self.uw, *ss.fused_extra), shared_mem=ss.fused_smem)
+
+    def _step_aa(self, state):
+        nx, ny = self.ni
+        kern = self.k["aa_p"] if state.layout == "P" else self.k["aa_q"]
+        kern(self.launch.dims, BLOCK, (state.f, self.mask, self.node_class, nx, ny, *self.omega, *self.force,
+                                       *self.uw))
+        state.layout = "Q" if state.layout == "P" else "P"
+
+
+# The kernel axis' choices (variants.py) -> their stepper.
+STEPPERS: dict[str, type[Stepper]] = {"reference": ReferenceStepper, "two-kernel": TwoKernelStepper,
+                                      "fused": FusedStepper,
+                                      **dict.fromkeys(TEMPORAL_BLOCKING, TemporalBlockingStepper)}
+if set(STEPPERS) != set(SINGLE_STEP + TEMPORAL_BLOCKING):
+    raise ImportError("lbm2d: every kernel choice needs a stepper (steppers.STEPPERS)")
+
+
+def stepper_class(selection: dict) -> type[Stepper]:
+    return STEPPERS[selection["kernel"]]
