@@ -109,6 +109,18 @@ def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> 
     return pk
 
 
+
+def warm_up_specs(engine) -> list:
+    """The kernel specs (engine/cuda.py) of the selections one live switch away from the current one."""
+    specs = []
+    for axis, info in engine.variants.items():
+        if not info["live"]:
+            continue
+        for choice, reason in info["choices"].items():
+            if reason is None and choice != info["current"]:
+                specs += engine.kernel_specs(dict(engine.selection, **{axis: choice}))
+    return list(dict.fromkeys(specs))
+
 class SimulationWorker:
     """Runs an engine in a daemon thread. All public methods are safe to call from the UI thread."""
 
@@ -233,6 +245,17 @@ class SimulationWorker:
         self._publish(force=True)
         # a snapshot of the variant table, not the engine: only this thread touches the engine
         self._notify("engine", f"{engine.family} on {backend.name}", payload=copy.deepcopy(engine.variants))
+        if backend.is_gpu:
+            self._warm_up(engine)
+
+    def _warm_up(self, engine) -> None:
+        """Compile, in background processes, the kernels of every live choice one switch away, so a
+        live switch loads them from CuPy's disk cache instead of stalling the stream on NVRTC."""
+        specs = warm_up_specs(engine)
+        if specs:
+            from nagare.engine import cuda
+
+            threading.Thread(target=cuda.precompile, args=(specs, 2), name="nagare-warm-up", daemon=True).start()
 
     def _main(self) -> None:
         try:

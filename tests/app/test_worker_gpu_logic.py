@@ -155,3 +155,20 @@ def test_latest_packet_is_the_newest_complete_one():
     assert w.latest_packet() is pks[2]
     pks[3].event.done = True
     assert w.latest_packet() is pks[3]
+
+
+def test_warm_up_lists_the_kernels_one_live_switch_away(fake_preset):
+    from nagare.app.gui.worker import warm_up_specs
+    from nagare.engine.backend import get_backend
+    from nagare.engine.presets import load_preset
+
+    from tests.app import fake_engine
+
+    class Specs(fake_engine.FakeEngine):
+        def kernel_specs(self, selection=None):
+            sel = selection or self.selection
+            return [f"{sel['kernel']}/{sel['layout']}"]
+
+    eng = Specs(load_preset(fake_preset(), backend="numpy"), get_backend("numpy"))
+    # kernel: roll (current), slices (live, runs here), gpu-only (cannot run on NumPy); layout is not live
+    assert warm_up_specs(eng) == ["slices/a"]
