@@ -3,24 +3,31 @@
 ``nagare``                 the app (a window where there is a display; otherwise a bounded
                            headless run of the default preset that says where its output went)
 ``nagare run PRESET …``    headless run with progress, frames, dumps, timing logs, checkpoints
+``nagare soak PRESET --minutes N``  a long headless run that reports memory (RSS, GPU) growth
 ``nagare presets``         the presets with their one-line descriptions
 ``nagare info``            backend, device, measured copy bandwidth (the roofline)
 ``nagare bench FAMILY``    the family's registered variant matrix, as a table + JSON/Markdown/PNG
 ``nagare bench stencil``   P2's launch-configuration table (exhaustive search vs auto-tuner)
 ``nagare tune show|clear`` the auto-tuner's persistent cache
 ``nagare stencil list|show NAME``  built-in stencils and the CUDA generated from them
+
+Exit status: 0 done; 2 bad preset/option/checkpoint (nothing was run); 3 the run diverged;
+4 the run finished but something it was asked to write was not (a summary says what);
+130 Ctrl-C, 143 SIGTERM (both still write the timing log and a checkpoint).
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 from nagare.engine.backend import BACKEND_CHOICES, get_backend
-from nagare.engine.errors import NagareError, PresetError
+from nagare.engine.errors import CheckpointError, NagareError, PresetError
 
 from nagare import __version__
 
@@ -39,6 +46,63 @@ def default_preset() -> str:
     return names[0]
 
 
+class UsageError(NagareError):
+    """A command-line syntax error (argparse's), shown as one line like every other refusal."""
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints usage + message over several lines and exits
+        sub = self.prog.removeprefix("nagare").strip()
+        raise UsageError(f"{sub + ': ' if sub else ''}{message} (see `{self.prog} --help`)")
+
+
+def _timings_path(text: str) -> Path:
+    from .timinglog import timing_paths
+
+    try:
+        timing_paths(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return Path(text)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive, finite number of seconds")
+    return v
+
+
+def _positive_minutes(text: str) -> float:
+    try:
+        return _positive_seconds(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive, finite number of minutes") from None
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number ≥ 0")
+    return v
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{v}: expected 0 (no parallel compile) or a positive number of processes")
+    return v
+
+
 def _kv(text: str) -> tuple[str, str]:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"expected AXIS=CHOICE, got {text!r}")
@@ -47,7 +111,7 @@ def _kv(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nagare", description="GPU fluid-solver laboratory.")
+    p = Parser(prog="nagare", description="GPU fluid-solver laboratory.")
     p.add_argument("--version", action="version", version=f"nagare {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="more log output")
     sub = p.add_subparsers(dest="command")
@@ -63,8 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dump", type=Path, metavar="FILE.npz", help="write the final fields")
     r.add_argument("--dump-every", type=int, metavar="K")
     r.add_argument("--dump-dir", type=Path, metavar="DIR")
-    r.add_argument("--timings", type=Path, metavar="FILE.csv|FILE.json",
-                   help="timing log (the sibling .json/.csv with metadata is written too)")
+    r.add_argument("--timings", type=_timings_path, metavar="FILE.csv|FILE.json",
+                   help="timing log, streamed as the run goes: FILE.csv and FILE.json (metadata + the same rows) "
+                        "are both written; any other suffix is refused")
     r.add_argument("--frames", type=Path, metavar="DIR", help="write PNG frames here")
     r.add_argument("--every", type=int, metavar="K", help="a frame every K steps (default: 10 frames a run)")
     r.add_argument("--checkpoint", type=Path, metavar="FILE", help="write a checkpoint at the end")
@@ -85,10 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", help="output folder (default: bench-FAMILY-DEVICE-DATE)")
     b.add_argument("--case", action="append", help="only these cases (repeatable); the grid families (lbm2d, wave2d, "
                    "diffusion3d) also take any grid size, e.g. 2048x2048 or 128x128x64")
-    b.add_argument("--min-time", type=float, default=0.5, help="seconds measured per cell")
+    b.add_argument("--min-time", type=_positive_seconds, default=0.5, help="seconds measured per cell (> 0)")
     b.add_argument("--only", action="append", metavar="TEXT",
                    help="only variants whose label contains TEXT (repeatable)")
-    b.add_argument("--jobs", type=int, default=0,
+    b.add_argument("--jobs", type=_non_negative_int, default=0,
                    help="compile the matrix's kernels first in this many processes (families that "
                         "compile one module per configuration, e.g. lbm2d's temporal-blocking grid)")
 
@@ -96,6 +161,20 @@ def build_parser() -> argparse.ArgumentParser:
                        ("stencil", "stencil framework: list | show NAME (the generated CUDA)")):
         x = sub.add_parser(name, help=text, add_help=False)
         x.add_argument("rest", nargs=argparse.REMAINDER)
+
+    s = sub.add_parser("soak", help="a long headless run that reports memory growth (RSS, GPU)")
+    s.add_argument("preset")
+    s.add_argument("--minutes", type=_positive_minutes, required=True, help="how long to run")
+    s.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    s.add_argument("--variant", type=_kv, action="append", default=[], metavar="AXIS=CHOICE")
+    s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    s.add_argument("--batch", type=int, help="steps per batch (default: the preset's run.steps_per_frame)")
+    s.add_argument("--samples", type=int, default=30, help="memory samples over the run (default 30)")
+    s.add_argument("--timings", type=_timings_path, metavar="FILE.csv|FILE.json",
+                   help="keep the timing log here (default: a temporary one, deleted at the end)")
+    s.add_argument("--json", type=Path, metavar="FILE", help="write the samples and the summary as JSON")
+    s.add_argument("--max-growth-mib", type=_non_negative_float, metavar="MIB",
+                   help="exit 1 when RSS (or GPU memory) grew by more than this after the warm-up")
 
     g = sub.add_parser("gui", help="open the app window")
     g.add_argument("preset", nargs="?")
@@ -156,10 +235,81 @@ def cmd_bench(args) -> int:
                          ["nagare", *sys.argv[1:]], only=args.only, jobs=args.jobs)
 
 
-def cmd_run(args, argv: list[str]) -> int:
-    from nagare.engine.checkpoint import load_checkpoint
+# Preset sections that do not change the simulation: a checkpoint may resume under other values.
+NON_PHYSICS_KEYS = ("description", "extends", "variants", "view", "run", "cpu_overrides")
+
+
+def _physics(preset_dict: dict) -> dict:
+    return {k: v for k, v in preset_dict.items() if k not in NON_PHYSICS_KEYS}
+
+
+def _first_difference(a, b, prefix: str = "") -> tuple[str, object, object] | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            d = _first_difference(a.get(k, "<absent>"), b.get(k, "<absent>"), f"{prefix}{k}.")
+            if d:
+                return d
+        return None
+    return None if a == b else (prefix.rstrip("."), a, b)
+
+
+def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) -> None:
+    """Refuse (one line) a checkpoint of another family or another preset, before the variants
+    are resolved or an engine is built."""
+    from nagare.engine.presets import raw_dict
+
+    meta = ckpt["meta"]
+    how = f"resume it with its own preset: nagare run - --resume {resume}"
+    if meta["family"] != preset.engine:
+        raise CheckpointError(f"{resume}: this checkpoint is for {meta['family']}, not {preset.engine} "
+                              f"({preset.source}); {how}")
+    diff = _first_difference(_physics(meta["preset"]), _physics(raw_dict(preset)))
+    if diff is None:
+        return
+    key, theirs, ours = diff
+    if own_preset:
+        raise CheckpointError(f"{resume}: --set {key}={ours!r} changes the checkpoint's simulation ({key} = "
+                              f"{theirs!r}); a checkpoint continues the same simulation (only [run], [view] and "
+                              "[variants] may change on resume)")
+    belongs = meta.get("preset_source") or repr(meta["preset"].get("description", "?"))
+    if belongs == preset.source:
+        raise CheckpointError(f"{resume}: this checkpoint was made with other settings of {belongs} (a --set?): "
+                              f"{key} is {theirs!r} there, {ours!r} here; {how}")
+    raise CheckpointError(f"{resume}: this checkpoint belongs to preset {belongs} (hash "
+                          f"{meta.get('preset_hash', '?')}), not {preset.source} (hash {preset.content_hash}): "
+                          f"{key} is {theirs!r} there, {ours!r} here; {how}")
+
+
+def build_engine(args, backend, ckpt: dict | None = None):
+    """The validated preset and its engine for ``run``/``soak`` (restored from ``ckpt`` if given)."""
     from nagare.engine.families import create_engine
     from nagare.engine.presets import load_preset, validate
+
+    if args.preset == "-" and ckpt is None:
+        raise PresetError("-", None, PresetError.NOTHING,
+                          "'-' is the preset stored in a checkpoint: give --resume FILE (or name a preset)")
+    if ckpt is not None and args.preset == "-":
+        # The stored preset already holds the values it ran with: no [cpu_overrides] again.
+        stored = {k: v for k, v in ckpt["meta"]["preset"].items() if k != "cpu_overrides"}
+        preset = validate(stored, f"{args.resume} (preset)", None, args.overrides)
+    else:
+        preset = load_preset(args.preset, args.overrides, backend=backend.name)
+    if ckpt is not None:
+        check_checkpoint_fits(ckpt, preset, args.resume, own_preset=args.preset == "-")
+        # The checkpoint's variants are defaults, not demands: a GPU run's checkpoint resumes on
+        # NumPy with the NumPy choices (one log line says so).
+        preset = preset.model_copy(update={"variants": {**preset.variants, **ckpt["meta"]["variants"]}})
+    engine = create_engine(preset, backend, variants=dict(args.variant))
+    if ckpt is not None:
+        try:
+            engine.restore(ckpt)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{args.resume}: {exc}") from None
+    return preset, engine
+
+
+def cmd_run(args, argv: list[str]) -> int:
+    from nagare.engine.checkpoint import load_checkpoint
 
     from .headless import RunOptions, run
 
@@ -175,19 +325,7 @@ def cmd_run(args, argv: list[str]) -> int:
         raise PresetError("--checkpoint-every", None, args.checkpoint_every, "needs --checkpoint FILE")
     backend = get_backend(args.backend)
     ckpt = load_checkpoint(args.resume) if args.resume else None
-    if ckpt is not None and args.preset == "-":
-        # The stored preset already holds the values it ran with: no [cpu_overrides] again.
-        stored = {k: v for k, v in ckpt["meta"]["preset"].items() if k != "cpu_overrides"}
-        preset = validate(stored, f"{args.resume} (preset)", None, args.overrides)
-    else:
-        preset = load_preset(args.preset, args.overrides, backend=backend.name)
-    if ckpt is not None:
-        # The checkpoint's variants are defaults, not demands: a GPU run's checkpoint resumes on
-        # NumPy with the NumPy choices (one log line says so).
-        preset = preset.model_copy(update={"variants": {**preset.variants, **ckpt["meta"]["variants"]}})
-    engine = create_engine(preset, backend, variants=dict(args.variant))
-    if ckpt is not None:
-        engine.restore(ckpt)
+    preset, engine = build_engine(args, backend, ckpt)
     steps = args.steps or preset.run.steps
     every = args.every or (max(1, steps // 10) if args.frames else None)
     opts = RunOptions(steps=steps, timings=args.timings, dump=args.dump, dump_every=args.dump_every,
@@ -200,8 +338,32 @@ def cmd_run(args, argv: list[str]) -> int:
     return run(engine, opts)
 
 
+def cmd_soak(args, argv: list[str]) -> int:
+    from .soak import soak
+
+    if args.batch is not None and args.batch < 1:
+        raise PresetError("--batch", None, args.batch, "expected a positive integer")
+    if args.samples < 2:
+        raise PresetError("--samples", None, args.samples, "expected at least 2 samples")
+    args.resume = None
+    backend = get_backend(args.backend)
+    preset, engine = build_engine(args, backend)
+    return soak(engine, minutes=args.minutes, batch=args.batch or preset.run.steps_per_frame,
+                samples=args.samples, timings=args.timings, json_path=args.json,
+                max_growth_mib=args.max_growth_mib, argv=argv)
+
+
 def has_display() -> bool:
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    """Whether a window can open: X11/Wayland on Linux and the BSDs (or a Qt platform chosen
+    explicitly, e.g. QT_QPA_PLATFORM=offscreen); macOS and Windows always have one."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or os.environ.get("QT_QPA_PLATFORM"))
+
+
+NO_DISPLAY_GUI = ("the app needs a display and there is none (DISPLAY and WAYLAND_DISPLAY are unset): run "
+                  "`nagare gui` in a desktop session or over `ssh -X`, or run headless: `nagare run PRESET --frames "
+                  "DIR` (bare `nagare` does that for the default preset)")
 
 
 def headless_default(backend_name: str = "auto") -> int:
@@ -228,6 +390,23 @@ def launch_app(preset: str | None, backend: str) -> int:
     return launch(preset, backend)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM outside the run loop (building an engine, a benchmark): stop like Ctrl-C does."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
+def _sigterm_like_ctrl_c():
+    """Install the SIGTERM handler; returns a function that puts the previous one back."""
+    try:
+        old = signal.signal(signal.SIGTERM, _raise_terminated)
+    except (ValueError, AttributeError):  # not the main thread, or no SIGTERM here
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("tune", "stencil"):  # own parsers (app/tune_cmd.py, app/stencil_cmd.py)
@@ -235,15 +414,25 @@ def main(argv: list[str] | None = None) -> int:
         from .tune_cmd import main as tune_main
 
         return (tune_main if argv[0] == "tune" else stencil_main)(argv[1:])
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        print(f"nagare: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    restore = _sigterm_like_ctrl_c() if args.command not in (None, "gui") else (lambda: None)
     try:
         if args.command is None:
             return launch_app(None, "auto") if has_display() else headless_default()
         if args.command == "gui":
+            if not has_display():
+                print(f"nagare: {NO_DISPLAY_GUI}", file=sys.stderr)
+                return EXIT_USAGE
             return launch_app(args.preset, args.backend)
         if args.command == "run":
             return cmd_run(args, ["nagare", *argv])
+        if args.command == "soak":
+            return cmd_soak(args, ["nagare", *argv])
         if args.command == "presets":
             return cmd_presets(args)
         if args.command == "info":
@@ -253,9 +442,11 @@ def main(argv: list[str] | None = None) -> int:
     except NagareError as exc:
         print(f"nagare: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("nagare: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print("nagare: interrupted" + (" (SIGTERM)" if isinstance(exc, Terminated) else ""), file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+    finally:
+        restore()
     return 0
 
 

@@ -3,49 +3,41 @@ checkpoints, Ctrl-C and divergence handling.
 
 The loop advances the engine in batches (never syncing per step); between batches it checks the
 diagnostics (NaN → stop), writes what was asked, and updates the progress line. Ctrl-C stops after
-the current batch and still writes the timing log and a checkpoint. A write that fails (full disk,
-read-only folder) is reported in one line and the run goes on; nothing already written is lost.
+the current batch and still writes the timing log and a checkpoint; so does SIGTERM. A write that
+fails (full disk, read-only folder) is reported in one line at once and the run goes on; nothing
+already written is lost, and the run ends with a summary of what was not written and exit status
+EXIT_NOT_WRITTEN. The timing log is streamed to disk batch by batch (app/timinglog.py).
 """
 from __future__ import annotations
 
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from nagare.engine.checkpoint import save_checkpoint
 from nagare.engine.errors import Diverged
-from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
-from . import frames
+from . import fieldkinds, frames
 from .atomic import ExportError, write_atomic
 from .timinglog import TimingLog
 
 
-def host_fields(engine) -> dict[str, np.ndarray]:
-    """The engine's fields as named host arrays (particles/boxes as name/attribute)."""
+def npz_arrays(engine) -> dict[str, np.ndarray]:
+    """The engine's fields as named host arrays for an .npz dump (grids by name, one solid
+    "mask"; particles/boxes as name/attribute), through each field type's ``arrays`` handler."""
     out: dict[str, np.ndarray] = {}
-    asnp = engine.backend.asnumpy
+    asnumpy = engine.backend.asnumpy
     for name, f in engine.fields().items():
-        if isinstance(f, (Grid2D, Grid3D)):
-            out[name] = asnp(f.data)
-            if f.mask is not None and "mask" not in out:
-                out["mask"] = asnp(f.mask)
-        elif isinstance(f, Particles):
-            out[f"{name}/positions"] = asnp(f.positions)
-            for k, v in f.attributes.items():
-                out[f"{name}/{k}"] = asnp(v)
-        elif isinstance(f, Boxes):
-            out[f"{name}/lo"], out[f"{name}/hi"] = asnp(f.lo), asnp(f.hi)
-            if f.level is not None:
-                out[f"{name}/level"] = asnp(f.level)
+        fieldkinds.handler_for("arrays", f)(out, name, f, asnumpy)
     return out
 
 
 def dump_fields(engine, path: str | Path) -> Path:
-    arrays = host_fields(engine)
+    arrays = npz_arrays(engine)
     arrays["step"] = np.int64(engine.step_count)
     arrays["time"] = np.float64(engine.time)
 
@@ -54,6 +46,9 @@ def dump_fields(engine, path: str | Path) -> Path:
             np.savez_compressed(fh, **arrays)
 
     return write_atomic(path, writer)
+
+
+EXIT_NOT_WRITTEN = 4  # the run finished, but some output it was asked for was not written
 
 
 @dataclass
@@ -70,6 +65,8 @@ class RunOptions:
     batch: int = 10
     quiet: bool = False
     argv: list[str] = field(default_factory=list)
+    seconds: float | None = None  # stop after this long too (``nagare soak``)
+    on_batch: Callable | None = None  # called with the engine after every batch (``nagare soak``)
 
 
 class Progress:
@@ -79,7 +76,7 @@ class Progress:
         self.t0 = time.perf_counter()
         self.last_print = 0.0
 
-    def update(self, done: int, engine, final: bool = False) -> None:
+    def update(self, done: int, engine, final: bool = False, failures: int = 0) -> None:
         if self.quiet:
             return
         now = time.perf_counter()
@@ -96,6 +93,8 @@ class Progress:
             if rep.roofline_fraction is not None:
                 thr += f" ({100 * rep.roofline_fraction:.0f}% roofline)"
         line = f"[{bar:<24}] {done}/{self.total} steps  {rate:,.1f} steps/s{thr}"
+        if failures:
+            line += f"  !! {failures} write{'s' if failures > 1 else ''} FAILED"
         if self.tty:
             sys.stderr.write("\r" + line + ("\n" if final else ""))
         else:
@@ -104,86 +103,203 @@ class Progress:
 
 
 class _Interrupt:
-    """Ctrl-C sets a flag; the loop stops after the current batch. A second Ctrl-C aborts."""
+    """Ctrl-C or SIGTERM sets a flag; the loop stops after the current batch and still writes the
+    timing log and a checkpoint. A second one aborts. SIGTERM is what ``timeout``, systemd,
+    containers and batch schedulers send, so it is treated like Ctrl-C."""
+
+    SIGNALS = tuple(s for s in (signal.SIGINT, getattr(signal, "SIGTERM", None)) if s is not None)
 
     def __init__(self):
         self.flag = False
+        self.signum: int | None = None
+        self._old: dict = {}
 
     def __enter__(self):
-        self._old = signal.signal(signal.SIGINT, self._handler)
+        for s in self.SIGNALS:
+            try:
+                self._old[s] = signal.signal(s, self._handler)
+            except ValueError:  # not the main thread: no handlers (the caller stops the run)
+                pass
         return self
+
+    @property
+    def status(self) -> int:
+        return 128 + (self.signum or signal.SIGINT)
 
     def _handler(self, signum, frame):
         if self.flag:
-            signal.signal(signal.SIGINT, self._old)
+            self._restore()
             raise KeyboardInterrupt
-        self.flag = True
-        sys.stderr.write("\nnagare: stopping after the current batch (Ctrl-C again to abort)\n")
+        self.flag, self.signum = True, signum
+        name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        sys.stderr.write(f"\nnagare: {name}: stopping after the current batch (again to abort)\n")
+
+    def _restore(self):
+        for s, old in self._old.items():
+            signal.signal(s, old)
+        self._old = {}
 
     def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self._old)
+        self._restore()
         return False
 
 
-def _try_write(what: str, fn, *args) -> Path | None:
-    try:
-        return fn(*args)
-    except ExportError as exc:
-        print(f"nagare: {what} not written: {exc}", file=sys.stderr)
-        return None
+class Outputs:
+    """Every write of a run, and every one that failed: failures are said at once (a checkpoint
+    loudly, every time; a frame or dump the first time and when the reason changes) and summed
+    up at the end, and the run's exit status says some were not written."""
+
+    def __init__(self, quiet: bool = False):
+        self.quiet = quiet
+        self.written: list[Path] = []
+        self.failed: dict[str, list[tuple[int, str, str]]] = {}  # what -> [(step, path, error)]
+        self.checkpoint_step: int | None = None  # step of the last checkpoint written this run
+        self.checkpoint_path: Path | None = None
+
+    def attempt(self, what: str, step: int, path, fn, *args, final: bool = False) -> Path | None:
+        try:
+            out = fn(*args)
+        except ExportError as exc:
+            self.fail(what, step, str(path), str(exc))
+            return None
+        if what == "checkpoint":
+            self.checkpoint_step, self.checkpoint_path = step, Path(out)
+        if final and out is not None:
+            self.written.append(Path(out))
+        return out
+
+    def fail(self, what: str, step: int, path: str, error: str) -> None:
+        earlier = self.failed.setdefault(what, [])
+        earlier.append((step, path, error))
+        if what == "checkpoint":
+            kept = (f"the checkpoint on disk is still step {self.checkpoint_step} ({self.checkpoint_path})"
+                    if self.checkpoint_step is not None else "no checkpoint of this run is on disk")
+            print(f"{self._nl()}nagare: WARNING: checkpoint at step {step} NOT written: {error}; {kept}",
+                  file=sys.stderr)
+        elif len(earlier) == 1 or _reason(earlier[-2][2]) != _reason(error):
+            print(f"{self._nl()}nagare: {what} not written: {error}", file=sys.stderr)
+
+    def _nl(self) -> str:
+        return "\n" if not self.quiet and sys.stderr.isatty() else ""  # off the progress line
+
+    @property
+    def failures(self) -> int:
+        return sum(len(v) for v in self.failed.values())
+
+    def summary(self) -> list[str]:
+        lines = []
+        for what, items in self.failed.items():
+            steps = list(dict.fromkeys(s for s, _, _ in items))
+            shown = ", ".join(map(str, steps[:8])) + (f", … ({len(steps)} in all)" if len(steps) > 8 else "")
+            lines.append(f"nagare: NOT WRITTEN: {what} at step{'s' if len(steps) > 1 else ''} {shown}; "
+                         f"last error: {items[-1][2]}")
+        if "checkpoint" in self.failed:
+            lines.append("nagare: NOT WRITTEN: " + (
+                f"the last checkpoint written is step {self.checkpoint_step} ({self.checkpoint_path})"
+                if self.checkpoint_step is not None else "no checkpoint of this run is on disk"))
+        return lines
 
 
 def run(engine, opts: RunOptions) -> int:
-    """Run ``opts.steps`` steps. Returns the exit status (0 ok, 3 diverged, 130 interrupted)."""
-    log = TimingLog(engine, opts.argv)
+    """Run ``opts.steps`` steps (or until ``opts.seconds`` have passed).
+
+    Returns the exit status: 0 ok, 3 diverged, 130 Ctrl-C, 143 SIGTERM, and EXIT_NOT_WRITTEN (4)
+    when the run finished but something it was asked to write (frame, dump, timing log,
+    checkpoint) was not written; a final summary says what.
+    """
+    out = Outputs(opts.quiet)
+    log = TimingLog(engine, opts.argv, path=opts.timings, spool=False)
+    if opts.timings is not None and log.error is not None:
+        out.fail("timing log", engine.step_count, str(opts.timings), log.error)
+    log_failed = log.error is not None
     progress = Progress(opts.steps, opts.quiet)
     start = engine.step_count
     target = start + opts.steps
+    t_end = None if opts.seconds is None else time.perf_counter() + opts.seconds
     status = 0
-    if opts.frames_dir is not None:
-        _try_write("frame", frames.save_frame, engine, opts.frames_dir / f"frame_{engine.step_count:08d}.png")
-    with _Interrupt() as intr:
-        while engine.step_count < target:
-            n = min(opts.batch, target - engine.step_count)
-            for every in (opts.frame_every, opts.dump_every, opts.checkpoint_every):
-                if every:
-                    n = min(n, every - (engine.step_count - start) % every)
-            engine.step(n)
-            try:
-                engine.diagnostics()
-            except Diverged as exc:
-                print(f"nagare: {exc}", file=sys.stderr)
-                status = 3
-                break
-            log.record()
-            done = engine.step_count - start
-            if opts.frame_every and opts.frames_dir is not None and done % opts.frame_every == 0:
-                _try_write("frame", frames.save_frame, engine, opts.frames_dir / f"frame_{engine.step_count:08d}.png")
-            if opts.dump_every and opts.dump_dir is not None and done % opts.dump_every == 0:
-                _try_write("dump", dump_fields, engine,
-                           opts.dump_dir / f"{engine.family}_{engine.step_count:08d}.npz")
-            if opts.checkpoint_every and opts.checkpoint is not None and done % opts.checkpoint_every == 0:
-                # Periodic checkpoints of states that passed the diagnostics: after a divergence
-                # the last good one stays on disk.
-                _try_write("checkpoint", save_checkpoint, engine.checkpoint(), opts.checkpoint)
-            progress.update(done, engine)
-            if intr.flag:
-                status = 130
-                break
-    log.record(wait=True)
-    progress.update(engine.step_count - start, engine, final=True)
-    written = []
-    if opts.timings is not None:
-        paths = _try_write("timing log", log.write, opts.timings)
-        written += paths or []
-    if status == 0 and opts.dump is not None:
-        written.append(_try_write("dump", dump_fields, engine, opts.dump))
-    if status != 3 and (opts.checkpoint is not None or status == 130):
-        path = opts.checkpoint or Path(f"{engine.family}-interrupted-step{engine.step_count}.ckpt.npz")
-        written.append(_try_write("checkpoint", save_checkpoint, engine.checkpoint(), path))
-    elif status == 3 and opts.checkpoint is not None and opts.checkpoint.exists():
-        print(f"nagare: the last good checkpoint is {opts.checkpoint}", file=sys.stderr)
-    written = [str(p) for p in written if p]
-    if written and not opts.quiet:
-        print("nagare: wrote " + ", ".join(written), file=sys.stderr)
+
+    def frame():
+        path = opts.frames_dir / f"frame_{engine.step_count:08d}.png"
+        out.attempt("frame", engine.step_count, path, frames.save_frame, engine, path)
+
+    try:
+        if opts.frames_dir is not None:
+            frame()
+        with _Interrupt() as intr:
+            while engine.step_count < target:
+                n = min(opts.batch, target - engine.step_count)
+                for every in (opts.frame_every, opts.dump_every, opts.checkpoint_every):
+                    if every:
+                        n = min(n, every - (engine.step_count - start) % every)
+                engine.step(n)
+                try:
+                    engine.diagnostics()
+                except Diverged as exc:
+                    print(f"nagare: {exc}", file=sys.stderr)
+                    status = 3
+                    break
+                log.record()
+                if log.error is not None and not log_failed and opts.timings is not None:
+                    log_failed = True
+                    out.fail("timing log", engine.step_count, str(opts.timings), log.error)
+                done = engine.step_count - start
+                if opts.frame_every and opts.frames_dir is not None and done % opts.frame_every == 0:
+                    frame()
+                if opts.dump_every and opts.dump_dir is not None and done % opts.dump_every == 0:
+                    path = opts.dump_dir / f"{engine.family}_{engine.step_count:08d}.npz"
+                    out.attempt("dump", engine.step_count, path, dump_fields, engine, path)
+                if opts.checkpoint_every and opts.checkpoint is not None and done % opts.checkpoint_every == 0:
+                    # Periodic checkpoints of states that passed the diagnostics: after a divergence
+                    # the last good one stays on disk.
+                    out.attempt("checkpoint", engine.step_count, opts.checkpoint, save_checkpoint,
+                                _checkpoint(engine), opts.checkpoint)
+                progress.update(done, engine, failures=out.failures)
+                if opts.on_batch is not None:
+                    opts.on_batch(engine)
+                if intr.flag:
+                    status = intr.status
+                    break
+                if t_end is not None and time.perf_counter() >= t_end:
+                    break
+        log.record(wait=True)
+        if log.error is not None and not log_failed and opts.timings is not None:
+            out.fail("timing log", engine.step_count, str(opts.timings), log.error)
+        progress.update(engine.step_count - start, engine, final=True, failures=out.failures)
+        if opts.timings is not None and not log_failed and log.error is None:
+            paths = out.attempt("timing log", engine.step_count, opts.timings, log.write, opts.timings)
+            if paths:
+                out.written.extend(Path(p) for p in paths)
+        if status == 0 and opts.dump is not None:
+            out.attempt("dump", engine.step_count, opts.dump, dump_fields, engine, opts.dump, final=True)
+        if status != 3 and (opts.checkpoint is not None or status in (130, 143)):
+            path = opts.checkpoint or Path(f"{engine.family}-interrupted-step{engine.step_count}.ckpt.npz")
+            out.attempt("checkpoint", engine.step_count, path, save_checkpoint, _checkpoint(engine), path,
+                        final=True)
+        elif status == 3 and opts.checkpoint is not None:
+            if out.checkpoint_step is not None:
+                print(f"nagare: the last good checkpoint is {opts.checkpoint} (step {out.checkpoint_step})",
+                      file=sys.stderr)
+            elif opts.checkpoint.exists():
+                print(f"nagare: the last good checkpoint is {opts.checkpoint} (written before this run)",
+                      file=sys.stderr)
+    finally:
+        log.close()
+    if out.written and not opts.quiet:
+        print("nagare: wrote " + ", ".join(dict.fromkeys(map(str, out.written))), file=sys.stderr)
+    for line in out.summary():
+        print(line, file=sys.stderr)
+    if status == 0 and out.failures:
+        status = EXIT_NOT_WRITTEN
     return status
+
+
+def _reason(error: str) -> str:
+    """'cannot write a/frame_0010.png: Not a directory' → 'Not a directory' (the same failure)."""
+    return error.rsplit(": ", 1)[-1]
+
+
+def _checkpoint(engine) -> dict:
+    """The engine's checkpoint, with the preset's source so a refusal can name it."""
+    ck = engine.checkpoint()
+    ck["meta"].setdefault("preset_source", engine.preset.source)
+    return ck

@@ -1,30 +1,118 @@
 """Atomic file writes: write to a temporary file beside the target, then rename over it.
 
-A failing write (read-only folder, full disk, a file where a folder should be) raises
-ExportError with one line saying what and where; the target is never left half-written and no
-temporary file is left behind.
+The one implementation (``nagare.app.atomic`` re-exports it). A failing write (read-only folder,
+full disk, a file where a folder should be, a name too long) raises ExportError with one line
+saying what and where; the target is never left half-written and no temporary file is left
+behind. The temporary file is fsynced before the rename and the folder after it, so a power loss
+cannot leave an empty or partial file under the final name.
+
+Temporaries are named ``.NAME.PID.tmp``. A process killed mid-write (SIGKILL, OOM killer) cannot
+remove its own; the next process's first write into the same folder removes those whose process
+is gone (one scan per folder and process, so a long dump series does not rescan its folder).
 """
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from .errors import NagareError
+
+_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
 
 
 class ExportError(NagareError):
     pass
 
 
-def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
-    """Call ``writer(tmp_path)`` then rename tmp → path. Returns the final path."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def temp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    if pid <= 0:
+        return False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # exists (another user's process) or cannot tell: keep its file
+    return True
+
+
+_SCANNED: set[str] = set()  # folders already cleaned by this process (a dump series writes often)
+
+
+def remove_stale_temporaries(folder: str | Path, once: bool = False) -> list[Path]:
+    """Remove ``.NAME.PID.tmp`` files in ``folder`` whose process no longer runs (best effort).
+    With ``once``, a folder is scanned only on this process's first write into it."""
+    removed: list[Path] = []
+    if once:
+        key = os.path.abspath(folder)
+        if key in _SCANNED:
+            return removed
+        _SCANNED.add(key)
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _TMP.match(entry.name)
+        if m is None or _pid_alive(int(m["pid"])):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+        except OSError:
+            pass
+    return removed
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if directory:  # e.g. Windows cannot open a folder: nothing to sync there
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:  # some file systems cannot sync a folder; a file must sync
+            raise
+    finally:
+        os.close(fd)
+
+
+def make_folder(folder: Path) -> None:
+    """mkdir -p, with "x is a file, not a folder" instead of a bare "File exists"."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        for p in (folder, *folder.parents):
+            if p.exists() and not p.is_dir():
+                raise NotADirectoryError(20, f"{p} is a file, not a folder") from None
+        raise
+
+
+def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
+    """Call ``writer(tmp_path)``, fsync it, rename tmp → path, fsync the folder. Returns the path."""
+    path = Path(path)
+    tmp = temp_path(path)
+    try:
+        make_folder(path.parent)
+        remove_stale_temporaries(path.parent, once=True)
         writer(tmp)
+        _fsync_path(tmp)
         os.replace(tmp, path)
+        _fsync_path(path.parent, directory=True)
     except BaseException as exc:  # also Ctrl-C mid-write: no temporary file left behind
         try:
             tmp.unlink(missing_ok=True)

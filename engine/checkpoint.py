@@ -1,12 +1,18 @@
 """Checkpoint files: the engine's full state as one .npz (arrays under ``state/``, JSON ``meta``).
 
 The engine side (what goes into a checkpoint, and checking it against a running engine) is
-``Engine.checkpoint()`` / ``Engine.restore()`` in contract.py; this module only writes and reads
-the file.
+``Engine.checkpoint()`` / ``Engine.restore()`` in contract.py; this module writes and reads the
+file. ``load_checkpoint`` validates the whole file before anything touches an engine: the meta
+schema (format, family, step, time, preset, variants), and every state array (a numeric dtype,
+every value finite). Every problem is one CheckpointError line naming the file.
 """
 from __future__ import annotations
 
 import json
+import math
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +21,7 @@ from .atomic import write_atomic
 from .errors import CheckpointError
 
 CHECKPOINT_FORMAT = 1
+_CHUNK = 1 << 22  # elements per finiteness check (bounded temporary memory for large states)
 
 
 def save_checkpoint(ckpt: dict[str, Any], path):
@@ -29,15 +36,95 @@ def save_checkpoint(ckpt: dict[str, Any], path):
     return write_atomic(path, writer)
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _non_finite(a: np.ndarray) -> int:
+    """How many entries of a are NaN or ±Inf (0 for integer and bool arrays)."""
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.complexfloating)):
+        return 0
+    flat = a.reshape(-1)
+    return int(sum(int(np.count_nonzero(~np.isfinite(flat[i:i + _CHUNK]))) for i in range(0, flat.size, _CHUNK)))
+
+
+def validate_meta(meta: Any, where: str) -> dict:
+    """The checkpoint's meta: raise CheckpointError('<where>: …') unless it is well formed."""
+    from .families import FAMILIES
+
+    def bad(what: str):
+        raise CheckpointError(f"{where}: {what}")
+
+    if not isinstance(meta, dict):
+        bad(f"meta is a {type(meta).__name__}, not an object")
+    if meta.get("format") != CHECKPOINT_FORMAT or not _is_int(meta.get("format")):
+        bad(f"checkpoint format {meta.get('format')!r} is not {CHECKPOINT_FORMAT}")
+    for key in ("family", "step", "time", "preset", "variants"):
+        if key not in meta:
+            bad(f"meta lacks '{key}'")
+    family = meta["family"]
+    if not isinstance(family, str) or family not in FAMILIES:
+        bad(f"meta.family {family!r} is not an engine family ({', '.join(FAMILIES)})")
+    step = meta["step"]
+    if not _is_int(step) or step < 0:
+        bad(f"meta.step {step!r} is not a non-negative integer")
+    t = meta["time"]
+    if not _is_number(t) or not math.isfinite(t) or t < 0:
+        bad(f"meta.time {t!r} is not a finite non-negative number")
+    preset = meta["preset"]
+    if not isinstance(preset, dict):
+        bad(f"meta.preset is a {type(preset).__name__}, not an object")
+    if preset.get("engine") != family:
+        bad(f"meta.preset.engine {preset.get('engine')!r} does not match meta.family {family!r}")
+    variants = meta["variants"]
+    if not isinstance(variants, dict) or not all(
+            isinstance(k, str) and isinstance(v, (str, int, bool)) for k, v in variants.items()):
+        bad(f"meta.variants {variants!r} is not an object of axis = choice")
+    if "preset_hash" in meta and not isinstance(meta["preset_hash"], str):
+        bad(f"meta.preset_hash {meta['preset_hash']!r} is not a string")
+    if "preset_source" in meta and not isinstance(meta["preset_source"], str):
+        bad(f"meta.preset_source {meta['preset_source']!r} is not a string")
+    return meta
+
+
+def validate_arrays(arrays: dict[str, np.ndarray], where: str) -> None:
+    if not arrays:
+        raise CheckpointError(f"{where}: holds no state arrays")
+    for name, a in arrays.items():
+        if a.dtype.kind not in "biufc":
+            raise CheckpointError(f"{where}: state array '{name}' has dtype {a.dtype}, not a number type")
+        bad = _non_finite(a)
+        if bad:
+            raise CheckpointError(f"{where}: state array '{name}' holds {bad} non-finite value"
+                                  f"{'s' if bad > 1 else ''} (NaN/Inf) of {a.size}: not a state to resume from")
+
+
 def load_checkpoint(path) -> dict[str, Any]:
+    """Read and validate a checkpoint file; CheckpointError (one line naming the file) if unusable."""
+    where = str(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CheckpointError(f"{where}: no such checkpoint file") from None
+    except OSError as exc:
+        raise CheckpointError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"{where}: not a regular file (a checkpoint is a .npz file)")
+    try:
+        with np.load(Path(path), allow_pickle=False) as z:
+            if "meta" not in z.files:
+                raise CheckpointError(f"{where}: not a nagare checkpoint (no 'meta' entry)")
             meta = json.loads(bytes(z["meta"]).decode())
             arrays = {k[len("state/"):]: z[k] for k in z.files if k.startswith("state/")}
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such checkpoint file") from None
+    except CheckpointError:
+        raise
     except Exception as exc:
-        raise CheckpointError(f"{path}: not a nagare checkpoint ({type(exc).__name__}: {exc})") from None
-    if meta.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path}: checkpoint format {meta.get('format')} is not {CHECKPOINT_FORMAT}")
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        raise CheckpointError(f"{where}: not a nagare checkpoint ({type(exc).__name__}: {detail})") from None
+    validate_meta(meta, where)
+    validate_arrays(arrays, where)
     return {"meta": meta, "arrays": arrays}

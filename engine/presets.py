@@ -14,9 +14,13 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
+import re
+import stat
+import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
@@ -32,6 +36,18 @@ class Strict(BaseModel):
     # Validation goes through JSON in strict mode (see validate()): "64" is not an integer, 64.0 is
     # not an integer, true is not a number; lists are accepted for tuples; inf/NaN are refused.
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_subnormal(cls, value):
+        # A subnormal float (0 < |v| < 2.2e-308) is never a meant value and overflows the first
+        # division it meets (a wave2d dx of 1e-310 gave a math domain error, not a message).
+        for v in (value if isinstance(value, (tuple, list)) else (value,)):
+            for x in (v if isinstance(v, (tuple, list)) else (v,)):
+                if isinstance(x, float) and x != 0 and abs(x) < sys.float_info.min:
+                    raise ValueError(f"{x!r} is a subnormal number (0 < |v| < {sys.float_info.min:.4g}); "
+                                     "use 0 or a normal value")
+        return value
 
 
 class ViewConfig(Strict):
@@ -57,6 +73,11 @@ class PresetBase(Strict):
     view: ViewConfig = Field(default_factory=ViewConfig)
     run: RunConfig = Field(default_factory=RunConfig)
     cpu_overrides: dict[str, Any] = Field(default_factory=dict)
+
+    # Alternative ways to give one thing (lbm2d: grid.n or grid.nx/ny; physics.tau or .reynolds):
+    # giving both in one place is an error, but a file that extends another, or [cpu_overrides],
+    # replaces the other side instead of conflicting with it.
+    exclusive_keys: ClassVar[tuple[tuple[tuple[str, ...], ...], ...]] = ()
 
     # Filled in by the loader, never from TOML:
     _source: str = PrivateAttr("<memory>")
@@ -94,11 +115,35 @@ def resolve_path(name_or_path: str | Path, relative_to: Path | None = None) -> P
         candidates.append(PRESET_DIR / f"{p}.toml")
     else:
         candidates.append(PRESET_DIR / p.name)
+    other = None
     for c in candidates:
-        if c.is_file():
+        kind = _file_kind(c)
+        if kind == "file":
             return c.resolve()
+        if kind is not None and other is None:
+            other = kind
+    if other is not None:  # a FIFO, device or folder and no preset file: reading a FIFO blocks forever
+        raise PresetError(str(name_or_path), None, NOTHING,
+                          f"is a {other}, not a regular file; a preset is a TOML file")
     raise PresetError(str(name_or_path), None, NOTHING,
                       f"no such preset file or name; known presets: {', '.join(preset_names())}")
+
+
+def _file_kind(path: Path) -> str | None:
+    """'file' for a regular file (symlinks followed), what else it is, or None when absent."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    return "device"
 
 
 def _read_toml(path: Path) -> dict:
@@ -138,15 +183,57 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
                           "expected the name or path of another preset (a string)")
     try:
         parent_path = resolve_path(parent, relative_to=path.parent)
-    except PresetError:
-        raise PresetError(str(_display_path(path)), "extends", parent,
-                          f"no such preset; known presets: {', '.join(preset_names())}") from None
+    except PresetError as exc:
+        allowed = exc.allowed if "not a regular file" in exc.allowed else \
+            f"no such preset; known presets: {', '.join(preset_names())}"
+        raise PresetError(str(_display_path(path)), "extends", parent, allowed) from None
     base = load_raw(parent_path, (*_chain, path))
+    drop_replaced_alternatives(base, raw)
     # The parent's [cpu_overrides] must not beat a value the extending file sets itself
     # (precedence: file ← cpu_overrides ← --set, and the extending file is "the file").
     if isinstance(base.get("cpu_overrides"), dict):
         _prune(base["cpu_overrides"], {k: v for k, v in raw.items() if k != "cpu_overrides"})
     return deep_merge(base, raw)
+
+
+def _get(d: dict, dotted: str):
+    node: Any = d
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return NOTHING
+        node = node[part]
+    return node
+
+
+def _delete(d: dict, dotted: str) -> None:
+    *parents, last = dotted.split(".")
+    node: Any = d
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(last, None)
+
+
+def drop_replaced_alternatives(base: dict, over: dict) -> None:
+    """Where ``over`` (an extending file, [cpu_overrides]) gives one side of an exclusive pair,
+    remove the other side from ``base`` (and its [cpu_overrides]) so the two do not conflict."""
+    from .families import FAMILIES, preset_model
+
+    engine = over.get("engine", base.get("engine"))
+    if not isinstance(engine, str) or engine not in FAMILIES:
+        return
+    for sides in preset_model(engine).exclusive_keys:
+        for side in sides:
+            if not any(_get(over, k) is not NOTHING for k in side):
+                continue
+            for other in sides:
+                if other == side:
+                    continue
+                for k in other:
+                    if _get(over, k) is NOTHING:
+                        _delete(base, k)
+                        if isinstance(base.get("cpu_overrides"), dict):
+                            _delete(base["cpu_overrides"], k)
 
 
 def _prune(overrides: dict, values: dict) -> None:
@@ -213,6 +300,8 @@ def _friendly(err: dict, model: type[BaseModel]) -> tuple[str, Any, str]:
     msg = err["msg"]
     msg = msg[0].lower() + msg[1:] if msg else msg
     msg = msg.replace("input should be", "expected").replace("value error, ", "")
+    # pydantic writes 1e-12 as 0.000000000001 and 1e12 as 1000000000000
+    msg = re.sub(r"(?<![\d.])(\d+\.\d{7,}|\d{10,})(?![\d.])", lambda m: f"{float(m.group()):g}", msg)
     return loc, given, msg
 
 
@@ -230,18 +319,23 @@ def validate(raw: dict, source: str, backend: str | None = None,
              overrides: list[str] | tuple[str, ...] = ()) -> PresetBase:
     """Validate a merged preset dict. Order of precedence: file ← [cpu_overrides] (NumPy
     backend) ← ``overrides`` (``--set``), so the command line always wins."""
-    from .families import preset_model  # late: families import their engines
+    from .families import FAMILIES, preset_model  # late: families import their engines
 
     engine = apply_overrides(raw, overrides).get("engine")
     if engine is None:
         raise PresetError(source, "engine", NOTHING, "required key is missing; name an engine family")
+    if not isinstance(engine, str):
+        raise PresetError(source, "engine", engine,
+                          f"expected the name of an engine family (a string); allowed: {', '.join(FAMILIES)}")
     model = preset_model(engine, source)
-    cpu = raw.get("cpu_overrides", {})
+    cpu = apply_overrides(raw, overrides).get("cpu_overrides", {})  # --set cpu_overrides.X counts too
     candidates = [("", apply_overrides(raw, overrides))]
     if isinstance(cpu, dict) and cpu:
         # Validate the NumPy-backend variant too, whichever backend runs, so a broken override
         # is caught on a GPU machine as well.
-        candidates.append(("cpu_overrides.", apply_overrides(deep_merge(raw, cpu), overrides)))
+        base = copy.deepcopy(raw)
+        drop_replaced_alternatives(base, cpu)
+        candidates.append(("cpu_overrides.", apply_overrides(deep_merge(base, cpu), overrides)))
     validated = {}
     for prefix, data in candidates:
         try:

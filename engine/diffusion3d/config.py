@@ -12,11 +12,11 @@ class Grid(Strict):
     nx: int = Field(64, ge=3, le=4096, description="points along x (fastest axis)")
     ny: int = Field(64, ge=3, le=4096, description="points along y")
     nz: int = Field(64, ge=3, le=4096, description="points along z")
-    dx: float = Field(1.0, gt=0, description="grid spacing (cubic cells)")
+    dx: float = Field(1.0, ge=1e-12, le=1e12, description="grid spacing (cubic cells), 1e-12 … 1e12")
 
 
 class Physics(Strict):
-    kappa: float = Field(1.0, gt=0, description="diffusivity κ")
+    kappa: float = Field(1.0, ge=1e-12, le=1e12, description="diffusivity κ, 1e-12 … 1e12")
     r: float = Field(0.1, gt=0, le=1 / 6, description="κ·Δt/Δx²; explicit Euler is stable for r ≤ 1/6 in 3D")
     precision: Literal["fp32", "fp64"] = "fp32"
 

@@ -25,6 +25,11 @@ class Grid(Strict):
     @model_validator(mode="after")
     def _square(self):
         if self.n is not None:
+            # nx/ny equal to n are accepted: a resumed checkpoint's stored preset holds all three.
+            for k in ("nx", "ny"):
+                if k in self.model_fields_set and getattr(self, k) != self.n:
+                    raise ValueError(f"grid.n = {self.n} and grid.{k} = {getattr(self, k)} both given; give either "
+                                     "grid.n (a square grid) or grid.nx and grid.ny")
             self.nx = self.ny = self.n
         return self
 
@@ -74,6 +79,14 @@ class Obstacle(Strict):
             load_image(v)  # fail now, in one line naming obstacle.path, not after allocation
         return v
 
+    @field_validator("center")
+    @classmethod
+    def _inside(cls, v):
+        if not all(0.0 <= c <= 1.0 for c in v):
+            raise ValueError(f"the centre {list(v)} lies outside the domain; give (x, y) as fractions of (nx, ny), "
+                             "each from 0 to 1")
+        return v
+
     @model_validator(mode="after")
     def _image(self):
         if self.kind == "image" and not self.path:
@@ -93,13 +106,24 @@ class Tracers(Strict):
     release: Literal["line", "points"] = "line"
     line: tuple[float, float, float, float] = Field((0.05, 0.1, 0.05, 0.9),
                                                     description="release line x0, y0, x1, y1 (fractions of the box)")
-    points: list[tuple[float, float]] = Field(default_factory=lambda: [(0.05, 0.5)],
+    points: list[tuple[float, float]] = Field(default_factory=lambda: [(0.05, 0.5)], min_length=1,
                                               description="release points (x, y) as fractions of the box")
     rate: int = Field(64, ge=1, description="tracers (re)released per step")
     every: int = Field(2, ge=1, le=64, description="advect tracers every this many LBM steps (Δt = every)")
 
+    @field_validator("line", "points")
+    @classmethod
+    def _inside(cls, v, info):
+        flat = [c for item in v for c in (item if isinstance(item, tuple) else (item,))]
+        if not all(0.0 <= c <= 1.0 for c in flat):
+            raise ValueError(f"tracers.{info.field_name} lies outside the domain; give fractions of the box "
+                             "from 0 to 1")
+        return v
+
 
 class LBM2DPreset(PresetBase):
+    exclusive_keys = ((("grid.n",), ("grid.nx", "grid.ny")), (("physics.tau",), ("physics.reynolds",)))
+
     engine: Literal["lbm2d"]
     grid: Grid = Field(default_factory=Grid)
     physics: Physics = Field(default_factory=lambda: Physics(tau=0.8))
@@ -110,6 +134,15 @@ class LBM2DPreset(PresetBase):
 
     @model_validator(mode="after")
     def _consistent(self):
+        nx, ny, ob = self.grid.nx, self.grid.ny, self.obstacle
+        if ob.kind == "circle" and not 1 <= ob.diameter < min(nx, ny):
+            raise ValueError(f"obstacle.diameter = {ob.diameter:g} does not fit the {nx}×{ny} grid; "
+                             f"allowed: at least 1 node and less than {min(nx, ny)} (the shorter side)")
+        if ob.kind == "rectangle":
+            for key, size, side, axis in (("width", ob.width, nx, "nx"), ("height", ob.height, ny, "ny")):
+                if not 1 <= size < side:
+                    raise ValueError(f"obstacle.{key} = {size:g} does not fit the {nx}×{ny} grid; "
+                                     f"allowed: at least 1 node and less than grid.{axis} = {side}")
         if self.physics.reynolds is not None:
             if self.characteristic_velocity() == 0:
                 raise ValueError("physics.reynolds needs a moving lid (boundaries.y = 'lid') or an inlet "
@@ -164,6 +197,8 @@ class LBM2DPreset(PresetBase):
 def load_image(path: str) -> np.ndarray:
     """Luminance in [0, 1], shape (rows, cols); a bad file raises ValueError with one line."""
     p = Path(path).expanduser()
+    if p.exists() and not p.is_file():  # a FIFO would block the reader forever
+        raise ValueError(f"obstacle image {str(p)!r} is not a regular file")
     try:
         from PIL import Image
 

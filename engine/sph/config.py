@@ -82,6 +82,11 @@ class SPHPreset(PresetBase):
                              f"geometry.tank_height ({g.tank_height})")
         if g.column_width < 2 * self.particles.dp or g.column_height < 2 * self.particles.dp:
             raise ValueError("the water column must be at least 2 particles (particles.dp) wide and high")
+        if g.kind == "dambreak3d":
+            x0, y0, sx, sy = g.obstacle
+            if sx <= 0 or sy <= 0 or x0 < 0 or y0 < 0 or x0 + sx > g.tank_length or y0 + sy > g.tank_width:
+                raise ValueError(f"geometry.obstacle {list(g.obstacle)} (x0, y0, size x, size y) does not lie inside "
+                                 f"the {g.tank_length} × {g.tank_width} tank floor; sizes must be > 0")
         return self
 
     @property

@@ -12,11 +12,11 @@ from ..presets import PresetBase, Strict
 class Grid(Strict):
     nx: int = Field(256, ge=3, le=16384, description="points along x (fastest axis)")
     ny: int = Field(256, ge=3, le=16384, description="points along y")
-    dx: float = Field(1.0, gt=0, description="grid spacing (square cells)")
+    dx: float = Field(1.0, ge=1e-12, le=1e12, description="grid spacing (square cells), 1e-12 … 1e12")
 
 
 class Physics(Strict):
-    c: float = Field(1.0, gt=0, description="wave speed")
+    c: float = Field(1.0, ge=1e-12, le=1e12, description="wave speed, 1e-12 … 1e12")
     courant: float = Field(0.5, gt=0, le=1 / math.sqrt(2),
                            description="c·Δt/Δx; leapfrog in 2D is stable for ≤ 1/√2")
     precision: Literal["fp32", "fp64"] = "fp32"

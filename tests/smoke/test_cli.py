@@ -70,9 +70,11 @@ def test_unwritable_frames_folder_does_not_stop_the_run(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")  # a file where a folder should be: every frame write fails
     assert main(["run", "diffusion3d", "--steps", "10", "--frames", str(blocker / "frames"), "--every", "5",
-                 "--dump", str(tmp_path / "d.npz"), "--quiet", *SMALL]) == 0
+                 "--dump", str(tmp_path / "d.npz"), "--quiet", *SMALL]) == 4  # ran, but frames are missing
     err = capsys.readouterr().err
-    assert "frame not written: cannot write" in err
+    assert "frame not written: cannot write" in err and "is a file, not a folder" in err
+    assert err.count("frame not written") == 1  # the same failure is said once, then summed up
+    assert "NOT WRITTEN: frame at steps 0, 5, 10" in err
     assert int(np.load(tmp_path / "d.npz")["step"]) == 10  # the run went on
 
 
@@ -214,9 +216,10 @@ def test_checkpoint_write_failure_is_one_line(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert main(["run", "diffusion3d", "--steps", "5", "--checkpoint", str(blocker / "c.npz"), "--quiet",
-                 *SMALL]) == 0
+                 *SMALL]) == 4
     err = capsys.readouterr().err
-    assert "checkpoint not written: cannot write" in err and "Traceback" not in err
+    assert "checkpoint at step 5 NOT written: cannot write" in err and "Traceback" not in err
+    assert "NOT WRITTEN: no checkpoint of this run is on disk" in err
 
 
 def test_checkpoint_every_needs_checkpoint(capsys):
@@ -255,3 +258,368 @@ def test_bench_measures_a_grid_size_the_family_does_not_list(tmp_path, capsys):
     assert cases[0] == "64x64" and "48x32" in cases and set(cases) == {"64x64", "48x32"}
     ok = [r for r in data["results"] if r["case"] == "48x32" and r["ok"]]
     assert ok and ok[0]["updates_per_s"] > 0
+
+
+# ---- exit codes and lost outputs (issue 19) ------------------------------------------------
+@pytest.mark.parametrize("option", ["--dump", "--timings", "--checkpoint", "--frames"])
+def test_an_output_that_cannot_be_written_exits_4_with_a_summary(tmp_path, capsys, option):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")  # a file where a folder should be
+    target = blocker / ("out.csv" if option == "--timings" else "out.npz" if option != "--frames" else "fr")
+    status = main(["run", "diffusion3d", "--steps", "6", "--batch", "3", option, str(target), "--quiet", *SMALL])
+    err = capsys.readouterr().err
+    assert status == 4, err
+    assert "Traceback" not in err
+    what = {"--dump": "dump", "--timings": "timing log", "--checkpoint": "checkpoint", "--frames": "frame"}[option]
+    assert f"NOT WRITTEN: {what} at step" in err and f"{blocker} is a file, not a folder" in err, err
+    assert blocker.read_text() == "x"
+
+
+def test_a_filling_disk_is_said_loudly_while_running_and_at_the_end(tmp_path, capsys, monkeypatch):
+    """Room for one checkpoint, not two: every later one fails; the run says so each time, ends
+    with which checkpoint is on disk, and exits non-zero."""
+    from nagare.app import headless
+    from nagare.app.atomic import ExportError
+    from nagare.engine.checkpoint import load_checkpoint
+
+    real, calls = headless.save_checkpoint, []
+
+    def save_until_full(ckpt, path):
+        calls.append(ckpt["meta"]["step"])
+        if len(calls) > 1:
+            raise ExportError(f"cannot write {path}: No space left on device")
+        return real(ckpt, path)
+
+    monkeypatch.setattr(headless, "save_checkpoint", save_until_full)
+    ck = tmp_path / "c.npz"
+    status = main(["run", "diffusion3d", "--steps", "20", "--batch", "5", "--checkpoint", str(ck),
+                   "--checkpoint-every", "5", "--quiet", *SMALL])
+    err = capsys.readouterr().err
+    assert status == 4
+    for step in (10, 15, 20):
+        assert f"WARNING: checkpoint at step {step} NOT written: cannot write {ck}: No space left on device; " \
+               f"the checkpoint on disk is still step 5" in err, err
+    assert "NOT WRITTEN: checkpoint at steps 10, 15, 20" in err
+    assert f"NOT WRITTEN: the last checkpoint written is step 5 ({ck})" in err
+    assert load_checkpoint(ck)["meta"]["step"] == 5
+
+
+def test_sigterm_stops_like_ctrl_c(tmp_path):
+    """SIGTERM (timeout, systemd, containers, batch schedulers) still writes the log and a checkpoint."""
+    proc = subprocess.Popen([sys.executable, "-m", "nagare.app.cli", "run", "diffusion3d", "--steps", "1000000",
+                             "--timings", "t.csv", "--batch", "5", *SMALL], cwd=tmp_path, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "SIGTERM" in err
+    rows = list(csv.DictReader(open(tmp_path / "t.csv")))
+    ck = list(tmp_path.glob("diffusion3d-interrupted-step*.ckpt.npz"))
+    assert len(ck) == 1 and rows
+    step = int(ck[0].name.split("step")[1].split(".")[0])
+    assert int(rows[-1]["step"]) == step and step % 5 == 0
+    assert json.load(open(tmp_path / "t.json"))["rows"][-1]["step"] == step
+
+
+def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
+    from nagare.app.atomic import write_text_atomic
+
+    dead = tmp_path / ".c.npz.4194399.tmp"  # above Linux's largest pid: no such process
+    mine = tmp_path / f".d.npz.{os.getpid()}.tmp"
+    parent = tmp_path / f".e.npz.{os.getppid()}.tmp"
+    other = tmp_path / ".notes.tmp"
+    for p in (dead, mine, parent, other):
+        p.write_bytes(b"x" * 1000)
+    # a writer killed mid-write: its temporary is named with its own (now dead) pid
+    subprocess.run([sys.executable, "-c", "import os; open(f'.big.npz.{os.getpid()}.tmp', 'wb').write(b'x' * 4096);"
+                    " os.kill(os.getpid(), 9)"], cwd=tmp_path, timeout=60)
+    killed = list(tmp_path.glob(".big.npz.*.tmp"))
+    assert len(killed) == 1
+    write_text_atomic(tmp_path / "t.txt", "hello")
+    assert not dead.exists() and not killed[0].exists()
+    assert mine.exists() and parent.exists() and other.exists()  # live processes' and foreign files stay
+    assert (tmp_path / "t.txt").read_text() == "hello"
+
+
+def test_atomic_write_fsyncs_the_file_and_its_folder(tmp_path, monkeypatch):
+    import stat as stat_
+
+    from nagare.engine import atomic
+
+    synced = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append(stat_.S_ISDIR(os.fstat(fd).st_mode))
+        return real(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", spy)
+    atomic.write_text_atomic(tmp_path / "sub" / "t.txt", "x")
+    assert synced == [False, True]  # the temporary file before the rename, the folder after it
+
+
+def test_a_name_too_long_is_one_line(tmp_path, capsys):
+    assert main(["run", "diffusion3d", "--steps", "3", "--dump", str(tmp_path / ("d" * 300 + ".npz")), "--quiet",
+                 *SMALL]) == 4
+    err = capsys.readouterr().err
+    assert "dump not written: cannot write" in err and "File name too long" in err and "Traceback" not in err
+
+
+# ---- timing logs are streamed ---------------------------------------------------------------
+class _FakeReport:
+    def __init__(self, phases):
+        self.steps, self.phase_ms_per_step = 5, phases
+        self.ms_per_step, self.updates_per_s, self.gbytes_per_s, self.roofline_fraction = 1.0, 2.0, 3.0, 0.5
+
+
+def _fake_engine(tmp_path):
+    from nagare.engine.backend import get_backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    e = create_engine(load_preset("diffusion3d", ["grid.nx=8", "grid.ny=8", "grid.nz=8"], backend="numpy"),
+                      get_backend("numpy"))
+    e.phases_now = {"diffuse": 1.0}
+    e.batch_report = lambda wait=False: _FakeReport(dict(e.phases_now))
+    return e
+
+
+def test_timing_log_streams_rows_and_stays_readable(tmp_path):
+    from nagare.app.timinglog import TimingLog
+
+    e = _fake_engine(tmp_path)
+    log = TimingLog(e, ["nagare", "test"], path=tmp_path / "t.json")
+    for _ in range(3):
+        log.record()
+    # on disk, complete and readable, before the run ends
+    assert len(json.load(open(tmp_path / "t.json"))["rows"]) == 3
+    assert len(list(csv.DictReader(open(tmp_path / "t.csv")))) == 3
+    e.phases_now = {"diffuse": 1.0, "halo": 0.5}  # a phase that first appears mid-run (a variant switch)
+    log.record()
+    rows = list(csv.DictReader(open(tmp_path / "t.csv")))
+    assert len(rows) == 4 and rows[0]["phase_halo_ms"] == "" and rows[-1]["phase_halo_ms"] == "0.5"
+    data = json.load(open(tmp_path / "t.json"))
+    assert "phase_halo_ms" in data["columns"] and data["metadata"]["command_line"] == "nagare test"
+    assert log.write(tmp_path / "t.csv") == [tmp_path / "t.csv", tmp_path / "t.json"]
+    copy = log.write(tmp_path / "other" / "c.csv")  # the app's export: a copy, atomically
+    assert json.load(open(copy[1]))["rows"] == data["rows"]
+    log.close()
+
+
+def test_timing_log_memory_is_bounded(tmp_path):
+    import tracemalloc
+
+    from nagare.app.timinglog import TimingLog
+
+    e = _fake_engine(tmp_path)
+    for path in (tmp_path / "t.csv", None):  # the CLI's log, and the app's (spooled to a temporary folder)
+        log = TimingLog(e, path=path)
+        for _ in range(200):
+            log.record()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(5000):
+            log.record()
+        grown = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        assert grown < 64 * 1024, grown  # 5000 rows held in memory would be ~3 MB
+        assert log.count == 5200
+        out = log.write(tmp_path / "x" / "log.csv")
+        assert len(json.load(open(out[1]))["rows"]) == 5200
+        log.close()
+
+
+def test_timings_with_another_suffix_is_refused(tmp_path, capsys):
+    assert main(["run", "diffusion3d", "--steps", "2", "--timings", str(tmp_path / "x.txt"), *SMALL]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected FILE.csv or FILE.json" in err[0] and "'.txt'" in err[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_soak_reports_memory_growth(tmp_path, capsys):
+    assert main(["soak", "diffusion3d", "--minutes", "0.05", "--samples", "4", "--json", str(tmp_path / "s.json"),
+                 "--timings", str(tmp_path / "t.csv"), *SMALL]) == 0
+    out = capsys.readouterr().out
+    assert "soak: RSS" in out and "MiB/hour" in out
+    data = json.load(open(tmp_path / "s.json"))
+    assert len(data["samples"]) >= 4 and all(s["rss_bytes"] > 0 for s in data["samples"])
+    assert data["summary"]["steps"] > 0 and data["summary"]["rss_growth_mib"] is not None
+    assert list(csv.DictReader(open(tmp_path / "t.csv")))
+
+
+# ---- option checks ----------------------------------------------------------------------------
+@pytest.mark.parametrize("args,fragment", [
+    (["bench", "diffusion3d", "--min-time", "nan"], "--min-time: 'nan': expected a positive, finite number"),
+    (["bench", "diffusion3d", "--min-time", "-1"], "--min-time: '-1'"),
+    (["bench", "diffusion3d", "--min-time", "0"], "--min-time: '0'"),
+    (["bench", "diffusion3d", "--min-time", "inf"], "--min-time: 'inf'"),
+    (["bench", "diffusion3d", "--jobs", "-5"], "--jobs: -5: expected 0"),
+    (["run", "diffusion3d", "--steps", "many"], "--steps: invalid int value: 'many'"),
+    (["run"], "the following arguments are required: preset"),
+    (["soak", "diffusion3d", "--minutes", "nan"], "--minutes: 'nan'"),
+    (["soak", "diffusion3d"], "the following arguments are required: --minutes"),
+    (["nosuchcommand"], "invalid choice: 'nosuchcommand'"),
+])
+def test_bad_options_are_one_line_exit_2(args, fragment, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("nagare: ") and fragment in err[0], err
+    assert not list(tmp_path.iterdir())  # nothing was run or written
+
+
+def test_gui_without_a_display_says_what_to_do_in_one_line(tmp_path):
+    env = {k: v for k, v in _env().items() if k != "QT_QPA_PLATFORM"}
+    proc = subprocess.run([sys.executable, "-m", "nagare.app.cli", "gui"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "needs a display" in err[0] and "nagare run PRESET" in err[0], proc.stderr
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+def _write_ckpt(path, meta, arrays):
+    payload = {f"state/{k}": v for k, v in arrays.items()}
+    payload["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **payload)
+
+
+@pytest.fixture
+def good_ckpt(tmp_path):
+    from nagare.engine.checkpoint import load_checkpoint
+
+    ck = tmp_path / "good.npz"
+    assert main(["run", "diffusion3d", "--steps", "4", "--checkpoint", str(ck), "--quiet", *SMALL]) == 0
+    return load_checkpoint(ck)
+
+
+@pytest.mark.parametrize("case,fragment", [
+    ("meta_list", "meta is a list, not an object"),
+    ("no_preset", "meta lacks 'preset'"),
+    ("step_text", "meta.step 'abc' is not a non-negative integer"),
+    ("step_negative", "meta.step -5 is not a non-negative integer"),
+    ("step_float", "meta.step 5.5 is not a non-negative integer"),
+    ("step_bool", "meta.step True is not a non-negative integer"),
+    ("time_nan", "meta.time nan is not a finite non-negative number"),
+    ("time_text", "meta.time '1' is not a finite"),
+    ("family_unknown", "meta.family 'warp' is not an engine family"),
+    ("family_list", "meta.family ['lbm2d'] is not an engine family"),
+    ("format", "checkpoint format 99 is not 1"),
+    ("preset_text", "meta.preset is a str, not an object"),
+    ("preset_other_engine", "meta.preset.engine 'wave2d' does not match meta.family 'diffusion3d'"),
+    ("variants_list", "is not an object of axis = choice"),
+    ("state_nan", "state array 'f' holds 1 non-finite value (NaN/Inf)"),
+    ("state_inf", "state array 'f' holds 2 non-finite values"),
+    ("state_text", "state array 'f' has dtype <U1, not a number type"),
+    ("no_state", "holds no state arrays"),
+    ("no_meta", "no 'meta' entry"),
+    ("not_npz", "not a nagare checkpoint"),
+    ("folder", "not a regular file"),
+    ("missing", "no such checkpoint file"),
+])
+def test_a_broken_checkpoint_is_refused_in_one_line(case, fragment, good_ckpt, tmp_path, capsys):
+    from nagare.engine.checkpoint import load_checkpoint
+    from nagare.engine.errors import CheckpointError
+
+    meta, arrays = json.loads(json.dumps(good_ckpt["meta"])), dict(good_ckpt["arrays"])
+    path = tmp_path / f"{case}.npz"
+    edits = {
+        "meta_list": lambda: [1, 2], "step_text": lambda: {**meta, "step": "abc"},
+        "step_negative": lambda: {**meta, "step": -5}, "step_float": lambda: {**meta, "step": 5.5},
+        "step_bool": lambda: {**meta, "step": True}, "time_nan": lambda: {**meta, "time": float("nan")},
+        "time_text": lambda: {**meta, "time": "1"}, "family_unknown": lambda: {**meta, "family": "warp"},
+        "family_list": lambda: {**meta, "family": ["lbm2d"]}, "format": lambda: {**meta, "format": 99},
+        "preset_text": lambda: {**meta, "preset": "diffusion3d"},
+        "preset_other_engine": lambda: {**meta, "preset": {**meta["preset"], "engine": "wave2d"}},
+        "variants_list": lambda: {**meta, "variants": ["kernel"]},
+        "no_preset": lambda: {k: v for k, v in meta.items() if k != "preset"},
+    }
+    if case in edits:
+        _write_ckpt(path, edits[case](), arrays)
+    elif case.startswith("state_"):
+        f = arrays["f"].copy()
+        if case == "state_nan":
+            f.flat[7] = np.nan
+        elif case == "state_inf":
+            f.flat[:2] = [np.inf, -np.inf]
+        else:
+            f = np.array(["x"])
+        _write_ckpt(path, meta, {**arrays, "f": f})
+    elif case == "no_state":
+        _write_ckpt(path, meta, {})
+    elif case == "no_meta":
+        np.savez(path, x=np.zeros(3))
+    elif case == "not_npz":
+        path.write_text("hello")
+    elif case == "folder":
+        path.mkdir()
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}: ") and fragment in msg and "\n" not in msg, msg
+    # the CLI: one line, exit 2, nothing run
+    assert main(["run", "-", "--resume", str(path), "--steps", "2", "--quiet", "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "Traceback" not in err[0], err
+
+
+def test_checkpoint_of_another_family_is_refused_before_the_variants(tmp_path, capsys):
+    ck = tmp_path / "w.npz"
+    assert main(["run", "wave2d", "--steps", "3", "--checkpoint", str(ck), "--quiet", "--set", "grid.nx=24",
+                 "--set", "grid.ny=16", "--backend", "numpy"]) == 0
+    assert main(["run", "lbm2d-cavity", "--resume", str(ck), "--steps", "2", "--quiet", "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "this checkpoint is for wave2d, not lbm2d" in err[0], err
+    assert f"nagare run - --resume {ck}" in err[0] and "stencil-host" not in err[0]
+
+
+def test_checkpoint_of_another_preset_is_refused_naming_it(tmp_path, capsys):
+    ck, out = tmp_path / "tg.npz", tmp_path / "d.npz"
+    size = ["--set", "grid.nx=32", "--set", "grid.ny=32", "--backend", "numpy", "--quiet"]
+    assert main(["run", "lbm2d-taylor-green", "--steps", "3", "--checkpoint", str(ck), *size]) == 0
+    assert main(["run", "lbm2d-cavity", "--set", "grid.n=32", "--resume", str(ck), "--steps", "2", "--quiet",
+                 "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "this checkpoint belongs to preset" in err[0] and "lbm2d-taylor-green" in err[0], err
+    assert f"resume it with its own preset: nagare run - --resume {ck}" in err[0]
+    # other --set values of the same preset: refused too, saying so
+    assert main(["run", "lbm2d-taylor-green", "--resume", str(ck), "--steps", "2", "--backend", "numpy"]) == 2
+    assert "made with other settings of" in capsys.readouterr().err
+    # what the message says works, bit for bit with the straight run; and --set may not change the physics
+    assert main(["run", "-", "--resume", str(ck), "--steps", "2", "--dump", str(out), "--quiet",
+                 "--backend", "numpy"]) == 0
+    assert int(np.load(out)["step"]) == 5
+    straight = tmp_path / "s.npz"
+    assert main(["run", "lbm2d-taylor-green", "--steps", "5", "--dump", str(straight), *size]) == 0
+    np.testing.assert_array_equal(np.load(out)["rho"], np.load(straight)["rho"])
+    assert main(["run", "-", "--resume", str(ck), "--set", "physics.tau=0.9", "--steps", "2",
+                 "--backend", "numpy"]) == 2
+    assert "changes the checkpoint's simulation" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("preset", ["diffusion3d", "wave2d", "lbm2d-cavity", "lbm2d-cylinder", "sph-hydrostatic"])
+def test_resume_from_the_checkpoints_own_preset(preset, tmp_path):
+    """`nagare run - --resume FILE` for every family (the stored preset validates again)."""
+    ck, out = tmp_path / "c.npz", tmp_path / "d.npz"
+    assert main(["run", preset, "--steps", "2", "--checkpoint", str(ck), "--quiet", "--backend", "numpy"]) == 0
+    assert main(["run", "-", "--resume", str(ck), "--steps", "2", "--dump", str(out), "--quiet",
+                 "--backend", "numpy"]) == 0
+    assert int(np.load(out)["step"]) == 4
+
+
+def test_dash_without_resume_is_one_line(capsys):
+    assert main(["run", "-", "--backend", "numpy"]) == 2
+    assert "give --resume FILE" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_as_an_output_does_not_hang(tmp_path):
+    os.mkfifo(tmp_path / "t.csv")
+    os.mkfifo(tmp_path / "d.npz")
+    proc = subprocess.run([sys.executable, "-m", "nagare.app.cli", "run", "diffusion3d", "--steps", "3", "--timings",
+                           "t.csv", "--dump", "d.npz", "--quiet", *SMALL], cwd=tmp_path, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stderr
+    assert "t.csv exists and is not a regular file" in proc.stderr and "Traceback" not in proc.stderr
+    assert int(np.load(tmp_path / "d.npz")["step"]) == 3  # the dump replaced the FIFO atomically

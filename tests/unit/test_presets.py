@@ -1,6 +1,8 @@
 """Presets: every shipped preset validates; every broken one is refused with one line, exit 2."""
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,7 +10,15 @@ from pathlib import Path
 import pytest
 from nagare.app.cli import main
 from nagare.engine.errors import PresetError
-from nagare.engine.presets import apply_overrides, load_preset, load_raw, preset_names, resolve_path
+from nagare.engine.presets import (
+    apply_overrides,
+    load_preset,
+    load_raw,
+    preset_names,
+    raw_dict,
+    resolve_path,
+    validate,
+)
 
 BROKEN = Path(__file__).parent / "broken_presets"
 BROKEN_FILES = sorted(p for p in BROKEN.glob("*.toml") if p.name != "cycle_b.toml")
@@ -41,12 +51,26 @@ def test_broken_preset_is_one_line_exit_2(path, capsys):
     ("bad_enum.toml", "boundaries.kind", "'periodic' or 'fixed'"),
     ("malformed.toml", None, "not valid TOML"),
     ("missing_engine.toml", "engine", "required key is missing"),
-    ("unknown_engine.toml", "engine", "allowed: diffusion3d"),
+    ("unknown_engine.toml", "engine", "unknown engine family; allowed: "),
     ("cycle_a.toml", "extends", "extends cycle"),
     ("extends_missing.toml", "extends", "no such preset"),
     ("bad_variant_choice.toml", "variants.kernel", "allowed: array, stencil-host, cuda, cuda-autotune"),
     ("bad_cpu_override.toml", "cpu_overrides.grid.nx", "-4"),
     ("fixed_mode_zero.toml", None, "every sine mode number must be ≥ 1"),
+    ("engine_is_list.toml", "engine", "expected the name of an engine family (a string)"),
+    ("engine_is_table.toml", "engine", "got {'a': 1}; expected the name of an engine family"),
+    ("wave2d_denormal_dx.toml", "grid.dx", "greater than or equal to 1e-12"),
+    ("wave2d_huge_dx.toml", "grid.dx", "less than or equal to 1e+12"),
+    ("wave2d_huge_c.toml", "physics.c", "less than or equal to 1e+12"),
+    ("tiny_kappa.toml", "physics.kappa", "greater than or equal to 1e-12"),
+    ("subnormal_in_tuple.toml", "physics.force", "subnormal"),
+    ("obstacle_centre_outside.toml", "obstacle.center", "lies outside the domain"),
+    ("obstacle_huge_diameter.toml", None, "obstacle.diameter = 1e+09 does not fit the 64×64 grid"),
+    ("obstacle_no_node.toml", None, "at least 1 node"),
+    ("rectangle_too_tall.toml", None, "obstacle.height = 40 does not fit the 64×32 grid"),
+    ("grid_n_and_nx.toml", "grid", "grid.n = 64 and grid.nx = 128 both given"),
+    ("tracers_outside.toml", "tracers.line", "lies outside the domain"),
+    ("sph_obstacle_outside.toml", None, "does not lie inside the 2.0 × 0.67 tank floor"),
 ])
 def test_error_names_key_value_and_allowed(path, key, fragment):
     with pytest.raises(PresetError) as info:
@@ -118,3 +142,100 @@ def test_variant_error_names_the_axis_not_the_type(tmp_path):
     with pytest.raises(PresetError) as info:
         load_preset(bad)
     assert "v.toml: variants.kernel: got 1.5" in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["[1]", "{a=1}", '["lbm2d"]', "3"])
+def test_set_engine_to_a_non_string_is_one_line(value, capsys):
+    assert main(["run", "diffusion3d", "--set", f"engine={value}", "--steps", "1", "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "engine: got" in err and "(a string)" in err, err
+    assert "Traceback" not in err and "unhashable" not in err
+
+
+@pytest.mark.parametrize("overrides,fragment", [
+    (["grid.n=64", "grid.ny=32"], "grid.n = 64 and grid.ny = 32 both given"),
+    (["obstacle.kind='circle'", "obstacle.center=[0.5, -0.1]"], "obstacle.center"),
+    (["obstacle.kind='rectangle'", "obstacle.width=1e9"], "obstacle.width"),
+    (["tracers.points=[[0.5, 1.5]]"], "tracers.points"),
+    (["physics.lid_velocity=1e-320"], "subnormal"),
+])
+def test_nonsense_lbm2d_overrides_are_refused(overrides, fragment):
+    with pytest.raises(PresetError, match=re.escape(fragment)):
+        load_preset("lbm2d-cavity", overrides, backend="numpy")
+
+
+def test_grid_n_alone_still_sets_a_square():
+    p = load_preset("lbm2d-cavity", ["grid.n=40"], backend="numpy")
+    assert (p.grid.nx, p.grid.ny) == (40, 40)
+
+
+@pytest.mark.parametrize("name", preset_names())
+@pytest.mark.parametrize("backend", ["numpy", "cupy"])
+def test_a_checkpoints_stored_preset_validates_again(name, backend):
+    """`nagare run - --resume FILE` re-validates the preset stored in the checkpoint (a full dump:
+    grid.n with nx/ny, tau or reynolds, every default): it must give the same simulation."""
+    p = load_preset(name, backend=backend)
+    stored = {k: v for k, v in raw_dict(p).items() if k != "cpu_overrides"}
+    q = validate(stored, "c.npz (preset)")
+    strip = {"cpu_overrides", "description", "extends"}
+    assert {k: v for k, v in raw_dict(q).items() if k not in strip} == \
+        {k: v for k, v in raw_dict(p).items() if k not in strip}
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("as_extends", [False, True])
+def test_a_fifo_is_refused_not_read(tmp_path, as_extends):
+    """Reading a FIFO blocks until a writer comes: a preset must be a regular file."""
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    target = fifo
+    if as_extends:
+        target = tmp_path / "child.toml"
+        target.write_text('extends = "pipe.toml"\nengine = "diffusion3d"\ndescription = "x"\n')
+    proc = subprocess.run([sys.executable, "-m", "nagare.app.cli", "run", str(target), "--backend", "numpy",
+                           "--steps", "1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "not a regular file" in err[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_folder_named_like_a_preset_does_not_hide_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "diffusion3d").mkdir()  # e.g. an output folder named after the preset
+    assert load_preset("diffusion3d", backend="numpy").engine == "diffusion3d"
+    with pytest.raises(PresetError, match="is a folder, not a regular file"):
+        resolve_path(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_as_obstacle_image_is_refused(tmp_path):
+    fifo = tmp_path / "mask.png"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "nagare.app.cli", "run", "lbm2d-cylinder", "--backend", "numpy",
+                           "--set", "obstacle.kind='image'", "--set", f"obstacle.path='{fifo}'", "--steps", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()[-1]
+    assert "obstacle.path" in err and "not a regular file" in err, proc.stderr
+
+
+def test_set_on_cpu_overrides_is_used_and_validated(capsys):
+    assert load_preset("diffusion3d", ["cpu_overrides.grid.nx=20"], backend="numpy").grid.nx == 20
+    assert main(["run", "diffusion3d", "--set", "cpu_overrides.grid=[1]", "--steps", "1", "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cpu_overrides.grid" in err, err
+
+
+def test_an_extending_file_replaces_the_other_side_of_an_exclusive_pair(tmp_path):
+    """lbm2d-cavity gives grid.n (and [cpu_overrides] grid.n) and physics.reynolds: a file that
+    extends it with grid.nx/ny and physics.tau means those, not a conflict."""
+    child = tmp_path / "rect.toml"
+    child.write_text('extends = "lbm2d-cavity"\ndescription = "rect"\n[grid]\nnx = 60\nny = 40\n'
+                     '[physics]\ntau = 0.7\n')
+    for backend in ("numpy", "cupy"):
+        p = load_preset(child, backend=backend)
+        assert (p.grid.nx, p.grid.ny, p.grid.n) == (60, 40, None)
+        assert p.physics.tau == 0.7 and p.physics.reynolds is None
+    # in one file (or file + --set) both sides stay an error
+    with pytest.raises(PresetError, match="both given"):
+        load_preset(child, ["grid.n=50"], backend="numpy")
