@@ -299,7 +299,5 @@ def _reason(error: str) -> str:
 
 
 def _checkpoint(engine) -> dict:
-    """The engine's checkpoint, with the preset's source so a refusal can name it."""
-    ck = engine.checkpoint()
-    ck["meta"].setdefault("preset_source", engine.preset.source)
-    return ck
+    """The engine's checkpoint (its meta names the preset's source, so a refusal can name it)."""
+    return engine.checkpoint()

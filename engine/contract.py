@@ -347,6 +347,7 @@ class Engine(ABC):
         meta = {
             "format": CHECKPOINT_FORMAT, "family": self.family, "step": self.step_count, "time": self.time,
             "variants": self.selection, "preset": raw_dict(self.preset), "preset_hash": self.preset.content_hash,
+            "preset_source": self.preset.source,
         }
         return {"meta": meta, "arrays": arrays}
 

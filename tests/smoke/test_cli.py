@@ -84,20 +84,25 @@ def _env():
     return env
 
 
-def test_ctrl_c_stops_cleanly_and_writes_log_and_checkpoint(tmp_path):
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, ""), (signal.SIGTERM, 143, "SIGTERM")])
+def test_an_interrupt_stops_cleanly_and_writes_log_and_checkpoint(tmp_path, sig, code, said):
+    """Ctrl-C, and SIGTERM (timeout, systemd, containers, batch schedulers), stop after the current
+    batch and still write the timing log and a checkpoint."""
     proc = subprocess.Popen([sys.executable, "-m", "nagare.app.cli", "run", "diffusion3d", "--steps", "1000000",
                              "--timings", "t.csv", "--batch", "5", *SMALL], cwd=tmp_path, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(4)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    assert (tmp_path / "t.csv").exists()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and said in err
+    rows = list(csv.DictReader(open(tmp_path / "t.csv")))
     ck = list(tmp_path.glob("diffusion3d-interrupted-step*.ckpt.npz"))
-    assert len(ck) == 1
+    assert len(ck) == 1 and rows
     step = int(ck[0].name.split("step")[1].split(".")[0])
     assert step > 0 and step % 5 == 0  # stopped after a whole batch
+    assert int(rows[-1]["step"]) == step
+    assert json.load(open(tmp_path / "t.json"))["rows"][-1]["step"] == step
 
 
 def test_no_display_runs_the_default_preset_headless(tmp_path):
@@ -302,24 +307,6 @@ def test_a_filling_disk_is_said_loudly_while_running_and_at_the_end(tmp_path, ca
     assert "NOT WRITTEN: checkpoint at steps 10, 15, 20" in err
     assert f"NOT WRITTEN: the last checkpoint written is step 5 ({ck})" in err
     assert load_checkpoint(ck)["meta"]["step"] == 5
-
-
-def test_sigterm_stops_like_ctrl_c(tmp_path):
-    """SIGTERM (timeout, systemd, containers, batch schedulers) still writes the log and a checkpoint."""
-    proc = subprocess.Popen([sys.executable, "-m", "nagare.app.cli", "run", "diffusion3d", "--steps", "1000000",
-                             "--timings", "t.csv", "--batch", "5", *SMALL], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    assert "Traceback" not in err and "SIGTERM" in err
-    rows = list(csv.DictReader(open(tmp_path / "t.csv")))
-    ck = list(tmp_path.glob("diffusion3d-interrupted-step*.ckpt.npz"))
-    assert len(ck) == 1 and rows
-    step = int(ck[0].name.split("step")[1].split(".")[0])
-    assert int(rows[-1]["step"]) == step and step % 5 == 0
-    assert json.load(open(tmp_path / "t.json"))["rows"][-1]["step"] == step
 
 
 def test_stale_temporaries_of_dead_processes_are_removed(tmp_path):
