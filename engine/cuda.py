@@ -55,12 +55,15 @@ class KernelSpec:
     one unit (joined by newlines). ``name_expressions``: the template instances (or plain names) the
     module emits; empty compiles the file as it is. ``options``: NVRTC options after
     :data:`DEFAULT_OPTIONS`; ``defines``: ``-DNAME=VALUE`` options after those (a mapping or pairs;
-    a value of None gives ``-DNAME``)."""
+    a value of None gives ``-DNAME``); ``prelude``: generated text put before the source (e.g. a
+    velocity set written out from its Python table: #define lines with commas, which nvcc would
+    split if they were -D options)."""
 
     source: str | tuple[str, ...]
     name_expressions: tuple[str, ...] = ()
     options: tuple[str, ...] = ()
     defines: tuple[tuple[str, str | None], ...] = ()
+    prelude: str = ""
 
     def __post_init__(self):
         set_ = object.__setattr__  # frozen: normalise the arguments once, so equal specs hash equal
@@ -77,7 +80,7 @@ class KernelSpec:
 
     @property
     def code(self) -> str:
-        return "\n".join(shaders.source(s) for s in self.sources)
+        return self.prelude + "\n".join(shaders.source(s) for s in self.sources)
 
     @property
     def nvrtc_options(self) -> tuple[str, ...]:

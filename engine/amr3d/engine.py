@@ -121,6 +121,15 @@ class AMR3D(Engine):
             self._stepper = LadderStepper(self.xp, self.stream, RUNG_KERNELS[rung], m, shape, self.omega, self.accel,
                                           self.timer, uniform_shape=self.preset.shape)
 
+    def kernel_specs(self, selection=None):
+        """The ladder module a selection compiles (leaves of m³, or mother leaves of (2m−1)³)."""
+        sel = selection or self.selection
+        if not self.backend.is_gpu or sel["kernels"] == "reference":
+            return []
+        from .gpu import kernel_spec
+
+        return [kernel_spec(2 * self.m - 1 if RUNG_STORAGE[sel["kernels"]] == "mothers" else self.m)]
+
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):
         if self._stepper is None:

@@ -8,8 +8,6 @@ one ``step`` phase covers the whole replay (the graph hides the split).
 """
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 
 from . import d3q27, ladder
@@ -17,24 +15,16 @@ from . import d3q27, ladder
 GRAPH_STEPS = 16  # steps per captured graph (an even number: the buffers swap every step)
 
 
-@cache
-def _module(m: int):
-    import cupy
+def kernel_spec(m: int):
+    """The ladder's kernels for leaves of m³ points as one NVRTC compilation (engine/cuda.py)."""
+    from ..cuda import KernelSpec
 
-    from nagare import shaders
-
-    from ..cuda import DEFAULT_OPTIONS
-
-    code = ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT) + shaders.source(ladder.SOURCE)
-    names = ladder.name_expressions(m) + ["d3q27_uniform"]
-    mod = cupy.RawModule(code=code, options=DEFAULT_OPTIONS, name_expressions=names)
-    mod.compile()
-    return mod
+    return KernelSpec(ladder.SOURCE, tuple(ladder.name_expressions(m)) + ("d3q27_uniform",),
+                      prelude=ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT))
 
 
 def kernels(m: int) -> dict:
-    mod = _module(m)
-    get = mod.get_function
+    get = kernel_spec(m).function
     out = {"naive": get(f"amr3d_naive<{m}>"), "inner": get(f"amr3d_inner<{m}>"),
            "shell": get(f"amr3d_shell<{m}>"), "sorted": get(f"amr3d_shell_sorted<{m}>"),
            "uniform": get("d3q27_uniform")}

@@ -12,9 +12,8 @@ import subprocess
 
 import numpy as np
 import pytest
-from nagare.engine.amr3d import d3q27, ladder, storage
+from nagare.engine.amr3d import d3q27, gpu, ladder, storage
 
-from nagare import shaders
 from tests.unit.cuda_emulator import PRELUDE
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
@@ -42,7 +41,7 @@ def emulated(tmp_path_factory):
         if m in libs:
             return libs[m]
         leaf = "const float* src, float* dst, const int* nbr, int nleaf"
-        src = PRELUDE + ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT) + shaders.source(ladder.SOURCE)
+        src = PRELUDE + gpu.kernel_spec(m).code  # exactly the text NVRTC compiles on the GPU
         src += wrapper("naive", leaf, f"amr3d_naive<{m}>", "src, dst, nbr, nleaf")
         src += wrapper("inner", "const float* src, float* dst, int nleaf", f"amr3d_inner<{m}>", "src, dst, nleaf")
         src += wrapper("shell", leaf + ", const int* shell, int nshell", f"amr3d_shell<{m}>",
