@@ -1,9 +1,12 @@
-"""amr3d: D3Q27 lattice Boltzmann on leaves of m³ node-centred points (P0), with P0's kernel
-ladder as live variants. This first stage runs one level of leaves in a periodic box (P0's
-benchmark box); the octree with level coupling builds on it (docs/amr3d.md).
+"""amr3d: D3Q27 lattice Boltzmann on an octree of leaves of m³ node-centred points (P0), with P0's
+kernel ladder as live variants (docs/amr3d.md).
 
-The state is always checkpointed in the canonical leaf storage f[27, leaf, m, m, m]; a rung that
-needs another storage (mother leaves, the uniform lattice) converts on selection, losslessly.
+Two shapes of problem, one state: f[27, leaf, m, m, m] in the forest's leaf order (checkpoints,
+fields, switching). A *box* (one level of periodic leaves: P0's benchmark) runs every rung,
+including the storages of the mother-leaf rungs and the uniform lattice, converted losslessly on
+selection. A *tree* (refined regions, or walls) runs the reference (reference.py: sub-cycled
+levels, rescaling, interpolation) or the ladder on each level joined by the coupling kernels
+(tree_stepper.py, interface.py).
 """
 from __future__ import annotations
 
@@ -14,10 +17,16 @@ import numpy as np
 from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Boxes, Grid3D
-from . import d3q27, ladder, leafgrid, storage, variants
+from . import d3q27, interface, ladder, leafgrid, mesh, reference, storage, variants
 from .config import AMR3DPreset
 
 FAMILY = variants.FAMILY
+# The multi-level benchmark case: P0's box with a centred region refined twice (level 1 over the
+# middle half of each axis, level 2 over its middle quarter): 2:1 interfaces on faces, edges and
+# corners at two depths, and sub-cycling (level l takes 2^l steps per step).
+THREE_LEVELS = ("refine=[{lo=[0.25, 0.25, 0.25], hi=[0.75, 0.75, 0.75], level=1}, "
+                "{lo=[0.375, 0.375, 0.375], hi=[0.625, 0.625, 0.625], level=2}]")
+FIELD_LABELS = {"speed": "speed |u|", "rho": "density ρ", "ux": "ux", "uy": "uy", "uz": "uz"}
 # P0 §4: flops and bytes per point and step of the D3Q27 BGK update (the improved roofline).
 P0_FLOPS, P0_BYTES = 377, 220
 
@@ -40,10 +49,14 @@ class AMR3D(Engine):
     def estimated_bytes(self):
         p = self.preset
         item = np.dtype(p.physics.dtype).itemsize
-        points = p.nleaf * p.grid.m**3
+        forest = mesh.build_forest(p)
+        points = forest.n_leaves * p.grid.m**3
         work = 27 * points * item * 2  # two buffers
         if not self.backend.is_gpu:
             work += 27 * points * 8 + 27 * points * item * 3  # gather table + the reference's temporaries
+        if not p.is_box:  # interface descriptors (GPU) or the reference's gather tables (NumPy: every shell point)
+            shell = forest.n_leaves * (p.grid.m**3 - (p.grid.m - 2) ** 3)
+            work += shell * 27 * 8 * (4 if not self.backend.is_gpu else 1)
         return work
 
     # ---- state ------------------------------------------------------------------------------
@@ -52,21 +65,36 @@ class AMR3D(Engine):
         self.dtype = np.dtype(p.physics.dtype)
         self.m = p.grid.m
         self.leaf_shape = tuple(p.grid.leaves)
-        self.dt = 1.0
+        self.forest = mesh.build_forest(p)
+        self.is_box = p.is_box
+        self.dt = 2.0 ** -min(self.forest.levels)  # one step = one step of the coarsest level
         self.omega = 1.0 / p.physics.tau
         self.accel = tuple(float(a) for a in p.physics.force)
         self.storage = "leaves"
-        self.f = self.xp.zeros((d3q27.Q, p.nleaf, self.m, self.m, self.m), self.dtype)
-        self.fn = self.xp.empty_like(self.f)
         self._sources = None
         self._stepper = None
+        self._tree = None  # tree: reference.Stepper or tree_stepper.TreeStepper, which own the state
+        self._tables = self._coupling = self._sampling = self._mass_w = None
+        if self.is_box:
+            self.f = self.xp.zeros((d3q27.Q, p.nleaf, self.m, self.m, self.m), self.dtype)
+            self.fn = self.xp.empty_like(self.f)
+        else:
+            self.f = self.fn = None
+            self._pending = np.zeros((d3q27.Q, self.forest.n_leaves, self.m, self.m, self.m), self.dtype)
 
     def _initialise(self):
-        self._set_leaves(initial_state(self.preset))
+        if self.is_box:
+            self._set_leaves(initial_state(self.preset))
+        else:
+            self._set_leaves(self._synchronised(initial_tree_state(self.preset, self.forest)))
 
     def _leaves(self):
         """f in the canonical leaf storage (a view when already there)."""
         xp, m = self.xp, self.m
+        if not self.is_box:
+            if self._tree is None:
+                return xp.asarray(self._pending)
+            return self._tree.f if isinstance(self._tree, reference.Stepper) else self._tree.state()
         if self.storage == "leaves":
             return self.f
         if self.storage == "mothers":
@@ -76,6 +104,14 @@ class AMR3D(Engine):
     def _set_leaves(self, leaves) -> None:
         xp, m = self.xp, self.m
         leaves = xp.asarray(leaves, dtype=self.dtype)
+        if not self.is_box:
+            if self._tree is None:
+                self._pending = leaves.copy()
+            elif isinstance(self._tree, reference.Stepper):
+                self._tree.f[...] = leaves
+            else:
+                self._tree.set_state(leaves)
+            return
         if self.storage == "mothers":
             f = storage.mothers_from_leaves(xp, leaves, m, self.leaf_shape)
         elif self.storage == "uniform":
@@ -92,6 +128,9 @@ class AMR3D(Engine):
         self._set_leaves(arrays["f"])
 
     def random_state(self, rng: np.random.Generator):
+        if not self.is_box:
+            self._set_leaves(self._synchronised(random_tree_state(self.preset, self.forest, rng)))
+            return
         nz, ny, nx = self.preset.shape
         rho = 1 + 0.02 * rng.standard_normal((nz, ny, nx))
         u = 0.04 * rng.standard_normal((3, nz, ny, nx))
@@ -101,6 +140,9 @@ class AMR3D(Engine):
 
     # ---- variants ---------------------------------------------------------------------------
     def _apply_selection(self, old, new):
+        if not self.is_box:
+            self._select_tree(new["kernels"])
+            return
         rung = new["kernels"]
         want = RUNG_STORAGE[rung]
         if want != self.storage:
@@ -121,17 +163,58 @@ class AMR3D(Engine):
             self._stepper = LadderStepper(self.xp, self.stream, RUNG_KERNELS[rung], m, shape, self.omega, self.accel,
                                           self.timer, uniform_shape=self.preset.shape)
 
+    def _select_tree(self, rung: str) -> None:
+        """A tree: the reference owns f and f_prev; a ladder rung owns per-level buffer pairs."""
+        leaves = self._leaves()
+        p = self.preset
+        if rung == "reference":
+            if self._tables is None:
+                from . import tables
+
+                self._tables = tables.on_device(self.xp, tables.build(self.forest, p.physics.interp))
+            self._tree = reference.Stepper(self.xp, self.forest, reference.Physics(p.physics.tau, self.accel),
+                                           self.xp.array(leaves, dtype=self.dtype), self._tables, synchronised=True)
+            return
+        from .tree_stepper import CupyKernels, TreeStepper
+
+        self._tree = TreeStepper(self.xp, self.forest, self._interface(), p.physics.tau, self.accel,
+                                 CupyKernels(rung, self.stream), self.timer, dtype=self.dtype)
+        self._tree.set_state(leaves)
+
+    def _interface(self):
+        if self._coupling is None:
+            self._coupling = interface.build(self.forest, self.preset.physics.interp)
+        return self._coupling
+
+    def _synchronised(self, f: np.ndarray) -> np.ndarray:
+        """A host state on the tree with its coarse copies of fine-owned nodes set (tree_stepper)."""
+        from .tree_stepper import synchronise_host
+
+        f = np.array(f)
+        synchronise_host(self.forest, self._interface(), f, self.preset.physics.tau, self.accel)
+        return f
+
     def kernel_specs(self, selection=None):
-        """The ladder module a selection compiles (leaves of m³, or mother leaves of (2m−1)³)."""
+        """The ladder module a selection compiles (leaves of m³, or mother leaves of (2m−1)³), and on
+        a tree the level-coupling kernels."""
         sel = selection or self.selection
         if not self.backend.is_gpu or sel["kernels"] == "reference":
             return []
-        from .gpu import kernel_spec
+        from .gpu import coupling_spec, kernel_spec
 
+        if not self.is_box:
+            return [kernel_spec(self.m), coupling_spec()]
         return [kernel_spec(2 * self.m - 1 if RUNG_STORAGE[sel["kernels"]] == "mothers" else self.m)]
 
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):
+        if not self.is_box:
+            if isinstance(self._tree, reference.Stepper):
+                with self.timer.phase("step", steps=n):
+                    self._tree.step(n)
+            else:
+                self._tree.advance(n, graph=self.selection["graph"] == "on")
+            return n * self.dt
         if self._stepper is None:
             with self.timer.phase("step", steps=n):
                 for _ in range(n):
@@ -150,6 +233,31 @@ class AMR3D(Engine):
             (2 * self.m - 1, storage.mother_shape(self.leaf_shape))
         return storage.uniform_from_leaves(self.xp, self.f, m, shape)
 
+    def _macroscopic(self):
+        """(ρ, ux, uy, uz) on the display lattice: the box's uniform lattice, or a tree's sampling
+        lattice (mesh.py: each sample from the finest leaf that holds it)."""
+        xp = self.xp
+        if self.is_box:
+            return leafgrid.macroscopic(xp, self._uniform())
+        s = self._sampling_lattice()
+        rho, ux, uy, uz = leafgrid.macroscopic(xp, self._leaves())
+        out = []
+        for a in (rho, ux, uy, uz):
+            flat = a.reshape(-1)
+            v = s["w"][0] * flat[s["ids"][0]]
+            for c in range(1, 8):
+                v = v + s["w"][c] * flat[s["ids"][c]]
+            out.append(v.reshape(s["shape"]))
+        return tuple(out)
+
+    def _sampling_lattice(self):
+        if self._sampling is None:
+            budget = 1 << 21 if self.backend.is_gpu else 1 << 18
+            smp = mesh.sampling(self.forest, budget)
+            self._sampling = {"ids": self.xp.asarray(smp.ids), "w": self.xp.asarray(smp.weights, dtype=self.dtype),
+                              "shape": smp.shape, "unit": smp.unit, "level": smp.level}
+        return self._sampling
+
     def field_names(self):
         return ["speed", "rho", "ux", "uy", "uz", "leaves"]
 
@@ -158,41 +266,58 @@ class AMR3D(Engine):
             return self._boxes()
         if name not in ("speed", "rho", "ux", "uy", "uz"):
             raise KeyError(name)
-        rho, ux, uy, uz = leafgrid.macroscopic(self.xp, self._uniform())
+        rho, ux, uy, uz = self._macroscopic()
         data = {"rho": rho, "ux": ux, "uy": uy, "uz": uz}.get(name)
         if name == "speed":
             data = self.xp.sqrt(ux * ux + uy * uy + uz * uz)
-        labels = {"speed": "speed |u|", "rho": "density ρ", "ux": "ux", "uy": "uy", "uz": "uz"}
-        return Grid3D(data, label=labels[name], units="lattice", symmetric=name in ("ux", "uy", "uz"))
+        return Grid3D(data, label=FIELD_LABELS[name], units="lattice", symmetric=name in ("ux", "uy", "uz"),
+                      spacing=self._spacing())
 
     def fields(self):
-        rho, ux, uy, uz = leafgrid.macroscopic(self.xp, self._uniform())
-        g = {"speed": Grid3D(self.xp.sqrt(ux * ux + uy * uy + uz * uz), label="speed |u|", units="lattice"),
-             "rho": Grid3D(rho, label="density ρ", units="lattice")}
+        rho, ux, uy, uz = self._macroscopic()
+        sp = self._spacing()
+        g = {"speed": Grid3D(self.xp.sqrt(ux * ux + uy * uy + uz * uz), label=FIELD_LABELS["speed"], units="lattice",
+                             spacing=sp),
+             "rho": Grid3D(rho, label=FIELD_LABELS["rho"], units="lattice", spacing=sp)}
         for name, d in (("ux", ux), ("uy", uy), ("uz", uz)):
-            g[name] = Grid3D(d, label=name, units="lattice", symmetric=True)
+            g[name] = Grid3D(d, label=name, units="lattice", symmetric=True, spacing=sp)
         g["leaves"] = self._boxes()
         return g
 
+    def _spacing(self) -> float:
+        """Sample spacing in level-0 lattice units."""
+        if self.is_box:
+            return 1.0
+        return self._sampling_lattice()["unit"] / float(1 << self.forest.max_level)
+
     def _boxes(self):
-        lx, ly, lz = self.leaf_shape
-        s = self.m - 1
-        z, y, x = np.meshgrid(np.arange(lz), np.arange(ly), np.arange(lx), indexing="ij")
-        lo = np.stack([x.ravel() * s, y.ravel() * s, z.ravel() * s], axis=1).astype(np.float32)
+        """The leaves as boxes in the display lattice's index units, with their level."""
         xp = self.xp
-        return Boxes(xp.asarray(lo), xp.asarray(lo + s), xp.zeros(len(lo), np.int32), label="leaves (level)")
+        unit = 1 << self.forest.max_level if self.is_box else self._sampling_lattice()["unit"]
+        lo, hi, lev = mesh.boxes(self.forest, unit)
+        return Boxes(xp.asarray(lo), xp.asarray(hi), xp.asarray(lev), label="leaves (level)")
 
     def device_diagnostics(self):
         xp = self.xp
-        rho, ux, uy, uz = leafgrid.macroscopic(xp, self._uniform())
-        return {"mass": xp.sum(rho, dtype=xp.float64), "max_speed": xp.sqrt(xp.max(ux * ux + uy * uy + uz * uz)),
-                "min_density": xp.min(rho)}
+        rho, ux, uy, uz = self._macroscopic()
+        if self.is_box:
+            mass = xp.sum(rho, dtype=xp.float64)
+        else:  # ∫ρ dV over the leaves (reference.mass: trapezoidal per leaf, level-0 volume units)
+            if self._mass_w is None:
+                vol = (2.0 ** -self.forest.level.astype(np.float64)) ** 3
+                self._mass_w = xp.asarray(vol[:, None, None, None] * reference.trapezoid_weights(self.m)[None])
+            mass = xp.sum(d3q27.moments(xp, self._leaves())[0] * self._mass_w, dtype=xp.float64)
+        return {"mass": mass, "max_speed": xp.sqrt(xp.max(ux * ux + uy * uy + uz * uz)), "min_density": xp.min(rho)}
 
     # ---- throughput -------------------------------------------------------------------------
     @property
     def updates_per_step(self):
-        """Stored points updated per step (P0 counts every stored point, shared faces included)."""
+        """Stored points updated per step (P0 counts every stored point, shared faces included); on a
+        tree, level l's points count 2^(l − l_min) times (its sub-steps)."""
         p = self.preset
+        if not self.is_box:
+            lv = self.forest.level
+            return float(np.sum(2.0 ** (lv - lv.min())) * self.m**3)
         if self.selection["kernels"] == "uniform":
             nz, ny, nx = p.shape
             return float(nx * ny * nz)
@@ -226,6 +351,16 @@ class AMR3D(Engine):
                 **base, "grid": {"leaves": [4, 2, 2], "m": 9}, "physics": {"tau": 0.8}}),
             "fp32-3x1x2-m17": AMR3DPreset.model_validate({
                 **base, "grid": {"leaves": [3, 1, 2], "m": 17}, "physics": {"tau": 0.7}}),
+            # two levels, interfaces on faces, edges and corners, P0's trilinear stencil, a body force
+            "fp32-tree2-m9": AMR3DPreset.model_validate({
+                **base, "grid": {"leaves": [3, 2, 2], "m": 9},
+                "refine": [{"lo": [0.0, 0.0, 0.0], "hi": [0.3, 0.4, 0.4], "level": 1}],
+                "physics": {"tau": 0.62, "force": [1e-5, 0, -2e-5], "interp": "linear"}}),
+            # three levels, walls normal to y (bounce-back at interface points too), quadratic stencil
+            "fp32-tree3-m9": AMR3DPreset.model_validate({
+                **base, "grid": {"leaves": [4, 2, 4], "m": 9, "periodic": [True, False, True]},
+                "refine": [{"lo": [0.4, 0.2, 0.4], "hi": [0.6, 0.4, 0.6], "level": 2}],
+                "physics": {"tau": 0.57}}),
         }
 
     @classmethod
@@ -243,7 +378,8 @@ class AMR3D(Engine):
         if backend == "numpy":
             return [("p0-box-8-leaves", ["grid.leaves=[2, 2, 2]"])]
         return [("p0-box-512-leaves", ["grid.leaves=[8, 8, 8]"]),
-                ("fill-8192-leaves", ["grid.leaves=[16, 16, 32]"])]
+                ("fill-8192-leaves", ["grid.leaves=[16, 16, 32]"]),
+                ("three-levels", ["grid.leaves=[8, 8, 8]", THREE_LEVELS])]
 
     @classmethod
     def bench_selections(cls, backend: str = "cupy"):
@@ -251,7 +387,7 @@ class AMR3D(Engine):
             return [("reference", {"kernels": "reference"})]
         rungs = ("naive", "split", "mother-leaf", "templates", "sorted", "uniform")
         return ([(r, {"kernels": r}) for r in rungs]
-                + [(f"{r} graph", {"kernels": r, "graph": "on"}) for r in ("templates", "sorted", "uniform")])
+                + [(f"{r} graph", {"kernels": r, "graph": "on"}) for r in ("naive", "templates", "sorted", "uniform")])
 
 
 def fp32_peak_flops(backend) -> float | None:
@@ -264,6 +400,61 @@ def fp32_peak_flops(backend) -> float | None:
         return attrs["MultiProcessorCount"] * 128 * 2 * attrs["ClockRate"] * 1e3
     except Exception:
         return None
+
+
+def _flow(p: AMR3DPreset, x, y, z):
+    """ρ, (ux, uy, uz) of the preset's initial flow at coordinates in level-0 lattice units."""
+    nz, ny, nx = p.shape
+    kx, ky, kz = 2 * math.pi / nx, 2 * math.pi / ny, 2 * math.pi / nz
+    u0 = p.initial.u0
+    rho = np.ones(np.broadcast(x, y, z).shape)
+    ux, uy, uz = np.zeros_like(rho), np.zeros_like(rho), np.zeros_like(rho)
+    kind = p.initial.kind
+    if kind == "taylor-green":
+        ux = u0 * np.sin(kx * x) * np.cos(ky * y) * np.cos(kz * z)
+        uy = -u0 * np.cos(kx * x) * np.sin(ky * y) * np.cos(kz * z)
+        rho = 1 + 3 * (u0 * u0 / 16) * (np.cos(2 * kx * x) + np.cos(2 * ky * y)) * (np.cos(2 * kz * z) + 2)
+    elif kind == "shear-wave":
+        ux = u0 * np.sin(kz * z)
+    elif kind == "random":
+        return _smooth_random(np.random.default_rng(p.initial.seed), x, y, z, (nx, ny, nz), u0)
+    return rho, (ux, uy, uz)
+
+
+def _smooth_random(rng, x, y, z, n, u0, modes: int = 6):
+    """A random smooth flow: a few periodic Fourier modes evaluated at the coordinates, so every
+    stored copy of a node (shared faces, coarse and fine copies) gets the same value."""
+    def field(amp):
+        out = np.zeros(np.broadcast(x, y, z).shape)
+        for _ in range(modes):
+            k = rng.integers(-2, 3, size=3)
+            ph = rng.uniform(0, 2 * math.pi)
+            out += amp / modes ** 0.5 * rng.standard_normal() * np.cos(
+                2 * math.pi * (k[0] * x / n[0] + k[1] * y / n[1] + k[2] * z / n[2]) + ph)
+        return out
+    return 1 + field(0.02), (field(u0), field(u0), field(u0))
+
+
+def initial_tree_state(p: AMR3DPreset, forest) -> np.ndarray:
+    """The preset's initial flow on a tree as post-collision populations (reference.init_state:
+    the equilibrium of each level with P0's force term)."""
+    X = reference.point_coordinates(forest)
+    rho, u = _flow(p, X[..., 0], X[..., 1], X[..., 2])
+    phys = reference.Physics(p.physics.tau, tuple(p.physics.force))
+    return reference.init_state(np, forest, phys, rho, np.stack(u), dtype=p.physics.dtype)
+
+
+def random_tree_state(p: AMR3DPreset, forest, rng: np.random.Generator) -> np.ndarray:
+    """A random, physically valid state on a tree, equal on every copy of a node: a smooth random
+    flow and a small non-equilibrium perturbation that is a smooth function of position too."""
+    X = reference.point_coordinates(forest)
+    nz, ny, nx = p.shape
+    rho, u = _smooth_random(rng, X[..., 0], X[..., 1], X[..., 2], (nx, ny, nz), 0.02)
+    f = reference.init_state(np, forest, reference.Physics(p.physics.tau, tuple(p.physics.force)), rho, np.stack(u))
+    for q in range(d3q27.Q):  # periodic in the domain: the copies at x = 0 and x = L of a node agree
+        k = 2 * math.pi * rng.integers(1, 4, size=3) / np.array([nx, ny, nz])
+        f[q] *= 1 + 0.01 * np.sin(X[..., 0] * k[0] + X[..., 1] * k[1] + X[..., 2] * k[2] + rng.uniform(0, 6.3))
+    return f.astype(p.physics.dtype)
 
 
 def initial_state(p: AMR3DPreset) -> np.ndarray:

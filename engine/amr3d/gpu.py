@@ -23,6 +23,26 @@ def kernel_spec(m: int):
                       prelude=ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT))
 
 
+COUPLING_SOURCE = "cuda/amr3d/coupling.cu"
+FIXUP_STENCILS = (8, 27)  # coarse interpolation: P0's trilinear, or quadratic (docs/amr3d.md)
+
+
+def coupling_spec():
+    """The level-coupling kernels (shaders/cuda/amr3d/coupling.cu) as one NVRTC compilation."""
+    from ..cuda import KernelSpec
+
+    return KernelSpec(COUPLING_SOURCE, ("amr3d_rescale_points", "amr3d_restrict", "amr3d_fixup")
+                      + tuple(f"amr3d_interpolate<{s}>" for s in FIXUP_STENCILS),
+                      prelude=ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT))
+
+
+def coupling_kernels() -> dict:
+    get = coupling_spec().function
+    out = {"rescale": get("amr3d_rescale_points"), "restrict": get("amr3d_restrict"), "fixup": get("amr3d_fixup")}
+    out.update({f"interp{s}": get(f"amr3d_interpolate<{s}>") for s in FIXUP_STENCILS})
+    return out
+
+
 def kernels(m: int) -> dict:
     get = kernel_spec(m).function
     out = {"naive": get(f"amr3d_naive<{m}>"), "inner": get(f"amr3d_inner<{m}>"),
@@ -43,12 +63,16 @@ class LadderStepper:
     hold (leaves of m³ in a lx × ly × lz periodic arrangement, or the uniform lattice for 'uniform').
     """
 
-    def __init__(self, xp, stream, rung: str, m: int, shape, omega: float, accel, timer, uniform_shape=None):
+    def __init__(self, xp, stream, rung: str, m: int, shape, omega: float, accel, timer, uniform_shape=None,
+                 nbr=None):
         self.xp, self.stream, self.rung, self.m, self.timer = xp, stream, rung, m, timer
         self.k = kernels(m)
         self.scalars = (np.float32(omega), *(np.float32(a) for a in accel))
-        self.nleaf = int(np.prod(shape))
-        self.nbr = xp.asarray(ladder.periodic_neighbours(tuple(shape)))
+        # nbr: an explicit neighbour table (one level of an octree, engine/amr3d/interface.py);
+        # otherwise the periodic arrangement ``shape`` of P0's box
+        table = ladder.periodic_neighbours(tuple(shape)) if nbr is None else np.asarray(nbr, np.int32)
+        self.nleaf = int(table.shape[0])
+        self.nbr = xp.asarray(table)
         self.shell = xp.asarray(ladder.shell_list(m))
         seg = ladder.sorted_segments(m, self.nleaf)
         self.seg, self.sorted_threads = xp.asarray(seg), int(seg[-1])
@@ -57,10 +81,10 @@ class LadderStepper:
         self._graphs: dict = {}
 
     # ---- one step, f -> fn --------------------------------------------------------------------
-    def launch(self, f, fn, timed: bool) -> None:
+    def launch(self, f, fn, timed: bool, phase=None) -> None:
         m, nl = self.m, np.int32(self.nleaf)
         k, s = self.k, self.scalars
-        phase = self.timer.phase if timed else _no_phase
+        phase = phase or (self.timer.phase if timed else _no_phase)
         if self.rung == "uniform":
             nz, ny, nx = self.uniform_shape
             with phase("step"):
@@ -72,7 +96,7 @@ class LadderStepper:
                 k["naive"](_grid(self.nleaf * m**3), (ladder.BLOCK,), (f, fn, self.nbr, nl, *s))
             return
         with phase("inner"):
-            k["inner"](_grid(self.nleaf * (m - 2) ** 3), (ladder.BLOCK,), (f, fn, nl, *s))
+            k["inner"](_grid(self.nleaf * (m - 2) ** 2 * m), (ladder.BLOCK,), (f, fn, nl, *s))  # whole x-rows
         with phase("shell"):
             if self.rung == "split":
                 ns = int(self.shell.size)

@@ -154,14 +154,15 @@ class Stepper:
     """The reference solver on one tree: owns f, f_prev and the tables."""
 
     def __init__(self, xp, forest: Forest, physics: Physics, f, tables: Tables | None = None,
-                 interp: str = "quadratic"):
+                 interp: str = "quadratic", synchronised: bool = False):
         from .tables import build
         levels.check_taus(physics.tau0, forest.levels)
         self.xp, self.forest, self.physics = xp, forest, physics
         self.tables = tables if tables is not None else build(forest, interp)
         self.f = f
         self.f_prev = f.copy()
-        synchronise(xp, self.f, self.tables, physics)
+        if not synchronised:  # (a state that came out of a step, or was synchronised, is left bit for bit)
+            synchronise(xp, self.f, self.tables, physics)
         self.time = 0.0  # level-0 time units
 
     @property

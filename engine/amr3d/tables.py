@@ -80,6 +80,18 @@ class Tables:
         return self.forest.m ** 3
 
 
+def on_device(xp, t: Tables) -> Tables:
+    """The tables with their index arrays on xp's device (the reference step indexes with them)."""
+    if xp is np:
+        return t
+    from dataclasses import fields, replace
+
+    def move(lt):
+        return replace(lt, **{f.name: xp.asarray(getattr(lt, f.name)) for f in fields(lt)
+                              if isinstance(getattr(lt, f.name), np.ndarray)})
+    return Tables(t.forest, {lv: move(lt) for lv, lt in t.level.items()}, t.interp)
+
+
 def _uniq(ids: np.ndarray):
     u, inv = np.unique(ids, return_inverse=True)
     return u, inv.reshape(ids.shape)
@@ -128,72 +140,67 @@ def _stencil(m: int, off, hc: int, interp: str):
     return flat.reshape(len(off), -1), wt.reshape(len(off), -1)
 
 
-def _build_level(forest: Forest, lv: int, interp: str) -> LevelTables:
+def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: str, acc) -> None:
+    """Classify the pull sources of the points (leaves[p], ijk[p]) of level lv (shell points: the
+    inner ones never leave their leaf) into ``acc``; a destination is q · stride + row[p]."""
     m, m3, N = forest.m, forest.m ** 3, forest.n_leaves * forest.m ** 3
-    sl = forest.level_slice(lv)
-    lo, n = sl.start, sl.stop - sl.start
     h = int(forest.spacing_of(lv))
     ext = (m - 1) * h
-    shell = shell_points(m)
-    shell_local = local_flat(m, shell)
     dirs = np.arange(1, d3q27.Q)
-    acc = {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "cp", "cw", "rd", "rs", "ud", "us")}
-    for c0 in range(lo, lo + n, CHUNK):
-        leaves = np.arange(c0, min(c0 + CHUNK, lo + n))
-        pos = forest.origin[leaves][:, None, :] + shell[None] * h  # (nl, S, 3)
-        pid = leaves[:, None] * m3 + shell_local[None]  # (nl, S)
-        _owners(forest, lv, leaves, pos, pid, acc)
-        # pull sources, (nl, S, 26, 3)
-        src = pos[:, :, None, :] - d3q27.C[dirs][None, None] * h
-        q = np.broadcast_to(dirs[None, None], pid.shape + (dirs.size,))
-        dst = q * (n * m3) + ((leaves - lo)[:, None, None] * m3 + shell_local[None, :, None])
-        own_pid = np.broadcast_to(pid[..., None], q.shape)
-        leaf_b = np.broadcast_to(leaves[:, None, None], q.shape)
-        sw, inside = forest.wrap_points(src)
-        todo = np.ones(q.shape, bool)
-        # 1. bounce-back beyond a non-periodic side
-        b = ~inside
-        acc["dd"].append(dst[b])
-        acc["ds"].append(d3q27.OPP[q[b]] * N + own_pid[b])
-        todo &= ~b
-        # 2. own leaf
-        off = forest.local_offset(leaf_b, sw)
-        own = todo & np.all((off >= 0) & (off <= ext), axis=-1)
-        acc["dd"].append(dst[own])
-        acc["ds"].append(q[own] * N + leaf_b[own] * m3 + local_flat(m, off[own] // h))
-        todo &= ~own
-        # 3. a same-level leaf having the node
-        same = np.where(todo, forest.containing(lv, sw), -1)
-        s = same >= 0
-        o = forest.local_offset(same[s], sw[s]) // h
-        acc["dd"].append(dst[s])
-        acc["ds"].append(q[s] * N + same[s] * m3 + local_flat(m, o))
+    pos = forest.origin[leaves] + ijk * h  # (P, 3)
+    pid = leaves * m3 + local_flat(m, ijk)  # (P,)
+    src = pos[:, None, :] - d3q27.C[dirs][None] * h  # (P, 26, 3)
+    q = np.broadcast_to(dirs[None], (len(pid), dirs.size))
+    dst = q * stride + np.asarray(row, np.int64)[:, None]
+    own_pid = np.broadcast_to(pid[:, None], q.shape)
+    leaf_b = np.broadcast_to(np.asarray(leaves, np.int64)[:, None], q.shape)
+    sw, inside = forest.wrap_points(src)
+    todo = np.ones(q.shape, bool)
+    # 1. bounce-back beyond a non-periodic side
+    b = ~inside
+    acc["dd"].append(dst[b])
+    acc["ds"].append(d3q27.OPP[q[b]] * N + own_pid[b])
+    todo &= ~b
+    # 2. own leaf
+    off = forest.local_offset(leaf_b, sw)
+    own = todo & np.all((off >= 0) & (off <= ext), axis=-1)
+    acc["dd"].append(dst[own])
+    acc["ds"].append(q[own] * N + leaf_b[own] * m3 + local_flat(m, off[own] // h))
+    todo &= ~own
+    # 3. a same-level leaf having the node
+    same = np.where(todo, forest.containing(lv, sw), -1)
+    s = same >= 0
+    o = forest.local_offset(same[s], sw[s]) // h
+    acc["dd"].append(dst[s])
+    acc["ds"].append(q[s] * N + same[s] * m3 + local_flat(m, o))
+    todo &= ~s
+    # 4. a finer leaf having the node
+    if lv < forest.max_level and todo.any():
+        fine = np.where(todo, forest.containing(lv + 1, sw), -1)
+        s = fine >= 0
+        o = forest.local_offset(fine[s], sw[s]) // (h // 2)
+        acc["fd"].append(dst[s])
+        acc["fq"].append(q[s])
+        acc["fp"].append(fine[s] * m3 + local_flat(m, o))
         todo &= ~s
-        # 4. a finer leaf having the node
-        if lv < forest.max_level and todo.any():
-            fine = np.where(todo, forest.containing(lv + 1, sw), -1)
-            s = fine >= 0
-            o = forest.local_offset(fine[s], sw[s]) // (h // 2)
-            acc["fd"].append(dst[s])
-            acc["fq"].append(q[s])
-            acc["fp"].append(fine[s] * m3 + local_flat(m, o))
-            todo &= ~s
-        # 5. inside a coarser leaf: interpolation stencil of that leaf's nodes
-        if todo.any():
-            if lv == 0:
-                raise ValueError("level-0 point without a source: the forest does not tile the domain")
-            coarse = np.where(todo, forest.containing(lv - 1, sw), -1)
-            if np.any(todo & (coarse < 0)):
-                raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
-            s = todo
-            o = forest.local_offset(coarse[s], sw[s])
-            pts, wts = _stencil(m, o, 2 * h, interp)
-            pts = coarse[s][:, None] * m3 + pts
-            acc["cd"].append(dst[s])
-            acc["cq"].append(q[s])
-            acc["cp"].append(pts)
-            acc["cw"].append(wts)
+    # 5. inside a coarser leaf: interpolation stencil of that leaf's nodes
+    if todo.any():
+        if lv == 0:
+            raise ValueError("level-0 point without a source: the forest does not tile the domain")
+        coarse = np.where(todo, forest.containing(lv - 1, sw), -1)
+        if np.any(todo & (coarse < 0)):
+            raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
+        s = todo
+        o = forest.local_offset(coarse[s], sw[s])
+        pts, wts = _stencil(m, o, 2 * h, interp)
+        pts = coarse[s][:, None] * m3 + pts
+        acc["cd"].append(dst[s])
+        acc["cq"].append(q[s])
+        acc["cp"].append(pts)
+        acc["cw"].append(wts)
 
+
+def _tables_from(acc, lv: int, lo: int, n: int, interp: str) -> LevelTables:
     def cat(k, shape=(0,), dtype=np.int64):
         return np.concatenate(acc[k]) if acc[k] else np.zeros(shape, dtype)
 
@@ -208,6 +215,47 @@ def _build_level(forest: Forest, lv: int, interp: str) -> LevelTables:
         coarse_dst=cat("cd"), coarse_q=cat("cq"), coarse_slot=coarse_slot.reshape(-1, width),
         coarse_w=cat("cw", (0, width), np.float64), coarse_pts=coarse_pts,
         restrict_dst=cat("rd"), restrict_src=cat("rs"), dup_dst=cat("ud"), dup_src=cat("us"))
+
+
+def _new_acc() -> dict:
+    return {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "cp", "cw", "rd", "rs", "ud", "us")}
+
+
+def _build_level(forest: Forest, lv: int, interp: str) -> LevelTables:
+    m, m3 = forest.m, forest.m ** 3
+    sl = forest.level_slice(lv)
+    lo, n = sl.start, sl.stop - sl.start
+    shell = shell_points(m)
+    shell_local = local_flat(m, shell)
+    acc = _new_acc()
+    for c0 in range(lo, lo + n, CHUNK):
+        leaves = np.arange(c0, min(c0 + CHUNK, lo + n))
+        lf = np.repeat(leaves, len(shell))
+        ijk = np.tile(shell, (len(leaves), 1))
+        pid = lf * m3 + np.tile(shell_local, len(leaves))
+        _owners(forest, lv, lf, forest.origin[lf] + ijk * int(forest.spacing_of(lv)), pid, acc)
+        _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc)
+    return _tables_from(acc, lv, lo, n, interp)
+
+
+def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic") -> LevelTables:
+    """The tables of chosen shell points of level lv only (the GPU's interface points: the kernels
+    handle the others), destinations q · P + p for the p-th point; ``restrict``/``dup`` over these
+    points only. Same classification as :func:`build`."""
+    if interp not in STENCILS:
+        raise ValueError(f"interp = {interp!r}: one of {sorted(STENCILS)}")
+    m, m3 = forest.m, forest.m ** 3
+    leaves = np.asarray(leaves, np.int64)
+    ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
+    sl = forest.level_slice(lv)
+    acc = _new_acc()
+    step = CHUNK * m * m * 6
+    for c0 in range(0, len(leaves), step):
+        lf, pt = leaves[c0:c0 + step], ijk[c0:c0 + step]
+        pid = lf * m3 + local_flat(m, pt)
+        _owners(forest, lv, lf, forest.origin[lf] + pt * int(forest.spacing_of(lv)), pid, acc)
+        _classify(forest, lv, lf, pt, np.arange(c0, c0 + len(lf)), len(leaves), interp, acc)
+    return _tables_from(acc, lv, sl.start, sl.stop - sl.start, interp)
 
 
 def _owners(forest: Forest, lv: int, leaves, pos, pid, acc) -> None:

@@ -8,7 +8,16 @@ from . import storage
 FAMILY = "amr3d"
 
 
+def _needs_box(backend, selection, preset):
+    if preset is not None and not preset.is_box:
+        return ("this storage needs one level of periodic leaves (P0's benchmark box); on a refined or walled tree "
+                "the ladder runs on leaves of m³ per level (mother leaves with P0's provisional points are not built)")
+    return None
+
+
 def _needs_mothers(backend, selection, preset):
+    if preset is not None and not preset.is_box:
+        return None  # on a tree, templates and sorted run on leaves of m³ (no mother leaves)
     if preset is not None and storage.mother_shape(tuple(preset.grid.leaves)) is None:
         return f"mother leaves need an even number of leaves per axis (grid.leaves = {list(preset.grid.leaves)})"
     return None
@@ -24,6 +33,10 @@ def _mothers_fp32(backend, selection, preset):
     return _fp32_only(backend, selection, preset) or _needs_mothers(backend, selection, preset)
 
 
+def _box_fp32(backend, selection, preset):
+    return _fp32_only(backend, selection, preset) or _needs_box(backend, selection, preset)
+
+
 def register() -> None:
     # The CUDA default is split, which runs on every box; presets ask for templates (P0's best), and a
     # box with an odd number of leaves on some axis falls back to split with one log line.
@@ -35,15 +48,19 @@ def register() -> None:
                                "periodic D3Q27 lattice of the same nodes: P0's break-even comparison)")
     # On CuPy the reference's fp32 reductions round differently from NumPy's (measured on the H200:
     # ~1e-6 relative after 24 steps), hence the fp32 tolerance of the kernels.
-    registry.register_choice(FAMILY, "kernels", "reference", doc="NumPy/CuPy gather-table reference (leafgrid.py)",
+    registry.register_choice(FAMILY, "kernels", "reference",
+                             doc="NumPy/CuPy gather-table reference (leafgrid.py on a box, reference.py on a tree)",
                              reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6)
     for _name, _doc, _check in (
             ("naive", "§3.1 one thread per point, runtime neighbour branches", _fp32_only),
             ("split", "§3.2 inner kernel + one outer-shell kernel", _fp32_only),
-            ("mother-leaf", "§3.3 split kernels on mother leaves of (2m−1)³ points", _mothers_fp32),
-            ("templates", "§3.4 inner + 26 template class kernels on 26 streams, mother leaves", _mothers_fp32),
-            ("sorted", "beyond P0: the 26 class bodies in one launch sorted by class, mother leaves", _mothers_fp32),
-            ("uniform", "beyond P0: the same nodes as one periodic uniform lattice, one fused kernel", _fp32_only)):
+            ("mother-leaf", "§3.3 split kernels on mother leaves of (2m−1)³ points (one-level box)",
+             lambda b, s, p: _box_fp32(b, s, p) or _needs_mothers(b, s, p)),
+            ("templates", "§3.4 inner + 26 template class kernels on 26 streams (mother leaves on a box, "
+                          "leaves of m³ per level on a tree)", _mothers_fp32),
+            ("sorted", "beyond P0: the 26 class bodies in one launch sorted by class (mother leaves on a box)",
+             _mothers_fp32),
+            ("uniform", "beyond P0: the same nodes as one periodic uniform lattice, one fused kernel", _box_fp32)):
         registry.register_choice(FAMILY, "kernels", _name, backends=("cupy",), doc=_doc,
                                  reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6, check=_check)
     registry.register_axis(FAMILY, "graph", default="off",

@@ -85,7 +85,7 @@ def run_rung(lib, rung, f, nbr, m, omega, a):
     if rung == "naive":
         launch(lib, "naive", nleaf * m**3, ptr(f), ptr(dst), ptr(nbr), nl, omega=omega, a=a)
         return dst
-    launch(lib, "inner", nleaf * (m - 2) ** 3, ptr(f), ptr(dst), nl, omega=omega, a=a)
+    launch(lib, "inner", nleaf * (m - 2) ** 2 * m, ptr(f), ptr(dst), nl, omega=omega, a=a)  # whole x-rows
     if rung == "split":
         shell = ladder.shell_list(m)
         launch(lib, "shell", nleaf * len(shell), ptr(f), ptr(dst), ptr(nbr), nl, ptr(shell), ctypes.c_int(len(shell)),

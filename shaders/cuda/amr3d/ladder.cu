@@ -121,17 +121,23 @@ __global__ void amr3d_naive(const float* __restrict__ src, float* __restrict__ d
     amr3d::store<M>(dst, plane, t, f);
 }
 
-// Inner points (1..M-2 on every axis), i fastest within a leaf: consecutive threads read
-// consecutive addresses of each direction's plane (one break per row of M-2).
+// Inner points (1..M-2 on every axis), in whole x-rows: thread t covers index i = t % M of row
+// (j, k) in 1..M-2, and the threads at i = 0 and M-1 (shell points) return. Rows j = 1..M-2 of one
+// k-plane are contiguous in memory, so a warp reads and writes one contiguous run of each
+// direction's plane. (Threads over the (M-2)^3 inner points alone give each warp about three
+// partial row segments of M-2 floats: on the H200 ncu flagged its loads as uncoalesced and the
+// kernel ran at 42 % of DRAM throughput, the naive kernel at 58 %.)
 template <int M>
 __global__ void amr3d_inner(const float* __restrict__ src, float* __restrict__ dst, int nleaf, float omega,
                             float ax, float ay, float az)
 {
-    constexpr int N = M - 2, N3 = N * N * N, M3 = M * M * M;
+    constexpr int N = M - 2, M3 = M * M * M;
     const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (idx_t)nleaf * N3) return;
-    const int L = (int)(t / N3), r = (int)(t % N3);
-    const int i = r % N + 1, j = (r / N) % N + 1, k = r / (N * N) + 1;
+    if (t >= (idx_t)nleaf * N * N * M) return;
+    const int i = (int)(t % M);
+    if (i == 0 || i == M - 1) return;
+    const idx_t row = t / M;
+    const int j = (int)(row % N) + 1, k = (int)((row / N) % N) + 1, L = (int)(row / (N * N));
     const idx_t plane = (idx_t)nleaf * M3;
     const idx_t at = (idx_t)L * M3 + (k * M + j) * M + i;
     float f[Q];

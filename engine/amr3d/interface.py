@@ -1,0 +1,141 @@
+"""Host data that joins P0's one-level kernel ladder across the levels of an octree.
+
+On the GPU each level is its own leaf grid (f_l[q, leaf, k, j, i], leaves of that level only), so
+the ladder's kernels (naive, split, templates, sorted: shaders/cuda/amr3d/ladder.cu) run on a level
+unchanged, with a neighbour row that names the same-level neighbour in each of the 26 directions
+and the leaf itself where the neighbour is coarser, finer or beyond a wall. A point whose pull
+sources all lie in its own leaf or a same-level neighbour is then exact; the others — the
+*interface points* — are recomputed by one fix-up kernel that pulls through gather descriptors
+built from the same classification as the reference's tables (``tables.point_tables``). Only
+interface points get descriptors, so building them costs a fraction of the reference's tables.
+
+Index conventions (int64), all relative to one level's arrays:
+- point id   p = (leaf − lo) · m³ + (k · m + j) · m + i
+- buffer     q · (n · m³) + p
+- ``desc[q, r]`` ≥ 0: buffer index in the level's own current buffer; < 0: −1 − j, j < Q · UF an
+  entry of the fine buffer, else entry j − Q · UF of the interpolated buffer.
+- fine buffer  (Q, UF): level l+1 points ``fine_pts`` rescaled l+1 → l, flat q · UF + slot
+- coarse buffer (Q, UC): level l−1 points ``coarse_pts`` time-interpolated and rescaled l−1 → l
+- interpolated buffer (Q, U): all 27 populations interpolated at each of the U distinct source
+  positions inside coarser leaves, Σ_s ``interp_w[u, s]`` · coarse[q, ``interp_slot[u, s]``] in the
+  order s = 0 … S−1 (the reference's); a position serves up to 27 (point, direction) pairs, so this
+  reads each stencil once instead of once per pair
+- restriction  level l point ``restrict_dst`` ← level l+1 point ``restrict_src`` rescaled
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import d3q27, tables
+from .tree import SELF_SLOT, Forest
+
+
+@dataclass
+class LevelCoupling:
+    level: int
+    lo: int
+    n: int
+    nbr: np.ndarray  # (n, 27) int32: same-level neighbour (level-relative), itself elsewhere
+    fix_pts: np.ndarray  # (R,) interface point ids
+    desc: np.ndarray  # (27, R)
+    fine_pts: np.ndarray  # (UF,) point ids of level + 1
+    coarse_pts: np.ndarray  # (UC,) point ids of level − 1
+    interp_slot: np.ndarray  # (U, S) into coarse_pts
+    interp_w: np.ndarray  # (U, S)
+    restrict_dst: np.ndarray  # (Rr,) point ids of this level
+    restrict_src: np.ndarray  # (Rr,) point ids of level + 1
+
+    @property
+    def n_fix(self) -> int:
+        return int(self.fix_pts.size)
+
+    @property
+    def stencil(self) -> int:
+        return int(self.interp_w.shape[1])
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.nbr, self.fix_pts, self.desc, self.fine_pts, self.coarse_pts,
+                                      self.interp_slot, self.interp_w, self.restrict_dst, self.restrict_src))
+
+
+def crossing_slots(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shell points (S, 3) of a leaf and, per point, the neighbour slots its 27 pull directions
+    cross (S, 27) bool — the slot the ladder kernels read for that direction (ladder.cu source_of)."""
+    shell = tables.shell_points(m)
+    cross = np.zeros((len(shell), 27), bool)
+    for q in range(d3q27.Q):
+        s = shell - d3q27.C[q][None, :]
+        n = np.where(s < 0, -1, np.where(s > m - 1, 1, 0))
+        cross[np.arange(len(shell)), (n[:, 2] + 1) * 9 + (n[:, 1] + 1) * 3 + (n[:, 0] + 1)] = True
+    return shell, cross
+
+
+def level_neighbours(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
+    """(nbr (n, 27) int32 level-relative, same (n, 27) bool) for the leaves of one level."""
+    sl = forest.level_slice(lv)
+    nt = forest.neighbours
+    leaf, dl, out = nt.leaf[sl], nt.dlevel[sl], nt.outside[sl]
+    same = (dl == 0) & ~out & (leaf >= 0)
+    same[:, SELF_SLOT] = True
+    own = np.arange(sl.stop - sl.start)[:, None]
+    nbr = np.where(same, leaf - sl.start, own)
+    return nbr.astype(np.int32), same
+
+
+def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
+    """(leaves (R,) global, ijk (R, 3)) of the level's interface points: shell points with a pull
+    direction that crosses into a slot without a same-level leaf."""
+    sl = forest.level_slice(lv)
+    _, same = level_neighbours(forest, lv)
+    shell, cross = crossing_slots(forest.m)
+    fix = (cross[None, :, :] & ~same[:, None, :]).any(axis=2)  # (n, S)
+    li, si = np.nonzero(fix)
+    return li + sl.start, shell[si]
+
+
+def build(forest: Forest, interp: str = "quadratic") -> dict[int, LevelCoupling]:
+    """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search)."""
+    out = {}
+    m3 = forest.m ** 3
+    N = forest.n_leaves * m3
+    for lv in forest.levels:
+        sl = forest.level_slice(lv)
+        lo, n = sl.start, sl.stop - sl.start
+        nbr, _ = level_neighbours(forest, lv)
+        leaves, ijk = interface_points(forest, lv)
+        R = len(leaves)
+        pt = tables.point_tables(forest, lv, leaves, ijk, interp)
+        pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
+        desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
+        desc[0] = pid  # the rest population stays at the point
+        flat = desc.reshape(-1)
+        # direct sources: global q'·N + pid → this level's buffer (all on this level)
+        q_src, p_src = np.divmod(pt.direct_src, N)
+        flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
+        ufine = pt.fine_pts.size
+        flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
+        # distinct source positions: rows with the same stencil (same coarse nodes AND weights: at a
+        # leaf's low face two positions share nodes with mirrored weights)
+        if pt.coarse_dst.size:
+            key = np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)], axis=1)
+            _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
+        else:
+            islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
+            inv = np.zeros(0, np.int64)
+        flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
+        if np.any(desc == np.iinfo(np.int64).min):
+            raise AssertionError(f"level {lv}: an interface direction without a source")
+        if p_src.size and (np.any(p_src // m3 < lo) or np.any(p_src // m3 >= lo + n)):
+            raise AssertionError(f"level {lv}: a direct source outside the level")
+        fine_lo = forest.level_slice(lv + 1).start if pt.fine_pts.size else 0
+        coarse_lo = forest.level_slice(lv - 1).start if pt.coarse_pts.size else 0
+        out[lv] = LevelCoupling(
+            level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
+            fine_pts=pt.fine_pts - fine_lo * m3, coarse_pts=pt.coarse_pts - coarse_lo * m3,
+            interp_slot=islot, interp_w=iw,
+            restrict_dst=pt.restrict_dst - lo * m3,
+            restrict_src=pt.restrict_src - (forest.level_slice(lv + 1).start * m3 if pt.restrict_src.size else 0))
+    return out

@@ -1,0 +1,309 @@
+"""The octree step on per-level leaf grids: P0's ladder on each level, joined across 2:1 interfaces
+by the coupling kernels (shaders/cuda/amr3d/coupling.cu; host data: interface.py).
+
+Each level l holds its own buffer pair [current, previous] of shape (Q, n_l, m, m, m); one level
+step pulls from current into previous and swaps them, so after it the pair is [new, old] — the old
+state is exactly the reference's f_prev, read at θ = 0 and ½ by the next finer level. The order is
+the reference's (reference.py): advance(l, θ) = coarse buffer (level l−1, time-interpolated and
+rescaled), fine buffer (level l+1, rescaled), the ladder kernel over level l, the fix-up of its
+interface points, swap; then advance(l+1, 0), advance(l+1, ½), restriction l+1 → l.
+
+Two kernel sets: :class:`CupyKernels` (the CUDA ladder and coupling kernels) and
+:class:`NumpyKernels` (the same operations with array code, any xp: it makes the per-level
+orchestration and the interface descriptors testable without a GPU, against reference.py).
+
+Timing phases (one coarse step = one step): ``inner``/``shell`` (or ``step`` for one-kernel rungs)
+summed over every level step, and ``coupling`` (interface buffers, fix-up, restriction).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import d3q27, leafgrid, levels
+from .interface import LevelCoupling
+from .tree import Forest
+
+GRAPH_STEPS = 16  # coarse steps per captured graph (even: every level's buffer pair returns)
+
+
+class _NoPhase:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _no_phase(name, steps=1):
+    return _NoPhase()
+
+
+def _scale(tau0: float, accel0, src: int, dst: int):
+    a_s, a_t = levels.accel_at(accel0, src), levels.accel_at(accel0, dst)
+    return levels.alpha(tau0, src, dst), a_s, a_t, bool(any(a_s) or any(a_t))
+
+
+class TreeStepper:
+    """Owns the per-level buffers of one forest and advances them by coarse steps."""
+
+    def __init__(self, xp, forest: Forest, coupling: dict[int, LevelCoupling], tau0: float, accel0, kernels,
+                 timer, dtype=np.float32):
+        levels.check_taus(tau0, forest.levels)
+        self.xp, self.forest, self.coupling, self.kernels, self.timer = xp, forest, coupling, kernels, timer
+        self.tau0, self.accel0 = float(tau0), tuple(float(a) for a in accel0)
+        self.levels = list(forest.levels)
+        m = forest.m
+        self.bufs = {lv: [xp.zeros((d3q27.Q, c.n, m, m, m), dtype), xp.zeros((d3q27.Q, c.n, m, m, m), dtype)]
+                     for lv, c in coupling.items()}
+        # interface buffers, allocated once (the CUDA graph captures their addresses)
+        self.fine_buf = {lv: xp.zeros((d3q27.Q, c.fine_pts.size), dtype) for lv, c in coupling.items()}
+        self.coarse_buf = {lv: xp.zeros((d3q27.Q, c.coarse_pts.size), dtype) for lv, c in coupling.items()}
+        self.interp_buf = {lv: xp.zeros((d3q27.Q, c.interp_slot.shape[0]), dtype) for lv, c in coupling.items()}
+        self._phases_seen: set = set()
+        self._graphs: dict = {}
+        kernels.prepare(self)
+
+    # ---- state --------------------------------------------------------------------------------
+    def set_state(self, f, synchronised: bool = True) -> None:
+        """f[Q, L, m, m, m] (every leaf, the forest's order) → the per-level buffers. A state that is
+        not ``synchronised`` then has its coarse copies of fine-owned nodes set from the fine values
+        (the invariant the step keeps); one that is (out of a step, or synchronise_host) is taken
+        bit for bit."""
+        xp = self.xp
+        for lv, c in self.coupling.items():
+            self.bufs[lv][0][...] = xp.asarray(f[:, c.lo:c.lo + c.n])
+        if not synchronised:
+            self.synchronise()
+
+    def state(self):
+        """f[Q, L, m, m, m] assembled from every level's current buffer (a new array)."""
+        return self.xp.concatenate([self.bufs[lv][0] for lv in self.levels], axis=1)
+
+    def synchronise(self) -> None:
+        for lv in sorted(self.levels, reverse=True):
+            if lv + 1 in self.bufs:
+                self._restrict(lv)
+
+    # ---- stepping -------------------------------------------------------------------------------
+    def _phase(self, name: str):
+        """Each phase name counts one step in the first sample of a coarse step, 0 in the rest, so
+        the per-step figure is the sum over every level step."""
+        steps = 0 if name in self._phases_seen else 1
+        self._phases_seen.add(name)
+        return self.timer.phase(name, steps=steps)
+
+    def _restrict(self, lv: int, phase=None) -> None:
+        c = self.coupling[lv]
+        if c.restrict_dst.size:
+            with (phase or _no_phase)("coupling"):
+                self.kernels.restrict(self, lv, *_scale(self.tau0, self.accel0, lv + 1, lv))
+
+    def _advance(self, lv: int, theta: float, phase) -> None:
+        c, k = self.coupling[lv], self.kernels
+        with phase("coupling"):
+            if c.coarse_pts.size:
+                k.rescale_points(self, lv, lv - 1, theta, *_scale(self.tau0, self.accel0, lv - 1, lv))
+                k.interpolate(self, lv)
+            if c.fine_pts.size:
+                k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
+        k.ladder(self, lv, phase)
+        if c.n_fix:
+            with phase("coupling"):
+                k.fixup(self, lv)
+        self.bufs[lv].reverse()
+        if lv + 1 in self.bufs:
+            self._advance(lv + 1, 0.0, phase)
+            self._advance(lv + 1, 0.5, phase)
+            self._restrict(lv, phase)
+
+    def _step(self, timed: bool) -> None:
+        self._phases_seen.clear()
+        self._advance(self.levels[0], 0.0, self._phase if timed else _no_phase)
+
+    def advance(self, n: int, graph: bool = False) -> None:
+        if not graph or not self.kernels.graphs:
+            for _ in range(n):
+                self._step(timed=True)
+            return
+        with self.timer.phase("step", steps=n - n % 2):
+            while n >= 2:
+                c = min(n - n % 2, GRAPH_STEPS)
+                key = (c,) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
+                g = self._graphs.get(key)
+                if g is None:
+                    g = self._graphs[key] = self.kernels.capture(lambda c=c: [self._step(False) for _ in range(c)])
+                g.launch(self.kernels.stream)
+                n -= c
+        for _ in range(n):
+            self._step(timed=True)
+
+    @property
+    def dt(self) -> float:
+        """Level-0 time units of one coarse step."""
+        return 2.0 ** -self.levels[0]
+
+
+def synchronise_host(forest: Forest, coupling: dict[int, LevelCoupling], f, tau0: float, accel0) -> None:
+    """In place on a host state f[Q, L, m, m, m]: every coarse copy of a fine-owned node takes the
+    rescaled fine value, finest levels first (reference.synchronise's restriction, from the
+    interface data): initial states start consistent and every rung then starts from the same bits."""
+    m3 = forest.m ** 3
+    f2 = f.reshape(d3q27.Q, -1)
+    for lv in sorted(coupling, reverse=True):
+        c = coupling[lv]
+        if c.restrict_dst.size:
+            src = c.restrict_src + forest.level_slice(lv + 1).start * m3
+            f2[:, c.restrict_dst + c.lo * m3] = levels.rescale(np, f2[:, src], tau0, lv + 1, lv, accel0)
+
+
+class NumpyKernels:
+    """The ladder and coupling kernels written as array code (any xp): the ladder step of a level
+    is the one-level reference (leafgrid.step through its same-level neighbour table), the coupling
+    follows coupling.cu. ``collide`` is the kernels' operation order (leafgrid.collide)."""
+
+    graphs = False
+
+    def prepare(self, st: TreeStepper) -> None:
+        xp = st.xp
+        self.src = {lv: xp.asarray(leafgrid.gather_sources(c.nbr, st.forest.m)) for lv, c in st.coupling.items()}
+        names = ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w", "restrict_dst", "restrict_src")
+        self.dev = {lv: {k: xp.asarray(getattr(c, k)) for k in names} for lv, c in st.coupling.items()}
+
+    def ladder(self, st, lv, phase):
+        cur, nxt = st.bufs[lv]
+        with phase("step"):
+            nxt[...] = leafgrid.step(st.xp, cur, self.src[lv], 1.0 / levels.tau_at(st.tau0, lv),
+                                     levels.accel_at(st.accel0, lv))
+
+    def rescale_points(self, st, lv, other, theta, alpha, a_s, a_t, forced):
+        cur, prev = st.bufs[other]
+        pts = self.dev[lv]["fine_pts" if other > lv else "coarse_pts"]
+        q = d3q27.Q
+        if theta == 0.0:
+            f = prev.reshape(q, -1)[:, pts]
+        elif theta == 1.0:
+            f = cur.reshape(q, -1)[:, pts]
+        else:
+            t = cur.dtype.type
+            f = t(1.0 - theta) * prev.reshape(q, -1)[:, pts] + t(theta) * cur.reshape(q, -1)[:, pts]
+        out = (st.fine_buf if other > lv else st.coarse_buf)[lv]
+        out[...] = levels.rescale(st.xp, f, st.tau0, other, lv, st.accel0)
+
+    def interpolate(self, st, lv):
+        d = self.dev[lv]
+        cb = st.coarse_buf[lv]
+        w = st.xp.asarray(d["interp_w"], dtype=cb.dtype)
+        slot = d["interp_slot"]
+        v = w[:, 0] * cb[:, slot[:, 0]]
+        for s in range(1, slot.shape[1]):
+            v = v + w[:, s] * cb[:, slot[:, s]]
+        st.interp_buf[lv][...] = v
+
+    def restrict(self, st, lv, alpha, a_s, a_t, forced):
+        d = self.dev[lv]
+        src = st.bufs[lv + 1][0].reshape(d3q27.Q, -1)[:, d["restrict_src"]]
+        st.bufs[lv][0].reshape(d3q27.Q, -1)[:, d["restrict_dst"]] = levels.rescale(st.xp, src, st.tau0, lv + 1, lv,
+                                                                                  st.accel0)
+
+    def fixup(self, st, lv):
+        xp, d = st.xp, self.dev[lv]
+        src, dst = st.bufs[lv]
+        desc = d["desc"]
+        g = xp.empty(desc.shape, src.dtype)
+        direct = desc >= 0
+        g[direct] = src.reshape(-1)[desc[direct]]
+        j = -1 - desc
+        nf = st.fine_buf[lv].size
+        fine = (~direct) & (j < nf)
+        if nf:
+            g[fine] = st.fine_buf[lv].reshape(-1)[j[fine]]
+        coarse = (~direct) & (j >= nf)
+        if st.interp_buf[lv].size:
+            g[coarse] = st.interp_buf[lv].reshape(-1)[j[coarse] - nf]
+        out = leafgrid.collide(xp, g, src.dtype.type(1.0 / levels.tau_at(st.tau0, lv)), levels.accel_at(st.accel0, lv))
+        dst.reshape(d3q27.Q, -1)[:, d["fix_pts"]] = out
+
+
+class CupyKernels:
+    """The CUDA kernels: one LadderStepper per level (the rung's kernels on that level's leaf grid)
+    and the coupling kernels of coupling.cu, all on the engine's stream."""
+
+    graphs = True
+
+    def __init__(self, rung: str, stream):
+        self.rung, self.stream = rung, stream
+
+    def prepare(self, st: TreeStepper) -> None:
+        from .gpu import LadderStepper, coupling_kernels
+
+        xp, m = st.xp, st.forest.m
+        self.k = coupling_kernels()
+        self.steppers = {lv: LadderStepper(xp, self.stream, self.rung, m, None, 1.0 / levels.tau_at(st.tau0, lv),
+                                           levels.accel_at(st.accel0, lv), st.timer, nbr=c.nbr)
+                         for lv, c in st.coupling.items()}
+        self.dev = {}
+        for lv, c in st.coupling.items():
+            d = {k: xp.asarray(np.ascontiguousarray(getattr(c, k), np.int64))
+                 for k in ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "restrict_dst", "restrict_src")}
+            d["interp_w"] = xp.asarray(np.ascontiguousarray(c.interp_w, np.float32))
+            self.dev[lv] = d
+        self.m3 = m ** 3
+
+    @staticmethod
+    def _grid(n: int):
+        return (max(1, -(-int(n) // 128)), 1, 1), (128,)
+
+    def ladder(self, st, lv, phase):
+        cur, nxt = st.bufs[lv]
+        self.steppers[lv].launch(cur, nxt, timed=phase is not _no_phase, phase=phase)
+
+    def rescale_points(self, st, lv, other, theta, alpha, a_s, a_t, forced):
+        cur, prev = st.bufs[other]
+        fine = other > lv
+        pts = self.dev[lv]["fine_pts" if fine else "coarse_pts"]
+        out = (st.fine_buf if fine else st.coarse_buf)[lv]
+        f32 = np.float32
+        g, b = self._grid(pts.size)
+        self.k["rescale"](g, b, (cur, prev, pts, np.int32(pts.size), np.int64(st.coupling[other].n * self.m3),
+                                 f32(theta), f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced), out),
+                          stream=self.stream)
+
+    def interpolate(self, st, lv):
+        c, d = st.coupling[lv], self.dev[lv]
+        n = c.interp_slot.shape[0]
+        g, b = self._grid(n)
+        self.k[f"interp{c.stencil}"](g, b, (st.coarse_buf[lv], np.int32(c.coarse_pts.size), d["interp_slot"],
+                                            d["interp_w"], np.int32(n), st.interp_buf[lv]), stream=self.stream)
+
+    def restrict(self, st, lv, alpha, a_s, a_t, forced):
+        d, f32 = self.dev[lv], np.float32
+        n = d["restrict_dst"].size
+        g, b = self._grid(n)
+        self.k["restrict"](g, b, (st.bufs[lv + 1][0], st.bufs[lv][0], d["restrict_src"], d["restrict_dst"], np.int32(n),
+                                  np.int64(st.coupling[lv + 1].n * self.m3), np.int64(st.coupling[lv].n * self.m3),
+                                  f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced)), stream=self.stream)
+
+    def fixup(self, st, lv):
+        c, d, f32 = st.coupling[lv], self.dev[lv], np.float32
+        src, dst = st.bufs[lv]
+        n = c.n_fix
+        g, b = self._grid(n)
+        tau = levels.tau_at(st.tau0, lv)
+        ax, ay, az = levels.accel_at(st.accel0, lv)
+        self.k["fixup"](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3),
+                               st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                               f32(1.0 / tau), f32(ax), f32(ay), f32(az)), stream=self.stream)
+
+    def capture(self, body):
+        cp = __import__("cupy")
+        rt = cp.cuda.runtime
+        self.stream.begin_capture(getattr(rt, "streamCaptureModeRelaxed", None))
+        try:
+            body()
+        except BaseException:
+            try:
+                self.stream.end_capture()
+            except Exception:
+                pass  # the launch error above is the one to report
+            raise
+        return self.stream.end_capture()

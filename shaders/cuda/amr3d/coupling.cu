@@ -1,0 +1,166 @@
+// Level coupling of the octree (docs/amr3d.md "Level coupling", engine/amr3d/interface.py): the
+// kernels that join the per-level leaf grids of P0's ladder across 2:1 interfaces. Each level is
+// its own leaf grid f_l[q][leaf][k][j][i] (a buffer pair per level: current and next/previous).
+//
+//   amr3d_rescale_points   values of a list of points of one level, time-interpolated between its
+//                          previous and current buffer and rescaled to a neighbour level
+//                          (engine/amr3d/levels.py rescale): the interface buffers
+//   amr3d_restrict         coarse copies of fine-owned nodes take the rescaled fine value
+//   amr3d_interpolate<S>   all 27 populations at each distinct source position in a coarser leaf
+//                          (S = 8 trilinear, 27 quadratic stencil points)
+//   amr3d_fixup            interface points (a pull source on another level or beyond a wall):
+//                          pull through their gather descriptors, then BGK — overwriting what the
+//                          ladder kernel wrote there (it read its own leaf in those directions)
+//
+// The operations follow engine/amr3d/levels.py and reference.py in the same order, in fp32.
+#include "d3q27.cuh"
+
+using d3q27::idx_t;
+using d3q27::Q;
+
+namespace amr3d {
+
+// Post-collision populations of level s expressed on level t (levels.rescale):
+//   f_t = f^eq(rho, u + (a_s - a_t)/2) + F_t + alpha (f - F_s - f^eq(rho, u)),
+// rho, u the moments of f - F_s. Without forces: f^eq(rho, u) + alpha (f - f^eq(rho, u)).
+__device__ __forceinline__ void rescale(float f[Q], float alpha, float asx, float asy, float asz, float atx,
+                                        float aty, float atz, bool forced)
+{
+    float rho = f[0];
+#pragma unroll
+    for (int q = 1; q < Q; ++q) rho += f[q];
+    if (forced) {
+#pragma unroll
+        for (int q = 1; q < Q; ++q)
+            f[q] -= 3.f * d3q27::w(q) * (d3q27::cx(q) * asx + d3q27::cy(q) * asy + d3q27::cz(q) * asz) * rho;
+    }
+    float r = 0.f, jx = 0.f, jy = 0.f, jz = 0.f;
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        r += f[q];
+        jx += d3q27::cx(q) * f[q];
+        jy += d3q27::cy(q) * f[q];
+        jz += d3q27::cz(q) * f[q];
+    }
+    const float inv = 1.f / r;
+    const float ux = jx * inv, uy = jy * inv, uz = jz * inv;
+    const float usq = ux * ux + uy * uy + uz * uz;
+    const float vx = ux + 0.5f * (asx - atx), vy = uy + 0.5f * (asy - aty), vz = uz + 0.5f * (asz - atz);
+    const float vsq = vx * vx + vy * vy + vz * vz;
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        const float cu = d3q27::cx(q) * ux + d3q27::cy(q) * uy + d3q27::cz(q) * uz;
+        const float feq = d3q27::w(q) * r * (1.f + 3.f * cu + 4.5f * cu * cu - 1.5f * usq);
+        const float neq = alpha * (f[q] - feq);
+        if (forced) {
+            const float cv = d3q27::cx(q) * vx + d3q27::cy(q) * vy + d3q27::cz(q) * vz;
+            const float feq_t = d3q27::w(q) * r * (1.f + 3.f * cv + 4.5f * cv * cv - 1.5f * vsq);
+            const float ft = 3.f * d3q27::w(q) * (d3q27::cx(q) * atx + d3q27::cy(q) * aty + d3q27::cz(q) * atz) * r;
+            f[q] = feq_t + neq + ft;
+        } else {
+            f[q] = feq + neq;
+        }
+    }
+}
+
+}  // namespace amr3d
+
+// out[q * n + r] = rescale((1 - theta) prev[pts[r]] + theta cur[pts[r]]); theta == 0 reads prev
+// only, theta == 1 cur only (the reference's three cases, same arithmetic).
+extern "C" __global__ void amr3d_rescale_points(const float* __restrict__ cur, const float* __restrict__ prev,
+                                                const long long* __restrict__ pts, int n, long long plane,
+                                                float theta, float alpha, float asx, float asy, float asz,
+                                                float atx, float aty, float atz, int forced,
+                                                float* __restrict__ out)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    const idx_t p = (idx_t)pts[r];
+    float f[Q];
+    if (theta == 0.f) {
+#pragma unroll
+        for (int q = 0; q < Q; ++q) f[q] = prev[q * plane + p];
+    } else if (theta == 1.f) {
+#pragma unroll
+        for (int q = 0; q < Q; ++q) f[q] = cur[q * plane + p];
+    } else {
+        const float a = 1.f - theta;
+#pragma unroll
+        for (int q = 0; q < Q; ++q) f[q] = a * prev[q * plane + p] + theta * cur[q * plane + p];
+    }
+    amr3d::rescale(f, alpha, asx, asy, asz, atx, aty, atz, forced != 0);
+#pragma unroll
+    for (int q = 0; q < Q; ++q) out[(idx_t)q * n + r] = f[q];
+}
+
+// dst[q][dst_pts[r]] = rescale(src[q][src_pts[r]]) (fine -> coarse, injection of coincident nodes).
+extern "C" __global__ void amr3d_restrict(const float* __restrict__ src, float* __restrict__ dst,
+                                          const long long* __restrict__ src_pts, const long long* __restrict__ dst_pts,
+                                          int n, long long src_plane, long long dst_plane, float alpha, float asx,
+                                          float asy, float asz, float atx, float aty, float atz, int forced)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    const idx_t s = (idx_t)src_pts[r], d = (idx_t)dst_pts[r];
+    float f[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) f[q] = src[q * src_plane + s];
+    amr3d::rescale(f, alpha, asx, asy, asz, atx, aty, atz, forced != 0);
+#pragma unroll
+    for (int q = 0; q < Q; ++q) dst[q * dst_plane + d] = f[q];
+}
+
+// All 27 populations at each distinct source position inside a coarser leaf: out[q][u] =
+// sum_s w[u][s] coarse[q][slot[u][s]] in the order s = 0..S-1 (the reference's order). The stencil
+// row is read once for the 27 populations it serves.
+template <int S>
+__global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse, const long long* __restrict__ slot,
+                                  const float* __restrict__ w, int n, float* __restrict__ out)
+{
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n) return;
+    float acc[Q];
+    const idx_t row = (idx_t)u * S;
+    {
+        const float w0 = w[row];
+        const idx_t s0 = (idx_t)slot[row];
+#pragma unroll
+        for (int q = 0; q < Q; ++q) acc[q] = w0 * coarse[(idx_t)q * ncoarse + s0];
+    }
+    for (int s = 1; s < S; ++s) {
+        const float ws = w[row + s];
+        const idx_t ss = (idx_t)slot[row + s];
+#pragma unroll
+        for (int q = 0; q < Q; ++q) acc[q] = acc[q] + ws * coarse[(idx_t)q * ncoarse + ss];
+    }
+#pragma unroll
+    for (int q = 0; q < Q; ++q) out[(idx_t)q * n + u] = acc[q];
+}
+
+// Interface points: desc[q * n + r] >= 0 is an index into src (own leaf, same-level leaf or, for a
+// wall, the own point's opposite population); < 0 is -1 - j: j < nfine an entry of the fine buffer
+// (level l+1 rescaled), otherwise entry j - nfine of the interpolated buffer. Then BGK, written at
+// pts[r] of dst.
+extern "C" __global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ dst,
+                                       const long long* __restrict__ pts, const long long* __restrict__ desc, int n,
+                                       long long plane, const float* __restrict__ fine_buf, long long nfine,
+                                       const float* __restrict__ interp_buf, float omega, float ax, float ay, float az)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    float f[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        const long long d = desc[(idx_t)q * n + r];
+        if (d >= 0) {
+            f[q] = src[d];
+        } else {
+            const long long j = -1 - d;
+            f[q] = j < nfine ? fine_buf[j] : interp_buf[j - nfine];
+        }
+    }
+    d3q27::collide(f, omega, ax, ay, az);
+    const idx_t p = (idx_t)pts[r];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) dst[q * plane + p] = f[q];
+}
