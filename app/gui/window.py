@@ -7,6 +7,7 @@ notice). Notices are dispatched through a table (notice kind → method).
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 import typing
@@ -141,10 +142,17 @@ class ParameterForm(QtWidgets.QWidget):
 
 
 def _toml_literal(v) -> str:
+    """A value as the TOML literal the form's editor shows and reads back (values())."""
+    if isinstance(v, BaseModel):
+        v = v.model_dump()
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_toml_literal(x)}" for k, x in v.items()) + "}"
     if isinstance(v, tuple | list):
         return "[" + ", ".join(_toml_literal(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, str):
-        return f'"{v}"'
+        return json.dumps(v, ensure_ascii=False)  # a TOML basic string (quotes and backslashes escaped)
     return repr(v)
 
 
