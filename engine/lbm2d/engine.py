@@ -149,6 +149,9 @@ class LBM2D(Engine):
         if self.tracers is not None:
             out["tracer_pos"] = self.tracers.pos
             out["tracer_age"] = self.tracers.age
+            # everything else that decides the tracers' future: the ring's cursor, the release count
+            # (the golden-ratio sequence) and the steps since the last tracer substep
+            out["tracer_ring"] = np.array([self.tracers.cursor, self.tracers.released, self._tracer_clock], np.int64)
         return out
 
     def _load_state_arrays(self, arrays):
@@ -156,6 +159,12 @@ class LBM2D(Engine):
         if self.tracers is not None and "tracer_pos" in arrays:
             self.tracers.pos[...] = self.xp.asarray(arrays["tracer_pos"].astype(np.float32))
             self.tracers.age[...] = self.xp.asarray(arrays["tracer_age"].astype(np.float32))
+            if "tracer_ring" in arrays:  # (checkpoints before it existed resume with a fresh ring)
+                cursor, released, clock = (int(v) for v in np.asarray(arrays["tracer_ring"]).reshape(3))
+                if not (0 <= cursor < max(self.tracers.n, 1) and released >= 0
+                        and 0 <= clock < self.preset.tracers.every):
+                    raise ValueError(f"tracer_ring {[cursor, released, clock]} is out of range for this preset")
+                self.tracers.cursor, self.tracers.released, self._tracer_clock = cursor, released, clock
 
     # ---- variants ---------------------------------------------------------------------------
     def _apply_selection(self, old, new):
@@ -185,26 +194,26 @@ class LBM2D(Engine):
 
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):
-        with self.timer.phase("lbm", steps=n):
-            self.stepper.advance(self.state, n)
-        if self.tracers is not None:
-            self._advance_tracers(n)
-        return float(n)
-
-    def _advance_tracers(self, n):
-        """Advect the tracers by the n steps just taken, in substeps of Δt = tracers.every.
-
-        The velocity is sampled once per call (after the LBM steps): within one call the field is
-        frozen, which is exact for steady flow and first-order in the field's own change otherwise
-        (a frame is a few steps, far below the vortex-shedding period)."""
+        if self.tracers is None:
+            with self.timer.phase("lbm", steps=n):
+                self.stepper.advance(self.state, n)
+            return float(n)
+        # Tracers move every `tracers.every` steps with the velocity of the step that ends each of
+        # their substeps, so the batch is cut at those steps: step(N) equals N × step(1) bit for
+        # bit, tracers included, whatever the frame rate asks for.
         every = self.preset.tracers.every
-        self._tracer_clock += n
-        substeps, self._tracer_clock = divmod(self._tracer_clock, every)
-        if substeps == 0:
-            return
-        _, ux, uy = outputs.moments(self, with_rho=False)
-        for _ in range(substeps):
-            self.tracers.advance(ux, uy, float(every))
+        done = 0
+        while done < n:
+            k = min(n - done, every - self._tracer_clock)
+            with self.timer.phase("lbm", steps=k):
+                self.stepper.advance(self.state, k)
+            done += k
+            self._tracer_clock += k
+            if self._tracer_clock == every:
+                self._tracer_clock = 0
+                _, ux, uy = outputs.moments(self, with_rho=False)
+                self.tracers.advance(ux, uy, float(every))
+        return float(n)
 
     # ---- outputs ----------------------------------------------------------------------------
     def macroscopic(self):

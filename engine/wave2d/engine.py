@@ -56,6 +56,9 @@ class Wave2D(Engine):
         else:
             self.random_state(np.random.default_rng(p.initial.seed))
             return
+        if not self.periodic:  # held outer values: the same at every time level (the buffers rotate,
+            u_prev = np.array(u_prev)  # so a resume that refills them must find them equal)
+            u_prev[[0, -1], :], u_prev[:, [0, -1]] = u[[0, -1], :], u[:, [0, -1]]
         self._load_state_arrays({"u": u, "u_prev": u_prev})
 
     def state_arrays(self):
