@@ -31,14 +31,16 @@ def coupling_spec():
     """The level-coupling kernels (shaders/cuda/amr3d/coupling.cu) as one NVRTC compilation."""
     from ..cuda import KernelSpec
 
-    return KernelSpec(COUPLING_SOURCE, ("amr3d_rescale_points", "amr3d_restrict", "amr3d_fixup")
+    return KernelSpec(COUPLING_SOURCE, ("amr3d_rescale_points", "amr3d_restrict", "amr3d_fixup<int>",
+                                        "amr3d_fixup<long long>")
                       + tuple(f"amr3d_interpolate<{s}>" for s in FIXUP_STENCILS),
                       prelude=ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT))
 
 
 def coupling_kernels() -> dict:
     get = coupling_spec().function
-    out = {"rescale": get("amr3d_rescale_points"), "restrict": get("amr3d_restrict"), "fixup": get("amr3d_fixup")}
+    out = {"rescale": get("amr3d_rescale_points"), "restrict": get("amr3d_restrict"),
+           "fixup32": get("amr3d_fixup<int>"), "fixup64": get("amr3d_fixup<long long>")}
     out.update({f"interp{s}": get(f"amr3d_interpolate<{s}>") for s in FIXUP_STENCILS})
     return out
 

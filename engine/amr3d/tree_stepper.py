@@ -244,7 +244,13 @@ class CupyKernels:
         self.dev = {}
         for lv, c in st.coupling.items():
             d = {k: xp.asarray(np.ascontiguousarray(getattr(c, k), np.int64))
-                 for k in ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "restrict_dst", "restrict_src")}
+                 for k in ("fine_pts", "coarse_pts", "interp_slot", "restrict_dst", "restrict_src")}
+            # the fix-up's descriptors in 32 bits where every index of the level fits (half the bytes)
+            wide = max(int(np.abs(c.desc).max(initial=0)), int(c.fix_pts.max(initial=0))) >= 2**31 - 1
+            idx = np.int64 if wide else np.int32
+            d["fix_pts"] = xp.asarray(np.ascontiguousarray(c.fix_pts, idx))
+            d["desc"] = xp.asarray(np.ascontiguousarray(c.desc, idx))
+            d["fixup"] = "fixup64" if wide else "fixup32"
             d["interp_w"] = xp.asarray(np.ascontiguousarray(c.interp_w, np.float32))
             self.dev[lv] = d
         self.m3 = m ** 3
@@ -271,7 +277,7 @@ class CupyKernels:
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]
         n = c.interp_slot.shape[0]
-        g, b = self._grid(n)
+        g, b = self._grid(d3q27.Q * n)  # a thread per (population, position)
         self.k[f"interp{c.stencil}"](g, b, (st.coarse_buf[lv], np.int32(c.coarse_pts.size), d["interp_slot"],
                                             d["interp_w"], np.int32(n), st.interp_buf[lv]), stream=self.stream)
 
@@ -290,7 +296,7 @@ class CupyKernels:
         g, b = self._grid(n)
         tau = levels.tau_at(st.tau0, lv)
         ax, ay, az = levels.accel_at(st.accel0, lv)
-        self.k["fixup"](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3),
+        self.k[d["fixup"]](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3),
                                st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
                                f32(1.0 / tau), f32(ax), f32(ay), f32(az)), stream=self.stream)
 
