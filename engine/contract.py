@@ -204,6 +204,14 @@ class Engine(ABC):
         jobs)`` ahead of a switch. Default: none."""
         return []
 
+    def sanity_bounds(self) -> dict[str, tuple[float, float]]:
+        """Physical bounds on the diagnostics, {name: (low, high)} (open interval): a state whose
+        diagnostic leaves them is treated as diverged, so the last checkpoint that passed is
+        physical, not only finite (a blowing-up run is finite for many steps before it is NaN).
+        Default: none. Families declare cheap ones (LBM: density > 0, speed below the lattice
+        sound speed; SPH: density > 0, particles in the tank, speed below a multiple of c0)."""
+        return {}
+
     def check_restorable(self, arrays: dict[str, np.ndarray]) -> None:
         """CheckpointError unless ``arrays`` (a checkpoint's state) can be loaded into this engine.
 
@@ -234,7 +242,9 @@ class Engine(ABC):
         """Advance n steps. Never waits for the device."""
         if n < 1:
             return
-        with self.on_stream():
+        # A state that blows up overflows on NumPy: the diagnostics report it in one line (Diverged),
+        # so the floating-point warnings on the way are not printed.
+        with self.on_stream(), np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             self._time += self._advance(n)
         self.step_count += n
         self._absorb(self.timer.collect())
@@ -243,7 +253,7 @@ class Engine(ABC):
         self.backend.synchronize(self.stream)
 
     def diagnostics(self) -> dict[str, float]:
-        with self.on_stream():
+        with self.on_stream(), np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             d = {k: float(v) for k, v in self.device_diagnostics().items()}
         return self.check_finite(d, self.step_count)
 
@@ -257,6 +267,11 @@ class Engine(ABC):
             raise Diverged(self.family, step,
                            f"{', '.join(bad)} is not finite (NaN/Inf); lower the time step or the "
                            f"velocity, or raise the resolution/viscosity")
+        for k, (lo, hi) in self.sanity_bounds().items():
+            if k in d and not lo < d[k] < hi:
+                raise Diverged(self.family, step,
+                               f"{k} = {d[k]:.4g} is outside its physical range ({lo:g}, {hi:g}); lower the "
+                               f"time step or the velocity, or raise the resolution/viscosity")
         return d
 
     # variants ------------------------------------------------------------------------------

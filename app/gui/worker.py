@@ -420,7 +420,7 @@ class SimulationWorker:
             else:
                 # NumPy, an explicit step/view/variant, or a checkpoint next: check now (a sync)
                 self._check_diagnostics(wait=True)
-                eng.diagnostics()  # raises Diverged on NaN/Inf
+                eng.diagnostics()  # raises Diverged on NaN/Inf or outside the family's sanity bounds
         except Diverged as exc:
             self._fail(exc)
             return
@@ -435,7 +435,7 @@ class SimulationWorker:
             self._record_stats(now)
         if ckpt_due:
             t0 = time.perf_counter()
-            self.last_good = _owned_checkpoint(eng)  # finite: diagnostics just said so
+            self.last_good = _owned_checkpoint(eng)  # diagnostics just said: finite and within the sanity bounds
             # A 2048² D2Q9 state is 150 MB: space the checkpoints so they cost ≤ checkpoint_share.
             cost = time.perf_counter() - t0
             self._ckpt_every = max(self.checkpoint_interval, cost / self.checkpoint_share)

@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import registry
@@ -34,22 +36,29 @@ def fp16_representable(f: np.ndarray) -> np.ndarray:
     return d.astype(np.float32).astype(np.float64) + w.astype(np.float32).astype(np.float64)
 
 
+LATTICE_SOUND_SPEED = 1.0 / math.sqrt(3.0)
+
+
 class LBM2D(Engine):
     family = FAMILY
     Preset = LBM2DPreset
     equivalence_steps = 64
 
     def estimated_bytes(self):
-        """Peak memory of construction: the two lattices, the initial equilibrium and its encoded
-        copies (up to two more lattices; with AA streaming the canonical state, its cast, its
-        encoding, the fixed-node copy and the layout-P gather live at once: six), fp64 moments and
-        masks (~64 B per node), and the tracers. Checked against free memory before anything is
-        allocated."""
+        """Peak memory: the two lattices, the initial equilibrium and its encoded copies (up to two
+        more lattices; with AA streaming the canonical state, its cast, its encoding, the fixed-node
+        copy and the layout-P gather live at once: six), fp64 moments and masks (~64 B per node),
+        and the tracers (positions, ages, their sources and velocities while they move). The array
+        step (kernel "reference", NumPy or CuPy) holds its moments, equilibria and streamed copies
+        besides: seven lattices at its peak (measured: 6.2–7.2 with tracemalloc, fp32 and fp64).
+        Checked against free memory before anything is allocated."""
         p = self.preset
         nodes = p.shape[0] * p.shape[1]
         lattice = Q * np.dtype(p.physics.dtype).itemsize * nodes
         lattices = 6 if self.selection.get("streaming") == "aa" else 4
-        return lattices * lattice + 64 * nodes + 32 * p.tracers.count
+        if self.selection.get("kernel") == "reference":
+            lattices = 7
+        return lattices * lattice + 64 * nodes + 96 * p.tracers.count
 
     # ---- state ---------------------------------------------------------------------------
     def _allocate(self):
@@ -63,7 +72,8 @@ class LBM2D(Engine):
                                            p.physics.collision, p.physics.inlet_velocity)
         self.solid = xp.asarray((self.mask_host == d2q9.SOLID) | (self.mask_host == d2q9.MOVING_WALL))
         self.tracers = Tracers(xp, p.tracers, p.shape, self.solid) if p.tracers.count else None
-        self._tracer_clock = 0
+        if self.tracers is not None:
+            self.tracers.bind_lattice(self.mask, self.lat.force, self.dtype)
         # The stepper is built by _apply_selection; the state is stored as the selection says.
         self.stepper = None
         self.storage = self._storage(self.selection)
@@ -151,7 +161,7 @@ class LBM2D(Engine):
             out["tracer_age"] = self.tracers.age
             # everything else that decides the tracers' future: the ring's cursor, the release count
             # (the golden-ratio sequence) and the steps since the last tracer substep
-            out["tracer_ring"] = np.array([self.tracers.cursor, self.tracers.released, self._tracer_clock], np.int64)
+            out["tracer_ring"] = np.array([self.tracers.cursor, self.tracers.released, self.tracers.clock], np.int64)
         return out
 
     def _load_state_arrays(self, arrays):
@@ -164,7 +174,7 @@ class LBM2D(Engine):
                 if not (0 <= cursor < max(self.tracers.n, 1) and released >= 0
                         and 0 <= clock < self.preset.tracers.every):
                     raise ValueError(f"tracer_ring {[cursor, released, clock]} is out of range for this preset")
-                self.tracers.cursor, self.tracers.released, self._tracer_clock = cursor, released, clock
+                self.tracers.cursor, self.tracers.released, self.tracers.clock = cursor, released, clock
 
     # ---- variants ---------------------------------------------------------------------------
     def _apply_selection(self, old, new):
@@ -194,25 +204,27 @@ class LBM2D(Engine):
 
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):
-        if self.tracers is None:
+        if self.tracers is None or self.stepper.tracer_steps:
+            # No tracers, or a CUDA stepper that calls tracers.after_step after each of its steps
+            # (inside its CUDA graph): one tracer kernel every tracers.every steps, no lattice pass.
             with self.timer.phase("lbm", steps=n):
-                self.stepper.advance(self.state, n)
+                self.stepper.advance(self.state, n, self.tracers)
             return float(n)
         # Tracers move every `tracers.every` steps with the velocity of the step that ends each of
         # their substeps, so the batch is cut at those steps: step(N) equals N × step(1) bit for
         # bit, tracers included, whatever the frame rate asks for.
-        every = self.preset.tracers.every
+        tr = self.tracers
         done = 0
         while done < n:
-            k = min(n - done, every - self._tracer_clock)
+            k = min(n - done, tr.every - tr.clock)
             with self.timer.phase("lbm", steps=k):
                 self.stepper.advance(self.state, k)
             done += k
-            self._tracer_clock += k
-            if self._tracer_clock == every:
-                self._tracer_clock = 0
+            tr.clock += k
+            if tr.clock == tr.every:
+                tr.clock = 0
                 _, ux, uy = outputs.moments(self, with_rho=False)
-                self.tracers.advance(ux, uy, float(every))
+                tr.advance(ux, uy, float(tr.every))
         return float(n)
 
     # ---- outputs ----------------------------------------------------------------------------
@@ -241,8 +253,14 @@ class LBM2D(Engine):
         u2 = ux * ux + uy * uy
         return {"mass": xp.sum(xp.where(fluid, rho, 0), dtype=xp.float64),
                 "max_speed": xp.sqrt(xp.max(u2)),
+                "min_density": xp.min(xp.where(fluid, rho, xp.inf)),
                 "kinetic_energy": 0.5 * xp.sum(xp.where(fluid, rho * u2, 0), dtype=xp.float64),
                 "tau": self.preset.tau}
+
+    def sanity_bounds(self):
+        """Density positive; speed below the lattice sound speed 1/√3 (Mach 1: far beyond what the
+        lattice Boltzmann equation resolves; a run there is blowing up)."""
+        return {"min_density": (0.0, math.inf), "max_speed": (-1.0, LATTICE_SOUND_SPEED)}
 
     @property
     def updates_per_step(self):

@@ -4,8 +4,11 @@ Every stepper has the same small interface:
 
 - ``Stepper(engine, selection)`` builds what the selection needs (compiles kernels, sets launch
   shapes) and raises if it cannot;
-- ``advance(state, n)`` advances the :class:`~.storage.LatticeState` by n steps on the current
-  stream (the engine's);
+- ``advance(state, n, tracers=None)`` advances the :class:`~.storage.LatticeState` by n steps on
+  the current stream (the engine's); a stepper with ``tracer_steps`` calls
+  ``tracers.after_step(state.f)`` after each step (one small kernel every tracers.every steps,
+  captured in the CUDA graph with the steps), the others ignore ``tracers`` (the engine then cuts
+  the batch at the tracer updates);
 - ``reset()`` forgets anything tied to the state's arrays (cached CUDA graphs) once they are
   replaced;
 - ``device_moments``: whether the one-pass velocity kernel (tracers.cu lbm_velocity) may read the
@@ -28,12 +31,14 @@ from .variants import GRAPH_STEPS, SINGLE_STEP, TEMPORAL_BLOCKING
 
 class Stepper:
     cuda = False  # CUDA kernels that keep the state as lbm_velocity reads it (on two lattices)
+    per_step = False  # the stepper launches one step at a time (it can update tracers in between)
 
     def __init__(self, engine, selection: dict):
         self.selection = dict(selection)
         self.device_moments = engine.backend.is_gpu and self.cuda and selection["streaming"] != "aa"
+        self.tracer_steps = self.device_moments and self.per_step
 
-    def advance(self, state: LatticeState, n: int) -> None:
+    def advance(self, state: LatticeState, n: int, tracers=None) -> None:
         raise NotImplementedError
 
     def reset(self) -> None:
@@ -61,7 +66,7 @@ class ReferenceStepper(Stepper):
         super().__init__(engine, selection)
         self.xp, self.lat = engine.xp, engine.lat
 
-    def advance(self, state, n):
+    def advance(self, state, n, tracers=None):
         for _ in range(n):
             self._step(state)
 
@@ -90,7 +95,7 @@ class TemporalBlockingStepper(Stepper):
                   "dtype": engine.dtype}
         self._step = tb.make_stepper(engine.xp, dict(selection), p, engine.mask, params)
 
-    def advance(self, state, n):
+    def advance(self, state, n, tracers=None):
         self._step(state.f, state.fn, n)
         state.f, state.fn = state.fn, state.f
 
@@ -103,6 +108,7 @@ class SingleStepStepper(Stepper):
     """The lbm2d.cu kernels, one step a launch (or a batch of steps a CUDA-graph launch)."""
 
     cuda = True
+    per_step = True
 
     def __init__(self, engine, selection):
         super().__init__(engine, selection)
@@ -122,6 +128,8 @@ class SingleStepStepper(Stepper):
         self.uin = T(p.physics.inlet_velocity)
         self.graphs = {}
         self.graph = selection["graph"] == "on"
+        if self.tracer_steps and engine.tracers is not None:  # compile and upload outside any capture
+            engine.tracers.prepare(np.float16 if selection["storage"] == "fp16" else engine.dtype)
 
     @classmethod
     def kernel_specs(cls, preset, selection, compute_capability=None):
@@ -130,12 +138,15 @@ class SingleStepStepper(Stepper):
     def reset(self):
         self.graphs = {}
 
-    def advance(self, state, n):
+    def advance(self, state, n, tracers=None):
+        tracers = tracers if self.tracer_steps else None
         if self.graph:
-            self._advance_graph(state, n)
+            self._advance_graph(state, n, tracers)
             return
         for _ in range(n):
             self.step(state)
+            if tracers is not None:
+                tracers.after_step(state.f)
 
     def step(self, state: LatticeState) -> None:
         """One step: the kernels of this kind, then the open boundaries."""
@@ -148,42 +159,56 @@ class SingleStepStepper(Stepper):
     def _kernels(self, state: LatticeState) -> None:
         raise NotImplementedError
 
-    def _advance_graph(self, state, n):
-        """Each batch of ≤ GRAPH_STEPS steps is one CUDA-graph launch.
+    def _advance_graph(self, state, n, tracers=None):
+        """Each batch of ≤ GRAPH_STEPS steps is one CUDA-graph launch, the tracer updates included.
 
-        Graphs are captured on first use and cached by (steps, current buffer, AA layout): a graph
-        bakes in the buffer pointers, and an odd step count ends with the ping-pong roles (or the AA
-        layout) swapped, so the state after a replay is recorded with the graph.
+        Graphs are captured on first use and cached by (steps, current buffer, AA layout, tracer
+        clock and ring slot): a graph bakes in the buffer pointers and where in the batch the tracer
+        updates fall, and an odd step count ends with the ping-pong roles (or the AA layout, the
+        tracer clock and ring slot) changed, so the state after a replay is recorded with the graph.
+        The tracers' ring counters are read and written on the device (tracers.py), so a replay at
+        any later update is correct.
         """
+        def roles():
+            tr = (tracers.clock, tracers.slot) if tracers is not None else None
+            return state.layout, state.f, state.fn, tr
+
+        def set_roles(r):
+            state.layout, state.f, state.fn, tr = r
+            if tracers is not None:
+                tracers.clock, tracers.slot = tr
+
         while n > 0:
             m = min(n, GRAPH_STEPS)
-            key = (m, int(state.f.data.ptr), state.layout)
+            before = roles()
+            key = (m, int(state.f.data.ptr), state.layout, before[3])
             entry = self.graphs.get(key)
             if entry is None:
-                before = (state.layout, state.f, state.fn)
                 # Relaxed mode: a lazily loaded module may not be loaded under global capture mode.
                 rt = self.xp.cuda.runtime
                 self.stream.begin_capture(getattr(rt, "streamCaptureModeRelaxed", None))
                 try:
                     for _ in range(m):
                         self.step(state)
+                        if tracers is not None:
+                            tracers.after_step(state.f)
                 except BaseException:
-                    state.layout, state.f, state.fn = before
+                    set_roles(before)
                     try:
                         self.stream.end_capture()
                     except Exception:
                         pass  # the launch error above is the one to report
                     raise
                 graph = self.stream.end_capture()
-                after = (state.layout, state.f, state.fn)
+                after = roles()
                 # Capture recorded the launches without running them: restore the roles.
-                state.layout, state.f, state.fn = before
-                if len(self.graphs) >= 8:
+                set_roles(before)
+                if len(self.graphs) >= 16:
                     self.graphs.clear()
                 entry = self.graphs[key] = (graph, after)
             graph, after = entry
             graph.launch(self.stream)
-            state.layout, state.f, state.fn = after
+            set_roles(after)
             n -= m
 
 

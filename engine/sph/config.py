@@ -82,6 +82,15 @@ class SPHPreset(PresetBase):
                              f"geometry.tank_height ({g.tank_height})")
         if g.column_width < 2 * self.particles.dp or g.column_height < 2 * self.particles.dp:
             raise ValueError("the water column must be at least 2 particles (particles.dp) wide and high")
+        dt = self.time.dt_fixed
+        if dt > 0:  # the explicit scheme's limits with the largest CFL number allowed (0.5)
+            c0 = self.physics.coefsound * (self.physics.gravity * g.column_height) ** 0.5
+            acoustic = 0.5 * self.h / c0 if c0 > 0 else float("inf")
+            force = 0.5 * (self.h / self.physics.gravity) ** 0.5 if self.physics.gravity > 0 else float("inf")
+            limit, name = min((acoustic, "acoustic limit 0.5·h/c0"), (force, "force limit 0.5·√(h/g)"))
+            if dt > limit:
+                raise ValueError(f"time.dt_fixed = {dt:g} s exceeds the {name} = {limit:.3g} s (h = {self.h:.3g} m, "
+                                 f"c0 = {c0:.3g} m/s); use a smaller Δt or 0 for the CFL time step")
         if g.kind == "dambreak3d":
             x0, y0, sx, sy = g.obstacle
             if sx <= 0 or sy <= 0 or x0 < 0 or y0 < 0 or x0 + sx > g.tank_length or y0 + sy > g.tank_width:

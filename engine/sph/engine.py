@@ -17,7 +17,7 @@ import numpy as np
 from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Particles
-from . import geometry, reference, variants
+from . import geometry, memory, reference, variants
 from .config import SPHPreset
 from .neighbours import CELL_FRACTION, Domain, VerletList, build_cells, cell_pairs
 
@@ -30,6 +30,11 @@ class SPH(Engine):
     family = FAMILY
     Preset = SPHPreset
     equivalence_steps = 100
+
+    def estimated_bytes(self):
+        """Peak memory for this preset, neighbour lists and search work arrays included, on this
+        backend (engine/sph/memory.py); checked before the particles are laid out."""
+        return memory.estimate(self.preset, self.backend.name, self.selection)
 
     # ---- state ----
     def _allocate(self):
@@ -135,10 +140,14 @@ class SPH(Engine):
         self.__dict__["_dt_host"] = float(value)
 
     def step(self, n: int = 1) -> None:
-        """As Engine.step; on the GPU the time stays on the device (no host read per call)."""
-        if self.gpu is None or n < 1:
-            return super().step(n)
-        with self.on_stream():
+        """As Engine.step, but ``_advance`` keeps the time itself, step by step (on the GPU on the
+        device, no host read per call): t + Δt₁ + … + Δtₙ is then the same sum however the steps
+        are batched (Engine.step's t + (Δt₁ + … + Δtₙ) may round differently, and the piston moves
+        with t), so step(N) equals N × step(1) bit for bit."""
+        if n < 1:
+            return
+        # A blow-up overflows on NumPy: the diagnostics say so in one line (Diverged), not warnings.
+        with self.on_stream(), np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             self._advance(n)
         self.step_count += n
         self._absorb(self.timer.collect())
@@ -223,9 +232,7 @@ class SPH(Engine):
         t0 = self._time
         for _ in range(n):
             self._time += one()
-        advanced = self._time - t0
-        self._time = t0  # Engine.step adds the advanced time
-        return advanced
+        return self._time - t0  # SPH.step: the time is already advanced
 
     def _clamp_boundary_density(self, rho):
         wall = ~self.fluid
@@ -341,7 +348,16 @@ class SPH(Engine):
                 "kinetic_energy": 0.5 * self.k.mass * float(xp.sum(v2, dtype=xp.float64)),
                 "max_speed": float(xp.sqrt(xp.max(v2))) if self.n_fluid else 0.0,
                 "rho_min": float(xp.min(self.rho[fl])), "rho_max": float(xp.max(self.rho[fl])),
+                "max_distance": float(xp.max(xp.abs(self.pos[fl]))) if self.n_fluid else 0.0,
                 "dt": self.dt}
+
+    def sanity_bounds(self):
+        """Density positive; fluid particles within a few tank sizes of the tank (coordinates from
+        its corner), speed below ten times the numerical sound speed c0 (a weakly compressible
+        flow stays far below c0)."""
+        g = self.preset.geometry
+        size = max(g.tank_length, g.tank_height, g.tank_width if self.preset.dim == 3 else 0.0)
+        return {"rho_min": (0.0, math.inf), "max_distance": (-1.0, 4.0 * size), "max_speed": (-1.0, 10.0 * self.k.c0)}
 
     def timing_extra(self) -> dict:
         return self.search_stats()

@@ -60,6 +60,23 @@ def build(preset) -> Layout:
     return Layout(pos, kind, nyf * dp, (-margin, -margin), (nx * dp + margin, nyt * dp + margin))
 
 
+def count(preset) -> int:
+    """How many particles :func:`build` makes, from the sizes alone (an upper bound, within a few
+    per cent): the memory estimate runs before anything is allocated, and a preset whose dp is
+    small enough to exhaust memory must not build its positions first."""
+    g, dp, nl = preset.geometry, preset.particles.dp, preset.particles.boundary_layers
+    if g.kind == "dambreak3d":
+        nx, ny, nzt = _n(g.tank_length, dp), _n(g.tank_width, dp), _n(g.tank_height, dp)
+        fluid = _n(g.column_width, dp) * ny * _n(g.column_height, dp)
+        _, _, sx, sy = g.obstacle
+        obstacle = (_n(sx, dp) + 1) * (_n(sy, dp) + 1) * nzt
+        return fluid + (nx + 2 * nl) * (ny + 2 * nl) * (nzt + nl) - nx * ny * nzt + obstacle
+    width = g.tank_length if g.kind in ("hydrostatic2d", "piston2d") else g.column_width
+    nx, nyt = _n(g.tank_length, dp), _n(g.tank_height, dp)
+    extra = int(np.ceil(g.piston_amplitude / dp)) + 1 if g.kind == "piston2d" else 0
+    return _n(width, dp) * _n(g.column_height, dp) + (2 * nl + extra) * (nyt + nl) + nx * nl
+
+
 def _tank3d(g, dp, nl) -> Layout:
     nx, ny, nzt = _n(g.tank_length, dp), _n(g.tank_width, dp), _n(g.tank_height, dp)
     fluid = _lattice((_n(g.column_width, dp), ny, _n(g.column_height, dp)), (0, 0, 0), dp)

@@ -610,3 +610,47 @@ def test_a_fifo_as_an_output_does_not_hang(tmp_path):
     assert proc.returncode == 4, proc.stderr
     assert "t.csv exists and is not a regular file" in proc.stderr and "Traceback" not in proc.stderr
     assert int(np.load(tmp_path / "d.npz")["step"]) == 3  # the dump replaced the FIFO atomically
+
+
+def test_a_blow_up_is_one_line_and_the_last_good_checkpoint_is_physical(tmp_path):
+    """lbm2d-cavity at Re 100,000 with a 0.3 lid on 128²: the run stops when the state leaves its
+    physical bounds (before NaN), says so in one line without floating-point warnings, and the
+    checkpoint left on disk is physical (positive density, speed below the lattice sound speed)."""
+    import subprocess
+    import sys
+
+    from nagare.engine.backend import get_backend
+    from nagare.engine.checkpoint import load_checkpoint
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    ck = tmp_path / "ck.npz"
+    over = ["grid.n=128", "physics.reynolds=100000.0", "physics.lid_velocity=0.3"]
+    cmd = [sys.executable, "-m", "nagare.app.cli", "run", "lbm2d-cavity", "--backend", "numpy", "--steps", "5000",
+           "--checkpoint", str(ck), "--checkpoint-every", "10", "--quiet"]
+    for o in over:
+        cmd += ["--set", o]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 3, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert "Warning" not in r.stderr, r.stderr
+    assert sum("diverged" in ln for ln in lines) == 1 and lines[0].startswith("nagare: lbm2d diverged"), r.stderr
+    ckpt = load_checkpoint(ck)
+    e = create_engine(load_preset("lbm2d-cavity", over, backend="numpy"), get_backend("numpy"))
+    e.restore(ckpt)
+    d = e.diagnostics()  # raises Diverged if the checkpoint left its bounds
+    assert d["min_density"] > 0 and d["max_speed"] < 3 ** -0.5
+
+
+def test_sph_particles_flying_off_are_a_divergence(tmp_path):
+    from nagare.engine.backend import get_backend
+    from nagare.engine.errors import Diverged
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    e = create_engine(load_preset("sph-dambreak2d", backend="numpy"), get_backend("numpy"))
+    e.step(2)
+    e.diagnostics()
+    e.pos[e.fluid.nonzero()[0][0], 0] = 5e11  # one particle far outside the tank
+    with pytest.raises(Diverged, match="max_distance"):
+        e.diagnostics()

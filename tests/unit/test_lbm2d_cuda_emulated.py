@@ -327,21 +327,29 @@ def test_fused_bench_shapes_and_hints_parse():
 
 # ---- tracers.cu: the tracer update and the velocity pass against the array path ------------------
 def build_tracers(tmp_path_factory):
-    body = [PRELUDE, "using std::max; using std::fmod; using std::floor;\n#define __host__\n",
-            shaders.source("cuda/lbm2d/tracers.cu"), """
-extern "C" void advance(int n, float* pos, float* age, const float* ux, const float* uy, const bool* solid, int nx,
-                        int ny, float dt, double released, int cursor, int m, int line, double lx0, double ly0,
-                        double lx1, double ly1, const double* pts, int npts) {
+    launch = """
     blockDim = {64u, 1u, 1u};
     for (unsigned b = 0; b < (unsigned)((n + 63) / 64); ++b) {
         blockIdx = {b, 0u, 0u};
         for (unsigned t = 0; t < 64u; ++t) {
             threadIdx = {t, 0u, 0u};
-            tracer_advance<float>(pos, age, ux, uy, solid, n, nx, ny, dt, released, cursor, m, line, lx0, ly0, lx1,
-                                  ly1, pts, npts);
+            %s;
         }
-    }
-}
+    }"""
+    tail = "solid, n, nx, ny, dt, ring_in, ring_out, m, line, lx0, ly0, lx1, ly1, pts, npts"
+    params = ("const bool* solid, int nx, int ny, float dt, const long long* ring_in, long long* ring_out, int m, "
+              "int line, double lx0, double ly0, double lx1, double ly1, const double* pts, int npts")
+    body = [PRELUDE, "using std::max; using std::fmod; using std::floor;\n#define __host__\n",
+            shaders.source("cuda/lbm2d/tracers.cu"),
+            'extern "C" void advance(int n, float* pos, float* age, const float* ux, const float* uy, ' + params
+            + ") {" + launch % f"tracer_advance<float>(pos, age, ux, uy, {tail})" + "}",
+            'extern "C" void advance_lattice(int n, float* pos, float* age, const float* f, const unsigned char* mask, '
+            "float fx, float fy, " + params + ") {"
+            + launch % f"tracer_advance_lattice<float, float>(pos, age, f, mask, fx, fy, {tail})" + "}",
+            'extern "C" void advance_lattice16(int n, float* pos, float* age, const unsigned short* f, '
+            "const unsigned char* mask, float fx, float fy, " + params + ") {"
+            + launch % f"tracer_advance_lattice<float, unsigned short>(pos, age, f, mask, fx, fy, {tail})" + "}",
+            """
 extern "C" void velocity(const float* f, const unsigned char* mask, int nx, int ny, float fx, float fy, float* ux,
                          float* uy, float* rho) {
     blockDim = {16u, 4u, 1u};
@@ -357,16 +365,30 @@ extern "C" void velocity(const float* f, const unsigned char* mask, int nx, int 
     return compile_shared("\n".join(body), "tracers", tmp_path_factory)
 
 
-@pytest.mark.parametrize("release", ["line", "points"])
-def test_emulated_tracer_kernels_match_the_array_path(release, tmp_path_factory):
-    from nagare.engine.lbm2d.tracers import Tracers
+def _tracer_case(release):
     from nagare.engine.presets import load_preset
 
     p = load_preset("lbm2d-cylinder", ["grid.nx=96", "grid.ny=48", "obstacle.diameter=10", "tracers.count=700",
                                        "tracers.rate=60", f"tracers.release={release}",
                                        "tracers.points=[[0.1, 0.3], [0.05, 0.7]]"], backend="numpy")
     e = Engine(p, get_backend("numpy"))
-    e.step(40)  # a developed flow, and tracers of every age (parked ones included)
+    e.step(41)  # a developed flow, tracers of every age (parked ones included), a ring mid-turn
+    return p, e
+
+
+def _ring_and_points(p, ref, release):
+    """The kernels' ring (two slots, the current one first) and the release points."""
+    ring = np.zeros((2, 2), np.int64)
+    ring[0] = ref.cursor, ref.released
+    pts = np.asarray(p.tracers.points, np.float64).reshape(-1)
+    return ring, pts
+
+
+@pytest.mark.parametrize("release", ["line", "points"])
+def test_emulated_tracer_kernels_match_the_array_path(release, tmp_path_factory):
+    from nagare.engine.lbm2d.tracers import Tracers
+
+    p, e = _tracer_case(release)
     lib = build_tracers(tmp_path_factory)
     ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
     # the velocity pass equals macroscopic()
@@ -379,19 +401,63 @@ def test_emulated_tracer_kernels_match_the_array_path(release, tmp_path_factory)
     np.testing.assert_array_equal(rho, rho_ref)
     np.testing.assert_array_equal(ux, ux_ref)
     np.testing.assert_array_equal(uy, uy_ref)
-    # three tracer updates, kernel vs array path from the same state
+    # three tracer updates, kernel vs array path from the same state; the kernel keeps the ring's
+    # counters in two device slots used in turn
     ref = e.tracers
     pos, age = ref.pos.copy(), ref.age.copy()
     solid = np.ascontiguousarray(ref.solid)
-    pts = np.asarray(p.tracers.points, np.float64).reshape(-1)
-    released, cursor = ref.released, ref.cursor
-    for _ in range(3):
-        m = min(ref.n, int(p.tracers.rate * 2.0))
+    ring, pts = _ring_and_points(p, ref, release)
+    m = min(ref.n, int(p.tracers.rate * 2.0))
+    for u in range(3):
         lib.advance(ref.n, ptr(pos), ptr(age), ptr(ux), ptr(uy), ptr(solid), nx, ny, ctypes.c_float(2.0),
-                    ctypes.c_double(released), cursor, m, int(release == "line"),
+                    ptr(ring[u % 2]), ptr(ring[1 - u % 2]), m, int(release == "line"),
                     *(ctypes.c_double(v) for v in p.tracers.line), ptr(pts), len(p.tracers.points))
-        released, cursor = released + ref.n, (cursor + m) % ref.n
         ref._advance_array(ux_ref, uy_ref, 2.0)
+        np.testing.assert_array_equal(ring[1 - u % 2], [ref.cursor, ref.released])
     assert isinstance(ref, Tracers) and (ref.age > 0).sum() > 100 and (ref.age == 0).sum() >= 120
     np.testing.assert_allclose(pos, ref.pos, rtol=0, atol=2e-6)  # libm sin/cos vs NumPy's: last bits
     np.testing.assert_array_equal(age, ref.age)
+
+
+@pytest.mark.parametrize("storage", ["fp32", "fp16"])
+@pytest.mark.parametrize("release", ["line", "points"])
+def test_emulated_lattice_tracer_update_equals_velocity_pass_then_update(release, storage, tmp_path_factory):
+    """tracer_advance_lattice (the update inside the CUDA graph, reading the populations) gives the
+    bits of the moments pass followed by tracer_advance, on fp32 and fp16-shifted storage."""
+    from nagare.engine.lbm2d.storage import Storage
+
+    p, e = _tracer_case(release)
+    lib = build_tracers(tmp_path_factory)
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
+    ny, nx = p.shape
+    canonical = np.ascontiguousarray(e.state_arrays()["f"], dtype=np.float32)
+    if storage == "fp16":  # the stored bits of the shifted fp16 lattice, and what they decode to
+        stored = np.ascontiguousarray(Storage.of({**e.selection, "storage": "fp16"}, np, np.dtype(np.float32),
+                                                 e.mask_host).load(canonical).f)
+        assert stored.dtype == np.float16
+        w = W.astype(np.float32).reshape(Q, 1, 1)
+        f32 = np.ascontiguousarray(stored.astype(np.float32) + w)
+    else:
+        stored = f32 = canonical
+    mask = np.ascontiguousarray(e.mask_host)
+    fx, fy = (ctypes.c_float(v) for v in e.lat.force)
+    ux, uy, rho = (np.empty((ny, nx), np.float32) for _ in range(3))
+    lib.velocity(ptr(f32), ptr(mask), nx, ny, fx, fy, ptr(ux), ptr(uy), ptr(rho))
+    ref = e.tracers
+    solid = np.ascontiguousarray(ref.solid)
+    ring_a, pts = _ring_and_points(p, ref, release)
+    ring_b = ring_a.copy()
+    pos_a, age_a, pos_b, age_b = ref.pos.copy(), ref.age.copy(), ref.pos.copy(), ref.age.copy()
+    m = min(ref.n, int(p.tracers.rate * 2.0))
+    rel = (int(release == "line"), *(ctypes.c_double(v) for v in p.tracers.line), ptr(pts), len(p.tracers.points))
+    lattice = lib.advance_lattice16 if storage == "fp16" else lib.advance_lattice
+    for u in range(3):
+        s_in, s_out = u % 2, 1 - u % 2
+        lib.advance(ref.n, ptr(pos_a), ptr(age_a), ptr(ux), ptr(uy), ptr(solid), nx, ny, ctypes.c_float(2.0),
+                    ptr(ring_a[s_in]), ptr(ring_a[s_out]), m, *rel)
+        lattice(ref.n, ptr(pos_b), ptr(age_b), ptr(stored), ptr(mask), fx, fy, ptr(solid), nx, ny,
+                ctypes.c_float(2.0), ptr(ring_b[s_in]), ptr(ring_b[s_out]), m, *rel)
+    assert (age_a > 0).sum() > 100 and not np.array_equal(pos_a, ref.pos)  # the tracers moved
+    np.testing.assert_array_equal(pos_b, pos_a)
+    np.testing.assert_array_equal(age_b, age_a)
+    np.testing.assert_array_equal(ring_b, ring_a)

@@ -58,6 +58,8 @@ def test_broken_preset_is_one_line_exit_2(path, capsys):
     ("bad_cpu_override.toml", "cpu_overrides.grid.nx", "-4"),
     ("fixed_mode_zero.toml", None, "every sine mode number must be ≥ 1"),
     ("engine_is_list.toml", "engine", "expected the name of an engine family (a string)"),
+    ("sph_dt_fixed_too_large.toml", None, "exceeds the acoustic limit 0.5·h/c0"),
+    ("sph_dt_fixed_huge.toml", None, "exceeds the acoustic limit 0.5·h/c0"),
     ("engine_is_table.toml", "engine", "got {'a': 1}; expected the name of an engine family"),
     ("wave2d_denormal_dx.toml", "grid.dx", "greater than or equal to 1e-12"),
     ("wave2d_huge_dx.toml", "grid.dx", "less than or equal to 1e+12"),
