@@ -10,6 +10,7 @@ from .errors import PresetError
 
 FAMILIES: dict[str, str] = {
     "amr3d": "nagare.engine.amr3d",
+    "compact": "nagare.engine.compact",
     "diffusion3d": "nagare.engine.diffusion3d",
     "lbm2d": "nagare.engine.lbm2d",
     "sph": "nagare.engine.sph",

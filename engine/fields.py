@@ -37,6 +37,8 @@ class Particles:
     attributes: dict[str, Any] = field(default_factory=dict)  # name -> (n,) arrays
     label: str = ""
     bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # domain box (lo, hi)
+    spacing: float | None = None  # particle spacing (dp): 3D sprites are drawn this wide
+    solids: tuple = ()  # obstacles/bodies as axis-aligned boxes ((lo...), (hi...)), drawn as surfaces
 
 
 @dataclass
@@ -47,4 +49,16 @@ class Boxes:
     label: str = ""
 
 
-Field = Grid2D | Grid3D | Particles | Boxes
+@dataclass
+class Profile1D:
+    """Values along a line (1D problems): drawn as a line plot, with the exact solution beside it
+    when the engine knows one."""
+
+    x: Any  # (n,) coordinates
+    data: Any  # (n,) values
+    exact: Any = None  # (n,) exact solution at the same time, or None
+    label: str = ""
+    units: str = ""
+
+
+Field = Grid2D | Grid3D | Particles | Boxes | Profile1D

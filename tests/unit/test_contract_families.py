@@ -14,7 +14,8 @@ from nagare.engine.contract import Engine
 from nagare.engine.errors import CheckpointError
 from nagare.engine.families import FAMILIES, engine_class, family_module
 
-FIELD_TYPES = (field_types.Grid2D, field_types.Grid3D, field_types.Particles, field_types.Boxes)
+FIELD_TYPES = (field_types.Grid2D, field_types.Grid3D, field_types.Particles, field_types.Boxes,
+               field_types.Profile1D)
 
 
 def first_engine(family):

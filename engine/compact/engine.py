@@ -1,0 +1,327 @@
+"""Compact finite differences (P4): advection with Lele's 6th-order compact scheme or Deng's
+dissipative compact scheme, classical RK4, batched tridiagonal solvers as live variants.
+
+The state is one scalar field φ (ny, nx) (ny = 1 for 1D problems). Every derivative is a
+:class:`~.operator.Derivative` (explicit side through the stencil framework, then the solver
+choice); the time derivative of each problem is assembled from them:
+
+- advection1d: φ_t = -(½(c+λ) D⁺φ + ½(c-λ) D⁻φ), λ = |c| (Lax–Friedrichs split of F = cφ; with
+  the central scheme D⁺ = D⁻ = D and this is -c Dφ);
+- rotation2d: the same along x with u = -ωy (constant along each x-line, so D(uφ) = u Dφ) and
+  along y with v = ωx; λ_x = max|u|, λ_y = max|v| (P4: λ = u_max);
+- derivative (benchmark): every step writes dφ = D φ of the same φ (one batched derivative per
+  step; the state is φ and dφ).
+
+With ``closures`` the inflow boundary values are held (advection1d: the upstream end; rotation2d:
+the whole boundary, P4's φ = 0 on the boundary).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..benchspec import BenchSpec
+from ..contract import Engine
+from ..fields import Grid2D, Profile1D
+from . import reference, schemes, variants
+from .config import CompactPreset
+from .operator import Derivative
+
+FAMILY = variants.FAMILY
+
+variants.register()
+
+
+class Compact(Engine):
+    family = FAMILY
+    Preset = CompactPreset
+    constant_dt = True
+    equivalence_steps = 16
+
+    # ---- sizes ----
+    @property
+    def _points(self) -> int:
+        ny, nx = self.preset.shape
+        return nx * ny
+
+    def estimated_bytes(self):
+        p = self.preset
+        item = np.dtype(p.physics.dtype).itemsize
+        n = self._points * item
+        # per operator: factors and reduction schedules (float64, host and device) and the scalar
+        # Thomas path's Python lists: ~512 bytes per line point is a safe bound
+        lines = 512 * (p.grid.nx + p.grid.ny) * (2 if p.physics.scheme == "dissipative5" else 1)
+        if p.physics.problem == "derivative":
+            return 16 * n + lines + (16 << 10)
+        return 24 * n + lines + (16 << 10)  # φ, RK4 stage arrays, derivative scratch, NumPy solver temporaries
+
+    # ---- state ----
+    def _allocate(self):
+        p = self.preset
+        xp = self.xp
+        self.dtype = np.dtype(p.physics.dtype)
+        self.problem = p.physics.problem
+        self.two_d = self.problem != "advection1d"
+        shape = p.shape
+        self.phi = xp.zeros(shape, dtype=self.dtype)
+        self.k = xp.zeros(shape, dtype=self.dtype)
+        self.dt = p.physics.dt
+        x = p.coordinates("x")[None, :]
+        y = p.coordinates("y")[:, None] if self.two_d else np.zeros((1, 1))
+        self._x_host, self._y_host = x, y
+        self.x, self.y = xp.asarray(x), xp.asarray(y)
+        if self.problem != "derivative":
+            self.tmp = xp.zeros(shape, dtype=self.dtype)
+            self.acc = xp.zeros(shape, dtype=self.dtype)
+            self.dbuf = xp.zeros(shape, dtype=self.dtype)
+        self._halves = self._split()
+        self._counted: set = set()
+
+    def _split(self) -> list[tuple[str, float, object]]:
+        """[(axis, δ, weight)]: the time derivative is -Σ weight ⊙ D_{axis,δ} φ; a weight is a scalar
+        (advection1d) or the velocity's column/row (rotation2d: constant along each line)."""
+        p = self.preset.physics
+        if self.problem == "derivative":
+            return [(p.direction, schemes.upwind_delta(+1) if p.scheme == "dissipative5" else 0.0, None)]
+        if self.problem == "advection1d":
+            vel = {"x": p.speed}
+        else:
+            vel = {"x": -p.omega * self._y_host, "y": p.omega * self._x_host}
+        out = []
+        for axis, u in vel.items():
+            if p.scheme == "compact6":
+                out.append((axis, 0.0, u))
+                continue
+            lam = float(np.max(np.abs(u)))
+            for sign in (+1, -1):
+                w = 0.5 * (u + sign * lam)
+                if np.any(w != 0):
+                    out.append((axis, schemes.upwind_delta(sign), w))
+        typed = []
+        for axis, delta, w in out:
+            w = self.dtype.type(w) if np.isscalar(w) else self.xp.asarray(np.asarray(w, dtype=self.dtype))
+            typed.append((axis, delta, w))
+        return typed
+
+    def _initialise(self):
+        p = self.preset
+        if p.initial.kind == "random":
+            self.random_state(np.random.default_rng(p.initial.seed))
+            return
+        phi = reference.profile(np, p.initial, self._x_host, self._y_host, p.grid, self.two_d)
+        self._load_state_arrays({"phi": np.broadcast_to(phi, p.shape)})
+
+    def state_arrays(self):
+        if self.problem == "derivative":
+            return {"phi": self.phi, "dphi": self.k}
+        return {"phi": self.phi}
+
+    def _load_state_arrays(self, arrays):
+        self.phi[...] = self.xp.asarray(np.asarray(arrays["phi"], dtype=self.dtype))
+        if "dphi" in arrays:
+            self.k[...] = self.xp.asarray(np.asarray(arrays["dphi"], dtype=self.dtype))
+        self._amp0 = float(self.xp.max(self.xp.abs(self.phi)))
+
+    def random_state(self, rng: np.random.Generator):
+        self._load_state_arrays({"phi": rng.random(self.preset.shape) - 0.5})
+
+    def sanity_bounds(self):
+        """Linear advection does not amplify: |φ| stays within a modest multiple of the loaded
+        state's amplitude (100×; an instability passes it within a few dozen steps)."""
+        a = 100.0 * getattr(self, "_amp0", 1.0) + 1e-30
+        return {"max": (-a, a), "min": (-a, a)}
+
+    # ---- variants ----
+    def _apply_selection(self, old, new):
+        p = self.preset
+        ops = {}
+        for axis, delta, _ in self._halves:
+            key = (axis, delta)
+            if key in ops:
+                continue
+            h = p.spacing(axis)
+            ops[key] = Derivative(shape=p.shape, axis=axis, h=h, boundary=p.boundaries.kind, delta=delta,
+                                  dtype=self.dtype, selection=new, backend=self.backend, stream=self.stream,
+                                  phase=self._phase)
+        self.ops = ops
+
+    def kernel_specs(self, selection=None):
+        if not self.backend.is_gpu:
+            return []
+        from .gpu import spec
+
+        return [spec(self.dtype)]
+
+    # ---- timing: phases recorded many times per step count the step once ----
+    @contextmanager
+    def _phase(self, name: str):
+        first = name not in self._counted
+        self._counted.add(name)
+        with self.timer.phase(name, steps=1 if first else 0):
+            yield
+
+    # ---- stepping ----
+    def _rate(self, f, out) -> None:
+        """out = dφ/dt at φ = f."""
+        xp = self.xp
+        for i, (axis, delta, w) in enumerate(self._halves):
+            self.ops[(axis, delta)](f, self.dbuf)
+            with self._phase("update"):
+                if i == 0:
+                    xp.multiply(self.dbuf, w, out=out)
+                else:
+                    self.dbuf *= w
+                    out += self.dbuf
+        with self._phase("update"):
+            xp.negative(out, out=out)
+            if self.preset.boundaries.kind == "closures":
+                self._hold(out)
+
+    def _hold(self, k) -> None:
+        if self.problem == "advection1d":
+            k[..., 0 if self.preset.physics.speed > 0 else -1] = 0
+        else:
+            k[0, :] = 0
+            k[-1, :] = 0
+            k[:, 0] = 0
+            k[:, -1] = 0
+
+    def _advance(self, n):
+        xp = self.xp
+        t = self.dtype.type
+        if self.problem == "derivative":
+            op = self.ops[next(iter(self.ops))]
+            for _ in range(n):  # the same field differentiated again: a benchmark, not a time evolution
+                self._counted = set()
+                op(self.phi, self.k)
+            return n * self.dt
+        dt = self.dt
+        half, whole, sixth, two = t(dt / 2), t(dt), t(dt / 6), t(2)
+        phi, tmp, acc, k = self.phi, self.tmp, self.acc, self.k
+        for _ in range(n):
+            self._counted = set()
+            self._rate(phi, k)
+            with self._phase("update"):
+                acc[...] = k
+                xp.multiply(k, half, out=tmp)
+                tmp += phi
+            self._rate(tmp, k)
+            with self._phase("update"):
+                acc += two * k
+                xp.multiply(k, half, out=tmp)
+                tmp += phi
+            self._rate(tmp, k)
+            with self._phase("update"):
+                acc += two * k
+                xp.multiply(k, whole, out=tmp)
+                tmp += phi
+            self._rate(tmp, k)
+            with self._phase("update"):
+                acc += k
+                acc *= sixth
+                phi += acc
+        return n * dt
+
+    def timing_extra(self):
+        ops = getattr(self, "ops", {})
+        extra = {"solver": self.selection["solver"], "systems_per_step": self.systems_per_step}
+        for (axis, delta), op in ops.items():
+            e = op.rhs.timing_extra()
+            if e:
+                extra[f"rhs {axis}{'' if not delta else f' δ={delta:+g}'}"] = e
+        return extra
+
+    @property
+    def systems_per_step(self) -> int:
+        """Tridiagonal systems solved per step."""
+        ny, nx = self.preset.shape
+        per = {"x": ny, "y": nx}
+        total = sum(per[a] for a, _, _ in self._halves)
+        return total if self.problem == "derivative" else 4 * total
+
+    # ---- outputs ----
+    def _exact(self):
+        if not reference.has_exact(self.preset):
+            return None
+        e = reference.exact(self.xp, self.preset, self.x, self.y, self.time)
+        return self.xp.broadcast_to(e, self.preset.shape).astype(self.dtype)
+
+    def field_names(self):
+        if self.problem == "derivative":
+            return ["f", "df"]
+        return ["phi", "error"] if reference.has_exact(self.preset) else ["phi"]
+
+    def field(self, name):
+        if name not in self.field_names():
+            raise KeyError(name)
+        if self.problem == "derivative":
+            data, label = (self.phi, "f") if name == "f" else (self.k, f"∂f/∂{self.preset.physics.direction}")
+            return Grid2D(data, spacing=self.preset.spacing("x"), label=label, symmetric=True)
+        ex = self._exact()
+        data = self.phi if name == "phi" else self.phi - ex
+        label = "φ" if name == "phi" else "φ - exact"
+        if not self.two_d:
+            return Profile1D(self.x[0], data[0], exact=ex[0] if (ex is not None and name == "phi") else None,
+                             label=label)
+        return Grid2D(data, spacing=self.preset.spacing("x"), label=label, symmetric=name == "error")
+
+    def fields(self):
+        return {name: self.field(name) for name in self.field_names()}
+
+    def device_diagnostics(self):
+        xp = self.xp
+        out = {"max": xp.max(self.phi), "min": xp.min(self.phi), "mean": xp.mean(self.phi, dtype=xp.float64)}
+        ex = self._exact()
+        if ex is not None:
+            diff = (self.phi - ex).astype(xp.float64)
+            out["l2_error"] = xp.sqrt(xp.mean(diff * diff))
+        return out
+
+    @property
+    def updates_per_step(self):
+        if self.problem == "derivative":
+            return float(self.systems_per_step)  # an "update" is one line derivative (RHS + solve)
+        return float(self._points)
+
+    def bytes_per_update(self):
+        item = self.dtype.itemsize
+        if self.problem == "derivative":
+            ny, nx = self.preset.shape
+            n = nx if self.preset.physics.direction == "x" else ny
+            return 2.0 * n * item  # read the line, write its derivative (ideal)
+        # per RK4 stage and direction half: read the stage input, write the derivative, and the
+        # stage update (read derivative, read/write the accumulator, write the stage input)
+        return 4.0 * (2 * len(self._halves) + 3) * item
+
+    # ---- tests and benchmarks ----
+    @classmethod
+    def equivalence_presets(cls):
+        base = {"engine": FAMILY, "description": "equivalence test", "initial": {"kind": "random"}}
+        rot = {"problem": "rotation2d", "dt": 0.002}
+        grid2 = {"nx": 24, "ny": 20, "x0": -1.0, "x1": 1.0, "y0": -1.0, "y1": 1.0}
+        cases = {
+            "rotation2d-compact6": {"grid": grid2, "physics": rot, "boundaries": {"kind": "closures"}},
+            "rotation2d-dissipative5": {"grid": grid2, "physics": dict(rot, scheme="dissipative5"),
+                                        "boundaries": {"kind": "closures"}},
+            "advection1d-periodic-dissipative5": {"grid": {"nx": 40}, "physics": {"scheme": "dissipative5",
+                                                                                   "dt": 0.002}},
+            "derivative-y-periodic": {"grid": {"nx": 24, "ny": 33}, "physics": {"problem": "derivative",
+                                                                                 "direction": "y"}},
+        }
+        return {k: CompactPreset.model_validate({**base, **v}) for k, v in cases.items()}
+
+    @classmethod
+    def bench_spec(cls):
+        return BenchSpec(preset="compact-derivative", cases=cls.bench_cases, batch=20)
+
+    @classmethod
+    def bench_cases(cls, backend: str = "cupy"):
+        sizes = (512, 2048) if backend == "cupy" else (128, 256)
+        out = []
+        for n in sizes:
+            for prec in ("fp64", "fp32"):
+                for d in ("x", "y"):
+                    out.append((f"{n}x{n}-{d}-{prec}", [f"grid.nx={n}", f"grid.ny={n}", f"physics.direction=\"{d}\"",
+                                                       f"physics.precision=\"{prec}\""]))
+        return out

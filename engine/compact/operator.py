@@ -1,0 +1,75 @@
+"""One compact derivative operator per (scheme half, boundary closure, direction), holding the
+factorised matrix (DESIGN.md §11): ``op(f, out)`` writes ∂f/∂(axis) of a (ny, nx) array.
+
+The work is split into the phases the timing HUD shows: ``rhs`` (the explicit side, stencil
+framework), ``solve`` (the tridiagonal systems, a ``solver`` choice) and ``transpose`` (only for
+y-derivatives under ``y-direction = transpose``, or a solver that needs contiguous systems).
+"""
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import numpy as np
+
+from . import schemes, tridiag
+from .rhs import RightHandSide
+
+
+def _lines_along(a, axis: str):
+    return a if axis == "x" else a.T
+
+
+class Derivative:
+    def __init__(self, *, shape, axis: str, h: float, boundary: str, delta: float, dtype, selection: dict,
+                 backend, stream=None, phase=None):
+        self.shape, self.axis, self.h = tuple(shape), axis, h
+        self.boundary, self.delta = boundary, delta
+        self.dtype = np.dtype(dtype)
+        self.xp = backend.xp
+        self.gpu = backend.is_gpu
+        self.phase = phase or (lambda name: nullcontext())
+        ny, nx = self.shape
+        self.n = nx if axis == "x" else ny
+        self.nsys = ny if axis == "x" else nx
+        self.solver = selection["solver"]
+        self.transpose = axis == "y" and (selection["y-direction"] == "transpose" or self.solver == "gtsv2")
+        self.fac = tridiag.factorise(*schemes.bands(self.n, boundary, delta), boundary == "periodic")
+        self.sched = tridiag.schedule(self.fac, self.solver) if self.solver in ("cr", "pcr", "cr-pcr") else None
+        self.rhs = RightHandSide(selection["kernel"], self.shape, axis, h, boundary, delta, self.dtype, self.xp, stream)
+        self.work = self.xp.empty(self.shape, dtype=self.dtype)
+        self.twork = self.xp.empty(self.shape[::-1], dtype=self.dtype) if self.transpose and self.gpu else None
+        self.device = None
+        if self.gpu:
+            from .gpu import DeviceSolver
+
+            self.device = DeviceSolver(self.solver, self.fac, self.sched, self.dtype, stream)
+
+    def estimated_bytes(self) -> int:
+        return (2 if self.transpose else 1) * int(np.prod(self.shape)) * self.dtype.itemsize
+
+    def __call__(self, f, out) -> None:
+        with self.phase("rhs"):
+            self.rhs(f, self.work)
+        if not self.gpu:
+            with self.phase("solve"):
+                lines = _lines_along(self.work, self.axis)
+                x = tridiag.solve(self.solver, self.fac, lines, self.sched, self.dtype)
+                _lines_along(out, self.axis)[...] = x
+            return
+        ny, nx = self.shape
+        if self.axis == "x":
+            with self.phase("solve"):
+                self.device.solve(self.work, out, ny, nx, 1)
+            return
+        if not self.transpose:
+            with self.phase("solve"):
+                self.device.solve(self.work, out, nx, 1, nx)
+            return
+        from .gpu import transpose
+
+        with self.phase("transpose"):
+            transpose(self.work, self.twork)  # (nx, ny): the y-lines are now contiguous rows
+        with self.phase("solve"):
+            self.device.solve(self.twork, self.twork, nx, ny, 1)
+        with self.phase("transpose"):
+            transpose(self.twork, out)

@@ -1,0 +1,76 @@
+"""The compact family's variant axes (DESIGN.md §4), registered by :func:`register` (called once
+when engine.py is imported).
+
+- ``solver``: how the tridiagonal systems are solved — ``thomas`` (LU factorised once; one thread
+  per system on the GPU), ``cr`` (cyclic reduction), ``pcr`` (parallel cyclic reduction),
+  ``cr-pcr`` (CR down to ≤ 32 equations, PCR on them, CR back up), the last three one block per
+  system with the right-hand side in shared memory and the level multipliers precomputed;
+  ``gtsv2`` (cuSPARSE's gtsv2StridedBatch, the library reference). The reference is ``thomas``
+  on NumPy; every solver must match it to round-off.
+- ``y-direction``: ``strided`` (solve the y-lines in place, element stride nx) or ``transpose``
+  (transpose, solve contiguous lines, transpose back — P4's finding). No effect on NumPy or in 1D.
+- ``kernel``: the explicit right-hand side — ``array`` (whole-array slices, the reference) or the
+  stencil framework's loop engines (``stencil-host``, ``cuda``, ``cuda-autotune``: P2's auto-tuner
+  picks the launch of the generated kernel on live steps).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .. import registry
+from ..stencil.variants import register_stencil_choices
+
+FAMILY = "compact"
+SOLVER_DOCS = {
+    "thomas": "Thomas algorithm, LU factors computed once (float64, host); GPU: one thread per system, "
+              "periodic systems by Sherman–Morrison folded into the two sweeps",
+    "cr": "cyclic reduction, all levels; GPU: one block per system, right-hand side in shared memory, "
+          "level multipliers precomputed, reduction-style thread indexing with shifts",
+    "pcr": "parallel cyclic reduction; GPU: one block per system, shared-memory ping-pong",
+    "cr-pcr": "hybrid: CR until ≤ 32 equations remain, PCR on those, CR back substitution",
+    "gtsv2": "cuSPARSE gtsv2StridedBatch (per-system copies of the bands, contiguous systems: y-lines are "
+             "transposed first); periodic systems corrected by Sherman–Morrison kernels",
+}
+# Every solver against the NumPy Thomas reference after the registry test's steps (fp64 equivalence
+# presets): different elimination orders differ by round-off amplified by the closure rows' condition.
+SOLVER_RTOL, SOLVER_ATOL = 1e-9, 1e-10
+
+
+def _gtsv2_check(backend, selection, config):
+    from .gpu import gtsv2_reason
+
+    return gtsv2_reason()
+
+
+def register() -> None:
+    registry.register_axis(FAMILY, "solver", default={"numpy": "thomas", "cupy": "cr-pcr"},
+                           doc="tridiagonal solver: " + "; ".join(f"{k}: {v}" for k, v in SOLVER_DOCS.items()))
+    for name in ("thomas", "cr", "pcr", "cr-pcr"):
+        registry.register_choice(FAMILY, "solver", name, backends=("numpy", "cupy"), doc=SOLVER_DOCS[name],
+                                 reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+    registry.register_choice(FAMILY, "solver", "gtsv2", backends=("cupy",), doc=SOLVER_DOCS["gtsv2"],
+                             reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL, check=_gtsv2_check)
+
+    registry.register_axis(FAMILY, "y-direction", default={"numpy": "strided", "cupy": "transpose"},
+                           doc="y-derivatives: strided (solve the y-lines in place, element stride nx) or "
+                               "transpose (tiled transpose, contiguous solve, transpose back; P4's choice)")
+    registry.register_choice(FAMILY, "y-direction", "strided", doc="y-lines solved in place",
+                             reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+    registry.register_choice(FAMILY, "y-direction", "transpose", doc="transpose, solve, transpose back",
+                             reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+
+    registry.register_axis(FAMILY, "kernel", default={"numpy": "array", "cupy": "cuda"},
+                           doc="explicit right-hand side: array (whole-array slices, the reference) or the stencil "
+                               "framework's loop engines (stencil-host, cuda, cuda-autotune)")
+    registry.register_choice(FAMILY, "kernel", "array", backends=("numpy", "cupy"),
+                             doc="xp-generic whole-array slices (schemes.rhs)", reference={"kernel": "array"},
+                             rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+    # The framework's host engine performs the reference's operations in the same order (bit for bit
+    # on the host; 1e-12 leaves room for nothing but that); generated CUDA is compiled without FMA.
+    register_stencil_choices(FAMILY, {"kernel": "array"}, host_rtol=1e-12, device_rtol=SOLVER_RTOL)
+    # ... plus the family's absolute floor: a device candidate also runs the device default solver,
+    # whose round-off differs from the NumPy Thomas reference on values near zero.
+    kernels = registry.axes(FAMILY)["kernel"].choices
+    for name, choice in list(kernels.items()):
+        if name != "array":
+            kernels[name] = dataclasses.replace(choice, atol=SOLVER_ATOL)

@@ -1,0 +1,207 @@
+"""The compact family's CUDA kernels (shaders/cuda/compact/tridiag.cu) run on the CPU: the exact
+source compiled with g++ against tests/cuda_emu/emu.h (one std::thread per CUDA thread, a barrier
+for __syncthreads, blocks one after another, shared memory NaN-poisoned before each block), launched
+with the engine's own launch shapes (engine/compact/gpu.py). Every solver, both boundary kinds, both
+precisions and both line layouts (contiguous x-lines, interleaved y-lines) must reproduce the
+NumPy versions (engine/compact/tridiag.py) and a dense solve — the indexing, the level/step
+schedules, the barriers and the Sherman–Morrison folding are checked without a GPU."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from nagare.engine.compact import gpu, rhs, schemes, tridiag
+
+ROOT = Path(__file__).resolve().parents[2]
+EMU_DIR = ROOT / "tests" / "cuda_emu"
+SOURCE = ROOT / "shaders" / "cuda" / "compact" / "tridiag.cu"
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to emulate the kernels")
+
+WRAPPER = r"""
+#include "emu.h"
+alignas(16) unsigned char nagare_smem[1 << 18];
+#include "tridiag.cu"
+
+template <typename F>
+static void run(int gx, int gy, int bx, int by, F body)
+{
+    const int n = bx * by;
+    for (int bj = 0; bj < gy; ++bj)
+    for (int bi = 0; bi < gx; ++bi) {
+        EmuBlock blk;
+        blk.nthreads = n;
+        blk.block_bar = std::make_unique<std::barrier<>>(n);
+        for (int w = 0; w * 32 < n; ++w)
+            blk.warp_bar.push_back(std::make_unique<std::barrier<>>(std::min(32, n - w * 32)));
+        blk.slots.assign(n, 0.0);
+        emu_block = &blk;
+        std::memset(nagare_smem, 0xff, sizeof(nagare_smem));
+        std::vector<std::thread> th;
+        for (int ty = 0; ty < by; ++ty)
+        for (int tx = 0; tx < bx; ++tx)
+            th.emplace_back([=] {
+                threadIdx = {tx, ty, 0}; blockIdx = {bi, bj, 0}; blockDim = {bx, by, 1};
+                emu_tid = ty * bx + tx;
+                body();
+            });
+        for (auto& t : th) t.join();
+    }
+}
+
+#define SOLVERS(T, S) \
+extern "C" void thomas_##S(int periodic, int gx, int bx, const T* d, T* x, const T* fac, int n, int nsys, \
+                           long long ss, long long es) { \
+    run(gx, 1, bx, 1, [=] { if (periodic) compact_thomas<T, true>(d, x, fac, n, nsys, ss, es); \
+                             else compact_thomas<T, false>(d, x, fac, n, nsys, ss, es); }); } \
+extern "C" void reduce_##S(int periodic, int gx, int bx, const T* d, T* x, const T* sched, const T* per, int n, \
+                           int lc, int p, int nsys, long long ss, long long es) { \
+    run(gx, 1, bx, 1, [=] { if (periodic) compact_reduce<T, true>(d, x, sched, per, n, lc, p, nsys, ss, es); \
+                             else compact_reduce<T, false>(d, x, sched, per, n, lc, p, nsys, ss, es); }); } \
+extern "C" void fix_##S(int gx, int bx, T* x, const T* per, int n, int nsys, long long ss) { \
+    run(gx, 1, bx, 1, [=] { compact_periodic_fix<T>(x, per, n, nsys, ss); }); } \
+extern "C" void fix_ends_##S(int gx, int bx, T* x, const T* per, int n, int nsys, long long ss) { \
+    run(gx, 1, bx, 1, [=] { compact_periodic_fix_ends<T>(x, per, n, nsys, ss); }); } \
+extern "C" void transpose_##S(int gx, int gy, int bx, int by, const T* a, T* b, int ny, int nx) { \
+    run(gx, gy, bx, by, [=] { compact_transpose<T>(a, b, ny, nx); }); }
+
+SOLVERS(double, d)
+SOLVERS(float, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    src = WRAPPER
+    tag = hashlib.sha256((src + SOURCE.read_text()).encode()).hexdigest()[:12]
+    work = tmp_path_factory.mktemp("compact_emu")
+    cpp, so = work / f"{tag}.cpp", work / f"{tag}.so"
+    cpp.write_text(src)
+    res = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-fno-fast-math", "-shared",
+                          "-fPIC", f"-I{EMU_DIR}", f"-I{SOURCE.parent}", str(cpp), "-o", str(so)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return ctypes.CDLL(str(so))
+
+
+def _p(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def _i(v):
+    return ctypes.c_int(int(v))
+
+
+def _l(v):
+    return ctypes.c_longlong(int(v))
+
+
+def _suffix(dtype):
+    return "d" if np.dtype(dtype) == np.float64 else "f"
+
+
+def emulate_solve(lib, kind, fac, sched, d2, layout):
+    """Solve the lines of the 2D array d2 (ny, nx) with the emulated kernel: layout "x" (systems are
+    rows: contiguous) or "y" (systems are columns: interleaved). Returns the solution array."""
+    dtype = d2.dtype
+    ny, nx = d2.shape
+    if layout == "x":
+        n, nsys, ss, es = nx, ny, nx, 1
+    else:
+        n, nsys, ss, es = ny, nx, 1, nx
+    assert n == fac.n
+    x = np.full_like(d2, np.nan)
+    sfx = _suffix(dtype)
+    if kind == "thomas":
+        packed = np.concatenate([fac.l, fac.inv_d, fac.upper, fac.z, fac.w, [fac.r, fac.q]]).astype(dtype)
+        (gx,), (bx,) = gpu.thomas_launch(nsys)
+        getattr(lib, f"thomas_{sfx}")(_i(fac.periodic), _i(gx), _i(bx), _p(d2), _p(x), _p(packed), _i(n),
+                                      _i(nsys), _l(ss), _l(es))
+    else:
+        packed = sched.packed().astype(dtype)
+        per = np.concatenate([fac.z, [fac.r, fac.q]]).astype(dtype)
+        bx = gpu.reduce_threads(n, sched.lc, sched.p)
+        assert gpu.reduce_smem(n, dtype) <= 1 << 18
+        getattr(lib, f"reduce_{sfx}")(_i(fac.periodic), _i(nsys), _i(bx), _p(d2), _p(x), _p(packed), _p(per), _i(n),
+                                      _i(sched.lc), _i(sched.p), _i(nsys), _l(ss), _l(es))
+    return x
+
+
+CASES = [(n, bc, delta) for n in (8, 13, 64, 100) for bc in schemes.BOUNDARIES for delta in (0.0, -0.25)]
+
+
+@pytest.mark.parametrize("kind", tridiag.SOLVERS)
+@pytest.mark.parametrize("n,boundary,delta", CASES, ids=lambda v: str(v))
+def test_emulated_kernel_matches_numpy_and_dense(lib, kind, n, boundary, delta):
+    rng = np.random.default_rng(n)
+    fac = tridiag.factorise(*schemes.bands(n, boundary, delta), boundary == "periodic")
+    sched = None if kind == "thomas" else tridiag.schedule(fac, kind)
+    a = schemes.dense(n, boundary, delta)
+    nother = 5
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 2e-5)):
+        for layout in ("x", "y"):
+            shape = (nother, n) if layout == "x" else (n, nother)
+            d2 = rng.standard_normal(shape).astype(dtype)
+            got = emulate_solve(lib, kind, fac, sched, d2, layout)
+            lines = d2 if layout == "x" else d2.T
+            want_np = tridiag.solve(kind, fac, lines, sched, dtype)
+            want_np = want_np if layout == "x" else want_np.T
+            # Same operations in the same order as the NumPy version: equal to round-off of the
+            # last operation (g++ without FMA contraction rounds like NumPy).
+            np.testing.assert_allclose(got, want_np, rtol=rtol, atol=rtol * 10,
+                                       err_msg=f"{kind} {layout}-lines {np.dtype(dtype).name} vs NumPy")
+            exact = np.linalg.solve(a, lines.astype(np.float64).T).T
+            exact = exact if layout == "x" else exact.T
+            scale = np.max(np.abs(exact))
+            np.testing.assert_allclose(got, exact, rtol=0, atol=(1e-12 if dtype == np.float64 else 5e-5) * scale * 10,
+                                       err_msg=f"{kind} {layout}-lines {np.dtype(dtype).name} vs dense solve")
+
+
+@pytest.mark.parametrize("n", [8, 50, 96])
+def test_emulated_gtsv2_periodic_fix(lib, n):
+    """The Sherman–Morrison correction kernels used after cuSPARSE's solve of A' (contiguous lines)."""
+    rng = np.random.default_rng(7)
+    fac = tridiag.factorise(*schemes.bands(n, "periodic"), True)
+    nsys, stride = 6, n + 3
+    d = rng.standard_normal((nsys, stride))
+    y = d.copy()
+    y[:, :n] = tridiag._thomas_plain(fac, d[:, :n])  # what gtsv2 leaves: the solution of A' y = d
+    x = y.copy()
+    per = np.concatenate([fac.z, [fac.r, fac.q]])
+    total = n * nsys
+    lib.fix_d(_i(-(-total // gpu.FIX_BLOCK)), _i(gpu.FIX_BLOCK), _p(x), _p(per), _i(n), _i(nsys), _l(stride))
+    lib.fix_ends_d(_i(-(-nsys // gpu.FIX_BLOCK)), _i(gpu.FIX_BLOCK), _p(x), _p(per), _i(n), _i(nsys), _l(stride))
+    want = np.linalg.solve(schemes.dense(n, "periodic"), d[:, :n].T).T
+    np.testing.assert_allclose(x[:, :n], want, rtol=0, atol=1e-13 * np.max(np.abs(want)))
+    np.testing.assert_array_equal(x[:, n:], d[:, n:])  # padding untouched
+
+
+@pytest.mark.parametrize("ny,nx", [(5, 7), (32, 32), (40, 70)])
+def test_emulated_transpose(lib, ny, nx):
+    a = np.arange(ny * nx, dtype=np.float64).reshape(ny, nx)
+    b = np.full((nx, ny), np.nan)
+    (gx, gy), (bx, by) = gpu.transpose_launch(ny, nx)
+    lib.transpose_d(_i(gx), _i(gy), _i(bx), _i(by), _p(a), _p(b), _i(ny), _i(nx))
+    np.testing.assert_array_equal(b, a.T)
+
+
+@pytest.mark.parametrize("name", sorted(f"{s}-{a}" for s, a in rhs.STENCILS))
+@pytest.mark.parametrize("boundary", ["periodic", "fixed"])
+def test_rhs_stencils_generated_cuda_emulated(name, boundary, tmp_path):
+    """The right-hand-side stencils' generated CUDA (stencil framework), emulated for a spread of the
+    tuner's launch configurations, equals the framework's host engine bit for bit — including the
+    1D problems' single-row grids (ny = 1)."""
+    from tests.unit.test_stencil_emulated import _check, _valid_configs
+
+    scheme, axis = name.rsplit("-", 1)
+    st = rhs.STENCILS[(scheme, axis)]
+    params = {"ih": 3.0} if scheme == "compact6" else {"ih": 3.0, "dd": -0.11, "de": -0.0139}
+    shapes = [(1, 40), (13, 29)] if axis == "x" else [(29, 13)]
+    rng = np.random.default_rng(11)
+    for shape in shapes:
+        _check(st, shape, np.float64, boundary, params, _valid_configs()[::13], rng, tmp_path)
