@@ -23,6 +23,9 @@ class ViewRequest:
     slice_pos: float = 0.5  # fraction along the slice axis
     attribute: str | None = None  # particle colouring attribute
     particles_overlay: bool = True  # draw the engine's particles (e.g. tracers) over a grid field
+    mode: str = "3d"  # Grid3D: "3d" (the whole volume: slice planes in place, volume rendering) | "slice"
+    boxes_overlay: bool = True  # 3D grids: draw the engine's Boxes (octree leaves) around the volume
+    hide_walls: bool = True  # 3D particles with a "kind" attribute: draw the fluid (kind 0) only
 
 
 @dataclass
@@ -52,6 +55,11 @@ class FramePacket:
     overlay: Any = None  # (n, 2) positions of particles drawn over a 2D grid field
     attribute: str | None = None
     payload: Any = None  # what a field type registered outside the built-ins carries to its drawer
+    label: str = ""  # the field's label and units (colour bar)
+    units: str = ""
+    solids: tuple = ()  # particles: obstacle boxes ((lo), (hi)) drawn as surfaces
+    radius: float | None = None  # particles: sprite radius in world units (half the spacing)
+    boxes: Any = None  # volume3d: (lo, hi, level) of the engine's Boxes field drawn around the volume
 
     def ready(self) -> bool:
         return self.event is None or self.event.done

@@ -1,6 +1,6 @@
 """One handler per field type, for every place the app turns an engine field into something.
 
-The engine's typed fields (nagare.engine.fields: Grid2D, Grid3D, Particles, Boxes) each have one
+The engine's typed fields (nagare.engine.fields: Grid2D, Grid3D, Particles, Boxes, Profile1D) each have one
 module here that registers the handlers of that type:
 
 - ``snapshot``: device copy of what is shown into a FramePacket (worker thread, engine stream);
@@ -8,6 +8,7 @@ module here that registers the handlers of that type:
 - ``host_copy``: the same dataclass with host arrays (the window's VTK export);
 - ``arrays``: named host arrays of an .npz dump (nagare.app.headless);
 - ``vtk``: a legacy binary VTK file (nagare.app.gui.export);
+- ``vtkhdf``: a VTKHDF file for ParaView (nagare.app.vtkhdf; grids are grouped there);
 - ``draw``: the canvas Drawer of a packet kind (registered by nagare.app.gui.canvas, which
   needs VisPy; this package does not).
 
@@ -18,7 +19,7 @@ not functools.singledispatch: see :mod:`.registry`.
 """
 from __future__ import annotations
 
-from . import boxes, grids, particles  # noqa: F401  (registers the built-in field types)
+from . import boxes, grids, particles, profiles  # noqa: F401  (registers the built-in field types)
 from .registry import ROLES, FieldTypeError, handler_for, lookup, register, registered, unregister
 
 __all__ = ["ROLES", "FieldTypeError", "handler_for", "host_copies", "lookup", "register", "registered",

@@ -5,7 +5,7 @@ A Grid3D is shown as one slice across ``view.slice_axis``; otherwise both grids 
 from __future__ import annotations
 
 import numpy as np
-from nagare.engine.fields import Grid2D, Grid3D, Particles
+from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
 from .. import colormaps
 from ..packets import SLICE_AXES, SnapshotContext, display_range, mask_copy
@@ -13,6 +13,7 @@ from .registry import register
 from .vtkio import be_bytes, safe_name
 
 GRIDS = (Grid2D, Grid3D)
+SOLID = -3.0e38  # a volume3d cell inside an obstacle (slice planes: grey; volume rendering: below any range)
 
 
 def _magnitude(xp, v):
@@ -25,6 +26,8 @@ def snapshot_grid(f: Grid2D | Grid3D, ctx: SnapshotContext):
     data = f.data
     if f.kind == "vector":
         data = _magnitude(xp, data) if view.component == "magnitude" else data["xyz".index(view.component)]
+    if isinstance(f, Grid3D) and view.mode == "3d":
+        return snapshot_volume(f, data, ctx)
     slice_index, slice_count, ax = 0, 1, None
     if isinstance(f, Grid3D):
         ax = SLICE_AXES[view.slice_axis]
@@ -36,11 +39,31 @@ def snapshot_grid(f: Grid2D | Grid3D, ctx: SnapshotContext):
     pk = ctx.packet("grid3d" if isinstance(f, Grid3D) else "grid2d", data=data,
                     mask=mask_copy(xp, f.mask, ax, slice_index, ctx.cache),
                     vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
-                    slice_count=slice_count, spacing=f.spacing)
+                    slice_count=slice_count, spacing=f.spacing, label=f.label, units=f.units)
     if isinstance(f, Grid2D) and view.particles_overlay:
         tracers = overlay_particles(ctx)
         if tracers is not None:
             pk.overlay = xp.asarray(tracers.positions, dtype=xp.float32).copy()
+    return pk
+
+
+def snapshot_volume(f: Grid3D, data, ctx: SnapshotContext):
+    """The whole (nz, ny, nx) scalar as one float32 device copy (kind ``volume3d``): the canvas
+    puts it in one 3D texture that the slice planes and the volume rendering both sample, so
+    moving a plane needs no new packet."""
+    xp = ctx.xp
+    data = xp.ascontiguousarray(data, dtype=xp.float32).copy()
+    vmin, vmax = display_range(xp, data, f.symmetric)
+    if f.mask is not None:  # solid cells: one texture carries them (the slice shader draws them grey)
+        data = xp.where(xp.asarray(f.mask, dtype=bool), xp.float32(SOLID), data)
+    pk = ctx.packet("volume3d", data=data, mask=mask_copy(xp, f.mask, None, 0, ctx.cache), vmin=vmin,
+                    vmax=vmax, symmetric=f.symmetric, slice_count=data.shape[0], spacing=f.spacing,
+                    label=f.label, units=f.units)
+    if ctx.view.boxes_overlay:
+        boxes = overlay_boxes(ctx)
+        if boxes is not None:
+            pk.boxes = (xp.asarray(boxes.lo, dtype=xp.float32).copy(), xp.asarray(boxes.hi, dtype=xp.float32).copy(),
+                        None if boxes.level is None else xp.asarray(boxes.level).copy())
     return pk
 
 
@@ -51,30 +74,41 @@ def _is_overlay(f) -> bool:
 _NONE = object()
 
 
-def overlay_particles(ctx: SnapshotContext) -> Particles | None:
-    """The engine's first 2D Particles field (tracers), drawn over a 2D grid.
+def _first_field(ctx: SnapshotContext, key: str, accept) -> object | None:
+    """The engine's first field (other than the shown one) that ``accept`` takes, e.g. the tracers
+    drawn over a 2D grid or the octree leaves drawn around a volume.
 
-    Found by asking each field by name once per engine (``ctx.cache`` keeps the name, or that
+    Found by asking each field by name once per engine (``ctx.cache[key]`` keeps the name, or that
     there is none): afterwards a frame asks for the shown field and this one only."""
     eng, cache = ctx.engine, ctx.cache
-    known = _NONE if cache is None else cache.get("overlay", _NONE)
+    known = _NONE if cache is None else cache.get(key, _NONE)
     if known is None:
         return None
     if known is not _NONE:
         f = eng.field(known)
-        if _is_overlay(f):
+        if accept(f):
             return f
     for name in eng.field_names():
         if name == ctx.common["field_name"]:
             continue
         f = eng.field(name)
-        if _is_overlay(f):
+        if accept(f):
             if cache is not None:
-                cache["overlay"] = name
+                cache[key] = name
             return f
     if cache is not None:
-        cache["overlay"] = None
+        cache[key] = None
     return None
+
+
+def overlay_particles(ctx: SnapshotContext) -> Particles | None:
+    """The engine's first 2D Particles field (tracers), drawn over a 2D grid."""
+    return _first_field(ctx, "overlay", _is_overlay)
+
+
+def overlay_boxes(ctx: SnapshotContext) -> Boxes | None:
+    """The engine's Boxes field (octree leaves), drawn around a 3D grid."""
+    return _first_field(ctx, "boxes", lambda f: isinstance(f, Boxes))
 
 
 # ---- headless PNG ------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from .registry import register
 from .vtkio import be_bytes, safe_name
 
 PNG_SIZE = 512  # side of the headless image (as nagare.app.frames.MIN_SIZE)
+HIDDEN = -3.0e38  # a particle value the 3D sphere shader does not draw (walls shown as outlines)
 
 
 @register("snapshot", Particles)
@@ -18,11 +19,53 @@ def snapshot_particles(f: Particles, ctx: SnapshotContext):
     xp, view = ctx.xp, ctx.view
     attr_name = view.attribute if view.attribute in f.attributes else next(iter(f.attributes), None)
     attr = None if attr_name is None else xp.asarray(f.attributes[attr_name], dtype=xp.float32).copy()
-    pk = ctx.packet("particles", positions=xp.asarray(f.positions, dtype=xp.float32).copy(),
-                    data=attr, bounds=f.bounds, attributes=tuple(f.attributes), attribute=attr_name)
+    three_d = f.positions.ndim == 2 and f.positions.shape[1] == 3
     if attr is not None:
-        pk.vmin, pk.vmax = xp.min(attr), xp.max(attr)
+        pk_range = xp.min(attr), xp.max(attr)
+        if three_d and view.hide_walls and "kind" in f.attributes:
+            # walls and obstacles are drawn as outlines and surfaces: their particles are hidden by
+            # the HIDDEN value (the sphere shader drops them), on the device, without a host sync
+            fluid = f.attributes["kind"] == 0
+            pk_range = (xp.min(xp.where(fluid, attr, xp.float32(np.inf))),
+                        xp.max(xp.where(fluid, attr, xp.float32(-np.inf))))
+            attr = xp.where(fluid, attr, xp.float32(HIDDEN))
+    pk = ctx.packet("particles", positions=xp.asarray(f.positions, dtype=xp.float32).copy(),
+                    data=attr, bounds=f.bounds, attributes=tuple(f.attributes), attribute=attr_name,
+                    label=attr_name or "", units=PARTICLE_UNITS.get(attr_name, ""))
+    if attr is not None:
+        pk.vmin, pk.vmax = pk_range
+    if three_d:
+        pk.solids = tuple(f.solids) or preset_solids(ctx.engine)
+        spacing = f.spacing or preset_spacing(ctx.engine)
+        pk.radius = None if spacing is None else 0.5 * spacing
     return pk
+
+
+PARTICLE_UNITS = {"speed": "m/s", "vx": "m/s", "vy": "m/s", "vz": "m/s", "density": "kg/m³", "pressure": "Pa"}
+
+
+def _preset(engine, *path):
+    node = getattr(engine, "preset", None)
+    for p in path:
+        node = getattr(node, p, None)
+    return node
+
+
+def preset_spacing(engine) -> float | None:
+    """The particle spacing when the field does not state it (SPH presets: particles.dp)."""
+    dp = _preset(engine, "particles", "dp")
+    return float(dp) if isinstance(dp, (int, float)) else None
+
+
+def preset_solids(engine) -> tuple:
+    """Obstacles a preset describes when the field does not carry them: the SPH 3D dam break's
+    column (geometry.obstacle = x0, y0, size x, size y; the full tank height)."""
+    g = _preset(engine, "geometry")
+    obstacle = getattr(g, "obstacle", None)
+    if getattr(g, "kind", None) != "dambreak3d" or obstacle is None:
+        return ()
+    x0, y0, sx, sy = (float(v) for v in obstacle)
+    return (((x0, y0, 0.0), (x0 + sx, y0 + sy, float(g.tank_height))),)
 
 
 @register("png", Particles)
@@ -53,7 +96,8 @@ def particles_image(pos, attrs, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndarr
 
 @register("host_copy", Particles)
 def host_copy_particles(f: Particles, asnumpy) -> Particles:
-    return Particles(asnumpy(f.positions), {k: asnumpy(v) for k, v in f.attributes.items()}, f.label, f.bounds)
+    return Particles(asnumpy(f.positions), {k: asnumpy(v) for k, v in f.attributes.items()}, f.label, f.bounds,
+                     f.spacing, f.solids)
 
 
 @register("arrays", Particles)

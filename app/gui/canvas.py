@@ -31,9 +31,12 @@ from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
 from . import interop
+from .colorbar import WIDTH as COLORBAR_WIDTH
+from .colorbar import ColorBar
+from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
 
 log = logging.getLogger("nagare")
-__all__ = ["Drawer", "FieldCanvas", "box_segments", "host"]
+__all__ = ["Drawer", "FieldCanvas", "LEVEL_COLOURS", "Particles3DDrawer", "box_segments", "host"]
 
 
 MASK_RGBA = (89, 89, 97, 255)  # obstacles: (0.35, 0.35, 0.38) as in colormaps.apply's mask colour
@@ -178,13 +181,29 @@ Overlay2D = scene.visuals.create_visual_node(OverlayVisual)
 
 
 class FieldCanvas(scene.SceneCanvas):
-    def __init__(self, size=(900, 700), **kwargs):
+    """The field view, with a colour bar column at its right and room for the HUD at its left.
+
+    The layout (:meth:`relayout`) is explicit: the field's ViewBox gets the canvas minus the HUD's
+    column (or its title strip when collapsed) and the colour bar's column, so neither covers the
+    field. ``colorbar=False`` leaves the whole canvas to the field (pixel tests use it)."""
+
+    def __init__(self, size=(900, 700), colorbar: bool = True, **kwargs):
         super().__init__(keys=None, size=size, bgcolor=(0.08, 0.08, 0.1, 1), **kwargs)
         self.unfreeze()
         # border_width=0: a ViewBox clips its scene to ``inner_rect``, which VisPy insets by the
         # border width (1 px by default) while the camera maps its rect onto the full widget rect;
         # the outermost pixel ring of the view would show the background instead of the field.
-        self.view = self.central_widget.add_view(border_width=0)
+        # Placed by relayout() (not the central widget, which would stretch it over the canvas).
+        self.view = scene.widgets.ViewBox(parent=self.scene, border_width=0)
+        self.colorbar = ColorBar(self.scene)
+        self.colorbar_on = colorbar
+        self.colorbar_in_exports = True
+        self._colorbar_wanted = False  # the shown kind has a colour range or a legend
+        self.legend_levels: list[int] | None = None
+        self.view3d = View3DState()
+        self._drawer = None
+        self._own: dict = {}  # drawers with per-canvas visuals (view3d), by class
+        self.probe = None  # set by nagare.app.gui.probe.Probes
         self.view.camera = scene.PanZoomCamera(aspect=1)
         self.colormap_name = "viridis"
         self.fixed_range: tuple[float, float] | None = None
@@ -227,12 +246,93 @@ class FieldCanvas(scene.SceneCanvas):
         self.frames_drawn = 0
         self.host_copies = 0
         self.freeze()
+        self.events.resize.connect(lambda ev: self.relayout())
+        self.relayout()
+
+    # ---- layout ------------------------------------------------------------------------
+    def relayout(self) -> None:
+        """Place the field view between the HUD's reserved edge and the colour bar column."""
+        w, h = self.size
+        left, top = (0, 0)
+        if self.hud is not None and self.hud.visible:
+            left, top = self.hud.reserved()
+        cb = self.colorbar_on and self._colorbar_wanted
+        right = COLORBAR_WIDTH if cb and w - left > 2 * COLORBAR_WIDTH else 0
+        vw, vh = max(w - left - right, 1), max(h - top, 1)
+        if tuple(self.view.pos) != (left, top) or tuple(self.view.size) != (vw, vh):
+            self.view.pos = (left, top)
+            self.view.size = (vw, vh)
+        self.colorbar.visible = bool(right)
+        if right:
+            self.colorbar.view.pos = (w - right, top)
+            self.colorbar.view.size = (right, vh)
+            self.colorbar.resize(right, vh)
+        self.update()
+
+    def field_rect(self) -> tuple[int, int, int, int]:
+        """(x, y, w, h) of the field view in physical pixels, y from the top."""
+        s = self.pixel_scale
+        (x, y), (w, h) = self.view.pos, self.view.size
+        return int(round(x * s)), int(round(y * s)), int(round(w * s)), int(round(h * s))
+
+    def set_colorbar(self, on: bool) -> None:
+        self.colorbar_on = on
+        self.relayout()
+
+    def _update_colorbar(self, pk: FramePacket) -> None:
+        ranged = pk.kind in ("grid2d", "grid3d", "volume3d") or (pk.kind == "particles" and pk.data is not None)
+        wanted = ranged or bool(self.legend_levels)
+        self.colorbar.show_bar = ranged
+        if ranged:
+            lo, hi = self.current_range
+            self.colorbar.set(lo, hi, pk.label or pk.attribute or pk.field_name, pk.units)
+        levels = self.legend_levels or None
+        self.colorbar.set_levels(levels, None if levels is None else level_colours(levels))
+        if wanted != self._colorbar_wanted:
+            self._colorbar_wanted = wanted
+            self.relayout()
+
+    def own_drawer(self, cls):
+        """This canvas' instance of a drawer class that keeps visuals of its own."""
+        d = self._own.get(cls)
+        if d is None:
+            d = self._own[cls] = cls()
+        return d
+
+    # ---- 3D views ---------------------------------------------------------------------------
+    def set_view3d(self, **kw) -> None:
+        """Change the 3D view state (planes ``{"x": [on, frac]}``, volume, window, outline, boxes)
+        and redraw what is on screen without a new packet."""
+        for k, v in kw.items():
+            if k == "planes":
+                for axis, pv in v.items():
+                    self.view3d.planes[axis] = list(pv)
+            else:
+                setattr(self.view3d, k, v)
+        d = self._drawer
+        if d is not None and hasattr(d, "apply_state") and self.shown is not None:
+            if "boxes" in kw:
+                self.refresh()
+            else:
+                d.apply_state(self)
+        self.update()
+
+    def reset_camera(self) -> None:
+        """Frame the shown data again (key Home, View ▸ Reset camera)."""
+        if self.shown is not None and self._drawer is not None:
+            if isinstance(self.view.camera, scene.TurntableCamera):
+                self.view.camera.elevation, self.view.camera.azimuth = 30.0, 30.0
+            self._drawer.fit(self, self.shown)
+            self.update()
 
     # ---- configuration -----------------------------------------------------------------
     def set_colormap(self, name: str) -> None:
         self.colormap_name = name
         self.image.cmap = vispy_colormap(name)
         self.markers.set_colormap(name)
+        self.colorbar.set_colormap(name)
+        for d in self._own.values():
+            d.set_colormap(self, name)
         self.update()
 
     def set_range(self, rng: tuple[float, float] | None) -> None:
@@ -291,6 +391,8 @@ class FieldCanvas(scene.SceneCanvas):
 
     def on_draw(self, event):
         self.prepare()
+        if self._drawer is not None and hasattr(self._drawer, "before_draw"):
+            self._drawer.before_draw(self)
         super().on_draw(event)
         if self.hud is not None and self.hud.visible:
             self.context.flush_commands()
@@ -319,19 +421,28 @@ class FieldCanvas(scene.SceneCanvas):
             v.visible = False
         for name in drawer.visuals:
             self.visuals[name].visible = True
-        self.view.camera = scene.TurntableCamera(fov=45) if three_d else scene.PanZoomCamera(aspect=1)
+        self.view.camera = (scene.TurntableCamera(fov=45, elevation=30.0, azimuth=30.0) if three_d
+                            else scene.PanZoomCamera(aspect=1))
         self._image_shape = None
         self._fit = True
 
     def _upload(self, pk: FramePacket) -> None:
         drawer = lookup("draw", pk.kind)
+        resolve = getattr(drawer, "resolve", None)
+        if resolve is not None:
+            drawer = resolve(self, pk)
         self._set_kind(pk, drawer)
+        self._drawer = drawer
+        self.legend_levels = None
         drawer.upload(self, pk)
         self.shown = pk
         self.display_label = drawer.display_label(self)  # what the status bar reports
+        self._update_colorbar(pk)  # may change the layout: before the camera is fitted
         if self._fit:
             self._fit = False
             drawer.fit(self, pk)
+        if self.probe is not None:
+            self.probe.on_packet(pk)
 
     def fit_bounds(self, lo, hi) -> None:
         """Frame the box lo..hi with the current camera (explicit ranges: VisPy's auto bounds trip
@@ -424,7 +535,14 @@ class FieldCanvas(scene.SceneCanvas):
             self.domain.visible = True
 
     def _upload_boxes(self, pk: FramePacket) -> None:
-        self.lines.set_data(box_segments(host(pk.lo, pk.backend), host(pk.hi, pk.backend)))
+        """One line visual for every leaf's 12 edges, coloured by level (legend in the colour bar)."""
+        lo, hi = host(pk.lo, pk.backend), host(pk.hi, pk.backend)
+        if pk.level is None:
+            self.lines.set_data(box_segments(lo, hi), color=(0.9, 0.9, 0.9, 0.6))
+            return
+        level = host(pk.level, pk.backend)
+        self.legend_levels = sorted(int(v) for v in np.unique(level))
+        self.lines.set_data(box_segments(lo, hi), color=np.repeat(level_colours(level), 24, axis=0))
 
     def _drop_interop(self) -> None:
         if self._interop is not None:
@@ -433,10 +551,17 @@ class FieldCanvas(scene.SceneCanvas):
 
     # ---- export ------------------------------------------------------------------------
     def grab(self) -> np.ndarray:
-        """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD)."""
+        """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD; with the
+        colour bar unless ``colorbar_in_exports`` is off)."""
         self.set_current()
         self.prepare()
-        return self.render(alpha=False)
+        if self.colorbar_in_exports or not self.colorbar.visible:
+            return self.render(alpha=False)
+        self.colorbar.visible = False
+        try:
+            return self.render(alpha=False)
+        finally:
+            self.colorbar.visible = True
 
 
 # ---- the built-in packet kinds -------------------------------------------------------------------
@@ -483,7 +608,12 @@ class GeometryDrawer(Drawer):
 
 
 class ParticlesDrawer(GeometryDrawer):
+    """2D particles as flat sprites; 3D particles go to the sphere drawer (view3d)."""
+
     visuals = ("markers",)
+
+    def resolve(self, canvas, pk):
+        return canvas.own_drawer(Particles3DDrawer) if self.three_d(pk) else self
 
     def coords(self, pk):
         return pk.positions
@@ -509,3 +639,5 @@ register("draw", "grid2d", GridDrawer())
 register("draw", "grid3d", GridDrawer())
 register("draw", "particles", ParticlesDrawer())
 register("draw", "boxes", BoxesDrawer())
+register_drawers()
+from . import profile1d  # noqa: E402,F401  (registers the 1-D profile drawer, which subclasses Drawer above)

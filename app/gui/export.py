@@ -1,4 +1,5 @@
-"""Exports from the app: PNG frames, MP4 video, VTK fields, checkpoints.
+"""Exports from the app: PNG frames, MP4 video, fields for ParaView (VTKHDF through h5py,
+nagare.app.vtkhdf; the legacy VTK writer below stays for older readers), checkpoints.
 
 Every write is atomic (temporary file beside the target, then rename: nagare.app.atomic), and a
 failing write raises :class:`ExportError` with one line; the window shows it and the run goes on.
@@ -12,9 +13,10 @@ import numpy as np
 from nagare.app.atomic import ExportError, write_atomic
 from nagare.app.fieldkinds import FieldTypeError, handler_for, host_copies
 from nagare.app.fieldkinds.vtkio import safe_name
+from nagare.app.vtkhdf import write_vtkhdf
 from nagare.engine.checkpoint import save_checkpoint
 
-__all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_checkpoint", "host_copies"]
+__all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_vtkhdf", "write_checkpoint", "host_copies"]
 
 
 def save_png(rgba: np.ndarray, path: str | Path) -> Path:

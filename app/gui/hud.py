@@ -12,6 +12,11 @@ imgui-bundle has no Qt backend, so this module has the two halves of one:
 Content: implot charts of per-phase ms/step and of throughput over the last N seconds, a
 roofline gauge (% of the measured copy bandwidth), and quick toggles for every variant axis
 (unavailable choices disabled, the reason as tooltip). F1 shows/hides it (window.py).
+
+Docking: the HUD is pinned to the canvas' left edge, WIDTH logical pixels wide, and the canvas
+lays the field out to its right (FieldCanvas.relayout asks :meth:`Hud.reserved`), so it never
+covers the field. Collapsing it (the arrow of its title bar) leaves only the title bar: the field
+then takes the whole width below that strip.
 """
 from __future__ import annotations
 
@@ -83,6 +88,10 @@ class QtImguiBridge:
             self._capture(io, event)
 
 
+WIDTH = 340  # logical px of the docked HUD column
+TITLE_H = 22  # ... and of its title strip when collapsed (measured after the first frame)
+
+
 class Hud:
     """State + drawing of the HUD. ``model()`` returns (history, variants, status_text)."""
 
@@ -98,7 +107,23 @@ class Hud:
         self.frames = 0
         self.error: str | None = None
         self._t_last = time.perf_counter()
+        self.collapsed = False
+        self.title_h = TITLE_H
+        self.rect = (0.0, 0.0, 0.0, 0.0)  # the HUD window as drawn: x, y, w, h (logical px)
+        self.extra: Callable | None = None  # draws more content (the probe's profile plot)
+        self._want_collapsed: bool | None = None
         self.bridge = QtImguiBridge(canvas, self)
+
+    def set_collapsed(self, on: bool) -> None:
+        """Collapse (or expand) the HUD from the next frame on, as its title-bar arrow does."""
+        self._want_collapsed = on
+        self.canvas.update()
+
+    def reserved(self) -> tuple[float, float]:
+        """(left column, top strip) the field must keep clear of, in logical px."""
+        if self.error is not None:
+            return 0, 0
+        return (0, self.title_h) if self.collapsed else (WIDTH, 0)
 
     def _ensure(self) -> bool:
         if self.error is not None:
@@ -150,9 +175,26 @@ class Hud:
         from imgui_bundle import imgui, implot
 
         history, variants, status = self.model()
-        imgui.set_next_window_pos((10, 10), imgui.Cond_.first_use_ever)
-        imgui.set_next_window_bg_alpha(0.72)
-        imgui.begin("nagare  (F1 hides)", None, imgui.WindowFlags_.always_auto_resize)
+        io = imgui.get_io()
+        # docked: pinned to the left edge, the full height, a fixed width (the field is laid out beside it)
+        imgui.set_next_window_pos((0, 0), imgui.Cond_.always)
+        imgui.set_next_window_size((WIDTH, io.display_size[1]), imgui.Cond_.always)
+        imgui.set_next_window_bg_alpha(0.9)
+        if self._want_collapsed is not None:
+            imgui.set_next_window_collapsed(self._want_collapsed, imgui.Cond_.always)
+            self._want_collapsed = None
+        flags = imgui.WindowFlags_.no_move | imgui.WindowFlags_.no_resize | imgui.WindowFlags_.no_saved_settings
+        expanded = imgui.begin("nagare  (F1 hides)", None, flags)[0]
+        collapsed = imgui.is_window_collapsed()
+        pos, size = imgui.get_window_pos(), imgui.get_window_size()
+        self.rect = (pos.x, pos.y, size.x, size.y)
+        title_h = imgui.get_frame_height()
+        if collapsed != self.collapsed or (collapsed and abs(title_h - self.title_h) > 0.5):
+            self.collapsed, self.title_h = collapsed, title_h
+            self.canvas.relayout()  # takes effect from the next frame
+        if not expanded:
+            imgui.end()
+            return
         imgui.text(status)
         last = history[-1] if history else None
         frac = (last.roofline_pct or 0.0) / 100 if last else 0.0
@@ -192,4 +234,6 @@ class Hud:
                             imgui.set_tooltip(reason)
                     if clicked and not reason and info["current"] != choice:
                         self.on_variant(axis, choice)
+        if self.extra is not None:
+            self.extra()
         imgui.end()

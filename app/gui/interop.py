@@ -187,3 +187,135 @@ class TextureInterop:
             self.rt.cudaGraphicsUnregisterResource(self.resource)
             self.rt.cudaStreamDestroy(self.stream)
             self.resource = None
+
+
+# ---- 3D textures and vertex buffers (the 3D views) ----------------------------------------------------
+GL_TEXTURE_3D = 0x806F
+
+
+@dataclass(frozen=True)
+class CopyPlan3D:
+    width_bytes: int  # one row
+    width: int  # elements per row (a cudaArray's extent is in elements)
+    height: int
+    depth: int
+    src_pitch: int
+
+
+def plan_copy3d(shape: tuple[int, ...], dtype, strides: tuple[int, ...], texture_shape: tuple[int, ...]) -> CopyPlan3D:
+    """Geometry of a device → 3D-array copy of a C-contiguous (nz, ny, nx) float32 array."""
+    if len(shape) != 3:
+        raise ValueError(f"a 3D texture copy needs a 3D field; got shape {shape}")
+    if tuple(shape) != tuple(texture_shape):
+        raise ValueError(f"field shape {tuple(shape)} does not match the texture {tuple(texture_shape)}")
+    if np.dtype(dtype) != np.float32:
+        raise ValueError(f"the volume texture is r32f; got {np.dtype(dtype)}")
+    item = 4
+    nz, ny, nx = shape
+    if strides != (ny * nx * item, nx * item, item):
+        raise ValueError("the volume must be C-contiguous")
+    return CopyPlan3D(width_bytes=nx * item, width=nx, height=ny, depth=nz, src_pitch=nx * item)
+
+
+def plan_buffer(nbytes_src: int, nbytes_buffer: int, contiguous: bool) -> int:
+    """Bytes of a device → GL-buffer copy; the buffer must hold the array exactly."""
+    if not contiguous:
+        raise ValueError("a vertex buffer copy needs a C-contiguous array")
+    if nbytes_src != nbytes_buffer:
+        raise ValueError(f"the array has {nbytes_src} bytes, the GL buffer {nbytes_buffer}")
+    return int(nbytes_src)
+
+
+class _Registered:
+    """Shared by the 3D interops: a registered GL object, its own stream and the in-flight arrays."""
+
+    def _init(self, cudart, record_event):
+        if cudart is None:
+            cudart, reason = cuda_python_runtime()
+            if cudart is None:
+                raise RuntimeError(reason)
+        self.rt = cudart
+        self.stream = _check(cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking), "cudaStreamCreate")
+        self._record_event = record_event or _cupy_event_recorder(self.stream)
+        self.in_flight = InFlight()
+        self.copies = 0
+
+    def _mapped(self, array, event, copy) -> None:
+        rt = self.rt
+        self.in_flight.release_done()
+        if event is not None:
+            _check(rt.cudaStreamWaitEvent(self.stream, event.ptr, 0), "cudaStreamWaitEvent")
+        try:
+            _check(rt.cudaGraphicsMapResources(1, self.resource, self.stream), "cudaGraphicsMapResources")
+            try:
+                copy()
+            finally:
+                _check(rt.cudaGraphicsUnmapResources(1, self.resource, self.stream), "cudaGraphicsUnmapResources")
+        finally:
+            self.in_flight.hold(array, self._record_event())
+        self.copies += 1
+
+    def close(self) -> None:
+        if self.resource is not None:
+            self.in_flight.wait_all()
+            self.rt.cudaGraphicsUnregisterResource(self.resource)
+            self.rt.cudaStreamDestroy(self.stream)
+            self.resource = None
+
+
+class VolumeInterop(_Registered):
+    """A registered GL 3D texture (r32f, shape (nz, ny, nx)) written by ``cudaMemcpy3DAsync``.
+
+    ``cudaGraphicsGLRegisterImage`` takes GL_TEXTURE_3D as it takes GL_TEXTURE_2D; the mapped
+    cudaArray is 3D and the copy goes from a pitched device pointer (the CuPy snapshot)."""
+
+    def __init__(self, gl_texture: int, shape: tuple[int, int, int], cudart=None, record_event=None):
+        self._init(cudart, record_event)
+        self.shape = tuple(shape)
+        self.gl_texture = int(gl_texture)
+        flags = self.rt.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsWriteDiscard
+        self.resource = _check(self.rt.cudaGraphicsGLRegisterImage(self.gl_texture, GL_TEXTURE_3D, flags),
+                               "cudaGraphicsGLRegisterImage(GL_TEXTURE_3D)")
+
+    def upload(self, array, event=None) -> None:
+        rt = self.rt
+        plan = plan_copy3d(tuple(array.shape), array.dtype, tuple(array.strides), self.shape)
+
+        def copy():
+            dst = _check(rt.cudaGraphicsSubResourceGetMappedArray(self.resource, 0, 0),
+                         "cudaGraphicsSubResourceGetMappedArray")
+            p = rt.cudaMemcpy3DParms()
+            p.srcPtr = rt.make_cudaPitchedPtr(array.data.ptr, plan.src_pitch, plan.width, plan.height)
+            p.dstArray = dst
+            p.extent = rt.make_cudaExtent(plan.width, plan.height, plan.depth)
+            p.kind = rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+            _check(rt.cudaMemcpy3DAsync(p, self.stream), "cudaMemcpy3DAsync")
+
+        self._mapped(array, event, copy)
+
+
+class BufferInterop(_Registered):
+    """A registered GL buffer (a VBO: particle positions or values) written by ``cudaMemcpyAsync``
+    into the pointer ``cudaGraphicsResourceGetMappedPointer`` gives."""
+
+    def __init__(self, gl_buffer: int, nbytes: int, cudart=None, record_event=None):
+        self._init(cudart, record_event)
+        self.nbytes = int(nbytes)
+        self.gl_buffer = int(gl_buffer)
+        flags = self.rt.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsWriteDiscard
+        self.resource = _check(self.rt.cudaGraphicsGLRegisterBuffer(self.gl_buffer, flags),
+                               "cudaGraphicsGLRegisterBuffer")
+
+    def upload(self, array, event=None) -> None:
+        rt = self.rt
+        n = plan_buffer(int(array.nbytes), self.nbytes, bool(array.flags.c_contiguous))
+
+        def copy():
+            ptr, size = _check(rt.cudaGraphicsResourceGetMappedPointer(self.resource),
+                               "cudaGraphicsResourceGetMappedPointer")
+            if int(size) < n:
+                raise RuntimeError(f"the mapped GL buffer has {int(size)} bytes, {n} needed")
+            _check(rt.cudaMemcpyAsync(ptr, array.data.ptr, n, rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice,
+                                      self.stream), "cudaMemcpyAsync")
+
+        self._mapped(array, event, copy)

@@ -13,7 +13,7 @@ import time
 import typing
 from pathlib import Path
 
-from nagare.app import colormaps
+from nagare.app import colormaps, presetinfo
 from nagare.engine.backend import get_backend
 from nagare.engine.checkpoint import load_checkpoint
 from nagare.engine.errors import NagareError
@@ -33,7 +33,9 @@ KEYS_HELP = """<b>Keys</b><br>
 Space — play / pause<br>N — single step<br>R — reset<br>S — screenshot (PNG)<br>
 V — start / stop video recording (MP4)<br>H — this help<br>F1 — show / hide the HUD<br>
 1–9 — show field 1–9<br>PgUp / PgDn — move the 3D slice<br>
-Mouse: drag pans (2D) or orbits (3D), wheel zooms."""
+Home — reset the camera (frame the data)<br>B — colour bar on / off<br>
+Mouse: drag pans (2D) or orbits (3D), wheel zooms; on a 2D field a click reads the value under
+the pointer and Shift+drag draws a line probe with its profile in the HUD (Esc clears)."""
 
 SKIP_SECTIONS = {"view", "run", "variants", "cpu_overrides", "engine", "description", "extends"}
 
@@ -188,6 +190,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.hud = Hud(self.canvas, self._hud_model, self.set_variant)
         self.hud.visible = hud
         self.canvas.hud = self.hud
+        self.canvas.relayout()
+        from .probe import Probes
+
+        self.probes = Probes(self.canvas, self.hud, self.message)
 
         self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
         self.worker = SimulationWorker(self.preset, self.backend.name).start()
@@ -216,20 +222,24 @@ class MainWindow(QtWidgets.QMainWindow):
         lay = QtWidgets.QVBoxLayout(w)
         self.preset_list = QtWidgets.QListWidget()
         for name in preset_names():
+            # on NumPy, [cpu_overrides] change what runs: the list says so ("diffusion3d — 64³ on CPU")
             item = QtWidgets.QListWidgetItem(name)
+            item.setData(Qt.ItemDataRole.UserRole, name)
             try:
-                import tomllib
-
-                item.setToolTip(tomllib.loads((PRESET_DIR / f"{name}.toml").read_text()).get("description", ""))
+                raw = presetinfo.raw_preset(name)
+                note = presetinfo.cpu_note(raw) if self.backend.name == "numpy" else ""
+                if note:
+                    item.setText(f"{name} — {note}")
+                item.setToolTip(presetinfo.describe(raw, self.backend.name))
             except Exception:
                 pass
             self.preset_list.addItem(item)
-        self.preset_list.itemActivated.connect(lambda it: self.open_preset(it.text()))
+        self.preset_list.itemActivated.connect(lambda it: self.open_preset(it.data(Qt.ItemDataRole.UserRole)))
         lay.addWidget(self.preset_list)
         row = QtWidgets.QHBoxLayout()
         b_load = QtWidgets.QPushButton("Load")
         b_load.clicked.connect(lambda: self.preset_list.currentItem() and
-                               self.open_preset(self.preset_list.currentItem().text()))
+                               self.open_preset(self.preset_list.currentItem().data(Qt.ItemDataRole.UserRole)))
         b_open = QtWidgets.QPushButton("Open TOML…")
         b_open.clicked.connect(self._open_dialog)
         row.addWidget(b_load)
@@ -299,7 +309,19 @@ class MainWindow(QtWidgets.QMainWindow):
         ov.addWidget(self.obstacles)
         ov.addWidget(self.particles_overlay)
         f.addRow("overlays", ov)
+        self.colorbar_box = QtWidgets.QCheckBox("colour bar")
+        self.colorbar_box.setChecked(True)
+        self.colorbar_box.toggled.connect(self.canvas.set_colorbar)
+        self.colorbar_export = QtWidgets.QCheckBox("in exports")
+        self.colorbar_export.setToolTip("draw the colour bar in PNG frames and MP4 videos")
+        self.colorbar_export.setChecked(True)
+        self.colorbar_export.toggled.connect(lambda on: setattr(self.canvas, "colorbar_in_exports", on))
+        cbr = QtWidgets.QHBoxLayout()
+        cbr.addWidget(self.colorbar_box)
+        cbr.addWidget(self.colorbar_export)
+        f.addRow("legend", cbr)
         self.view_dock = self._dock("View", v, Qt.DockWidgetArea.RightDockWidgetArea)
+        self._build_view3d_dock()
 
         # export
         e = QtWidgets.QWidget()
@@ -309,7 +331,8 @@ class MainWindow(QtWidgets.QMainWindow):
         el.addWidget(QtWidgets.QLabel("output folder"))
         el.addWidget(self.out_edit)
         for label, fn in (("Screenshot PNG (S)", self.screenshot), ("Record MP4 (V)", self.toggle_recording),
-                          ("Timing log CSV+JSON", self.export_timings), ("Fields → VTK", self.export_vtk),
+                          ("Timing log CSV+JSON", self.export_timings),
+                          ("Fields → ParaView (VTKHDF)", self.export_vtkhdf), ("Fields → legacy VTK", self.export_vtk),
                           ("Save checkpoint", self.save_checkpoint), ("Load checkpoint…", self._load_ckpt_dialog),
                           ("Restore last good state", lambda: self.worker.send("restore"))):
             b = QtWidgets.QPushButton(label)
@@ -319,6 +342,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.record_button = b
         el.addStretch(1)
         self.export_dock = self._dock("Export", e, Qt.DockWidgetArea.RightDockWidgetArea)
+        self.tabifyDockWidget(self.view_dock, self.view3d_dock)
         self.tabifyDockWidget(self.view_dock, self.export_dock)
         self.view_dock.raise_()
         self.resizeDocks([self.preset_dock, self.variants_dock], [260, 300], Qt.Orientation.Horizontal)
@@ -343,7 +367,8 @@ class MainWindow(QtWidgets.QMainWindow):
         act(filem, "Open preset…", "Ctrl+O", self._open_dialog)
         act(filem, "Save checkpoint", "Ctrl+S", self.save_checkpoint)
         act(filem, "Load checkpoint…", "Ctrl+L", self._load_ckpt_dialog)
-        act(filem, "Export fields (VTK)", "", self.export_vtk)
+        act(filem, "Export fields (ParaView VTKHDF)", "Ctrl+E", self.export_vtkhdf)
+        act(filem, "Export fields (legacy VTK)", "", self.export_vtk)
         act(filem, "Export timing log", "", self.export_timings)
         act(filem, "Quit", "Ctrl+Q", self.close)
         act(runm, "Play / pause", "Space", lambda: self.worker.send("toggle"))
@@ -353,6 +378,9 @@ class MainWindow(QtWidgets.QMainWindow):
         act(viewm, "Screenshot", "S", self.screenshot)
         act(viewm, "Record video", "V", self.toggle_recording)
         act(viewm, "HUD", "F1", self.toggle_hud)
+        act(viewm, "Reset camera", "Home", self.canvas.reset_camera)
+        act(viewm, "Colour bar", "B", lambda: self.colorbar_box.setChecked(not self.colorbar_box.isChecked()))
+        act(viewm, "Clear probes", "Esc", self.probes.clear)
         act(viewm, "Slice up", "PgUp", lambda: self.slice_slider.setValue(self.slice_slider.value() + 20))
         act(viewm, "Slice down", "PgDown", lambda: self.slice_slider.setValue(self.slice_slider.value() - 20))
         for i in range(9):
@@ -378,7 +406,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _apply_preset_to_ui(self, preset) -> None:
         self.preset = preset
         self.setWindowTitle(f"nagare — {Path(preset.source).stem}")
-        self.preset_desc.setText(preset.description)
+        self.preset_desc.setText(presetinfo.describe(raw_dict(preset), self.backend.name))
         self.params.load(preset)
         self.cmap_combo.setCurrentText(preset.view.colormap)
         self.canvas.set_colormap(preset.view.colormap)
@@ -477,7 +505,72 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def toggle_hud(self) -> None:
         self.hud.visible = not self.hud.visible
+        self.canvas.relayout()  # the field takes the HUD's column back (or leaves it again)
         self.canvas.update()
+
+    # ---- the 3D view dock --------------------------------------------------------------
+    def _build_view3d_dock(self) -> None:
+        w = QtWidgets.QWidget()
+        f = QtWidgets.QFormLayout(w)
+        self.mode_combo = QtWidgets.QComboBox()
+        self.mode_combo.addItems(["3d", "slice"])
+        self.mode_combo.setToolTip("3D grids: the volume in 3D (slice planes, volume rendering) or one 2D slice")
+        self.mode_combo.currentTextChanged.connect(lambda t: self.worker.send("view", mode=t))
+        f.addRow("3D grids", self.mode_combo)
+        self.plane_boxes, self.plane_sliders = {}, {}
+        for axis in ("x", "y", "z"):
+            box = QtWidgets.QCheckBox(axis)
+            box.setChecked(True)
+            sl = QtWidgets.QSlider(Qt.Orientation.Horizontal)
+            sl.setRange(0, 1000)
+            sl.setValue(500)
+            box.toggled.connect(lambda on, a=axis: self._plane_changed(a))
+            sl.valueChanged.connect(lambda _v, a=axis: self._plane_changed(a))
+            row = QtWidgets.QHBoxLayout()
+            row.addWidget(box)
+            row.addWidget(sl, 1)
+            f.addRow(f"{axis} plane", row)
+            self.plane_boxes[axis], self.plane_sliders[axis] = box, sl
+        self.volume_combo = QtWidgets.QComboBox()
+        self.volume_combo.addItems(["off", "mip", "translucent"])
+        self.volume_combo.currentTextChanged.connect(lambda t: self.canvas.set_view3d(volume=t))
+        f.addRow("volume", self.volume_combo)
+        self.window_lo = QtWidgets.QSlider(Qt.Orientation.Horizontal)
+        self.window_hi = QtWidgets.QSlider(Qt.Orientation.Horizontal)
+        for sl, val in ((self.window_lo, 0), (self.window_hi, 1000)):
+            sl.setRange(0, 1000)
+            sl.setValue(val)
+            sl.valueChanged.connect(self._window_changed)
+        self.window_lo.setToolTip("transfer function: the lower end, as a fraction of the colour range")
+        self.window_hi.setToolTip("transfer function: the upper end, as a fraction of the colour range")
+        f.addRow("volume from", self.window_lo)
+        f.addRow("volume to", self.window_hi)
+        self.outline_box = QtWidgets.QCheckBox("box and axes")
+        self.outline_box.setChecked(True)
+        self.outline_box.toggled.connect(lambda on: self.canvas.set_view3d(outline=on))
+        self.leaves_box = QtWidgets.QCheckBox("octree leaves")
+        self.leaves_box.setChecked(True)
+        self.leaves_box.toggled.connect(self._leaves_changed)
+        self.walls_box = QtWidgets.QCheckBox("wall particles")
+        self.walls_box.setToolTip("3D particles: draw the wall and obstacle particles too (else outlines and surfaces)")
+        self.walls_box.toggled.connect(lambda on: self.worker.send("view", hide_walls=not on))
+        for b in (self.outline_box, self.leaves_box, self.walls_box):
+            f.addRow("", b)
+        reset = QtWidgets.QPushButton("Reset camera (Home)")
+        reset.clicked.connect(self.canvas.reset_camera)
+        f.addRow(reset)
+        self.view3d_dock = self._dock("3D", w, Qt.DockWidgetArea.RightDockWidgetArea)
+
+    def _plane_changed(self, axis: str) -> None:
+        self.canvas.set_view3d(planes={axis: [self.plane_boxes[axis].isChecked(),
+                                              self.plane_sliders[axis].value() / 1000]})
+
+    def _window_changed(self) -> None:
+        self.canvas.set_view3d(window=(self.window_lo.value() / 1000, self.window_hi.value() / 1000))
+
+    def _leaves_changed(self, on: bool) -> None:
+        self.canvas.set_view3d(boxes=on)
+        self.worker.send("view", boxes_overlay=on)
 
     def show_help(self) -> None:
         box = QtWidgets.QMessageBox(self)
@@ -662,6 +755,20 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.error("VTK not written", str(exc))
 
         self._call(f"vtk:{stem}", export.host_copies, write)
+
+    def export_vtkhdf(self, path: str | Path | None = None) -> None:
+        """Every field into one VTKHDF file (ParaView ≥ 5.13 opens it; see docs/app.md)."""
+        path = Path(path) if path else self.output_dir / f"{self._stamp()}.vtkhdf"
+
+        def write(payload):
+            fields, t = payload
+            try:
+                out = export.write_vtkhdf(fields, path, time=t)
+                self.message(f"VTKHDF written: {out}")
+            except export.ExportError as exc:
+                self.error("VTKHDF not written", str(exc))
+
+        self._call(f"vtkhdf:{path}", lambda eng: (export.host_copies(eng), eng.time), write)
 
     def save_checkpoint(self, path: str | Path | None = None) -> None:
         path = Path(path) if path else self.output_dir / f"{self._stamp()}.npz"

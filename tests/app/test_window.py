@@ -274,6 +274,7 @@ def test_particles_colour_by_attribute(make_window, qtbot, fake_preset):
 def test_grid3d_slice_moves(make_window, qtbot):
     w = make_window("diffusion3d")
     qtbot.waitUntil(lambda: w.canvas.shown is not None, timeout=10000)
+    w.mode_combo.setCurrentText("slice")  # the 2D single-slice mode (the default is the 3D view)
     w.slice_axis.setCurrentText("x")
     w.slice_slider.setValue(0)
     qtbot.waitUntil(lambda: w.canvas.shown.slice_index == 0 and w.canvas.shown.data.shape == (64, 64), timeout=5000)

@@ -48,6 +48,7 @@ class FakeEvent:
 class StubGpuEngine:
     family = "stub"
     check_finite = Engine.check_finite
+    sanity_bounds = Engine.sanity_bounds  # none: the stub checks finiteness only
 
     def __init__(self):
         self.backend = SimpleNamespace(is_gpu=True)

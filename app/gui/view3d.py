@@ -1,0 +1,610 @@
+"""The 3D views: a Grid3D in place (three slice planes, volume rendering, box outline and axes,
+octree leaves) and 3D particles as shaded spheres with their obstacles as surfaces.
+
+Scene units are the field's world units: cell (i, j, k) of a grid with spacing h covers
+[i, i+1)·h × [j, j+1)·h × [k, k+1)·h, as the 2D image does; particles keep their positions.
+
+``volume3d`` packets carry the whole (nz, ny, nx) scalar. It goes into one r32f 3D texture that
+every slice plane samples (:class:`SlicePlanesVisual`), so moving or toggling a plane is a change
+of a few vertices, not a new packet. The volume rendering (VisPy's ``Volume``: MIP or translucent
+with a transfer-function window inside the colour range) has its own texture, filled only while
+it is on. With CuPy and an NVIDIA GL context both textures are written by CUDA
+(:class:`nagare.app.gui.interop.VolumeInterop`), otherwise through the host (logged once on CuPy).
+
+3D particles are point sprites lit as spheres whose diameter is the particle spacing in world
+units (the pixel size is measured from the camera before every draw, see spheres.vert.glsl);
+their position and value buffers are written by CUDA through :class:`~.interop.BufferInterop`
+where possible.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+from nagare.app import colormaps
+from nagare.app.fieldkinds import register
+from nagare.app.fieldkinds.boxes import box_segments
+from nagare.app.packets import FramePacket
+from vispy import gloo, scene
+from vispy.color import Colormap
+from vispy.visuals import Visual
+from vispy.visuals.transforms import STTransform
+
+from . import interop
+
+log = logging.getLogger("nagare")
+
+AXES = ("x", "y", "z")  # scene axes; a (nz, ny, nx) array's axis for scene axis a is 2 - a
+AXIS_COLOURS = ((0.95, 0.35, 0.35, 1.0), (0.4, 0.9, 0.4, 1.0), (0.45, 0.6, 1.0, 1.0))
+# octree levels: distinct colours (level 0 coarsest), the legend shows the same table
+LEVEL_COLOURS = np.array([(0.85, 0.85, 0.85, 1), (0.25, 0.75, 1.0, 1), (1.0, 0.75, 0.2, 1), (0.95, 0.3, 0.45, 1),
+                          (0.5, 0.95, 0.45, 1), (0.75, 0.5, 1.0, 1), (1.0, 1.0, 0.4, 1), (0.4, 1.0, 0.9, 1)],
+                         np.float32)
+SOLID_RGB = np.array((0.55, 0.56, 0.6), np.float32)
+
+
+def level_colours(level) -> np.ndarray:
+    """(n,) levels → (n, 4) RGBA from LEVEL_COLOURS (cycled past its end)."""
+    lev = np.asarray(level, np.int64)
+    return LEVEL_COLOURS[np.mod(lev, len(LEVEL_COLOURS))]
+
+
+def slice_index(frac: float, n: int) -> int:
+    """The cell a plane at fraction ``frac`` of the axis shows (the worker's rule for 2D slices)."""
+    return min(n - 1, max(0, int(round(frac * (n - 1)))))
+
+
+# ---- visuals ---------------------------------------------------------------------------------------
+class SlicePlanesVisual(Visual):
+    """Up to three axis-aligned planes sampling one r32f 3D texture (shaders/glsl/slice3d.*)."""
+
+    def __init__(self, colormap: str = "viridis"):
+        from nagare import shaders
+
+        super().__init__(vcode=shaders.source("glsl/slice3d.vert.glsl"), fcode=shaders.source("glsl/slice3d.frag.glsl"))
+        self.texture = gloo.Texture3D(np.zeros((2, 2, 2), np.float32), internalformat="r32f",
+                                      interpolation="nearest", wrapping="clamp_to_edge")
+        self._pos = gloo.VertexBuffer(np.zeros((6, 3), np.float32))
+        self._tc = gloo.VertexBuffer(np.zeros((6, 3), np.float32))
+        self.shared_program["a_position"] = self._pos
+        self.shared_program["a_texcoord"] = self._tc
+        self.shared_program["u_volume"] = self.texture
+        self.shared_program["u_clim"] = (0.0, 1.0)
+        self.set_colormap(colormap)
+        self.shape = None  # (nz, ny, nx) of the texture
+        self._bounds = np.zeros((2, 3))
+        self._n = 0
+        self._draw_mode = "triangles"
+        self.set_gl_state("opaque", depth_test=True, cull_face=False)
+
+    def set_colormap(self, name: str) -> None:
+        # one LUT texture, its data replaced: a new texture object would take another texture unit
+        # and the program's samplers could end up sharing one (a validation error on Mesa)
+        lut = (colormaps.lut(name) * 255 + 0.5).astype(np.uint8)[None]
+        if getattr(self, "_lut", None) is None:
+            self._lut = gloo.Texture2D(lut, interpolation="linear", wrapping="clamp_to_edge")
+            self.shared_program["u_lut"] = self._lut
+        else:
+            self._lut.set_data(lut)
+        self.update()
+
+    def set_clim(self, clim) -> None:
+        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
+        self.update()
+
+    def set_volume(self, data: np.ndarray) -> None:
+        self.texture.set_data(np.ascontiguousarray(data, np.float32))
+        self.shape = tuple(data.shape)
+        self.update()
+
+    def set_planes(self, planes: dict, spacing: float) -> None:
+        """planes: axis name → fraction, for the planes that are on."""
+        nz, ny, nx = self.shape
+        n = np.array([nx, ny, nz], np.float64)
+        ext = n * spacing
+        pos, tc = [], []
+        quad = np.array([(0, 0), (1, 0), (1, 1), (0, 0), (1, 1), (0, 1)], np.float64)
+        for axis, frac in planes.items():
+            a = AXES.index(axis)
+            i = slice_index(frac, int(n[a]))
+            u, v = [b for b in range(3) if b != a]
+            p = np.zeros((6, 3))
+            t = np.zeros((6, 3))
+            p[:, a] = (i + 0.5) * spacing
+            t[:, a] = (i + 0.5) / n[a]  # the texel centre of cell i: nearest sampling picks it exactly
+            p[:, u], p[:, v] = quad[:, 0] * ext[u], quad[:, 1] * ext[v]
+            t[:, u], t[:, v] = quad[:, 0], quad[:, 1]
+            pos.append(p)
+            tc.append(t)
+        self._n = 6 * len(pos)
+        if pos:
+            self._pos.set_data(np.concatenate(pos).astype(np.float32))
+            self._tc.set_data(np.concatenate(tc).astype(np.float32))
+        self._bounds = np.stack([np.zeros(3), ext])
+        self.update()
+
+    def _prepare_transforms(self, view):
+        view.view_program.vert["transform"] = view.get_transform()
+
+    def _prepare_draw(self, view):
+        return self._n > 0
+
+    def _compute_bounds(self, axis, view):
+        return self._bounds[0, axis], self._bounds[1, axis]
+
+
+SlicePlanes = scene.visuals.create_visual_node(SlicePlanesVisual)
+
+
+class SphereVisual(Visual):
+    """3D particles as lit sphere sprites of a world diameter (shaders/glsl/spheres.*)."""
+
+    def __init__(self, colormap: str = "viridis"):
+        from nagare import shaders
+
+        super().__init__(vcode=shaders.source("glsl/spheres.vert.glsl"), fcode=shaders.source("glsl/spheres.frag.glsl"))
+        self.positions = gloo.VertexBuffer(np.zeros((1, 3), np.float32))
+        self.values = gloo.VertexBuffer(np.zeros(1, np.float32))
+        self.shared_program["a_position"] = self.positions
+        self.shared_program["a_value"] = self.values
+        self.shared_program["u_size_ref"] = 4.0
+        self.shared_program["u_w_ref"] = 1.0
+        self.shared_program["u_min_size"] = 1.5
+        self.shared_program["u_clim"] = (0.0, 1.0)
+        self.set_colormap(colormap)
+        self.count = 0
+        self.diameter = 1.0  # world units
+        self._bounds = np.zeros((2, 3))
+        self._draw_mode = "points"
+        self.set_gl_state("opaque", depth_test=True)
+
+    def set_colormap(self, name: str) -> None:
+        # one LUT texture, its data replaced: a new texture object would take another texture unit
+        # and the program's samplers could end up sharing one (a validation error on Mesa)
+        lut = (colormaps.lut(name) * 255 + 0.5).astype(np.uint8)[None]
+        if getattr(self, "_lut", None) is None:
+            self._lut = gloo.Texture2D(lut, interpolation="linear", wrapping="clamp_to_edge")
+            self.shared_program["u_lut"] = self._lut
+        else:
+            self._lut.set_data(lut)
+        self.update()
+
+    def set_data(self, positions: np.ndarray | None, values: np.ndarray | None, clim=(0.0, 1.0)) -> None:
+        """Host arrays; None leaves a buffer as it is (interop wrote it)."""
+        if positions is not None:
+            pos = np.ascontiguousarray(positions, np.float32)
+            self.positions.set_data(pos)
+            self.count = len(pos)
+            if len(pos):
+                self._bounds = np.stack([pos.min(axis=0), pos.max(axis=0)])
+        if values is not None:
+            self.values.set_data(np.ascontiguousarray(values, np.float32))
+        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
+        self.update()
+
+    def set_point_scale(self, size_ref: float, w_ref: float) -> None:
+        self.shared_program["u_size_ref"] = float(size_ref)
+        self.shared_program["u_w_ref"] = float(w_ref)
+
+    def _prepare_transforms(self, view):
+        view.view_program.vert["transform"] = view.get_transform()
+
+    def _compute_bounds(self, axis, view):
+        return self._bounds[0, axis], self._bounds[1, axis]
+
+
+Spheres = scene.visuals.create_visual_node(SphereVisual)
+
+
+def box_faces(lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    """Triangles (36 vertices) of the box lo..hi and a flat grey per face orientation (the faces
+    read as a solid without a light: top brightest, sides mid, bottom darkest)."""
+    lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
+    c = np.array([[hi[d] if (k >> d) & 1 else lo[d] for d in range(3)] for k in range(8)], np.float32)
+    faces = [((0, 2, 6, 4), 0.62), ((1, 5, 7, 3), 0.72),  # x = lo, x = hi
+             ((0, 4, 5, 1), 0.55), ((2, 3, 7, 6), 0.8),  # y = lo, y = hi
+             ((0, 1, 3, 2), 0.4), ((4, 6, 7, 5), 1.0)]  # z = lo, z = hi (top)
+    verts, cols = [], []
+    for (a, b, cc, d), shade in faces:
+        verts += [c[a], c[b], c[cc], c[a], c[cc], c[d]]
+        cols += [np.append(SOLID_RGB * shade, 1.0)] * 6
+    return np.array(verts, np.float32), np.array(cols, np.float32)
+
+
+# ---- camera ----------------------------------------------------------------------------------------
+def project(view, pts) -> np.ndarray:
+    """Scene points → (n, 2) pixel coordinates inside the view box (logical px, y down)."""
+    m = view.scene.transform.map(np.asarray(pts, np.float64))
+    return m[:, :2] / m[:, 3:4]
+
+
+def box_corners(lo, hi) -> np.ndarray:
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    return np.array([[hi[d] if (k >> d) & 1 else lo[d] for d in range(3)] for k in range(8)])
+
+
+def frame_box(view, lo, hi, fill: float = 0.86) -> None:
+    """Point the orbit camera at the box lo..hi and zoom until its 8 corners span ``fill`` of the
+    view box's smaller relative extent (bisection on the camera's scale factor)."""
+    cam = view.camera
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    cam.center = tuple((lo + hi) / 2)
+    diag = float(np.linalg.norm(hi - lo)) or 1.0
+    corners = box_corners(lo, hi)
+    w, h = view.size
+    if w < 2 or h < 2:
+        cam.scale_factor = 1.15 * diag
+        return
+    margin_x, margin_y = (1 - fill) / 2 * w, (1 - fill) / 2 * h
+
+    def fits(sf):
+        cam.scale_factor = sf
+        p = project(view, corners)
+        return bool(np.all(np.isfinite(p)) and (p[:, 0] >= margin_x).all() and (p[:, 0] <= w - margin_x).all()
+                    and (p[:, 1] >= margin_y).all() and (p[:, 1] <= h - margin_y).all())
+
+    a, b = 0.05 * diag, 4.0 * diag  # too close … surely inside
+    if not fits(b):
+        cam.scale_factor = b
+        return
+    for _ in range(30):
+        mid = 0.5 * (a + b)
+        if fits(mid):
+            b = mid
+        else:
+            a = mid
+    cam.scale_factor = b
+
+
+def point_scale(view, node, centre, diameter: float) -> tuple[float, float]:
+    """(pixel size of ``diameter`` at ``centre``, clip w there): the sphere sprites' size reference.
+
+    Measured along the camera's screen-right direction, so it holds for any orbit angle."""
+    cam = view.camera
+    right = np.asarray(cam.transform.map([1, 0, 0])[:3] - cam.transform.map([0, 0, 0])[:3], np.float64)
+    right /= np.linalg.norm(right) or 1.0
+    c = np.asarray(centre, np.float64)
+    tr = node.get_transform("visual", "framebuffer")
+    a, b = tr.map(np.stack([c, c + diameter * right]))
+    size = float(np.linalg.norm(a[:2] / a[3] - b[:2] / b[3]))
+    w = float(node.get_transform("visual", "render").map(c)[3])
+    return size, w
+
+
+# ---- the canvas-side state of the 3D grid view --------------------------------------------------------
+@dataclass
+class View3DState:
+    planes: dict = field(default_factory=lambda: {"x": [True, 0.5], "y": [True, 0.5], "z": [True, 0.5]})
+    volume: str = "off"  # off | mip | translucent
+    window: tuple[float, float] = (0.0, 1.0)  # the volume's transfer-function range, fractions of the colour range
+    outline: bool = True  # box outline and axes
+    boxes: bool = True  # octree leaves (Boxes) around the volume
+
+    def active_planes(self) -> dict:
+        return {a: float(p[1]) for a, p in self.planes.items() if p[0]}
+
+
+def _translucent_cmap(name: str) -> Colormap:
+    rgb = colormaps.lut(name)
+    alpha = np.linspace(0.0, 1.0, len(rgb)) ** 1.5 * 0.5
+    return Colormap(np.concatenate([rgb, alpha[:, None]], axis=1))
+
+
+class Frame3D:
+    """Box outline, coloured axes and their labels (value ticks with units) of a 3D view."""
+
+    def __init__(self, canvas, prefix: str):
+        self.outline = scene.visuals.Line(connect="segments", color=(0.75, 0.75, 0.8, 1.0), antialias=False)
+        self.axes = scene.visuals.Line(connect="segments", width=2.0)
+        self.labels = scene.visuals.Text("", color="white", font_size=9, anchor_x="left", anchor_y="bottom")
+        self.names = [f"{prefix}_outline", f"{prefix}_axes", f"{prefix}_labels"]
+        for name, node in zip(self.names, (self.outline, self.axes, self.labels)):
+            canvas.add_visual(name, node)
+        self.box = None
+
+    def set_box(self, lo, hi, units: str) -> None:
+        lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
+        if self.box is not None and np.array_equal(self.box[0], lo) and np.array_equal(self.box[1], hi):
+            return
+        self.box = (lo, hi)
+        self.outline.set_data(box_segments(lo[None], hi[None]))
+        ext = hi - lo
+        seg, col, texts, pos = [], [], [], []
+        u = f" {units}" if units else ""
+        for a in range(3):
+            end = lo.copy()
+            end[a] = hi[a]
+            seg += [lo, end]
+            col += [AXIS_COLOURS[a]] * 2
+            texts.append(f"{AXES[a]} {_fmt(hi[a])}{u}")
+            pos.append(end + 0.02 * ext.max() * np.eye(3)[a])
+        texts.append(f"{_fmt(lo[0])}, {_fmt(lo[1])}, {_fmt(lo[2])}{u}")
+        pos.append(lo - 0.04 * ext.max())
+        self.axes.set_data(np.array(seg, np.float32), color=np.array(col, np.float32))
+        self.labels.text = texts
+        self.labels.pos = np.array(pos, np.float32)
+
+
+def _fmt(v: float) -> str:
+    return f"{float(v):.4g}"
+
+
+def length_units(pk: FramePacket) -> str:
+    """Grids are in cells × spacing (no physical unit known: "cells" when the spacing is 1);
+    particles in metres (the SPH engine is SI)."""
+    if pk.kind == "particles":
+        return "m"
+    return "cells" if pk.spacing == 1.0 else ""
+
+
+# ---- drawers --------------------------------------------------------------------------------------------
+class VolumeDrawer:
+    """``volume3d``: slice planes in place, volume rendering, box outline and axes, octree leaves."""
+
+    label = "host (geometry)"
+
+    def __init__(self):
+        self.visuals = ()
+        self.frame = None
+        self.planes = None
+        self.volume = None
+        self.leaves = None
+        self._shape = None
+        self._spacing = None
+        self._mask_key = None
+        self._interops: dict = {}
+        self._volume_seq = None
+        self.path = "undecided"
+        self.uploads = {"host": 0, "interop": 0}
+
+    def three_d(self, pk):
+        return True
+
+    def setup(self, canvas) -> None:
+        if self.planes is None:
+            self.planes = SlicePlanes(canvas.colormap_name)
+            canvas.add_visual("planes3d", self.planes)
+            self.frame = Frame3D(canvas, "grid3d")
+            self.leaves = scene.visuals.Line(connect="segments", antialias=False)
+            canvas.add_visual("leaves3d", self.leaves)
+        self.visuals = ("planes3d", *self.frame.names)
+
+    def display_label(self, canvas) -> str:
+        return self.path
+
+    # --- upload
+    def upload(self, canvas, pk: FramePacket) -> None:
+        host_volume = None
+        lo_v, hi_v = canvas.colour_range(pk)
+        canvas.current_range = (lo_v, hi_v)
+        shape = tuple(pk.data.shape)
+        new_shape = shape != self._shape
+        canvas._decide_path()
+        self.path = canvas.display_path
+        if self.path == "interop" and not new_shape:
+            self._interop("planes", self.planes.texture, canvas, shape).upload(pk.data, pk.event)
+            self.uploads["interop"] += 1
+        else:
+            self._drop_interops()
+            canvas.host_copies += pk.backend == "cupy"
+            host_volume = canvas_host(pk.data, pk.backend)
+            self.planes.set_volume(host_volume)
+            self.uploads["host"] += 1
+        self.planes.set_clim((lo_v, hi_v))  # solid cells arrive as SOLID (the snapshot wrote them)
+        if new_shape or pk.spacing != self._spacing:
+            self._shape, self._spacing = shape, pk.spacing
+            nz, ny, nx = shape
+            self.frame.set_box((0, 0, 0), np.array([nx, ny, nz], np.float64) * pk.spacing, length_units(pk))
+            canvas._fit = True
+        self.apply_state(canvas, pk)
+        if self.volume is not None and self.volume.visible:
+            if self.path == "interop" and not new_shape and self.volume_shape == shape:
+                self._interop("volume", self.volume._texture, canvas, shape).upload(pk.data, pk.event)
+            else:
+                self.volume.set_data(host_volume if host_volume is not None else canvas_host(pk.data, pk.backend))
+                self.volume_shape = shape
+        self._upload_leaves(canvas, pk)
+
+    volume_shape = None
+
+    def _interop(self, name, texture, canvas, shape):
+        it = self._interops.get(name)
+        if it is None:
+            handle = int(canvas.context.shared.parser._objects[texture.id].handle)
+            it = self._interops[name] = interop.VolumeInterop(handle, shape)
+        return it
+
+    def _drop_interops(self) -> None:
+        for it in self._interops.values():
+            it.close()
+        self._interops.clear()
+
+    def _upload_leaves(self, canvas, pk) -> None:
+        on = pk.boxes is not None and canvas.view3d.boxes
+        self.leaves.visible = on
+        canvas.legend_levels = None
+        if not on:
+            return
+        lo, hi, level = (canvas_host(a, pk.backend) for a in pk.boxes)
+        level = np.zeros(len(lo), np.int64) if level is None else level
+        canvas.legend_levels = sorted(set(np.unique(level).tolist()))
+        pts = box_segments(lo, hi)
+        self.leaves.set_data(pts, color=np.repeat(level_colours(level), 24, axis=0))
+
+    def apply_state(self, canvas, pk=None) -> None:
+        """Planes, volume mode and outline from canvas.view3d (no new data needed)."""
+        st = canvas.view3d
+        if self.planes.shape is None:
+            return
+        self.planes.set_planes(st.active_planes(), self._spacing or 1.0)
+        for name in self.frame.names:
+            canvas.visuals[name].visible = st.outline
+        lo_v, hi_v = canvas.current_range
+        if st.volume == "off":
+            if self.volume is not None:
+                self.volume.visible = False
+            return
+        first = self.volume is None
+        if first:
+            data = canvas_host(canvas.shown.data if pk is None else pk.data,
+                               canvas.shown.backend if pk is None else pk.backend)
+            self.volume = scene.visuals.Volume(data, method=st.volume, texture_format="r32f",
+                                               cmap=Colormap(colormaps.lut(canvas.colormap_name)))
+            self.volume_shape = tuple(data.shape)
+            canvas.add_visual("volume3d", self.volume)
+            self.volume.order = 5  # after the planes: the ray cast reads their depth
+        elif self.volume_shape is None and canvas.shown is not None:
+            self.volume.set_data(canvas_host(canvas.shown.data, canvas.shown.backend))
+            self.volume_shape = tuple(canvas.shown.data.shape)
+        v = self.volume
+        v.visible = True
+        sp = self._spacing or 1.0
+        tr = (sp, sp, sp)
+        if not isinstance(v.transform, STTransform) or tuple(v.transform.scale[:3]) != tr:
+            v.transform = STTransform(scale=tr, translate=(0.5 * sp,) * 3)  # VisPy's voxel centres sit at integers
+        a, b = st.window
+        v.method = st.volume
+        v.cmap = _translucent_cmap(canvas.colormap_name) if st.volume == "translucent" else Colormap(
+            colormaps.lut(canvas.colormap_name))
+        v.clim = (lo_v + a * (hi_v - lo_v), lo_v + max(b, a + 1e-6) * (hi_v - lo_v))
+
+    def set_colormap(self, canvas, name: str) -> None:
+        if self.planes is not None:
+            self.planes.set_colormap(name)
+        if self.volume is not None and self.volume.visible:
+            self.apply_state(canvas)
+
+    def fit(self, canvas, pk):
+        nz, ny, nx = pk.data.shape
+        frame_box(canvas.view, (0, 0, 0), np.array([nx, ny, nz], np.float64) * pk.spacing)
+
+    def before_draw(self, canvas) -> None:
+        pass
+
+
+class Particles3DDrawer:
+    """3D particles: lit sphere sprites one particle spacing wide; obstacles as grey surfaces; the
+    domain box outline with axes in metres."""
+
+    label = "host (geometry)"
+
+    def __init__(self):
+        self.spheres = None
+        self.frame = None
+        self.solids = None
+        self.visuals = ()
+        self.path = "undecided"
+        self._interops: dict = {}
+        self._count = None
+        self._solids_key = None
+        self.uploads = {"host": 0, "interop": 0}
+
+    def three_d(self, pk):
+        return True
+
+    def setup(self, canvas) -> None:
+        if self.spheres is None:
+            self.spheres = Spheres(canvas.colormap_name)
+            canvas.add_visual("spheres3d", self.spheres)
+            self.solids = scene.visuals.Mesh()
+            self.solids.set_gl_state("opaque", depth_test=True, cull_face=False)
+            canvas.add_visual("solids3d", self.solids)
+            self.frame = Frame3D(canvas, "particles3d")
+        self.visuals = ("spheres3d", *self.frame.names)
+
+    def display_label(self, canvas) -> str:
+        return self.path
+
+    def upload(self, canvas, pk: FramePacket) -> None:
+        clim = (0.0, 1.0)
+        if pk.data is not None:
+            clim = canvas.current_range = canvas.colour_range(pk)
+        n = int(pk.positions.shape[0])
+        canvas._decide_path()
+        self.path = canvas.display_path
+        if self.path == "interop" and n == self._count and pk.data is not None:
+            self._buffer("positions", self.spheres.positions, canvas, n * 12).upload(pk.positions, pk.event)
+            self._buffer("values", self.spheres.values, canvas, n * 4).upload(pk.data, pk.event)
+            self.spheres.set_data(None, None, clim)
+            self.uploads["interop"] += 1
+        else:
+            self._drop_interops()
+            canvas.host_copies += pk.backend == "cupy"
+            vals = canvas_host(pk.data, pk.backend)
+            self.spheres.set_data(canvas_host(pk.positions, pk.backend),
+                                  np.zeros(n, np.float32) if vals is None else vals, clim)
+            self._count = n
+            self.uploads["host"] += 1
+        lo, hi = self._box(canvas, pk)
+        self.frame.set_box(lo, hi, length_units(pk))
+        self.spheres.diameter = 2.0 * pk.radius if pk.radius else 0.01 * float(np.max(hi - lo))
+        for name in self.frame.names:
+            canvas.visuals[name].visible = canvas.view3d.outline
+        key = tuple(pk.solids)
+        if key != self._solids_key:
+            self._solids_key = key
+            if key:
+                parts = [box_faces(s_lo, s_hi) for s_lo, s_hi in key]
+                verts = np.concatenate([p[0] for p in parts])
+                self.solids.set_data(vertices=verts, faces=np.arange(len(verts), dtype=np.uint32).reshape(-1, 3),
+                                     vertex_colors=np.concatenate([p[1] for p in parts]))
+        self.solids.visible = bool(key) and canvas.show_obstacles
+
+    def _box(self, canvas, pk):
+        if pk.bounds is not None:
+            return (np.asarray(b, np.float64) for b in pk.bounds)
+        pts = canvas_host(pk.positions, pk.backend)
+        return pts.min(axis=0), pts.max(axis=0)
+
+    def _buffer(self, name, vbo, canvas, nbytes):
+        it = self._interops.get(name)
+        if it is None:
+            handle = int(canvas.context.shared.parser._objects[vbo.id].handle)
+            it = self._interops[name] = interop.BufferInterop(handle, nbytes)
+        return it
+
+    def _drop_interops(self) -> None:
+        for it in self._interops.values():
+            it.close()
+        self._interops.clear()
+
+    def fit(self, canvas, pk):
+        lo, hi = self._box(canvas, pk)
+        frame_box(canvas.view, lo, hi)
+
+    def before_draw(self, canvas) -> None:
+        if self.spheres is None or not self.spheres.visible or self.spheres.count == 0:
+            return
+        b = self.spheres._bounds
+        size, w = point_scale(canvas.view, self.spheres, (b[0] + b[1]) / 2, self.spheres.diameter)
+        self.spheres.set_point_scale(size, w)
+
+    def set_colormap(self, canvas, name: str) -> None:
+        if self.spheres is not None:
+            self.spheres.set_colormap(name)
+
+    def apply_state(self, canvas, pk=None) -> None:
+        if self.frame is not None:
+            for name in self.frame.names:
+                canvas.visuals[name].visible = canvas.view3d.outline
+
+
+def canvas_host(a, backend):
+    from .canvas import host
+
+    return host(a, backend)
+
+
+class PerCanvas:
+    """A registered drawer whose visuals belong to one canvas: each canvas gets its own instance."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def resolve(self, canvas, pk):
+        return canvas.own_drawer(self.cls)
+
+
+def register_drawers() -> None:
+    register("draw", "volume3d", PerCanvas(VolumeDrawer))

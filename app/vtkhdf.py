@@ -1,0 +1,189 @@
+"""ParaView files through a standard library: VTKHDF (VTK's HDF5 format) written with h5py.
+
+- grids (Grid2D / Grid3D) → one ``ImageData`` file: every grid of one shape and spacing as a
+  CellData array (cell (i, j, k) covers [i, i+1)·h, as on screen), vectors with 3 components,
+  the solid mask as ``solid`` (uint8);
+- particles → ``PolyData`` with one vertex per particle and every attribute as PointData;
+- boxes (octree leaves) → ``PolyData`` lines (12 edges per leaf) with the ``level`` as CellData.
+
+One file per dataset: the grids go to the path asked for, the others beside it
+(``stem_<field>.vtkhdf``). VTKHDF 2.x is read by VTK ≥ 9.3 (vtkHDFReader) and ParaView ≥ 5.12
+(tests/app/test_vtkhdf.py reads every kind back with VTK's own reader).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles, Profile1D
+
+from .atomic import ExportError, write_atomic
+from .fieldkinds import FieldTypeError, lookup, register
+from .fieldkinds.boxes import box_segments
+from .fieldkinds.vtkio import safe_name
+
+VERSION = (2, 2)
+
+
+def _h5py():
+    try:
+        import h5py
+    except ImportError as exc:  # a dependency in pyproject; say so if it is missing anyway
+        raise ExportError(f"VTKHDF export needs h5py (pip install h5py): {exc}") from None
+    return h5py
+
+
+def _root(f, kind: str):
+    root = f.create_group("VTKHDF")
+    root.attrs["Version"] = np.array(VERSION, np.int64)
+    t = kind.encode("ascii")
+    root.attrs.create("Type", t, dtype=_h5py().string_dtype("ascii", len(t)))
+    return root
+
+
+def _grid_key(f):
+    data = np.asarray(f.data)
+    shape = data.shape[1:] if f.kind == "vector" else data.shape
+    return tuple(shape), float(f.spacing)
+
+
+def write_image(grids: dict, tmp) -> None:
+    """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing as one ImageData."""
+    h5py = _h5py()
+    first = next(iter(grids.values()))
+    shape, h = _grid_key(first)
+    dims = tuple(reversed(shape)) + (1,) * (3 - len(shape))  # x, y, z cells
+    with h5py.File(tmp, "w") as f:
+        root = _root(f, "ImageData")
+        root.attrs["WholeExtent"] = np.array([0, dims[0], 0, dims[1], 0, dims[2] if len(shape) == 3 else 0], np.int64)
+        root.attrs["Origin"] = np.zeros(3)
+        root.attrs["Spacing"] = np.array([h, h, h])
+        root.attrs["Direction"] = np.eye(3).ravel()
+        cd = root.create_group("CellData")
+        mask = None
+        for name, g in grids.items():
+            data = np.asarray(g.data)
+            if g.kind == "vector":
+                comps = [data[i] for i in range(data.shape[0])]
+                while len(comps) < 3:
+                    comps.append(np.zeros_like(comps[0]))
+                arr = np.stack(comps, axis=-1)  # (…, 3): x fastest per point
+            else:
+                arr = data
+            cd.create_dataset(safe_name(name), data=np.ascontiguousarray(arr, np.float32))
+            if mask is None and g.mask is not None:
+                mask = np.asarray(g.mask, np.uint8)
+        if mask is not None:
+            cd.create_dataset("solid", data=mask)
+        root.create_group("PointData")
+        root.create_group("FieldData")
+
+
+def _empty_topology(root, name: str) -> None:
+    g = root.create_group(name)
+    g.create_dataset("NumberOfConnectivityIds", data=np.array([0], np.int64))
+    g.create_dataset("NumberOfCells", data=np.array([0], np.int64))
+    g.create_dataset("Offsets", data=np.array([0], np.int64))
+    g.create_dataset("Connectivity", data=np.zeros(0, np.int64))
+
+
+def _topology(root, name: str, n_cells: int, per_cell: int) -> None:
+    g = root.create_group(name)
+    g.create_dataset("NumberOfConnectivityIds", data=np.array([n_cells * per_cell], np.int64))
+    g.create_dataset("NumberOfCells", data=np.array([n_cells], np.int64))
+    g.create_dataset("Offsets", data=np.arange(n_cells + 1, dtype=np.int64) * per_cell)
+    g.create_dataset("Connectivity", data=np.arange(n_cells * per_cell, dtype=np.int64))
+
+
+def _points3(pos) -> np.ndarray:
+    pos = np.asarray(pos, np.float32)
+    if pos.shape[1] == 2:
+        pos = np.concatenate([pos, np.zeros((len(pos), 1), np.float32)], axis=1)
+    return pos
+
+
+def write_polydata_particles(p: Particles, tmp) -> None:
+    h5py = _h5py()
+    pos = _points3(p.positions)
+    n = len(pos)
+    with h5py.File(tmp, "w") as f:
+        root = _root(f, "PolyData")
+        root.create_dataset("NumberOfPoints", data=np.array([n], np.int64))
+        root.create_dataset("Points", data=pos)
+        _topology(root, "Vertices", n, 1)
+        for name in ("Lines", "Polygons", "Strips"):
+            _empty_topology(root, name)
+        pd = root.create_group("PointData")
+        for k, v in p.attributes.items():
+            v = np.asarray(v)
+            pd.create_dataset(safe_name(k), data=v.astype(np.float32 if v.dtype.kind == "f" else np.int32))
+        root.create_group("CellData")
+
+
+def write_polydata_boxes(b: Boxes, tmp) -> None:
+    h5py = _h5py()
+    pts = _points3(box_segments(np.asarray(b.lo, np.float32), np.asarray(b.hi, np.float32)))
+    m = len(pts) // 2
+    with h5py.File(tmp, "w") as f:
+        root = _root(f, "PolyData")
+        root.create_dataset("NumberOfPoints", data=np.array([len(pts)], np.int64))
+        root.create_dataset("Points", data=pts)
+        _empty_topology(root, "Vertices")
+        _topology(root, "Lines", m, 2)
+        for name in ("Polygons", "Strips"):
+            _empty_topology(root, name)
+        cd = root.create_group("CellData")
+        if b.level is not None:
+            cd.create_dataset("level", data=np.repeat(np.asarray(b.level, np.int32), 12))
+        root.create_group("PointData")
+
+
+def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None) -> list[Path]:
+    """Host-copied fields (nagare.app.fieldkinds.host_copies) → VTKHDF files; returns their paths."""
+    path = Path(path)
+    stem = path.name[: -len(".vtkhdf")] if path.name.endswith(".vtkhdf") else path.stem
+    grids = {k: f for k, f in fields.items() if isinstance(f, (Grid2D, Grid3D))}
+    out: list[Path] = []
+    groups: dict = {}
+    for k, g in grids.items():
+        groups.setdefault(_grid_key(g), {})[k] = g
+    for n, (_key, group) in enumerate(groups.items()):
+        target = path if n == 0 else path.with_name(f"{stem}_{safe_name(next(iter(group)))}.vtkhdf")
+        out.append(write_atomic(target, lambda tmp, g=group: write_image(g, tmp)))
+    for k, f in fields.items():
+        if isinstance(f, (Grid2D, Grid3D)):
+            continue
+        target = path if not out and not grids else path.with_name(f"{stem}_{safe_name(k)}.vtkhdf")
+        try:
+            writer = lookup("vtkhdf", type(f))
+        except FieldTypeError:
+            raise ExportError(f"field {k!r} ({type(f).__name__}) has no VTKHDF writer") from None
+        out.append(write_atomic(target, lambda tmp, f=f, w=writer: w(f, tmp)))
+    return out
+
+
+def write_polydata_profile(p: Profile1D, tmp) -> None:
+    """A 1-D profile as one polyline along x, its values (and exact solution) as point data."""
+    h5py = _h5py()
+    x = np.asarray(p.x, np.float32)
+    pts = np.zeros((len(x), 3), np.float32)
+    pts[:, 0] = x
+    with h5py.File(tmp, "w") as f:
+        root = _root(f, "PolyData")
+        root.create_dataset("NumberOfPoints", data=np.array([len(pts)], np.int64))
+        root.create_dataset("Points", data=pts)
+        _empty_topology(root, "Vertices")
+        _topology(root, "Lines", 1, len(pts))  # one polyline through the points in order
+        for name in ("Polygons", "Strips"):
+            _empty_topology(root, name)
+        pd = root.create_group("PointData")
+        pd.create_dataset(safe_name(p.label or "value"), data=np.asarray(p.data, np.float32))
+        if p.exact is not None:
+            pd.create_dataset("exact", data=np.asarray(p.exact, np.float32))
+        root.create_group("CellData")
+
+
+# one writer per field type besides the grids (nagare.app.fieldkinds' registry, role "vtkhdf")
+register("vtkhdf", Particles, write_polydata_particles)
+register("vtkhdf", Boxes, write_polydata_boxes)
+register("vtkhdf", Profile1D, write_polydata_profile)

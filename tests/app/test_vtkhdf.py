@@ -1,0 +1,74 @@
+"""ParaView export (issue 18): VTKHDF files written with h5py, read back with VTK's own reader
+(vtkHDFReader), values compared for every kind: grids (ImageData, cell data, vectors, solid mask),
+particles (PolyData vertices + point data) and octree leaves (PolyData lines + level)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
+
+pytest.importorskip("h5py")
+
+
+def _read(path):
+    # only the reader's modules, imported when the test runs: the full ``vtk`` package loads VTK's
+    # OpenGL rendering libraries, which break PyOpenGL's context lookup for later GUI tests
+    pytest.importorskip("vtkmodules.vtkIOHDF")
+    from vtkmodules.util.numpy_support import vtk_to_numpy
+    from vtkmodules.vtkIOHDF import vtkHDFReader
+
+    r = vtkHDFReader()
+    assert r.CanReadFile(str(path)), path
+    r.SetFileName(str(path))
+    r.Update()
+    return r.GetOutput(), vtk_to_numpy
+
+
+def test_grids_particles_and_boxes_read_back_with_vtk(tmp_path):
+    from nagare.app.vtkhdf import write_vtkhdf
+
+    rng = np.random.default_rng(1)
+    nz, ny, nx = 4, 5, 6
+    scalar = rng.standard_normal((nz, ny, nx)).astype(np.float32)
+    vector = rng.standard_normal((3, nz, ny, nx)).astype(np.float32)
+    mask = rng.random((nz, ny, nx)) > 0.7
+    pos = rng.random((50, 3)).astype(np.float32)
+    speed = rng.random(50).astype(np.float32)
+    lo = rng.random((7, 3)).astype(np.float32)
+    hi = lo + 0.25
+    level = np.array([0, 1, 1, 2, 2, 2, 1])
+    fields = {"rho": Grid3D(scalar, spacing=0.5, mask=mask), "u": Grid3D(vector, kind="vector", spacing=0.5),
+              "flat": Grid2D(scalar[0], spacing=2.0),
+              "particles": Particles(pos, {"speed": speed, "kind": np.zeros(50, np.int8)}),
+              "leaves": Boxes(lo, hi, level)}
+    out = write_vtkhdf(fields, tmp_path / "dump.vtkhdf")
+    names = sorted(p.name for p in out)
+    assert names == ["dump.vtkhdf", "dump_flat.vtkhdf", "dump_leaves.vtkhdf", "dump_particles.vtkhdf"]
+
+    img, to_np = _read(tmp_path / "dump.vtkhdf")
+    assert img.GetDimensions() == (nx + 1, ny + 1, nz + 1)  # points; the values are per cell
+    np.testing.assert_allclose(img.GetSpacing(), (0.5, 0.5, 0.5))
+    cd = img.GetCellData()
+    np.testing.assert_array_equal(to_np(cd.GetArray("rho")), scalar.ravel())  # x fastest, as VTK orders cells
+    np.testing.assert_array_equal(to_np(cd.GetArray("u")), np.stack([vector[i].ravel() for i in range(3)], 1))
+    np.testing.assert_array_equal(to_np(cd.GetArray("solid")), mask.ravel().astype(np.uint8))
+    # the cell at (i, j, k) = (5, 1, 2) holds rho[2, 1, 5] and lies at [5, 6)·h × [1, 2)·h × [2, 3)·h
+    cell = img.ComputeCellId([5, 1, 2])
+    assert to_np(cd.GetArray("rho"))[cell] == scalar[2, 1, 5]
+    np.testing.assert_allclose(img.GetCell(cell).GetBounds(), (2.5, 3.0, 0.5, 1.0, 1.0, 1.5))
+
+    flat, _ = _read(tmp_path / "dump_flat.vtkhdf")
+    assert flat.GetDimensions() == (nx + 1, ny + 1, 1)
+    np.testing.assert_array_equal(to_np(flat.GetCellData().GetArray("flat")), scalar[0].ravel())
+
+    pd, _ = _read(tmp_path / "dump_particles.vtkhdf")
+    assert pd.GetNumberOfPoints() == 50 and pd.GetNumberOfVerts() == 50
+    np.testing.assert_array_equal(to_np(pd.GetPoints().GetData()), pos)
+    np.testing.assert_array_equal(to_np(pd.GetPointData().GetArray("speed")), speed)
+
+    bx, _ = _read(tmp_path / "dump_leaves.vtkhdf")
+    assert bx.GetNumberOfLines() == 7 * 12
+    np.testing.assert_array_equal(to_np(bx.GetCellData().GetArray("level")), np.repeat(level, 12))
+    pts = to_np(bx.GetPoints().GetData()).reshape(7, 24, 3)
+    np.testing.assert_allclose(pts.min(axis=1), lo)
+    np.testing.assert_allclose(pts.max(axis=1), hi)
