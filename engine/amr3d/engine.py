@@ -294,10 +294,10 @@ class AMR3D(Engine):
         return self._sampling_lattice()["unit"] / float(1 << self.forest.max_level)
 
     def _boxes(self):
-        """The leaves as boxes in the display lattice's index units, with their level."""
+        """The leaves as boxes with their level, in the fields' world units (level-0 lattice units:
+        a Grid3D sample index times its spacing)."""
         xp = self.xp
-        unit = 1 << self.forest.max_level if self.is_box else self._sampling_lattice()["unit"]
-        lo, hi, lev = mesh.boxes(self.forest, unit)
+        lo, hi, lev = mesh.boxes(self.forest, 1 << self.forest.max_level)
         return Boxes(xp.asarray(lo), xp.asarray(hi), xp.asarray(lev), label="leaves (level)")
 
     def device_diagnostics(self):

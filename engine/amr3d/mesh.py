@@ -80,7 +80,8 @@ def _counts(forest: Forest, level: int) -> np.ndarray:
 
 
 def boxes(forest: Forest, unit: int):
-    """(lo, hi, level) of every leaf in sampling-lattice units (so they overlay the fields)."""
+    """(lo, hi, level) of every leaf in units of ``unit`` finest-lattice spacings (2^max_level:
+    level-0 lattice units, the fields' world units)."""
     lo = forest.origin / unit
     hi = (forest.origin + forest.extent[:, None]) / unit
     return lo.astype(np.float32), hi.astype(np.float32), forest.level.astype(np.int32)

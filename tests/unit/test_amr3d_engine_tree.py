@@ -57,7 +57,8 @@ def test_fields_are_sampled_on_the_finest_affordable_lattice_and_boxes_carry_lev
     assert g["speed"].data.shape == (32, 32, 64)
     b = g["leaves"]
     np.testing.assert_array_equal(np.sort(np.unique(b.level)), [0, 1])
-    np.testing.assert_allclose(b.hi.max(axis=0), [64, 32, 32])
+    np.testing.assert_allclose(b.hi.max(axis=0), [32, 16, 16])  # level-0 units = sample index × spacing
+    np.testing.assert_allclose(np.array(g["speed"].data.shape[::-1]) * g["speed"].spacing, [32, 16, 16])
     # at samples that are nodes of a leaf, the sampled density is that node's density exactly
     rho = g["rho"].data
     leaf0 = int(np.nonzero(f.level == 0)[0][0])
