@@ -277,7 +277,7 @@ class CupyKernels:
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]
         n = c.interp_slot.shape[0]
-        g, b = self._grid(d3q27.Q * n)  # a thread per (population, position)
+        g, b = self._grid(n)  # a thread per position, 27 populations each
         self.k[f"interp{c.stencil}"](g, b, (st.coarse_buf[lv], np.int32(c.coarse_pts.size), d["interp_slot"],
                                             d["interp_w"], np.int32(n), st.interp_buf[lv]), stream=self.stream)
 

@@ -7,7 +7,7 @@
 //                          (engine/amr3d/levels.py rescale): the interface buffers
 //   amr3d_restrict         coarse copies of fine-owned nodes take the rescaled fine value
 //   amr3d_interpolate<S>   all 27 populations at each distinct source position in a coarser leaf
-//                          (S = 8 trilinear, 27 quadratic stencil points), a thread per value
+//                          (S = 8 trilinear, 27 quadratic stencil points), a thread per position
 //   amr3d_fixup            interface points (a pull source on another level or beyond a wall):
 //                          pull through their gather descriptors, then BGK — overwriting what the
 //                          ladder kernel wrote there (it read its own leaf in those directions)
@@ -111,23 +111,31 @@ extern "C" __global__ void amr3d_restrict(const float* __restrict__ src, float* 
 }
 
 // All 27 populations at each distinct source position inside a coarser leaf: out[q][u] =
-// sum_s w[u][s] coarse[q][slot[u][s]] in the order s = 0..S-1 (the reference's order). One thread
-// per (population, position), consecutive threads over positions: a warp's loads of one stencil
-// node hit neighbouring coarse nodes, and 27x more threads hide the load latency that one thread
-// per position, looping over 27 populations, exposed (0.24 ms a step on the H200's benchmark tree).
+// sum_s w[u][s] coarse[q][slot[u][s]] in the order s = 0..S-1 (the reference's order). The stencil
+// row is read once for the 27 populations it serves. (A thread per (population, position) was
+// measured 5x slower on the H200: 1.25 ms a step against 0.24 on the benchmark tree's level 2.)
 template <int S>
 __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse, const long long* __restrict__ slot,
                                   const float* __restrict__ w, int n, float* __restrict__ out)
 {
-    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (idx_t)Q * n) return;
-    const int q = (int)(t / n), u = (int)(t % n);
-    const float* c = coarse + (idx_t)q * ncoarse;
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n) return;
+    float acc[Q];
     const idx_t row = (idx_t)u * S;
-    float acc = w[row] * c[slot[row]];
+    {
+        const float w0 = w[row];
+        const idx_t s0 = (idx_t)slot[row];
 #pragma unroll
-    for (int s = 1; s < S; ++s) acc = acc + w[row + s] * c[slot[row + s]];
-    out[t] = acc;
+        for (int q = 0; q < Q; ++q) acc[q] = w0 * coarse[(idx_t)q * ncoarse + s0];
+    }
+    for (int s = 1; s < S; ++s) {
+        const float ws = w[row + s];
+        const idx_t ss = (idx_t)slot[row + s];
+#pragma unroll
+        for (int q = 0; q < Q; ++q) acc[q] = acc[q] + ws * coarse[(idx_t)q * ncoarse + ss];
+    }
+#pragma unroll
+    for (int q = 0; q < Q; ++q) out[(idx_t)q * n + u] = acc[q];
 }
 
 // Interface points: desc[q * n + r] >= 0 is an index into src (own leaf, same-level leaf or, for a
