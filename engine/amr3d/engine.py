@@ -54,6 +54,14 @@ class AMR3D(Engine):
         work = 27 * points * item * 2  # two buffers
         if not self.backend.is_gpu:
             work += 27 * points * 8 + 27 * points * item * 5  # gather table + the reference's temporaries
+        if self.backend.is_gpu:
+            # what a frame and a checkpoint allocate in the pool besides the two buffers: a storage
+            # conversion, the checkpoint copy, the macroscopic arrays (measured on the H200,
+            # 2026-11-25: 3.8 state copies on the P0 box); a tree assembles its state and samples
+            # its fields through 8 point ids and weights per sample (mesh.sampling, 2^21 samples)
+            work += 27 * points * item * 5
+            if not p.is_box:
+                work += 27 * points * item + (1 << 21) * 8 * (8 + item + 4)
         if not p.is_box:
             # NumPy: the reference's gather tables over every shell point and the classification's
             # temporaries while they are built (measured peak on amr3d-periodic: 0.9 of this);

@@ -58,7 +58,11 @@ class LBM2D(Engine):
         lattices = 6 if self.selection.get("streaming") == "aa" else 4
         if self.selection.get("kernel") == "reference":
             lattices = 7
-        return lattices * lattice + 64 * nodes + 96 * p.tracers.count
+        # On the GPU the memory pool also keeps what a frame and a checkpoint allocate: the fields
+        # (five fp32/fp64 arrays and their temporaries) and the fp64 canonical state of a checkpoint
+        # (72 B a node); measured on the H200 (2026-11-25): 70–128 B a node above the lattices.
+        outputs = 160 * nodes if self.backend.is_gpu else 0
+        return lattices * lattice + 64 * nodes + 96 * p.tracers.count + outputs
 
     # ---- state ---------------------------------------------------------------------------
     def _allocate(self):

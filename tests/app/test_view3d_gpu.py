@@ -40,7 +40,7 @@ def _canvas(size):
     return c
 
 
-def _packet(cp, kind, seq, **arrays):
+def _packet(cp, kind, seq, spacing=1.0, **arrays):
     from nagare.app.packets import FramePacket
 
     stream = cp.cuda.Stream(non_blocking=True)
@@ -50,7 +50,7 @@ def _packet(cp, kind, seq, **arrays):
         ev.record(stream)
     ev.synchronize()
     return FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind=kind, event=ev, backend="cupy",
-                       fields=("f",), vmin=cp.float32(-1), vmax=cp.float32(1), **dev)
+                       fields=("f",), vmin=cp.float32(-1), vmax=cp.float32(1), spacing=spacing, **dev)
 
 
 def _no_host(monkeypatch):

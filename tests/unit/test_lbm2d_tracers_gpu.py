@@ -63,18 +63,18 @@ def test_gpu_tracers_resume_bit_for_bit(sel):
 
 
 def test_gpu_lattice_update_equals_the_moments_pass_path():
-    """Fused two-lattice stepper (update reads f inside the graph) vs the AA stepper (moments pass +
-    tracer_advance): the same fluid to round-off, the same tracer arithmetic; and both near NumPy."""
+    """Fused two-lattice stepper (the tracer update reads f inside the graph) vs the NumPy engine
+    (moments pass + tracer update as array code): the same fluid to round-off, the same ring, the
+    tracers close. (The GPU's own moments-pass steppers, AA streaming and temporal blocking, have no
+    inlet/outlet, so the cylinder cannot run on them: the H200 run of 2026-11-25 refused AA.)"""
     fused = _engine({"kernel": "fused", "graph": "on"})
-    aa = _engine({"kernel": "fused", "streaming": "aa", "graph": "off"})
-    assert fused.stepper.tracer_steps and not aa.stepper.tracer_steps
+    assert fused.stepper.tracer_steps
     ref = _engine({}, backend="numpy")
-    for e in (fused, aa, ref):
+    for e in (fused, ref):
         e.step(30)
-    a, b, r = _state(fused), _state(aa), _state(ref)
+    a, r = _state(fused), _state(ref)
     np.testing.assert_array_equal(a["tracer_ring"], r["tracer_ring"])
-    np.testing.assert_array_equal(b["tracer_ring"], r["tracer_ring"])
-    for s in (a, b):
+    for s in (a,):
         np.testing.assert_allclose(s["f"], r["f"], rtol=0, atol=2e-5)
         # a tracer recycled in one run but not the other (round-off at a wall) differs entirely:
         # allow a few, the rest follow the reference closely
