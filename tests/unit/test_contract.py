@@ -165,8 +165,9 @@ def test_impossible_lbm2d_size_is_refused_before_allocating(capsys):
     from nagare.engine.presets import load_preset
 
     p = load_preset("lbm2d-poiseuille", ["grid.nx=32768", "grid.ny=32768", "physics.precision=fp64"], backend=None)
-    two_lattice = LBM2D.estimated_bytes(SimpleNamespace(preset=p, selection={"streaming": "two-lattice"}))
-    aa = LBM2D.estimated_bytes(SimpleNamespace(preset=p, selection={"streaming": "aa"}))
+    cpu = SimpleNamespace(is_gpu=False)
+    two_lattice = LBM2D.estimated_bytes(SimpleNamespace(preset=p, selection={"streaming": "two-lattice"}, backend=cpu))
+    aa = LBM2D.estimated_bytes(SimpleNamespace(preset=p, selection={"streaming": "aa"}, backend=cpu))
     assert two_lattice > 4 * 9 * 8 * 32768 ** 2
     assert aa - two_lattice == 2 * 9 * 8 * 32768 ** 2  # AA's conversion holds two more lattices at its peak
     status = main(["run", "lbm2d-poiseuille", "--backend", "numpy", "--set", "grid.nx=32768", "--set",
