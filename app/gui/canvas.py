@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 
 import numpy as np
 from nagare.app import colormaps
@@ -76,7 +77,7 @@ def _host_scalar(x) -> float:
     return float(host(x, "cupy"))
 
 
-class Drawer:
+class Drawer(ABC):
     """How the canvas shows one packet kind (register an instance: ``register("draw", kind, d)``).
 
     Called on the UI thread with the GL context current, once the packet's event is done."""
@@ -84,7 +85,7 @@ class Drawer:
     visuals: tuple[str, ...] = ()  # names in FieldCanvas.visuals shown while this kind is on screen
     label = "host (geometry)"  # the display path the status bar reports for this kind
 
-    def setup(self, canvas: FieldCanvas) -> None:
+    def setup(self, canvas: FieldCanvas) -> None:  # noqa: B027  (an optional hook: nothing by default)
         """Called when this kind comes on screen, before its visuals are shown: a kind with
         visuals of its own adds them here on first use (``canvas.add_visual``)."""
 
@@ -92,10 +93,11 @@ class Drawer:
         """True: orbit (turntable) camera; False: pan/zoom."""
         return False
 
+    @abstractmethod
     def upload(self, canvas: FieldCanvas, pk: FramePacket) -> None:
-        raise NotImplementedError
+        """Put the packet's data into this kind's visuals."""
 
-    def fit(self, canvas: FieldCanvas, pk: FramePacket) -> None:
+    def fit(self, canvas: FieldCanvas, pk: FramePacket) -> None:  # noqa: B027  (an optional hook: nothing by default)
         """Frame the data once the kind or the shape changed (canvas.fit_bounds helps)."""
 
     def display_label(self, canvas: FieldCanvas) -> str:
@@ -584,9 +586,9 @@ class GridDrawer(Drawer):
 class GeometryDrawer(Drawer):
     """Particles and boxes: host-copied geometry, 2D or 3D (then the orbit camera)."""
 
+    @abstractmethod
     def coords(self, pk: FramePacket):
         """The packet's (n, d) coordinates: d sets 2D or 3D."""
-        raise NotImplementedError
 
     def points(self, pk: FramePacket) -> np.ndarray:
         """Host points the camera frames when the packet has no domain bounds."""

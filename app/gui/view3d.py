@@ -339,6 +339,21 @@ def length_units(pk: FramePacket) -> str:
 
 
 # ---- drawers --------------------------------------------------------------------------------------------
+def _registered(cache: dict, name: str, gl_object, canvas, make):
+    """The CUDA–GL registration of a GL texture/buffer, made once per name (``make(gl handle)``)."""
+    it = cache.get(name)
+    if it is None:
+        handle = int(canvas.context.shared.parser._objects[gl_object.id].handle)
+        it = cache[name] = make(handle)
+    return it
+
+
+def _close_all(cache: dict) -> None:
+    for it in cache.values():
+        it.close()
+    cache.clear()
+
+
 class VolumeDrawer:
     """``volume3d``: slice planes in place, volume rendering, box outline and axes, octree leaves."""
 
@@ -409,16 +424,10 @@ class VolumeDrawer:
     volume_shape = None
 
     def _interop(self, name, texture, canvas, shape):
-        it = self._interops.get(name)
-        if it is None:
-            handle = int(canvas.context.shared.parser._objects[texture.id].handle)
-            it = self._interops[name] = interop.VolumeInterop(handle, shape)
-        return it
+        return _registered(self._interops, name, texture, canvas, lambda h: interop.VolumeInterop(h, shape))
 
     def _drop_interops(self) -> None:
-        for it in self._interops.values():
-            it.close()
-        self._interops.clear()
+        _close_all(self._interops)
 
     def _upload_leaves(self, canvas, pk) -> None:
         on = pk.boxes is not None and canvas.view3d.boxes
@@ -558,16 +567,10 @@ class Particles3DDrawer:
         return pts.min(axis=0), pts.max(axis=0)
 
     def _buffer(self, name, vbo, canvas, nbytes):
-        it = self._interops.get(name)
-        if it is None:
-            handle = int(canvas.context.shared.parser._objects[vbo.id].handle)
-            it = self._interops[name] = interop.BufferInterop(handle, nbytes)
-        return it
+        return _registered(self._interops, name, vbo, canvas, lambda h: interop.BufferInterop(h, nbytes))
 
     def _drop_interops(self) -> None:
-        for it in self._interops.values():
-            it.close()
-        self._interops.clear()
+        _close_all(self._interops)
 
     def fit(self, canvas, pk):
         lo, hi = self._box(canvas, pk)

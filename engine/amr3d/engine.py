@@ -428,6 +428,7 @@ def _flow(p: AMR3DPreset, x, y, z):
     if kind == "taylor-green":
         ux = u0 * np.sin(kx * x) * np.cos(ky * y) * np.cos(kz * z)
         uy = -u0 * np.cos(kx * x) * np.sin(ky * y) * np.cos(kz * z)
+        # the pressure of the 3D Taylor–Green vortex, as a density through p = c_s² ρ
         rho = 1 + 3 * (u0 * u0 / 16) * (np.cos(2 * kx * x) + np.cos(2 * ky * y)) * (np.cos(2 * kz * z) + 2)
     elif kind == "shear-wave":
         ux = u0 * np.sin(kz * z)
@@ -476,21 +477,11 @@ def initial_state(p: AMR3DPreset) -> np.ndarray:
     """The preset's initial condition as equilibrium populations in leaf storage (host NumPy)."""
     nz, ny, nx = p.shape
     z, y, x = np.meshgrid(*(np.arange(n, dtype=np.float64) for n in (nz, ny, nx)), indexing="ij")
-    kx, ky, kz = 2 * math.pi / nx, 2 * math.pi / ny, 2 * math.pi / nz
-    u0 = p.initial.u0
-    rho = np.ones((nz, ny, nx))
-    ux, uy, uz = np.zeros_like(rho), np.zeros_like(rho), np.zeros_like(rho)
-    kind = p.initial.kind
-    if kind == "taylor-green":
-        ux = u0 * np.sin(kx * x) * np.cos(ky * y) * np.cos(kz * z)
-        uy = -u0 * np.cos(kx * x) * np.sin(ky * y) * np.cos(kz * z)
-        # the pressure of the 3D Taylor–Green vortex, as a density through p = c_s² ρ
-        rho = 1 + 3 * (u0 * u0 / 16) * (np.cos(2 * kx * x) + np.cos(2 * ky * y)) * (np.cos(2 * kz * z) + 2)
-    elif kind == "shear-wave":
-        ux = u0 * np.sin(kz * z)
-    elif kind == "random":
+    if p.initial.kind == "random":  # independent noise per node (a box stores each node's copies alike)
         rng = np.random.default_rng(p.initial.seed)
-        rho = 1 + 0.01 * rng.standard_normal(rho.shape)
-        ux, uy, uz = (u0 * 0.5 * rng.standard_normal(rho.shape) for _ in range(3))
+        rho = 1 + 0.01 * rng.standard_normal((nz, ny, nx))
+        ux, uy, uz = (p.initial.u0 * 0.5 * rng.standard_normal(rho.shape) for _ in range(3))
+    else:
+        rho, (ux, uy, uz) = _flow(p, x, y, z)
     feq = leafgrid.equilibrium(np, rho, ux, uy, uz)
     return storage.leaves_from_uniform(np, feq, p.grid.m, tuple(p.grid.leaves)).astype(p.physics.dtype)

@@ -20,22 +20,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import d3q27, leafgrid, levels
+from .gpu import _no_phase  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
 from .tree import Forest
 
 GRAPH_STEPS = 16  # coarse steps per captured graph (even: every level's buffer pair returns)
-
-
-class _NoPhase:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _no_phase(name, steps=1):
-    return _NoPhase()
 
 
 def _scale(tau0: float, accel0, src: int, dst: int):

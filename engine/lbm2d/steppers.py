@@ -18,6 +18,8 @@ Every stepper has the same small interface:
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 from ..cuda import KernelSpec
@@ -29,7 +31,7 @@ from .tracers import TRACER_SPEC, VELOCITY_SPEC
 from .variants import GRAPH_STEPS, SINGLE_STEP, TEMPORAL_BLOCKING
 
 
-class Stepper:
+class Stepper(ABC):
     cuda = False  # CUDA kernels that keep the state as lbm_velocity reads it (on two lattices)
     per_step = False  # the stepper launches one step at a time (it can update tracers in between)
 
@@ -38,10 +40,11 @@ class Stepper:
         self.device_moments = engine.backend.is_gpu and self.cuda and selection["streaming"] != "aa"
         self.tracer_steps = self.device_moments and self.per_step
 
+    @abstractmethod
     def advance(self, state: LatticeState, n: int, tracers=None) -> None:
-        raise NotImplementedError
+        """Advance ``state`` by n steps (and the tracers with them when ``tracer_steps``)."""
 
-    def reset(self) -> None:
+    def reset(self) -> None:  # noqa: B027  (an optional hook: nothing by default)
         """The state's arrays were replaced (nothing to forget by default)."""
 
     @classmethod
@@ -156,8 +159,9 @@ class SingleStepStepper(Stepper):
             nx, ny = self.ni
             self.k["open"](((int(ny) + 127) // 128, 1, 1), (128, 1, 1), (state.f, self.mask, nx, ny, self.uin))
 
+    @abstractmethod
     def _kernels(self, state: LatticeState) -> None:
-        raise NotImplementedError
+        """Launch this kind's kernels for one step (state.f → state.fn)."""
 
     def _advance_graph(self, state, n, tracers=None):
         """Each batch of ≤ GRAPH_STEPS steps is one CUDA-graph launch, the tracer updates included.
