@@ -68,7 +68,7 @@ def _profiled_publish(worker, holder: list):
 
 
 def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(1280, 960), hud: bool = True,
-                 profile: Path | None = None, warmup: float = 3.0) -> dict:
+                 profile: Path | None = None, warmup: float = 3.0, worker_attrs: dict | None = None) -> dict:
     from vispy.gloo import gl
 
     from .canvas import FieldCanvas
@@ -77,6 +77,8 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
     canvas = FieldCanvas(size=size, show=False)
     canvas.set_backend(backend_name)
     worker = SimulationWorker(preset, backend_name)
+    for key, value in (worker_attrs or {}).items():  # an experiment: e.g. diagnostics_interval=1e9
+        setattr(worker, key, value)
     prof = None
     if profile is not None:
         import cProfile
@@ -186,8 +188,21 @@ def main(argv=None) -> int:
     p.add_argument("--max-lag", type=float, help="override the worker's run-ahead bound (s) for an experiment")
     p.add_argument("--max-fences", type=int, help="override the worker's bound on queued loop iterations")
     p.add_argument("--warmup", type=float, default=3.0, help="seconds of display before measuring (compiles)")
+    p.add_argument("--worker", dest="worker_attrs", action="append", default=[], metavar="NAME=SECONDS",
+                   help="set a worker interval for an experiment (e.g. diagnostics_interval=1e9: no NaN checks)")
     p.add_argument("--profile-publish", type=Path, help="cProfile the worker's frame publishing into this file")
     a = p.parse_args(argv)
+    worker_attrs = {}
+    for item in a.worker_attrs:
+        key, _, value = item.partition("=")
+        from .worker import SimulationWorker as _W
+
+        if not hasattr(_W, key) and key != "checkpoint_interval":
+            p.error(f"--worker {item}: the worker has no setting {key!r}")
+        try:
+            worker_attrs[key] = float(value)
+        except ValueError:
+            p.error(f"--worker {item}: {value!r} is not a number")
     if a.max_lag is not None or a.max_fences is not None:
         from .worker import SimulationWorker
 
@@ -215,7 +230,7 @@ def main(argv=None) -> int:
     if a.breakdown:
         breakdown = _breakdown(name, overrides, backend, min(a.seconds, 5.0))
     disp = display_rate(preset, backend.name, a.seconds, a.fps, hud=a.hud, profile=a.profile_publish,
-                        warmup=a.warmup)
+                        warmup=a.warmup, worker_attrs=worker_attrs)
     ratio = disp["steps_per_s"] / head if head else float("nan")
 
     def ms(x):

@@ -67,10 +67,30 @@ def _speed(e, m):
     return Grid2D(e.xp.sqrt(ux * ux + uy * uy), label="speed |u|", units="lattice", mask=e.solid)
 
 
+def device_vorticity(e):
+    """The vorticity in one pass from the populations (lbm_vorticity in tracers.cu): what the array
+    path below computes, bit for bit, without the moments pass and ~10 whole-lattice temporaries
+    (the app asks for this field at every published frame; at 2048² the array path cost ~1 % of
+    the simulation's throughput in the display benchmark)."""
+    xp = e.xp
+    t = ctype(e.dtype)
+    s = "unsigned short" if e.f.dtype == np.float16 else t
+    kern = VELOCITY_SPEC.function(template("lbm_vorticity", t, s))
+    ny, nx = e.preset.shape
+    out = xp.empty((ny, nx), dtype=e.dtype)
+    T = e.dtype.type
+    kern(((nx + 63) // 64, (ny + 3) // 4, 1), (64, 4, 1),
+         (e.f, e.mask, e.solid, np.int32(nx), np.int32(ny), T(e.lat.force[0]), T(e.lat.force[1]), out))
+    return out
+
+
 def _vorticity(e, m):
-    _, ux, uy = m()
-    return Grid2D(e.xp.where(e.solid, 0, reference.vorticity(e.xp, ux, uy)), label="vorticity", units="1/step",
-                  mask=e.solid, symmetric=True)
+    if e.stepper.device_moments and m.value is None:
+        data = device_vorticity(e)
+    else:
+        _, ux, uy = m()
+        data = e.xp.where(e.solid, 0, reference.vorticity(e.xp, ux, uy))
+    return Grid2D(data, label="vorticity", units="1/step", mask=e.solid, symmetric=True)
 
 
 def _rho(e, m):

@@ -35,7 +35,9 @@ TRACER_SPEC = KernelSpec(TRACER_SOURCE, ("tracer_advance<float>", "tracer_advanc
                                          "tracer_advance_lattice<double, double>",
                                          "tracer_advance_lattice<float, unsigned short>"))
 VELOCITY_SPEC = KernelSpec(TRACER_SOURCE, ("lbm_velocity<float, float>", "lbm_velocity<double, double>",
-                                           "lbm_velocity<float, unsigned short>"))
+                                           "lbm_velocity<float, unsigned short>",
+                                           "lbm_vorticity<float, float>", "lbm_vorticity<double, double>",
+                                           "lbm_vorticity<float, unsigned short>"))
 
 
 class Tracers:

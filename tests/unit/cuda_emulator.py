@@ -29,6 +29,9 @@ static nagare_dim3 blockIdx, threadIdx, blockDim;
 #define __shared__
 #define __align__(n)
 inline void __syncthreads() {}  // the sequential launch never runs the tile kernel (see build)
+// round-to-nearest products the compiler may not contract (compiled here with -ffp-contract=off)
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
 #include <cstdlib>
 // nor the vector kernels (warp shuffles): they only have to compile here
 template <typename T> T __shfl_up_sync(unsigned, T, int, int = 32) { std::abort(); }

@@ -361,6 +361,18 @@ extern "C" void velocity(const float* f, const unsigned char* mask, int nx, int 
             lbm_velocity<float, float>(f, mask, nx, ny, fx, fy, ux, uy, rho);
         }
     }
+}
+extern "C" void vorticity(const float* f, const unsigned char* mask, const bool* solid, int nx, int ny, float fx,
+                          float fy, float* out) {
+    blockDim = {16u, 4u, 1u};
+    for (unsigned by = 0; by < (unsigned)((ny + 3) / 4); ++by)
+    for (unsigned bx = 0; bx < (unsigned)((nx + 15) / 16); ++bx) {
+        blockIdx = {bx, by, 0u};
+        for (unsigned ty = 0; ty < 4u; ++ty) for (unsigned tx = 0; tx < 16u; ++tx) {
+            threadIdx = {tx, ty, 0u};
+            lbm_vorticity<float, float>(f, mask, solid, nx, ny, fx, fy, out);
+        }
+    }
 }"""]
     return compile_shared("\n".join(body), "tracers", tmp_path_factory)
 
@@ -401,6 +413,15 @@ def test_emulated_tracer_kernels_match_the_array_path(release, tmp_path_factory)
     np.testing.assert_array_equal(rho, rho_ref)
     np.testing.assert_array_equal(ux, ux_ref)
     np.testing.assert_array_equal(uy, uy_ref)
+    # the display's one-pass vorticity equals the array path (reference.vorticity, 0 on solid nodes)
+    from nagare.engine.lbm2d import reference
+
+    vort = np.empty((ny, nx), np.float32)
+    lib.vorticity(ptr(f), ptr(np.ascontiguousarray(e.mask_host)), ptr(np.ascontiguousarray(e.solid)), nx, ny,
+                  ctypes.c_float(e.lat.force[0]), ctypes.c_float(e.lat.force[1]), ptr(vort))
+    want = np.where(e.solid, 0, reference.vorticity(np, ux_ref, uy_ref))
+    assert np.abs(want).max() > 1e-3
+    np.testing.assert_array_equal(vort, want)
     # three tracer updates, kernel vs array path from the same state; the kernel keeps the ring's
     # counters in two device slots used in turn
     ref = e.tracers
