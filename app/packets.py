@@ -32,7 +32,7 @@ class ViewRequest:
 class FramePacket:
     seq: int
     step: int
-    time: float
+    time: Any  # a float, or a device scalar (engine.device_time()) read after `event`
     field_name: str
     kind: str  # grid2d | grid3d | particles | boxes | a kind registered by another field type
     data: Any = None  # 2D scalar snapshot (grids) or (n,) attribute (particles)

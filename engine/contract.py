@@ -238,6 +238,12 @@ class Engine(ABC):
             return self.step_count * self.dt
         return self._time
 
+    def device_time(self):
+        """The simulated time without a host sync: a float, or a device scalar (a copy, valid once
+        the stream reaches this point) for families that keep the time on the device (SPH's
+        adaptive Δt). The app stamps every published frame with it."""
+        return self.time
+
     def step(self, n: int = 1) -> None:
         """Advance n steps. Never waits for the device."""
         if n < 1:

@@ -100,7 +100,7 @@ def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> 
     names = tuple(engine.field_names())
     name = view.field if view.field in names else names[0]
     f = engine.field(name)
-    ctx = SnapshotContext(engine, view, cache, dict(seq=seq, step=engine.step_count, time=engine.time,
+    ctx = SnapshotContext(engine, view, cache, dict(seq=seq, step=engine.step_count, time=engine.device_time(),
                                                     field_name=name, backend=engine.backend.name, fields=names))
     pk = handler_for("snapshot", f)(f, ctx)
     if engine.backend.is_gpu:
