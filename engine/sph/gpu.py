@@ -177,8 +177,36 @@ class GpuSPH:
     def read_dt(self) -> float:
         return float(self.st[2])
 
-    def stale_launches(self) -> int:
-        return int(self.stale[0])
+    def stale_launches(self, wait: bool = False) -> int:
+        """Interactions that found the lists stale, as of the last count that has reached the host.
+
+        The app asks for it with the timing statistics several times a second; a read of the device
+        counter there was a host sync per call that drained the queue. So each call queues an
+        asynchronous copy into pinned memory and returns the newest count that has landed (exact
+        with ``wait``, e.g. at the end of a run)."""
+        import cupyx
+
+        cp = self.cp
+        if self.__dict__.get("_stale_host") is None:
+            self._stale_host = cupyx.empty_pinned((1,), dtype=np.int32)
+            self._stale_host[0] = 0
+            self._stale_event = None
+        ev = self._stale_event
+        if ev is not None and (wait or ev.done):
+            ev.synchronize()
+            self._stale_seen = int(self._stale_host[0])
+            self._stale_event = None
+        if self._stale_event is None:  # one copy in flight at a time
+            stream = cp.cuda.get_current_stream()
+            cp.cuda.runtime.memcpyAsync(self._stale_host.ctypes.data, self.stale.data.ptr, 4,
+                                        cp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+            self._stale_event = cp.cuda.Event(block=False, disable_timing=True)
+            self._stale_event.record(stream)
+            if wait:
+                self._stale_event.synchronize()
+                self._stale_seen = int(self._stale_host[0])
+                self._stale_event = None
+        return self.__dict__.get("_stale_seen", 0)
 
     # ---- one force evaluation ----
     def forces(self, steps, slot):
