@@ -6,9 +6,11 @@ Scene units are the field's world units: cell (i, j, k) of a grid with spacing h
 
 ``volume3d`` packets carry the whole (nz, ny, nx) scalar. It goes into one r32f 3D texture that
 every slice plane samples (:class:`SlicePlanesVisual`), so moving or toggling a plane is a change
-of a few vertices, not a new packet. The volume rendering (VisPy's ``Volume``: MIP or translucent
-with a transfer-function window inside the colour range) has its own texture, filled only while
-it is on. With CuPy and an NVIDIA GL context both textures are written by CUDA
+of a few vertices, not a new packet. The planes sit where :mod:`.slice_pick` says (the centre of
+cell ``slice_index(frac, n)``); :mod:`.slice_drag` moves them with the mouse and gives the probes
+their pick geometry on them (registered below with the drawer). The volume rendering (VisPy's
+``Volume``: MIP or translucent with a transfer-function window inside the colour range) has its
+own texture, filled only while it is on. With CuPy and an NVIDIA GL context both textures are written by CUDA
 (:class:`nagare.app.gui.interop.VolumeInterop`), otherwise through the host (logged once on CuPy).
 
 3D particles are point sprites lit as spheres whose diameter is the particle spacing in world
@@ -32,6 +34,7 @@ from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
 from . import interop
+from .slice_pick import slice_index
 
 log = logging.getLogger("nagare")
 
@@ -48,11 +51,6 @@ def level_colours(level) -> np.ndarray:
     """(n,) levels → (n, 4) RGBA from LEVEL_COLOURS (cycled past its end)."""
     lev = np.asarray(level, np.int64)
     return LEVEL_COLOURS[np.mod(lev, len(LEVEL_COLOURS))]
-
-
-def slice_index(frac: float, n: int) -> int:
-    """The cell a plane at fraction ``frac`` of the axis shows (the worker's rule for 2D slices)."""
-    return min(n - 1, max(0, int(round(frac * (n - 1)))))
 
 
 # ---- visuals ---------------------------------------------------------------------------------------
@@ -611,3 +609,7 @@ class PerCanvas:
 
 def register_drawers() -> None:
     register("draw", "volume3d", PerCanvas(VolumeDrawer))
+    from .probe import register_geometry
+    from .slice_drag import SlicePlaneGeometry
+
+    register_geometry("volume3d", SlicePlaneGeometry())  # probes on the slice planes

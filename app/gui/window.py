@@ -34,8 +34,10 @@ Space — play / pause<br>N — single step<br>R — reset<br>S — screenshot (
 V — start / stop video recording (MP4)<br>H — this help<br>F1 — show / hide the HUD<br>
 1–9 — show field 1–9<br>PgUp / PgDn — move the 3D slice<br>
 Home — reset the camera (frame the data)<br>B — colour bar on / off<br>
-Mouse: drag pans (2D) or orbits (3D), wheel zooms; on a 2D field a click reads the value under
-the pointer and Shift+drag draws a line probe with its profile in the HUD (Esc clears)."""
+Mouse: drag pans (2D) or orbits (3D), wheel zooms; on a 2D field or a 3D slice plane a click
+reads the value under the pointer and Shift+drag draws a line probe with its profile in the HUD
+(Esc clears). 3D: drag a slice plane to move it along its normal; drag beside the planes, or
+Ctrl+drag anywhere, orbits."""
 
 SKIP_SECTIONS = {"view", "run", "variants", "cpu_overrides", "engine", "description", "extends"}
 
@@ -194,6 +196,9 @@ class MainWindow(QtWidgets.QMainWindow):
         from .probe import Probes
 
         self.probes = Probes(self.canvas, self.hud, self.message)
+        from .slice_drag import SliceDrag
+
+        self.slice_drag = SliceDrag(self.canvas, moved=self._plane_dragged)  # 3D: drag a slice plane
 
         self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
         self.worker = SimulationWorker(self.preset, self.backend.name).start()
@@ -564,6 +569,13 @@ class MainWindow(QtWidgets.QMainWindow):
     def _plane_changed(self, axis: str) -> None:
         self.canvas.set_view3d(planes={axis: [self.plane_boxes[axis].isChecked(),
                                               self.plane_sliders[axis].value() / 1000]})
+
+    def _plane_dragged(self, axis: str, frac: float) -> None:
+        """A plane dragged in the 3D view: its slider follows (without sending the value back)."""
+        sl = self.plane_sliders[axis]
+        sl.blockSignals(True)
+        sl.setValue(int(round(frac * 1000)))
+        sl.blockSignals(False)
 
     def _window_changed(self) -> None:
         self.canvas.set_view3d(window=(self.window_lo.value() / 1000, self.window_hi.value() / 1000))
