@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from ..decomp.config import DecompConfig
 from ..presets import PresetBase, Strict
 from . import d2q9
 
@@ -131,6 +132,9 @@ class LBM2DPreset(PresetBase):
     obstacle: Obstacle = Field(default_factory=Obstacle)
     initial: Initial = Field(default_factory=Initial)
     tracers: Tracers = Field(default_factory=Tracers)
+    # engine/decomp: sub-domains along the slowest axis; not dumped (checkpoints and hashes are
+    # independent of N)
+    decomp: DecompConfig = Field(default_factory=DecompConfig, exclude=True)
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import registry
 from ..contract import Engine
+from ..decomp import Decomposable
 from . import cases, d2q9, outputs, reference, variants
 from .config import LBM2DPreset
 from .d2q9 import Q, W
@@ -39,7 +40,7 @@ def fp16_representable(f: np.ndarray) -> np.ndarray:
 LATTICE_SOUND_SPEED = 1.0 / math.sqrt(3.0)
 
 
-class LBM2D(Engine):
+class LBM2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/decomp)
     family = FAMILY
     Preset = LBM2DPreset
     equivalence_steps = 64

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from ..decomp.config import DecompConfig
 from ..presets import PresetBase, Strict
 
 
@@ -52,6 +53,9 @@ class Wave2DPreset(PresetBase):
     physics: Physics = Field(default_factory=Physics)
     boundaries: Boundaries = Field(default_factory=Boundaries)
     initial: Initial = Field(default_factory=Initial)
+    # engine/decomp: sub-domains along the slowest axis; not dumped (checkpoints and hashes are
+    # independent of N)
+    decomp: DecompConfig = Field(default_factory=DecompConfig, exclude=True)
 
     @model_validator(mode="after")
     def _fixed_modes(self):

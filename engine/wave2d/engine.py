@@ -11,6 +11,7 @@ import numpy as np
 
 from ..benchspec import BenchSpec
 from ..contract import Engine
+from ..decomp import Decomposable
 from ..fields import Grid2D
 from ..stencil.library import wave2d
 from ..stencil.loops import loop_timing_extra
@@ -23,7 +24,7 @@ FAMILY = variants.FAMILY
 variants.register()
 
 
-class Wave2D(Engine):
+class Wave2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/decomp)
     family = FAMILY
     Preset = Wave2DPreset
     equivalence_steps = 64

@@ -1,0 +1,53 @@
+"""The ``[decomp]`` preset section and the row split of a grid into sub-domains.
+
+    [decomp]
+    parts = 2          # sub-domains along the slowest axis (`nagare run --gpus 2` sets it)
+    overlap = "off"    # "on": boundary slabs first, halo exchange while the interior runs
+    transport = "auto" # "same-device" | "nccl" | "auto"
+
+The section is excluded from the preset's dump (``Field(exclude=True)`` in each family's preset):
+a checkpoint, a preset hash and a resume check never see it, so a state is independent of N.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ..errors import NagareError
+from ..presets import Strict
+
+TRANSPORTS = ("auto", "same-device", "nccl")
+MAX_PARTS = 64
+
+
+class DecompConfig(Strict):
+    parts: int = Field(1, ge=1, le=MAX_PARTS,
+                       description="sub-domains along the slowest axis (one per GPU with NCCL; on one device "
+                                   "or NumPy: N sub-domains with same-device halo copies); 1 = not decomposed")
+    overlap: Literal["off", "on"] = Field("off", description="on: update the boundary slabs first and exchange "
+                                                             "halos while the interior runs")
+    transport: Literal["auto", "same-device", "nccl"] = Field(
+        "auto", description="halo transport: same-device copies, NCCL point-to-point (one process, one "
+                            "stream per GPU; untested until a multi-GPU machine is lent), or auto")
+
+
+class DecompError(NagareError, ValueError):
+    """A decomposition that cannot be built (too many parts for the grid, an unsupported variant)."""
+
+
+def split_rows(n: int, parts: int, min_rows: int = 1) -> list[tuple[int, int]]:
+    """``parts`` contiguous row ranges [lo, hi) covering 0..n, sizes differing by at most one (the
+    first n % parts ranges one row longer); DecompError if a range would hold < ``min_rows`` rows."""
+    if parts < 1:
+        raise DecompError(f"parts = {parts}: at least one sub-domain is needed")
+    base, extra = divmod(n, parts)
+    if base < min_rows:
+        raise DecompError(f"{n} rows cannot be split into {parts} sub-domains of at least {min_rows} row"
+                          f"{'s' if min_rows > 1 else ''} (the halo width); use at most {max(n // min_rows, 1)} parts")
+    out, lo = [], 0
+    for i in range(parts):
+        hi = lo + base + (1 if i < extra else 0)
+        out.append((lo, hi))
+        lo = hi
+    return out

@@ -1,0 +1,288 @@
+"""The stencil-framework families (diffusion3d, wave2d) on N slabs of the slowest axis.
+
+Each slab stores its owned planes plus ``h`` ghost planes per side, ``h`` = the stencil's reach
+along the split axis (``Stencil.halo``; 1 for diffusion7 and wave2d): one step needs exactly the
+neighbours' ``h`` outermost owned planes, so halos are exchanged after every step.
+
+Every slab is updated with the family's own kernels in the framework's ``fixed`` boundary mode
+(update the points ≥ halo from every face, leave the rest): the ghost planes are never updated
+and, where the global boundary is fixed, the held outer planes sit inside the first and last
+slab exactly as in the whole grid. A periodic grid is padded along its fast axes too (by the
+stencil's reach; x by 4 in 3D so the vec kernels keep their alignment) and the pads are
+refilled by wrap after each update, so the fixed-mode kernels compute exactly the periodic update
+on the owned points — the same operations in the same order, so the same bits as the
+undecomposed run (tests/unit/test_decomp.py).
+
+Overlap: the boundary planes (the first/last ``h`` owned planes) are updated first, their halo
+copies start (a side stream on CuPy, NCCL's stream per device), then the interior is updated;
+the next step waits for the copies. Updating a range of planes is the same kernel on a view of
+the slab (planes [r0 − h, r1 + h)), so the thin boundary launches get their own loop — and, with
+``cuda-autotune``, their own tuned launch (P2's 8×512×512 case). The hand-written CUDA kernel
+copies its edge planes (it would overwrite the boundary planes from an interior view), so with
+it overlap is the exchange after the whole-slab update (documented in docs/multi-gpu.md).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..stencil.library import diffusion7, wave2d
+from ..stencil.variants import LOOP_ENGINE, loop_for
+from .common import Slab, ghost_copies, overlap_regions
+from .config import split_rows
+from .transport import HaloCopy, transport_bytes
+
+
+def _diffusion_ref(engine, xp, b):
+    from ..diffusion3d import reference
+
+    reference.diffuse_fixed(xp, b["f"], b["fn"], engine._r)
+
+
+def _wave_ref(engine, xp, b):
+    from ..wave2d import reference
+
+    reference.leapfrog_fixed(xp, b["u"], b["u_prev"], b["u_next"], engine._c2)
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    stencil: Any
+    buffers: tuple[str, ...]  # the engine's time-level attributes (global arrays), in rotation order
+    scatter_from: dict  # part buffer -> global attribute it is filled from
+    gather_to: dict  # global attribute -> part buffer it is gathered from
+    out: str  # the buffer a step writes
+    rotate: Callable  # {name: array} -> {name: array} after a step
+    reference: Callable  # (engine, xp, buffers) the family's array step in fixed mode
+    params: Callable  # engine -> {param: value}
+    phase: str
+    pad_x3d: int = 4  # x pad of a periodic 3D slab (vec kernels: V-aligned rows)
+    handwritten: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+SPECS = {
+    "diffusion3d": FamilySpec(
+        stencil=diffusion7, buffers=("f", "fn"), scatter_from={"f": "f", "fn": "f"}, gather_to={"f": "f"},
+        out="fn", rotate=lambda b: {"f": b["fn"], "fn": b["f"]}, reference=_diffusion_ref,
+        params=lambda e: {"r": e._r}, phase="diffuse", handwritten=True),
+    "wave2d": FamilySpec(
+        stencil=wave2d, buffers=("u", "u_prev", "u_next"),
+        scatter_from={"u": "u", "u_prev": "u_prev", "u_next": "u_prev"}, gather_to={"u": "u", "u_prev": "u_prev"},
+        out="u_next", rotate=lambda b: {"u_prev": b["u"], "u": b["u_next"], "u_next": b["u_prev"]},
+        reference=_wave_ref, params=lambda e: {"c2": e._c2}, phase="leapfrog"),
+}
+
+
+class StencilAdapter:
+    readers = ()
+
+    @classmethod
+    def unavailable(cls, selection: dict, backend_name: str) -> str | None:
+        return None  # every kernel choice of both families runs decomposed
+
+    def __init__(self, engine, selection: dict, transport):
+        self.engine, self.transport = engine, transport
+        self.spec = spec = SPECS[engine.family]
+        st = spec.stencil
+        self.kernel = selection["kernel"]
+        shape = tuple(engine.preset.shape)
+        self.n, self.ndim = shape[0], len(shape)
+        self.h = h = int(st.halo[-1])  # reach along the split (slowest) axis
+        self.periodic = engine.periodic
+        # Pads of the fast axes (array order, axis 1..): periodic grids only.
+        pads = []
+        for axis in range(1, self.ndim):
+            reach = int(st.halo[self.ndim - 1 - axis])
+            if self.ndim == 3 and axis == self.ndim - 1:
+                reach = max(reach, spec.pad_x3d)
+            pads.append(reach if self.periodic else 0)
+        self.pads, self.fast = tuple(pads), shape[1:]
+        rows = split_rows(self.n, engine.parts, min_rows=max(h, 1))
+        self.slabs = []
+        for i, (lo, hi) in enumerate(rows):
+            if self.periodic:
+                a, b = lo - h, hi + h
+            else:
+                a, b = max(lo - h, 0), min(hi + h, self.n)
+            self.slabs.append(Slab(i, lo, hi, a, b, h))
+        self.local_shapes = [(s.length, *(m + 2 * p for m, p in zip(self.fast, self.pads))) for s in self.slabs]
+        parts = len(self.slabs)
+        self.copies = [HaloCopy(src, dst, (ss,), (ds,)) for src, ss, dst, ds in ghost_copies(self.slabs, self.n)]
+        self.regions = []
+        for s, ls in zip(self.slabs, self.local_shapes):
+            low = self.periodic or s.index > 0
+            high = self.periodic or s.index < parts - 1
+            boundary, interior = overlap_regions(ls[0], h, low, high)
+            full = [(h, ls[0] - h)] if ls[0] - h > h else []
+            self.regions.append({"full": full, "boundary": boundary, "interior": interior})
+        self.bufs = [dict.fromkeys(spec.buffers) for _ in self.slabs]  # filled by scatter()
+        self._loops: dict = {}
+        self._views: dict = {}
+        self._hand = None
+        if self.kernel == "cuda-handwritten":
+            self._hand = self._handwritten_kernel()
+
+    # ---- scatter / gather ---------------------------------------------------------------------
+    def _local(self, global_array, s: Slab):
+        xp = self.engine.xp
+        if self.periodic:
+            rows = xp.asarray(np.arange(s.a, s.b) % self.n)
+            part = xp.take(global_array, rows, axis=0)
+            widths = [(0, 0)] + [(p, p) for p in self.pads]
+            return xp.pad(part, widths, mode="wrap") if any(self.pads) else part
+        return global_array[s.a:s.b]
+
+    def scatter(self):
+        e, tr = self.engine, self.transport
+        self._views.clear()
+        for s, bufs in zip(self.slabs, self.bufs):
+            for name, src in self.spec.scatter_from.items():
+                bufs[name] = tr.put(s.index, self._local(getattr(e, src), s))
+
+    def _interior(self):
+        return tuple(slice(p, p + m) for p, m in zip(self.pads, self.fast))
+
+    def gather(self):
+        e, tr = self.engine, self.transport
+        inner = self._interior()
+        for s, bufs in zip(self.slabs, self.bufs):
+            for dst, name in self.spec.gather_to.items():
+                owned = tr.get(s.index, bufs[name][(s.owned, *inner)])
+                getattr(e, dst)[s.lo:s.hi] = owned
+
+    # ---- one update of a range of local rows -------------------------------------------------
+    def _view(self, array, r0, r1):
+        key = (id(array), r0, r1)
+        v = self._views.get(key)
+        if v is None or v[0] is not array:
+            v = self._views[key] = (array, array[r0 - self.h:r1 + self.h])
+        return v[1]
+
+    def _loop(self, part, shape):
+        key = (part if self.transport.name == "nccl" else 0, shape)  # one loop per shape (per device)
+        loop = self._loops.get(key)
+        if loop is None:
+            e = self.engine
+            with self.transport.device(part):
+                loop = self._loops[key] = loop_for(self.kernel, self.spec.stencil, shape, e.dtype, "fixed",
+                                                   self.transport.xp(part), self.transport.stream(part))
+        return loop
+
+    def _update(self, part, r0, r1):
+        bufs = self.bufs[part]
+        views = {k: self._view(v, r0, r1) for k, v in bufs.items()}
+        xp = self.transport.xp(part)
+        if self.kernel in LOOP_ENGINE:
+            self._loop(part, tuple(views[self.spec.out].shape))(**views, **self.spec.params(self.engine))
+        else:  # "array": the family's reference in fixed mode
+            self.spec.reference(self.engine, xp, views)
+
+    def _update_whole(self, part):
+        """The hand-written CUDA kernel over the whole slab (it copies its edge planes)."""
+        kern, block, zmarch = self._hand
+        b = self.bufs[part]
+        nz, ny, nx = self.local_shapes[part]
+        grid = (-(-nx // block[0]), -(-ny // block[1]), -(-nz // zmarch))
+        kern(grid, block, (b["f"], b["fn"], np.int32(nx), np.int32(ny), np.int32(nz), self.engine._r,
+                           np.int32(zmarch)))
+
+    def _handwritten_kernel(self):
+        from .. import cuda
+        from ..diffusion3d.engine import CUDA_SOURCE
+
+        e = self.engine
+        name = f"diffusion7<{cuda.ctype(e.dtype)}, false>"
+        return cuda.kernel(CUDA_SOURCE, name, (name,)), e.block, e.zmarch
+
+    def _wrap_pads(self, part, array, r0, r1):
+        """Refill the fast-axis pads of local rows [r0, r1) by periodic wrap (x first, then y,
+        so the corners are right)."""
+        if not any(self.pads) or r1 <= r0:
+            return
+        xp = self.transport.xp(part)
+        for axis in range(self.ndim - 1, 0, -1):
+            p, m = self.pads[axis - 1], self.fast[axis - 1]
+            if not p:
+                continue
+
+            def sl(s, axis=axis):
+                return (slice(r0, r1),) + (slice(None),) * (axis - 1) + (s,)
+
+            if m >= p:
+                array[sl(slice(0, p))] = array[sl(slice(m, m + p))]
+                array[sl(slice(p + m, 2 * p + m))] = array[sl(slice(p, 2 * p))]
+            else:  # a fast axis shorter than its pad: wrap index by index
+                left = xp.asarray(p + np.arange(-p, 0) % m)
+                right = xp.asarray(p + np.arange(m, m + p) % m)
+                array[sl(slice(0, p))] = xp.take(array[sl(slice(None))], left, axis=axis)
+                array[sl(slice(p + m, 2 * p + m))] = xp.take(array[sl(slice(None))], right, axis=axis)
+
+    # ---- stepping -----------------------------------------------------------------------------
+    def _ctx(self, part):
+        tr = self.transport
+        return _Both(tr.device(part), tr.stream(part))
+
+    def _run(self, part, regions):
+        with self._ctx(part):
+            for r0, r1 in regions:
+                self._update(part, r0, r1)
+            out = self.bufs[part][self.spec.out]
+            for r0, r1 in regions:
+                self._wrap_pads(part, out, r0, r1)
+
+    def advance(self, n: int, overlap: bool) -> float:
+        e = self.engine
+        parts = range(len(self.slabs))
+        for _ in range(n):
+            outs = [self.bufs[p][self.spec.out] for p in parts]
+            if self._hand is not None:  # whole-slab kernel: overlap reduces to update-then-exchange
+                with e.timer.phase(self.spec.phase, steps=1):
+                    for p in parts:
+                        with self._ctx(p):
+                            self._update_whole(p)
+                            for r0, r1 in self.regions[p]["full"]:
+                                self._wrap_pads(p, outs[p], r0, r1)
+                with e.timer.phase("exchange", steps=1):
+                    self.transport.exchange(outs, self.copies)
+            elif overlap:
+                with e.timer.phase(self.spec.phase, steps=1):
+                    for p in parts:
+                        self._run(p, self.regions[p]["boundary"])
+                    pending = self.transport.start(outs, self.copies, overlap=True)
+                    for p in parts:
+                        self._run(p, self.regions[p]["interior"])
+                    pending.wait()
+            else:
+                with e.timer.phase(self.spec.phase, steps=1):
+                    for p in parts:
+                        self._run(p, self.regions[p]["full"])
+                with e.timer.phase("exchange", steps=1):
+                    self.transport.exchange(outs, self.copies)
+            self.bufs = [self.spec.rotate(b) for b in self.bufs]
+        return n * e.dt
+
+    def describe(self) -> dict:
+        outs = [b[self.spec.out] for b in self.bufs]
+        return {"rows": [(s.lo, s.hi) for s in self.slabs], "halo": self.h, "pads": self.pads,
+                "exchange_bytes_per_step": transport_bytes(outs, self.copies)}
+
+
+class _Both:
+    """Enter two context managers (a device and a stream; either may be None)."""
+
+    def __init__(self, a, b):
+        self.items = [x for x in (a, b) if x is not None]
+
+    def __enter__(self):
+        for x in self.items:
+            x.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        for x in reversed(self.items):
+            x.__exit__(*exc)
+        return False
