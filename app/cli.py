@@ -124,8 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--variant", type=_kv, action="append", default=[], metavar="AXIS=CHOICE")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set grid.nx=128")
-    r.add_argument("--dump", type=Path, metavar="FILE.npz", help="write the final fields")
-    r.add_argument("--dump-every", type=int, metavar="K")
+    r.add_argument("--dump", type=Path, metavar="FILE.npz|FILE.vtkhdf",
+                   help="write the final fields (.vtkhdf: for ParaView, docs/export.md)")
+    r.add_argument("--dump-every", type=int, metavar="K", help="dump into --dump-dir / a --series step every K steps")
+    r.add_argument("--series", type=Path, metavar="FILE.vtkhdf",
+                   help="one time-series VTKHDF file for ParaView: the fields at the start, every --dump-every K "
+                        "steps (default: 10 a run) and at the end (docs/export.md)")
     r.add_argument("--dump-dir", type=Path, metavar="DIR")
     r.add_argument("--timings", type=_timings_path, metavar="FILE.csv|FILE.json",
                    help="timing log, streamed as the run goes: FILE.csv and FILE.json (metadata + the same rows) "
@@ -136,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--checkpoint-every", type=int, metavar="K", help="…and every K steps")
     r.add_argument("--resume", type=Path, metavar="FILE", help="continue from a checkpoint")
     r.add_argument("--batch", type=int, help="steps per batch between host checks (default: preset)")
+    r.add_argument("--gpus", type=int, metavar="N", help="split the grid into N sub-domains along its slowest axis "
+                   "(one per GPU through NCCL when N GPUs are visible, else N on one device; lbm2d, diffusion3d, "
+                   "wave2d; the same as --set decomp.parts=N; docs/multi-gpu.md)")
     r.add_argument("--quiet", action="store_true")
 
     sub.add_parser("presets", help="list presets")
@@ -229,6 +236,11 @@ def cmd_bench(args) -> int:
             Path(args.out).mkdir(parents=True, exist_ok=True)
         return stencil_bench(out)
 
+    if args.family == "scale":  # multi-GPU weak/strong scaling (engine/decomp/bench.py, docs/multi-gpu.md)
+        from nagare.engine.decomp.bench import main as scale_bench
+
+        return scale_bench(["--json", f"{args.out}/scale.json"] if args.out else [], args.backend)
+
     if args.family not in FAMILIES:
         raise NagareError(f"unknown family {args.family!r}; known: {', '.join(FAMILIES)}")
     return bench_command(args.family, get_backend(args.backend), args.out, args.case, args.min_time,
@@ -280,11 +292,22 @@ def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) ->
                           f"{key} is {theirs!r} there, {ours!r} here; {how}")
 
 
+# ---- multi-GPU (engine/decomp, docs/multi-gpu.md): --gpus N is --set decomp.parts=N ----------------
+def _apply_gpus(args) -> None:
+    gpus = getattr(args, "gpus", None)
+    if gpus is None:
+        return
+    if gpus < 1:
+        raise PresetError("--gpus", None, gpus, "expected a positive number of sub-domains")
+    args.overrides = [*args.overrides, f"decomp.parts={gpus}"]
+
+
 def build_engine(args, backend, ckpt: dict | None = None):
     """The validated preset and its engine for ``run``/``soak`` (restored from ``ckpt`` if given)."""
     from nagare.engine.families import create_engine
     from nagare.engine.presets import load_preset, validate
 
+    _apply_gpus(args)  # multi-GPU: --gpus N
     if args.preset == "-" and ckpt is None:
         raise PresetError("-", None, PresetError.NOTHING,
                           "'-' is the preset stored in a checkpoint: give --resume FILE (or name a preset)")
@@ -325,8 +348,10 @@ def cmd_run(args, argv: list[str]) -> int:
         v = getattr(args, name)
         if v is not None and v < 1:
             raise PresetError(f"--{name.replace('_', '-')}", None, v, "expected a positive integer")
-    if args.dump_every and not args.dump_dir:
-        raise PresetError("--dump-every", None, args.dump_every, "needs --dump-dir DIR")
+    if args.dump_every and not args.dump_dir and not args.series:
+        raise PresetError("--dump-every", None, args.dump_every, "needs --dump-dir DIR or --series FILE.vtkhdf")
+    if args.series is not None and not args.series.name.endswith(".vtkhdf"):
+        raise PresetError("--series", None, str(args.series), "expected a FILE.vtkhdf")
     if args.checkpoint_every and not args.checkpoint:
         raise PresetError("--checkpoint-every", None, args.checkpoint_every, "needs --checkpoint FILE")
     backend = get_backend(args.backend)
@@ -337,7 +362,9 @@ def cmd_run(args, argv: list[str]) -> int:
     opts = RunOptions(steps=steps, timings=args.timings, dump=args.dump, dump_every=args.dump_every,
                       dump_dir=args.dump_dir, frames_dir=args.frames, frame_every=every,
                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-                      batch=args.batch or preset.run.steps_per_frame, quiet=args.quiet, argv=argv)
+                      batch=args.batch or preset.run.steps_per_frame, quiet=args.quiet, argv=argv,
+                      series=args.series,
+                      series_every=(args.dump_every or max(1, steps // 10)) if args.series else None)
     if not args.quiet:
         sel = ", ".join(f"{k}={v}" for k, v in engine.selection.items())
         print(f"nagare: {preset.source} on {backend.name} ({backend.device_info().name}); {sel}", file=sys.stderr)

@@ -37,6 +37,8 @@ def npz_arrays(engine) -> dict[str, np.ndarray]:
 
 
 def dump_fields(engine, path: str | Path) -> Path:
+    if str(path).endswith(".vtkhdf"):
+        return dump_vtkhdf(engine, path)[0]
     arrays = npz_arrays(engine)
     arrays["step"] = np.int64(engine.step_count)
     arrays["time"] = np.float64(engine.time)
@@ -46,6 +48,20 @@ def dump_fields(engine, path: str | Path) -> Path:
             np.savez_compressed(fh, **arrays)
 
     return write_atomic(path, writer)
+
+
+def dump_vtkhdf(engine, path: str | Path) -> list[Path]:
+    """The engine's fields as VTKHDF for ParaView (app/vtkhdf.py: grids as ImageData at ``path``,
+    other kinds beside it; amr3d's leaves with their point data as OverlappingAMR,
+    ``stem_octree.vtkhdf``). Returns every path written."""
+    from .vtkhdf import write_vtkhdf
+    from .vtkhdf_amr import octree_leaves
+
+    fields = fieldkinds.host_copies(engine)
+    tree = octree_leaves(engine)
+    if tree is not None:
+        fields["octree"] = tree
+    return write_vtkhdf(fields, path, time=engine.time)
 
 
 EXIT_NOT_WRITTEN = 4  # the run finished, but some output it was asked for was not written
@@ -67,6 +83,8 @@ class RunOptions:
     argv: list[str] = field(default_factory=list)
     seconds: float | None = None  # stop after this long too (``nagare soak``)
     on_batch: Callable | None = None  # called with the engine after every batch (``nagare soak``)
+    series: Path | None = None  # one temporal VTKHDF file (app/vtkhdf_series.py) …
+    series_every: int | None = None  # … with a step every K steps (and the first and last)
 
 
 class Progress:
@@ -222,13 +240,28 @@ def run(engine, opts: RunOptions) -> int:
         path = opts.frames_dir / f"frame_{engine.step_count:08d}.png"
         out.attempt("frame", engine.step_count, path, frames.save_frame, engine, path)
 
+    series = None
+    if opts.series is not None:
+        from .vtkhdf_series import FieldSeries, series_capacity
+
+        series = FieldSeries(opts.series, series_capacity(opts.steps, opts.series_every or opts.steps))
+    series_step = None
+
+    def series_append():
+        nonlocal series_step
+        if series_step != engine.step_count:
+            series_step = engine.step_count
+            out.attempt("series", engine.step_count, opts.series, series.append, engine)
+
     try:
         if opts.frames_dir is not None:
             frame()
+        if series is not None:
+            series_append()
         with _Interrupt() as intr:
             while engine.step_count < target:
                 n = min(opts.batch, target - engine.step_count)
-                for every in (opts.frame_every, opts.dump_every, opts.checkpoint_every):
+                for every in (opts.frame_every, opts.dump_every, opts.checkpoint_every, opts.series_every):
                     if every:
                         n = min(n, every - (engine.step_count - start) % every)
                 engine.step(n)
@@ -248,6 +281,8 @@ def run(engine, opts: RunOptions) -> int:
                 if opts.dump_every and opts.dump_dir is not None and done % opts.dump_every == 0:
                     path = opts.dump_dir / f"{engine.family}_{engine.step_count:08d}.npz"
                     out.attempt("dump", engine.step_count, path, dump_fields, engine, path)
+                if series is not None and opts.series_every and done % opts.series_every == 0:
+                    series_append()
                 if opts.checkpoint_every and opts.checkpoint is not None and done % opts.checkpoint_every == 0:
                     # Periodic checkpoints of states that passed the diagnostics: after a divergence
                     # the last good one stays on disk.
@@ -269,7 +304,14 @@ def run(engine, opts: RunOptions) -> int:
             paths = out.attempt("timing log", engine.step_count, opts.timings, log.write, opts.timings)
             if paths:
                 out.written.extend(Path(p) for p in paths)
-        if status == 0 and opts.dump is not None:
+        if series is not None and status != 3:
+            series_append()  # the last state too, when the run did not end on a multiple of K
+        if series is not None and series.paths:
+            out.written.extend(series.paths)
+        if status == 0 and opts.dump is not None and str(opts.dump).endswith(".vtkhdf"):
+            paths = out.attempt("dump", engine.step_count, opts.dump, dump_vtkhdf, engine, opts.dump)
+            out.written.extend(paths or [])
+        elif status == 0 and opts.dump is not None:
             out.attempt("dump", engine.step_count, opts.dump, dump_fields, engine, opts.dump, final=True)
         if status != 3 and (opts.checkpoint is not None or status in (130, 143)):
             path = opts.checkpoint or Path(f"{engine.family}-interrupted-step{engine.step_count}.ckpt.npz")

@@ -4,11 +4,13 @@
   CellData array (cell (i, j, k) covers [i, i+1)·h, as on screen), vectors with 3 components,
   the solid mask as ``solid`` (uint8);
 - particles → ``PolyData`` with one vertex per particle and every attribute as PointData;
-- boxes (octree leaves) → ``PolyData`` lines (12 edges per leaf) with the ``level`` as CellData.
+- boxes (octree leaves) → ``PolyData`` lines (12 edges per leaf) with the ``level`` as CellData;
+- an octree's leaves with their point data (amr3d, app/vtkhdf_amr.py) → ``OverlappingAMR``.
 
 One file per dataset: the grids go to the path asked for, the others beside it
 (``stem_<field>.vtkhdf``). VTKHDF 2.x is read by VTK ≥ 9.3 (vtkHDFReader) and ParaView ≥ 5.12
-(tests/app/test_vtkhdf.py reads every kind back with VTK's own reader).
+(tests/app/test_vtkhdf.py reads every kind back with VTK's own reader). Time series (one file
+with a ``Steps`` group, appended a step at a time): app/vtkhdf_series.py. Commands: docs/export.md.
 """
 from __future__ import annotations
 
@@ -47,34 +49,45 @@ def _grid_key(f):
     return tuple(shape), float(f.spacing)
 
 
-def write_image(grids: dict, tmp) -> None:
-    """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing as one ImageData."""
-    h5py = _h5py()
+def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
+    """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing → (the ImageData root attributes,
+    name → float32 cell array (vectors as (…, 3), x fastest), plus ``solid`` (uint8) when a grid
+    has a mask). Shared by the one-file writer and the time series (app/vtkhdf_series.py)."""
     first = next(iter(grids.values()))
     shape, h = _grid_key(first)
     dims = tuple(reversed(shape)) + (1,) * (3 - len(shape))  # x, y, z cells
+    attrs = {"WholeExtent": np.array([0, dims[0], 0, dims[1], 0, dims[2] if len(shape) == 3 else 0], np.int64),
+             "Origin": np.zeros(3), "Spacing": np.array([h, h, h]), "Direction": np.eye(3).ravel()}
+    arrays: dict[str, np.ndarray] = {}
+    mask = None
+    for name, g in grids.items():
+        data = np.asarray(g.data)
+        if g.kind == "vector":
+            comps = [data[i] for i in range(data.shape[0])]
+            while len(comps) < 3:
+                comps.append(np.zeros_like(comps[0]))
+            arr = np.stack(comps, axis=-1)  # (…, 3): x fastest per point
+        else:
+            arr = data
+        arrays[safe_name(name)] = np.ascontiguousarray(arr, np.float32)
+        if mask is None and g.mask is not None:
+            mask = np.asarray(g.mask, np.uint8)
+    if mask is not None:
+        arrays["solid"] = mask
+    return attrs, arrays
+
+
+def write_image(grids: dict, tmp) -> None:
+    """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing as one ImageData."""
+    h5py = _h5py()
+    attrs, arrays = image_layout(grids)
     with h5py.File(tmp, "w") as f:
         root = _root(f, "ImageData")
-        root.attrs["WholeExtent"] = np.array([0, dims[0], 0, dims[1], 0, dims[2] if len(shape) == 3 else 0], np.int64)
-        root.attrs["Origin"] = np.zeros(3)
-        root.attrs["Spacing"] = np.array([h, h, h])
-        root.attrs["Direction"] = np.eye(3).ravel()
+        for k, v in attrs.items():
+            root.attrs[k] = v
         cd = root.create_group("CellData")
-        mask = None
-        for name, g in grids.items():
-            data = np.asarray(g.data)
-            if g.kind == "vector":
-                comps = [data[i] for i in range(data.shape[0])]
-                while len(comps) < 3:
-                    comps.append(np.zeros_like(comps[0]))
-                arr = np.stack(comps, axis=-1)  # (…, 3): x fastest per point
-            else:
-                arr = data
-            cd.create_dataset(safe_name(name), data=np.ascontiguousarray(arr, np.float32))
-            if mask is None and g.mask is not None:
-                mask = np.asarray(g.mask, np.uint8)
-        if mask is not None:
-            cd.create_dataset("solid", data=mask)
+        for name, a in arrays.items():
+            cd.create_dataset(name, data=a)
         root.create_group("PointData")
         root.create_group("FieldData")
 
@@ -187,3 +200,5 @@ def write_polydata_profile(p: Profile1D, tmp) -> None:
 register("vtkhdf", Particles, write_polydata_particles)
 register("vtkhdf", Boxes, write_polydata_boxes)
 register("vtkhdf", Profile1D, write_polydata_profile)
+
+from . import vtkhdf_amr  # noqa: E402,F401  (registers the octree's OverlappingAMR writer)
