@@ -4,7 +4,11 @@ Problems (``physics.problem``):
 - ``advection1d``: φ_t + c φ_x = 0 on [x0, x1] (P4's tests 1 and 2), grid.ny = 1;
 - ``rotation2d``: φ_t + u φ_x + v φ_y = 0 with u = -ω y, v = ω x (P4's rotating cone, test 3);
 - ``derivative``: the benchmark problem — each step writes df = ∂f/∂(direction) of the same f
-  (one batched compact derivative per step: right-hand side + tridiagonal solve).
+  (one batched compact derivative per step: right-hand side + tridiagonal solve);
+- ``navier-stokes``: 2D compressible Navier–Stokes (P4's test 4), conservative variables, compact6
+  derivatives, RK4, Navier–Stokes characteristic boundary conditions per side (``boundaries.west``
+  …), optional Gaitonde–Visbal filter (engine/compact/navier_stokes.py, nscbc.py, filter.py).
+  Units: ρ∞ = c∞ = l = 1 (so p∞ = 1/γ, T∞ = 1 with T = γp/ρ = c²); Re = ρ∞ c∞ l/μ.
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ class Grid(Strict):
 
 
 class Physics(Strict):
-    problem: Literal["advection1d", "rotation2d", "derivative"] = "advection1d"
+    problem: Literal["advection1d", "rotation2d", "derivative", "navier-stokes"] = "advection1d"
     scheme: Literal["compact6", "dissipative5"] = Field(
         "compact6", description="compact6: Lele's 6th-order central scheme; dissipative5: Deng's 5th-order "
                                 "dissipative compact scheme on a Lax–Friedrichs split flux")
@@ -43,6 +47,19 @@ class Physics(Strict):
     dt: float = Field(0.001, gt=0, le=1e6, description="time step (classical RK4)")
     direction: Literal["x", "y"] = Field("x", description="derivative: the differentiated axis")
     precision: Literal["fp32", "fp64"] = "fp64"
+    # navier-stokes (units ρ∞ = c∞ = l = 1)
+    mach: float = Field(1.1, ge=0, le=10, description="navier-stokes: free-stream Mach number |U∞|/c∞")
+    flow_angle: float = Field(0.0, ge=-360, le=360, description="navier-stokes: free-stream direction, degrees from +x")
+    reynolds: float = Field(10000.0, gt=0, le=1e12, description="navier-stokes: Re = ρ∞ c∞ l/μ (acoustic Reynolds "
+                                                                 "number, l = 1), constant μ")
+    viscous: bool = Field(True, description="navier-stokes: false drops the viscous and heat fluxes (Euler)")
+    prandtl: float = Field(0.72, gt=0, le=100, description="navier-stokes: Prandtl number")
+    gamma: float = Field(1.4, gt=1, le=3, description="navier-stokes: ratio of specific heats")
+    filter: bool = Field(True, description="navier-stokes: Gaitonde–Visbal 10th-order compact filter after every step")
+    filter_alpha: float = Field(0.49, gt=-0.5, lt=0.5, description="navier-stokes: filter parameter α_f")
+    filter_alpha_boundary: float = Field(0.4999, gt=-0.5, lt=0.5,
+                                         description="navier-stokes: α of the reduced-order filter rows 1-4 from a "
+                                                     "bounded end (near ½: they remove only the odd-even mode)")
 
     @property
     def dtype(self):
@@ -51,16 +68,34 @@ class Physics(Strict):
         return np.float32 if self.precision == "fp32" else np.float64
 
 
+SIDE_KINDS = ("periodic", "nscbc", "hold", "extrapolate")
+SideKind = Literal["periodic", "nscbc", "hold", "extrapolate"]
+_SIDE_DOC = ("navier-stokes: periodic; nscbc (Poinsot & Lele's characteristic outflow: outgoing waves from the "
+             "interior, incoming acoustic wave relaxing p to p∞, other incoming waves 0 — supersonic outflow has "
+             "none); hold (every variable held at its initial value: P4's supersonic inflow, or a reflecting "
+             "Dirichlet outflow); extrapolate (zeroth-order extrapolation from the neighbour line)")
+
+
 class Boundaries(Strict):
     kind: Literal["periodic", "closures"] = Field(
         "periodic", description="periodic (cyclic systems, Sherman–Morrison) or closures (P4's boundary rows: "
                                 "one-sided α=3 at the boundary point, 4th-order Padé next to it; inflow values held)")
+    west: SideKind = Field("periodic", description=_SIDE_DOC + " (x = x0)")
+    east: SideKind = Field("periodic", description=_SIDE_DOC + " (x = x1)")
+    south: SideKind = Field("periodic", description=_SIDE_DOC + " (y = y0)")
+    north: SideKind = Field("periodic", description=_SIDE_DOC + " (y = y1)")
+    sigma: float = Field(0.25, ge=0, le=10, description="nscbc: pressure relaxation K = σ(1 - M_n²)c/L_n "
+                                                        "(Poinsot & Lele; Rudy & Strikwerda)")
 
 
 class Initial(Strict):
-    kind: Literal["cosine-power", "square", "box", "sine", "random"] = Field(
+    kind: Literal["cosine-power", "square", "box", "sine", "random", "vortex", "isentropic-vortex",
+                  "acoustic-pulse", "uniform"] = Field(
         "cosine-power", description="cosine-power: [(1 - cos 2π(x-x0)/L)/2]^power; square: 1 on [lo, hi]; "
-                                    "box: 1 on box = [x0, x1, y0, y1] (P4's cone); sine: sin(2π mode x/L); random")
+                                    "box: 1 on box = [x0, x1, y0, y1] (P4's cone); sine: sin(2π mode x/L); random; "
+                                    "navier-stokes: vortex (P4's ψ = Γ exp(-r²/2r_c²)), isentropic-vortex (exact "
+                                    "Euler vortex, strength = amplitude), acoustic-pulse (right-running simple wave, "
+                                    "δp = amplitude·exp(-(x-xc)²/core²)), uniform (free stream)")
     power: float = Field(200.0, ge=1, le=1e4, description="cosine-power exponent")
     lo: float = Field(0.15, ge=-1e6, le=1e6, description="square: start of the pulse")
     hi: float = Field(0.25, ge=-1e6, le=1e6, description="square: end of the pulse")
@@ -68,6 +103,10 @@ class Initial(Strict):
     mode: int = Field(1, ge=0, le=100000, description="sine: wave number (periods across the domain)")
     amplitude: float = Field(1.0, ge=-1e6, le=1e6)
     seed: int = 0
+    circulation: float = Field(-0.0005, ge=-10, le=10, description="vortex: Γ/(c∞ l)")
+    core: float = Field(0.15, gt=0, le=1e6, description="vortex: r_c/l; isentropic-vortex: radius of max speed; "
+                                                        "acoustic-pulse: Gaussian width")
+    center: tuple[float, float] = Field((0.0, 0.0), description="navier-stokes: centre of the vortex / pulse")
 
 
 class CompactPreset(PresetBase):
@@ -82,7 +121,7 @@ class CompactPreset(PresetBase):
         p, g = self.physics.problem, self.grid
         if p == "advection1d" and g.ny != 1:
             raise ValueError(f"advection1d is one-dimensional: grid.ny must be 1 (got {g.ny})")
-        if p in ("rotation2d", "derivative") and g.ny < 8:
+        if p in ("rotation2d", "derivative", "navier-stokes") and g.ny < 8:
             raise ValueError(f"{p} is two-dimensional: grid.ny must be ≥ 8 (got {g.ny})")
         if p == "rotation2d" and self.boundaries.kind != "closures":
             raise ValueError("rotation2d needs boundaries.kind = \"closures\" (the velocity u = -ωy, v = ωx is not "
@@ -93,7 +132,26 @@ class CompactPreset(PresetBase):
             raise ValueError("initial.hi must be greater than initial.lo")
         if min(g.nx, g.ny if g.ny > 1 else 8) < (8 if self.boundaries.kind == "closures" else 5):
             raise ValueError("closures need at least 8 points per differentiated axis, periodic 5")
+        if p == "navier-stokes":
+            self._ns_consistent()
+        elif self.initial.kind in ("vortex", "isentropic-vortex", "acoustic-pulse", "uniform"):
+            raise ValueError(f"initial.kind = {self.initial.kind!r} is a navier-stokes initial state")
         return self
+
+    def _ns_consistent(self):
+        b, g = self.boundaries, self.grid
+        if self.physics.scheme != "compact6":
+            raise ValueError("navier-stokes uses the compact6 scheme (physics.scheme = \"compact6\")")
+        if self.initial.kind not in ("vortex", "isentropic-vortex", "acoustic-pulse", "uniform", "random"):
+            raise ValueError(f"navier-stokes: initial.kind must be vortex, isentropic-vortex, acoustic-pulse, "
+                             f"uniform or random (got {self.initial.kind!r})")
+        for lo, hi, axis, n in (("west", "east", "x", g.nx), ("south", "north", "y", g.ny)):
+            a, c = getattr(b, lo), getattr(b, hi)
+            if (a == "periodic") != (c == "periodic"):
+                raise ValueError(f"boundaries.{lo} and boundaries.{hi} must both be periodic or both not "
+                                 f"(got {a!r}, {c!r})")
+            if a != "periodic" and n < 11:
+                raise ValueError(f"navier-stokes: a bounded axis needs at least 11 points ({axis}: {n})")
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -103,10 +161,16 @@ class CompactPreset(PresetBase):
     def periodic(self) -> bool:
         return self.boundaries.kind == "periodic"
 
+    def axis_periodic(self, axis: str) -> bool:
+        """Whether the grid is periodic along ``axis`` (navier-stokes: per side; others: boundaries.kind)."""
+        if self.physics.problem == "navier-stokes":
+            return (self.boundaries.west if axis == "x" else self.boundaries.south) == "periodic"
+        return self.periodic
+
     def spacing(self, axis: str) -> float:
         g = self.grid
         length, n = (g.x1 - g.x0, g.nx) if axis == "x" else (g.y1 - g.y0, g.ny)
-        return length / n if self.periodic else length / (n - 1)
+        return length / n if self.axis_periodic(axis) else length / (n - 1)
 
     def coordinates(self, axis: str):
         import numpy as np

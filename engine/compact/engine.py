@@ -14,6 +14,9 @@ choice); the time derivative of each problem is assembled from them:
 
 With ``closures`` the inflow boundary values are held (advection1d: the upstream end; rotation2d:
 the whole boundary, P4's φ = 0 on the boundary).
+
+``navier-stokes`` (P4's test 4) has a state of four variables and its own stepping: ``Compact(...)``
+builds :class:`~.ns_engine.CompactNavierStokes` for it (one family, one registry entry).
 """
 from __future__ import annotations
 
@@ -38,6 +41,13 @@ class Compact(Engine):
     Preset = CompactPreset
     constant_dt = True
     equivalence_steps = 16
+
+    def __new__(cls, preset, backend, variants=None):
+        if cls is Compact and preset.physics.problem == "navier-stokes":
+            from .ns_engine import CompactNavierStokes
+
+            cls = CompactNavierStokes
+        return super().__new__(cls)
 
     # ---- sizes ----
     @property
@@ -227,9 +237,13 @@ class Compact(Engine):
         ops = getattr(self, "ops", {})
         extra = {"solver": self.selection["solver"], "systems_per_step": self.systems_per_step}
         for (axis, delta), op in ops.items():
+            tag = f"{axis}{'' if not delta else f' δ={delta:+g}'}"
             e = op.rhs.timing_extra()
             if e:
-                extra[f"rhs {axis}{'' if not delta else f' δ={delta:+g}'}"] = e
+                extra[f"rhs {tag}"] = e
+            it = getattr(op, "iterative", None)
+            if it is not None and it.stats is not None:  # CGS / Bi-CGSTAB: P4's iteration counts, live
+                extra[f"iterations {tag}"] = it.stats.as_dict()
         return extra
 
     @property
@@ -308,6 +322,12 @@ class Compact(Engine):
                                                                                    "dt": 0.002}},
             "derivative-y-periodic": {"grid": {"nx": 24, "ny": 33}, "physics": {"problem": "derivative",
                                                                                  "direction": "y"}},
+            # Navier–Stokes: a bounded x axis (held inflow, characteristic outflow) and a periodic y
+            # axis, so both closures and cyclic systems, the 14 derivatives and the filter are compared
+            "navier-stokes": {"grid": {"nx": 24, "ny": 20, "x0": -1.0, "x1": 1.0, "y0": -1.0, "y1": 1.0},
+                              "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 100.0},
+                              "boundaries": {"west": "hold", "east": "nscbc", "south": "periodic",
+                                             "north": "periodic"}},
         }
         return {k: CompactPreset.model_validate({**base, **v}) for k, v in cases.items()}
 

@@ -11,7 +11,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from . import schemes, tridiag
+from . import iterative, schemes, tridiag
 from .rhs import RightHandSide
 
 
@@ -38,11 +38,15 @@ class Derivative:
         self.rhs = RightHandSide(selection["kernel"], self.shape, axis, h, boundary, delta, self.dtype, self.xp, stream)
         self.work = self.xp.empty(self.shape, dtype=self.dtype)
         self.twork = self.xp.empty(self.shape[::-1], dtype=self.dtype) if self.transpose and self.gpu else None
+        self.iterative = None
+        if self.solver in iterative.SOLVERS:  # CGS / Bi-CGSTAB (array code): prepared once, keeps its stats
+            self.sched = self.iterative = iterative.IterativeSolver(self.solver, self.fac, self.dtype, self.xp,
+                                                                    stream=stream)
         self.device = None
         if self.gpu:
             from .gpu import DeviceSolver
 
-            self.device = DeviceSolver(self.solver, self.fac, self.sched, self.dtype, stream)
+            self.device = self.iterative or DeviceSolver(self.solver, self.fac, self.sched, self.dtype, stream)
 
     def estimated_bytes(self) -> int:
         return (2 if self.transpose else 1) * int(np.prod(self.shape)) * self.dtype.itemsize
@@ -53,7 +57,8 @@ class Derivative:
         if not self.gpu:
             with self.phase("solve"):
                 lines = _lines_along(self.work, self.axis)
-                x = tridiag.solve(self.solver, self.fac, lines, self.sched, self.dtype)
+                x = (iterative if self.iterative else tridiag).solve(self.solver, self.fac, lines, self.sched,
+                                                                     self.dtype)
                 _lines_along(out, self.axis)[...] = x
             return
         ny, nx = self.shape

@@ -30,6 +30,9 @@ SOLVER_DOCS = {
     "cr-pcr": "hybrid: CR until ≤ 32 equations remain, PCR on those, CR back substitution",
     "gtsv2": "cuSPARSE gtsv2StridedBatch (per-system copies of the bands, contiguous systems: y-lines are "
              "transposed first); periodic systems corrected by Sherman–Morrison kernels",
+    "cgs": "conjugate gradient squared (P4), batched array code: all lines iterate at once, converged lines "
+           "frozen, relative residual 1e-13 (fp64) / 1e-6 (fp32), iteration counts in the timing extras",
+    "bicgstab": "Bi-CGSTAB (P4), batched array code, the same stopping rule as cgs",
 }
 # Every solver against the NumPy Thomas reference after the registry test's steps (fp64 equivalence
 # presets): different elimination orders differ by round-off amplified by the closure rows' condition.
@@ -45,7 +48,7 @@ def _gtsv2_check(backend, selection, config):
 def register() -> None:
     registry.register_axis(FAMILY, "solver", default={"numpy": "thomas", "cupy": "cr-pcr"},
                            doc="tridiagonal solver: " + "; ".join(f"{k}: {v}" for k, v in SOLVER_DOCS.items()))
-    for name in ("thomas", "cr", "pcr", "cr-pcr"):
+    for name in ("thomas", "cr", "pcr", "cr-pcr", "cgs", "bicgstab"):
         registry.register_choice(FAMILY, "solver", name, backends=("numpy", "cupy"), doc=SOLVER_DOCS[name],
                                  reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
     registry.register_choice(FAMILY, "solver", "gtsv2", backends=("cupy",), doc=SOLVER_DOCS["gtsv2"],
@@ -74,3 +77,18 @@ def register() -> None:
     for name, choice in list(kernels.items()):
         if name != "array":
             kernels[name] = dataclasses.replace(choice, atol=SOLVER_ATOL)
+    _register_batching()
+
+
+def _register_batching() -> None:
+    """``batching`` (P4: "14 variables grouped 8 + 6"): the Navier–Stokes problem stacks the variables
+    that need the same derivative — (u, v, T) and the four fluxes — so each stack is one batch of
+    tridiagonal systems (engine/compact/batched.py); ``per-variable`` solves them one at a time. The
+    scalar problems have one variable: both choices are the same there. NumPy: bit for bit equal."""
+    registry.register_axis(FAMILY, "batching", default="stacked",
+                           doc="Navier–Stokes: stacked (the variables needing one derivative solved as one batch: "
+                               "4 solves per evaluation) or per-variable (one solve per variable: 14)")
+    registry.register_choice(FAMILY, "batching", "per-variable", doc="one variable per solve (P4's baseline)",
+                             reference={"batching": "per-variable"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+    registry.register_choice(FAMILY, "batching", "stacked", doc="one solve per stack of variables",
+                             reference={"batching": "per-variable"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)

@@ -1,0 +1,204 @@
+"""The compact family's Navier–Stokes problem (``physics.problem = "navier-stokes"``, P4's test 4) as
+an engine: the conservative state (4, ny, nx), classical RK4 in the family's stepping style (stage
+arithmetic in the phase ``update``), then the optional filter (phase ``filter``). ``Compact(...)``
+builds this class for a navier-stokes preset (engine.py), so the family stays one registry entry.
+
+Timing phases: ``rhs`` and ``solve`` (the compact derivatives, 14 per evaluation), ``transpose``
+(GPU, y-lines), ``other`` (primitive variables, fluxes, stresses, characteristic boundaries),
+``update`` (RK4 stages), ``filter``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..fields import Grid2D
+from . import navier_stokes as ns
+from .engine import Compact
+
+
+class CompactNavierStokes(Compact):
+    # ---- sizes ----
+    def estimated_bytes(self):
+        ny, nx = self.preset.shape
+        item = np.dtype(self.preset.physics.dtype).itemsize
+        # U, k, acc, tmp (4 each), P/GX/GY/τ (3 each), F/G/DF/DG (4 each), p, derivative and filter
+        # scratch (4 + 4 + 4 + 4), NumPy temporaries (~12)
+        return 72 * nx * ny * item + 4096 * (nx + ny) + (16 << 10)
+
+    # ---- state ----
+    def _allocate(self):
+        p = self.preset
+        xp = self.xp
+        self.dtype = np.dtype(p.physics.dtype)
+        self.problem = p.physics.problem
+        self.two_d = True
+        shape = (4,) + p.shape
+        self.U = xp.zeros(shape, dtype=self.dtype)
+        self.k = xp.zeros(shape, dtype=self.dtype)
+        self.acc = xp.zeros(shape, dtype=self.dtype)
+        self.tmp = xp.zeros(shape, dtype=self.dtype)
+        self.dt = p.physics.dt
+        self._x_host = p.coordinates("x")[None, :]
+        self._y_host = p.coordinates("y")[:, None]
+        self.x, self.y = xp.asarray(self._x_host), xp.asarray(self._y_host)
+        self.ns = ns.NavierStokes(p, xp, self.dtype, phase=self._phase)
+        self._counted: set = set()
+
+    def _initialise(self):
+        p = self.preset
+        if p.initial.kind == "random":
+            self.random_state(np.random.default_rng(p.initial.seed))
+            return
+        rho, u, v, pr = ns.initial_primitives(p, self._x_host, self._y_host)
+        U = ns.conservative(np, rho, u, v, pr, self.ns.gas.gamma, np.empty((4,) + p.shape))
+        self._load_state_arrays({"U": U})
+
+    def state_arrays(self):
+        return {"U": self.U}
+
+    def _load_state_arrays(self, arrays):
+        self.U[...] = self.xp.asarray(np.asarray(arrays["U"], dtype=self.dtype))
+
+    def random_state(self, rng: np.random.Generator):
+        """The free stream plus a few per cent of smooth random perturbation (valid: ρ, p > 0)."""
+        p = self.preset
+        g = self.ns.gas
+        shape = p.shape
+
+        def smooth():
+            a = rng.random(shape) - 0.5
+            for ax in (0, 1):  # a three-point average twice per axis: no grid-scale noise
+                for _ in range(2):
+                    a = 0.25 * (np.roll(a, 1, ax) + 2 * a + np.roll(a, -1, ax))
+            return a
+
+        rho = 1.0 + 0.05 * smooth()
+        u = g.u_inf + 0.05 * smooth()
+        v = g.v_inf + 0.05 * smooth()
+        pr = g.p_inf * (1.0 + 0.05 * smooth())
+        U = ns.conservative(np, rho, u, v, pr, g.gamma, np.empty((4,) + shape))
+        self._load_state_arrays({"U": U})
+
+    def sanity_bounds(self):
+        """Density and pressure stay positive; the Mach number stays below 10 (far above any preset's)."""
+        return {"min_density": (0.0, np.inf), "min_pressure": (0.0, np.inf), "max_mach": (-1.0, 10.0)}
+
+    # ---- variants ----
+    def _apply_selection(self, old, new):
+        self.ns.build(new, self.backend, self.stream)
+
+    # ---- stepping ----
+    def _advance(self, n):
+        xp = self.xp
+        t = self.dtype.type
+        dt = self.dt
+        half, whole, sixth, two = t(dt / 2), t(dt), t(dt / 6), t(2)
+        U, tmp, acc, k = self.U, self.tmp, self.acc, self.k
+        rate = self.ns.rate
+        for _ in range(n):
+            self._counted = set()
+            rate(U, k)
+            with self._phase("update"):
+                acc[...] = k
+                xp.multiply(k, half, out=tmp)
+                tmp += U
+            rate(tmp, k)
+            with self._phase("update"):
+                acc += two * k
+                xp.multiply(k, half, out=tmp)
+                tmp += U
+            rate(tmp, k)
+            with self._phase("update"):
+                acc += two * k
+                xp.multiply(k, whole, out=tmp)
+                tmp += U
+            rate(tmp, k)
+            with self._phase("update"):
+                acc += k
+                acc *= sixth
+                U += acc
+            self.ns.filter(U)
+        return n * dt
+
+    def timing_extra(self):
+        return {"solver": self.selection["solver"], "batching": self.selection["batching"],
+                "systems_per_step": self.systems_per_step,
+                "solve_launches_per_step": 4 * self.ns.launches_per_rate() + 2 * len(self.ns.filters) * (
+                    1 if self.selection["batching"] == "stacked" else 4)}
+
+    @property
+    def systems_per_step(self) -> int:
+        ny, nx = self.preset.shape
+        per_rate = (4 + (3 if self.ns.gas.viscous else 0)) * (nx + ny)
+        return 4 * per_rate + (4 * (nx + ny) if self.ns.filters else 0)
+
+    # ---- outputs ----
+    def _primitives(self):
+        return ns.primitives(self.xp, self.U, self.ns.gas.gamma)
+
+    def field_names(self):
+        return ["density", "vorticity", "pressure"]
+
+    def field(self, name):
+        if name not in self.field_names():
+            raise KeyError(name)
+        h = self.preset.spacing("x")
+        if name == "density":
+            return Grid2D(self.U[0] - 1.0, spacing=h, label="(ρ - ρ∞)/ρ∞", symmetric=True)
+        if name == "vorticity":
+            return Grid2D(self.ns.vorticity(self.U), spacing=h, label="ω = ∂v/∂x - ∂u/∂y", symmetric=True)
+        _, _, _, p = self._primitives()
+        return Grid2D(p - self.ns.gas.p_inf, spacing=h, label="(p - p∞)/(ρ∞c∞²)", symmetric=True)
+
+    def fields(self):
+        return {name: self.field(name) for name in self.field_names()}
+
+    def vortex_centre(self) -> tuple[float, float]:
+        """Where the free stream has carried the initial vortex centre by now."""
+        g, t = self.ns.gas, self.time
+        xc, yc = self.preset.initial.center
+        return xc + g.u_inf * t, yc + g.v_inf * t
+
+    def reflected_pressure(self, p=None):
+        """max |p - p∞| farther than 4 r_c from the carried vortex centre, over the vortex's own pressure
+        dip ρ∞Γ²/(2r_c²) (the dip itself is below 10⁻⁶ of it there: exp(-16)): the acoustic waves the
+        boundaries (and the start) send into the domain. A device scalar."""
+        xp = self.xp
+        if p is None:
+            _, _, _, p = self._primitives()
+        xc, yc = self.vortex_centre()
+        rc = self.preset.initial.core
+        far = ((self.x - xc) ** 2 + (self.y - yc) ** 2) > (4 * rc) ** 2
+        dev = xp.where(far, xp.abs(p - self.ns.gas.p_inf), 0.0)
+        return xp.max(dev) / ns.vortex_dip(self.preset.initial)
+
+    def device_diagnostics(self):
+        xp = self.xp
+        rho, u, v, p = self._primitives()
+        g = self.ns.gas
+        c2 = g.gamma * p / rho
+        cell = self.preset.spacing("x") * self.preset.spacing("y")
+        out = {
+            "mass": xp.sum(rho, dtype=xp.float64) * cell,
+            "energy": xp.sum(self.U[3], dtype=xp.float64) * cell,
+            "max_vorticity": xp.max(xp.abs(self.ns.vorticity(self.U))),
+            "min_density": xp.min(rho),
+            "min_pressure": xp.min(p),
+            "max_mach": xp.sqrt(xp.max((u * u + v * v) / c2)),
+            "max_dp": xp.max(xp.abs(p - g.p_inf)),
+        }
+        if self.preset.initial.kind == "vortex":
+            out["reflected_p"] = self.reflected_pressure(p)
+        return out
+
+    @property
+    def updates_per_step(self):
+        ny, nx = self.preset.shape
+        return float(nx * ny)
+
+    def bytes_per_update(self):
+        # a model of the ideal traffic per point (arrays read + written), per RK4 stage: primitives
+        # (4 + 3), 14 derivatives × (read f, write r, read r, write f'), fluxes and stresses (10 + 11),
+        # combination (8 + 4), stage update (~5); plus the filter (2 axes × 4 variables × 4)
+        per_stage = 7 + 14 * 4 + 21 + 12 + 5
+        return float((4 * per_stage + (32 if self.ns.filters else 0)) * self.dtype.itemsize)
