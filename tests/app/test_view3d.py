@@ -36,6 +36,10 @@ def _packet(kind="grid2d", seq=1, **kw):
     return FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind=kind, fields=("f",), **kw)
 
 
+# _CANVAS_ISOLATION: every test here that draws a canvas runs in a fresh process. In one
+# long-lived process, after these canvases drew VisPy text (colour bars, legends) and were closed,
+# a later test's main window with the imgui HUD crashed inside Qt (segfault under Xvfb/Mesa) —
+# seen in CI with test_window.py after this file, depending on which tests ran before.
 @pytest.fixture
 def make_canvas(_vispy_on_qt, qtbot):
     from nagare.app.gui.canvas import FieldCanvas
@@ -68,6 +72,8 @@ def _colour_close(got, want, tol=6):
 
 # ---- 1. colour bar -------------------------------------------------------------------------------------
 def test_colour_bar_beside_the_field_with_label_units_and_range(make_canvas):
+    if not _isolated("test_colour_bar_beside_the_field_with_label_units_and_range"):
+        return
     from nagare.app.gui.colorbar import WIDTH, fmt
 
     nx, ny = 256, 192
@@ -213,6 +219,8 @@ def test_volume_view_frames_the_box_and_draws_each_slice_plane_in_place(make_can
 
 
 def test_reset_camera_frames_the_box_again(make_canvas):
+    if not _isolated("test_reset_camera_frames_the_box_again"):
+        return
     if not _isolated("test_reset_camera_frames_the_box_again"):  # fresh process (see the plane test)
         return
     from nagare.app.gui.view3d import box_corners, project
@@ -230,6 +238,8 @@ def test_reset_camera_frames_the_box_again(make_canvas):
 
 
 def test_volume_rendering_mip_and_translucent_show_the_hot_cells(make_canvas):
+    if not _isolated("test_volume_rendering_mip_and_translucent_show_the_hot_cells"):
+        return
     if not _isolated("test_volume_rendering_mip_and_translucent_show_the_hot_cells"):  # fresh process
         return
     from nagare.app.gui.view3d import project
@@ -261,6 +271,8 @@ def test_volume_rendering_mip_and_translucent_show_the_hot_cells(make_canvas):
 
 # ---- 4. 3D particles -------------------------------------------------------------------------------------------
 def test_particles_3d_are_spheres_one_spacing_wide_and_the_obstacle_is_a_surface(make_canvas):
+    if not _isolated("test_particles_3d_are_spheres_one_spacing_wide_and_the_obstacle_is_a_surface"):
+        return
     from nagare.app.gui.view3d import box_corners, project
 
     c = make_canvas(400, 320, colorbar=False)
@@ -302,6 +314,8 @@ def test_particles_3d_are_spheres_one_spacing_wide_and_the_obstacle_is_a_surface
 
 # ---- 5. octree leaves ------------------------------------------------------------------------------------------
 def test_boxes_are_one_line_visual_coloured_by_level_with_a_legend(make_canvas):
+    if not _isolated("test_boxes_are_one_line_visual_coloured_by_level_with_a_legend"):
+        return
     from nagare.app.gui.view3d import LEVEL_COLOURS
 
     c = make_canvas(420, 320)
@@ -323,6 +337,8 @@ def test_boxes_are_one_line_visual_coloured_by_level_with_a_legend(make_canvas):
 
 
 def test_leaves_around_a_volume_toggle(make_canvas):
+    if not _isolated("test_leaves_around_a_volume_toggle"):
+        return
     if not _isolated("test_leaves_around_a_volume_toggle"):  # fresh process (see the plane test)
         return
     c = make_canvas(300, 300, colorbar=False)
@@ -340,6 +356,8 @@ def test_leaves_around_a_volume_toggle(make_canvas):
 
 # ---- 7. probes -------------------------------------------------------------------------------------------------
 def test_point_and_line_probes_read_the_field_and_follow_new_frames(make_canvas, qtbot):
+    if not _isolated("test_point_and_line_probes_read_the_field_and_follow_new_frames"):
+        return
     from nagare.app.gui.probe import SAMPLES, Probes
 
     nx, ny = 64, 48
