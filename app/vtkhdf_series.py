@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import errno
 import os
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +80,7 @@ def _why(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or text
 
 
-class SeriesFile:
+class SeriesFile(ABC):
     """One temporal VTKHDF file of at most ``capacity`` steps. ``append(item, time)`` adds a step."""
 
     kind = ""
@@ -161,20 +162,25 @@ class SeriesFile:
                               f"({_describe(self.layout)} at the first step, now {_describe(got)})")
 
     # what a subclass says
+    @abstractmethod
     def _layout(self, item) -> dict:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _step_bytes(self) -> int:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _create_root(self, f):
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _create_offsets(self, steps) -> None:
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _write_values(self, root, n: int, item) -> None:
-        raise NotImplementedError
+        ...
 
     def _after_commit(self, root, n: int) -> list:
         """(dataset, value) of the step's entries in datasets that must hold exactly NSteps rows."""
