@@ -94,8 +94,20 @@ def main(argv=None, backend_name: str = "auto") -> int:
     args = ap.parse_args(argv)
     backend = get_backend(backend_name)
     rows = scale_rows(backend, tuple(args.parts or (1, 2, 4)), steps=args.steps)
-    print(markdown(rows))
+    table = markdown(rows)
+    print(table)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"backend": backend.name, "rows": rows}, fh, indent=1)
+        from pathlib import Path
+
+        from ..atomic import make_folder, write_text_atomic
+
+        info = backend.device_info().as_dict()
+        path = Path(args.json)
+        make_folder(path.parent)
+        write_text_atomic(path, json.dumps({"backend": backend.name, "device": info,
+                                            "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1))
+        head = (f"# nagare bench scale ({time.strftime('%Y-%m-%d')})\n\n{info.get('name')} · driver "
+                f"{info.get('driver_version')} · CuPy {info.get('cupy_version')} · backend {backend.name}\n\n")
+        write_text_atomic(path.with_suffix(".md"), head + table + "\n")
+        print(f"wrote {path} and {path.with_suffix('.md').name}")
     return 0
