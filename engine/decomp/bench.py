@@ -15,6 +15,7 @@ import json
 import time
 
 from ..backend import get_backend
+from ..contract import OutOfMemory
 from ..families import engine_class
 from ..presets import validate
 
@@ -66,7 +67,11 @@ def scale_rows(backend, parts_list=(1, 2, 4), overlaps=("off", "on"), steps: int
                     s = list(size)
                     if mode == "weak":
                         s[-1] = size[-1] * n  # the slowest axis grows with N: fixed size per sub-domain
-                    row = measure(family, tuple(s), n, overlap, backend, steps)
+                    try:
+                        row = measure(family, tuple(s), n, overlap, backend, steps)
+                    except OutOfMemory as exc:  # weak scaling on one device: N sub-domains' worth
+                        print(f"bench scale: {mode} {family} N={n}: cannot run ({exc})")
+                        continue
                     row["mode"] = mode
                     if n == 1:
                         base = row["mlups"]
