@@ -54,7 +54,22 @@ def level_colours(level) -> np.ndarray:
 
 
 # ---- visuals ---------------------------------------------------------------------------------------
-class SlicePlanesVisual(Visual):
+class _LutColormap:
+    """A visual whose shader colours through a ``u_lut`` texture (slice planes, spheres)."""
+
+    def set_colormap(self, name: str) -> None:
+        # one LUT texture, its data replaced: a new texture object would take another texture unit
+        # and the program's samplers could end up sharing one (a validation error on Mesa)
+        lut = (colormaps.lut(name) * 255 + 0.5).astype(np.uint8)[None]
+        if getattr(self, "_lut", None) is None:
+            self._lut = gloo.Texture2D(lut, interpolation="linear", wrapping="clamp_to_edge")
+            self.shared_program["u_lut"] = self._lut
+        else:
+            self._lut.set_data(lut)
+        self.update()
+
+
+class SlicePlanesVisual(_LutColormap, Visual):
     """Up to three axis-aligned planes sampling one r32f 3D texture (shaders/glsl/slice3d.*)."""
 
     def __init__(self, colormap: str = "viridis"):
@@ -75,17 +90,6 @@ class SlicePlanesVisual(Visual):
         self._n = 0
         self._draw_mode = "triangles"
         self.set_gl_state("opaque", depth_test=True, cull_face=False)
-
-    def set_colormap(self, name: str) -> None:
-        # one LUT texture, its data replaced: a new texture object would take another texture unit
-        # and the program's samplers could end up sharing one (a validation error on Mesa)
-        lut = (colormaps.lut(name) * 255 + 0.5).astype(np.uint8)[None]
-        if getattr(self, "_lut", None) is None:
-            self._lut = gloo.Texture2D(lut, interpolation="linear", wrapping="clamp_to_edge")
-            self.shared_program["u_lut"] = self._lut
-        else:
-            self._lut.set_data(lut)
-        self.update()
 
     def set_clim(self, clim) -> None:
         self.shared_program["u_clim"] = tuple(float(c) for c in clim)
@@ -135,7 +139,7 @@ class SlicePlanesVisual(Visual):
 SlicePlanes = scene.visuals.create_visual_node(SlicePlanesVisual)
 
 
-class SphereVisual(Visual):
+class SphereVisual(_LutColormap, Visual):
     """3D particles as lit sphere sprites of a world diameter (shaders/glsl/spheres.*)."""
 
     def __init__(self, colormap: str = "viridis"):
@@ -156,17 +160,6 @@ class SphereVisual(Visual):
         self._bounds = np.zeros((2, 3))
         self._draw_mode = "points"
         self.set_gl_state("opaque", depth_test=True)
-
-    def set_colormap(self, name: str) -> None:
-        # one LUT texture, its data replaced: a new texture object would take another texture unit
-        # and the program's samplers could end up sharing one (a validation error on Mesa)
-        lut = (colormaps.lut(name) * 255 + 0.5).astype(np.uint8)[None]
-        if getattr(self, "_lut", None) is None:
-            self._lut = gloo.Texture2D(lut, interpolation="linear", wrapping="clamp_to_edge")
-            self.shared_program["u_lut"] = self._lut
-        else:
-            self._lut.set_data(lut)
-        self.update()
 
     def set_data(self, positions: np.ndarray | None, values: np.ndarray | None, clim=(0.0, 1.0)) -> None:
         """Host arrays; None leaves a buffer as it is (interop wrote it)."""
