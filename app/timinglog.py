@@ -92,6 +92,7 @@ class TimingLog:
         self.engine = engine
         self.meta = run_metadata(engine, argv)
         self.phases: list[str] = []
+        self.quantities: list[str] = []  # engine.logged_quantities() columns, in order of appearance
         self.count = 0  # rows recorded
         self.last_row: dict | None = None
         self.error: str | None = None
@@ -131,6 +132,11 @@ class TimingLog:
             if ph not in self.phases:
                 self.phases.append(ph)
                 new_phase = True
+        quantities = self.engine.logged_quantities()
+        for name in quantities:
+            if name not in self.quantities:
+                self.quantities.append(name)
+                new_phase = True
         row = {
             "wall_time": round(time.time(), 3),
             "step": self.engine.step_count,
@@ -142,6 +148,7 @@ class TimingLog:
             "updates_per_s": rep.updates_per_s,
             "gbytes_per_s": rep.gbytes_per_s,
             "roofline_pct": None if rep.roofline_fraction is None else 100 * rep.roofline_fraction,
+            **quantities,
         }
         self.last_row = row
         self.count += 1
@@ -162,7 +169,7 @@ class TimingLog:
     def columns(self) -> list[str]:
         return (["wall_time", "step", "steps_measured", "engine", "variant"]
                 + [f"phase_{p}_ms" for p in self.phases]
-                + ["ms_per_step", "updates_per_s", "gbytes_per_s", "roofline_pct"])
+                + ["ms_per_step", "updates_per_s", "gbytes_per_s", "roofline_pct"] + list(self.quantities))
 
     def _write_json_tail(self) -> None:
         self._json.write(('\n ],\n "columns": ' + json.dumps(self.columns()) + "\n}\n").encode("utf-8"))
@@ -170,7 +177,7 @@ class TimingLog:
         self._json.flush()
 
     def _rewrite_csv_header(self) -> None:
-        """A new phase column: copy the rows (streamed, not loaded) under the new header."""
+        """A new phase or quantity column: copy the rows (streamed, not loaded) under the new header."""
         self._csv.close()
         cols = self.columns()
         tmp = self.csv_path.with_name(f".{self.csv_path.name}.{os.getpid()}.tmp")

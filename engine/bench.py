@@ -143,7 +143,10 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
             progress(f"compiling the kernels of {len(sels)} cells in {jobs} processes")
         precompile(sels, preset, jobs)
     for label, overrides in case_list:
-        preset = load_preset(spec.preset, overrides, backend=None)
+        base = spec.preset
+        if overrides and overrides[0].startswith("@"):  # a case on another preset of the family
+            base, overrides = overrides[0][1:], overrides[1:]
+        preset = load_preset(base, overrides, backend=None)
         baseline = None
         for sel_label, sel in selections(family, backend.name, preset):
             if only and not any(s in sel_label for s in only):

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# backend name -> [(case label, preset overrides)]
+# backend name -> [(case label, preset overrides)]; overrides that begin with "@NAME" start from the
+# family's preset NAME instead of BenchSpec.preset (a case that is a different problem)
 CaseList = Callable[[str], list[tuple[str, list[str]]]]
 # backend name -> [(selection label, partial selection)]
 SelectionList = Callable[[str], list[tuple[str, dict]]]

@@ -343,6 +343,12 @@ class Engine(ABC):
         """Engine-specific figures for the HUD and logs (auto-tuner state, list lengths, ...)."""
         return {}
 
+    def logged_quantities(self) -> dict[str, float]:
+        """Physical quantities of the current state written into every row of the timing log and
+        shown in the HUD (a body's drag and lift coefficients, ...): host floats, asked once per
+        batch, so they may synchronise. Empty by default."""
+        return {}
+
     @property
     def timings(self) -> TimingReport:
         """Sliding-window summary of what the device has finished so far (never waits)."""

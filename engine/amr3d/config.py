@@ -60,8 +60,52 @@ class Physics(Strict):
         return self
 
 
+SIDES = ("none", "x-", "x+", "y-", "y+", "z-", "z+")
+Side = Literal["none", "x-", "x+", "y-", "y+", "z-", "z+"]
+
+
+class Body(Strict):
+    """A solid body in the flow (engine/amr3d/bodies.py). Positions and sizes in level-0 lattice units
+    (a root block is m − 1 of them): the fields' world units. Its surface is half-way bounce-back;
+    leaves within ``band`` of the surface are refined to ``level``, then 2:1 balance grades outwards."""
+    kind: Literal["sphere", "cylinder", "box", "ahmed", "stl"]
+    center: tuple[float, float, float] = Field(description="centre (sphere, cylinder, box) or the centre of the "
+                                                           "bounding box (ahmed, stl), level-0 lattice units")
+    diameter: float = Field(0.0, ge=0.0, description="sphere, cylinder: diameter (the reference length of Re and C_d)")
+    length: float = Field(0.0, ge=0.0, description="cylinder: length along its axis; ahmed: body length "
+                                                   "(1044 mm at full scale); stl: the mesh's largest extent")
+    axis: Literal["x", "y", "z"] = Field("z", description="cylinder: its axis")
+    size: tuple[float, float, float] = Field((0.0, 0.0, 0.0), description="box: edge lengths (x, y, z)")
+    path: str = Field("", description="stl: the mesh file (absolute, or relative to the preset's folder)")
+    level: int = Field(1, ge=0, le=4, description="level of the leaves within `band` of the surface")
+    band: float = Field(0.5, ge=0.0, description="refinement band around the surface, level-0 lattice units")
+
+
+class Flow(Strict):
+    """An open flow: a velocity inlet and an outflow on non-periodic sides (docs/amr3d-flows.md)."""
+    inlet: Side = Field("none", description="side with a velocity inlet (the equilibrium at `velocity`, ρ = 1)")
+    outlet: Side = Field("none", description="side with a zero-gradient outflow (populations copied from the "
+                                             "next node inwards)")
+    velocity: tuple[float, float, float] = Field((0.0, 0.0, 0.0),
+                                                 description="inflow velocity, and the initial flow (lattice units)")
+    reynolds: float | None = Field(None, gt=0.0, le=1e7,
+                                   description="if given, τ₀ follows from Re = |velocity| · L / ν with L the first "
+                                               "body's reference length (physics.tau is then derived)")
+
+    @model_validator(mode="after")
+    def _speed(self):
+        if sum(v * v for v in self.velocity) ** 0.5 > 0.2:
+            raise ValueError(f"flow.velocity {list(self.velocity)}: |u| must stay below 0.2 (Mach ≈ |u|·√3)")
+        for name in ("inlet", "outlet"):
+            side = getattr(self, name)
+            if side != "none" and side == (self.outlet if name == "inlet" else self.inlet):
+                raise ValueError(f"flow.inlet and flow.outlet are both {side}")
+        return self
+
+
 class Initial(Strict):
-    kind: Literal["taylor-green", "shear-wave", "random", "rest"] = "taylor-green"
+    kind: Literal["taylor-green", "shear-wave", "random", "rest", "uniform"] = Field(
+        "taylor-green", description="uniform: the flow's velocity everywhere (outside the bodies)")
     u0: float = Field(0.05, ge=0.0, le=0.2, description="velocity amplitude (lattice units, Mach ≈ u0·√3)")
     seed: int = 0
 
@@ -72,13 +116,42 @@ class AMR3DPreset(PresetBase):
     physics: Physics = Field(default_factory=Physics)
     initial: Initial = Field(default_factory=Initial)
     refine: list[Refine] = Field(default_factory=list, description="boxes refined to a finer level")
+    body: list[Body] = Field(default_factory=list, description="solid bodies (bounce-back walls, force reported)")
+    flow: Flow = Field(default_factory=Flow)
+
+    @model_validator(mode="after")
+    def _open_flow(self):
+        axis = {"x": 0, "y": 1, "z": 2}
+        for name in ("inlet", "outlet"):
+            side = getattr(self.flow, name)
+            if side != "none" and self.grid.periodic[axis[side[0]]]:
+                raise ValueError(f"flow.{name} = {side!r} needs grid.periodic[{axis[side[0]]}] = false "
+                                 f"(a periodic axis has no sides)")
+        if self.flow.reynolds is not None:
+            if not self.body:
+                raise ValueError("flow.reynolds needs a [[body]]: its reference length defines Re")
+            from .bodies import reference_length
+
+            length = reference_length(self.body[0])
+            speed = sum(v * v for v in self.flow.velocity) ** 0.5
+            if speed == 0.0:
+                raise ValueError("flow.reynolds needs a non-zero flow.velocity")
+            tau = 0.5 + 3.0 * speed * length / self.flow.reynolds
+            if "tau" in self.physics.model_fields_set and abs(self.physics.tau - tau) > 1e-9 * tau:
+                raise ValueError(f"physics.tau = {self.physics.tau} contradicts flow.reynolds = {self.flow.reynolds} "
+                                 f"(which gives τ₀ = {tau:.6g}): give one of them")
+            if tau <= 0.5 + 1e-6:
+                raise ValueError(f"flow.reynolds = {self.flow.reynolds} gives τ₀ = {tau:.8f} on level 0, too close "
+                                 "to 1/2: lower Re, or a larger body in level-0 units")
+            object.__setattr__(self.physics, "tau", tau)
+        return self
 
     @model_validator(mode="after")
     def _levels(self):
         from .levels import TAU_ONE_GAP, tau_at
 
-        if self.refine:
-            top = max(r.level for r in self.refine)
+        if self.refine or self.body:
+            top = self.max_level
             for lv in range(top + 1):
                 if abs(tau_at(self.physics.tau, lv) - 1.0) < TAU_ONE_GAP:
                     raise ValueError(
@@ -88,12 +161,12 @@ class AMR3DPreset(PresetBase):
 
     @property
     def max_level(self) -> int:
-        return max((r.level for r in self.refine), default=0)
+        return max([r.level for r in self.refine] + [b.level for b in self.body], default=0)
 
     @property
     def is_box(self) -> bool:
         """One level of periodic leaves: P0's benchmark box, where every rung of the ladder runs."""
-        return not self.refine and all(self.grid.periodic)
+        return not self.refine and not self.body and all(self.grid.periodic)
 
     @property
     def nleaf(self) -> int:

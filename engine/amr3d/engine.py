@@ -11,13 +11,15 @@ levels, rescaling, interpolation) or the ladder on each level joined by the coup
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Boxes, Grid3D
-from . import d3q27, interface, ladder, leafgrid, mesh, reference, storage, variants
+from . import bodies as body_shapes
+from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, storage, variants
 from .config import AMR3DPreset
 
 FAMILY = variants.FAMILY
@@ -38,6 +40,7 @@ RUNG_KERNELS = {"naive": "naive", "split": "split", "mother-leaf": "split", "tem
 
 
 variants.register()
+_COUPLING_CACHE: dict = {}  # preset's tree description → interface.build result (one kept)
 
 
 class AMR3D(Engine):
@@ -49,7 +52,7 @@ class AMR3D(Engine):
     def estimated_bytes(self):
         p = self.preset
         item = np.dtype(p.physics.dtype).itemsize
-        forest = mesh.build_forest(p)
+        forest = mesh.build_forest(p, self._make_bodies())
         points = forest.n_leaves * p.grid.m**3
         work = 27 * points * item * 2  # two buffers
         if not self.backend.is_gpu:
@@ -76,7 +79,11 @@ class AMR3D(Engine):
         self.dtype = np.dtype(p.physics.dtype)
         self.m = p.grid.m
         self.leaf_shape = tuple(p.grid.leaves)
-        self.forest = mesh.build_forest(p)
+        self.bodies = self._make_bodies()
+        self.forest = mesh.build_forest(p, self.bodies)
+        self._bnd = None
+        if self.bodies or p.flow.inlet != "none" or p.flow.outlet != "none":
+            self._bnd = boundaries.build(self.forest, self.bodies, p.flow.inlet, p.flow.outlet, p.flow.velocity)
         self.is_box = p.is_box
         self.dt = 2.0 ** -min(self.forest.levels)  # one step = one step of the coarsest level
         self.omega = 1.0 / p.physics.tau
@@ -93,11 +100,33 @@ class AMR3D(Engine):
             self.f = self.fn = None
             self._pending = np.zeros((d3q27.Q, self.forest.n_leaves, self.m, self.m, self.m), self.dtype)
 
+    def _make_bodies(self) -> list:
+        """The preset's bodies (STL paths relative to the preset's folder), each inside the domain and
+        clear of periodic sides (its images are not searched)."""
+        p = self.preset
+        src = getattr(p, "source", "<memory>")
+        base = os.path.dirname(os.path.abspath(src)) if src and not src.startswith("<") else "."
+        made = [body_shapes.make(spec, base) for spec in p.body]
+        s = p.grid.m - 1
+        domain = np.array(p.grid.leaves, np.float64) * s
+        for k, b in enumerate(made):
+            lo, hi = b.bounds()
+            if np.any(lo <= 0) or np.any(hi >= domain):
+                raise ValueError(f"body[{k}] ({p.body[k].kind}) reaches from {np.round(lo, 3).tolist()} to "
+                                 f"{np.round(hi, 3).tolist()}: it must lie inside the domain (0 … "
+                                 f"{domain.tolist()} level-0 units), clear of every side")
+        return made
+
     def _initialise(self):
         if self.is_box:
             self._set_leaves(initial_state(self.preset))
         else:
-            self._set_leaves(self._synchronised(initial_tree_state(self.preset, self.forest)))
+            f = initial_tree_state(self.preset, self.forest)
+            if self._bnd is not None:  # solid nodes at rest, inlet nodes at the inflow equilibrium
+                f2, m3 = f.reshape(d3q27.Q, -1), self.m ** 3
+                for lv, b in self._bnd.level.items():
+                    boundaries.apply(np, f2, b, self.forest.level_slice(lv).start * m3, self._bnd.inlet_velocity)
+            self._set_leaves(self._synchronised(f))
 
     def _leaves(self):
         """f in the canonical leaf storage (a view when already there)."""
@@ -182,20 +211,56 @@ class AMR3D(Engine):
             if self._tables is None:
                 from . import tables
 
-                self._tables = tables.on_device(self.xp, tables.build(self.forest, p.physics.interp))
+                solid, near = (self._bnd.solid, self._bnd.near()) if self._bnd is not None else (None, None)
+                self._tables = tables.on_device(self.xp, tables.build(self.forest, p.physics.interp, solid, near))
             self._tree = reference.Stepper(self.xp, self.forest, reference.Physics(p.physics.tau, self.accel),
-                                           self.xp.array(leaves, dtype=self.dtype), self._tables, synchronised=True)
+                                           self.xp.array(leaves, dtype=self.dtype), self._tables, synchronised=True,
+                                           bnd=self._bnd)
             return
         from .tree_stepper import CupyKernels, TreeStepper
 
         self._tree = TreeStepper(self.xp, self.forest, self._interface(), p.physics.tau, self.accel,
-                                 CupyKernels(rung, self.stream), self.timer, dtype=self.dtype)
+                                 CupyKernels(rung, self.stream), self.timer, dtype=self.dtype, bnd=self._bnd)
         self._tree.set_state(leaves)
 
     def _interface(self):
         if self._coupling is None:
-            self._coupling = interface.build(self.forest, self.preset.physics.interp)
+            # built on the host (seconds to tens of seconds for a flow's tree): engines of the same
+            # tree (bench cells, a restarted run) share the last one built
+            key = (self.preset.model_dump_json(include={"grid", "refine", "body", "flow"}), self.preset.physics.interp,
+                   getattr(self.preset, "source", ""))
+            if key not in _COUPLING_CACHE:
+                solid, near = (self._bnd.solid, self._bnd.near()) if self._bnd is not None else (None, None)
+                _COUPLING_CACHE.clear()
+                _COUPLING_CACHE[key] = interface.build(self.forest, self.preset.physics.interp, solid, near)
+            self._coupling = _COUPLING_CACHE[key]
         return self._coupling
+
+    # ---- forces on the bodies -------------------------------------------------------------------
+    def body_force(self):
+        """Momentum-exchange force (3,) on all bodies, level-0 lattice units (device array)."""
+        if self._bnd is None or not self.bodies or self._tree is None:
+            return self.xp.zeros(3, np.float64)
+        return self._tree.body_force()
+
+    def force_coefficients(self) -> dict:
+        """C_d along the inflow, and the two transverse coefficients (C_l on the next axis, C_s on the
+        last: for flow along x, lift along y, side force along z), with the first body's frontal
+        area and ρ = 1: C = F / (½ |u_in|² A)."""
+        p = self.preset
+        u = np.asarray(p.flow.velocity, np.float64)
+        speed = float(np.linalg.norm(u))
+        if not self.bodies or speed == 0.0:
+            return {}
+        axis = int(np.argmax(np.abs(u)))
+        F = self.backend.asnumpy(self.body_force()).astype(np.float64)
+        q = 0.5 * speed * speed * self.bodies[0].frontal_area(axis)
+        e = u / speed
+        lift, side = (axis + 1) % 3, (axis + 2) % 3
+        return {"cd": float(F @ e) / q, "cl": float(F[lift]) / q, "cs": float(F[side]) / q}
+
+    def logged_quantities(self):
+        return self.force_coefficients()
 
     def _synchronised(self, f: np.ndarray) -> np.ndarray:
         """A host state on the tree with its coarse copies of fine-owned nodes set (tree_stepper)."""
@@ -361,8 +426,17 @@ class AMR3D(Engine):
 
     def timing_extra(self):
         """P0's figures: GFLOPS at F = 377 flop per point and % of the improved roofline
-        P = F / (F/P_peak + B/B_peak) with the measured copy bandwidth and the fp32 peak."""
+        P = F / (F/P_peak + B/B_peak) with the measured copy bandwidth and the fp32 peak. On a tree,
+        the points against the uniform lattice of the finest spacing, and that lattice's updates
+        per coarse step (fine-equivalent throughput = those / the time of a step)."""
         out = {"flops_per_point": P0_FLOPS}
+        if not self.is_box:
+            f = self.forest
+            uniform = float(np.prod((f.domain // f.spacing_of(f.max_level)).astype(np.float64)))
+            points = float(f.n_leaves * self.m**3)
+            out.update({"leaves": f.n_leaves, "points": points, "uniform_points": uniform,
+                        "point_fraction": points / uniform,
+                        "fine_equivalent_updates_per_step": uniform * 2.0 ** (f.max_level - min(f.levels))})
         peak = fp32_peak_flops(self.backend)
         if peak:
             bw = self.roofline_bytes_per_s()
@@ -391,6 +465,13 @@ class AMR3D(Engine):
                 **base, "grid": {"leaves": [4, 2, 4], "m": 9, "periodic": [True, False, True]},
                 "refine": [{"lo": [0.4, 0.2, 0.4], "hi": [0.6, 0.4, 0.6], "level": 2}],
                 "physics": {"tau": 0.57}}),
+            # a flow: a sphere on the finer of two levels (bounce-back points join the fix-up), a
+            # velocity inlet and an outflow (the boundary kernels)
+            "fp32-sphere-m9": AMR3DPreset.model_validate({
+                **base, "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [False, True, True]},
+                "body": [{"kind": "sphere", "center": [7.7, 8.1, 8.3], "diameter": 3.0, "level": 1, "band": 0.5}],
+                "flow": {"inlet": "x-", "outlet": "x+", "velocity": [0.04, 0.0, 0.0]},
+                "physics": {"tau": 0.56}}),
         }
 
     @classmethod
@@ -409,7 +490,8 @@ class AMR3D(Engine):
             return [("p0-box-8-leaves", ["grid.leaves=[2, 2, 2]"])]
         return [("p0-box-512-leaves", ["grid.leaves=[8, 8, 8]"]),
                 ("fill-8192-leaves", ["grid.leaves=[16, 16, 32]"]),
-                ("three-levels", ["grid.leaves=[8, 8, 8]", THREE_LEVELS])]
+                ("three-levels", ["grid.leaves=[8, 8, 8]", THREE_LEVELS]),
+                ("sphere", ["@amr3d-sphere-re100"])]
 
     @classmethod
     def bench_selections(cls, backend: str = "cupy"):
@@ -447,6 +529,8 @@ def _flow(p: AMR3DPreset, x, y, z):
         rho = 1 + 3 * (u0 * u0 / 16) * (np.cos(2 * kx * x) + np.cos(2 * ky * y)) * (np.cos(2 * kz * z) + 2)
     elif kind == "shear-wave":
         ux = u0 * np.sin(kz * z)
+    elif kind == "uniform":
+        ux, uy, uz = (np.full_like(rho, v) for v in p.flow.velocity)
     elif kind == "random":
         return _smooth_random(np.random.default_rng(p.initial.seed), x, y, z, (nx, ny, nz), u0)
     return rho, (ux, uy, uz)

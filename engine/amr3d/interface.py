@@ -95,18 +95,31 @@ def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     return li + sl.start, shell[si]
 
 
-def build(forest: Forest, interp: str = "quadratic") -> dict[int, LevelCoupling]:
-    """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search)."""
+def _union(m: int, a, b):
+    """Points (leaves, ijk) of both lists, each once, in ascending point id."""
+    lf = np.concatenate([np.asarray(a[0], np.int64), np.asarray(b[0], np.int64)])
+    ijk = np.concatenate([np.asarray(a[1], np.int64).reshape(-1, 3), np.asarray(b[1], np.int64).reshape(-1, 3)])
+    _, first = np.unique(lf * m ** 3 + tables.local_flat(m, ijk), return_index=True)
+    return lf[first], ijk[first]
+
+
+def build(forest: Forest, interp: str = "quadratic", solid=None, near=None) -> dict[int, LevelCoupling]:
+    """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search).
+    ``solid`` and ``near`` (boundaries.py): the points next to a body join the fix-up list, their
+    solid sources bounced back."""
     out = {}
     m3 = forest.m ** 3
     N = forest.n_leaves * m3
+    near = near or {}
     for lv in forest.levels:
         sl = forest.level_slice(lv)
         lo, n = sl.start, sl.stop - sl.start
         nbr, _ = level_neighbours(forest, lv)
         leaves, ijk = interface_points(forest, lv)
+        if lv in near:
+            leaves, ijk = _union(forest.m, (leaves, ijk), near[lv])
         R = len(leaves)
-        pt = tables.point_tables(forest, lv, leaves, ijk, interp)
+        pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid)
         pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
         desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
         desc[0] = pid  # the rest population stays at the point

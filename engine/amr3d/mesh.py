@@ -16,10 +16,33 @@ import numpy as np
 from .tree import Forest, refine
 
 
-def build_forest(p) -> Forest:
+def build_forest(p, bodies=()) -> Forest:
     """The preset's tree: the roots at level 0, every leaf that overlaps a refine box refined until
-    it reaches the box's level (2:1 balance after each split restores the neighbours)."""
+    it reaches the box's level, then every leaf within a body's band of its surface refined to the
+    body's level (2:1 balance after each split restores the neighbours). ``bodies``: the
+    bodies.Body objects of ``p.body``, in order."""
     f = Forest.uniform(tuple(p.grid.leaves), 0, p.grid.m, p.max_level, periodic=tuple(p.grid.periodic))
+    f = _refine_boxes(f, p)
+    for spec, body in zip(p.body, bodies):
+        f = refine_near(f, body, spec.level, spec.band)
+    return f
+
+
+def refine_near(f: Forest, body, level: int, band: float) -> Forest:
+    """Refine until every leaf that may come within ``band`` (level-0 units) of the body's surface
+    is at ``level``: a leaf is taken when |distance(centre)| − half its diagonal ≤ band (never
+    misses one for a true signed distance; may take a few more)."""
+    unit = float(1 << f.max_level)
+    while True:
+        centre = (f.origin + 0.5 * f.extent[:, None]) / unit
+        half_diag = 0.5 * np.sqrt(3.0) * f.extent / unit
+        hit = (np.abs(body.distance(centre)) - half_diag <= band) & (f.level < level)
+        if not hit.any():
+            return f
+        f = refine(f, np.nonzero(hit)[0])
+
+
+def _refine_boxes(f: Forest, p) -> Forest:
     for box in sorted(p.refine, key=lambda b: b.level):
         lo, hi = np.asarray(box.lo), np.asarray(box.hi)
         while True:

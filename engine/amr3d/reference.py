@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import d3q27, levels
+from . import boundaries, d3q27, levels
 from .tables import Tables
 from .tree import Forest
 
@@ -138,15 +138,17 @@ def synchronise(xp, f, tables: Tables, physics: Physics):
             f2[:, lt.dup_dst] = f2[:, lt.dup_src]
 
 
-def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Physics):
+def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Physics, bnd=None):
     lt = tables.level[lv]
     g = pull_level(xp, f, f_prev, tables, lv, theta, physics)
     sl = slice(lt.lo, lt.lo + lt.n)
     f_prev[:, sl] = f[:, sl]
     f[:, sl] = d3q27.collide(xp, g, levels.tau_at(physics.tau0, lv), levels.accel_at(physics.accel0, lv))
+    if bnd is not None and lv in bnd.level:
+        boundaries.apply(xp, f.reshape(d3q27.Q, -1), bnd.level[lv], lt.lo * tables.forest.m ** 3, bnd.inlet_velocity)
     if lv + 1 in tables.level:
-        _advance(xp, f, f_prev, tables, lv + 1, 0.0, physics)
-        _advance(xp, f, f_prev, tables, lv + 1, 0.5, physics)
+        _advance(xp, f, f_prev, tables, lv + 1, 0.0, physics, bnd)
+        _advance(xp, f, f_prev, tables, lv + 1, 0.5, physics, bnd)
         restrict(xp, f, tables, lv, physics)
 
 
@@ -154,11 +156,16 @@ class Stepper:
     """The reference solver on one tree: owns f, f_prev and the tables."""
 
     def __init__(self, xp, forest: Forest, physics: Physics, f, tables: Tables | None = None,
-                 interp: str = "quadratic", synchronised: bool = False):
+                 interp: str = "quadratic", synchronised: bool = False, bnd=None):
+        """``bnd``: boundaries.Boundaries of a flow (bodies, inlet, outlet); the tables must then be
+        built with its ``solid`` and ``near`` (done here when they are not given)."""
         from .tables import build
         levels.check_taus(physics.tau0, forest.levels)
         self.xp, self.forest, self.physics = xp, forest, physics
-        self.tables = tables if tables is not None else build(forest, interp)
+        self.bnd = boundaries.on_device(xp, bnd) if bnd is not None else None
+        if tables is None:
+            tables = build(forest, interp, bnd.solid, bnd.near()) if bnd is not None else build(forest, interp)
+        self.tables = tables
         self.f = f
         self.f_prev = f.copy()
         if not synchronised:  # (a state that came out of a step, or was synchronised, is left bit for bit)
@@ -173,8 +180,24 @@ class Stepper:
     def step(self, n: int = 1):
         lmin = min(self.forest.levels)
         for _ in range(n):
-            _advance(self.xp, self.f, self.f_prev, self.tables, lmin, 0.0, self.physics)
+            _advance(self.xp, self.f, self.f_prev, self.tables, lmin, 0.0, self.physics, self.bnd)
             self.time += self.dt
+
+
+    def body_force(self):
+        """Momentum-exchange force (3,) on the bodies, level-0 units (device array)."""
+        return body_force(self.xp, self.f, self.forest, self.bnd)
+
+
+def body_force(xp, f, forest: Forest, bnd):
+    total = xp.zeros(3, np.float64)
+    if bnd is None:
+        return total
+    f2 = f.reshape(d3q27.Q, -1)
+    m3 = forest.m ** 3
+    for lv, b in bnd.level.items():
+        total = total + boundaries.force(xp, f2, b, forest.level_slice(lv).start * m3, lv)
+    return total
 
 
 # ---- diagnostics ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ Index conventions (all int64 here; kernels may narrow them):
 
 Inner points (indices 1 … m−2 on every axis) read their own leaf at the fixed offset −c_q and are
 not in the tables. A shell point's source s = x − c_q h_l is classified (docs/amr3d.md):
+0. a solid node of a body (``solid``: flows, boundaries.py) → bounce-back, as 1         (direct)
 1. beyond a non-periodic side → bounce-back: own point, population opp(q)            (direct)
 2. inside the own leaf's closed box → own leaf                                        (direct)
 3. a node of a same-level leaf (lowest index)                                         (direct)
@@ -97,12 +98,16 @@ def _uniq(ids: np.ndarray):
     return u, inv.reshape(ids.shape)
 
 
-def build(forest: Forest, interp: str = "quadratic") -> Tables:
+def build(forest: Forest, interp: str = "quadratic", solid=None, near=None) -> Tables:
     """interp: "quadratic" (default: 3 coarse nodes per half-way axis, 27-point stencil) or
-    "linear" (P0's trilinear 8-point stencil); docs/amr3d.md says why quadratic."""
+    "linear" (P0's trilinear 8-point stencil); docs/amr3d.md says why quadratic. ``solid`` (see
+    _classify) and ``near`` ({level: (leaves, ijk)}: the points next to a body, boundaries.py) add
+    the bodies' bounce-back: inner points among ``near`` get table rows too (their other
+    directions repeat what the inner slices read)."""
     if interp not in STENCILS:
         raise ValueError(f"interp = {interp!r}: one of {sorted(STENCILS)}")
-    return Tables(forest, {lv: _build_level(forest, lv, interp) for lv in forest.levels}, interp)
+    near = near or {}
+    return Tables(forest, {lv: _build_level(forest, lv, interp, solid, near.get(lv)) for lv in forest.levels}, interp)
 
 
 # 1D weights at a half-way point between nodes i0 and i0+1, as (offsets from i0, weights).
@@ -140,9 +145,10 @@ def _stencil(m: int, off, hc: int, interp: str):
     return flat.reshape(len(off), -1), wt.reshape(len(off), -1)
 
 
-def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: str, acc) -> None:
-    """Classify the pull sources of the points (leaves[p], ijk[p]) of level lv (shell points: the
-    inner ones never leave their leaf) into ``acc``; a destination is q · stride + row[p]."""
+def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: str, acc, solid=None) -> None:
+    """Classify the pull sources of the points (leaves[p], ijk[p]) of level lv (shell points, and the
+    inner points next to a body) into ``acc``; a destination is q · stride + row[p]. ``solid``:
+    finest-lattice integer positions (..., 3) → bool, True on a body's solid nodes."""
     m, m3, N = forest.m, forest.m ** 3, forest.n_leaves * forest.m ** 3
     h = int(forest.spacing_of(lv))
     ext = (m - 1) * h
@@ -156,8 +162,10 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     leaf_b = np.broadcast_to(np.asarray(leaves, np.int64)[:, None], q.shape)
     sw, inside = forest.wrap_points(src)
     todo = np.ones(q.shape, bool)
-    # 1. bounce-back beyond a non-periodic side
+    # 0./1. bounce-back from a body's solid node or beyond a non-periodic side
     b = ~inside
+    if solid is not None:
+        b |= inside & solid(sw)
     acc["dd"].append(dst[b])
     acc["ds"].append(d3q27.OPP[q[b]] * N + own_pid[b])
     todo &= ~b
@@ -221,7 +229,7 @@ def _new_acc() -> dict:
     return {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "cp", "cw", "rd", "rs", "ud", "us")}
 
 
-def _build_level(forest: Forest, lv: int, interp: str) -> LevelTables:
+def _build_level(forest: Forest, lv: int, interp: str, solid=None, near=None) -> LevelTables:
     m, m3 = forest.m, forest.m ** 3
     sl = forest.level_slice(lv)
     lo, n = sl.start, sl.stop - sl.start
@@ -234,11 +242,17 @@ def _build_level(forest: Forest, lv: int, interp: str) -> LevelTables:
         ijk = np.tile(shell, (len(leaves), 1))
         pid = lf * m3 + np.tile(shell_local, len(leaves))
         _owners(forest, lv, lf, forest.origin[lf] + ijk * int(forest.spacing_of(lv)), pid, acc)
-        _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc)
+        _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc, solid)
+    if near is not None:
+        lf, ijk = (np.asarray(a, np.int64) for a in near)
+        inner = np.all((ijk > 0) & (ijk < m - 1), axis=1)
+        lf, ijk = lf[inner], ijk[inner].reshape(-1, 3)
+        if lf.size:
+            _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc, solid)
     return _tables_from(acc, lv, lo, n, interp)
 
 
-def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic") -> LevelTables:
+def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None) -> LevelTables:
     """The tables of chosen shell points of level lv only (the GPU's interface points: the kernels
     handle the others), destinations q · P + p for the p-th point; ``restrict``/``dup`` over these
     points only. Same classification as :func:`build`."""
@@ -254,7 +268,7 @@ def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic"
         lf, pt = leaves[c0:c0 + step], ijk[c0:c0 + step]
         pid = lf * m3 + local_flat(m, pt)
         _owners(forest, lv, lf, forest.origin[lf] + pt * int(forest.spacing_of(lv)), pid, acc)
-        _classify(forest, lv, lf, pt, np.arange(c0, c0 + len(lf)), len(leaves), interp, acc)
+        _classify(forest, lv, lf, pt, np.arange(c0, c0 + len(lf)), len(leaves), interp, acc, solid)
     return _tables_from(acc, lv, sl.start, sl.stop - sl.start, interp)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import d3q27, leafgrid, levels
+from . import boundaries, d3q27, leafgrid, levels
 from .gpu import _no_phase  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
 from .tree import Forest
@@ -36,9 +36,12 @@ class TreeStepper:
     """Owns the per-level buffers of one forest and advances them by coarse steps."""
 
     def __init__(self, xp, forest: Forest, coupling: dict[int, LevelCoupling], tau0: float, accel0, kernels,
-                 timer, dtype=np.float32):
+                 timer, dtype=np.float32, bnd=None):
+        """``bnd``: boundaries.Boundaries of a flow (the coupling must then come from
+        interface.build with its ``solid`` and ``near``)."""
         levels.check_taus(tau0, forest.levels)
         self.xp, self.forest, self.coupling, self.kernels, self.timer = xp, forest, coupling, kernels, timer
+        self.bnd = boundaries.on_device(xp, bnd) if bnd is not None else None
         self.tau0, self.accel0 = float(tau0), tuple(float(a) for a in accel0)
         self.levels = list(forest.levels)
         m = forest.m
@@ -99,6 +102,9 @@ class TreeStepper:
         if c.n_fix:
             with phase("coupling"):
                 k.fixup(self, lv)
+        if self.bnd is not None and not self.bnd.level[lv].empty:
+            with phase("boundary"):
+                k.boundary(self, lv)
         self.bufs[lv].reverse()
         if lv + 1 in self.bufs:
             self._advance(lv + 1, 0.0, phase)
@@ -130,6 +136,14 @@ class TreeStepper:
     def dt(self) -> float:
         """Level-0 time units of one coarse step."""
         return 2.0 ** -self.levels[0]
+
+    def body_force(self):
+        """Momentum-exchange force (3,) on the bodies, level-0 units (device array)."""
+        total = self.xp.zeros(3, np.float64)
+        if self.bnd is not None:
+            for lv, b in self.bnd.level.items():
+                total = total + boundaries.force(self.xp, self.bufs[lv][0].reshape(d3q27.Q, -1), b, 0, lv)
+        return total
 
 
 def synchronise_host(forest: Forest, coupling: dict[int, LevelCoupling], f, tau0: float, accel0) -> None:
@@ -212,6 +226,9 @@ class NumpyKernels:
         out = leafgrid.collide(xp, g, src.dtype.type(1.0 / levels.tau_at(st.tau0, lv)), levels.accel_at(st.accel0, lv))
         dst.reshape(d3q27.Q, -1)[:, d["fix_pts"]] = out
 
+    def boundary(self, st, lv):
+        boundaries.apply(st.xp, st.bufs[lv][1].reshape(d3q27.Q, -1), st.bnd.level[lv], 0, st.bnd.inlet_velocity)
+
 
 class CupyKernels:
     """The CUDA kernels: one LadderStepper per level (the rung's kernels on that level's leaf grid)
@@ -243,6 +260,9 @@ class CupyKernels:
             d["interp_w"] = xp.asarray(np.ascontiguousarray(c.interp_w, np.float32))
             self.dev[lv] = d
         self.m3 = m ** 3
+        u_in = st.bnd.inlet_velocity if st.bnd is not None else (0.0, 0.0, 0.0)
+        self._inlet_values = xp.asarray(boundaries.rest_values(np.float32, u_in))
+        self._rest_values = xp.asarray(boundaries.rest_values(np.float32))
 
     @staticmethod
     def _grid(n: int):
@@ -288,6 +308,19 @@ class CupyKernels:
         self.k[d["fixup"]](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3),
                                st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
                                f32(1.0 / tau), f32(ax), f32(ay), f32(az)), stream=self.stream)
+
+    def boundary(self, st, lv):
+        """boundaries.apply in CUDA: outlet copies, then the inlet and solid values."""
+        b, buf = st.bnd.level[lv], st.bufs[lv][1]
+        plane = np.int64(st.coupling[lv].n * self.m3)
+        if b.outlet_dst.size:
+            g, t = self._grid(b.outlet_dst.size)
+            self.k["copy_points"](g, t, (buf, b.outlet_dst, b.outlet_src, np.int32(b.outlet_dst.size), plane),
+                                  stream=self.stream)
+        for pts, vals in ((b.inlet_pts, self._inlet_values), (b.solid_pts, self._rest_values)):
+            if pts.size:
+                g, t = self._grid(pts.size)
+                self.k["set_points"](g, t, (buf, pts, np.int32(pts.size), plane, vals), stream=self.stream)
 
     def capture(self, body):
         cp = __import__("cupy")

@@ -167,3 +167,26 @@ __global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ d
 #pragma unroll
     for (int q = 0; q < Q; ++q) dst[q * plane + p] = f[q];
 }
+
+// Flow boundaries (engine/amr3d/boundaries.py, applied after the fix-up of a level step, in this
+// order): outflow nodes copy all populations of the next node inwards; inlet and solid nodes take
+// a fixed population vector (the inflow equilibrium, or rest). A thread per point.
+extern "C" __global__ void amr3d_copy_points(float* __restrict__ f, const long long* __restrict__ dst,
+                                             const long long* __restrict__ src, int n, long long plane)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    const idx_t d = (idx_t)dst[r], s = (idx_t)src[r];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) f[q * plane + d] = f[q * plane + s];
+}
+
+extern "C" __global__ void amr3d_set_points(float* __restrict__ f, const long long* __restrict__ pts, int n,
+                                            long long plane, const float* __restrict__ values)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    const idx_t p = (idx_t)pts[r];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) f[q * plane + p] = values[q];
+}

@@ -1,0 +1,225 @@
+"""Bodies and open sides of an amr3d flow, as plain point lists per level (docs/amr3d-flows.md).
+
+Everything here is decided once per tree on the host, like the gather tables; the step only
+applies lists:
+
+- **Bodies.** A node is *solid* when it lies inside a body (bodies.py). A fluid node whose pull
+  source in direction q is solid takes half-way bounce-back, f_q(x) = f*_opp(q)(x): tables.py
+  classifies such a source like one beyond a wall, and the points concerned (``near``) join the
+  GPU fix-up list (interface.py), so the ladder kernels stay as they are. Solid nodes themselves are
+  reset to rest (ρ = 1, u = 0) after every step of their level: nothing reads them, but a value
+  that drifts there could reach a coarse interpolation stencil or a drawn field.
+- **Force** (momentum exchange, Ladd 1994): every link (x, q) from a fluid node x to a solid source
+  carries 2 f*_opp(q)(x) c_opp(q) into the body per step of its level. In level-0 units (mass h³,
+  time h, velocity 1 under acoustic scaling) one link adds 2 h_l² f*_opp(q) c_opp(q) to the force.
+  Each physical node counts once: only the copy its owner stores (the finest leaf holding it,
+  lowest index) carries links.
+- **Velocity inlet** on one side: every stored copy of a node on that side is set to the
+  equilibrium at (ρ = 1, u_in) after each step of its level (an equilibrium boundary: first order
+  in the non-equilibrium part, robust, and the usual choice for a far-field inflow).
+- **Outflow** on one side: every stored copy of a node on that side takes all 27 populations of
+  the next node inwards, in the same leaf (zero normal gradient, first order), after each step.
+Other non-periodic sides keep the engine's half-way bounce-back walls.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import d3q27
+from .tables import local_flat
+from .tree import Forest
+
+AXES = {"x": 0, "y": 1, "z": 2}
+
+
+@dataclass
+class LevelBoundary:
+    """Point ids are level-relative: (leaf − lo) · m³ + local (as interface.py)."""
+
+    level: int
+    solid_pts: np.ndarray  # reset to rest
+    inlet_pts: np.ndarray  # set to the inflow equilibrium
+    outlet_dst: np.ndarray  # ← outlet_src, all populations
+    outlet_src: np.ndarray
+    link_pts: np.ndarray  # momentum-exchange links: fluid point …
+    link_q: np.ndarray  # … and the direction q whose source is solid
+    near_leaves: np.ndarray  # fluid points with a solid source (global leaf, ijk): bounce-back
+    near_ijk: np.ndarray
+
+    @property
+    def empty(self) -> bool:
+        return not (self.solid_pts.size or self.inlet_pts.size or self.outlet_dst.size)
+
+
+@dataclass
+class Boundaries:
+    forest: Forest
+    level: dict  # level → LevelBoundary
+    inlet_velocity: tuple
+    solid: object  # finest-lattice positions → bool (tables.py), or None without bodies
+
+    def near(self) -> dict:
+        return {lv: (b.near_leaves, b.near_ijk) for lv, b in self.level.items() if b.near_leaves.size}
+
+
+def solid_function(forest: Forest, bodies):
+    """Finest-lattice integer positions (..., 3) → bool: inside any body. Points outside every
+    body's bounding box skip the (possibly costly: STL) inside test."""
+    if not bodies:
+        return None
+    unit = float(1 << forest.max_level)
+    boxes = [b.bounds() for b in bodies]
+
+    def solid(pts):
+        x = np.asarray(pts, np.float64).reshape(-1, 3) / unit
+        out = np.zeros(len(x), bool)
+        for body, (lo, hi) in zip(bodies, boxes):
+            near = np.all((x >= lo) & (x <= hi), axis=1) & ~out
+            if near.any():
+                out[near] = body.inside(x[near])
+        return out.reshape(np.shape(pts)[:-1])
+    return solid
+
+
+def _side_points(forest: Forest, sl: slice, side: str, inward: int):
+    """(leaf, local index) of every stored node on ``side`` of the domain among leaves ``sl``, and
+    the local index of the node ``inward`` spacings inside along the normal."""
+    m = forest.m
+    ax, high = AXES[side[0]], side[1] == "+"
+    leaves = np.arange(sl.start, sl.stop)
+    org, ext = forest.origin[leaves, ax], forest.extent[leaves]
+    on = (org + ext == forest.domain[ax]) if high else (org == 0)
+    leaves = leaves[on]
+    k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
+    ijk = np.stack([i.ravel(), j.ravel(), k.ravel()], axis=1)
+    face = ijk[ijk[:, ax] == (m - 1 if high else 0)]
+    src = face.copy()
+    src[:, ax] += -inward if high else inward
+    lf = np.repeat(leaves, len(face))
+    return lf, np.tile(face, (len(leaves), 1)), np.tile(src, (len(leaves), 1))
+
+
+def build(forest: Forest, bodies=(), inlet: str = "none", outlet: str = "none",
+          inlet_velocity=(0.0, 0.0, 0.0)) -> Boundaries:
+    m, m3 = forest.m, forest.m ** 3
+    solid = solid_function(forest, list(bodies))
+    unit = float(1 << forest.max_level)
+    out = {}
+    for lv in forest.levels:
+        sl = forest.level_slice(lv)
+        lo = sl.start
+        h = int(forest.spacing_of(lv))
+        e = np.zeros(0, np.int64)
+        solid_pts, links_p, links_q, near_l, near_ijk = e, e, e, e, np.zeros((0, 3), np.int64)
+        if solid is not None:
+            cand = _candidates(forest, sl, bodies, unit)
+            solid_pts, links_p, links_q, near_l, near_ijk = _body_points(forest, lv, cand, h, solid)
+            solid_pts, links_p = solid_pts - lo * m3, links_p - lo * m3
+        inlet_pts = e
+        if inlet != "none":
+            lf, ijk, _ = _side_points(forest, sl, inlet, 1)
+            inlet_pts = (lf - lo) * m3 + local_flat(m, ijk)
+        od = os_ = e
+        if outlet != "none":
+            lf, ijk, src = _side_points(forest, sl, outlet, 1)
+            od = (lf - lo) * m3 + local_flat(m, ijk)
+            os_ = (lf - lo) * m3 + local_flat(m, src)
+        out[lv] = LevelBoundary(lv, solid_pts, inlet_pts, od, os_, links_p, links_q, near_l, near_ijk)
+    return Boundaries(forest, out, tuple(float(v) for v in inlet_velocity), solid)
+
+
+def _candidates(forest: Forest, sl: slice, bodies, unit: float) -> np.ndarray:
+    """Leaves of the slice whose box, grown by one spacing, meets a body's bounding box."""
+    leaves = np.arange(sl.start, sl.stop)
+    a = (forest.origin[leaves] - forest.spacing[leaves, None]) / unit
+    b = (forest.origin[leaves] + (forest.extent + forest.spacing)[leaves, None]) / unit
+    hit = np.zeros(len(leaves), bool)
+    for body in bodies:
+        lo, hi = body.bounds()
+        hit |= np.all((a <= hi) & (b >= lo), axis=1)
+    # periodic images are not searched: a body must not cross a periodic side (checked by the engine)
+    return leaves[hit]
+
+
+def _body_points(forest: Forest, lv: int, leaves: np.ndarray, h: int, solid):
+    """Solid point ids, momentum-exchange links (owner copies) and the fluid points next to a body,
+    for the given leaves of level lv (global ids). Solidity is evaluated once per leaf on its nodes
+    grown by one layer, (m + 2)³, and shifted for the 26 directions."""
+    m, m3 = forest.m, forest.m ** 3
+    e = np.zeros(0, np.int64)
+    if leaves.size == 0:
+        return e, e, e, e, np.zeros((0, 3), np.int64)
+    g = np.arange(-1, m + 1)
+    k, j, i = np.meshgrid(g, g, g, indexing="ij")
+    ext = np.stack([i, j, k], axis=-1)  # (m+2, m+2, m+2, 3) local indices
+    pos = forest.origin[leaves][:, None, None, None, :] + ext[None] * h
+    pw, inside = forest.wrap_points(pos)
+    s_ext = np.zeros(pw.shape[:-1], bool)
+    s_ext[inside] = solid(pw[inside])
+    own = s_ext[:, 1:-1, 1:-1, 1:-1]  # (n, m, m, m) [leaf, k, j, i]
+    src = np.zeros((d3q27.Q,) + own.shape, bool)
+    for q in range(1, d3q27.Q):
+        cx, cy, cz = (int(c) for c in d3q27.C[q])
+        src[q] = s_ext[:, 1 - cz:m + 1 - cz, 1 - cy:m + 1 - cy, 1 - cx:m + 1 - cx] & ~own
+    near = src.any(axis=0)
+    local = np.arange(m3).reshape(m, m, m)
+    li, kk, jj, ii = np.nonzero(own)
+    solid_pts = leaves[li] * m3 + local[kk, jj, ii]
+    li, kk, jj, ii = np.nonzero(near)
+    near_l = leaves[li]
+    near_ijk = np.stack([ii, jj, kk], axis=1).astype(np.int64)
+    # links at owner copies only
+    pos_n = forest.origin[near_l] + near_ijk * h
+    pwn, _ = forest.wrap_points(pos_n)
+    owner = forest.containing(lv, pwn) == near_l
+    if lv < forest.max_level:
+        owner &= forest.containing(lv + 1, pwn) < 0
+    sel = np.nonzero(owner)[0]
+    qs = src[:, li[sel], kk[sel], jj[sel], ii[sel]]  # (Q, S)
+    qq, ss = np.nonzero(qs)
+    link_p = near_l[sel][ss] * m3 + local[kk[sel][ss], jj[sel][ss], ii[sel][ss]]
+    return solid_pts, link_p, qq.astype(np.int64), near_l, near_ijk
+
+
+def on_device(xp, bnd: Boundaries) -> Boundaries:
+    """The lists as xp arrays (the host copies stay for building tables)."""
+    if xp is np:
+        return bnd
+    from dataclasses import fields, replace
+
+    def move(b):
+        return replace(b, **{f.name: xp.asarray(getattr(b, f.name)) for f in fields(b)
+                             if isinstance(getattr(b, f.name), np.ndarray) and not f.name.startswith("near")})
+    return Boundaries(bnd.forest, {lv: move(b) for lv, b in bnd.level.items()}, bnd.inlet_velocity, bnd.solid)
+
+
+# ---- applying the lists (any xp: NumPy reference, NumpyKernels; CUDA kernels in coupling.cu) ----------
+def rest_values(dtype, velocity=(0.0, 0.0, 0.0)) -> np.ndarray:
+    """(Q,) equilibrium populations at ρ = 1 and ``velocity``."""
+    u = [np.array(v, np.float64) for v in velocity]
+    return d3q27.equilibrium(np, np.array(1.0), *u).astype(dtype)
+
+
+def apply(xp, f2, b: LevelBoundary, offset: int, inlet_velocity) -> None:
+    """In place on f2 (Q, N): the lists of one level (point ids + ``offset``): outlet copies, the
+    inlet equilibrium, solid nodes to rest — in this order, so an inlet or solid node on the outlet
+    side keeps its own value."""
+    if b.outlet_dst.size:
+        f2[:, b.outlet_dst + offset] = f2[:, b.outlet_src + offset]
+    if b.inlet_pts.size:
+        f2[:, b.inlet_pts + offset] = xp.asarray(rest_values(f2.dtype, inlet_velocity))[:, None]
+    if b.solid_pts.size:
+        f2[:, b.solid_pts + offset] = xp.asarray(rest_values(f2.dtype))[:, None]
+
+
+def force(xp, f2, b: LevelBoundary, offset: int, level: int):
+    """Momentum-exchange force (3,) on the bodies from one level's links, level-0 units, as a
+    device array: Σ 2 h_l² f*_opp(q)(x) c_opp(q) over the links (x, q)."""
+    if not b.link_pts.size:
+        return xp.zeros(3, np.float64)
+    opp = xp.asarray(d3q27.OPP)[b.link_q]
+    vals = f2[opp, b.link_pts + offset].astype(np.float64)
+    c = xp.asarray(d3q27.C.astype(np.float64))[opp]
+    return 2.0 * (2.0 ** -level) ** 2 * (vals[:, None] * c).sum(axis=0)

@@ -1,0 +1,206 @@
+"""amr3d flows on the host: bodies (half-way bounce-back, momentum-exchange force), a velocity
+inlet and an outflow (boundaries.py), checked
+- on one level against a separately written np.roll lattice with a solid mask (identical bits),
+- the force against the same lattice's links counted independently,
+- on two- and three-level trees: the GPU's orchestration written with array code (NumpyKernels,
+  the fix-up list grown by the points next to the body) against the reference step,
+- the refinement around a body, and the preset checks (one-line refusals)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nagare.engine.amr3d import boundaries, d3q27, interface, levels, mesh, reference, tables
+from nagare.engine.amr3d.bodies import Sphere
+from nagare.engine.amr3d.config import AMR3DPreset
+from nagare.engine.amr3d.tree import Forest
+from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
+from nagare.engine.backend import get_backend
+from nagare.engine.timing import PhaseTimer
+
+C, Q, OPP = d3q27.C, d3q27.Q, d3q27.OPP
+
+
+# ---- one level: a np.roll lattice with a solid mask ---------------------------------------------
+def roll_flow_step(G, tau, solid, periodic, inlet_u):
+    """Uniform lattice G[q, z, y, x]: np.roll pull streaming; half-way bounce-back from solid nodes
+    and beyond walls; BGK; then the outflow (x = end copies x = end − 1), the inflow equilibrium at
+    x = 0, solid nodes at rest — written independently of boundaries.py."""
+    g = np.empty_like(G)
+    for q in range(Q):
+        r = np.roll(G[q], (C[q, 2], C[q, 1], C[q, 0]), axis=(0, 1, 2))
+        src_solid = np.roll(solid, (C[q, 2], C[q, 1], C[q, 0]), axis=(0, 1, 2))
+        for axis, d in ((0, 2), (1, 1), (2, 0)):
+            if not periodic[d] and C[q, d] != 0:
+                idx = [slice(None)] * 3
+                idx[axis] = 0 if C[q, d] == 1 else G.shape[1 + axis] - 1
+                r[tuple(idx)] = G[OPP[q]][tuple(idx)]
+                src_solid[tuple(idx)] = False
+        r = np.where(src_solid & ~solid, G[OPP[q]], r)
+        g[q] = r
+    out = d3q27.collide(np, g, tau)
+    out[:, :, :, -1] = out[:, :, :, -2]
+    one = np.ones(1)
+    out[:, :, :, 0] = d3q27.equilibrium(np, one, *(np.full(1, v) for v in inlet_u)).astype(G.dtype)[:, :, None]
+    rest = d3q27.equilibrium(np, one, *(np.zeros(1),) * 3).astype(G.dtype)
+    out[:, solid] = rest
+    return out
+
+
+def roll_force(G, solid, periodic, h2=1.0):
+    """Σ over links (fluid x, q with solid source x − c_q) of 2 G_opp(q)(x) c_opp(q), each node once."""
+    F = np.zeros(3)
+    for q in range(1, Q):
+        src_solid = np.roll(solid, (C[q, 2], C[q, 1], C[q, 0]), axis=(0, 1, 2))
+        for axis, d in ((0, 2), (1, 1), (2, 0)):
+            if not periodic[d] and C[q, d] != 0:
+                idx = [slice(None)] * 3
+                idx[axis] = 0 if C[q, d] == 1 else solid.shape[axis] - 1
+                src_solid[tuple(idx)] = False
+        link = src_solid & ~solid
+        F += 2 * h2 * G[OPP[q]][link].astype(np.float64).sum() * C[OPP[q]]
+    return F
+
+
+def _lattice(forest, level, periodic):
+    h = int(forest.spacing_of(level))
+    n = [int(forest.domain[d] // h) + (0 if periodic[d] else 1) for d in range(3)]
+    m = forest.m
+    k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
+    o = forest.origin // h
+    idx = tuple((o[:, d, None, None, None] + a[None]) % n[d] for d, a in ((2, k), (1, j), (0, i)))
+    return n, idx
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_one_level_body_inlet_outlet_equal_a_roll_lattice(rng, dtype):
+    periodic = (False, True, True)
+    forest = Forest.uniform((3, 2, 2), 0, 9, 0, periodic)  # 24 × 16 × 16 level-0 units, nodes 25 × 16 × 16
+    body = Sphere((9.3, 8.2, 7.9), 5.0)
+    u_in = (0.04, 0.0, 0.0)
+    bnd = boundaries.build(forest, [body], "x-", "x+", u_in)
+    n, idx = _lattice(forest, 0, periodic)
+    z, y, x = np.meshgrid(*(np.arange(k, dtype=np.float64) for k in (n[2], n[1], n[0])), indexing="ij")
+    solid = body.inside(np.stack([x, y, z], axis=-1))
+    assert solid.sum() > 50
+    shape = (n[2], n[1], n[0])
+    rho = 1 + 0.01 * rng.standard_normal(shape)
+    u = 0.03 * rng.standard_normal((3,) + shape)
+    G = (d3q27.equilibrium(np, rho, *u) * (1 + 0.005 * rng.standard_normal((Q,) + shape))).astype(dtype)
+    tau = 0.7
+    st = reference.Stepper(np, forest, reference.Physics(tau), G[(slice(None),) + idx].copy(), bnd=bnd)
+    for _ in range(4):
+        G = roll_flow_step(G, tau, solid, periodic, u_in)
+        st.step()
+        np.testing.assert_array_equal(st.f, G[(slice(None),) + idx])
+    np.testing.assert_allclose(st.body_force(), roll_force(G, solid, periodic), rtol=1e-12, atol=1e-14)
+    assert np.abs(st.body_force()).max() > 1e-3  # a real force, not zeros on both sides
+
+
+# ---- several levels: the GPU's orchestration against the reference --------------------------------
+def sphere_tree(levels_: int, m: int = 9):
+    """Roots 3 × 2 × 2 of m³, x open (inlet x−, outlet x+), a sphere refined to ``levels_`` − 1."""
+    periodic = (False, True, True)
+    top = levels_ - 1
+    forest = Forest.uniform((3, 2, 2), 0, m, top, periodic)
+    body = Sphere((7.7, 8.1, 8.3), 3.0)
+    forest = mesh.refine_near(forest, body, top, 0.5)
+    assert forest.levels == list(range(levels_))
+    return forest, body
+
+
+@pytest.mark.parametrize("nlev,interp", [(2, "quadratic"), (3, "linear"), (3, "quadratic")])
+def test_flow_on_a_tree_numpy_kernels_equal_the_reference(nlev, interp):
+    forest, body = sphere_tree(nlev)
+    u_in = (0.04, 0.0, 0.0)
+    bnd = boundaries.build(forest, [body], "x-", "x+", u_in)
+    tau0 = 0.51 if nlev == 3 else 0.53
+    phys = reference.Physics(tau0)
+    levels.check_taus(tau0, forest.levels)
+    X = reference.point_coordinates(forest)
+    rho = np.ones(X.shape[:-1])
+    u = np.stack([np.full(rho.shape, u_in[0]), 0.01 * np.sin(X[..., 0] / 4), np.zeros(rho.shape)])
+    f0 = reference.init_state(np, forest, phys, rho, u)
+    f2 = f0.reshape(Q, -1)
+    for lv, b in bnd.level.items():
+        boundaries.apply(np, f2, b, forest.level_slice(lv).start * forest.m ** 3, u_in)
+    ref = reference.Stepper(np, forest, phys, f0.copy(), tables.build(forest, interp, bnd.solid, bnd.near()), bnd=bnd)
+    coupling = interface.build(forest, interp, bnd.solid, bnd.near())
+    st = TreeStepper(np, forest, coupling, tau0, (0.0, 0.0, 0.0), NumpyKernels(), PhaseTimer(get_backend("numpy")),
+                     dtype=np.float64, bnd=bnd)
+    st.set_state(ref.f.copy())
+    for _ in range(3):
+        ref.step(2)
+        st.advance(2)
+        np.testing.assert_allclose(st.state(), ref.f, rtol=0, atol=2e-14)
+    np.testing.assert_allclose(st.body_force(), ref.body_force(), rtol=1e-12, atol=1e-15)
+    assert np.abs(ref.body_force()[0]) > 1e-3
+    # every point next to the body is in the fix-up list of its level
+    for lv, b in bnd.level.items():
+        if b.near_leaves.size:
+            lo = forest.level_slice(lv).start
+            pid = (b.near_leaves - lo) * forest.m ** 3 + tables.local_flat(forest.m, b.near_ijk)
+            assert np.isin(pid, coupling[lv].fix_pts).all()
+
+
+def test_links_count_each_node_once_and_lie_on_the_finest_level():
+    forest, body = sphere_tree(3)
+    bnd = boundaries.build(forest, [body], "none", "none")
+    top = forest.max_level
+    m3 = forest.m ** 3
+    assert bnd.level[top].link_pts.size > 0
+    for lv, b in bnd.level.items():
+        if lv != top:
+            assert b.link_pts.size == 0 and b.solid_pts.size == 0  # the band keeps the body on the finest level
+    b = bnd.level[top]
+    lo = forest.level_slice(top).start
+    leaf = b.link_pts // m3 + lo
+    local = b.link_pts % m3
+    ijk = np.stack([local % forest.m, (local // forest.m) % forest.m, local // forest.m ** 2], axis=1)
+    pos = forest.origin[leaf] + ijk * forest.spacing[leaf, None]
+    key = np.unique(np.concatenate([pos, b.link_q[:, None]], axis=1), axis=0)
+    assert len(key) == b.link_pts.size  # (node, direction) pairs are unique
+    # the count of links equals the uniform finest lattice's, taken independently
+    h = int(forest.spacing_of(top))
+    lo_b, hi_b = body.bounds()
+    g = [np.arange(np.floor(lo_b[d] * 2 ** top) - 2, np.ceil(hi_b[d] * 2 ** top) + 3) for d in range(3)]
+    z, y, x = np.meshgrid(g[2], g[1], g[0], indexing="ij")
+    P = np.stack([x, y, z], axis=-1) * h / float(1 << forest.max_level)
+    sol = body.inside(P)
+    count = 0
+    for q in range(1, Q):
+        src = np.roll(sol, (C[q, 2], C[q, 1], C[q, 0]), axis=(0, 1, 2))
+        count += int((src & ~sol).sum())
+    assert count == b.link_pts.size
+
+
+def test_refinement_band_reaches_the_body_level():
+    forest, body = sphere_tree(3)
+    unit = float(1 << forest.max_level)
+    centre = (forest.origin + 0.5 * forest.extent[:, None]) / unit
+    half = 0.5 * np.sqrt(3) * forest.extent / unit
+    touching = np.abs(body.distance(centre)) <= half  # the leaf's box may cut the surface
+    assert np.all(forest.level[touching] == forest.max_level)
+
+
+# ---- presets -------------------------------------------------------------------------------------
+BASE = {"engine": "amr3d", "description": "t", "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [False, True, True]},
+        "body": [{"kind": "sphere", "center": [8, 8, 8], "diameter": 2, "level": 2, "band": 0.5}],
+        "flow": {"inlet": "x-", "outlet": "x+", "velocity": [0.05, 0, 0], "reynolds": 20}}
+
+
+def test_reynolds_sets_tau():
+    p = AMR3DPreset.model_validate(BASE)
+    np.testing.assert_allclose(p.physics.tau, 0.5 + 3 * 0.05 * 2 / 20, rtol=1e-14)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [True, True, True]}}, "needs grid.periodic[0] = false"),
+    ({"flow": {"inlet": "x-", "outlet": "x-", "velocity": [0.05, 0, 0]}}, "both x-"),
+    ({"flow": {"velocity": [0.3, 0, 0]}}, "below 0.2"),
+    ({"physics": {"tau": 0.7}}, "contradicts flow.reynolds"),
+    ({"body": []}, "needs a [[body]]"),
+])
+def test_flow_presets_refuse_nonsense_in_one_line(change, words):
+    with pytest.raises(ValueError) as exc:
+        AMR3DPreset.model_validate({**BASE, **change})
+    assert words in str(exc.value)
