@@ -29,6 +29,10 @@ class Grid3D:
     units: str = ""
     mask: Any = None
     symmetric: bool = False
+    # solid bodies as triangle meshes drawn as lit surfaces in the 3D view: a tuple of host NumPy
+    # (vertices (V, 3) float32 (x, y, z), faces (F, 3) int32) in world units: a vertex at i·spacing
+    # lies on sample i; the same arrays every frame (the view uploads a mesh only when they change)
+    surfaces: tuple = ()
 
 
 @dataclass
@@ -39,6 +43,10 @@ class Particles:
     bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # domain box (lo, hi)
     spacing: float | None = None  # particle spacing (dp): 3D sprites are drawn this wide
     solids: tuple = ()  # obstacles/bodies as axis-aligned boxes ((lo...), (hi...)), drawn as surfaces
+    # (T, n, 3) trail of each particle (3D), drawn as line segments: axis 0 in time order (oldest
+    # first) or a ring whose slot after the newest sample is NaN for every particle; NaN for
+    # samples not yet written and parked particles. Device or host arrays (the view copies to host)
+    trails: Any = None
 
 
 @dataclass

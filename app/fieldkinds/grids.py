@@ -4,6 +4,8 @@ A Grid3D is shown as one slice across ``view.slice_axis``; otherwise both grids 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
@@ -58,7 +60,7 @@ def snapshot_volume(f: Grid3D, data, ctx: SnapshotContext):
         data = xp.where(xp.asarray(f.mask, dtype=bool), xp.float32(SOLID), data)
     pk = ctx.packet("volume3d", data=data, mask=mask_copy(xp, f.mask, None, 0, ctx.cache), vmin=vmin,
                     vmax=vmax, symmetric=f.symmetric, slice_count=data.shape[0], spacing=f.spacing,
-                    label=f.label, units=f.units)
+                    label=f.label, units=f.units, surfaces=tuple(f.surfaces))
     if ctx.view.boxes_overlay:
         boxes = overlay_boxes(ctx)
         if boxes is not None:
@@ -135,8 +137,7 @@ def png_grid(f: Grid2D | Grid3D, backend, view, vrange) -> np.ndarray:
 
 # ---- exports -----------------------------------------------------------------------------------
 def host_copy_grid(f: Grid2D | Grid3D, asnumpy) -> Grid2D | Grid3D:
-    return type(f)(asnumpy(f.data), f.kind, f.spacing, f.label, f.units,
-                   None if f.mask is None else asnumpy(f.mask), f.symmetric)
+    return dataclasses.replace(f, data=asnumpy(f.data), mask=None if f.mask is None else asnumpy(f.mask))
 
 
 def arrays_grid(out: dict, name: str, f: Grid2D | Grid3D, asnumpy) -> None:

@@ -38,6 +38,8 @@ def snapshot_particles(f: Particles, ctx: SnapshotContext):
         pk.solids = tuple(f.solids) or preset_solids(ctx.engine)
         spacing = f.spacing or preset_spacing(ctx.engine)
         pk.radius = None if spacing is None else 0.5 * spacing
+        if f.trails is not None:  # a copy: the engine writes its ring again while the UI draws
+            pk.trails = xp.asarray(f.trails, dtype=xp.float32).copy()
     return pk
 
 
@@ -97,7 +99,7 @@ def particles_image(pos, attrs, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndarr
 @register("host_copy", Particles)
 def host_copy_particles(f: Particles, asnumpy) -> Particles:
     return Particles(asnumpy(f.positions), {k: asnumpy(v) for k, v in f.attributes.items()}, f.label, f.bounds,
-                     f.spacing, f.solids)
+                     f.spacing, f.solids, None if f.trails is None else asnumpy(f.trails))
 
 
 @register("arrays", Particles)

@@ -16,7 +16,13 @@ own texture, filled only while it is on. With CuPy and an NVIDIA GL context both
 3D particles are point sprites lit as spheres whose diameter is the particle spacing in world
 units (the pixel size is measured from the camera before every draw, see spheres.vert.glsl);
 their position and value buffers are written by CUDA through :class:`~.interop.BufferInterop`
-where possible.
+where possible. Their trails (``pk.trails``, (T, n, 3)) are one line visual of short segments
+built on the host every frame (:func:`trail_segments`).
+
+Solid bodies of a grid (``pk.surfaces``: triangle meshes) are one merged, lit, opaque mesh in the
+scene of the slice planes (depth tested: a plane through a body leaves it visible), uploaded only
+when the engine hands other arrays, shown while the obstacles switch is on; its light follows the
+camera (a headlight from the upper left, :func:`headlight`).
 """
 from __future__ import annotations
 
@@ -45,6 +51,9 @@ LEVEL_COLOURS = np.array([(0.85, 0.85, 0.85, 1), (0.25, 0.75, 1.0, 1), (1.0, 0.7
                           (0.5, 0.95, 0.45, 1), (0.75, 0.5, 1.0, 1), (1.0, 1.0, 0.4, 1), (0.4, 1.0, 0.9, 1)],
                          np.float32)
 SOLID_RGB = np.array((0.55, 0.56, 0.6), np.float32)
+BODY_RGBA = (0.74, 0.75, 0.78, 1.0)  # lit surfaces of solid bodies (grid views)
+TRAIL_RGB = (0.88, 0.92, 1.0)  # particle trails: a light colour, alpha fading toward the oldest sample
+TRAIL_ALPHA = (0.12, 0.85)  # (oldest, newest)
 
 
 def level_colours(level) -> np.ndarray:
@@ -203,6 +212,78 @@ def box_faces(lo, hi) -> tuple[np.ndarray, np.ndarray]:
     return np.array(verts, np.float32), np.array(cols, np.float32)
 
 
+def merge_surfaces(surfaces) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices, faces) pairs → one (V, 3) float32 vertex and (F, 3) uint32 face array."""
+    verts, faces, base = [], [], 0
+    for v, f in surfaces:
+        v = np.asarray(v, np.float32).reshape(-1, 3)
+        verts.append(v)
+        faces.append(np.asarray(f, np.int64).reshape(-1, 3) + base)
+        base += len(v)
+    if not verts:
+        return np.zeros((0, 3), np.float32), np.zeros((0, 3), np.uint32)
+    return np.concatenate(verts), np.concatenate(faces).astype(np.uint32)
+
+
+def trail_segments(trails, max_step=None) -> tuple[np.ndarray, np.ndarray]:
+    """A (T, n, 3) trail ring → (2m, 3) float32 segment end points and (2m, 4) RGBA colours for a
+    ``connect="segments"`` line: consecutive samples of one particle are joined, a segment with a
+    non-finite end is dropped, alpha fades from the newest sample to the oldest.
+
+    Axis 0 is in time order (oldest first), or a ring whose slot after the newest sample is NaN for
+    every particle: the first all-NaN slot after a written one is that gap, and the slot after it
+    the oldest. Without such a slot the order is taken as it is (slot T-1 newest).
+
+    ``max_step`` ((3,) or a scalar): a segment longer than that along an axis is dropped too — a
+    particle wrapped around a periodic domain (pass half the domain's extent)."""
+    pts, counts = trail_points(trails, max_step)
+    return pts, trail_colours(counts)
+
+
+def trail_points(trails, max_step=None) -> tuple[np.ndarray, np.ndarray]:
+    """The end points of :func:`trail_segments` and the number of segments of each age (oldest
+    first): the colours depend on these counts only (a drawer keeps them while they stay)."""
+    t = np.asarray(trails, np.float32)
+    if t.ndim != 3 or t.shape[0] < 2 or t.shape[2] != 3 or t.shape[1] == 0:
+        return np.zeros((0, 3), np.float32), np.zeros(max(t.shape[0] - 1, 0) if t.ndim == 3 else 0, np.int64)
+    n_t, n = t.shape[:2]
+    f3 = np.isfinite(t)
+    finite = f3[..., 0] & f3[..., 1] & f3[..., 2]  # (T, n); faster than .all(axis=2)
+    unused = ~finite.any(axis=1)  # slots no particle has written
+    gaps = np.flatnonzero(unused & ~np.roll(unused, 1))
+    if len(gaps) and gaps[0] != n_t - 1:
+        order = (gaps[0] + 1 + np.arange(n_t)) % n_t  # oldest first, the gap last
+        t, finite = t[order], finite[order]
+    ok = finite[:-1] & finite[1:]  # (T-1, n): both ends written
+    counts = ok.sum(axis=1)  # segments per age (0 = the oldest): row order keeps them sorted by age
+    first = np.flatnonzero(ok.ravel())  # row k·n + p of t: sample k of particle p
+    first = first.astype(np.int32) if t.shape[0] * n < 2 ** 31 - 1 else first
+    ends = np.empty(2 * len(first), first.dtype)
+    ends[0::2], ends[1::2] = first, first + n  # and sample k + 1 of the same particle
+    pts = np.take(t.reshape(-1, 3), ends, axis=0)
+    if max_step is not None and len(first):
+        jump = (np.abs(pts[1::2] - pts[0::2]) > np.asarray(max_step, np.float32)).any(axis=1)
+        if jump.any():
+            keep = ~jump
+            pts = pts.reshape(-1, 2, 3)[keep].reshape(-1, 3)
+            counts = np.bincount(first[keep] // n, minlength=n_t - 1)
+    return pts, counts
+
+
+def trail_colours(counts) -> np.ndarray:
+    """(2m, 4) RGBA of the segment ends for ``counts[k]`` segments of age k (0 = the oldest)."""
+    counts = np.asarray(counts, np.int64)
+    n_age = len(counts)
+    if not n_age:
+        return np.zeros((0, 4), np.float32)
+    lo, hi = TRAIL_ALPHA
+    rgba = np.empty((n_age, 2, 4), np.float32)  # per age: its two ends
+    rgba[:, :, :3] = TRAIL_RGB
+    rgba[:, 0, 3] = lo + (hi - lo) * np.arange(n_age) / n_age
+    rgba[:, 1, 3] = lo + (hi - lo) * np.arange(1, n_age + 1) / n_age
+    return np.repeat(rgba.reshape(n_age, 8), counts, axis=0).reshape(-1, 4)
+
+
 # ---- camera ----------------------------------------------------------------------------------------
 def project(view, pts) -> np.ndarray:
     """Scene points → (n, 2) pixel coordinates inside the view box (logical px, y down)."""
@@ -261,6 +342,17 @@ def point_scale(view, node, centre, diameter: float) -> tuple[float, float]:
     size = float(np.linalg.norm(a[:2] / a[3] - b[:2] / b[3]))
     w = float(node.get_transform("visual", "render").map(c)[3])
     return size, w
+
+
+def headlight(camera) -> tuple[float, float, float]:
+    """The direction light travels (scene coordinates) for a light at the camera, a little above
+    and left of it: surfaces facing the viewer are lit from any orbit angle."""
+    tr = camera.transform  # camera frame → scene: x right, y up, z toward the eye
+    o = np.asarray(tr.map([0, 0, 0])[:3], np.float64)
+    right, up, back = (np.asarray(tr.map(e)[:3], np.float64) - o for e in np.eye(3))
+    d = -back / (np.linalg.norm(back) or 1.0) + 0.45 * right / (np.linalg.norm(right) or 1.0) \
+        - 0.55 * up / (np.linalg.norm(up) or 1.0)
+    return tuple(float(x) for x in d / np.linalg.norm(d))
 
 
 # ---- the canvas-side state of the 3D grid view --------------------------------------------------------
@@ -346,7 +438,8 @@ def _close_all(cache: dict) -> None:
 
 
 class VolumeDrawer:
-    """``volume3d``: slice planes in place, volume rendering, box outline and axes, octree leaves."""
+    """``volume3d``: slice planes in place, volume rendering, box outline and axes, octree leaves,
+    solid bodies as lit surfaces."""
 
     label = "host (geometry)"
 
@@ -356,6 +449,10 @@ class VolumeDrawer:
         self.planes = None
         self.volume = None
         self.leaves = None
+        self.bodies = None
+        self._surfaces = ()  # the (vertices, faces) arrays in the mesh (held: ids cannot be reused)
+        self._bodies_spacing = None
+        self._light = None
         self._shape = None
         self._spacing = None
         self._mask_key = None
@@ -374,6 +471,14 @@ class VolumeDrawer:
             self.frame = Frame3D(canvas, "grid3d")
             self.leaves = scene.visuals.Line(connect="segments", antialias=False)
             canvas.add_visual("leaves3d", self.leaves)
+            # a placeholder triangle (hidden): VisPy's shading filter needs mesh data to attach to
+            self.bodies = scene.visuals.Mesh(np.eye(3, dtype=np.float32), np.array([[0, 1, 2]], np.uint32),
+                                             color=BODY_RGBA, shading="smooth")
+            self.bodies.set_gl_state("opaque", depth_test=True, cull_face=False)
+            sf = self.bodies.shading_filter
+            sf.ambient_light, sf.diffuse_light, sf.specular_light = (1, 1, 1, 0.3), (1, 1, 1, 0.75), (1, 1, 1, 0.2)
+            sf.shininess = 40
+            canvas.add_visual("bodies3d", self.bodies)
         self.visuals = ("planes3d", *self.frame.names)
 
     def display_label(self, canvas) -> str:
@@ -411,6 +516,7 @@ class VolumeDrawer:
                 self.volume.set_data(host_volume if host_volume is not None else canvas_host(pk.data, pk.backend))
                 self.volume_shape = shape
         self._upload_leaves(canvas, pk)
+        self._upload_bodies(canvas, pk)
 
     volume_shape = None
 
@@ -431,6 +537,24 @@ class VolumeDrawer:
         canvas.legend_levels = sorted(set(np.unique(level).tolist()))
         pts = box_segments(lo, hi)
         self.leaves.set_data(pts, color=np.repeat(level_colours(level), 24, axis=0))
+
+    def _upload_bodies(self, canvas, pk) -> None:
+        """The packet's solid bodies (triangle meshes): one merged mesh, uploaded again only when
+        the engine hands other arrays (it returns the same ones every frame)."""
+        surfaces = tuple(getattr(pk, "surfaces", None) or ())
+        same = len(surfaces) == len(self._surfaces) and all(
+            v is v0 and f is f0 for (v, f), (v0, f0) in zip(surfaces, self._surfaces))
+        if not same:
+            self._surfaces = surfaces
+            if surfaces:
+                verts, faces = merge_surfaces((canvas_host(v, pk.backend), canvas_host(f, pk.backend))
+                                              for v, f in surfaces)
+                self.bodies.set_data(vertices=verts, faces=faces, color=BODY_RGBA)
+        if surfaces and pk.spacing != self._bodies_spacing:
+            # a vertex at i·spacing lies on sample i, drawn at the centre of cell i: (i + ½)·spacing
+            self._bodies_spacing = pk.spacing
+            self.bodies.transform = STTransform(translate=(0.5 * pk.spacing,) * 3)
+        self.bodies.visible = bool(surfaces) and canvas.show_obstacles
 
     def apply_state(self, canvas, pk=None) -> None:
         """Planes, volume mode and outline from canvas.view3d (no new data needed)."""
@@ -480,12 +604,17 @@ class VolumeDrawer:
         frame_box(canvas.view, (0, 0, 0), np.array([nx, ny, nz], np.float64) * pk.spacing)
 
     def before_draw(self, canvas) -> None:
-        pass
+        if self.bodies is None or not self.bodies.visible:
+            return
+        light = headlight(canvas.view.camera)
+        if light != self._light:  # only when the camera moved (sets the shading uniforms)
+            self._light = light
+            self.bodies.shading_filter.light_dir = light
 
 
 class Particles3DDrawer:
-    """3D particles: lit sphere sprites one particle spacing wide; obstacles as grey surfaces; the
-    domain box outline with axes in metres."""
+    """3D particles: lit sphere sprites one particle spacing wide; their trails as line segments;
+    obstacles as grey surfaces; the domain box outline with axes in metres."""
 
     label = "host (geometry)"
 
@@ -493,6 +622,8 @@ class Particles3DDrawer:
         self.spheres = None
         self.frame = None
         self.solids = None
+        self.trails = None
+        self._trail_counts = None
         self.visuals = ()
         self.path = "undecided"
         self._interops: dict = {}
@@ -510,6 +641,9 @@ class Particles3DDrawer:
             self.solids = scene.visuals.Mesh()
             self.solids.set_gl_state("opaque", depth_test=True, cull_face=False)
             canvas.add_visual("solids3d", self.solids)
+            self.trails = scene.visuals.Line(connect="segments", width=1.0, antialias=False)
+            self.trails.set_gl_state("translucent", depth_test=True)
+            canvas.add_visual("trails3d", self.trails)
             self.frame = Frame3D(canvas, "particles3d")
         self.visuals = ("spheres3d", *self.frame.names)
 
@@ -550,6 +684,28 @@ class Particles3DDrawer:
                 self.solids.set_data(vertices=verts, faces=np.arange(len(verts), dtype=np.uint32).reshape(-1, 3),
                                      vertex_colors=np.concatenate([p[1] for p in parts]))
         self.solids.visible = bool(key) and canvas.show_obstacles
+        self._upload_trails(canvas, pk)
+
+    def _upload_trails(self, canvas, pk) -> None:
+        trails = getattr(pk, "trails", None)
+        pts = None
+        if trails is not None:
+            # Copied to the host and the segments rebuilt with NumPy every frame: acceptable for
+            # tracers (10⁴–10⁵ × T ≈ 8–16 samples: ~3 ms at 10⁴ × 16, ~35–45 ms at 10⁵ × 16 on one
+            # core, plus the vertex upload); a device-side segment builder would avoid it.
+            half = None if pk.bounds is None else 0.5 * (np.asarray(pk.bounds[1], np.float64)
+                                                         - np.asarray(pk.bounds[0], np.float64))
+            pts, counts = trail_points(canvas_host(trails, pk.backend), half)  # wrapped: broken
+        if pts is None or not len(pts):
+            self.trails.visible = False
+            self._trail_counts = None
+            return
+        if self._trail_counts is not None and np.array_equal(counts, self._trail_counts):
+            self.trails.set_data(pts)  # the same segments per age: the colours stay
+        else:
+            self._trail_counts = counts
+            self.trails.set_data(pts, color=trail_colours(counts))
+        self.trails.visible = True
 
     def _box(self, canvas, pk):
         if pk.bounds is not None:

@@ -43,8 +43,13 @@ class LevelBoundary:
     inlet_pts: np.ndarray  # set to the inflow equilibrium
     outlet_dst: np.ndarray  # ← outlet_src, all populations
     outlet_src: np.ndarray
-    link_pts: np.ndarray  # momentum-exchange links: fluid point …
-    link_q: np.ndarray  # … and the direction q whose source is solid
+    link_pts: np.ndarray  # links, every stored copy: fluid point x …
+    link_q: np.ndarray  # … and the direction q whose pull source x − c_q h is solid
+    link_w1: np.ndarray  # the incoming f_q(x) = w1 f*_opp(q)(x) + w2 f*_{q2}(p2) (post-collision
+    link_q2: np.ndarray  # values of this level; half-way: w1 = 1, w2 = 0)
+    link_p2: np.ndarray
+    link_w2: np.ndarray
+    link_owner: np.ndarray  # bool: the copy its node's owner stores (the force counts these)
     near_leaves: np.ndarray  # fluid points with a solid source (global leaf, ijk): bounce-back
     near_ijk: np.ndarray
 
@@ -59,6 +64,22 @@ class Boundaries:
     level: dict  # level → LevelBoundary
     inlet_velocity: tuple
     solid: object  # finest-lattice positions → bool (tables.py), or None without bodies
+    interpolated: bool = False  # links carry Bouzidi weights (else half-way bounce-back)
+
+    def links(self) -> dict:
+        """{level: (point ids, q, i1, i2, w1, w2)} of interpolated links, i1/i2 flat level-buffer
+        indices q' · P + p with P = that level's points (interface.py's link buffer); {} when half-way."""
+        if not self.interpolated:
+            return {}
+        m3 = self.forest.m ** 3
+        out = {}
+        for lv, b in self.level.items():
+            if b.link_pts.size:
+                sl = self.forest.level_slice(lv)
+                P = (sl.stop - sl.start) * m3
+                out[lv] = (b.link_pts, b.link_q, d3q27.OPP[b.link_q] * P + b.link_pts, b.link_q2 * P + b.link_p2,
+                           b.link_w1, b.link_w2)
+        return out
 
     def near(self) -> dict:
         return {lv: (b.near_leaves, b.near_ijk) for lv, b in self.level.items() if b.near_leaves.size}
@@ -102,7 +123,12 @@ def _side_points(forest: Forest, sl: slice, side: str, inward: int):
 
 
 def build(forest: Forest, bodies=(), inlet: str = "none", outlet: str = "none",
-          inlet_velocity=(0.0, 0.0, 0.0)) -> Boundaries:
+          inlet_velocity=(0.0, 0.0, 0.0), wall: str = "halfway") -> Boundaries:
+    """``wall``: "halfway" (bounce-back half-way between a fluid and a solid node) or
+    "interpolated" (Bouzidi, Firdaouss & Lallemand 2001, linear: the wall where the body's surface
+    cuts the link)."""
+    if wall not in ("halfway", "interpolated"):
+        raise ValueError(f"wall = {wall!r}: halfway or interpolated")
     m, m3 = forest.m, forest.m ** 3
     solid = solid_function(forest, list(bodies))
     unit = float(1 << forest.max_level)
@@ -112,11 +138,14 @@ def build(forest: Forest, bodies=(), inlet: str = "none", outlet: str = "none",
         lo = sl.start
         h = int(forest.spacing_of(lv))
         e = np.zeros(0, np.int64)
-        solid_pts, links_p, links_q, near_l, near_ijk = e, e, e, e, np.zeros((0, 3), np.int64)
+        solid_pts, near_l, near_ijk = e, e, np.zeros((0, 3), np.int64)
+        links = {k: e for k in ("pts", "q", "q2", "p2")}
+        links.update(w1=np.zeros(0), w2=np.zeros(0), owner=np.zeros(0, bool))
         if solid is not None:
             cand = _candidates(forest, sl, bodies, unit)
-            solid_pts, links_p, links_q, near_l, near_ijk = _body_points(forest, lv, cand, h, solid)
-            solid_pts, links_p = solid_pts - lo * m3, links_p - lo * m3
+            solid_pts, near_l, near_ijk, links = _body_points(forest, lv, cand, h, solid, bodies, wall)
+            solid_pts = solid_pts - lo * m3
+            links["pts"], links["p2"] = links["pts"] - lo * m3, links["p2"] - lo * m3
         inlet_pts = e
         if inlet != "none":
             lf, ijk, _ = _side_points(forest, sl, inlet, 1)
@@ -126,8 +155,9 @@ def build(forest: Forest, bodies=(), inlet: str = "none", outlet: str = "none",
             lf, ijk, src = _side_points(forest, sl, outlet, 1)
             od = (lf - lo) * m3 + local_flat(m, ijk)
             os_ = (lf - lo) * m3 + local_flat(m, src)
-        out[lv] = LevelBoundary(lv, solid_pts, inlet_pts, od, os_, links_p, links_q, near_l, near_ijk)
-    return Boundaries(forest, out, tuple(float(v) for v in inlet_velocity), solid)
+        out[lv] = LevelBoundary(lv, solid_pts, inlet_pts, od, os_, links["pts"], links["q"], links["w1"], links["q2"],
+                                links["p2"], links["w2"], links["owner"], near_l, near_ijk)
+    return Boundaries(forest, out, tuple(float(v) for v in inlet_velocity), solid, wall == "interpolated")
 
 
 def _candidates(forest: Forest, sl: slice, bodies, unit: float) -> np.ndarray:
@@ -143,14 +173,16 @@ def _candidates(forest: Forest, sl: slice, bodies, unit: float) -> np.ndarray:
     return leaves[hit]
 
 
-def _body_points(forest: Forest, lv: int, leaves: np.ndarray, h: int, solid):
-    """Solid point ids, momentum-exchange links (owner copies) and the fluid points next to a body,
-    for the given leaves of level lv (global ids). Solidity is evaluated once per leaf on its nodes
-    grown by one layer, (m + 2)³, and shifted for the 26 directions."""
+def _body_points(forest: Forest, lv: int, leaves: np.ndarray, h: int, solid, bodies, wall: str):
+    """Solid point ids, the fluid points next to a body and their links (global ids), for the given
+    leaves of level lv. Solidity is evaluated once per leaf on its nodes grown by one layer,
+    (m + 2)³, and shifted for the 26 directions."""
     m, m3 = forest.m, forest.m ** 3
     e = np.zeros(0, np.int64)
+    links = {k: e for k in ("pts", "q", "q2", "p2")}
+    links.update(w1=np.zeros(0), w2=np.zeros(0), owner=np.zeros(0, bool))
     if leaves.size == 0:
-        return e, e, e, e, np.zeros((0, 3), np.int64)
+        return e, e, np.zeros((0, 3), np.int64), links
     g = np.arange(-1, m + 1)
     k, j, i = np.meshgrid(g, g, g, indexing="ij")
     ext = np.stack([i, j, k], axis=-1)  # (m+2, m+2, m+2, 3) local indices
@@ -170,17 +202,55 @@ def _body_points(forest: Forest, lv: int, leaves: np.ndarray, h: int, solid):
     li, kk, jj, ii = np.nonzero(near)
     near_l = leaves[li]
     near_ijk = np.stack([ii, jj, kk], axis=1).astype(np.int64)
-    # links at owner copies only
+    # every link (x, q) of every stored copy; the owner copy of each node carries the force
     pos_n = forest.origin[near_l] + near_ijk * h
     pwn, _ = forest.wrap_points(pos_n)
     owner = forest.containing(lv, pwn) == near_l
     if lv < forest.max_level:
         owner &= forest.containing(lv + 1, pwn) < 0
-    sel = np.nonzero(owner)[0]
-    qs = src[:, li[sel], kk[sel], jj[sel], ii[sel]]  # (Q, S)
-    qq, ss = np.nonzero(qs)
-    link_p = near_l[sel][ss] * m3 + local[kk[sel][ss], jj[sel][ss], ii[sel][ss]]
-    return solid_pts, link_p, qq.astype(np.int64), near_l, near_ijk
+    qq, ss = np.nonzero(src[:, li, kk, jj, ii])  # (Q, S) → links
+    pts = near_l[ss] * m3 + local[kk[ss], jj[ss], ii[ss]]
+    w1, q2, p2, w2 = _weights(forest, lv, h, pwn[ss], qq, pts, solid, bodies, wall)
+    links = {"pts": pts, "q": qq.astype(np.int64), "w1": w1, "q2": q2, "p2": p2, "w2": w2, "owner": owner[ss]}
+    return solid_pts, near_l, near_ijk, links
+
+
+def _weights(forest: Forest, lv: int, h: int, x, q, pts, solid, bodies, wall: str):
+    """Bouzidi's linear interpolated bounce-back for links (fluid node x, direction q, solid source
+    x − c_q h), Δ the fraction of the link from x to the wall:
+        Δ < ½:  f_q(x) = 2Δ f*_o(x) + (1 − 2Δ) f*_o(x + c_q h)      (o = opp(q))
+        Δ ≥ ½:  f_q(x) = f*_o(x)/(2Δ) + (1 − 1/(2Δ)) f*_q(x)
+    Half-way (Δ = ½, or ``wall`` = "halfway", or when x + c_q h is not a fluid node of this level):
+    f_q(x) = f*_o(x)."""
+    n = len(q)
+    opp = d3q27.OPP[q]
+    w1, w2 = np.ones(n), np.zeros(n)
+    q2, p2 = opp.astype(np.int64), np.asarray(pts, np.int64).copy()
+    if wall == "halfway" or n == 0:
+        return w1, q2, p2, w2
+    unit = float(1 << forest.max_level)
+    c = d3q27.C[q] * h
+    xs = x - c  # the solid source
+    delta = np.ones(n)
+    for body in bodies:
+        hit = body.inside(xs / unit)
+        if hit.any():
+            delta[hit] = np.minimum(delta[hit], body.wall_fraction(x[hit] / unit, xs[hit] / unit))
+    far = x + c  # the next node away from the wall
+    fw, ok = forest.wrap_points(far)
+    leaf = np.where(ok, forest.containing(lv, np.where(ok[:, None], fw, 0)), -1)
+    ok &= leaf >= 0
+    ok[ok] &= ~solid(fw[ok])
+    m = forest.m
+    off = forest.local_offset(np.maximum(leaf, 0), fw) // h
+    far_pid = np.maximum(leaf, 0) * m ** 3 + (off[:, 2] * m + off[:, 1]) * m + off[:, 0]
+    low = (delta < 0.5) & ok
+    high = delta >= 0.5
+    w1[low], w2[low] = 2 * delta[low], 1 - 2 * delta[low]
+    p2[low] = far_pid[low]
+    w1[high], w2[high] = 0.5 / delta[high], 1 - 0.5 / delta[high]
+    q2[high] = q[high]
+    return w1, q2, p2, w2
 
 
 def on_device(xp, bnd: Boundaries) -> Boundaries:
@@ -192,7 +262,8 @@ def on_device(xp, bnd: Boundaries) -> Boundaries:
     def move(b):
         return replace(b, **{f.name: xp.asarray(getattr(b, f.name)) for f in fields(b)
                              if isinstance(getattr(b, f.name), np.ndarray) and not f.name.startswith("near")})
-    return Boundaries(bnd.forest, {lv: move(b) for lv, b in bnd.level.items()}, bnd.inlet_velocity, bnd.solid)
+    return Boundaries(bnd.forest, {lv: move(b) for lv, b in bnd.level.items()}, bnd.inlet_velocity, bnd.solid,
+                      bnd.interpolated)
 
 
 # ---- applying the lists (any xp: NumPy reference, NumpyKernels; CUDA kernels in coupling.cu) ----------
@@ -215,11 +286,26 @@ def apply(xp, f2, b: LevelBoundary, offset: int, inlet_velocity) -> None:
 
 
 def force(xp, f2, b: LevelBoundary, offset: int, level: int):
-    """Momentum-exchange force (3,) on the bodies from one level's links, level-0 units, as a
-    device array: Σ 2 h_l² f*_opp(q)(x) c_opp(q) over the links (x, q)."""
+    """Momentum-exchange force (3,) on the bodies from one level's owner links, level-0 units, as
+    a device array: Σ h_l² (f*_o(x) + f_q(x)) c_o over the links (x, q), o = opp(q), with f_q(x)
+    the population the wall sends back at the next step (2 f*_o(x) c_o for half-way bounce-back)."""
     if not b.link_pts.size:
         return xp.zeros(3, np.float64)
-    opp = xp.asarray(d3q27.OPP)[b.link_q]
-    vals = f2[opp, b.link_pts + offset].astype(np.float64)
+    own = b.link_owner
+    opp = xp.asarray(d3q27.OPP)[b.link_q[own]]
+    fo = f2[opp, b.link_pts[own] + offset].astype(np.float64)
+    back = b.link_w1[own] * fo + b.link_w2[own] * f2[b.link_q2[own], b.link_p2[own] + offset].astype(np.float64)
     c = xp.asarray(d3q27.C.astype(np.float64))[opp]
-    return 2.0 * (2.0 ** -level) ** 2 * (vals[:, None] * c).sum(axis=0)
+    return (2.0 ** -level) ** 2 * ((fo + back)[:, None] * c).sum(axis=0)
+
+
+def bounce(xp, g_flat, f2, b: LevelBoundary, plane: int, offset: int) -> None:
+    """Interpolated bounce-back in the reference's pull: the level's gathered pre-collision values
+    g_flat (q · plane + p) of the links from the post-collision state f2 (Q, N) of the step's start."""
+    if not b.link_pts.size:
+        return
+    o = xp.asarray(d3q27.OPP)[b.link_q]
+    t = f2.dtype.type
+    val = (b.link_w1.astype(f2.dtype) * f2[o, b.link_pts + offset]
+           + b.link_w2.astype(f2.dtype) * f2[b.link_q2, b.link_p2 + offset])
+    g_flat[b.link_q * plane + b.link_pts] = val.astype(t)

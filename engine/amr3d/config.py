@@ -88,6 +88,9 @@ class Flow(Strict):
                                              "next node inwards)")
     velocity: tuple[float, float, float] = Field((0.0, 0.0, 0.0),
                                                  description="inflow velocity, and the initial flow (lattice units)")
+    wall: Literal["halfway", "interpolated"] = Field(
+        "halfway", description="bodies' walls: half-way bounce-back (the wall half-way between a fluid and a solid "
+                               "node), or interpolated (Bouzidi et al. 2001: the wall where the surface cuts the link)")
     reynolds: float | None = Field(None, gt=0.0, le=1e7,
                                    description="if given, τ₀ follows from Re = |velocity| · L / ν with L the first "
                                                "body's reference length (physics.tau is then derived)")

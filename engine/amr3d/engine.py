@@ -83,7 +83,8 @@ class AMR3D(Engine):
         self.forest = mesh.build_forest(p, self.bodies)
         self._bnd = None
         if self.bodies or p.flow.inlet != "none" or p.flow.outlet != "none":
-            self._bnd = boundaries.build(self.forest, self.bodies, p.flow.inlet, p.flow.outlet, p.flow.velocity)
+            self._bnd = boundaries.build(self.forest, self.bodies, p.flow.inlet, p.flow.outlet, p.flow.velocity,
+                                         p.flow.wall)
         self.is_box = p.is_box
         self.dt = 2.0 ** -min(self.forest.levels)  # one step = one step of the coarsest level
         self.omega = 1.0 / p.physics.tau
@@ -230,9 +231,10 @@ class AMR3D(Engine):
             key = (self.preset.model_dump_json(include={"grid", "refine", "body", "flow"}), self.preset.physics.interp,
                    getattr(self.preset, "source", ""))
             if key not in _COUPLING_CACHE:
-                solid, near = (self._bnd.solid, self._bnd.near()) if self._bnd is not None else (None, None)
+                solid, near, links = ((self._bnd.solid, self._bnd.near(), self._bnd.links()) if self._bnd is not None
+                                      else (None, None, None))
                 _COUPLING_CACHE.clear()
-                _COUPLING_CACHE[key] = interface.build(self.forest, self.preset.physics.interp, solid, near)
+                _COUPLING_CACHE[key] = interface.build(self.forest, self.preset.physics.interp, solid, near, links)
             self._coupling = _COUPLING_CACHE[key]
         return self._coupling
 
@@ -347,18 +349,26 @@ class AMR3D(Engine):
         if name == "speed":
             data = self.xp.sqrt(ux * ux + uy * uy + uz * uz)
         return Grid3D(data, label=FIELD_LABELS[name], units="lattice", symmetric=name in ("ux", "uy", "uz"),
-                      spacing=self._spacing())
+                      spacing=self._spacing(), surfaces=self._surfaces())
 
     def fields(self):
         rho, ux, uy, uz = self._macroscopic()
         sp = self._spacing()
+        srf = self._surfaces()
         g = {"speed": Grid3D(self.xp.sqrt(ux * ux + uy * uy + uz * uz), label=FIELD_LABELS["speed"], units="lattice",
-                             spacing=sp),
-             "rho": Grid3D(rho, label=FIELD_LABELS["rho"], units="lattice", spacing=sp)}
+                             spacing=sp, surfaces=srf),
+             "rho": Grid3D(rho, label=FIELD_LABELS["rho"], units="lattice", spacing=sp, surfaces=srf)}
         for name, d in (("ux", ux), ("uy", uy), ("uz", uz)):
-            g[name] = Grid3D(d, label=name, units="lattice", symmetric=True, spacing=sp)
+            g[name] = Grid3D(d, label=name, units="lattice", symmetric=True, spacing=sp, surfaces=srf)
         g["leaves"] = self._boxes()
         return g
+
+    def _surfaces(self) -> tuple:
+        """The bodies as triangle meshes in the fields' world units (built once: the view uploads a
+        surface again only when its arrays change)."""
+        if getattr(self, "_surface_cache", None) is None:
+            self._surface_cache = tuple(b.surface() for b in self.bodies)
+        return self._surface_cache
 
     def _spacing(self) -> float:
         """Sample spacing in level-0 lattice units."""
@@ -465,12 +475,12 @@ class AMR3D(Engine):
                 **base, "grid": {"leaves": [4, 2, 4], "m": 9, "periodic": [True, False, True]},
                 "refine": [{"lo": [0.4, 0.2, 0.4], "hi": [0.6, 0.4, 0.6], "level": 2}],
                 "physics": {"tau": 0.57}}),
-            # a flow: a sphere on the finer of two levels (bounce-back points join the fix-up), a
-            # velocity inlet and an outflow (the boundary kernels)
+            # a flow: a sphere on the finer of two levels (interpolated bounce-back: the link kernel,
+            # its points in the fix-up), a velocity inlet and an outflow (the boundary kernels)
             "fp32-sphere-m9": AMR3DPreset.model_validate({
                 **base, "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [False, True, True]},
                 "body": [{"kind": "sphere", "center": [7.7, 8.1, 8.3], "diameter": 3.0, "level": 1, "band": 0.5}],
-                "flow": {"inlet": "x-", "outlet": "x+", "velocity": [0.04, 0.0, 0.0]},
+                "flow": {"inlet": "x-", "outlet": "x+", "velocity": [0.04, 0.0, 0.0], "wall": "interpolated"},
                 "physics": {"tau": 0.56}}),
         }
 

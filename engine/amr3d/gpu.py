@@ -32,7 +32,8 @@ def coupling_spec():
     from ..cuda import KernelSpec
 
     return KernelSpec(COUPLING_SOURCE, ("amr3d_rescale_points", "amr3d_restrict", "amr3d_fixup<int>",
-                                        "amr3d_fixup<long long>", "amr3d_copy_points", "amr3d_set_points")
+                                        "amr3d_fixup<long long>", "amr3d_copy_points", "amr3d_set_points",
+                                        "amr3d_links")
                       + tuple(f"amr3d_interpolate<{s}>" for s in FIXUP_STENCILS),
                       prelude=ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT))
 
@@ -41,7 +42,8 @@ def coupling_kernels() -> dict:
     get = coupling_spec().function
     out = {"rescale": get("amr3d_rescale_points"), "restrict": get("amr3d_restrict"),
            "fixup32": get("amr3d_fixup<int>"), "fixup64": get("amr3d_fixup<long long>"),
-           "copy_points": get("amr3d_copy_points"), "set_points": get("amr3d_set_points")}
+           "copy_points": get("amr3d_copy_points"), "set_points": get("amr3d_set_points"),
+           "links": get("amr3d_links")}
     out.update({f"interp{s}": get(f"amr3d_interpolate<{s}>") for s in FIXUP_STENCILS})
     return out
 

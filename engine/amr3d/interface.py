@@ -13,7 +13,8 @@ Index conventions (int64), all relative to one level's arrays:
 - point id   p = (leaf − lo) · m³ + (k · m + j) · m + i
 - buffer     q · (n · m³) + p
 - ``desc[q, r]`` ≥ 0: buffer index in the level's own current buffer; < 0: −1 − j, j < Q · UF an
-  entry of the fine buffer, else entry j − Q · UF of the interpolated buffer.
+  entry of the fine buffer, else entry j − Q · UF of the interpolated buffer (Q · U entries), beyond
+  it entry j − Q · UF − Q · U of the link buffer (interpolated bounce-back at bodies).
 - fine buffer  (Q, UF): level l+1 points ``fine_pts`` rescaled l+1 → l, flat q · UF + slot
 - coarse buffer (Q, UC): level l−1 points ``coarse_pts`` time-interpolated and rescaled l−1 → l
 - interpolated buffer (Q, U): all 27 populations interpolated at each of the U distinct source
@@ -46,6 +47,19 @@ class LevelCoupling:
     interp_w: np.ndarray  # (U, S)
     restrict_dst: np.ndarray  # (Rr,) point ids of this level
     restrict_src: np.ndarray  # (Rr,) point ids of level + 1
+    # interpolated bounce-back (boundaries.py): link buffer k = w1[k] · cur[i1[k]] + w2[k] · cur[i2[k]]
+    link_i1: np.ndarray = None
+    link_i2: np.ndarray = None
+    link_w1: np.ndarray = None
+    link_w2: np.ndarray = None
+
+    def __post_init__(self):
+        for name in ("link_i1", "link_i2"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(0, np.int64))
+        for name in ("link_w1", "link_w2"):
+            if getattr(self, name) is None:
+                setattr(self, name, np.zeros(0))
 
     @property
     def n_fix(self) -> int:
@@ -103,11 +117,13 @@ def _union(m: int, a, b):
     return lf[first], ijk[first]
 
 
-def build(forest: Forest, interp: str = "quadratic", solid=None, near=None) -> dict[int, LevelCoupling]:
+def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None) -> dict[int, LevelCoupling]:
     """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search).
     ``solid`` and ``near`` (boundaries.py): the points next to a body join the fix-up list, their
-    solid sources bounced back."""
+    solid sources bounced back; ``links`` (Boundaries.links()) replace those bounce-backs by the link
+    buffer's interpolated values."""
     out = {}
+    links = links or {}
     m3 = forest.m ** 3
     N = forest.n_leaves * m3
     near = near or {}
@@ -139,6 +155,15 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None) -> d
             islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
             inv = np.zeros(0, np.int64)
         flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
+        lk = {}
+        if lv in links:
+            lpts, lq, i1, i2, w1, w2 = links[lv]
+            row = np.searchsorted(pid, lpts) if R else np.zeros(len(lpts), np.int64)
+            if R == 0 or np.any(pid[np.minimum(row, R - 1)] != lpts):
+                raise AssertionError(f"level {lv}: a bounce-back link at a point outside the fix-up list")
+            flat[lq * R + row] = -1 - (d3q27.Q * ufine + d3q27.Q * len(islot) + np.arange(len(lpts)))
+            lk = {"link_i1": np.asarray(i1, np.int64), "link_i2": np.asarray(i2, np.int64),
+                  "link_w1": np.asarray(w1, np.float64), "link_w2": np.asarray(w2, np.float64)}
         if np.any(desc == np.iinfo(np.int64).min):
             raise AssertionError(f"level {lv}: an interface direction without a source")
         if p_src.size and (np.any(p_src // m3 < lo) or np.any(p_src // m3 >= lo + n)):
@@ -150,5 +175,5 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None) -> d
             fine_pts=pt.fine_pts - fine_lo * m3, coarse_pts=pt.coarse_pts - coarse_lo * m3,
             interp_slot=islot, interp_w=iw,
             restrict_dst=pt.restrict_dst - lo * m3,
-            restrict_src=pt.restrict_src - (forest.level_slice(lv + 1).start * m3 if pt.restrict_src.size else 0))
+            restrict_src=pt.restrict_src - (forest.level_slice(lv + 1).start * m3 if pt.restrict_src.size else 0), **lk)
     return out

@@ -141,6 +141,9 @@ def synchronise(xp, f, tables: Tables, physics: Physics):
 def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Physics, bnd=None):
     lt = tables.level[lv]
     g = pull_level(xp, f, f_prev, tables, lv, theta, physics)
+    if bnd is not None and bnd.interpolated and lv in bnd.level:
+        m3 = tables.forest.m ** 3
+        boundaries.bounce(xp, g.reshape(-1), f.reshape(d3q27.Q, -1), bnd.level[lv], lt.n * m3, lt.lo * m3)
     sl = slice(lt.lo, lt.lo + lt.n)
     f_prev[:, sl] = f[:, sl]
     f[:, sl] = d3q27.collide(xp, g, levels.tau_at(physics.tau0, lv), levels.accel_at(physics.accel0, lv))

@@ -51,6 +51,7 @@ class TreeStepper:
         self.fine_buf = {lv: xp.zeros((d3q27.Q, c.fine_pts.size), dtype) for lv, c in coupling.items()}
         self.coarse_buf = {lv: xp.zeros((d3q27.Q, c.coarse_pts.size), dtype) for lv, c in coupling.items()}
         self.interp_buf = {lv: xp.zeros((d3q27.Q, c.interp_slot.shape[0]), dtype) for lv, c in coupling.items()}
+        self.link_buf = {lv: xp.zeros(c.link_i1.size, dtype) for lv, c in coupling.items()}
         self._phases_seen: set = set()
         self._graphs: dict = {}
         kernels.prepare(self)
@@ -99,6 +100,9 @@ class TreeStepper:
             if c.fine_pts.size:
                 k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
         k.ladder(self, lv, phase)
+        if c.link_i1.size:
+            with phase("boundary"):
+                k.links(self, lv)
         if c.n_fix:
             with phase("coupling"):
                 k.fixup(self, lv)
@@ -169,7 +173,8 @@ class NumpyKernels:
     def prepare(self, st: TreeStepper) -> None:
         xp = st.xp
         self.src = {lv: xp.asarray(leafgrid.gather_sources(c.nbr, st.forest.m)) for lv, c in st.coupling.items()}
-        names = ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w", "restrict_dst", "restrict_src")
+        names = ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w", "restrict_dst", "restrict_src",
+                 "link_i1", "link_i2", "link_w1", "link_w2")
         self.dev = {lv: {k: xp.asarray(getattr(c, k)) for k in names} for lv, c in st.coupling.items()}
 
     def ladder(self, st, lv, phase):
@@ -220,11 +225,20 @@ class NumpyKernels:
         fine = (~direct) & (j < nf)
         if nf:
             g[fine] = st.fine_buf[lv].reshape(-1)[j[fine]]
-        coarse = (~direct) & (j >= nf)
-        if st.interp_buf[lv].size:
+        ni = st.interp_buf[lv].size
+        coarse = (~direct) & (j >= nf) & (j < nf + ni)
+        if ni:
             g[coarse] = st.interp_buf[lv].reshape(-1)[j[coarse] - nf]
+        link = (~direct) & (j >= nf + ni)
+        if st.link_buf[lv].size:
+            g[link] = st.link_buf[lv][j[link] - nf - ni]
         out = leafgrid.collide(xp, g, src.dtype.type(1.0 / levels.tau_at(st.tau0, lv)), levels.accel_at(st.accel0, lv))
         dst.reshape(d3q27.Q, -1)[:, d["fix_pts"]] = out
+
+    def links(self, st, lv):
+        d, src = self.dev[lv], st.bufs[lv][0].reshape(-1)
+        t = src.dtype
+        st.link_buf[lv][...] = d["link_w1"].astype(t) * src[d["link_i1"]] + d["link_w2"].astype(t) * src[d["link_i2"]]
 
     def boundary(self, st, lv):
         boundaries.apply(st.xp, st.bufs[lv][1].reshape(d3q27.Q, -1), st.bnd.level[lv], 0, st.bnd.inlet_velocity)
@@ -250,7 +264,10 @@ class CupyKernels:
         self.dev = {}
         for lv, c in st.coupling.items():
             d = {k: xp.asarray(np.ascontiguousarray(getattr(c, k), np.int64))
-                 for k in ("fine_pts", "coarse_pts", "interp_slot", "restrict_dst", "restrict_src")}
+                 for k in ("fine_pts", "coarse_pts", "interp_slot", "restrict_dst", "restrict_src", "link_i1",
+                           "link_i2")}
+            d["link_w1"] = xp.asarray(np.ascontiguousarray(c.link_w1, np.float32))
+            d["link_w2"] = xp.asarray(np.ascontiguousarray(c.link_w2, np.float32))
             # the fix-up's descriptors in 32 bits where every index of the level fits (half the bytes)
             wide = max(int(np.abs(c.desc).max(initial=0)), int(c.fix_pts.max(initial=0))) >= 2**31 - 1
             idx = np.int64 if wide else np.int32
@@ -307,7 +324,15 @@ class CupyKernels:
         ax, ay, az = levels.accel_at(st.accel0, lv)
         self.k[d["fixup"]](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3),
                                st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                               np.int64(st.interp_buf[lv].size), st.link_buf[lv],
                                f32(1.0 / tau), f32(ax), f32(ay), f32(az)), stream=self.stream)
+
+    def links(self, st, lv):
+        d = self.dev[lv]
+        n = d["link_i1"].size
+        g, b = self._grid(n)
+        self.k["links"](g, b, (st.bufs[lv][0], d["link_i1"], d["link_i2"], d["link_w1"], d["link_w2"], np.int32(n),
+                               st.link_buf[lv]), stream=self.stream)
 
     def boundary(self, st, lv):
         """boundaries.apply in CUDA: outlet copies, then the inlet and solid values."""

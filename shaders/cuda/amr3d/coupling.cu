@@ -140,14 +140,15 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
 
 // Interface points: desc[q * n + r] >= 0 is an index into src (own leaf, same-level leaf or, for a
 // wall, the own point's opposite population); < 0 is -1 - j: j < nfine an entry of the fine buffer
-// (level l+1 rescaled), otherwise entry j - nfine of the interpolated buffer. Then BGK, written at
+// (level l+1 rescaled), then ninterp entries of the interpolated buffer, then the link buffer
+// (interpolated bounce-back at bodies, amr3d_links). Then BGK, written at
 // pts[r] of dst. I: int where every index of the level fits (half the descriptor bytes), else
 // long long.
 template <typename I>
 __global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ dst, const I* __restrict__ pts,
                             const I* __restrict__ desc, int n, long long plane, const float* __restrict__ fine_buf,
-                            long long nfine, const float* __restrict__ interp_buf, float omega, float ax, float ay,
-                            float az)
+                            long long nfine, const float* __restrict__ interp_buf, long long ninterp,
+                            const float* __restrict__ link_buf, float omega, float ax, float ay, float az)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
@@ -159,7 +160,7 @@ __global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ d
             f[q] = src[d];
         } else {
             const long long j = -1 - d;
-            f[q] = j < nfine ? fine_buf[j] : interp_buf[j - nfine];
+            f[q] = j < nfine ? fine_buf[j] : (j - nfine < ninterp ? interp_buf[j - nfine] : link_buf[j - nfine - ninterp]);
         }
     }
     d3q27::collide(f, omega, ax, ay, az);
@@ -189,4 +190,16 @@ extern "C" __global__ void amr3d_set_points(float* __restrict__ f, const long lo
     const idx_t p = (idx_t)pts[r];
 #pragma unroll
     for (int q = 0; q < Q; ++q) f[q * plane + p] = values[q];
+}
+
+// Interpolated bounce-back (Bouzidi et al. 2001, linear; boundaries.py _weights): the value each
+// body link pulls, from two post-collision values of the level's current buffer. Runs before the
+// fix-up, which reads it through its descriptors.
+extern "C" __global__ void amr3d_links(const float* __restrict__ src, const long long* __restrict__ i1,
+                                       const long long* __restrict__ i2, const float* __restrict__ w1,
+                                       const float* __restrict__ w2, int n, float* __restrict__ out)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    out[k] = w1[k] * src[i1[k]] + w2[k] * src[i2[k]];
 }
