@@ -10,8 +10,10 @@ imgui-bundle has no Qt backend, so this module has the two halves of one:
   the same GL context (it saves and restores the GL state it touches).
 
 Content: implot charts of per-phase ms/step and of throughput over the last N seconds, a
-roofline gauge (% of the measured copy bandwidth), and quick toggles for every variant axis
-(unavailable choices disabled, the reason as tooltip). F1 shows/hides it (window.py).
+roofline gauge (% of the measured copy bandwidth), the engine's logged quantities (a body's drag
+coefficient, ...: the current value and a plot of the last QUANTITY_SAMPLES readings; only when
+the engine has any), and quick toggles for every variant axis (unavailable choices disabled, the
+reason as tooltip). F1 shows/hides it (window.py).
 
 Docking: the HUD is pinned to the canvas' left edge, WIDTH logical pixels wide, and the canvas
 lays the field out to its right (FieldCanvas.relayout asks :meth:`Hud.reserved`), so it never
@@ -22,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -91,6 +94,53 @@ class QtImguiBridge:
 WIDTH = 340  # logical px of the docked HUD column
 TITLE_H = 22  # ... and of its title strip when collapsed (measured after the first frame)
 
+QUANTITY_LABELS = {"cd": "C_d (drag)", "cl": "C_l (lift)", "cs": "C_s (side)"}  # other names: as they are
+QUANTITY_SAMPLES = 500  # readings kept per quantity (the worker reads a few a second: minutes of history)
+
+
+class QuantityHistory:
+    """The HUD's record of the engine's logged quantities: per name, a bounded deque of its last
+    ``maxlen`` values (the app may run for hours: memory stays ``maxlen`` floats per name).
+
+    Fed from the worker's (run id, samples) feed; a new run id (another preset, a reset) or a
+    step that went back (a checkpoint restored) starts a new history."""
+
+    def __init__(self, maxlen: int = QUANTITY_SAMPLES):
+        self.maxlen = maxlen
+        self.values: dict[str, deque[float]] = {}  # name → values, oldest first, in order of appearance
+        self.run: int | None = None
+        self.seq = 0  # the newest sample taken (samples' seq increase over the worker's life)
+        self.step = -1  # ... and its step
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.values)
+
+    def clear(self) -> None:
+        self.values.clear()
+        self.step = -1
+
+    def push(self, step: int, values: dict[str, float]) -> None:
+        if step < self.step:
+            self.clear()
+        self.step = step
+        for name, v in values.items():
+            self.values.setdefault(name, deque(maxlen=self.maxlen)).append(float(v))
+
+    def update(self, run: int, samples: Sequence) -> None:
+        """Take the samples (QuantitySample: seq, step, values) not taken yet."""
+        if run != self.run:
+            self.clear()
+            self.run = run
+        for s in samples:
+            if s.seq > self.seq:
+                self.seq = s.seq
+                self.push(s.step, s.values)
+
+
+def quantity_label(name: str) -> str:
+    return QUANTITY_LABELS.get(name, name)
+
 
 class Hud:
     """State + drawing of the HUD. ``model()`` returns (history, variants, status_text)."""
@@ -111,6 +161,10 @@ class Hud:
         self.title_h = TITLE_H
         self.rect = (0.0, 0.0, 0.0, 0.0)  # the HUD window as drawn: x, y, w, h (logical px)
         self.extra: Callable | None = None  # draws more content (the probe's profile plot)
+        # () → (run id, samples): the worker's logged quantities (SimulationWorker.quantities);
+        # set by the window once its worker exists
+        self.quantity_source: Callable | None = None
+        self.quantities = QuantityHistory()
         self._want_collapsed: bool | None = None
         self.bridge = QtImguiBridge(canvas, self)
 
@@ -175,6 +229,8 @@ class Hud:
         from imgui_bundle import imgui, implot
 
         history, variants, status = self.model()
+        if self.quantity_source is not None:  # taken even when collapsed: no gaps when it opens again
+            self.quantities.update(*self.quantity_source())
         io = imgui.get_io()
         # docked: pinned to the left edge, the full height, a fixed width (the field is laid out beside it)
         imgui.set_next_window_pos((0, 0), imgui.Cond_.always)
@@ -220,6 +276,7 @@ class Hud:
                 y = np.array([s.updates_per_s / 1e6 for s in hist], np.float64)
                 implot.plot_line("MUPS", t, y)
                 implot.end_plot()
+        self._draw_quantities()
         if variants and imgui.collapsing_header("variants (quick toggles)"):
             for axis, info in variants.items():
                 imgui.text(axis)
@@ -237,3 +294,26 @@ class Hud:
         if self.extra is not None:
             self.extra()
         imgui.end()
+
+    def _draw_quantities(self) -> None:
+        """The "Quantities" section: per quantity its label, current value (4 significant digits)
+        and a line plot of its history. Nothing when the engine logs none."""
+        from imgui_bundle import imgui
+
+        q = self.quantities
+        if not q.values or not imgui.collapsing_header("Quantities", imgui.TreeNodeFlags_.default_open):
+            return
+        imgui.text(f"step {q.step}, last {len(next(iter(q.values.values())))} readings")
+        for name, hist in q.values.items():
+            y = np.fromiter(hist, np.float32, len(hist))
+            imgui.text(f"{quantity_label(name)}: {y[-1]:.4g}")
+            ok = np.isfinite(y)
+            if not ok.any():
+                continue
+            vmin, vmax = float(y[ok].min()), float(y[ok].max())
+            pad = 0.05 * (vmax - vmin) or max(abs(vmax) * 1e-3, 1e-12)  # a constant quantity: a flat line mid-plot
+            lo, hi = vmin - pad, vmax + pad
+            y = np.where(ok, y, lo)  # a NaN reading (diverged run) sits at the bottom, not off the scale
+            # the overlay gives the plot's scale (plot_lines draws no axes)
+            imgui.plot_lines(f"##quantity-{name}", y, scale_min=lo, scale_max=hi, graph_size=(320, 44),
+                             overlay_text=f"{vmin:.4g} .. {vmax:.4g}")

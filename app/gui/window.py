@@ -202,6 +202,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
         self.worker = SimulationWorker(self.preset, self.backend.name).start()
+        self.hud.quantity_source = self.worker.quantities  # the engine's logged quantities (C_d, ...)
         self._build_docks()
         self._build_actions()
         self._build_status()

@@ -11,6 +11,8 @@ Threading contract (DESIGN.md §6):
   worker overwrites an unread packet instead of waiting, so neither side ever blocks the other.
 - Everything else the UI must hear about (errors, divergence, finished checkpoints) goes through
   an event queue of :class:`Notice` objects that the UI drains on its timer.
+- Timings (:class:`Stats`) and the engine's logged quantities (:class:`QuantitySample`, e.g. a
+  body's drag coefficient) are host values the worker appends to bounded deques the UI reads.
 
 Keeping the GPU busy (CuPy): the UI thread holds the GIL while it draws, and the worker needs the
 GIL to launch kernels. So the worker never waits for the device per step or per frame: each loop
@@ -35,14 +37,15 @@ from nagare.app.fieldkinds import handler_for
 from nagare.app.packets import SLICE_AXES, FramePacket, SnapshotContext, ViewRequest, _percentiles, display_range
 from nagare.engine import registry
 from nagare.engine.backend import get_backend
+from nagare.engine.contract import Engine
 from nagare.engine.errors import Diverged, NagareError
 from nagare.engine.families import create_engine
 
 log = logging.getLogger("nagare")
 # FramePacket, ViewRequest, display_range, ... live in nagare.app.packets (no Qt there, so the field
 # types' snapshot handlers can build packets); callers and tests keep importing them from here.
-__all__ = ["SLICE_AXES", "Command", "FramePacket", "Notice", "SimulationWorker", "Stats", "ViewRequest",
-           "_percentiles", "display_range", "snapshot"]
+__all__ = ["SLICE_AXES", "Command", "FramePacket", "Notice", "QuantitySample", "SimulationWorker", "Stats",
+           "ViewRequest", "_percentiles", "display_range", "snapshot"]
 
 
 @dataclass
@@ -70,6 +73,15 @@ class Stats:
     roofline_pct: float | None
     phase_ms: dict[str, float]
     selection: dict
+
+
+@dataclass(frozen=True)
+class QuantitySample:
+    """One reading of ``engine.logged_quantities()`` (host floats) at a step."""
+
+    seq: int  # increases over the worker's whole life: the UI takes each sample once
+    step: int
+    values: dict[str, float]
 
 
 _read_streams = threading.local()
@@ -134,6 +146,12 @@ class SimulationWorker:
     poll_s = 2e-4  # sleep between queries of a fence the worker waits for
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
     checkpoint_share = 0.01  # last-good checkpoints may take at most this share of the run time
+    # engine.logged_quantities() may synchronise the GPU (a force summed on the device, copied
+    # out): a few readings a second, never one per step.
+    quantities_interval = 0.25
+    # Samples kept for the UI: as many as the HUD's plots show, so a HUD that was hidden for a
+    # while still finds its whole history here; bounded, so hours of running stay small.
+    quantity_slots = 500
 
     def __init__(self, preset, backend: str = "auto", display_interval: float = 1 / 30,
                  checkpoint_interval: float = 3.0, history_seconds: float = 30.0):
@@ -158,6 +176,12 @@ class SimulationWorker:
         self._stats: Stats | None = None
         self.history: deque[Stats] = deque()
         self.history_seconds = history_seconds
+        # (run id, samples of that run): replaced as one tuple when an engine is built (preset,
+        # reset, non-live variant), so the UI never mixes two runs' samples in one history.
+        self.run_id = 0
+        self.quantity_feed: tuple[int, deque[QuantitySample]] = (0, deque(maxlen=self.quantity_slots))
+        self._asks_quantities = False  # the engine overrides Engine.logged_quantities
+        self._q_seq = 0
         self.running = False
         self.diverged: str | None = None
         self.last_good: dict | None = None  # host checkpoint of the last finite state
@@ -171,6 +195,7 @@ class SimulationWorker:
         self._t_stats = 0.0
         self._t_diag = 0.0
         self._t_log = 0.0
+        self._t_quant = 0.0
         self._t_last_ckpt = 0.0
         self._t_steps: tuple[float, int] | None = None  # (time, step) the steps/s figure counts from
         self._sps: float | None = None  # the last steps/s measured over ≥ 0.5 s
@@ -216,6 +241,12 @@ class SimulationWorker:
     def latest_stats(self) -> Stats | None:
         return self._stats
 
+    def quantities(self) -> tuple[int, list[QuantitySample]]:
+        """(run id, the current run's newest samples, oldest first). The run id changes whenever
+        an engine is built (preset, reset, non-live variant): a new history starts."""
+        run, samples = self.quantity_feed  # one tuple: read atomically
+        return run, list(samples)  # list() of a deque copies it in C, under the GIL
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
         self._wake.set()
@@ -253,6 +284,12 @@ class SimulationWorker:
         self._snapshot_cache = {}
         self._t_stats = 0.0
         self.history.clear()
+        # Engines that keep the contract's empty default are never asked (on the GPU an ask
+        # costs a wait for the stream, see _stream_idle).
+        self._asks_quantities = type(engine).logged_quantities is not Engine.logged_quantities
+        self.run_id += 1
+        self.quantity_feed = (self.run_id, deque(maxlen=self.quantity_slots))
+        self._t_quant = 0.0
         self._publish(force=True)
         # a snapshot of the variant table, not the engine: only this thread touches the engine
         self._notify("engine", f"{engine.family} on {backend.name}", payload=copy.deepcopy(engine.variants))
@@ -435,6 +472,9 @@ class SimulationWorker:
         except Diverged as exc:
             self._fail(exc)
             return
+        if self._asks_quantities and (force or now - self._t_quant >= self.quantities_interval):
+            self._t_quant = now  # the state just passed the NaN check: its quantities are worth showing
+            self._read_quantities()
         self._t_publish = now
         self._seq += 1
         with eng.on_stream():
@@ -472,6 +512,40 @@ class SimulationWorker:
                 ev.synchronize()
             pending.popleft()
             self.engine.check_finite({k: _read_float(v) for k, v in d.items()}, step)
+
+    def _read_quantities(self) -> None:
+        """Append engine.logged_quantities() to the feed (at most one sample per step)."""
+        eng = self.engine
+        samples = self.quantity_feed[1]
+        if samples and samples[-1].step == eng.step_count:
+            return  # a forced publish at the same step (view change, slice drag): nothing new
+        if eng.backend.is_gpu and not self._stream_idle():
+            return
+        try:
+            values = {str(k): float(v) for k, v in eng.logged_quantities().items()}
+        except Exception as exc:  # a broken quantity must not stop the simulation: stop asking
+            log.exception("nagare: logged_quantities failed")
+            self._asks_quantities = False
+            self._notify("error", "quantities not shown: " + _one_line(exc))
+            return
+        if values:
+            self._q_seq += 1
+            samples.append(QuantitySample(self._q_seq, eng.step_count, values))
+
+    def _stream_idle(self) -> bool:
+        """Wait, polling with the GIL released, until the engine's stream has run everything
+        queued, so that logged_quantities()' device→host copy does not park this thread in a
+        spinning wait (that made the UI thread's CUDA calls wait, see _throttle). It drains the
+        run-ahead: the GPU then idles for one launch latency, a few times a second. False when
+        a stop request came while waiting."""
+        eng = self.engine
+        ev = eng.xp.cuda.Event(block=False, disable_timing=True)
+        ev.record(eng.stream)
+        while not ev.done:
+            if self._stop.is_set():
+                return False
+            time.sleep(self.poll_s)
+        return True
 
     def _record_stats(self, now: float) -> None:
         eng = self.engine

@@ -48,6 +48,13 @@ class Physics(Strict):
                                  "says why) or P0's trilinear")
     force: tuple[float, float, float] = Field((0.0, 0.0, 0.0), description="body acceleration (lattice units)")
     precision: Literal["fp32", "fp64"] = Field("fp32", description="fp64 on the NumPy reference only")
+    collision: Literal["bgk", "mrt"] = Field(
+        "bgk", description="collision operator: BGK (P0's benchmark), or a D3Q27 multiple-relaxation-time operator "
+                           "(docs/amr3d-flows.md)")
+    les: Literal["none", "smagorinsky"] = Field(
+        "none", description="sub-grid model: none, or Smagorinsky's eddy viscosity from the local strain rate of the "
+                            "non-equilibrium populations (Hou et al. 1996)")
+    smagorinsky: float = Field(0.1, ge=0.0, le=0.5, description="Smagorinsky constant C_s (les = smagorinsky)")
 
     @property
     def dtype(self):
@@ -106,6 +113,24 @@ class Flow(Strict):
         return self
 
 
+class Tracers(Strict):
+    """Passive tracers released from fixed seed points (P0 §5), advected with the velocity of each
+    coarse step (Heun, engine/amr3d/tracers.py), parked when they leave the domain or enter a body."""
+    count: int = Field(0, ge=0, le=100_000, description="tracers kept per seed (a ring: the oldest is reused; "
+                                                        "0 = no tracers)")
+    seeds: list[tuple[float, float, float]] = Field(default_factory=list,
+                                                    description="release points (x, y, z), level-0 lattice units")
+    release_every: int = Field(2, ge=1, le=1000, description="coarse steps between two releases at each seed")
+    trail_length: int = Field(8, ge=1, le=64, description="trail samples kept per tracer (for drawing)")
+    trail_every: int = Field(4, ge=1, le=1000, description="coarse steps between two trail samples")
+
+    @model_validator(mode="after")
+    def _seeds(self):
+        if self.count and not self.seeds:
+            raise ValueError("tracers.count > 0 needs at least one tracers.seeds point")
+        return self
+
+
 class Initial(Strict):
     kind: Literal["taylor-green", "shear-wave", "random", "rest", "uniform"] = Field(
         "taylor-green", description="uniform: the flow's velocity everywhere (outside the bodies)")
@@ -121,6 +146,7 @@ class AMR3DPreset(PresetBase):
     refine: list[Refine] = Field(default_factory=list, description="boxes refined to a finer level")
     body: list[Body] = Field(default_factory=list, description="solid bodies (bounce-back walls, force reported)")
     flow: Flow = Field(default_factory=Flow)
+    tracers: Tracers = Field(default_factory=Tracers)
 
     @model_validator(mode="after")
     def _open_flow(self):

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..benchspec import BenchSpec
 from ..contract import Engine
-from ..fields import Boxes, Grid3D
+from ..fields import Boxes, Grid3D, Particles
 from . import bodies as body_shapes
 from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, storage, variants
 from .config import AMR3DPreset
@@ -81,6 +81,21 @@ class AMR3D(Engine):
         self.leaf_shape = tuple(p.grid.leaves)
         self.bodies = self._make_bodies()
         self.forest = mesh.build_forest(p, self.bodies)
+        self._tracers = None
+        self._u_prev = None  # (step, velocity) at the start of the next coarse step, for the tracers
+        if p.tracers.count and not p.is_box:
+            from .tracers import Tracers
+
+            bodies = self.bodies
+
+            def solid(x):
+                out = np.zeros(len(x), bool)
+                for b in bodies:
+                    out |= b.inside(x)
+                return out
+            self._tracers = Tracers(self.xp, self.forest, p.tracers.seeds, p.tracers.count, p.tracers.release_every,
+                                    solid if bodies else None, dtype=self.dtype, trail_length=p.tracers.trail_length,
+                                    trail_every=p.tracers.trail_every)
         self._bnd = None
         if self.bodies or p.flow.inlet != "none" or p.flow.outlet != "none":
             self._bnd = boundaries.build(self.forest, self.bodies, p.flow.inlet, p.flow.outlet, p.flow.velocity,
@@ -163,10 +178,62 @@ class AMR3D(Engine):
         self.fn = xp.empty_like(self.f)
 
     def state_arrays(self):
-        return {"f": self._leaves()}
+        out = {"f": self._leaves()}
+        if self._tracers is not None:
+            # parked tracers and trail samples not yet taken are NaN; a checkpoint holds finite numbers
+            # only, so those are written as 0 with their validity (restored as NaN on load)
+            t = self._tracers.state_arrays()
+            xp = self.xp
+            valid = xp.isfinite(t["trail"]).all(axis=-1)
+            t["trail_valid"] = valid
+            t["trail"] = xp.where(valid[..., None], t["trail"], 0)
+            t["positions"] = xp.where(t["alive"][:, None], t["positions"], 0)
+            out.update({f"tracers/{k}": v for k, v in t.items()})
+        return out
 
     def _load_state_arrays(self, arrays):
         self._set_leaves(arrays["f"])
+        if self._tracers is not None:
+            t = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("tracers/")}
+            if t:
+                xp = self.xp
+                t = {k: xp.asarray(v) for k, v in t.items()}
+                t["positions"] = xp.where(t["alive"].astype(bool)[:, None], t["positions"], np.nan)
+                t["trail"] = xp.where(t.pop("trail_valid").astype(bool)[..., None], t["trail"], np.nan)
+                self._tracers.load_state_arrays(t)
+        self._u_prev = None
+
+    # ---- tracers ----------------------------------------------------------------------------
+    def _velocity(self):
+        """(3, L, m, m, m) fluid velocity at every stored node (lattice units = level-0 length per
+        level-0 time under acoustic scaling); zero at solid nodes, which are reset to rest."""
+        u = d3q27.fluid_velocity(self.xp, self._leaves(), (0.0, 0.0, 0.0))[1:]
+        return self.xp.stack(u)
+
+    def set_tracer_count(self, count: int) -> None:
+        """Tracers kept per seed, live (the newest are kept)."""
+        if self._tracers is None:
+            raise ValueError("this preset has no tracers (tracers.count = 0 or no seeds)")
+        self._tracers.set_capacity(int(count))
+
+    def _advance_with_tracers(self, n):
+        """One coarse step at a time: the tracers move with the velocities at the start and the end of
+        each step, whatever the batch (step(N) = N × step(1), bit for bit)."""
+        graph = self.selection["graph"] == "on"
+        for i in range(n):
+            step = self.step_count + i
+            if self._u_prev is None or self._u_prev[0] != step:
+                self._u_prev = (step, self._velocity())
+            if isinstance(self._tree, reference.Stepper):
+                with self.timer.phase("step", steps=1):
+                    self._tree.step(1)
+            else:
+                self._tree.advance(1, graph=graph)
+            u_new = self._velocity()
+            with self.timer.phase("tracers", steps=1):
+                self._tracers.advance(self._u_prev[1], u_new, self.dt)
+            self._u_prev = (step + 1, u_new)
+        return n * self.dt
 
     def random_state(self, rng: np.random.Generator):
         if not self.is_box:
@@ -286,6 +353,8 @@ class AMR3D(Engine):
 
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):
+        if self._tracers is not None:
+            return self._advance_with_tracers(n)
         if not self.is_box:
             if isinstance(self._tree, reference.Stepper):
                 with self.timer.phase("step", steps=n):
@@ -337,11 +406,20 @@ class AMR3D(Engine):
         return self._sampling
 
     def field_names(self):
-        return ["speed", "rho", "ux", "uy", "uz", "leaves"]
+        return ["speed", "rho", "ux", "uy", "uz", "leaves"] + (["tracers"] if self._tracers is not None else [])
+
+    def _tracer_field(self):
+        t = self._tracers
+        unit = float(1 << self.forest.max_level)
+        dom = tuple(float(d) / unit for d in self.forest.domain)
+        return Particles(t.positions(), {"age": t.age}, label="tracers (age)", bounds=((0.0, 0.0, 0.0), dom),
+                         spacing=float(self.forest.spacing_of(self.forest.max_level)) / unit, trails=t.trails())
 
     def field(self, name):
         if name == "leaves":
             return self._boxes()
+        if name == "tracers" and self._tracers is not None:
+            return self._tracer_field()
         if name not in ("speed", "rho", "ux", "uy", "uz"):
             raise KeyError(name)
         rho, ux, uy, uz = self._macroscopic()
@@ -361,6 +439,8 @@ class AMR3D(Engine):
         for name, d in (("ux", ux), ("uy", uy), ("uz", uz)):
             g[name] = Grid3D(d, label=name, units="lattice", symmetric=True, spacing=sp, surfaces=srf)
         g["leaves"] = self._boxes()
+        if self._tracers is not None:
+            g["tracers"] = self._tracer_field()
         return g
 
     def _surfaces(self) -> tuple:
