@@ -17,6 +17,7 @@ import numpy as np
 
 from ..benchspec import BenchSpec
 from ..contract import Engine
+from ..errors import PresetError
 from ..fields import Boxes, Grid3D, Particles
 from . import bodies as body_shapes
 from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, storage, variants
@@ -122,15 +123,21 @@ class AMR3D(Engine):
         p = self.preset
         src = getattr(p, "source", "<memory>")
         base = os.path.dirname(os.path.abspath(src)) if src and not src.startswith("<") else "."
-        made = [body_shapes.make(spec, base) for spec in p.body]
+        made = []
+        for k, spec in enumerate(p.body):
+            try:
+                made.append(body_shapes.make(spec, base))
+            except ValueError as exc:  # a bad mesh file or size: one line naming the preset and the body
+                raise PresetError(src, f"body[{k}]", PresetError.NOTHING, str(exc)) from None
         s = p.grid.m - 1
         domain = np.array(p.grid.leaves, np.float64) * s
         for k, b in enumerate(made):
             lo, hi = b.bounds()
             if np.any(lo <= 0) or np.any(hi >= domain):
-                raise ValueError(f"body[{k}] ({p.body[k].kind}) reaches from {np.round(lo, 3).tolist()} to "
-                                 f"{np.round(hi, 3).tolist()}: it must lie inside the domain (0 … "
-                                 f"{domain.tolist()} level-0 units), clear of every side")
+                raise PresetError(src, f"body[{k}]", PresetError.NOTHING,
+                                  f"the {p.body[k].kind} reaches from {np.round(lo, 3).tolist()} to "
+                                  f"{np.round(hi, 3).tolist()}: it must lie inside the domain (0 … "
+                                  f"{domain.tolist()} level-0 units), clear of every side")
         return made
 
     def _initialise(self):

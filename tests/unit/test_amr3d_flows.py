@@ -262,3 +262,24 @@ def test_flow_presets_refuse_nonsense_in_one_line(change, words):
     with pytest.raises(ValueError) as exc:
         AMR3DPreset.model_validate({**BASE, **change})
     assert words in str(exc.value)
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"kind": "sphere", "center": [0.5, 8.0, 8.0], "diameter": 2.0, "level": 1}, "must lie inside the domain"),
+    ({"kind": "stl", "path": "EMPTY", "center": [8.0, 8.0, 8.0], "length": 4.0, "level": 1}, "empty mesh"),
+    ({"kind": "stl", "path": "/nonexistent/part.stl", "center": [8.0, 8.0, 8.0], "length": 4.0, "level": 1},
+     "does not exist"),
+])
+def test_a_bad_body_is_refused_in_one_line_by_the_engine(tmp_path, body, words):
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.errors import PresetError
+
+    if body.get("path") == "EMPTY":
+        (tmp_path / "e.stl").write_text("solid x\nendsolid x\n")
+        body = {**body, "path": str(tmp_path / "e.stl")}
+    p = AMR3DPreset.model_validate({**BASE, "body": [body], "flow": {"inlet": "x-", "outlet": "x+",
+                                                                     "velocity": [0.05, 0, 0]}})
+    with pytest.raises(PresetError) as exc:
+        AMR3D(p, get_backend("numpy"))
+    msg = str(exc.value)
+    assert words in msg and "body[0]" in msg and "\n" not in msg
