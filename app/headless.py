@@ -55,13 +55,20 @@ def dump_vtkhdf(engine, path: str | Path) -> list[Path]:
     other kinds beside it; amr3d's leaves with their point data as OverlappingAMR,
     ``stem_octree.vtkhdf``). Returns every path written."""
     from .vtkhdf import write_vtkhdf
+
+    return write_vtkhdf(vtkhdf_fields(engine), path, time=engine.time)
+
+
+def vtkhdf_fields(engine) -> dict:
+    """Host copies of every field, plus amr3d's leaves as ``octree`` (OverlappingAMR): what a
+    VTKHDF export writes, from the CLI (--dump FILE.vtkhdf) and the app's Export alike."""
     from .vtkhdf_amr import octree_leaves
 
     fields = fieldkinds.host_copies(engine)
     tree = octree_leaves(engine)
     if tree is not None:
         fields["octree"] = tree
-    return write_vtkhdf(fields, path, time=engine.time)
+    return fields
 
 
 EXIT_NOT_WRITTEN = 4  # the run finished, but some output it was asked for was not written

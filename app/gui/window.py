@@ -777,11 +777,13 @@ class MainWindow(QtWidgets.QMainWindow):
             fields, t = payload
             try:
                 out = export.write_vtkhdf(fields, path, time=t)
-                self.message(f"VTKHDF written: {out}")
+                self.message(f"VTKHDF written: {', '.join(map(str, out)) if isinstance(out, list) else out}")
             except export.ExportError as exc:
                 self.error("VTKHDF not written", str(exc))
 
-        self._call(f"vtkhdf:{path}", lambda eng: (export.host_copies(eng), eng.time), write)
+        from ..headless import vtkhdf_fields  # (the octree's leaves too, as the CLI's --dump writes them)
+
+        self._call(f"vtkhdf:{path}", lambda eng: (vtkhdf_fields(eng), eng.time), write)
 
     def save_checkpoint(self, path: str | Path | None = None) -> None:
         path = Path(path) if path else self.output_dir / f"{self._stamp()}.npz"

@@ -146,3 +146,13 @@ def test_octree_writer_is_the_registered_vtkhdf_handler_and_box_indices_are_cell
         np.testing.assert_allclose(f["VTKHDF/Level0"].attrs["Spacing"], [1.0] * 3)
         np.testing.assert_allclose(f["VTKHDF/Level1"].attrs["Spacing"], [0.5] * 3)
         np.testing.assert_array_equal(f["VTKHDF/Level1/PointData/density"][:], np.arange(27.0))
+
+
+def test_the_apps_vtkhdf_export_writes_the_octree_too(make_window, qtbot, tmp_path):
+    """Export → VTKHDF in the window writes what `nagare run --dump FILE.vtkhdf` writes: the sampled
+    grids and, for a tree, the leaves as OverlappingAMR beside them."""
+    w = make_window("amr3d-periodic")
+    qtbot.waitUntil(lambda: w.worker.engine is not None and w.worker.engine.step_count >= 2, timeout=60000)
+    w.export_vtkhdf(tmp_path / "x.vtkhdf")
+    qtbot.waitUntil(lambda: (tmp_path / "x_octree.vtkhdf").is_file() and (tmp_path / "x.vtkhdf").is_file(),
+                    timeout=30000)
