@@ -8,8 +8,6 @@ a torn file; an unreadable file is treated as empty (a cache only costs a re-tun
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,12 +56,11 @@ class TuneCache:
         return removed
 
     def _write(self, entries: dict) -> None:
+        from ..atomic import write_text_atomic  # temporaries cleaned up, fsynced, never half a file
+
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=self.path.name, suffix=".tmp", dir=self.path.parent)
-            with os.fdopen(fd, "w") as fh:
-                json.dump({"format": FORMAT, "entries": entries}, fh, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
+            write_text_atomic(self.path, json.dumps({"format": FORMAT, "entries": entries}, indent=1, sort_keys=True))
         except OSError:
             pass  # a read-only cache folder only costs a re-tune next run
 
