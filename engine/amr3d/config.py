@@ -169,9 +169,10 @@ class AMR3DPreset(PresetBase):
             if "tau" in self.physics.model_fields_set and abs(self.physics.tau - tau) > 1e-9 * tau:
                 raise ValueError(f"physics.tau = {self.physics.tau} contradicts flow.reynolds = {self.flow.reynolds} "
                                  f"(which gives τ₀ = {tau:.6g}): give one of them")
-            if tau <= 0.5 + 1e-6:
+            if tau <= 0.5 + 1e-6 and self.physics.les == "none":
                 raise ValueError(f"flow.reynolds = {self.flow.reynolds} gives τ₀ = {tau:.8f} on level 0, too close "
-                                 "to 1/2: lower Re, or a larger body in level-0 units")
+                                 "to 1/2 without a sub-grid model: set physics.les, lower Re, or use a larger body "
+                                 "in level-0 units")
             object.__setattr__(self.physics, "tau", tau)
         return self
 

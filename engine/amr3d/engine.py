@@ -21,6 +21,7 @@ from ..errors import PresetError
 from ..fields import Boxes, Grid3D, Particles
 from . import bodies as body_shapes
 from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, storage, variants
+from . import collision as collision_model
 from .config import AMR3DPreset
 
 FAMILY = variants.FAMILY
@@ -105,6 +106,7 @@ class AMR3D(Engine):
         self.dt = 2.0 ** -min(self.forest.levels)  # one step = one step of the coarsest level
         self.omega = 1.0 / p.physics.tau
         self.accel = tuple(float(a) for a in p.physics.force)
+        self.collision = collision_model.from_physics(p.physics)  # BGK, MRT; Smagorinsky LES or none
         self.storage = "leaves"
         self._sources = None
         self._stepper = None
@@ -276,7 +278,7 @@ class AMR3D(Engine):
             if want == "mothers":
                 m, shape = 2 * self.m - 1, storage.mother_shape(self.leaf_shape)
             self._stepper = LadderStepper(self.xp, self.stream, RUNG_KERNELS[rung], m, shape, self.omega, self.accel,
-                                          self.timer, uniform_shape=self.preset.shape)
+                                          self.timer, uniform_shape=self.preset.shape, model=self.collision)
 
     def _select_tree(self, rung: str) -> None:
         """A tree: the reference owns f and f_prev; a ladder rung owns per-level buffer pairs."""
@@ -288,14 +290,16 @@ class AMR3D(Engine):
 
                 solid, near = (self._bnd.solid, self._bnd.near()) if self._bnd is not None else (None, None)
                 self._tables = tables.on_device(self.xp, tables.build(self.forest, p.physics.interp, solid, near))
-            self._tree = reference.Stepper(self.xp, self.forest, reference.Physics(p.physics.tau, self.accel),
+            self._tree = reference.Stepper(self.xp, self.forest,
+                                           reference.Physics(p.physics.tau, self.accel, collision=self.collision),
                                            self.xp.array(leaves, dtype=self.dtype), self._tables, synchronised=True,
                                            bnd=self._bnd)
             return
         from .tree_stepper import CupyKernels, TreeStepper
 
         self._tree = TreeStepper(self.xp, self.forest, self._interface(), p.physics.tau, self.accel,
-                                 CupyKernels(rung, self.stream), self.timer, dtype=self.dtype, bnd=self._bnd)
+                                 CupyKernels(rung, self.stream), self.timer, dtype=self.dtype, bnd=self._bnd,
+                                 collision=self.collision)
         self._tree.set_state(leaves)
 
     def _interface(self):
@@ -355,8 +359,8 @@ class AMR3D(Engine):
         from .gpu import coupling_spec, kernel_spec
 
         if not self.is_box:
-            return [kernel_spec(self.m), coupling_spec()]
-        return [kernel_spec(2 * self.m - 1 if RUNG_STORAGE[sel["kernels"]] == "mothers" else self.m)]
+            return [kernel_spec(self.m, self.collision), coupling_spec(self.collision)]
+        return [kernel_spec(2 * self.m - 1 if RUNG_STORAGE[sel["kernels"]] == "mothers" else self.m, self.collision)]
 
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):
@@ -372,7 +376,7 @@ class AMR3D(Engine):
         if self._stepper is None:
             with self.timer.phase("step", steps=n):
                 for _ in range(n):
-                    self.f = leafgrid.step(self.xp, self.f, self._sources, self.omega, self.accel)
+                    self.f = leafgrid.step(self.xp, self.f, self._sources, self.omega, self.accel, model=self.collision)
             return n * self.dt
         bufs = [self.f, self.fn]
         self._stepper.advance(bufs, n, graph=self.selection["graph"] == "on")
@@ -563,12 +567,13 @@ class AMR3D(Engine):
                 "refine": [{"lo": [0.4, 0.2, 0.4], "hi": [0.6, 0.4, 0.6], "level": 2}],
                 "physics": {"tau": 0.57}}),
             # a flow: a sphere on the finer of two levels (interpolated bounce-back: the link kernel,
-            # its points in the fix-up), a velocity inlet and an outflow (the boundary kernels)
+            # its points in the fix-up), a velocity inlet and an outflow (the boundary kernels), with
+            # the MRT collision and Smagorinsky's LES in every kernel
             "fp32-sphere-m9": AMR3DPreset.model_validate({
                 **base, "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [False, True, True]},
                 "body": [{"kind": "sphere", "center": [7.7, 8.1, 8.3], "diameter": 3.0, "level": 1, "band": 0.5}],
                 "flow": {"inlet": "x-", "outlet": "x+", "velocity": [0.04, 0.0, 0.0], "wall": "interpolated"},
-                "physics": {"tau": 0.56}}),
+                "physics": {"tau": 0.56, "collision": "mrt", "les": "smagorinsky", "smagorinsky": 0.16}}),
         }
 
     @classmethod

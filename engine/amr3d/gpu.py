@@ -15,31 +15,38 @@ from . import d3q27, ladder
 GRAPH_STEPS = 16  # steps per captured graph (an even number: the buffers swap every step)
 
 
-def kernel_spec(m: int):
-    """The ladder's kernels for leaves of m³ points as one NVRTC compilation (engine/cuda.py)."""
+def _prelude(model) -> str:
+    """The velocity set and the collision model's macros (collision.Collision; None = P0's BGK).
+    The prelude is part of the KernelSpec, so each model is its own compilation and cache entry."""
+    return ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT, model)
+
+
+def kernel_spec(m: int, model=None):
+    """The ladder's kernels for leaves of m³ points as one NVRTC compilation (engine/cuda.py),
+    with the collision operator ``model`` (collision.Collision; None = P0's BGK)."""
     from ..cuda import KernelSpec
 
-    return KernelSpec(ladder.SOURCE, tuple(ladder.name_expressions(m)) + ("d3q27_uniform",),
-                      prelude=ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT))
+    return KernelSpec(ladder.SOURCE, tuple(ladder.name_expressions(m)) + ("d3q27_uniform",), prelude=_prelude(model))
 
 
 COUPLING_SOURCE = "cuda/amr3d/coupling.cu"
 FIXUP_STENCILS = (8, 27)  # coarse interpolation: P0's trilinear, or quadratic (docs/amr3d.md)
 
 
-def coupling_spec():
-    """The level-coupling kernels (shaders/cuda/amr3d/coupling.cu) as one NVRTC compilation."""
+def coupling_spec(model=None):
+    """The level-coupling kernels (shaders/cuda/amr3d/coupling.cu) as one NVRTC compilation (the
+    fix-up collides with ``model``, as the ladder kernels of the same run)."""
     from ..cuda import KernelSpec
 
     return KernelSpec(COUPLING_SOURCE, ("amr3d_rescale_points", "amr3d_restrict", "amr3d_fixup<int>",
                                         "amr3d_fixup<long long>", "amr3d_copy_points", "amr3d_set_points",
                                         "amr3d_links")
                       + tuple(f"amr3d_interpolate<{s}>" for s in FIXUP_STENCILS),
-                      prelude=ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT))
+                      prelude=_prelude(model))
 
 
-def coupling_kernels() -> dict:
-    get = coupling_spec().function
+def coupling_kernels(model=None) -> dict:
+    get = coupling_spec(model).function
     out = {"rescale": get("amr3d_rescale_points"), "restrict": get("amr3d_restrict"),
            "fixup32": get("amr3d_fixup<int>"), "fixup64": get("amr3d_fixup<long long>"),
            "copy_points": get("amr3d_copy_points"), "set_points": get("amr3d_set_points"),
@@ -48,8 +55,8 @@ def coupling_kernels() -> dict:
     return out
 
 
-def kernels(m: int) -> dict:
-    get = kernel_spec(m).function
+def kernels(m: int, model=None) -> dict:
+    get = kernel_spec(m, model).function
     out = {"naive": get(f"amr3d_naive<{m}>"), "inner": get(f"amr3d_inner<{m}>"),
            "shell": get(f"amr3d_shell<{m}>"), "sorted": get(f"amr3d_shell_sorted<{m}>"),
            "uniform": get("d3q27_uniform")}
@@ -65,13 +72,15 @@ class LadderStepper:
     """Advances f (and its twin buffer) by whole steps with one rung of the ladder.
 
     ``rung``: naive | split | templates | sorted | uniform; ``m``, ``shape``: the storage the buffers
-    hold (leaves of m³ in a lx × ly × lz periodic arrangement, or the uniform lattice for 'uniform').
+    hold (leaves of m³ in a lx × ly × lz periodic arrangement, or the uniform lattice for 'uniform');
+    ``model``: the collision operator (collision.Collision; None = P0's BGK), compiled in.
     """
 
     def __init__(self, xp, stream, rung: str, m: int, shape, omega: float, accel, timer, uniform_shape=None,
-                 nbr=None):
+                 nbr=None, model=None):
         self.xp, self.stream, self.rung, self.m, self.timer = xp, stream, rung, m, timer
-        self.k = kernels(m)
+        self.model = model
+        self.k = kernels(m, model)
         self.scalars = (np.float32(omega), *(np.float32(a) for a in accel))
         # nbr: an explicit neighbour table (one level of an octree, engine/amr3d/interface.py);
         # otherwise the periodic arrangement ``shape`` of P0's box

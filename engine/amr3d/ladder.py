@@ -21,6 +21,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .collision import prelude as collision_prelude
+
 SOURCE = "cuda/amr3d/ladder.cu"
 BLOCK = 128
 
@@ -33,10 +35,14 @@ SHELL_CLASSES = FACES + EDGES + CORNERS
 RUNGS = ("naive", "split", "templates", "sorted")
 
 
-def velocity_prelude(c: np.ndarray, w) -> str:
+def velocity_prelude(c: np.ndarray, w, model=None) -> str:
     """#define lines carrying the velocity set (c: (27, 3) ints, w: 27 weights, exact fractions
     preferred) into ladder.cu, prepended to its source: the table lives in one place, the Python
-    module that defines it. (Not -D options: nvcc splits option values at commas.)"""
+    module that defines it. (Not -D options: nvcc splits option values at commas.)
+
+    ``model`` (collision.Collision, default P0's BGK) adds the macros that select d3q27.cuh's
+    collision operator and its tables (collision.prelude); for BGK nothing is added, so the BGK
+    source is the one of before (same NVRTC cache entries, same bits)."""
     def ints(v):
         return "{" + ",".join(str(int(x)) for x in v) + "}"
 
@@ -45,7 +51,7 @@ def velocity_prelude(c: np.ndarray, w) -> str:
         return f"{fr.numerator}.0/{fr.denominator}.0"
     c = np.asarray(c)
     return (f"#define D3Q27_CX {ints(c[:, 0])}\n#define D3Q27_CY {ints(c[:, 1])}\n#define D3Q27_CZ {ints(c[:, 2])}\n"
-            "#define D3Q27_W {" + ",".join(exact(x) for x in w) + "}\n")
+            "#define D3Q27_W {" + ",".join(exact(x) for x in w) + "}\n") + collision_prelude(c, model)
 
 
 def class_points(m: int, g: tuple[int, int, int]) -> int:

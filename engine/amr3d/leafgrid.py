@@ -1,5 +1,6 @@
 """The reference step on one level of leaves (any xp): pull streaming through a gather table, then
-BGK with P0's body force — the operations of shaders/cuda/amr3d (ladder.cu, d3q27.cuh).
+BGK with P0's body force (or the MRT / Smagorinsky operators of collision.py) — the operations of
+shaders/cuda/amr3d (ladder.cu, d3q27.cuh).
 
 The gather table is plain data built once from the neighbour table (kernels and reference never
 search a tree): sources[q, leaf·m³ + p] is where direction q of point p of that leaf pulls from,
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import d3q27
+from . import collision, d3q27
 
 
 def gather_sources(nbr: np.ndarray, m: int) -> np.ndarray:
@@ -33,8 +34,12 @@ def gather_sources(nbr: np.ndarray, m: int) -> np.ndarray:
     return out.reshape(d3q27.Q, nleaf * m3)
 
 
-def collide(xp, f, omega, accel):
-    """BGK with P0's force term on f[27, ...] (a new array), in the kernels' operation order."""
+def collide(xp, f, omega, accel, model=None):
+    """BGK with P0's force term on f[27, ...] (a new array), in the kernels' operation order.
+    ``model`` (collision.Collision): MRT and/or Smagorinsky in the same order
+    (collision.collide_kernels); None or P0's BGK takes the code below, unchanged."""
+    if model is not None and not model.plain:
+        return collision.collide_kernels(xp, f, omega, accel, model)
     c = d3q27.C
     w = xp.asarray(d3q27.W, dtype=f.dtype).reshape((-1,) + (1,) * (f.ndim - 1))
     rho = f.sum(axis=0)
@@ -51,11 +56,11 @@ def collide(xp, f, omega, accel):
     return out
 
 
-def step(xp, f, sources, omega, accel):
+def step(xp, f, sources, omega, accel, model=None):
     """One pull + collide step of f[27, nleaf, m, m, m]; returns the new array."""
     flat = f.reshape(d3q27.Q, -1)
     g = xp.take_along_axis(flat, sources, axis=1)
-    return collide(xp, g, f.dtype.type(omega), accel).reshape(f.shape)
+    return collide(xp, g, f.dtype.type(omega), accel, model).reshape(f.shape)
 
 
 def macroscopic(xp, f):

@@ -1,5 +1,6 @@
 """The NumPy (any-xp) reference step on the octree: pull streaming through the gather tables,
-BGK with P0's body force, sub-cycled levels with non-equilibrium rescaling, time interpolation
+BGK with P0's body force (or collision.py's MRT / Smagorinsky: Physics.collision), sub-cycled levels
+with non-equilibrium rescaling, time interpolation
 and restriction (docs/amr3d.md §"Level coupling").
 
 State: f[q, leaf, k, j, i] (i = x fastest) holds post-collision populations of every leaf, each
@@ -20,17 +21,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import boundaries, d3q27, levels
+from . import boundaries, collision, d3q27, levels
+from .collision import Collision
 from .tables import Tables
 from .tree import Forest
 
 
 @dataclass(frozen=True)
 class Physics:
-    """τ and body acceleration given on level 0 (level-0 lattice units); levels derive theirs."""
+    """τ and body acceleration given on level 0 (level-0 lattice units); levels derive theirs.
+    ``collision``: the collision operator (collision.py; default P0's BGK)."""
 
     tau0: float
     accel0: tuple = (0.0, 0.0, 0.0)
+    collision: Collision = Collision()
 
 
 def collide(xp, f, tau, accel=(0.0, 0.0, 0.0)):
@@ -146,7 +150,8 @@ def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Phys
         boundaries.bounce(xp, g.reshape(-1), f.reshape(d3q27.Q, -1), bnd.level[lv], lt.n * m3, lt.lo * m3)
     sl = slice(lt.lo, lt.lo + lt.n)
     f_prev[:, sl] = f[:, sl]
-    f[:, sl] = d3q27.collide(xp, g, levels.tau_at(physics.tau0, lv), levels.accel_at(physics.accel0, lv))
+    f[:, sl] = collision.collide(xp, g, levels.tau_at(physics.tau0, lv), levels.accel_at(physics.accel0, lv),
+                                 physics.collision)
     if bnd is not None and lv in bnd.level:
         boundaries.apply(xp, f.reshape(d3q27.Q, -1), bnd.level[lv], lt.lo * tables.forest.m ** 3, bnd.inlet_velocity)
     if lv + 1 in tables.level:

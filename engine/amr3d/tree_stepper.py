@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import boundaries, d3q27, leafgrid, levels
+from .collision import Collision
 from .gpu import _no_phase  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
 from .tree import Forest
@@ -36,11 +37,13 @@ class TreeStepper:
     """Owns the per-level buffers of one forest and advances them by coarse steps."""
 
     def __init__(self, xp, forest: Forest, coupling: dict[int, LevelCoupling], tau0: float, accel0, kernels,
-                 timer, dtype=np.float32, bnd=None):
+                 timer, dtype=np.float32, bnd=None, collision: Collision | None = None):
         """``bnd``: boundaries.Boundaries of a flow (the coupling must then come from
-        interface.build with its ``solid`` and ``near``)."""
+        interface.build with its ``solid`` and ``near``). ``collision``: the collision operator of
+        the ladder and fix-up kernels (collision.Collision; None = P0's BGK)."""
         levels.check_taus(tau0, forest.levels)
         self.xp, self.forest, self.coupling, self.kernels, self.timer = xp, forest, coupling, kernels, timer
+        self.collision = collision if collision is not None else Collision()
         self.bnd = boundaries.on_device(xp, bnd) if bnd is not None else None
         self.tau0, self.accel0 = float(tau0), tuple(float(a) for a in accel0)
         self.levels = list(forest.levels)
@@ -181,7 +184,7 @@ class NumpyKernels:
         cur, nxt = st.bufs[lv]
         with phase("step"):
             nxt[...] = leafgrid.step(st.xp, cur, self.src[lv], 1.0 / levels.tau_at(st.tau0, lv),
-                                     levels.accel_at(st.accel0, lv))
+                                     levels.accel_at(st.accel0, lv), st.collision)
 
     def rescale_points(self, st, lv, other, theta, alpha, a_s, a_t, forced):
         cur, prev = st.bufs[other]
@@ -232,7 +235,8 @@ class NumpyKernels:
         link = (~direct) & (j >= nf + ni)
         if st.link_buf[lv].size:
             g[link] = st.link_buf[lv][j[link] - nf - ni]
-        out = leafgrid.collide(xp, g, src.dtype.type(1.0 / levels.tau_at(st.tau0, lv)), levels.accel_at(st.accel0, lv))
+        out = leafgrid.collide(xp, g, src.dtype.type(1.0 / levels.tau_at(st.tau0, lv)), levels.accel_at(st.accel0, lv),
+                               st.collision)
         dst.reshape(d3q27.Q, -1)[:, d["fix_pts"]] = out
 
     def links(self, st, lv):
@@ -257,9 +261,9 @@ class CupyKernels:
         from .gpu import LadderStepper, coupling_kernels
 
         xp, m = st.xp, st.forest.m
-        self.k = coupling_kernels()
+        self.k = coupling_kernels(st.collision)
         self.steppers = {lv: LadderStepper(xp, self.stream, self.rung, m, None, 1.0 / levels.tau_at(st.tau0, lv),
-                                           levels.accel_at(st.accel0, lv), st.timer, nbr=c.nbr)
+                                           levels.accel_at(st.accel0, lv), st.timer, nbr=c.nbr, model=st.collision)
                          for lv, c in st.coupling.items()}
         self.dev = {}
         for lv, c in st.coupling.items():

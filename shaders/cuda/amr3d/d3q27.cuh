@@ -8,6 +8,13 @@
 // Collision (same operations, same order as engine/amr3d/reference.py's collide()):
 //   rho = sum f,  u = sum f c / rho,  f_eq = w rho (1 + 3 c.u + 9/2 (c.u)^2 - 3/2 u.u),
 //   f*  = f - omega (f - f_eq) + 3 w rho (c.a)            (P0's body-force term, Δt = 1 per level)
+// The operator is chosen at compile time (engine/amr3d/collision.py writes the macros into the
+// prelude), so every kernel that calls d3q27::collide gets it without edits to its body:
+//   neither macro     P0's BGK, the code (and bits) of before
+//   NAGARE_MRT        Suga et al.'s D3Q27 MRT written as BGK plus a correction over the 18 moments
+//                     whose rate is not omega (tables D3Q27_MRT_M/_N/_S from collision.basis)
+//   NAGARE_SMAGORINSKY  Smagorinsky's eddy viscosity: omega_e from |Pi^neq| of the pre-collision
+//                     populations, NAGARE_CS2 = C_s^2 (BGK: all populations; MRT: shear moments)
 #pragma once
 
 #ifndef D3Q27_CX
@@ -28,6 +35,98 @@ __device__ __forceinline__ constexpr float w(int q) { constexpr double t[Q] = D3
 // (x fastest; slot 13 is the leaf itself).
 __device__ __forceinline__ constexpr int slot(int nx, int ny, int nz) { return (nz + 1) * 9 + (ny + 1) * 3 + (nx + 1); }
 
+#ifndef NAGARE_MRT
+#define NAGARE_MRT 0
+#endif
+#ifndef NAGARE_SMAGORINSKY
+#define NAGARE_SMAGORINSKY 0
+#endif
+
+#if NAGARE_MRT || NAGARE_SMAGORINSKY
+#if NAGARE_MRT
+#ifndef D3Q27_MRT_M
+#error "NAGARE_MRT needs the moment tables: compile through engine/amr3d/ladder.velocity_prelude(..., model)"
+#endif
+// Rows of the orthogonal integer moment basis whose rate differs from omega, their squared norms
+// and their (fixed) rates.
+constexpr int MRT_ROWS = D3Q27_MRT_ROWS;
+__device__ __forceinline__ constexpr int mrt_m(int k, int q) { constexpr int t[MRT_ROWS * Q] = D3Q27_MRT_M; return t[k * Q + q]; }
+__device__ __forceinline__ constexpr int mrt_n(int k) { constexpr int t[MRT_ROWS] = D3Q27_MRT_N; return t[k]; }
+__device__ __forceinline__ constexpr double mrt_s(int k) { constexpr double t[MRT_ROWS] = D3Q27_MRT_S; return t[k]; }
+#endif
+#if NAGARE_SMAGORINSKY && !defined(NAGARE_CS2)
+#error "NAGARE_SMAGORINSKY needs NAGARE_CS2 (C_s^2): compile through engine/amr3d/ladder.velocity_prelude(..., model)"
+#endif
+
+// MRT and/or Smagorinsky with P0's body force, in place on the 27 gathered populations
+// (engine/amr3d/collision.py collide_kernels: the same operations in the same order).
+__device__ __forceinline__ void collide(float f[Q], float omega, float ax, float ay, float az)
+{
+    float rho = 0.f, mx = 0.f, my = 0.f, mz = 0.f;
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        rho += f[q];
+        mx += cx(q) * f[q];
+        my += cy(q) * f[q];
+        mz += cz(q) * f[q];
+    }
+    const float inv = 1.f / rho;
+    const float ux = mx * inv, uy = my * inv, uz = mz * inv;
+    const float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
+    float d[Q];  // f - f_eq
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        const float cu = cx(q) * ux + cy(q) * uy + cz(q) * uz;
+        d[q] = f[q] - w(q) * rho * (1.f + 3.f * cu + 4.5f * cu * cu - usq);
+    }
+    float om = omega;
+#if NAGARE_SMAGORINSKY
+    {
+        // Pi^neq = sum c c (f - f_eq); omega_e = 2 omega / (1 + sqrt(1 + 18 sqrt2 C_s^2 omega^2 |Pi^neq| / rho))
+        // (collision.py derives it; C_s = 0 or Pi^neq below round-off gives omega bit for bit)
+        float pxx = 0.f, pyy = 0.f, pzz = 0.f, pxy = 0.f, pxz = 0.f, pyz = 0.f;
+#pragma unroll
+        for (int q = 0; q < Q; ++q) {
+            if (cx(q) != 0) pxx += d[q];
+            if (cy(q) != 0) pyy += d[q];
+            if (cz(q) != 0) pzz += d[q];
+            if (cx(q) * cy(q) != 0) pxy += (float)(cx(q) * cy(q)) * d[q];
+            if (cx(q) * cz(q) != 0) pxz += (float)(cx(q) * cz(q)) * d[q];
+            if (cy(q) * cz(q) != 0) pyz += (float)(cy(q) * cz(q)) * d[q];
+        }
+        const float pn = sqrtf(pxx * pxx + pyy * pyy + pzz * pzz + 2.f * (pxy * pxy + pxz * pxz + pyz * pyz));
+        constexpr float k = 18.f * 1.41421356237309515f * (float)(NAGARE_CS2);
+        const float x = k * pn * inv * omega * omega;
+        om = (omega + omega) / (1.f + sqrtf(1.f + x));
+    }
+#endif
+#if NAGARE_MRT
+    // lambda_k Delta m_k over the rows whose rate s_k is not omega: lambda_k = (s_k - omega)/N_k
+    float dm[MRT_ROWS];
+#pragma unroll
+    for (int k = 0; k < MRT_ROWS; ++k) {
+        float acc = 0.f;
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+            if (mrt_m(k, q) != 0) acc += (float)mrt_m(k, q) * d[q];
+        dm[k] = acc * (((float)mrt_s(k) - om) * (1.f / (float)mrt_n(k)));
+    }
+#endif
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        const float ca = cx(q) * ax + cy(q) * ay + cz(q) * az;
+        float post = f[q] - om * d[q];
+#if NAGARE_MRT
+        float corr = 0.f;
+#pragma unroll
+        for (int k = 0; k < MRT_ROWS; ++k)
+            if (mrt_m(k, q) != 0) corr += (float)mrt_m(k, q) * dm[k];
+        post = post - corr;
+#endif
+        f[q] = post + 3.f * w(q) * rho * ca;
+    }
+}
+#else
 // BGK collision with P0's body force, in place on the 27 gathered populations.
 __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float ay, float az)
 {
@@ -50,5 +149,6 @@ __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float
         f[q] = f[q] - omega * (f[q] - feq) + 3.f * w(q) * rho * ca;
     }
 }
+#endif
 
 }  // namespace d3q27
