@@ -239,7 +239,11 @@ def cmd_bench(args) -> int:
     if args.family == "scale":  # multi-GPU weak/strong scaling (engine/decomp/bench.py, docs/multi-gpu.md)
         from nagare.engine.decomp.bench import main as scale_bench
 
-        return scale_bench(["--json", f"{args.out}/scale.json"] if args.out else [], args.backend)
+        argv = ["--json", f"{args.out}/scale.json"] if args.out else []
+        argv += [f"--only={c}" for c in args.case or []] + [f"--only={t}" for t in args.only or []]
+        if args.min_time is not None:
+            argv += ["--min-time", str(args.min_time)]
+        return scale_bench(argv, args.backend)
 
     if args.family not in FAMILIES:
         raise NagareError(f"unknown family {args.family!r}; known: {', '.join(FAMILIES)}")

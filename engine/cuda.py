@@ -104,7 +104,16 @@ class KernelSpec:
             if not self.name_expressions:
                 raise ValueError(f"{self.label}: name the kernel (the spec lists no name expressions)")
             name = self.name_expressions[0]
-        return _function(self, name)
+        return _function(self, name, _current_device())
+
+
+def _current_device() -> int:
+    """The current CUDA device: a ``cupy.cuda.Function`` is bound to the module loaded on the
+    device that was current when it was looked up, so function caches are keyed by device (one
+    process drives several GPUs when the domain is decomposed, engine/decomp)."""
+    import cupy
+
+    return cupy.cuda.runtime.getDevice()
 
 
 @cache
@@ -118,8 +127,8 @@ def _compiled(spec: KernelSpec):
 
 
 @cache
-def _function(spec: KernelSpec, name: str):
-    return _compiled(spec).get_function(name)
+def _function(spec: KernelSpec, name: str, device: int):
+    return _compiled(spec).get_function(name)  # RawModule loads its module once per device
 
 
 def module(rel: str, name_expressions: tuple[str, ...] = (), options: tuple[str, ...] = ()):

@@ -27,10 +27,13 @@ _spin_kernels: dict = {}
 
 
 def spin_kernel(cupy):
-    """The hold kernel, compiled once per process (and per CuPy module, for the tests' fake)."""
-    k = _spin_kernels.get(id(cupy))
+    """The hold kernel, compiled once per process and device (a Function is bound to the device
+    current at lookup; decomposed engines tune on several GPUs), and per CuPy module for the tests'
+    fake."""
+    key = (id(cupy), cupy.cuda.runtime.getDevice())
+    k = _spin_kernels.get(key)
     if k is None:
-        k = _spin_kernels[id(cupy)] = cupy.RawModule(code=SPIN_SOURCE).get_function("nagare_spin")
+        k = _spin_kernels[key] = cupy.RawModule(code=SPIN_SOURCE).get_function("nagare_spin")
     return k
 
 

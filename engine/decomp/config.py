@@ -29,7 +29,7 @@ class DecompConfig(Strict):
                                                              "halos while the interior runs")
     transport: Literal["auto", "same-device", "nccl"] = Field(
         "auto", description="halo transport: same-device copies, NCCL point-to-point (one process, one "
-                            "stream per GPU; untested until a multi-GPU machine is lent), or auto")
+                            "stream per GPU), or auto (NCCL when the backend is CuPy and as many GPUs are visible)")
 
 
 class DecompError(NagareError, ValueError):

@@ -140,9 +140,20 @@ class DecomposedMixin:
 
     # ---- the overlap axis (a decomposition setting, shown and switched like a variant) ------
     def estimated_bytes(self):
-        """The family's estimate plus the sub-domains' copy of the state (the global arrays stay
-        allocated as the gathered state): an upper bound of twice the family's."""
-        return 2 * super().estimated_bytes()
+        """What the engine's device (the first GPU) needs: the family's estimate (its global
+        arrays stay allocated as the gathered state) plus the sub-domains on that device — all of
+        them on one device (twice the family's), one of N with NCCL (the others on their own GPUs)."""
+        family = super().estimated_bytes()
+        if self._uses_nccl():
+            return family + -(-family // self.parts)
+        return 2 * family
+
+    def _uses_nccl(self) -> bool:
+        from .transport import nccl_unavailable
+
+        name = self._transport_name
+        return self.parts > 1 and (name == "nccl" or (name == "auto"
+                                                       and nccl_unavailable(self.backend, self.parts) is None))
 
     @property
     def variants(self):

@@ -249,6 +249,10 @@ class LBMAdapter:
                 tr.advance(ux, uy, float(tr.every))
         return float(n)
 
+    def exchange_once(self) -> None:
+        """One plain halo exchange of the current populations (the benchmark's exchange timing)."""
+        self.transport.exchange(self._exchange_arrays(), self.copies)
+
     def describe(self) -> dict:
         return {"rows": [(s.lo, s.hi) for s in self.slabs], "halo": H,
                 "exchange_bytes_per_step": transport_bytes(self._exchange_arrays(), self.copies),

@@ -183,7 +183,11 @@ class StencilAdapter:
 
     def _update_whole(self, part):
         """The hand-written CUDA kernel over the whole slab (it copies its edge planes)."""
-        kern, block, zmarch = self._hand
+        from .. import cuda
+        from ..diffusion3d.engine import CUDA_SOURCE
+
+        name, block, zmarch = self._hand
+        kern = cuda.kernel(CUDA_SOURCE, name, (name,))  # looked up under the part's device (cached per device)
         b = self.bufs[part]
         nz, ny, nx = self.local_shapes[part]
         grid = (-(-nx // block[0]), -(-ny // block[1]), -(-nz // zmarch))
@@ -192,18 +196,20 @@ class StencilAdapter:
 
     def _handwritten_kernel(self):
         from .. import cuda
-        from ..diffusion3d.engine import CUDA_SOURCE
 
         e = self.engine
-        name = f"diffusion7<{cuda.ctype(e.dtype)}, false>"
-        return cuda.kernel(CUDA_SOURCE, name, (name,)), e.block, e.zmarch
+        return f"diffusion7<{cuda.ctype(e.dtype)}, false>", e.block, e.zmarch
 
     def _wrap_pads(self, part, array, r0, r1):
         """Refill the fast-axis pads of local rows [r0, r1) by periodic wrap (x first, then y,
-        so the corners are right)."""
+        so the corners are right). On CuPy one kernel does every pad point (the host time per
+        launch is what limits one process driving several GPUs); elsewhere slice copies."""
         if not any(self.pads) or r1 <= r0:
             return
         xp = self.transport.xp(part)
+        if hasattr(xp, "ElementwiseKernel"):
+            _wrap_kernel(xp, array, r0, r1, self.pads, self.fast)
+            return
         for axis in range(self.ndim - 1, 0, -1):
             p, m = self.pads[axis - 1], self.fast[axis - 1]
             if not p:
@@ -265,10 +271,53 @@ class StencilAdapter:
             self.bufs = [self.spec.rotate(b) for b in self.bufs]
         return n * e.dt
 
+    def exchange_once(self) -> None:
+        """One halo exchange of the buffer a step writes (the benchmark's exchange timing)."""
+        self.transport.exchange([b[self.spec.out] for b in self.bufs], self.copies)
+
     def describe(self) -> dict:
         outs = [b[self.spec.out] for b in self.bufs]
         return {"rows": [(s.lo, s.hi) for s in self.slabs], "halo": self.h, "pads": self.pads,
                 "exchange_bytes_per_step": transport_bytes(outs, self.copies)}
+
+
+_WRAP_SOURCE = """
+    // One thread per pad point of row (r0 + i / P): its value from the wrapped interior point.
+    const long long P = (long long)npad;
+    const long long row = r0 + i / P;
+    int k = (int)(i % P);
+    const int top = py * X;
+    int y, x;
+    if (k < top) { y = k / X; x = k % X; }                                   // the y pad below
+    else if (k < 2 * top) { k -= top; y = py + my + k / X; x = k % X; }      // the y pad above
+    else { k -= 2 * top; y = py + k / (2 * px); const int c = k % (2 * px);  // the x pads of a row
+           x = c < px ? c : mx + c; }
+    const int ys = py + ((y - py) % my + my) % my;
+    const int xs = px + ((x - px) % mx + mx) % mx;
+    a[(row * Y + y) * X + x] = a[(row * Y + ys) * X + xs];
+"""
+_wrap_kernels: dict = {}
+
+
+def _wrap_kernel(cp, array, r0, r1, pads, fast):
+    """Periodic wrap of the fast-axis pads of rows [r0, r1) of a padded slab (2D: (rows, X);
+    3D: (rows, Y, X)) in one launch; the sources are interior points only, so no ordering."""
+    if len(fast) == 1:
+        py, px, my, mx = 0, pads[0], 1, fast[0]
+    else:
+        (py, px), (my, mx) = pads, fast
+    Y, X = my + 2 * py, mx + 2 * px
+    npad = 2 * py * X + 2 * px * my
+    if npad == 0:
+        return
+    key = cp.cuda.runtime.getDevice()
+    k = _wrap_kernels.get(key)
+    if k is None:
+        k = _wrap_kernels[key] = cp.ElementwiseKernel(
+            "int64 r0, int32 Y, int32 X, int32 py, int32 px, int32 my, int32 mx, int32 npad", "raw T a",
+            _WRAP_SOURCE, "nagare_decomp_wrap_pads")
+    k(np.int64(r0), np.int32(Y), np.int32(X), np.int32(py), np.int32(px), np.int32(my), np.int32(mx),
+      np.int32(npad), array, size=(r1 - r0) * npad)
 
 
 class _Both:

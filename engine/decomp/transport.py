@@ -11,10 +11,11 @@ regions between their arrays. Two implementations:
 - :class:`NcclTransport`: one sub-domain per GPU, driven from this one process (one stream per
   device), halo rows packed into contiguous buffers and moved by NCCL point-to-point
   (``ncclSend``/``ncclRecv`` inside one ``ncclGroupStart``/``ncclGroupEnd``) through
-  ``cupy.cuda.nccl``. **Written but untested**: no machine with several GPUs has been lent to
-  this project yet; the ``gpu``-marked 2/4-GPU test (tests/unit/test_decomp_gpu.py) is the check
-  that must pass before it is relied on. It is import-guarded: constructing it without CuPy,
-  NCCL or enough devices raises :class:`~.config.DecompError` with the reason.
+  ``cupy.cuda.nccl``; regions that are contiguous on both sides (the stencil families' planes)
+  are sent from and received into the arrays themselves. Checked bit for bit against the
+  undecomposed run on 2 and 4 H200s (tests/unit/test_decomp_gpu.py, 2026-11-26). It is
+  import-guarded: constructing it without CuPy, NCCL or enough devices raises
+  :class:`~.config.DecompError` with the reason.
 """
 from __future__ import annotations
 
@@ -173,18 +174,15 @@ def nccl_unavailable(backend, parts: int) -> str | None:
 
 
 class NcclTransport(Transport):
-    """One part per GPU, one process driving all of them; halos through NCCL send/recv.
-
-    UNTESTED: written against ``cupy.cuda.nccl`` (NcclCommunicator.initAll, send, recv,
-    groupStart/groupEnd) and NCCL's point-to-point semantics, but never run — no multi-GPU machine
-    has been lent yet. tests/unit/test_decomp_gpu.py::test_nccl_matches_undecomposed (2 and 4
-    GPUs, marked ``gpu``) is the check it must pass first.
+    """One part per GPU, one process driving all of them; halos through NCCL send/recv
+    (``cupy.cuda.nccl``: NcclCommunicator.initAll, send/recv inside groupStart/groupEnd).
+    tests/unit/test_decomp_gpu.py::test_nccl_* (2 and 4 GPUs, marked ``gpu``) check it bit for bit
+    against the undecomposed run; they passed on 4 × H200 (NCCL 2.28.9) on 2026-11-26.
     """
 
     name = "nccl"
-    tested = False
 
-    def __init__(self, backend, parts: int, devices: list[int] | None = None):
+    def __init__(self, backend, parts: int, devices: list[int] | None = None, stream=None):
         super().__init__(backend, parts)
         reason = nccl_unavailable(backend, parts)
         if reason:
@@ -196,8 +194,7 @@ class NcclTransport(Transport):
         self.devices = list(devices) if devices is not None else list(range(parts))
         if len(self.devices) != parts:
             raise DecompError(f"NCCL transport: {len(self.devices)} devices given for {parts} parts")
-        log.warning("nagare: the NCCL halo transport is untested (no multi-GPU machine lent yet); "
-                    "check results against --gpus 1")
+        log.info("nagare: %d sub-domains on GPUs %s, halos through NCCL", parts, self.devices)
         comms = nccl.NcclCommunicator.initAll(self.devices)  # CuPy ≥ 8: one communicator per device
         self.comms = list(comms) if isinstance(comms, (list, tuple)) else [comms] * parts
         self._streams, self._xstreams = [], []
@@ -205,7 +202,18 @@ class NcclTransport(Transport):
             with cupy.cuda.Device(d):
                 self._streams.append(cupy.cuda.Stream(non_blocking=False))  # compute, per device
                 self._xstreams.append(cupy.cuda.Stream(non_blocking=True))  # NCCL, per device
+        if stream is not None and self.devices[0] == backend.xp.cuda.runtime.getDevice():
+            # Part 0 computes on the engine's own stream, so the engine's phase timer (events on that
+            # stream) sees part 0's step, which waits for every exchange: the step as a whole.
+            self._streams[0] = stream
         self._per_rank_comm = not isinstance(comms, (list, tuple))  # old CuPy: setCurrentComm(rank)
+        # Events re-recorded every exchange (a wait enqueued before the next record is unaffected).
+        self._events = ([], [])
+        for d in self.devices:
+            with cupy.cuda.Device(d):
+                self._events[0].append(cupy.cuda.Event(disable_timing=True))
+                self._events[1].append(cupy.cuda.Event(disable_timing=True))
+        self._buf_cache: dict = {}
 
     def device(self, part):
         return self._cp.cuda.Device(self.devices[part])
@@ -230,53 +238,93 @@ class NcclTransport(Transport):
             self.comms[part].setCurrentComm(part)
         return self.comms[part]
 
+    def _plan(self, arrays, copies):
+        """Per copy: whether its regions are contiguous on both sides (then NCCL sends from and
+        receives into the arrays themselves: the slowest-axis planes of the stencil families), else
+        the packed send and receive buffers, allocated once per (copies, shapes, dtype). An
+        exchange then allocates nothing: host time per step is what limits one process driving
+        several GPUs."""
+        key = (id(copies), len(copies), tuple((a.shape, a.dtype.str) for a in arrays))
+        hit = self._buf_cache.get(key)
+        if hit is not None:
+            return hit[1]
+        plan = []
+        for c in copies:
+            with self.device(c.src):
+                sv = arrays[c.src][c.src_index]
+            with self.device(c.dst):
+                dv = arrays[c.dst][c.dst_index]
+            # Only basic slices give views: an integer-list index (lbm2d's AA fix-up directions)
+            # gives a copy, which NCCL must not receive into.
+            basic = all(isinstance(ix, slice) for ix in (*c.src_index, *c.dst_index))
+            direct = basic and c.src != c.dst and sv.flags.c_contiguous and dv.flags.c_contiguous
+            send = recv = None
+            if not direct:
+                with self.device(c.src):
+                    send = self._cp.empty(sv.shape, sv.dtype)
+                with self.device(c.dst):
+                    recv = send if c.src == c.dst else self._cp.empty(sv.shape, sv.dtype)
+            plan.append((c, direct, send, recv, getattr(self._nccl, _NCCL_TYPES[sv.dtype.name])))
+        if len(self._buf_cache) > 16:
+            self._buf_cache.clear()
+        self._buf_cache[key] = (copies, plan)  # copies kept alive so its id stays unique
+        return plan
+
     def start(self, arrays, copies, overlap=False):
-        cp, nccl = self._cp, self._nccl
-        for p in range(self.parts):  # the NCCL streams start after the work queued so far
-            with self.device(p):
-                ev = cp.cuda.Event(disable_timing=True)
-                ev.record(self._streams[p])
-                self._xstreams[p].wait_event(ev)
-        bufs = []
-        for c in copies:  # pack each region into a contiguous buffer on the sender's NCCL stream
-            with self.device(c.src), self._xstreams[c.src]:
-                send = cp.ascontiguousarray(arrays[c.src][c.src_index])
-            with self.device(c.dst), self._xstreams[c.dst]:
-                recv = cp.empty(send.shape, send.dtype)
-            bufs.append((c, send, recv))
-        group_start = getattr(nccl, "groupStart", None)
-        group_end = getattr(nccl, "groupEnd", None)
-        group_start()
+        """Without overlap the NCCL calls go on the compute streams themselves (ordered after the
+        update and before the next one, no events); with overlap on each device's NCCL stream,
+        which waits for the boundary update, and the compute streams wait for it in ``wait``."""
+        nccl = self._nccl
+        streams = self._xstreams if overlap else self._streams
+        ready, done = self._events
+        if overlap:
+            for p in range(self.parts):
+                with self.device(p):
+                    ready[p].record(self._streams[p])
+                    self._xstreams[p].wait_event(ready[p])
+        work = []
+        for c, direct, send, recv, kind in self._plan(arrays, copies):
+            # Indexing inside the stream: an integer-list index gathers (a kernel), which must be
+            # ordered after the update on this stream.
+            with self.device(c.src), streams[c.src]:
+                if direct:
+                    sv = arrays[c.src][c.src_index]
+                else:
+                    send[...] = arrays[c.src][c.src_index]  # pack
+                    sv = send
+            if direct:
+                with self.device(c.dst):
+                    target = arrays[c.dst][c.dst_index]  # a view: NCCL receives in place
+            else:
+                target = recv
+            work.append((c, sv, target, direct, kind))
+        nccl.groupStart()
         try:
-            for c, send, recv in bufs:
+            for c, sv, target, _direct, kind in work:
                 if c.src == c.dst:
                     continue
-                kind = getattr(nccl, _NCCL_TYPES[send.dtype.name])
                 with self.device(c.src):
-                    self._comm(c.src).send(send.data.ptr, send.size, kind, c.dst, self._xstreams[c.src].ptr)
+                    self._comm(c.src).send(sv.data.ptr, sv.size, kind, c.dst, streams[c.src].ptr)
                 with self.device(c.dst):
-                    self._comm(c.dst).recv(recv.data.ptr, recv.size, kind, c.src, self._xstreams[c.dst].ptr)
+                    self._comm(c.dst).recv(target.data.ptr, target.size, kind, c.src, streams[c.dst].ptr)
         finally:
-            group_end()
-        for c, send, recv in bufs:  # unpack on the receiver's NCCL stream
-            with self.device(c.dst), self._xstreams[c.dst]:
-                arrays[c.dst][c.dst_index] = send if c.src == c.dst else recv
-        done = []
+            nccl.groupEnd()
+        for c, sv, target, direct, _kind in work:  # unpack on the receiver's stream
+            if not direct:
+                with self.device(c.dst), streams[c.dst]:
+                    arrays[c.dst][c.dst_index] = sv if c.src == c.dst else target
+        if not overlap:
+            return Pending()
         for p in range(self.parts):
             with self.device(p):
-                ev = cp.cuda.Event(disable_timing=True)
-                ev.record(self._xstreams[p])
-                done.append(ev)
+                done[p].record(self._xstreams[p])
 
         def wait():
-            for p, ev in enumerate(done):
+            for p in range(self.parts):
                 with self.device(p):
-                    self._streams[p].wait_event(ev)
+                    self._streams[p].wait_event(done[p])
 
-        pending = Pending(wait)
-        if not overlap:
-            pending.wait()
-        return pending
+        return Pending(wait)
 
     def synchronize(self):
         for p in range(self.parts):
@@ -292,11 +340,11 @@ def make_transport(name: str, backend, parts: int, stream=None) -> Transport:
     if name == "same-device":
         return SameDeviceTransport(backend, parts, stream)
     if name == "nccl":
-        return NcclTransport(backend, parts)
+        return NcclTransport(backend, parts, stream=stream)
     if name != "auto":
         raise DecompError(f"unknown transport {name!r}; allowed: auto, same-device, nccl")
     if parts > 1 and nccl_unavailable(backend, parts) is None:
-        return NcclTransport(backend, parts)
+        return NcclTransport(backend, parts, stream=stream)
     return SameDeviceTransport(backend, parts, stream)
 
 

@@ -67,7 +67,9 @@ def format_compile_error(st, source: str, log: str) -> str:
 
 
 @cache
-def _compiled(source: str, names: tuple[str, ...], options: tuple[str, ...]):
+def _compiled(source: str, names: tuple[str, ...], options: tuple[str, ...], device: int):
+    """The functions ``names`` of ``source`` on ``device`` (a Function is bound to the device that
+    was current when it was looked up; NVRTC compiles once, RawModule loads per device)."""
     import cupy
 
     from .. import cuda
@@ -86,7 +88,7 @@ def compile_kernels(st, dtype, boundary: str) -> dict:
     unrolls = kernel_variants(st)
     names = tuple(kernel_name(st, dtype, boundary, u) for u in unrolls)
     try:
-        return dict(zip(unrolls, _compiled(source, names, COMPILE_OPTIONS)))
+        return dict(zip(unrolls, _compiled(source, names, COMPILE_OPTIONS, cupy.cuda.runtime.getDevice())))
     except cupy.cuda.compiler.CompileException as exc:
         raise StencilCompileError(format_compile_error(st, source, str(exc))) from None
 

@@ -184,7 +184,8 @@ def make(workdir: Path, cost=lambda block, zmarch: 1.0 + abs(block[0] - 32) / 32
     cuda = types.SimpleNamespace(
         Event=_Event, Stream=_Stream, get_elapsed_time=get_elapsed_time,
         compiler=types.SimpleNamespace(CompileException=CompileException),
-        runtime=types.SimpleNamespace(getDeviceProperties=lambda i: {"name": b"Fake GPU", "clockRate": 1000}),
+        runtime=types.SimpleNamespace(getDeviceProperties=lambda i: {"name": b"Fake GPU", "clockRate": 1000},
+                                      getDevice=lambda: 0),
         Device=lambda *a: types.SimpleNamespace(id=0),
         get_current_stream=lambda: _Stream())
     cp.cuda = cuda

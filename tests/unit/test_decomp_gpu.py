@@ -3,8 +3,7 @@
 - One device: N sub-domains through SameDeviceTransport (halo copies on the device, overlap's side
   stream and events) give the undecomposed run's state bit for bit, for every decomposed kernel.
 - Several devices: the same through NcclTransport on 2 and 4 GPUs (one process, one stream per
-  GPU). NcclTransport has never run: these tests are its first check, skipped with the reason on
-  a machine with fewer GPUs.
+  GPU); skipped with the reason on a machine with fewer GPUs. Passed on 4 × H200 (2026-11-26).
 """
 from __future__ import annotations
 
@@ -77,7 +76,8 @@ def _gpus(n):
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_nccl_matches_undecomposed(n):
-    """The first check NcclTransport must pass (never run yet: no multi-GPU machine lent)."""
+    """NcclTransport (packed and in-place regions, AA fix-ups by direction lists) equals the
+    undecomposed run bit for bit, overlap off and on."""
     _gpus(n)
     _check(diffusion("periodic"), {"kernel": "cuda"}, parts=(n,), transport="nccl")
     _check(wave("fixed"), {"kernel": "cuda"}, parts=(n,), transport="nccl")

@@ -153,10 +153,14 @@ def test_kernel_spec_is_a_normalised_hashable_key():
     assert two.code == shaders.source("cuda/lbm2d/d2q9.cuh") + "\n" + shaders.source("cuda/lbm2d/lbm2d.cu")
 
 
+class _Built(list):
+    """The fake's compiled modules, plus the fake current device."""
+
+
 @pytest.fixture
 def fake_cupy(monkeypatch):
     """Records every RawModule the specs build (what CuPy's cache keys on)."""
-    built = []
+    built = _Built()
 
     class RawModule:
         def __init__(self, code, options, name_expressions):
@@ -170,9 +174,13 @@ def fake_cupy(monkeypatch):
                 raise RuntimeError("NVRTC error: nope\nmore")
 
         def get_function(self, name):
-            return ("kernel", name, self)
+            return ("kernel", name, self, built.device.id)
 
-    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(RawModule=RawModule))
+    device = types.SimpleNamespace(id=0)
+    runtime = types.SimpleNamespace(getDevice=lambda: device.id)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(RawModule=RawModule,
+                                                                   cuda=types.SimpleNamespace(runtime=runtime)))
+    built.device = device
     cuda._compiled.cache_clear()
     cuda._function.cache_clear()
     yield built
@@ -185,11 +193,24 @@ def test_compile_is_cached_and_keeps_the_old_nvrtc_arguments(fake_cupy):
     k = cuda.kernel(rel, "tracer_advance<double>", exprs, opts)  # the old entry point
     spec = cuda.KernelSpec(rel, exprs, opts)
     assert spec.function("tracer_advance<double>") is k and spec.compile() is k[2]
-    assert spec.function() == ("kernel", "tracer_advance<float>", k[2])
+    assert spec.function() == ("kernel", "tracer_advance<float>", k[2], 0)
     assert cuda.module(rel, exprs, opts) is k[2]
     assert [m.args for m in fake_cupy] == [(shaders.source(rel), cuda.DEFAULT_OPTIONS + opts, list(exprs))]
     cuda.KernelSpec("cuda/diffusion3d/diffusion7.cu").compile()
     assert fake_cupy[-1].args[2] is None  # no name expressions: None, as before
+
+
+def test_functions_are_looked_up_once_per_device(fake_cupy):
+    """A CUDA Function is bound to the device current at lookup: one process driving several GPUs
+    (engine/decomp) must get each device's own, from one NVRTC compile."""
+    spec = cuda.KernelSpec("cuda/lbm2d/tracers.cu", ("tracer_advance<float>",))
+    on0 = spec.function()
+    fake_cupy.device.id = 1
+    on1 = spec.function()
+    assert on0[3] == 0 and on1[3] == 1 and spec.function() is on1
+    fake_cupy.device.id = 0
+    assert spec.function() is on0
+    assert len(fake_cupy) == 1  # compiled once
 
 
 def test_precompile_reports_failures_once_per_spec(fake_cupy):
