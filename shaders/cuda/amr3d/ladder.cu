@@ -90,20 +90,30 @@ template <int M, int GI, int GJ, int GK> struct LeafBound {
     }
 };
 
+// Gathers the t-th point of class (GI,GJ,GK) (t over every leaf's points of the class) into f and
+// returns the point's index in a direction's plane.
 template <int M, int GI, int GJ, int GK>
-__device__ __forceinline__ void shell_class_point(const float* __restrict__ src, float* __restrict__ dst,
-                                                  const int* __restrict__ nbr, int nleaf, idx_t t,
-                                                  float omega, float ax, float ay, float az)
+__device__ __forceinline__ idx_t shell_class_gather(const float* __restrict__ src, const int* __restrict__ nbr,
+                                                    int nleaf, idx_t t, float f[Q])
 {
     using B = LeafBound<M, GI, GJ, GK>;
     const int L = (int)(t / B::N), r = (int)(t % B::N);
     int i, j, k;
     B::point(r, i, j, k);
     const idx_t plane = (idx_t)nleaf * (M * M * M);
-    float f[Q];
     read_stencil<M, GI, GJ, GK, 0>(src, nbr + L * 27, plane, L, i, j, k, f);
+    return (idx_t)L * (M * M * M) + (k * M + j) * M + i;
+}
+
+template <int M, int GI, int GJ, int GK>
+__device__ __forceinline__ void shell_class_point(const float* __restrict__ src, float* __restrict__ dst,
+                                                  const int* __restrict__ nbr, int nleaf, idx_t t,
+                                                  float omega, float ax, float ay, float az)
+{
+    float f[Q];
+    const idx_t at = shell_class_gather<M, GI, GJ, GK>(src, nbr, nleaf, t, f);
     d3q27::collide(f, omega, ax, ay, az);
-    store<M>(dst, plane, (idx_t)L * (M * M * M) + (k * M + j) * M + i, f);
+    store<M>(dst, (idx_t)nleaf * (M * M * M), at, f);
 }
 
 }  // namespace amr3d
@@ -184,12 +194,15 @@ __global__ void amr3d_shell_class(const float* __restrict__ src, float* __restri
 
 // Beyond P0: the 26 class bodies in one launch. Segment c holds class c's points of every leaf,
 // padded to a whole number of warps (seg[c] = first thread of class c, seg[26] = total), so every
-// warp runs one class body: one launch instead of 26, no divergence.
+// warp runs one class body: one launch instead of 26, no divergence. Only the gathers differ by
+// class: the switch gathers, and one collision and one store follow it. (With the collision in
+// every case, NVRTC inlined 26 copies of it into one function: with the MRT operator that one
+// kernel took over 5 minutes and 11 GB of host memory to compile.)
 #define NAGARE_CLASS(c, GI, GJ, GK)                                                                  \
     case c:                                                                                          \
-        if (r < (idx_t)nleaf * amr3d::LeafBound<M, GI, GJ, GK>::N)                                   \
-            amr3d::shell_class_point<M, GI, GJ, GK>(src, dst, nbr, nleaf, r, omega, ax, ay, az);     \
-        return;
+        if (r >= (idx_t)nleaf * amr3d::LeafBound<M, GI, GJ, GK>::N) return;                          \
+        at = amr3d::shell_class_gather<M, GI, GJ, GK>(src, nbr, nleaf, r, f);                        \
+        break;
 
 template <int M>
 __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restrict__ dst,
@@ -201,6 +214,8 @@ __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restr
     int c = 0;
     while ((idx_t)seg[c + 1] <= t) ++c;  // 26 entries, warp-uniform
     const idx_t r = t - (idx_t)seg[c];
+    float f[Q];
+    idx_t at;
     switch (c) {  // the order of engine/amr3d/gpu.py SHELL_CLASSES: faces, edges, corners
         NAGARE_CLASS(0, -1, 0, 0) NAGARE_CLASS(1, 1, 0, 0) NAGARE_CLASS(2, 0, -1, 0)
         NAGARE_CLASS(3, 0, 1, 0) NAGARE_CLASS(4, 0, 0, -1) NAGARE_CLASS(5, 0, 0, 1)
@@ -213,6 +228,8 @@ __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restr
         NAGARE_CLASS(24, -1, 1, 1) NAGARE_CLASS(25, 1, 1, 1)
         default: return;
     }
+    d3q27::collide(f, omega, ax, ay, az);
+    amr3d::store<M>(dst, (idx_t)nleaf * (M * M * M), at, f);
 }
 #undef NAGARE_CLASS
 
