@@ -218,15 +218,21 @@ class Engine(ABC):
         Default: every array of :meth:`state_arrays` present with the same dtype and shape. A family
         whose state changes shape as it runs (an octree's leaf count) overrides this and resizes in
         :meth:`_load_state_arrays`."""
-        for k, v in self.state_arrays().items():
+        self._check_arrays(arrays, {k: (v.shape, v.dtype) for k, v in self.state_arrays().items()})
+
+    @staticmethod
+    def _check_arrays(arrays: dict, expected: dict) -> None:
+        """CheckpointError unless every name of ``expected`` ({name: (shape, dtype)}) is in
+        ``arrays`` with that shape and dtype."""
+        for k, (shape, dtype) in expected.items():
             if k not in arrays:
                 raise CheckpointError(f"checkpoint lacks state array '{k}'")
-            if np.dtype(arrays[k].dtype) != np.dtype(v.dtype):
+            if np.dtype(arrays[k].dtype) != np.dtype(dtype):
                 raise CheckpointError(f"checkpoint array '{k}' is {np.dtype(arrays[k].dtype)}, the running engine "
-                                      f"{np.dtype(v.dtype)}: load it with its own preset (precision)")
-            if tuple(arrays[k].shape) != tuple(v.shape):
+                                      f"{np.dtype(dtype)}: load it with its own preset (precision)")
+            if tuple(arrays[k].shape) != tuple(shape):
                 raise CheckpointError(f"checkpoint array '{k}' has shape {arrays[k].shape}, "
-                                      f"the running engine {tuple(v.shape)}: load it with its own preset")
+                                      f"the running engine {tuple(shape)}: load it with its own preset")
 
     # ---- provided -----------------------------------------------------------------------
     def on_stream(self):
@@ -342,6 +348,15 @@ class Engine(ABC):
     def timing_extra(self) -> dict:
         """Engine-specific figures for the HUD and logs (auto-tuner state, list lengths, ...)."""
         return {}
+
+    def tracer_capacity(self) -> int | None:
+        """Tracers kept per seed when the engine's count is adjustable while running (the app's
+        "tracers per seed" control); None: no such tracers (the default)."""
+        return None
+
+    def set_tracer_count(self, count: int) -> None:
+        """Keep ``count`` tracers per seed from now on (engines whose tracer_capacity() is not None)."""
+        raise ValueError(f"{self.family}: no tracers whose count can change while running")
 
     def logged_quantities(self) -> dict[str, float]:
         """Physical quantities of the current state written into every row of the timing log and

@@ -326,6 +326,12 @@ class MainWindow(QtWidgets.QMainWindow):
         cbr.addWidget(self.colorbar_box)
         cbr.addWidget(self.colorbar_export)
         f.addRow("legend", cbr)
+        self.tracer_spin = QtWidgets.QSpinBox()
+        self.tracer_spin.setRange(1, 100_000)
+        self.tracer_spin.setEnabled(False)
+        self.tracer_spin.setToolTip("tracers kept per seed point, live (engines with adjustable tracers: amr3d)")
+        self.tracer_spin.editingFinished.connect(self._tracer_count_changed)
+        f.addRow("tracers per seed", self.tracer_spin)
         self.view_dock = self._dock("View", v, Qt.DockWidgetArea.RightDockWidgetArea)
         self._build_view3d_dock()
 
@@ -641,6 +647,27 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_engine(self, n) -> None:
         self._rebuild_variants(n.payload)
         self.message(f"loaded {n.text}")
+        self._call("tracer-capacity", lambda e: e.tracer_capacity(), self._show_tracer_capacity)
+
+    def _show_tracer_capacity(self, capacity) -> None:
+        """Enable the "tracers per seed" control when the engine's tracers can change while running."""
+        self.tracer_spin.setEnabled(capacity is not None)
+        if capacity is not None:
+            self.tracer_spin.blockSignals(True)
+            self.tracer_spin.setValue(int(capacity))
+            self.tracer_spin.blockSignals(False)
+
+    def _tracer_count_changed(self) -> None:
+        if not self.tracer_spin.isEnabled():
+            return
+        count = int(self.tracer_spin.value())
+
+        def apply(e):
+            e.set_tracer_count(count)
+            return e.tracer_capacity()
+
+        self._call("tracer-count", apply, lambda cap: (self._show_tracer_capacity(cap),
+                                                       self.message(f"tracers per seed: {cap}")))
 
     def _on_variant(self, n) -> None:
         self._variant_changed(n.payload)

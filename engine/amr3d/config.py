@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 
 from ..presets import PresetBase, Strict
 
+MAX_TRACERS_PER_SEED = 100_000  # tracers.count and the app's live control
 
 class Grid(Strict):
     leaves: tuple[int, int, int] = Field((8, 8, 8),
@@ -116,8 +117,8 @@ class Flow(Strict):
 class Tracers(Strict):
     """Passive tracers released from fixed seed points (P0 §5), advected with the velocity of each
     coarse step (Heun, engine/amr3d/tracers.py), parked when they leave the domain or enter a body."""
-    count: int = Field(0, ge=0, le=100_000, description="tracers kept per seed (a ring: the oldest is reused; "
-                                                        "0 = no tracers)")
+    count: int = Field(0, ge=0, le=MAX_TRACERS_PER_SEED,
+                       description="tracers kept per seed (a ring: the oldest is reused; 0 = no tracers)")
     seeds: list[tuple[float, float, float]] = Field(default_factory=list,
                                                     description="release points (x, y, z), level-0 lattice units")
     release_every: int = Field(2, ge=1, le=1000, description="coarse steps between two releases at each seed")

@@ -17,12 +17,12 @@ import numpy as np
 
 from ..benchspec import BenchSpec
 from ..contract import Engine
-from ..errors import PresetError
+from ..errors import CheckpointError, PresetError
 from ..fields import Boxes, Grid3D, Particles
 from . import bodies as body_shapes
 from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, storage, variants
 from . import collision as collision_model
-from .config import AMR3DPreset
+from .config import MAX_TRACERS_PER_SEED, AMR3DPreset
 
 FAMILY = variants.FAMILY
 # The multi-level benchmark case: P0's box with a centred region refined twice (level 1 over the
@@ -200,6 +200,20 @@ class AMR3D(Engine):
             out.update({f"tracers/{k}": v for k, v in t.items()})
         return out
 
+    def check_restorable(self, arrays):
+        """The contract's check, except that the tracer arrays may hold another count per seed than
+        the preset's (the app's live control changes it; the tracers take it from the arrays)."""
+        expected = {k: (v.shape, v.dtype) for k, v in self.state_arrays().items()}
+        if self._tracers is not None and "tracers/positions" in arrays:
+            seeds, here = self._tracers.n_seeds, self._tracers.capacity * self._tracers.n_seeds
+            rows = int(np.shape(arrays["tracers/positions"])[0])
+            if rows % seeds or not 1 <= rows // seeds <= MAX_TRACERS_PER_SEED:
+                raise CheckpointError(f"checkpoint holds {rows} tracers for {seeds} seed points: not a whole "
+                                      f"count per seed from 1 to {MAX_TRACERS_PER_SEED}; load it with its own preset")
+            expected = {k: (tuple(rows if k.startswith("tracers/") and n == here else n for n in shape), dtype)
+                        for k, (shape, dtype) in expected.items()}
+        self._check_arrays(arrays, expected)
+
     def _load_state_arrays(self, arrays):
         self._set_leaves(arrays["f"])
         if self._tracers is not None:
@@ -219,11 +233,18 @@ class AMR3D(Engine):
         u = d3q27.fluid_velocity(self.xp, self._leaves(), (0.0, 0.0, 0.0))[1:]
         return self.xp.stack(u)
 
+    def tracer_capacity(self) -> int | None:
+        return None if self._tracers is None else int(self._tracers.capacity)
+
     def set_tracer_count(self, count: int) -> None:
-        """Tracers kept per seed, live (the newest are kept)."""
+        """Tracers kept per seed, live (the newest are kept; new slots fill one release at a time).
+        A checkpoint stores the arrays, so it resumes with the count in force when it was written."""
         if self._tracers is None:
-            raise ValueError("this preset has no tracers (tracers.count = 0 or no seeds)")
-        self._tracers.set_capacity(int(count))
+            raise ValueError(f"{self.preset.source}: this preset has no tracers (tracers.count = 0 or no seeds)")
+        count = int(count)
+        if not 1 <= count <= MAX_TRACERS_PER_SEED:
+            raise ValueError(f"tracers per seed = {count}: allowed 1 to {MAX_TRACERS_PER_SEED}")
+        self._tracers.set_capacity(count)
 
     def _advance_with_tracers(self, n):
         """One coarse step at a time: the tracers move with the velocities at the start and the end of

@@ -273,6 +273,22 @@ def test_window_hud_follows_the_sphere_coefficients(make_window, qtbot):
     assert hud.error is None, hud.error
 
 
+def test_window_tracers_per_seed_control_changes_the_running_engine(make_window, qtbot):
+    if not _isolated("test_window_tracers_per_seed_control_changes_the_running_engine"):
+        return
+    w = make_window(SPHERE)
+    qtbot.waitUntil(lambda: w.tracer_spin.isEnabled(), timeout=30000)
+    start = w.worker.engine.tracer_capacity()
+    assert w.tracer_spin.value() == start
+    w.tracer_spin.setValue(start + 7)
+    w._tracer_count_changed()  # what editingFinished calls
+    qtbot.waitUntil(lambda: w.worker.engine.tracer_capacity() == start + 7, timeout=10000)
+    qtbot.waitUntil(lambda: any("tracers per seed: " in m for m in w.messages), timeout=5000)
+    steps = w.worker.engine.step_count
+    qtbot.waitUntil(lambda: w.worker.engine.step_count > steps, timeout=10000)  # it runs on
+    assert w.hud.error is None, w.hud.error
+
+
 def test_headless_run_writes_the_coefficients_into_the_timing_log(tmp_path):
     from nagare.app.cli import main
 

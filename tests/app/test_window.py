@@ -114,6 +114,13 @@ def test_unavailable_variant_is_greyed_with_reason(make_window, qtbot, fake_pres
     assert cb.model().item(cb.findText("slices")).isEnabled()
 
 
+def test_tracer_count_control_is_off_for_engines_without_adjustable_tracers(make_window, qtbot, fake_preset):
+    w = make_window(fake_preset())
+    wait_steps(qtbot, w, 5)
+    qtbot.waitUntil(lambda: "tracer-capacity" not in w._result_callbacks, timeout=5000)  # the answer came
+    assert not w.tracer_spin.isEnabled()
+
+
 def test_pause_step_reset_keys(make_window, qtbot, fake_preset):
     w = make_window(fake_preset())
     wait_steps(qtbot, w, 20)

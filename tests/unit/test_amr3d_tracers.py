@@ -314,3 +314,49 @@ def test_rejects_seed_outside_a_wall():
     f = three_levels((False, True, True))
     with pytest.raises(ValueError, match="outside"):
         Tracers(np, f, [[-1.0, 2.0, 2.0]], capacity=2)
+
+
+# ---- the live count through the engine (the app's "tracers per seed" control) ----------------------
+def _sphere_engine(count=6):
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.backend import get_backend
+    from nagare.engine.presets import load_preset
+
+    over = ["grid.m=9", "refine=[]", "body=[{kind='sphere', center=[8.0, 8.0, 8.0], diameter=2.0, level=1, band=0.5}]",
+            f"tracers.count={count}", "tracers.seeds=[[6.0, 7.5, 7.5], [6.0, 8.5, 8.5]]", "tracers.release_every=1",
+            "variants.kernels=reference"]
+    return AMR3D(load_preset("amr3d-sphere-re20", over, backend="numpy"), get_backend("numpy"))
+
+
+def test_engine_tracer_count_changes_live_and_resumes_bit_for_bit():
+    e = _sphere_engine(6)
+    assert e.tracer_capacity() == 6
+    e.step(8)
+    alive_before = int(e.state_arrays()["tracers/alive"].sum())
+    assert alive_before == 2 * 6  # one release per step and seed, the ring full
+    e.set_tracer_count(3)
+    assert e.tracer_capacity() == 3 and int(e.state_arrays()["tracers/alive"].sum()) == 2 * 3
+    e.set_tracer_count(10)  # grows with parked slots, filled one release at a time
+    e.step(2)
+    assert e.tracer_capacity() == 10 and int(e.state_arrays()["tracers/alive"].sum()) == 2 * 5
+    ck = e.checkpoint()
+    e.step(3)
+    other = _sphere_engine(6)  # the preset says 6; the checkpoint's arrays carry 10
+    other.restore(ck)
+    assert other.tracer_capacity() == 10
+    other.step(3)
+    for k, v in e.state_arrays().items():
+        np.testing.assert_array_equal(other.state_arrays()[k], v, err_msg=k)
+
+
+def test_engine_tracer_count_refuses_nonsense_in_one_line():
+    e = _sphere_engine(4)
+    for bad in (0, -3, 100_001):
+        with pytest.raises(ValueError, match="tracers per seed") as exc:
+            e.set_tracer_count(bad)
+        assert "\n" not in str(exc.value)
+    assert e.tracer_capacity() == 4
+    none = _sphere_engine(0)
+    assert none.tracer_capacity() is None
+    with pytest.raises(ValueError, match="no tracers"):
+        none.set_tracer_count(3)
