@@ -11,11 +11,14 @@ tools/kernel_sass.py compiles the same description with nvcc for registers and S
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
 from nagare import shaders
+
+log = logging.getLogger("nagare")
 
 DEFAULT_OPTIONS = ("--std=c++17", "-DNAGARE=1")
 
@@ -160,8 +163,20 @@ def precompile(specs: Iterable[KernelSpec], jobs: int) -> list[tuple[KernelSpec,
         return [(s, r) for s, r in zip(todo, map(_try_compile, todo), strict=True) if r]
     import concurrent.futures
     import multiprocessing
+    from concurrent.futures.process import BrokenProcessPool
 
     ctx = multiprocessing.get_context("spawn")  # CUDA contexts do not survive fork
-    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(todo)), mp_context=ctx) as pool:
-        reasons = list(pool.map(_try_compile, todo))
-    return [(s, r) for s, r in zip(todo, reasons, strict=True) if r]
+    reasons: dict = {}
+    try:
+        with concurrent.futures.ProcessPoolExecutor(min(jobs, len(todo)), mp_context=ctx) as pool:
+            futures = {pool.submit(_try_compile, s): s for s in todo}
+            for fut in concurrent.futures.as_completed(futures):
+                reasons[futures[fut]] = fut.result()
+    except BrokenProcessPool:
+        # A worker died (NVRTC can take gigabytes per module: several at once may exhaust the
+        # host's memory and be killed). What did not finish compiles here, one after the other.
+        left = [s for s in todo if s not in reasons]
+        log.warning("nagare: a compile worker died (out of host memory?); compiling the other %d module(s) "
+                    "one at a time", len(left))
+        reasons.update(zip(left, map(_try_compile, left), strict=True))
+    return [(s, reasons[s]) for s in todo if reasons[s]]

@@ -213,6 +213,41 @@ def test_functions_are_looked_up_once_per_device(fake_cupy):
     assert len(fake_cupy) == 1  # compiled once
 
 
+def test_precompile_finishes_when_a_worker_dies(fake_cupy, monkeypatch, caplog):
+    """A killed worker (NVRTC out of host memory) breaks the pool: the specs without a result are
+    compiled in this process instead, and the run says so in one line."""
+    import concurrent.futures
+    from concurrent.futures.process import BrokenProcessPool
+
+    class DyingPool:
+        def __init__(self, *a, **k):
+            self.calls = 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, spec):
+            fut = concurrent.futures.Future()
+            self.calls += 1
+            if self.calls == 1:
+                fut.set_result(fn(spec))  # the first finishes, then the pool breaks
+            else:
+                fut.set_exception(BrokenProcessPool("a child process terminated abruptly"))
+            return fut
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", DyingPool)
+    specs = [cuda.KernelSpec("cuda/lbm2d/tracers.cu", (f"tracer_advance<{t}>",)) for t in ("float", "double")]
+    bad = cuda.KernelSpec("cuda/lbm2d/tracers.cu", ("does-not-compile",))
+    with caplog.at_level("WARNING", logger="nagare"):
+        failed = cuda.precompile([*specs, bad], jobs=4)
+    assert failed == [(bad, "RuntimeError: NVRTC error: nope")]
+    assert len(fake_cupy) == 3  # every spec compiled once, the two left after the break here
+    assert "compile worker died" in caplog.text
+
+
 def test_precompile_reports_failures_once_per_spec(fake_cupy):
     good = cuda.KernelSpec("cuda/lbm2d/tracers.cu", ("tracer_advance<float>",))
     bad = cuda.KernelSpec("cuda/lbm2d/tracers.cu", ("does-not-compile",))
