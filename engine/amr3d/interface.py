@@ -117,6 +117,27 @@ def _union(m: int, a, b):
     return lf[first], ijk[first]
 
 
+def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, inverse) of the distinct rows of an int64 matrix, as ``np.unique(key, axis=0,
+    return_index=True, return_inverse=True)`` gives them but in another (deterministic) order: rows
+    are hashed to one int64 each (a multiply-add over the columns, wrapping), the hashes made unique,
+    and every row compared with its group's first — a collision (never seen) falls back to
+    ``np.unique(axis=0)``. np.unique over rows sorts them as byte strings: 4 s of an 18 s build."""
+    key = np.ascontiguousarray(key, np.int64)
+    if key.ndim != 2 or not len(key):
+        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        return first, inv.reshape(-1)
+    mult = np.random.default_rng(0x6E61676172).integers(1, 2 ** 62, key.shape[1], dtype=np.int64) | 1
+    h = np.zeros(len(key), np.int64)
+    with np.errstate(over="ignore"):
+        for c in range(key.shape[1]):
+            h = h * np.int64(1_000_003) + key[:, c] * mult[c]
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    if not np.array_equal(key[first][inv], key):
+        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return first, inv.reshape(-1)
+
+
 def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None) -> dict[int, LevelCoupling]:
     """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search).
     ``solid`` and ``near`` (boundaries.py): the points next to a body join the fix-up list, their
@@ -148,8 +169,8 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
         # distinct source positions: rows with the same stencil (same coarse nodes AND weights: at a
         # leaf's low face two positions share nodes with mirrored weights)
         if pt.coarse_dst.size:
-            key = np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)], axis=1)
-            _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
+                                                    axis=1))
             islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
         else:
             islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))

@@ -137,6 +137,31 @@ class Forest:
         block = np.where(valid[..., None], block, 0)
         return block, valid
 
+    _DENSE_LIMIT = 1 << 24  # blocks of one level held in a dense lookup grid (int32: ≤ 64 MB)
+
+    def _dense(self, level: int):
+        """(nz, ny, nx) int32 grid of the leaf index of each block of ``level`` (−1: no leaf of that
+        level there), or None where the level has too many blocks for a dense grid. Built once."""
+        cache = self.__dict__.setdefault("_dense_grids", {})
+        if level not in cache:
+            n = self.blocks_per_axis(level)
+            grid = None
+            if int(np.prod(n)) <= self._DENSE_LIMIT and len(self.level) < 2 ** 31:
+                grid = np.full((int(n[2]), int(n[1]), int(n[0])), -1, np.int32)
+                sel = np.flatnonzero(self.level == level)
+                b = self.block[sel]
+                grid[b[:, 2], b[:, 1], b[:, 0]] = sel
+            cache[level] = grid
+        return cache[level]
+
+    def find_level(self, level: int, block) -> np.ndarray:
+        """:meth:`find` for one level (blocks wrapped/valid): a dense-grid gather where it fits."""
+        grid = self._dense(int(level))
+        block = np.asarray(block, np.int64)
+        if grid is None:
+            return self.find(np.full(block.shape[:-1], level), block)
+        return grid[block[..., 2], block[..., 1], block[..., 0]].astype(np.int64)
+
     def find(self, level, block) -> np.ndarray:
         """Leaf index of (level, block) or −1 (blocks must be wrapped/valid)."""
         keys, order = self._sorted_keys
@@ -153,7 +178,7 @@ class Forest:
         leaf = np.full(block.shape[:-1], -1, np.int64)
         lev = np.full(block.shape[:-1], -1, np.int64)
         for lv in range(level, -1, -1):
-            hit = self.find(np.full(leaf.shape, lv), block >> (level - lv))
+            hit = self.find_level(lv, block >> (level - lv))
             new = (leaf < 0) & (hit >= 0)
             leaf[new], lev[new] = hit[new], lv
         lev[~valid], leaf[~valid] = -2, -1
@@ -168,9 +193,13 @@ class Forest:
         on = (pts % size) == 0
         best = np.full(pts.shape[:-1], -1, np.int64)
         for corner in CHILD_OFFSETS:  # each axis: the block below, and the one before it if on a face
-            use = np.all((corner == 0) | on, axis=-1)
+            use = np.ones(best.shape, bool)
+            for d in np.flatnonzero(corner):
+                use &= on[..., d]
+            if not use.any():
+                continue
             blk, valid = self.wrap_blocks(level, base - corner)
-            hit = self.find(np.full(best.shape, level), blk)
+            hit = self.find_level(level, blk)
             hit = np.where(use & valid, hit, -1)
             better = (hit >= 0) & ((best < 0) | (hit < best))
             best = np.where(better, hit, best)

@@ -1,0 +1,59 @@
+"""The host build of the octree's coupling tables without sorting where it need not (a dense block
+lookup in the tree, mark arrays for bounded point ids, hashed row uniqueness for the interpolation
+stencils): the same tables as the sorting versions (an 18.6 s build of amr3d-sphere-re20's tree
+became 5.0 s on one core; docs/amr3d-flows.md)."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+from nagare.engine.amr3d import interface, tables
+from nagare.engine.amr3d.tree import Forest, refine
+
+
+def _rows_equivalent(key, first, inv):
+    np.testing.assert_array_equal(key[first][inv], key)  # every row is its group's first
+    assert len(np.unique(key[first], axis=0)) == len(first)  # the groups are distinct rows
+
+
+@pytest.mark.parametrize("cols", [1, 6, 54])
+def test_unique_rows_groups_exactly_the_equal_rows(cols):
+    rng = np.random.default_rng(cols)
+    key = rng.integers(-3, 3, (5000, cols)).astype(np.int64)
+    key[::7] = key[3]  # many repeats of one row
+    first, inv = interface.unique_rows(key)
+    _rows_equivalent(key, first, inv)
+    assert len(first) == len(np.unique(key, axis=0))
+
+
+def test_unique_rows_falls_back_on_a_hash_collision(monkeypatch):
+    ones = types.SimpleNamespace(integers=lambda lo, hi, n, dtype: np.ones(n, dtype))
+    monkeypatch.setattr(interface.np.random, "default_rng", lambda seed: ones)
+    key = np.array([[1, 0], [0, 1_000_003], [1, 0]], np.int64)  # equal hashes with all multipliers 1
+    first, inv = interface.unique_rows(key)
+    _rows_equivalent(key, first, inv)
+    assert len(first) == 2
+
+
+@pytest.mark.parametrize("span", [50, 10 ** 9])
+def test_uniq_equals_numpy_unique(span):
+    ids = np.random.default_rng(span).integers(0, span, (3000, 27))
+    u, inv = tables._uniq(ids)
+    want_u, want_inv = np.unique(ids, return_inverse=True)
+    np.testing.assert_array_equal(u, want_u)
+    np.testing.assert_array_equal(inv, want_inv.reshape(ids.shape))
+
+
+def test_dense_block_lookup_equals_the_sorted_search(monkeypatch):
+    f = Forest.uniform((3, 2, 2), level=1, m=9, max_level=3, periodic=(False, True, True))
+    f = refine(f, np.arange(0, f.n_leaves, 5))
+    rng = np.random.default_rng(3)
+    pts = rng.integers(0, f.domain, (4000, 3))
+    pts[::3] -= pts[::3] % int(f.block_size(2))  # many points on block faces and corners
+    dense = {lv: f.containing(lv, pts) for lv in f.levels}
+    monkeypatch.setattr(Forest, "_DENSE_LIMIT", 0)  # the searchsorted path
+    g = Forest(f.roots, f.m, f.max_level, f.periodic, f.level, f.block)
+    for lv in f.levels:
+        np.testing.assert_array_equal(g.containing(lv, pts), dense[lv])
+        assert (dense[lv] >= 0).any()
