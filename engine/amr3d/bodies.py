@@ -77,7 +77,9 @@ class Sphere(Body):
         return self.center - self.radius, self.center + self.radius
 
     def surface(self, n: int = 24):
-        """A UV sphere: n latitude bands, 2n longitudes."""
+        """A UV sphere: n latitude bands, 2n longitudes; the bands at the poles are fans (one
+        triangle per longitude: the row at a pole is one point, so the quad's other half would be
+        degenerate)."""
         th = np.linspace(0.0, math.pi, n + 1)
         ph = np.linspace(0.0, 2 * math.pi, 2 * n, endpoint=False)
         t, p = np.meshgrid(th, ph, indexing="ij")
@@ -89,7 +91,10 @@ class Sphere(Body):
             for j in range(m):
                 a, b = i * m + j, i * m + (j + 1) % m
                 c, d = a + m, b + m
-                faces += [(a, c, b), (b, c, d)]
+                if i > 0:  # row i is the north pole when i = 0
+                    faces.append((a, c, b))
+                if i < n - 1:  # row i + 1 is the south pole when i = n − 1
+                    faces.append((b, c, d))
         return v, np.asarray(faces, np.int32)
 
     def frontal_area(self, axis: int) -> float:
