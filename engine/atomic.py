@@ -19,15 +19,17 @@ from pathlib import Path
 
 from .errors import NagareError
 
-_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp$")
+_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp(?P<suffix>\.[A-Za-z0-9]+)?$")
 
 
 class ExportError(NagareError):
     pass
 
 
-def temp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def temp_path(path: Path, suffix: str = "") -> Path:
+    """``.NAME.PID.tmp`` beside ``path`` (``suffix``, e.g. ".mp4", for writers that pick the format
+    from the extension); a dead process's temporaries are removed by the next write there."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp{suffix}")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -100,6 +102,14 @@ def make_folder(folder: Path) -> None:
             if p.exists() and not p.is_dir():
                 raise NotADirectoryError(20, f"{p} is a file, not a folder") from None
         raise
+
+
+def fsync_and_replace(tmp: Path, path: Path) -> None:
+    """fsync ``tmp``, rename it to ``path``, fsync the folder (for writers that cannot go through
+    :func:`write_atomic` in one call, e.g. a video written frame by frame)."""
+    _fsync_path(tmp)
+    os.replace(tmp, path)
+    _fsync_path(path.parent, directory=True)
 
 
 def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from nagare.app import atomic
 from nagare.app.atomic import ExportError, write_atomic
 from nagare.app.fieldkinds import FieldTypeError, handler_for, host_copies
 from nagare.app.fieldkinds.vtkio import safe_name
@@ -47,12 +48,15 @@ class VideoRecorder:
     def __init__(self, path: str | Path, fps: int = 30):
         self.path = Path(path)
         self.fps = fps
-        self.tmp = self.path.with_name(f".{self.path.stem}.{os.getpid()}.tmp.mp4")
+        # the engine's temporary naming (.NAME.PID.tmp.mp4: ffmpeg picks the container from the
+        # extension), so a recording cut by a kill is removed by the next write into the folder
+        self.tmp = atomic.temp_path(self.path, ".mp4")
         self.frames = 0
         self._size: tuple[int, int] | None = None
         self._writer = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic.make_folder(self.path.parent)
+            atomic.remove_stale_temporaries(self.path.parent)
             if not os.access(self.path.parent, os.W_OK):
                 raise PermissionError(13, "Permission denied")
         except OSError as exc:
@@ -90,7 +94,7 @@ class VideoRecorder:
         try:
             self._writer.close()
             self._writer = None
-            os.replace(self.tmp, self.path)
+            atomic.fsync_and_replace(self.tmp, self.path)
         except OSError as exc:
             self.abort()
             raise ExportError(f"cannot write {self.path}: {exc.strerror or exc}") from None

@@ -1,6 +1,7 @@
 """The simulation worker and the exporters without a window (no display needed)."""
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -96,6 +97,20 @@ def test_video_recorder_crops_odd_sizes(tmp_path):
     assert r.count_frames() == 5 and r.get_data(0).shape == (100, 132, 3)
     r.close()
     assert not list(tmp_path.glob(".*tmp*")), "the temporary file must be gone"
+
+
+def test_a_killed_recording_leaves_no_temporary_behind(tmp_path):
+    """A recording cut by SIGKILL leaves its .NAME.PID.tmp.mp4; the next recording into the folder
+    removes it (the engine's temporary naming and cleanup, engine/atomic.py)."""
+    from nagare.app.gui.export import VideoRecorder
+
+    dead = tmp_path / ".old.mp4.999999999.tmp.mp4"  # a pid no process has
+    dead.write_bytes(b"half a video")
+    live = tmp_path / f".mine.mp4.{os.getpid()}.tmp.mp4"  # this process's: kept
+    live.write_bytes(b"in progress")
+    rec = VideoRecorder(tmp_path / "v.mp4", fps=10)
+    assert rec.tmp.name.endswith(".tmp.mp4") and not dead.exists() and live.exists()
+    rec.abort()
 
 
 def test_export_failures_are_one_line_errors(tmp_path):
