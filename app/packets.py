@@ -38,6 +38,7 @@ class FramePacket:
     data: Any = None  # 2D scalar snapshot (grids) or (n,) attribute (particles)
     mask: Any = None
     positions: Any = None
+    length_units: str | None = None  # particles: what the positions are in (Particles.length_units)
     lo: Any = None  # boxes
     hi: Any = None
     level: Any = None
@@ -103,16 +104,21 @@ def _percentiles(xp, a, qs):
     return out
 
 
-def display_range(xp, data, symmetric: bool):
-    """Robust auto range as device scalars: 0.5–99.5 percentiles (as the headless PNG writer),
-    estimated on a strided subsample of ≤ 65 536 points so it stays cheap at 2048² and above.
-    Peaks at walls (vorticity at a cylinder) would otherwise wash out the whole picture."""
+VOLUME_TAIL = 0.01  # % cut at each end of a 3D volume's range (a 2D field's: 0.5)
+
+
+def display_range(xp, data, symmetric: bool, tail: float = 0.5):
+    """Robust auto range as device scalars: the ``tail``–(100 − ``tail``) percentiles (0.5–99.5 as
+    the headless PNG writer), estimated on a strided subsample of ≤ 65 536 points so it stays
+    cheap at 2048² and above. Peaks at walls (vorticity at a cylinder) would otherwise wash out the
+    whole picture. A 3D volume passes :data:`VOLUME_TAIL`: a body and its wake fill far less than
+    0.5 % of a flow's volume, and a 0.5 % cut would paint both in the lowest colour."""
     stride = 1
     while data.size // (stride * stride) > RANGE_SAMPLE:
         stride *= 2
     sample = data[::stride, ::stride].ravel()
     sample = xp.where(xp.isfinite(sample), sample, xp.float32(0))
-    lo, hi = _percentiles(xp, sample, (0.5, 99.5))
+    lo, hi = _percentiles(xp, sample, (tail, 100.0 - tail))
     if symmetric:
         m = xp.maximum(xp.abs(lo), xp.abs(hi))
         return -m, m

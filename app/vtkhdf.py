@@ -116,8 +116,12 @@ def _points3(pos) -> np.ndarray:
 
 
 def write_polydata_particles(p: Particles, tmp) -> None:
+    """Vertices with the attributes as point data; particles without a position (parked tracers:
+    NaN) are left out — NaN points break bounds and camera resets in ParaView."""
     h5py = _h5py()
     pos = _points3(p.positions)
+    keep = np.isfinite(pos).all(axis=1)
+    pos = pos[keep]
     n = len(pos)
     with h5py.File(tmp, "w") as f:
         root = _root(f, "PolyData")
@@ -128,7 +132,7 @@ def write_polydata_particles(p: Particles, tmp) -> None:
             _empty_topology(root, name)
         pd = root.create_group("PointData")
         for k, v in p.attributes.items():
-            v = np.asarray(v)
+            v = np.asarray(v)[keep]
             pd.create_dataset(safe_name(k), data=v.astype(np.float32 if v.dtype.kind == "f" else np.int32))
         root.create_group("CellData")
 

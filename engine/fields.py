@@ -47,6 +47,8 @@ class Particles:
     # first) or a ring whose slot after the newest sample is NaN for every particle; NaN for
     # samples not yet written and parked particles. Device or host arrays (the view copies to host)
     trails: Any = None
+    length_units: str = "m"  # what the positions are in (SPH: SI metres; amr3d: level-0 lattice units)
+    attribute_units: dict[str, str] = field(default_factory=dict)  # name -> unit shown on the colour bar
 
 
 @dataclass

@@ -56,6 +56,10 @@ class ViewConfig(Strict):
     range: tuple[float, float] | None = Field(None, description="fixed colour range; omit for auto")
     slice_axis: Literal["x", "y", "z"] = "z"
     overlays: list[str] = Field(default_factory=list)
+    planes: list[Literal["x", "y", "z"]] | None = Field(
+        None, description="3D grids: the slice planes shown first (default: all three); e.g. [\"z\"] so a "
+                          "body stays visible")
+    leaves: bool = Field(True, description="3D grids: draw the octree leaves (Boxes) at first")
 
 
 class RunConfig(Strict):
@@ -86,6 +90,12 @@ class PresetBase(Strict):
     @property
     def source(self) -> str:
         return self._source
+
+    def derived_fields(self) -> dict[tuple[str, ...], str]:
+        """Fields whose value this preset computed from others ({key path: from what}): a form
+        that shows them must not send an untouched one back (it would contradict an edit of its
+        source). None by default."""
+        return {}
 
     @property
     def content_hash(self) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
 from .. import colormaps
-from ..packets import SLICE_AXES, SnapshotContext, display_range, mask_copy
+from ..packets import SLICE_AXES, VOLUME_TAIL, SnapshotContext, display_range, mask_copy
 from .registry import register
 from .vtkio import be_bytes, safe_name
 
@@ -55,12 +55,18 @@ def snapshot_volume(f: Grid3D, data, ctx: SnapshotContext):
     moving a plane needs no new packet."""
     xp = ctx.xp
     data = xp.ascontiguousarray(data, dtype=xp.float32).copy()
-    vmin, vmax = display_range(xp, data, f.symmetric)
+    vmin, vmax = display_range(xp, data, f.symmetric, VOLUME_TAIL)
     if f.mask is not None:  # solid cells: one texture carries them (the slice shader draws them grey)
         data = xp.where(xp.asarray(f.mask, dtype=bool), xp.float32(SOLID), data)
     pk = ctx.packet("volume3d", data=data, mask=mask_copy(xp, f.mask, None, 0, ctx.cache), vmin=vmin,
                     vmax=vmax, symmetric=f.symmetric, slice_count=data.shape[0], spacing=f.spacing,
                     label=f.label, units=f.units, surfaces=tuple(f.surfaces))
+    if ctx.view.particles_overlay:  # 3D particles (amr3d's tracers) drawn inside the volume, with trails
+        tracers = _first_field(ctx, "overlay3d", _is_overlay3d)
+        if tracers is not None:
+            pk.overlay = xp.asarray(tracers.positions, dtype=xp.float32).copy()
+            if tracers.trails is not None:
+                pk.trails = xp.asarray(tracers.trails, dtype=xp.float32).copy()
     if ctx.view.boxes_overlay:
         boxes = overlay_boxes(ctx)
         if boxes is not None:
@@ -71,6 +77,10 @@ def snapshot_volume(f: Grid3D, data, ctx: SnapshotContext):
 
 def _is_overlay(f) -> bool:
     return isinstance(f, Particles) and f.positions.ndim == 2 and f.positions.shape[1] == 2
+
+
+def _is_overlay3d(f) -> bool:
+    return isinstance(f, Particles) and f.positions.ndim == 2 and f.positions.shape[1] == 3
 
 
 _NONE = object()

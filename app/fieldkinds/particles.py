@@ -21,7 +21,9 @@ def snapshot_particles(f: Particles, ctx: SnapshotContext):
     attr = None if attr_name is None else xp.asarray(f.attributes[attr_name], dtype=xp.float32).copy()
     three_d = f.positions.ndim == 2 and f.positions.shape[1] == 3
     if attr is not None:
-        pk_range = xp.min(attr), xp.max(attr)
+        placed = xp.isfinite(xp.asarray(f.positions)).all(axis=1)  # parked tracers (NaN) stay out of the range
+        pk_range = (xp.min(xp.where(placed, attr, xp.float32(np.inf))),
+                    xp.max(xp.where(placed, attr, xp.float32(-np.inf))))
         if three_d and view.hide_walls and "kind" in f.attributes:
             # walls and obstacles are drawn as outlines and surfaces: their particles are hidden by
             # the HIDDEN value (the sphere shader drops them), on the device, without a host sync
@@ -31,9 +33,12 @@ def snapshot_particles(f: Particles, ctx: SnapshotContext):
             attr = xp.where(fluid, attr, xp.float32(HIDDEN))
     pk = ctx.packet("particles", positions=xp.asarray(f.positions, dtype=xp.float32).copy(),
                     data=attr, bounds=f.bounds, attributes=tuple(f.attributes), attribute=attr_name,
-                    label=attr_name or "", units=PARTICLE_UNITS.get(attr_name, ""))
+                    label=attr_name or "",
+                    units=f.attribute_units.get(attr_name) or PARTICLE_UNITS.get(attr_name, ""))
+    pk.length_units = f.length_units
     if attr is not None:
-        pk.vmin, pk.vmax = pk_range
+        lo, hi = pk_range  # ±inf when nothing is placed (every tracer parked): a neutral range
+        pk.vmin, pk.vmax = xp.where(xp.isfinite(lo), lo, xp.float32(0)), xp.where(xp.isfinite(hi), hi, xp.float32(1))
     if three_d:
         pk.solids = tuple(f.solids) or preset_solids(ctx.engine)
         spacing = f.spacing or preset_spacing(ctx.engine)

@@ -52,6 +52,7 @@ LEVEL_COLOURS = np.array([(0.85, 0.85, 0.85, 1), (0.25, 0.75, 1.0, 1), (1.0, 0.7
                          np.float32)
 SOLID_RGB = np.array((0.55, 0.56, 0.6), np.float32)
 BODY_RGBA = (0.74, 0.75, 0.78, 1.0)  # lit surfaces of solid bodies (grid views)
+TRACER_RGBA = (1.0, 1.0, 1.0, 0.9)  # 3D particles drawn inside a volume (white: readable on any colormap)
 TRAIL_RGB = (0.88, 0.92, 1.0)  # particle trails: a light colour, alpha fading toward the oldest sample
 TRAIL_ALPHA = (0.12, 0.85)  # (oldest, newest)
 
@@ -415,9 +416,9 @@ def _fmt(v: float) -> str:
 
 def length_units(pk: FramePacket) -> str:
     """Grids are in cells × spacing (no physical unit known: "cells" when the spacing is 1);
-    particles in metres (the SPH engine is SI)."""
+    particles in their field's length units (metres unless it says otherwise: SPH is SI)."""
     if pk.kind == "particles":
-        return "m"
+        return pk.length_units or "m"
     return "cells" if pk.spacing == 1.0 else ""
 
 
@@ -450,6 +451,8 @@ class VolumeDrawer:
         self.volume = None
         self.leaves = None
         self.bodies = None
+        self.tracers = None  # 3D particles drawn inside the volume (amr3d's tracers) and their trails
+        self.tracer_trails = None
         self._surfaces = ()  # the (vertices, faces) arrays in the mesh (held: ids cannot be reused)
         self._bodies_spacing = None
         self._light = None
@@ -479,6 +482,14 @@ class VolumeDrawer:
             sf.ambient_light, sf.diffuse_light, sf.specular_light = (1, 1, 1, 0.3), (1, 1, 1, 0.75), (1, 1, 1, 0.2)
             sf.shininess = 40
             canvas.add_visual("bodies3d", self.bodies)
+            self.tracers = scene.visuals.Markers(pos=np.zeros((1, 3), np.float32))  # data: the camera's bounds ask it
+            self.tracers.visible = False
+            self.tracers.set_gl_state("translucent", depth_test=True)
+            canvas.add_visual("tracers3d", self.tracers)
+            self.tracer_trails = scene.visuals.Line(np.zeros((2, 3), np.float32), connect="segments", antialias=False)
+            self.tracer_trails.visible = False
+            self.tracer_trails.set_gl_state("translucent", depth_test=True)
+            canvas.add_visual("tracertrails3d", self.tracer_trails)
         self.visuals = ("planes3d", *self.frame.names)
 
     def display_label(self, canvas) -> str:
@@ -517,8 +528,30 @@ class VolumeDrawer:
                 self.volume_shape = shape
         self._upload_leaves(canvas, pk)
         self._upload_bodies(canvas, pk)
+        self._upload_tracers(canvas, pk)
 
     volume_shape = None
+
+    def _upload_tracers(self, canvas, pk) -> None:
+        """The packet's 3D particles (world units, as the bodies: shifted by half a sample onto the
+        drawn cells) as points, with their trails; parked ones (NaN) are left out."""
+        pos = None if pk.overlay is None else canvas_host(pk.overlay, pk.backend)
+        on = pos is not None and pos.ndim == 2 and pos.shape[1] == 3  # None: the View dock's overlay is off
+        pts = pos[np.isfinite(pos).all(axis=1)] if on else None
+        self.tracers.visible = bool(on and len(pts))
+        self.tracer_trails.visible = False
+        if not self.tracers.visible:
+            return
+        shift = STTransform(translate=(0.5 * pk.spacing,) * 3)
+        self.tracers.transform = shift
+        self.tracers.set_data(pts, face_color=TRACER_RGBA, edge_width=0, size=4)
+        if pk.trails is not None:
+            half = 0.5 * np.array(self._shape[::-1], np.float64) * pk.spacing
+            seg, counts = trail_points(canvas_host(pk.trails, pk.backend), half)
+            if len(seg):
+                self.tracer_trails.transform = shift
+                self.tracer_trails.set_data(seg, color=trail_colours(counts))
+                self.tracer_trails.visible = True
 
     def _interop(self, name, texture, canvas, shape):
         return _registered(self._interops, name, texture, canvas, lambda h: interop.VolumeInterop(h, shape))

@@ -69,12 +69,14 @@ class ParameterForm(QtWidgets.QWidget):
         self.lay.addWidget(self.apply_button)
         self.editors: dict[tuple[str, ...], tuple[QtWidgets.QWidget, typing.Any]] = {}
         self.preset = None
+        self._shown: dict = {}
 
     def load(self, preset) -> None:
         self.preset = preset
         while self.form.rowCount():
             self.form.removeRow(0)
         self.editors.clear()
+        self._shown = {}
         for name, finfo in type(preset).model_fields.items():
             if name in SKIP_SECTIONS or finfo.exclude:
                 continue
@@ -109,15 +111,38 @@ class ParameterForm(QtWidgets.QWidget):
                 w.setPlaceholderText("(not set)")
         if info.description:
             w.setToolTip(info.description)
-        self.form.addRow(key[-1], w)
+        derived = self.preset.derived_fields().get(key) if self.preset is not None else None
+        if derived:
+            w.setToolTip(f"derived from {derived} (edit that; to set {key[-1]} yourself, clear {derived})"
+                         + (f"\n{info.description}" if info.description else ""))
+        self.form.addRow(f"{key[-1]} (from {derived.split('.')[-1]})" if derived else key[-1], w)
         self.editors[key] = (w, value)
+        self._shown[key] = self._editor_value(w)
+
+    @staticmethod
+    def _editor_value(w):
+        if isinstance(w, QtWidgets.QComboBox):
+            return w.currentText()
+        if isinstance(w, QtWidgets.QCheckBox):
+            return w.isChecked()
+        if isinstance(w, QtWidgets.QSpinBox):
+            return w.value()
+        return w.text()
 
     def values(self) -> dict:
-        """The raw dict of the preset with the edited values (validated by the caller)."""
+        """The raw dict of the preset with the edited values (validated by the caller). A derived
+        field left as shown is left out, so it follows its source (τ from an edited Re)."""
         import tomllib
 
         raw = raw_dict(self.preset)
+        derived = self.preset.derived_fields()
         for key, (w, _) in self.editors.items():
+            if key in derived and self._editor_value(w) == self._shown.get(key):
+                node = raw
+                for part in key[:-1]:
+                    node = node.setdefault(part, {})
+                node.pop(key[-1], None)
+                continue
             if isinstance(w, QtWidgets.QComboBox):
                 v = w.currentText()
                 original = self.editors[key][1]
@@ -330,7 +355,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.tracer_spin.setRange(1, 100_000)
         self.tracer_spin.setEnabled(False)
         self.tracer_spin.setToolTip("tracers kept per seed point, live (engines with adjustable tracers: amr3d)")
-        self.tracer_spin.editingFinished.connect(self._tracer_count_changed)
+        self.tracer_spin.setKeyboardTracking(False)  # typed digits apply on Enter or leaving; arrows at once
+        self.tracer_spin.valueChanged.connect(self._tracer_count_changed)
+        self._tracer_capacity = None  # what the engine holds (the last answer)
         f.addRow("tracers per seed", self.tracer_spin)
         self.view_dock = self._dock("View", v, Qt.DockWidgetArea.RightDockWidgetArea)
         self._build_view3d_dock()
@@ -346,7 +373,7 @@ class MainWindow(QtWidgets.QMainWindow):
                           ("Timing log CSV+JSON", self.export_timings),
                           ("Fields → ParaView (VTKHDF)", self.export_vtkhdf), ("Fields → legacy VTK", self.export_vtk),
                           ("Save checkpoint", self.save_checkpoint), ("Load checkpoint…", self._load_ckpt_dialog),
-                          ("Restore last good state", lambda: self.worker.send("restore"))):
+                          ("Restore last good state", self.restore_last_good)):
             b = QtWidgets.QPushButton(label)
             b.clicked.connect(lambda _=False, fn=fn: fn())
             el.addWidget(b)
@@ -386,7 +413,7 @@ class MainWindow(QtWidgets.QMainWindow):
         act(runm, "Play / pause", "Space", lambda: self.worker.send("toggle"))
         act(runm, "Single step", "N", lambda: self.worker.send("step", n=1))
         act(runm, "Reset", "R", lambda: self.worker.send("reset"))
-        act(runm, "Restore last good state", "", lambda: self.worker.send("restore"))
+        act(runm, "Restore last good state", "", self.restore_last_good)
         act(viewm, "Screenshot", "S", self.screenshot)
         act(viewm, "Record video", "V", self.toggle_recording)
         act(viewm, "HUD", "F1", self.toggle_hud)
@@ -428,6 +455,10 @@ class MainWindow(QtWidgets.QMainWindow):
             self.range_hi.setText(repr(preset.view.range[1]))
         self._range_changed()
         self.slice_axis.setCurrentText(preset.view.slice_axis)
+        planes = preset.view.planes
+        for axis, box in self.plane_boxes.items():
+            box.setChecked(planes is None or axis in planes)
+        self.leaves_box.setChecked(preset.view.leaves)
 
     def open_preset(self, name_or_path: str | Path) -> bool:
         """Validate first; only a valid preset replaces the running simulation."""
@@ -511,6 +542,20 @@ class MainWindow(QtWidgets.QMainWindow):
             self.message("range: the upper bound must exceed the lower")
             return
         self.canvas.set_range((lo, hi))
+
+    def _show_auto_range(self) -> None:
+        """With "auto" ticked the range boxes show the range in use (read-only), so unticking starts
+        from it instead of from stale numbers."""
+        auto = self.auto_range.isChecked()
+        self.range_lo.setReadOnly(auto)
+        self.range_hi.setReadOnly(auto)
+        rng = getattr(self.canvas, "current_range", None)
+        if auto and rng is not None:
+            lo, hi = (float(v) for v in rng)
+            for edit, v in ((self.range_lo, lo), (self.range_hi, hi)):
+                text = f"{v:.4g}"
+                if edit.text() != text:
+                    edit.setText(text)
 
     def _overlay_changed(self) -> None:
         self.canvas.set_show_obstacles(self.obstacles.isChecked())
@@ -629,6 +674,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.attr_combo.setCurrentText(pk.attribute)
             self.attr_combo.setEnabled(bool(pk.attributes))
             self.canvas.show_packet(pk)
+            self._show_auto_range()
             if self.recorder is not None:
                 self.canvas.native.repaint()
                 self._record_frame()
@@ -647,20 +693,28 @@ class MainWindow(QtWidgets.QMainWindow):
     def _on_engine(self, n) -> None:
         self._rebuild_variants(n.payload)
         self.message(f"loaded {n.text}")
+        self._ask_tracer_capacity()
+
+    def restore_last_good(self) -> None:
+        self.worker.send("restore")
+        self._ask_tracer_capacity()
+
+    def _ask_tracer_capacity(self) -> None:
         self._call("tracer-capacity", lambda e: e.tracer_capacity(), self._show_tracer_capacity)
 
     def _show_tracer_capacity(self, capacity) -> None:
         """Enable the "tracers per seed" control when the engine's tracers can change while running."""
+        self._tracer_capacity = capacity
         self.tracer_spin.setEnabled(capacity is not None)
         if capacity is not None:
             self.tracer_spin.blockSignals(True)
             self.tracer_spin.setValue(int(capacity))
             self.tracer_spin.blockSignals(False)
 
-    def _tracer_count_changed(self) -> None:
-        if not self.tracer_spin.isEnabled():
-            return
+    def _tracer_count_changed(self, *_) -> None:
         count = int(self.tracer_spin.value())
+        if not self.tracer_spin.isEnabled() or count == self._tracer_capacity:
+            return  # nothing changed: the ring is not rebuilt
 
         def apply(e):
             e.set_tracer_count(count)
@@ -828,6 +882,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.error("Cannot load checkpoint", str(exc))
             return False
         self.worker.send("restore", checkpoint=ckpt)
+        self._ask_tracer_capacity()  # a checkpoint carries its own tracer count
         return True
 
     # ---- shutdown ----------------------------------------------------------------------

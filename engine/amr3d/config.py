@@ -102,6 +102,9 @@ class Flow(Strict):
     reynolds: float | None = Field(None, gt=0.0, le=1e7,
                                    description="if given, τ₀ follows from Re = |velocity| · L / ν with L the first "
                                                "body's reference length (physics.tau is then derived)")
+    lift: Literal["x", "y", "z"] | None = Field(
+        None, description="axis of the lift C_l (the side force C_s is on the remaining axis); default: the axis "
+                          "after the inflow's (flow along x: lift along y). Cars and the Ahmed body: \"z\" (up)")
 
     @model_validator(mode="after")
     def _speed(self):
@@ -111,6 +114,10 @@ class Flow(Strict):
             side = getattr(self, name)
             if side != "none" and side == (self.outlet if name == "inlet" else self.inlet):
                 raise ValueError(f"flow.inlet and flow.outlet are both {side}")
+        if self.lift is not None and any(self.velocity):
+            along = max(range(3), key=lambda a: abs(self.velocity[a]))
+            if "xyz".index(self.lift) == along:
+                raise ValueError(f"flow.lift = {self.lift!r} is the inflow's axis: lift is across the flow")
         return self
 
 
@@ -176,6 +183,9 @@ class AMR3DPreset(PresetBase):
                                  "in level-0 units")
             object.__setattr__(self.physics, "tau", tau)
         return self
+
+    def derived_fields(self):
+        return {("physics", "tau"): "flow.reynolds"} if self.flow.reynolds is not None else {}
 
     @model_validator(mode="after")
     def _levels(self):

@@ -42,6 +42,9 @@ RUNG_KERNELS = {"naive": "naive", "split": "split", "mother-leaf": "split", "tem
 
 
 variants.register()
+# the axis of the tracer slots in each checkpointed tracer array (state_arrays); the rest is fixed
+TRACER_SLOT_AXIS = {"tracers/positions": 0, "tracers/age": 0, "tracers/alive": 0, "tracers/trail": 1,
+                    "tracers/trail_valid": 1}
 _COUPLING_CACHE: dict = {}  # preset's tree description → interface.build result (one kept)
 
 
@@ -205,13 +208,17 @@ class AMR3D(Engine):
         the preset's (the app's live control changes it; the tracers take it from the arrays)."""
         expected = {k: (v.shape, v.dtype) for k, v in self.state_arrays().items()}
         if self._tracers is not None and "tracers/positions" in arrays:
-            seeds, here = self._tracers.n_seeds, self._tracers.capacity * self._tracers.n_seeds
+            seeds = self._tracers.n_seeds
             rows = int(np.shape(arrays["tracers/positions"])[0])
             if rows % seeds or not 1 <= rows // seeds <= MAX_TRACERS_PER_SEED:
                 raise CheckpointError(f"checkpoint holds {rows} tracers for {seeds} seed points: not a whole "
                                       f"count per seed from 1 to {MAX_TRACERS_PER_SEED}; load it with its own preset")
-            expected = {k: (tuple(rows if k.startswith("tracers/") and n == here else n for n in shape), dtype)
-                        for k, (shape, dtype) in expected.items()}
+            # the tracer axis of each array (the slots: capacity × seeds), named, not guessed from
+            # sizes (a trail of 8 samples and 8 slots have the same length)
+            for k, axis in TRACER_SLOT_AXIS.items():
+                if k in expected:
+                    shape, dtype = expected[k]
+                    expected[k] = (shape[:axis] + (rows,) + shape[axis + 1:], dtype)
         self._check_arrays(arrays, expected)
 
     def _load_state_arrays(self, arrays):
@@ -345,9 +352,9 @@ class AMR3D(Engine):
         return self._tree.body_force()
 
     def force_coefficients(self) -> dict:
-        """C_d along the inflow, and the two transverse coefficients (C_l on the next axis, C_s on the
-        last: for flow along x, lift along y, side force along z), with the first body's frontal
-        area and ρ = 1: C = F / (½ |u_in|² A)."""
+        """C_d along the inflow, and the two transverse coefficients: C_l on ``flow.lift`` (default:
+        the axis after the inflow's — flow along x, lift along y), C_s on the remaining axis; with the
+        first body's frontal area and ρ = 1: C = F / (½ |u_in|² A)."""
         p = self.preset
         u = np.asarray(p.flow.velocity, np.float64)
         speed = float(np.linalg.norm(u))
@@ -357,7 +364,8 @@ class AMR3D(Engine):
         F = self.backend.asnumpy(self.body_force()).astype(np.float64)
         q = 0.5 * speed * speed * self.bodies[0].frontal_area(axis)
         e = u / speed
-        lift, side = (axis + 1) % 3, (axis + 2) % 3
+        lift = (axis + 1) % 3 if p.flow.lift is None else "xyz".index(p.flow.lift)
+        side = 3 - axis - lift
         return {"cd": float(F @ e) / q, "cl": float(F[lift]) / q, "cs": float(F[side]) / q}
 
     def logged_quantities(self):
@@ -445,7 +453,8 @@ class AMR3D(Engine):
         unit = float(1 << self.forest.max_level)
         dom = tuple(float(d) / unit for d in self.forest.domain)
         return Particles(t.positions(), {"age": t.age}, label="tracers (age)", bounds=((0.0, 0.0, 0.0), dom),
-                         spacing=float(self.forest.spacing_of(self.forest.max_level)) / unit, trails=t.trails())
+                         spacing=float(self.forest.spacing_of(self.forest.max_level)) / unit, trails=t.trails(),
+                         length_units="lattice (level 0)", attribute_units={"age": "level-0 steps"})
 
     def field(self, name):
         if name == "leaves":

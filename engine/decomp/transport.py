@@ -250,22 +250,28 @@ class NcclTransport(Transport):
             return hit[1]
         plan = []
         for c in copies:
-            with self.device(c.src):
+            # on the compute streams: a list index gathers (a kernel); its result is only looked at
+            with self.device(c.src), self._streams[c.src]:
                 sv = arrays[c.src][c.src_index]
-            with self.device(c.dst):
+            with self.device(c.dst), self._streams[c.dst]:
                 dv = arrays[c.dst][c.dst_index]
             # Only basic slices give views: an integer-list index (lbm2d's AA fix-up directions)
             # gives a copy, which NCCL must not receive into.
             basic = all(isinstance(ix, slice) for ix in (*c.src_index, *c.dst_index))
             direct = basic and c.src != c.dst and sv.flags.c_contiguous and dv.flags.c_contiguous
             send = recv = None
-            if not direct:
-                with self.device(c.src):
+            if not direct:  # allocated on the stream that packs / unpacks them without overlap
+                with self.device(c.src), self._streams[c.src]:
                     send = self._cp.empty(sv.shape, sv.dtype)
-                with self.device(c.dst):
+                with self.device(c.dst), self._streams[c.dst]:
                     recv = send if c.src == c.dst else self._cp.empty(sv.shape, sv.dtype)
             plan.append((c, direct, send, recv, getattr(self._nccl, _NCCL_TYPES[sv.dtype.name])))
         if len(self._buf_cache) > 16:
+            # buffers of older plans go back to CuPy's pool: no exchange may still be using them
+            self.synchronize()
+            for p in range(self.parts):
+                with self.device(p):
+                    self._xstreams[p].synchronize()
             self._buf_cache.clear()
         self._buf_cache[key] = (copies, plan)  # copies kept alive so its id stays unique
         return plan

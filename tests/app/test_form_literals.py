@@ -21,3 +21,26 @@ def test_every_field_of_the_tree_preset_round_trips():
     assert tomllib.loads(f"v = {_toml_literal(p.grid.periodic)}")["v"] == [True, True, True]
     boxes = tomllib.loads(f"v = {_toml_literal(p.refine)}")["v"]
     assert boxes == [r.model_dump(mode='json') for r in p.refine]
+
+
+def test_editing_reynolds_rederives_tau_in_the_form(qtbot):
+    """The form shows amr3d's τ derived from flow.reynolds; editing Re alone must not send the old τ
+    back (it would contradict the new Re), while an edited τ is sent and refused in one line."""
+    from nagare.app.gui.window import ParameterForm
+    from nagare.engine.errors import NagareError
+    from nagare.engine.presets import validate
+
+    p = load_preset("amr3d-sphere-re20", backend="numpy")
+    form = ParameterForm()
+    qtbot.addWidget(form)
+    form.load(p)
+    tau_edit, _ = form.editors[("physics", "tau")]
+    re_edit, _ = form.editors[("flow", "reynolds")]
+    assert "flow.reynolds" in tau_edit.toolTip()
+    re_edit.setText("200.0")
+    new = validate(form.values(), p.source, "numpy")
+    assert new.flow.reynolds == 200.0
+    assert new.physics.tau < p.physics.tau  # re-derived: ν ∝ 1/Re
+    tau_edit.setText("0.6")  # both edited: the loader says which contradicts which
+    with pytest.raises(NagareError, match="contradicts flow.reynolds"):
+        validate(form.values(), p.source, "numpy")

@@ -280,8 +280,7 @@ def test_window_tracers_per_seed_control_changes_the_running_engine(make_window,
     qtbot.waitUntil(lambda: w.tracer_spin.isEnabled(), timeout=30000)
     start = w.worker.engine.tracer_capacity()
     assert w.tracer_spin.value() == start
-    w.tracer_spin.setValue(start + 7)
-    w._tracer_count_changed()  # what editingFinished calls
+    w.tracer_spin.setValue(start + 7)  # as the arrows or Enter do
     qtbot.waitUntil(lambda: w.worker.engine.tracer_capacity() == start + 7, timeout=10000)
     qtbot.waitUntil(lambda: any("tracers per seed: " in m for m in w.messages), timeout=5000)
     steps = w.worker.engine.step_count

@@ -173,6 +173,29 @@ def test_amr3d_volume_packet_carries_the_leaves_with_levels():
     assert off.boxes is None
 
 
+def test_amr3d_volume_packet_carries_the_tracers_and_their_trails():
+    """The default 3D view of a flow draws its tracers inside the volume (with "particles over grids"
+    on), and the tracers field itself says its positions are lattice units and leaves parked
+    tracers (NaN) out of the colour range."""
+    from nagare.app.gui.view3d import length_units
+    from nagare.app.gui.worker import ViewRequest, snapshot
+
+    eng = _engine("amr3d-sphere-re20")
+    eng.step(6)
+    pk = snapshot(eng, ViewRequest(field="speed"), 1, cache={})
+    tr = eng.field("tracers")
+    assert pk.kind == "volume3d" and pk.overlay is not None and pk.overlay.shape == np.asarray(tr.positions).shape
+    np.testing.assert_array_equal(pk.overlay, np.asarray(tr.positions, np.float32))
+    assert pk.trails is not None and pk.trails.shape == np.asarray(tr.trails).shape
+    off = snapshot(eng, ViewRequest(field="speed", particles_overlay=False), 2, cache={})
+    assert off.overlay is None
+    tp = snapshot(eng, ViewRequest(field="tracers"), 3, cache={})
+    assert length_units(tp) == "lattice (level 0)" and tp.units == "level-0 steps"
+    placed = np.isfinite(np.asarray(tr.positions)).all(axis=1)
+    assert (~placed).any() and placed.any()
+    assert float(tp.vmin) == float(np.asarray(tr.attributes["age"])[placed].min())
+
+
 # ---- 6. what runs on the CPU -----------------------------------------------------------------------------
 def test_descriptions_say_what_runs_with_cpu_overrides():
     from nagare.app import presetinfo

@@ -24,6 +24,18 @@ def _read(path):
     return r.GetOutput(), vtk_to_numpy
 
 
+def test_particles_without_a_position_are_left_out(tmp_path):
+    """Parked tracers (NaN positions) are not written: NaN points break ParaView's bounds."""
+    from nagare.app.vtkhdf import write_vtkhdf
+
+    pos = np.array([[0.0, 1.0, 2.0], [np.nan, np.nan, np.nan], [3.0, 4.0, 5.0]], np.float32)
+    age = np.array([1.0, 0.0, 7.0], np.float32)
+    write_vtkhdf({"tracers": Particles(pos, {"age": age})}, tmp_path / "t.vtkhdf")
+    out, to_np = _read(tmp_path / "t.vtkhdf")
+    np.testing.assert_array_equal(to_np(out.GetPoints().GetData()), pos[[0, 2]])
+    np.testing.assert_array_equal(to_np(out.GetPointData().GetArray("age")), age[[0, 2]])
+
+
 def test_grids_particles_and_boxes_read_back_with_vtk(tmp_path):
     from nagare.app.vtkhdf import write_vtkhdf
 

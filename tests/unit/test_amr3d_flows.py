@@ -283,3 +283,20 @@ def test_a_bad_body_is_refused_in_one_line_by_the_engine(tmp_path, body, words):
         AMR3D(p, get_backend("numpy"))
     msg = str(exc.value)
     assert words in msg and "body[0]" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("lift, cl_axis, cs_axis", [(None, 1, 2), ("z", 2, 1), ("y", 1, 2)])
+def test_force_coefficients_put_lift_on_the_preset_axis(monkeypatch, lift, cl_axis, cs_axis):
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.presets import load_preset
+
+    over = ["grid.m=9", "refine=[]", "tracers.count=0", "variants.kernels=reference",
+            "body=[{kind='sphere', center=[8.0, 8.0, 8.0], diameter=2.0, level=1, band=0.5}]"]
+    if lift:
+        over.append(f"flow.lift='{lift}'")
+    e = AMR3D(load_preset("amr3d-sphere-re20", over, backend="numpy"), get_backend("numpy"))
+    F = np.array([0.3, 0.02, -0.05])
+    monkeypatch.setattr(e, "body_force", lambda: F)
+    q = 0.5 * 0.05 ** 2 * e.bodies[0].frontal_area(0)
+    c = e.force_coefficients()
+    np.testing.assert_allclose([c["cd"], c["cl"], c["cs"]], [F[0] / q, F[cl_axis] / q, F[cs_axis] / q], rtol=1e-12)
