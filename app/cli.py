@@ -269,6 +269,18 @@ def _first_difference(a, b, prefix: str = "") -> tuple[str, object, object] | No
     return None if a == b else (prefix.rstrip("."), a, b)
 
 
+def _normalised(stored: dict, preset) -> dict:
+    """A checkpoint's stored preset read through today's preset model: keys added to the model since
+    the checkpoint was written take their defaults (the simulation they describe is the same), so
+    an older checkpoint still resumes. A stored preset today's model refuses is compared as stored."""
+    from nagare.engine.presets import raw_dict
+
+    try:
+        return raw_dict(type(preset).model_validate(stored))
+    except Exception:
+        return stored
+
+
 def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) -> None:
     """Refuse (one line) a checkpoint of another family or another preset, before the variants
     are resolved or an engine is built."""
@@ -279,7 +291,7 @@ def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) ->
     if meta["family"] != preset.engine:
         raise CheckpointError(f"{resume}: this checkpoint is for {meta['family']}, not {preset.engine} "
                               f"({preset.source}); {how}")
-    diff = _first_difference(_physics(meta["preset"]), _physics(raw_dict(preset)))
+    diff = _first_difference(_physics(_normalised(meta["preset"], preset)), _physics(raw_dict(preset)))
     if diff is None:
         return
     key, theirs, ours = diff

@@ -310,7 +310,11 @@ class Hud:
             ok = np.isfinite(y)
             if not ok.any():
                 continue
-            vmin, vmax = float(y[ok].min()), float(y[ok].max())
+            # the scale from the newer three quarters of the history: an impulsive start's spike
+            # (C_d of 85 at step 1, 1.1 later) would flatten the live curve to the bottom line
+            recent = y[len(y) // 4:] if len(y) >= 8 else y
+            recent = recent[np.isfinite(recent)] if np.isfinite(recent).any() else y[ok]
+            vmin, vmax = float(recent.min()), float(recent.max())
             pad = 0.05 * (vmax - vmin) or max(abs(vmax) * 1e-3, 1e-12)  # a constant quantity: a flat line mid-plot
             lo, hi = vmin - pad, vmax + pad
             y = np.where(ok, y, lo)  # a NaN reading (diverged run) sits at the bottom, not off the scale

@@ -45,6 +45,25 @@ def test_dump_every_writes_a_series(tmp_path):
     assert steps == [5, 10, 15, 20]
 
 
+def test_a_checkpoint_from_before_a_new_preset_key_still_resumes(tmp_path):
+    """A key added to a family's preset model later (amr3d's flow.lift, default None) is absent from
+    older checkpoints' stored presets: they still resume, with their own preset and by name, while a
+    real change (--set) is still refused."""
+    from nagare.engine.checkpoint import load_checkpoint, save_checkpoint
+
+    small = ["--set", "grid.m=9", "--set", "refine=[]", "--set", "tracers.count=0", "--backend", "numpy", "--set",
+             "body=[{kind='sphere', center=[8.0, 8.0, 8.0], diameter=2.0, level=1, band=0.5}]"]
+    ck, old = tmp_path / "c.npz", tmp_path / "old.npz"
+    assert main(["run", "amr3d-sphere-re20", "--steps", "2", "--checkpoint", str(ck), "--quiet", *small]) == 0
+    c = load_checkpoint(ck)
+    del c["meta"]["preset"]["flow"]["lift"]  # as written before flow.lift existed
+    save_checkpoint(c, old)
+    assert main(["run", "-", "--resume", str(old), "--steps", "2", "--quiet", "--backend", "numpy"]) == 0
+    assert main(["run", "amr3d-sphere-re20", "--resume", str(old), "--steps", "2", "--quiet", *small]) == 0
+    assert main(["run", "amr3d-sphere-re20", "--resume", str(old), "--steps", "2", "--quiet", *small,
+                 "--set", "flow.velocity=[0.04, 0.0, 0.0]"]) == 2
+
+
 def test_resume_equals_uninterrupted_run(tmp_path):
     full, part, ck = tmp_path / "full.npz", tmp_path / "part.npz", tmp_path / "c.npz"
     assert main(["run", "diffusion3d", "--steps", "30", "--dump", str(full), "--quiet", *SMALL]) == 0
