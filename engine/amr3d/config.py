@@ -170,10 +170,18 @@ class AMR3DPreset(PresetBase):
             from .bodies import reference_length
 
             length = reference_length(self.body[0])
+            if not length > 0.0:
+                raise ValueError(f"body[0]: its reference length is {length} (a size must be positive): "
+                                 "flow.reynolds is defined on it")
             speed = sum(v * v for v in self.flow.velocity) ** 0.5
             if speed == 0.0:
                 raise ValueError("flow.reynolds needs a non-zero flow.velocity")
             tau = 0.5 + 3.0 * speed * length / self.flow.reynolds
+            tau_max = type(self.physics).model_fields["tau"].metadata
+            tau_max = next((getattr(m, "le", None) for m in tau_max if getattr(m, "le", None) is not None), None)
+            if tau_max is not None and tau > tau_max:
+                raise ValueError(f"flow.reynolds = {self.flow.reynolds} gives τ₀ = {tau:.6g}, above physics.tau's "
+                                 f"limit {tau_max} (a flow that viscous is not resolved): raise Re or flow.velocity")
             if "tau" in self.physics.model_fields_set and abs(self.physics.tau - tau) > 1e-9 * tau:
                 raise ValueError(f"physics.tau = {self.physics.tau} contradicts flow.reynolds = {self.flow.reynolds} "
                                  f"(which gives τ₀ = {tau:.6g}): give one of them")
@@ -186,6 +194,16 @@ class AMR3DPreset(PresetBase):
 
     def derived_fields(self):
         return {("physics", "tau"): "flow.reynolds"} if self.flow.reynolds is not None else {}
+
+    @model_validator(mode="after")
+    def _seeds_inside(self):
+        """Tracer seeds inside the domain (level-0 units: leaves × (m − 1) per axis)."""
+        size = [n * (self.grid.m - 1) for n in self.grid.leaves]
+        for i, s in enumerate(self.tracers.seeds if self.tracers.count else ()):
+            if not all(0.0 <= c <= d for c, d in zip(s, size)):
+                raise ValueError(f"tracers.seeds[{i}] = {list(s)} lies outside the domain "
+                                 f"[0, {size[0]}] × [0, {size[1]}] × [0, {size[2]}] (level-0 units)")
+        return self
 
     @model_validator(mode="after")
     def _levels(self):

@@ -42,6 +42,15 @@ RUNG_KERNELS = {"naive": "naive", "split": "split", "mother-leaf": "split", "tem
 
 
 variants.register()
+def tracer_bytes(slots: int, trail_length: int) -> int:
+    """Memory of ``slots`` tracers with their trails: positions (3 fp32), age (fp64), alive, the trail
+    (T × 3 fp32) and its validity, held about four times over at a peak (the state, a checkpoint's
+    copies, a frame's snapshot, set_capacity's new arrays), plus ~300 B a tracer of temporaries
+    while they move (the velocity interpolation's corner ids and weights)."""
+    per = 12 + 8 + 1 + trail_length * 13
+    return int(slots) * (4 * per + 300)
+
+
 # the axis of the tracer slots in each checkpointed tracer array (state_arrays); the rest is fixed
 TRACER_SLOT_AXIS = {"tracers/positions": 0, "tracers/age": 0, "tracers/alive": 0, "tracers/trail": 1,
                     "tracers/trail_valid": 1}
@@ -76,6 +85,8 @@ class AMR3D(Engine):
             # GPU: the interface descriptors (a few % of the points, 27 indices each)
             shell = forest.n_leaves * (p.grid.m**3 - (p.grid.m - 2) ** 3)
             work += shell * 27 * 8 * (12 if not self.backend.is_gpu else 1)
+            if p.tracers.count:
+                work += tracer_bytes(p.tracers.count * len(p.tracers.seeds), p.tracers.trail_length)
         return work
 
     # ---- state ------------------------------------------------------------------------------
@@ -251,6 +262,14 @@ class AMR3D(Engine):
         count = int(count)
         if not 1 <= count <= MAX_TRACERS_PER_SEED:
             raise ValueError(f"tracers per seed = {count}: allowed 1 to {MAX_TRACERS_PER_SEED}")
+        from ..contract import available_memory
+
+        grow = tracer_bytes(max(count - self._tracers.capacity, 0) * self._tracers.n_seeds,
+                            self._tracers.trail_length)
+        free = available_memory(self.backend)
+        if grow and free is not None and grow > free:
+            raise ValueError(f"tracers per seed = {count}: needs about {grow / 2**30:.1f} GiB more, "
+                             f"{free / 2**30:.1f} GiB are free")
         self._tracers.set_capacity(count)
 
     def _advance_with_tracers(self, n):
@@ -532,8 +551,17 @@ class AMR3D(Engine):
         return {"mass": mass, "max_speed": xp.sqrt(xp.max(ux * ux + uy * uy + uz * uz)), "min_density": xp.min(rho)}
 
     def sanity_bounds(self):
-        """Density positive; speed below the lattice sound speed 1/√3 (see lbm2d)."""
-        return {"min_density": (0.0, math.inf), "max_speed": (-1.0, 1.0 / math.sqrt(3.0))}
+        """Density positive; speed below the lattice sound speed 1/√3 and, in an open flow (an inflow
+        and no body force), below 3 × the inflow speed. A sphere's or the Ahmed body's fastest point
+        moves at ~1.6 × the inflow; a run past 3 × is diverging, and a checkpoint of it is no "last
+        good" state (one diverged again within an interval when the bound was 1/√3 alone). Box flows
+        (random, force-driven) keep the sound-speed bound: their scale is not known in advance."""
+        p = self.preset
+        inflow = float(np.linalg.norm(p.flow.velocity)) if p.flow.inlet != "none" else 0.0
+        top = 1.0 / math.sqrt(3.0)
+        if inflow > 0.0 and not any(p.physics.force):
+            top = min(top, 3.0 * inflow)
+        return {"min_density": (0.0, math.inf), "max_speed": (-1.0, top)}
 
     # ---- throughput -------------------------------------------------------------------------
     @property

@@ -300,3 +300,34 @@ def test_force_coefficients_put_lift_on_the_preset_axis(monkeypatch, lift, cl_ax
     q = 0.5 * 0.05 ** 2 * e.bodies[0].frontal_area(0)
     c = e.force_coefficients()
     np.testing.assert_allclose([c["cd"], c["cl"], c["cs"]], [F[0] / q, F[cl_axis] / q, F[cs_axis] / q], rtol=1e-12)
+
+
+@pytest.mark.parametrize("change, words", [
+    (["flow.reynolds=1e-6"], "above physics.tau's limit"),
+    (["tracers.seeds=[[-5.0, 8.0, 8.0]]"], "lies outside the domain"),
+    (["body=[{kind='sphere', center=[8.0, 8.0, 8.0], diameter=0.0, level=1}]"], "body[0]"),
+])
+def test_flow_preset_nonsense_found_by_the_audit_is_one_line(change, words):
+    from nagare.engine.errors import PresetError
+    from nagare.engine.presets import load_preset
+
+    with pytest.raises(PresetError) as exc:
+        load_preset("amr3d-sphere-re20", change, backend="numpy")
+    assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_memory_estimate_counts_the_tracers_and_open_flows_bound_the_speed():
+    from nagare.engine.amr3d.engine import AMR3D, tracer_bytes
+    from nagare.engine.presets import load_preset
+
+    over = ["grid.m=9", "refine=[]", "variants.kernels=reference",
+            "body=[{kind='sphere', center=[8.0, 8.0, 8.0], diameter=2.0, level=1, band=0.5}]",
+            "tracers.seeds=[[6.0, 8.0, 8.0], [6.0, 9.0, 8.0]]"]
+    few = AMR3D(load_preset("amr3d-sphere-re20", over + ["tracers.count=1"], backend="numpy"), get_backend("numpy"))
+    many = AMR3D.__new__(AMR3D)
+    many.preset, many.backend = load_preset("amr3d-sphere-re20", over + ["tracers.count=90000"], backend="numpy"), \
+        get_backend("numpy")
+    many._make_bodies = few._make_bodies
+    assert many.estimated_bytes() - few.estimated_bytes() == tracer_bytes(2 * 90000, 8) - tracer_bytes(2, 8)
+    assert tracer_bytes(50_000_000, 8) > 24 * 2**30  # the audit's 50 M tracers: refused on a 24 GB machine
+    assert few.sanity_bounds()["max_speed"][1] == pytest.approx(3 * 0.05)
