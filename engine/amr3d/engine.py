@@ -554,13 +554,16 @@ class AMR3D(Engine):
         """Density positive; speed below the lattice sound speed 1/√3 and, in an open flow (an inflow
         and no body force), below 3 × the inflow speed. A sphere's or the Ahmed body's fastest point
         moves at ~1.6 × the inflow; a run past 3 × is diverging, and a checkpoint of it is no "last
-        good" state (one diverged again within an interval when the bound was 1/√3 alone). Box flows
-        (random, force-driven) keep the sound-speed bound: their scale is not known in advance."""
+        good" state (one diverged again within an interval when the bound was 1/√3 alone). Decaying
+        box flows (Taylor–Green, shear wave) are bounded at 1.2 × u0 (physically they only slow); random and force-driven ones keep
+        the sound-speed bound: their scale is not known in advance."""
         p = self.preset
         inflow = float(np.linalg.norm(p.flow.velocity)) if p.flow.inlet != "none" else 0.0
         top = 1.0 / math.sqrt(3.0)
         if inflow > 0.0 and not any(p.physics.force):
             top = min(top, 3.0 * inflow)
+        elif p.initial.kind in ("taylor-green", "shear-wave") and p.flow.inlet == "none" and not any(p.physics.force):
+            top = min(top, 1.2 * p.initial.u0)  # decaying flows: the fastest point starts at u0 and slows
         return {"min_density": (0.0, math.inf), "max_speed": (-1.0, top)}
 
     # ---- throughput -------------------------------------------------------------------------
