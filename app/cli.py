@@ -318,6 +318,23 @@ def _apply_gpus(args) -> None:
     args.overrides = [*args.overrides, f"decomp.parts={gpus}"]
 
 
+def _explain_gpus(args, backend, exc) -> None:
+    """--gpus on a family that is not decomposed: say that, not "unknown key decomp"."""
+    if getattr(args, "gpus", None) is None or "decomp" not in str(exc):
+        return
+    from nagare.engine.decomp.engine import ADAPTERS
+    from nagare.engine.presets import load_preset
+
+    others = [o for o in args.overrides if not o.startswith("decomp.parts=")]
+    try:
+        family = load_preset(args.preset, others, backend=backend.name).engine
+    except PresetError:
+        return
+    if family not in ADAPTERS:
+        raise PresetError("--gpus", None, args.gpus, f"the {family} family is not decomposed (--gpus works for "
+                          f"{', '.join(sorted(ADAPTERS))})") from None
+
+
 def build_engine(args, backend, ckpt: dict | None = None):
     """The validated preset and its engine for ``run``/``soak`` (restored from ``ckpt`` if given)."""
     from nagare.engine.families import create_engine
@@ -332,7 +349,11 @@ def build_engine(args, backend, ckpt: dict | None = None):
         stored = {k: v for k, v in ckpt["meta"]["preset"].items() if k != "cpu_overrides"}
         preset = validate(stored, f"{args.resume} (preset)", None, args.overrides)
     else:
-        preset = load_preset(args.preset, args.overrides, backend=backend.name)
+        try:
+            preset = load_preset(args.preset, args.overrides, backend=backend.name)
+        except PresetError as exc:
+            _explain_gpus(args, backend, exc)
+            raise
     if ckpt is not None:
         check_checkpoint_fits(ckpt, preset, args.resume, own_preset=args.preset == "-")
         # The checkpoint's variants are defaults, not demands: a GPU run's checkpoint resumes on

@@ -152,6 +152,11 @@ class CompactPreset(PresetBase):
                                  f"(got {a!r}, {c!r})")
             if a != "periodic" and n < 11:
                 raise ValueError(f"navier-stokes: a bounded axis needs at least 11 points ({axis}: {n})")
+        if self.initial.kind in ("vortex", "isentropic-vortex", "acoustic-pulse"):
+            h = min(self.spacing("x"), self.spacing("y"))
+            if self.initial.core < 0.5 * h:
+                raise ValueError(f"initial.core = {self.initial.core:g} is below half the grid spacing "
+                                 f"({h:g}): the {self.initial.kind} would not be resolved by a single point")
 
     @property
     def shape(self) -> tuple[int, int]:

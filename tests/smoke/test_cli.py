@@ -673,3 +673,9 @@ def test_sph_particles_flying_off_are_a_divergence(tmp_path):
     e.pos[e.fluid.nonzero()[0][0], 0] = 5e11  # one particle far outside the tank
     with pytest.raises(Diverged, match="max_distance"):
         e.diagnostics()
+
+
+def test_gpus_on_a_family_that_is_not_decomposed_says_so(capsys):
+    assert main(["run", "compact-advection1d", "--gpus", "2", "--backend", "numpy", "--steps", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the compact family is not decomposed" in err[0], err

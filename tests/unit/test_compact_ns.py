@@ -240,3 +240,21 @@ def test_device_line_addressing_of_stacks(monkeypatch, axis, ydir, batching):
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
     strided_y = axis == "y" and ydir == "strided"
     assert s.device.launches == (nv if (batching == "per-variable" or strided_y) else 1)
+
+
+def test_audit_tiny_core_is_refused_and_a_fast_free_stream_is_not_a_divergence():
+    """A vortex narrower than half a grid spacing is a one-line preset error (it was a traceback);
+    the Mach bound follows physics.mach (a Mach-10 free stream tripped a fixed bound of 10)."""
+    from nagare.engine.backend import get_backend
+    from nagare.engine.errors import PresetError
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    with pytest.raises(PresetError, match="below half the grid spacing") as exc:
+        load_preset("compact-vortex-outflow", ["initial.core=1e-200"], backend="numpy")
+    assert "\n" not in str(exc.value)
+    p = load_preset("compact-vortex-outflow", ["grid.nx=32", "grid.ny=32", "physics.mach=10.0", "physics.dt=0.001"],
+                    backend="numpy")
+    e = create_engine(p, get_backend("numpy"))
+    lo, hi = e.sanity_bounds()["max_mach"]
+    assert hi >= 3 * 10.0
