@@ -266,6 +266,12 @@ def _first_difference(a, b, prefix: str = "") -> tuple[str, object, object] | No
             if d:
                 return d
         return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):  # e.g. [[body]]: name the entry
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = _first_difference(x, y, f"{prefix}{i}.")
+            if d:
+                return d
+        return None
     return None if a == b else (prefix.rstrip("."), a, b)
 
 

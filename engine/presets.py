@@ -91,6 +91,11 @@ class PresetBase(Strict):
     def source(self) -> str:
         return self._source
 
+    @classmethod
+    def absolute_paths(cls, raw: dict, folder: Path) -> None:
+        """Make the relative file paths of one preset file's raw dict absolute against ``folder``
+        (the file's own), in place. Families with file-valued keys override it; none by default."""
+
     def derived_fields(self) -> dict[tuple[str, ...], str]:
         """Fields whose value this preset computed from others ({key path: from what}): a form
         that shows them must not send an untouched one back (it would contradict an edit of its
@@ -178,6 +183,20 @@ def deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
+def _absolute_paths(raw: dict, engine, folder: Path) -> None:
+    """Relative file paths a preset file names (its family's ``PresetBase.file_paths`` hook, e.g.
+    amr3d's STL bodies) made absolute against that file's folder, in place — before it is merged
+    with what it extends, so each path is read where the file that wrote it lies, and a
+    checkpoint stores a path that resolves from anywhere."""
+    if not isinstance(engine, str):
+        return
+    from .families import FAMILIES, preset_model
+
+    if engine not in FAMILIES:
+        return
+    preset_model(engine, str(folder)).absolute_paths(raw, folder)
+
+
 def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
     """Read a preset and everything it extends, merged (the extending file wins)."""
     if path in _chain:
@@ -187,6 +206,7 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
     raw = _read_toml(path)
     parent = raw.get("extends")
     if parent is None:
+        _absolute_paths(raw, raw.get("engine"), path.parent)
         return raw
     if not isinstance(parent, str):
         raise PresetError(str(_display_path(path)), "extends", parent,
@@ -198,6 +218,7 @@ def load_raw(path: Path, _chain: tuple[Path, ...] = ()) -> dict:
             f"no such preset; known presets: {', '.join(preset_names())}"
         raise PresetError(str(_display_path(path)), "extends", parent, allowed) from None
     base = load_raw(parent_path, (*_chain, path))
+    _absolute_paths(raw, raw.get("engine", base.get("engine")), path.parent)
     drop_replaced_alternatives(base, raw)
     # The parent's [cpu_overrides] must not beat a value the extending file sets itself
     # (precedence: file ← cpu_overrides ← --set, and the extending file is "the file").

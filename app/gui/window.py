@@ -167,7 +167,28 @@ class ParameterForm(QtWidgets.QWidget):
             for part in key[:-1]:
                 node = node.setdefault(part, {})
             node[key[-1]] = v
+            if self._editor_value(w) != self._shown.get(key):
+                # an edit beats the preset's [cpu_overrides] of the same key (applied again on CPU)
+                _drop_path(raw.get("cpu_overrides"), key)
+        for key in derived:  # derived values inside an editor's literal (a list's entries): always re-derived
+            if "*" in key:
+                _drop_path(raw, key)
         return raw
+
+
+def _drop_path(node, key: tuple) -> None:
+    """Remove ``key`` (a path whose "*" parts match every list entry) from a raw preset dict."""
+    if not key:
+        return
+    head, rest = key[0], key[1:]
+    if head == "*":
+        for item in node if isinstance(node, list) else ():
+            _drop_path(item, rest)
+    elif isinstance(node, dict) and head in node:
+        if rest:
+            _drop_path(node[head], rest)
+        else:
+            node.pop(head)
 
 
 def _toml_literal(v) -> str:

@@ -87,6 +87,30 @@ class Body(Strict):
     path: str = Field("", description="stl: the mesh file (absolute, or relative to the preset's folder)")
     level: int = Field(1, ge=0, le=4, description="level of the leaves within `band` of the surface")
     band: float = Field(0.5, ge=0.0, description="refinement band around the surface, level-0 lattice units")
+    mesh_sha256: str = Field("", description="stl: the mesh file's SHA-256, filled in when the preset is read "
+                                             "(so a checkpoint names the mesh it ran with; a given value must "
+                                             "match the file)")
+
+    @model_validator(mode="after")
+    def _mesh_identity(self):
+        """An STL body's identity is its file's content: the hash joins the preset (and so its hash
+        and every checkpoint's stored preset); a stored hash that no longer matches the file is a
+        one-line error instead of a run on another mesh."""
+        if self.kind != "stl" or not self.path:
+            return self
+        import hashlib
+        import os
+
+        path = os.path.expanduser(self.path)
+        if not os.path.isfile(path):
+            return self  # relative to a folder the engine knows, or missing: bodies.make says which
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        if self.mesh_sha256 and self.mesh_sha256 != digest:
+            raise ValueError(f"the mesh {self.path} has changed since this preset was stored (SHA-256 "
+                             f"{self.mesh_sha256[:12]}… then, {digest[:12]}… now): restore that file, or start anew")
+        object.__setattr__(self, "mesh_sha256", digest)
+        return self
 
 
 class Flow(Strict):
@@ -193,7 +217,22 @@ class AMR3DPreset(PresetBase):
         return self
 
     def derived_fields(self):
-        return {("physics", "tau"): "flow.reynolds"} if self.flow.reynolds is not None else {}
+        out = {("physics", "tau"): "flow.reynolds"} if self.flow.reynolds is not None else {}
+        if any(b.kind == "stl" for b in self.body):
+            out[("body", "*", "mesh_sha256")] = "body.path (the mesh file)"
+        return out
+
+    @classmethod
+    def absolute_paths(cls, raw, folder):
+        """[[body]] path (STL meshes), also under [cpu_overrides]: relative to the file that names it."""
+        import os
+
+        for section in (raw, raw.get("cpu_overrides") if isinstance(raw.get("cpu_overrides"), dict) else {}):
+            bodies = section.get("body")
+            for b in bodies if isinstance(bodies, list) else ():
+                if isinstance(b, dict) and isinstance(b.get("path"), str) and b["path"] \
+                        and not os.path.isabs(os.path.expanduser(b["path"])):
+                    b["path"] = os.path.normpath(os.path.join(os.path.abspath(folder), b["path"]))
 
     @model_validator(mode="after")
     def _seeds_inside(self):

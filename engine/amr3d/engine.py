@@ -555,8 +555,8 @@ class AMR3D(Engine):
         and no body force), below 3 × the inflow speed. A sphere's or the Ahmed body's fastest point
         moves at ~1.6 × the inflow; a run past 3 × is diverging, and a checkpoint of it is no "last
         good" state (one diverged again within an interval when the bound was 1/√3 alone). Decaying
-        box flows (Taylor–Green, shear wave) are bounded at 1.2 × u0 (physically they only slow); random and force-driven ones keep
-        the sound-speed bound: their scale is not known in advance."""
+        box flows (Taylor–Green, shear wave) are bounded at 1.2 × u0 (physically they only slow);
+        random and force-driven ones keep the sound-speed bound: their scale is not known in advance."""
         p = self.preset
         inflow = float(np.linalg.norm(p.flow.velocity)) if p.flow.inlet != "none" else 0.0
         top = 1.0 / math.sqrt(3.0)

@@ -44,3 +44,27 @@ def test_editing_reynolds_rederives_tau_in_the_form(qtbot):
     tau_edit.setText("0.6")  # both edited: the loader says which contradicts which
     with pytest.raises(NagareError, match="contradicts flow.reynolds"):
         validate(form.values(), p.source, "numpy")
+
+
+def test_an_edited_stl_path_is_not_held_to_the_old_mesh_hash(qtbot, tmp_path):
+    """The STL body's mesh hash is derived from the file: the form never sends it back, so pointing
+    the body at another mesh works (the stored hash only guards checkpoints)."""
+    import shutil
+
+    from nagare.app.gui.window import ParameterForm, _toml_literal
+    from nagare.engine.presets import PRESET_DIR, validate
+
+    p = load_preset("amr3d-stl", backend="numpy")
+    other = tmp_path / "other.stl"
+    shutil.copy(PRESET_DIR / "amr3d-stl" / "body.stl", other)
+    with open(other, "a") as fh:
+        fh.write("\n")  # the same mesh, other bytes: another hash
+    form = ParameterForm()
+    qtbot.addWidget(form)
+    form.load(p)
+    body_edit, _ = form.editors[("body",)]
+    bodies = [b.model_dump(mode="json") for b in p.body]
+    bodies[0]["path"] = str(other)
+    body_edit.setText(_toml_literal(bodies))
+    new = validate(form.values(), p.source, "numpy")
+    assert new.body[0].path == str(other) and new.body[0].mesh_sha256 != p.body[0].mesh_sha256

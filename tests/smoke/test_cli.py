@@ -679,3 +679,35 @@ def test_gpus_on_a_family_that_is_not_decomposed_says_so(capsys):
     assert main(["run", "compact-advection1d", "--gpus", "2", "--backend", "numpy", "--steps", "1", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "the compact family is not decomposed" in err[0], err
+
+
+def test_stl_paths_resolve_from_the_file_that_names_them_and_the_mesh_is_part_of_the_preset(tmp_path, capsys):
+    """amr3d STL bodies (audit D1): a relative mesh path is read against the folder of the file
+    that names it (not the checkpoint's, not an extending file's), stored absolute, and the mesh's
+    content joins the preset: a checkpoint does not resume onto another mesh."""
+    import shutil
+
+    from nagare.engine.presets import PRESET_DIR
+
+    src = tmp_path / "mine"
+    (src / "amr3d-stl").mkdir(parents=True)
+    shutil.copy(PRESET_DIR / "amr3d-stl.toml", src / "mystl.toml")
+    shutil.copy(PRESET_DIR / "amr3d-stl" / "body.stl", src / "amr3d-stl" / "body.stl")
+    (tmp_path / "ext.toml").write_text(f'extends = "{src / "mystl.toml"}"\ndescription = "extends it"\n')
+    ck = tmp_path / "elsewhere" / "ck.npz"
+    quick = ["--backend", "numpy", "--quiet", "--steps", "2", "--set", "tracers.count=0"]
+    assert main(["run", str(tmp_path / "ext.toml"), *quick]) == 0  # the parent's relative path
+    assert main(["run", str(src / "mystl.toml"), *quick, "--checkpoint", str(ck)]) == 0
+    assert main(["run", "-", "--resume", str(ck), "--backend", "numpy", "--quiet", "--steps", "2"]) == 0
+    capsys.readouterr()
+    tetra = "solid t\n" + "".join(
+        f"facet normal 0 0 0\nouter loop\n{''.join(f'vertex {v}' + chr(10) for v in f)}endloop\nendfacet\n"
+        for f in (("0 0 0", "0 1 0", "1 0 0"), ("0 0 0", "1 0 0", "0 0 1"), ("0 0 0", "0 0 1", "0 1 0"),
+                  ("1 0 0", "0 1 0", "0 0 1"))) + "endsolid t\n"
+    (src / "amr3d-stl" / "body.stl").write_text(tetra)  # the user replaces the mesh
+    assert main(["run", "-", "--resume", str(ck), "--backend", "numpy", "--quiet", "--steps", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has changed since" in err[0], err
+    assert main(["run", str(src / "mystl.toml"), "--resume", str(ck), *quick]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mesh_sha256" in err[0], err
