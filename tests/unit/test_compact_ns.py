@@ -258,3 +258,26 @@ def test_audit_tiny_core_is_refused_and_a_fast_free_stream_is_not_a_divergence()
     e = create_engine(p, get_backend("numpy"))
     lo, hi = e.sanity_bounds()["max_mach"]
     assert hi >= 3 * 10.0
+
+
+def test_audit_sanity_bounds_follow_the_preset_not_the_loaded_state():
+    """A checkpoint whose φ was blown up 10⁶× is not physical for linear advection: the bound is 2 ×
+    the preset's pulse height, kept through a restore (it was 100 × the loaded state's); Navier–Stokes
+    bounds the pressure disturbance by 50 × the preset's initial one."""
+    from nagare.engine.backend import get_backend
+    from nagare.engine.contract import Diverged
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    be = get_backend("numpy")
+    e = create_engine(load_preset("compact-advection1d", backend="numpy"), be)
+    e.step(5)
+    ck = e.checkpoint()
+    ck["arrays"]["phi"] = np.asarray(ck["arrays"]["phi"]) * 1e6
+    other = create_engine(load_preset("compact-advection1d", backend="numpy"), be)
+    other.restore(ck)
+    with pytest.raises(Diverged):
+        other.diagnostics()
+    ns = create_engine(load_preset("compact-vortex-outflow", ["grid.nx=32", "grid.ny=32"], backend="numpy"), be)
+    lo, hi = ns.sanity_bounds()["max_dp"]
+    assert 0 < hi < 1e-3  # 50 × the vortex's own dip (≈ 5e-6)
