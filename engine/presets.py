@@ -65,6 +65,8 @@ class ViewConfig(Strict):
 class RunConfig(Strict):
     steps: int = Field(500, ge=1, description="steps of a headless run when --steps is not given")
     steps_per_frame: int = Field(10, ge=1, description="steps advanced between displayed frames")
+    pause_at_end: bool = Field(False, description="the app pauses once at `steps` (a test problem with an end "
+                                                  "time: its comparison holds there); Space runs on")
 
 
 class PresetBase(Strict):

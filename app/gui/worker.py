@@ -186,6 +186,7 @@ class SimulationWorker:
         self.diverged: str | None = None
         self.last_good: dict | None = None  # host checkpoint of the last finite state
         self.engine = None
+        self._pause_at: int | None = None  # run.pause_at_end: the step to pause at once
         self.timing_log = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -274,6 +275,8 @@ class SimulationWorker:
         backend = get_backend(self.backend_name)
         engine = create_engine(preset, backend, variants=variants)
         self.engine, self._preset = engine, preset
+        # a test problem with an end time pauses there once (run.pause_at_end)
+        self._pause_at = preset.run.steps if preset.run.pause_at_end else None
         self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
         self.diverged = None
         self.last_good = None
@@ -320,6 +323,9 @@ class SimulationWorker:
                 self._wake.clear()
                 continue
             n = pending_steps or self._preset.run.steps_per_frame
+            end = self._pause_at
+            if end is not None and not pending_steps and self.engine.step_count < end:
+                n = min(n, end - self.engine.step_count)  # land on the preset's end exactly
             try:
                 self._throttle()
                 self.engine.step(n)
@@ -327,7 +333,12 @@ class SimulationWorker:
             except Exception as exc:
                 self._fail(exc)
                 continue
-            self._publish(force=pending_steps > 0)
+            if end is not None and self.engine.step_count >= end:
+                self._pause_at = None  # once: Space runs on past it
+                self.running = False
+                self._notify("info", f"paused at the preset's end: step {end} (run.steps), t = "
+                                     f"{float(self.engine.time):.6g} — Space runs on")
+            self._publish(force=pending_steps > 0 or end is not None and self.engine.step_count >= end)
 
     def _fence(self) -> None:
         eng = self.engine

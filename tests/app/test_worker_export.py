@@ -175,3 +175,26 @@ def test_percentiles_match_numpy():
         a = rng.standard_normal(n).astype(np.float32)
         got = [float(v) for v in _percentiles(np, a, (0.5, 50.0, 99.5))]
         np.testing.assert_allclose(got, np.percentile(a.astype(np.float64), [0.5, 50.0, 99.5]), rtol=1e-6, atol=1e-6)
+
+
+def test_a_test_problem_pauses_once_at_its_end():
+    """run.pause_at_end (the compact test problems): the app's run stops at run.steps exactly, says
+    so, and runs on when played again."""
+    from nagare.app.gui.worker import SimulationWorker
+    from nagare.engine.presets import load_preset
+
+    p = load_preset("compact-advection1d", ["run.steps=23", "run.steps_per_frame=5"], backend="numpy")
+    assert p.run.pause_at_end
+    w = SimulationWorker(p, "numpy").start()
+    try:
+        _wait(lambda: w.latest_packet() is not None)
+        w.send("play")
+        _wait(lambda: w.engine.step_count >= 23 and not w.running)
+        time.sleep(0.2)
+        assert w.engine.step_count == 23
+        notes = [n.text for n in w.drain_notices()]
+        assert any("paused at the preset's end: step 23" in t for t in notes), notes
+        w.send("play")
+        _wait(lambda: w.engine.step_count > 40)
+    finally:
+        w.stop()
