@@ -94,7 +94,8 @@ class QtImguiBridge:
 WIDTH = 340  # logical px of the docked HUD column
 TITLE_H = 22  # ... and of its title strip when collapsed (measured after the first frame)
 
-QUANTITY_LABELS = {"cd": "C_d (drag)", "cl": "C_l (lift)", "cs": "C_s (side)"}  # other names: as they are
+# other names: as they are
+QUANTITY_LABELS = {"cd": "C_d (drag)", "cl": "C_l (lift)", "cs": "C_s (side)", "l2_error": "RMS error vs exact"}
 QUANTITY_SAMPLES = 500  # readings kept per quantity (the worker reads a few a second: minutes of history)
 
 

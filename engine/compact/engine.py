@@ -295,6 +295,15 @@ class Compact(Engine):
             out["l2_error"] = xp.sqrt(xp.mean(diff * diff))
         return out
 
+    def logged_quantities(self):
+        """The RMS error against the exact solution (advected profiles), in the timing log and the
+        HUD: P4's figure of merit (compact-advection1d: 1.8e-5 at t = 0.4). None without one."""
+        ex = self._exact()
+        if ex is None:
+            return {}
+        diff = (self.phi - ex).astype(self.xp.float64)
+        return {"l2_error": float(self.xp.sqrt(self.xp.mean(diff * diff)))}
+
     @property
     def updates_per_step(self):
         if self.problem == "derivative":

@@ -281,3 +281,18 @@ def test_audit_sanity_bounds_follow_the_preset_not_the_loaded_state():
     ns = create_engine(load_preset("compact-vortex-outflow", ["grid.nx=32", "grid.ny=32"], backend="numpy"), be)
     lo, hi = ns.sanity_bounds()["max_dp"]
     assert 0 < hi < 1e-3  # 50 × the vortex's own dip (≈ 5e-6)
+
+
+def test_advection_logs_its_rms_error_for_the_timing_log_and_the_hud():
+    from nagare.engine.backend import get_backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    e = create_engine(load_preset("compact-advection1d", backend="numpy"), get_backend("numpy"))
+    e.step(50)
+    q = e.logged_quantities()
+    assert set(q) == {"l2_error"}
+    np.testing.assert_allclose(q["l2_error"], float(e.diagnostics()["l2_error"]), rtol=1e-12)
+    ns = create_engine(load_preset("compact-vortex-outflow", ["grid.nx=32", "grid.ny=32"], backend="numpy"),
+                       get_backend("numpy"))
+    assert ns.logged_quantities() == {}
