@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..contract import Engine
 from ..fields import Grid2D
 from . import navier_stokes as ns
-from ..contract import Engine
 from .engine import Compact
 
 
