@@ -39,6 +39,8 @@ class FramePacket:
     mask: Any = None
     positions: Any = None
     length_units: str | None = None  # particles: what the positions are in (Particles.length_units)
+    centering: str = "cell"  # volume3d: Grid3D.centering ("node": samples on points, drawn centred on them)
+    extent: Any = None  # volume3d: the domain's world size (x, y, z) when not shape × spacing
     lo: Any = None  # boxes
     hi: Any = None
     level: Any = None

@@ -56,8 +56,13 @@ def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
     first = next(iter(grids.values()))
     shape, h = _grid_key(first)
     dims = tuple(reversed(shape)) + (1,) * (3 - len(shape))  # x, y, z cells
+    # node-centred samples (amr3d: values at the points i·h) are written as cells centred on their
+    # points (origin −h/2), so they line up with the leaves and the octree files in ParaView
+    origin = np.full(3, -0.5 * h) if getattr(first, "centering", "cell") == "node" else np.zeros(3)
+    if len(shape) == 2:
+        origin[2] = 0.0
     attrs = {"WholeExtent": np.array([0, dims[0], 0, dims[1], 0, dims[2] if len(shape) == 3 else 0], np.int64),
-             "Origin": np.zeros(3), "Spacing": np.array([h, h, h]), "Direction": np.eye(3).ravel()}
+             "Origin": origin, "Spacing": np.array([h, h, h]), "Direction": np.eye(3).ravel()}
     arrays: dict[str, np.ndarray] = {}
     mask = None
     for name, g in grids.items():

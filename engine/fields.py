@@ -33,6 +33,11 @@ class Grid3D:
     # (vertices (V, 3) float32 (x, y, z), faces (F, 3) int32) in world units: a vertex at i·spacing
     # lies on sample i; the same arrays every frame (the view uploads a mesh only when they change)
     surfaces: tuple = ()
+    # "cell": sample (i, j, k) stands for the cell [i, i+1)·spacing (the grid families); "node": it
+    # is the value at the point i·spacing (amr3d's sampled octree, whose walled axes keep the far
+    # face: n = D/spacing + 1 samples). The view and the export centre node samples on their points.
+    centering: Literal["cell", "node"] = "cell"
+    extent: tuple | None = None  # the domain's size (x, y, z) in world units, when not n × spacing
 
 
 @dataclass

@@ -514,10 +514,13 @@ class VolumeDrawer:
             self.planes.set_volume(host_volume)
             self.uploads["host"] += 1
         self.planes.set_clim((lo_v, hi_v))  # solid cells arrive as SOLID (the snapshot wrote them)
-        if new_shape or pk.spacing != self._spacing:
-            self._shape, self._spacing = shape, pk.spacing
-            nz, ny, nx = shape
-            self.frame.set_box((0, 0, 0), np.array([nx, ny, nz], np.float64) * pk.spacing, length_units(pk))
+        node = getattr(pk, "centering", "cell") == "node"
+        if new_shape or pk.spacing != self._spacing or node != self._node:
+            self._shape, self._spacing, self._node = shape, pk.spacing, node
+            # cell samples fill [i, i+1)·h; node samples are centred on their points i·h (amr3d), so
+            # the planes move back by h/2 and the box is the domain's
+            self.planes.transform = STTransform(translate=(-0.5 * pk.spacing,) * 3 if node else (0, 0, 0))
+            self.frame.set_box((0, 0, 0), self._box_size(pk), length_units(pk))
             canvas._fit = True
         self.apply_state(canvas, pk)
         if self.volume is not None and self.volume.visible:
@@ -531,6 +534,19 @@ class VolumeDrawer:
         self._upload_tracers(canvas, pk)
 
     volume_shape = None
+    _node = False
+
+    @staticmethod
+    def _box_size(pk) -> np.ndarray:
+        if getattr(pk, "extent", None) is not None:
+            return np.asarray(pk.extent, np.float64)
+        nz, ny, nx = pk.data.shape
+        return np.array([nx, ny, nz], np.float64) * pk.spacing
+
+    def _world_shift(self, pk) -> STTransform:
+        """World positions (bodies, tracers) onto the drawn samples: a cell sample i is drawn at the
+        centre of cell i, (i + ½)·h; a node sample at i·h."""
+        return STTransform(translate=(0.0 if self._node else 0.5 * pk.spacing,) * 3)
 
     def _upload_tracers(self, canvas, pk) -> None:
         """The packet's 3D particles (world units, as the bodies: shifted by half a sample onto the
@@ -542,7 +558,7 @@ class VolumeDrawer:
         self.tracer_trails.visible = False
         if not self.tracers.visible:
             return
-        shift = STTransform(translate=(0.5 * pk.spacing,) * 3)
+        shift = self._world_shift(pk)
         self.tracers.transform = shift
         self.tracers.set_data(pts, face_color=TRACER_RGBA, edge_width=0, size=4)
         if pk.trails is not None:
@@ -583,10 +599,10 @@ class VolumeDrawer:
                 verts, faces = merge_surfaces((canvas_host(v, pk.backend), canvas_host(f, pk.backend))
                                               for v, f in surfaces)
                 self.bodies.set_data(vertices=verts, faces=faces, color=BODY_RGBA)
-        if surfaces and pk.spacing != self._bodies_spacing:
-            # a vertex at i·spacing lies on sample i, drawn at the centre of cell i: (i + ½)·spacing
-            self._bodies_spacing = pk.spacing
-            self.bodies.transform = STTransform(translate=(0.5 * pk.spacing,) * 3)
+        if surfaces and (pk.spacing, self._node) != self._bodies_spacing:
+            # a vertex at i·spacing lies on sample i: drawn where that sample is (_world_shift)
+            self._bodies_spacing = (pk.spacing, self._node)
+            self.bodies.transform = self._world_shift(pk)
         self.bodies.visible = bool(surfaces) and canvas.show_obstacles
 
     def apply_state(self, canvas, pk=None) -> None:
@@ -618,8 +634,10 @@ class VolumeDrawer:
         v.visible = True
         sp = self._spacing or 1.0
         tr = (sp, sp, sp)
-        if not isinstance(v.transform, STTransform) or tuple(v.transform.scale[:3]) != tr:
-            v.transform = STTransform(scale=tr, translate=(0.5 * sp,) * 3)  # VisPy's voxel centres sit at integers
+        shift = 0.0 if self._node else 0.5 * sp  # VisPy's voxel centres sit at integers
+        if (not isinstance(v.transform, STTransform) or tuple(v.transform.scale[:3]) != tr
+                or float(v.transform.translate[0]) != shift):
+            v.transform = STTransform(scale=tr, translate=(shift,) * 3)
         a, b = st.window
         v.method = st.volume
         v.cmap = _translucent_cmap(canvas.colormap_name) if st.volume == "translucent" else Colormap(
@@ -633,8 +651,7 @@ class VolumeDrawer:
             self.apply_state(canvas)
 
     def fit(self, canvas, pk):
-        nz, ny, nx = pk.data.shape
-        frame_box(canvas.view, (0, 0, 0), np.array([nx, ny, nz], np.float64) * pk.spacing)
+        frame_box(canvas.view, (0, 0, 0), self._box_size(pk))
 
     def before_draw(self, canvas) -> None:
         if self.bodies is None or not self.bodies.visible:

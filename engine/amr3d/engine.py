@@ -487,17 +487,25 @@ class AMR3D(Engine):
         if name == "speed":
             data = self.xp.sqrt(ux * ux + uy * uy + uz * uz)
         return Grid3D(data, label=FIELD_LABELS[name], units="lattice", symmetric=name in ("ux", "uy", "uz"),
-                      spacing=self._spacing(), surfaces=self._surfaces())
+                      **self._grid_kw())
+
+    def _grid_kw(self) -> dict:
+        """Spacing, bodies and sample placement of the sampled fields: on a tree the samples are the
+        lattice's nodes (walled axes keep the far face), so "node" and the domain as the extent."""
+        kw = {"spacing": self._spacing(), "surfaces": self._surfaces()}
+        if not self.is_box:
+            unit = float(1 << self.forest.max_level)
+            kw.update(centering="node", extent=tuple(float(d) / unit for d in self.forest.domain))
+        return kw
 
     def fields(self):
         rho, ux, uy, uz = self._macroscopic()
-        sp = self._spacing()
-        srf = self._surfaces()
+        kw = self._grid_kw()
         g = {"speed": Grid3D(self.xp.sqrt(ux * ux + uy * uy + uz * uz), label=FIELD_LABELS["speed"], units="lattice",
-                             spacing=sp, surfaces=srf),
-             "rho": Grid3D(rho, label=FIELD_LABELS["rho"], units="lattice", spacing=sp, surfaces=srf)}
+                             **kw),
+             "rho": Grid3D(rho, label=FIELD_LABELS["rho"], units="lattice", **kw)}
         for name, d in (("ux", ux), ("uy", uy), ("uz", uz)):
-            g[name] = Grid3D(d, label=name, units="lattice", symmetric=True, spacing=sp, surfaces=srf)
+            g[name] = Grid3D(d, label=name, units="lattice", symmetric=True, **kw)
         g["leaves"] = self._boxes()
         if self._tracers is not None:
             g["tracers"] = self._tracer_field()

@@ -189,6 +189,11 @@ def test_amr3d_volume_packet_carries_the_tracers_and_their_trails():
     assert pk.trails is not None and pk.trails.shape == np.asarray(tr.trails).shape
     off = snapshot(eng, ViewRequest(field="speed", particles_overlay=False), 2, cache={})
     assert off.overlay is None
+    # the samples are the lattice's nodes (the far face kept on walled axes): the box is the domain
+    assert pk.centering == "node"
+    np.testing.assert_allclose(pk.extent, np.asarray(tr.bounds[1]))
+    nz, ny, nx = pk.data.shape
+    assert nx * pk.spacing > pk.extent[0]  # n × h overshoots the walled x axis by one sample
     tp = snapshot(eng, ViewRequest(field="tracers"), 3, cache={})
     assert length_units(tp) == "lattice (level 0)" and tp.units == "level-0 steps"
     placed = np.isfinite(np.asarray(tr.positions)).all(axis=1)

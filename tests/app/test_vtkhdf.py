@@ -24,6 +24,22 @@ def _read(path):
     return r.GetOutput(), vtk_to_numpy
 
 
+def test_node_centred_grids_are_written_as_cells_centred_on_their_points(tmp_path):
+    """amr3d's samples are values at the points i·h: the ImageData's origin is −h/2, so sample i's
+    cell is centred on i·h (aligned with the leaves and the octree files)."""
+    from nagare.app.vtkhdf import write_vtkhdf
+
+    data = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    write_vtkhdf({"speed": Grid3D(data, spacing=0.5, centering="node", extent=(2.0, 1.0, 0.5))}, tmp_path / "n.vtkhdf")
+    img, to_np = _read(tmp_path / "n.vtkhdf")
+    np.testing.assert_allclose(img.GetOrigin(), (-0.25, -0.25, -0.25))
+    cell = img.ComputeCellId([4, 2, 1])
+    lo = img.GetCell(cell).GetBounds()[::2]
+    hi = img.GetCell(cell).GetBounds()[1::2]
+    np.testing.assert_allclose(0.5 * (np.array(lo) + np.array(hi)), (2.0, 1.0, 0.5))  # = (i, j, k)·h
+    assert to_np(img.GetCellData().GetArray("speed"))[cell] == data[1, 2, 4]
+
+
 def test_particles_without_a_position_are_left_out(tmp_path):
     """Parked tracers (NaN positions) are not written: NaN points break ParaView's bounds."""
     from nagare.app.vtkhdf import write_vtkhdf
