@@ -411,6 +411,12 @@ def cmd_run(args, argv: list[str]) -> int:
     if not args.quiet:
         sel = ", ".join(f"{k}={v}" for k, v in engine.selection.items())
         print(f"nagare: {preset.source} on {backend.name} ({backend.device_info().name}); {sel}", file=sys.stderr)
+        if backend.name == "numpy" and args.preset != "-":
+            from .presetinfo import cpu_note
+
+            note = cpu_note(preset.model_dump(mode="json"))
+            if note:  # the run is not the size the description names
+                print(f"nagare: the preset's [cpu_overrides] apply ({note})", file=sys.stderr)
     return run(engine, opts)
 
 

@@ -48,7 +48,13 @@ def cpu_note(raw: dict) -> str:
         merged.update(grid)
         size = grid_text(merged)
         flat = {k: v for k, v in flat.items() if not (k.startswith("grid.") and k[5:] in ("nx", "ny", "nz", "n"))}
-    parts += [f"{k} = {v}" for k, v in flat.items()]
+    # scalars with their value; lists and tables (bodies, seed lists, refine boxes) by name only:
+    # their Python repr filled the description box and the preset list
+    parts += [f"{k} = {v}" for k, v in flat.items() if not isinstance(v, (list, tuple, dict))]
+    named = [k for k, v in flat.items() if isinstance(v, (list, tuple, dict))]
+    if named:
+        listed = " and ".join([", ".join(named[:-1]), named[-1]] if len(named) > 1 else named)
+        parts.append(("and its own " if parts else "its own ") + listed)
     if size and not parts:
         return f"{size} on CPU"
     return (f"{size} on CPU; " if size else "on CPU: ") + ", ".join(parts)

@@ -216,3 +216,6 @@ def test_descriptions_say_what_runs_with_cpu_overrides():
     d = presetinfo.describe(cyl, "numpy")
     assert "Re 150" not in d and "Re 100" in d
     assert presetinfo.cpu_note({"description": "x"}) == ""
+    # lists and tables by name only: a body list's repr filled the description box
+    sphere = presetinfo.cpu_note(presetinfo.raw_preset("amr3d-sphere-re20"))
+    assert sphere.startswith("on CPU: grid.m = 9") and "body" in sphere and "{" not in sphere and "[" not in sphere
