@@ -490,7 +490,9 @@ def _read_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
     if not path:
         raise ValueError("stl body: no mesh file given (body.path is empty)")
     if not os.path.isfile(path):
-        raise ValueError(f"{where} does not exist (or is not a file)")
+        what = ("is a folder, not a mesh file" if os.path.isdir(path) else
+                "is not a regular file (a pipe or a device?)" if os.path.exists(path) else "does not exist")
+        raise ValueError(f"{where} {what}")
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as fh:

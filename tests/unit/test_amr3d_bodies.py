@@ -4,6 +4,7 @@ with the right volume, frontal areas, the mesh loader's one-line refusals, and m
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -343,6 +344,14 @@ def test_stl_refusals(tmp_path):
     with pytest.raises(ValueError) as e:
         StlBody(missing, (0, 0, 0), 1.0)
     one_line_error(e, missing, "does not exist")
+    with pytest.raises(ValueError) as e:
+        StlBody(tmp_path, (0, 0, 0), 1.0)
+    one_line_error(e, tmp_path, "is a folder")
+    fifo = tmp_path / "pipe.stl"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError) as e:
+        StlBody(fifo, (0, 0, 0), 1.0)
+    one_line_error(e, fifo, "not a regular file")
 
     empty = tmp_path / "empty.stl"
     empty.write_bytes(b"")
