@@ -400,6 +400,16 @@ def cmd_run(args, argv: list[str]) -> int:
     backend = get_backend(args.backend)
     ckpt = load_checkpoint(args.resume) if args.resume else None
     preset, engine = build_engine(args, backend, ckpt)
+    if args.series:
+        from nagare.engine.fields import Grid2D, Grid3D
+
+        from .vtkhdf_series import octree_leaves
+
+        if not any(isinstance(engine.field(n), (Grid2D, Grid3D)) for n in engine.field_names()) \
+                and octree_leaves(engine) is None:
+            raise PresetError("--series", None, str(args.series),
+                              f"a VTKHDF time series holds grids and octrees; {preset.source} has neither "
+                              "(its profiles and particles: --dump FILE.vtkhdf at the end, or --dump-every)")
     steps = args.steps or preset.run.steps
     every = args.every or (max(1, steps // 10) if args.frames else None)
     opts = RunOptions(steps=steps, timings=args.timings, dump=args.dump, dump_every=args.dump_every,

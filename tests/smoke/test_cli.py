@@ -711,3 +711,11 @@ def test_stl_paths_resolve_from_the_file_that_names_them_and_the_mesh_is_part_of
     assert main(["run", str(src / "mystl.toml"), "--resume", str(ck), *quick]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "mesh_sha256" in err[0], err
+
+
+def test_series_of_a_preset_without_grids_is_refused_before_running(tmp_path, capsys):
+    assert main(["run", "compact-advection1d", "--backend", "numpy", "--steps", "4", "--quiet",
+                 "--series", str(tmp_path / "s.vtkhdf")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds grids and octrees" in err[0] and "s.vtkhdf" in err[0], err
+    assert not list(tmp_path.iterdir())
