@@ -12,6 +12,7 @@ is gone (one scan per folder and process, so a long dump series does not rescan 
 """
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Callable
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from .errors import NagareError
 
-_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp(?P<suffix>\.[A-Za-z0-9]+)?$")
+_TMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)(?:-\d+)?\.tmp(?P<suffix>\.[A-Za-z0-9]+)?$")
+_SEQ = itertools.count()  # temporaries of one process are unique per write: threads write the same file
 
 
 class ExportError(NagareError):
@@ -27,9 +29,11 @@ class ExportError(NagareError):
 
 
 def temp_path(path: Path, suffix: str = "") -> Path:
-    """``.NAME.PID.tmp`` beside ``path`` (``suffix``, e.g. ".mp4", for writers that pick the format
-    from the extension); a dead process's temporaries are removed by the next write there."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp{suffix}")
+    """``.NAME.PID-N.tmp`` beside ``path``, N counting this process's writes (two threads writing
+    the same file each get their own; with one shared name one rename took the other's file away);
+    ``suffix``, e.g. ".mp4", for writers that pick the format from the extension. A dead process's
+    temporaries are removed by the next write there."""
+    return path.with_name(f".{path.name}.{os.getpid()}-{next(_SEQ)}.tmp{suffix}")
 
 
 def _pid_alive(pid: int) -> bool:

@@ -141,6 +141,18 @@ def test_atomic_write_interrupted_keeps_old_file_and_leaves_no_temporary(tmp_pat
     assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
 
 
+def test_two_writes_of_one_file_in_one_process_use_different_temporaries(tmp_path):
+    """Threads of one process writing the same file (the tuner's cache) each get their own temporary:
+    with one name per process a rename took another thread's half-written file away (CI, flaky)."""
+    from nagare.engine.atomic import _TMP, temp_path
+
+    a, b = temp_path(tmp_path / "c.json"), temp_path(tmp_path / "c.json")
+    assert a != b
+    for t in (a, b, temp_path(tmp_path / "v.mp4", ".mp4")):
+        m = _TMP.match(t.name)
+        assert m is not None and int(m["pid"]) == os.getpid(), t.name
+
+
 def test_kernel_sass_reports_registers_and_opcodes(capsys):
     """tools/kernel_sass.py on the fp16 pipe kernel, where nvcc and cuobjdump exist (not in CI)."""
     import importlib.util
