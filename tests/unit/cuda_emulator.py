@@ -52,6 +52,20 @@ alignas(16) unsigned char nagare_smem[1 << 20];
 """
 
 
+def compile_shared(src: str, prefix: str, tmp_path_factory) -> ctypes.CDLL:
+    """Compile emulated CUDA source (PRELUDE + kernels + extern "C" wrappers) as a host shared
+    library, cached by content in the session's temporary folder, and load it."""
+    d = tmp_path_factory.getbasetemp()
+    tag = hashlib.sha256(src.encode()).hexdigest()[:12]
+    cpp, lib = d / f"{prefix}_{tag}.cpp", d / f"{prefix}_{tag}.so"
+    if not lib.exists():
+        cpp.write_text(src)
+        res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
+                              "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-4000:]
+    return ctypes.CDLL(str(lib))
+
+
 def available() -> bool:
     return shutil.which("g++") is not None
 

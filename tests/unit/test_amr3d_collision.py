@@ -13,9 +13,7 @@ GPU-marked tests (skipped here) run the same kernels through CuPy."""
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -27,7 +25,7 @@ from nagare.engine.backend import get_backend
 from nagare.engine.timing import PhaseTimer
 
 from nagare import shaders
-from tests.unit.cuda_emulator import PRELUDE
+from tests.unit.cuda_emulator import PRELUDE, compile_shared
 from tests.unit.test_amr3d_ladder_emulated import random_state, run_rung, wrapper
 from tests.unit.test_amr3d_tree_stepper import flow_state, two_levels
 
@@ -296,15 +294,7 @@ def test_collision_model_is_checked():
 
 # ---- the CUDA source, emulated on the CPU (fp32) ----------------------------------------------------
 def _compile(src: str, tmp_path_factory) -> ctypes.CDLL:
-    tag = hashlib.sha256(src.encode()).hexdigest()[:12]
-    work = tmp_path_factory.mktemp("amr3d_collision_emu")
-    cpp, lib = work / f"{tag}.cpp", work / f"{tag}.so"
-    cpp.write_text(src)
-    res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
-                          "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
-    if res.returncode != 0:
-        raise RuntimeError(res.stderr[-4000:])
-    return ctypes.CDLL(str(lib))
+    return compile_shared(src, "amr3d_collision", tmp_path_factory)
 
 
 COLLIDE_WRAPPER = """

@@ -6,15 +6,13 @@ and the shared face nodes are checked without a GPU."""
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 from nagare.engine.amr3d import d3q27, gpu, ladder, storage
 
-from tests.unit.cuda_emulator import PRELUDE
+from tests.unit.cuda_emulator import PRELUDE, compile_shared
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
 
@@ -52,15 +50,7 @@ def emulated(tmp_path_factory):
                        "src, dst, nbr, seg, nleaf")
         src += wrapper("uniform", "const float* src, float* dst, int nx, int ny, int nz", "d3q27_uniform",
                        "src, dst, nx, ny, nz")
-        tag = hashlib.sha256(src.encode()).hexdigest()[:12]
-        work = tmp_path_factory.mktemp("amr3d_emu")
-        cpp, lib = work / f"{tag}.cpp", work / f"{tag}.so"
-        cpp.write_text(src)
-        res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
-                              "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
-        if res.returncode != 0:
-            raise RuntimeError(res.stderr[-4000:])
-        libs[m] = ctypes.CDLL(str(lib))
+        libs[m] = compile_shared(src, "amr3d_ladder", tmp_path_factory)
         return libs[m]
     return get
 

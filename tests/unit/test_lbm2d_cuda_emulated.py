@@ -20,7 +20,7 @@ from nagare.engine.lbm2d.d2q9 import CX, CY, OPP, Q, W
 from nagare.engine.lbm2d.launch import BLOCK, node_classes, segment_classes
 
 from nagare import shaders
-from tests.unit.cuda_emulator import PRELUDE
+from tests.unit.cuda_emulator import PRELUDE, compile_shared
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
 
@@ -38,19 +38,6 @@ KERNELS = {  # wrapper name: (kernel template instance, C parameter list, call a
     "open": ("lbm_open_boundaries<T, S>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
              "T omm, T fx, T fy, T uwx, T uwy", "g, m, nx, ny, uwx"),  # u_in passed in the uwx slot
 }
-
-
-def compile_shared(src: str, prefix: str, tmp_path_factory):
-    """Compile emulated CUDA source as a host shared library (cached by content) and load it."""
-    d = tmp_path_factory.getbasetemp()
-    tag = hashlib.sha256(src.encode()).hexdigest()[:12]
-    cpp, lib = d / f"{prefix}_{tag}.cpp", d / f"{prefix}_{tag}.so"
-    if not lib.exists():
-        cpp.write_text(src)
-        res = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-shared",
-                              "-fPIC", str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=300)
-        assert res.returncode == 0, res.stderr[:3000]
-    return ctypes.CDLL(str(lib))
 
 
 def build(T, S, trt, npt, tmp_path_factory):

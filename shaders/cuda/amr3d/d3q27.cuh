@@ -35,6 +35,25 @@ __device__ __forceinline__ constexpr float w(int q) { constexpr double t[Q] = D3
 // (x fastest; slot 13 is the leaf itself).
 __device__ __forceinline__ constexpr int slot(int nx, int ny, int nz) { return (nz + 1) * 9 + (ny + 1) * 3 + (nx + 1); }
 
+// Density and velocity of 27 gathered populations (the one place both collisions take them from;
+// the sums in this order, so BGK's bits are those of before).
+__device__ __forceinline__ void moments(const float f[Q], float& rho, float& ux, float& uy, float& uz)
+{
+    float r = 0.f, mx = 0.f, my = 0.f, mz = 0.f;
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        r += f[q];
+        mx += cx(q) * f[q];
+        my += cy(q) * f[q];
+        mz += cz(q) * f[q];
+    }
+    const float inv = 1.f / r;
+    rho = r;
+    ux = mx * inv;
+    uy = my * inv;
+    uz = mz * inv;
+}
+
 #ifndef NAGARE_MRT
 #define NAGARE_MRT 0
 #endif
@@ -62,16 +81,8 @@ __device__ __forceinline__ constexpr double mrt_s(int k) { constexpr double t[MR
 // (engine/amr3d/collision.py collide_kernels: the same operations in the same order).
 __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float ay, float az)
 {
-    float rho = 0.f, mx = 0.f, my = 0.f, mz = 0.f;
-#pragma unroll
-    for (int q = 0; q < Q; ++q) {
-        rho += f[q];
-        mx += cx(q) * f[q];
-        my += cy(q) * f[q];
-        mz += cz(q) * f[q];
-    }
-    const float inv = 1.f / rho;
-    const float ux = mx * inv, uy = my * inv, uz = mz * inv;
+    float rho, ux, uy, uz;
+    moments(f, rho, ux, uy, uz);
     const float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
     float d[Q];  // f - f_eq
 #pragma unroll
@@ -96,7 +107,7 @@ __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float
         }
         const float pn = sqrtf(pxx * pxx + pyy * pyy + pzz * pzz + 2.f * (pxy * pxy + pxz * pxz + pyz * pyz));
         constexpr float k = 18.f * 1.41421356237309515f * (float)(NAGARE_CS2);
-        const float x = k * pn * inv * omega * omega;
+        const float x = k * pn * (1.f / rho) * omega * omega;
         om = (omega + omega) / (1.f + sqrtf(1.f + x));
     }
 #endif
@@ -130,16 +141,8 @@ __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float
 // BGK collision with P0's body force, in place on the 27 gathered populations.
 __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float ay, float az)
 {
-    float rho = 0.f, mx = 0.f, my = 0.f, mz = 0.f;
-#pragma unroll
-    for (int q = 0; q < Q; ++q) {
-        rho += f[q];
-        mx += cx(q) * f[q];
-        my += cy(q) * f[q];
-        mz += cz(q) * f[q];
-    }
-    const float inv = 1.f / rho;
-    const float ux = mx * inv, uy = my * inv, uz = mz * inv;
+    float rho, ux, uy, uz;
+    moments(f, rho, ux, uy, uz);
     const float usq = 1.5f * (ux * ux + uy * uy + uz * uz);
 #pragma unroll
     for (int q = 0; q < Q; ++q) {
