@@ -40,6 +40,18 @@ def _timed_steps(e, steps: int) -> float:
     return time.perf_counter() - t0
 
 
+def _issue_ms(e, steps: int) -> float:
+    """Host time to issue one step (ms): ``steps`` steps timed without waiting for the GPUs, from
+    idle devices. One thread drives every GPU, so a step whose issue time reaches its GPU time is
+    launch-bound (the diagnosis behind overlap's cost; docs/multi-gpu.md §6)."""
+    e.synchronize()
+    t0 = time.perf_counter()
+    e.step(steps)
+    issued = time.perf_counter() - t0
+    e.synchronize()
+    return issued / steps * 1e3
+
+
 def _exchange_ms(e, repeats: int) -> float | None:
     """Wall time of one halo exchange alone (ms; None undecomposed): ``repeats`` back-to-back
     exchanges of the state's halo rows, synchronised. Run after the timed steps only: repeated
@@ -71,13 +83,14 @@ def measure(family: str, size, parts: int, overlap: str, backend, min_time: floa
     walls = sorted(_timed_steps(e, steps) for _ in range(repeats))
     wall = walls[len(walls) // 2]
     step_ms = wall / steps * 1e3
+    issue_ms = _issue_ms(e, min(steps, 20))
     exch = _exchange_ms(e, max(10, min(steps, 200)))
     transport = getattr(e, "transport", None)
     devices = parts if transport is not None and transport.name == "nccl" else 1
     row = {"family": family, "grid": "x".join(map(str, size)), "parts": parts, "overlap": overlap,
            "transport": transport.name if transport is not None else "-", "devices": devices,
            "variants": dict(e.selection), "steps": steps, "repeats": repeats,
-           "step_ms": step_ms, "exchange_ms": exch,
+           "step_ms": step_ms, "exchange_ms": exch, "issue_ms": issue_ms,
            "mlups": e.updates_per_step * steps / wall / 1e6,
            "mlups_runs": [e.updates_per_step * steps / w / 1e6 for w in walls],
            "exchange_share": (exch / step_ms) if exch is not None else 0.0}
@@ -142,7 +155,7 @@ def scale_rows(backend, parts_list=(1, 2, 4), overlaps=("off", "on"), steps: int
                     rows.append(row)
                     print(f"bench scale: {mode} {family} {row['grid']} N={n} overlap={overlap}: "
                           f"{row['mlups']:.0f} MLUPS, efficiency {row['efficiency']}, exchange {row['exchange_ms']} ms "
-                          f"of {row['step_ms']:.3f} ms/step", flush=True)
+                          f"of {row['step_ms']:.3f} ms/step (host issue {row['issue_ms']:.3f} ms/step)", flush=True)
     return rows
 
 

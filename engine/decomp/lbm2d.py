@@ -139,6 +139,7 @@ class LBMAdapter:
     # ---- scatter / gather ---------------------------------------------------------------------
     def scatter(self):
         e, tr = self.engine, self.transport
+        tr.forget_bindings()
         g = e.state
         self.states = []
         for s, c in zip(self.slabs, self.ctx):

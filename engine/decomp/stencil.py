@@ -20,6 +20,15 @@ the slab (planes [r0 − h, r1 + h)), so the thin boundary launches get their ow
 ``cuda-autotune``, their own tuned launch (P2's 8×512×512 case). The hand-written CUDA kernel
 copies its edge planes (it would overwrite the boundary planes from an interior view), so with
 it overlap is the exchange after the whole-slab update (documented in docs/multi-gpu.md).
+
+Host time: one Python thread drives every GPU, so the host work per step must stay below one
+GPU step (0.47 ms for 512³ on an H200), or the run becomes launch-bound (overlap on measured
+0.50–0.66 weak-scaling efficiency on 4 GPUs before this). On CuPy every update of a region list
+is therefore *prepared* once per buffer rotation (:meth:`StencilAdapter._prepared`): the loop's
+launch closures (its argument checks, views and grid done once) and one raw kernel that wraps the
+pads of all the list's regions, cached until the buffers change (scatter) or a parameter does. A
+tuning loop goes through the generic path until its tuner has settled, then is prepared with the
+settled configuration.
 """
 from __future__ import annotations
 
@@ -122,6 +131,7 @@ class StencilAdapter:
         self.bufs = [dict.fromkeys(spec.buffers) for _ in self.slabs]  # filled by scatter()
         self._loops: dict = {}
         self._views: dict = {}
+        self._ready: dict = {}  # (part, regions, buffer ids, params) -> launch closures (CuPy)
         self._hand = None
         if self.kernel == "cuda-handwritten":
             self._hand = self._handwritten_kernel()
@@ -139,6 +149,8 @@ class StencilAdapter:
     def scatter(self):
         e, tr = self.engine, self.transport
         self._views.clear()
+        self._ready.clear()
+        tr.forget_bindings()
         for s, bufs in zip(self.slabs, self.bufs):
             for name, src in self.spec.scatter_from.items():
                 bufs[name] = tr.put(s.index, self._local(getattr(e, src), s))
@@ -233,12 +245,47 @@ class StencilAdapter:
         return _Both(tr.device(part), tr.stream(part))
 
     def _run(self, part, regions):
+        if not regions:
+            return
         with self._ctx(part):
+            ready = self._prepared(part, regions)
+            if ready is not None:
+                for go in ready:
+                    go()
+                return
             for r0, r1 in regions:
                 self._update(part, r0, r1)
             out = self.bufs[part][self.spec.out]
             for r0, r1 in regions:
                 self._wrap_pads(part, out, r0, r1)
+
+    def _prepared(self, part, regions):
+        """The launches of one update of ``regions`` (each region's loop, then one pad wrap for all
+        of them) as zero-argument closures, built once per buffer rotation; None where the generic
+        path must run (NumPy, the array kernel, a tuner still measuring)."""
+        if self.kernel not in LOOP_ENGINE or LOOP_ENGINE[self.kernel] == "host":
+            return None
+        bufs = self.bufs[part]
+        params = self.spec.params(self.engine)
+        key = (part, tuple(regions), tuple(id(v) for v in bufs.values()), tuple(sorted(params.items())))
+        ready = self._ready.get(key)
+        if ready is not None:
+            return ready
+        ready = []
+        for r0, r1 in regions:
+            views = {k: self._view(v, r0, r1) for k, v in bufs.items()}
+            loop = self._loop(part, tuple(views[self.spec.out].shape))
+            if loop.tuner is not None and not loop.tuner.done:
+                return None  # the tuner must see (and time) these calls
+            cfg = loop.tuner.best if loop.tuner is not None else loop.fixed_config()
+            ready.append(loop.prepared(cfg, **views, **params))
+        wrap = _wrap_launch(self.transport.xp(part), bufs[self.spec.out], regions, self.pads, self.fast)
+        if wrap is not None:
+            ready.append(wrap)
+        if len(self._ready) > 64:
+            self._ready.clear()
+        self._ready[key] = ready
+        return ready
 
     def advance(self, n: int, overlap: bool) -> float:
         e = self.engine
@@ -281,43 +328,52 @@ class StencilAdapter:
                 "exchange_bytes_per_step": transport_bytes(outs, self.copies)}
 
 
-_WRAP_SOURCE = """
-    // One thread per pad point of row (r0 + i / P): its value from the wrapped interior point.
-    const long long P = (long long)npad;
-    const long long row = r0 + i / P;
-    int k = (int)(i % P);
-    const int top = py * X;
-    int y, x;
-    if (k < top) { y = k / X; x = k % X; }                                   // the y pad below
-    else if (k < 2 * top) { k -= top; y = py + my + k / X; x = k % X; }      // the y pad above
-    else { k -= 2 * top; y = py + k / (2 * px); const int c = k % (2 * px);  // the x pads of a row
-           x = c < px ? c : mx + c; }
-    const int ys = py + ((y - py) % my + my) % my;
-    const int xs = px + ((x - px) % mx + mx) % mx;
-    a[(row * Y + y) * X + x] = a[(row * Y + ys) * X + xs];
-"""
-_wrap_kernels: dict = {}
+PADS_SOURCE = "cuda/decomp/pads.cu"
+_BITS = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 
 
-def _wrap_kernel(cp, array, r0, r1, pads, fast):
-    """Periodic wrap of the fast-axis pads of rows [r0, r1) of a padded slab (2D: (rows, X);
-    3D: (rows, Y, X)) in one launch; the sources are interior points only, so no ordering."""
+def _wrap_launch(cp, array, regions, pads, fast):
+    """A zero-argument closure that refills the fast-axis pads of every row of ``regions`` (local
+    row ranges, at most two launched together; more are split) of a padded slab (2D: (rows, X); 3D:
+    (rows, Y, X)) by periodic wrap, with one raw-kernel launch per pair; None when there are no pads."""
     if len(fast) == 1:
         py, px, my, mx = 0, pads[0], 1, fast[0]
     else:
         (py, px), (my, mx) = pads, fast
     Y, X = my + 2 * py, mx + 2 * px
     npad = 2 * py * X + 2 * px * my
-    if npad == 0:
-        return
-    key = cp.cuda.runtime.getDevice()
-    k = _wrap_kernels.get(key)
-    if k is None:
-        k = _wrap_kernels[key] = cp.ElementwiseKernel(
-            "int64 r0, int32 Y, int32 X, int32 py, int32 px, int32 my, int32 mx, int32 npad", "raw T a",
-            _WRAP_SOURCE, "nagare_decomp_wrap_pads")
-    k(np.int64(r0), np.int32(Y), np.int32(X), np.int32(py), np.int32(px), np.int32(my), np.int32(mx),
-      np.int32(npad), array, size=(r1 - r0) * npad)
+    regions = [(r0, r1) for r0, r1 in regions if r1 > r0]
+    if npad == 0 or not regions:
+        return None
+    from .. import cuda
+
+    name = f"nagare_decomp_wrap_pads<{_BITS[array.dtype.itemsize]}>"
+    # cached per device; --fmad=false as the stencil loops (a copy has no arithmetic to fuse, but the
+    # CPU emulation of the tests checks every module it is handed for it)
+    kern = cuda.kernel(PADS_SOURCE, name, (name,), ("--fmad=false",))
+    launches = []
+    for i in range(0, len(regions), 2):
+        (r0a, r1a), (r0b, r1b) = regions[i], (regions[i + 1] if i + 1 < len(regions) else (0, 0))
+        total = ((r1a - r0a) + (r1b - r0b)) * npad
+        blocks = -(-total // 256)  # 1D grid: up to 2³¹ − 1 blocks
+        args = (array, np.int64(r0a), np.int64(r1a - r0a), np.int64(r0b), np.int64(r1b - r0b), np.int32(Y),
+                np.int32(X), np.int32(py), np.int32(px), np.int32(my), np.int32(mx), np.int32(npad))
+        launches.append(((blocks, 1, 1), (256, 1, 1), args))
+    if len(launches) == 1:
+        (grid, block, args), = launches
+        return lambda: kern(grid, block, args)
+
+    def go():
+        for grid, block, args in launches:
+            kern(grid, block, args)
+    return go
+
+
+def _wrap_kernel(cp, array, r0, r1, pads, fast):
+    """Periodic wrap of the fast-axis pads of rows [r0, r1) of a padded slab, now (one launch)."""
+    go = _wrap_launch(cp, array, [(r0, r1)], pads, fast)
+    if go is not None:
+        go()
 
 
 class _Both:

@@ -62,3 +62,28 @@ def test_decomposed_wave2d_on_the_fake_gpu_matches_the_whole_grid(fcp):
     e.step(5)
     for k, v in ref.state_arrays().items():
         np.testing.assert_array_equal(np.asarray(e.state_arrays()[k]), v, err_msg=k)
+
+
+def test_prepared_launches_are_used_and_rebound_after_a_restore(fcp):
+    """On CuPy each region list's launches are prepared once per buffer rotation (host time per
+    step is what limits one process driving several GPUs): the steps after the first go through
+    the prepared closures, and a restore (scatter: new buffers) drops them, so the next steps read
+    the restored state, not freed buffers."""
+    from nagare.engine.diffusion3d import Engine, Preset
+
+    gpu = Backend("cupy", fcp, _cupy=fcp)
+    preset = Preset.model_validate({"engine": "diffusion3d", "description": "t", "grid": {"nx": 8, "ny": 6, "nz": 9},
+                                    "boundaries": {"kind": "periodic"}, "initial": {"kind": "random"}})
+    ref = Engine(preset, get_backend("numpy"), variants={"kernel": "array"})
+    e = Engine(preset, gpu, variants={"kernel": "cuda"}, parts=3, overlap="on")
+    e._roofline = 1e12
+    start = e.checkpoint()
+    e.step(3)
+    ready = e.adapter._ready
+    # boundary and interior lists of 3 parts, in both buffer rotations (the third step reuses one)
+    assert len(ready) == 2 * 3 * 2, sorted(k[:2] for k in ready)
+    e.restore(start)
+    assert not e.adapter._ready  # the restore scattered new buffers: nothing bound to the old ones
+    e.step(4)
+    ref.step(4)
+    np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), ref.f)

@@ -81,6 +81,7 @@ def test_nccl_matches_undecomposed(n):
     _gpus(n)
     _check(diffusion("periodic"), {"kernel": "cuda"}, parts=(n,), transport="nccl")
     _check(wave("fixed"), {"kernel": "cuda"}, parts=(n,), transport="nccl")
+    _check(wave("periodic"), {"kernel": "cuda"}, parts=(n,), transport="nccl")  # 2D pads, bound NCCL calls
     for streaming in ("two-lattice", "aa"):
         _check(lbm("walls-lid"), {"kernel": "fused", "storage": "native", "streaming": streaming}, parts=(n,),
                transport="nccl")
