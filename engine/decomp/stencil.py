@@ -8,7 +8,7 @@ Every slab is updated with the family's own kernels in the framework's ``fixed``
 (update the points ≥ halo from every face, leave the rest): the ghost planes are never updated
 and, where the global boundary is fixed, the held outer planes sit inside the first and last
 slab exactly as in the whole grid. A periodic grid is padded along its fast axes too (by the
-stencil's reach; x by 4 in 3D so the vec kernels keep their alignment) and the pads are
+stencil's reach; x by 4 in 3D for the kernels that may run the vec shape, so it keeps its alignment) and the pads are
 refilled by wrap after each update, so the fixed-mode kernels compute exactly the periodic update
 on the owned points — the same operations in the same order, so the same bits as the
 undecomposed run (tests/unit/test_decomp.py).
@@ -43,6 +43,9 @@ from ..stencil.variants import LOOP_ENGINE, loop_for
 from .common import Slab, ghost_copies, overlap_regions
 from .config import split_rows
 from .transport import HaloCopy, transport_bytes
+
+
+VEC_CAPABLE = ("cuda-vec", "cuda-autotune")  # kernel choices that may run the vec kernel shape
 
 
 def _diffusion_ref(engine, xp, b):
@@ -106,7 +109,11 @@ class StencilAdapter:
         pads = []
         for axis in range(1, self.ndim):
             reach = int(st.halo[self.ndim - 1 - axis])
-            if self.ndim == 3 and axis == self.ndim - 1:
+            if self.ndim == 3 and axis == self.ndim - 1 and self.kernel in VEC_CAPABLE:
+                # the vec kernels want V-aligned rows; any other kernel gets the bare reach, so its
+                # updated x range is the owned one (512 points = 4 blocks of 128, as undecomposed:
+                # an x pad of 4 made it 518 = 5 blocks, the fifth nearly idle — 12 % of a 512³
+                # step on 4 H100s)
                 reach = max(reach, spec.pad_x3d)
             pads.append(reach if self.periodic else 0)
         self.pads, self.fast = tuple(pads), shape[1:]
