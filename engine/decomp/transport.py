@@ -141,7 +141,7 @@ class SameDeviceTransport(Transport):
             return Pending()
         cp = self.backend.xp
         if self._side is None:
-            self._side = cp.cuda.Stream(non_blocking=True)
+            self._side = _urgent_stream(cp)
         ready = cp.cuda.Event(disable_timing=True)
         ready.record(self._stream)
         self._side.wait_event(ready)
@@ -154,6 +154,19 @@ class SameDeviceTransport(Transport):
 
     def synchronize(self):
         self.backend.synchronize(self._stream)
+
+
+def _urgent_stream(cp):
+    """A non-blocking stream of the current device at the highest priority it allows: the halo
+    exchange of overlap mode runs beside the interior update, and at equal priority the block
+    scheduler dispatches the interior's (hundreds of thousands of) blocks first, so the exchange
+    only ran at the interior's tail — overlap bought nothing (4 × H100, 512³ per GPU: 0.519 ms a
+    step with overlap on, 0.517 off). At high priority its blocks take the first SM slots that free."""
+    try:
+        _least, greatest = cp.cuda.runtime.deviceGetStreamPriorityRange()
+        return cp.cuda.Stream(non_blocking=True, priority=greatest)
+    except (AttributeError, TypeError):  # a CuPy without stream priorities
+        return cp.cuda.Stream(non_blocking=True)
 
 
 _NCCL_TYPES = {"float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32", "float64": "NCCL_FLOAT64",
@@ -205,7 +218,7 @@ class NcclTransport(Transport):
         for d in self.devices:
             with cupy.cuda.Device(d):
                 self._streams.append(cupy.cuda.Stream(non_blocking=False))  # compute, per device
-                self._xstreams.append(cupy.cuda.Stream(non_blocking=True))  # NCCL, per device
+                self._xstreams.append(_urgent_stream(cupy))  # NCCL, per device
         if stream is not None and self.devices[0] == backend.xp.cuda.runtime.getDevice():
             # Part 0 computes on the engine's own stream, so the engine's phase timer (events on that
             # stream) sees part 0's step, which waits for every exchange: the step as a whole.
