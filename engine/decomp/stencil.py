@@ -11,9 +11,9 @@ slab exactly as in the whole grid. A periodic grid with the generated z-marching
 runs in the framework's slab mode instead (codegen.SLAB: periodic in the plane, held along the
 split axis; no pads, the undecomposed kernel's work per plane). With the other kernels it is
 padded along its fast axes too (by the stencil's reach; x by 4 in 3D for the kernels that may run
-the vec shape, so it keeps its alignment) and the pads are refilled by wrap after each update,
-so the fixed-mode kernels compute exactly the periodic update on the owned points — the same
-operations in the same order, so the same bits as the undecomposed run (tests/unit/test_decomp.py).
+the vec shape, so it keeps its alignment) and the pads are refilled by wrap after each update, so the fixed-mode kernels compute exactly the periodic update
+on the owned points — the same operations in the same order, so the same bits as the
+undecomposed run (tests/unit/test_decomp.py).
 
 Overlap: the boundary planes (the first/last ``h`` owned planes) are updated first, their halo
 copies start (a side stream on CuPy, NCCL's stream per device), then the interior is updated;
