@@ -9,9 +9,9 @@ Every slab is updated with the family's own kernels in the framework's ``fixed``
 and, where the global boundary is fixed, the held outer planes sit inside the first and last
 slab exactly as in the whole grid. A periodic grid with the generated z-marching kernel (``cuda``)
 runs in the framework's slab mode instead (codegen.SLAB: periodic in the plane, held along the
-split axis; no pads, the undecomposed kernel's work per plane). With the other kernels it is
-padded along its fast axes too (by the stencil's reach; x by 4 in 3D for the kernels that may run
-the vec shape, so it keeps its alignment) and the pads are refilled by wrap after each update, so the fixed-mode kernels compute exactly the periodic update
+split axis; no pads, the undecomposed kernel's work per plane). With the other kernels it is padded along its fast axes too (by the
+stencil's reach; x by 4 in 3D for the kernels that may run the vec shape, so it keeps its alignment) and the pads are
+refilled by wrap after each update, so the fixed-mode kernels compute exactly the periodic update
 on the owned points — the same operations in the same order, so the same bits as the
 undecomposed run (tests/unit/test_decomp.py).
 
@@ -46,6 +46,7 @@ from ..stencil.variants import LOOP_ENGINE, loop_for
 from .common import Slab, ghost_copies, overlap_regions
 from .config import split_rows
 from .transport import HaloCopy, transport_bytes
+
 
 VEC_CAPABLE = ("cuda-vec", "cuda-autotune")  # kernel choices that may run the vec kernel shape
 SLAB_KERNELS = ("cuda",)  # fixed z-marching launch: the slab mode's kernels (codegen.SLAB)

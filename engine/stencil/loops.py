@@ -22,9 +22,9 @@ import numpy as np
 
 from .codegen import (
     PLAIN,
-    SLAB,
     TILE,
     VEC,
+    SLAB,
     generate,
     kernel_name,
     kernel_variants,
