@@ -7,9 +7,7 @@ neighbours' ``h`` outermost owned planes, so halos are exchanged after every ste
 Every slab is updated with the family's own kernels in the framework's ``fixed`` boundary mode
 (update the points ≥ halo from every face, leave the rest): the ghost planes are never updated
 and, where the global boundary is fixed, the held outer planes sit inside the first and last
-slab exactly as in the whole grid. A periodic grid with the generated z-marching kernel (``cuda``)
-runs in the framework's slab mode instead (codegen.SLAB: periodic in the plane, held along the
-split axis; no pads, the undecomposed kernel's work per plane). With the other kernels it is padded along its fast axes too (by the
+slab exactly as in the whole grid. A periodic grid is padded along its fast axes too (by the
 stencil's reach; x by 4 in 3D for the kernels that may run the vec shape, so it keeps its alignment) and the pads are
 refilled by wrap after each update, so the fixed-mode kernels compute exactly the periodic update
 on the owned points — the same operations in the same order, so the same bits as the
@@ -40,7 +38,6 @@ from typing import Any
 
 import numpy as np
 
-from ..stencil.codegen import SLAB
 from ..stencil.library import diffusion7, wave2d
 from ..stencil.variants import LOOP_ENGINE, loop_for
 from .common import Slab, ghost_copies, overlap_regions
@@ -49,7 +46,6 @@ from .transport import HaloCopy, transport_bytes
 
 
 VEC_CAPABLE = ("cuda-vec", "cuda-autotune")  # kernel choices that may run the vec kernel shape
-SLAB_KERNELS = ("cuda",)  # fixed z-marching launch: the slab mode's kernels (codegen.SLAB)
 
 
 def _diffusion_ref(engine, xp, b):
@@ -109,11 +105,7 @@ class StencilAdapter:
         self.n, self.ndim = shape[0], len(shape)
         self.h = h = int(st.halo[-1])  # reach along the split (slowest) axis
         self.periodic = engine.periodic
-        # A periodic grid with the generated z-marching kernel runs in the framework's slab mode
-        # (periodic in the plane, held along the split axis): no pads, no wrap, the same kernel
-        # as undecomposed on the same plane. The other kernels run in fixed mode on padded slabs.
-        self.slab_mode = self.periodic and self.kernel in SLAB_KERNELS
-        # Pads of the fast axes (array order, axis 1..): periodic grids in fixed mode only.
+        # Pads of the fast axes (array order, axis 1..): periodic grids only.
         pads = []
         for axis in range(1, self.ndim):
             reach = int(st.halo[self.ndim - 1 - axis])
@@ -123,7 +115,7 @@ class StencilAdapter:
                 # an x pad of 4 made it 518 = 5 blocks, the fifth nearly idle — 12 % of a 512³
                 # step on 4 H100s)
                 reach = max(reach, spec.pad_x3d)
-            pads.append(reach if self.periodic and not self.slab_mode else 0)
+            pads.append(reach if self.periodic else 0)
         self.pads, self.fast = tuple(pads), shape[1:]
         rows = split_rows(self.n, engine.parts, min_rows=max(h, 1))
         self.slabs = []
@@ -195,8 +187,7 @@ class StencilAdapter:
         if loop is None:
             e = self.engine
             with self.transport.device(part):
-                loop = self._loops[key] = loop_for(self.kernel, self.spec.stencil, shape, e.dtype,
-                                                   SLAB if self.slab_mode else "fixed",
+                loop = self._loops[key] = loop_for(self.kernel, self.spec.stencil, shape, e.dtype, "fixed",
                                                    self.transport.xp(part), self.transport.stream(part))
         return loop
 

@@ -57,12 +57,6 @@ def ctype(dtype) -> str:
     return CTYPES[dt]
 
 
-# The boundary mode of one slab of a periodic grid split along its slowest (= marched) axis
-# (engine/decomp/stencil.py): periodic in the plane, held along the marched axis (the slab's ghost
-# planes are read, never written), so a slab needs no pads. z-marching kernels only.
-SLAB = "slab"
-
-
 def kernel_name(st, dtype, boundary, unroll: int | str = 1) -> str:
     """``…_u1`` … ``…_u8`` for the z-marching kernels, ``…_plain``, ``…_tile``, ``…_vec2`` and
     ``…_vec4`` for the other shapes."""
@@ -203,8 +197,6 @@ def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True, tile: b
     (:func:`vec_widths`), all with the same arguments."""
     T = ctype(dtype)
     unrolls = tuple(unrolls) if unrolls is not None else unroll_variants(st)
-    if boundary == SLAB:  # the decomposition's slab mode: the z-marching kernels only
-        plain = tile = vec = False
     L = []
     L.append(f"// nagare stencil '{st.name}' ({st.ndim}D, halo {st.halo}, {boundary} boundaries, {T})")
     L.append(f"// generated from {st.location}; view with `nagare stencil show {st.name}`.")
@@ -222,7 +214,7 @@ def generate(st, dtype, boundary: str, unrolls=None, plain: bool = True, tile: b
         b = v * np.dtype(dtype).itemsize
         L.append(f"struct alignas({b}) nagare_v{v} {{ T e[{v}]; }};  // {v} x-consecutive values, one {b}-byte "
                  f"access (the {vec_variant(v)} kernel)")
-    if boundary in ("periodic", SLAB):
+    if boundary == "periodic":
         L.append("__device__ __forceinline__ int nagare_wrap(int v, int n) "
                  "{ return v < 0 ? v + n : (v >= n ? v - n : v); }")
     if plain:
@@ -314,16 +306,13 @@ def _plain_kernel(st, dtype, boundary: str) -> list[str]:
 
 
 def _kernel(st, dtype, boundary: str, U: int) -> list[str]:
-    # ``periodic``: the marched axis wraps; ``wrap_plane``: the in-plane axes wrap (both when
-    # periodic; only the plane in SLAB mode, whose marched axis is held like a fixed boundary)
     periodic = boundary == "periodic"
-    wrap_plane = boundary in ("periodic", SLAB)
     name = kernel_name(st, dtype, boundary, U)
     axes = ("x", "y", "z")[: st.ndim]
     sizes = {"x": "nx", "y": "ny", "z": "nz"}
     var = {"x": "i", "y": "j", "z": "k"}
+    lo = {a: (0 if periodic else h) for a, h in zip(axes, st.halo)}
     march = axes[-1]  # z in 3D, y in 2D
-    lo = {a: (0 if (periodic if a == march else wrap_plane) else h) for a, h in zip(axes, st.halo)}
     plane_axes = axes[:-1]
     m = st.ndim - 1
     mv, mn = var[march], sizes[march]
@@ -337,9 +326,9 @@ def _kernel(st, dtype, boundary: str, U: int) -> list[str]:
 
     offsets = {a: sorted({off[i] for _, off in st.loads if off[i] != 0}) for i, a in enumerate(axes)}
 
-    def shifted(a, o, indent):  # in-plane axes only
+    def shifted(a, o, indent):
         v, n = var[a], sizes[a]
-        if wrap_plane:
+        if periodic:
             return f"{indent}const int {_coord(a, o)} = nagare_wrap({v} {'+' if o > 0 else '-'} {abs(o)}, {n});"
         return f"{indent}const int {_coord(a, o)} = {v} {'+' if o > 0 else '-'} {abs(o)};"
 
@@ -397,7 +386,7 @@ def _kernel(st, dtype, boundary: str, U: int) -> list[str]:
     for a in plane_axes:
         for o in offsets[a]:
             L.append(shifted(a, o, "    "))
-    # In-plane offsets relative to the thread's own column (wrapped once, here, when they wrap).
+    # In-plane offsets relative to the thread's own column (wrapped once, here, when periodic).
     for po in in_plane:
         terms = []
         for a, o in zip(plane_axes, po):

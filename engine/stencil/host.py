@@ -103,9 +103,8 @@ def check_arrays(st, arrays: dict, params: dict, shape=None, dtype=None, boundar
             raise StencilError(f"{where}: array '{n}' is {a.dtype}{tuple(a.shape)}, expected {dtype}{shape}")
         if not a.flags.c_contiguous:
             raise StencilError(f"{where}: array '{n}' must be C-contiguous")
-    for i, (ax, n, h) in enumerate(zip("xyz", shape[::-1], st.halo)):
-        held = boundary == "fixed" or (boundary == "slab" and i == st.ndim - 1)  # slab: the marched axis
-        need = 2 * h + 1 if held else max(h, 1)
+    for ax, n, h in zip("xyz", shape[::-1], st.halo):
+        need = 2 * h + 1 if boundary == "fixed" else max(h, 1)
         if n < need:
             raise StencilError(f"{where}: {n} points along {ax} is too few for halo {h} ({boundary} needs ≥ {need})")
     for o in st.outputs:

@@ -24,7 +24,6 @@ from .codegen import (
     PLAIN,
     TILE,
     VEC,
-    SLAB,
     generate,
     kernel_name,
     kernel_variants,
@@ -86,7 +85,7 @@ def compile_kernels(st, dtype, boundary: str) -> dict:
     import cupy
 
     source = generate(st, dtype, boundary)
-    unrolls = kernel_variants(st) if boundary != SLAB else unroll_variants(st)
+    unrolls = kernel_variants(st)
     names = tuple(kernel_name(st, dtype, boundary, u) for u in unrolls)
     try:
         return dict(zip(unrolls, _compiled(source, names, COMPILE_OPTIONS, cupy.cuda.runtime.getDevice())))
@@ -123,8 +122,6 @@ def launch_grid(st, shape, boundary: str, bx: int, by: int, zmarch: int, vec: in
     (3D: blocks of bz planes; 2D: blocks of by·bz rows). A vector kernel (``vec`` = V) covers whole
     rows in x, V points per thread (its row-end vectors store only the updated points)."""
     lo = [0 if boundary == "periodic" else h for h in st.halo]
-    if boundary == SLAB:  # periodic in the plane, held along the marched (last) axis
-        lo = [0] * (len(lo) - 1) + [st.halo[-1]]
     ex = [n - 2 * h for n, h in zip(tuple(shape)[::-1], lo)]  # x, y[, z] update lengths
     if vec:
         return (-(-int(tuple(shape)[-1]) // (vec * bx)), -(-ex[1] // by), -(-ex[2] // zmarch))
@@ -149,10 +146,8 @@ class Loop:
                  tune_cache=True, stream=None, shape_kind: str = "march"):
         if engine not in ENGINES:
             raise StencilError(f"unknown loop engine {engine!r}; allowed: {', '.join(ENGINES)}")
-        if boundary not in BOUNDARIES and boundary != SLAB:
+        if boundary not in BOUNDARIES:
             raise StencilError(f"unknown boundary {boundary!r}; allowed: {', '.join(BOUNDARIES)}")
-        if boundary == SLAB and (engine != "device" or shape_kind != "march"):
-            raise StencilError("the slab boundary mode (engine/decomp) has z-marching device kernels only")
         self.st, self.shape, self.dtype = st, tuple(int(n) for n in shape), np.dtype(dtype)
         if len(self.shape) != st.ndim:
             raise StencilError(f"stencil '{st.name}' is {st.ndim}D but the grid {self.shape} is {len(self.shape)}D")
