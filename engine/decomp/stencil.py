@@ -8,10 +8,10 @@ Every slab is updated with the family's own kernels in the framework's ``fixed``
 (update the points ≥ halo from every face, leave the rest): the ghost planes are never updated
 and, where the global boundary is fixed, the held outer planes sit inside the first and last
 slab exactly as in the whole grid. A periodic grid is padded along its fast axes too (by the
-stencil's reach; x by 4 in 3D for the kernels that may run the vec shape, so it keeps its alignment) and the pads are
-refilled by wrap after each update, so the fixed-mode kernels compute exactly the periodic update
-on the owned points — the same operations in the same order, so the same bits as the
-undecomposed run (tests/unit/test_decomp.py).
+stencil's reach; x by 4 in 3D for the kernels that may run the vec shape, so it keeps its
+alignment) and the pads are refilled by wrap after each update, so the fixed-mode kernels compute
+exactly the periodic update on the owned points — the same operations in the same order, so the
+same bits as the undecomposed run (tests/unit/test_decomp.py).
 
 Overlap: the boundary planes (the first/last ``h`` owned planes) are updated first, their halo
 copies start (a side stream on CuPy, NCCL's stream per device), then the interior is updated;
@@ -43,7 +43,6 @@ from ..stencil.variants import LOOP_ENGINE, loop_for
 from .common import Slab, ghost_copies, overlap_regions
 from .config import split_rows
 from .transport import HaloCopy, transport_bytes
-
 
 VEC_CAPABLE = ("cuda-vec", "cuda-autotune")  # kernel choices that may run the vec kernel shape
 
@@ -226,7 +225,7 @@ class StencilAdapter:
         if not any(self.pads) or r1 <= r0:
             return
         xp = self.transport.xp(part)
-        if hasattr(xp, "ElementwiseKernel"):
+        if hasattr(xp, "RawModule"):
             _wrap_kernel(xp, array, r0, r1, self.pads, self.fast)
             return
         for axis in range(self.ndim - 1, 0, -1):
