@@ -17,6 +17,7 @@ class PhaseSample:
     phase: str
     ms: float
     steps: int
+    detail: bool = False  # a breakdown of time another phase already covers (not added to the step)
 
 
 @dataclass
@@ -43,33 +44,48 @@ class PhaseTimer:
         self.backend = backend
         self.stream = stream
         self._pending: deque = deque()
-        self._free: list = []
+        self._free: dict[int, list] = {}  # device -> events ready for reuse
         self._pool = pool
 
-    def _event(self):
-        if self._free:
-            return self._free.pop()
-        return self.backend.xp.cuda.Event()
+    def _event(self, device: int):
+        free = self._free.get(device)
+        if free:
+            return free.pop()
+        return self.backend.xp.cuda.Event()  # created on the current device (events belong to one)
+
+    def begin(self, name: str, stream=None, detail: bool = False):
+        """Start timing ``name`` on ``stream`` (default: the timer's) of the current device; returns
+        the token :meth:`end` takes. For regions that a context manager cannot enclose (a GPU's
+        part of a decomposed step, issued in two pieces around the other GPUs' work)."""
+        if not self.backend.is_gpu:
+            return (name, detail, time.perf_counter(), None, None)
+        device = self.backend.xp.cuda.runtime.getDevice()
+        stream = self.stream if stream is None else stream
+        start = self._event(device)
+        start.record(stream)
+        return (name, detail, start, stream, device)
+
+    def end(self, token, steps: int = 1) -> None:
+        name, detail, start, stream, device = token
+        if stream is None and device is None:  # NumPy: host time
+            self._pending.append((name, steps, (time.perf_counter() - start) * 1e3, None, detail, None))
+            return
+        end = self._event(device)
+        end.record(stream)
+        self._pending.append((name, steps, start, end, detail, device))
+        if len(self._pending) > self._pool:  # keep memory bounded: resolve the oldest
+            self._pending[0][3].synchronize()
 
     @contextmanager
-    def phase(self, name: str, steps: int = 1):
-        if self.backend.is_gpu:
-            start, end = self._event(), self._event()
-            start.record(self.stream)
-            yield
-            end.record(self.stream)
-            self._pending.append((name, steps, start, end))
-            if len(self._pending) > self._pool:  # keep memory bounded: resolve the oldest
-                self._pending[0][3].synchronize()
-        else:
-            t0 = time.perf_counter()
-            yield
-            self._pending.append((name, steps, (time.perf_counter() - t0) * 1e3, None))
+    def phase(self, name: str, steps: int = 1, stream=None, detail: bool = False):
+        token = self.begin(name, stream, detail)
+        yield
+        self.end(token, steps)
 
     def collect(self, wait: bool = False) -> list[PhaseSample]:
         out = []
         while self._pending:
-            name, steps, start, end = self._pending[0]
+            name, steps, start, end, detail, device = self._pending[0]
             if end is None:
                 ms = start
             else:
@@ -77,9 +93,9 @@ class PhaseTimer:
                     break
                 end.synchronize()
                 ms = self.backend.xp.cuda.get_elapsed_time(start, end)
-                self._free.extend((start, end))
+                self._free.setdefault(device, []).extend((start, end))
             self._pending.popleft()
-            out.append(PhaseSample(name, ms, steps))
+            out.append(PhaseSample(name, ms, steps, detail))
         return out
 
 
@@ -109,13 +125,17 @@ def summarise(samples, updates_per_step: float, bytes_per_update: float,
     """
     total_ms: dict[str, float] = {}
     total_steps: dict[str, int] = {}
+    details = set()
     for s in samples:
         total_ms[s.phase] = total_ms.get(s.phase, 0.0) + s.ms
         total_steps[s.phase] = total_steps.get(s.phase, 0) + s.steps
+        if s.detail:
+            details.add(s.phase)
     if not total_steps:
         return TimingReport()
     per_step = {k: total_ms[k] / total_steps[k] for k in total_ms if total_steps[k] > 0}
-    ms = sum(per_step.values())
+    ms = sum(v for k, v in per_step.items() if k not in details)  # detail phases break down others'
+    total_steps = {k: v for k, v in total_steps.items() if k not in details} or total_steps
     ups = updates_per_step / (ms * 1e-3) if ms > 0 else 0.0
     bps = ups * bytes_per_update
     frac = bps / roofline_bytes_per_s if roofline_bytes_per_s else None

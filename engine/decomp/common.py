@@ -59,3 +59,28 @@ def overlap_regions(length: int, h: int, low: bool, high: bool) -> tuple[list[tu
     i0 = lo_b[1] if lo_b else u0
     i1 = hi_b[0] if hi_b else u1
     return boundary, ([(i0, i1)] if i1 > i0 else [])
+
+
+class GpuTimes:
+    """Each GPU's own time for one step, as *detail* phases ``gpu<device>`` of the engine's timer
+    (shown beside the step's phases, not added to the step: engine/timing.py). Events on the part's
+    compute stream around its update — between them only that GPU's work, so a GPU that waits for
+    its neighbours' halos shows as a shorter bar than the step. Sampled on one step of a batch (a
+    pair of events per GPU per batch, nothing per step). Only where the parts are GPUs (NCCL)."""
+
+    def __init__(self, adapter, sample: bool):
+        tr = adapter.transport
+        self.on = sample and tr.name == "nccl"
+        self.adapter, self.marks = adapter, {}
+
+    def begin(self, part: int) -> None:
+        if self.on:
+            a = self.adapter
+            with a.transport.device(part):
+                name = f"gpu{a.transport.devices[part]}"
+                self.marks[part] = a.engine.timer.begin(name, a.transport.stream(part), detail=True)
+
+    def end(self, part: int) -> None:
+        if self.on and part in self.marks:
+            with self.adapter.transport.device(part):
+                self.adapter.engine.timer.end(self.marks.pop(part), steps=1)

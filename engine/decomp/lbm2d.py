@@ -40,7 +40,7 @@ from ..lbm2d.launch import node_classes, segment_classes
 from ..lbm2d.steppers import ReferenceStepper, stepper_class
 from ..lbm2d.storage import LatticeState, Storage
 from ..lbm2d.variants import TEMPORAL_BLOCKING
-from .common import Slab, ghost_copies, overlap_regions
+from .common import GpuTimes, Slab, ghost_copies, overlap_regions
 from .config import split_rows
 from .stencil import _Both
 from .transport import HaloCopy, transport_bytes
@@ -188,13 +188,15 @@ class LBMAdapter:
     def _exchange_arrays(self):
         return [st.f for st in self.states]
 
-    def _one_step(self, overlap: bool):
+    def _one_step(self, overlap: bool, sample: bool = False):
         e, tr = self.engine, self.transport
         parts = range(len(self.slabs))
+        gpu = GpuTimes(self, sample)  # each GPU's own update time (sampled: one step a batch)
         if overlap and self.reference:
             with e.timer.phase("lbm", steps=1):
                 targets = []
                 for p in parts:
+                    gpu.begin(p)
                     with self._ctx(p):
                         st = self.states[p]
                         target = st.fn if st.fn is not None else self.ctx[p].xp.empty_like(st.f)
@@ -204,6 +206,7 @@ class LBMAdapter:
                 for p in parts:
                     with self._ctx(p):
                         self._step_rows(p, self.regions[p]["interior"], targets[p])
+                    gpu.end(p)
                 pending.wait()
                 for p in parts:
                     st = self.states[p]
@@ -215,8 +218,10 @@ class LBMAdapter:
         with e.timer.phase("lbm", steps=1):
             layout = self.states[0].layout
             for p in parts:
+                gpu.begin(p)
                 with self._ctx(p):
                     self._step_part(p)
+                gpu.end(p)
         with e.timer.phase("exchange", steps=1):
             arrays = self._exchange_arrays()
             if self.aa and layout == "P":  # P→Q: the slots written across the slab edges
@@ -225,8 +230,8 @@ class LBMAdapter:
                 tr.exchange(arrays, self.copies)
 
     def _advance_lattice(self, n: int, overlap: bool):
-        for _ in range(n):
-            self._one_step(overlap)
+        for i in range(n):
+            self._one_step(overlap, sample=i == 0)
 
     def advance(self, n: int, overlap: bool) -> float:
         e = self.engine

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..stencil.library import diffusion7, wave2d
 from ..stencil.variants import LOOP_ENGINE, loop_for
-from .common import Slab, ghost_copies, overlap_regions
+from .common import GpuTimes, Slab, ghost_copies, overlap_regions
 from .config import split_rows
 from .transport import HaloCopy, transport_bytes
 
@@ -296,29 +296,36 @@ class StencilAdapter:
     def advance(self, n: int, overlap: bool) -> float:
         e = self.engine
         parts = range(len(self.slabs))
-        for _ in range(n):
+        for i in range(n):
             outs = [self.bufs[p][self.spec.out] for p in parts]
+            gpu = GpuTimes(self, sample=i == 0)  # each GPU's own update time, the batch's first step
             if self._hand is not None:  # whole-slab kernel: overlap reduces to update-then-exchange
                 with e.timer.phase(self.spec.phase, steps=1):
                     for p in parts:
                         with self._ctx(p):
+                            gpu.begin(p)
                             self._update_whole(p)
                             for r0, r1 in self.regions[p]["full"]:
                                 self._wrap_pads(p, outs[p], r0, r1)
+                            gpu.end(p)
                 with e.timer.phase("exchange", steps=1):
                     self.transport.exchange(outs, self.copies)
             elif overlap:
                 with e.timer.phase(self.spec.phase, steps=1):
                     for p in parts:
+                        gpu.begin(p)
                         self._run(p, self.regions[p]["boundary"])
                     pending = self.transport.start(outs, self.copies, overlap=True)
                     for p in parts:
                         self._run(p, self.regions[p]["interior"])
+                        gpu.end(p)
                     pending.wait()
             else:
                 with e.timer.phase(self.spec.phase, steps=1):
                     for p in parts:
+                        gpu.begin(p)
                         self._run(p, self.regions[p]["full"])
+                        gpu.end(p)
                 with e.timer.phase("exchange", steps=1):
                     self.transport.exchange(outs, self.copies)
             self.bufs = [self.spec.rotate(b) for b in self.bufs]

@@ -83,6 +83,25 @@ def test_numpy_timer_and_summary():
     np.testing.assert_allclose(rep.roofline_fraction, 1000 / 3e-3 * 8 / 1e9)
 
 
+def test_detail_phases_are_shown_but_not_added_to_the_step():
+    """Per-GPU times of a decomposed step (engine/decomp/common.GpuTimes) break the step down: they
+    are reported per phase but the step's time and the throughput come from the other phases."""
+    t = PhaseTimer(get_backend("numpy"))
+    token = t.begin("gpu1", detail=True)
+    with t.phase("step", steps=2):
+        pass
+    t.end(token, steps=1)
+    samples = t.collect()
+    assert [(s.phase, s.detail, s.steps) for s in samples] == [("step", False, 2), ("gpu1", True, 1)]
+    rep = summarise([PhaseSample("step", 6.0, 2), PhaseSample("exchange", 1.0, 2),
+                     PhaseSample("gpu0", 2.5, 1, detail=True), PhaseSample("gpu1", 2.0, 1, detail=True)],
+                    updates_per_step=1000, bytes_per_update=8, roofline_bytes_per_s=None)
+    np.testing.assert_allclose(rep.phase_ms_per_step["gpu0"], 2.5)
+    np.testing.assert_allclose(rep.ms_per_step, 3.5)  # 3.0 + 0.5, the GPUs' times not added
+    np.testing.assert_allclose(rep.updates_per_s, 1000 / 3.5e-3)
+    assert rep.steps == 2
+
+
 def test_shader_loader_inlines_includes():
     src = shaders.source("cuda/diffusion3d/diffusion7.cu")
     assert "diffusion7_point" in src and '#include "diffusion7.cuh"' not in src

@@ -110,3 +110,25 @@ def test_nccl_checkpoint_resumes_on_another_count(n, tmp_path):
     b.restore(load_checkpoint(tmp_path / "c.npz"))
     b.step(5)
     np.testing.assert_array_equal(_state(b)["f"], _state(ref)["f"])
+
+
+@pytest.mark.parametrize("n", [2])
+def test_nccl_reports_each_gpus_own_time(n):
+    """Each GPU's update time is a detail phase gpu<device> (sampled once a batch), shown beside the
+    step's phases and not added to the step (docs/multi-gpu.md §1)."""
+    from nagare.engine.diffusion3d import Engine
+
+    _gpus(n)
+    gpu = get_backend("cupy")
+    for overlap in ("off", "on"):
+        e = Engine(diffusion("periodic"), gpu, variants={"kernel": "cuda"}, parts=n, transport="nccl",
+                   overlap=overlap)
+        for _ in range(3):
+            e.step(4)
+        e.synchronize()
+        rep = e.batch_report(wait=True)
+        names = [f"gpu{d}" for d in range(n)]
+        for name in names:
+            assert rep.phase_ms_per_step.get(name, 0.0) > 0.0, (overlap, rep.phase_ms_per_step)
+        summed = sum(v for k, v in rep.phase_ms_per_step.items() if k not in names)
+        np.testing.assert_allclose(rep.ms_per_step, summed, rtol=1e-12)
