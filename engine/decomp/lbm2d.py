@@ -231,7 +231,7 @@ class LBMAdapter:
 
     def _advance_lattice(self, n: int, overlap: bool):
         for i in range(n):
-            self._one_step(overlap, sample=i == 0)
+            self._one_step(overlap, sample=i == n - 1)
 
     def advance(self, n: int, overlap: bool) -> float:
         e = self.engine

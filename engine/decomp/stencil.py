@@ -298,7 +298,7 @@ class StencilAdapter:
         parts = range(len(self.slabs))
         for i in range(n):
             outs = [self.bufs[p][self.spec.out] for p in parts]
-            gpu = GpuTimes(self, sample=i == 0)  # each GPU's own update time, the batch's first step
+            gpu = GpuTimes(self, sample=i == n - 1)  # each GPU's own update time, the batch's last step
             if self._hand is not None:  # whole-slab kernel: overlap reduces to update-then-exchange
                 with e.timer.phase(self.spec.phase, steps=1):
                     for p in parts:

@@ -114,7 +114,7 @@ def test_nccl_checkpoint_resumes_on_another_count(n, tmp_path):
 
 @pytest.mark.parametrize("n", [2])
 def test_nccl_reports_each_gpus_own_time(n):
-    """Each GPU's update time is a detail phase gpu<device> (sampled once a batch), shown beside the
+    """Each GPU's update time is a detail phase gpu<device> (sampled on the last step of a batch), shown beside the
     step's phases and not added to the step (docs/multi-gpu.md §1)."""
     from nagare.engine.diffusion3d import Engine
 
