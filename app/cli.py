@@ -316,12 +316,31 @@ def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) ->
 
 # ---- multi-GPU (engine/decomp, docs/multi-gpu.md): --gpus N is --set decomp.parts=N ----------------
 def _apply_gpus(args) -> None:
+    from nagare.engine.presets import parse_override
+
     gpus = getattr(args, "gpus", None)
     if gpus is None:
         return
     if gpus < 1:
         raise PresetError("--gpus", None, gpus, "expected a positive number of sub-domains")
+    for text in args.overrides:  # both given: one line, not one silently winning
+        try:
+            path, value = parse_override(text)
+        except PresetError:
+            continue  # the loader says what is wrong with it
+        if path == ["decomp", "parts"] and value != gpus:
+            raise PresetError("--gpus", None, gpus, f"--set {text.strip()} says otherwise (--gpus N is "
+                                                    "decomp.parts = N): give one of them")
     args.overrides = [*args.overrides, f"decomp.parts={gpus}"]
+
+
+def _gpus_in_message(args, exc: PresetError) -> None:
+    """A refusal of decomp.parts that --gpus N set says so: `--gpus N (decomp.parts)`."""
+    gpus = getattr(args, "gpus", None)
+    marker = f"decomp.parts = {gpus}"
+    if gpus is not None and marker in exc.allowed:
+        raise PresetError(exc.source, exc.key, exc.given,
+                          exc.allowed.replace(marker, f"--gpus {gpus} (decomp.parts)", 1)) from None
 
 
 def _explain_gpus(args, backend, exc) -> None:
@@ -353,12 +372,17 @@ def build_engine(args, backend, ckpt: dict | None = None):
     if ckpt is not None and args.preset == "-":
         # The stored preset already holds the values it ran with: no [cpu_overrides] again.
         stored = {k: v for k, v in ckpt["meta"]["preset"].items() if k != "cpu_overrides"}
-        preset = validate(stored, f"{args.resume} (preset)", None, args.overrides)
+        try:
+            preset = validate(stored, f"{args.resume} (preset)", None, args.overrides)
+        except PresetError as exc:
+            _gpus_in_message(args, exc)
+            raise
     else:
         try:
             preset = load_preset(args.preset, args.overrides, backend=backend.name)
         except PresetError as exc:
             _explain_gpus(args, backend, exc)
+            _gpus_in_message(args, exc)
             raise
     if ckpt is not None:
         check_checkpoint_fits(ckpt, preset, args.resume, own_preset=args.preset == "-")

@@ -3,7 +3,8 @@
 The engine side (what goes into a checkpoint, and checking it against a running engine) is
 ``Engine.checkpoint()`` / ``Engine.restore()`` in contract.py; this module writes and reads the
 file. ``load_checkpoint`` validates the whole file before anything touches an engine: the meta
-schema (format, family, step, time, preset, variants), and every state array (a numeric dtype,
+schema (format, family, step, time, preset, variants — registered axes and choices of the
+family), and every state array (a numeric dtype,
 every value finite). Every problem is one CheckpointError line naming the file.
 """
 from __future__ import annotations
@@ -84,11 +85,31 @@ def validate_meta(meta: Any, where: str) -> dict:
     if not isinstance(variants, dict) or not all(
             isinstance(k, str) and isinstance(v, (str, int, bool)) for k, v in variants.items()):
         bad(f"meta.variants {variants!r} is not an object of axis = choice")
+    _check_variant_names(family, variants, where)
     if "preset_hash" in meta and not isinstance(meta["preset_hash"], str):
         bad(f"meta.preset_hash {meta['preset_hash']!r} is not a string")
     if "preset_source" in meta and not isinstance(meta["preset_source"], str):
         bad(f"meta.preset_source {meta['preset_source']!r} is not a string")
     return meta
+
+
+def _check_variant_names(family: str, variants: dict, where: str) -> None:
+    """Every axis and choice of meta.variants registered for the family (availability on this machine
+    is decided later, as for a preset's defaults): a bad name is said as the checkpoint file's."""
+    from . import registry
+    from .families import family_module
+
+    family_module(family)  # registers the family's variants
+    axes = registry.axes(family)
+    for axis, value in variants.items():
+        if axis not in axes:
+            raise CheckpointError(f"{where}: meta.variants names the axis {axis!r} (= {value!r}), which {family} "
+                                  f"does not have (this checkpoint file's variants); axes: {', '.join(axes)}")
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if text not in axes[axis].choices:
+            raise CheckpointError(f"{where}: meta.variants.{axis} = {value!r} (stored in this checkpoint file) is "
+                                  f"not a choice of {family}'s variant axis {axis!r}; allowed: "
+                                  f"{', '.join(axes[axis].choices)}")
 
 
 def validate_arrays(arrays: dict[str, np.ndarray], where: str) -> None:

@@ -20,6 +20,8 @@ and may override (each has a default):
 - ``field_names()`` / ``field(name)``: one field without computing all of them,
 - ``check_restorable(arrays)``: whether a checkpoint's arrays fit this engine (default: the same
   names, shapes and dtypes; an octree whose leaf count changes overrides it),
+- ``check_consistent(meta, arrays)``: whether they agree with the meta (default: no unknown arrays,
+  time = step × Δt for constant-Δt families; amr3d adds its tracers' clock and positions),
 - ``estimated_bytes()``, ``timing_extra()``, ``equivalence_companions()``,
 - class method ``bench_spec()``: what ``nagare bench`` measures (engine/benchspec.py),
 - ``kernel_specs(selection)``: the CUDA modules a selection compiles (warm-up, engine/cuda.py).
@@ -393,11 +395,33 @@ class Engine(ABC):
         }
         return {"meta": meta, "arrays": arrays}
 
+    def check_consistent(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+        """CheckpointError unless a checkpoint's arrays agree with its meta and with each other
+        beyond names, shapes and dtypes (:meth:`check_restorable`): no state array this engine does
+        not have (refused, named: a file of another version or preset must not be half-loaded),
+        and, where every step advances the same Δt, ``meta.time`` = ``meta.step`` × Δt. Families
+        extend it with their own clocks and counters (amr3d: the tracers')."""
+        names = set(self.state_arrays())
+        extra = sorted(k for k in arrays if k not in names)
+        if extra:
+            listed = ", ".join(repr(k) for k in extra)
+            raise CheckpointError(f"checkpoint holds state array{'s' if len(extra) > 1 else ''} {listed} that "
+                                  f"this {self.family} engine does not have (another version or preset?): refused "
+                                  f"rather than ignored; expected only {', '.join(repr(k) for k in sorted(names))}")
+        if self.constant_dt:
+            step, t = int(meta["step"]), float(meta["time"])
+            want = step * self.dt
+            if not math.isclose(t, want, rel_tol=1e-9, abs_tol=1e-12 * abs(self.dt)):
+                raise CheckpointError(f"meta.time = {t:.6g} does not match meta.step × Δt = {step} × {self.dt:.6g} = "
+                                      f"{want:.6g} (every {self.family} step advances the same Δt): not a state "
+                                      "to resume from")
+
     def restore(self, ckpt: dict[str, Any]) -> None:
         meta, arrays = ckpt["meta"], ckpt["arrays"]
         if meta.get("family") != self.family:
             raise CheckpointError(f"checkpoint is for engine '{meta.get('family')}', not '{self.family}'")
         self.check_restorable(arrays)
+        self.check_consistent(meta, arrays)
         names = list(self.state_arrays())
         with self.on_stream():
             self._load_state_arrays({k: np.asarray(arrays[k]) for k in names})

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -475,6 +476,10 @@ _PAIRS = 1 << 16
 that many entries (about 10 MB), far under any memory limit, and small enough to stay in cache, which
 makes them faster than large chunks (about 1.5 times, measured on 2000-triangle meshes)."""
 
+MERGE_RANGE_EXP = 20
+"""A mesh whose largest coordinate reaches 2^this is scaled by a power of two before trimesh merges its
+vertices (which rounds coordinates × 1e8 to int64, overflowing beyond ~1e10)."""
+
 RASTER = 512
 """Cells per side of the grid frontal_area rasterises a mesh's projection on."""
 
@@ -509,21 +514,37 @@ def _read_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
                              f"count, nor ASCII STL, which starts with 'solid')")
     import trimesh  # here, not at the top: it costs a third of a second to import
 
-    try:
-        mesh = trimesh.load(path, force="mesh")
-    except Exception as e:  # any reader failure is the file's fault, said in one line
-        raise ValueError(f"{where} is not a mesh trimesh can read ({_one_line(e)})") from None
-    if not isinstance(mesh, trimesh.Trimesh):
-        raise ValueError(f"{where} is not a triangle mesh (trimesh read a {type(mesh).__name__})")
-    v = np.asarray(mesh.vertices, np.float64)
-    f = np.asarray(mesh.faces, np.int64).reshape(-1, 3)
+    # trimesh warns (RuntimeWarning, numpy floating-point warnings) on odd files — e.g. float32
+    # coordinates near overflow, which its vertex merge rounds to int64 — and the user must see
+    # at most the one line we say: every trimesh call runs with warnings silenced, and what
+    # matters is checked here.
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            raw = trimesh.load(path, force="mesh", process=False)
+        except Exception as e:  # any reader failure is the file's fault, said in one line
+            raise ValueError(f"{where} is not a mesh trimesh can read ({_one_line(e)})") from None
+        if not isinstance(raw, trimesh.Trimesh):
+            raise ValueError(f"{where} is not a triangle mesh (trimesh read a {type(raw).__name__})")
+        v = np.asarray(raw.vertices, np.float64)
+        if not np.isfinite(v).all():
+            raise ValueError(f"{where} has vertices that are not finite numbers")
+        # trimesh merges coincident vertices by rounding coordinates to 1e-8 units as int64: beyond
+        # ~1e10 units that overflows (and would merge distinct vertices), so the merge runs on the
+        # coordinates scaled by a power of two (exact), scaled back after.
+        big = float(np.abs(v).max()) if v.size else 0.0
+        shift = max(0, math.frexp(big)[1] - MERGE_RANGE_EXP)
+        try:
+            mesh = trimesh.Trimesh(np.ldexp(v, -shift), np.asarray(raw.faces), process=True)
+        except Exception as e:
+            raise ValueError(f"{where} is not a mesh trimesh can read ({_one_line(e)})") from None
+        v = np.ldexp(np.asarray(mesh.vertices, np.float64), shift)
+        f = np.asarray(mesh.faces, np.int64).reshape(-1, 3)
     # trimesh merged coincident vertices: a triangle that lost a corner to that has no area and no edge
     # of the closed surface.
     f = f[(f[:, 0] != f[:, 1]) & (f[:, 1] != f[:, 2]) & (f[:, 2] != f[:, 0])]
     if len(f) == 0:
         raise ValueError(f"{where} is an empty mesh (no faces)")
-    if not np.isfinite(v).all():
-        raise ValueError(f"{where} has vertices that are not finite numbers")
     nv = len(v)
     e = f[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2)
     s = np.sort(e, axis=1)

@@ -51,6 +51,14 @@ def tracer_bytes(slots: int, trail_length: int) -> int:
     return int(slots) * (4 * per + 300)
 
 
+# sanity bound on the smallest population (sanity_bounds): f_i > −this = −2/27, the rest weight of
+# a face direction. Measured (NumPy, amr3d-bench): the shipped flows keep min f ≈ 3e-3 … 4e-3 (the
+# corner weight 1/216 ≈ 4.6e-3 is the smallest equilibrium); an under-resolved random start at
+# τ = 0.51 dips to −0.034 for a few steps and recovers; the diverging τ = 0.5001 runs (audit D6)
+# pass −0.074 at step 24 (random start, |u| then 0.34, below every other bound until step ~48)
+# and go on to −3.5 before NaN.
+MIN_POPULATION_SLACK = 2.0 / 27.0
+
 # the axis of the tracer slots in each checkpointed tracer array (state_arrays); the rest is fixed
 TRACER_SLOT_AXIS = {"tracers/positions": 0, "tracers/age": 0, "tracers/alive": 0, "tracers/trail": 1,
                     "tracers/trail_valid": 1}
@@ -112,6 +120,7 @@ class AMR3D(Engine):
             self._tracers = Tracers(self.xp, self.forest, p.tracers.seeds, p.tracers.count, p.tracers.release_every,
                                     solid if bodies else None, dtype=self.dtype, trail_length=p.tracers.trail_length,
                                     trail_every=p.tracers.trail_every)
+            self._seeds_in_fluid()
         self._bnd = None
         if self.bodies or p.flow.inlet != "none" or p.flow.outlet != "none":
             self._bnd = boundaries.build(self.forest, self.bodies, p.flow.inlet, p.flow.outlet, p.flow.velocity,
@@ -132,6 +141,28 @@ class AMR3D(Engine):
         else:
             self.f = self.fn = None
             self._pending = np.zeros((d3q27.Q, self.forest.n_leaves, self.m, self.m, self.m), self.dtype)
+
+    def _seeds_in_fluid(self) -> None:
+        """A seed inside a body, or within half a node of its wall (where the tracers' interpolated
+        solid indicator reaches ½), parks every tracer it releases or leaves it stuck in the wall:
+        refused in one line naming the seed and the body."""
+        p = self.preset
+        seeds = np.asarray(p.tracers.seeds, np.float64).reshape(-1, 3)
+        inside = np.zeros(len(seeds), bool)
+        for b in self.bodies:
+            inside |= b.inside(seeds)
+        parked = np.zeros(len(seeds), bool)
+        parked[self._tracers.seeds_in_solid()] = True  # the tracers' own test (half-way to a solid node)
+        bad = np.flatnonzero(inside | parked)
+        if not len(bad):
+            return
+        i = int(bad[0])
+        seed = seeds[i:i + 1]
+        k = int(np.argmin([float(b.distance(seed)[0]) for b in self.bodies]))
+        where = "inside" if inside[i] else "within half a node of the wall of"
+        raise PresetError(getattr(p, "source", "<memory>"), f"tracers.seeds[{i}]", list(p.tracers.seeds[i]),
+                          f"lies {where} body[{k}] (the {p.body[k].kind}): every tracer released there is parked "
+                          "at once; put the seed in the fluid")
 
     def _make_bodies(self) -> list:
         """The preset's bodies (STL paths relative to the preset's folder), each inside the domain and
@@ -231,6 +262,44 @@ class AMR3D(Engine):
                     shape, dtype = expected[k]
                     expected[k] = (shape[:axis] + (rows,) + shape[axis + 1:], dtype)
         self._check_arrays(arrays, expected)
+
+    def check_consistent(self, meta, arrays):
+        """The contract's checks, and the tracers': their step clock is the run's (one advance per
+        coarse step: tracers/step = meta.step), the ring cursor lies in the ring, and an alive
+        tracer lies in the domain (level-0 units; a parked one is stored at 0) with an age no older
+        than the run. A tracer clock off the run's releases and samples at other steps than a
+        straight run would; a tracer far outside is interpolated from a clamped leaf."""
+        super().check_consistent(meta, arrays)
+        if self._tracers is None or "tracers/step" not in arrays:
+            return
+        step = int(meta["step"])
+        clock = np.asarray(arrays["tracers/step"]).reshape(-1)
+        if clock.size != 1 or int(clock[0]) != step:
+            raise CheckpointError(f"state array 'tracers/step' = {clock.tolist()} is not the run's step clock "
+                                  f"meta.step = {step} (the tracers advance once per coarse step)")
+        rows = int(np.shape(arrays["tracers/positions"])[0])
+        capacity = rows // self._tracers.n_seeds
+        cursor = np.asarray(arrays["tracers/cursor"]).reshape(-1)
+        if cursor.size != 1 or not 0 <= int(cursor[0]) < capacity:
+            raise CheckpointError(f"state array 'tracers/cursor' = {cursor.tolist()} is not a ring row "
+                                  f"(0 … {capacity - 1} for {capacity} tracers per seed)")
+        alive = np.asarray(arrays["tracers/alive"]).astype(bool).reshape(-1)
+        pos = np.asarray(arrays["tracers/positions"], np.float64).reshape(-1, 3)[alive]
+        dom = self._tracers.lookup.domain
+        tol = 1e-3  # level-0 units: far above the positions' fp32 rounding
+        for d in range(3):
+            out = (pos[:, d] < -tol) | (pos[:, d] > dom[d] + tol)
+            if out.any():
+                i = int(np.flatnonzero(alive)[np.flatnonzero(out)[0]])
+                raise CheckpointError(f"state array 'tracers/positions': {int(out.sum())} alive tracer"
+                                      f"{'s lie' if out.sum() > 1 else ' lies'} outside the domain along "
+                                      f"{'xyz'[d]} (0 … {dom[d]:g} level-0 units), e.g. tracer {i} at "
+                                      f"{np.round(pos[np.flatnonzero(out)[0]], 4).tolist()}")
+        age = np.asarray(arrays["tracers/age"], np.float64).reshape(-1)[alive]
+        t = float(meta["time"])
+        if age.size and (age.min() < 0 or age.max() > t * (1 + 1e-9) + 1e-12):
+            raise CheckpointError(f"state array 'tracers/age' holds ages from {age.min():.6g} to {age.max():.6g}, "
+                                  f"outside 0 … meta.time = {t:.6g}")
 
     def _load_state_arrays(self, arrays):
         self._set_leaves(arrays["f"])
@@ -556,7 +625,20 @@ class AMR3D(Engine):
                 vol = (2.0 ** -self.forest.level.astype(np.float64)) ** 3
                 self._mass_w = xp.asarray(vol[:, None, None, None] * reference.trapezoid_weights(self.m)[None])
             mass = xp.sum(d3q27.moments(xp, self._leaves())[0] * self._mass_w, dtype=xp.float64)
-        return {"mass": mass, "max_speed": xp.sqrt(xp.max(ux * ux + uy * uy + uz * uz)), "min_density": xp.min(rho)}
+        return {"mass": mass, "max_speed": xp.sqrt(xp.max(ux * ux + uy * uy + uz * uz)), "min_density": xp.min(rho),
+                "min_population": self._min_population()}
+
+    def _min_population(self):
+        """The smallest population f_i of the state (a device scalar): one reduction over the arrays
+        the state lives in, whatever their layout (no leaf assembly)."""
+        xp = self.xp
+        if self.is_box:
+            return xp.min(self.f)
+        if self._tree is None:
+            return xp.min(xp.asarray(self._pending))
+        if isinstance(self._tree, reference.Stepper):
+            return xp.min(self._tree.f)
+        return xp.min(xp.stack([xp.min(self._tree.bufs[lv][0]) for lv in self._tree.levels]))
 
     def sanity_bounds(self):
         """Density positive; speed below the lattice sound speed 1/√3 and, in an open flow (an inflow
@@ -572,7 +654,11 @@ class AMR3D(Engine):
             top = min(top, 3.0 * inflow)
         elif p.initial.kind in ("taylor-green", "shear-wave") and p.flow.inlet == "none" and not any(p.physics.force):
             top = min(top, 1.2 * p.initial.u0)  # decaying flows: the fastest point starts at u0 and slows
-        return {"min_density": (0.0, math.inf), "max_speed": (-1.0, top)}
+        # populations: a distribution is never negative; an under-resolved start dips a little below
+        # 0 and recovers, a diverging run goes far below while its speed still looks plausible, so a
+        # population below −MIN_POPULATION_SLACK (−2/27, measured: see there) is a divergence.
+        return {"min_density": (0.0, math.inf), "max_speed": (-1.0, top),
+                "min_population": (-MIN_POPULATION_SLACK, math.inf)}
 
     # ---- throughput -------------------------------------------------------------------------
     @property

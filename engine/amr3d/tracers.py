@@ -185,6 +185,16 @@ class Tracers:
             # resolution of the leaf it is in.
             self.solid = self.xp.asarray(mask.astype(self.dtype)) if mask.any() else None
 
+    def seeds_in_solid(self) -> np.ndarray:
+        """Indices of the seeds where a released tracer is parked at once: the solid indicator,
+        interpolated as in :meth:`advance`, reaches ½ there (inside a body, or within half a node
+        of its wall). A host array (one device read)."""
+        if self.solid is None:
+            return np.zeros(0, np.int64)
+        ids, w = stencil(self.xp, self.lookup, self.seeds)
+        ind = interpolate(self.xp, self.solid, ids, w)[0]
+        return np.flatnonzero(np.asarray(ind.get() if hasattr(ind, "get") else ind) >= 0.5)
+
     # ---- sizes ----
     @property
     def capacity(self) -> int:

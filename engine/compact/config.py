@@ -136,7 +136,47 @@ class CompactPreset(PresetBase):
             self._ns_consistent()
         elif self.initial.kind in ("vortex", "isentropic-vortex", "acoustic-pulse", "uniform"):
             raise ValueError(f"initial.kind = {self.initial.kind!r} is a navier-stokes initial state")
+        else:
+            self._profile_on_grid()
+        from .stability import describe_refusal  # late: schemes imports numpy
+
+        refusal = describe_refusal(self)
+        if refusal:
+            raise ValueError(refusal)
         return self
+
+    def _profile_on_grid(self):
+        """The scalar problems' initial profile must exist on this grid: a box with its corners in
+        order that covers a grid point, a square pulse that covers one, a sine below the Nyquist
+        limit (otherwise φ₀ ≡ 0, or aliased to another wave, and the run shows nothing meant)."""
+        import numpy as np
+
+        init, g = self.initial, self.grid
+        two_d = self.physics.problem != "advection1d"
+        axes = ("x", "y") if two_d else ("x",)
+        if init.kind == "box":
+            bx0, bx1, by0, by1 = init.box
+            if not (bx1 > bx0 and by1 > by0):
+                raise ValueError(f"initial.box = {list(init.box)} is [x0, x1, y0, y1] with x1 > x0 and y1 > y0; "
+                                 "its corners are in the wrong order")
+        spans = {"box": {"x": init.box[:2], "y": init.box[2:]}, "square": {"x": (init.lo, init.hi)}}.get(init.kind)
+        for axis, (lo, hi) in (spans or {}).items():
+            if axis not in axes:
+                continue
+            c = self.coordinates(axis)
+            if not np.any((c >= lo) & (c <= hi)):
+                key = "initial.box" if init.kind == "box" else "initial.lo/hi"
+                raise ValueError(f"{key}: [{lo:g}, {hi:g}] along {axis} covers no grid point (the grid runs "
+                                 f"from {c[0]:g} to {c[-1]:g} in steps of {self.spacing(axis):g}): φ₀ would be 0")
+        if init.kind == "sine":
+            for axis in axes:
+                n = g.nx if axis == "x" else g.ny
+                intervals = n if self.axis_periodic(axis) else n - 1
+                top = (intervals - 1) // 2  # below the Nyquist limit of intervals/2 periods
+                if not 1 <= init.mode <= top:
+                    raise ValueError(f"initial.mode = {init.mode} is not a wave this grid resolves: {n} points "
+                                     f"along {axis} hold 1 … {top} periods (below the Nyquist limit "
+                                     f"{intervals / 2:g}); mode 0 is a zero field")
 
     def _ns_consistent(self):
         b, g = self.boundaries, self.grid
@@ -153,6 +193,11 @@ class CompactPreset(PresetBase):
             if a != "periodic" and n < 11:
                 raise ValueError(f"navier-stokes: a bounded axis needs at least 11 points ({axis}: {n})")
         if self.initial.kind in ("vortex", "isentropic-vortex", "acoustic-pulse"):
+            xc, yc = self.initial.center
+            if not (g.x0 <= xc <= g.x1 and g.y0 <= yc <= g.y1):
+                raise ValueError(f"initial.center = {list(self.initial.center)} lies outside the domain "
+                                 f"[{g.x0:g}, {g.x1:g}] × [{g.y0:g}, {g.y1:g}]: the {self.initial.kind} would not "
+                                 "be in the flow")
             h = min(self.spacing("x"), self.spacing("y"))
             if self.initial.core < 0.5 * h:
                 raise ValueError(f"initial.core = {self.initial.core:g} is below half the grid spacing "

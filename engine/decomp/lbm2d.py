@@ -100,7 +100,8 @@ class LBMAdapter:
         self.engine, self.transport, self.selection = engine, transport, dict(selection)
         ny = engine.preset.shape[0]
         self.n = ny
-        self.slabs = [Slab(i, lo, hi, lo - H, hi + H, H) for i, (lo, hi) in enumerate(split_rows(ny, engine.parts, H))]
+        rows = split_rows(ny, engine.parts, H, key="grid.ny", unit="y row")
+        self.slabs = [Slab(i, lo, hi, lo - H, hi + H, H) for i, (lo, hi) in enumerate(rows)]
         self.aa = selection["streaming"] == "aa"
         self.ctx = [_SlabContext(engine, selection, s, transport) for s in self.slabs]
         self.steppers = []

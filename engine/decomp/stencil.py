@@ -41,7 +41,7 @@ import numpy as np
 from ..stencil.library import diffusion7, wave2d
 from ..stencil.variants import LOOP_ENGINE, loop_for
 from .common import GpuTimes, Slab, ghost_copies, overlap_regions
-from .config import split_rows
+from .config import SPLIT, split_rows
 from .transport import HaloCopy, transport_bytes
 
 VEC_CAPABLE = ("cuda-vec", "cuda-autotune")  # kernel choices that may run the vec kernel shape
@@ -116,7 +116,8 @@ class StencilAdapter:
                 reach = max(reach, spec.pad_x3d)
             pads.append(reach if self.periodic else 0)
         self.pads, self.fast = tuple(pads), shape[1:]
-        rows = split_rows(self.n, engine.parts, min_rows=max(h, 1))
+        key, unit = SPLIT[engine.family]
+        rows = split_rows(self.n, engine.parts, min_rows=max(h, 1), key=f"grid.{key}", unit=unit)
         self.slabs = []
         for i, (lo, hi) in enumerate(rows):
             if self.periodic:

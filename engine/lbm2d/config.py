@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from ..decomp.config import DecompConfig
+from ..decomp.config import DecompConfig, check_preset_parts
 from ..presets import PresetBase, Strict
 from . import d2q9
 
@@ -135,6 +135,11 @@ class LBM2DPreset(PresetBase):
     # engine/decomp: sub-domains along the slowest axis; not dumped (checkpoints and hashes are
     # independent of N)
     decomp: DecompConfig = Field(default_factory=DecompConfig, exclude=True)
+
+    @model_validator(mode="after")
+    def _decomp_fits(self):
+        check_preset_parts(self)  # decomp.parts (--gpus N) the split axis can take
+        return self
 
     @model_validator(mode="after")
     def _consistent(self):

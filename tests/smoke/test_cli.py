@@ -515,6 +515,10 @@ def good_ckpt(tmp_path):
     ("preset_text", "meta.preset is a str, not an object"),
     ("preset_other_engine", "meta.preset.engine 'wave2d' does not match meta.family 'diffusion3d'"),
     ("variants_list", "is not an object of axis = choice"),
+    ("variants_choice", "meta.variants.kernel = 'warp-magic' (stored in this checkpoint file) is not a choice of "
+                        "diffusion3d's variant axis 'kernel'; allowed: "),
+    ("variants_axis", "meta.variants names the axis 'warp' (= 'on'), which diffusion3d does not have (this "
+                      "checkpoint file's variants)"),
     ("state_nan", "state array 'f' holds 1 non-finite value (NaN/Inf)"),
     ("state_inf", "state array 'f' holds 2 non-finite values"),
     ("state_text", "state array 'f' has dtype <U1, not a number type"),
@@ -539,6 +543,8 @@ def test_a_broken_checkpoint_is_refused_in_one_line(case, fragment, good_ckpt, t
         "preset_text": lambda: {**meta, "preset": "diffusion3d"},
         "preset_other_engine": lambda: {**meta, "preset": {**meta["preset"], "engine": "wave2d"}},
         "variants_list": lambda: {**meta, "variants": ["kernel"]},
+        "variants_choice": lambda: {**meta, "variants": {**meta["variants"], "kernel": "warp-magic"}},
+        "variants_axis": lambda: {**meta, "variants": {**meta["variants"], "warp": "on"}},
         "no_preset": lambda: {k: v for k, v in meta.items() if k != "preset"},
     }
     if case in edits:
@@ -568,6 +574,55 @@ def test_a_broken_checkpoint_is_refused_in_one_line(case, fragment, good_ckpt, t
     assert main(["run", "-", "--resume", str(path), "--steps", "2", "--quiet", "--backend", "numpy"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and "Traceback" not in err[0], err
+
+
+@pytest.fixture(scope="module")
+def amr_and_compact_ckpts(tmp_path_factory):
+    """Good checkpoints (step 4) of an amr3d preset with tracers and of a compact one."""
+    from nagare.engine.checkpoint import load_checkpoint
+
+    folder = tmp_path_factory.mktemp("ck")
+    amr, adv = folder / "amr.npz", folder / "adv.npz"
+    assert main(["run", "amr3d-sphere-re20", "--steps", "4", "--checkpoint", str(amr), "--quiet", "--backend", "numpy",
+                 "--set", "tracers.release_every=1"]) == 0
+    assert main(["run", "compact-advection1d", "--steps", "4", "--checkpoint", str(adv), "--quiet", "--backend",
+                 "numpy", "--set", "grid.nx=64"]) == 0
+    return {"amr": load_checkpoint(amr), "adv": load_checkpoint(adv)}
+
+
+@pytest.mark.parametrize("which,case,fragment", [
+    ("amr", "tracer_clock", "state array 'tracers/step' = [-100] is not the run's step clock meta.step = 4"),
+    ("amr", "tracers_far", "alive tracers lie outside the domain along x (0 … 24 level-0 units)"),
+    ("amr", "extra_state", "checkpoint holds state array 'extra' that this amr3d engine does not have"),
+    ("amr", "time_huge", "meta.time = 1e+300 does not match meta.step × Δt = 4 × 1 = 4"),
+    ("amr", "variants_bad", "meta.variants.kernels = 'warp-magic' (stored in this checkpoint file)"),
+    ("adv", "extra_state", "checkpoint holds state array 'extra' that this compact engine does not have"),
+    ("adv", "time_huge", "meta.time = 1e+300 does not match meta.step × Δt = 4 × 0.001 = 0.004"),
+])
+def test_an_inconsistent_amr3d_or_compact_checkpoint_is_refused_in_one_line(which, case, fragment,
+                                                                             amr_and_compact_ckpts, tmp_path, capsys):
+    """audit D13: accepted before (exit 0). Each is refused naming the checkpoint file, in one line."""
+    good = amr_and_compact_ckpts[which]
+    meta, arrays = json.loads(json.dumps(good["meta"])), dict(good["arrays"])
+    if case == "tracer_clock":
+        arrays["tracers/step"] = np.array([-100], arrays["tracers/step"].dtype)
+    elif case == "tracers_far":
+        arrays["tracers/positions"] = np.where(arrays["tracers/alive"][:, None], 1e6,
+                                               arrays["tracers/positions"]).astype(arrays["tracers/positions"].dtype)
+    elif case == "extra_state":
+        arrays["extra"] = np.zeros(3)
+    elif case == "time_huge":
+        meta["time"] = 1e300
+    elif case == "variants_bad":
+        meta["variants"] = {**meta["variants"], "kernels": "warp-magic"}
+    path = tmp_path / f"{which}-{case}.npz"
+    _write_ckpt(path, meta, arrays)
+    assert main(["run", "-", "--resume", str(path), "--steps", "2", "--quiet", "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"nagare: {path}: ") and fragment in err[0], err
+    good_path = tmp_path / f"{which}-good.npz"
+    _write_ckpt(good_path, good["meta"], good["arrays"])
+    assert main(["run", "-", "--resume", str(good_path), "--steps", "2", "--quiet", "--backend", "numpy"]) == 0
 
 
 def test_checkpoint_of_another_family_is_refused_before_the_variants(tmp_path, capsys):

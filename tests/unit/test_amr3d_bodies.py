@@ -439,3 +439,34 @@ def test_make_every_kind(tmp_path):
     with pytest.raises(ValueError) as e:
         make(BodySpec(kind="cylinder", center=(0, 0, 0), diameter=2))   # length left at 0
     one_line_error(e, "cylinder", "length")
+
+
+def _binary_stl(path, vertices, faces):
+    """A binary STL of float32 corners written by hand (trimesh's exporter would round-trip them)."""
+    tri = np.asarray(vertices, np.float32)[np.asarray(faces)]
+    rec = np.zeros(len(tri), dtype=[("n", "<f4", 3), ("v", "<f4", (3, 3)), ("a", "<u2")])
+    rec["v"] = tri
+    path.write_bytes(b"\0" * 80 + np.uint32(len(tri)).tobytes() + rec.tobytes())
+    return path
+
+
+def test_an_stl_near_float32_overflow_reads_without_warnings(tmp_path):
+    """audit D14: a tetrahedron with float32 corners ~1e38 (two of them differing only by 1e38 along x).
+    trimesh's vertex merge rounds coordinates × 1e8 to int64: that overflowed with a RuntimeWarning the
+    user saw, and merged corners that differ. No warning escapes, and the mesh keeps its 4 corners."""
+    import warnings
+
+    small = trimesh.Trimesh([[1, 0, 0], [2, 0, 0], [1, 1, 0], [1, 0, 1]], [[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
+    assert small.is_watertight and small.is_winding_consistent
+    path = _binary_stl(tmp_path / "huge.stl", np.asarray(small.vertices) * 1e38, small.faces)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        v, f = bodies._read_mesh(str(path))
+        body = StlBody(path, (8.0, 8.0, 8.0), 4.0)
+    assert not caught, [f"{w.category.__name__}: {w.message}" for w in caught]
+    assert v.shape == (4, 3) and f.shape == (4, 3), (v, f)
+    np.testing.assert_allclose(np.sort(v[:, 0]), np.float32(1e38) * np.array([1, 1, 1, 2]), rtol=1e-7,
+                               err_msg="the corners' x in level-0 units as read from the file")
+    np.testing.assert_allclose(body.bounds()[1] - body.bounds()[0], [4.0, 4.0, 4.0], rtol=1e-12,
+                               err_msg="the body's extent after scaling to length 4")
+    assert body.inside(np.array([[7.0, 7.0, 7.0]]))[0], "a point inside the scaled tetrahedron"

@@ -331,3 +331,37 @@ def test_memory_estimate_counts_the_tracers_and_open_flows_bound_the_speed():
     assert many.estimated_bytes() - few.estimated_bytes() == tracer_bytes(2 * 90000, 8) - tracer_bytes(2, 8)
     assert tracer_bytes(50_000_000, 8) > 24 * 2**30  # the audit's 50 M tracers: refused on a 24 GB machine
     assert few.sanity_bounds()["max_speed"][1] == pytest.approx(3 * 0.05)
+
+
+@pytest.mark.parametrize("case", ["box", "tree"])
+def test_a_significantly_negative_population_is_a_divergence(case):
+    """A distribution is never negative: amr3d's sanity bounds hold min f above −2/27 (the face rest
+    weight), so a diverging run is not kept as "last good" while its density and speed still pass.
+    The broken state below keeps every node's density and momentum (a population pair moved to the
+    rest population), so only the new bound can catch it."""
+    from nagare.engine.amr3d.engine import AMR3D, MIN_POPULATION_SLACK
+    from nagare.engine.errors import Diverged
+    from nagare.engine.presets import load_preset
+
+    if case == "box":
+        preset = load_preset("amr3d-bench", ["grid.leaves=[2, 2, 2]", "grid.m=9"], backend="numpy")
+    else:
+        preset = load_preset("amr3d-sphere-re20", ["grid.m=9", "refine=[]", "variants.kernels=reference",
+                                                   "tracers.count=0", "body=[{kind='sphere', center=[8.0, 8.0, 8.0], "
+                                                   "diameter=2.0, level=1, band=0.5}]"], backend="numpy")
+    e = AMR3D(preset, get_backend("numpy"))
+    e.step(2)
+    assert e.sanity_bounds()["min_population"] == (-MIN_POPULATION_SLACK, np.inf)
+    d = e.diagnostics()
+    f = np.array(e._leaves())
+    np.testing.assert_allclose(d["min_population"], f.min(), rtol=0, atol=0, err_msg=f"{case}: min_population")
+    assert d["min_population"] > 0, d
+    i, a = 1, 0.1 + float(f[1, 0, 3, 3, 3])  # direction 1 and its opposite lose a, the rest one gains 2a
+    f[i, 0, 3, 3, 3] -= a
+    f[d3q27.OPP[i], 0, 3, 3, 3] -= a
+    f[0, 0, 3, 3, 3] += 2 * a
+    e._set_leaves(f)
+    with pytest.raises(Diverged, match=r"min_population = -0\.1\d* is outside its physical range \(-0\.0740741, inf\)"):
+        e.diagnostics()
+    rho, *_ = e._macroscopic()
+    assert float(np.min(rho)) > 0.9, "the density stays in its bounds"

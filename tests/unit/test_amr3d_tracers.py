@@ -388,3 +388,81 @@ def test_a_checkpoint_after_a_count_change_resumes_whatever_the_sizes(count):
     e.step(2)
     for k, v in e.state_arrays().items():
         np.testing.assert_array_equal(other.state_arrays()[k], v, err_msg=k)
+
+
+# ---- a checkpoint's tracers must agree with its meta (audit D13) ----------------------------
+def _edited(ck, **arrays):
+    return {"meta": dict(ck["meta"]), "arrays": {**ck["arrays"], **arrays}}
+
+
+@pytest.mark.parametrize("case,fragment", [
+    ("clock", "state array 'tracers/step' = [-100] is not the run's step clock meta.step = 5"),
+    ("clock_ahead", "state array 'tracers/step' = [6] is not the run's step clock meta.step = 5"),
+    ("far", "alive tracer lies outside the domain along x (0 … 24 level-0 units), e.g. tracer 0"),
+    ("below", "outside the domain along z"),
+    ("cursor", "state array 'tracers/cursor' = [-7] is not a ring row (0 … 5 for 6 tracers per seed)"),
+    ("cursor_big", "state array 'tracers/cursor' = [6] is not a ring row"),
+    ("age", "state array 'tracers/age' holds ages from"),
+])
+def test_a_checkpoint_whose_tracers_disagree_with_it_is_refused(case, fragment):
+    from nagare.engine.errors import CheckpointError
+
+    e = _sphere_engine(6)
+    e.step(5)
+    ck = e.checkpoint()
+    a = ck["arrays"]
+    pos, alive = a["tracers/positions"].copy(), a["tracers/alive"]
+    first = int(np.flatnonzero(alive)[0])
+    assert first == 0, "the first slot is alive after 5 releases"
+    edits = {
+        "clock": {"tracers/step": np.array([-100], a["tracers/step"].dtype)},
+        "clock_ahead": {"tracers/step": a["tracers/step"] + 1},
+        "cursor": {"tracers/cursor": np.array([-7], a["tracers/cursor"].dtype)},
+        "cursor_big": {"tracers/cursor": np.array([6], a["tracers/cursor"].dtype)},
+        "age": {"tracers/age": np.where(alive, a["tracers/age"] + 1e3, a["tracers/age"])},
+    }
+    if case == "far":
+        pos[first] = 1e6
+        edits[case] = {"tracers/positions": pos}
+    if case == "below":
+        pos[first, 2] = -0.5
+        edits[case] = {"tracers/positions": pos}
+    other = _sphere_engine(6)
+    with pytest.raises(CheckpointError) as info:
+        other.restore(_edited(ck, **edits[case]))
+    assert fragment in str(info.value) and "\n" not in str(info.value), str(info.value)
+    other.restore(ck)  # the unedited checkpoint still restores
+    assert other.step_count == 5
+
+
+def test_a_checkpoint_of_the_tracers_holds_the_runs_clock():
+    e = _sphere_engine(4)
+    e.step(7)
+    ck = e.checkpoint()
+    assert int(ck["arrays"]["tracers/step"][0]) == ck["meta"]["step"] == 7
+
+
+def test_a_seed_inside_a_body_is_refused_naming_it():
+    """audit D12: a seed in the solid parks every tracer it releases at the next step."""
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.backend import get_backend
+    from nagare.engine.errors import PresetError
+    from nagare.engine.presets import load_preset
+
+    base = ["grid.m=9", "refine=[]", "tracers.count=4", "variants.kernels=reference",
+            "body=[{kind='sphere', center=[8.0, 8.0, 8.0], diameter=2.0, level=1, band=0.5}]"]
+    # [8.0, 8.0, 8.875]: inside the sphere (r = 1) where the tracers' interpolated solid indicator is
+    # only ¼; [8.6, 8.6, 8.6]: outside it (|r| = 1.04) where the indicator is ½ or more
+    for seeds, where in (("[[6.0, 7.5, 7.5], [8.2, 8.0, 8.0]]", "inside"),
+                         ("[[6.0, 7.5, 7.5], [8.0, 8.0, 8.875]]", "inside"),
+                         ("[[6.0, 7.5, 7.5], [8.6, 8.6, 8.6]]", "within half a node of the wall of")):
+        with pytest.raises(PresetError) as info:
+            AMR3D(load_preset("amr3d-sphere-re20", [*base, f"tracers.seeds={seeds}"], backend="numpy"),
+                  get_backend("numpy"))
+        msg = str(info.value)
+        assert "tracers.seeds[1]: got [" in msg and f"lies {where} body[0] (the sphere)" in msg, msg
+    # a seed just clear of the wall releases tracers that live
+    e = AMR3D(load_preset("amr3d-sphere-re20", [*base, "tracers.seeds=[[8.0, 8.0, 9.6]]"], backend="numpy"),
+              get_backend("numpy"))
+    e.step(3)
+    assert int(e.state_arrays()["tracers/alive"].sum()) >= 2

@@ -114,3 +114,34 @@ def test_a_family_missing_a_method_is_refused_where_it_is_defined():
             def bytes_per_update(self): return 1.0
             @classmethod
             def equivalence_presets(cls): return {}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_restore_refuses_an_array_the_engine_does_not_have(family):
+    """audit D13: an unknown state array is refused, named, not silently ignored."""
+    eng = first_engine(family)
+    eng.step(2)
+    ckpt = eng.checkpoint()
+    bad = {"meta": ckpt["meta"], "arrays": {**ckpt["arrays"], "extra": np.zeros(3), "zz/other": np.ones(2)}}
+    with pytest.raises(CheckpointError, match=r"holds state arrays 'extra', 'zz/other' that this .* engine does not "
+                                              r"have") as info:
+        first_engine(family).restore(bad)
+    assert "\n" not in str(info.value)
+    other = first_engine(family)
+    other.restore(ckpt)
+    assert other.step_count == 2
+
+
+@pytest.mark.parametrize("family", sorted(f for f in FAMILIES if engine_class(f).constant_dt))
+@pytest.mark.parametrize("time", [1e300, 0.0, "off by 1e-6"])
+def test_restore_refuses_a_time_that_is_not_step_times_dt(family, time):
+    """audit D13: where every step advances the same Δt, meta.time must be meta.step × Δt."""
+    eng = first_engine(family)
+    eng.step(4)
+    ckpt = eng.checkpoint()
+    assert ckpt["meta"]["time"] == 4 * eng.dt
+    t = ckpt["meta"]["time"] * (1 + 1e-6) if time == "off by 1e-6" else time
+    bad = {"meta": {**ckpt["meta"], "time": t}, "arrays": ckpt["arrays"]}
+    with pytest.raises(CheckpointError, match=r"meta.time = .* does not match meta.step × Δt = 4 × "):
+        first_engine(family).restore(bad)
+    first_engine(family).restore(ckpt)  # the real one still restores

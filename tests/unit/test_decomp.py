@@ -270,7 +270,7 @@ def test_preset_key_builds_the_decomposed_engine_and_is_not_dumped():
 
 
 def test_too_many_parts_and_nccl_without_gpus_are_one_line_errors():
-    with pytest.raises(DecompError, match="13 rows cannot be split into 14"):
+    with pytest.raises(DecompError, match="decomp.parts = 14: grid.ny = 13 y rows cannot be split into 14"):
         engine(wave("periodic"), parts=14)
     with pytest.raises(DecompError, match="NCCL transport for 2 parts: NCCL needs the CuPy backend"):
         make_transport("nccl", NUMPY, 2)
@@ -306,3 +306,57 @@ def test_region_size_and_the_refused_choices_in_variants():
         e.set_variant(kernel="srtb")
     assert e.variants["kernel"]["choices"]["reference"] is None
     assert e.estimated_bytes() == 2 * engine(lbm("walls-lid")).estimated_bytes()
+
+
+# ---- decomp.parts refused by the loader, naming the option, the preset and the axis (audit D11) ----
+def test_the_split_table_matches_the_adapters():
+    """engine/decomp/config.py's SPLIT/HALO (what the loader checks) are what the adapters split."""
+    from nagare.engine.decomp import lbm2d as lbm_adapter
+    from nagare.engine.decomp.config import HALO, SPLIT
+    from nagare.engine.decomp.engine import ADAPTERS
+    from nagare.engine.decomp.stencil import SPECS
+
+    assert set(SPLIT) == set(HALO) == set(ADAPTERS), "every decomposed family has a split axis and a halo"
+    for fam, spec in SPECS.items():
+        assert HALO[fam] == max(int(spec.stencil.halo[-1]), 1), f"{fam}: halo along the split axis"
+    assert HALO["lbm2d"] == lbm_adapter.H, "lbm2d: ghost rows per side"
+    for preset in (diffusion("periodic"), wave("periodic"), lbm("periodic")):
+        key, _ = SPLIT[preset.engine]
+        assert preset.shape[0] == getattr(preset.grid, key), f"{preset.engine}: the slowest axis is grid.{key}"
+
+
+@pytest.mark.parametrize("name,over,fragment", [
+    ("diffusion3d", ["grid.nz=8", "decomp.parts=9"], "decomp.parts = 9: grid.nz = 8 z planes cannot be split into 9"),
+    ("wave2d", ["grid.ny=6", "decomp.parts=7"], "decomp.parts = 7: grid.ny = 6 y rows cannot be split into 7"),
+    ("lbm2d-cavity", ["grid.n=8", "decomp.parts=9"], "decomp.parts = 9: grid.ny = 8 y rows cannot be split into 9"),
+])
+def test_too_many_parts_are_refused_by_the_loader(name, over, fragment):
+    from nagare.engine.errors import PresetError
+    from nagare.engine.presets import load_preset
+
+    with pytest.raises(PresetError) as info:
+        load_preset(name, over, backend="numpy")
+    assert fragment in str(info.value) and f"{name}.toml" in str(info.value), str(info.value)
+    fewer = [o if not o.startswith("decomp") else f"decomp.parts={int(o.split('=')[1]) - 1}" for o in over]
+    assert load_preset(name, fewer, backend="numpy").decomp.parts == int(over[1].split("=")[1]) - 1
+
+
+def test_gpus_too_many_names_the_option_the_preset_and_the_axis(capsys):
+    from nagare.app.cli import main
+
+    assert main(["run", "diffusion3d", "--backend", "numpy", "--quiet", "--steps", "2", "--set", "grid.nz=8",
+                 "--gpus", "9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "diffusion3d.toml" in err[0] and "--gpus 9 (decomp.parts): grid.nz = 8 z planes cannot be split" in err[0]
+
+
+def test_gpus_and_a_different_decomp_parts_are_refused_in_one_line(capsys, tmp_path):
+    from nagare.app.cli import main
+
+    small = ["--backend", "numpy", "--quiet", "--steps", "2", "--set", "grid.nx=24", "--set", "grid.ny=16"]
+    assert main(["run", "wave2d", *small, "--gpus", "2", "--set", "decomp.parts=3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--gpus: got 2; --set decomp.parts=3 says otherwise" in err[0], err
+    out = tmp_path / "d.npz"
+    assert main(["run", "wave2d", *small, "--gpus", "2", "--set", "decomp.parts=2", "--dump", str(out)]) == 0

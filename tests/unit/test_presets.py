@@ -73,6 +73,16 @@ def test_broken_preset_is_one_line_exit_2(path, capsys):
     ("grid_n_and_nx.toml", "grid", "grid.n = 64 and grid.nx = 128 both given"),
     ("tracers_outside.toml", "tracers.line", "lies outside the domain"),
     ("sph_obstacle_outside.toml", None, "does not lie inside the 2.0 × 0.67 tank floor"),
+    ("compact_dt_above_rk4_limit.toml", None, "physics.dt = 1e+06 exceeds the RK4 stability limit 0.0222"),
+    ("compact_cone_dt_above_limit.toml", None, "physics.dt = 0.01 exceeds the RK4 stability limit 0.0073"),
+    ("compact_ns_reynolds_tiny.toml", None, "viscous 2.77e-12 at reynolds = 1e-06"),
+    ("compact_ns_center_outside.toml", None, "initial.center = [1000000.0, 1000000.0] lies outside the domain "
+                                             "[-1, 1] × [-1, 1]"),
+    ("compact_box_inverted.toml", None, "initial.box = [0.5, -0.5, 0.6, 0.4] is [x0, x1, y0, y1] with x1 > x0"),
+    ("compact_box_off_grid.toml", None, "initial.box: [0.001, 0.002] along x covers no grid point"),
+    ("compact_sine_mode_beyond_nyquist.toml", None, "initial.mode = 100000 is not a wave this grid resolves: "
+                                                    "16 points along x hold 1 … 7 periods"),
+    ("diffusion3d_parts_too_many.toml", None, "decomp.parts = 9: grid.nz = 8 z planes cannot be split into 9"),
 ])
 def test_error_names_key_value_and_allowed(path, key, fragment):
     with pytest.raises(PresetError) as info:
@@ -164,6 +174,36 @@ def test_set_engine_to_a_non_string_is_one_line(value, capsys):
 def test_nonsense_lbm2d_overrides_are_refused(overrides, fragment):
     with pytest.raises(PresetError, match=re.escape(fragment)):
         load_preset("lbm2d-cavity", overrides, backend="numpy")
+
+
+@pytest.mark.parametrize("overrides,fragment", [
+    (["initial.center=[0.0, 1.5]"], "initial.center = [0.0, 1.5] lies outside the domain"),
+    (["initial.kind='acoustic-pulse'", "initial.center=[-3.0, 0.0]"], "initial.center = [-3.0, 0.0]"),
+])
+def test_nonsense_compact_ns_overrides_are_refused(overrides, fragment):
+    with pytest.raises(PresetError, match=re.escape(fragment)):
+        load_preset("compact-vortex-outflow", overrides, backend="numpy")
+
+
+@pytest.mark.parametrize("name,overrides,fragment", [
+    ("compact-rotating-cone", ["initial.box=[0.1, -0.1, 0.4, 0.6]"], "its corners are in the wrong order"),
+    ("compact-rotating-cone", ["initial.box=[-0.1, 0.1, 0.6, 0.4]"], "its corners are in the wrong order"),
+    ("compact-rotating-cone", ["initial.box=[2.0, 3.0, 0.4, 0.6]"], "[2, 3] along x covers no grid point"),
+    ("compact-square1d", ["initial.lo=1.5", "initial.hi=1.7"], "initial.lo/hi: [1.5, 1.7] along x covers no grid"),
+    ("compact-derivative", ["initial.mode=64"], "initial.mode = 64 is not a wave this grid resolves: 128 points "
+                                                "along x hold 1 … 63 periods"),
+    ("compact-derivative", ["initial.mode=0"], "mode 0 is a zero field"),
+    ("compact-advection1d", ["initial.kind='sine'", "initial.mode=128"], "256 points along x hold 1 … 127"),
+])
+def test_nonsense_compact_initial_states_are_refused(name, overrides, fragment):
+    with pytest.raises(PresetError, match=re.escape(fragment)):
+        load_preset(name, overrides, backend="numpy")
+
+
+def test_compact_initial_states_at_the_edge_still_load():
+    assert load_preset("compact-derivative", ["initial.mode=63"], backend="numpy").initial.mode == 63
+    assert load_preset("compact-vortex-outflow", ["initial.center=[1.0, -1.0]"], backend="numpy")
+    assert load_preset("compact-rotating-cone", ["initial.box=[-0.1, 0.1, 0.4, 0.6]"], backend="numpy")
 
 
 def test_grid_n_alone_still_sets_a_square():
