@@ -191,6 +191,10 @@ class Stepper:
             _advance(self.xp, self.f, self.f_prev, self.tables, lmin, 0.0, self.physics, self.bnd)
             self.time += self.dt
 
+    def populations(self, ids):
+        """f (Q, *ids.shape) at canonical point ids (leaf · m³ + (k·m + j)·m + i): one gather from the
+        state, which is stored in that order (the tracers read their stencil nodes this way)."""
+        return self.f.reshape(d3q27.Q, -1)[:, ids]
 
     def body_force(self):
         """Momentum-exchange force (3,) on the bodies, level-0 units (device array)."""

@@ -14,6 +14,13 @@ the finest allowed level (roots · 2^max_level per axis) and names the leaf cove
 level l covers 8^(max_level − l) cells. Cell sizes and leaf spacings are powers of two, so the
 cell index and the local coordinate are exact in floating point.
 
+Velocity: a step needs the fluid velocity only at the 8 stencil nodes of each tracer. The engine
+hands :meth:`Tracers.begin` / :meth:`Tracers.finish` the stepper's ``populations(ids)`` (the 27 f at
+canonical point ids, gathered straight from its storage), and :func:`node_velocity` turns those into
+u at the nodes: the cost of a step follows the number of tracers, not the size of the grid. A
+velocity field u (3, L, m, m, m) (tests, :meth:`Tracers.advance`) goes through the same
+interpolation.
+
 Layout: N = capacity · S slots, slot r · S + s is ring row r of seed s; one release writes row
 ``cursor`` of every seed. Parked slots (never released, left through an open side, entered a
 solid, or non-finite) have ``alive`` False and NaN positions: ``alive`` is the truth, the NaNs let
@@ -21,15 +28,26 @@ a renderer draw ``positions()`` without the mask.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from . import d3q27
 from .reference import point_coordinates
 from .tree import Forest
 
 CORNERS = tuple((x, y, z) for z in (0, 1) for y in (0, 1) for x in (0, 1))
+
+
+# D3Q27 as pairs: the 13 directions with their first nonzero component +1 and their opposites;
+# PAIR_C[p, d] = c_d of pair p's direction (0 or ±1). Σ c f = Σ_p c_p (f_p − f_opp(p)): a state whose
+# opposite populations are equal (the solid nodes, reset to rest) has exactly zero momentum.
+_FIRST = np.array([next(c for c in d3q27.C[a] if c) if a else 0 for a in range(d3q27.Q)])
+PAIR = np.flatnonzero(_FIRST == 1)
+PAIR_OPP = d3q27.OPP[PAIR]
+PAIR_C = d3q27.C[PAIR]  # (13, 3)
 
 
 # ---- point location ---------------------------------------------------------------------------
@@ -61,71 +79,119 @@ class Lookup:
     domain: tuple  # (Dx, Dy, Dz) level-0 units
     periodic: tuple
     m: int
+    # the same numbers as small backend arrays, so that a step treats the three axes (and the eight
+    # corners) in one operation each
+    period: Any = None  # (3,) domain, positions' dtype
+    periodic_axes: Any = None  # (3,) bool
+    last_cell: Any = None  # (3,) int64 cells − 1
+    node_stride: Any = None  # (3,) int64 (1, m, m²): node (i, j, k) → (k·m + j)·m + i
+    corner_offset: Any = None  # (8,) int64 point-id offset of each corner, CORNERS order
+    corner_upper: Any = None  # (8, 3, 1) bool: the corner takes the upper node on that axis
+    pair: Any = None  # (13,) int64 PAIR, (13,) PAIR_OPP, (13, 3, 1, 1) PAIR_C in the positions' dtype
+    pair_opp: Any = None
+    pair_c: Any = None
 
     @classmethod
     def build(cls, xp, forest: Forest, dtype=np.float64) -> Lookup:
         scale = float(1 << forest.max_level)
         lut = leaf_of_cell(forest)
+        m = forest.m
+        domain = tuple(float(d) / scale for d in forest.domain)
+        corners = np.array(CORNERS, np.int64)
+        host = {"period": np.array(domain, dtype), "periodic_axes": np.array(forest.periodic, bool),
+                "last_cell": np.array(lut.shape[::-1], np.int64) - 1, "node_stride": np.array([1, m, m * m], np.int64),
+                "corner_offset": corners @ np.array([1, m, m * m], np.int64),
+                "corner_upper": corners[:, :, None].astype(bool), "pair": PAIR, "pair_opp": PAIR_OPP,
+                "pair_c": PAIR_C[:, :, None, None].astype(dtype)}
         return cls(xp.asarray(lut), xp.asarray((forest.origin / scale).astype(dtype)),
-                   xp.asarray((2.0 ** forest.level).astype(dtype)), (forest.m - 1) / scale,
-                   tuple(int(b) for b in lut.shape[::-1]), tuple(float(d) / scale for d in forest.domain),
-                   forest.periodic, forest.m)
+                   xp.asarray((2.0 ** forest.level).astype(dtype)), (m - 1) / scale,
+                   tuple(int(b) for b in lut.shape[::-1]), domain, forest.periodic, m,
+                   **{k: xp.asarray(v) for k, v in host.items()})
 
 
 def wrap(xp, lookup: Lookup, pos):
-    """Positions (N, 3) wrapped into [0, D) on periodic axes (other axes untouched)."""
-    cols = []
-    for d in range(3):
-        x = pos[:, d]
-        if lookup.periodic[d]:
-            D = lookup.domain[d]
-            x = x - D * xp.floor(x / D)
-            x = xp.where(x >= D, x - D, x)  # a tiny negative x rounds to D
-        cols.append(x)
-    return xp.stack(cols, axis=1)
+    """Positions (N, 3) wrapped into [0, D) on periodic axes (other axes untouched). ``lookup`` must
+    live on ``xp`` (a host lookup for host positions)."""
+    if not any(lookup.periodic):
+        return pos
+    D = lookup.period
+    x = pos - D * xp.floor(pos / D)
+    x = xp.where(x >= D, x - D, x)  # a tiny negative x rounds to D
+    return x if all(lookup.periodic) else xp.where(lookup.periodic_axes, x, pos)
 
 
-def locate(xp, lookup: Lookup, pos):
+def locate(xp, lookup: Lookup, pos, wrapped: bool = False):
     """(leaf (N,) int64, i0 (N, 3) int64 lower stencil node (x, y, z), t (N, 3) fractions in [0, 1]).
-    Beyond a walled side the point is clamped to the nearest leaf face (constant extrapolation)."""
-    p = wrap(xp, lookup, pos)
-    c = [xp.clip(xp.floor(p[:, d] / lookup.cell).astype(xp.int64), 0, lookup.cells[d] - 1) for d in range(3)]
-    leaf = lookup.leaf_of_cell[c[2], c[1], c[0]].astype(xp.int64)
+    Beyond a walled side the point is clamped to the nearest leaf face (constant extrapolation).
+    ``wrapped``: the positions are already wrapped (wrapping again would change nothing)."""
+    p = pos if wrapped else wrap(xp, lookup, pos)
+    c = xp.clip(xp.floor(p / lookup.cell).astype(xp.int64), 0, lookup.last_cell)
+    leaf = lookup.leaf_of_cell[c[:, 2], c[:, 1], c[:, 0]].astype(xp.int64)
     local = (p - lookup.origin[leaf]) * lookup.inv_spacing[leaf][:, None]
     local = xp.clip(local, 0, lookup.m - 1)
     i0 = xp.clip(xp.floor(local).astype(xp.int64), 0, lookup.m - 2)
     return leaf, i0, local - i0.astype(local.dtype)  # (int64 would promote fp32 to fp64)
 
 
-def stencil(xp, lookup: Lookup, pos):
+def stencil(xp, lookup: Lookup, pos, wrapped: bool = False):
     """The 8 trilinear stencil nodes as point ids (leaf · m³ + (k·m + j)·m + i) and weights, each
-    (8, N), in CORNERS order."""
-    m = lookup.m
-    leaf, i0, t = locate(xp, lookup, pos)
-    base = leaf * m**3 + (i0[:, 2] * m + i0[:, 1]) * m + i0[:, 0]
-    lo, hi = 1 - t, t
-    ids, w = [], []
-    for dx, dy, dz in CORNERS:
-        ids.append(base + (dz * m + dy) * m + dx)
-        w.append((hi if dx else lo)[:, 0] * (hi if dy else lo)[:, 1] * (hi if dz else lo)[:, 2])
-    return xp.stack(ids), xp.stack(w)
+    (8, N), in CORNERS order (a weight is the product of its x, y and z factors, in that order)."""
+    leaf, i0, t = locate(xp, lookup, pos, wrapped)
+    base = leaf * lookup.m**3 + (i0 * lookup.node_stride).sum(axis=1)
+    ids = base[None, :] + lookup.corner_offset[:, None]
+    t = xp.ascontiguousarray(t.T)  # (3, N): the points on the fast axis
+    f = xp.where(lookup.corner_upper, t[None], (1 - t)[None])  # (8, 3, N)
+    return ids, f[:, 0] * f[:, 1] * f[:, 2]
 
 
-def interpolate(xp, field, ids, w):
-    """field (C, L, m, m, m) at a stencil → (C, N); summed in CORNERS order (same bits for any
-    batch of points)."""
-    f = field.reshape(field.shape[0], -1)
-    val = w[0] * f[:, ids[0]]
-    for c in range(1, 8):
-        val = val + w[c] * f[:, ids[c]]
-    return val
+def ordered_sum(xp, a, axis: int):
+    """Σ over ``axis`` in index order, ((a₀ + a₁) + a₂) + …, for a C-contiguous ``a``. NumPy sums an
+    axis in that order when the axes after it hold two or more elements (the points of a batch); with
+    a single one it would sum pairwise, so that case is written out: a point's bits never depend on
+    the batch it is in. (CuPy: its reduction's order, fixed for a shape.)"""
+    if math.prod(a.shape[axis + 1:]) >= 2:
+        return a.sum(axis=axis)
+    lead = (slice(None),) * axis
+    out = a[lead + (0,)]
+    for k in range(1, a.shape[axis]):
+        out = out + a[lead + (k,)]
+    return out
+
+
+def interpolate(xp, values, w):
+    """Trilinear sum of node values (C, 8, N) with weights (8, N) → (N, C), in CORNERS order."""
+    return ordered_sum(xp, w[None] * values, 1).T
+
+
+def field_at(xp, field, ids):
+    """field (C, L, m, m, m) at point ids (8, N) → (C, 8, N)."""
+    return field.reshape(field.shape[0], -1)[:, ids]
+
+
+def node_velocity(xp, lookup: Lookup, f):
+    """u = Σ c f / Σ f (d3q27.velocity: the engine's tracer velocity, no force shift) of populations
+    f (27, 8, N) → (3, 8, N): ρ summed in index order, the momentum from the 13 opposite pairs in pair
+    order (exactly zero at rest nodes: the solid nodes, which the step resets to rest)."""
+    rho = ordered_sum(xp, f, 0)
+    d = f[lookup.pair]
+    d -= f[lookup.pair_opp]
+    del f  # (the caller's gather: freed before the largest temporary, d × c (13, 3, 8, N))
+    j = ordered_sum(xp, d[:, None] * lookup.pair_c, 0)
+    return j * (rho.dtype.type(1) / rho)[None]
 
 
 def velocity_at(xp, lookup: Lookup, u, pos):
     """Trilinear velocity (N, 3) at positions (N, 3) from u (3, L, m, m, m), inside the leaf the
     lookup gives (the coarse one where a coarse and a fine leaf meet); exact at nodes."""
     ids, w = stencil(xp, lookup, pos)
-    return interpolate(xp, u, ids, w).T.astype(pos.dtype, copy=False)
+    return interpolate(xp, field_at(xp, u, ids), w).astype(pos.dtype, copy=False)
+
+
+def velocity_from_populations(xp, lookup: Lookup, populations, pos, wrapped: bool = False):
+    """Trilinear velocity (N, 3) at positions (N, 3) from the populations at the 8 stencil nodes
+    (``populations(ids)``: ids (8, N) → f (27, 8, N), e.g. a stepper's ``populations``)."""
+    ids, w = stencil(xp, lookup, pos, wrapped)
+    return interpolate(xp, node_velocity(xp, lookup, populations(ids)), w).astype(pos.dtype, copy=False)
 
 
 # ---- the tracers ------------------------------------------------------------------------------
@@ -133,7 +199,7 @@ class Tracers:
     """Rings of tracers released at seeds; see the module docstring for units and layout.
 
     State (everything that decides the future, :meth:`state_arrays`): positions (N, 3), age (N,)
-    level-0 time since release, alive (N,), trail (T, N, 3), step (1,) = advance() calls so far,
+    level-0 time since release, alive (N,), trail (T, N, 3), step (1,) = steps so far (advance, or begin + finish),
     cursor (1,) = the ring row the next release writes. Releases happen on calls whose step index
     is a multiple of ``release_every`` and trail samples on multiples of ``trail_every``: both are
     functions of ``step`` alone, so one call per coarse step gives the same bits however the caller
@@ -149,8 +215,10 @@ class Tracers:
         self.trail_every = int(trail_every)
         self.solid_fn = solid
         self.forest = None
+        self._heun = None  # (x, k₁) between begin and finish: tracer-sized
         self.set_forest(forest)
-        seeds = wrap(np, self.lookup, np.asarray(seeds, np.float64).reshape(-1, 3))
+        host = Lookup.build(np, forest, self.dtype)
+        seeds = wrap(np, host, np.asarray(seeds, np.float64).reshape(-1, 3))
         for d in range(3):
             D = self.lookup.domain[d]
             if np.any((seeds[:, d] < 0) | (seeds[:, d] > D)):
@@ -158,7 +226,9 @@ class Tracers:
         if len(seeds) == 0:
             raise ValueError("tracers need at least one seed")
         self.n_seeds = len(seeds)
-        self.seeds = xp.asarray(seeds.astype(self.dtype))
+        # wrapped again in the positions' dtype (a seed just below D may round to D): positions are
+        # always stored wrapped, which lets a step locate them without wrapping
+        self.seeds = xp.asarray(wrap(np, host, seeds.astype(self.dtype)))
         self._seed_index = xp.arange(self.n_seeds, dtype=xp.int64)
         n = int(capacity) * self.n_seeds
         self.pos = xp.full((n, 3), np.nan, dtype=self.dtype)
@@ -192,7 +262,7 @@ class Tracers:
         if self.solid is None:
             return np.zeros(0, np.int64)
         ids, w = stencil(self.xp, self.lookup, self.seeds)
-        ind = interpolate(self.xp, self.solid, ids, w)[0]
+        ind = interpolate(self.xp, field_at(self.xp, self.solid, ids), w)[:, 0]
         return np.flatnonzero(np.asarray(ind.get() if hasattr(ind, "get") else ind) >= 0.5)
 
     # ---- sizes ----
@@ -213,23 +283,48 @@ class Tracers:
         return velocity_at(self.xp, self.lookup, u, pos)
 
     # ---- the step ----
+    def begin(self, populations) -> None:
+        """The first half of a coarse step, before the fluid steps: k₁ = u(x) from the populations
+        at the start of the step (``populations(ids)``: ids (8, N) → f (27, 8, N), the stepper's
+        own storage). Only tracer-sized arrays are kept until :meth:`finish`."""
+        xp = self.xp
+        x = xp.where(self.alive[:, None], self.pos, self.dtype.type(0))  # parked NaNs stay out of the casts
+        self._heun = (x, velocity_from_populations(xp, self.lookup, populations, x, wrapped=True))
+
+    def finish(self, populations, dt: float) -> None:
+        """The second half, after the fluid has stepped: k₂ = u(x + dt·k₁) from the populations at the
+        end of the step, x += dt (k₁ + k₂)/2; then parking, the release (if due), the trail sample (if
+        due), ages."""
+        if self._heun is None:
+            raise RuntimeError("Tracers.finish without begin")
+        x, k1 = self._heun
+        self._heun = None
+        dt_ = self.dtype.type(dt)
+        k2 = velocity_from_populations(self.xp, self.lookup, populations, x + dt_ * k1)
+        self._move(x, k1, k2, dt)
+
     def advance(self, u_old, u_new, dt: float) -> None:
-        """One coarse step of length dt: Heun with u_old at the start and u_new at the predicted
-        end point; then parking, the release (if due), the trail sample (if due), ages."""
+        """One coarse step of length dt from two velocity fields (3, L, m, m, m): Heun with u_old at
+        the start and u_new at the predicted end point (the same arithmetic as begin/finish)."""
+        xp, lk = self.xp, self.lookup
+        dt_ = self.dtype.type(dt)
+        x = xp.where(self.alive[:, None], self.pos, self.dtype.type(0))
+        k1 = velocity_at(xp, lk, u_old, x)
+        k2 = velocity_at(xp, lk, u_new, x + dt_ * k1)
+        self._move(x, k1, k2, dt)
+
+    def _move(self, x, k1, k2, dt: float) -> None:
         xp, lk = self.xp, self.lookup
         alive = self.alive
         dt_ = self.dtype.type(dt)
-        x = xp.where(alive[:, None], self.pos, self.dtype.type(0))  # parked NaNs stay out of the casts
-        k1 = velocity_at(xp, lk, u_old, x)
-        k2 = velocity_at(xp, lk, u_new, x + dt_ * k1)
         x = wrap(xp, lk, x + (dt_ * self.dtype.type(0.5)) * (k1 + k2))
-        ok = xp.all(xp.isfinite(x), axis=1)
-        for d in range(3):
-            if not lk.periodic[d]:
-                ok &= (x[:, d] >= 0) & (x[:, d] <= lk.domain[d])
+        ok = xp.isfinite(x)
+        if not all(lk.periodic):  # inside [0, D] on walled axes
+            ok &= lk.periodic_axes | ((x >= 0) & (x <= lk.period))
+        ok = xp.all(ok, axis=1)
         if self.solid is not None:
-            ids, w = stencil(xp, lk, xp.where(ok[:, None], x, self.dtype.type(0)))
-            ok &= interpolate(xp, self.solid, ids, w)[0] < 0.5
+            ids, w = stencil(xp, lk, xp.where(ok[:, None], x, self.dtype.type(0)), wrapped=True)
+            ok &= interpolate(xp, field_at(xp, self.solid, ids), w)[:, 0] < 0.5
         alive &= ok
         self.pos[...] = xp.where(alive[:, None], x, self.dtype.type(np.nan))
         self.age += xp.where(alive, dt, 0.0)
@@ -284,6 +379,7 @@ class Tracers:
         pos[:keep * S], age[:keep * S], alive[:keep * S] = self.pos[src], self.age[src], self.alive[src]
         trail[:, :keep * S] = self.trail[:, src]
         self.pos, self.age, self.alive, self.trail = pos, age, alive, trail
+        self._heun = None
         self.cursor = xp.full(1, keep % capacity, dtype=xp.int64)
 
     # ---- checkpoints ----
@@ -302,7 +398,8 @@ class Tracers:
         trail = xp.array(d["trail"], dtype=self.dtype)
         if trail.ndim != 3 or trail.shape[1:] != (n, 3):
             raise ValueError(f"trail of shape {trail.shape} for {n} tracers")
-        self.pos, self.trail = pos, trail
+        self.pos, self.trail = wrap(xp, self.lookup, pos), trail  # (a no-op on positions this class wrote)
+        self._heun = None
         self.age = xp.array(d["age"], dtype=xp.float64).reshape(n)
         self.alive = xp.array(d["alive"], dtype=bool).reshape(n)
         self.step = xp.array(d["step"], dtype=xp.int64).reshape(1)

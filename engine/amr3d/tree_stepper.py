@@ -57,6 +57,11 @@ class TreeStepper:
         self.link_buf = {lv: xp.zeros(c.link_i1.size, dtype) for lv, c in coupling.items()}
         self._phases_seen: set = set()
         self._graphs: dict = {}
+        # canonical point ids (leaf · m³ + local) of each level's first point, in self.levels order
+        # (state() concatenates the levels in this order): populations() finds an id's level with them
+        first = np.array([coupling[lv].lo * m**3 for lv in self.levels], np.int64)
+        self._level_first = xp.asarray(first)
+        self._level_bounds = xp.asarray(first[1:])
         kernels.prepare(self)
 
     # ---- state --------------------------------------------------------------------------------
@@ -74,6 +79,23 @@ class TreeStepper:
     def state(self):
         """f[Q, L, m, m, m] assembled from every level's current buffer (a new array)."""
         return self.xp.concatenate([self.bufs[lv][0] for lv in self.levels], axis=1)
+
+    def populations(self, ids):
+        """f (Q, *ids.shape) at canonical point ids (leaf · m³ + (k·m + j)·m + i), gathered from each
+        level's current buffer (the mapping of state(), without assembling the state): per level one
+        gather at the ids clamped into it, kept where the id is of that level."""
+        xp, q = self.xp, d3q27.Q
+        flat = ids.reshape(-1)
+        bufs = [self.bufs[lv][0].reshape(q, -1) for lv in self.levels]
+        if len(bufs) == 1:
+            return bufs[0][:, flat].reshape((q,) + ids.shape)
+        level = xp.searchsorted(self._level_bounds, flat, side="right")  # index into self.levels
+        local = flat - self._level_first[level]
+        out = None
+        for i, b in enumerate(bufs):
+            g = b[:, xp.minimum(local, b.shape[1] - 1)]
+            out = g if out is None else xp.where(level == i, g, out)
+        return out.reshape((q,) + ids.shape)
 
     def synchronise(self) -> None:
         for lv in sorted(self.levels, reverse=True):

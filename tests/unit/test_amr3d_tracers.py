@@ -317,12 +317,13 @@ def test_rejects_seed_outside_a_wall():
 
 
 # ---- the live count through the engine (the app's "tracers per seed" control) ----------------------
-def _sphere_engine(count=6):
+def _sphere_engine(count=6, level=1):
     from nagare.engine.amr3d.engine import AMR3D
     from nagare.engine.backend import get_backend
     from nagare.engine.presets import load_preset
 
-    over = ["grid.m=9", "refine=[]", "body=[{kind='sphere', center=[8.0, 8.0, 8.0], diameter=2.0, level=1, band=0.5}]",
+    over = ["grid.m=9", "refine=[]",
+            f"body=[{{kind='sphere', center=[8.0, 8.0, 8.0], diameter=2.0, level={level}, band=0.5}}]",
             f"tracers.count={count}", "tracers.seeds=[[6.0, 7.5, 7.5], [6.0, 8.5, 8.5]]", "tracers.release_every=1",
             "variants.kernels=reference"]
     return AMR3D(load_preset("amr3d-sphere-re20", over, backend="numpy"), get_backend("numpy"))
@@ -466,3 +467,115 @@ def test_a_seed_inside_a_body_is_refused_naming_it():
               get_backend("numpy"))
     e.step(3)
     assert int(e.state_arrays()["tracers/alive"].sum()) >= 2
+
+
+# ---- (h) the step reads the populations at the stencil nodes only ----------------------------------
+def _tree_stepper_for(e):
+    """The engine's state in a TreeStepper with the array-code kernels (NumpyKernels: the GPU's
+    per-level buffers and orchestration), swapped in for the reference stepper."""
+    from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
+
+    st = TreeStepper(np, e.forest, e._interface(), e.preset.physics.tau, e.accel, NumpyKernels(), e.timer,
+                     dtype=e.dtype, bnd=e._bnd, collision=e.collision)
+    st.set_state(e._leaves())
+    return st
+
+
+def test_steppers_gather_the_populations_of_point_ids():
+    """populations(ids) = the canonical state (f[Q, leaf, k, j, i]) at the ids, bit for bit, from the
+    reference's f and from the per-level buffers of a three-level TreeStepper (no state assembled)."""
+    e = _sphere_engine(2, level=2)
+    e.step(3)
+    st = _tree_stepper_for(e)
+    st.advance(1)
+    e._tree.step(1)
+    assert st.levels == [0, 1, 2]
+    m3 = e.m**3
+    edges = [x for c in st.coupling.values() for x in (c.lo * m3, (c.lo + c.n) * m3 - 1)]  # each level's ends
+    ids = np.concatenate([edges, np.random.default_rng(4).integers(0, e.forest.n_leaves * m3, 494)]).reshape(2, -1)
+    for stepper in (e._tree, st):
+        want = stepper.state() if stepper is st else stepper.f
+        got = stepper.populations(ids)
+        assert got.shape == (27,) + ids.shape
+        np.testing.assert_array_equal(got, want.reshape(27, -1)[:, ids])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_node_velocity_is_the_fluid_velocity_and_zero_at_rest(dtype):
+    from nagare.engine.amr3d import boundaries, d3q27
+    from nagare.engine.amr3d.tracers import node_velocity
+
+    f = three_levels()
+    lk = Lookup.build(np, f, dtype)
+    rng = np.random.default_rng(5)
+    pop = (d3q27.W[:, None, None] * (1 + 0.2 * rng.standard_normal((27, 8, 50)))).astype(dtype)
+    pop[:, 3] = boundaries.rest_values(dtype)[:, None]  # a solid node: reset to rest
+    got = node_velocity(np, lk, pop)
+    want = np.stack(d3q27.fluid_velocity(np, pop)[1:])
+    tol = 1e-6 if dtype == np.float32 else 1e-15
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * np.abs(want).max())
+    assert got.dtype == dtype
+    assert np.all(got[:, 3] == 0)  # exactly: opposite populations cancel pair by pair
+
+
+def test_a_tracer_velocity_does_not_depend_on_its_batch():
+    """From a field or from populations, a point's velocity has the same bits alone or in a batch."""
+    from nagare.engine.amr3d.tracers import velocity_from_populations
+
+    f = three_levels((True, False, True))
+    rng = np.random.default_rng(6)
+    u = rng.normal(size=(3, f.n_leaves, M, M, M)).astype(np.float32)
+    pop = (1 + 0.1 * rng.random((27, f.n_leaves * M**3))).astype(np.float32)
+    lk = Lookup.build(np, f, np.float32)
+    x = (rng.uniform(0, 1, (40, 3)) * domain0(f)).astype(np.float32)
+    batch = velocity_at(np, lk, u, x), velocity_from_populations(np, lk, lambda ids: pop[:, ids], x)
+    for i in range(len(x)):
+        one = velocity_at(np, lk, u, x[i:i + 1]), velocity_from_populations(np, lk, lambda ids: pop[:, ids], x[i:i + 1])
+        for a, b in zip(one, batch):
+            np.testing.assert_array_equal(a[0], b[i])
+
+
+def test_the_tracer_step_never_computes_a_whole_field(monkeypatch):
+    """Neither the whole-field velocity, nor an assembled state, nor a velocity at more nodes than the
+    tracers' stencils: with those raising, the engine's tracers step — on the reference stepper and on
+    the per-level TreeStepper — and agree with each other to the fluids' round-off."""
+    from nagare.engine.amr3d import d3q27, tracers
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.amr3d.tree_stepper import TreeStepper
+
+    ref, tree = _sphere_engine(6, level=2), _sphere_engine(6, level=2)
+    tree._tree = _tree_stepper_for(tree)
+    assert tree._tree.levels == [0, 1, 2]
+    slots = ref._tracers.pos.shape[0]
+
+    def forbidden(*a, **k):
+        raise AssertionError("a whole-field computation in a tracer step")
+
+    node_velocity = tracers.node_velocity
+
+    def stencil_only(xp, lookup, f):
+        assert f.shape == (27, 8, slots), f.shape
+        return node_velocity(xp, lookup, f)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(d3q27, "fluid_velocity", forbidden)
+        mp.setattr(AMR3D, "_leaves", forbidden)
+        mp.setattr(TreeStepper, "state", forbidden)
+        mp.setattr(tracers, "node_velocity", stencil_only)
+        for e in (ref, tree):
+            e.step(6)
+    a, b = ref.state_arrays(), tree.state_arrays()
+    np.testing.assert_array_equal(a["tracers/alive"], b["tracers/alive"])
+    assert a["tracers/alive"].sum() == 12
+    np.testing.assert_allclose(b["tracers/positions"], a["tracers/positions"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(b["f"], a["f"], rtol=0, atol=1e-6)
+
+
+def test_engine_tracers_batch_independent_bit_for_bit():
+    """step(N) = N × step(1) with the tracers' k₁ read before each step and k₂ after it."""
+    a, b = _sphere_engine(5), _sphere_engine(5)
+    a.step(9)
+    for n in (1, 3, 1, 4):
+        b.step(n)
+    for k, v in a.state_arrays().items():
+        np.testing.assert_array_equal(b.state_arrays()[k], v, err_msg=k)

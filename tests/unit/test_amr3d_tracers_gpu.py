@@ -39,3 +39,28 @@ def test_gpu_tracers_follow_the_numpy_reference():
     alive = g.backend.asnumpy(g.state_arrays()["tracers/alive"])
     np.testing.assert_array_equal(alive, r.state_arrays()["tracers/alive"])
     np.testing.assert_allclose(pg, pr, rtol=0, atol=1e-4)  # level-0 units; the fluids agree to fp32 round-off
+
+
+@pytest.mark.parametrize("kernels", ["naive", "sorted"])
+def test_gpu_tracer_step_gathers_stencil_populations_only(kernels, monkeypatch):
+    """The CUDA tree stepper's populations(ids) is its assembled state at the ids, bit for bit, and
+    the tracer step runs with the whole-field velocity and the state assembly forbidden."""
+    from nagare.engine.amr3d import d3q27
+    from nagare.engine.amr3d.tree_stepper import TreeStepper
+
+    e = _engine("cupy", kernels)
+    e.step(3)
+    xp, st = e.xp, e._tree
+    assert len(st.levels) == 3
+    ids = xp.asarray(np.random.default_rng(0).integers(0, e.forest.n_leaves * e.m**3, (8, 300)))
+    want = st.state().reshape(d3q27.Q, -1)[:, ids]
+    np.testing.assert_array_equal(xp.asnumpy(st.populations(ids)), xp.asnumpy(want))
+
+    def forbidden(*a, **k):
+        raise AssertionError("a whole-field computation in a tracer step")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(d3q27, "fluid_velocity", forbidden)
+        mp.setattr(TreeStepper, "state", forbidden)
+        e.step(4)
+    assert e._tracers.count > 0
