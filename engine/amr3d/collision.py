@@ -48,11 +48,40 @@ with C_s = 0, or Q below round-off, √(1) = 1 and ω_e is ω bit for bit. BGK r
 population with ω_e; MRT its shear moments. The trace of Π^neq (bulk, ~ ∇·u) is
 kept in Q as Hou et al. do; P0's force adds O(a u) to Π^neq, not removed (|a| ≤ 1e-2 here).
 
+**Coherent-structure Smagorinsky model (CSM)** (Kobayashi 2005, Phys. Fluids 17, 045104; Kobayashi,
+Ham & Wu 2008, Int. J. Heat Fluid Flow 29, 640). ν_t = C Δ² |S̄| with the Smagorinsky C_s² replaced
+by a coefficient per point, C = C₁ |F_CS|^{3/2} (1 − F_CS), C₁ = 1/22, from the coherent-structure
+function F_CS = Q/E ∈ [−1, 1] (clipped against round-off) of the resolved velocity gradient
+A_ab = ∂u_b/∂x_a:  Q = ½(W:W − S:S) = −½ A_ab A_ba,  E = ½(W:W + S:S) = ½ A_ab A_ab  (E = 0 → C = 0).
+Pure rotation: F = 1, C = 0; pure strain: F = −1, C = 2 C₁ = 1/11; plain shear: F = 0, C = 0; so
+C ∈ [0, 2 C₁] and ν_t ≥ 0 everywhere. |S̄| and τ_e come from Π^neq exactly as Smagorinsky's
+(above, with C_s² → C): τ_e = ½ (τ + √(τ² + 18 √2 C |Π^neq| / ρ)), evaluated in the same order.
+Only F_CS needs the gradient, which is not local: :func:`csm_coefficient` computes C in a pre-pass
+over the pre-collision populations of a level (the same populations the collision sees: after the
+pull, and at the interface points of a tree those of the fix-up's gather): u = Σ c f / ρ per point
+(d3q27.cuh moments' order), then differences *inside each leaf* of m³ node-centred points —
+central, (u_{i+1} − u_{i−1})/2, at every inner index and second-order one-sided,
+(−3u_0 + 4u_1 − u_2)/2 and (3u_{m−1} − 4u_{m−2} + u_{m−3})/2, at the leaf's two faces. Why inside the
+leaf: a leaf's face nodes are shared with its neighbour (each stores a copy) and hold the same
+pre-collision u, so the leaf's own m³ values define the gradient everywhere in it; no neighbour
+table, no coarser or finer leaf across a 2:1 interface, no wall or inlet case enters the stencil,
+and every storage of leaves of m³ (each rung, each level) computes the same C. The copies of a
+shared node (face, edge, corner) would get C from different one-sided stencils, which differ by
+the truncation error (O(Δx²) in u''), and would then collide differently: the copies drift apart
+and mass is no longer conserved (measured: Taylor–Green on 2 × 2 × 2 leaves of 9³, τ = 0.5005,
+copies 1.3e-4 apart and mass off by 1.9e-5 after 400 steps). So every copy takes its node's
+*owner's* C (the copy in the lowest-numbered same-level leaf, ladder.shared_copies, the owner
+rule of reference.synchronise): the copies stay equal and mass is conserved to round-off, as
+without LES. (Coarse copies of fine-owned nodes are overwritten by the restriction anyway.)
+Δ = Δx of the level (1 in its units), as for Smagorinsky; F_CS is a ratio, so the gradient's
+scale cancels.
+
 **Across levels** the coupling (levels.rescale, coupling.cu) keeps BGK's molecular factor
 α = 2^{s−t}(τ_t − 1)/(τ_s − 1) for every non-equilibrium moment: exact for the shear moments of
 MRT without LES; approximate for MRT's fixed-rate moments (their post-collision part scales as
 (1 − s_k)/s_k Δt_l, which would want 2^{s−t}) and for LES, where the per-point τ_e would replace
-τ_l (the usual approximation of refined LBM-LES; a τ_e-aware rescaling is left open).
+τ_l (the usual approximation of refined LBM-LES; a τ_e-aware rescaling is left open). The same holds for
+the CSM.
 """
 from __future__ import annotations
 
@@ -66,14 +95,16 @@ import numpy as np
 from . import d3q27
 
 KINDS = ("bgk", "mrt")
-LES = ("none", "smagorinsky")
+LES = ("none", "smagorinsky", "csm")
 SQRT2 = math.sqrt(2.0)
+CSM_C1 = 1.0 / 22.0  # Kobayashi (2005)'s C' (the CSM's only constant)
 
 
 @dataclass(frozen=True)
 class Collision:
-    """The collision model of a run: ``kind`` bgk | mrt, ``les`` none | smagorinsky, ``cs`` the
-    Smagorinsky constant C_s (read only with les = smagorinsky)."""
+    """The collision model of a run: ``kind`` bgk | mrt, ``les`` none | smagorinsky | csm, ``cs`` the
+    Smagorinsky constant C_s (read only with les = smagorinsky; the CSM's coefficient is computed
+    per point, :func:`csm_coefficient`)."""
 
     kind: str = "bgk"
     les: str = "none"
@@ -100,6 +131,11 @@ class Collision:
     @property
     def smagorinsky(self) -> bool:
         return self.les == "smagorinsky"
+
+    @property
+    def csm(self) -> bool:
+        """Kobayashi's coherent-structure model: the collision reads a coefficient per point."""
+        return self.les == "csm"
 
 
 def from_physics(physics) -> Collision:
@@ -177,12 +213,16 @@ def prelude(c, model: Collision) -> str:
     if model.smagorinsky:
         out += "#define NAGARE_SMAGORINSKY 1\n"
         out += f"#define NAGARE_CS2 {model.cs * model.cs!r}\n"
+    if model.csm:
+        out += "#define NAGARE_CSM 1\n"
+        out += f"#define NAGARE_CSM_C1 {CSM_C1!r}\n"
     return out
 
 
 # ---- shared pieces (the operation order of d3q27.cuh) ----------------------------------------------
-def _smagorinsky_omega(xp, d, inv_rho, om, cs: float, t):
+def _smagorinsky_omega(xp, d, inv_rho, om, cs2, t):
     """ω_e = 2ω / (1 + √(1 + 18√2 C_s² ω² |Π^neq| / ρ)) from d = f − f^eq (module docstring).
+    ``cs2``: C_s² (a number: Smagorinsky), or the CSM's C per point (an array of f's dtype).
     Sums run in direction order, as d3q27.cuh's."""
     c = d3q27.C
     p = [0, 0, 0, 0, 0, 0]  # xx, yy, zz, xy, xz, yz
@@ -193,7 +233,7 @@ def _smagorinsky_omega(xp, d, inv_rho, om, cs: float, t):
                 p[i] = p[i] + t(a * b) * d[q]
     pxx, pyy, pzz, pxy, pxz, pyz = p
     pn = xp.sqrt(pxx * pxx + pyy * pyy + pzz * pzz + t(2) * (pxy * pxy + pxz * pxz + pyz * pyz))
-    k = t(18) * t(SQRT2) * t(cs * cs)
+    k = t(18) * t(SQRT2) * (cs2 if isinstance(cs2, xp.ndarray) else t(cs2))
     x = k * pn * inv_rho * om * om
     return (om + om) / (t(1) + xp.sqrt(t(1) + x))
 
@@ -221,11 +261,12 @@ def _mrt_correction(xp, d, om, t, rates):
 
 
 # ---- the operators --------------------------------------------------------------------------------
-def collide_kernels(xp, f, omega, accel, model: Collision, rates=RATES):
+def collide_kernels(xp, f, omega, accel, model: Collision, rates=RATES, coef=None):
     """The operator ``model`` on pre-collision f[27, ...] (a new array) in the kernels' operation
     order: leafgrid.collide's moments and equilibrium, then d3q27.cuh's Smagorinsky and MRT
     steps. ``omega`` = 1/τ of the level (a scalar of f's dtype). ``rates``: per moment row as
-    :data:`RATES` (tests set them all to None = ω)."""
+    :data:`RATES` (tests set them all to None = ω). ``coef``: the CSM's C per point (shape
+    f.shape[1:], :func:`csm_coefficient`), needed with les = csm."""
     t = f.dtype.type
     c = d3q27.C
     Q = d3q27.Q
@@ -241,7 +282,9 @@ def collide_kernels(xp, f, omega, accel, model: Collision, rates=RATES):
         d.append(f[q] - feq)
     om = t(omega)
     if model.smagorinsky:
-        om = _smagorinsky_omega(xp, d, t(1) / rho, om, model.cs, t)
+        om = _smagorinsky_omega(xp, d, t(1) / rho, om, model.cs * model.cs, t)
+    elif model.csm:
+        om = _smagorinsky_omega(xp, d, t(1) / rho, om, _coef(xp, f, coef), t)
     corr = _mrt_correction(xp, d, om, t, rates) if model.mrt else None
     out = xp.empty_like(f)
     ax, ay, az = accel
@@ -254,13 +297,14 @@ def collide_kernels(xp, f, omega, accel, model: Collision, rates=RATES):
     return out
 
 
-def _bgk_smagorinsky(xp, f, tau, accel, cs):
-    """BGK with ω_e, in d3q27.collide's operation order (so C_s = 0 gives its bits)."""
+def _bgk_smagorinsky(xp, f, tau, accel, cs2):
+    """BGK with ω_e, in d3q27.collide's operation order (so C_s = 0 gives its bits); ``cs2`` as
+    :func:`_smagorinsky_omega`'s."""
     t = f.dtype.type
     rho, ux, uy, uz = d3q27.velocity(xp, f)
     usq = ux * ux + uy * uy + uz * uz
     d = [f[a] - d3q27.equilibrium_a(a, rho, ux, uy, uz, usq) for a in range(d3q27.Q)]
-    om = _smagorinsky_omega(xp, d, t(1) / rho, t(1.0 / tau), cs, t)
+    om = _smagorinsky_omega(xp, d, t(1) / rho, t(1.0 / tau), cs2, t)
     out = xp.empty_like(f)
     for a in range(d3q27.Q):
         post = f[a] - om * d[a]
@@ -269,13 +313,106 @@ def _bgk_smagorinsky(xp, f, tau, accel, cs):
     return out
 
 
-def collide(xp, f, tau: float, accel=(0.0, 0.0, 0.0), model: Collision | None = None):
+def _coef(xp, f, coef):
+    """The CSM's coefficient array for f[27, ...], checked (it comes from a pre-pass over the leaves)."""
+    if coef is None:
+        raise ValueError("les = csm: the collision needs the coefficient C per point (collision.csm_coefficient)")
+    coef = xp.asarray(coef, dtype=f.dtype)
+    if coef.shape != f.shape[1:]:
+        raise ValueError(f"les = csm: C has shape {coef.shape}, the populations {f.shape[1:]} points")
+    return coef
+
+
+def collide(xp, f, tau: float, accel=(0.0, 0.0, 0.0), model: Collision | None = None, coef=None):
     """The reference's collision (reference.py): pre-collision f[27, ...] → post-collision (new
     array) with the level's molecular τ and acceleration. P0's BGK is d3q27.collide, unchanged
-    bit for bit; BGK + Smagorinsky follows its operation order; MRT (± Smagorinsky) is
-    :func:`collide_kernels` with ω = 1/τ."""
+    bit for bit; BGK + Smagorinsky (or CSM) follows its operation order; MRT (± LES) is
+    :func:`collide_kernels` with ω = 1/τ. ``coef``: the CSM's C per point (les = csm)."""
     if model is None or model.plain:
         return d3q27.collide(xp, f, tau, accel)
     if not model.mrt:
-        return _bgk_smagorinsky(xp, f, tau, accel, model.cs)
-    return collide_kernels(xp, f, f.dtype.type(1.0 / tau), accel, model)
+        cs2 = _coef(xp, f, coef) if model.csm else model.cs * model.cs
+        return _bgk_smagorinsky(xp, f, tau, accel, cs2)
+    return collide_kernels(xp, f, f.dtype.type(1.0 / tau), accel, model, coef=coef)
+
+
+# ---- the coherent-structure model's pre-pass (module docstring; d3q27.cuh, ladder.cu) -------------
+def csm_velocity(xp, f):
+    """(ux, uy, uz) of pre-collision f[27, ...] in d3q27::moments' order: the sums in direction
+    order, then u = m · (1/ρ)."""
+    t = f.dtype.type
+    c = d3q27.C
+    r = f[0]
+    for q in range(1, d3q27.Q):
+        r = r + f[q]
+    inv = t(1) / r
+    out = []
+    for a in range(3):
+        m = None
+        for q in range(d3q27.Q):
+            if c[q, a]:
+                m = (t(c[q, a]) * f[q]) if m is None else m + t(c[q, a]) * f[q]
+        out.append(m * inv)
+    return tuple(out)
+
+
+def leaf_derivative(xp, u, axis: int):
+    """∂u/∂(index) along ``axis`` of u[..., m, m, m] (one leaf per leading index, axes k, j, i) at
+    every node: (u_{i+1} − u_{i−1})·½ inside, and at the leaf's faces the second-order one-sided
+    (−3u_0 + 4u_1 − u_2)/2 and (3u_{m−1} − 4u_{m−2} + u_{m−3})/2 written with differences,
+    (4(u_1 − u_0) − (u_2 − u_0))·½ and (4(u_{m−1} − u_{m−2}) − (u_{m−1} − u_{m−3}))·½, so a uniform
+    field gives exactly 0 (exact for quadratic fields; the kernel's order)."""
+    t = u.dtype.type
+    ax = axis % u.ndim
+    m = u.shape[ax]
+    if m < 3:
+        raise ValueError(f"CSM gradient: leaves need at least 3 points per edge, not {m}")
+
+    def at(sl):
+        return (slice(None),) * ax + (sl,)
+    h = t(0.5)
+    out = xp.empty_like(u)
+    out[at(slice(1, m - 1))] = (u[at(slice(2, m))] - u[at(slice(0, m - 2))]) * h
+    out[at(0)] = (t(4) * (u[at(1)] - u[at(0)]) - (u[at(2)] - u[at(0)])) * h
+    out[at(m - 1)] = (t(4) * (u[at(m - 1)] - u[at(m - 2)]) - (u[at(m - 1)] - u[at(m - 3)])) * h
+    return out
+
+
+def csm_gradient(xp, ux, uy, uz):
+    """A[a][b] = ∂u_b/∂x_a (level lattice units) of u on leaves [..., m, m, m] (k, j, i = z, y, x)."""
+    u = (ux, uy, uz)
+    return [[leaf_derivative(xp, u[b], -1 - a) for b in range(3)] for a in range(3)]
+
+
+def csm_function(xp, A):
+    """F_CS = Q/E = −(A_ab A_ba)/(A_ab A_ab), clipped to [−1, 1]; 0 where E = 0 (sums in the
+    kernel's order: a, then b)."""
+    t = A[0][0].dtype.type
+    e = s = None
+    for a in range(3):
+        for b in range(3):
+            ee, ss = A[a][b] * A[a][b], A[a][b] * A[b][a]
+            e, s = (ee, ss) if e is None else (e + ee, s + ss)
+    pos = e > t(0)
+    F = xp.where(pos, -s / xp.where(pos, e, t(1)), t(0))
+    return xp.minimum(xp.maximum(F, t(-1)), t(1))
+
+
+def csm_from_function(xp, F):
+    """C = C₁ |F|^{3/2} (1 − F), in the kernel's order."""
+    t = F.dtype.type
+    fa = xp.abs(F)
+    return t(CSM_C1) * (fa * xp.sqrt(fa)) * (t(1) - F)
+
+
+def csm_coefficient(xp, f, copies=None):
+    """The CSM's C per point (shape f.shape[1:]) from pre-collision populations f[27, ..., m, m, m]
+    stored as leaves of m³ node-centred points (the same populations the collision sees).
+    ``copies`` (dst, src): flat point ids of the copies of shared nodes and their owners
+    (ladder.shared_copies): C[dst] = C[src], so every copy of a node collides alike."""
+    A = csm_gradient(xp, *csm_velocity(xp, f))
+    coef = csm_from_function(xp, csm_function(xp, A))
+    if copies is not None and len(copies[0]):
+        flat = coef.reshape(-1)
+        flat[xp.asarray(copies[0])] = flat[xp.asarray(copies[1])]
+    return coef

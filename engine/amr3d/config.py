@@ -52,9 +52,11 @@ class Physics(Strict):
     collision: Literal["bgk", "mrt"] = Field(
         "bgk", description="collision operator: BGK (P0's benchmark), or a D3Q27 multiple-relaxation-time operator "
                            "(docs/amr3d-flows.md)")
-    les: Literal["none", "smagorinsky"] = Field(
-        "none", description="sub-grid model: none, or Smagorinsky's eddy viscosity from the local strain rate of the "
-                            "non-equilibrium populations (Hou et al. 1996)")
+    les: Literal["none", "smagorinsky", "csm"] = Field(
+        "none", description="sub-grid model: none, Smagorinsky's eddy viscosity from the local strain rate of the "
+                            "non-equilibrium populations (Hou et al. 1996), or csm: Kobayashi's coherent-structure "
+                            "model (2005), the same with C_s² replaced by a coefficient per point from the velocity "
+                            "gradient (leaves of m³ only: not the mother-leaf or uniform storages)")
     smagorinsky: float = Field(0.1, ge=0.0, le=0.5, description="Smagorinsky constant C_s (les = smagorinsky)")
 
     @property

@@ -81,6 +81,15 @@ class AMR3D(Engine):
         work = 27 * points * item * 2  # two buffers
         if not self.backend.is_gpu:
             work += 27 * points * 8 + 27 * points * item * 5  # gather table + the reference's temporaries
+        if p.physics.les == "csm":
+            # Kobayashi's CSM: the coefficient C, one value a point (the pre-pass keeps u in the next
+            # buffer on the GPU), and the shared nodes' copies that take their owner's C (two int64
+            # each: the stored points beyond each leaf's own (m − 1)³); on NumPy also u, its 9
+            # derivatives and their products while C is formed
+            m = p.grid.m
+            work += points * item + forest.n_leaves * (m**3 - (m - 1) ** 3) * 16
+            if not self.backend.is_gpu:
+                work += points * item * 15
         if self.backend.is_gpu:
             # what a frame and a checkpoint allocate in the pool besides the two buffers: a storage
             # conversion, the checkpoint copy, the macroscopic arrays (measured on the H200,
@@ -133,6 +142,7 @@ class AMR3D(Engine):
         self.collision = collision_model.from_physics(p.physics)  # BGK, MRT; Smagorinsky LES or none
         self.storage = "leaves"
         self._sources = None
+        self._csm_copies = None
         self._stepper = None
         self._tree = None  # tree: reference.Stepper or tree_stepper.TreeStepper, which own the state
         self._tables = self._coupling = self._sampling = self._mass_w = None
@@ -380,6 +390,8 @@ class AMR3D(Engine):
         if rung == "reference":
             nbr = ladder.periodic_neighbours(self.leaf_shape)
             self._sources = self.xp.asarray(leafgrid.gather_sources(nbr, self.m))
+            if self.collision.csm:  # the shared nodes' copies take their owner's coefficient (collision.py)
+                self._csm_copies = tuple(self.xp.asarray(a) for a in ladder.shared_copies(nbr, None, self.m))
         else:
             from .gpu import LadderStepper
 
@@ -486,7 +498,8 @@ class AMR3D(Engine):
         if self._stepper is None:
             with self.timer.phase("step", steps=n):
                 for _ in range(n):
-                    self.f = leafgrid.step(self.xp, self.f, self._sources, self.omega, self.accel, model=self.collision)
+                    self.f = leafgrid.step(self.xp, self.f, self._sources, self.omega, self.accel, model=self.collision,
+                                           copies=self._csm_copies)
             return n * self.dt
         bufs = [self.f, self.fn]
         self._stepper.advance(bufs, n, graph=self.selection["graph"] == "on")
@@ -722,6 +735,12 @@ class AMR3D(Engine):
                 "body": [{"kind": "sphere", "center": [7.7, 8.1, 8.3], "diameter": 3.0, "level": 1, "band": 0.5}],
                 "flow": {"inlet": "x-", "outlet": "x+", "velocity": [0.04, 0.0, 0.0], "wall": "interpolated"},
                 "physics": {"tau": 0.56, "collision": "mrt", "les": "smagorinsky", "smagorinsky": 0.16}}),
+            # Kobayashi's CSM (the coefficient's pre-pass, the fix-up's velocities, the owners' C) on two
+            # levels with walls normal to y and a body force
+            "fp32-tree2-csm-m9": AMR3DPreset.model_validate({
+                **base, "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [True, False, True]},
+                "refine": [{"lo": [0.0, 0.0, 0.0], "hi": [0.3, 0.4, 0.4], "level": 1}],
+                "physics": {"tau": 0.56, "force": [1e-5, 0, -2e-5], "les": "csm"}}),
         }
 
     @classmethod

@@ -21,12 +21,20 @@ def _prelude(model) -> str:
     return ladder.velocity_prelude(d3q27.C, d3q27.W_EXACT, model)
 
 
+def _csm(model) -> bool:
+    return model is not None and model.csm
+
+
 def kernel_spec(m: int, model=None):
     """The ladder's kernels for leaves of m³ points as one NVRTC compilation (engine/cuda.py),
-    with the collision operator ``model`` (collision.Collision; None = P0's BGK)."""
+    with the collision operator ``model`` (collision.Collision; None = P0's BGK); with the CSM also
+    its pre-pass kernels (the other models' name expressions are those of before)."""
     from ..cuda import KernelSpec
 
-    return KernelSpec(ladder.SOURCE, tuple(ladder.name_expressions(m)) + ("d3q27_uniform",), prelude=_prelude(model))
+    names = tuple(ladder.name_expressions(m)) + ("d3q27_uniform",)
+    if _csm(model):
+        names += ladder.csm_name_expressions(m)
+    return KernelSpec(ladder.SOURCE, names, prelude=_prelude(model))
 
 
 COUPLING_SOURCE = "cuda/amr3d/coupling.cu"
@@ -38,10 +46,11 @@ def coupling_spec(model=None):
     fix-up collides with ``model``, as the ladder kernels of the same run)."""
     from ..cuda import KernelSpec
 
+    csm = ("amr3d_csm_fix_velocity<int>", "amr3d_csm_fix_velocity<long long>") if _csm(model) else ()
     return KernelSpec(COUPLING_SOURCE, ("amr3d_rescale_points", "amr3d_restrict", "amr3d_fixup<int>",
                                         "amr3d_fixup<long long>", "amr3d_copy_points", "amr3d_set_points",
                                         "amr3d_links")
-                      + tuple(f"amr3d_interpolate<{s}>" for s in FIXUP_STENCILS),
+                      + tuple(f"amr3d_interpolate<{s}>" for s in FIXUP_STENCILS) + csm,
                       prelude=_prelude(model))
 
 
@@ -52,6 +61,9 @@ def coupling_kernels(model=None) -> dict:
            "copy_points": get("amr3d_copy_points"), "set_points": get("amr3d_set_points"),
            "links": get("amr3d_links")}
     out.update({f"interp{s}": get(f"amr3d_interpolate<{s}>") for s in FIXUP_STENCILS})
+    if _csm(model):
+        out["csm_fix32"] = get("amr3d_csm_fix_velocity<int>")
+        out["csm_fix64"] = get("amr3d_csm_fix_velocity<long long>")
     return out
 
 
@@ -61,6 +73,9 @@ def kernels(m: int, model=None) -> dict:
            "shell": get(f"amr3d_shell<{m}>"), "sorted": get(f"amr3d_shell_sorted<{m}>"),
            "uniform": get("d3q27_uniform")}
     out["classes"] = [get(f"amr3d_shell_class<{m},{gi},{gj},{gk}>") for gi, gj, gk in ladder.SHELL_CLASSES]
+    if _csm(model):
+        velocity, coefficient, copies = ladder.csm_name_expressions(m)
+        out.update(csm_velocity=get(velocity), csm_coefficient=get(coefficient), csm_copies=get(copies))
     return out
 
 
@@ -73,13 +88,22 @@ class LadderStepper:
 
     ``rung``: naive | split | templates | sorted | uniform; ``m``, ``shape``: the storage the buffers
     hold (leaves of m³ in a lx × ly × lz periodic arrangement, or the uniform lattice for 'uniform');
-    ``model``: the collision operator (collision.Collision; None = P0's BGK), compiled in.
+    ``model``: the collision operator (collision.Collision; None = P0's BGK), compiled in. With
+    Kobayashi's CSM the rung's kernels read the coefficient array ``coef`` (one float a point; a
+    new one unless given), which each step's pre-pass fills first (:meth:`csm_prepass`; a tree's
+    level runs it itself, tree_stepper.CupyKernels, and launches with ``prepass=False``);
+    ``copies`` (dst, src): the shared nodes' copies and owners (ladder.shared_copies; computed
+    for the periodic box when not given).
     """
 
     def __init__(self, xp, stream, rung: str, m: int, shape, omega: float, accel, timer, uniform_shape=None,
-                 nbr=None, model=None):
+                 nbr=None, model=None, coef=None, copies=None):
         self.xp, self.stream, self.rung, self.m, self.timer = xp, stream, rung, m, timer
         self.model = model
+        self.csm = _csm(model)
+        if self.csm and rung == "uniform":
+            raise ValueError("les = csm runs on leaves of m³ points (its gradient is taken inside each leaf), "
+                             "not on the uniform lattice")
         self.k = kernels(m, model)
         self.scalars = (np.float32(omega), *(np.float32(a) for a in accel))
         # nbr: an explicit neighbour table (one level of an octree, engine/amr3d/interface.py);
@@ -91,14 +115,48 @@ class LadderStepper:
         seg = ladder.sorted_segments(m, self.nleaf)
         self.seg, self.sorted_threads = xp.asarray(seg), int(seg[-1])
         self.uniform_shape = uniform_shape
+        self.coef = None
+        if self.csm:
+            self.coef = coef if coef is not None else xp.zeros(self.nleaf * m**3, np.float32)
+            if int(self.coef.size) != self.nleaf * m**3:
+                raise ValueError(f"CSM coefficient array of {self.coef.size} values for {self.nleaf * m**3} points")
+            if copies is None:
+                if nbr is not None:
+                    raise ValueError("les = csm on an explicit neighbour table needs its shared copies")
+                copies = ladder.shared_copies(table, None, m)
+            self.copy_dst, self.copy_src = (xp.asarray(np.ascontiguousarray(a, np.int64)) for a in copies)
         self._class_streams = None
         self._graphs: dict = {}
 
+    # ---- the CSM's pre-pass (collision.py, ladder.cu) -----------------------------------------
+    def csm_velocity(self, f, fn) -> None:
+        """u of every point's pulled populations into planes 0..2 of ``fn`` (free until the rung)."""
+        n = self.nleaf * self.m**3
+        self.k["csm_velocity"](_grid(n), (ladder.BLOCK,), (f, fn, self.nbr, np.int32(self.nleaf)))
+
+    def csm_coefficient(self, fn) -> None:
+        """C of every point from the velocities in ``fn`` (differences inside each leaf), then the
+        owner's C at every other copy of a shared node."""
+        n = self.nleaf * self.m**3
+        self.k["csm_coefficient"](_grid(n), (ladder.BLOCK,), (fn, self.coef, np.int32(self.nleaf)))
+        nc = int(self.copy_dst.size)
+        if nc:
+            self.k["csm_copies"](_grid(nc), (ladder.BLOCK,), (self.coef, self.copy_dst, self.copy_src, np.int32(nc)))
+
+    def csm_prepass(self, f, fn) -> None:
+        self.csm_velocity(f, fn)
+        self.csm_coefficient(fn)
+
     # ---- one step, f -> fn --------------------------------------------------------------------
-    def launch(self, f, fn, timed: bool, phase=None) -> None:
+    def launch(self, f, fn, timed: bool, phase=None, prepass: bool = True) -> None:
         m, nl = self.m, np.int32(self.nleaf)
         k, s = self.k, self.scalars
         phase = phase or (self.timer.phase if timed else _no_phase)
+        if self.csm:
+            if prepass:
+                with phase("les"):
+                    self.csm_prepass(f, fn)
+            s = s + (self.coef,)  # the kernels' last argument
         if self.rung == "uniform":
             nz, ny, nx = self.uniform_shape
             with phase("step"):

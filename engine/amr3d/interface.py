@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import d3q27, tables
+from .ladder import shared_copies
 from .tree import SELF_SLOT, Forest
 
 
@@ -96,6 +97,13 @@ def level_neighbours(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     own = np.arange(sl.stop - sl.start)[:, None]
     nbr = np.where(same, leaf - sl.start, own)
     return nbr.astype(np.int32), same
+
+
+def level_copies(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
+    """(dst, src) level-relative point ids: the copies of shared nodes of level lv and their
+    owners' copies (ladder.shared_copies; Kobayashi's CSM gives every copy its owner's C)."""
+    nbr, same = level_neighbours(forest, lv)
+    return shared_copies(nbr, same, forest.m)
 
 
 def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:

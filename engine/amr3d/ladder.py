@@ -80,6 +80,11 @@ def name_expressions(m: int) -> list[str]:
     return out
 
 
+def csm_name_expressions(m: int) -> tuple[str, str, str]:
+    """The CSM's pre-pass kernels for leaves of m³ points (compiled only with les = csm)."""
+    return (f"amr3d_csm_velocity<{m}>", f"amr3d_csm_coefficient<{m}>", "amr3d_csm_copies")
+
+
 @dataclass(frozen=True)
 class PointCounts:
     total: int
@@ -89,6 +94,43 @@ class PointCounts:
 
 def point_counts(m: int, nleaf: int) -> PointCounts:
     return PointCounts(nleaf * m**3, nleaf * (m - 2) ** 3, nleaf * (m**3 - (m - 2) ** 3))
+
+
+def shared_copies(nbr: np.ndarray, same: np.ndarray | None, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(dst, src) int64 point ids (leaf · m³ + local) of one level's leaf grid: every stored copy of a
+    shared node (a face, edge or corner node that same-level neighbours also store) that is not
+    the node's *owner*, and the owner's copy — the lowest point id among the copies, i.e. the
+    lowest leaf index (then the lowest local index: a one-leaf periodic axis stores one node at 0
+    and m−1 of the same leaf). ``nbr`` (n, 27): the neighbour rows of the ladder; ``same`` (n, 27)
+    bool: which rows hold a same-level neighbour (None: all, as on P0's periodic box).
+    Used by Kobayashi's CSM (collision.py): C of a shared node is the owner's, so every copy
+    collides alike and the copies stay equal, as the ladder keeps them without LES."""
+    nbr = np.asarray(nbr, np.int64)
+    n, m3 = nbr.shape[0], m ** 3
+    same = np.ones(nbr.shape, bool) if same is None else np.asarray(same, bool)
+    k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
+    shell = ((i == 0) | (i == m - 1) | (j == 0) | (j == m - 1) | (k == 0) | (k == m - 1)).ravel()
+    ijk = np.stack([i.ravel(), j.ravel(), k.ravel()], axis=1)[shell]  # (S, 3) x, y, z
+    local = ((ijk[:, 2] * m + ijk[:, 1]) * m + ijk[:, 0]).astype(np.int64)
+    own = np.arange(n, dtype=np.int64)[:, None] * m3 + local[None, :]  # (n, S)
+    best = own.copy()
+    for nz, ny, nx in itertools.product((-1, 0, 1), repeat=3):
+        if nx == ny == nz == 0:
+            continue
+        on = np.ones(len(local), bool)
+        for g, col in ((nx, 0), (ny, 1), (nz, 2)):
+            if g:
+                on &= ijk[:, col] == (m - 1 if g > 0 else 0)
+        slot = (nz + 1) * 9 + (ny + 1) * 3 + (nx + 1)
+        rows = same[:, slot]
+        if not on.any() or not rows.any():
+            continue
+        o = ijk[on] - np.array([nx, ny, nz]) * (m - 1)
+        theirs = nbr[rows, slot][:, None] * m3 + ((o[:, 2] * m + o[:, 1]) * m + o[:, 0])[None, :]
+        sub = best[np.ix_(rows, on)]
+        best[np.ix_(rows, on)] = np.minimum(sub, theirs)
+    moved = best != own
+    return own[moved], best[moved]
 
 
 # ---- plain periodic leaf grids (P0's benchmark box; the uniform-level test) ---------------------

@@ -1,5 +1,5 @@
 """The reference step on one level of leaves (any xp): pull streaming through a gather table, then
-BGK with P0's body force (or the MRT / Smagorinsky operators of collision.py) — the operations of
+BGK with P0's body force (or the MRT / Smagorinsky / CSM operators of collision.py) — the operations of
 shaders/cuda/amr3d (ladder.cu, d3q27.cuh).
 
 The gather table is plain data built once from the neighbour table (kernels and reference never
@@ -34,12 +34,13 @@ def gather_sources(nbr: np.ndarray, m: int) -> np.ndarray:
     return out.reshape(d3q27.Q, nleaf * m3)
 
 
-def collide(xp, f, omega, accel, model=None):
+def collide(xp, f, omega, accel, model=None, coef=None):
     """BGK with P0's force term on f[27, ...] (a new array), in the kernels' operation order.
-    ``model`` (collision.Collision): MRT and/or Smagorinsky in the same order
-    (collision.collide_kernels); None or P0's BGK takes the code below, unchanged."""
+    ``model`` (collision.Collision): MRT and/or Smagorinsky or CSM in the same order
+    (collision.collide_kernels; ``coef`` the CSM's C per point); None or P0's BGK takes the code
+    below, unchanged."""
     if model is not None and not model.plain:
-        return collision.collide_kernels(xp, f, omega, accel, model)
+        return collision.collide_kernels(xp, f, omega, accel, model, coef=coef)
     c = d3q27.C
     w = xp.asarray(d3q27.W, dtype=f.dtype).reshape((-1,) + (1,) * (f.ndim - 1))
     rho = f.sum(axis=0)
@@ -56,11 +57,19 @@ def collide(xp, f, omega, accel, model=None):
     return out
 
 
-def step(xp, f, sources, omega, accel, model=None):
-    """One pull + collide step of f[27, nleaf, m, m, m]; returns the new array."""
+def step(xp, f, sources, omega, accel, model=None, coef=None, copies=None):
+    """One pull + collide step of f[27, nleaf, m, m, m]; returns the new array. With the CSM
+    (model.les = csm) the coefficient per point comes from the pulled populations
+    (collision.csm_coefficient, with the shared ``copies`` taking their owner's value:
+    ladder.shared_copies) unless ``coef`` (nleaf, m, m, m) is given (a tree's level, whose
+    interface points see other populations: tree_stepper.NumpyKernels)."""
     flat = f.reshape(d3q27.Q, -1)
     g = xp.take_along_axis(flat, sources, axis=1)
-    return collide(xp, g, f.dtype.type(omega), accel, model).reshape(f.shape)
+    if model is not None and model.csm:
+        if coef is None:
+            coef = collision.csm_coefficient(xp, g.reshape(f.shape), copies)
+        coef = coef.reshape(-1)
+    return collide(xp, g, f.dtype.type(omega), accel, model, coef).reshape(f.shape)
 
 
 def macroscopic(xp, f):

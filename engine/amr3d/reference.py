@@ -1,5 +1,5 @@
 """The NumPy (any-xp) reference step on the octree: pull streaming through the gather tables,
-BGK with P0's body force (or collision.py's MRT / Smagorinsky: Physics.collision), sub-cycled levels
+BGK with P0's body force (or collision.py's MRT / Smagorinsky / CSM: Physics.collision), sub-cycled levels
 with non-equilibrium rescaling, time interpolation
 and restriction (docs/amr3d.md §"Level coupling").
 
@@ -142,7 +142,9 @@ def synchronise(xp, f, tables: Tables, physics: Physics):
             f2[:, lt.dup_dst] = f2[:, lt.dup_src]
 
 
-def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Physics, bnd=None):
+def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Physics, bnd=None, csm=None):
+    """``csm``: per level the shared copies that take their owner's CSM coefficient
+    (interface.level_copies; with physics.collision.les = csm)."""
     lt = tables.level[lv]
     g = pull_level(xp, f, f_prev, tables, lv, theta, physics)
     if bnd is not None and bnd.interpolated and lv in bnd.level:
@@ -150,13 +152,15 @@ def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Phys
         boundaries.bounce(xp, g.reshape(-1), f.reshape(d3q27.Q, -1), bnd.level[lv], lt.n * m3, lt.lo * m3)
     sl = slice(lt.lo, lt.lo + lt.n)
     f_prev[:, sl] = f[:, sl]
+    # the CSM's coefficient per point from the populations the collision sees (collision.py)
+    coef = collision.csm_coefficient(xp, g, csm[lv]) if physics.collision.csm else None
     f[:, sl] = collision.collide(xp, g, levels.tau_at(physics.tau0, lv), levels.accel_at(physics.accel0, lv),
-                                 physics.collision)
+                                 physics.collision, coef)
     if bnd is not None and lv in bnd.level:
         boundaries.apply(xp, f.reshape(d3q27.Q, -1), bnd.level[lv], lt.lo * tables.forest.m ** 3, bnd.inlet_velocity)
     if lv + 1 in tables.level:
-        _advance(xp, f, f_prev, tables, lv + 1, 0.0, physics, bnd)
-        _advance(xp, f, f_prev, tables, lv + 1, 0.5, physics, bnd)
+        _advance(xp, f, f_prev, tables, lv + 1, 0.0, physics, bnd, csm)
+        _advance(xp, f, f_prev, tables, lv + 1, 0.5, physics, bnd, csm)
         restrict(xp, f, tables, lv, physics)
 
 
@@ -174,6 +178,11 @@ class Stepper:
         if tables is None:
             tables = build(forest, interp, bnd.solid, bnd.near()) if bnd is not None else build(forest, interp)
         self.tables = tables
+        self.csm = None  # Kobayashi's CSM: per level, the copies of shared nodes and their owners
+        if physics.collision.csm:
+            from .interface import level_copies
+
+            self.csm = {lv: tuple(xp.asarray(a) for a in level_copies(forest, lv)) for lv in forest.levels}
         self.f = f
         self.f_prev = f.copy()
         if not synchronised:  # (a state that came out of a step, or was synchronised, is left bit for bit)
@@ -188,7 +197,7 @@ class Stepper:
     def step(self, n: int = 1):
         lmin = min(self.forest.levels)
         for _ in range(n):
-            _advance(self.xp, self.f, self.f_prev, self.tables, lmin, 0.0, self.physics, self.bnd)
+            _advance(self.xp, self.f, self.f_prev, self.tables, lmin, 0.0, self.physics, self.bnd, self.csm)
             self.time += self.dt
 
     def populations(self, ids):

@@ -12,14 +12,20 @@ Two kernel sets: :class:`CupyKernels` (the CUDA ladder and coupling kernels) and
 :class:`NumpyKernels` (the same operations with array code, any xp: it makes the per-level
 orchestration and the interface descriptors testable without a GPU, against reference.py).
 
+With Kobayashi's CSM (collision.py) each level step first computes the coefficient C per point
+(``csm``: u from the populations the collision will see — the pull, and the fix-up's gather at the
+interface points, so the link buffer is filled before the ladder — then differences inside each
+leaf); the ladder and fix-up kernels read C[point].
+
 Timing phases (one coarse step = one step): ``inner``/``shell`` (or ``step`` for one-kernel rungs)
-summed over every level step, and ``coupling`` (interface buffers, fix-up, restriction).
+summed over every level step, ``coupling`` (interface buffers, fix-up, restriction), ``boundary``,
+and ``les`` (the CSM's pre-pass).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import boundaries, d3q27, leafgrid, levels
+from . import boundaries, collision, d3q27, interface, leafgrid, levels
 from .collision import Collision
 from .gpu import _no_phase  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
@@ -55,6 +61,12 @@ class TreeStepper:
         self.coarse_buf = {lv: xp.zeros((d3q27.Q, c.coarse_pts.size), dtype) for lv, c in coupling.items()}
         self.interp_buf = {lv: xp.zeros((d3q27.Q, c.interp_slot.shape[0]), dtype) for lv, c in coupling.items()}
         self.link_buf = {lv: xp.zeros(c.link_i1.size, dtype) for lv, c in coupling.items()}
+        # the CSM's coefficient C per point of each level (one value a point; collision.py) and the
+        # copies of shared nodes that take their owner's C (ladder.shared_copies)
+        self.csm_coef, self.csm_copies = {}, {}
+        if self.collision.csm:
+            self.csm_coef = {lv: xp.zeros((c.n, m, m, m), dtype) for lv, c in coupling.items()}
+            self.csm_copies = {lv: interface.level_copies(forest, lv) for lv in coupling}
         self._phases_seen: set = set()
         self._graphs: dict = {}
         # canonical point ids (leaf · m³ + local) of each level's first point, in self.levels order
@@ -124,10 +136,13 @@ class TreeStepper:
                 k.interpolate(self, lv)
             if c.fine_pts.size:
                 k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
-        k.ladder(self, lv, phase)
-        if c.link_i1.size:
+        if c.link_i1.size:  # (reads the level's current buffer only: before the ladder, for the CSM's pre-pass)
             with phase("boundary"):
                 k.links(self, lv)
+        if self.collision.csm:
+            with phase("les"):
+                k.csm(self, lv)
+        k.ladder(self, lv, phase)
         if c.n_fix:
             with phase("coupling"):
                 k.fixup(self, lv)
@@ -206,7 +221,16 @@ class NumpyKernels:
         cur, nxt = st.bufs[lv]
         with phase("step"):
             nxt[...] = leafgrid.step(st.xp, cur, self.src[lv], 1.0 / levels.tau_at(st.tau0, lv),
-                                     levels.accel_at(st.accel0, lv), st.collision)
+                                     levels.accel_at(st.accel0, lv), st.collision, st.csm_coef.get(lv))
+
+    def csm(self, st, lv):
+        """The CSM's C of every point of the level from its pre-collision populations: the pull
+        through the gather table, and the fix-up's gather at the interface points."""
+        xp, cur = st.xp, st.bufs[lv][0]
+        g = xp.take_along_axis(cur.reshape(d3q27.Q, -1), self.src[lv], axis=1)
+        if st.coupling[lv].n_fix:
+            g[:, self.dev[lv]["fix_pts"]] = self._fix_gather(st, lv)
+        st.csm_coef[lv][...] = collision.csm_coefficient(xp, g.reshape(cur.shape), st.csm_copies[lv])
 
     def rescale_points(self, st, lv, other, theta, alpha, a_s, a_t, forced):
         cur, prev = st.bufs[other]
@@ -238,9 +262,10 @@ class NumpyKernels:
         st.bufs[lv][0].reshape(d3q27.Q, -1)[:, d["restrict_dst"]] = levels.rescale(st.xp, src, st.tau0, lv + 1, lv,
                                                                                   st.accel0)
 
-    def fixup(self, st, lv):
+    def _fix_gather(self, st, lv):
+        """(Q, R) pre-collision populations of the interface points through their descriptors."""
         xp, d = st.xp, self.dev[lv]
-        src, dst = st.bufs[lv]
+        src = st.bufs[lv][0]
         desc = d["desc"]
         g = xp.empty(desc.shape, src.dtype)
         direct = desc >= 0
@@ -257,8 +282,15 @@ class NumpyKernels:
         link = (~direct) & (j >= nf + ni)
         if st.link_buf[lv].size:
             g[link] = st.link_buf[lv][j[link] - nf - ni]
+        return g
+
+    def fixup(self, st, lv):
+        xp, d = st.xp, self.dev[lv]
+        src, dst = st.bufs[lv]
+        g = self._fix_gather(st, lv)
+        coef = st.csm_coef[lv].reshape(-1)[d["fix_pts"]] if st.collision.csm else None
         out = leafgrid.collide(xp, g, src.dtype.type(1.0 / levels.tau_at(st.tau0, lv)), levels.accel_at(st.accel0, lv),
-                               st.collision)
+                               st.collision, coef)
         dst.reshape(d3q27.Q, -1)[:, d["fix_pts"]] = out
 
     def links(self, st, lv):
@@ -285,7 +317,9 @@ class CupyKernels:
         xp, m = st.xp, st.forest.m
         self.k = coupling_kernels(st.collision)
         self.steppers = {lv: LadderStepper(xp, self.stream, self.rung, m, None, 1.0 / levels.tau_at(st.tau0, lv),
-                                           levels.accel_at(st.accel0, lv), st.timer, nbr=c.nbr, model=st.collision)
+                                           levels.accel_at(st.accel0, lv), st.timer, nbr=c.nbr, model=st.collision,
+                                           coef=st.csm_coef[lv].reshape(-1) if st.collision.csm else None,
+                                           copies=st.csm_copies.get(lv))
                          for lv, c in st.coupling.items()}
         self.dev = {}
         for lv, c in st.coupling.items():
@@ -313,7 +347,21 @@ class CupyKernels:
 
     def ladder(self, st, lv, phase):
         cur, nxt = st.bufs[lv]
-        self.steppers[lv].launch(cur, nxt, timed=phase is not _no_phase, phase=phase)
+        self.steppers[lv].launch(cur, nxt, timed=phase is not _no_phase, phase=phase, prepass=False)
+
+    def csm(self, st, lv):
+        """The CSM's pre-pass of a level: velocities of the pull into the next buffer, those of the
+        fix-up's gather at the interface points, then C from differences inside each leaf."""
+        c, d, stepper = st.coupling[lv], self.dev[lv], self.steppers[lv]
+        cur, nxt = st.bufs[lv]
+        stepper.csm_velocity(cur, nxt)
+        if c.n_fix:
+            g, b = self._grid(c.n_fix)
+            kern = self.k["csm_fix64" if d["fixup"] == "fixup64" else "csm_fix32"]
+            kern(g, b, (cur, nxt, d["fix_pts"], d["desc"], np.int32(c.n_fix), np.int64(c.n * self.m3),
+                        st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                        np.int64(st.interp_buf[lv].size), st.link_buf[lv]), stream=self.stream)
+        stepper.csm_coefficient(nxt)
 
     def rescale_points(self, st, lv, other, theta, alpha, a_s, a_t, forced):
         cur, prev = st.bufs[other]
@@ -351,7 +399,8 @@ class CupyKernels:
         self.k[d["fixup"]](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3),
                                st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
                                np.int64(st.interp_buf[lv].size), st.link_buf[lv],
-                               f32(1.0 / tau), f32(ax), f32(ay), f32(az)), stream=self.stream)
+                               f32(1.0 / tau), f32(ax), f32(ay), f32(az))
+                           + ((st.csm_coef[lv],) if st.collision.csm else ()), stream=self.stream)
 
     def links(self, st, lv):
         d = self.dev[lv]

@@ -23,6 +23,16 @@ def _needs_mothers(backend, selection, preset):
     return None
 
 
+def _csm_needs_leaves(backend, selection, preset):
+    """Kobayashi's CSM takes its velocity gradient inside each leaf of m³ points (collision.py): a
+    storage of mother leaves or the uniform lattice would give another coefficient, so other rungs
+    would not match the reference."""
+    if preset is not None and preset.physics.les == "csm":
+        return ("physics.les = \"csm\" runs on leaves of m³ points only (its velocity gradient is taken inside "
+                "each leaf); this storage regroups them")
+    return None
+
+
 def _fp32_only(backend, selection, preset):
     if preset is not None and preset.physics.precision != "fp32":
         return "the CUDA kernels are fp32 (set physics.precision = \"fp32\")"
@@ -30,11 +40,16 @@ def _fp32_only(backend, selection, preset):
 
 
 def _mothers_fp32(backend, selection, preset):
-    return _fp32_only(backend, selection, preset) or _needs_mothers(backend, selection, preset)
+    """templates and sorted: mother leaves on a box (so no CSM there), leaves of m³ on a tree."""
+    reason = _fp32_only(backend, selection, preset) or _needs_mothers(backend, selection, preset)
+    if reason is None and preset is not None and preset.is_box:
+        reason = _csm_needs_leaves(backend, selection, preset)
+    return reason
 
 
 def _box_fp32(backend, selection, preset):
-    return _fp32_only(backend, selection, preset) or _needs_box(backend, selection, preset)
+    return (_fp32_only(backend, selection, preset) or _needs_box(backend, selection, preset)
+            or _csm_needs_leaves(backend, selection, preset))
 
 
 def register() -> None:

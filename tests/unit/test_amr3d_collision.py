@@ -278,7 +278,7 @@ def test_every_ladder_kernel_inlines_at_most_one_collision():
         body = src[a:b].split("#define NAGARE_CLASS")[0]  # the sorted kernel's macro precedes it
         name = re.match(r"__global__ void (\w+)", body).group(1)
         calls = body.count("d3q27::collide(") + body.count("shell_class_point<")  # the latter collides once
-        assert calls == 1, name
+        assert calls == (0 if name.startswith("amr3d_csm_") else 1), name  # the CSM's pre-pass does not collide
     macro = src.split("#define NAGARE_CLASS")[1].split("template <int M>")[0]
     assert "collide" not in macro.replace("the collision", "") and "shell_class_point" not in macro
 

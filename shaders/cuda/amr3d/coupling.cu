@@ -11,6 +11,7 @@
 //   amr3d_fixup            interface points (a pull source on another level or beyond a wall):
 //                          pull through their gather descriptors, then BGK — overwriting what the
 //                          ladder kernel wrote there (it read its own leaf in those directions)
+//   amr3d_csm_fix_velocity (Kobayashi's CSM only) the velocity of the same gather, for the pre-pass
 //
 // The operations follow engine/amr3d/levels.py and reference.py in the same order, in fp32.
 #include "d3q27.cuh"
@@ -144,15 +145,14 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
 // (interpolated bounce-back at bodies, amr3d_links). Then BGK, written at
 // pts[r] of dst. I: int where every index of the level fits (half the descriptor bytes), else
 // long long.
+namespace amr3d {
+// The pre-collision populations of interface point r through its descriptors (the fix-up's pull).
 template <typename I>
-__global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ dst, const I* __restrict__ pts,
-                            const I* __restrict__ desc, int n, long long plane, const float* __restrict__ fine_buf,
-                            long long nfine, const float* __restrict__ interp_buf, long long ninterp,
-                            const float* __restrict__ link_buf, float omega, float ax, float ay, float az)
+__device__ __forceinline__ void fix_gather(const float* __restrict__ src, const I* __restrict__ desc, int n, int r,
+                                           const float* __restrict__ fine_buf, long long nfine,
+                                           const float* __restrict__ interp_buf, long long ninterp,
+                                           const float* __restrict__ link_buf, float f[Q])
 {
-    const int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n) return;
-    float f[Q];
 #pragma unroll
     for (int q = 0; q < Q; ++q) {
         const long long d = desc[(idx_t)q * n + r];
@@ -163,11 +163,49 @@ __global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ d
             f[q] = j < nfine ? fine_buf[j] : (j - nfine < ninterp ? interp_buf[j - nfine] : link_buf[j - nfine - ninterp]);
         }
     }
-    d3q27::collide(f, omega, ax, ay, az);
+}
+}  // namespace amr3d
+
+template <typename I>
+__global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ dst, const I* __restrict__ pts,
+                            const I* __restrict__ desc, int n, long long plane, const float* __restrict__ fine_buf,
+                            long long nfine, const float* __restrict__ interp_buf, long long ninterp,
+                            const float* __restrict__ link_buf, float omega, float ax, float ay, float az
+                            NAGARE_CSM_PARAM)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    float f[Q];
+    amr3d::fix_gather<I>(src, desc, n, r, fine_buf, nfine, interp_buf, ninterp, link_buf, f);
     const idx_t p = (idx_t)pts[r];
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(p));
 #pragma unroll
     for (int q = 0; q < Q; ++q) dst[q * plane + p] = f[q];
 }
+
+#if NAGARE_CSM
+// Kobayashi's CSM pre-pass at the interface points (after ladder.cu's amr3d_csm_velocity, before
+// its amr3d_csm_coefficient): the velocity of the populations the fix-up will collide, written at
+// pts[r] of u[3][plane] (the level's next buffer, as amr3d_csm_velocity's).
+template <typename I>
+__global__ void amr3d_csm_fix_velocity(const float* __restrict__ src, float* __restrict__ u, const I* __restrict__ pts,
+                                       const I* __restrict__ desc, int n, long long plane,
+                                       const float* __restrict__ fine_buf, long long nfine,
+                                       const float* __restrict__ interp_buf, long long ninterp,
+                                       const float* __restrict__ link_buf)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    float f[Q];
+    amr3d::fix_gather<I>(src, desc, n, r, fine_buf, nfine, interp_buf, ninterp, link_buf, f);
+    float rho, ux, uy, uz;
+    d3q27::moments(f, rho, ux, uy, uz);
+    const idx_t p = (idx_t)pts[r];
+    u[p] = ux;
+    u[plane + p] = uy;
+    u[2 * plane + p] = uz;
+}
+#endif
 
 // Flow boundaries (engine/amr3d/boundaries.py, applied after the fix-up of a level step, in this
 // order): outflow nodes copy all populations of the next node inwards; inlet and solid nodes take

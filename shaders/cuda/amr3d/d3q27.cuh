@@ -15,6 +15,13 @@
 //                     whose rate is not omega (tables D3Q27_MRT_M/_N/_S from collision.basis)
 //   NAGARE_SMAGORINSKY  Smagorinsky's eddy viscosity: omega_e from |Pi^neq| of the pre-collision
 //                     populations, NAGARE_CS2 = C_s^2 (BGK: all populations; MRT: shear moments)
+//   NAGARE_CSM        Kobayashi's coherent-structure model: the same omega_e with C_s^2 replaced by
+//                     a coefficient per point, C = C1 |F_CS|^(3/2) (1 - F_CS), computed before the
+//                     collision by a pre-pass over the level (ladder.cu amr3d_csm_velocity and
+//                     amr3d_csm_coefficient, coupling.cu amr3d_csm_fix_velocity); collide takes it
+//                     as a sixth argument. Kernels that collide declare the coefficient array with
+//                     NAGARE_CSM_PARAM and pass a point's value with NAGARE_CSM_AT(point); without
+//                     NAGARE_CSM both expand to nothing, so the other models' kernels are unchanged.
 #pragma once
 
 #ifndef D3Q27_CX
@@ -60,8 +67,27 @@ __device__ __forceinline__ void moments(const float f[Q], float& rho, float& ux,
 #ifndef NAGARE_SMAGORINSKY
 #define NAGARE_SMAGORINSKY 0
 #endif
+#ifndef NAGARE_CSM
+#define NAGARE_CSM 0
+#endif
+#if NAGARE_CSM
+#if NAGARE_SMAGORINSKY
+#error "NAGARE_CSM and NAGARE_SMAGORINSKY are two sub-grid models: define one"
+#endif
+#ifndef NAGARE_CSM_C1
+#error "NAGARE_CSM needs NAGARE_CSM_C1: compile through engine/amr3d/ladder.velocity_prelude(..., model)"
+#endif
+// the kernels' coefficient array C[point] (one float a point of the level's leaf grid)
+#define NAGARE_CSM_PARAM , const float* __restrict__ csm_c
+#define NAGARE_CSM_ARG , csm_c
+#define NAGARE_CSM_AT(p) , csm_c[p]
+#else
+#define NAGARE_CSM_PARAM
+#define NAGARE_CSM_ARG
+#define NAGARE_CSM_AT(p)
+#endif
 
-#if NAGARE_MRT || NAGARE_SMAGORINSKY
+#if NAGARE_MRT || NAGARE_SMAGORINSKY || NAGARE_CSM
 #if NAGARE_MRT
 #ifndef D3Q27_MRT_M
 #error "NAGARE_MRT needs the moment tables: compile through engine/amr3d/ladder.velocity_prelude(..., model)"
@@ -77,9 +103,14 @@ __device__ __forceinline__ constexpr double mrt_s(int k) { constexpr double t[MR
 #error "NAGARE_SMAGORINSKY needs NAGARE_CS2 (C_s^2): compile through engine/amr3d/ladder.velocity_prelude(..., model)"
 #endif
 
-// MRT and/or Smagorinsky with P0's body force, in place on the 27 gathered populations
-// (engine/amr3d/collision.py collide_kernels: the same operations in the same order).
+// MRT and/or Smagorinsky (or CSM, with the point's coefficient csm) with P0's body force, in place on
+// the 27 gathered populations (engine/amr3d/collision.py collide_kernels: the same operations in the
+// same order).
+#if NAGARE_CSM
+__device__ __forceinline__ void collide(float f[Q], float omega, float ax, float ay, float az, float csm)
+#else
 __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float ay, float az)
+#endif
 {
     float rho, ux, uy, uz;
     moments(f, rho, ux, uy, uz);
@@ -91,7 +122,7 @@ __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float
         d[q] = f[q] - w(q) * rho * (1.f + 3.f * cu + 4.5f * cu * cu - usq);
     }
     float om = omega;
-#if NAGARE_SMAGORINSKY
+#if NAGARE_SMAGORINSKY || NAGARE_CSM
     {
         // Pi^neq = sum c c (f - f_eq); omega_e = 2 omega / (1 + sqrt(1 + 18 sqrt2 C_s^2 omega^2 |Pi^neq| / rho))
         // (collision.py derives it; C_s = 0 or Pi^neq below round-off gives omega bit for bit)
@@ -106,7 +137,11 @@ __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float
             if (cy(q) * cz(q) != 0) pyz += (float)(cy(q) * cz(q)) * d[q];
         }
         const float pn = sqrtf(pxx * pxx + pyy * pyy + pzz * pzz + 2.f * (pxy * pxy + pxz * pxz + pyz * pyz));
+#if NAGARE_CSM
+        const float k = 18.f * 1.41421356237309515f * csm;  // C of the point in place of C_s^2
+#else
         constexpr float k = 18.f * 1.41421356237309515f * (float)(NAGARE_CS2);
+#endif
         const float x = k * pn * (1.f / rho) * omega * omega;
         om = (omega + omega) / (1.f + sqrtf(1.f + x));
     }

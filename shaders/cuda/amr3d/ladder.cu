@@ -6,6 +6,9 @@
 //   amr3d_shell_class<M,GI,GJ,GK>  one of the 26 shell classes, every access pattern resolved at
 //                             compile time by read_stencil<...> (§3.4: 26 x 27 = 702 patterns)
 //   amr3d_shell_sorted<M>     beyond P0: the 26 class bodies in one launch, each warp one class
+// With Kobayashi's CSM (NAGARE_CSM, d3q27.cuh) every kernel also takes the coefficient array C
+// (NAGARE_CSM_PARAM) and collides point p with C[p]; the pre-pass kernels at the end of this file
+// fill C before the rung runs (amr3d_csm_velocity, amr3d_csm_coefficient, amr3d_csm_copies).
 // A mother-leaf (§3.3) on one level is a leaf of M = 2m-1 points (8 siblings, shared faces once),
 // so the same templates serve it with M = 33.
 //
@@ -108,11 +111,11 @@ __device__ __forceinline__ idx_t shell_class_gather(const float* __restrict__ sr
 template <int M, int GI, int GJ, int GK>
 __device__ __forceinline__ void shell_class_point(const float* __restrict__ src, float* __restrict__ dst,
                                                   const int* __restrict__ nbr, int nleaf, idx_t t,
-                                                  float omega, float ax, float ay, float az)
+                                                  float omega, float ax, float ay, float az NAGARE_CSM_PARAM)
 {
     float f[Q];
     const idx_t at = shell_class_gather<M, GI, GJ, GK>(src, nbr, nleaf, t, f);
-    d3q27::collide(f, omega, ax, ay, az);
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(at));
     store<M>(dst, (idx_t)nleaf * (M * M * M), at, f);
 }
 
@@ -120,7 +123,7 @@ __device__ __forceinline__ void shell_class_point(const float* __restrict__ src,
 
 template <int M>
 __global__ void amr3d_naive(const float* __restrict__ src, float* __restrict__ dst, const int* __restrict__ nbr,
-                            int nleaf, float omega, float ax, float ay, float az)
+                            int nleaf, float omega, float ax, float ay, float az NAGARE_CSM_PARAM)
 {
     constexpr int M3 = M * M * M;
     const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -130,7 +133,7 @@ __global__ void amr3d_naive(const float* __restrict__ src, float* __restrict__ d
     const idx_t plane = (idx_t)nleaf * M3;
     float f[Q];
     amr3d::gather_any<M>(src, nbr, plane, L, i, j, k, f);
-    d3q27::collide(f, omega, ax, ay, az);
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(t));
     amr3d::store<M>(dst, plane, t, f);
 }
 
@@ -142,7 +145,7 @@ __global__ void amr3d_naive(const float* __restrict__ src, float* __restrict__ d
 // kernel ran at 42 % of DRAM throughput, the naive kernel at 58 %.)
 template <int M>
 __global__ void amr3d_inner(const float* __restrict__ src, float* __restrict__ dst, int nleaf, float omega,
-                            float ax, float ay, float az)
+                            float ax, float ay, float az NAGARE_CSM_PARAM)
 {
     constexpr int N = M - 2, M3 = M * M * M;
     // 32-bit thread arithmetic (nleaf * N * N * M < 2^31: two fp32 buffers of that many points
@@ -161,7 +164,7 @@ __global__ void amr3d_inner(const float* __restrict__ src, float* __restrict__ d
     const float* s = src + at;
 #pragma unroll
     for (int q = 0; q < Q; ++q, s += plane) f[q] = s[-((d3q27::cz(q) * M + d3q27::cy(q)) * M + d3q27::cx(q))];
-    d3q27::collide(f, omega, ax, ay, az);
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(at));
     amr3d::store<M>(dst, plane, at, f);
 }
 
@@ -169,7 +172,7 @@ __global__ void amr3d_inner(const float* __restrict__ src, float* __restrict__ d
 template <int M>
 __global__ void amr3d_shell(const float* __restrict__ src, float* __restrict__ dst, const int* __restrict__ nbr,
                             const int* __restrict__ shell, int nshell, int nleaf, float omega, float ax, float ay,
-                            float az)
+                            float az NAGARE_CSM_PARAM)
 {
     constexpr int M3 = M * M * M;
     const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -179,17 +182,18 @@ __global__ void amr3d_shell(const float* __restrict__ src, float* __restrict__ d
     const idx_t plane = (idx_t)nleaf * M3;
     float f[Q];
     amr3d::gather_any<M>(src, nbr, plane, L, i, j, k, f);
-    d3q27::collide(f, omega, ax, ay, az);
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT((idx_t)L * M3 + p));
     amr3d::store<M>(dst, plane, (idx_t)L * M3 + p, f);
 }
 
 template <int M, int GI, int GJ, int GK>
 __global__ void amr3d_shell_class(const float* __restrict__ src, float* __restrict__ dst,
-                                  const int* __restrict__ nbr, int nleaf, float omega, float ax, float ay, float az)
+                                  const int* __restrict__ nbr, int nleaf, float omega, float ax, float ay, float az
+                                  NAGARE_CSM_PARAM)
 {
     const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (idx_t)nleaf * amr3d::LeafBound<M, GI, GJ, GK>::N) return;
-    amr3d::shell_class_point<M, GI, GJ, GK>(src, dst, nbr, nleaf, t, omega, ax, ay, az);
+    amr3d::shell_class_point<M, GI, GJ, GK>(src, dst, nbr, nleaf, t, omega, ax, ay, az NAGARE_CSM_ARG);
 }
 
 // Beyond P0: the 26 class bodies in one launch. Segment c holds class c's points of every leaf,
@@ -207,7 +211,7 @@ __global__ void amr3d_shell_class(const float* __restrict__ src, float* __restri
 template <int M>
 __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restrict__ dst,
                                    const int* __restrict__ nbr, const long long* __restrict__ seg, int nleaf,
-                                   float omega, float ax, float ay, float az)
+                                   float omega, float ax, float ay, float az NAGARE_CSM_PARAM)
 {
     const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (idx_t)seg[26]) return;
@@ -228,7 +232,7 @@ __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restr
         NAGARE_CLASS(24, -1, 1, 1) NAGARE_CLASS(25, 1, 1, 1)
         default: return;
     }
-    d3q27::collide(f, omega, ax, ay, az);
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(at));
     amr3d::store<M>(dst, (idx_t)nleaf * (M * M * M), at, f);
 }
 #undef NAGARE_CLASS
@@ -236,7 +240,7 @@ __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restr
 // The uniform-grid comparison of P0's break-even figure: a periodic NX x NY x NZ D3Q27 lattice,
 // one fused pull + BGK kernel, f[q][z][y][x].
 __global__ void d3q27_uniform(const float* __restrict__ src, float* __restrict__ dst, int nx, int ny, int nz,
-                              float omega, float ax, float ay, float az)
+                              float omega, float ax, float ay, float az NAGARE_CSM_PARAM)
 {
     const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
     const idx_t plane = (idx_t)nx * ny * nz;
@@ -251,7 +255,91 @@ __global__ void d3q27_uniform(const float* __restrict__ src, float* __restrict__
         sz = sz < 0 ? sz + nz : (sz >= nz ? sz - nz : sz);
         f[q] = src[q * plane + ((idx_t)sz * ny + sy) * nx + sx];
     }
-    d3q27::collide(f, omega, ax, ay, az);
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(t));  // (the CSM is refused on this storage)
 #pragma unroll
     for (int q = 0; q < Q; ++q) dst[q * plane + t] = f[q];
 }
+
+#if NAGARE_CSM
+// ---- Kobayashi's coherent-structure model: the pre-pass (engine/amr3d/collision.py) -------------
+// Pass 1: the pre-collision velocity of every point (the pull of the naive kernel, d3q27::moments)
+// into u[3][plane] — the caller's next buffer, whose planes 0..2 are free until the rung writes it
+// (at a tree's interface points coupling.cu amr3d_csm_fix_velocity then writes the velocity of the
+// fix-up's gather). One pre-pass serves every rung, so every rung gets the same C.
+template <int M>
+__global__ void amr3d_csm_velocity(const float* __restrict__ src, float* __restrict__ u, const int* __restrict__ nbr,
+                                   int nleaf)
+{
+    constexpr int M3 = M * M * M;
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)nleaf * M3) return;
+    const int L = (int)(t / M3), p = (int)(t % M3);
+    const int i = p % M, j = (p / M) % M, k = p / (M * M);
+    const idx_t plane = (idx_t)nleaf * M3;
+    float f[Q];
+    amr3d::gather_any<M>(src, nbr, plane, L, i, j, k, f);
+    float rho, ux, uy, uz;
+    d3q27::moments(f, rho, ux, uy, uz);
+    u[t] = ux;
+    u[plane + t] = uy;
+    u[2 * plane + t] = uz;
+}
+
+namespace amr3d {
+// d(component)/d(index) along one axis inside a leaf (collision.leaf_derivative): central inside,
+// second-order one-sided at the leaf's faces, (-3u0 + 4u1 - u2)/2 written with differences (a uniform
+// field gives exactly 0). A face node's copy in this leaf holds the same u as the neighbour's copy,
+// so the leaf's own values define the gradient everywhere in it.
+template <int M>
+__device__ __forceinline__ float leaf_derivative(const float* __restrict__ c, idx_t at, int i, int stride)
+{
+    if (i == 0) return (4.f * (c[at + stride] - c[at]) - (c[at + 2 * stride] - c[at])) * 0.5f;
+    if (i == M - 1) return (4.f * (c[at] - c[at - stride]) - (c[at] - c[at - 2 * stride])) * 0.5f;
+    return (c[at + stride] - c[at - stride]) * 0.5f;
+}
+}  // namespace amr3d
+
+// Pass 2: C = C1 |F|^(3/2) (1 - F), F = Q/E = -(A_ab A_ba)/(A_ab A_ab) clipped to [-1, 1] (0 where
+// E = 0), A_ab = du_b/dx_a from the velocities of pass 1 (collision.csm_function / csm_from_function).
+template <int M>
+__global__ void amr3d_csm_coefficient(const float* __restrict__ u, float* __restrict__ coef, int nleaf)
+{
+    constexpr int M3 = M * M * M;
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)nleaf * M3) return;
+    const int p = (int)(t % M3);
+    const int i = p % M, j = (p / M) % M, k = p / (M * M);
+    const idx_t plane = (idx_t)nleaf * M3;
+    float A[3][3];
+#pragma unroll
+    for (int b = 0; b < 3; ++b) {
+        const float* c = u + b * plane;
+        A[0][b] = amr3d::leaf_derivative<M>(c, t, i, 1);
+        A[1][b] = amr3d::leaf_derivative<M>(c, t, j, M);
+        A[2][b] = amr3d::leaf_derivative<M>(c, t, k, M * M);
+    }
+    float e = A[0][0] * A[0][0], s = A[0][0] * A[0][0];
+#pragma unroll
+    for (int a = 0; a < 3; ++a)
+#pragma unroll
+        for (int b = 0; b < 3; ++b)
+            if (a + b > 0) {
+                e = e + A[a][b] * A[a][b];
+                s = s + A[a][b] * A[b][a];
+            }
+    float F = e > 0.f ? -s / e : 0.f;
+    F = fminf(fmaxf(F, -1.f), 1.f);
+    const float fa = fabsf(F);
+    coef[t] = (float)(NAGARE_CSM_C1) * (fa * sqrtf(fa)) * (1.f - F);
+}
+
+// Pass 3: every copy of a shared node takes its owner's C (engine/amr3d/ladder.shared_copies; no
+// owner is itself a copy), so the copies collide alike and stay equal.
+__global__ void amr3d_csm_copies(float* __restrict__ coef, const long long* __restrict__ dst,
+                                 const long long* __restrict__ src, int n)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    coef[dst[r]] = coef[src[r]];
+}
+#endif
