@@ -177,6 +177,19 @@ class CompactPreset(PresetBase):
         length, n = (g.x1 - g.x0, g.nx) if axis == "x" else (g.y1 - g.y0, g.ny)
         return length / n if self.axis_periodic(axis) else length / (n - 1)
 
+    @property
+    def length_units(self) -> str:
+        """What the coordinates are in: navier-stokes in the reference length l (ρ∞ = c∞ = l = 1);
+        the scalar problems' domains are dimensionless ("–")."""
+        return "l" if self.physics.problem == "navier-stokes" else "–"
+
+    def grid_view(self) -> dict:
+        """Grid2D's spacing, origin and length units for this grid: sample (i, j) is the point
+        (x0 + i·h, y0 + j·h), which the view draws as the cell of width h centred on it (the image
+        uses the x spacing for both axes, as the square presets have it)."""
+        g, h = self.grid, self.spacing("x")
+        return {"spacing": h, "origin": (g.x0 - h / 2, g.y0 - h / 2), "length_units": self.length_units}
+
     def coordinates(self, axis: str):
         import numpy as np
 
