@@ -45,19 +45,23 @@ class LegendEntry:
 class Legend:
     title: str
     entries: list[LegendEntry] = field(default_factory=list)
+    levels: list[int] | None = None  # an octree level legend: the levels it lists
 
 
 def level_legend(levels, colours) -> Legend:
-    return Legend("leaf level", [LegendEntry(f"level {lev}", tuple(c)) for lev, c in zip(levels, colours)])
+    return Legend("leaf level", [LegendEntry(f"level {lev}", tuple(c)) for lev, c in zip(levels, colours)],
+                  [int(lev) for lev in levels])
 
 
 def range_labels(lo: float, hi: float) -> tuple[str, str]:
-    """The range ends with as many significant digits as it takes to tell them apart."""
-    for digits in range(3, 10):
+    """The range ends with as many significant digits as it takes for each to read within 1 % of
+    the range of its value (0.99999 .. 1.00001 is not "1" .. "1", nor "0.99999" .. "1")."""
+    span = abs(float(hi) - float(lo))
+    for digits in range(3, 13):
         a, b = (fmt_any(v) if digits == 3 else f"{float(v):.{digits}g}" for v in (lo, hi))
-        if a != b:
+        if a != b and abs(float(a) - lo) <= 0.01 * span and abs(float(b) - hi) <= 0.01 * span:
             return a, b
-    return fmt_any(lo), fmt_any(hi)
+    return f"{float(lo):.12g}", f"{float(hi):.12g}"
 
 
 class ColorBar:
@@ -99,9 +103,7 @@ class ColorBar:
     @property
     def levels(self) -> list[int] | None:
         """The octree levels the legend lists (None: no level legend)."""
-        if self.legend is None or self.legend.title != "leaf level":
-            return None
-        return [int(e.text.split()[-1]) for e in self.legend.entries]
+        return None if self.legend is None else self.legend.levels
 
     def width(self, dpi: float | None = None) -> int:
         """Logical px the column needs at ``dpi``: the widest tick label and legend row must fit."""
