@@ -100,14 +100,19 @@ class Progress:
         self.tty = sys.stderr.isatty()
         self.t0 = time.perf_counter()
         self.last_print = 0.0
+        self.last_done: int | None = None  # the step count of the last line printed
 
     def update(self, done: int, engine, final: bool = False, failures: int = 0) -> None:
         if self.quiet:
             return
+        if not final and done >= self.total:
+            return  # the final line follows at once (with the last batch's timings): print it once
+        if final and not self.tty and done == self.last_done:
+            return  # a run stopped early (Ctrl-C, --seconds) right after its line was printed
         now = time.perf_counter()
         if not final and not self.tty and now - self.last_print < 2.0:
             return
-        self.last_print = now
+        self.last_print, self.last_done = now, done
         rate = done / max(now - self.t0, 1e-9)
         rep = engine.timings
         frac = done / self.total if self.total else 1.0

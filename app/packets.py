@@ -38,7 +38,7 @@ class FramePacket:
     data: Any = None  # 2D scalar snapshot (grids) or (n,) attribute (particles)
     mask: Any = None
     positions: Any = None
-    length_units: str | None = None  # particles: what the positions are in (Particles.length_units)
+    length_units: str | None = None  # what positions are in (the field's length_units; None: see length_units())
     centering: str = "cell"  # volume3d: Grid3D.centering ("node": samples on points, drawn centred on them)
     extent: Any = None  # volume3d: the domain's world size (x, y, z) when not shape × spacing
     lo: Any = None  # boxes
@@ -55,6 +55,8 @@ class FramePacket:
     fields: tuple[str, ...] = ()
     attributes: tuple[str, ...] = ()  # particles: the attributes one can colour by
     spacing: float = 1.0  # grid spacing: the image spans nx*spacing × ny*spacing
+    origin: tuple = (0.0, 0.0)  # 2D views: added to world (x, y) in axis labels and probe readouts (Grid2D.origin)
+    axis_names: tuple = ("x", "y")  # 2D views: what the horizontal and vertical axes are (a y slice: x, z)
     overlay: Any = None  # (n, 2) positions of particles drawn over a 2D grid field
     attribute: str | None = None
     payload: Any = None  # what a field type registered outside the built-ins carries to its drawer
@@ -68,6 +70,16 @@ class FramePacket:
 
     def ready(self) -> bool:
         return self.event is None or self.event.done
+
+
+def length_units(pk: FramePacket) -> str:
+    """What a packet's world positions are in: the field's own declaration; else particles in metres
+    (SPH is SI) and grids in cells × spacing ("cells" when the spacing is 1, no unit otherwise)."""
+    if pk.length_units:
+        return pk.length_units
+    if pk.kind == "particles":
+        return "m"
+    return "cells" if pk.spacing == 1.0 else ""
 
 
 @dataclass

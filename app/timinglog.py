@@ -63,7 +63,11 @@ def run_metadata(engine, argv: list[str] | None = None) -> dict:
         "preset_hash": engine.preset.content_hash,
         "preset": raw_dict(engine.preset),
         "backend": engine.backend.name,
+        "device_description": info.describe(),
         "device": info.as_dict(),
+        # the selection the log began with (the app may switch later: each row's "variant" says)
+        "variants": dict(engine.selection),
+        "variant": variant_label(engine.selection),
         "numpy": np.__version__,
         "python": platform.python_version(),
         "roofline_bytes_per_s": engine.roofline_bytes_per_s(),

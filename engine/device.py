@@ -46,6 +46,22 @@ class DeviceInfo:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def describe(self) -> str:
+        """One line: the name, and for a GPU its size, compute capability, CUDA/driver and CuPy
+        versions (what ``nagare info`` prints over several lines)."""
+        if self.multiprocessors is None:
+            return self.name
+        parts = [f"{self.multiprocessors} SMs"]
+        if self.memory_bytes:
+            parts.append(f"{self.memory_bytes / 2**30:.1f} GiB")
+        if self.compute_capability:
+            parts.append(f"compute capability {self.compute_capability}")
+        versions = [f"CUDA runtime {self.cuda_runtime}", f"driver API {self.cuda_driver}",
+                    f"driver {self.driver_version}"]
+        tail = ", ".join(v for v in versions if not v.endswith("None"))
+        cupy = f"; CuPy {self.cupy_version}" if self.cupy_version else ""
+        return f"{self.name} ({', '.join(parts)}{'; ' + tail if tail else ''}{cupy})"
+
 
 def _cuda_version_str(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"

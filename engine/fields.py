@@ -18,6 +18,11 @@ class Grid2D:
     units: str = ""
     mask: Any = None  # optional (ny, nx) bool: solid cells drawn as obstacles
     symmetric: bool = False  # colour range symmetric about zero (vorticity, ...)
+    # what positions are in ("m"; "–" for a dimensionless coordinate); None: cells × spacing
+    length_units: str | None = None
+    # the coordinates (x, y) of cell (0, 0)'s lower-left corner: the view draws cell (i, j) over
+    # [i, i+1)·spacing and labels its axes (and probes) from here (a domain on [-1, 1]² reads -1)
+    origin: tuple[float, float] = (0.0, 0.0)
 
 
 @dataclass
@@ -38,6 +43,7 @@ class Grid3D:
     # face: n = D/spacing + 1 samples). The view and the export centre node samples on their points.
     centering: Literal["cell", "node"] = "cell"
     extent: tuple | None = None  # the domain's size (x, y, z) in world units, when not n × spacing
+    length_units: str | None = None  # as Grid2D.length_units
 
 
 @dataclass
@@ -74,6 +80,7 @@ class Profile1D:
     exact: Any = None  # (n,) exact solution at the same time, or None
     label: str = ""
     units: str = ""
+    length_units: str | None = None  # what x is in (as Grid2D.length_units)
 
 
 Field = Grid2D | Grid3D | Particles | Boxes | Profile1D

@@ -30,6 +30,14 @@ NOTHING = PresetError.NOTHING
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
 
 
+def applies_when(conditions: dict[str, list | tuple]) -> dict:
+    """``json_schema_extra`` of a field that matters only for some values of other keys, e.g.
+    ``Field(1.1, json_schema_extra=applies_when({"physics.problem": ["navier-stokes"]}))``: a form
+    shows it only while every named key holds one of the listed values
+    (:meth:`PresetBase.inapplicable_keys`). The field is still validated and kept as given."""
+    return {"applies_when": {k: list(v) for k, v in conditions.items()}}
+
+
 class Strict(BaseModel):
     """Unknown keys are errors; values are never silently coerced from strings."""
 
@@ -104,6 +112,26 @@ class PresetBase(Strict):
         source). None by default."""
         return {}
 
+    @classmethod
+    def inapplicable_keys(cls, values: dict) -> set[tuple[str, ...]]:
+        """Key paths that do not apply to the preset ``values`` (a raw dict, as ``raw_dict`` gives
+        or a form holds): the fields whose own declaration (:func:`applies_when`) names values of
+        other keys that ``values`` does not hold. A parameter form hides them (the Navier–Stokes
+        knobs of a 1D advection preset); nothing is dropped from the preset."""
+        out: set[tuple[str, ...]] = set()
+        for name, finfo in cls.model_fields.items():
+            ann = finfo.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                fields = [((name, sub), sinfo) for sub, sinfo in ann.model_fields.items()]
+            else:
+                fields = [((name,), finfo)]
+            for key, info in fields:
+                extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+                cond = extra.get("applies_when") or {}
+                if any(_lookup(values, path) not in allowed for path, allowed in cond.items()):
+                    out.add(key)
+        return out
+
     @property
     def content_hash(self) -> str:
         return self._content_hash
@@ -114,6 +142,15 @@ class PresetBase(Strict):
         if "\n" in v:
             raise ValueError("description must be one line")
         return v
+
+
+def _lookup(values: dict, dotted: str):
+    node: Any = values
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return NOTHING
+        node = node[part]
+    return node
 
 
 # ---------------------------------------------------------------------------------------------

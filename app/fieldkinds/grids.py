@@ -15,6 +15,8 @@ from .registry import register
 from .vtkio import be_bytes, safe_name
 
 GRIDS = (Grid2D, Grid3D)
+# a slice across (nz, ny, nx): the (horizontal, vertical) axes of what is left ((nz, nx) for a y slice)
+SLICE_PLANE_AXES = {"z": ("x", "y"), "y": ("x", "z"), "x": ("y", "z")}
 SOLID = -3.0e38  # a volume3d cell inside an obstacle (slice planes: grey; volume rendering: below any range)
 
 
@@ -31,17 +33,22 @@ def snapshot_grid(f: Grid2D | Grid3D, ctx: SnapshotContext):
     if isinstance(f, Grid3D) and view.mode == "3d":
         return snapshot_volume(f, data, ctx)
     slice_index, slice_count, ax = 0, 1, None
+    names, origin = ("x", "y"), getattr(f, "origin", (0.0, 0.0))
     if isinstance(f, Grid3D):
         ax = SLICE_AXES[view.slice_axis]
         slice_count = data.shape[ax]
         slice_index = min(slice_count - 1, max(0, int(round(view.slice_pos * (slice_count - 1)))))
         data = xp.take(data, slice_index, axis=ax)
+        names = SLICE_PLANE_AXES[view.slice_axis]
+        # node samples are values on the points i·spacing, drawn as the cells [i, i+1)·spacing
+        origin = (-0.5 * f.spacing,) * 2 if f.centering == "node" else (0.0, 0.0)
     data = xp.ascontiguousarray(data, dtype=xp.float32).copy()
     vmin, vmax = display_range(xp, data, f.symmetric)
     pk = ctx.packet("grid3d" if isinstance(f, Grid3D) else "grid2d", data=data,
                     mask=mask_copy(xp, f.mask, ax, slice_index, ctx.cache),
                     vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
-                    slice_count=slice_count, spacing=f.spacing, label=f.label, units=f.units)
+                    slice_count=slice_count, spacing=f.spacing, label=f.label, units=f.units,
+                    length_units=f.length_units, origin=tuple(float(o) for o in origin), axis_names=names)
     if isinstance(f, Grid2D) and view.particles_overlay:
         tracers = overlay_particles(ctx)
         if tracers is not None:

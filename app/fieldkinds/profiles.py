@@ -5,6 +5,8 @@ The profile is small (a few thousand points): the snapshot copies it to the host
 thread and the canvas draws it as a line visual (nagare.app.gui.profile1d)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from nagare.engine.fields import Profile1D
 
@@ -21,7 +23,7 @@ def snapshot_profile(f: Profile1D, ctx: SnapshotContext):
     xp = ctx.xp
     exact = None if f.exact is None else xp.asarray(f.exact).copy()
     return ctx.packet("profile1d", positions=xp.asarray(f.x).copy(), data=xp.asarray(f.data).copy(),
-                      payload=exact, label=f.label, units=f.units)
+                      payload=exact, label=f.label, units=f.units, length_units=f.length_units)
 
 
 def profile_range(data, exact=None) -> tuple[float, float]:
@@ -77,7 +79,8 @@ def profile_image(x, y, exact=None, vrange=None, size=PNG_SIZE) -> np.ndarray:
 
 @register("host_copy", Profile1D)
 def host_copy_profile(f: Profile1D, asnumpy) -> Profile1D:
-    return Profile1D(asnumpy(f.x), asnumpy(f.data), None if f.exact is None else asnumpy(f.exact), f.label, f.units)
+    exact = None if f.exact is None else asnumpy(f.exact)
+    return dataclasses.replace(f, x=asnumpy(f.x), data=asnumpy(f.data), exact=exact)
 
 
 @register("arrays", Profile1D)

@@ -8,6 +8,8 @@ visuals and camera when the kind changes. The built-in kinds, registered at the 
   the same LUT as the headless PNG writer (nagare.app.colormaps), obstacles as an opaque overlay.
 - ``particles``: markers coloured by an attribute; ``boxes``: wireframes (12 edges per box).
 - 2D kinds use a pan/zoom camera, 3D particles/boxes a turntable (orbit) camera.
+- every 2D kind has axes with units left of and under the field (:mod:`.axes2d`; what they show
+  comes from :meth:`Drawer.axes`), the 3D views draw their own box axes.
 
 A new kind registers its own Drawer, adding any visual it needs with :meth:`FieldCanvas.add_visual`.
 
@@ -25,15 +27,15 @@ import numpy as np
 from nagare.app import colormaps
 from nagare.app.fieldkinds import lookup, register
 from nagare.app.fieldkinds.boxes import box_segments
-from nagare.app.packets import FramePacket
+from nagare.app.packets import FramePacket, length_units
 from vispy import gloo, scene
 from vispy.color import Colormap
 from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
 from . import interop
-from .colorbar import WIDTH as COLORBAR_WIDTH
-from .colorbar import ColorBar
+from .axes2d import Axes2D, AxesSpec, axis_title, strip_sizes
+from .colorbar import ColorBar, Legend, level_legend
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
 
 log = logging.getLogger("nagare")
@@ -84,6 +86,7 @@ class Drawer(ABC):
 
     visuals: tuple[str, ...] = ()  # names in FieldCanvas.visuals shown while this kind is on screen
     label = "host (geometry)"  # the display path the status bar reports for this kind
+    aspect: float | None = 1.0  # the pan/zoom camera's aspect; None: x and y scale apart (a line plot)
 
     def setup(self, canvas: FieldCanvas) -> None:  # noqa: B027  (an optional hook: nothing by default)
         """Called when this kind comes on screen, before its visuals are shown: a kind with
@@ -99,6 +102,15 @@ class Drawer(ABC):
 
     def fit(self, canvas: FieldCanvas, pk: FramePacket) -> None:  # noqa: B027  (an optional hook: nothing by default)
         """Frame the data once the kind or the shape changed (canvas.fit_bounds helps)."""
+
+    def axes(self, pk: FramePacket) -> AxesSpec | None:
+        """The axes beside a 2D view: the packet's axis names in its length units, from its origin.
+        None (no axes) for the 3D views, which draw their own."""
+        if self.three_d(pk):
+            return None
+        u = length_units(pk)
+        (xn, yn), origin = pk.axis_names, pk.origin
+        return AxesSpec(axis_title(xn, u), axis_title(yn, u), (float(origin[0]), float(origin[1])))
 
     def display_label(self, canvas: FieldCanvas) -> str:
         return self.label
@@ -183,13 +195,15 @@ Overlay2D = scene.visuals.create_visual_node(OverlayVisual)
 
 
 class FieldCanvas(scene.SceneCanvas):
-    """The field view, with a colour bar column at its right and room for the HUD at its left.
+    """The field view, with a colour bar column at its right, axes left of and under a 2D field, and
+    room for the HUD at its left.
 
     The layout (:meth:`relayout`) is explicit: the field's ViewBox gets the canvas minus the HUD's
-    column (or its title strip when collapsed) and the colour bar's column, so neither covers the
-    field. ``colorbar=False`` leaves the whole canvas to the field (pixel tests use it)."""
+    column (or its title strip when collapsed), the colour bar's column and the axis strips, so
+    none covers the field. ``colorbar=False, axes=False`` leave the whole canvas to the field
+    (pixel tests use it)."""
 
-    def __init__(self, size=(900, 700), colorbar: bool = True, **kwargs):
+    def __init__(self, size=(900, 700), colorbar: bool = True, axes: bool = True, **kwargs):
         super().__init__(keys=None, size=size, bgcolor=(0.08, 0.08, 0.1, 1), **kwargs)
         self.unfreeze()
         # border_width=0: a ViewBox clips its scene to ``inner_rect``, which VisPy insets by the
@@ -201,7 +215,11 @@ class FieldCanvas(scene.SceneCanvas):
         self.colorbar_on = colorbar
         self.colorbar_in_exports = True
         self._colorbar_wanted = False  # the shown kind has a colour range or a legend
-        self.legend_levels: list[int] | None = None
+        self.legend_levels: list[int] | None = None  # octree levels on screen (their legend)
+        self.legend: Legend | None = None  # any other legend a drawer sets in upload() (a profile's curves)
+        self.axes = Axes2D(self.scene)
+        self.axes_on = axes
+        self._axes_spec: AxesSpec | None = None  # what the shown 2D kind's axes say (None: a 3D view)
         self.view3d = View3DState()
         self._drawer = None
         self._own: dict = {}  # drawers with per-canvas visuals (view3d), by class
@@ -259,16 +277,26 @@ class FieldCanvas(scene.SceneCanvas):
         if self.hud is not None and self.hud.visible:
             left, top = self.hud.reserved()
         cb = self.colorbar_on and self._colorbar_wanted
-        right = COLORBAR_WIDTH if cb and w - left > 2 * COLORBAR_WIDTH else 0
+        bar_w = self.colorbar.width(self.dpi)
+        right = bar_w if cb and w - left > 2 * bar_w else 0
         vw, vh = max(w - left - right, 1), max(h - top, 1)
+        col_top, col_h = top, vh  # the colour bar's column is full height: the x axis is under the field only
+        lw, bh = strip_sizes(self.dpi)
+        # a field squeezed to a few times the strips' size keeps its pixels: axes only with room for both
+        axes = self.axes_on and self._axes_spec is not None and vw > 3 * lw and vh > 3 * bh
+        if axes:
+            left, vw, vh = left + lw, vw - lw, vh - bh
         if tuple(self.view.pos) != (left, top) or tuple(self.view.size) != (vw, vh):
             self.view.pos = (left, top)
             self.view.size = (vw, vh)
+        self.axes.visible = axes
+        if axes:
+            self.axes.place((left, top), (vw, vh), self.dpi)
         self.colorbar.visible = bool(right)
         if right:
-            self.colorbar.view.pos = (w - right, top)
-            self.colorbar.view.size = (right, vh)
-            self.colorbar.resize(right, vh)
+            self.colorbar.view.pos = (w - right, col_top)
+            self.colorbar.view.size = (right, col_h)
+            self.colorbar.resize(right, col_h, self.dpi)
         self.update()
 
     def field_rect(self) -> tuple[int, int, int, int]:
@@ -283,14 +311,17 @@ class FieldCanvas(scene.SceneCanvas):
 
     def _update_colorbar(self, pk: FramePacket) -> None:
         ranged = pk.kind in ("grid2d", "grid3d", "volume3d") or (pk.kind == "particles" and pk.data is not None)
-        wanted = ranged or bool(self.legend_levels)
+        legend = self.legend
+        if legend is None and self.legend_levels:
+            legend = level_legend(self.legend_levels, level_colours(self.legend_levels))
+        wanted = ranged or legend is not None
         self.colorbar.show_bar = ranged
         if ranged:
             lo, hi = self.current_range
             self.colorbar.set(lo, hi, pk.label or pk.attribute or pk.field_name, pk.units)
-        levels = self.legend_levels or None
-        self.colorbar.set_levels(levels, None if levels is None else level_colours(levels))
-        if wanted != self._colorbar_wanted:
+        width = self.colorbar.width(self.dpi)
+        self.colorbar.set_legend(legend)
+        if wanted != self._colorbar_wanted or width != self.colorbar.width(self.dpi):
             self._colorbar_wanted = wanted
             self.relayout()
 
@@ -395,6 +426,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.prepare()
         if self._drawer is not None and hasattr(self._drawer, "before_draw"):
             self._drawer.before_draw(self)
+        self.axes.update(self.view, self.dpi)  # the ticks follow this frame's pan and zoom
         super().on_draw(event)
         if self.hud is not None and self.hud.visible:
             self.context.flush_commands()
@@ -424,7 +456,7 @@ class FieldCanvas(scene.SceneCanvas):
         for name in drawer.visuals:
             self.visuals[name].visible = True
         self.view.camera = (scene.TurntableCamera(fov=45, elevation=30.0, azimuth=30.0) if three_d
-                            else scene.PanZoomCamera(aspect=1))
+                            else scene.PanZoomCamera(aspect=drawer.aspect))
         self._image_shape = None
         self._fit = True
 
@@ -435,10 +467,16 @@ class FieldCanvas(scene.SceneCanvas):
             drawer = resolve(self, pk)
         self._set_kind(pk, drawer)
         self._drawer = drawer
-        self.legend_levels = None
+        self.legend_levels = self.legend = None
         drawer.upload(self, pk)
         self.shown = pk
         self.display_label = drawer.display_label(self)  # what the status bar reports
+        spec = drawer.axes(pk) if hasattr(drawer, "axes") else None  # the 3D drawers are no Drawer subclass
+        if spec != self._axes_spec:
+            had = self._axes_spec is not None
+            self._axes_spec = self.axes.spec = spec
+            if had != (spec is not None):
+                self.relayout()  # the strips come or go: before the camera is fitted
         self._update_colorbar(pk)  # may change the layout: before the camera is fitted
         if self._fit:
             self._fit = False

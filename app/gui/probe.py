@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from nagare.app.packets import length_units
 from vispy import scene
 
 SAMPLES = 200
@@ -85,9 +86,11 @@ def _fmt_point(p) -> str:
     return "(" + ", ".join(f"{float(v):.4g}" for v in p) + ")"
 
 
-def length_units(pk) -> str:
-    """The unit of world positions: "cells" when the spacing is 1 (no physical unit known)."""
-    return "cells" if pk.spacing == 1.0 else ""
+def shown_point(point, pk) -> np.ndarray:
+    """A probe's world point as the axes label it: a 2D field's origin added (Grid2D.origin)."""
+    p = np.asarray(point, np.float64)
+    origin = getattr(pk, "origin", None) if pk is not None else None
+    return p + np.asarray(origin, np.float64) if origin is not None and len(p) == 2 else p
 
 
 class Probes:
@@ -181,7 +184,7 @@ class Probes:
             return ""
         lu = length_units(pk)
         units = f" {pk.units}" if pk.units else ""
-        return (f"probe at {_fmt_point(self.point)}{' ' + lu if lu else ''} (cell {self.cell}): "
+        return (f"probe at {_fmt_point(shown_point(self.point, pk))}{' ' + lu if lu else ''} (cell {self.cell}): "
                 f"{pk.label or pk.field_name} = {self.value:.6g}{units}")
 
     def on_packet(self, pk) -> None:
@@ -289,7 +292,7 @@ class Probes:
         if self.value is not None:
             pk = self.canvas.shown
             units = f" {pk.units}" if pk is not None and pk.units else ""
-            imgui.text(f"probe {_fmt_point(self.point)}: {self.value:.5g}{units}")
+            imgui.text(f"probe {_fmt_point(shown_point(self.point, pk))}: {self.value:.5g}{units}")
         if self.profile is None:
             return
         fit = implot.AxisFlags_.auto_fit

@@ -1,5 +1,9 @@
 """The canvas drawer of 1-D profiles (packet kind "profile1d", nagare.app.fieldkinds.profiles): the
-computed values as an amber line over the exact solution in blue, pan/zoom camera framing both."""
+computed values as an amber line over the exact solution in blue, pan/zoom camera framing both,
+axes (x with its units, the value) and a legend naming the two curves in the colour bar's column.
+
+The exact line is drawn wider, under the computed one: where the two agree (most of a good run)
+the blue still shows as a rim on both sides of the amber, so neither curve hides the other."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +11,9 @@ from vispy import scene
 
 from ..fieldkinds import register
 from ..fieldkinds.profiles import profile_range
+from .axes2d import AxesSpec, axis_title
 from .canvas import Drawer, host
+from .colorbar import Legend, LegendEntry
 
 DATA_COLOUR, EXACT_COLOUR = (0.94, 0.78, 0.31, 1.0), (0.47, 0.67, 1.0, 0.9)
 
@@ -15,11 +21,18 @@ DATA_COLOUR, EXACT_COLOUR = (0.94, 0.78, 0.31, 1.0), (0.47, 0.67, 1.0, 0.9)
 class ProfileDrawer(Drawer):
     visuals = ("profile_exact", "profile_data")
     label = "host (line)"
+    aspect = None  # a line plot: x and the values scale apart (an error of 1e-5 over x in [0, 1])
 
     def setup(self, canvas) -> None:
         if "profile_data" not in canvas.visuals:
-            canvas.add_visual("profile_exact", scene.visuals.Line(color=EXACT_COLOUR, width=2, antialias=True))
-            canvas.add_visual("profile_data", scene.visuals.Line(color=DATA_COLOUR, width=2, antialias=True))
+            exact = scene.visuals.Line(color=EXACT_COLOUR, width=5, method="agg")
+            data = scene.visuals.Line(color=DATA_COLOUR, width=2, method="agg")
+            for order, line in enumerate((exact, data)):
+                # both lie in z = 0: without the depth test the later (computed) line is drawn over
+                line.set_gl_state("translucent", depth_test=False)
+                line.order = order
+            canvas.add_visual("profile_exact", exact)
+            canvas.add_visual("profile_data", data)
 
     @staticmethod
     def _xy(pk):
@@ -35,11 +48,26 @@ class ProfileDrawer(Drawer):
         line.visible = ex is not None
         if ex is not None:
             line.set_data(np.column_stack([x, ex]))
+        canvas.legend = legend(pk)
 
     def fit(self, canvas, pk) -> None:
         x, y, ex = self._xy(pk)
         lo, hi = profile_range(y, ex)
         canvas.view.camera.set_range(x=(float(x.min()), float(x.max())), y=(lo, hi), margin=0.05)
+
+    def axes(self, pk) -> AxesSpec:
+        # x is the engine's own coordinate: no unit unless the profile declares one (not "cells")
+        return AxesSpec(axis_title("x", pk.length_units), axis_title(pk.label or pk.field_name, pk.units))
+
+
+def legend(pk) -> Legend:
+    """The curves on screen: the computed values and, when the engine knows it, the exact solution
+    at the same time."""
+    name = pk.label or pk.field_name
+    entries = [LegendEntry(f"{name} computed", DATA_COLOUR, "line")]
+    if pk.payload is not None:
+        entries.append(LegendEntry(f"{name} exact", EXACT_COLOUR, "line"))
+    return Legend("", entries)
 
 
 register("draw", "profile1d", ProfileDrawer())

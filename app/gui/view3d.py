@@ -33,7 +33,7 @@ import numpy as np
 from nagare.app import colormaps
 from nagare.app.fieldkinds import register
 from nagare.app.fieldkinds.boxes import box_segments
-from nagare.app.packets import FramePacket
+from nagare.app.packets import FramePacket, length_units  # noqa: F401  (length_units: tests import it from here)
 from vispy import gloo, scene
 from vispy.color import Colormap
 from vispy.visuals import Visual
@@ -414,12 +414,6 @@ def _fmt(v: float) -> str:
     return f"{float(v):.4g}"
 
 
-def length_units(pk: FramePacket) -> str:
-    """Grids are in cells × spacing (no physical unit known: "cells" when the spacing is 1);
-    particles in their field's length units (metres unless it says otherwise: SPH is SI)."""
-    if pk.kind == "particles":
-        return pk.length_units or "m"
-    return "cells" if pk.spacing == 1.0 else ""
 
 
 # ---- drawers --------------------------------------------------------------------------------------------

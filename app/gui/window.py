@@ -39,6 +39,7 @@ reads the value under the pointer and Shift+drag draws a line probe with its pro
 (Esc clears). 3D: drag a slice plane to move it along its normal; drag beside the planes, or
 Ctrl+drag anywhere, orbits."""
 
+MAX_EDITOR_WIDTH = 150  # px: asks for a row of its own (label above); a longer literal scrolls inside it
 SKIP_SECTIONS = {"view", "run", "variants", "cpu_overrides", "engine", "description", "extends"}
 
 
@@ -61,6 +62,10 @@ class ParameterForm(QtWidgets.QWidget):
         self.lay.addWidget(self.note)
         self.form_host = QtWidgets.QWidget()
         self.form = QtWidgets.QFormLayout(self.form_host)
+        # A narrow dock puts the label above its editor rather than squeezing (or clipping) the
+        # editor: a long value (amr3d's τ derived from Re, 0.500013986013986) stays readable.
+        self.form.setRowWrapPolicy(QtWidgets.QFormLayout.RowWrapPolicy.WrapLongRows)
+        self.form.setFieldGrowthPolicy(QtWidgets.QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         scroll = QtWidgets.QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.form_host)
@@ -70,6 +75,7 @@ class ParameterForm(QtWidgets.QWidget):
         self.editors: dict[tuple[str, ...], tuple[QtWidgets.QWidget, typing.Any]] = {}
         self.preset = None
         self._shown: dict = {}
+        self.hidden: set[tuple[str, ...]] = set()  # knobs the preset's equation does not read (show_applicable)
 
     def load(self, preset) -> None:
         self.preset = preset
@@ -88,6 +94,22 @@ class ParameterForm(QtWidgets.QWidget):
                     self._add((name, sub), getattr(value, sub), sinfo)
             else:
                 self._add((name,), value, finfo)
+        self.show_applicable()
+
+    def show_applicable(self) -> None:
+        """Show only the knobs the preset's equation reads, as its model declares them
+        (PresetBase.inapplicable_keys: a 1D advection preset has no Mach number). Follows the
+        form's choices (problem, initial kind) as they are edited; hidden values are kept."""
+        raw = raw_dict(self.preset)
+        for key, (w, _) in self.editors.items():
+            if isinstance(w, QtWidgets.QComboBox):  # the choices other knobs depend on, as edited
+                node = raw
+                for part in key[:-1]:
+                    node = node.setdefault(part, {})
+                node[key[-1]] = w.currentText()
+        self.hidden = type(self.preset).inapplicable_keys(raw)
+        for key, (w, _) in self.editors.items():
+            self.form.setRowVisible(w, key not in self.hidden)
 
     def _add(self, key, value, info) -> None:
         ann = info.annotation
@@ -96,6 +118,7 @@ class ParameterForm(QtWidgets.QWidget):
             w = QtWidgets.QComboBox()
             w.addItems([str(a) for a in args])
             w.setCurrentText(str(value))
+            w.currentTextChanged.connect(lambda _: self.show_applicable())
         elif isinstance(value, bool):
             w = QtWidgets.QCheckBox()
             w.setChecked(value)
@@ -109,6 +132,12 @@ class ParameterForm(QtWidgets.QWidget):
             w = QtWidgets.QLineEdit("" if value is None else _toml_literal(value))
             if value is None:
                 w.setPlaceholderText("(not set)")
+        if isinstance(w, QtWidgets.QLineEdit):
+            # wide enough for the whole value (the form wraps the label above it when the dock is
+            # narrow), and showing its start, not its end
+            text_w = w.fontMetrics().horizontalAdvance(w.text() or w.placeholderText())
+            w.setMinimumWidth(min(text_w + 16, MAX_EDITOR_WIDTH))
+            w.setCursorPosition(0)
         if info.description:
             w.setToolTip(info.description)
         derived = self.preset.derived_fields().get(key) if self.preset is not None else None

@@ -17,7 +17,24 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..presets import PresetBase, Strict
+from ..presets import PresetBase, Strict, applies_when
+
+
+# Which knobs a problem (or an initial state) reads: the parameter form shows only those (a 1D
+# advection preset has no Mach number). Declared per field with applies_when().
+def _problem(*problems: str) -> dict:
+    return applies_when({"physics.problem": problems})
+
+
+def _initial(*kinds: str) -> dict:
+    return applies_when({"initial.kind": kinds})
+
+
+NS = _problem("navier-stokes")
+SCALAR = _problem("advection1d", "rotation2d", "derivative")
+TWO_D = _problem("rotation2d", "derivative", "navier-stokes")
+ADVECTION, ROTATION, DERIVATIVE = _problem("advection1d"), _problem("rotation2d"), _problem("derivative")
+NS_INITIAL = _initial("vortex", "isentropic-vortex", "acoustic-pulse")
 
 
 class Grid(Strict):
@@ -25,8 +42,8 @@ class Grid(Strict):
     ny: int = Field(1, ge=1, le=32768, description="points along y (1 for 1D problems)")
     x0: float = Field(0.0, ge=-1e6, le=1e6, description="domain start in x")
     x1: float = Field(1.0, ge=-1e6, le=1e6, description="domain end in x")
-    y0: float = Field(0.0, ge=-1e6, le=1e6, description="domain start in y")
-    y1: float = Field(1.0, ge=-1e6, le=1e6, description="domain end in y")
+    y0: float = Field(0.0, ge=-1e6, le=1e6, description="domain start in y", json_schema_extra=TWO_D)
+    y1: float = Field(1.0, ge=-1e6, le=1e6, description="domain end in y", json_schema_extra=TWO_D)
 
     @model_validator(mode="after")
     def _order(self):
@@ -42,24 +59,33 @@ class Physics(Strict):
     scheme: Literal["compact6", "dissipative5"] = Field(
         "compact6", description="compact6: Lele's 6th-order central scheme; dissipative5: Deng's 5th-order "
                                 "dissipative compact scheme on a Lax–Friedrichs split flux")
-    speed: float = Field(1.0, ge=-1e6, le=1e6, description="advection1d: the advection speed c")
-    omega: float = Field(2 * math.pi, ge=-1e6, le=1e6, description="rotation2d: angular velocity ω (u = -ωy, v = ωx)")
+    speed: float = Field(1.0, ge=-1e6, le=1e6, description="advection1d: the advection speed c",
+                         json_schema_extra=ADVECTION)
+    omega: float = Field(2 * math.pi, ge=-1e6, le=1e6, description="rotation2d: angular velocity ω (u = -ωy, v = ωx)",
+                         json_schema_extra=ROTATION)
     dt: float = Field(0.001, gt=0, le=1e6, description="time step (classical RK4)")
-    direction: Literal["x", "y"] = Field("x", description="derivative: the differentiated axis")
+    direction: Literal["x", "y"] = Field("x", description="derivative: the differentiated axis",
+                                         json_schema_extra=DERIVATIVE)
     precision: Literal["fp32", "fp64"] = "fp64"
     # navier-stokes (units ρ∞ = c∞ = l = 1)
-    mach: float = Field(1.1, ge=0, le=10, description="navier-stokes: free-stream Mach number |U∞|/c∞")
-    flow_angle: float = Field(0.0, ge=-360, le=360, description="navier-stokes: free-stream direction, degrees from +x")
+    mach: float = Field(1.1, ge=0, le=10, description="navier-stokes: free-stream Mach number |U∞|/c∞",
+                        json_schema_extra=NS)
+    flow_angle: float = Field(0.0, ge=-360, le=360, description="navier-stokes: free-stream direction, degrees from +x",
+                              json_schema_extra=NS)
     reynolds: float = Field(10000.0, gt=0, le=1e12, description="navier-stokes: Re = ρ∞ c∞ l/μ (acoustic Reynolds "
-                                                                 "number, l = 1), constant μ")
-    viscous: bool = Field(True, description="navier-stokes: false drops the viscous and heat fluxes (Euler)")
-    prandtl: float = Field(0.72, gt=0, le=100, description="navier-stokes: Prandtl number")
-    gamma: float = Field(1.4, gt=1, le=3, description="navier-stokes: ratio of specific heats")
-    filter: bool = Field(True, description="navier-stokes: Gaitonde–Visbal 10th-order compact filter after every step")
-    filter_alpha: float = Field(0.49, gt=-0.5, lt=0.5, description="navier-stokes: filter parameter α_f")
+                                                                 "number, l = 1), constant μ", json_schema_extra=NS)
+    viscous: bool = Field(True, description="navier-stokes: false drops the viscous and heat fluxes (Euler)",
+                          json_schema_extra=NS)
+    prandtl: float = Field(0.72, gt=0, le=100, description="navier-stokes: Prandtl number", json_schema_extra=NS)
+    gamma: float = Field(1.4, gt=1, le=3, description="navier-stokes: ratio of specific heats", json_schema_extra=NS)
+    filter: bool = Field(True, description="navier-stokes: Gaitonde–Visbal 10th-order compact filter after every step",
+                         json_schema_extra=NS)
+    filter_alpha: float = Field(0.49, gt=-0.5, lt=0.5, description="navier-stokes: filter parameter α_f",
+                                json_schema_extra=NS)
     filter_alpha_boundary: float = Field(0.4999, gt=-0.5, lt=0.5,
                                          description="navier-stokes: α of the reduced-order filter rows 1-4 from a "
-                                                     "bounded end (near ½: they remove only the odd-even mode)")
+                                                     "bounded end (near ½: they remove only the odd-even mode)",
+                                         json_schema_extra=NS)
 
     @property
     def dtype(self):
@@ -79,13 +105,14 @@ _SIDE_DOC = ("navier-stokes: periodic; nscbc (Poinsot & Lele's characteristic ou
 class Boundaries(Strict):
     kind: Literal["periodic", "closures"] = Field(
         "periodic", description="periodic (cyclic systems, Sherman–Morrison) or closures (P4's boundary rows: "
-                                "one-sided α=3 at the boundary point, 4th-order Padé next to it; inflow values held)")
-    west: SideKind = Field("periodic", description=_SIDE_DOC + " (x = x0)")
-    east: SideKind = Field("periodic", description=_SIDE_DOC + " (x = x1)")
-    south: SideKind = Field("periodic", description=_SIDE_DOC + " (y = y0)")
-    north: SideKind = Field("periodic", description=_SIDE_DOC + " (y = y1)")
+                                "one-sided α=3 at the boundary point, 4th-order Padé next to it; inflow values held)",
+        json_schema_extra=SCALAR)
+    west: SideKind = Field("periodic", description=_SIDE_DOC + " (x = x0)", json_schema_extra=NS)
+    east: SideKind = Field("periodic", description=_SIDE_DOC + " (x = x1)", json_schema_extra=NS)
+    south: SideKind = Field("periodic", description=_SIDE_DOC + " (y = y0)", json_schema_extra=NS)
+    north: SideKind = Field("periodic", description=_SIDE_DOC + " (y = y1)", json_schema_extra=NS)
     sigma: float = Field(0.25, ge=0, le=10, description="nscbc: pressure relaxation K = σ(1 - M_n²)c/L_n "
-                                                        "(Poinsot & Lele; Rudy & Strikwerda)")
+                                                        "(Poinsot & Lele; Rudy & Strikwerda)", json_schema_extra=NS)
 
 
 class Initial(Strict):
@@ -96,17 +123,24 @@ class Initial(Strict):
                                     "navier-stokes: vortex (P4's ψ = Γ exp(-r²/2r_c²)), isentropic-vortex (exact "
                                     "Euler vortex, strength = amplitude), acoustic-pulse (right-running simple wave, "
                                     "δp = amplitude·exp(-(x-xc)²/core²)), uniform (free stream)")
-    power: float = Field(200.0, ge=1, le=1e4, description="cosine-power exponent")
-    lo: float = Field(0.15, ge=-1e6, le=1e6, description="square: start of the pulse")
-    hi: float = Field(0.25, ge=-1e6, le=1e6, description="square: end of the pulse")
-    box: tuple[float, float, float, float] = Field((-0.1, 0.1, 0.4, 0.6), description="box: x0, x1, y0, y1")
-    mode: int = Field(1, ge=0, le=100000, description="sine: wave number (periods across the domain)")
+    power: float = Field(200.0, ge=1, le=1e4, description="cosine-power exponent",
+                         json_schema_extra=_initial("cosine-power"))
+    lo: float = Field(0.15, ge=-1e6, le=1e6, description="square: start of the pulse",
+                      json_schema_extra=_initial("square"))
+    hi: float = Field(0.25, ge=-1e6, le=1e6, description="square: end of the pulse",
+                      json_schema_extra=_initial("square"))
+    box: tuple[float, float, float, float] = Field((-0.1, 0.1, 0.4, 0.6), description="box: x0, x1, y0, y1",
+                                                   json_schema_extra=_initial("box"))
+    mode: int = Field(1, ge=0, le=100000, description="sine: wave number (periods across the domain)",
+                      json_schema_extra=_initial("sine"))
     amplitude: float = Field(1.0, ge=-1e6, le=1e6)
-    seed: int = 0
-    circulation: float = Field(-0.0005, ge=-10, le=10, description="vortex: Γ/(c∞ l)")
+    seed: int = Field(0, json_schema_extra=_initial("random"))
+    circulation: float = Field(-0.0005, ge=-10, le=10, description="vortex: Γ/(c∞ l)",
+                               json_schema_extra=_initial("vortex"))
     core: float = Field(0.15, gt=0, le=1e6, description="vortex: r_c/l; isentropic-vortex: radius of max speed; "
-                                                        "acoustic-pulse: Gaussian width")
-    center: tuple[float, float] = Field((0.0, 0.0), description="navier-stokes: centre of the vortex / pulse")
+                                                        "acoustic-pulse: Gaussian width", json_schema_extra=NS_INITIAL)
+    center: tuple[float, float] = Field((0.0, 0.0), description="navier-stokes: centre of the vortex / pulse",
+                                        json_schema_extra=NS_INITIAL)
 
 
 class CompactPreset(PresetBase):
@@ -221,6 +255,19 @@ class CompactPreset(PresetBase):
         g = self.grid
         length, n = (g.x1 - g.x0, g.nx) if axis == "x" else (g.y1 - g.y0, g.ny)
         return length / n if self.axis_periodic(axis) else length / (n - 1)
+
+    @property
+    def length_units(self) -> str:
+        """What the coordinates are in: navier-stokes in the reference length l (ρ∞ = c∞ = l = 1);
+        the scalar problems' domains are dimensionless ("–")."""
+        return "l" if self.physics.problem == "navier-stokes" else "–"
+
+    def grid_view(self) -> dict:
+        """Grid2D's spacing, origin and length units for this grid: sample (i, j) is the point
+        (x0 + i·h, y0 + j·h), which the view draws as the cell of width h centred on it (the image
+        uses the x spacing for both axes, as the square presets have it)."""
+        g, h = self.grid, self.spacing("x")
+        return {"spacing": h, "origin": (g.x0 - h / 2, g.y0 - h / 2), "length_units": self.length_units}
 
     def coordinates(self, axis: str):
         import numpy as np

@@ -274,14 +274,14 @@ class Compact(Engine):
             raise KeyError(name)
         if self.problem == "derivative":
             data, label = (self.phi, "f") if name == "f" else (self.k, f"∂f/∂{self.preset.physics.direction}")
-            return Grid2D(data, spacing=self.preset.spacing("x"), label=label, symmetric=True)
+            return Grid2D(data, label=label, symmetric=True, **self.preset.grid_view())
         ex = self._exact()
         data = self.phi if name == "phi" else self.phi - ex
         label = "φ" if name == "phi" else "φ - exact"
         if not self.two_d:
             return Profile1D(self.x[0], data[0], exact=ex[0] if (ex is not None and name == "phi") else None,
-                             label=label)
-        return Grid2D(data, spacing=self.preset.spacing("x"), label=label, symmetric=name == "error")
+                             label=label, length_units=self.preset.length_units)
+        return Grid2D(data, label=label, symmetric=name == "error", **self.preset.grid_view())
 
     def fields(self):
         return {name: self.field(name) for name in self.field_names()}

@@ -156,13 +156,13 @@ class CompactNavierStokes(Compact):
     def field(self, name):
         if name not in self.field_names():
             raise KeyError(name)
-        h = self.preset.spacing("x")
+        view = self.preset.grid_view()
         if name == "density":
-            return Grid2D(self.U[0] - 1.0, spacing=h, label="(ρ - ρ∞)/ρ∞", symmetric=True)
+            return Grid2D(self.U[0] - 1.0, label="(ρ - ρ∞)/ρ∞", symmetric=True, **view)
         if name == "vorticity":
-            return Grid2D(self.ns.vorticity(self.U), spacing=h, label="ω = ∂v/∂x - ∂u/∂y", symmetric=True)
+            return Grid2D(self.ns.vorticity(self.U), label="ω = ∂v/∂x - ∂u/∂y", symmetric=True, **view)
         _, _, _, p = self._primitives()
-        return Grid2D(p - self.ns.gas.p_inf, spacing=h, label="(p - p∞)/(ρ∞c∞²)", symmetric=True)
+        return Grid2D(p - self.ns.gas.p_inf, label="(p - p∞)/(ρ∞c∞²)", symmetric=True, **view)
 
     def fields(self):
         return {name: self.field(name) for name in self.field_names()}

@@ -23,7 +23,7 @@ def _packet(field, seq, **kw):
 def canvas(_vispy_on_qt, qtbot):
     from nagare.app.gui.canvas import FieldCanvas
 
-    c = FieldCanvas(size=(N_X, N_Y), show=False, colorbar=False)
+    c = FieldCanvas(size=(N_X, N_Y), show=False, colorbar=False, axes=False)
     c.show()  # a real window on Xvfb: a hidden Qt canvas has no usable GL surface to draw into
     qtbot.waitExposed(c.native)
     c.set_range(RANGE)

@@ -29,7 +29,7 @@ def egl_canvas():
         pytest.skip(f"VisPy's EGL backend is not usable here ({exc}); run this file alone")
     from nagare.app.gui.canvas import FieldCanvas
 
-    c = FieldCanvas(size=(N_X, N_Y), show=False, colorbar=False)
+    c = FieldCanvas(size=(N_X, N_Y), show=False, colorbar=False, axes=False)
     c.set_backend("cupy")
     yield c
     c.close()

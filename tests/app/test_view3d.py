@@ -7,25 +7,14 @@ import numpy as np
 import pytest
 from nagare.app import colormaps
 
-from tests.app.frame_check import CMAP, RANGE, assert_frame_shows_field, random_field
+from tests.app.frame_check import CMAP, RANGE, assert_frame_shows_field, isolated, random_field
 
 pytestmark = pytest.mark.gui
 
 
 def _isolated(name: str) -> bool:
-    """Run test ``name`` of this file in a fresh process and assert it passed; True when the caller
-    is that process (go on with the body). Used where Mesa fails in a long-lived GL process (see
-    the tests' docstrings)."""
-    import os
-    import subprocess
-    import sys
-
-    if os.environ.get("NAGARE_GL_ISOLATED") == name:
-        return True
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"{__file__}::{name}"],
-                       env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    return False
+    """Run test ``name`` of this file in a fresh process (tests.app.frame_check.isolated)."""
+    return isolated(__file__, name)
 
 
 def _packet(kind="grid2d", seq=1, **kw):
@@ -77,7 +66,7 @@ def test_colour_bar_beside_the_field_with_label_units_and_range(make_canvas):
     from nagare.app.gui.colorbar import WIDTH, fmt
 
     nx, ny = 256, 192
-    c = make_canvas(nx + WIDTH, ny)
+    c = make_canvas(nx + WIDTH, ny, axes=False)  # the field's pixels only: its axes are tested in test_axes_legend
     field = random_field(ny, nx, 5)
     c.set_range(RANGE)
     c.show_packet(_packet(data=field, label="vorticity", units="1/s"))
@@ -141,7 +130,12 @@ def test_hud_docks_left_and_the_field_is_laid_out_beside_it(make_window, qtbot, 
 
     screen, (x, y, fw, fh) = check()
     hx, hy, hw, hh = hud.rect
-    assert x == WIDTH and y == 0 and hx + hw <= x + 0.5  # the field begins where the HUD ends
+    from nagare.app.gui.axes2d import strip_sizes
+
+    def axis_w():  # a 2D field has its y axis left of it (where the field is wide enough for axes)
+        return strip_sizes(c.dpi)[0] if c.axes.visible else 0
+
+    assert x == WIDTH + axis_w() and y == 0 and hx + hw <= x + 0.5  # the field begins where the HUD ends
     assert screen[:, :WIDTH].std() > 5  # the HUD is drawn in its column
     hud.set_collapsed(True)
     for _ in range(2):
@@ -150,9 +144,11 @@ def test_hud_docks_left_and_the_field_is_laid_out_beside_it(make_window, qtbot, 
     screen, (x, y, fw, fh) = check()
     from nagare.app.gui.colorbar import WIDTH as BAR
 
-    assert x == 0 and 10 < y < 40 and fw == c.size[0] - (BAR if c.colorbar.visible else 0)  # only the title strip
-    w.toggle_hud()  # hidden: the whole canvas
-    assert c.field_rect()[:2] == (0, 0)
+    bar = c.colorbar.width(c.dpi) if c.colorbar.visible else 0
+    assert BAR <= bar
+    assert x == axis_w() and 10 < y < 40 and fw == c.size[0] - bar - axis_w()  # only the title strip
+    w.toggle_hud()  # hidden: the whole canvas (less the axis strip)
+    assert c.field_rect()[:2] == (axis_w(), 0)
 
 
 # ---- 3. 3D grids ---------------------------------------------------------------------------------------------

@@ -1,0 +1,158 @@
+"""Axes of the 2D views: an x axis under the field and a y (or value) axis left of it, with tick
+labels and titles that carry units ("x [cells]", "y [m]", "φ").
+
+Every 2D kind gets them the same way: its Drawer says what the axes are (:meth:`Drawer.axes
+<nagare.app.gui.canvas.Drawer.axes>` returns an :class:`AxesSpec`, None for the 3D views, which
+draw their own box axes), the canvas keeps a strip left of and one under the field for them
+(:meth:`FieldCanvas.relayout`), and before every draw the ticks follow what the pan/zoom camera
+shows, so they stay right while the user pans and zooms.
+
+Tick values and labels come from :mod:`.ticks` (nice steps, labels that never overlap). The strips
+are ViewBoxes in pixel units (like the colour bar), so nothing here is scaled by the camera.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from vispy import scene
+
+from .ticks import nice_ticks, text_size
+
+TICK_PT, TITLE_PT = 8, 9
+TICK_LEN = 5
+LABEL_CHARS = 8  # the left strip fits tick labels this long ("-1.0e-05"); longer steps are passed over
+BG = (0.08, 0.08, 0.1, 1)  # the canvas's background
+COLOUR = (0.85, 0.85, 0.88, 1)
+
+
+@dataclass(frozen=True)
+class AxesSpec:
+    """What a 2D view's axes show: their titles (with units) and the offset of the world
+    coordinates the labels add (a grid drawn from 0 whose first cell is at x0 labels x0)."""
+
+    x_title: str
+    y_title: str
+    origin: tuple[float, float] = (0.0, 0.0)
+
+
+def axis_title(name: str, units: str | None) -> str:
+    return f"{name} [{units}]" if units else name
+
+
+def strip_sizes(dpi: float) -> tuple[int, int]:
+    """(width of the left strip, height of the bottom strip) in logical px at ``dpi``."""
+    em_t, em_title = TICK_PT / 72 * dpi, TITLE_PT / 72 * dpi
+    label_w = text_size("0" * LABEL_CHARS, TICK_PT, dpi)[0]
+    left = 4 + 1.3 * em_title + 4 + label_w + 4 + TICK_LEN
+    bottom = TICK_LEN + 3 + em_t + 5 + 1.3 * em_title + 2
+    return int(math.ceil(left)), int(math.ceil(bottom))
+
+
+class _Strip:
+    """One axis: a pixel-unit ViewBox with the axis line and tick marks, tick labels and a title."""
+
+    def __init__(self, parent, vertical: bool):
+        self.vertical = vertical
+        self.view = scene.widgets.ViewBox(parent=parent, border_width=0, bgcolor=BG)
+        self.view.camera = scene.PanZoomCamera(aspect=None)
+        self.view.camera.interactive = False
+        self.lines = scene.visuals.Line(connect="segments", color=COLOUR, parent=self.view.scene)
+        self.labels = scene.visuals.Text("", color=COLOUR, font_size=TICK_PT, parent=self.view.scene,
+                                         anchor_x="right" if vertical else "center",
+                                         # under the axis: VisPy's anchors are for y down, the strip's y is up
+                                         anchor_y="center" if vertical else "bottom")
+        self.title = scene.visuals.Text("", color="white", font_size=TITLE_PT, parent=self.view.scene,
+                                        anchor_x="center", anchor_y="center", rotation=-90.0 if vertical else 0.0)
+        self.size = (1, 1)
+        self.values: list[float] = []
+        self.texts: list[str] = []
+        self.positions = np.zeros(0)  # px of each tick along the axis (strip coordinates)
+
+    def place(self, pos, size) -> None:
+        self.view.pos, self.view.size = pos, size
+        self.size = (max(size[0], 1), max(size[1], 1))
+        self.view.camera.rect = (0, 0, *self.size)
+
+    def draw(self, lo: float, hi: float, offset_px: float, length_px: float, title: str, dpi: float) -> None:
+        """Ticks for world values lo..hi along ``length_px`` px that start ``offset_px`` into the strip."""
+        w, h = self.size
+        along = "y" if self.vertical else "x"
+        max_w = (w - 4 - 1.3 * TITLE_PT / 72 * dpi - 4 - TICK_LEN) if self.vertical else None
+        values, texts = nice_ticks(lo, hi, length_px, TICK_PT, dpi, along=along, spacing_em=4.0,
+                                   max_width_px=max_w)
+        pos = offset_px + (np.asarray(values, np.float64) - lo) / (hi - lo) * length_px
+        # a label that would stick out of the strip's ends is left out (never drawn half)
+        half = np.array([text_size(t, TICK_PT, dpi)[0 if along == "x" else 1] / 2 for t in texts])
+        end = h if self.vertical else w
+        keep = (pos - half >= 0) & (pos + half <= end) if len(pos) else np.zeros(0, bool)
+        self.values = [v for v, k in zip(values, keep) if k]
+        self.texts = [t for t, k in zip(texts, keep) if k]
+        self.positions = pos[keep]
+        if self.vertical:  # axis line along the strip's right edge, ticks pointing left
+            x = w - 0.5
+            segs = [[(x, offset_px), (x, offset_px + length_px)]]
+            segs += [[(x, p), (x - TICK_LEN, p)] for p in self.positions]
+            label_pos = [(x - TICK_LEN - 3, p) for p in self.positions]
+            self.title.pos = (4 + 0.65 * TITLE_PT / 72 * dpi, offset_px + length_px / 2)
+        else:  # axis line along the strip's top edge, ticks pointing down
+            y = h - 0.5
+            segs = [[(offset_px, y), (offset_px + length_px, y)]]
+            segs += [[(p, y), (p, y - TICK_LEN)] for p in self.positions]
+            label_pos = [(p, y - TICK_LEN - 3) for p in self.positions]
+            self.title.pos = (offset_px + length_px / 2, 2 + 0.65 * TITLE_PT / 72 * dpi)
+        self.lines.set_data(np.array(segs, np.float32).reshape(-1, 2))
+        self.labels.text = self.texts if self.texts else [""]
+        self.labels.pos = np.array(label_pos or [(0.0, 0.0)], np.float32)
+        self.title.text = title
+
+
+class Axes2D:
+    """The two axis strips of the canvas (hidden while no 2D kind is shown or axes are off)."""
+
+    def __init__(self, parent):
+        self.x = _Strip(parent, vertical=False)
+        self.y = _Strip(parent, vertical=True)
+        self.spec: AxesSpec | None = None
+        self._key = None
+        self.visible = False
+
+    @property
+    def visible(self) -> bool:
+        return self._visible
+
+    @visible.setter
+    def visible(self, on: bool) -> None:
+        self._visible = bool(on)
+        self.x.view.visible = self.y.view.visible = self._visible
+        self._key = None
+
+    def place(self, field_pos, field_size, dpi: float) -> None:
+        """Strips beside a field view at ``field_pos`` (logical px, y down) of ``field_size``: the
+        left one as tall as the field, the bottom one from the left strip's edge to the field's right."""
+        lw, bh = strip_sizes(dpi)
+        (fx, fy), (fw, fh) = field_pos, field_size
+        self.y.place((fx - lw, fy), (lw, fh))
+        self.x.place((fx - lw, fy + fh), (fw + lw, bh))
+        self._key = None
+
+    def update(self, view, dpi: float) -> None:
+        """Ticks for what ``view`` (the field's ViewBox, pan/zoom camera) shows now."""
+        if not self._visible or self.spec is None:
+            return
+        fw, fh = view.size
+        tr = view.scene.node_transform(view)  # world → the view's own pixels (y down)
+        (x0, y_top), (x1, y_bottom) = tr.imap(np.array([[0.0, 0.0], [fw, fh]], np.float64))[:, :2]
+        ox, oy = self.spec.origin
+        key = (round(x0, 9), round(x1, 9), round(y_top, 9), round(y_bottom, 9), fw, fh, dpi, self.spec)
+        if key == self._key:
+            return
+        self._key = key
+        lw = self.y.size[0]
+        if x1 > x0:
+            self.x.draw(x0 + ox, x1 + ox, lw, fw, self.spec.x_title, dpi)
+        lo, hi = sorted((y_bottom + oy, y_top + oy))
+        if hi > lo:
+            # the strip's y is up from its bottom: world lo at the field's bottom edge
+            self.y.draw(lo, hi, 0.0, fh, self.spec.y_title, dpi)

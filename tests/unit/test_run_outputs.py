@@ -1,0 +1,81 @@
+"""What ``nagare run`` writes besides the fields: the timing log's metadata names the device (one
+line, as ``nagare info`` describes it) and the variant selection of the run; the progress line of
+a headless run ends once."""
+from __future__ import annotations
+
+import itertools
+import json
+
+from nagare.app.cli import main
+from nagare.engine.device import DeviceInfo
+
+SMALL_1D = ["--backend", "numpy", "--set", "grid.nx=64"]
+
+
+def test_timing_json_metadata_has_the_device_and_the_variant_selection(tmp_path):
+    path = tmp_path / "t.json"
+    assert main(["run", "compact-advection1d", "--steps", "6", "--batch", "2", "--timings", str(path),
+                 "--variant", "solver=pcr", "--quiet", *SMALL_1D]) == 0
+    doc = json.loads(path.read_text())
+    meta = doc["metadata"]
+    assert meta["variants"]["solver"] == "pcr"
+    assert set(meta["variants"]) == {"solver", "y-direction", "kernel", "batching"}
+    # the rows say the same selection, in the label form of their "variant" column
+    assert meta["variant"] == doc["rows"][0]["variant"] and "solver=pcr" in meta["variant"]
+    assert meta["device_description"].startswith("CPU (") and meta["device"]["name"] in meta["device_description"]
+    assert len(doc["rows"]) == 3  # streamed: one row per batch, as before
+
+
+def test_timing_metadata_is_written_before_the_first_row(tmp_path):
+    """Streaming: the file is complete JSON with its metadata from the moment the log opens."""
+    from nagare.app.timinglog import TimingLog
+    from nagare.engine.backend import get_backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    e = create_engine(load_preset("compact-advection1d", ["grid.nx=64"], "numpy"), get_backend("numpy"),
+                      variants={"solver": "cr"})
+    log = TimingLog(e, ["nagare", "test"], tmp_path / "t.csv")
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert doc["rows"] == [] and doc["metadata"]["variants"]["solver"] == "cr"
+    log.close()
+
+
+def test_a_gpu_is_described_in_one_line():
+    info = DeviceInfo(backend="cupy", name="NVIDIA H200", multiprocessors=132, memory_bytes=150_022_750_208,
+                      compute_capability="9.0", cuda_runtime="12.8", cuda_driver="12.8", driver_version="570.124.06",
+                      cupy_version="13.6.0")
+    assert info.describe() == ("NVIDIA H200 (132 SMs, 139.7 GiB, compute capability 9.0; CUDA runtime 12.8, "
+                               "driver API 12.8, driver 570.124.06; CuPy 13.6.0)")
+    assert DeviceInfo(backend="numpy", name="CPU (x86_64, 8 threads)").describe() == "CPU (x86_64, 8 threads)"
+
+
+def test_the_final_progress_line_is_printed_once(capsys, monkeypatch):
+    """Not a terminal: a progress line at most every 2 s, and the final one. A last batch that
+    came 2 s after the previous line printed its line, then the final line repeated it."""
+    from nagare.app import headless
+
+    clock = itertools.count(0.0, 3.0)  # every batch 3 s after the last: each passes the 2 s throttle
+    monkeypatch.setattr(headless.time, "perf_counter", lambda: float(next(clock)))
+    assert main(["run", "compact-advection1d", "--steps", "4", "--batch", "2", *SMALL_1D]) == 0
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "steps/s" in ln]
+    assert [ln.split("]")[1].split("steps")[0].strip() for ln in lines] == ["2/4", "4/4"], err
+
+
+def test_a_run_stopped_early_ends_with_one_line(capsys, monkeypatch):
+    """Ctrl-C or --seconds end the loop right after a batch whose line was printed: the final call
+    for the same step count adds nothing (not a terminal; on one, the final line overwrites it)."""
+    from types import SimpleNamespace
+
+    from nagare.app import headless
+
+    engine = SimpleNamespace(timings=SimpleNamespace(steps=0))  # no measured batch yet: no throughput part
+
+    clock = itertools.count(0.0, 3.0)
+    monkeypatch.setattr(headless.time, "perf_counter", lambda: float(next(clock)))
+    p = headless.Progress(100, quiet=False)
+    p.tty = False
+    p.update(30, engine)
+    p.update(30, engine, final=True)
+    assert capsys.readouterr().err.count("30/100 steps") == 1
