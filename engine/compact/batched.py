@@ -10,10 +10,15 @@ systems of one batch:
   (nx, nv·ny), whose rows are nv consecutive contiguous systems of length ny (system stride ny); with
   ``strided`` on the GPU the y-lines of a stack have no single system stride, so each variable is
   its own launch (the stacking then only batches x and transposed y);
-- ``per-variable``: one solve (and one explicit right-hand side) per variable, P4's baseline.
+- ``per-variable``: one solve (and one explicit right-hand side) per variable, P4's baseline;
+- ``grouped`` (P4's 8 + 6, :class:`GroupedDerivative`): the x-lines of one stack and the transposed
+  y-lines of another (or the same) stack in *one* batch — when x and y share the matrix (nx = ny, the
+  same closures on both axes) and the y-lines are transposed, both are contiguous systems of length n,
+  2·nv·n of them: one solve per pair, so 2 per Navier–Stokes evaluation (the 6 gradient derivatives,
+  the 8 flux derivatives). :func:`grouping_reason` says when it cannot be.
 
-On NumPy both perform the same element-wise operations on the same lines, so they agree bit for bit
-(tests/unit/test_compact_ns.py); on the GPU they differ only in launches.
+On NumPy all three perform the same element-wise operations on the same lines, so they agree bit for
+bit (tests/unit/test_compact_ns.py); on the GPU they differ only in launches.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import numpy as np
 from . import schemes, tridiag
 from .rhs import RightHandSide
 
-BATCHING = ("stacked", "per-variable")
+BATCHING = ("stacked", "per-variable", "grouped")
 ITERATIVE = ("cgs", "bicgstab")  # engine/compact/iterative.py: tridiag.solve's and DeviceSolver's interfaces
 
 
@@ -43,7 +48,9 @@ class LineSolver:
         self.xp, self.gpu = backend.xp, backend.is_gpu
         self.phase = phase or (lambda name: nullcontext())
         self.solver = selection["solver"]
-        self.stacked = selection.get("batching", "stacked") == "stacked"
+        # grouped batches whole stacks too (GroupedDerivative pairs them; a lone stack is one batch)
+        self.stacked = selection.get("batching", "stacked") != "per-variable"
+        self.calls = 0  # solver launches so far (NumPy: solve calls); launches() is their model
         self.transpose = axis == "y" and (selection["y-direction"] == "transpose" or self.solver == "gtsv2")
         self.sched = tridiag.schedule(fac, self.solver) if self.solver in ("cr", "pcr", "cr-pcr") else None
         self._solve = tridiag.solve
@@ -60,15 +67,24 @@ class LineSolver:
 
             self.device = DeviceSolver(self.solver, fac, self.sched, self.dtype, stream)
 
+    def launches(self, nv: int) -> int:
+        """Solver launches (NumPy: solve calls) for one call on a stack of nv variables — what
+        ``__call__`` does (tests count them against ``calls``)."""
+        if not self.stacked or (self.gpu and self.axis == "y" and not self.transpose):
+            return nv
+        return 1
+
     def __call__(self, d, x) -> None:
         """x = A⁻¹ d line by line (d, x: C-contiguous (nv, ny, nx); x may be d)."""
         if not self.gpu:
             with self.phase("solve"):
                 if self.stacked:
+                    self.calls += 1
                     _lines(x, self.axis)[...] = self._solve(self.solver, self.fac, _lines(d, self.axis),
                                                             self.sched, self.dtype)
                 else:
                     for v in range(d.shape[0]):
+                        self.calls += 1
                         _lines(x[v], self.axis)[...] = self._solve(self.solver, self.fac, _lines(d[v], self.axis),
                                                                    self.sched, self.dtype)
             return
@@ -80,11 +96,13 @@ class LineSolver:
         nv, ny, nx = d.shape
         if self.axis == "x":
             with self.phase("solve"):
+                self.calls += 1
                 self.device.solve(d, x, nv * ny, nx, 1)
             return
         if not self.transpose:
             with self.phase("solve"):
                 for v in range(nv):  # a stack's y-lines have no single system stride
+                    self.calls += 1
                     self.device.solve(d[v], x[v], nx, 1, nx)
             return
         from .gpu import transpose
@@ -95,6 +113,7 @@ class LineSolver:
         with self.phase("transpose"):
             transpose(d.reshape(nv * ny, nx), t)  # rows of t: nv consecutive y-lines of length ny
         with self.phase("solve"):
+            self.calls += 1
             self.device.solve(t, t, nx * nv, ny, 1)
         with self.phase("transpose"):
             transpose(t, x.reshape(nv * ny, nx))
@@ -110,7 +129,7 @@ class StackDerivative:
         self.dtype = np.dtype(dtype)
         self.xp = backend.xp
         self.phase = phase or (lambda name: nullcontext())
-        self.stacked = selection.get("batching", "stacked") == "stacked"
+        self.stacked = selection.get("batching", "stacked") != "per-variable"
         self.kernel = selection["kernel"]
         n = shape[1] if axis == "x" else shape[0]
         fac = tridiag.factorise(*schemes.bands(n, boundary, 0.0), boundary == "periodic")
@@ -139,4 +158,107 @@ class StackDerivative:
 
     def launches(self, nv: int) -> int:
         """Tridiagonal-solver launches for a stack of nv variables (the batching axis' point)."""
-        return 1 if self.stacked else nv
+        return self.solver.launches(nv)
+
+    def rhs_sweeps(self, nv: int) -> int:
+        """Explicit right-hand-side sweeps for a stack of nv variables (one whole-array ``array`` sweep
+        per stack; the stencil framework's engines and per-variable: one per variable)."""
+        return 1 if (self.stacked and self.rhs2d is None) else nv
+
+
+def grouping_reason(preset, selection: dict) -> str | None:
+    """Why ``batching = grouped`` cannot put this preset's x- and y-derivatives in one batch (None when
+    it can): one batch is one matrix on contiguous lines, so x and y need the same n and the same
+    boundary rows, and the y-lines must be transposed."""
+    if preset is None:
+        return None
+    if preset.physics.problem != "navier-stokes":
+        return "only the Navier–Stokes problem has stacks of x- and y-derivatives to group"
+    ny, nx = preset.shape
+    if nx != ny:
+        return f"nx = {nx} ≠ ny = {ny}: the x- and y-systems differ in size (one batch is one matrix)"
+    kind = {a: "periodic" if preset.axis_periodic(a) else "closures" for a in ("x", "y")}
+    if kind["x"] != kind["y"]:
+        return (f"x is {kind['x']}, y is {kind['y']}: the x- and y-systems differ in their boundary rows "
+                f"(one batch is one matrix)")
+    if selection.get("y-direction") != "transpose":
+        return "needs y-direction = transpose (strided y-lines are not contiguous systems like the x-lines)"
+    return None
+
+
+class GroupedDerivative:
+    """∂/∂x of one (nv, n, n) stack and ∂/∂y of another (or of the same) as *one* batch of tridiagonal
+    systems — ``batching = grouped``, P4's "14 variables grouped 8 + 6" (more systems per launch raise
+    concurrency). Needs one matrix for both directions (n = nx = ny, the same boundary rows:
+    :func:`grouping_reason`) and transposed y-lines. Layout, two (2·nv·n, n) arrays:
+
+    - ``inp``: rows [0, nv·n) the x-lines of fx (``x_in``: a caller that builds fx there saves a copy),
+      rows [nv·n, 2·nv·n) fy's (nv·ny, nx) array transposed to (nx, nv·ny) — row x holds the nv
+      y-lines at x, each a contiguous system of length n;
+    - ``work``: the explicit right-hand side of every row — one sweep (phase ``rhs``) when h_x = h_y,
+      else one per half —, then the solution in place: one solve of 2·nv·n systems (stride n); rows
+      [0, nv·n) are ∂fx/∂x (``x_out``), the rest transposes back into ∂fy/∂y.
+
+    The two transposes are the ones ``stacked`` makes of the y-lines, moved from the right-hand side to
+    f (a transpose is exact). Every line sees the operations ``stacked`` performs on it, so NumPy agrees
+    bit for bit; only the batching differs."""
+
+    def __init__(self, *, n: int, nv: int, h: dict, boundary: str, dtype, selection: dict, backend,
+                 stream=None, phase=None):
+        self.n, self.nv, self.rows = n, nv, nv * n
+        self.dtype = np.dtype(dtype)
+        self.xp, self.gpu = backend.xp, backend.is_gpu
+        self.phase = phase or (lambda name: nullcontext())
+        rows = self.rows
+        self.inp = self.xp.empty((2 * rows, n), dtype=self.dtype)
+        self.work = self.xp.empty((2 * rows, n), dtype=self.dtype)
+        self.x_in = self.inp[:rows].reshape(nv, n, n)
+        self.x_out = self.work[:rows].reshape(nv, n, n)
+        self._ty_in = self.inp[rows:].reshape(n, rows)
+        self._ty_out = self.work[rows:].reshape(n, rows)
+        self._stack = self.work.reshape(1, 2 * rows, n)  # one (nv, ny, nx) stack for LineSolver, solved in place
+        fac = tridiag.factorise(*schemes.bands(n, boundary, 0.0), boundary == "periodic")
+        self.solver = LineSolver(fac, shape=(2 * rows, n), axis="x", dtype=self.dtype,
+                                 selection=dict(selection, batching="stacked"), backend=backend, stream=stream,
+                                 phase=phase)
+
+        def sweep(shape, hh):
+            return RightHandSide(selection["kernel"], shape, "x", hh, boundary, 0.0, self.dtype, self.xp, stream)
+
+        if h["x"] == h["y"]:  # the same stencil on every row: one sweep
+            self._rhs = [(sweep((2 * rows, n), h["x"]), self.inp, self.work)]
+        else:
+            self._rhs = [(sweep((rows, n), h["x"]), self.inp[:rows], self.work[:rows]),
+                         (sweep((rows, n), h["y"]), self.inp[rows:], self.work[rows:])]
+
+    def launches(self) -> int:
+        """Solver launches per call: one."""
+        return self.solver.launches(1)
+
+    def rhs_sweeps(self) -> int:
+        """Explicit right-hand-side sweeps per call (one, two if h_x ≠ h_y)."""
+        return len(self._rhs)
+
+    def _transpose(self, src, dst) -> None:
+        if self.gpu:
+            from .gpu import transpose
+
+            transpose(src, dst)
+        else:
+            dst[...] = src.T
+
+    def __call__(self, fx, fy, outx, outy) -> None:
+        """outx = ∂fx/∂x, outy = ∂fy/∂y (C-contiguous (nv, n, n); fx may be ``x_in``, outx ``x_out``, fy fx)."""
+        rows, n = self.rows, self.n
+        with self.phase("transpose"):
+            self._transpose(fy.reshape(rows, n), self._ty_in)  # (nv·ny, nx) -> (nx, nv·ny)
+        with self.phase("rhs"):
+            if fx is not self.x_in:
+                self.x_in[...] = fx
+            for rhs, src, dst in self._rhs:
+                rhs(src, dst)
+        self.solver(self._stack, self._stack)  # the same object: an in-place solve (gtsv2 copies nothing)
+        if outx is not self.x_out:
+            outx[...] = self.x_out
+        with self.phase("transpose"):
+            self._transpose(self._ty_out, outy.reshape(rows, n))

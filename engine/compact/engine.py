@@ -340,15 +340,48 @@ class Compact(Engine):
                               "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 100.0},
                               "boundaries": {"west": "hold", "east": "nscbc", "south": "periodic",
                                              "north": "periodic"}},
+            # ... and P4's square layout (closures on both axes: x and y share one matrix), where
+            # batching = grouped can put x- and y-lines in one batch
+            "navier-stokes-square": {"grid": {"nx": 20, "ny": 20, "x0": -1.0, "x1": 1.0, "y0": -1.0, "y1": 1.0},
+                                     "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 100.0},
+                                     "boundaries": {"west": "hold", "east": "nscbc", "south": "nscbc",
+                                                    "north": "nscbc"}},
         }
         return {k: CompactPreset.model_validate({**base, **v}) for k, v in cases.items()}
 
     @classmethod
+    def equivalence_companions(cls, axis, choice):
+        """batching = grouped batches transposed y-lines: it needs y-direction = transpose (NumPy's
+        default is strided)."""
+        return {"y-direction": "transpose"} if (axis, choice) == ("batching", "grouped") else {}
+
+    @classmethod
     def bench_spec(cls):
-        return BenchSpec(preset="compact-derivative", cases=cls.bench_cases, batch=20)
+        return BenchSpec(preset="compact-derivative", cases=cls.bench_cases, selections=cls.bench_selections,
+                         batch=20)
+
+    @classmethod
+    def bench_selections(cls, backend: str = "cupy"):
+        """The default selection, then each registered choice changed alone — with the companions it
+        needs to run (batching = grouped: y-direction = transpose, already the GPU's default), so the
+        cell measures the choice instead of reporting it unavailable."""
+        from .. import registry
+
+        base = registry.default_selection(FAMILY, backend)
+        out = [("default", {})]
+        for axis, ax in registry.axes(FAMILY).items():
+            for name in ax.choices:
+                if name == base[axis]:
+                    continue
+                sel = {axis: name, **{a: c for a, c in cls.equivalence_companions(axis, name).items() if base[a] != c}}
+                out.append((",".join(f"{a}={c}" for a, c in sel.items()), sel))
+        return out
 
     @classmethod
     def bench_cases(cls, backend: str = "cupy"):
+        """One batched derivative (compact-derivative) at two sizes × direction × precision, then P4's
+        test 4 (compact-vortex-outflow, fp64, square: every batching choice runs — the 14 derivatives
+        as 14, 4 or 2 solves per evaluation)."""
         sizes = (512, 2048) if backend == "cupy" else (128, 256)
         out = []
         for n in sizes:
@@ -356,4 +389,8 @@ class Compact(Engine):
                 for d in ("x", "y"):
                     out.append((f"{n}x{n}-{d}-{prec}", [f"grid.nx={n}", f"grid.ny={n}", f"physics.direction=\"{d}\"",
                                                        f"physics.precision=\"{prec}\""]))
+        # Δt ≈ 0.38 h as the preset's (h = 2/(n - 1))
+        for n in ((256, 512) if backend == "cupy" else (64,)):
+            out.append((f"ns-vortex-{n}-fp64", ["@compact-vortex-outflow", f"grid.nx={n}", f"grid.ny={n}",
+                                                f"physics.dt={0.76 / (n - 1):.3g}"]))
         return out

@@ -16,7 +16,12 @@ Each evaluation is two compact passes, P4's 14 derivatives:
 1. velocity and temperature gradients: ∂/∂x and ∂/∂y of the stack (u, v, T) — 6 (skipped for Euler);
 2. the flux divergence: ∂/∂x of the stack F (4) and ∂/∂y of the stack G (4) — 8.
 With ``batching = stacked`` each stack is one batch of tridiagonal systems (4 solves per evaluation);
-with ``per-variable`` each variable is its own (14).
+with ``per-variable`` each variable is its own (14); with ``grouped`` (P4's 8 + 6) each pass is one
+batch — the x-lines of (u, v, T) with its transposed y-lines, the x-lines of F with G's transposed
+y-lines (2 solves per evaluation; square grids with the same closures on both axes and
+``y-direction = transpose``: batched.grouping_reason). Under ``grouped`` the stacks (u, v, T) and F
+and the x-derivatives live in the groups' own buffers (batched.GroupedDerivative.x_in / x_out), so
+no copy moves them in or out.
 """
 from __future__ import annotations
 
@@ -25,8 +30,9 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from ..errors import VariantUnavailable
 from . import nscbc
-from .batched import StackDerivative
+from .batched import GroupedDerivative, StackDerivative, grouping_reason
 from .filter import Filter
 
 SIDE_AXES = {"west": "x", "east": "x", "south": "y", "north": "y"}
@@ -120,19 +126,44 @@ class NavierStokes:
         g = preset.grid
         self.length = {"x": g.x1 - g.x0, "y": g.y1 - g.y0}
         self.bound = {a: "periodic" if preset.axis_periodic(a) else "closures" for a in ("x", "y")}
-        z = lambda n: xp.zeros((n,) + self.shape, dtype=self.dtype)  # noqa: E731
-        self.P, self.GX, self.GY = z(3), z(3), z(3)  # (u, v, T) and their x / y derivatives
-        self.F, self.G, self.DF, self.DG = z(4), z(4), z(4), z(4)
+        z = self._zeros
+        # (u, v, T), its x / y derivatives, the fluxes and their derivatives; P, GX, F, DF are set by
+        # build(): own arrays, or views into the groups' buffers under batching = grouped
+        self.P = self.GX = self.F = self.DF = None
+        self.GY, self.G, self.DG = z(3), z(4), z(4)
         self.tau = z(3)  # τxx, τyy, τxy
         self.p = xp.zeros(self.shape, dtype=self.dtype)
         self.dx = self.dy = self.dx_plain = self.dy_plain = self.filters = None
+        self.grad = self.flux = None  # batching = grouped: the two passes as GroupedDerivative
+        self.grouped = False
         self.p_hold = None
+
+    def _zeros(self, n: int):
+        return self.xp.zeros((n,) + self.shape, dtype=self.dtype)
 
     def build(self, selection: dict, backend, stream=None) -> None:
         kw = dict(shape=self.shape, dtype=self.dtype, selection=selection, backend=backend, stream=stream,
                   phase=self.phase)
-        self.dx = StackDerivative(axis="x", h=self.h["x"], boundary=self.bound["x"], nv_max=4, **kw)
-        self.dy = StackDerivative(axis="y", h=self.h["y"], boundary=self.bound["y"], nv_max=4, **kw)
+        grouped = selection.get("batching") == "grouped"
+        if grouped:
+            reason = grouping_reason(self.preset, selection)
+            if reason:  # the registry refuses this first; a direct build() says it the same way
+                raise VariantUnavailable(f"variant batching=grouped cannot run here: {reason}")
+            gk = dict(n=self.shape[0], h=self.h, boundary=self.bound["x"], dtype=self.dtype, selection=selection,
+                      backend=backend, stream=stream, phase=self.phase)
+            self.grad = GroupedDerivative(nv=3, **gk) if self.gas.viscous else None
+            self.flux = GroupedDerivative(nv=4, **gk)
+            self.dx = self.dy = None
+            self.P = self.grad.x_in if self.grad else self._zeros(3)
+            self.GX = self.grad.x_out if self.grad else self._zeros(3)
+            self.F, self.DF = self.flux.x_in, self.flux.x_out
+        else:
+            self.grad = self.flux = None
+            self.dx = StackDerivative(axis="x", h=self.h["x"], boundary=self.bound["x"], nv_max=4, **kw)
+            self.dy = StackDerivative(axis="y", h=self.h["y"], boundary=self.bound["y"], nv_max=4, **kw)
+            if self.P is None or self.grouped:  # own arrays (again, after grouped)
+                self.P, self.GX, self.F, self.DF = self._zeros(3), self._zeros(3), self._zeros(4), self._zeros(4)
+        self.grouped = grouped
         ph = self.preset.physics
         # untimed copies for diagnostics and fields (they must not count as step phases)
         plain = dict(kw, phase=None)
@@ -143,9 +174,26 @@ class NavierStokes:
                         for a in ("x", "y")] if ph.filter else []
 
     def launches_per_rate(self) -> int:
-        """Tridiagonal-solver launches (NumPy: solve calls) per evaluation of dU/dt."""
+        """Tridiagonal-solver launches (NumPy: solve calls) per evaluation of dU/dt: stacked 4 (GPU with
+        strided y-lines: 1 + 4 + 1 + 3 = 9), per-variable 14, grouped 2 (Euler: half of each)."""
+        viscous = self.gas.viscous
+        if self.grouped:
+            return self.flux.launches() + (self.grad.launches() if viscous else 0)
         n = self.dx.launches(4) + self.dy.launches(4)
-        return n + (self.dx.launches(3) + self.dy.launches(3) if self.gas.viscous else 0)
+        return n + (self.dx.launches(3) + self.dy.launches(3) if viscous else 0)
+
+    def rhs_sweeps_per_rate(self) -> int:
+        """Explicit right-hand-side sweeps per evaluation (the same accounting as the solves)."""
+        viscous = self.gas.viscous
+        if self.grouped:
+            return self.flux.rhs_sweeps() + (self.grad.rhs_sweeps() if viscous else 0)
+        n = self.dx.rhs_sweeps(4) + self.dy.rhs_sweeps(4)
+        return n + (self.dx.rhs_sweeps(3) + self.dy.rhs_sweeps(3) if viscous else 0)
+
+    def filter_launches(self) -> int:
+        """Solver launches of the filter per step (x then y: they cannot share a batch, the y pass
+        filters the x pass's output)."""
+        return sum(f.solver.launches(4) for f in self.filters)
 
     def rate(self, U, out) -> None:
         """out = dU/dt at U (both (4, ny, nx))."""
@@ -165,8 +213,11 @@ class NavierStokes:
                 xp.multiply(p, inv, out=P[2])
                 P[2] *= t(gas.gamma)  # T = γp/ρ
         if gas.viscous:
-            self.dx(P, self.GX)
-            self.dy(P, self.GY)
+            if self.grouped:
+                self.grad(P, P, self.GX, self.GY)
+            else:
+                self.dx(P, self.GX)
+                self.dy(P, self.GY)
         with self.phase("other"):
             F[0] = U[1]
             F[1] += p
@@ -193,8 +244,11 @@ class NavierStokes:
                 G[1] -= txy
                 G[2] -= tyy
                 G[3] -= u * txy + v * tyy + kap * ty
-        self.dx(F, self.DF)
-        self.dy(G, self.DG)
+        if self.grouped:
+            self.flux(F, G, self.DF, self.DG)
+        else:
+            self.dx(F, self.DF)
+            self.dy(G, self.DG)
         with self.phase("other"):
             xp.add(self.DF, self.DG, out=out)
             xp.negative(out, out=out)

@@ -4,8 +4,8 @@ arithmetic in the phase ``update``), then the optional filter (phase ``filter``)
 builds this class for a navier-stokes preset (engine.py), so the family stays one registry entry.
 
 Timing phases: ``rhs`` and ``solve`` (the compact derivatives, 14 per evaluation), ``transpose``
-(GPU, y-lines), ``other`` (primitive variables, fluxes, stresses, characteristic boundaries),
-``update`` (RK4 stages), ``filter``.
+(GPU y-lines; under ``batching = grouped`` on NumPy too), ``other`` (primitive variables, fluxes,
+stresses, characteristic boundaries), ``update`` (RK4 stages), ``filter``.
 """
 from __future__ import annotations
 
@@ -23,8 +23,12 @@ class CompactNavierStokes(Compact):
         ny, nx = self.preset.shape
         item = np.dtype(self.preset.physics.dtype).itemsize
         # U, k, acc, tmp (4 each), P/GX/GY/τ (3 each), F/G/DF/DG (4 each), p, derivative and filter
-        # scratch (4 + 4 + 4 + 4), NumPy temporaries (~12)
-        return 72 * nx * ny * item + 4096 * (nx + ny) + (16 << 10)
+        # scratch (4 + 4 + 4 + 4), NumPy temporaries (~12); batching = grouped: the groups' buffers
+        # (2 × 2·(3 + 4)) hold P/GX/F/DF and replace the derivative scratch (+ 28 − 14 − 8), and NumPy's
+        # solve of a whole group (2·4 variables) makes its temporaries that size (~ +18; measured peak
+        # at 128²: 96 arrays' worth)
+        grouped = getattr(self, "selection", {}).get("batching") == "grouped"
+        return (72 + (24 if grouped else 0)) * nx * ny * item + 4096 * (nx + ny) + (16 << 10)
 
     # ---- state ----
     def _allocate(self):
@@ -135,10 +139,15 @@ class CompactNavierStokes(Compact):
         return n * dt
 
     def timing_extra(self):
+        """The batching axis' counts: solver launches (NumPy: solve calls) per evaluation of dU/dt and
+        per step (4 evaluations + the filter's x and y passes), and explicit right-hand-side sweeps
+        per evaluation — what LineSolver/GroupedDerivative do (tests count the launches)."""
+        per_rate = self.ns.launches_per_rate()
         return {"solver": self.selection["solver"], "batching": self.selection["batching"],
                 "systems_per_step": self.systems_per_step,
-                "solve_launches_per_step": 4 * self.ns.launches_per_rate() + 2 * len(self.ns.filters) * (
-                    1 if self.selection["batching"] == "stacked" else 4)}
+                "solve_launches_per_rate": per_rate,
+                "solve_launches_per_step": 4 * per_rate + self.ns.filter_launches(),
+                "rhs_sweeps_per_rate": self.ns.rhs_sweeps_per_rate()}
 
     @property
     def systems_per_step(self) -> int:

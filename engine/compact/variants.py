@@ -58,7 +58,8 @@ def register() -> None:
                            doc="y-derivatives: strided (solve the y-lines in place, element stride nx) or "
                                "transpose (tiled transpose, contiguous solve, transpose back; P4's choice)")
     registry.register_choice(FAMILY, "y-direction", "strided", doc="y-lines solved in place",
-                             reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+                             reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
+                             check=_strided_check)
     registry.register_choice(FAMILY, "y-direction", "transpose", doc="transpose, solve, transpose back",
                              reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
 
@@ -80,15 +81,37 @@ def register() -> None:
     _register_batching()
 
 
+def _grouped_check(backend, selection, config):
+    from .batched import grouping_reason
+
+    return grouping_reason(config, selection)
+
+
+def _strided_check(backend, selection, config):
+    if selection.get("batching") == "grouped":
+        return "batching = grouped batches transposed y-lines (choose another batching first)"
+    return None
+
+
 def _register_batching() -> None:
     """``batching`` (P4: "14 variables grouped 8 + 6"): the Navier–Stokes problem stacks the variables
     that need the same derivative — (u, v, T) and the four fluxes — so each stack is one batch of
-    tridiagonal systems (engine/compact/batched.py); ``per-variable`` solves them one at a time. The
-    scalar problems have one variable: both choices are the same there. NumPy: bit for bit equal."""
+    tridiagonal systems (engine/compact/batched.py); ``per-variable`` solves them one at a time;
+    ``grouped`` also puts a stack's x-lines and a stack's transposed y-lines in one batch (P4's 8 + 6:
+    2 solves per evaluation) where x and y share the matrix (nx = ny, the same closures) under
+    ``y-direction = transpose`` — elsewhere it is unavailable with the reason (and ``strided`` is while
+    grouped runs). The scalar problems have one variable: stacked and per-variable are the same there,
+    grouped is unavailable. NumPy: all three bit for bit equal."""
     registry.register_axis(FAMILY, "batching", default="stacked",
                            doc="Navier–Stokes: stacked (the variables needing one derivative solved as one batch: "
-                               "4 solves per evaluation) or per-variable (one solve per variable: 14)")
+                               "4 solves per evaluation), per-variable (one solve per variable: 14) or grouped "
+                               "(P4's 8 + 6: x-lines and transposed y-lines of a pass in one batch: 2; square grid, "
+                               "same closures on both axes, y-direction = transpose)")
     registry.register_choice(FAMILY, "batching", "per-variable", doc="one variable per solve (P4's baseline)",
                              reference={"batching": "per-variable"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
     registry.register_choice(FAMILY, "batching", "stacked", doc="one solve per stack of variables",
                              reference={"batching": "per-variable"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+    registry.register_choice(FAMILY, "batching", "grouped",
+                             doc="P4's 8 + 6: one solve per pass, x-lines and transposed y-lines together",
+                             reference={"batching": "per-variable"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
+                             check=_grouped_check)

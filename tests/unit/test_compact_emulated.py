@@ -205,3 +205,142 @@ def test_rhs_stencils_generated_cuda_emulated(name, boundary, tmp_path):
     rng = np.random.default_rng(11)
     for shape in shapes:
         _check(st, shape, np.float64, boundary, params, _valid_configs()[::13], rng, tmp_path)
+
+
+class _EmulatedDevice:
+    """gpu.DeviceSolver's constructor and solve() on the emulated tridiag.cu kernels (launch shapes from
+    engine/compact/gpu.py), every launch logged."""
+
+    lib = None
+    log: list = []
+
+    def __init__(self, kind, fac, sched, dtype, stream=None):
+        self.kind, self.fac, self.sched, self.dtype = kind, fac, sched, np.dtype(dtype)
+        if kind == "thomas":
+            self.packed = np.concatenate([fac.l, fac.inv_d, fac.upper, fac.z, fac.w, [fac.r, fac.q]]).astype(dtype)
+        else:
+            self.packed = sched.packed().astype(dtype)
+            self.per = np.concatenate([fac.z, [fac.r, fac.q]]).astype(dtype)
+
+    def solve(self, d, x, nsys, sys_stride, elem_stride):
+        assert d.flags.c_contiguous and x.flags.c_contiguous  # a kernel sees only the pointer
+        lib, n, sfx, f = self.lib, self.fac.n, _suffix(self.dtype), self.fac
+        if self.kind == "thomas":
+            (gx,), (bx,) = gpu.thomas_launch(nsys)
+            getattr(lib, f"thomas_{sfx}")(_i(f.periodic), _i(gx), _i(bx), _p(d), _p(x), _p(self.packed), _i(n),
+                                          _i(nsys), _l(sys_stride), _l(elem_stride))
+        else:
+            s = self.sched
+            bx = gpu.reduce_threads(n, s.lc, s.p)
+            getattr(lib, f"reduce_{sfx}")(_i(f.periodic), _i(nsys), _i(bx), _p(d), _p(x), _p(self.packed),
+                                          _p(self.per), _i(n), _i(s.lc), _i(s.p), _i(nsys), _l(sys_stride),
+                                          _l(elem_stride))
+        self.log.append((self.kind, n, nsys, sys_stride, elem_stride))
+
+
+@pytest.mark.parametrize("kind", ["thomas", "cr-pcr"])
+@pytest.mark.parametrize("sides", ["periodic", "bounded"])
+def test_emulated_grouped_navier_stokes_evaluation(lib, monkeypatch, kind, sides):
+    """batching = grouped on the GPU path with the real kernels (emulated): one Navier–Stokes evaluation
+    of dU/dt is 2 solver launches — the (u, v, T) pass as 2·3·n systems, the flux pass as 2·4·n, every
+    system contiguous (stride n) — plus the transpose kernel in and out of each pass, and equals the
+    NumPy engine's stacked evaluation to the kernels' round-off."""
+    import types
+
+    from nagare.engine.backend import get_backend
+    from nagare.engine.compact import Engine
+    from nagare.engine.compact import navier_stokes as ns
+    from nagare.engine.compact.config import CompactPreset
+
+    def transpose(src, dst):
+        ny, nx = src.shape
+        assert src.flags.c_contiguous and dst.flags.c_contiguous and dst.shape == (nx, ny)
+        (gx, gy), (bx, by) = gpu.transpose_launch(ny, nx)
+        lib.transpose_d(_i(gx), _i(gy), _i(bx), _i(by), _p(src), _p(dst), _i(ny), _i(nx))
+        transposes.append(src.shape)
+
+    transposes: list = []
+    monkeypatch.setattr(_EmulatedDevice, "lib", lib)
+    monkeypatch.setattr(_EmulatedDevice, "log", [])
+    monkeypatch.setattr(gpu, "DeviceSolver", _EmulatedDevice)
+    monkeypatch.setattr(gpu, "transpose", transpose)
+    n = 36
+    bounded = {"west": "hold", "east": "nscbc", "south": "nscbc", "north": "nscbc"}
+    pre = CompactPreset.model_validate({
+        "engine": "compact", "description": "test", "initial": {"kind": "random"},
+        "grid": {"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1},
+        "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 200.0},
+        "boundaries": bounded if sides == "bounded" else {}})
+    ref = Engine(pre, get_backend("numpy"))  # stacked, thomas, NumPy
+    eq = ns.NavierStokes(pre, np, np.float64)
+    eq.build(dict(ref.selection, solver=kind, batching="grouped", **{"y-direction": "transpose"}),
+             types.SimpleNamespace(xp=np, is_gpu=True, name="cupy"))
+    got, want = np.empty_like(ref.U), np.empty_like(ref.U)
+    eq.rate(ref.U, got)
+    ref.ns.rate(ref.U, want)
+    assert sorted(_EmulatedDevice.log) == [(kind, n, 2 * 3 * n, n, 1), (kind, n, 2 * 4 * n, n, 1)]
+    assert sorted(transposes) == sorted([(3 * n, n), (n, 3 * n), (4 * n, n), (n, 4 * n)])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-11 * np.max(np.abs(want)))
+
+
+def test_grouped_rhs_is_one_generated_kernel_launch_on_the_fake_gpu(tmp_path, monkeypatch):
+    """kernel = cuda (the GPU default) under batching = grouped: the explicit right-hand side of a whole
+    group — the x-lines of one stack and the transposed y-lines of another — is ONE launch of the
+    stencil framework's generated compact6_x kernel over the (2·nv·n, n) buffer (CuPy replaced by
+    tests/unit/fake_cupy.py, whose kernels run the generated CUDA on the CPU), and the derivatives equal
+    the NumPy stacked ones bit for bit (the solver: a line-addressed Thomas stand-in)."""
+    import sys
+    import types
+
+    from nagare.engine.backend import get_backend
+    from nagare.engine.compact.batched import GroupedDerivative, StackDerivative
+    from nagare.engine.stencil import loops
+
+    from tests.unit import cuda_emulator, fake_cupy
+
+    if not cuda_emulator.available():
+        pytest.skip("needs g++ to emulate the kernels")
+    fcp = fake_cupy.make(tmp_path)
+    fcp.empty = fake_cupy._aligned(np.empty)
+    monkeypatch.setitem(sys.modules, "cupy", fcp)
+    monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path / "cache"))
+    loops._compiled.cache_clear()
+
+    class Device:
+        def __init__(self, kind, fac, sched, dtype, stream=None):
+            self.fac = fac
+
+        def solve(self, d, x, nsys, ss, es):
+            idx = np.arange(nsys)[:, None] * ss + np.arange(self.fac.n)[None, :] * es
+            x.reshape(-1)[idx] = tridiag.thomas(self.fac, d.reshape(-1)[idx])
+            solves.append((nsys, ss, es))
+
+    solves: list = []
+    monkeypatch.setattr(gpu, "DeviceSolver", Device)
+    monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
+    try:
+        n, nv = 24, 3
+        rng = np.random.default_rng(2)
+        fx, fy = rng.standard_normal((nv, n, n)), rng.standard_normal((nv, n, n))
+        for boundary in ("closures", "periodic"):
+            sel = {"solver": "thomas", "y-direction": "transpose", "kernel": "cuda", "batching": "grouped"}
+            g = GroupedDerivative(n=n, nv=nv, h={"x": 0.1, "y": 0.1}, boundary=boundary, dtype=np.float64,
+                                  selection=sel, backend=types.SimpleNamespace(xp=fcp, is_gpu=True))
+            ox, oy = np.full_like(fx, np.nan), np.full_like(fy, np.nan)
+            before = sum(len(k.launches) for k in fcp.kernels)
+            solves.clear()
+            g(fx, fy, ox, oy)
+            launched = [k for k in fcp.kernels if k.launches]
+            assert sum(len(k.launches) for k in fcp.kernels) - before == 1, [(k.name, k.launches) for k in launched]
+            assert "compact6_x" in launched[-1].name
+            assert solves == [(2 * nv * n, n, 1)] and g.launches() == 1 and g.rhs_sweeps() == 1
+            plain = {"solver": "thomas", "y-direction": "transpose", "kernel": "array", "batching": "stacked"}
+            kw = dict(shape=(n, n), h=0.1, boundary=boundary, dtype=np.float64, selection=plain,
+                      backend=get_backend("numpy"))
+            wx, wy = np.empty_like(fx), np.empty_like(fy)
+            StackDerivative(axis="x", **kw)(fx, wx)
+            StackDerivative(axis="y", **kw)(fy, wy)
+            np.testing.assert_array_equal(ox, wx)
+            np.testing.assert_array_equal(oy, wy)
+    finally:
+        loops._compiled.cache_clear()

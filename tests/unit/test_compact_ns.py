@@ -13,6 +13,7 @@ from nagare.engine.compact import Engine, tridiag
 from nagare.engine.compact import filter as cfilter
 from nagare.engine.compact import navier_stokes as ns
 from nagare.engine.compact.config import CompactPreset
+from nagare.engine.compact.variants import SOLVER_ATOL, SOLVER_RTOL
 from nagare.engine.presets import load_preset
 
 NUMPY = get_backend("numpy")
@@ -182,6 +183,134 @@ def test_batching_is_bit_for_bit_and_batches():
     np.testing.assert_array_equal(a.U, b.U)
 
 
+GROUPABLE = {  # square grids whose x and y share one matrix
+    "bounded": ({"nx": 20, "ny": 20, "x0": -1, "x1": 1, "y0": -1, "y1": 1}, BOUNDED),
+    # h_x ≠ h_y: one solve, but a right-hand-side sweep per half
+    "periodic-hx-ne-hy": ({"nx": 16, "ny": 16, "x0": -1, "x1": 1, "y0": -1.5, "y1": 1.5}, {}),
+}
+GROUPED = {"batching": "grouped", "y-direction": "transpose"}
+
+
+@pytest.mark.parametrize("viscous", [True, False], ids=["viscous", "euler"])
+@pytest.mark.parametrize("layout", list(GROUPABLE))
+def test_grouped_is_bit_for_bit_with_stacked_and_launches_two_solves(layout, viscous):
+    """batching = grouped (P4's 8 + 6: the x-lines and the transposed y-lines of a pass in one batch)
+    performs stacked's element-wise operations on the same lines: identical numbers on NumPy for the
+    direct solvers and for the stencil framework's host right-hand side; 2 solves per evaluation
+    (Euler: 1) against stacked's 4 (2) and per-variable's 14 (8); live switches keep the state.
+    CGS / Bi-CGSTAB agree to the family's solver tolerance only: their inner products are NumPy
+    reductions, whose summation order depends on whether a line is contiguous (grouped: transposed
+    y-lines) or a strided view (stacked on NumPy), and converged iterations taken along different
+    round-off paths differ by up to κ·tol — the y-lines' layout, not the batching (the same lines in a
+    larger batch give the same bits: test_iterative_lines_do_not_depend_on_their_batch)."""
+    grid, sides = GROUPABLE[layout]
+    pre = _preset(grid, {"dt": 0.01, "reynolds": 200.0, "viscous": viscous}, {"kind": "random"}, sides)
+    c = Engine(pre, NUMPY, variants={"batching": "per-variable"})
+    for solver in ("cr", "pcr", "cr-pcr", "cgs", "bicgstab"):
+        a = Engine(pre, NUMPY, variants={"batching": "stacked", "y-direction": "transpose", "solver": solver})
+        b = Engine(pre, NUMPY, variants=dict(GROUPED, solver=solver))
+        a.step(2)
+        b.step(2)
+        if solver in ("cgs", "bicgstab"):
+            # converged to 1e-13 by different paths: apart by up to κ·tol (~1e-11), the family's solver
+            # tolerance (variants.SOLVER_RTOL/ATOL) is what they are held to against each other
+            np.testing.assert_allclose(b.U, a.U, rtol=SOLVER_RTOL, atol=SOLVER_ATOL, err_msg=solver)
+        else:
+            np.testing.assert_array_equal(a.U, b.U, err_msg=solver)
+    a = Engine(pre, NUMPY, variants={"batching": "stacked", "y-direction": "transpose"})
+    b = Engine(pre, NUMPY, variants=GROUPED)
+    assert (a.ns.launches_per_rate(), b.ns.launches_per_rate(), c.ns.launches_per_rate()) == (
+        (4, 2, 14) if viscous else (2, 1, 8))
+    sweeps = 2 if layout == "periodic-hx-ne-hy" else 1
+    assert b.ns.rhs_sweeps_per_rate() == sweeps * (2 if viscous else 1)
+    ex = b.timing_extra()
+    assert ex["batching"] == "grouped" and ex["solve_launches_per_rate"] == b.ns.launches_per_rate()
+    assert ex["solve_launches_per_step"] == 4 * ex["solve_launches_per_rate"] + 2  # filter: x, then y
+    a.step(2)
+    b.step(2)
+    np.testing.assert_array_equal(a.U, b.U, err_msg="thomas")
+    for e in (a, b):
+        e.set_variant(kernel="stencil-host")
+    a.step(2)
+    b.step(2)
+    np.testing.assert_array_equal(a.U, b.U, err_msg="stencil-host")
+    b.set_variant(batching="stacked")  # live switches keep the state (and the group's views go)
+    b.set_variant(batching="grouped")
+    a.step(1)
+    b.step(1)
+    np.testing.assert_array_equal(a.U, b.U)
+    calls = b.ns.flux.solver.calls + (b.ns.grad.solver.calls if viscous else 0)
+    assert calls == b.ns.launches_per_rate() * 4  # one step since the last rebuild: 4 evaluations
+
+
+def test_the_registry_test_runs_grouped_somewhere_and_the_bench_measures_it():
+    """tests/equivalence/test_registry.py walks the equivalence presets: at least one must let grouped
+    run (else its check would skip everywhere), with the companion y-direction it names; `nagare bench
+    compact` has Navier–Stokes cases where the GPU's default selection lets the grouped cell run."""
+    from nagare.engine import registry
+    from nagare.engine.compact.batched import grouping_reason
+
+    comp = Engine.equivalence_companions("batching", "grouped")
+    assert comp == {"y-direction": "transpose"}
+    runs = [k for k, p in Engine.equivalence_presets().items() if grouping_reason(p, comp) is None]
+    assert runs == ["navier-stokes-square"]
+    gpu_default = registry.default_selection("compact", "cupy")
+    ns_cases = [(lbl, ov) for lbl, ov in Engine.bench_cases("cupy") if ov[0] == "@compact-vortex-outflow"]
+    assert [lbl for lbl, _ in ns_cases] == ["ns-vortex-256-fp64", "ns-vortex-512-fp64"]
+    for _, ov in ns_cases:
+        pre = load_preset(ov[0][1:], ov[1:], backend=None)
+        assert grouping_reason(pre, dict(gpu_default, batching="grouped")) is None
+
+
+@pytest.mark.parametrize("kind", ["cgs", "bicgstab"])
+def test_iterative_lines_do_not_depend_on_their_batch(kind):
+    """A contiguous line gets the same bits alone, in a stack or beside other lines in a larger batch."""
+    from nagare.engine.compact import iterative, schemes
+
+    fac = tridiag.factorise(*schemes.bands(20, "closures"), False)
+    d = np.random.default_rng(1).random((6, 20))
+    whole = iterative.solve(kind, fac, d)
+    np.testing.assert_array_equal(iterative.solve(kind, fac, d[:2]), whole[:2])
+    np.testing.assert_array_equal(iterative.solve(kind, fac, d[4:]), whole[4:])
+
+
+@pytest.mark.parametrize("grid,sides,fragment", [
+    ({"nx": 24, "ny": 20}, BOUNDED, "nx = 24 ≠ ny = 20"),
+    ({"nx": 20, "ny": 20}, {"west": "hold", "east": "nscbc", "south": "periodic", "north": "periodic"},
+     "x is closures, y is periodic"),
+])
+def test_grouped_is_unavailable_where_x_and_y_differ(grid, sides, fragment):
+    """Different matrices (sizes, closures), strided y-lines or a scalar problem: one line says why,
+    through the registry (a requested choice is refused, a preset default falls back, the engine keeps
+    running what it ran)."""
+    from nagare.engine import registry
+    from nagare.engine.errors import VariantUnavailable
+
+    grid = dict(grid, x0=-1, x1=1, y0=-1, y1=1)
+    pre = _preset(grid, {"dt": 0.01}, {"kind": "random"}, sides)
+    choice = registry.axes("compact")["batching"].choices["grouped"]
+    reason = registry.unavailable_reason(choice, "numpy", dict(GROUPED, solver="thomas"), pre)
+    assert reason and fragment in reason and "\n" not in reason
+    with pytest.raises(VariantUnavailable, match=fragment):
+        Engine(pre, NUMPY, variants=GROUPED)
+    e = Engine(pre, NUMPY, variants={"y-direction": "transpose"})
+    with pytest.raises(VariantUnavailable, match=fragment):
+        e.set_variant(batching="grouped")
+    assert e.selection["batching"] == "stacked"
+    e.step(1)
+    square = _preset({"nx": 20, "ny": 20, "x0": -1, "x1": 1, "y0": -1, "y1": 1}, {"dt": 0.01}, {"kind": "random"},
+                     BOUNDED)
+    assert "y-direction = transpose" in registry.unavailable_reason(choice, "numpy", {"y-direction": "strided"}, square)
+    e = Engine(square, NUMPY, variants=GROUPED)
+    with pytest.raises(VariantUnavailable, match="batching = grouped"):
+        e.set_variant(**{"y-direction": "strided"})  # would leave grouped without its transposed y-lines
+    scalar = load_preset("compact-derivative", [], backend="numpy")
+    assert "Navier–Stokes" in registry.unavailable_reason(choice, "numpy", GROUPED, scalar)
+    held = load_preset("compact-vortex-outflow", ["grid.nx=32", "grid.ny=32", "physics.dt=0.02"], backend="numpy")
+    held.variants.update(GROUPED)  # a preset default that can run is kept
+    assert Engine(held, NUMPY).selection["batching"] == "grouped"
+
+
 def test_preset_runs_with_fields_diagnostics_and_phases():
     pre = load_preset("compact-vortex-outflow", ["grid.nx=48", "grid.ny=48", "physics.dt=0.016"], backend="numpy")
     e = Engine(pre, NUMPY)
@@ -240,6 +369,62 @@ def test_device_line_addressing_of_stacks(monkeypatch, axis, ydir, batching):
     np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-14)
     strided_y = axis == "y" and ydir == "strided"
     assert s.device.launches == (nv if (batching == "per-variable" or strided_y) else 1)
+
+
+class _CountedDevice(_LineAddressedSolver):
+    """gpu.DeviceSolver's constructor and solve(), every launch counted in one shared list."""
+
+    log: list = []
+
+    def __init__(self, kind, fac, sched, dtype, stream=None):
+        super().__init__(fac)
+
+    def solve(self, d, x, nsys, sys_stride, elem_stride):
+        super().solve(d, x, nsys, sys_stride, elem_stride)
+        self.log.append((self.fac.n, nsys, sys_stride, elem_stride))
+
+
+@pytest.mark.parametrize("batching,ydir", [("stacked", "transpose"), ("stacked", "strided"),
+                                           ("per-variable", "transpose"), ("grouped", "transpose")])
+def test_gpu_path_launches_what_timing_extra_reports(monkeypatch, batching, ydir):
+    """The Navier–Stokes evaluation and filter on the GPU path (batched.LineSolver/GroupedDerivative with
+    is_gpu, kernels replaced by a solver that addresses lines as they do and counts its launches, the
+    transpose kernel by NumPy's): the launches counted per evaluation and per step are the ones
+    timing_extra reports — grouped 2 solves per evaluation (one of 2·3·n systems, one of 2·4·n, all of
+    stride n), stacked 4 (9 with strided y-lines: one launch per variable), per-variable 14 — and the
+    numbers are NumPy's (stacked), bit for bit."""
+    import types
+
+    from nagare.engine.compact import gpu, ns_engine
+
+    monkeypatch.setattr(gpu, "DeviceSolver", _CountedDevice)
+    monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
+    n = 16
+    pre = _preset({"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1}, {"dt": 0.01, "reynolds": 200.0},
+                  {"kind": "random"}, BOUNDED)
+    ref = Engine(pre, NUMPY)
+    sel = dict(ref.selection, batching=batching, **{"y-direction": ydir})
+    fake = types.SimpleNamespace(xp=np, is_gpu=True, name="cupy")
+    eq = ns.NavierStokes(pre, np, np.float64)
+    eq.build(sel, fake)
+    _CountedDevice.log = []
+    out, want = np.empty_like(ref.U), np.empty_like(ref.U)
+    eq.rate(ref.U, out)
+    ref.ns.rate(ref.U, want)
+    np.testing.assert_array_equal(out, want)
+    per_rate = {"stacked": 9 if ydir == "strided" else 4, "per-variable": 14, "grouped": 2}[batching]
+    assert len(_CountedDevice.log) == eq.launches_per_rate() == per_rate
+    if batching == "grouped":
+        assert sorted(_CountedDevice.log) == [(n, 2 * 3 * n, n, 1), (n, 2 * 4 * n, n, 1)]
+    _CountedDevice.log = []
+    eq.filter(ref.U.copy())
+    assert len(_CountedDevice.log) == eq.filter_launches() == (8 if batching == "per-variable" else
+                                                              5 if ydir == "strided" else 2)
+    # what the engine reports: the same model on the engine's own NavierStokes
+    eng = types.SimpleNamespace(ns=eq, selection=sel, systems_per_step=0)
+    extra = ns_engine.CompactNavierStokes.timing_extra(eng)
+    assert extra["solve_launches_per_rate"] == per_rate
+    assert extra["solve_launches_per_step"] == 4 * per_rate + eq.filter_launches()
 
 
 def test_audit_tiny_core_is_refused_and_a_fast_free_stream_is_not_a_divergence():
