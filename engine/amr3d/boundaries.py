@@ -19,6 +19,13 @@ applies lists:
   in the non-equilibrium part, robust, and the usual choice for a far-field inflow).
 - **Outflow** on one side: every stored copy of a node on that side takes all 27 populations of
   the next node inwards, in the same leaf (zero normal gradient, first order), after each step.
+- **Free-slip sides** (``slip``): specular reflection at the half-way wall instead of bounce-back,
+  c' = c − 2(c·n)n. Nothing is applied after the step: the pull itself reads the mirrored node's
+  reflected population, classified once per tree like every pull source (tables.py
+  ``_reflect_slip``, which states the rule at edges and corners: bounce-back wins where a link
+  also crosses a wall, inlet or outflow side), and on the GPU through the fix-up descriptors that
+  already carry the walls (a side point crosses a slot without a neighbour, so it is an interface
+  point): no kernel of its own.
 Other non-periodic sides keep the engine's half-way bounce-back walls.
 """
 from __future__ import annotations
@@ -65,6 +72,7 @@ class Boundaries:
     inlet_velocity: tuple
     solid: object  # finest-lattice positions → bool (tables.py), or None without bodies
     interpolated: bool = False  # links carry Bouzidi weights (else half-way bounce-back)
+    slip: tuple = ()  # free-slip sides ("y-", …): the tables' and descriptors' specular reflection
 
     def links(self) -> dict:
         """{level: (point ids, q, i1, i2, w1, w2)} of interpolated links, i1/i2 flat level-buffer
@@ -123,12 +131,18 @@ def _side_points(forest: Forest, sl: slice, side: str, inward: int):
 
 
 def build(forest: Forest, bodies=(), inlet: str = "none", outlet: str = "none",
-          inlet_velocity=(0.0, 0.0, 0.0), wall: str = "halfway") -> Boundaries:
+          inlet_velocity=(0.0, 0.0, 0.0), wall: str = "halfway", slip=()) -> Boundaries:
     """``wall``: "halfway" (bounce-back half-way between a fluid and a solid node) or
     "interpolated" (Bouzidi, Firdaouss & Lallemand 2001, linear: the wall where the body's surface
-    cuts the link)."""
+    cuts the link). ``slip``: free-slip sides (none of them the inlet or the outlet)."""
     if wall not in ("halfway", "interpolated"):
         raise ValueError(f"wall = {wall!r}: halfway or interpolated")
+    from .tables import slip_sides
+
+    slip = slip_sides(forest, slip)
+    for name, side in (("inlet", inlet), ("outlet", outlet)):
+        if side in slip:
+            raise ValueError(f"side {side} is both the {name} and free-slip")
     m, m3 = forest.m, forest.m ** 3
     solid = solid_function(forest, list(bodies))
     unit = float(1 << forest.max_level)
@@ -157,7 +171,7 @@ def build(forest: Forest, bodies=(), inlet: str = "none", outlet: str = "none",
             os_ = (lf - lo) * m3 + local_flat(m, src)
         out[lv] = LevelBoundary(lv, solid_pts, inlet_pts, od, os_, links["pts"], links["q"], links["w1"], links["q2"],
                                 links["p2"], links["w2"], links["owner"], near_l, near_ijk)
-    return Boundaries(forest, out, tuple(float(v) for v in inlet_velocity), solid, wall == "interpolated")
+    return Boundaries(forest, out, tuple(float(v) for v in inlet_velocity), solid, wall == "interpolated", slip)
 
 
 def _candidates(forest: Forest, sl: slice, bodies, unit: float) -> np.ndarray:
@@ -263,7 +277,7 @@ def on_device(xp, bnd: Boundaries) -> Boundaries:
         return replace(b, **{f.name: xp.asarray(getattr(b, f.name)) for f in fields(b)
                              if isinstance(getattr(b, f.name), np.ndarray) and not f.name.startswith("near")})
     return Boundaries(bnd.forest, {lv: move(b) for lv, b in bnd.level.items()}, bnd.inlet_velocity, bnd.solid,
-                      bnd.interpolated)
+                      bnd.interpolated, bnd.slip)
 
 
 # ---- applying the lists (any xp: NumPy reference, NumpyKernels; CUDA kernels in coupling.cu) ----------

@@ -18,12 +18,27 @@ class Grid(Strict):
                                          description="root blocks (level-0 leaves) along x, y, z, 1 … 64 each")
     m: Literal[9, 17, 33] = Field(17, description="points per leaf edge, 2ⁿ+1 (P0: 17)")
     periodic: tuple[bool, bool, bool] = Field((True, True, True),
-                                              description="per axis: periodic, or half-way bounce-back walls")
+                                              description="per axis: periodic, or sides (half-way bounce-back "
+                                                          "walls unless free_slip, flow.inlet or flow.outlet "
+                                                          "names them)")
+    free_slip: list[Literal["x-", "x+", "y-", "y+", "z-", "z+"]] = Field(
+        default_factory=list,
+        description="sides of non-periodic axes with free slip (specular reflection at the half-way wall: no flow "
+                    "through it, no shear stress) instead of bounce-back walls, e.g. ['y-', 'y+', 'z-', 'z+']; "
+                    "where one meets a wall, inlet or outflow side the wall's bounce-back wins at the edge "
+                    "(docs/amr3d-flows.md)")
 
     @model_validator(mode="after")
     def _sizes(self):
         if any(not 1 <= n <= 64 for n in self.leaves):
             raise ValueError(f"grid.leaves must be 1 … 64 per axis, not {list(self.leaves)}")
+        for side in self.free_slip:
+            axis = "xyz".index(side[0])
+            if self.periodic[axis]:
+                raise ValueError(f"grid.free_slip names {side!r}, which needs grid.periodic[{axis}] = false "
+                                 "(a periodic axis has no sides)")
+        if len(set(self.free_slip)) != len(self.free_slip):
+            raise ValueError(f"grid.free_slip = {list(self.free_slip)} names a side twice")
         return self
 
 
@@ -190,6 +205,9 @@ class AMR3DPreset(PresetBase):
             if side != "none" and self.grid.periodic[axis[side[0]]]:
                 raise ValueError(f"flow.{name} = {side!r} needs grid.periodic[{axis[side[0]]}] = false "
                                  f"(a periodic axis has no sides)")
+            if side in self.grid.free_slip:
+                raise ValueError(f"flow.{name} = {side!r} is also in grid.free_slip: a side is one of wall, "
+                                 "free slip, inlet or outflow")
         if self.flow.reynolds is not None:
             if not self.body:
                 raise ValueError("flow.reynolds needs a [[body]]: its reference length defines Re")

@@ -28,6 +28,11 @@ W_EXACT = tuple([Fraction(8, 27)] + [Fraction(2, 27)] * 6 + [Fraction(1, 54)] * 
 W = np.array([float(x) for x in W_EXACT], dtype=np.float64)  # W_EXACT feeds the CUDA prelude
 OPP = np.array([0] + [a + 1 if a % 2 else a - 1 for a in range(1, Q)], dtype=np.int64)
 CS2 = 1.0 / 3.0
+# Specular reflection (free-slip sides, tables.py): REFLECT[mask, α] is the direction c_α with the
+# components of the axes in ``mask`` (bit 0 x, bit 1 y, bit 2 z) negated; REFLECT[7] = OPP.
+REFLECT = np.array([[next(b for b in range(27) if all(C[b, d] == (-C[a, d] if mask >> d & 1 else C[a, d])
+                                                     for d in range(3))) for a in range(27)]
+                    for mask in range(8)], dtype=np.int64)
 
 
 def viscosity(tau: float) -> float:
@@ -137,6 +142,7 @@ def fluid_velocity(xp, f, accel=(0.0, 0.0, 0.0)):
 
 def _check() -> None:
     assert np.all(C[OPP] == -C)
+    assert np.array_equal(REFLECT[0], np.arange(Q)) and np.array_equal(REFLECT[7], OPP)
     assert len({tuple(c) for c in C}) == Q
     np.testing.assert_allclose(W.sum(), 1.0, rtol=1e-15)
     np.testing.assert_allclose((W[:, None] * C).sum(0), 0.0, atol=1e-15)

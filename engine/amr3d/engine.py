@@ -132,9 +132,9 @@ class AMR3D(Engine):
                                     trail_every=p.tracers.trail_every)
             self._seeds_in_fluid()
         self._bnd = None
-        if self.bodies or p.flow.inlet != "none" or p.flow.outlet != "none":
+        if self.bodies or p.flow.inlet != "none" or p.flow.outlet != "none" or p.grid.free_slip:
             self._bnd = boundaries.build(self.forest, self.bodies, p.flow.inlet, p.flow.outlet, p.flow.velocity,
-                                         p.flow.wall)
+                                         p.flow.wall, p.grid.free_slip)
         self.is_box = p.is_box
         self.dt = 2.0 ** -min(self.forest.levels)  # one step = one step of the coarsest level
         self.omega = 1.0 / p.physics.tau
@@ -409,8 +409,10 @@ class AMR3D(Engine):
             if self._tables is None:
                 from . import tables
 
-                solid, near = (self._bnd.solid, self._bnd.near()) if self._bnd is not None else (None, None)
-                self._tables = tables.on_device(self.xp, tables.build(self.forest, p.physics.interp, solid, near))
+                solid, near, slip = ((self._bnd.solid, self._bnd.near(), self._bnd.slip) if self._bnd is not None
+                                     else (None, None, ()))
+                self._tables = tables.on_device(self.xp, tables.build(self.forest, p.physics.interp, solid, near,
+                                                                      slip))
             self._tree = reference.Stepper(self.xp, self.forest,
                                            reference.Physics(p.physics.tau, self.accel, collision=self.collision),
                                            self.xp.array(leaves, dtype=self.dtype), self._tables, synchronised=True,
@@ -430,10 +432,11 @@ class AMR3D(Engine):
             key = (self.preset.model_dump_json(include={"grid", "refine", "body", "flow"}), self.preset.physics.interp,
                    getattr(self.preset, "source", ""))
             if key not in _COUPLING_CACHE:
-                solid, near, links = ((self._bnd.solid, self._bnd.near(), self._bnd.links()) if self._bnd is not None
-                                      else (None, None, None))
+                solid, near, links, slip = ((self._bnd.solid, self._bnd.near(), self._bnd.links(), self._bnd.slip)
+                                            if self._bnd is not None else (None, None, None, ()))
                 _COUPLING_CACHE.clear()
-                _COUPLING_CACHE[key] = interface.build(self.forest, self.preset.physics.interp, solid, near, links)
+                _COUPLING_CACHE[key] = interface.build(self.forest, self.preset.physics.interp, solid, near, links,
+                                                       slip)
             self._coupling = _COUPLING_CACHE[key]
         return self._coupling
 
@@ -735,6 +738,13 @@ class AMR3D(Engine):
                 "body": [{"kind": "sphere", "center": [7.7, 8.1, 8.3], "diameter": 3.0, "level": 1, "band": 0.5}],
                 "flow": {"inlet": "x-", "outlet": "x+", "velocity": [0.04, 0.0, 0.0], "wall": "interpolated"},
                 "physics": {"tau": 0.56, "collision": "mrt", "les": "smagorinsky", "smagorinsky": 0.16}}),
+            # free-slip sides (specular reflection through the fix-up's descriptors) on two levels: y− and z+
+            # free slip, y+ a wall (the wall–free-slip edge), z− a wall, x periodic, a body force along x
+            "fp32-tree2-slip-m9": AMR3DPreset.model_validate({
+                **base, "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [True, False, False],
+                                 "free_slip": ["y-", "z+"]},
+                "refine": [{"lo": [0.0, 0.0, 0.0], "hi": [0.3, 0.4, 0.4], "level": 1}],
+                "physics": {"tau": 0.57, "force": [2e-5, 0, 0]}}),
             # Kobayashi's CSM (the coefficient's pre-pass, the fix-up's velocities, the owners' C) on two
             # levels with walls normal to y and a body force
             "fp32-tree2-csm-m9": AMR3DPreset.model_validate({

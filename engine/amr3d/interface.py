@@ -154,11 +154,15 @@ def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return first[order], rank[inv.reshape(-1)]
 
 
-def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None) -> dict[int, LevelCoupling]:
+def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None,
+          slip=()) -> dict[int, LevelCoupling]:
     """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search).
     ``solid`` and ``near`` (boundaries.py): the points next to a body join the fix-up list, their
     solid sources bounced back; ``links`` (Boundaries.links()) replace those bounce-backs by the link
-    buffer's interpolated values."""
+    buffer's interpolated values. ``slip``: free-slip sides (Boundaries.slip): the side points are
+    interface points already (they cross a slot without a neighbour, as at a wall), and their
+    descriptors read the mirrored node's reflected population (tables.point_tables) instead of
+    the own point's opposite one — the fix-up kernel is the same."""
     out = {}
     links = links or {}
     m3 = forest.m ** 3
@@ -172,7 +176,7 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
         if lv in near:
             leaves, ijk = _union(forest.m, (leaves, ijk), near[lv])
         R = len(leaves)
-        pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid)
+        pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip)
         pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
         desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
         desc[0] = pid  # the rest population stays at the point

@@ -169,14 +169,16 @@ class Stepper:
 
     def __init__(self, xp, forest: Forest, physics: Physics, f, tables: Tables | None = None,
                  interp: str = "quadratic", synchronised: bool = False, bnd=None):
-        """``bnd``: boundaries.Boundaries of a flow (bodies, inlet, outlet); the tables must then be
-        built with its ``solid`` and ``near`` (done here when they are not given)."""
+        """``bnd``: boundaries.Boundaries of a flow (bodies, inlet, outlet, free-slip sides); the
+        tables must then be built with its ``solid``, ``near`` and ``slip`` (done here when they are
+        not given)."""
         from .tables import build
         levels.check_taus(physics.tau0, forest.levels)
         self.xp, self.forest, self.physics = xp, forest, physics
         self.bnd = boundaries.on_device(xp, bnd) if bnd is not None else None
         if tables is None:
-            tables = build(forest, interp, bnd.solid, bnd.near()) if bnd is not None else build(forest, interp)
+            tables = (build(forest, interp, bnd.solid, bnd.near(), bnd.slip) if bnd is not None
+                      else build(forest, interp))
         self.tables = tables
         self.csm = None  # Kobayashi's CSM: per level, the copies of shared nodes and their owners
         if physics.collision.csm:

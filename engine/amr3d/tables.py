@@ -13,6 +13,10 @@ Inner points (indices 1 … m−2 on every axis) read their own leaf at the fixe
 not in the tables. A shell point's source s = x − c_q h_l is classified (docs/amr3d.md):
 0. a solid node of a body (``solid``: flows, boundaries.py) → bounce-back, as 1         (direct)
 1. beyond a non-periodic side → bounce-back: own point, population opp(q)            (direct)
+   — unless every side it crosses is free-slip (``slip``): specular reflection at the half-way
+   wall, the population R(q) (c with the crossed components negated) of the mirrored source
+   x − c_q h_l with the crossed components dropped (a node of the same boundary layer), which is
+   then classified by 2–5 like any source (it may lie in another leaf, finer or coarser)
 2. inside the own leaf's closed box → own leaf                                        (direct)
 3. a node of a same-level leaf (lowest index)                                         (direct)
 4. a node of a level l+1 leaf (coincident fine node; value rescaled fine → coarse)    (fine)
@@ -107,16 +111,67 @@ def _uniq(ids: np.ndarray):
     return u, inv.reshape(ids.shape)
 
 
-def build(forest: Forest, interp: str = "quadratic", solid=None, near=None) -> Tables:
+def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, slip=()) -> Tables:
     """interp: "quadratic" (default: 3 coarse nodes per half-way axis, 27-point stencil) or
     "linear" (P0's trilinear 8-point stencil); docs/amr3d.md says why quadratic. ``solid`` (see
     _classify) and ``near`` ({level: (leaves, ijk)}: the points next to a body, boundaries.py) add
     the bodies' bounce-back: inner points among ``near`` get table rows too (their other
-    directions repeat what the inner slices read)."""
+    directions repeat what the inner slices read). ``slip``: the free-slip sides ("y-", "z+", …;
+    non-periodic), specular reflection instead of bounce-back (:func:`slip_sides`)."""
     if interp not in STENCILS:
         raise ValueError(f"interp = {interp!r}: one of {sorted(STENCILS)}")
     near = near or {}
-    return Tables(forest, {lv: _build_level(forest, lv, interp, solid, near.get(lv)) for lv in forest.levels}, interp)
+    slip = slip_sides(forest, slip)
+    return Tables(forest, {lv: _build_level(forest, lv, interp, solid, near.get(lv), slip) for lv in forest.levels},
+                  interp)
+
+
+def slip_sides(forest: Forest, sides) -> tuple:
+    """The free-slip sides as a canonical tuple ("x-", …, "z+" order), checked: each names a side
+    of a non-periodic axis, once."""
+    order = ("x-", "x+", "y-", "y+", "z-", "z+")
+    sides = tuple(sides or ())
+    for s in sides:
+        if s not in order:
+            raise ValueError(f"free-slip side {s!r}: one of {', '.join(order)}")
+        if forest.periodic[order.index(s) // 2]:
+            raise ValueError(f"free-slip side {s!r} lies on a periodic axis (a periodic axis has no sides)")
+    if len(set(sides)) != len(sides):
+        raise ValueError(f"free-slip sides {list(sides)} name a side twice")
+    return tuple(s for s in order if s in sides)
+
+
+def _reflect_slip(forest: Forest, pos, src, q, slip):
+    """Free-slip sides on the pull sources ``src`` (P, 26, 3) of the points at ``pos`` (P, 3) in
+    directions ``q``: where every side a source lies beyond is free-slip, the source becomes the
+    mirrored node (the crossed components taken from the point itself) and the population read
+    becomes R(q), c_q with the crossed components negated (d3q27.REFLECT). Specular reflection at
+    the half-way wall: the population that left x − t h (t: c_q without the crossed components)
+    in direction R(q) reaches the wall half a spacing out and comes back to x as q, so no mass
+    crosses the side and the tangential momentum it carries is kept (no shear stress).
+    Where a source crosses a free-slip side *and* another non-periodic side (a wall, an inlet or an
+    outflow: their pull is bounce-back), bounce-back wins: it satisfies the free-slip side's
+    condition (no normal flux) and the wall's (no slip), specular reflection would break the
+    wall's, and the pairing stays one to one (each outgoing population is read by exactly one
+    incoming link: a link's class depends only on the set of sides it crosses, and the reflected
+    link crosses the same set), so a closed box conserves mass exactly.
+    Returns (src, read population)."""
+    if not slip:
+        return src, q
+    read = np.broadcast_to(q, src.shape[:-1]).copy()
+    walled = ~np.asarray(forest.periodic, bool)  # (periodic axes wrap: no side there)
+    low, high = (src < 0) & walled, (src > forest.domain) & walled
+    crossed = np.zeros(src.shape, bool)  # crossed free-slip sides
+    for side in slip:
+        d = "xyz".index(side[0])
+        crossed[..., d] |= (high if side[1] == "+" else low)[..., d]
+    mirror = ((low | high) == crossed).all(axis=-1) & crossed.any(axis=-1)
+    if not mirror.any():
+        return src, read
+    src = np.where(mirror[..., None] & crossed, pos[:, None, :], src)
+    mask = crossed[..., 0] * 1 + crossed[..., 1] * 2 + crossed[..., 2] * 4
+    read = np.where(mirror, d3q27.REFLECT[mask, read], read)
+    return src, read
 
 
 # 1D weights at a half-way point between nodes i0 and i0+1, as (offsets from i0, weights).
@@ -154,10 +209,12 @@ def _stencil(m: int, off, hc: int, interp: str):
     return flat.reshape(len(off), -1), wt.reshape(len(off), -1)
 
 
-def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: str, acc, solid=None) -> None:
+def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: str, acc, solid=None,
+              slip=()) -> None:
     """Classify the pull sources of the points (leaves[p], ijk[p]) of level lv (shell points, and the
     inner points next to a body) into ``acc``; a destination is q · stride + row[p]. ``solid``:
-    finest-lattice integer positions (..., 3) → bool, True on a body's solid nodes."""
+    finest-lattice integer positions (..., 3) → bool, True on a body's solid nodes. ``slip``: the
+    free-slip sides (canonical, :func:`slip_sides`)."""
     m, m3, N = forest.m, forest.m ** 3, forest.n_leaves * forest.m ** 3
     h = int(forest.spacing_of(lv))
     ext = (m - 1) * h
@@ -169,6 +226,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     dst = q * stride + np.asarray(row, np.int64)[:, None]
     own_pid = np.broadcast_to(pid[:, None], q.shape)
     leaf_b = np.broadcast_to(np.asarray(leaves, np.int64)[:, None], q.shape)
+    src, rq = _reflect_slip(forest, pos, src, q, slip)  # rq: the population read (q, or R(q) at free slip)
     sw, inside = forest.wrap_points(src)
     todo = np.ones(q.shape, bool)
     # 0./1. bounce-back from a body's solid node or beyond a non-periodic side
@@ -182,14 +240,14 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     off = forest.local_offset(leaf_b, sw)
     own = todo & np.all((off >= 0) & (off <= ext), axis=-1)
     acc["dd"].append(dst[own])
-    acc["ds"].append(q[own] * N + leaf_b[own] * m3 + local_flat(m, off[own] // h))
+    acc["ds"].append(rq[own] * N + leaf_b[own] * m3 + local_flat(m, off[own] // h))
     todo &= ~own
     # 3. a same-level leaf having the node
     same = np.where(todo, forest.containing(lv, sw), -1)
     s = same >= 0
     o = forest.local_offset(same[s], sw[s]) // h
     acc["dd"].append(dst[s])
-    acc["ds"].append(q[s] * N + same[s] * m3 + local_flat(m, o))
+    acc["ds"].append(rq[s] * N + same[s] * m3 + local_flat(m, o))
     todo &= ~s
     # 4. a finer leaf having the node
     if lv < forest.max_level and todo.any():
@@ -197,7 +255,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
         s = fine >= 0
         o = forest.local_offset(fine[s], sw[s]) // (h // 2)
         acc["fd"].append(dst[s])
-        acc["fq"].append(q[s])
+        acc["fq"].append(rq[s])
         acc["fp"].append(fine[s] * m3 + local_flat(m, o))
         todo &= ~s
     # 5. inside a coarser leaf: interpolation stencil of that leaf's nodes
@@ -212,7 +270,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
         pts, wts = _stencil(m, o, 2 * h, interp)
         pts = coarse[s][:, None] * m3 + pts
         acc["cd"].append(dst[s])
-        acc["cq"].append(q[s])
+        acc["cq"].append(rq[s])
         acc["cp"].append(pts)
         acc["cw"].append(wts)
 
@@ -238,7 +296,7 @@ def _new_acc() -> dict:
     return {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "cp", "cw", "rd", "rs", "ud", "us")}
 
 
-def _build_level(forest: Forest, lv: int, interp: str, solid=None, near=None) -> LevelTables:
+def _build_level(forest: Forest, lv: int, interp: str, solid=None, near=None, slip=()) -> LevelTables:
     m, m3 = forest.m, forest.m ** 3
     sl = forest.level_slice(lv)
     lo, n = sl.start, sl.stop - sl.start
@@ -251,22 +309,24 @@ def _build_level(forest: Forest, lv: int, interp: str, solid=None, near=None) ->
         ijk = np.tile(shell, (len(leaves), 1))
         pid = lf * m3 + np.tile(shell_local, len(leaves))
         _owners(forest, lv, lf, forest.origin[lf] + ijk * int(forest.spacing_of(lv)), pid, acc)
-        _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc, solid)
+        _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc, solid, slip)
     if near is not None:
         lf, ijk = (np.asarray(a, np.int64) for a in near)
         inner = np.all((ijk > 0) & (ijk < m - 1), axis=1)
         lf, ijk = lf[inner], ijk[inner].reshape(-1, 3)
         if lf.size:
-            _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc, solid)
+            _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc, solid, slip)
     return _tables_from(acc, lv, lo, n, interp)
 
 
-def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None) -> LevelTables:
+def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None,
+                 slip=()) -> LevelTables:
     """The tables of chosen shell points of level lv only (the GPU's interface points: the kernels
     handle the others), destinations q · P + p for the p-th point; ``restrict``/``dup`` over these
     points only. Same classification as :func:`build`."""
     if interp not in STENCILS:
         raise ValueError(f"interp = {interp!r}: one of {sorted(STENCILS)}")
+    slip = slip_sides(forest, slip)
     m, m3 = forest.m, forest.m ** 3
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
@@ -277,7 +337,7 @@ def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic"
         lf, pt = leaves[c0:c0 + step], ijk[c0:c0 + step]
         pid = lf * m3 + local_flat(m, pt)
         _owners(forest, lv, lf, forest.origin[lf] + pt * int(forest.spacing_of(lv)), pid, acc)
-        _classify(forest, lv, lf, pt, np.arange(c0, c0 + len(lf)), len(leaves), interp, acc, solid)
+        _classify(forest, lv, lf, pt, np.arange(c0, c0 + len(lf)), len(leaves), interp, acc, solid, slip)
     return _tables_from(acc, lv, sl.start, sl.stop - sl.start, interp)
 
 

@@ -8,9 +8,11 @@
 //   amr3d_restrict         coarse copies of fine-owned nodes take the rescaled fine value
 //   amr3d_interpolate<S>   all 27 populations at each distinct source position in a coarser leaf
 //                          (S = 8 trilinear, 27 quadratic stencil points), a thread per position
-//   amr3d_fixup            interface points (a pull source on another level or beyond a wall):
+//   amr3d_fixup            interface points (a pull source on another level or beyond a side):
 //                          pull through their gather descriptors, then BGK — overwriting what the
-//                          ladder kernel wrote there (it read its own leaf in those directions)
+//                          ladder kernel wrote there (it read its own leaf in those directions);
+//                          walls (bounce-back) and free-slip sides (specular reflection) are only
+//                          descriptors, built on the host (engine/amr3d/tables.py)
 //   amr3d_csm_fix_velocity (Kobayashi's CSM only) the velocity of the same gather, for the pre-pass
 //
 // The operations follow engine/amr3d/levels.py and reference.py in the same order, in fp32.
@@ -140,9 +142,10 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
 }
 
 // Interface points: desc[q * n + r] >= 0 is an index into src (own leaf, same-level leaf or, for a
-// wall, the own point's opposite population); < 0 is -1 - j: j < nfine an entry of the fine buffer
-// (level l+1 rescaled), then ninterp entries of the interpolated buffer, then the link buffer
-// (interpolated bounce-back at bodies, amr3d_links). Then BGK, written at
+// wall, the own point's opposite population; at a free-slip side the reflected population of the
+// mirrored node, which may also sit in the fine or interpolated buffer); < 0 is -1 - j: j < nfine
+// an entry of the fine buffer (level l+1 rescaled), then ninterp entries of the interpolated buffer,
+// then the link buffer (interpolated bounce-back at bodies, amr3d_links). Then BGK, written at
 // pts[r] of dst. I: int where every index of the level fits (half the descriptor bytes), else
 // long long.
 namespace amr3d {
