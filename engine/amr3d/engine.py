@@ -643,8 +643,8 @@ class AMR3D(Engine):
         xp = self.xp
         if self.is_box:
             return xp.min(self.f)
-        if self._tree is None:
-            return xp.min(xp.asarray(self._pending))
+        if self._tree is None:  # the pending host state: no copy to the device for one minimum
+            return np.min(self._pending)
         if isinstance(self._tree, reference.Stepper):
             return xp.min(self._tree.f)
         return xp.min(xp.stack([xp.min(self._tree.bufs[lv][0]) for lv in self._tree.levels]))

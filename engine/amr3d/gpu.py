@@ -206,7 +206,9 @@ class LadderStepper:
         with self.timer.phase("step", steps=n - n % 2):
             while n >= 2:
                 c = min(n - n % 2, GRAPH_STEPS)
-                key = (c, int(bufs[0].data.ptr))
+                # both buffers: a restore allocates a new pair, and the pool may give one of them an
+                # old address (a graph keyed on bufs[0] alone could replay into a freed bufs[1])
+                key = (c, int(bufs[0].data.ptr), int(bufs[1].data.ptr))
                 g = self._graphs.get(key)
                 if g is None:
                     rt = self.xp.cuda.runtime

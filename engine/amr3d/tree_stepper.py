@@ -103,10 +103,9 @@ class TreeStepper:
             return bufs[0][:, flat].reshape((q,) + ids.shape)
         level = xp.searchsorted(self._level_bounds, flat, side="right")  # index into self.levels
         local = flat - self._level_first[level]
-        out = None
-        for i, b in enumerate(bufs):
-            g = b[:, xp.minimum(local, b.shape[1] - 1)]
-            out = g if out is None else xp.where(level == i, g, out)
+        out = bufs[0][:, xp.minimum(local, bufs[0].shape[1] - 1)]
+        for i, b in enumerate(bufs[1:], 1):  # into the one result: two (Q, K) temporaries at most
+            xp.copyto(out, b[:, xp.minimum(local, b.shape[1] - 1)], where=(level == i)[None])
         return out.reshape((q,) + ids.shape)
 
     def synchronise(self) -> None:

@@ -598,13 +598,17 @@ def test_gpu_ladder_rungs_with_csm_equal_numpy(model):
     want = f
     for _ in range(n):
         want = leafgrid.step(np, want, src, np.float32(om), a, model, copies=copies)
-    stream = cp.cuda.get_current_stream()
-    timer = PhaseTimer(get_backend("cupy"))
+    # a stream of its own, made current: CUDA graphs cannot capture the legacy default stream, and
+    # the ladder launches on the current stream
+    stream = cp.cuda.Stream(non_blocking=False)
+    timer = PhaseTimer(get_backend("cupy"), stream)
     for rung in ("naive", "split", "templates", "sorted"):
         st = LadderStepper(cp, stream, rung, M, shape, om, a, timer, model=model)
         for graph in (False, True):
-            bufs = [cp.asarray(f), cp.empty_like(cp.asarray(f))]
-            st.advance(bufs, n, graph=graph)
+            with stream:
+                bufs = [cp.asarray(f), cp.empty_like(cp.asarray(f))]
+                st.advance(bufs, n, graph=graph)
+            stream.synchronize()
             np.testing.assert_allclose(cp.asnumpy(bufs[0]), want, rtol=2e-5, atol=2e-6, err_msg=f"{rung} {graph}")
 
 
@@ -621,13 +625,14 @@ def test_gpu_tree_stepper_with_csm_equals_numpy_kernels(model, rung):
     cpl = interface.build(forest)
     host = TreeStepper(np, forest, cpl, phys.tau0, phys.accel0, NumpyKernels(), PhaseTimer(get_backend("numpy")),
                        dtype=np.float32, collision=model)
-    stream = cp.cuda.get_current_stream()
-    dev = TreeStepper(cp, forest, cpl, phys.tau0, phys.accel0, CupyKernels(rung, stream),
-                      PhaseTimer(get_backend("cupy")), dtype=np.float32, collision=model)
-    host.set_state(f0.copy(), synchronised=False)
-    dev.set_state(f0.copy(), synchronised=False)
-    for _ in range(3):
-        host.advance(2)
-        dev.advance(2, graph=rung == "templates")
-        stream.synchronize()
-        np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)
+    stream = cp.cuda.Stream(non_blocking=False)  # not the legacy stream: the templates case captures a graph
+    with stream:
+        dev = TreeStepper(cp, forest, cpl, phys.tau0, phys.accel0, CupyKernels(rung, stream),
+                          PhaseTimer(get_backend("cupy"), stream), dtype=np.float32, collision=model)
+        host.set_state(f0.copy(), synchronised=False)
+        dev.set_state(f0.copy(), synchronised=False)
+        for _ in range(3):
+            host.advance(2)
+            dev.advance(2, graph=rung == "templates")
+            stream.synchronize()
+            np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)

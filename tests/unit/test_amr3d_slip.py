@@ -420,16 +420,17 @@ def test_gpu_tree_stepper_with_free_slip_equals_numpy_kernels(rung):
     cpl = interface.build(forest, slip=bnd.slip)
     host = TreeStepper(np, forest, cpl, phys.tau0, phys.accel0, NumpyKernels(), PhaseTimer(get_backend("numpy")),
                        dtype=np.float32, bnd=bnd)
-    stream = cp.cuda.get_current_stream()
-    dev = TreeStepper(cp, forest, cpl, phys.tau0, phys.accel0, CupyKernels(rung, stream),
-                      PhaseTimer(get_backend("cupy")), dtype=np.float32, bnd=bnd)
-    host.set_state(f0.copy(), synchronised=False)
-    dev.set_state(f0.copy(), synchronised=False)
-    for _ in range(3):
-        host.advance(2)
-        dev.advance(2, graph=rung == "templates")
-        stream.synchronize()
-        np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)
+    stream = cp.cuda.Stream(non_blocking=False)  # not the legacy stream: the templates case captures a graph
+    with stream:
+        dev = TreeStepper(cp, forest, cpl, phys.tau0, phys.accel0, CupyKernels(rung, stream),
+                          PhaseTimer(get_backend("cupy"), stream), dtype=np.float32, bnd=bnd)
+        host.set_state(f0.copy(), synchronised=False)
+        dev.set_state(f0.copy(), synchronised=False)
+        for _ in range(3):
+            host.advance(2)
+            dev.advance(2, graph=rung == "templates")
+            stream.synchronize()
+            np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)
 
 
 @pytest.mark.gpu
