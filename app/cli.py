@@ -136,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "are both written; any other suffix is refused")
     r.add_argument("--frames", type=Path, metavar="DIR", help="write PNG frames here")
     r.add_argument("--every", type=int, metavar="K", help="a frame every K steps (default: 10 frames a run)")
+    r.add_argument("--legend", action="store_true",
+                   help="draw the colour bar (label, units, range) beside each --frames PNG (grid fields)")
     r.add_argument("--checkpoint", type=Path, metavar="FILE", help="write a checkpoint at the end")
     r.add_argument("--checkpoint-every", type=int, metavar="K", help="…and every K steps")
     r.add_argument("--resume", type=Path, metavar="FILE", help="continue from a checkpoint")
@@ -437,7 +439,7 @@ def cmd_run(args, argv: list[str]) -> int:
     steps = args.steps or preset.run.steps
     every = args.every or (max(1, steps // 10) if args.frames else None)
     opts = RunOptions(steps=steps, timings=args.timings, dump=args.dump, dump_every=args.dump_every,
-                      dump_dir=args.dump_dir, frames_dir=args.frames, frame_every=every,
+                      dump_dir=args.dump_dir, frames_dir=args.frames, frame_every=every, frame_legend=args.legend,
                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                       batch=args.batch or preset.run.steps_per_frame, quiet=args.quiet, argv=argv,
                       series=args.series,

@@ -83,6 +83,7 @@ class RunOptions:
     dump_dir: Path | None = None
     frames_dir: Path | None = None
     frame_every: int | None = None
+    frame_legend: bool = False  # the colour bar beside each frame (grid fields)
     checkpoint: Path | None = None
     checkpoint_every: int | None = None
     batch: int = 10
@@ -250,7 +251,7 @@ def run(engine, opts: RunOptions) -> int:
 
     def frame():
         path = opts.frames_dir / f"frame_{engine.step_count:08d}.png"
-        out.attempt("frame", engine.step_count, path, frames.save_frame, engine, path)
+        out.attempt("frame", engine.step_count, path, frames.save_frame, engine, path, None, opts.frame_legend)
 
     series = None
     if opts.series is not None:

@@ -141,7 +141,9 @@ def slice3d(data: np.ndarray, axis: str) -> np.ndarray:
     return data[..., :, :, nx // 2]
 
 
-def png_grid(f: Grid2D | Grid3D, backend, view, vrange) -> np.ndarray:
+def grid_plane(f: Grid2D | Grid3D, backend, view) -> tuple[np.ndarray, np.ndarray | None]:
+    """The 2D float64 array a headless frame of ``f`` shows (a 3D grid's middle slice across
+    ``view.slice_axis``, a vector's magnitude) and its solid mask."""
     data = backend.asnumpy(f.data)
     mask = None if f.mask is None else backend.asnumpy(f.mask)
     if isinstance(f, Grid3D):
@@ -149,8 +151,19 @@ def png_grid(f: Grid2D | Grid3D, backend, view, vrange) -> np.ndarray:
         mask = None if mask is None else slice3d(mask, view.slice_axis)
     if f.kind == "vector":
         data = np.sqrt((data.astype(np.float64) ** 2).sum(axis=0))
-    return colormaps.apply(data.astype(np.float64), view.colormap, vrange or view.range,
-                           symmetric=f.symmetric, mask=mask)
+    return data.astype(np.float64), mask
+
+
+def grid_range(f: Grid2D | Grid3D, data: np.ndarray, view, vrange=None) -> tuple[float, float]:
+    """The colour range a headless frame uses: the one asked for, else the preset view's, else the
+    robust automatic range of what is shown."""
+    rng = vrange or view.range
+    return tuple(float(v) for v in rng) if rng is not None else colormaps.auto_range(data, f.symmetric)
+
+
+def png_grid(f: Grid2D | Grid3D, backend, view, vrange) -> np.ndarray:
+    data, mask = grid_plane(f, backend, view)
+    return colormaps.apply(data, view.colormap, grid_range(f, data, view, vrange), symmetric=f.symmetric, mask=mask)
 
 
 # ---- exports -----------------------------------------------------------------------------------

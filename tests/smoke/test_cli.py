@@ -38,6 +38,35 @@ def test_run_writes_timings_dump_frames(tmp_path, capsys):
     assert img.ndim == 3 and max(img.shape[:2]) >= 512 and img.std() > 1  # not uniform
 
 
+def test_frames_with_legend_carry_the_colour_bar(tmp_path):
+    """--legend: each frame of a grid field gets the colour-bar column beside the same field pixels
+    (the bar's top row is the colormap's high end, its bottom row the low end; label text drawn)."""
+    from nagare.app import colormaps, frames
+
+    args = ["run", "diffusion3d", "--steps", "10", "--quiet", "--every", "10", *SMALL]
+    assert main([*args, "--frames", str(tmp_path / "plain")]) == 0
+    assert main([*args, "--frames", str(tmp_path / "legend"), "--legend"]) == 0
+    plain = np.asarray(Image.open(tmp_path / "plain" / "frame_00000010.png"))
+    framed = np.asarray(Image.open(tmp_path / "legend" / "frame_00000010.png"))
+    h, w = plain.shape[:2]
+    assert framed.shape == (h, w + frames.LEGEND_WIDTH, 3)
+    np.testing.assert_array_equal(framed[:, :w], plain)  # the field itself is untouched
+    panel = framed[:, w:]
+    bar = panel[:, 8:26]
+    column = bar[:, 9].astype(int)
+    inside = np.flatnonzero((column != frames.LEGEND_BG).any(axis=1))
+    from nagare.engine.presets import load_preset
+
+    cmap = load_preset("diffusion3d").view.colormap
+    table = (np.asarray(colormaps.lut(cmap)) * 255 + 0.5).astype(np.uint8)
+    np.testing.assert_array_equal(column[inside[0]], table[-1])  # top: the high end
+    np.testing.assert_array_equal(column[inside[-1]], table[0])  # bottom: the low end
+    label_area = panel[: inside[0], :]  # the label and units above the bar
+    assert (label_area != frames.LEGEND_BG).any(axis=2).sum() > 20
+    ticks_area = panel[inside[0]:inside[-1], 26:]  # tick marks and values right of the bar
+    assert (ticks_area != frames.LEGEND_BG).any(axis=2).sum() > 20
+
+
 def test_dump_every_writes_a_series(tmp_path):
     assert main(["run", "diffusion3d", "--steps", "20", "--dump-every", "5", "--dump-dir", str(tmp_path), "--quiet",
                  *SMALL]) == 0
