@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from ..presets import PresetBase, Strict
+from ..presets import PresetBase, Strict, applies_when
 
 MAX_TRACERS_PER_SEED = 100_000  # tracers.count and the app's live control
 
@@ -72,7 +72,8 @@ class Physics(Strict):
                             "non-equilibrium populations (Hou et al. 1996), or csm: Kobayashi's coherent-structure "
                             "model (2005), the same with C_s² replaced by a coefficient per point from the velocity "
                             "gradient (leaves of m³ only: not the mother-leaf or uniform storages)")
-    smagorinsky: float = Field(0.1, ge=0.0, le=0.5, description="Smagorinsky constant C_s (les = smagorinsky)")
+    smagorinsky: float = Field(0.1, ge=0.0, le=0.5, description="Smagorinsky constant C_s (les = smagorinsky)",
+                               json_schema_extra=applies_when({"physics.les": ["smagorinsky"]}))
 
     @property
     def dtype(self):

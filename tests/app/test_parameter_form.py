@@ -57,6 +57,18 @@ def test_the_hook_is_the_models_own_declaration():
     assert set(NS_KNOBS) <= keys and ("physics", "speed") not in keys
 
 
+def test_the_smagorinsky_constant_shows_only_with_its_model():
+    """amr3d: C_s is read only by les = smagorinsky (csm computes its coefficient per point)."""
+    key = ("physics", "smagorinsky")
+    sphere = load_preset("amr3d-sphere-re100", backend="numpy")  # les = none
+    assert key in type(sphere).inapplicable_keys(raw_dict(sphere))
+    ahmed = load_preset("amr3d-ahmed", backend="numpy")  # les = smagorinsky
+    assert key not in type(ahmed).inapplicable_keys(raw_dict(ahmed))
+    csm = raw_dict(sphere)
+    csm["physics"]["les"] = "csm"
+    assert key in type(sphere).inapplicable_keys(csm)
+
+
 def test_ahmed_tau_editor_shows_its_whole_value_in_the_docked_form(make_window):
     """amr3d-ahmed's τ (derived from Re: 0.5000001398601399) was cut off: a narrow editor beside a
     long label, in a form wider than its dock. Now every editor lies inside the panel and τ's
