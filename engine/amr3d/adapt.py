@@ -125,7 +125,7 @@ def check_tree(forest: Forest, floor: Forest, base_level: int) -> str | None:
         return "it has no leaves"
     if forest.level.min() < base_level:
         return f"it has leaves of level {int(forest.level.min())}, below the preset tree's coarsest level {base_level}"
-    n = forest.blocks_per_axis(forest.level)
+    n = np.asarray(forest.roots, np.int64)[None] << forest.level[:, None]
     if np.any(forest.block < 0) or np.any(forest.block >= n):
         return "it has leaves outside the domain"
     vol = np.sum((forest.extent.astype(np.float64)) ** 3)
