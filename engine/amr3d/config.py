@@ -60,6 +60,8 @@ class Adapt(Strict):
     keep: Literal["bodies", "static"] = Field(
         "bodies", description="refinement never undone: the bodies' (band and its 2:1 grading), or the whole "
                               "preset tree (refine boxes too)")
+    initial: bool = Field(True, description="adapt the starting tree to the initial flow too (the flow evaluated "
+                                            "anew on each refined tree, up to max_level passes)")
     max_leaves: int = Field(100_000, ge=1, le=10_000_000,
                             description="a regrid whose refinement would exceed this many leaves refines nothing")
 

@@ -215,6 +215,8 @@ class AMR3D(Engine):
             self._set_leaves(initial_state(self.preset))
         else:
             f = initial_tree_state(self.preset, self.forest)
+            if self.preset.adapt.on and self.preset.adapt.initial:
+                f = self._adapt_initial_tree(f)
             if self._bnd is not None:  # solid nodes at rest, inlet nodes at the inflow equilibrium
                 f2, m3 = f.reshape(d3q27.Q, -1), self.m ** 3
                 for lv, b in self._bnd.level.items():
@@ -503,6 +505,28 @@ class AMR3D(Engine):
                     f = mesh.refine_near(f, body, spec.level, spec.band)
                 self._floor = f
         return self._floor
+
+    def _adapt_initial_tree(self, f):
+        """The starting tree adapted to the initial flow: plan on the flow, rebuild the tree, evaluate
+        the flow anew on it (no transfer), until nothing changes (at most one pass per level)."""
+        a = self.preset.adapt
+        refined = coarsened = 0
+        for _ in range(self.forest.max_level - self.base_level + 1):
+            chunks = [(lv, f[:, self.forest.level_slice(lv)]) for lv in self.forest.levels]
+            crit = regrid.criterion(np, chunks, self.accel, self.preset.adapt_u_ref, np.asarray)
+            plan = regrid.plan(self.forest, crit, refine_above=a.refine_above, coarsen_below=a.coarsen_below,
+                               max_level=a.max_level, base_level=self.base_level, floor=self._floor_forest(),
+                               max_leaves=a.max_leaves)
+            if plan.refined == 0 and plan.coarsened == 0:
+                break
+            refined, coarsened = refined + plan.refined, coarsened + plan.coarsened
+            self.forest = plan.forest
+            self._bnd = self._build_boundaries(self.forest)
+            if self._tracers is not None:
+                self._tracers.set_forest(self.forest)
+            f = initial_tree_state(self.preset, self.forest)
+        self.last_regrid = {"refined": refined, "coarsened": coarsened, "step": 0}
+        return f
 
     def regrid_criterion(self) -> np.ndarray:
         """Per-leaf max |ω|·h_leaf / U_ref (host float64, leaf order), from the stepper's own storage

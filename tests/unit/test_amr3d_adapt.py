@@ -20,7 +20,7 @@ def vortex(**over) -> AMR3DPreset:
            "physics": {"tau": 0.56, "precision": "fp64"},
            "initial": {"kind": "vortex", "u0": 0.04, "center": [12.0, 12.0, 4.0], "radius": 3.0},
            "flow": {"velocity": [0.08, 0.0, 0.0]},
-           "adapt": {"every": 5, "refine_above": 0.3, "coarsen_below": 0.1, "max_level": 1}}
+           "adapt": {"every": 5, "refine_above": 0.3, "coarsen_below": 0.1, "max_level": 1, "initial": False}}
     for k, v in over.items():
         raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
     return AMR3DPreset.model_validate(raw)
@@ -39,6 +39,18 @@ def test_adapt_is_off_by_default_and_the_box_stays_a_box():
     p = AMR3DPreset.model_validate({"engine": "amr3d", "description": "t", "grid": {"leaves": [2, 2, 2], "m": 9}})
     assert not p.adapt.on and p.is_box
     assert not vortex().is_box and vortex().max_level == 1
+
+
+def test_the_starting_tree_adapts_to_the_initial_flow():
+    """adapt.initial (default): the flow is evaluated anew on the refined tree, equal to a run that
+    started from that tree without adapting."""
+    e = engine(vortex(adapt={"initial": True}))
+    assert refined_roots(e) == {(1, 1, 0)}
+    assert e.last_regrid == {"refined": 1, "coarsened": 0, "step": 0}
+    box = [{"lo": [0.25, 0.25, 0.0], "hi": [0.5, 0.5, 1.0], "level": 1}]
+    ref = engine(vortex(refine=box))
+    np.testing.assert_array_equal(e.forest.block, ref.forest.block)
+    np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), np.asarray(ref.state_arrays()["f"]))
 
 
 def test_criterion_is_vorticity_times_spacing_over_u_ref():
