@@ -47,7 +47,8 @@ class Adapt(Strict):
     ``refine_above`` (and below ``max_level``) are split, a family of 8 sibling leaves all below
     ``coarsen_below`` is merged (never below the bodies' refinement, nor the preset tree's coarsest
     level), then 2:1 balance; the state moves with transfer.py. Off by default (every = 0)."""
-    every: int = Field(0, ge=0, le=1_000_000, description="coarse steps between two regrids (0: off, the tree is static)")
+    every: int = Field(0, ge=0, le=1_000_000,
+                       description="coarse steps between two regrids (0: off, the tree is static)")
     criterion: Literal["vorticity"] = Field("vorticity", description="per-leaf indicator: max |ω| · h_leaf / U_ref")
     refine_above: float = Field(0.02, gt=0.0, le=10.0, description="split a leaf whose criterion exceeds this")
     coarsen_below: float = Field(0.005, ge=0.0, le=10.0,

@@ -19,8 +19,8 @@ from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..errors import CheckpointError, PresetError
 from ..fields import Boxes, Grid3D, Particles
-from . import bodies as body_shapes
 from . import adapt as regrid
+from . import bodies as body_shapes
 from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, storage, transfer, variants
 from . import collision as collision_model
 from . import tree as tree_mod
@@ -362,7 +362,8 @@ class AMR3D(Engine):
         if self.preset.adapt.on:
             lev, blk = np.asarray(arrays["tree/level"], np.int64), np.asarray(arrays["tree/block"], np.int64)
             forest = self.forest.replace(lev, blk)
-            if not (np.array_equal(forest.level, self.forest.level) and np.array_equal(forest.block, self.forest.block)):
+            same = np.array_equal(forest.level, self.forest.level) and np.array_equal(forest.block, self.forest.block)
+            if not same:
                 self._install_tree(forest, np.asarray(arrays["f"], self.dtype), synchronise=False)
             last = np.asarray(arrays.get("adapt/last", np.array([0, 0, -1]))).reshape(-1)
             self.last_regrid = {"refined": int(last[0]), "coarsened": int(last[1]), "step": int(last[2])}
