@@ -55,6 +55,45 @@ class Refine(Strict):
         return self
 
 
+class Adapt(Strict):
+    """Adaptive regridding (docs/amr3d-flows.md "Adaptive regridding"): every ``every`` coarse steps
+    each leaf's criterion c = max over its nodes of |ω| · h_leaf / U_ref (the velocity change across
+    one node spacing relative to the reference speed) is compared with the thresholds: leaves above
+    ``refine_above`` (and below ``max_level``) are split, a family of 8 sibling leaves all below
+    ``coarsen_below`` is merged (never below the bodies' refinement, nor the preset tree's coarsest
+    level), then 2:1 balance; the state moves with transfer.py. Off by default (every = 0)."""
+    every: int = Field(0, ge=0, le=1_000_000,
+                       description="coarse steps between two regrids (0: off, the tree is static)")
+    criterion: Literal["vorticity"] = Field("vorticity", description="per-leaf indicator: max |ω| · h_leaf / U_ref")
+    refine_above: float = Field(0.02, gt=0.0, le=10.0, description="split a leaf whose criterion exceeds this")
+    coarsen_below: float = Field(0.005, ge=0.0, le=10.0,
+                                 description="merge a family whose 8 leaves all lie below this (≤ refine_above / 2: "
+                                             "merging doubles h, so the parent's criterion is about twice its "
+                                             "children's)")
+    max_level: int = Field(2, ge=0, le=4, description="finest level the criterion may refine to")
+    u_ref: float | None = Field(None, gt=0.0, le=0.2, description="reference speed U_ref (lattice units); default "
+                                                                 "|flow.velocity|, else initial.u0")
+    keep: Literal["bodies", "static"] = Field(
+        "bodies", description="refinement never undone: the bodies' (band and its 2:1 grading), or the whole "
+                              "preset tree (refine boxes too)")
+    initial: bool = Field(True, description="adapt the starting tree to the initial flow too (the flow evaluated "
+                                            "anew on each refined tree, up to max_level passes)")
+    max_leaves: int = Field(100_000, ge=1, le=10_000_000,
+                            description="a regrid whose refinement would exceed this many leaves refines nothing")
+
+    @model_validator(mode="after")
+    def _hysteresis(self):
+        if self.every and not self.coarsen_below <= 0.5 * self.refine_above:
+            raise ValueError(f"adapt.coarsen_below = {self.coarsen_below} must be at most adapt.refine_above / 2 = "
+                             f"{0.5 * self.refine_above:g} (merging doubles h_leaf, so a merged parent's criterion is "
+                             "about twice its children's: a larger value refines and coarsens the same leaves in turn)")
+        return self
+
+    @property
+    def on(self) -> bool:
+        return self.every > 0
+
+
 class Physics(Strict):
     tau: float = Field(0.6, gt=0.5, le=10.0,
                        description="BGK relaxation time τ = 1/2 + 3ν on level 0 (lattice units), > 1/2; "
@@ -182,10 +221,15 @@ class Tracers(Strict):
 
 
 class Initial(Strict):
-    kind: Literal["taylor-green", "shear-wave", "random", "rest", "uniform"] = Field(
-        "taylor-green", description="uniform: the flow's velocity everywhere (outside the bodies)")
+    kind: Literal["taylor-green", "shear-wave", "random", "rest", "uniform", "vortex"] = Field(
+        "taylor-green", description="uniform: the flow's velocity everywhere (outside the bodies); vortex: a "
+                                    "Gaussian vortex about z (peak swirl u0 at `radius` from `center`) carried by "
+                                    "flow.velocity")
     u0: float = Field(0.05, ge=0.0, le=0.2, description="velocity amplitude (lattice units, Mach ≈ u0·√3)")
     seed: int = 0
+    center: tuple[float, float, float] | None = Field(None, description="vortex: its axis passes here (level-0 "
+                                                                        "units; default the domain's centre)")
+    radius: float = Field(4.0, gt=0.0, le=1000.0, description="vortex: radius R of the peak swirl (level-0 units)")
 
 
 class AMR3DPreset(PresetBase):
@@ -197,6 +241,7 @@ class AMR3DPreset(PresetBase):
     body: list[Body] = Field(default_factory=list, description="solid bodies (bounce-back walls, force reported)")
     flow: Flow = Field(default_factory=Flow)
     tracers: Tracers = Field(default_factory=Tracers)
+    adapt: Adapt = Field(default_factory=Adapt, description="adaptive regridding by vorticity (off by default)")
 
     @model_validator(mode="after")
     def _open_flow(self):
@@ -269,7 +314,7 @@ class AMR3DPreset(PresetBase):
     def _levels(self):
         from .levels import TAU_ONE_GAP, tau_at
 
-        if self.refine or self.body:
+        if self.refine or self.body or self.adapt.on:
             top = self.max_level
             for lv in range(top + 1):
                 if abs(tau_at(self.physics.tau, lv) - 1.0) < TAU_ONE_GAP:
@@ -279,13 +324,34 @@ class AMR3DPreset(PresetBase):
         return self
 
     @property
-    def max_level(self) -> int:
+    def static_max_level(self) -> int:
+        """The finest level of the preset's own tree (refine boxes and bodies)."""
         return max([r.level for r in self.refine] + [b.level for b in self.body], default=0)
+
+    @property
+    def max_level(self) -> int:
+        """The finest level any leaf may reach: the preset tree's, or adapt.max_level when regridding."""
+        return max(self.static_max_level, self.adapt.max_level if self.adapt.on else 0)
+
+    @property
+    def adapt_u_ref(self) -> float:
+        a = self.adapt
+        if a.u_ref is not None:
+            return float(a.u_ref)
+        speed = sum(v * v for v in self.flow.velocity) ** 0.5
+        return float(speed if speed > 0.0 else self.initial.u0)
+
+    @model_validator(mode="after")
+    def _adapt(self):
+        if self.adapt.on and not self.adapt_u_ref > 0.0:
+            raise ValueError("adapt.every > 0 needs a reference speed: adapt.u_ref, a non-zero flow.velocity or "
+                             "initial.u0 (the criterion is |ω| · h / U_ref)")
+        return self
 
     @property
     def is_box(self) -> bool:
         """One level of periodic leaves: P0's benchmark box, where every rung of the ladder runs."""
-        return not self.refine and not self.body and all(self.grid.periodic)
+        return not self.refine and not self.body and all(self.grid.periodic) and not self.adapt.on
 
     @property
     def nleaf(self) -> int:

@@ -19,9 +19,11 @@ from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..errors import CheckpointError, PresetError
 from ..fields import Boxes, Grid3D, Particles
+from . import adapt as regrid
 from . import bodies as body_shapes
-from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, storage, variants
+from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, storage, transfer, variants
 from . import collision as collision_model
+from . import tree as tree_mod
 from .config import MAX_TRACERS_PER_SEED, AMR3DPreset
 
 FAMILY = variants.FAMILY
@@ -131,12 +133,16 @@ class AMR3D(Engine):
                                     solid if bodies else None, dtype=self.dtype, trail_length=p.tracers.trail_length,
                                     trail_every=p.tracers.trail_every)
             self._seeds_in_fluid()
-        self._bnd = None
-        if self.bodies or p.flow.inlet != "none" or p.flow.outlet != "none" or p.grid.free_slip:
-            self._bnd = boundaries.build(self.forest, self.bodies, p.flow.inlet, p.flow.outlet, p.flow.velocity,
-                                         p.flow.wall, p.grid.free_slip)
+        self._bnd = self._build_boundaries(self.forest)
         self.is_box = p.is_box
-        self.dt = 2.0 ** -min(self.forest.levels)  # one step = one step of the coarsest level
+        # one step = one step of the coarsest level of the preset's tree (the base level); a regrid
+        # never coarsens below it, and when it refines every base leaf the stepper takes
+        # 2^(l_min − base) of its own steps per engine step (_substeps), so Δt stays constant
+        self.base_level = min(self.forest.levels)
+        self.dt = 2.0 ** -self.base_level
+        self.regrids = 0  # regrids done by this engine object (not in the state)
+        self.last_regrid = {"refined": 0, "coarsened": 0, "step": -1}
+        self._floor = None
         self.omega = 1.0 / p.physics.tau
         self.accel = tuple(float(a) for a in p.physics.force)
         self.collision = collision_model.from_physics(p.physics)  # BGK, MRT; Smagorinsky LES or none
@@ -152,6 +158,13 @@ class AMR3D(Engine):
         else:
             self.f = self.fn = None
             self._pending = np.zeros((d3q27.Q, self.forest.n_leaves, self.m, self.m, self.m), self.dtype)
+
+    def _build_boundaries(self, forest):
+        p = self.preset
+        if self.bodies or p.flow.inlet != "none" or p.flow.outlet != "none" or p.grid.free_slip:
+            return boundaries.build(forest, self.bodies, p.flow.inlet, p.flow.outlet, p.flow.velocity, p.flow.wall,
+                                    p.grid.free_slip)
+        return None
 
     def _seeds_in_fluid(self) -> None:
         """A seed inside a body, or within half a node of its wall (where the tracers' interpolated
@@ -203,6 +216,8 @@ class AMR3D(Engine):
             self._set_leaves(initial_state(self.preset))
         else:
             f = initial_tree_state(self.preset, self.forest)
+            if self.preset.adapt.on and self.preset.adapt.initial:
+                f = self._adapt_initial_tree(f)
             if self._bnd is not None:  # solid nodes at rest, inlet nodes at the inflow equilibrium
                 f2, m3 = f.reshape(d3q27.Q, -1), self.m ** 3
                 for lv, b in self._bnd.level.items():
@@ -244,6 +259,12 @@ class AMR3D(Engine):
 
     def state_arrays(self):
         out = {"f": self._leaves()}
+        if self.preset.adapt.on:
+            # the tree is part of the state: the stored preset only defines the tree it started with
+            out["tree/level"] = self.forest.level.copy()
+            out["tree/block"] = self.forest.block.copy()
+            lr = self.last_regrid
+            out["adapt/last"] = np.array([lr["refined"], lr["coarsened"], lr["step"]], np.int64)
         if self._tracers is not None:
             # parked tracers and trail samples not yet taken are NaN; a checkpoint holds finite numbers
             # only, so those are written as 0 with their validity (restored as NaN on load)
@@ -260,6 +281,8 @@ class AMR3D(Engine):
         """The contract's check, except that the tracer arrays may hold another count per seed than
         the preset's (the app's live control changes it; the tracers take it from the arrays)."""
         expected = {k: (v.shape, v.dtype) for k, v in self.state_arrays().items()}
+        if self.preset.adapt.on:
+            self._check_tree_arrays(arrays, expected)
         if self._tracers is not None and "tracers/positions" in arrays:
             seeds = self._tracers.n_seeds
             rows = int(np.shape(arrays["tracers/positions"])[0])
@@ -312,7 +335,39 @@ class AMR3D(Engine):
             raise CheckpointError(f"state array 'tracers/age' holds ages from {age.min():.6g} to {age.max():.6g}, "
                                   f"outside 0 … meta.time = {t:.6g}")
 
+    def _check_tree_arrays(self, arrays, expected) -> None:
+        """An adaptive run's checkpoint holds its tree: a valid tree of this preset (tiles the domain,
+        balanced, levels base … max_level, the bodies' refinement kept), and f sized for it."""
+        for k in ("tree/level", "tree/block"):
+            if k not in arrays:
+                raise CheckpointError(f"checkpoint lacks state array '{k}' (adapt.every > 0: the tree is part of "
+                                      "the state)")
+        lev = np.asarray(arrays["tree/level"])
+        blk = np.asarray(arrays["tree/block"])
+        if lev.ndim != 1 or blk.shape != (lev.size, 3) or lev.dtype.kind not in "iu" or blk.dtype.kind not in "iu":
+            raise CheckpointError(f"checkpoint arrays 'tree/level' {lev.shape} and 'tree/block' {blk.shape} are not "
+                                  "one level and one (x, y, z) block per leaf")
+        try:
+            forest = self.forest.replace(lev, blk)
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint tree: {exc}") from None
+        why = regrid.check_tree(forest, self._floor_forest(), self.base_level)
+        if why:
+            raise CheckpointError(f"checkpoint tree ({forest.n_leaves} leaves) is not a tree of this preset: {why}")
+        shape, dtype = expected["f"]
+        expected["f"] = ((shape[0], forest.n_leaves) + tuple(shape[2:]), dtype)
+        expected["tree/level"] = (lev.shape, expected["tree/level"][1])
+        expected["tree/block"] = (blk.shape, expected["tree/block"][1])
+
     def _load_state_arrays(self, arrays):
+        if self.preset.adapt.on:
+            lev, blk = np.asarray(arrays["tree/level"], np.int64), np.asarray(arrays["tree/block"], np.int64)
+            forest = self.forest.replace(lev, blk)
+            same = np.array_equal(forest.level, self.forest.level) and np.array_equal(forest.block, self.forest.block)
+            if not same:
+                self._install_tree(forest, np.asarray(arrays["f"], self.dtype), synchronise=False)
+            last = np.asarray(arrays.get("adapt/last", np.array([0, 0, -1]))).reshape(-1)
+            self.last_regrid = {"refined": int(last[0]), "coarsened": int(last[1]), "step": int(last[2])}
         self._set_leaves(arrays["f"])
         if self._tracers is not None:
             t = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("tracers/")}
@@ -351,14 +406,15 @@ class AMR3D(Engine):
         assembled, no velocity field), whatever the batch (step(N) = N × step(1), bit for bit)."""
         graph = self.selection["graph"] == "on"
         tree, tracers = self._tree, self._tracers
+        sub = self._substeps()
         for _ in range(n):
             with self.timer.phase("tracers", steps=1):
                 tracers.begin(tree.populations)
             if isinstance(tree, reference.Stepper):
                 with self.timer.phase("step", steps=1):
-                    tree.step(1)
+                    tree.step(sub)
             else:
-                tree.advance(1, graph=graph)
+                tree.advance(sub, graph=graph)
             with self.timer.phase("tracers", steps=0):  # the two halves are one step's "tracers"
                 tracers.finish(tree.populations, self.dt)
         return n * self.dt
@@ -430,7 +486,7 @@ class AMR3D(Engine):
             # built on the host (seconds to tens of seconds for a flow's tree): engines of the same
             # tree (bench cells, a restarted run) share the last one built
             key = (self.preset.model_dump_json(include={"grid", "refine", "body", "flow"}), self.preset.physics.interp,
-                   getattr(self.preset, "source", ""))
+                   getattr(self.preset, "source", ""), self.forest.level.tobytes(), self.forest.block.tobytes())
             if key not in _COUPLING_CACHE:
                 solid, near, links, slip = ((self._bnd.solid, self._bnd.near(), self._bnd.links(), self._bnd.slip)
                                             if self._bnd is not None else (None, None, None, ()))
@@ -439,6 +495,109 @@ class AMR3D(Engine):
                                                        slip)
             self._coupling = _COUPLING_CACHE[key]
         return self._coupling
+
+    # ---- adaptive regridding (adapt.py; docs/amr3d-flows.md "Adaptive regridding") ----------------
+    def _floor_forest(self):
+        """The refinement a regrid never undoes: the bodies' (adapt.keep = bodies) or the preset's
+        whole tree (static)."""
+        if self._floor is None:
+            p = self.preset
+            if p.adapt.keep == "static":
+                self._floor = mesh.build_forest(p, self.bodies)
+            else:
+                f = tree_mod.Forest.uniform(tuple(p.grid.leaves), 0, p.grid.m, p.max_level, tuple(p.grid.periodic))
+                for spec, body in zip(p.body, self.bodies):
+                    f = mesh.refine_near(f, body, spec.level, spec.band)
+                self._floor = f
+        return self._floor
+
+    def _adapt_initial_tree(self, f):
+        """The starting tree adapted to the initial flow: plan on the flow, rebuild the tree, evaluate
+        the flow anew on it (no transfer), until nothing changes (at most one pass per level)."""
+        a = self.preset.adapt
+        refined = coarsened = 0
+        for _ in range(self.forest.max_level - self.base_level + 1):
+            chunks = [(lv, f[:, self.forest.level_slice(lv)]) for lv in self.forest.levels]
+            crit = regrid.criterion(np, chunks, self.accel, self.preset.adapt_u_ref, np.asarray)
+            plan = regrid.plan(self.forest, crit, refine_above=a.refine_above, coarsen_below=a.coarsen_below,
+                               max_level=a.max_level, base_level=self.base_level, floor=self._floor_forest(),
+                               max_leaves=a.max_leaves)
+            if plan.refined == 0 and plan.coarsened == 0:
+                break
+            refined, coarsened = refined + plan.refined, coarsened + plan.coarsened
+            self.forest = plan.forest
+            self._bnd = self._build_boundaries(self.forest)
+            if self._tracers is not None:
+                self._tracers.set_forest(self.forest)
+            f = initial_tree_state(self.preset, self.forest)
+        self.last_regrid = {"refined": refined, "coarsened": coarsened, "step": 0}
+        return f
+
+    def regrid_criterion(self) -> np.ndarray:
+        """Per-leaf max |ω|·h_leaf / U_ref (host float64, leaf order), from the stepper's own storage
+        level by level: only the per-leaf maxima leave the device."""
+        tree = self._tree
+        if tree is None:
+            chunks = [(lv, self.xp.asarray(self._pending)[:, self.forest.level_slice(lv)]) for lv in self.forest.levels]
+        elif isinstance(tree, reference.Stepper):
+            chunks = [(lv, tree.f[:, self.forest.level_slice(lv)]) for lv in self.forest.levels]
+        else:
+            chunks = [(lv, tree.bufs[lv][0]) for lv in tree.levels]
+        return regrid.criterion(self.xp, chunks, self.accel, self.preset.adapt_u_ref, self.backend.asnumpy)
+
+    def regrid(self, step: int | None = None) -> dict:
+        """One regrid now: criterion, refine/coarsen sets, 2:1 balance, the state carried over by
+        transfer.py, then boundaries, tables or interface, tracers' lookup and stepper rebuilt as a
+        fresh build of the new tree. Returns (and keeps, for the live figures) the counts."""
+        a = self.preset.adapt
+        with self.timer.phase("regrid", steps=0):
+            crit = self.regrid_criterion()
+            plan = regrid.plan(self.forest, crit, refine_above=a.refine_above, coarsen_below=a.coarsen_below,
+                               max_level=a.max_level, base_level=self.base_level, floor=self._floor_forest(),
+                               max_leaves=a.max_leaves)
+            changed = not (np.array_equal(plan.forest.level, self.forest.level)
+                           and np.array_equal(plan.forest.block, self.forest.block))
+            if changed:
+                f_old = np.asarray(self.backend.asnumpy(self._leaves()))
+                f_new = transfer.transfer(self.forest, plan.forest, f_old, self.preset.physics.tau, self.accel)
+                self._install_tree(plan.forest, f_new, synchronise=True)
+        self.regrids += 1
+        self.last_regrid = {"refined": plan.refined, "coarsened": plan.coarsened,
+                            "step": int(self.step_count if step is None else step)}
+        return dict(self.last_regrid, leaves=self.forest.n_leaves, capped=plan.capped)
+
+    def _install_tree(self, forest, f_host, synchronise: bool) -> None:
+        """Make ``forest`` the engine's tree with state ``f_host`` (host, on that tree). With
+        ``synchronise`` (a transferred state): solid and inlet nodes as the step leaves them, the
+        coarse copies of fine-owned nodes restricted and same-level copies set to their owner's
+        (transfer fills each new leaf on its own); without (a checkpoint): taken bit for bit."""
+        p = self.preset
+        self.forest = forest
+        self._bnd = self._build_boundaries(forest)
+        self._tables = self._coupling = self._sampling = self._mass_w = None
+        self._tree = None
+        f = np.array(f_host, dtype=self.dtype)
+        if synchronise:
+            if self._bnd is not None:
+                f2, m3 = f.reshape(d3q27.Q, -1), self.m ** 3
+                for lv, b in self._bnd.level.items():
+                    boundaries.apply(np, f2, b, forest.level_slice(lv).start * m3, self._bnd.inlet_velocity)
+            from .tree_stepper import synchronise_host
+
+            coupling = self._interface()
+            f2 = f.reshape(d3q27.Q, -1)
+            m3 = self.m ** 3
+            for lv in sorted(forest.levels, reverse=True):  # reference.synchronise's order
+                if lv in coupling:
+                    synchronise_host(forest, {lv: coupling[lv]}, f, p.physics.tau, self.accel)
+                dst, src = interface.level_copies(forest, lv)
+                if dst.size:
+                    lo = forest.level_slice(lv).start * m3
+                    f2[:, dst + lo] = f2[:, src + lo]
+        self._pending = f
+        if self._tracers is not None:
+            self._tracers.set_forest(forest)
+        self._select_tree(self.selection["kernels"])
 
     # ---- forces on the bodies -------------------------------------------------------------------
     def body_force(self):
@@ -465,7 +624,21 @@ class AMR3D(Engine):
         return {"cd": float(F @ e) / q, "cl": float(F[lift]) / q, "cs": float(F[side]) / q}
 
     def logged_quantities(self):
-        return self.force_coefficients()
+        out = self.force_coefficients()
+        if self.preset.adapt.on:  # the HUD's Quantities section plots them live
+            out.update(self.adapt_figures())
+        return out
+
+    def adapt_figures(self) -> dict:
+        """Leaves in all and per level (levels base … max_level, zeros included, so the columns stay
+        fixed), and the last regrid's refine (leaves split) and coarsen (families merged) counts."""
+        lev = self.forest.level
+        out = {"leaves": float(self.forest.n_leaves)}
+        for lv in range(self.base_level, self.forest.max_level + 1):
+            out[f"leaves_l{lv}"] = float(np.count_nonzero(lev == lv))
+        out["regrid_refined"] = float(self.last_regrid["refined"])
+        out["regrid_coarsened"] = float(self.last_regrid["coarsened"])
+        return out
 
     def _synchronised(self, f: np.ndarray) -> np.ndarray:
         """A host state on the tree with its coarse copies of fine-owned nodes set (tree_stepper)."""
@@ -489,14 +662,34 @@ class AMR3D(Engine):
 
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):
+        if self.preset.adapt.on:
+            # regrids fall on coarse-step counts (every K-th step), whatever the batches: step(N) is
+            # N × step(1) bit for bit
+            every, done = self.preset.adapt.every, 0
+            while done < n:
+                k = min(n - done, every - (self.step_count + done) % every)
+                self._advance_tree(k)
+                done += k
+                if (self.step_count + done) % every == 0:
+                    self.regrid(self.step_count + done)
+            return n * self.dt
+        return self._advance_tree(n)
+
+    def _substeps(self) -> int:
+        """Stepper steps per engine step: 2^(l_min − base level) (1 unless a regrid refined every leaf
+        of the base level)."""
+        return 1 << (min(self.forest.levels) - self.base_level) if not self.is_box else 1
+
+    def _advance_tree(self, n):
         if self._tracers is not None:
             return self._advance_with_tracers(n)
         if not self.is_box:
+            sub = self._substeps()
             if isinstance(self._tree, reference.Stepper):
                 with self.timer.phase("step", steps=n):
-                    self._tree.step(n)
+                    self._tree.step(n * sub)
             else:
-                self._tree.advance(n, graph=self.selection["graph"] == "on")
+                self._tree.advance(n * sub, graph=self.selection["graph"] == "on")
             return n * self.dt
         if self._stepper is None:
             with self.timer.phase("step", steps=n):
@@ -677,7 +870,7 @@ class AMR3D(Engine):
         p = self.preset
         if not self.is_box:
             lv = self.forest.level
-            return float(np.sum(2.0 ** (lv - lv.min())) * self.m**3)
+            return float(np.sum(2.0 ** (lv - self.base_level)) * self.m**3)
         if self.selection["kernels"] == "uniform":
             nz, ny, nx = p.shape
             return float(nx * ny * nz)
@@ -701,7 +894,9 @@ class AMR3D(Engine):
             points = float(f.n_leaves * self.m**3)
             out.update({"leaves": f.n_leaves, "points": points, "uniform_points": uniform,
                         "point_fraction": points / uniform,
-                        "fine_equivalent_updates_per_step": uniform * 2.0 ** (f.max_level - min(f.levels))})
+                        "fine_equivalent_updates_per_step": uniform * 2.0 ** (f.max_level - self.base_level)})
+            if self.preset.adapt.on:
+                out.update(self.adapt_figures())
         peak = fp32_peak_flops(self.backend)
         if peak:
             bw = self.roofline_bytes_per_s()
@@ -810,6 +1005,23 @@ def _flow(p: AMR3DPreset, x, y, z):
         ux = u0 * np.sin(kz * z)
     elif kind == "uniform":
         ux, uy, uz = (np.full_like(rho, v) for v in p.flow.velocity)
+    elif kind == "vortex":
+        # u_θ = u0 (r/R) exp(½(1 − r²/R²)) about z, on top of flow.velocity (the convected Gaussian
+        # vortex: compact, so the periodic images are negligible for R ≪ the box, and zero net
+        # circulation); ρ = 1 − (3/2) u0² exp(1 − r²/R²) balances the centripetal pressure (p = ρ/3)
+        c = p.initial.center if p.initial.center is not None else (nx / 2, ny / 2, nz / 2)
+        R = p.initial.radius
+        dx, dy = x - c[0], y - c[1]
+        for d, n in ((0, nx), (1, ny)):  # nearest periodic image
+            if p.grid.periodic[d]:
+                v = dx if d == 0 else dy
+                v = v - n * np.round(v / n)
+                dx, dy = (v, dy) if d == 0 else (dx, v)
+        g = np.exp(0.5 * (1.0 - (dx * dx + dy * dy) / (R * R)))
+        ux = p.flow.velocity[0] - u0 * dy / R * g + 0 * rho
+        uy = p.flow.velocity[1] + u0 * dx / R * g + 0 * rho
+        uz = p.flow.velocity[2] + 0 * rho
+        rho = 1.0 - 1.5 * u0 * u0 * g * g
     elif kind == "random":
         return _smooth_random(np.random.default_rng(p.initial.seed), x, y, z, (nx, ny, nz), u0)
     return rho, (ux, uy, uz)
