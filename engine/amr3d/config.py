@@ -78,8 +78,14 @@ class Adapt(Strict):
                               "preset tree (refine boxes too)")
     initial: bool = Field(True, description="adapt the starting tree to the initial flow too (the flow evaluated "
                                             "anew on each refined tree, up to max_level passes)")
-    max_leaves: int = Field(100_000, ge=1, le=10_000_000,
-                            description="a regrid whose refinement would exceed this many leaves refines nothing")
+    max_leaves: int | None = Field(None, ge=1, le=10_000_000,
+                                   description="a regrid whose refinement would exceed this many leaves refines "
+                                               "nothing; default 4 × the preset tree's leaves. The memory estimate "
+                                               "reserves this many (or all leaves split to max_level, if fewer)")
+
+    def leaf_cap(self, preset_leaves: int) -> int:
+        """The leaves an adaptive tree may grow to: max_leaves, or 4 × the preset tree's."""
+        return self.max_leaves if self.max_leaves is not None else 4 * int(preset_leaves)
 
     @model_validator(mode="after")
     def _hysteresis(self):

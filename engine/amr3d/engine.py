@@ -79,7 +79,13 @@ class AMR3D(Engine):
         p = self.preset
         item = np.dtype(p.physics.dtype).itemsize
         forest = mesh.build_forest(p, self._make_bodies())
-        points = forest.n_leaves * p.grid.m**3
+        leaves = forest.n_leaves
+        if p.adapt.on:
+            # an adaptive tree may grow up to its cap (adapt.leaf_cap: the regrid refines nothing that
+            # would pass it), or to every leaf split down to adapt.max_level if that is fewer
+            grow = (8 ** np.maximum(p.adapt.max_level - forest.level.astype(np.int64), 0)).sum()
+            leaves = max(leaves, min(int(grow), p.adapt.leaf_cap(forest.n_leaves)))
+        points = leaves * p.grid.m**3
         work = 27 * points * item * 2  # two buffers
         if not self.backend.is_gpu:
             work += 27 * points * 8 + 27 * points * item * 5  # gather table + the reference's temporaries
@@ -89,7 +95,7 @@ class AMR3D(Engine):
             # each: the stored points beyond each leaf's own (m − 1)³); on NumPy also u, its 9
             # derivatives and their products while C is formed
             m = p.grid.m
-            work += points * item + forest.n_leaves * (m**3 - (m - 1) ** 3) * 16
+            work += points * item + leaves * (m**3 - (m - 1) ** 3) * 16
             if not self.backend.is_gpu:
                 work += points * item * 15
         if self.backend.is_gpu:
@@ -104,7 +110,7 @@ class AMR3D(Engine):
             # NumPy: the reference's gather tables over every shell point and the classification's
             # temporaries while they are built (measured peak on amr3d-periodic: 0.9 of this);
             # GPU: the interface descriptors (a few % of the points, 27 indices each)
-            shell = forest.n_leaves * (p.grid.m**3 - (p.grid.m - 2) ** 3)
+            shell = leaves * (p.grid.m**3 - (p.grid.m - 2) ** 3)
             work += shell * 27 * 8 * (12 if not self.backend.is_gpu else 1)
             if p.tracers.count:
                 work += tracer_bytes(p.tracers.count * len(p.tracers.seeds), p.tracers.trail_length)
@@ -497,6 +503,12 @@ class AMR3D(Engine):
         return self._coupling
 
     # ---- adaptive regridding (adapt.py; docs/amr3d-flows.md "Adaptive regridding") ----------------
+    def _preset_leaves(self) -> int:
+        """Leaves of the preset's own tree (before any adaptation): what adapt.leaf_cap scales."""
+        if getattr(self, "_preset_leaf_count", None) is None:
+            self._preset_leaf_count = mesh.build_forest(self.preset, self.bodies).n_leaves
+        return self._preset_leaf_count
+
     def _floor_forest(self):
         """The refinement a regrid never undoes: the bodies' (adapt.keep = bodies) or the preset's
         whole tree (static)."""
@@ -521,7 +533,7 @@ class AMR3D(Engine):
             crit = regrid.criterion(np, chunks, self.accel, self.preset.adapt_u_ref, np.asarray)
             plan = regrid.plan(self.forest, crit, refine_above=a.refine_above, coarsen_below=a.coarsen_below,
                                max_level=a.max_level, base_level=self.base_level, floor=self._floor_forest(),
-                               max_leaves=a.max_leaves)
+                               max_leaves=a.leaf_cap(self._preset_leaves()))
             if plan.refined == 0 and plan.coarsened == 0:
                 break
             refined, coarsened = refined + plan.refined, coarsened + plan.coarsened
@@ -554,7 +566,7 @@ class AMR3D(Engine):
             crit = self.regrid_criterion()
             plan = regrid.plan(self.forest, crit, refine_above=a.refine_above, coarsen_below=a.coarsen_below,
                                max_level=a.max_level, base_level=self.base_level, floor=self._floor_forest(),
-                               max_leaves=a.max_leaves)
+                               max_leaves=a.leaf_cap(self._preset_leaves()))
             changed = not (np.array_equal(plan.forest.level, self.forest.level)
                            and np.array_equal(plan.forest.block, self.forest.block))
             if changed:
