@@ -436,6 +436,11 @@ def cmd_run(args, argv: list[str]) -> int:
             raise PresetError("--series", None, str(args.series),
                               f"a VTKHDF time series holds grids and octrees; {preset.source} has neither "
                               "(its profiles and particles: --dump FILE.vtkhdf at the end, or --dump-every)")
+        changing = engine.fixed_layout_reason()
+        if changing:
+            raise PresetError("--series", None, str(args.series),
+                              f"a VTKHDF time series needs one layout for every step, and {changing}; "
+                              "use --dump-every K --dump-dir DIR (one file per dump)")
     steps = args.steps or preset.run.steps
     every = args.every or (max(1, steps // 10) if args.frames else None)
     opts = RunOptions(steps=steps, timings=args.timings, dump=args.dump, dump_every=args.dump_every,

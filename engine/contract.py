@@ -351,6 +351,12 @@ class Engine(ABC):
         """Engine-specific figures for the HUD and logs (auto-tuner state, list lengths, ...)."""
         return {}
 
+    def fixed_layout_reason(self) -> str | None:
+        """Why the layout of this run's fields may change while it runs (an adaptive tree's leaves),
+        or None when it stays as built: outputs that need one layout for every step (a VTKHDF time
+        series) are refused up front with this reason."""
+        return None
+
     def tracer_capacity(self) -> int | None:
         """Tracers kept per seed when the engine's count is adjustable while running (the app's
         "tracers per seed" control); None: no such tracers (the default)."""

@@ -10,6 +10,7 @@ levels, rescaling, interpolation) or the ladder on each level joined by the coup
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 
@@ -25,6 +26,8 @@ from . import boundaries, d3q27, interface, ladder, leafgrid, mesh, reference, s
 from . import collision as collision_model
 from . import tree as tree_mod
 from .config import MAX_TRACERS_PER_SEED, AMR3DPreset
+
+log = logging.getLogger("nagare")
 
 FAMILY = variants.FAMILY
 # The multi-level benchmark case: P0's box with a centred region refined twice (level 1 over the
@@ -147,7 +150,8 @@ class AMR3D(Engine):
         self.base_level = min(self.forest.levels)
         self.dt = 2.0 ** -self.base_level
         self.regrids = 0  # regrids done by this engine object (not in the state)
-        self.last_regrid = {"refined": 0, "coarsened": 0, "step": -1}
+        self.last_regrid = {"refined": 0, "coarsened": 0, "step": -1, "capped": 0}
+        self._cap_said = False  # the cap's warning, once a run
         self._floor = None
         self.omega = 1.0 / p.physics.tau
         self.accel = tuple(float(a) for a in p.physics.force)
@@ -270,7 +274,7 @@ class AMR3D(Engine):
             out["tree/level"] = self.forest.level.copy()
             out["tree/block"] = self.forest.block.copy()
             lr = self.last_regrid
-            out["adapt/last"] = np.array([lr["refined"], lr["coarsened"], lr["step"]], np.int64)
+            out["adapt/last"] = np.array([lr["refined"], lr["coarsened"], lr["step"], lr.get("capped", 0)], np.int64)
         if self._tracers is not None:
             # parked tracers and trail samples not yet taken are NaN; a checkpoint holds finite numbers
             # only, so those are written as 0 with their validity (restored as NaN on load)
@@ -358,6 +362,13 @@ class AMR3D(Engine):
         except ValueError as exc:
             raise CheckpointError(f"checkpoint tree: {exc}") from None
         why = regrid.check_tree(forest, self._floor_forest(), self.base_level)
+        a = self.preset.adapt
+        top = max(a.max_level, int(self._floor_forest().level.max()))
+        if not why and int(forest.level.max()) > top:
+            why = f"a leaf at level {int(forest.level.max())} > adapt.max_level = {a.max_level}"
+        if not why and forest.n_leaves > a.leaf_cap(self._preset_leaves()):
+            why = (f"{forest.n_leaves} leaves > adapt.max_leaves = {a.leaf_cap(self._preset_leaves())} (the memory "
+                   "estimate reserves that many; resume with a larger --set adapt.max_leaves)")
         if why:
             raise CheckpointError(f"checkpoint tree ({forest.n_leaves} leaves) is not a tree of this preset: {why}")
         shape, dtype = expected["f"]
@@ -372,8 +383,9 @@ class AMR3D(Engine):
             same = np.array_equal(forest.level, self.forest.level) and np.array_equal(forest.block, self.forest.block)
             if not same:
                 self._install_tree(forest, np.asarray(arrays["f"], self.dtype), synchronise=False)
-            last = np.asarray(arrays.get("adapt/last", np.array([0, 0, -1]))).reshape(-1)
-            self.last_regrid = {"refined": int(last[0]), "coarsened": int(last[1]), "step": int(last[2])}
+            last = np.asarray(arrays.get("adapt/last", np.array([0, 0, -1, 0]))).reshape(-1)
+            self.last_regrid = {"refined": int(last[0]), "coarsened": int(last[1]), "step": int(last[2]),
+                                "capped": int(last[3]) if last.size > 3 else 0}
         self._set_leaves(arrays["f"])
         if self._tracers is not None:
             t = {k.split("/", 1)[1]: v for k, v in arrays.items() if k.startswith("tracers/")}
@@ -542,7 +554,7 @@ class AMR3D(Engine):
             if self._tracers is not None:
                 self._tracers.set_forest(self.forest)
             f = initial_tree_state(self.preset, self.forest)
-        self.last_regrid = {"refined": refined, "coarsened": coarsened, "step": 0}
+        self.last_regrid = {"refined": refined, "coarsened": coarsened, "step": 0, "capped": int(plan.capped)}
         return f
 
     def regrid_criterion(self) -> np.ndarray:
@@ -575,8 +587,13 @@ class AMR3D(Engine):
                 self._install_tree(plan.forest, f_new, synchronise=True)
         self.regrids += 1
         self.last_regrid = {"refined": plan.refined, "coarsened": plan.coarsened,
-                            "step": int(self.step_count if step is None else step)}
-        return dict(self.last_regrid, leaves=self.forest.n_leaves, capped=plan.capped)
+                            "step": int(self.step_count if step is None else step), "capped": int(plan.capped)}
+        if plan.capped and not self._cap_said:
+            self._cap_said = True
+            log.warning("nagare: %s: a regrid's refinement was skipped: the tree would pass adapt.max_leaves = %d "
+                        "leaves (raise it; the memory estimate reserves that many)", self.preset.source,
+                        self.preset.adapt.leaf_cap(self._preset_leaves()))
+        return dict(self.last_regrid, leaves=self.forest.n_leaves)
 
     def _install_tree(self, forest, f_host, synchronise: bool) -> None:
         """Make ``forest`` the engine's tree with state ``f_host`` (host, on that tree). With
@@ -641,6 +658,11 @@ class AMR3D(Engine):
             out.update(self.adapt_figures())
         return out
 
+    def fixed_layout_reason(self) -> str | None:
+        if self.preset.adapt.on:
+            return f"{self.preset.source} regrids its octree every {self.preset.adapt.every} steps (adapt.every)"
+        return None
+
     def adapt_figures(self) -> dict:
         """Leaves in all and per level (levels base … max_level, zeros included, so the columns stay
         fixed), and the last regrid's refine (leaves split) and coarsen (families merged) counts."""
@@ -650,6 +672,7 @@ class AMR3D(Engine):
             out[f"leaves_l{lv}"] = float(np.count_nonzero(lev == lv))
         out["regrid_refined"] = float(self.last_regrid["refined"])
         out["regrid_coarsened"] = float(self.last_regrid["coarsened"])
+        out["regrid_capped"] = float(self.last_regrid.get("capped", 0))  # 1: refinement skipped at the cap
         return out
 
     def _synchronised(self, f: np.ndarray) -> np.ndarray:

@@ -181,7 +181,7 @@ def grouping_reason(preset, selection: dict) -> str | None:
     if kind["x"] != kind["y"]:
         return (f"x is {kind['x']}, y is {kind['y']}: the x- and y-systems differ in their boundary rows "
                 f"(one batch is one matrix)")
-    if selection.get("y-direction") != "transpose":
+    if selection.get("y-direction") != "transpose" and selection.get("solver") != "gtsv2":  # gtsv2 always transposes
         return "needs y-direction = transpose (strided y-lines are not contiguous systems like the x-lines)"
     return None
 

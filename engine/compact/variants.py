@@ -88,7 +88,7 @@ def _grouped_check(backend, selection, config):
 
 
 def _strided_check(backend, selection, config):
-    if selection.get("batching") == "grouped":
+    if selection.get("batching") == "grouped" and selection.get("solver") != "gtsv2":  # gtsv2 transposes anyway
         return "batching = grouped batches transposed y-lines (choose another batching first)"
     return None
 

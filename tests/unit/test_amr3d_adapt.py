@@ -46,7 +46,7 @@ def test_the_starting_tree_adapts_to_the_initial_flow():
     started from that tree without adapting."""
     e = engine(vortex(adapt={"initial": True}))
     assert refined_roots(e) == {(1, 1, 0)}
-    assert e.last_regrid == {"refined": 1, "coarsened": 0, "step": 0}
+    assert e.last_regrid == {"refined": 1, "coarsened": 0, "step": 0, "capped": 0}
     box = [{"lo": [0.25, 0.25, 0.0], "hi": [0.5, 0.5, 1.0], "level": 1}]
     ref = engine(vortex(refine=box))
     np.testing.assert_array_equal(e.forest.block, ref.forest.block)
@@ -72,7 +72,7 @@ def test_vortex_refines_where_it_is_and_coarsens_behind_it():
     e = engine()
     e.regrid()
     assert refined_roots(e) == {(1, 1, 0)}  # the root holding the vortex's core (centre 12, 12)
-    assert e.last_regrid == {"refined": 1, "coarsened": 0, "step": 0}
+    assert e.last_regrid == {"refined": 1, "coarsened": 0, "step": 0, "capped": 0}
     e.step(80)  # carried 80 × 0.08 = 6.4 units downstream (+x)
     assert (2, 1, 0) in refined_roots(e) and (1, 1, 0) not in refined_roots(e)
     assert tree.is_balanced(e.forest)
@@ -168,6 +168,40 @@ def test_a_bad_checkpoint_tree_is_refused_in_one_line():
     with pytest.raises(CheckpointError) as err:
         engine().restore(bad)
     assert "\n" not in str(err.value) and "tree" in str(err.value)
+
+
+def test_a_refinement_skipped_at_the_leaf_cap_is_said(caplog):
+    """adapt.max_leaves blocks a refinement all or nothing: the figures say so (regrid_capped = 1,
+    refined = 0) and the log warns once, instead of reading as "nothing to refine"."""
+    free = engine()
+    free.step(5)
+    assert free.last_regrid["refined"] > 0 and free.adapt_figures()["regrid_capped"] == 0
+    capped = engine(vortex(adapt={"max_leaves": 16}))  # the preset tree's own 16 leaves: no room
+    with caplog.at_level("WARNING", logger="nagare"):
+        capped.step(10)
+    assert capped.forest.n_leaves == 16
+    fig = capped.adapt_figures()
+    assert fig["regrid_capped"] == 1 and fig["regrid_refined"] == 0
+    said = [r for r in caplog.records if "max_leaves" in r.getMessage()]
+    assert len(said) == 1 and "\n" not in said[0].getMessage()
+    # a checkpoint carries it, and a restore of a tree beyond the cap is refused in one line
+    assert int(capped.checkpoint()["arrays"]["adapt/last"][3]) == 1
+    free.step(5)
+    ck = free.checkpoint()
+    assert ck["arrays"]["tree/level"].size > 16
+    with pytest.raises(CheckpointError) as err:
+        engine(vortex(adapt={"max_leaves": 16})).restore(ck)
+    assert "max_leaves" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_adaptive_run_refuses_a_vtkhdf_series_up_front(tmp_path, capsys):
+    from nagare.app.cli import main
+
+    status = main(["run", "amr3d-vortex-adapt", "--backend", "numpy", "--steps", "4", "--quiet",
+                   "--series", str(tmp_path / "s.vtkhdf"), "--dump-every", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "adapt.every" in err[0] and "--dump-dir" in err[0]
+    assert not (tmp_path / "s.vtkhdf").exists()
 
 
 @pytest.mark.parametrize("adapt_keys, needle", [
