@@ -238,7 +238,9 @@ def test_a_new_field_type_draws_on_the_canvas(profile_type, toy_engine, _vispy_o
     from nagare.app.gui.worker import ViewRequest, snapshot
 
     fieldkinds.register("draw", "toy-profile", _drawer())
-    c = FieldCanvas(size=(200, 150), show=False)
+    # no colour bar or axes: VisPy text drawn in the test process destabilises Mesa for later GL
+    # tests (tests/app/test_view3d.py, _CANVAS_ISOLATION); this test is about the drawer
+    c = FieldCanvas(size=(200, 150), show=False, colorbar=False, axes=False)
     c.show()
     qtbot.waitExposed(c.native)
     try:
