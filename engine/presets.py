@@ -128,9 +128,25 @@ class PresetBase(Strict):
             for key, info in fields:
                 extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
                 cond = extra.get("applies_when") or {}
-                if any(_lookup(values, path) not in allowed for path, allowed in cond.items()):
+                if any(cls._value(values, path) not in allowed for path, allowed in cond.items()):
                     out.add(key)
         return out
+
+    @classmethod
+    def _value(cls, values: dict, dotted: str):
+        """``values``' value at a dotted key, or the model's default where ``values`` leaves it out
+        (a preset that does not name a key runs with its default)."""
+        got = _get(values, dotted)
+        if got is not NOTHING:
+            return got
+        model: Any = cls
+        for part in dotted.split("."):
+            info = getattr(model, "model_fields", {}).get(part)
+            if info is None:
+                return NOTHING
+            default = info.get_default(call_default_factory=True)
+            model = info.annotation
+        return default
 
     @property
     def content_hash(self) -> str:
@@ -142,15 +158,6 @@ class PresetBase(Strict):
         if "\n" in v:
             raise ValueError("description must be one line")
         return v
-
-
-def _lookup(values: dict, dotted: str):
-    node: Any = values
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return NOTHING
-        node = node[part]
-    return node
 
 
 # ---------------------------------------------------------------------------------------------

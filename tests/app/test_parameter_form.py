@@ -69,6 +69,18 @@ def test_the_smagorinsky_constant_shows_only_with_its_model():
     assert key in type(sphere).inapplicable_keys(csm)
 
 
+def test_a_key_the_values_leave_out_counts_as_its_default():
+    """A preset that does not name physics.les runs with les = "none": C_s does not apply. A compact
+    preset that does not name physics.problem is advection1d: its speed applies, Mach does not."""
+    from nagare.engine.amr3d.config import AMR3DPreset
+    from nagare.engine.compact.config import CompactPreset
+
+    assert ("physics", "smagorinsky") in AMR3DPreset.inapplicable_keys({"physics": {}})
+    assert ("physics", "smagorinsky") not in AMR3DPreset.inapplicable_keys({"physics": {"les": "smagorinsky"}})
+    keys = CompactPreset.inapplicable_keys({})
+    assert ("physics", "speed") not in keys and ("physics", "mach") in keys
+
+
 def test_ahmed_tau_editor_shows_its_whole_value_in_the_docked_form(make_window):
     """amr3d-ahmed's τ (derived from Re: 0.5000001398601399) was cut off: a narrow editor beside a
     long label, in a form wider than its dock. Now every editor lies inside the panel and τ's
