@@ -55,3 +55,24 @@ def make_window(qtbot, tmp_path, _vispy_on_qt):
     for w in made:
         w.close()
         assert not w.worker.alive, "the simulation thread must stop with the window"
+
+
+@pytest.fixture
+def make_canvas(_vispy_on_qt, qtbot):
+    """``make(w, h, **kw)``: a FieldCanvas shown on Xvfb (a hidden Qt canvas has no usable GL
+    surface to draw into), closed when the test ends. Tests that draw VisPy text with it run in a
+    fresh process (tests/app/frame_check.isolated; _CANVAS_ISOLATION in test_view3d.py)."""
+    from nagare.app.gui.canvas import FieldCanvas
+
+    made = []
+
+    def make(w, h, **kw):
+        c = FieldCanvas(size=(w, h), show=False, **kw)
+        c.show()
+        qtbot.waitExposed(c.native)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()

@@ -35,7 +35,7 @@ def assert_frame_shows_field(frame: np.ndarray, field: np.ndarray, mask: np.ndar
     assert np.median(diff) <= 1
 
 
-def isolated(test_file: str, name: str) -> bool:
+def isolated(test_file: str, name: str, timeout: float = 120) -> bool:
     """Run test ``name`` of ``test_file`` in a fresh process and assert it passed; True when the
     caller is that process (go on with the body). For canvases that draw VisPy text: Mesa fails
     in a long-lived GL process after such canvases were closed (see tests/app/test_view3d.py)."""
@@ -46,6 +46,6 @@ def isolated(test_file: str, name: str) -> bool:
     if os.environ.get("NAGARE_GL_ISOLATED") == name:
         return True
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"{test_file}::{name}"],
-                       env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=120)
+                       env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     return False

@@ -114,23 +114,7 @@ def test_level_legend_stays_inside_the_column(colorbar, dpi, height):
         assert lowest >= max(b[3] for b in boxes)
 
 
-# ---- axes on the 2D views (defects 1 and 2) ---------------------------------------------------------
-@pytest.fixture
-def make_canvas(_vispy_on_qt, qtbot):
-    from nagare.app.gui.canvas import FieldCanvas
-
-    made = []
-
-    def make(w, h, **kw):
-        c = FieldCanvas(size=(w, h), show=False, **kw)
-        c.show()
-        qtbot.waitExposed(c.native)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
+# ---- axes on the 2D views (defects 1 and 2; make_canvas: tests/app/conftest.py) -------------------
 
 
 def _tick_pixels_match_world(c, strip, vertical: bool, origin: float):

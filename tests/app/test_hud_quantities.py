@@ -16,6 +16,8 @@ from nagare.app.gui.hud import QUANTITY_SAMPLES, Hud, QuantityHistory
 from nagare.app.gui.worker import QuantitySample, SimulationWorker
 from nagare.engine.presets import load_preset
 
+from tests.app.frame_check import isolated
+
 SPHERE = "amr3d-sphere-re20"  # on NumPy its cpu_overrides make a small tree: ~3 s to build, ~0.15 s a step
 
 
@@ -31,16 +33,7 @@ def _isolated(name: str) -> bool:
     """Run test ``name`` of this file in a fresh process and assert it passed; True when the caller
     is that process. A window with the imgui HUD can segfault under Xvfb/Mesa depending on which
     GL tests ran before it in the same process (tests/app/test_view3d.py, _CANVAS_ISOLATION)."""
-    import os
-    import subprocess
-    import sys
-
-    if os.environ.get("NAGARE_GL_ISOLATED") == name:
-        return True
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"{__file__}::{name}"],
-                       env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    return False
+    return isolated(__file__, name)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.app.frame_check import CMAP, RANGE
+from tests.app.frame_check import CMAP, RANGE, isolated
 
 pytestmark = pytest.mark.gui
 
@@ -17,16 +17,7 @@ NZ, NY, NX, H = 6, 8, 10, 0.5
 
 def _isolated(name: str) -> bool:
     """Run test ``name`` of this file in a fresh process and assert it passed; True in that process."""
-    import os
-    import subprocess
-    import sys
-
-    if os.environ.get("NAGARE_GL_ISOLATED") == name:
-        return True
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"{__file__}::{name}"],
-                       env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    return False
+    return isolated(__file__, name)
 
 
 def f(x, y, z, a=1.0):

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from nagare.app import colormaps
 
+from tests.app.frame_check import isolated
+
 pytestmark = pytest.mark.gui
 
 NX, NY, NZ, DX = 20, 16, 12, 0.5
@@ -39,16 +41,7 @@ steps_per_frame = 1
 
 def _isolated(name: str) -> bool:
     """Run test ``name`` of this file in a fresh process and assert it passed; True in that process."""
-    import os
-    import subprocess
-    import sys
-
-    if os.environ.get("NAGARE_GL_ISOLATED") == name:
-        return True
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"{__file__}::{name}"],
-                       env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    return False
+    return isolated(__file__, name, timeout=180)
 
 
 def _pixel(c, pt):

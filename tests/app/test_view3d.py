@@ -30,22 +30,14 @@ def _packet(kind="grid2d", seq=1, **kw):
 # a later test's main window with the imgui HUD crashed inside Qt (segfault under Xvfb/Mesa) —
 # seen in CI with test_window.py after this file, depending on which tests ran before.
 @pytest.fixture
-def make_canvas(_vispy_on_qt, qtbot):
-    from nagare.app.gui.canvas import FieldCanvas
-
-    made = []
-
+def make_canvas(make_canvas):
+    """tests/app/conftest.py's canvases, in this file's colormap."""
     def make(w, h, **kw):
-        c = FieldCanvas(size=(w, h), show=False, **kw)
-        c.show()
-        qtbot.waitExposed(c.native)
+        c = make_canvas(w, h, **kw)
         c.set_colormap(CMAP)
-        made.append(c)
         return c
 
-    yield make
-    for c in made:
-        c.close()
+    return make
 
 
 def _expected(values) -> np.ndarray:

@@ -8,43 +8,17 @@ import numpy as np
 import pytest
 from nagare.app import colormaps
 
-from tests.app.frame_check import CMAP
-from tests.app.test_view3d import _colour_close, _packet
+from tests.app.frame_check import CMAP, isolated
+from tests.app.test_view3d import _colour_close, _packet, make_canvas  # noqa: F401  (fixture: CMAP canvases)
 
 pytestmark = pytest.mark.gui
 
 
-@pytest.fixture
-def make_canvas(_vispy_on_qt, qtbot):
-    from nagare.app.gui.canvas import FieldCanvas
-
-    made = []
-
-    def make(w, h, **kw):
-        c = FieldCanvas(size=(w, h), show=False, **kw)
-        c.show()
-        qtbot.waitExposed(c.native)
-        c.set_colormap(CMAP)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
 
 
 def _isolated(name: str) -> bool:
     """Run test ``name`` of this file in a fresh process (see test_view3d._isolated); True in it."""
-    import os
-    import subprocess
-    import sys
-
-    if os.environ.get("NAGARE_GL_ISOLATED") == name:
-        return True
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"{__file__}::{name}"],
-                       env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    return False
+    return isolated(__file__, name)
 
 N, H = 16, 0.5  # a 16³ grid, spacing 0.5
 CENTRE, RADIUS = np.array([8.0, 7.0, 8.0]) * H, 3.0 * H  # the sphere, in the grid's world units
@@ -89,7 +63,7 @@ def _lit(frame, bg, thresh=30):
 
 
 # ---- solid bodies ------------------------------------------------------------------------------------------
-def test_sphere_surface_is_a_lit_grey_body_inside_its_silhouette_and_the_switch_hides_it(make_canvas):
+def test_sphere_surface_is_a_lit_grey_body_inside_its_silhouette_and_the_switch_hides_it(make_canvas):  # noqa: F811
     if not _isolated("test_sphere_surface_is_a_lit_grey_body_inside_its_silhouette_and_the_switch_hides_it"):
         return
     from nagare.app.gui.view3d import VolumeDrawer
@@ -172,7 +146,7 @@ def _trail_ring():
     return tr
 
 
-def test_trails_are_segments_along_the_path_and_none_where_nan(make_canvas):
+def test_trails_are_segments_along_the_path_and_none_where_nan(make_canvas):  # noqa: F811
     if not _isolated("test_trails_are_segments_along_the_path_and_none_where_nan"):
         return
     from nagare.app.gui.view3d import Particles3DDrawer
@@ -198,7 +172,7 @@ def test_trails_are_segments_along_the_path_and_none_where_nan(make_canvas):
         assert not near(t, 3).any(), t
 
 
-def test_no_trails_draw_exactly_as_before(make_canvas):
+def test_no_trails_draw_exactly_as_before(make_canvas):  # noqa: F811
     if not _isolated("test_no_trails_draw_exactly_as_before"):
         return
     c = make_canvas(400, 320, colorbar=False)
