@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.unit.cuda_emulator import PRELUDE
+from tests.unit.fake_cupy import _Event, _Stream, get_elapsed_time
 
 _KERNEL = re.compile(r'(?:template\s*<([^<>]*)>\s*)?(?:extern\s+"C"\s+)?__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
 _SCALARS = {"float": np.float32, "int": np.int32, "long long": np.int64, "double": np.float64}
@@ -118,36 +119,6 @@ extern "C" void emu_k{k}(unsigned gx, unsigned bx, void** a) {{
         return _Kernel(fn, name, self.params[name])
 
 
-class _Stream:
-    def __init__(self, *a, **k):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-    def wait_event(self, ev):
-        pass
-
-    def synchronize(self):
-        pass
-
-
-class _Event:
-    done = True  # the launches ran when they were made
-
-    def __init__(self, *a, **k):
-        pass
-
-    def record(self, stream=None):
-        pass
-
-    def synchronize(self):
-        pass
-
-
 def make(workdir: Path):
     """A module usable as ``cupy`` for amr3d's LadderStepper and TreeStepper(CupyKernels)."""
     cp = types.ModuleType("cupy")
@@ -157,7 +128,7 @@ def make(workdir: Path):
     cp.asnumpy = np.asarray
     cp.RawModule = lambda code, options=(), name_expressions=None: EmuModule(code, workdir, name_expressions)
     cp.cuda = types.SimpleNamespace(Stream=_Stream, Event=_Event, get_current_stream=lambda: _Stream(),
-                                    get_elapsed_time=lambda start, end: 0.0,
+                                    get_elapsed_time=get_elapsed_time,
                                     Device=lambda *a: types.SimpleNamespace(
                                         id=0, synchronize=lambda: None,
                                         attributes={"MultiProcessorCount": 1, "ClockRate": 1000}),

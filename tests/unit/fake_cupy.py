@@ -51,6 +51,9 @@ class _Stream:
     def __exit__(self, *a):
         return False
 
+    def wait_event(self, ev):  # launches run when made: nothing to wait for
+        pass
+
     def synchronize(self):
         pass
 

@@ -27,7 +27,7 @@ from nagare.engine.timing import PhaseTimer
 from nagare import shaders
 from tests.unit.cuda_emulator import PRELUDE, compile_shared
 from tests.unit.test_amr3d_ladder_emulated import random_state, run_rung, wrapper
-from tests.unit.test_amr3d_tree_stepper import flow_state, two_levels
+from tests.unit.test_amr3d_tree_stepper import assert_gpu_tree_stepper_equals_numpy_kernels, flow_state, two_levels
 
 C, Q = d3q27.C, d3q27.Q
 MRT = Collision("mrt")
@@ -430,22 +430,5 @@ def test_gpu_ladder_rungs_equal_numpy(model):
 @pytest.mark.gpu
 @pytest.mark.parametrize("model", ALL, ids=IDS)
 def test_gpu_tree_stepper_equals_numpy_kernels(model):
-    cp = pytest.importorskip("cupy")
-    from nagare.engine.amr3d.tree_stepper import CupyKernels
-
-    forest = two_levels()
-    phys = reference.Physics(0.57, (1e-5, 0.0, -2e-5), model)
-    f0 = flow_state(forest, phys).astype(np.float32)
-    cpl = interface.build(forest)
-    host = TreeStepper(np, forest, cpl, phys.tau0, phys.accel0, NumpyKernels(), PhaseTimer(get_backend("numpy")),
-                       dtype=np.float32, collision=model)
-    stream = cp.cuda.get_current_stream()
-    dev = TreeStepper(cp, forest, cpl, phys.tau0, phys.accel0, CupyKernels("sorted", stream),
-                      PhaseTimer(get_backend("cupy")), dtype=np.float32, collision=model)
-    host.set_state(f0.copy(), synchronised=False)
-    dev.set_state(f0.copy(), synchronised=False)
-    for _ in range(3):
-        host.advance(2)
-        dev.advance(2)
-        stream.synchronize()
-        np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)
+    assert_gpu_tree_stepper_equals_numpy_kernels(two_levels(), reference.Physics(0.57, (1e-5, 0.0, -2e-5), model),
+                                                 "sorted", collision=model)

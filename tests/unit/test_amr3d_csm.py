@@ -34,7 +34,12 @@ from nagare import shaders
 from tests.unit.cuda_emulator import PRELUDE, compile_shared
 from tests.unit.test_amr3d_collision import momentum, near_equilibrium, ptr
 from tests.unit.test_amr3d_ladder_emulated import random_state
-from tests.unit.test_amr3d_tree_stepper import flow_state, three_levels, two_levels
+from tests.unit.test_amr3d_tree_stepper import (
+    assert_gpu_tree_stepper_equals_numpy_kernels,
+    flow_state,
+    three_levels,
+    two_levels,
+)
 
 C, Q, M = d3q27.C, d3q27.Q, 9
 CSM = [Collision("bgk", "csm"), Collision("mrt", "csm")]
@@ -616,23 +621,6 @@ def test_gpu_ladder_rungs_with_csm_equal_numpy(model):
 @pytest.mark.parametrize("model", CSM, ids=IDS)
 @pytest.mark.parametrize("rung", ["naive", "split", "templates", "sorted"])
 def test_gpu_tree_stepper_with_csm_equals_numpy_kernels(model, rung):
-    cp = pytest.importorskip("cupy")
-    from nagare.engine.amr3d.tree_stepper import CupyKernels
-
-    forest = two_levels((True, False, True))
-    phys = reference.Physics(0.57, (1e-5, 0.0, -2e-5), model)
-    f0 = flow_state(forest, phys).astype(np.float32)
-    cpl = interface.build(forest)
-    host = TreeStepper(np, forest, cpl, phys.tau0, phys.accel0, NumpyKernels(), PhaseTimer(get_backend("numpy")),
-                       dtype=np.float32, collision=model)
-    stream = cp.cuda.Stream(non_blocking=False)  # not the legacy stream: the templates case captures a graph
-    with stream:
-        dev = TreeStepper(cp, forest, cpl, phys.tau0, phys.accel0, CupyKernels(rung, stream),
-                          PhaseTimer(get_backend("cupy"), stream), dtype=np.float32, collision=model)
-        host.set_state(f0.copy(), synchronised=False)
-        dev.set_state(f0.copy(), synchronised=False)
-        for _ in range(3):
-            host.advance(2)
-            dev.advance(2, graph=rung == "templates")
-            stream.synchronize()
-            np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)
+    assert_gpu_tree_stepper_equals_numpy_kernels(two_levels((True, False, True)),
+                                                 reference.Physics(0.57, (1e-5, 0.0, -2e-5), model), rung,
+                                                 graph=rung == "templates", collision=model)

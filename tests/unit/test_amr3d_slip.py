@@ -27,7 +27,12 @@ from nagare.engine.timing import PhaseTimer
 
 from tests.unit.test_amr3d_csm import emulated_cupy  # noqa: F401  (fixture: CuPy emulated with g++)
 from tests.unit.test_amr3d_flows import Slab, _lattice, sphere_tree
-from tests.unit.test_amr3d_tree_stepper import flow_state, three_levels, two_levels
+from tests.unit.test_amr3d_tree_stepper import (
+    assert_gpu_tree_stepper_equals_numpy_kernels,
+    flow_state,
+    three_levels,
+    two_levels,
+)
 
 C, Q, OPP, REFLECT = d3q27.C, d3q27.Q, d3q27.OPP, d3q27.REFLECT
 M = 9
@@ -410,27 +415,10 @@ def test_engine_on_the_emulated_gpu_matches_the_reference_with_free_slip(emulate
 @pytest.mark.gpu
 @pytest.mark.parametrize("rung", ["naive", "split", "templates", "sorted"])
 def test_gpu_tree_stepper_with_free_slip_equals_numpy_kernels(rung):
-    cp = pytest.importorskip("cupy")
-    from nagare.engine.amr3d.tree_stepper import CupyKernels
-
     forest = two_levels((True, False, False))
-    phys = reference.Physics(0.57, (2e-5, 0.0, 0.0))
-    bnd = boundaries.build(forest, slip=("y-", "z+"))
-    f0 = flow_state(forest, phys).astype(np.float32)
-    cpl = interface.build(forest, slip=bnd.slip)
-    host = TreeStepper(np, forest, cpl, phys.tau0, phys.accel0, NumpyKernels(), PhaseTimer(get_backend("numpy")),
-                       dtype=np.float32, bnd=bnd)
-    stream = cp.cuda.Stream(non_blocking=False)  # not the legacy stream: the templates case captures a graph
-    with stream:
-        dev = TreeStepper(cp, forest, cpl, phys.tau0, phys.accel0, CupyKernels(rung, stream),
-                          PhaseTimer(get_backend("cupy"), stream), dtype=np.float32, bnd=bnd)
-        host.set_state(f0.copy(), synchronised=False)
-        dev.set_state(f0.copy(), synchronised=False)
-        for _ in range(3):
-            host.advance(2)
-            dev.advance(2, graph=rung == "templates")
-            stream.synchronize()
-            np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)
+    assert_gpu_tree_stepper_equals_numpy_kernels(forest, reference.Physics(0.57, (2e-5, 0.0, 0.0)), rung,
+                                                 graph=rung == "templates",
+                                                 bnd=boundaries.build(forest, slip=("y-", "z+")))
 
 
 @pytest.mark.gpu

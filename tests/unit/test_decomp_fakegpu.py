@@ -21,7 +21,6 @@ def fcp(tmp_path, monkeypatch):
     cp = fake_cupy.make(tmp_path)
     cp.take = np.take
     cp.array = fake_cupy._aligned(np.array)  # SameDeviceTransport.put: aligned as CuPy's pool
-    monkeypatch.setattr(fake_cupy._Stream, "wait_event", lambda self, ev: None, raising=False)
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path / "cache"))
     loops._compiled.cache_clear()
