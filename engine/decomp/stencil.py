@@ -226,7 +226,7 @@ class StencilAdapter:
         if not any(self.pads) or r1 <= r0:
             return
         xp = self.transport.xp(part)
-        if hasattr(xp, "RawModule"):
+        if self.engine.backend.is_gpu:
             _wrap_kernel(xp, array, r0, r1, self.pads, self.fast)
             return
         for axis in range(self.ndim - 1, 0, -1):
