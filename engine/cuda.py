@@ -176,7 +176,7 @@ def precompile(specs: Iterable[KernelSpec], jobs: int) -> list[tuple[KernelSpec,
         # A worker died (NVRTC can take gigabytes per module: several at once may exhaust the
         # host's memory and be killed). What did not finish compiles here, one after the other.
         left = [s for s in todo if s not in reasons]
-        log.warning("nagare: a compile worker died (out of host memory?); compiling the other %d module(s) "
-                    "one at a time", len(left))
+        log.warning("nagare: a compile worker died (out of host memory, or a calling script without an "
+                    "`if __name__ == '__main__'` guard); compiling the other %d module(s) one at a time", len(left))
         reasons.update(zip(left, map(_try_compile, left), strict=True))
     return [(s, reasons[s]) for s in todo if reasons[s]]

@@ -23,11 +23,17 @@ Tracers stay on the gathered global field: each tracer substep (every ``tracers.
 gathers the owned rows into the engine's global state and moves the tracers with its velocity,
 exactly as the undecomposed array path does (so NumPy results are bit for bit the same).
 
-Overlap: on NumPy the reference step of the boundary rows runs first (on the rows and their
-neighbours, into a temporary), their halo copies next, then the interior rows — the same
-arithmetic, so the same bits. The CUDA kernels of lbm2d.cu take no row range, so there the
-exchange follows the whole-slab step (overlap on = off until the kernels get a row-range
-argument; docs/multi-gpu.md).
+Overlap: the owned rows the neighbours read (the first and last owned row) are updated first, their
+halo copies start, then the interior rows are updated beside them. On NumPy the reference step of
+the boundary rows runs on the rows and their neighbours into a temporary; on CUDA every slab's
+stepper runs the ROWS instances of lbm2d.cu (``row_range``), whose launches take a row range, and
+``update`` / ``finish`` split its step (two lattices: into fn, then the swap; AA: in place, then the
+layout flip). Every node's update reads only its own and the neighbouring rows, so the parts give
+the same bits as the whole. The copies in flight touch only what the interior update neither
+reads nor writes: two lattices — the target's edge rows (read) and ghost rows (written); AA after
+a P→Q step — the neighbour's ghost-row slots written by its edge row (read) and, in my first/last
+owned row, the slots only a ghost-row node writes (written; ghost rows are not updated under
+overlap); after a Q→P step — whole ghost rows (written) from the neighbour's edge rows (read).
 """
 from __future__ import annotations
 
@@ -59,6 +65,7 @@ class _SlabContext:
         self.backend, self.dtype = engine.backend, engine.dtype
         self.xp = transport.xp(slab.index)
         self.stream = transport.stream(slab.index)
+        self.row_range = True  # the CUDA steppers build the ROWS kernels (overlap updates rows in parts)
         ny = p.shape[0]
         self.rows = np.arange(slab.a, slab.b) % ny
         self.mask_host = np.ascontiguousarray(engine.mask_host[self.rows])
@@ -109,6 +116,9 @@ class LBMAdapter:
             with transport.device(c.index):
                 self.steppers.append(stepper_class(selection)(c, selection))
         self.reference = isinstance(self.steppers[0], ReferenceStepper)
+        # CUDA steppers whose step splits into row ranges (steppers.SingleStepStepper.update)
+        self.row_steps = not self.reference and all(getattr(st, "launch", None) is not None and st.launch.rows
+                                                     for st in self.steppers)
         rows = ghost_copies(self.slabs, ny)
         every = (slice(None),)
         self.copies = [HaloCopy(src, dst, (*every, ss), (*every, ds)) for src, ss, dst, ds in rows]
@@ -216,6 +226,9 @@ class LBMAdapter:
                     else:
                         st.f = targets[p]
             return
+        if overlap and self.row_steps:
+            self._one_step_rows(gpu)
+            return
         with e.timer.phase("lbm", steps=1):
             layout = self.states[0].layout
             for p in parts:
@@ -229,6 +242,29 @@ class LBMAdapter:
                 tr.exchange(arrays, self.aa_fixups)
             else:
                 tr.exchange(arrays, self.copies)
+
+    def _one_step_rows(self, gpu):
+        """Overlap with the CUDA steppers: edge rows, copies started, interior rows, then finish."""
+        e, tr = self.engine, self.transport
+        parts = range(len(self.slabs))
+        aa_pq = self.aa and self.states[0].layout == "P"
+        with e.timer.phase("lbm", steps=1):
+            for p in parts:
+                gpu.begin(p)
+                with self._ctx(p):
+                    for rows in self.regions[p]["boundary"]:
+                        self.steppers[p].update(self.states[p], rows)
+            # the step's result: fn on two lattices, the one array under AA
+            targets = [st.f if self.aa else st.fn for st in self.states]
+            pending = tr.start(targets, self.aa_fixups if aa_pq else self.copies, overlap=True)
+            for p in parts:
+                with self._ctx(p):
+                    for rows in self.regions[p]["interior"]:
+                        self.steppers[p].update(self.states[p], rows)
+                gpu.end(p)
+            pending.wait()
+            for p in parts:
+                self.steppers[p].finish(self.states[p])
 
     def _advance_lattice(self, n: int, overlap: bool):
         for i in range(n):
@@ -263,5 +299,5 @@ class LBMAdapter:
     def describe(self) -> dict:
         return {"rows": [(s.lo, s.hi) for s in self.slabs], "halo": H,
                 "exchange_bytes_per_step": transport_bytes(self._exchange_arrays(), self.copies),
-                "overlap_split": self.reference,
+                "overlap_split": self.reference or self.row_steps,
                 "graph": "not used decomposed (the exchange runs between steps)"}

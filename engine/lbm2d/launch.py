@@ -131,12 +131,24 @@ class SingleStep:
     fused_dims: tuple[int, int, int]
     fused_smem: int = 0  # dynamic shared memory of the fused kernel (lbm_fused_pipe's stages)
     fused_extra: tuple = ()  # trailing arguments of the fused kernel (lbm_fused_pipe's rows)
+    rows: bool = False  # the ROWS instances (lbm2d.cu): a launch may update a row range of the grid
+    fused_rows_per_block: int = 1  # rows one grid-y block of the fused kernel covers
+
+    def dims_for(self, count: int) -> tuple[int, int, int]:
+        """Grid of the BLOCK-shaped kernels over ``count`` rows (a row range of a ROWS module)."""
+        return (self.dims[0], -(-int(count) // BLOCK[1]), 1)
+
+    def fused_dims_for(self, count: int) -> tuple[int, int, int]:
+        """Grid of the fused kernel over ``count`` rows."""
+        return (self.fused_dims[0], -(-int(count) // self.fused_rows_per_block), 1)
 
 
-def single_step(preset, storage: str, compute_capability: float | None = None) -> SingleStep:
+def single_step(preset, storage: str, compute_capability: float | None = None, rows: bool = False) -> SingleStep:
     """The lbm2d.cu module (stream, collide, fused, both AA kernels, open boundaries) for this
     preset's precision and collision, ``storage`` ("native" / "fp16") and GPU; ValueError for a
-    FUSED_LAUNCH mode the storage cannot take."""
+    FUSED_LAUNCH mode the storage cannot take. ``rows``: the ROWS instances, whose launches take a
+    row range (the decomposed step's overlap); otherwise the whole-grid ones (same arguments, the
+    range ignored at compile time)."""
     arith = np.dtype(preset.physics.dtype) if storage == "native" else np.dtype(np.float32)
     t = ctype(arith)
     # fp16 travels as raw bits (d2q9.cuh converts with PTX cvt: no CUDA header under NVRTC).
@@ -146,28 +158,29 @@ def single_step(preset, storage: str, compute_capability: float | None = None) -
     block, mode = fused_launch(storage, nx, compute_capability, ny)
     if isinstance(mode, str):
         per_thread = vector_width(mode)  # nodes per thread along x
-        fused = template("lbm_fused_vec", t, s, trt, per_thread)
+        fused = template("lbm_fused_vec", t, s, trt, per_thread, rows)
         if mode.startswith(("packed", "pipe")) and s != "unsigned short":
             raise ValueError(f"fused launch mode {mode!r} is for fp16 storage only")
         if mode.startswith("packed"):  # fp16 kept two to a register (lbm2d.cu lbm_fused_packed)
-            fused = template("lbm_fused_packed", trt, per_thread)
+            fused = template("lbm_fused_packed", trt, per_thread, rows)
         elif pipe_mode(mode):  # packed, rows through a cp.async pipeline (lbm2d.cu lbm_fused_pipe)
-            fused = template("lbm_fused_pipe", trt, pipe_mode(mode)[0], pipe_index_type(nx, ny))
+            fused = template("lbm_fused_pipe", trt, pipe_mode(mode)[0], pipe_index_type(nx, ny), rows)
     else:
         per_thread = mode
-        fused = template("lbm_fused", t, s, trt, mode)
-    names = {"stream": template("lbm_stream", t, s), "collide": template("lbm_collide", t, s, trt),
-             "fused": fused, "aa_p": template("lbm_fused_aa", t, s, trt, True),
-             "aa_q": template("lbm_fused_aa", t, s, trt, False), "open": template("lbm_open_boundaries", t, s)}
+        fused = template("lbm_fused", t, s, trt, mode, rows)
+    names = {"stream": template("lbm_stream", t, s, rows), "collide": template("lbm_collide", t, s, trt, rows),
+             "fused": fused, "aa_p": template("lbm_fused_aa", t, s, trt, True, rows),
+             "aa_q": template("lbm_fused_aa", t, s, trt, False, rows),
+             "open": template("lbm_open_boundaries", t, s, rows)}
     spec = KernelSpec(CUDA_SOURCE, tuple(names.values()), FUSED_OPTIONS[(storage, t)])
     dims = ((nx + BLOCK[0] - 1) // BLOCK[0], (ny + BLOCK[1] - 1) // BLOCK[1], 1)
     bx, by, _ = block
     fused_dims = ((nx + bx * per_thread - 1) // (bx * per_thread), (ny + by - 1) // by, 1)
-    smem, extra = 0, ()
+    smem, extra, per_block = 0, (), by
     if pipe_mode(mode):
-        stages, rows = pipe_mode(mode)
+        stages, per_block = pipe_mode(mode)
         warps = bx // 32
         smem = warps * stages * PIPE_STAGE_BYTES
-        fused_dims = (-(-nx // (32 * PIPE_WIDTH * warps)), -(-ny // rows), 1)
-        extra = (np.int32(rows),)
-    return SingleStep(spec, names, arith.type, dims, block, fused_dims, smem, extra)
+        fused_dims = (-(-nx // (32 * PIPE_WIDTH * warps)), -(-ny // per_block), 1)
+        extra = (np.int32(per_block),)
+    return SingleStep(spec, names, arith.type, dims, block, fused_dims, smem, extra, rows, per_block)

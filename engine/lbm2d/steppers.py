@@ -118,13 +118,17 @@ class SingleStepStepper(Stepper):
         p, xp = engine.preset, engine.xp
         self.xp, self.stream, self.open_boundaries = xp, engine.stream, p.open_boundaries
         self.mask, self.node_class, self.node_segment = engine.mask, engine.node_class, engine.node_segment
-        self.launch = ss = single_step(p, selection["storage"], engine.compute_capability())
+        # A decomposed slab (engine/decomp/lbm2d.py) asks for the ROWS instances: its overlap updates
+        # the edge rows and the interior rows in separate launches.
+        self.launch = ss = single_step(p, selection["storage"], engine.compute_capability(),
+                                       rows=getattr(engine, "row_range", False))
         self.k = {role: ss.spec.function(name) for role, name in ss.names.items()}
         if ss.fused_smem > 48 * 1024:  # beyond the default: opt in (sm_70+)
             self.k["fused"].max_dynamic_shared_size_bytes = ss.fused_smem
         T = ss.scalar
         ny, nx = p.shape
         self.ni = (np.int32(nx), np.int32(ny))
+        self.whole = (int(ny), (np.int32(0), np.int32(ny)))  # (rows, the kernels' row0, row1)
         self.omega = (T(1.0 / p.tau), T(float(engine.lat.omega_minus)))  # (ω⁺, ω⁻); ω⁻ unused by BGK
         self.force = (T(p.physics.force[0]), T(p.physics.force[1]))
         self.uw = (T(p.wall_velocity[0]), T(p.wall_velocity[1]))
@@ -153,15 +157,42 @@ class SingleStepStepper(Stepper):
 
     def step(self, state: LatticeState) -> None:
         """One step: the kernels of this kind, then the open boundaries."""
-        self._kernels(state)
-        state.f, state.fn = state.fn, state.f
+        self.update(state)
+        self.finish(state)
+
+    def update(self, state: LatticeState, rows: tuple[int, int] | None = None) -> None:
+        """The first part of a step: this kind's kernels and the open boundaries on rows [r0, r1)
+        (a module built with ``row_range``; every node of a row depends only on the rows next to it,
+        so updating the rows in parts gives the same bits) or on the whole grid (None), into the
+        step's target (state.fn; AA: in place). :meth:`finish` completes the step."""
+        if rows is None:
+            count, args = self.whole
+        else:
+            if not self.launch.rows:
+                raise RuntimeError("a row range needs the ROWS kernels (the stepper's engine sets row_range)")
+            r0, r1 = (int(r) for r in rows)
+            count, args = r1 - r0, (np.int32(r0), np.int32(r1))
+        if count <= 0:
+            return
+        self._kernels(state, count, args)
         if self.open_boundaries:
             nx, ny = self.ni
-            self.k["open"](((int(ny) + 127) // 128, 1, 1), (128, 1, 1), (state.f, self.mask, nx, ny, self.uin))
+            self.k["open"](((count + 127) // 128, 1, 1), (128, 1, 1), (state.fn, self.mask, nx, ny, self.uin, *args))
+
+    def finish(self, state: LatticeState) -> None:
+        """The end of a step whose rows were all updated: the target becomes the state."""
+        state.f, state.fn = state.fn, state.f
+
+    def _dims(self, count: int, fused: bool = False):
+        ss = self.launch
+        if count == self.whole[0]:
+            return ss.fused_dims if fused else ss.dims
+        return ss.fused_dims_for(count) if fused else ss.dims_for(count)
 
     @abstractmethod
-    def _kernels(self, state: LatticeState) -> None:
-        """Launch this kind's kernels for one step (state.f → state.fn)."""
+    def _kernels(self, state: LatticeState, count: int, rows: tuple) -> None:
+        """Launch this kind's kernels for one step (state.f → state.fn) on ``count`` rows; ``rows``
+        are the kernels' (row0, row1) arguments."""
 
     def _advance_graph(self, state, n, tracers=None):
         """Each batch of ≤ GRAPH_STEPS steps is one CUDA-graph launch, the tracer updates included.
@@ -219,10 +250,11 @@ class SingleStepStepper(Stepper):
 class TwoKernelStepper(SingleStepStepper):
     """Stream kernel, then collide kernel (the naive baseline)."""
 
-    def _kernels(self, state):
+    def _kernels(self, state, count, rows):
         nx, ny = self.ni
-        self.k["stream"](self.launch.dims, BLOCK, (state.f, state.fn, self.mask, nx, ny, *self.uw))
-        self.k["collide"](self.launch.dims, BLOCK, (state.fn, self.mask, nx, ny, *self.omega, *self.force))
+        dims = self._dims(count)
+        self.k["stream"](dims, BLOCK, (state.f, state.fn, self.mask, nx, ny, *self.uw, *rows))
+        self.k["collide"](dims, BLOCK, (state.fn, self.mask, nx, ny, *self.omega, *self.force, *rows))
 
 
 class FusedStepper(SingleStepStepper):
@@ -230,22 +262,37 @@ class FusedStepper(SingleStepStepper):
 
     def __init__(self, engine, selection):
         super().__init__(engine, selection)
-        if selection["streaming"] == "aa":
-            self.step = self._step_aa
+        self.aa = selection["streaming"] == "aa"
 
-    def _kernels(self, state):
+    def update(self, state, rows=None):
+        if not self.aa:
+            super().update(state, rows)
+            return
+        # AA: in place, one kernel per layout; no open-boundary pass (AA with open boundaries is
+        # refused by the variant axes)
+        nx, ny = self.ni
+        count, args = self.whole if rows is None else (int(rows[1]) - int(rows[0]),
+                                                       (np.int32(rows[0]), np.int32(rows[1])))
+        if rows is not None and not self.launch.rows:
+            raise RuntimeError("a row range needs the ROWS kernels (the stepper's engine sets row_range)")
+        if count <= 0:
+            return
+        kern = self.k["aa_p"] if state.layout == "P" else self.k["aa_q"]
+        kern(self._dims(count), BLOCK, (state.f, self.mask, self.node_class, nx, ny, *self.omega, *self.force,
+                                        *self.uw, *args))
+
+    def finish(self, state):
+        if self.aa:
+            state.layout = "Q" if state.layout == "P" else "P"
+        else:
+            super().finish(state)
+
+    def _kernels(self, state, count, rows):
         nx, ny = self.ni
         ss = self.launch
-        self.k["fused"](ss.fused_dims, ss.fused_block,
+        self.k["fused"](self._dims(count, fused=True), ss.fused_block,
                         (state.f, state.fn, self.mask, self.node_class, self.node_segment, nx, ny, *self.omega,
-                         *self.force, *self.uw, *ss.fused_extra), shared_mem=ss.fused_smem)
-
-    def _step_aa(self, state):
-        nx, ny = self.ni
-        kern = self.k["aa_p"] if state.layout == "P" else self.k["aa_q"]
-        kern(self.launch.dims, BLOCK, (state.f, self.mask, self.node_class, nx, ny, *self.omega, *self.force,
-                                       *self.uw))
-        state.layout = "Q" if state.layout == "P" else "P"
+                         *self.force, *self.uw, *ss.fused_extra, *rows), shared_mem=ss.fused_smem)
 
 
 # The kernel axis' choices (variants.py) -> their stepper.

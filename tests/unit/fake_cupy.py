@@ -74,10 +74,12 @@ class _Kernel:
         sig = re.search(rf"void {re.escape(base)}\((.*?)\)\s*\{{", code, re.S).group(1)
         self.params = [p.strip() for p in sig.split(",")]
         self.call = name
-        if targ is not None:
-            tparam = re.search(rf"template\s*<\s*typename\s+(\w+)\s*>\s*__global__\s+void\s+{re.escape(base)}\b",
-                               code).group(1)
-            self.params = [re.sub(rf"\b{tparam}\b", targ, p) for p in self.params]
+        if targ is not None:  # each type parameter of the template spelled with its argument
+            tparams = re.search(rf"template\s*<([^>]*)>\s*__global__\s+void\s+{re.escape(base)}\b", code).group(1)
+            for decl, arg in zip(tparams.split(","), targ.split(","), strict=True):
+                kind, pname = decl.split()
+                if kind == "typename":
+                    self.params = [re.sub(rf"\b{pname}\b", arg.strip(), p) for p in self.params]
         self._fn = None
 
     def _build(self):
@@ -101,8 +103,8 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
 }}
 """
         flags = []
-        if cuda_emulator.threaded(self.name.rsplit("_", 1)[1]):  # barriers/shuffles: one std::thread per CUDA
-            # thread (tests/cuda_emu/emu.h)
+        # barriers/shuffles: one std::thread per CUDA thread (tests/cuda_emu/emu.h)
+        if cuda_emulator.threaded(self.name.split("<", 1)[0].rsplit("_", 1)[1]):
             wrapper = cuda_emulator.threaded_wrapper(self.name, self.params, names)
             src, flags = cuda_emulator.TILE_PRELUDE + self.code + wrapper, list(cuda_emulator.TILE_FLAGS)
         else:
@@ -166,9 +168,12 @@ def _aligned(fn):
     return wrapped
 
 
-def make(workdir: Path, cost=lambda block, zmarch: 1.0 + abs(block[0] - 32) / 32 + abs(int(zmarch) - 4) / 4):
+def make(workdir: Path, cost=lambda block, zmarch: 1.0 + abs(block[0] - 32) / 32 + abs(int(zmarch) - 4) / 4,
+         fmad_off: bool = True):
     """A module object usable as ``cupy`` (and a Backend's xp). ``cost(block, zmarch[, kernel name])``
-    is the fake device time of a launch."""
+    is the fake device time of a launch. ``fmad_off``: every module must be compiled with
+    --fmad=false (the generated stencil code, whose bits the tests compare with NumPy's); off for
+    modules whose emulation is compared only with itself."""
     kernels: list[_Kernel] = []
 
     class RawModule:
@@ -181,7 +186,7 @@ def make(workdir: Path, cost=lambda block, zmarch: 1.0 + abs(block[0] - 32) / 32
         def get_function(self, name):
             if name == "nagare_spin":  # the benchmark's busy-wait: nothing to emulate
                 return lambda grid, block, args: None
-            assert "--fmad=false" in self.options
+            assert "--fmad=false" in self.options or not fmad_off
             k = _Kernel(self.code, name, workdir, cost)
             kernels.append(k)
             return k
@@ -200,9 +205,13 @@ def make(workdir: Path, cost=lambda block, zmarch: 1.0 + abs(block[0] - 32) / 32
     cuda = types.SimpleNamespace(
         Event=_Event, Stream=_Stream, get_elapsed_time=get_elapsed_time,
         compiler=types.SimpleNamespace(CompileException=CompileException),
-        runtime=types.SimpleNamespace(getDeviceProperties=lambda i: {"name": b"Fake GPU", "clockRate": 1000},
-                                      getDevice=lambda: 0),
+        runtime=types.SimpleNamespace(getDeviceProperties=lambda i: {"name": b"Fake GPU", "clockRate": 1000,
+                                                                     "multiProcessorCount": 4,
+                                                                     "totalGlobalMem": 2**30, "major": 9, "minor": 0},
+                                      getDevice=lambda: 0, runtimeGetVersion=lambda: 13000,
+                                      driverGetVersion=lambda: 13000),
         Device=lambda *a: types.SimpleNamespace(id=0),
         get_current_stream=lambda: _Stream())
     cp.cuda = cuda
+    cp.__version__ = "0.0-fake"
     return cp

@@ -190,8 +190,9 @@ def test_kernel_sass_reports_registers_and_opcodes(capsys):
         nvcc = None
     if not nvcc:
         pytest.skip("no nvcc / cuobjdump / nvdisasm on this machine")
-    sig = ("lbm_fused_pipe<false, 2, unsigned int>(const unsigned short*, unsigned short*, const unsigned char*, "
-           "const unsigned char*, const unsigned char*, int, int, float, float, float, float, float, float, int)")
+    sig = ("lbm_fused_pipe<false, 2, unsigned int, false>(const unsigned short*, unsigned short*, "
+           "const unsigned char*, const unsigned char*, const unsigned char*, int, int, float, float, float, float, "
+           "float, float, int, int, int)")
     assert mod.main(["cuda/lbm2d/lbm2d.cu", sig, "--opt=--prec-div=false"]) == 0
     out = capsys.readouterr().out
     assert "lbm_fused_pipe" in out and "registers" in out and "LDGSTS:" in out and "STG:9" in out

@@ -86,3 +86,52 @@ def test_prepared_launches_are_used_and_rebound_after_a_restore(fcp):
     e.step(4)
     ref.step(4)
     np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), ref.f)
+
+
+@pytest.fixture
+def fcp_lbm(tmp_path, monkeypatch):
+    """The fake CuPy with the NumPy functions lbm2d's engine uses beside its kernels; lbm2d.cu's
+    modules are not compiled with --fmad=false (their emulation is compared with itself and with
+    the NumPy reference, which the host's FMA-free arithmetic matches)."""
+    cp = fake_cupy.make(tmp_path, cost=lambda block, zmarch: 1.0, fmad_off=False)
+    for name in dir(np):
+        if not name.startswith("_") and not hasattr(cp, name):
+            setattr(cp, name, getattr(np, name))
+    cp.array = fake_cupy._aligned(np.array)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path / "cache"))
+    yield cp
+
+
+@pytest.mark.parametrize("selection,parts", [({"kernel": "fused"}, 3), ({"kernel": "fused", "streaming": "aa"}, 3),
+                                             ({"kernel": "two-kernel"}, 2),
+                                             ({"kernel": "fused", "storage": "fp16"}, 2)])
+def test_decomposed_lbm2d_cuda_overlap_splits_the_step_and_keeps_the_bits(fcp_lbm, selection, parts):
+    """lbm2d's CUDA steppers decomposed with overlap on: each slab's step runs as row-range launches
+    (edge rows, then the interior beside the halo copies; lbm2d.cu's ROWS instances) and the state
+    equals the undecomposed CUDA run bit for bit, overlap off and on, walls and an obstacle included
+    (an odd step count: AA ends in its Q layout)."""
+    from nagare.engine.lbm2d import Engine
+
+    gpu = Backend("cupy", fcp_lbm, _cupy=fcp_lbm)
+    p = Engine.equivalence_presets()["fp32-walls-obstacle"]
+
+    def run(**kw):
+        before = sum(len(k.launches) for k in fcp_lbm.kernels)
+        e = Engine(p, gpu, variants=selection, **kw)
+        e._roofline = 1e12
+        e.random_state(np.random.default_rng(3))
+        e.step(5)
+        return e, np.asarray(e.state_arrays()["f"]), sum(len(k.launches) for k in fcp_lbm.kernels) - before
+
+    whole, want, _ = run()
+    assert not whole.stepper.launch.rows  # the undecomposed engine keeps the whole-grid kernels
+    launches = {}
+    for overlap in ("off", "on"):
+        e, got, launches[overlap] = run(parts=parts, overlap=overlap)
+        np.testing.assert_array_equal(got, want, err_msg=f"{selection} N={parts} overlap={overlap}")
+        assert all(st.launch.rows for st in e.adapter.steppers)
+        assert e.adapter.describe()["overlap_split"]
+    # overlap on: each slab's step is three launches of its kernels (two edge rows, the interior)
+    # where overlap off is one whole-slab launch
+    assert launches["on"] == 3 * launches["off"], launches

@@ -87,8 +87,8 @@ def test_nccl_matches_undecomposed(n):
                transport="nccl")
     _check(lbm("inlet-outlet"), {"kernel": "fused", "storage": "fp16", "streaming": "two-lattice"}, parts=(n,),
            transport="nccl")
-    # the packed buffers with overlap on: lbm2d's reference step is the one split into boundary and
-    # interior rows on CUDA (added after the 2026-11-26 run; not yet run on several GPUs)
+    # the packed buffers with overlap on, through lbm2d's reference step split into edge and interior
+    # rows (the CUDA steppers above split theirs by row-range launches, lbm2d.cu's ROWS instances)
     _check(lbm("walls-lid"), {"kernel": "reference", "storage": "native", "streaming": "two-lattice"}, parts=(n,),
            transport="nccl")
 

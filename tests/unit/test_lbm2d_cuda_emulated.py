@@ -25,29 +25,31 @@ from tests.unit.cuda_emulator import PRELUDE, compile_shared
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
 
 KERNELS = {  # wrapper name: (kernel template instance, C parameter list, call arguments)
-    "fused": ("lbm_fused<T, S, TRT, NPT>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
-              "T fx, T fy, T uwx, T uwy", "f, g, m, cls, seg, nx, ny, om, omm, fx, fy, uwx, uwy"),
-    "stream": ("lbm_stream<T, S>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
-               "T fx, T fy, T uwx, T uwy", "f, g, m, nx, ny, uwx, uwy"),
-    "collide": ("lbm_collide<T, S, TRT>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
-                "T fx, T fy, T uwx, T uwy", "g, m, nx, ny, om, omm, fx, fy"),
-    "aa_p": ("lbm_fused_aa<T, S, TRT, true>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
-             "T omm, T fx, T fy, T uwx, T uwy", "g, m, cls, nx, ny, om, omm, fx, fy, uwx, uwy"),
-    "aa_q": ("lbm_fused_aa<T, S, TRT, false>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
-             "T omm, T fx, T fy, T uwx, T uwy", "g, m, cls, nx, ny, om, omm, fx, fy, uwx, uwy"),
-    "open": ("lbm_open_boundaries<T, S>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
-             "T omm, T fx, T fy, T uwx, T uwy", "g, m, nx, ny, uwx"),  # u_in passed in the uwx slot
+    "fused": ("lbm_fused<T, S, TRT, NPT, ROWS>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
+              "T omm, T fx, T fy, T uwx, T uwy", "f, g, m, cls, seg, nx, ny, om, omm, fx, fy, uwx, uwy, r0, r1"),
+    "stream": ("lbm_stream<T, S, ROWS>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, T omm, "
+               "T fx, T fy, T uwx, T uwy", "f, g, m, nx, ny, uwx, uwy, r0, r1"),
+    "collide": ("lbm_collide<T, S, TRT, ROWS>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
+                "T omm, T fx, T fy, T uwx, T uwy", "g, m, nx, ny, om, omm, fx, fy, r0, r1"),
+    "aa_p": ("lbm_fused_aa<T, S, TRT, true, ROWS>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
+             "T omm, T fx, T fy, T uwx, T uwy", "g, m, cls, nx, ny, om, omm, fx, fy, uwx, uwy, r0, r1"),
+    "aa_q": ("lbm_fused_aa<T, S, TRT, false, ROWS>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
+             "T omm, T fx, T fy, T uwx, T uwy", "g, m, cls, nx, ny, om, omm, fx, fy, uwx, uwy, r0, r1"),
+    "open": ("lbm_open_boundaries<T, S, ROWS>", "const S* f, S* g, const unsigned char* m, int nx, int ny, T om, "
+             "T omm, T fx, T fy, T uwx, T uwy", "g, m, nx, ny, uwx, r0, r1"),  # u_in passed in the uwx slot
 }
 
 
-def build(T, S, trt, npt, tmp_path_factory):
+def build(T, S, trt, npt, tmp_path_factory, rows=False):
+    """The serial emulation of lbm2d.cu's kernels; ``rows``: the ROWS instances (a row range a launch)."""
     body = [PRELUDE, "#define __host__\n", shaders.source("cuda/lbm2d/lbm2d.cu"),
             f"typedef {T} T; typedef {S} S; static const bool TRT = {trt}; static const int NPT = {npt};\n",
+            f"static const bool ROWS = {'true' if rows else 'false'};\n",
             "static const unsigned char* cls;\nstatic const unsigned char* seg;\n"]
     for name, (kern, params, call) in KERNELS.items():
         body.append(f"""
 extern "C" void {name}(int gx, int gy, int bx, int by, const unsigned char* node_class,
-                       const unsigned char* node_seg, {params}) {{
+                       const unsigned char* node_seg, {params}, int r0, int r1) {{
     cls = node_class;
     seg = node_seg;
     blockDim = {{(unsigned)bx, (unsigned)by, 1u}};
@@ -82,12 +84,18 @@ class Emulated:
         self.cls = np.ascontiguousarray(node_classes(np, self.mask))
         self.seg = segment_classes(np, self.cls)
 
-    def call(self, name, f, g, tail=None):
+    def call(self, name, f, g, tail=None, rows=None):
+        """One launch, over all rows or over ``rows`` = (r0, r1) (a ROWS build; the grid's y extent
+        then covers r1 − r0 rows, as steppers.SingleStepStepper.update launches it)."""
         ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)  # noqa: E731
         grid, block = (self.fused_grid, self.fused_block) if name == "fused" else (self.grid, BLOCK[:2])
-        getattr(self.lib, name)(ctypes.c_int(grid[0]), ctypes.c_int(grid[1]), ctypes.c_int(block[0]),
+        r0, r1 = rows if rows is not None else (0, self.ny)
+        gy = -(-(r1 - r0) // block[1])
+        if name == "open":
+            grid, block, gy = (-(-(r1 - r0) // 128), 1), (128, 1), 1
+        getattr(self.lib, name)(ctypes.c_int(grid[0]), ctypes.c_int(gy), ctypes.c_int(block[0]),
                                 ctypes.c_int(block[1]), ptr(self.cls), ptr(self.seg), ptr(f), ptr(g), ptr(self.mask),
-                                *(tail or self.tail))
+                                *(tail or self.tail), ctypes.c_int(r0), ctypes.c_int(r1))
 
     def encode(self, f):
         if self.sd == np.float16:
@@ -99,27 +107,30 @@ class Emulated:
             return s.astype(np.float32) + W.astype(np.float32).reshape(Q, 1, 1)
         return s
 
-    def run(self, f, steps, kind):
+    def run(self, f, steps, kind, ranges=(None,)):
+        """``steps`` steps of ``kind``, each launched over the row ``ranges`` in turn (None: whole)."""
         a = np.ascontiguousarray(self.encode(f))
         b = np.empty_like(a)
         if kind == "aa":
             a = np.ascontiguousarray(a[OPP])
             for s in range(steps):
-                self.call("aa_p" if s % 2 == 0 else "aa_q", a, a)
+                for r in ranges:
+                    self.call("aa_p" if s % 2 == 0 else "aa_q", a, a, rows=r)
             if steps % 2:  # layout Q
                 a = np.stack([np.roll(a[i], (-CY[i], -CX[i]), axis=(0, 1)) for i in range(Q)])
             else:
                 a = a[OPP]
             return self.decode(a)
         for _ in range(steps):
-            if kind == "two-kernel":
-                self.call("stream", a, b)
-                self.call("collide", a, b)
-            else:
-                self.call("fused", a, b)
+            for r in ranges:  # as SingleStepStepper.update: the kernels, then the open boundaries, per range
+                if kind == "two-kernel":
+                    self.call("stream", a, b, rows=r)
+                    self.call("collide", a, b, rows=r)
+                else:
+                    self.call("fused", a, b, rows=r)
+                if self.e.preset.open_boundaries:
+                    self.call("open", b, b, self.open_tail, rows=r)
             a, b = b, a
-            if self.e.preset.open_boundaries:
-                self.call("open", a, a, self.open_tail)
         return self.decode(a)
 
 
@@ -162,6 +173,49 @@ def test_emulated_kernel_matches_reference(label, kind, storage, launch, tmp_pat
     assert np.abs(want - f0).max() > 1e-4  # the state moved
 
 
+ROW_CASES = [  # (equivalence preset, kernel kind, storage): every kernel of lbm2d.cu's serial build
+    ("fp32-walls-obstacle", "fused", "native"), ("fp32-walls-obstacle", "two-kernel", "native"),
+    ("fp32-walls-obstacle", "aa", "native"), ("fp32-channel", "fused", "native"), ("fp32-trt", "aa", "fp16"),
+]
+
+
+def row_parts(ny: int):
+    """The decomposed overlap's order on a slab of ny rows (ghost rows 0 and ny − 1 last here, so
+    every row is updated once): the edge rows, the interior, then the ghosts."""
+    return [(1, 2), (ny - 2, ny - 1), (2, ny - 2), (0, 1), (ny - 1, ny)]
+
+
+@pytest.mark.parametrize("label,kind,storage", ROW_CASES)
+def test_row_ranges_give_the_whole_steps_bits(label, kind, storage, tmp_path_factory):
+    """The ROWS instances (the decomposed step's overlap): a step launched as several row ranges
+    equals the whole-grid launch of the ROWS=false instances bit for bit, and a range updates its
+    rows only (the rest of the target keeps what it held)."""
+    p = Engine.equivalence_presets()[label]
+    ref = Engine(p, get_backend("numpy"), variants={"storage": storage})
+    ref.random_state(np.random.default_rng(17))
+    f0 = np.asarray(ref.state_arrays()["f"])
+    fp64 = p.physics.precision == "fp64"
+    T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
+    trt = "true" if p.physics.collision == "trt" else "false"
+    scalar = ctypes.c_double if fp64 else ctypes.c_float
+    sd = np.float16 if storage == "fp16" else p.physics.dtype
+    whole = Emulated(build(T, S, trt, 1, tmp_path_factory), ref, sd, scalar, LAUNCHES[0])
+    parts = Emulated(build(T, S, trt, 1, tmp_path_factory, rows=True), ref, sd, scalar, LAUNCHES[0])
+    ny = p.shape[0]
+    want = whole.run(f0, 5, kind)
+    np.testing.assert_array_equal(parts.run(f0, 5, kind, ranges=row_parts(ny)), want)
+    np.testing.assert_array_equal(parts.run(f0, 5, kind, ranges=[(0, ny)]), want)
+    if kind == "aa":
+        return
+    a = np.ascontiguousarray(parts.encode(f0))
+    b = np.full_like(a, 7)  # a sentinel no update writes
+    for name in ("stream", "collide") if kind == "two-kernel" else ("fused",):
+        parts.call(name, a, b, rows=(3, 5))
+    outside = np.ones(ny, bool)
+    outside[3:5] = False
+    assert (b[:, outside] == 7).all() and not (b[:, 3:5] == 7).all()
+
+
 # ---- lbm_fused_vec: real warp shuffles need concurrent threads (tests/cuda_emu/emu.h) -------------
 EMU = Path(__file__).resolve().parents[1] / "cuda_emu"
 # (equivalence preset, storage, W, block x, block y, nx override, kernel): idle/edge lanes, wrap, segments
@@ -200,19 +254,19 @@ def pipe_stages(kernel: str) -> int:
     return int(kernel.removeprefix("pipe").removesuffix("i64")) if kernel.startswith("pipe") else 0
 
 
-def build_vec(T, S, trt, w, tmp_path_factory, kernel="vec"):
+def build_vec(T, S, trt, w, tmp_path_factory, kernel="vec", rows=False):
     d = tmp_path_factory.getbasetemp()
     src_dir = Path(shaders.__file__).parent / "cuda" / "lbm2d"
     main = EMU / "fused_vec_main.cpp"
     tag = hashlib.sha256((shaders.source("cuda/lbm2d/lbm2d.cu") + shaders.source("cuda/lbm2d/d2q9.cuh")
                           + (EMU / "emu.h").read_text() + main.read_text()
-                          + T + S + trt + str(w) + kernel).encode()).hexdigest()[:12]
+                          + T + S + trt + str(w) + kernel + str(rows)).encode()).hexdigest()[:12]
     exe = d / f"fused_vec_emu_{tag}"
     if not exe.exists():
         res = subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w", "-pthread",
                               f"-DEMU_S={S}", f"-DEMU_T={T}", f"-DEMU_TRT={trt}", f"-DEMU_W={w}",
                               f"-DEMU_PACKED={int(kernel == 'packed')}",
-                              f"-DEMU_PIPE={pipe_stages(kernel)}",
+                              f"-DEMU_PIPE={pipe_stages(kernel)}", f"-DEMU_ROWS={int(rows)}",
                               *(["-DEMU_PIPE_INDEX=unsigned long long"] if kernel.endswith("i64") else []),
                               f"-I{src_dir}",
                               f"-I{EMU}", str(main), "-o", str(exe)], capture_output=True, text=True, timeout=300)
@@ -220,6 +274,47 @@ def build_vec(T, S, trt, w, tmp_path_factory, kernel="vec"):
             pytest.skip("the host C++ compiler has no C++20 <barrier>")
         assert res.returncode == 0, res.stderr[:3000]
     return exe
+
+
+def run_vec(exe, emu, f0, bx, by, steps, tmp_path):
+    """Run a build_vec executable on f0 for ``steps`` steps; the decoded result."""
+    p, ref = emu.e.preset, emu.e
+    emu.encode(f0).tofile(tmp_path / "in.bin")
+    emu.mask.tofile(tmp_path / "mask.bin")
+    emu.cls.tofile(tmp_path / "cls.bin")
+    emu.seg.tofile(tmp_path / "seg.bin")
+    ny, nx = p.shape
+    args = [str(exe), str(nx), str(ny), str(steps), str(bx), str(by), str(int(p.open_boundaries)),
+            *(str(tmp_path / f) for f in ("in.bin", "mask.bin", "cls.bin", "seg.bin", "out.bin")),
+            repr(1 / p.tau), repr(float(ref.lat.omega_minus)), *map(repr, map(float, p.physics.force)),
+            *map(repr, map(float, p.wall_velocity)), repr(float(p.physics.inlet_velocity))]
+    subprocess.run(args, check=True, timeout=600)
+    return emu.decode(np.fromfile(tmp_path / "out.bin", emu.sd).reshape(f0.shape))
+
+
+ROW_VEC_CASES = [VEC_CASES[i] for i in (2, 5, 6, 12, 17, 20)]  # vec fp32 / fp16, open ends, packed, pipe (+ open)
+
+
+@pytest.mark.parametrize("label,storage,w,bx,by,nx,kernel", ROW_VEC_CASES)
+def test_vector_kernels_in_row_ranges_give_the_whole_steps_bits(label, storage, w, bx, by, nx, kernel, tmp_path,
+                                                               tmp_path_factory):
+    """lbm_fused_vec / _packed / _pipe as ROWS instances, each step launched over the decomposed
+    overlap's row ranges: the same bits as the whole-grid instances (threaded emulation: real
+    shuffles, the pipe's cp.async ring over a range's rows)."""
+    p = Engine.equivalence_presets()[label]
+    if nx is not None:
+        p = p.model_copy(update={"grid": p.grid.model_copy(update={"nx": nx})})
+    ref = Engine(p, get_backend("numpy"), variants={"storage": storage})
+    ref.random_state(np.random.default_rng(23))
+    f0 = np.asarray(ref.state_arrays()["f"])
+    fp64 = p.physics.precision == "fp64"
+    T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
+    trt = "true" if p.physics.collision == "trt" else "false"
+    emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
+    whole = run_vec(build_vec(T, S, trt, w, tmp_path_factory, kernel), emu, f0, bx, by, 4, tmp_path)
+    parts = run_vec(build_vec(T, S, trt, w, tmp_path_factory, kernel, rows=True), emu, f0, bx, by, 4, tmp_path)
+    np.testing.assert_array_equal(parts, whole)
+    assert np.abs(whole - f0).max() > 1e-4  # the state moved
 
 
 @pytest.mark.parametrize("label,storage,w,bx,by,nx,kernel", VEC_CASES)
@@ -234,20 +329,10 @@ def test_emulated_vec_kernel_matches_reference(label, storage, w, bx, by, nx, ke
     T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
     exe = build_vec(T, S, "true" if p.physics.collision == "trt" else "false", w, tmp_path_factory, kernel)
     emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
-    emu.encode(f0).tofile(tmp_path / "in.bin")
-    emu.mask.tofile(tmp_path / "mask.bin")
-    emu.cls.tofile(tmp_path / "cls.bin")
-    emu.seg.tofile(tmp_path / "seg.bin")
     if nx is not None and nx >= 128:  # the FAST-segment shortcut and the per-node path both run
         assert (emu.seg == 0).any() and (emu.seg != 0).any()
-    ny, nxx = p.shape
     steps = 5
-    args = [str(exe), str(nxx), str(ny), str(steps), str(bx), str(by), str(int(p.open_boundaries)),
-            *(str(tmp_path / f) for f in ("in.bin", "mask.bin", "cls.bin", "seg.bin", "out.bin")),
-            repr(1 / p.tau), repr(float(ref.lat.omega_minus)), *map(repr, map(float, p.physics.force)),
-            *map(repr, map(float, p.wall_velocity)), repr(float(p.physics.inlet_velocity))]
-    subprocess.run(args, check=True, timeout=600)
-    got = emu.decode(np.fromfile(tmp_path / "out.bin", emu.sd).reshape(f0.shape))
+    got = run_vec(exe, emu, f0, bx, by, steps, tmp_path)
     ref.step(steps)
     want = np.asarray(ref.state_arrays()["f"])
     tol = dict(rtol=0, atol=1e-5) if storage == "fp16" else dict(rtol=1e-6 if not fp64 else 1e-13)

@@ -261,20 +261,37 @@ def test_single_step_module_names_and_options_are_unchanged():
     ss = launch.single_step(big, "native", 9.0)
     assert ss.spec.source == "cuda/lbm2d/lbm2d.cu" and ss.spec.options == ("--maxrregcount=80",)
     assert ss.spec.name_expressions == (
-        "lbm_stream<float, float>", "lbm_collide<float, float, false>", "lbm_fused_vec<float, float, false, 4>",
-        "lbm_fused_aa<float, float, false, true>", "lbm_fused_aa<float, float, false, false>",
-        "lbm_open_boundaries<float, float>")
+        "lbm_stream<float, float, false>", "lbm_collide<float, float, false, false>",
+        "lbm_fused_vec<float, float, false, 4, false>", "lbm_fused_aa<float, float, false, true, false>",
+        "lbm_fused_aa<float, float, false, false, false>", "lbm_open_boundaries<float, float, false>")
     assert (ss.fused_block, ss.fused_dims, ss.dims) == ((64, 1, 1), (16, 4096, 1), (64, 1024, 1))
     fp16 = launch.single_step(big, "fp16", 9.0)
-    assert fp16.names["fused"] == "lbm_fused_pipe<false, 2, unsigned int>"
-    assert fp16.spec.options == ("--prec-div=false",) and fp16.names["stream"] == "lbm_stream<float, unsigned short>"
+    assert fp16.names["fused"] == "lbm_fused_pipe<false, 2, unsigned int, false>"
+    assert fp16.spec.options == ("--prec-div=false",)
+    assert fp16.names["stream"] == "lbm_stream<float, unsigned short, false>"
     assert (fp16.fused_dims, fp16.fused_smem, [int(v) for v in fp16.fused_extra]) == \
         ((8, 1366, 1), 2 * 2 * launch.PIPE_STAGE_BYTES, [3])  # 2 warps x 256 columns, 3-row runs
-    assert launch.single_step(big, "fp16", 7.5).names["fused"] == "lbm_fused_packed<false, 8>"
+    assert launch.single_step(big, "fp16", 7.5).names["fused"] == "lbm_fused_packed<false, 8, false>"
     trt64 = PRESETS["fp64-cavity"].model_copy(update={"physics": PRESETS["fp32-trt"].physics.model_copy(
         update={"precision": "fp64"})})
     ss = launch.single_step(trt64, "native", 9.0)  # nx = 37: not a multiple of 4, lbm_fused one node a thread
-    assert ss.names["fused"] == "lbm_fused<double, double, true, 1>" and ss.spec.options == ()
+    assert ss.names["fused"] == "lbm_fused<double, double, true, 1, false>" and ss.spec.options == ()
+
+
+def test_row_range_module_is_its_own_compilation_with_grids_per_row_count():
+    """A decomposed slab's stepper builds the ROWS instances (lbm2d.cu): the same kernels with the
+    row range live, a separate module (its own cache entry), and grids sized to a range's rows."""
+    big = load_preset("lbm2d-poiseuille", ["grid.nx=4096", "grid.ny=4096"], backend=None)
+    whole, rows = launch.single_step(big, "native", 9.0), launch.single_step(big, "native", 9.0, rows=True)
+    assert not whole.rows and rows.rows and rows.spec != whole.spec
+    assert rows.names["fused"] == "lbm_fused_vec<float, float, false, 4, true>"
+    assert all(n.endswith(", true>") for n in rows.names.values())
+    assert rows.dims_for(4096) == rows.dims and rows.fused_dims_for(4096) == rows.fused_dims
+    assert rows.dims_for(1) == (64, 1, 1) and rows.dims_for(5) == (64, 2, 1)  # BLOCK is 64 × 4
+    assert rows.fused_dims_for(3) == (16, 3, 1)  # one row of warps a block
+    pipe = launch.single_step(big, "fp16", 9.0, rows=True)
+    assert pipe.names["fused"] == "lbm_fused_pipe<false, 2, unsigned int, true>"
+    assert pipe.fused_dims_for(1) == (8, 1, 1) and pipe.fused_dims_for(7) == (8, 3, 1)  # 3-row runs
 
 
 def test_temporal_blocking_spec():

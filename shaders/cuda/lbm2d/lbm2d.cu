@@ -1,15 +1,28 @@
 // Single-step D2Q9 kernels: two-kernel (stream, then collide), fused (pull stream + collide),
 // fused in-place AA streaming, and the open-boundary pass. One thread per node, x fastest.
+//
+// Row ranges (the decomposed step's overlap, engine/decomp/lbm2d.py): every kernel ends in a
+// template flag ROWS and two arguments row0, row1. With ROWS it updates rows [row0, row1) only, its
+// grid covering row1 − row0 rows (grid y block b starts at row0 + b · blockDim.y); the periodic wrap
+// and the plane size stay those of all ny rows. Without ROWS the arguments are ignored and the
+// kernel is the whole-grid one of before (row0 = 0, row1 = ny folded in at compile time), so the
+// undecomposed launches run unchanged code.
 #include "d2q9.cuh"
 
 using namespace d2q9;
 
+template <bool ROWS>
+__device__ __forceinline__ int first_row(int row0) { return ROWS ? row0 : 0; }
+template <bool ROWS>
+__device__ __forceinline__ int end_row(int row1, int ny) { return ROWS ? row1 : ny; }
+
 // ---- two-kernel baseline: g ← stream(f) on fluid nodes (others copied), then collide(g) ---------
-template <typename T, typename S>
+template <typename T, typename S, bool ROWS>
 __global__ void lbm_stream(const S* __restrict__ f, S* __restrict__ g, const unsigned char* __restrict__ mask,
-                           int nx, int ny, T uwx, T uwy) {
-    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x >= nx || y >= ny) return;
+                           int nx, int ny, T uwx, T uwy, int row0, int row1) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = first_row<ROWS>(row0) + blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= nx || y >= end_row<ROWS>(row1, ny)) return;
     const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
     if (mask[here] != FLUID) {
 #pragma unroll
@@ -22,11 +35,12 @@ __global__ void lbm_stream(const S* __restrict__ f, S* __restrict__ g, const uns
     for (int i = 0; i < Q; ++i) Store<T, S>::store(g, i * n + here, i, v[i]);
 }
 
-template <typename T, typename S, bool TRT>
+template <typename T, typename S, bool TRT, bool ROWS>
 __global__ void lbm_collide(S* __restrict__ g, const unsigned char* __restrict__ mask, int nx, int ny,
-                            T omega, T omega_minus, T fx, T fy) {
-    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x >= nx || y >= ny) return;
+                            T omega, T omega_minus, T fx, T fy, int row0, int row1) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = first_row<ROWS>(row0) + blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= nx || y >= end_row<ROWS>(row1, ny)) return;
     const idx_t n = idx_t(nx) * ny, here = idx_t(y) * nx + x;
     if (mask[here] != FLUID) return;
     T v[Q];
@@ -156,13 +170,13 @@ __device__ __forceinline__ void st_pop_global(V* p, const V& v) {
 
 // ---- fused: one read and one write of the 9 populations per node --------------------------------
 // NPT nodes per thread, blockDim.x apart along x (coalescing kept): NPT × 9 loads in flight.
-template <typename T, typename S, bool TRT, int NPT>
+template <typename T, typename S, bool TRT, int NPT, bool ROWS>
 __global__ void lbm_fused(const S* __restrict__ f, S* __restrict__ g, const unsigned char* __restrict__ mask,
                           const unsigned char* __restrict__ cls, const unsigned char* __restrict__ seg, int nx,
-                          int ny, T omega, T omega_minus, T fx, T fy, T uwx, T uwy) {
-    const int y = blockIdx.y * blockDim.y + threadIdx.y;
+                          int ny, T omega, T omega_minus, T fx, T fy, T uwx, T uwy, int row0, int row1) {
+    const int y = first_row<ROWS>(row0) + blockIdx.y * blockDim.y + threadIdx.y;
     const int x0 = blockIdx.x * blockDim.x * NPT + threadIdx.x;
-    if (y >= ny) return;
+    if (y >= end_row<ROWS>(row1, ny)) return;
     const idx_t n = idx_t(nx) * ny;
     T v[NPT][Q];
     unsigned char c[NPT];
@@ -240,13 +254,13 @@ __device__ __forceinline__ Vec<half_bits, 8> pack<float, half_bits, 8>(const flo
 }
 #endif
 
-template <typename T, typename S, bool TRT, int W>
+template <typename T, typename S, bool TRT, int W, bool ROWS>
 __global__ void lbm_fused_vec(const S* __restrict__ f, S* __restrict__ g, const unsigned char* __restrict__ mask,
                               const unsigned char* __restrict__ cls, const unsigned char* __restrict__ seg, int nx,
-                              int ny, T omega, T omega_minus, T fx, T fy, T uwx, T uwy) {
+                              int ny, T omega, T omega_minus, T fx, T fy, T uwx, T uwy, int row0, int row1) {
     static_assert(W == 2 || W == 4 || W == 8, "vector width 2, 4 or 8");
-    const int y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (y >= ny) return;  // uniform per warp (a warp is one row), so the shuffles below stay full
+    const int y = first_row<ROWS>(row0) + blockIdx.y * blockDim.y + threadIdx.y;
+    if (y >= end_row<ROWS>(row1, ny)) return;  // uniform per warp (a warp is one row), so the shuffles below stay full
     const int lane = threadIdx.x & 31;
     const int x0 = W * (blockIdx.x * blockDim.x + threadIdx.x);
     const bool active = x0 < nx;
@@ -433,17 +447,17 @@ __device__ __forceinline__ void packed_collide_store(unsigned (&p)[Q][W / 2], co
     }
 }
 
-template <bool TRT, int W>
+template <bool TRT, int W, bool ROWS>
 __global__ void lbm_fused_packed(const half_bits* __restrict__ f, half_bits* __restrict__ g,
                                  const unsigned char* __restrict__ mask, const unsigned char* __restrict__ cls,
                                  const unsigned char* __restrict__ seg, int nx, int ny, float omega,
-                                 float omega_minus, float fx, float fy, float uwx, float uwy) {
+                                 float omega_minus, float fx, float fy, float uwx, float uwy, int row0, int row1) {
     static_assert(W == 2 || W == 4 || W == 8, "vector width 2, 4 or 8");
     constexpr int M = W / 2;  // 32-bit words per population row of the thread
     // The setup below is lbm_fused_vec's, written out: sharing it through a struct made ptxas give
     // this kernel 108 registers instead of 96 (one block fewer per SM) — checked with nvcc 13.0.
-    const int y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (y >= ny) return;  // uniform per warp (a warp is one row), so the shuffles below stay full
+    const int y = first_row<ROWS>(row0) + blockIdx.y * blockDim.y + threadIdx.y;
+    if (y >= end_row<ROWS>(row1, ny)) return;  // uniform per warp (a warp is one row): the shuffles stay full
     const int lane = threadIdx.x & 31;
     const int x0 = W * (blockIdx.x * blockDim.x + threadIdx.x);
     const bool active = x0 < nx;
@@ -536,11 +550,11 @@ __device__ __forceinline__ P* opaque(P* p) {
 // I: the type of element offsets within the lattice. The engine passes `unsigned` when 9·nx·ny
 // fits in 32 bits (every grid up to 21,845²): each address is then one IMAD.WIDE.U32 from a
 // per-lane base pointer instead of a 64-bit multiply-add chain; idx_t beyond that.
-template <bool TRT, int STAGES, typename I>
+template <bool TRT, int STAGES, typename I, bool ROWS>
 __global__ void lbm_fused_pipe(const half_bits* __restrict__ f, half_bits* __restrict__ g,
                                const unsigned char* __restrict__ mask, const unsigned char* __restrict__ cls,
                                const unsigned char* __restrict__ seg, int nx, int ny, float omega, float omega_minus,
-                               float fx, float fy, float uwx, float uwy, int rows) {
+                               float fx, float fy, float uwx, float uwy, int rows, int row0, int row1) {
     static_assert(STAGES >= 2, "at least one row in flight while one is computed");
     constexpr int W = PIPE_W, M = W / 2;
     constexpr unsigned STAGE_BYTES = sizeof(PipeStage);
@@ -548,8 +562,8 @@ __global__ void lbm_fused_pipe(const half_bits* __restrict__ f, half_bits* __res
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int strip = blockIdx.x * (blockDim.x >> 5) + warp;
     if (strip * 32 * W >= nx) return;  // a whole warp beyond the last strip
-    const int y_begin = blockIdx.y * rows;
-    const int y_end = y_begin + rows < ny ? y_begin + rows : ny;
+    const int y_begin = first_row<ROWS>(row0) + blockIdx.y * rows, y_last = end_row<ROWS>(row1, ny);
+    const int y_end = y_begin + rows < y_last ? y_begin + rows : y_last;
     PipeStage* stage = reinterpret_cast<PipeStage*>(tb_smem) + warp * STAGES;
     const int x0 = W * (strip * 32 + lane);
     const bool active = x0 < nx;
@@ -629,12 +643,13 @@ __global__ void lbm_fused_pipe(const half_bits* __restrict__ f, half_bits* __res
 // direction reads slot A[opp(i)][x − c_i], which only this thread writes (after its loads), so it
 // is race-free too and its value is discarded. Non-fluid nodes are not touched; their canonical
 // values never change and the host keeps them (engine/lbm2d/engine.py).
-template <typename T, typename S, bool TRT, bool FROM_P>
+template <typename T, typename S, bool TRT, bool FROM_P, bool ROWS>
 __global__ void lbm_fused_aa(S* __restrict__ A, const unsigned char* __restrict__ mask,
                              const unsigned char* __restrict__ cls, int nx, int ny, T omega, T omega_minus, T fx,
-                             T fy, T uwx, T uwy) {
-    const int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x >= nx || y >= ny) return;
+                             T fy, T uwx, T uwy, int row0, int row1) {
+    const int x = blockIdx.x * blockDim.x + threadIdx.x;
+    const int y = first_row<ROWS>(row0) + blockIdx.y * blockDim.y + threadIdx.y;
+    if (x >= nx || y >= end_row<ROWS>(row1, ny)) return;
     const idx_t n = idx_t(nx) * ny;
     const Upstream up(x, y, nx, ny);
     const idx_t here = up.row[1] + x;
@@ -679,11 +694,11 @@ __device__ __forceinline__ void feq_all(T rho, T ux, T uy, T out[Q]) {
     }
 }
 
-template <typename T, typename S>
+template <typename T, typename S, bool ROWS>
 __global__ void lbm_open_boundaries(S* __restrict__ f, const unsigned char* __restrict__ mask, int nx, int ny,
-                                    T u_in) {
-    const int y = blockIdx.x * blockDim.x + threadIdx.x;
-    if (y >= ny) return;
+                                    T u_in, int row0, int row1) {
+    const int y = first_row<ROWS>(row0) + blockIdx.x * blockDim.x + threadIdx.x;
+    if (y >= end_row<ROWS>(row1, ny)) return;
     const idx_t n = idx_t(nx) * ny;
 #pragma unroll 1
     for (int side = 0; side < 2; ++side) {
