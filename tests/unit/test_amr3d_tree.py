@@ -232,3 +232,34 @@ def test_transfer_rescales_non_equilibrium_part():
     f_new = transfer.transfer(old, new, state(old), 0.7)
     np.testing.assert_allclose(f_new, state(new), rtol=0, atol=2e-16)
     assert np.abs(state(new) - state(old)[:, :1]).max() > 1e-6  # the rescaling did something
+
+
+@pytest.mark.parametrize("periodic", [(False, True, True), (True, True, True), (False, False, False)])
+def test_containing_is_the_lowest_leaf_whose_closed_box_holds_the_point(periodic):
+    """Forest.containing against its definition, leaf by leaf: for points inside blocks, on faces,
+    edges and corners (of every level's blocks), on the domain's sides and beyond a walled one, the
+    lowest-numbered leaf of the level whose closed box contains the point (periodic axes wrap)."""
+    f = Forest.uniform((3, 2, 2), level=1, m=5, max_level=3, periodic=periodic)
+    f = refine(f, np.arange(0, f.n_leaves, 4))
+    f = refine(f, np.flatnonzero(f.level == 2)[::3])
+    rng = np.random.default_rng(8)
+    D = f.domain
+    pts = rng.integers(-2, D + 3, (3000, 3))
+    for lv, every in ((1, 2), (2, 3), (3, 5)):  # snapped to block corners, faces and edges
+        size = int(f.block_size(lv))
+        pts[::every] -= pts[::every] % size
+        pts[1::every * 2, 0] += rng.integers(1, size, pts[1::every * 2].shape[0])  # off the x faces
+    pts[:6] = [[0, 0, 0], D, [D[0], 0, 0], [0, D[1], 5], [-4, 3, 3], [D[0] + 4, 3, 3]]
+    size_of = {lv: int(f.block_size(lv)) for lv in f.levels}
+    for lv in f.levels:
+        got = f.containing(lv, pts)
+        want = np.full(len(pts), -1, np.int64)
+        for leaf in np.flatnonzero(f.level == lv)[::-1]:  # descending: the lowest hit is written last
+            off = pts - f.origin[leaf]
+            inside = np.ones(len(pts), bool)
+            for d in range(3):
+                o = off[:, d] % D[d] if periodic[d] else off[:, d]
+                inside &= (o >= 0) & (o <= size_of[lv])
+            want[inside] = leaf
+        np.testing.assert_array_equal(got, want, err_msg=f"level {lv}")
+        assert (want >= 0).sum() > 100  # the points do hit leaves of the level
