@@ -44,7 +44,8 @@ def save_png(img: np.ndarray, path: str | Path) -> Path:
 
 def save_frame(engine, path: str | Path, name: str | None = None, legend: bool = False) -> Path:
     """One headless frame; with ``legend``, a grid field gets the app's colour bar beside it (the
-    field's label and units, its range ends and round ticks between them)."""
+    field's label and units, its range ends and round ticks between them) and axes with units left
+    of and under it, as the window's 2D view."""
     if legend:
         img = framed_with_legend(engine, name)
         if img is not None:
@@ -72,12 +73,70 @@ def framed_with_legend(engine, name: str | None = None) -> np.ndarray | None:
     fld = engine.field(name)
     if not isinstance(fld, (Grid2D, Grid3D)):
         return None
+    from .fieldkinds.grids import SLICE_PLANE_AXES
+    from .gui.axes2d import axis_title
+
     view = engine.preset.view
     data, mask = grid_plane(fld, engine.backend, view)
     lo, hi = grid_range(fld, data, view)
     img = upscale(colormaps.apply(data, view.colormap, (lo, hi), mask=mask))
     panel = legend_panel(img.shape[0], lo, hi, view.colormap, fld.label or name, fld.units)
-    return np.concatenate([img, panel], axis=1)
+    # the window's axes: world coordinates of the cells (a grid's own origin; a slice of a
+    # node-centred 3D grid is drawn from −spacing/2, as the view draws it)
+    if isinstance(fld, Grid3D):
+        names = SLICE_PLANE_AXES[view.slice_axis]
+        origin = (-0.5 * fld.spacing,) * 2 if getattr(fld, "centering", "cell") == "node" else (0.0, 0.0)
+    else:
+        names, origin = ("x", "y"), tuple(float(o) for o in fld.origin)
+    units = fld.length_units if fld.length_units else ("cells" if fld.spacing == 1.0 else "")
+    ny, nx = data.shape
+    x_range = (origin[0], origin[0] + nx * fld.spacing)
+    y_range = (origin[1], origin[1] + ny * fld.spacing)
+    framed = with_axes(img, x_range, y_range, axis_title(names[0], units), axis_title(names[1], units))
+    pad = np.zeros((framed.shape[0] - img.shape[0], panel.shape[1], 3), np.uint8)
+    pad[...] = LEGEND_BG
+    return np.concatenate([framed, np.concatenate([panel, pad], axis=0)], axis=1)
+
+
+AXIS_LEFT, AXIS_BOTTOM = 72, 40  # px: the y axis's strip (tick labels + title) and the x axis's
+AXIS_RIGHT = 16  # px right of the field: room for half the last x label
+TICK_LEN = 5
+
+
+def with_axes(img: np.ndarray, x_range: tuple[float, float], y_range: tuple[float, float], x_title: str,
+              y_title: str) -> np.ndarray:
+    """``img`` (a field drawn y up, its columns spanning ``x_range`` and its rows ``y_range`` in
+    world units) with a y axis on a strip to its left and an x axis on a strip under it: ticks at
+    the round values app/gui/ticks.py chooses for the window's axes, their labels, and the titles."""
+    from PIL import ImageDraw
+
+    from .gui.ticks import nice_ticks
+
+    h, w = img.shape[:2]
+    px = max(int(round(LEGEND_PT / 72.0 * LEGEND_DPI)), 8)
+    font = _font(px + 1)
+    out = Image.new("RGB", (AXIS_LEFT + w + AXIS_RIGHT, h + AXIS_BOTTOM), LEGEND_BG)
+    out.paste(Image.fromarray(img), (AXIS_LEFT, 0))
+    draw = ImageDraw.Draw(out)
+    draw.line([(AXIS_LEFT - 1, 0), (AXIS_LEFT - 1, h)], fill=LEGEND_FG)  # the axis lines
+    draw.line([(AXIS_LEFT - 1, h), (AXIS_LEFT + w, h)], fill=LEGEND_FG)
+    (x0, x1), (y0, y1) = x_range, y_range
+    xs, xt = nice_ticks(x0, x1, w, LEGEND_PT, LEGEND_DPI, along="x")
+    for v, text in zip(xs, xt):
+        c = int(round(AXIS_LEFT + (v - x0) / (x1 - x0) * (w - 1)))
+        draw.line([(c, h), (c, h + TICK_LEN)], fill=LEGEND_FG)
+        draw.text((c, h + TICK_LEN + 2), text, fill=LEGEND_FG, font=font, anchor="mt")
+    ys, yt = nice_ticks(y0, y1, h, LEGEND_PT, LEGEND_DPI, along="y",
+                        max_width_px=AXIS_LEFT - (px + 8) - TICK_LEN - 8)  # clear of the title
+    for v, text in zip(ys, yt):
+        r = int(round((y1 - v) / (y1 - y0) * (h - 1)))  # y up: the top row is y1
+        draw.line([(AXIS_LEFT - 1 - TICK_LEN, r), (AXIS_LEFT - 1, r)], fill=LEGEND_FG)
+        draw.text((AXIS_LEFT - TICK_LEN - 4, r), text, fill=LEGEND_FG, font=font, anchor="rm")
+    draw.text((AXIS_LEFT + w / 2, h + AXIS_BOTTOM - 3), x_title, fill=LEGEND_FG, font=font, anchor="md")
+    title = Image.new("RGB", (max(h, 1), px + 6), LEGEND_BG)  # the y title, turned to run upwards
+    ImageDraw.Draw(title).text((h / 2, (px + 6) / 2), y_title, fill=LEGEND_FG, font=font, anchor="mm")
+    out.paste(title.rotate(90, expand=True), (2, 0))
+    return np.asarray(out)
 
 
 def _font(px: int):

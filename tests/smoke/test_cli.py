@@ -38,10 +38,13 @@ def test_run_writes_timings_dump_frames(tmp_path, capsys):
     assert img.ndim == 3 and max(img.shape[:2]) >= 512 and img.std() > 1  # not uniform
 
 
-def test_frames_with_legend_carry_the_colour_bar(tmp_path):
+def test_frames_with_legend_carry_the_colour_bar_and_axes(tmp_path):
     """--legend: each frame of a grid field gets the colour-bar column beside the same field pixels
-    (the bar's top row is the colormap's high end, its bottom row the low end; label text drawn)."""
+    (the bar's top row is the colormap's high end, its bottom row the low end; label text drawn)
+    and the window's axes: tick marks under and left of the field at the round world coordinates
+    app/gui/ticks.py picks (cells of the 24 × 16 z slice), with labels and titles."""
     from nagare.app import colormaps, frames
+    from nagare.app.gui.ticks import nice_ticks
 
     args = ["run", "diffusion3d", "--steps", "10", "--quiet", "--every", "10", *SMALL]
     assert main([*args, "--frames", str(tmp_path / "plain")]) == 0
@@ -49,9 +52,10 @@ def test_frames_with_legend_carry_the_colour_bar(tmp_path):
     plain = np.asarray(Image.open(tmp_path / "plain" / "frame_00000010.png"))
     framed = np.asarray(Image.open(tmp_path / "legend" / "frame_00000010.png"))
     h, w = plain.shape[:2]
-    assert framed.shape == (h, w + frames.LEGEND_WIDTH, 3)
-    np.testing.assert_array_equal(framed[:, :w], plain)  # the field itself is untouched
-    panel = framed[:, w:]
+    left, right = frames.AXIS_LEFT, frames.AXIS_LEFT + w
+    assert framed.shape == (h + frames.AXIS_BOTTOM, right + frames.AXIS_RIGHT + frames.LEGEND_WIDTH, 3)
+    np.testing.assert_array_equal(framed[:h, left:right], plain)  # the field itself is untouched
+    panel = framed[:h, right + frames.AXIS_RIGHT:]
     bar = panel[:, 8:26]
     column = bar[:, 9].astype(int)
     inside = np.flatnonzero((column != frames.LEGEND_BG).any(axis=1))
@@ -65,6 +69,20 @@ def test_frames_with_legend_carry_the_colour_bar(tmp_path):
     assert (label_area != frames.LEGEND_BG).any(axis=2).sum() > 20
     ticks_area = panel[inside[0]:inside[-1], 26:]  # tick marks and values right of the bar
     assert (ticks_area != frames.LEGEND_BG).any(axis=2).sum() > 20
+    ink = (framed != frames.LEGEND_BG).any(axis=2)
+    xs, _ = nice_ticks(0.0, 24.0, w, frames.LEGEND_PT, frames.LEGEND_DPI, along="x")
+    ys, _ = nice_ticks(0.0, 16.0, h, frames.LEGEND_PT, frames.LEGEND_DPI, along="y")
+    assert len(xs) >= 3 and len(ys) >= 3
+    for v in xs:  # an x tick: a vertical mark under the field at its column
+        c = int(round(left + v / 24.0 * (w - 1)))
+        assert ink[h + 1:h + frames.TICK_LEN, c].all(), v
+    for v in ys:  # a y tick: a horizontal mark left of the field at its row (y up)
+        r = int(round((16.0 - v) / 16.0 * (h - 1)))
+        assert ink[r, left - frames.TICK_LEN:left - 1].all(), v
+    between = int(round(left + (xs[0] + xs[1]) / 2 / 24.0 * (w - 1)))  # no mark between two ticks
+    assert not ink[h + 2:h + frames.TICK_LEN, between].any()
+    assert ink[h + frames.TICK_LEN + 2:, left:right].sum() > 50  # labels and the title "x [cells]"
+    assert ink[:h, :left - frames.TICK_LEN - 2].sum() > 50  # labels and the title "y [cells]"
 
 
 def test_dump_every_writes_a_series(tmp_path):
