@@ -44,6 +44,10 @@ class LBM2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/d
     family = FAMILY
     Preset = LBM2DPreset
     equivalence_steps = 64
+    # lattice units: every step advances Δt = 1, so time = step count (and a checkpoint's meta.time
+    # must be meta.step: Engine.check_consistent)
+    constant_dt = True
+    dt = 1.0
 
     def estimated_bytes(self):
         """Peak memory: the two lattices, the initial equilibrium and its encoded copies (up to two

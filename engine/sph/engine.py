@@ -89,6 +89,22 @@ class SPH(Engine):
         self.pos[self.moving, 0] = self.pos0[self.moving, 0] + self.dtype.type(s)
         self.vel[self.moving, 0] = self.dtype.type(v)
 
+    def check_consistent(self, meta, arrays):
+        """The contract's checks, and the clock's: with a fixed Δt (time.dt_fixed) meta.time is
+        meta.step × Δt (summed step by step: within 1e-9 relative); with the adaptive Δt, zero
+        exactly at step 0 and positive after it (each Δt is positive)."""
+        super().check_consistent(meta, arrays)
+        from ..errors import CheckpointError
+
+        step, t = int(meta["step"]), float(meta["time"])
+        dt = self.preset.time.dt_fixed
+        if dt > 0 and not math.isclose(t, step * dt, rel_tol=1e-9, abs_tol=1e-12 * dt):
+            raise CheckpointError(f"meta.time = {t:.6g} does not match meta.step × time.dt_fixed = {step} × {dt:.6g} "
+                                  f"= {step * dt:.6g}: not a state to resume from")
+        if (step == 0) != (t == 0.0):
+            raise CheckpointError(f"meta.time = {t:.6g} at meta.step = {step}: the clock starts at 0 and every "
+                                  "step advances it by a positive Δt")
+
     def state_arrays(self):
         return {"pos": self.pos, "vel": self.vel, "rho": self.rho, "vel_m1": self.vel_m1,
                 "rho_m1": self.rho_m1, "verlet_step": self.xp.asarray([self.verlet_step])}

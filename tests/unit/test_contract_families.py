@@ -145,3 +145,26 @@ def test_restore_refuses_a_time_that_is_not_step_times_dt(family, time):
     with pytest.raises(CheckpointError, match=r"meta.time = .* does not match meta.step × Δt = 4 × "):
         first_engine(family).restore(bad)
     first_engine(family).restore(ckpt)  # the real one still restores
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_sph_restore_refuses_a_clock_that_cannot_be(fixed):
+    """SPH's Δt adapts (no meta.step × Δt to compare with): a clock that is zero after steps, or
+    nonzero before any, is refused; with time.dt_fixed the time must be meta.step × Δt."""
+    from nagare.engine.presets import load_preset
+    from nagare.engine.sph.engine import SPH
+
+    p = load_preset("sph-dambreak2d", ["time.dt_fixed=1e-5"] if fixed else [], backend="numpy")
+    eng = SPH(p, get_backend("numpy"))
+    eng.step(3)
+    ckpt = eng.checkpoint()
+    bad_times = [0.0, ckpt["meta"]["time"] * (1 + 1e-6)] if fixed else [0.0]
+    for t in bad_times:
+        bad = {"meta": {**ckpt["meta"], "time": t}, "arrays": ckpt["arrays"]}
+        with pytest.raises(CheckpointError, match=r"meta.time = .*(does not match|at meta.step = 3)"):
+            SPH(p, get_backend("numpy")).restore(bad)
+    fresh = SPH(p, get_backend("numpy")).checkpoint()
+    bad = {"meta": {**fresh["meta"], "time": 0.5}, "arrays": fresh["arrays"]}
+    with pytest.raises(CheckpointError, match=r"meta.time = 0.5 (does not match|at meta.step = 0)"):
+        SPH(p, get_backend("numpy")).restore(bad)
+    SPH(p, get_backend("numpy")).restore(ckpt)  # the real one still restores
