@@ -424,17 +424,18 @@ class AMR3D(Engine):
         assembled, no velocity field), whatever the batch (step(N) = N × step(1), bit for bit)."""
         graph = self.selection["graph"] == "on"
         tree, tracers = self._tree, self._tracers
+        levels = getattr(tree, "level_buffers", None)  # a TreeStepper's: the fused kernels on the GPU
         sub = self._substeps()
         for _ in range(n):
             with self.timer.phase("tracers", steps=1):
-                tracers.begin(tree.populations)
+                tracers.begin(tree.populations, levels)
             if isinstance(tree, reference.Stepper):
                 with self.timer.phase("step", steps=1):
                     tree.step(sub)
             else:
                 tree.advance(sub, graph=graph)
             with self.timer.phase("tracers", steps=0):  # the two halves are one step's "tracers"
-                tracers.finish(tree.populations, self.dt)
+                tracers.finish(tree.populations, self.dt, levels)
         return n * self.dt
 
     def random_state(self, rng: np.random.Generator):
@@ -685,14 +686,19 @@ class AMR3D(Engine):
 
     def kernel_specs(self, selection=None):
         """The ladder module a selection compiles (leaves of m³, or mother leaves of (2m−1)³), and on
-        a tree the level-coupling kernels."""
+        a tree the level-coupling kernels (and the fused tracer step, with tracers)."""
         sel = selection or self.selection
         if not self.backend.is_gpu or sel["kernels"] == "reference":
             return []
         from .gpu import coupling_spec, kernel_spec
 
         if not self.is_box:
-            return [kernel_spec(self.m, self.collision), coupling_spec(self.collision)]
+            specs = [kernel_spec(self.m, self.collision), coupling_spec(self.collision)]
+            if self._tracers is not None:  # the fused tracer step (the TreeStepper's buffers: the engine's dtype)
+                from .tracer_kernels import kernel_spec as tracer_spec
+
+                specs.append(tracer_spec(self.dtype, self.dtype))
+            return specs
         return [kernel_spec(2 * self.m - 1 if RUNG_STORAGE[sel["kernels"]] == "mothers" else self.m, self.collision)]
 
     # ---- stepping ---------------------------------------------------------------------------

@@ -21,6 +21,11 @@ u at the nodes: the cost of a step follows the number of tracers, not the size o
 velocity field u (3, L, m, m, m) (tests, :meth:`Tracers.advance`) goes through the same
 interpolation.
 
+On the GPU, when the populations come from a TreeStepper, begin and finish are two CUDA launches
+instead (tracer_kernels.py, shaders/cuda/amr3d/tracers.cu): the same operations in the same order on
+the same state arrays, so this module's array code is their reference, and the path of every other
+case.
+
 Layout: N = capacity · S slots, slot r · S + s is ring row r of seed s; one release writes row
 ``cursor`` of every seed. Parked slots (never released, left through an open side, entered a
 solid, or non-finite) have ``alive`` False and NaN positions: ``alive`` is the truth, the NaNs let
@@ -170,8 +175,10 @@ def field_at(xp, field, ids):
 
 def node_velocity(xp, lookup: Lookup, f):
     """u = Σ c f / Σ f (d3q27.velocity: the engine's tracer velocity, no force shift) of populations
-    f (27, 8, N) → (3, 8, N): ρ summed in index order, the momentum from the 13 opposite pairs in pair
-    order (exactly zero at rest nodes: the solid nodes, which the step resets to rest)."""
+    f (27, 8, N) → (3, 8, N): ρ summed over axis 0, the momentum from the 13 opposite pairs in pair
+    order (exactly zero at rest nodes: the solid nodes, which the step resets to rest). (The steppers'
+    gathers hand f with q fastest in memory, so NumPy sums ρ with its pairwise loop, not in index
+    order: tracers.cu's numpy_sum27 follows it.)"""
     rho = ordered_sum(xp, f, 0)
     d = f[lookup.pair]
     d -= f[lookup.pair_opp]
@@ -195,6 +202,9 @@ def velocity_from_populations(xp, lookup: Lookup, populations, pos, wrapped: boo
 
 
 # ---- the tracers ------------------------------------------------------------------------------
+_FUSED = object()  # Tracers._heun between a fused begin and its finish (k₁ is in the kernels' buffer)
+
+
 class Tracers:
     """Rings of tracers released at seeds; see the module docstring for units and layout.
 
@@ -206,7 +216,11 @@ class Tracers:
     groups its calls, and a reloaded checkpoint continues bit for bit."""
 
     def __init__(self, xp, forest: Forest, seeds, capacity: int, release_every: int = 1, solid=None,
-                 dtype=np.float64, trail_length: int = 8, trail_every: int = 1):
+                 dtype=np.float64, trail_length: int = 8, trail_every: int = 1, kernels: bool | None = None):
+        """``kernels``: whether begin/finish may take the CUDA kernels when given the stepper's level
+        buffers (tracer_kernels.py); None = on any backend but NumPy (``use_kernels`` switches it)."""
+        self.use_kernels = (xp is not np) if kernels is None else bool(kernels)
+        self._fused = None  # tracer_kernels.FusedStep, made at the first fused begin
         if capacity < 1 or release_every < 1 or trail_length < 1 or trail_every < 1:
             raise ValueError("capacity, release_every, trail_length and trail_every must be ≥ 1")
         self.xp = xp
@@ -283,22 +297,46 @@ class Tracers:
         return velocity_at(self.xp, self.lookup, u, pos)
 
     # ---- the step ----
-    def begin(self, populations) -> None:
+    def _level_buffers(self, levels):
+        """The stepper's level buffers (``levels()``, tracer_kernels.LevelBuffers) when the fused
+        kernels take this step, else None (the array code)."""
+        if levels is None or not self.use_kernels:
+            return None
+        if self._fused is None:
+            from .tracer_kernels import FusedStep
+
+            self._fused = FusedStep(self.xp)
+        lv = levels()
+        return lv if self._fused.supports(self, lv) else None
+
+    def begin(self, populations, levels=None) -> None:
         """The first half of a coarse step, before the fluid steps: k₁ = u(x) from the populations
         at the start of the step (``populations(ids)``: ids (8, N) → f (27, 8, N), the stepper's
-        own storage). Only tracer-sized arrays are kept until :meth:`finish`."""
+        own storage). Only tracer-sized arrays are kept until :meth:`finish`. ``levels``: the
+        stepper's ``level_buffers`` (a TreeStepper's), which lets the CUDA kernels read its storage
+        directly (see :attr:`use_kernels`); give the same to :meth:`finish`."""
+        lv = self._level_buffers(levels)
+        if lv is not None:
+            self._fused.begin(self, lv)
+            self._heun = _FUSED
+            return
         xp = self.xp
         x = xp.where(self.alive[:, None], self.pos, self.dtype.type(0))  # parked NaNs stay out of the casts
         self._heun = (x, velocity_from_populations(xp, self.lookup, populations, x, wrapped=True))
 
-    def finish(self, populations, dt: float) -> None:
+    def finish(self, populations, dt: float, levels=None) -> None:
         """The second half, after the fluid has stepped: k₂ = u(x + dt·k₁) from the populations at the
         end of the step, x += dt (k₁ + k₂)/2; then parking, the release (if due), the trail sample (if
         due), ages."""
         if self._heun is None:
             raise RuntimeError("Tracers.finish without begin")
-        x, k1 = self._heun
-        self._heun = None
+        heun, self._heun = self._heun, None
+        if heun is _FUSED:
+            if levels is None:
+                raise RuntimeError("Tracers.finish: begin took the stepper's level buffers, finish needs them too")
+            self._fused.finish(self, levels(), dt)
+            return
+        x, k1 = heun
         dt_ = self.dtype.type(dt)
         k2 = velocity_from_populations(self.xp, self.lookup, populations, x + dt_ * k1)
         self._move(x, k1, k2, dt)

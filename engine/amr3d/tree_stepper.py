@@ -108,6 +108,16 @@ class TreeStepper:
             xp.copyto(out, b[:, xp.minimum(local, b.shape[1] - 1)], where=(level == i)[None])
         return out.reshape((q,) + ids.shape)
 
+    def level_buffers(self):
+        """Each level's current buffer (self.levels order), the canonical point id of each level's
+        first point (device int64) and the points of all levels: populations() without the gather,
+        for kernels that read the storage themselves (tracer_kernels.py). The current buffers swap
+        with each level step: ask again after stepping."""
+        from .tracer_kernels import LevelBuffers
+
+        return LevelBuffers(tuple(self.bufs[lv][0] for lv in self.levels), self._level_first,
+                            sum(c.n for c in self.coupling.values()) * self.forest.m**3)
+
     def synchronise(self) -> None:
         for lv in sorted(self.levels, reverse=True):
             if lv + 1 in self.bufs:

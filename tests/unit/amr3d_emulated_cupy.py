@@ -24,7 +24,8 @@ from tests.unit.cuda_emulator import PRELUDE
 from tests.unit.fake_cupy import _Event, _Stream, get_elapsed_time
 
 _KERNEL = re.compile(r'(?:template\s*<([^<>]*)>\s*)?(?:extern\s+"C"\s+)?__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
-_SCALARS = {"float": np.float32, "int": np.int32, "long long": np.int64, "double": np.float64}
+_SCALARS = {"float": np.float32, "int": np.int32, "long long": np.int64, "double": np.float64,
+            "unsigned long long": np.uint64, "bool": np.bool_}
 _CTYPES = {"float": ctypes.c_float, "int": ctypes.c_int, "long long": ctypes.c_longlong, "double": ctypes.c_double}
 
 
@@ -61,8 +62,9 @@ class _Kernel:
 class EmuModule:
     """``cupy.RawModule(code=..., options=..., name_expressions=...)`` compiled with g++."""
 
-    def __init__(self, code: str, workdir: Path, name_expressions=None):
+    def __init__(self, code: str, workdir: Path, name_expressions=None, options=()):
         self.code, self.workdir, self.names = code, Path(workdir), list(name_expressions or [])
+        self.options = tuple(options)  # (not applied: g++ always runs with -ffp-contract=off; tests read them)
         self.lib = None
         self.params: dict[str, list[tuple[str, str]]] = {}
 
@@ -126,7 +128,7 @@ def make(workdir: Path):
         if not k.startswith("__"):
             setattr(cp, k, getattr(np, k))
     cp.asnumpy = np.asarray
-    cp.RawModule = lambda code, options=(), name_expressions=None: EmuModule(code, workdir, name_expressions)
+    cp.RawModule = lambda code, options=(), name_expressions=None: EmuModule(code, workdir, name_expressions, options)
     cp.cuda = types.SimpleNamespace(Stream=_Stream, Event=_Event, get_current_stream=lambda: _Stream(),
                                     get_elapsed_time=get_elapsed_time,
                                     Device=lambda *a: types.SimpleNamespace(
