@@ -22,6 +22,11 @@ y-lines (2 solves per evaluation; square grids with the same closures on both ax
 ``y-direction = transpose``: batched.grouping_reason). Under ``grouped`` the stacks (u, v, T) and F
 and the x-derivatives live in the groups' own buffers (batched.GroupedDerivative.x_in / x_out), so
 no copy moves them in or out.
+
+Around the two passes the evaluation is pointwise: primitives and Euler fluxes, the viscous stresses
+and their flux terms, out = -(DF + DG) and the characteristic boundary lines. ``pointwise = array`` (the
+reference) writes them as whole-array operations (``_euler_array``, ``_viscous_array``, ``_boundaries``);
+``pointwise = fused`` (GPU) runs the same arithmetic as 3 kernels (ns_pointwise.py).
 """
 from __future__ import annotations
 
@@ -136,6 +141,7 @@ class NavierStokes:
         self.dx = self.dy = self.dx_plain = self.dy_plain = self.filters = None
         self.grad = self.flux = None  # batching = grouped: the two passes as GroupedDerivative
         self.grouped = False
+        self.fused = None  # pointwise = fused: ns_pointwise.FusedPointwise (set by build())
         self.p_hold = None
 
     def _zeros(self, n: int):
@@ -172,6 +178,14 @@ class NavierStokes:
         self.filters = [Filter(axis=a, alpha=ph.filter_alpha, alpha_b=ph.filter_alpha_boundary,
                                boundary=self.bound[a], **kw)
                         for a in ("x", "y")] if ph.filter else []
+        self.fused = None
+        if selection.get("pointwise", "array") == "fused":
+            if not backend.is_gpu:  # the registry refuses this first; a direct build() says it the same way
+                raise VariantUnavailable("variant pointwise=fused cannot run here: needs a CUDA GPU (CuPy backend)")
+            from .ns_pointwise import FusedPointwise
+
+            self.fused = FusedPointwise(shape=self.shape, dtype=self.dtype, gas=self.gas, sides=self.sides, h=self.h,
+                                        length=self.length, sigma=self.preset.boundaries.sigma)
 
     def launches_per_rate(self) -> int:
         """Tridiagonal-solver launches (NumPy: solve calls) per evaluation of dU/dt: stacked 4 (GPU with
@@ -195,64 +209,90 @@ class NavierStokes:
         filters the x pass's output)."""
         return sum(f.solver.launches(4) for f in self.filters)
 
+    def pointwise_launches_per_rate(self) -> int | None:
+        """Kernel launches of the pointwise part per evaluation under ``pointwise = fused`` (3; Euler 2);
+        None for ``array`` (its count depends on the sides: tests/unit/test_compact_ns_fused.py counts it)."""
+        return self.fused.launches() if self.fused is not None else None
+
     def rate(self, U, out) -> None:
         """out = dU/dt at U (both (4, ny, nx))."""
+        fused, viscous = self.fused, self.gas.viscous
+        with self.phase("other"):
+            if fused is not None:
+                fused.euler(U, self.P, self.p, self.F, self.G)
+            else:
+                self._euler_array(U)
+        if viscous:
+            if self.grouped:
+                self.grad(self.P, self.P, self.GX, self.GY)
+            else:
+                self.dx(self.P, self.GX)
+                self.dy(self.P, self.GY)
+            with self.phase("other"):
+                if fused is not None:
+                    fused.viscous(self.P, self.GX, self.GY, self.tau, self.F, self.G)
+                else:
+                    self._viscous_array()
+        if self.grouped:
+            self.flux(self.F, self.G, self.DF, self.DG)
+        else:
+            self.dx(self.F, self.DF)
+            self.dy(self.G, self.DG)
+        with self.phase("other"):
+            if fused is not None:
+                fused.combine(U, self.P, self.p, self.tau, self.DF, self.DG, out)
+            else:
+                self.xp.add(self.DF, self.DG, out=out)
+                self.xp.negative(out, out=out)
+                self._boundaries(U, out)
+
+    # ---- pointwise = array (the reference; ns_pointwise.cu repeats these operations in this order) ----
+    def _euler_array(self, U) -> None:
+        """P = (u, v[, T]), p and the Euler fluxes F, G — all before the gradient pass, which none of them
+        needs (the fused path's first kernel does the same)."""
         xp, gas, t = self.xp, self.gas, self.dtype.type
         gm1 = t(gas.gamma - 1.0)
-        P, F, G, tau, p = self.P, self.F, self.G, self.tau, self.p
-        with self.phase("other"):
-            rho = U[0]
-            inv = 1.0 / rho
-            u, v = P[0], P[1]
-            xp.multiply(U[1], inv, out=u)
-            xp.multiply(U[2], inv, out=v)
-            xp.multiply(U[1], u, out=F[1])  # ρu² (kept: the flux's first term)
-            xp.multiply(U[2], v, out=G[2])  # ρv²
-            p[...] = gm1 * (U[3] - t(0.5) * (F[1] + G[2]))
-            if gas.viscous:
-                xp.multiply(p, inv, out=P[2])
-                P[2] *= t(gas.gamma)  # T = γp/ρ
+        P, F, G, p = self.P, self.F, self.G, self.p
+        inv = 1.0 / U[0]
+        u, v = P[0], P[1]
+        xp.multiply(U[1], inv, out=u)
+        xp.multiply(U[2], inv, out=v)
+        xp.multiply(U[1], u, out=F[1])  # ρu² (kept: the flux's first term)
+        xp.multiply(U[2], v, out=G[2])  # ρv²
+        p[...] = gm1 * (U[3] - t(0.5) * (F[1] + G[2]))
         if gas.viscous:
-            if self.grouped:
-                self.grad(P, P, self.GX, self.GY)
-            else:
-                self.dx(P, self.GX)
-                self.dy(P, self.GY)
-        with self.phase("other"):
-            F[0] = U[1]
-            F[1] += p
-            xp.multiply(U[1], v, out=F[2])
-            G[0] = U[2]
-            G[1] = F[2]
-            G[2] += p
-            hh = U[3] + p
-            xp.multiply(hh, u, out=F[3])
-            xp.multiply(hh, v, out=G[3])
-            if gas.viscous:
-                mu, kap = t(gas.mu), t(gas.kappa)
-                ux, vx, tx = self.GX
-                uy, vy, ty = self.GY
-                txx, tyy, txy = tau
-                third = t(2.0 / 3.0)
-                div = ux + vy
-                txx[...] = mu * (t(2.0) * ux - third * div)
-                tyy[...] = mu * (t(2.0) * vy - third * div)
-                txy[...] = mu * (uy + vx)
-                F[1] -= txx
-                F[2] -= txy
-                F[3] -= u * txx + v * txy + kap * tx
-                G[1] -= txy
-                G[2] -= tyy
-                G[3] -= u * txy + v * tyy + kap * ty
-        if self.grouped:
-            self.flux(F, G, self.DF, self.DG)
-        else:
-            self.dx(F, self.DF)
-            self.dy(G, self.DG)
-        with self.phase("other"):
-            xp.add(self.DF, self.DG, out=out)
-            xp.negative(out, out=out)
-            self._boundaries(U, out)
+            xp.multiply(p, inv, out=P[2])
+            P[2] *= t(gas.gamma)  # T = γp/ρ
+        F[0] = U[1]
+        F[1] += p
+        xp.multiply(U[1], v, out=F[2])
+        G[0] = U[2]
+        G[1] = F[2]
+        G[2] += p
+        hh = U[3] + p
+        xp.multiply(hh, u, out=F[3])
+        xp.multiply(hh, v, out=G[3])
+
+    def _viscous_array(self) -> None:
+        """τ from the gradients GX, GY; F, G -= the viscous terms."""
+        gas, t = self.gas, self.dtype.type
+        F, G = self.F, self.G
+        u, v = self.P[0], self.P[1]
+        mu, kap = t(gas.mu), t(gas.kappa)
+        ux, vx, tx = self.GX
+        uy, vy, ty = self.GY
+        txx, tyy, txy = self.tau
+        third = t(2.0 / 3.0)
+        div = ux + vy
+        txx[...] = mu * (t(2.0) * ux - third * div)
+        tyy[...] = mu * (t(2.0) * vy - third * div)
+        txy[...] = mu * (uy + vx)
+        F[1] -= txx
+        F[2] -= txy
+        F[3] -= u * txx + v * txy + kap * tx
+        G[1] -= txy
+        G[2] -= tyy
+        G[3] -= u * txy + v * tyy + kap * ty
 
     # ---- boundaries ----
     def _boundaries(self, U, out) -> None:

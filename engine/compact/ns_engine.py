@@ -5,7 +5,7 @@ builds this class for a navier-stokes preset (engine.py), so the family stays on
 
 Timing phases: ``rhs`` and ``solve`` (the compact derivatives, 14 per evaluation), ``transpose``
 (GPU y-lines; under ``batching = grouped`` on NumPy too), ``other`` (primitive variables, fluxes,
-stresses, characteristic boundaries), ``update`` (RK4 stages), ``filter``.
+stresses, characteristic boundaries: the ``pointwise`` axis), ``update`` (RK4 stages), ``filter``.
 """
 from __future__ import annotations
 
@@ -105,6 +105,16 @@ class CompactNavierStokes(Compact):
     def _apply_selection(self, old, new):
         self.ns.build(new, self.backend, self.stream)
 
+    def kernel_specs(self, selection=None):
+        """The solver module, and the pointwise kernels under ``pointwise = fused``."""
+        specs = super().kernel_specs(selection)
+        sel = selection or self.selection
+        if self.backend.is_gpu and sel.get("pointwise") == "fused":
+            from .ns_pointwise import spec
+
+            specs.append(spec(self.dtype))
+        return specs
+
     # ---- stepping ----
     def _advance(self, n):
         xp = self.xp
@@ -141,13 +151,19 @@ class CompactNavierStokes(Compact):
     def timing_extra(self):
         """The batching axis' counts: solver launches (NumPy: solve calls) per evaluation of dU/dt and
         per step (4 evaluations + the filter's x and y passes), and explicit right-hand-side sweeps
-        per evaluation — what LineSolver/GroupedDerivative do (tests count the launches)."""
+        per evaluation — what LineSolver/GroupedDerivative do (tests count the launches); under
+        ``pointwise = fused`` the pointwise kernels' launches per evaluation (3; Euler 2)."""
         per_rate = self.ns.launches_per_rate()
-        return {"solver": self.selection["solver"], "batching": self.selection["batching"],
-                "systems_per_step": self.systems_per_step,
-                "solve_launches_per_rate": per_rate,
-                "solve_launches_per_step": 4 * per_rate + self.ns.filter_launches(),
-                "rhs_sweeps_per_rate": self.ns.rhs_sweeps_per_rate()}
+        extra = {"solver": self.selection["solver"], "batching": self.selection["batching"],
+                 "systems_per_step": self.systems_per_step,
+                 "solve_launches_per_rate": per_rate,
+                 "solve_launches_per_step": 4 * per_rate + self.ns.filter_launches(),
+                 "rhs_sweeps_per_rate": self.ns.rhs_sweeps_per_rate(),
+                 "pointwise": self.selection.get("pointwise", "array")}
+        fused = self.ns.pointwise_launches_per_rate()
+        if fused is not None:
+            extra["pointwise_launches_per_rate"] = fused
+        return extra
 
     @property
     def systems_per_step(self) -> int:

@@ -12,6 +12,9 @@ when engine.py is imported).
 - ``kernel``: the explicit right-hand side — ``array`` (whole-array slices, the reference) or the
   stencil framework's loop engines (``stencil-host``, ``cuda``, ``cuda-autotune``: P2's auto-tuner
   picks the launch of the generated kernel on live steps).
+- ``batching`` (Navier–Stokes): how many tridiagonal solves the 14 derivatives take (below).
+- ``pointwise`` (Navier–Stokes): the pointwise physics around the derivatives — ``array`` (whole-array
+  operations, the reference) or ``fused`` (3 CUDA kernels per evaluation, shaders/cuda/compact/ns_pointwise.cu).
 """
 from __future__ import annotations
 
@@ -79,6 +82,7 @@ def register() -> None:
         if name != "array":
             kernels[name] = dataclasses.replace(choice, atol=SOLVER_ATOL)
     _register_batching()
+    _register_pointwise()
 
 
 def _grouped_check(backend, selection, config):
@@ -115,3 +119,23 @@ def _register_batching() -> None:
                              doc="P4's 8 + 6: one solve per pass, x-lines and transposed y-lines together",
                              reference={"batching": "per-variable"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
                              check=_grouped_check)
+
+
+def _register_pointwise() -> None:
+    """``pointwise`` (Navier–Stokes): the primitives, Euler fluxes, viscous stresses and their flux terms,
+    out = -(DF + DG) and the characteristic boundary lines (nscbc.py) of each evaluation of dU/dt —
+    ``array``: whole-array operations, dozens of launches per evaluation on the GPU, the NSCBC ones on
+    single lines (the reference); ``fused``: 3 kernels per evaluation (2 for Euler), ns_pointwise.cu.
+    No effect on the scalar problems. Tolerance: the kernels repeat the reference's operations in its
+    order without FMA (bit for bit in the g++ emulation), so a fused candidate differs from the NumPy
+    reference only by the device default solver's round-off, as every other device choice here."""
+    registry.register_axis(FAMILY, "pointwise", default={"numpy": "array", "cupy": "fused"},
+                           doc="Navier–Stokes pointwise physics: array (whole-array operations, the reference) or "
+                               "fused (CUDA: primitives + Euler fluxes, viscous stresses, -(DF + DG) with the "
+                               "characteristic/extrapolated/held boundary lines: 3 launches per evaluation)")
+    registry.register_choice(FAMILY, "pointwise", "array", backends=("numpy", "cupy"),
+                             doc="whole-array NumPy/CuPy operations (navier_stokes.py, nscbc.py)",
+                             reference={"pointwise": "array"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+    registry.register_choice(FAMILY, "pointwise", "fused", backends=("cupy",),
+                             doc="3 CUDA kernels per evaluation (ns_euler, ns_viscous, ns_combine; Euler: 2)",
+                             reference={"pointwise": "array"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)

@@ -123,3 +123,40 @@ def test_grouped_navier_stokes_on_the_gpu():
                     min_time=0.02, warmup_steps=2)
     assert [r.label for r in res] == ["default", "batching=per-variable", "batching=grouped"]
     assert all(r.ok for r in res), [(r.label, r.reason) for r in res if not r.ok]
+
+
+@pytest.mark.parametrize("precision,n", [("fp64", 256), ("fp32", 128)])
+def test_fused_pointwise_on_the_gpu(precision, n):
+    """pointwise = fused (shaders/cuda/compact/ns_pointwise.cu, 3 launches per evaluation) against array
+    (CuPy's element-wise operations), both on CuPy with the same derivatives: P4's vortex preset at n² from
+    a random state (waves through every side), 10 steps. The kernels repeat the array operations in order
+    without FMA (bit for bit in the g++ emulation, tests/unit/test_compact_ns_fused.py), so the states
+    should agree to the last bit; 1e-13 (fp32: 1e-6) of the state's size leaves room only for a CuPy
+    operation that rounds differently from its host counterpart (e.g. a pow for ``** 2``). Then the live
+    switch back and the bench's pointwise cell."""
+    from nagare.engine.bench import run_bench
+
+    over = [f"grid.nx={n}", f"grid.ny={n}", f"physics.dt={0.76 / (n - 1):.3g}", 'initial.kind="random"',
+            f'physics.precision="{precision}"']
+    runs = {}
+    for choice in ("array", "fused"):
+        e = create_engine(load_preset("compact-vortex-outflow", over, backend="cupy"), get_backend("cupy"),
+                          variants={"pointwise": choice})
+        e.step(10)
+        rep = e.batch_report(wait=True)
+        runs[choice] = (e.backend.asnumpy(e.state_arrays()["U"]), rep.extra, e)
+    want, got = runs["array"][0], runs["fused"][0]
+    tol = (1e-13 if precision == "fp64" else 1e-6) * float(np.max(np.abs(want)))
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+    print(f"fused vs array on the GPU ({precision}, {n}²): max |ΔU| = {float(np.max(np.abs(got - want))):.3g}, "
+          f"bit for bit: {np.array_equal(got, want)}")
+    assert runs["fused"][1]["pointwise_launches_per_rate"] == 3 and runs["fused"][1]["pointwise"] == "fused"
+    assert "pointwise_launches_per_rate" not in runs["array"][1]
+    e = runs["fused"][2]
+    e.set_variant(pointwise="array")  # live: the next steps on the array path
+    e.step(2)
+    assert e.ns.fused is None and np.isfinite(e.backend.asnumpy(e.state_arrays()["U"])).all()
+    res = run_bench("compact", get_backend("cupy"), cases=["ns-vortex-256-fp64"], only=["default", "pointwise"],
+                    min_time=0.02, warmup_steps=2)
+    assert [r.label for r in res] == ["default", "pointwise=array"]
+    assert all(r.ok for r in res), [(r.label, r.reason) for r in res if not r.ok]

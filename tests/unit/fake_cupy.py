@@ -127,9 +127,9 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
         if self._fn is None:
             self._build()
         assert len(args) == len(self.params), (len(args), self.params)
-        bz = block[2] if len(block) > 2 else 1
-        cargs = [ctypes.c_int(int(g)) for g in grid] + [ctypes.c_int(block[0]), ctypes.c_int(block[1]),
-                                                         ctypes.c_int(bz)]
+        # a 1- or 2-tuple grid or block has 1 in the missing dimensions, as in CuPy
+        g3, b3 = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
+        cargs = [ctypes.c_int(int(g)) for g in g3] + [ctypes.c_int(int(b)) for b in b3]
         for p, a in zip(self.params, args):
             if isinstance(a, np.ndarray):
                 assert "*" in p, f"array passed for scalar parameter {p}"
