@@ -148,7 +148,8 @@ class StackDerivative:
         with self.phase("rhs"):
             if self.rhs2d is not None:
                 for v in range(nv):
-                    self.rhs2d(f[v], work[v])
+                    self.rhs2d(f[v], work[v], closures=False)
+                self.rhs2d.closures(f[:nv], work)  # every variable's closure rows at once
             elif self.stacked:
                 schemes.rhs(self.xp, f, self.h, self.boundary, 0.0, axis=ax, out=work)
             else:

@@ -163,8 +163,13 @@ class Compact(Engine):
         if not self.backend.is_gpu:
             return []
         from .gpu import spec
+        from .rhs import _closure_spec
 
-        return [spec(self.dtype)]
+        sel = selection or self.selection
+        specs = [spec(self.dtype)]
+        if str(sel.get("kernel", "")).startswith("cuda"):  # the closure rows' kernel (rhs.DeviceClosure)
+            specs.append(_closure_spec(self.dtype))
+        return specs
 
     # ---- timing: phases recorded many times per step count the step once ----
     @contextmanager

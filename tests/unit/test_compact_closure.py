@@ -1,0 +1,111 @@
+"""P4's closure rows of the explicit right-hand side on the GPU (rhs.DeviceClosure,
+shaders/cuda/compact/closure.cu) on the CPU: CuPy replaced by tests/unit/fake_cupy.py, whose RawModule
+kernels are the .cu source compiled with g++ (no FMA, as --fmad=false). One launch per call over every
+line of a view must equal schemes.closure_rows bit for bit, for every layout the engine hands it, and
+the Navier–Stokes evaluation with the generated stencil (kernel = cuda) must keep NumPy's bits while
+its right-hand sides take one closure launch per derivative stack."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from nagare.engine import cuda
+from nagare.engine.backend import Backend, get_backend
+from nagare.engine.compact import Engine, gpu, rhs, schemes, tridiag
+from nagare.engine.presets import load_preset
+from nagare.engine.stencil import loops
+
+from tests.unit import cuda_emulator, fake_cupy
+
+pytestmark = pytest.mark.skipif(not cuda_emulator.available(), reason="needs g++ to emulate the kernels")
+
+
+class _LineThomas:
+    """gpu.DeviceSolver's interface: NumPy's Thomas on the lines a kernel would address."""
+
+    def __init__(self, kind, fac, sched, dtype, stream=None):
+        self.fac = fac
+
+    def solve(self, d, x, nsys, sys_stride, elem_stride):
+        idx = np.arange(nsys)[:, None] * sys_stride + np.arange(self.fac.n)[None, :] * elem_stride
+        x.reshape(-1)[idx] = tridiag.thomas(self.fac, d.reshape(-1)[idx])
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("closure")
+
+
+@pytest.fixture
+def fcp(workdir, monkeypatch):
+    cp = fake_cupy.make(workdir, cost=lambda block, last: 1.0)
+    for name in ("multiply", "add", "negative", "where", "moveaxis", "subtract", "broadcast_to", "swapaxes"):
+        setattr(cp, name, getattr(np, name))
+    cp.empty = fake_cupy._aligned(np.empty)
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    monkeypatch.setenv("NAGARE_CACHE_DIR", str(workdir / "cache"))
+    monkeypatch.setattr(gpu, "DeviceSolver", _LineThomas)
+    monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
+    for c in (cuda._compiled, cuda._function, rhs._closure_spec, loops._compiled):
+        c.cache_clear()
+    yield cp
+    for c in (cuda._compiled, cuda._function, rhs._closure_spec, loops._compiled):
+        c.cache_clear()
+
+
+def _closure_launches(cp) -> int:
+    return sum(len(k.launches) for k in cp.kernels if k.name.startswith("compact_closure"))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_one_launch_equals_the_array_closure_rows_for_every_layout(fcp, dtype):
+    rng = np.random.default_rng(4)
+    stack = rng.standard_normal((3, 11, 9)).astype(dtype)
+    inv_h = dtype(7.3)
+    views = {"x-lines of a stack": lambda a: a, "y-lines of a stack": lambda a: a.swapaxes(-1, -2),
+             "x-lines of one variable": lambda a: a[1], "y-lines of one variable": lambda a: a[2].T,
+             "x-lines of a sub-stack": lambda a: a[:2], "one line": lambda a: a[0, 3]}
+    closure = rhs.DeviceClosure(dtype)
+    for label, view in views.items():
+        got = np.full_like(stack, np.nan)
+        want = np.full_like(stack, np.nan)
+        before = _closure_launches(fcp)
+        closure(np, view(stack), view(got), inv_h)
+        assert _closure_launches(fcp) - before == 1, label
+        schemes.closure_rows(np, view(stack), view(want), inv_h)
+        np.testing.assert_array_equal(got, want, err_msg=label)  # the rows, and NaN everywhere else
+        assert np.isfinite(got).sum() == 4 * view(stack)[..., 0].size, label
+
+
+def test_a_layout_that_does_not_fold_falls_back_to_the_array_rows(fcp):
+    a = np.random.default_rng(1).standard_normal((2, 3, 4, 6))
+    v = a.transpose(1, 0, 2, 3)[:, :, ::2]  # three leading axes that do not fold into two
+    assert rhs.line_layout(v) is None
+    got, want = np.zeros_like(a), np.zeros_like(a)
+    rhs.DeviceClosure(np.float64)(np, v, got.transpose(1, 0, 2, 3)[:, :, ::2], 2.0)
+    schemes.closure_rows(np, v, want.transpose(1, 0, 2, 3)[:, :, ::2], 2.0)
+    np.testing.assert_array_equal(got, want)
+    assert _closure_launches(fcp) == 0
+
+
+@pytest.mark.parametrize("batching", ["stacked", "grouped"])
+def test_navier_stokes_with_the_generated_stencil_keeps_numpys_bits(fcp, batching):
+    """compact-vortex-outflow at 20², kernel = cuda (the stencil framework's generated CUDA for the
+    interiors, the closure kernel for the ends) against the NumPy engine: the same state after 2 RK4
+    steps; closure launches: one per derivative stack (stacked: 4 a rate evaluation, viscous; grouped:
+    one per group sweep), not one per variable and row."""
+    n = 20
+    over = [f"grid.nx={n}", f"grid.ny={n}", f"physics.dt={0.76 / (n - 1):.3g}", 'initial.kind="random"']
+    pre = load_preset("compact-vortex-outflow", over, backend=None)
+    ref = Engine(pre, get_backend("numpy"))
+    cand = Engine(pre, Backend("cupy", fcp, _cupy=fcp), variants={"kernel": "cuda", "solver": "thomas",
+                                                                   "batching": batching})
+    cand._roofline = 1e12
+    before = _closure_launches(fcp)
+    ref.step(2)
+    cand.step(2)
+    np.testing.assert_array_equal(cand.U, ref.U)
+    launches = _closure_launches(fcp) - before
+    per_rate = 4 if batching == "stacked" else cand.ns.rhs_sweeps_per_rate()
+    assert launches == 2 * 4 * per_rate, launches
