@@ -2,16 +2,20 @@
 "Adaptive regridding"), on the NumPy reference: a convected Gaussian vortex refines where its
 vorticity is and coarsens behind it; mass across a regrid; hysteresis (a second regrid of the same
 state changes nothing); the bodies' refinement is kept; step(N) = N × step(1) and checkpoint/resume
-across regrids, bit for bit; bad keys refused in one line."""
+across regrids, bit for bit; bad keys refused in one line; the shipped preset amr3d-vortex-adapt
+refines to its max_level at the vortex's core for a whole run and carries that refinement downstream."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
-from nagare.engine.amr3d import adapt, mesh, reference, tree
+from nagare.engine.amr3d import adapt, d3q27, mesh, reference, tree
 from nagare.engine.amr3d.config import AMR3DPreset
 from nagare.engine.amr3d.engine import AMR3D
 from nagare.engine.backend import get_backend
 from nagare.engine.errors import CheckpointError
+from nagare.engine.presets import load_preset
 from pydantic import ValidationError
 
 
@@ -223,3 +227,125 @@ def test_no_reference_speed_is_refused():
            "initial": {"kind": "rest", "u0": 0.0}, "adapt": {"every": 5}}
     with pytest.raises(ValidationError, match="reference speed"):
         AMR3DPreset.model_validate(raw)
+
+
+# ---- the shipped preset amr3d-vortex-adapt ------------------------------------------------------
+# Its own physics and adapt values (no [cpu_overrides]) on 4 × 4 × 1 roots of 9³: a root is 8
+# level-0 units instead of 16, so the vortex (R = 4) is the same in level-0 units and the criterion
+# |ω| h / U_ref at a node the same; only the leaves are half as wide (a level-1 leaf: 4 units). The
+# vortex starts in the middle of a level-1 block (x = 14), so its level-2 blocks lie symmetric about
+# it and one regrid within 80 steps (3.2 units downstream) splits a column of level-1 blocks ahead of
+# it and merges one behind (a block is split when the core comes within ~3.8 of it and merged once
+# the core is ~4.3 past it).
+
+def shipped_vortex(*over: str) -> AMR3DPreset:
+    return load_preset("amr3d-vortex-adapt", ["grid.leaves=[4, 4, 1]", "grid.m=9", "initial.center=[14.0, 16.0, 4.0]",
+                                              *over])
+
+
+def vortex_after(p: AMR3DPreset, t: float):
+    """The preset's vortex after t coarse steps: centre (x, y), radius, peak swirl. Its vorticity is
+    ω = −A ∇²G with G a Gaussian of width R; viscous diffusion spreads G (R² → R² + 2νt, ∫G kept) and
+    the uniform stream only carries it, so it stays this vortex with R_t² = R² + 2νt and
+    u0_t = u0 (R/R_t)³ (the core's ω0 = 2 e^½ u0/R falls as (R/R_t)⁴); ν = (τ − ½)/3 on level 0."""
+    nu = (p.physics.tau - 0.5) / 3.0
+    R = p.initial.radius
+    rt = math.sqrt(R * R + 2.0 * nu * t)
+    size = np.array(p.shape[::-1], np.float64)  # (nx, ny, nz)
+    c = (np.asarray(p.initial.center, np.float64) + t * np.asarray(p.flow.velocity)) % size
+    return c, rt, p.initial.u0 * (R / rt) ** 3
+
+
+def evolved(p: AMR3DPreset, t: float) -> AMR3DPreset:
+    """The preset started from its vortex as it is after t steps."""
+    c, rt, u0 = vortex_after(p, t)
+    return shipped_vortex(f"initial.center=[{float(c[0])!r}, {float(c[1])!r}, {float(c[2])!r}]",
+                          f"initial.radius={float(rt)!r}", f"initial.u0={float(u0)!r}")
+
+
+def block_criterion(p: AMR3DPreset, t: float, h: float) -> np.ndarray:
+    """The criterion |ω| h / U_ref of the vortex after t steps, maximised over the nodes of spacing h
+    in each level-1 block (x, y; the flow does not depend on z): (nby, nbx)."""
+    c, rt, u0 = vortex_after(p, t)
+    size = np.array(p.shape[::-1], np.float64)
+    w = (p.grid.m - 1) / 2.0  # a level-1 block's edge, level-0 units
+    nb = np.rint(size[:2] / w).astype(int)
+    k = np.arange(int(round(w / h)) + 1) * h
+    out = np.zeros((nb[1], nb[0]))
+    for by in range(nb[1]):
+        for bx in range(nb[0]):
+            d = [(bx * w + k) - c[0], (by * w + k) - c[1]]
+            d = [v - n * np.round(v / n) for v, n in zip(d, size[:2])]  # nearest periodic image
+            r2 = d[0][None, :] ** 2 + d[1][:, None] ** 2
+            s = r2 / (2.0 * rt * rt)
+            omega = 2.0 * math.exp(0.5) * u0 / rt * (1.0 - s) * np.exp(-s)
+            out[by, bx] = np.abs(omega).max() * h / p.adapt_u_ref
+    return out
+
+
+def fine_blocks(e) -> set:
+    """Level-1 blocks (x, y) split into level-2 leaves (the forest's finest, max_level = 2)."""
+    f = e.forest
+    return {(int(b[0]), int(b[1])) for b in f.block[f.level == 2] >> 1}
+
+
+def blocks_where(mask) -> set:
+    return {(int(bx), int(by)) for by, bx in zip(*np.nonzero(mask))}
+
+
+def test_the_shipped_vortex_refines_its_core_to_level_2_for_a_whole_run():
+    """The preset's starting tree adapts to its vortex, and to the vortex as viscosity has left it
+    half-way through run.steps and at the end: each time the level-1 blocks whose criterion (at
+    level-1 nodes) is clearly above refine_above are split to level 2 (the core's among them) and
+    those clearly below are not. With τ = 0.56, u0 = 0.04, R = 6, U = 0.06 the core's level-1
+    criterion was 0.18 at the start: no level 2 at all."""
+    p0 = shipped_vortex()
+    a = p0.adapt
+    assert a.max_level == 2
+    for t in (0, p0.run.steps // 2, p0.run.steps):
+        c1 = block_criterion(p0, t, 0.5)
+        must, must_not = blocks_where(c1 > 1.1 * a.refine_above), blocks_where(c1 < 0.9 * a.refine_above)
+        c, _, _ = vortex_after(p0, t)
+        w = (p0.grid.m - 1) / 2.0
+        assert (int(c[0] // w), int(c[1] // w)) in must, f"t = {t}: the core's level-1 criterion {c1.max():.3f}"
+        e = engine(evolved(p0, t))
+        fine = fine_blocks(e)
+        assert must <= fine, f"t = {t}: not split {sorted(must - fine)}"
+        assert not fine & must_not, f"t = {t}: split although quiet {sorted(fine & must_not)}"
+        assert e.forest.level.max() == a.max_level and tree.is_balanced(e.forest)
+
+
+def test_the_shipped_vortex_is_followed_downstream():
+    """Stepped 8 regrids on the preset's physics: the level-1 blocks ahead of the core are split as it
+    comes, those behind merged once their criterion is below coarsen_below, and the level-2 leaves'
+    centroid moves with the stream (U t) to within half a level-1 block."""
+    p = shipped_vortex()
+    a, U = p.adapt, p.flow.velocity[0]
+    e = engine(p)
+    w = (p.grid.m - 1) / 2.0
+
+    def centroid_x(e):
+        f = e.forest
+        fine = f.level == a.max_level
+        return float(np.mean(f.origin[fine, 0] + f.extent[fine] / 2)) / (1 << f.max_level)
+
+    start, x0 = fine_blocks(e), centroid_x(e)
+    n = 8 * a.every
+    e.step(n)
+    now = fine_blocks(e)
+    c, _, _ = vortex_after(p, n)
+    assert (int(c[0] // w), int(c[1] // w)) in now  # the core is on level 2
+    ahead, behind = now - start, start - now
+    assert ahead and all(bx * w >= p.initial.center[0] for bx, _ in ahead), (sorted(start), sorted(now))
+    assert behind and all((bx + 1) * w <= c[0] for bx, _ in behind), (sorted(start), sorted(now))
+    quiet = blocks_where(block_criterion(p, n, 0.25) < 0.9 * a.coarsen_below)  # every level-2 node below
+    assert not now & quiet, sorted(now & quiet)
+    shift = centroid_x(e) - x0
+    assert shift > 0
+    np.testing.assert_allclose(shift, U * n, atol=w / 2)
+    # stable: the fastest point no faster than the start's |U| + u0 (viscosity only slows the swirl)
+    f = np.asarray(e.state_arrays()["f"], np.float64)
+    _, ux, uy, uz = d3q27.fluid_velocity(np, f, e.accel)
+    speed = np.sqrt(ux * ux + uy * uy + uz * uz)
+    assert np.isfinite(speed).all()
+    np.testing.assert_array_less(speed.max(), (abs(U) + p.initial.u0) * 1.001)
