@@ -113,6 +113,10 @@ class CompactNavierStokes(Compact):
             from .ns_pointwise import spec
 
             specs.append(spec(self.dtype))
+        if self.backend.is_gpu and self.preset.physics.filter:
+            from .filter import _filter_spec
+
+            specs.append(_filter_spec(self.dtype))
         return specs
 
     # ---- stepping ----

@@ -109,3 +109,44 @@ def test_navier_stokes_with_the_generated_stencil_keeps_numpys_bits(fcp, batchin
     launches = _closure_launches(fcp) - before
     per_rate = 4 if batching == "stacked" else cand.ns.rhs_sweeps_per_rate()
     assert launches == 2 * 4 * per_rate, launches
+
+
+# ---- the filter's explicit side (filter.DeviceFilterRhs, shaders/cuda/compact/filter.cu) ----------------
+def _filter_launches(cp) -> int:
+    return sum(len(k.launches) for k in cp.kernels if k.name.startswith("compact_filter_rhs"))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("boundary", ["closures", "periodic"])
+def test_filter_rhs_is_one_launch_equal_to_the_array_rhs(fcp, dtype, boundary):
+    """Every point of a stack, both axes, in one launch each: the array filter.rhs bit for bit (the
+    tenth-order centred sum inside, order 2i at distance i from a bounded end, the ends copied, or the
+    wrapped sum on periodic lines), with a boundary α of its own."""
+    from nagare.engine.compact import filter as filt
+
+    rng = np.random.default_rng(6)
+    f = rng.standard_normal((3, 13, 17)).astype(dtype)
+    dev = filt.DeviceFilterRhs(np, 0.49, 0.4999, boundary, dtype)
+    for axis in (-1, -2):
+        got, want = np.full_like(f, np.nan), np.full_like(f, np.nan)
+        before = _filter_launches(fcp)
+        assert dev(np, f, got, axis)
+        assert _filter_launches(fcp) - before == 1
+        filt.rhs(np, f, 0.49, boundary, axis=axis, out=want, alpha_b=0.4999)
+        np.testing.assert_array_equal(got, want, err_msg=f"axis {axis}")
+
+
+def test_the_filtered_navier_stokes_step_keeps_numpys_bits_with_one_filter_launch_per_axis(fcp):
+    """compact-vortex-outflow (filter on, bounded sides) at 20² on the fake GPU, 2 steps: NumPy's state
+    bit for bit, and the filter's explicit side two launches a step (x and y)."""
+    n = 20
+    over = [f"grid.nx={n}", f"grid.ny={n}", f"physics.dt={0.76 / (n - 1):.3g}", 'initial.kind="random"']
+    pre = load_preset("compact-vortex-outflow", over, backend=None)
+    assert pre.physics.filter
+    ref = Engine(pre, get_backend("numpy"))
+    cand = Engine(pre, Backend("cupy", fcp, _cupy=fcp), variants={"kernel": "array", "solver": "thomas"})
+    before = _filter_launches(fcp)
+    ref.step(2)
+    cand.step(2)
+    np.testing.assert_array_equal(cand.U, ref.U)
+    assert _filter_launches(fcp) - before == 2 * 2

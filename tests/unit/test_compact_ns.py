@@ -399,8 +399,12 @@ def test_gpu_path_launches_what_timing_extra_reports(monkeypatch, batching, ydir
 
     from nagare.engine.compact import gpu, ns_engine
 
+    from nagare.engine.compact import filter as filt
+
     monkeypatch.setattr(gpu, "DeviceSolver", _CountedDevice)
     monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
+    # the filter's explicit side stays NumPy's here (its kernel: tests/unit/test_compact_closure.py)
+    monkeypatch.setattr(filt, "DeviceFilterRhs", lambda *a, **k: None)
     n = 16
     pre = _preset({"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1}, {"dt": 0.01, "reynolds": 200.0},
                   {"kind": "random"}, BOUNDED)
