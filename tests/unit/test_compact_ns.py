@@ -397,9 +397,8 @@ def test_gpu_path_launches_what_timing_extra_reports(monkeypatch, batching, ydir
     numbers are NumPy's (stacked), bit for bit."""
     import types
 
-    from nagare.engine.compact import gpu, ns_engine
-
     from nagare.engine.compact import filter as filt
+    from nagare.engine.compact import gpu, ns_engine
 
     monkeypatch.setattr(gpu, "DeviceSolver", _CountedDevice)
     monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
