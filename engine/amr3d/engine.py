@@ -78,16 +78,22 @@ class AMR3D(Engine):
     equivalence_steps = 24
     constant_dt = True
 
-    def estimated_bytes(self):
+    def reserved_leaves(self) -> int:
+        """The leaves the memory estimate reserves: the preset tree's, or for an adaptive tree what it
+        may grow to — its cap (adapt.leaf_cap: a regrid refines nothing that would pass it), or every
+        leaf split down to adapt.max_level if that is fewer."""
         p = self.preset
-        item = np.dtype(p.physics.dtype).itemsize
         forest = mesh.build_forest(p, self._make_bodies())
         leaves = forest.n_leaves
         if p.adapt.on:
-            # an adaptive tree may grow up to its cap (adapt.leaf_cap: the regrid refines nothing that
-            # would pass it), or to every leaf split down to adapt.max_level if that is fewer
             grow = (8 ** np.maximum(p.adapt.max_level - forest.level.astype(np.int64), 0)).sum()
             leaves = max(leaves, min(int(grow), p.adapt.leaf_cap(forest.n_leaves)))
+        return int(leaves)
+
+    def estimated_bytes(self):
+        p = self.preset
+        item = np.dtype(p.physics.dtype).itemsize
+        leaves = self.reserved_leaves()
         points = leaves * p.grid.m**3
         work = 27 * points * item * 2  # two buffers
         if not self.backend.is_gpu:

@@ -15,6 +15,7 @@ level-buffer address tables of the stepper's two buffer parities are cached.
 from __future__ import annotations
 
 import logging
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -51,6 +52,7 @@ def prelude() -> str:
             f"#define AMR3D_TRACER_PAIR_CZ {ints(PAIR_C[:, 2])}\n#define AMR3D_TRACER_MAX_LEVELS {MAX_LEVELS}\n")
 
 
+@cache
 def kernel_spec(pos_dtype, storage_dtype) -> KernelSpec:
     """The begin and finish kernels for positions of ``pos_dtype`` and buffers of ``storage_dtype``
     (float32 / float64 each) as one NVRTC compilation."""
@@ -96,7 +98,8 @@ class FusedStep:
         key = tuple(_address(b) for b in levels.buffers)
         table = self._tables.get(key)
         if table is None:
-            if len(self._tables) >= 8:  # (regrids, restores: old addresses are not reused here)
+            # (regrids, restores; a reused address is harmless: a table holds exactly its key)
+            if len(self._tables) >= 8:
                 self._tables.clear()
             table = self._tables[key] = self.xp.asarray(np.array(key, np.uint64))
         return table

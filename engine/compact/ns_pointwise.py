@@ -82,7 +82,8 @@ class FusedPointwise:
     @staticmethod
     def _check(*arrays) -> None:
         for a in arrays:  # a kernel sees only the pointer: stacks must be whole C-contiguous arrays
-            assert a.flags.c_contiguous, "fused pointwise kernels need C-contiguous stacks"
+            if not a.flags.c_contiguous:
+                raise ValueError("fused pointwise kernels need C-contiguous stacks")
 
     def euler(self, U, P, p, F, G) -> None:
         """P = (u, v[, T]), p, F, G (Euler parts) from U."""

@@ -123,12 +123,16 @@ class LBMAdapter:
         every = (slice(None),)
         self.copies = [HaloCopy(src, dst, (*every, ss), (*every, ds)) for src, ss, dst, ds in rows]
         self.aa_fixups = self._aa_fixups() if self.aa else []
-        # Overlap on NumPy: the reference step split into boundary and interior rows.
+        # Overlap: each slab's edge rows and interior. The reference step also needs a lattice (masks)
+        # per region, on the slab's device; the CUDA steppers take the rows as a range.
         self.regions = []
         for s, c in zip(self.slabs, self.ctx):
             boundary, interior = overlap_regions(s.length, H, True, True)
-            self.regions.append({"boundary": boundary, "interior": interior,
-                                 "lat": {r: c.lattice(c.mask_host[r[0] - H:r[1] + H]) for r in boundary + interior}})
+            lat = {}
+            if self.reference:
+                with transport.device(c.index):
+                    lat = {r: c.lattice(c.mask_host[r[0] - H:r[1] + H]) for r in boundary + interior}
+            self.regions.append({"boundary": boundary, "interior": interior, "lat": lat})
         self.states: list[LatticeState] = []
 
     def _aa_fixups(self):

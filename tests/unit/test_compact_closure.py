@@ -117,15 +117,17 @@ def _filter_launches(cp) -> int:
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("boundary", ["closures", "periodic"])
-def test_filter_rhs_is_one_launch_equal_to_the_array_rhs(fcp, dtype, boundary):
+@pytest.mark.parametrize("boundary,shape", [("closures", (3, 13, 17)), ("closures", (2, 11, 11)),
+                                            ("periodic", (3, 13, 17)), ("periodic", (2, 6, 7))])
+def test_filter_rhs_is_one_launch_equal_to_the_array_rhs(fcp, dtype, boundary, shape):
     """Every point of a stack, both axes, in one launch each: the array filter.rhs bit for bit (the
     tenth-order centred sum inside, order 2i at distance i from a bounded end, the ends copied, or the
-    wrapped sum on periodic lines), with a boundary α of its own."""
+    wrapped sum on periodic lines), with a boundary α of its own — down to the bounded minimum of 11
+    points and periodic lines barely longer than the stencil's half-width."""
     from nagare.engine.compact import filter as filt
 
     rng = np.random.default_rng(6)
-    f = rng.standard_normal((3, 13, 17)).astype(dtype)
+    f = rng.standard_normal(shape).astype(dtype)
     dev = filt.DeviceFilterRhs(np, 0.49, 0.4999, boundary, dtype)
     for axis in (-1, -2):
         got, want = np.full_like(f, np.nan), np.full_like(f, np.nan)

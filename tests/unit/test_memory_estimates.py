@@ -52,7 +52,11 @@ def test_numpy_estimate_covers_the_peak(name, search):
     e, peak = _peak(name, {"search": search} if search else None)
     est = e.estimated_bytes()
     assert est >= peak, f"{name}: estimated {est / 2**20:.1f} MiB, allocated {peak / 2**20:.1f} MiB at the peak"
-    assert est <= 4 * peak, f"{name}: estimated {est / 2**20:.1f} MiB for a peak of {peak / 2**20:.1f} MiB"
+    # An adaptive octree is estimated at the leaves it may grow to (AMR3D.reserved_leaves); the few
+    # steps here run on the tree it starts with, so the bound scales with the ratio.
+    grow = e.reserved_leaves() / e.forest.n_leaves if hasattr(e, "reserved_leaves") else 1.0
+    assert est <= 4 * peak * grow, (f"{name}: estimated {est / 2**20:.1f} MiB for a peak of {peak / 2**20:.1f} MiB "
+                                    f"(the tree may grow {grow:.2f}×)")
 
 
 @pytest.mark.parametrize("name", [n for n in preset_names() if n.startswith("sph")])

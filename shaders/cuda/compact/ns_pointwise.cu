@@ -23,7 +23,7 @@
 typedef long long nagare_ns_i64;
 
 // Side kinds as engine/compact/ns_pointwise.py passes them (periodic sides are not processed).
-#define NAGARE_SIDE_OPEN 0
+#define NAGARE_SIDE_PERIODIC 0
 #define NAGARE_SIDE_NSCBC 1
 #define NAGARE_SIDE_EXTRAPOLATE 2
 #define NAGARE_SIDE_HOLD 3
