@@ -22,7 +22,7 @@ from . import cases, d2q9, outputs, reference, variants
 from .config import LBM2DPreset
 from .d2q9 import Q, W
 from .launch import node_classes, segment_classes
-from .steppers import stepper_class
+from .steppers import SingleStepStepper, stepper_class
 from .storage import LatticeState, Storage
 from .tracers import Tracers
 
@@ -209,7 +209,21 @@ class LBM2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/d
         if not self.backend.is_gpu or any(registry.unavailable_reason(axes[a].choices[c], self.backend.name, sel,
                                                                       self.preset) for a, c in sel.items()):
             return []  # nothing to compile here, or a selection that cannot run
-        return stepper_class(sel).all_kernel_specs(self.preset, sel, self.compute_capability())
+        cls, cc = stepper_class(sel), self.compute_capability()
+        specs = cls.all_kernel_specs(self.preset, sel, cc)
+        if getattr(self, "parts", 1) > 1 and issubclass(cls, SingleStepStepper):
+            # decomposed: every slab builds the ROWS module for its own size (engine/decomp/lbm2d.py)
+            from ..decomp.config import split_rows
+            from ..decomp.lbm2d import H
+            from .launch import single_step
+
+            ny = self.preset.shape[0]
+            for length in sorted({hi - lo + 2 * H for lo, hi in split_rows(ny, self.parts, H)}):
+                grid = self.preset.grid.model_copy(update={"ny": length, "n": None})
+                spec = single_step(self.preset.model_copy(update={"grid": grid}), sel["storage"], cc, rows=True).spec
+                if spec not in specs:
+                    specs.append(spec)
+        return specs
 
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):

@@ -153,3 +153,20 @@ def test_decomposed_lbm2d_cuda_overlap_splits_the_step_and_keeps_the_bits(fcp_lb
     e.random_state(np.random.default_rng(3))
     e.step(5)
     np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), want, err_msg="copies after the interior")
+
+
+def test_decomposed_lbm2d_kernel_specs_name_the_slabs_modules(fcp_lbm):
+    """Warm-up (cuda.precompile of engine.kernel_specs) must compile what the decomposed steppers load:
+    every slab's ROWS module (one per distinct slab size and launch mode), besides the whole-grid one."""
+    from nagare.engine.lbm2d import Engine
+
+    gpu = Backend("cupy", fcp_lbm, _cupy=fcp_lbm)
+    p = Engine.equivalence_presets()["fp32-walls-obstacle"]  # ny = 40: slabs of 14, 13, 13 rows (+ ghosts)
+    for selection in ({"kernel": "fused"}, {"kernel": "two-kernel"}, {"kernel": "fused", "storage": "fp16"}):
+        e = Engine(p, gpu, variants=selection, parts=3)
+        e.step(1)  # the adapter and its steppers exist
+        specs = e.kernel_specs()
+        used = {st.launch.spec for st in e.adapter.steppers}
+        assert used <= set(specs), selection
+        assert all(st.launch.rows for st in e.adapter.steppers)
+        assert Engine(p, gpu, variants=selection).kernel_specs()[0] in specs  # the whole-grid module too
