@@ -33,6 +33,7 @@ import numpy as np
 
 from . import tridiag
 from .batched import LineSolver
+from .rhs import line_layout
 
 ORDER = 10
 HALF = ORDER // 2
@@ -143,8 +144,6 @@ class DeviceFilterRhs:
 
     def __call__(self, xp, f, out, axis: int) -> bool:
         """out = rhs(f) along ``axis``; False (nothing done) for a layout the kernel does not address."""
-        from .rhs import line_layout
-
         fv, ov = f.swapaxes(axis, -1), out.swapaxes(axis, -1)
         lay = line_layout(fv)
         if lay is None or line_layout(ov) != lay or fv.shape != ov.shape:

@@ -94,7 +94,8 @@ class DeviceClosure:
 
     def __init__(self, dtype):
         t = np.dtype(dtype).type
-        self.kernel = _closure_spec(np.dtype(dtype)).function(_closure_spec(np.dtype(dtype)).name_expressions[0])
+        spec = _closure_spec(np.dtype(dtype))
+        self.kernel = spec.function(spec.name_expressions[0])
         self.consts = tuple(t(v) for v in schemes.CLOSURE0_RHS) + (t(schemes.PADE_A / 2),)
 
     def __call__(self, xp, fv, ov, inv_h) -> None:

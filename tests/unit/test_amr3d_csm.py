@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import sys
 
 import numpy as np
 import pytest
-from nagare.engine import cuda as nagare_cuda
 from nagare.engine import registry
 from nagare.engine.amr3d import collision, d3q27, gpu, interface, ladder, leafgrid, reference, storage, tables
 from nagare.engine.amr3d.collision import CSM_C1, Collision
@@ -366,20 +364,6 @@ def test_cuda_collide_with_the_coefficient_matches_numpy(model, tmp_path_factory
     np.testing.assert_allclose(got, collision.collide(np, f.astype(np.float64), tau, a, model, coef), rtol=0,
                                atol=1e-6)
     assert np.abs(got - leafgrid.collide(np, f, om, a, Collision(model.kind))).max() > 1e-5
-
-
-@pytest.fixture
-def emulated_cupy(tmp_path_factory, monkeypatch):
-    """CuPy replaced by tests/unit/amr3d_emulated_cupy.py: RawModule compiles with g++."""
-    from tests.unit import amr3d_emulated_cupy
-
-    cp = amr3d_emulated_cupy.make(tmp_path_factory.getbasetemp())
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    nagare_cuda._compiled.cache_clear()
-    nagare_cuda._function.cache_clear()
-    yield cp
-    nagare_cuda._compiled.cache_clear()
-    nagare_cuda._function.cache_clear()
 
 
 def box_state(shape, seed=9, m=M):

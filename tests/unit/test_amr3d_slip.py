@@ -25,7 +25,6 @@ from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
 from nagare.engine.backend import get_backend
 from nagare.engine.timing import PhaseTimer
 
-from tests.unit.test_amr3d_csm import emulated_cupy  # noqa: F401  (fixture: CuPy emulated with g++)
 from tests.unit.test_amr3d_flows import Slab, _lattice, sphere_tree
 from tests.unit.test_amr3d_tree_stepper import (
     assert_gpu_tree_stepper_equals_numpy_kernels,
@@ -339,7 +338,7 @@ def test_documented_set_runs_the_sphere_between_free_slip_sides():
 
 # ---- the CUDA source through the g++ emulation (fp32) --------------------------------------------------
 @needs_gxx
-def test_cuda_tree_stepper_with_free_slip_equals_numpy_kernels(emulated_cupy):  # noqa: F811
+def test_cuda_tree_stepper_with_free_slip_equals_numpy_kernels(emulated_cupy):
     """TreeStepper with the CUDA kernels on a two-level tree with free-slip sides y−, z+ (and walls
     y+, z−: edges of both kinds) and a body force: the sides go through the fix-up kernel's
     descriptors as the walls do, so every tree rung (naive, split, templates, sorted) gives the
@@ -377,7 +376,7 @@ def test_cuda_tree_stepper_with_free_slip_equals_numpy_kernels(emulated_cupy):  
 
 
 @needs_gxx
-def test_engine_on_the_emulated_gpu_matches_the_reference_with_free_slip(emulated_cupy):  # noqa: F811
+def test_engine_on_the_emulated_gpu_matches_the_reference_with_free_slip(emulated_cupy):
     """The registry's free-slip preset (fp32-tree2-slip-m9) on the CuPy backend (emulated): rungs
     naive and split match the NumPy reference engine after 4 steps, as the registry test checks on
     a GPU; and the documented sphere --set at the NumPy size (three levels, inlet, outflow,

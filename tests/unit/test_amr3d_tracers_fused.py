@@ -8,11 +8,9 @@ reference itself that the kernels are compared with."""
 from __future__ import annotations
 
 import shutil
-import sys
 
 import numpy as np
 import pytest
-from nagare.engine import cuda as nagare_cuda
 from nagare.engine.amr3d import interface, reference, tracer_kernels, tracers
 from nagare.engine.amr3d.tracers import Tracers
 from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
@@ -34,20 +32,6 @@ SPHERE = ["grid.m=9", "refine=[]", "flow.velocity=[0.1, 0.0, 0.0]",
           "body=[{kind='sphere', center=[8.0, 8.0, 8.0], diameter=2.0, level=1, band=0.5}]",
           "tracers.count=4", "tracers.seeds=[[6.98, 8.0, 8.0], [7.2, 8.5, 8.5], [23.3, 4.0, 12.0], [6.0, 12.0, 3.0]]",
           "tracers.release_every=4", "tracers.trail_length=3", "tracers.trail_every=2"]
-
-
-@pytest.fixture
-def emulated_cupy(tmp_path_factory, monkeypatch):
-    """CuPy replaced by tests/unit/amr3d_emulated_cupy.py: RawModule compiles with g++."""
-    from tests.unit import amr3d_emulated_cupy
-
-    cp = amr3d_emulated_cupy.make(tmp_path_factory.getbasetemp())
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    nagare_cuda._compiled.cache_clear()
-    nagare_cuda._function.cache_clear()
-    yield cp
-    nagare_cuda._compiled.cache_clear()
-    nagare_cuda._function.cache_clear()
 
 
 def assert_same_bits(a: Tracers, b: Tracers, msg="") -> None:

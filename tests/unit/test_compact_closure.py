@@ -6,30 +6,16 @@ the Navier–Stokes evaluation with the generated stencil (kernel = cuda) must k
 its right-hand sides take one closure launch per derivative stack."""
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
-from nagare.engine import cuda
 from nagare.engine.backend import Backend, get_backend
-from nagare.engine.compact import Engine, gpu, rhs, schemes, tridiag
+from nagare.engine.compact import Engine, rhs, schemes
 from nagare.engine.presets import load_preset
-from nagare.engine.stencil import loops
 
-from tests.unit import cuda_emulator, fake_cupy
+from tests.unit import cuda_emulator
+from tests.unit.compact_fake_gpu import fake_gpu
 
 pytestmark = pytest.mark.skipif(not cuda_emulator.available(), reason="needs g++ to emulate the kernels")
-
-
-class _LineThomas:
-    """gpu.DeviceSolver's interface: NumPy's Thomas on the lines a kernel would address."""
-
-    def __init__(self, kind, fac, sched, dtype, stream=None):
-        self.fac = fac
-
-    def solve(self, d, x, nsys, sys_stride, elem_stride):
-        idx = np.arange(nsys)[:, None] * sys_stride + np.arange(self.fac.n)[None, :] * elem_stride
-        x.reshape(-1)[idx] = tridiag.thomas(self.fac, d.reshape(-1)[idx])
 
 
 @pytest.fixture(scope="module")
@@ -39,19 +25,8 @@ def workdir(tmp_path_factory):
 
 @pytest.fixture
 def fcp(workdir, monkeypatch):
-    cp = fake_cupy.make(workdir, cost=lambda block, last: 1.0)
-    for name in ("multiply", "add", "negative", "where", "moveaxis", "subtract", "broadcast_to", "swapaxes"):
-        setattr(cp, name, getattr(np, name))
-    cp.empty = fake_cupy._aligned(np.empty)
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setenv("NAGARE_CACHE_DIR", str(workdir / "cache"))
-    monkeypatch.setattr(gpu, "DeviceSolver", _LineThomas)
-    monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
-    for c in (cuda._compiled, cuda._function, rhs._closure_spec, loops._compiled):
-        c.cache_clear()
-    yield cp
-    for c in (cuda._compiled, cuda._function, rhs._closure_spec, loops._compiled):
-        c.cache_clear()
+    """The fake CuPy (tests/unit/compact_fake_gpu.py) and the solver / transpose stand-ins."""
+    yield from fake_gpu(workdir, monkeypatch)
 
 
 def _closure_launches(cp) -> int:

@@ -8,37 +8,26 @@ Euler, every kind of side and corner. Launches per evaluation are counted on bot
 from __future__ import annotations
 
 import itertools
-import sys
 import types
 from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from nagare.engine import cuda, registry
+from nagare.engine import registry
 from nagare.engine.backend import Backend, get_backend
-from nagare.engine.compact import Engine, gpu, ns_pointwise, tridiag
+from nagare.engine.compact import Engine, ns_pointwise
 from nagare.engine.compact import navier_stokes as ns
 from nagare.engine.compact.config import CompactPreset
 from nagare.engine.errors import VariantUnavailable
 from nagare.engine.presets import load_preset
 
-from tests.unit import cuda_emulator, fake_cupy
+from tests.unit import cuda_emulator
+from tests.unit.compact_fake_gpu import fake_gpu
 
 pytestmark = pytest.mark.skipif(not cuda_emulator.available(), reason="needs g++ to emulate the kernels")
 
 NUMPY = get_backend("numpy")
 VORTEX_SIDES = {"west": "hold", "east": "nscbc", "south": "nscbc", "north": "nscbc"}  # the preset's
-
-
-class _LineThomas:
-    """gpu.DeviceSolver's interface: NumPy's Thomas on the lines a kernel would address."""
-
-    def __init__(self, kind, fac, sched, dtype, stream=None):
-        self.fac = fac
-
-    def solve(self, d, x, nsys, sys_stride, elem_stride):
-        idx = np.arange(nsys)[:, None] * sys_stride + np.arange(self.fac.n)[None, :] * elem_stride
-        x.reshape(-1)[idx] = tridiag.thomas(self.fac, d.reshape(-1)[idx])
 
 
 @pytest.fixture(scope="module")
@@ -48,19 +37,8 @@ def workdir(tmp_path_factory):
 
 @pytest.fixture
 def fcp(workdir, monkeypatch):
-    """The fake CuPy (with the NumPy functions the engine's other phases call) and the stand-ins."""
-    cp = fake_cupy.make(workdir, cost=lambda block, last: 1.0)
-    for name in ("multiply", "add", "negative", "where", "moveaxis", "subtract", "broadcast_to"):
-        setattr(cp, name, getattr(np, name))
-    cp.empty = fake_cupy._aligned(np.empty)
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    monkeypatch.setattr(gpu, "DeviceSolver", _LineThomas)
-    monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
-    cuda._compiled.cache_clear()  # modules of an earlier fake must not serve this one
-    cuda._function.cache_clear()
-    yield cp
-    cuda._compiled.cache_clear()
-    cuda._function.cache_clear()
+    """The fake CuPy (tests/unit/compact_fake_gpu.py) and the solver / transpose stand-ins."""
+    yield from fake_gpu(workdir, monkeypatch)
 
 
 def _gpu(cp):

@@ -292,6 +292,21 @@ def run_vec(exe, emu, f0, bx, by, steps, tmp_path):
     return emu.decode(np.fromfile(tmp_path / "out.bin", emu.sd).reshape(f0.shape))
 
 
+def vec_case(label, storage, nx, seed):
+    """(NumPy engine on a random state, its Emulated driver, f0, (T, S, TRT) of the build) for a
+    VEC_CASES row: the equivalence preset, widened to ``nx`` when given."""
+    p = Engine.equivalence_presets()[label]
+    if nx is not None:
+        p = p.model_copy(update={"grid": p.grid.model_copy(update={"nx": nx})})
+    ref = Engine(p, get_backend("numpy"), variants={"storage": storage})
+    ref.random_state(np.random.default_rng(seed))
+    f0 = np.asarray(ref.state_arrays()["f"])
+    fp64 = p.physics.precision == "fp64"
+    T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
+    emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
+    return ref, emu, f0, (T, S, "true" if p.physics.collision == "trt" else "false")
+
+
 ROW_VEC_CASES = [VEC_CASES[i] for i in (2, 5, 6, 12, 17, 20)]  # vec fp32 / fp16, open ends, packed, pipe (+ open)
 
 
@@ -301,16 +316,7 @@ def test_vector_kernels_in_row_ranges_give_the_whole_steps_bits(label, storage, 
     """lbm_fused_vec / _packed / _pipe as ROWS instances, each step launched over the decomposed
     overlap's row ranges: the same bits as the whole-grid instances (threaded emulation: real
     shuffles, the pipe's cp.async ring over a range's rows)."""
-    p = Engine.equivalence_presets()[label]
-    if nx is not None:
-        p = p.model_copy(update={"grid": p.grid.model_copy(update={"nx": nx})})
-    ref = Engine(p, get_backend("numpy"), variants={"storage": storage})
-    ref.random_state(np.random.default_rng(23))
-    f0 = np.asarray(ref.state_arrays()["f"])
-    fp64 = p.physics.precision == "fp64"
-    T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
-    trt = "true" if p.physics.collision == "trt" else "false"
-    emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
+    ref, emu, f0, (T, S, trt) = vec_case(label, storage, nx, seed=23)
     whole = run_vec(build_vec(T, S, trt, w, tmp_path_factory, kernel), emu, f0, bx, by, 4, tmp_path)
     parts = run_vec(build_vec(T, S, trt, w, tmp_path_factory, kernel, rows=True), emu, f0, bx, by, 4, tmp_path)
     np.testing.assert_array_equal(parts, whole)
@@ -319,16 +325,9 @@ def test_vector_kernels_in_row_ranges_give_the_whole_steps_bits(label, storage, 
 
 @pytest.mark.parametrize("label,storage,w,bx,by,nx,kernel", VEC_CASES)
 def test_emulated_vec_kernel_matches_reference(label, storage, w, bx, by, nx, kernel, tmp_path, tmp_path_factory):
-    p = Engine.equivalence_presets()[label]
-    if nx is not None:
-        p = p.model_copy(update={"grid": p.grid.model_copy(update={"nx": nx})})
-    ref = Engine(p, get_backend("numpy"), variants={"storage": storage})
-    ref.random_state(np.random.default_rng(5))
-    f0 = np.asarray(ref.state_arrays()["f"])
-    fp64 = p.physics.precision == "fp64"
-    T, S = ("double", "double") if fp64 else ("float", "unsigned short" if storage == "fp16" else "float")
-    exe = build_vec(T, S, "true" if p.physics.collision == "trt" else "false", w, tmp_path_factory, kernel)
-    emu = Emulated(None, ref, np.float16 if storage == "fp16" else p.physics.dtype, ctypes.c_double, LAUNCHES[0])
+    ref, emu, f0, (T, S, trt) = vec_case(label, storage, nx, seed=5)
+    fp64 = ref.preset.physics.precision == "fp64"
+    exe = build_vec(T, S, trt, w, tmp_path_factory, kernel)
     if nx is not None and nx >= 128:  # the FAST-segment shortcut and the per-node path both run
         assert (emu.seg == 0).any() and (emu.seg != 0).any()
     steps = 5
