@@ -62,7 +62,10 @@ def test_every_preset_loads_and_runs(make_window, qtbot):
         assert w.open_preset(name)
         qtbot.waitUntil(lambda name=name: w.worker.engine is not None
                         and Path(w.worker.engine.preset.source).stem == name, timeout=20000)
-        wait_steps(qtbot, w, 1, timeout=30000)  # one batch (run.steps_per_frame steps)
+        # one batch (run.steps_per_frame steps) since the engine was made at step 0: counted from 0,
+        # not from when the test looks — a fast preset with run.pause_at_end (compact-advection1d: 400
+        # steps in well under a second) may have run to its end and paused before the first look
+        qtbot.waitUntil(lambda: steps(w) >= 1, timeout=30000)
         qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.shown.step > 0, timeout=30000)
         assert w.worker.diverged is None
         assert w.messages == [m for m in w.messages if "error" not in m.lower()]
