@@ -112,7 +112,8 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
     def write_reports(results, complete: bool):
         write_json(results, complete=complete)
         m = meta if complete else dict(meta, command=meta["command"] + "  (interrupted: partial)")
-        write_text_atomic(out / f"{family}.md", markdown(m, table_rows(results)))
+        report = markdown(m, table_rows(results)) + engine_class(family).bench_report(results)
+        write_text_atomic(out / f"{family}.md", report)
         roofline_plot(results, bw, f"nagare bench {family} on {info.name}", out / f"{family}-roofline.png")
 
     def on_result(r):

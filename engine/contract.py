@@ -200,6 +200,12 @@ class Engine(ABC):
         """What ``nagare bench FAMILY`` measures (engine/benchspec.py); default: no benchmark."""
         return BenchSpec()
 
+    @classmethod
+    def bench_report(cls, results: list) -> str:
+        """Markdown that ``nagare bench`` writes below its table: the family's paper table computed
+        from the measured cells (``results``: engine/bench.BenchResult, in order). Default: none."""
+        return ""
+
     def kernel_specs(self, selection: dict | None = None) -> list:
         """The CUDA modules (engine/cuda.py ``KernelSpec``) ``selection`` (default: the current
         one) compiles on this engine, for a warm-up: ``cuda.precompile(engine.kernel_specs(sel),

@@ -41,9 +41,9 @@ P0_FLOPS, P0_BYTES = 377, 220
 
 # kernels axis: P0's ladder (each rung adds to the previous), then what a 2026 GPU rewards.
 RUNG_STORAGE = {"reference": "leaves", "naive": "leaves", "split": "leaves", "mother-leaf": "mothers",
-                "templates": "mothers", "sorted": "mothers", "uniform": "uniform"}
+                "templates": "mothers", "sorted": "mothers", "split-apart": "apart", "uniform": "uniform"}
 RUNG_KERNELS = {"naive": "naive", "split": "split", "mother-leaf": "split", "templates": "templates",
-                "sorted": "sorted", "uniform": "uniform"}
+                "sorted": "sorted", "split-apart": "apart", "uniform": "uniform"}
 
 
 variants.register()
@@ -251,6 +251,8 @@ class AMR3D(Engine):
             return self.f
         if self.storage == "mothers":
             return storage.leaves_from_mothers(xp, self.f, m, self.leaf_shape)
+        if self.storage == "apart":
+            return storage.leaves_from_apart(xp, self.f, m, self.preset.nleaf)
         return storage.leaves_from_uniform(xp, self.f, m, self.leaf_shape)
 
     def _set_leaves(self, leaves) -> None:
@@ -268,6 +270,8 @@ class AMR3D(Engine):
             f = storage.mothers_from_leaves(xp, leaves, m, self.leaf_shape)
         elif self.storage == "uniform":
             f = storage.uniform_from_leaves(xp, leaves, m, self.leaf_shape)
+        elif self.storage == "apart":
+            f = storage.apart_from_leaves(xp, leaves, m)
         else:
             f = leaves
         self.f = xp.ascontiguousarray(f).copy()
@@ -753,6 +757,8 @@ class AMR3D(Engine):
     def _uniform(self):
         if self.storage == "uniform":
             return self.f
+        if self.storage == "apart":
+            return storage.uniform_from_leaves(self.xp, self._leaves(), self.m, self.leaf_shape)
         m, shape = (self.m, self.leaf_shape) if self.storage == "leaves" else \
             (2 * self.m - 1, storage.mother_shape(self.leaf_shape))
         return storage.uniform_from_leaves(self.xp, self.f, m, shape)
@@ -944,6 +950,10 @@ class AMR3D(Engine):
                         "fine_equivalent_updates_per_step": uniform * 2.0 ** (f.max_level - self.base_level)})
             if self.preset.adapt.on:
                 out.update(self.adapt_figures())
+        elif self.storage != "uniform":  # the points P0's inner kernel updates (indices 1..m−2 of a leaf)
+            mothers = self.storage == "mothers"
+            m, n = (2 * self.m - 1, self.preset.nleaf // 8) if mothers else (self.m, self.preset.nleaf)
+            out["inner_points"] = float(n * (m - 2) ** 3)
         peak = fp32_peak_flops(self.backend)
         if peak:
             bw = self.roofline_bytes_per_s()
@@ -1005,6 +1015,38 @@ class AMR3D(Engine):
         return BenchSpec(preset="amr3d-bench", cases=cls.bench_cases, selections=cls.bench_selections, batch=16)
 
     @classmethod
+    def bench_report(cls, results: list) -> str:
+        """P0's table (§4) from the measured cells: per case and rung the inner and outer (shell)
+        kernel times, the step, the speed-up over naive, GFLOPS at F = 377 flop a point, and % of
+        P0's improved roofline P for the step and for the inner kernel alone (its own points)."""
+        rows = []
+        for r in results:
+            peak = r.extra.get("improved_roofline_gflops") if r.ok else None
+            if not peak:
+                continue
+            naive = next((x for x in results if x.ok and x.case == r.case and x.label == "naive"), None)
+            gflops = r.updates_per_s * P0_FLOPS / 1e9
+            inner, shell, points = r.phases.get("inner"), r.phases.get("shell"), r.extra.get("inner_points")
+            inner_gflops = points / (inner * 1e-3) * P0_FLOPS / 1e9 if inner and points else None
+
+            def ms(v):
+                return "—" if v is None else f"{v:.4f}"
+            rows.append(f"| {r.case} | {r.label} | {ms(inner)} | {ms(shell)} | {r.ms_per_step:.4f} | "
+                        + ("—" if naive is None else f"{naive.ms_per_step / r.ms_per_step:.2f}×")
+                        + f" | {gflops:,.0f} | {100 * gflops / peak:.1f} | "
+                        + ("—" if inner_gflops is None else f"{inner_gflops:,.0f} | {100 * inner_gflops / peak:.1f}")
+                        + (" |" if inner_gflops is not None else " | — |"))
+        if not rows:
+            return ""
+        return "\n".join(["", "## P0's table (§4)", "",
+                          f"F = {P0_FLOPS} flop and B = {P0_BYTES} bytes a point and step; P = F / (F/P_peak + "
+                          "B/B_copy) with this GPU's fp32 peak and the copy bandwidth above. Points are counted "
+                          "as stored (shared face nodes twice); the inner kernel's figures count its own points "
+                          "(indices 1..m−2 of each leaf).", "",
+                          "| case | rung | inner ms | outer ms | step ms | speed-up over naive | GFLOPS | % of P "
+                          "| inner GFLOPS | inner % of P |", "|" + "---|" * 10, *rows]) + "\n"
+
+    @classmethod
     def bench_cases(cls, backend: str = "cupy"):
         """P0's box (512 leaves of 17³ = 64 mother leaves of 33³) and a GPU-filling box (16×)."""
         if backend == "numpy":
@@ -1018,7 +1060,7 @@ class AMR3D(Engine):
     def bench_selections(cls, backend: str = "cupy"):
         if backend == "numpy":
             return [("reference", {"kernels": "reference"})]
-        rungs = ("naive", "split", "mother-leaf", "templates", "sorted", "uniform")
+        rungs = ("naive", "split", "mother-leaf", "templates", "sorted", "split-apart", "uniform")
         return ([(r, {"kernels": r}) for r in rungs]
                 + [(f"{r} graph", {"kernels": r, "graph": "on"}) for r in ("naive", "templates", "sorted", "uniform")])
 

@@ -71,6 +71,7 @@ def kernels(m: int, model=None) -> dict:
     get = kernel_spec(m, model).function
     out = {"naive": get(f"amr3d_naive<{m}>"), "inner": get(f"amr3d_inner<{m}>"),
            "shell": get(f"amr3d_shell<{m}>"), "sorted": get(f"amr3d_shell_sorted<{m}>"),
+           "inner_apart": get(f"amr3d_inner_apart<{m}>"), "shell_apart": get(f"amr3d_shell_apart<{m}>"),
            "uniform": get("d3q27_uniform")}
     out["classes"] = [get(f"amr3d_shell_class<{m},{gi},{gj},{gk}>") for gi, gj, gk in ladder.SHELL_CLASSES]
     if _csm(model):
@@ -86,8 +87,9 @@ def _grid(n: int) -> tuple[int, int, int]:
 class LadderStepper:
     """Advances f (and its twin buffer) by whole steps with one rung of the ladder.
 
-    ``rung``: naive | split | templates | sorted | uniform; ``m``, ``shape``: the storage the buffers
-    hold (leaves of m³ in a lx × ly × lz periodic arrangement, or the uniform lattice for 'uniform');
+    ``rung``: naive | split | templates | sorted | apart | uniform; ``m``, ``shape``: the storage the
+    buffers hold (leaves of m³ in a lx × ly × lz periodic arrangement — for 'apart' in the apart
+    storage's order, storage.py — or the uniform lattice for 'uniform');
     ``model``: the collision operator (collision.Collision; None = P0's BGK), compiled in. With
     Kobayashi's CSM the rung's kernels read the coefficient array ``coef`` (one float a point; a
     new one unless given), which each step's pre-pass fills first (:meth:`csm_prepass`; a tree's
@@ -101,9 +103,9 @@ class LadderStepper:
         self.xp, self.stream, self.rung, self.m, self.timer = xp, stream, rung, m, timer
         self.model = model
         self.csm = _csm(model)
-        if self.csm and rung == "uniform":
+        if self.csm and rung in ("uniform", "apart"):
             raise ValueError("les = csm runs on leaves of m³ points (its gradient is taken inside each leaf), "
-                             "not on the uniform lattice")
+                             f"not on the {rung} storage")
         self.k = kernels(m, model)
         self.scalars = (np.float32(omega), *(np.float32(a) for a in accel))
         # nbr: an explicit neighbour table (one level of an octree, engine/amr3d/interface.py);
@@ -166,6 +168,13 @@ class LadderStepper:
         if self.rung == "naive":
             with phase("step"):
                 k["naive"](_grid(self.nleaf * m**3), (ladder.BLOCK,), (f, fn, self.nbr, nl, *s))
+            return
+        if self.rung == "apart":  # one contiguous run each (ladder.cu "The apart storage")
+            with phase("inner"):
+                k["inner_apart"](_grid(self.nleaf * (m - 2) ** 3), (ladder.BLOCK,), (f, fn, nl, *s))
+            with phase("shell"):
+                k["shell_apart"](_grid(self.nleaf * int(self.shell.size)), (ladder.BLOCK,),
+                                 (f, fn, self.nbr, self.shell, nl, *s))
             return
         with phase("inner"):
             k["inner"](_grid(self.nleaf * (m - 2) ** 2 * m), (ladder.BLOCK,), (f, fn, nl, *s))  # whole x-rows

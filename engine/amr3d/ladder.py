@@ -10,6 +10,8 @@ Rungs (axis ``kernels``, P0 §3; each adds to the previous):
   split        inner kernel + one outer-shell kernel over a point list
   templates    inner + 26 class kernels (compile-time access patterns), concurrent on streams
   sorted       inner + the 26 class bodies in one launch, one class per warp (beyond P0)
+  apart        split's two kernels on the apart storage (inner blocks and shells stored in separate
+               runs, storage.py): each kernel writes whole 32-byte sectors (beyond P0, for HBM)
 The mother-leaf rung is a storage change (leaves of 2m−1 points), not a kernel change:
 see engine/amr3d/storage.py.
 """
@@ -32,7 +34,8 @@ EDGES = ([(gi, gj, 0) for gj in (-1, 1) for gi in (-1, 1)] + [(gi, 0, gk) for gk
          + [(0, gj, gk) for gk in (-1, 1) for gj in (-1, 1)])
 CORNERS = [(gi, gj, gk) for gk in (-1, 1) for gj in (-1, 1) for gi in (-1, 1)]
 SHELL_CLASSES = FACES + EDGES + CORNERS
-RUNGS = ("naive", "split", "templates", "sorted")
+RUNGS = ("naive", "split", "templates", "sorted")  # on any leaf grid (a box, or one level of a tree)
+BOX_RUNGS = ("apart",)  # on a storage of their own: one level of periodic leaves only
 
 
 def velocity_prelude(c: np.ndarray, w, model=None) -> str:
@@ -75,7 +78,8 @@ def sorted_segments(m: int, nleaf: int, warp: int = 32) -> np.ndarray:
 
 def name_expressions(m: int) -> list[str]:
     """Every kernel of the ladder for leaves of m³ points (NVRTC name expressions)."""
-    out = [f"amr3d_naive<{m}>", f"amr3d_inner<{m}>", f"amr3d_shell<{m}>", f"amr3d_shell_sorted<{m}>"]
+    out = [f"amr3d_naive<{m}>", f"amr3d_inner<{m}>", f"amr3d_shell<{m}>", f"amr3d_shell_sorted<{m}>",
+           f"amr3d_inner_apart<{m}>", f"amr3d_shell_apart<{m}>"]
     out += [f"amr3d_shell_class<{m},{gi},{gj},{gk}>" for gi, gj, gk in SHELL_CLASSES]
     return out
 

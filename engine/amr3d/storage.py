@@ -4,11 +4,16 @@
             (each stores a copy; the copies are equal after every step);
 - mothers:  P0 §3.3 on one level: each 2×2×2 group of sibling leaves as one mother leaf of
             (2m−1)³ points, their shared faces stored once;
-- uniform:  the plain periodic lattice the leaves tile, f[..., Z, Y, X] (the break-even reference).
+- uniform:  the plain periodic lattice the leaves tile, f[..., Z, Y, X] (the break-even reference);
+- apart:    the leaves' points, each direction's plane as [every leaf's inner block][every leaf's
+            shell] (f[..., nleaf·m³]; inner points and shell points in index order): the storage on
+            which split's two kernels each write one contiguous run (ladder.cu "The apart storage").
 Every conversion goes through the uniform lattice, which holds each node once, so converting and
 converting back returns the same bits.
 """
 from __future__ import annotations
+
+import numpy as np
 
 
 def uniform_from_leaves(xp, f, m: int, shape: tuple[int, int, int]):
@@ -52,3 +57,34 @@ def mothers_from_leaves(xp, f, m: int, shape):
 def leaves_from_mothers(xp, f, m: int, shape):
     half = mother_shape(shape)
     return leaves_from_uniform(xp, uniform_from_leaves(xp, f, 2 * m - 1, half), m, shape)
+
+
+def apart_order(m: int) -> np.ndarray:
+    """A leaf's local point ids ((k·m + j)·m + i) in the apart storage's order: the (m−2)³ inner
+    points in index order, then the shell points in index order (ladder.shell_list's)."""
+    k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
+    on = ((i == 0) | (i == m - 1) | (j == 0) | (j == m - 1) | (k == 0) | (k == m - 1)).ravel()
+    p = np.arange(m**3)
+    return np.concatenate([p[~on], p[on]]).astype(np.int64)
+
+
+def apart_from_leaves(xp, f, m: int):
+    """f[..., leaf, m, m, m] → a[..., nleaf·m³]: every leaf's inner block, then every leaf's shell."""
+    lead, n, n3 = f.shape[:-4], f.shape[-4], (m - 2) ** 3
+    g = f.reshape(*lead, n, m**3)
+    order = xp.asarray(apart_order(m))
+    inner = g[..., order[:n3]].reshape(*lead, n * n3)
+    shell = g[..., order[n3:]].reshape(*lead, n * (m**3 - n3))
+    return xp.concatenate([inner, shell], axis=-1)
+
+
+def leaves_from_apart(xp, a, m: int, nleaf: int):
+    """Inverse of :func:`apart_from_leaves`."""
+    lead, n3 = a.shape[:-1], (m - 2) ** 3
+    if a.shape[-1] != nleaf * m**3:
+        raise ValueError(f"an apart storage of {a.shape[-1]} points is not {nleaf} leaves of {m}³")
+    order = xp.asarray(apart_order(m))
+    g = xp.empty((*lead, nleaf, m**3), dtype=a.dtype)
+    g[..., order[:n3]] = a[..., :nleaf * n3].reshape(*lead, nleaf, n3)
+    g[..., order[n3:]] = a[..., nleaf * n3:].reshape(*lead, nleaf, m**3 - n3)
+    return g.reshape(*lead, nleaf, m, m, m)

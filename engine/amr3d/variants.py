@@ -59,7 +59,8 @@ def register() -> None:
                            doc="P0's ladder: naive (one kernel, runtime branches) → split (inner + shell kernels) → "
                                "mother-leaf (8 siblings as one (2m−1)³ block: half the shell) → templates (26 shell "
                                "classes × 27 directions resolved at compile time, concurrent streams); beyond P0: "
-                               "sorted (the 26 classes in one launch, one class per warp) and uniform (a plain "
+                               "sorted (the 26 classes in one launch, one class per warp), split-apart (inner blocks "
+                               "and shells stored apart: whole-sector writes on HBM) and uniform (a plain "
                                "periodic D3Q27 lattice of the same nodes: P0's break-even comparison)")
     # On CuPy the reference's fp32 reductions round differently from NumPy's (measured on the H200:
     # ~1e-6 relative after 24 steps), hence the fp32 tolerance of the kernels.
@@ -75,6 +76,9 @@ def register() -> None:
                           "leaves of m³ per level on a tree)", _mothers_fp32),
             ("sorted", "beyond P0: the 26 class bodies in one launch sorted by class (mother leaves on a box)",
              _mothers_fp32),
+            ("split-apart", "beyond P0, for HBM: split's kernels on a storage with every leaf's inner block and "
+                            "shell in separate runs, so each kernel writes whole 32-byte sectors (one-level box)",
+             _box_fp32),
             ("uniform", "beyond P0: the same nodes as one periodic uniform lattice, one fused kernel", _box_fp32)):
         registry.register_choice(FAMILY, "kernels", _name, backends=("cupy",), doc=_doc,
                                  reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6, check=_check)

@@ -11,7 +11,7 @@ from nagare.engine.presets import load_preset
 
 pytestmark = pytest.mark.gpu
 
-RUNGS = ("naive", "split", "mother-leaf", "templates", "sorted", "uniform")
+RUNGS = ("naive", "split", "mother-leaf", "templates", "sorted", "split-apart", "uniform")
 
 
 def engine(kernels, *sets, graph="off"):

@@ -26,7 +26,7 @@ from nagare.engine.timing import PhaseTimer
 
 from nagare import shaders
 from tests.unit.cuda_emulator import PRELUDE, compile_shared
-from tests.unit.test_amr3d_ladder_emulated import random_state, run_rung, wrapper
+from tests.unit.test_amr3d_ladder_emulated import ladder_source, random_state, run_rung
 from tests.unit.test_amr3d_tree_stepper import assert_gpu_tree_stepper_equals_numpy_kernels, flow_state, two_levels
 
 C, Q = d3q27.C, d3q27.Q
@@ -333,18 +333,10 @@ def test_cuda_collide_matches_numpy_in_fp32(model, tmp_path_factory):
 
 @needs_gxx
 def test_cuda_ladder_rungs_step_with_the_model(tmp_path_factory):
-    """Every rung of ladder.cu compiled with MRT + Smagorinsky gives the same bits, and one step
-    is leafgrid.step with the model (fp32, round-off)."""
+    """Every rung of ladder.cu (the apart storage's too) compiled with MRT + Smagorinsky gives the
+    same bits, and one step is leafgrid.step with the model (fp32, round-off)."""
     model, m, shape = Collision("mrt", "smagorinsky", 0.3), 9, (2, 1, 2)
-    leaf = "const float* src, float* dst, const int* nbr, int nleaf"
-    src = PRELUDE + gpu.kernel_spec(m, model).code
-    src += wrapper("naive", leaf, f"amr3d_naive<{m}>", "src, dst, nbr, nleaf")
-    src += wrapper("inner", "const float* src, float* dst, int nleaf", f"amr3d_inner<{m}>", "src, dst, nleaf")
-    src += wrapper("shell", leaf + ", const int* shell, int nshell", f"amr3d_shell<{m}>",
-                   "src, dst, nbr, shell, nshell, nleaf")
-    for c, (gi, gj, gk) in enumerate(ladder.SHELL_CLASSES):
-        src += wrapper(f"cls{c}", leaf, f"amr3d_shell_class<{m},{gi},{gj},{gk}>", "src, dst, nbr, nleaf")
-    src += wrapper("sorted", leaf + ", const long long* seg", f"amr3d_shell_sorted<{m}>", "src, dst, nbr, seg, nleaf")
+    src = ladder_source(m, model)
     lib = _compile(src, tmp_path_factory)
     rng = np.random.default_rng(9)
     s = m - 1
@@ -354,7 +346,7 @@ def test_cuda_ladder_rungs_step_with_the_model(tmp_path_factory):
     om, a = np.float32(1 / 0.53), (2e-5, -1e-5, 3e-5)
     want = leafgrid.step(np, f, leafgrid.gather_sources(nbr, m), om, a, model)
     first = None
-    for rung in ladder.RUNGS:
+    for rung in ladder.RUNGS + ladder.BOX_RUNGS:
         got = run_rung(lib, rung, f, nbr, m, om, a)
         if first is None:
             first = got

@@ -556,7 +556,7 @@ def test_mother_leaf_and_uniform_storages_refuse_csm_in_one_line():
     tree = _preset("grid.m=9")
     assert box.is_box and not tree.is_box
     axis = registry.axes("amr3d")["kernels"]
-    for rung in ("mother-leaf", "templates", "sorted", "uniform"):
+    for rung in ("mother-leaf", "templates", "sorted", "split-apart", "uniform"):
         reason = registry.unavailable_reason(axis.choices[rung], "cupy", {}, box)
         assert reason and "csm" in reason and "\n" not in reason, rung
     for rung in ("reference", "naive", "split"):
@@ -566,10 +566,11 @@ def test_mother_leaf_and_uniform_storages_refuse_csm_in_one_line():
         assert registry.unavailable_reason(axis.choices[rung], "cupy", {}, tree) is None, rung
     plain = _preset("grid.leaves=[2, 2, 2]", "grid.m=9", "physics.les='none'", name="amr3d-bench")
     assert registry.unavailable_reason(axis.choices["mother-leaf"], "cupy", {}, plain) is None
-    with pytest.raises(ValueError, match="uniform"):
-        from nagare.engine.amr3d.gpu import LadderStepper
+    from nagare.engine.amr3d.gpu import LadderStepper
 
-        LadderStepper(np, None, "uniform", 9, (2, 2, 2), 1.6, (0, 0, 0), None, model=Collision("bgk", "csm"))
+    for rung in ("uniform", "apart"):
+        with pytest.raises(ValueError, match=rung):
+            LadderStepper(np, None, rung, 9, (2, 2, 2), 1.6, (0, 0, 0), None, model=Collision("bgk", "csm"))
 
 
 # ---- on a GPU (CuPy): the compiled kernels ----------------------------------------------------------

@@ -109,7 +109,7 @@ def test_the_mother_leaf_and_uniform_rungs_say_why_they_cannot_run_on_a_tree():
     from nagare.engine import registry
 
     p = small_tree()
-    for rung in ("mother-leaf", "uniform"):
+    for rung in ("mother-leaf", "split-apart", "uniform"):
         choice = registry.axes("amr3d")["kernels"].choices[rung]
         reason = registry.unavailable_reason(choice, "cupy", {"kernels": rung, "graph": "off"}, p)
         assert reason and "one level of periodic leaves" in reason

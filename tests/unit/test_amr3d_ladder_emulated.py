@@ -31,6 +31,24 @@ extern "C" void {fn}(int grid, int block, {params}, {ARGS}) {{
 }}"""
 
 
+def ladder_source(m: int, model=None) -> str:
+    """ladder.cu for leaves of m³ (with the collision ``model``) and a C wrapper per kernel of every
+    rung: exactly the text NVRTC compiles on the GPU, then the emulated launches."""
+    leaf = "const float* src, float* dst, const int* nbr, int nleaf"
+    src = PRELUDE + gpu.kernel_spec(m, model).code
+    src += wrapper("naive", leaf, f"amr3d_naive<{m}>", "src, dst, nbr, nleaf")
+    src += wrapper("inner", "const float* src, float* dst, int nleaf", f"amr3d_inner<{m}>", "src, dst, nleaf")
+    src += wrapper("shell", leaf + ", const int* shell, int nshell", f"amr3d_shell<{m}>",
+                   "src, dst, nbr, shell, nshell, nleaf")
+    for c, (gi, gj, gk) in enumerate(ladder.SHELL_CLASSES):
+        src += wrapper(f"cls{c}", leaf, f"amr3d_shell_class<{m},{gi},{gj},{gk}>", "src, dst, nbr, nleaf")
+    src += wrapper("sorted", leaf + ", const long long* seg", f"amr3d_shell_sorted<{m}>", "src, dst, nbr, seg, nleaf")
+    src += wrapper("inner_apart", "const float* src, float* dst, int nleaf", f"amr3d_inner_apart<{m}>",
+                   "src, dst, nleaf")
+    src += wrapper("shell_apart", leaf + ", const int* shell", f"amr3d_shell_apart<{m}>", "src, dst, nbr, shell, nleaf")
+    return src
+
+
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
     libs = {}
@@ -38,18 +56,8 @@ def emulated(tmp_path_factory):
     def get(m):
         if m in libs:
             return libs[m]
-        leaf = "const float* src, float* dst, const int* nbr, int nleaf"
-        src = PRELUDE + gpu.kernel_spec(m).code  # exactly the text NVRTC compiles on the GPU
-        src += wrapper("naive", leaf, f"amr3d_naive<{m}>", "src, dst, nbr, nleaf")
-        src += wrapper("inner", "const float* src, float* dst, int nleaf", f"amr3d_inner<{m}>", "src, dst, nleaf")
-        src += wrapper("shell", leaf + ", const int* shell, int nshell", f"amr3d_shell<{m}>",
-                       "src, dst, nbr, shell, nshell, nleaf")
-        for c, (gi, gj, gk) in enumerate(ladder.SHELL_CLASSES):
-            src += wrapper(f"cls{c}", leaf, f"amr3d_shell_class<{m},{gi},{gj},{gk}>", "src, dst, nbr, nleaf")
-        src += wrapper("sorted", leaf + ", const long long* seg", f"amr3d_shell_sorted<{m}>",
-                       "src, dst, nbr, seg, nleaf")
-        src += wrapper("uniform", "const float* src, float* dst, int nx, int ny, int nz", "d3q27_uniform",
-                       "src, dst, nx, ny, nz")
+        src = ladder_source(m) + wrapper("uniform", "const float* src, float* dst, int nx, int ny, int nz",
+                                         "d3q27_uniform", "src, dst, nx, ny, nz")
         libs[m] = compile_shared(src, "amr3d_ladder", tmp_path_factory)
         return libs[m]
     return get
@@ -75,6 +83,13 @@ def run_rung(lib, rung, f, nbr, m, omega, a):
     if rung == "naive":
         launch(lib, "naive", nleaf * m**3, ptr(f), ptr(dst), ptr(nbr), nl, omega=omega, a=a)
         return dst
+    if rung == "apart":  # the same step on the apart storage, converted there and back
+        src = np.ascontiguousarray(storage.apart_from_leaves(np, f, m))
+        out = np.full_like(src, np.nan)
+        shell = ladder.shell_list(m)
+        launch(lib, "inner_apart", nleaf * (m - 2) ** 3, ptr(src), ptr(out), nl, omega=omega, a=a)
+        launch(lib, "shell_apart", nleaf * len(shell), ptr(src), ptr(out), ptr(nbr), nl, ptr(shell), omega=omega, a=a)
+        return storage.leaves_from_apart(np, out, m, nleaf)
     launch(lib, "inner", nleaf * (m - 2) ** 2 * m, ptr(f), ptr(dst), nl, omega=omega, a=a)  # whole x-rows
     if rung == "split":
         shell = ladder.shell_list(m)
@@ -125,7 +140,7 @@ def test_every_rung_equals_the_uniform_roll_lattice(emulated, m, shape):
     f = storage.leaves_from_uniform(np, u0, m, shape)
     nbr = ladder.periodic_neighbours(shape)
     results = {}
-    for rung in ladder.RUNGS:
+    for rung in ladder.RUNGS + ladder.BOX_RUNGS:
         got = run_rung(lib, rung, f, nbr, m, np.float32(omega), a)
         assert np.isfinite(got).all(), f"{rung}: a point was not written"
         results[rung] = got
@@ -135,7 +150,7 @@ def test_every_rung_equals_the_uniform_roll_lattice(emulated, m, shape):
                                       err_msg=f"{rung}: copies of a shared node differ")
         np.testing.assert_allclose(storage.uniform_from_leaves(np, got, m, shape), want, rtol=2e-6, atol=2e-7,
                                    err_msg=rung)
-    for rung in ladder.RUNGS[1:]:
+    for rung in ladder.RUNGS[1:] + ladder.BOX_RUNGS:
         np.testing.assert_array_equal(results[rung], results["naive"], err_msg=f"{rung} vs naive")
 
 
@@ -174,3 +189,26 @@ def test_shell_bookkeeping_matches_p0():
     seg = ladder.sorted_segments(17, 5)
     assert (np.diff(seg) % 32 == 0).all() and (np.diff(seg) >= 5 * np.array(
         [ladder.class_points(17, g) for g in ladder.SHELL_CLASSES])).all()
+
+
+def test_ladder_stepper_on_the_apart_storage_equals_split(emulated_cupy):
+    """gpu.LadderStepper's launches of the apart rung (grid sizes, argument order) through the
+    emulated CuPy: 3 steps on the apart storage, converted back, equal split's bits on leaves."""
+    from nagare.engine.amr3d.gpu import LadderStepper
+    from nagare.engine.backend import get_backend
+    from nagare.engine.timing import PhaseTimer
+
+    m, shape = 9, (2, 1, 2)
+    s = m - 1
+    u0 = random_state(np.random.default_rng(3), (shape[2] * s, shape[1] * s, shape[0] * s), np.float32)
+    f0 = storage.leaves_from_uniform(np, u0, m, shape)
+    out = {}
+    for rung in ("split", "apart"):
+        st = LadderStepper(emulated_cupy, emulated_cupy.cuda.Stream(), rung, m, shape, 1 / 0.6, (2e-5, 0.0, -1e-5),
+                           PhaseTimer(get_backend("numpy")))
+        f = storage.apart_from_leaves(np, f0, m) if rung == "apart" else f0
+        bufs = [np.array(f, order="C"), np.full_like(f, np.nan)]  # a copy: f0 serves both rungs
+        st.advance(bufs, 3, graph=False)
+        out[rung] = storage.leaves_from_apart(np, bufs[0], m, 4) if rung == "apart" else bufs[0]
+    assert np.isfinite(out["apart"]).all()
+    np.testing.assert_array_equal(out["apart"], out["split"])

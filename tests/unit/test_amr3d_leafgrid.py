@@ -48,6 +48,33 @@ def test_storage_conversions_are_lossless():
     np.testing.assert_array_equal(storage.leaves_from_mothers(np, mothers, 9, (4, 2, 2)), even)
     with pytest.raises(ValueError, match="even number of leaves"):
         storage.mothers_from_leaves(np, leaves, 9, (4, 3, 2))
+    apart = storage.apart_from_leaves(np, leaves, 9)
+    assert apart.shape == (3, 24 * 9**3)
+    # the first run is every leaf's inner block in index order: leaf 5's point (i, j, k) = (3, 1, 7)
+    np.testing.assert_array_equal(apart[:, 5 * 7**3 + (6 * 7 + 0) * 7 + 2], leaves[:, 5, 7, 1, 3])
+    np.testing.assert_array_equal(storage.leaves_from_apart(np, apart, 9, 24), leaves)
+    with pytest.raises(ValueError, match="not 23 leaves"):
+        storage.leaves_from_apart(np, apart, 9, 23)
+
+
+def test_p0_table_in_the_bench_report():
+    """`nagare bench amr3d` writes P0's table: the inner kernel's % of P counts its own points."""
+    from nagare.engine.amr3d.engine import P0_FLOPS, AMR3D
+    from nagare.engine.bench import BenchResult
+
+    peak = {"improved_roofline_gflops": 4000.0}
+    naive = BenchResult("box", {"kernels": "naive"}, "naive", True, ms_per_step=2.0, updates_per_s=1e10,
+                        phases={"step": 2.0}, extra=peak)
+    split = BenchResult("box", {"kernels": "split"}, "split", True, ms_per_step=4.0, updates_per_s=5e9,
+                        phases={"inner": 2.5, "shell": 1.5}, extra=dict(peak, inner_points=2.5e7))
+    bad = BenchResult("box", {"kernels": "uniform"}, "uniform", False, reason="cannot")
+    table = AMR3D.bench_report([naive, split, bad])
+    inner_pct = 100 * 2.5e7 / 2.5e-3 * P0_FLOPS / 1e9 / 4000.0
+    assert f"| box | split | 2.5000 | 1.5000 | 4.0000 | 0.50× | {5e9 * P0_FLOPS / 1e9:,.0f} |" in table
+    assert table.rstrip().endswith(f"{inner_pct:.1f} |") and "uniform" not in table
+    assert AMR3D.bench_report([bad]) == ""
+    e = engine("grid.leaves=[2, 2, 2]", "grid.m=9")
+    assert e.timing_extra()["inner_points"] == 8 * 7**3
 
 
 def test_shear_wave_decays_at_the_viscous_rate():

@@ -6,6 +6,10 @@
 //   amr3d_shell_class<M,GI,GJ,GK>  one of the 26 shell classes, every access pattern resolved at
 //                             compile time by read_stencil<...> (§3.4: 26 x 27 = 702 patterns)
 //   amr3d_shell_sorted<M>     beyond P0: the 26 class bodies in one launch, each warp one class
+//   amr3d_inner_apart<M>, amr3d_shell_apart<M>
+//                             beyond P0, for HBM: split's two kernels on the "apart" storage, where
+//                             every leaf's inner block and its shell are stored in separate runs, so
+//                             each kernel writes whole 32-byte sectors (see "The apart storage" below)
 // With Kobayashi's CSM (NAGARE_CSM, d3q27.cuh) every kernel also takes the coefficient array C
 // (NAGARE_CSM_PARAM) and collides point p with C[p]; the pre-pass kernels at the end of this file
 // fill C before the rung runs (amr3d_csm_velocity, amr3d_csm_coefficient, amr3d_csm_copies).
@@ -236,6 +240,99 @@ __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restr
     amr3d::store<M>(dst, (idx_t)nleaf * (M * M * M), at, f);
 }
 #undef NAGARE_CLASS
+
+// ---- The apart storage (beyond P0; docs/amr3d.md "Why split loses on HBM") ---------------------
+// On the H100/H200 the split kernels above write a leaf's points in two interleaved sets (the inner
+// kernel leaves i = 0 and M-1 of every row, rows j = 0 and M-1 and planes k = 0 and M-1 to the
+// shell kernel), so most 32-byte sectors are written partly by each. HBM's ECC makes a partial
+// sector a DRAM read-modify-write: measured with ncu on an H100 (P0's box), a plain copy of the
+// inner points with the inner kernel's mapping read 342 MB from DRAM for 187 MB of data and ran at
+// 55 % of a whole-leaf copy's speed. (P0's K20X wrote partial sectors with byte masks.)
+// The apart storage keeps one direction's plane as [inner blocks of every leaf][shells of every
+// leaf]: inner point (i,j,k) in 1..M-2 of leaf L at L*N^3 + ((k-1)*N + (j-1))*N + (i-1) (N = M-2),
+// shell point at nleaf*N^3 + L*S + its rank in the shell's index order (S = M^3 - N^3, the order of
+// ladder.shell_list). Each kernel's threads write one contiguous run. It is a permutation of the
+// leaves' points (engine/amr3d/storage.py converts losslessly), so the bits are split's.
+namespace amr3d {
+
+// Rank of shell point (i,j,k) among the leaf's shell points in index order (k, then j, then i).
+template <int M>
+__device__ __forceinline__ int shell_rank(int i, int j, int k)
+{
+    constexpr int P = 4 * M - 4;  // shell points of a plane 0 < k < M-1: rows j = 0, M-1 and 2 a row between
+    if (k == 0) return j * M + i;
+    if (k == M - 1) return M * M + (M - 2) * P + j * M + i;
+    const int r = M * M + (k - 1) * P;
+    if (j == 0) return r + i;
+    if (j == M - 1) return r + M + 2 * (M - 2) + i;
+    return r + M + 2 * (j - 1) + (i == M - 1 ? 1 : 0);
+}
+
+// Where point (i,j,k) of leaf L lies in one direction's plane of the apart storage.
+template <int M>
+__device__ __forceinline__ idx_t apart_index(int L, int i, int j, int k, int nleaf)
+{
+    constexpr int N = M - 2, N3 = N * N * N, S = M * M * M - N3;
+    if (i >= 1 && i <= N && j >= 1 && j <= N && k >= 1 && k <= N)
+        return (idx_t)L * N3 + ((k - 1) * N + (j - 1)) * N + (i - 1);
+    return (idx_t)nleaf * N3 + (idx_t)L * S + shell_rank<M>(i, j, k);
+}
+
+}  // namespace amr3d
+
+// Inner points on the apart storage: thread t is the t-th stored inner point. A point whose pulls
+// all stay in the inner block (indices 2..M-3) reads each direction at a constant offset from t;
+// the block's outer layer reads its own leaf's shell run through apart_index (still one leaf:
+// P0's inner kernel reads only its own leaf).
+template <int M>
+__global__ void amr3d_inner_apart(const float* __restrict__ src, float* __restrict__ dst, int nleaf, float omega,
+                                  float ax, float ay, float az NAGARE_CSM_PARAM)
+{
+    constexpr int N = M - 2, N3 = N * N * N;
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;  // 32-bit: see amr3d_inner
+    if (t >= (unsigned)nleaf * N3) return;
+    const int L = t / N3, r = t % N3;
+    const int i = r % N + 1, j = (r / N) % N + 1, k = r / (N * N) + 1;
+    const idx_t plane = (idx_t)nleaf * (M * M * M);
+    float f[Q];
+    if (i > 1 && i < N && j > 1 && j < N && k > 1 && k < N) {
+        const float* s = src + t;
+#pragma unroll
+        for (int q = 0; q < Q; ++q, s += plane) f[q] = s[-((d3q27::cz(q) * N + d3q27::cy(q)) * N + d3q27::cx(q))];
+    } else {
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+            f[q] = src[q * plane + amr3d::apart_index<M>(L, i - d3q27::cx(q), j - d3q27::cy(q), k - d3q27::cz(q), nleaf)];
+    }
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(t));  // (the CSM is refused on this storage)
+    amr3d::store<M>(dst, plane, t, f);
+}
+
+// Shell points on the apart storage: thread t is the t-th stored shell point (leaf t / S, local
+// point shell[t % S]); runtime neighbour branches as amr3d_shell, the writes one contiguous run.
+template <int M>
+__global__ void amr3d_shell_apart(const float* __restrict__ src, float* __restrict__ dst, const int* __restrict__ nbr,
+                                  const int* __restrict__ shell, int nleaf, float omega, float ax, float ay,
+                                  float az NAGARE_CSM_PARAM)
+{
+    constexpr int M3 = M * M * M, N3 = (M - 2) * (M - 2) * (M - 2), S = M3 - N3;
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)nleaf * S) return;
+    const int L = (int)(t / S), p = shell[t % S];
+    const int i = p % M, j = (p / M) % M, k = p / (M * M);
+    const idx_t plane = (idx_t)nleaf * M3;
+    float f[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        int nx, ny, nz, si, sj, sk;
+        amr3d::source_of<M>(i, j, k, q, nx, ny, nz, si, sj, sk);
+        const int leaf = (nx | ny | nz) ? nbr[L * 27 + d3q27::slot(nx, ny, nz)] : L;
+        f[q] = src[q * plane + amr3d::apart_index<M>(leaf, si, sj, sk, nleaf)];
+    }
+    const idx_t at = (idx_t)nleaf * N3 + t;
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(at));
+    amr3d::store<M>(dst, plane, at, f);
+}
 
 // The uniform-grid comparison of P0's break-even figure: a periodic NX x NY x NZ D3Q27 lattice,
 // one fused pull + BGK kernel, f[q][z][y][x].
