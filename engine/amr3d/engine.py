@@ -41,9 +41,10 @@ P0_FLOPS, P0_BYTES = 377, 220
 
 # kernels axis: P0's ladder (each rung adds to the previous), then what a 2026 GPU rewards.
 RUNG_STORAGE = {"reference": "leaves", "naive": "leaves", "split": "leaves", "mother-leaf": "mothers",
-                "templates": "mothers", "sorted": "mothers", "split-apart": "apart", "uniform": "uniform"}
+                "templates": "mothers", "sorted": "mothers", "split-apart": "apart", "naive-fused": "leaves",
+                "uniform": "uniform"}
 RUNG_KERNELS = {"naive": "naive", "split": "split", "mother-leaf": "split", "templates": "templates",
-                "sorted": "sorted", "split-apart": "apart", "uniform": "uniform"}
+                "sorted": "sorted", "split-apart": "apart", "naive-fused": "naive", "uniform": "uniform"}
 
 
 variants.register()
@@ -1060,9 +1061,10 @@ class AMR3D(Engine):
     def bench_selections(cls, backend: str = "cupy"):
         if backend == "numpy":
             return [("reference", {"kernels": "reference"})]
-        rungs = ("naive", "split", "mother-leaf", "templates", "sorted", "split-apart", "uniform")
+        rungs = ("naive", "split", "mother-leaf", "templates", "sorted", "split-apart", "naive-fused", "uniform")
         return ([(r, {"kernels": r}) for r in rungs]
-                + [(f"{r} graph", {"kernels": r, "graph": "on"}) for r in ("naive", "templates", "sorted", "uniform")])
+                + [(f"{r} graph", {"kernels": r, "graph": "on"})
+                   for r in ("naive", "templates", "sorted", "naive-fused", "uniform")])
 
 
 def fp32_peak_flops(backend) -> float | None:

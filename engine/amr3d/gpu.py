@@ -72,6 +72,7 @@ def kernels(m: int, model=None) -> dict:
     out = {"naive": get(f"amr3d_naive<{m}>"), "inner": get(f"amr3d_inner<{m}>"),
            "shell": get(f"amr3d_shell<{m}>"), "sorted": get(f"amr3d_shell_sorted<{m}>"),
            "inner_apart": get(f"amr3d_inner_apart<{m}>"), "shell_apart": get(f"amr3d_shell_apart<{m}>"),
+           "naive_fix32": get(f"amr3d_naive_fix<{m},int>"), "naive_fix64": get(f"amr3d_naive_fix<{m},long long>"),
            "uniform": get("d3q27_uniform")}
     out["classes"] = [get(f"amr3d_shell_class<{m},{gi},{gj},{gk}>") for gi, gj, gk in ladder.SHELL_CLASSES]
     if _csm(model):

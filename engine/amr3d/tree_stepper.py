@@ -313,12 +313,17 @@ class NumpyKernels:
 
 class CupyKernels:
     """The CUDA kernels: one LadderStepper per level (the rung's kernels on that level's leaf grid)
-    and the coupling kernels of coupling.cu, all on the engine's stream."""
+    and the coupling kernels of coupling.cu, all on the engine's stream.
+
+    ``rung = "naive-fused"`` (beyond P0): on a level with interface points, ladder.cu's
+    amr3d_naive_fix does the naive pull and the fix-up's pull in one pass (one store per point),
+    and :meth:`fixup` has nothing left to do; the time of both is in the ladder's ``step`` phase."""
 
     graphs = True
 
     def __init__(self, rung: str, stream):
-        self.rung, self.stream = rung, stream
+        self.fused = rung == "naive-fused"
+        self.rung, self.stream = ("naive" if self.fused else rung), stream
 
     def prepare(self, st: TreeStepper) -> None:
         from .gpu import LadderStepper, coupling_kernels
@@ -344,6 +349,10 @@ class CupyKernels:
             d["desc"] = xp.asarray(np.ascontiguousarray(c.desc, idx))
             d["fixup"] = "fixup64" if wide else "fixup32"
             d["interp_w"] = xp.asarray(np.ascontiguousarray(c.interp_w, np.float32))
+            if self.fused and c.n_fix:  # each point's rank in the fix-up's list, or -1
+                fix_of = np.full(c.n * m**3, -1, np.int32)
+                fix_of[np.asarray(c.fix_pts, np.int64)] = np.arange(c.n_fix, dtype=np.int32)
+                d["fix_of"] = xp.asarray(fix_of)
             self.dev[lv] = d
         self.m3 = m ** 3
         u_in = st.bnd.inlet_velocity if st.bnd is not None else (0.0, 0.0, 0.0)
@@ -356,7 +365,21 @@ class CupyKernels:
 
     def ladder(self, st, lv, phase):
         cur, nxt = st.bufs[lv]
+        if self.fused and st.coupling[lv].n_fix:
+            with phase("step"):
+                self._naive_fix(st, lv)
+            return
         self.steppers[lv].launch(cur, nxt, timed=phase is not _no_phase, phase=phase, prepass=False)
+
+    def _naive_fix(self, st, lv):
+        c, d, stepper = st.coupling[lv], self.dev[lv], self.steppers[lv]
+        cur, nxt = st.bufs[lv]
+        kern = stepper.k["naive_fix64" if d["fixup"] == "fixup64" else "naive_fix32"]
+        g, b = self._grid(c.n * self.m3)
+        kern(g, b, (cur, nxt, stepper.nbr, np.int32(c.n), d["fix_of"], d["desc"], np.int32(c.n_fix),
+                    st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                    np.int64(st.interp_buf[lv].size), st.link_buf[lv], *stepper.scalars)
+             + ((st.csm_coef[lv],) if st.collision.csm else ()), stream=self.stream)
 
     def csm(self, st, lv):
         """The CSM's pre-pass of a level: velocities of the pull into the next buffer, those of the
@@ -399,6 +422,8 @@ class CupyKernels:
                                   f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced)), stream=self.stream)
 
     def fixup(self, st, lv):
+        if self.fused:
+            return  # done inside amr3d_naive_fix
         c, d, f32 = st.coupling[lv], self.dev[lv], np.float32
         src, dst = st.bufs[lv]
         n = c.n_fix

@@ -60,7 +60,8 @@ def register() -> None:
                                "mother-leaf (8 siblings as one (2m−1)³ block: half the shell) → templates (26 shell "
                                "classes × 27 directions resolved at compile time, concurrent streams); beyond P0: "
                                "sorted (the 26 classes in one launch, one class per warp), split-apart (inner blocks "
-                               "and shells stored apart: whole-sector writes on HBM) and uniform (a plain "
+                               "and shells stored apart: whole-sector writes on HBM), naive-fused (a tree level's "
+                               "fix-up inside the naive kernel) and uniform (a plain "
                                "periodic D3Q27 lattice of the same nodes: P0's break-even comparison)")
     # On CuPy the reference's fp32 reductions round differently from NumPy's (measured on the H200:
     # ~1e-6 relative after 24 steps), hence the fp32 tolerance of the kernels.
@@ -79,6 +80,9 @@ def register() -> None:
             ("split-apart", "beyond P0, for HBM: split's kernels on a storage with every leaf's inner block and "
                             "shell in separate runs, so each kernel writes whole 32-byte sectors (one-level box)",
              _box_fp32),
+            ("naive-fused", "beyond P0, on a tree: the naive kernel with each level's interface fix-up inside "
+                            "(one pass, one store per point; on a box, where there are no interface points, naive)",
+             _fp32_only),
             ("uniform", "beyond P0: the same nodes as one periodic uniform lattice, one fused kernel", _box_fp32)):
         registry.register_choice(FAMILY, "kernels", _name, backends=("cupy",), doc=_doc,
                                  reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6, check=_check)

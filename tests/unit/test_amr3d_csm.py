@@ -428,13 +428,14 @@ def test_cuda_ladder_rungs_with_csm_on_a_box(model, emulated_cupy):
 
 
 @needs_gxx
-@pytest.mark.parametrize("model,rungs", [(Collision("bgk", "csm"), ladder.RUNGS), (Collision("mrt", "csm"),
-                                                                                  ("naive", "split")),
-                                         (Collision(), ("split",))], ids=["bgk-csm", "mrt-csm", "bgk"])
+@pytest.mark.parametrize("model,rungs", [(Collision("bgk", "csm"), ladder.RUNGS + ("naive-fused",)),
+                                         (Collision("mrt", "csm"), ("naive", "split", "naive-fused")),
+                                         (Collision(), ("split", "naive-fused"))], ids=["bgk-csm", "mrt-csm", "bgk"])
 def test_cuda_tree_stepper_equals_numpy_kernels(model, rungs, emulated_cupy):
     """TreeStepper with the CUDA kernels (tree_stepper.CupyKernels: the ladder per level, the
     coupling kernels, the CSM pre-pass with the fix-up's velocities) on a two-level tree with a
-    wall and a body force, run through the emulation: every rung gives the same bits, and 3 coarse
+    wall and a body force, run through the emulation: every rung gives the same bits (naive-fused:
+    the naive kernel with the fix-up inside, the same bits in one pass), and 3 coarse
     steps (6 fine) equal the NumpyKernels orchestration in fp32 and the fp64 reference to fp32
     round-off (measured 3e-7; C itself within 6e-6 of NumpyKernels' — F is ill-conditioned where E is
     small, and there ν_t is small too). BGK too: the harness against the coupling kernels of before."""
@@ -604,7 +605,7 @@ def test_gpu_ladder_rungs_with_csm_equal_numpy(model):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("model", CSM, ids=IDS)
-@pytest.mark.parametrize("rung", ["naive", "split", "templates", "sorted"])
+@pytest.mark.parametrize("rung", ["naive", "split", "templates", "sorted", "naive-fused"])
 def test_gpu_tree_stepper_with_csm_equals_numpy_kernels(model, rung):
     assert_gpu_tree_stepper_equals_numpy_kernels(two_levels((True, False, True)),
                                                  reference.Physics(0.57, (1e-5, 0.0, -2e-5), model), rung,

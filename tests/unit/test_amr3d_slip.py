@@ -412,7 +412,7 @@ def test_engine_on_the_emulated_gpu_matches_the_reference_with_free_slip(emulate
 
 # ---- on a GPU (CuPy): the compiled kernels -----------------------------------------------------------------
 @pytest.mark.gpu
-@pytest.mark.parametrize("rung", ["naive", "split", "templates", "sorted"])
+@pytest.mark.parametrize("rung", ["naive", "split", "templates", "sorted", "naive-fused"])
 def test_gpu_tree_stepper_with_free_slip_equals_numpy_kernels(rung):
     forest = two_levels((True, False, False))
     assert_gpu_tree_stepper_equals_numpy_kernels(forest, reference.Physics(0.57, (2e-5, 0.0, 0.0)), rung,

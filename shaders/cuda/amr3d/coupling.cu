@@ -17,6 +17,7 @@
 //
 // The operations follow engine/amr3d/levels.py and reference.py in the same order, in fp32.
 #include "d3q27.cuh"
+#include "fixgather.cuh"
 
 using d3q27::idx_t;
 using d3q27::Q;
@@ -148,26 +149,6 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
 // then the link buffer (interpolated bounce-back at bodies, amr3d_links). Then BGK, written at
 // pts[r] of dst. I: int where every index of the level fits (half the descriptor bytes), else
 // long long.
-namespace amr3d {
-// The pre-collision populations of interface point r through its descriptors (the fix-up's pull).
-template <typename I>
-__device__ __forceinline__ void fix_gather(const float* __restrict__ src, const I* __restrict__ desc, int n, int r,
-                                           const float* __restrict__ fine_buf, long long nfine,
-                                           const float* __restrict__ interp_buf, long long ninterp,
-                                           const float* __restrict__ link_buf, float f[Q])
-{
-#pragma unroll
-    for (int q = 0; q < Q; ++q) {
-        const long long d = desc[(idx_t)q * n + r];
-        if (d >= 0) {
-            f[q] = src[d];
-        } else {
-            const long long j = -1 - d;
-            f[q] = j < nfine ? fine_buf[j] : (j - nfine < ninterp ? interp_buf[j - nfine] : link_buf[j - nfine - ninterp]);
-        }
-    }
-}
-}  // namespace amr3d
 
 template <typename I>
 __global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ dst, const I* __restrict__ pts,

@@ -6,6 +6,8 @@
 //   amr3d_shell_class<M,GI,GJ,GK>  one of the 26 shell classes, every access pattern resolved at
 //                             compile time by read_stencil<...> (§3.4: 26 x 27 = 702 patterns)
 //   amr3d_shell_sorted<M>     beyond P0: the 26 class bodies in one launch, each warp one class
+//   amr3d_naive_fix<M,I>      beyond P0, on a tree level: naive with the level's interface fix-up
+//                             inside (coupling.cu amr3d_fixup's pull for the interface points)
 //   amr3d_inner_apart<M>, amr3d_shell_apart<M>
 //                             beyond P0, for HBM: split's two kernels on the "apart" storage, where
 //                             every leaf's inner block and its shell are stored in separate runs, so
@@ -21,6 +23,7 @@
 // nbr[leaf*27 + slot(nx,ny,nz)]: the same-level neighbour leaf in each of the 26 directions (and
 // the leaf itself at slot 13), periodic wrap already applied by the host.
 #include "d3q27.cuh"
+#include "fixgather.cuh"
 
 using d3q27::idx_t;
 using d3q27::Q;
@@ -137,6 +140,37 @@ __global__ void amr3d_naive(const float* __restrict__ src, float* __restrict__ d
     const idx_t plane = (idx_t)nleaf * M3;
     float f[Q];
     amr3d::gather_any<M>(src, nbr, plane, L, i, j, k, f);
+    d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(t));
+    amr3d::store<M>(dst, plane, t, f);
+}
+
+// Beyond P0, on one level of a tree: the naive kernel and the level's fix-up in one pass. A point
+// with fix_of[t] = r >= 0 is interface point r of coupling.cu's fix-up (a pull source on another
+// level or beyond a side) and pulls through its descriptors (fix_gather, the fix-up's own pull);
+// every other point pulls as amr3d_naive. Then one collision and one store per point: the same
+// bits as amr3d_naive followed by amr3d_fixup, without writing the interface points twice (the
+// fix-up's scattered rewrites are partial 32-byte sectors, which HBM's ECC turns into DRAM
+// read-modify-writes: docs/amr3d.md "Why split loses on HBM").
+template <int M, typename I>
+__global__ void amr3d_naive_fix(const float* __restrict__ src, float* __restrict__ dst, const int* __restrict__ nbr,
+                                int nleaf, const int* __restrict__ fix_of, const I* __restrict__ desc, int nfix,
+                                const float* __restrict__ fine_buf, long long nfine,
+                                const float* __restrict__ interp_buf, long long ninterp,
+                                const float* __restrict__ link_buf, float omega, float ax, float ay, float az
+                                NAGARE_CSM_PARAM)
+{
+    constexpr int M3 = M * M * M;
+    const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (idx_t)nleaf * M3) return;
+    const idx_t plane = (idx_t)nleaf * M3;
+    const int r = fix_of[t];
+    float f[Q];
+    if (r >= 0) {
+        amr3d::fix_gather<I>(src, desc, nfix, r, fine_buf, nfine, interp_buf, ninterp, link_buf, f);
+    } else {
+        const int L = (int)(t / M3), p = (int)(t % M3);
+        amr3d::gather_any<M>(src, nbr, plane, L, p % M, (p / M) % M, p / (M * M), f);
+    }
     d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(t));
     amr3d::store<M>(dst, plane, t, f);
 }
