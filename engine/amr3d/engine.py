@@ -164,6 +164,7 @@ class AMR3D(Engine):
         self.accel = tuple(float(a) for a in p.physics.force)
         self.collision = collision_model.from_physics(p.physics)  # BGK, MRT; Smagorinsky LES or none
         self.storage = "leaves"
+        self.half = None  # fp16 storage on a box: "buffers" (the kernels' fp16 arrays), "rounded" (the reference)
         self._sources = None
         self._csm_copies = None
         self._stepper = None
@@ -248,13 +249,14 @@ class AMR3D(Engine):
             if self._tree is None:
                 return xp.asarray(self._pending)
             return self._tree.f if isinstance(self._tree, reference.Stepper) else self._tree.state()
+        f = storage.from_fp16(xp, self.f) if self.half == "buffers" else self.f
         if self.storage == "leaves":
-            return self.f
+            return f
         if self.storage == "mothers":
-            return storage.leaves_from_mothers(xp, self.f, m, self.leaf_shape)
+            return storage.leaves_from_mothers(xp, f, m, self.leaf_shape)
         if self.storage == "apart":
-            return storage.leaves_from_apart(xp, self.f, m, self.preset.nleaf)
-        return storage.leaves_from_uniform(xp, self.f, m, self.leaf_shape)
+            return storage.leaves_from_apart(xp, f, m, self.preset.nleaf)
+        return storage.leaves_from_uniform(xp, f, m, self.leaf_shape)
 
     def _set_leaves(self, leaves) -> None:
         xp, m = self.xp, self.m
@@ -275,6 +277,10 @@ class AMR3D(Engine):
             f = storage.apart_from_leaves(xp, leaves, m)
         else:
             f = leaves
+        if self.half == "buffers":
+            f = storage.to_fp16(xp, f)
+        elif self.half == "rounded":
+            f = storage.round_fp16(xp, f)
         self.f = xp.ascontiguousarray(f).copy()
         self.fn = xp.empty_like(self.f)
 
@@ -467,9 +473,10 @@ class AMR3D(Engine):
             return
         rung = new["kernels"]
         want = RUNG_STORAGE[rung]
-        if want != self.storage:
+        half = None if new.get("storage", "native") != "fp16" else ("rounded" if rung == "reference" else "buffers")
+        if (want, half) != (self.storage, self.half):
             leaves = self._leaves()
-            self.storage = want
+            self.storage, self.half = want, half
             self._set_leaves(leaves)
         self._stepper = None
         self._sources = None
@@ -485,7 +492,8 @@ class AMR3D(Engine):
             if want == "mothers":
                 m, shape = 2 * self.m - 1, storage.mother_shape(self.leaf_shape)
             self._stepper = LadderStepper(self.xp, self.stream, RUNG_KERNELS[rung], m, shape, self.omega, self.accel,
-                                          self.timer, uniform_shape=self.preset.shape, model=self.collision)
+                                          self.timer, uniform_shape=self.preset.shape, model=self.collision,
+                                          fp16=half is not None)
 
     def _select_tree(self, rung: str) -> None:
         """A tree: the reference owns f and f_prev; a ladder rung owns per-level buffer pairs."""
@@ -748,6 +756,8 @@ class AMR3D(Engine):
                 for _ in range(n):
                     self.f = leafgrid.step(self.xp, self.f, self._sources, self.omega, self.accel, model=self.collision,
                                            copies=self._csm_copies)
+                    if self.half == "rounded":  # what fp16 storage keeps of the step (the kernels' store_pop)
+                        self.f = storage.round_fp16(self.xp, self.f)
             return n * self.dt
         bufs = [self.f, self.fn]
         self._stepper.advance(bufs, n, graph=self.selection["graph"] == "on")
@@ -756,6 +766,8 @@ class AMR3D(Engine):
 
     # ---- outputs ----------------------------------------------------------------------------
     def _uniform(self):
+        if self.half == "buffers":
+            return storage.uniform_from_leaves(self.xp, self._leaves(), self.m, self.leaf_shape)
         if self.storage == "uniform":
             return self.f
         if self.storage == "apart":
@@ -888,6 +900,8 @@ class AMR3D(Engine):
         """The smallest population f_i of the state (a device scalar): one reduction over the arrays
         the state lives in, whatever their layout (no leaf assembly)."""
         xp = self.xp
+        if self.is_box and self.half == "buffers":  # the minimum per direction, then + w (load_pop's order)
+            return xp.min(storage.from_fp16(xp, xp.min(self.f.reshape(d3q27.Q, -1), axis=1).reshape(-1, 1)))
         if self.is_box:
             return xp.min(self.f)
         if self._tree is None:  # the pending host state: no copy to the device for one minimum
@@ -933,8 +947,10 @@ class AMR3D(Engine):
         return float(p.nleaf * self.m**3)
 
     def bytes_per_update(self):
-        """P0's B = 220 bytes in fp32 (27 reads + 27 writes of 4 bytes, plus 4 of table/flags)."""
-        return 2.0 * d3q27.Q * self.dtype.itemsize + 4.0
+        """P0's B = 220 bytes in fp32 (27 reads + 27 writes of 4 bytes, plus 4 of table/flags);
+        fp16 storage moves 2 bytes a population (112)."""
+        item = 2 if self.half == "buffers" else self.dtype.itemsize
+        return 2.0 * d3q27.Q * item + 4.0
 
     def timing_extra(self):
         """P0's figures: GFLOPS at F = 377 flop per point and % of the improved roofline
@@ -1008,8 +1024,11 @@ class AMR3D(Engine):
 
     @classmethod
     def equivalence_companions(cls, axis, choice):
-        """The graph is checked around the most involved rung (26 class streams captured)."""
-        return {"kernels": "templates"} if axis == "graph" and choice == "on" else {}
+        """The graph is checked around the most involved rung (26 class streams captured); fp16
+        storage on the fastest rung that has it."""
+        if axis == "graph" and choice == "on":
+            return {"kernels": "templates"}
+        return {"kernels": "naive"} if axis == "storage" and choice == "fp16" else {}
 
     @classmethod
     def bench_spec(cls):
@@ -1064,7 +1083,8 @@ class AMR3D(Engine):
         rungs = ("naive", "split", "mother-leaf", "templates", "sorted", "split-apart", "naive-fused", "uniform")
         return ([(r, {"kernels": r}) for r in rungs]
                 + [(f"{r} graph", {"kernels": r, "graph": "on"})
-                   for r in ("naive", "templates", "sorted", "naive-fused", "uniform")])
+                   for r in ("naive", "templates", "sorted", "naive-fused", "uniform")]
+                + [(f"{r} fp16", {"kernels": r, "storage": "fp16"}) for r in ("naive", "uniform")])
 
 
 def fp32_peak_flops(backend) -> float | None:

@@ -31,7 +31,7 @@ def kernel_spec(m: int, model=None):
     its pre-pass kernels (the other models' name expressions are those of before)."""
     from ..cuda import KernelSpec
 
-    names = tuple(ladder.name_expressions(m)) + ("d3q27_uniform",)
+    names = tuple(ladder.name_expressions(m)) + ("d3q27_uniform<float>", "d3q27_uniform<unsigned short>")
     if _csm(model):
         names += ladder.csm_name_expressions(m)
     return KernelSpec(ladder.SOURCE, names, prelude=_prelude(model))
@@ -73,7 +73,9 @@ def kernels(m: int, model=None) -> dict:
            "shell": get(f"amr3d_shell<{m}>"), "sorted": get(f"amr3d_shell_sorted<{m}>"),
            "inner_apart": get(f"amr3d_inner_apart<{m}>"), "shell_apart": get(f"amr3d_shell_apart<{m}>"),
            "naive_fix32": get(f"amr3d_naive_fix<{m},int>"), "naive_fix64": get(f"amr3d_naive_fix<{m},long long>"),
-           "uniform": get("d3q27_uniform")}
+           "uniform": get("d3q27_uniform<float>"),
+           # fp16 storage (beyond P0; the shifted populations, d3q27.cuh load_pop/store_pop)
+           "naive16": get(f"amr3d_naive<{m},unsigned short>"), "uniform16": get("d3q27_uniform<unsigned short>")}
     out["classes"] = [get(f"amr3d_shell_class<{m},{gi},{gj},{gk}>") for gi, gj, gk in ladder.SHELL_CLASSES]
     if _csm(model):
         velocity, coefficient, copies = ladder.csm_name_expressions(m)
@@ -96,12 +98,16 @@ class LadderStepper:
     new one unless given), which each step's pre-pass fills first (:meth:`csm_prepass`; a tree's
     level runs it itself, tree_stepper.CupyKernels, and launches with ``prepass=False``);
     ``copies`` (dst, src): the shared nodes' copies and owners (ladder.shared_copies; computed
-    for the periodic box when not given).
+    for the periodic box when not given). ``fp16``: the buffers hold fp16 storage (the shifted
+    populations as IEEE half, d3q27.cuh load_pop/store_pop; naive and uniform only).
     """
 
     def __init__(self, xp, stream, rung: str, m: int, shape, omega: float, accel, timer, uniform_shape=None,
-                 nbr=None, model=None, coef=None, copies=None):
+                 nbr=None, model=None, coef=None, copies=None, fp16: bool = False):
         self.xp, self.stream, self.rung, self.m, self.timer = xp, stream, rung, m, timer
+        if fp16 and rung not in ("naive", "uniform"):
+            raise ValueError(f"fp16 storage runs the naive and uniform kernels, not {rung}")
+        self.fp16 = fp16
         self.model = model
         self.csm = _csm(model)
         if self.csm and rung in ("uniform", "apart"):
@@ -164,11 +170,12 @@ class LadderStepper:
             nz, ny, nx = self.uniform_shape
             with phase("step"):
                 dims = (np.int32(nx), np.int32(ny), np.int32(nz))
-                k["uniform"](_grid(nx * ny * nz), (ladder.BLOCK,), (f, fn, *dims, *s))
+                k["uniform16" if self.fp16 else "uniform"](_grid(nx * ny * nz), (ladder.BLOCK,), (f, fn, *dims, *s))
             return
         if self.rung == "naive":
             with phase("step"):
-                k["naive"](_grid(self.nleaf * m**3), (ladder.BLOCK,), (f, fn, self.nbr, nl, *s))
+                k["naive16" if self.fp16 else "naive"](_grid(self.nleaf * m**3), (ladder.BLOCK,),
+                                                       (f, fn, self.nbr, nl, *s))
             return
         if self.rung == "apart":  # one contiguous run each (ladder.cu "The apart storage")
             with phase("inner"):

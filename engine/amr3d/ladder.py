@@ -78,7 +78,8 @@ def sorted_segments(m: int, nleaf: int, warp: int = 32) -> np.ndarray:
 
 def name_expressions(m: int) -> list[str]:
     """Every kernel of the ladder for leaves of m³ points (NVRTC name expressions)."""
-    out = [f"amr3d_naive<{m}>", f"amr3d_inner<{m}>", f"amr3d_shell<{m}>", f"amr3d_shell_sorted<{m}>",
+    out = [f"amr3d_naive<{m}>", f"amr3d_naive<{m},unsigned short>", f"amr3d_inner<{m}>", f"amr3d_shell<{m}>",
+           f"amr3d_shell_sorted<{m}>",
            f"amr3d_inner_apart<{m}>", f"amr3d_shell_apart<{m}>", f"amr3d_naive_fix<{m},int>",
            f"amr3d_naive_fix<{m},long long>"]
     out += [f"amr3d_shell_class<{m},{gi},{gj},{gk}>" for gi, gj, gk in SHELL_CLASSES]

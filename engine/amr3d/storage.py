@@ -88,3 +88,27 @@ def leaves_from_apart(xp, a, m: int, nleaf: int):
     g[..., order[:n3]] = a[..., :nleaf * n3].reshape(*lead, nleaf, n3)
     g[..., order[n3:]] = a[..., nleaf * n3:].reshape(*lead, nleaf, m**3 - n3)
     return g.reshape(*lead, nleaf, m, m, m)
+
+
+# ---- fp16 storage (beyond P0; as lbm2d's): the shifted populations f_q − w_q in IEEE half ----------
+def _w(xp, ndim: int):
+    """The weights as the kernels hold them (fp32, d3q27.cuh w(q)), shaped to broadcast over f[q, ...]."""
+    from . import d3q27
+
+    return xp.asarray(d3q27.W.astype(np.float32)).reshape(-1, *([1] * (ndim - 1)))
+
+
+def to_fp16(xp, f):
+    """fp32 populations f[q, ...] → their fp16 storage: f − w in fp32, rounded to nearest even
+    (the kernels' store_pop, bit for bit)."""
+    return (f.astype(np.float32) - _w(xp, f.ndim)).astype(np.float16)
+
+
+def from_fp16(xp, h):
+    """fp16 storage → fp32 populations: half → fp32, + w in fp32 (the kernels' load_pop)."""
+    return h.astype(np.float32) + _w(xp, h.ndim)
+
+
+def round_fp16(xp, f):
+    """What fp16 storage keeps of fp32 populations (the reference rung's fp16 path)."""
+    return from_fp16(xp, to_fp16(xp, f))

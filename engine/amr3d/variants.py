@@ -47,6 +47,16 @@ def _mothers_fp32(backend, selection, preset):
     return reason
 
 
+def _fp16_check(backend, selection, preset):
+    """fp16 storage: a one-level box, fp32 arithmetic, no CSM, and the reference (NumPy or CuPy,
+    rounding its state as the kernels store it) or the naive and uniform kernels."""
+    reason = _box_fp32(backend, selection, preset)
+    if reason is None and selection and selection.get("kernels") not in (None, "reference", "naive", "naive-fused",
+                                                                         "uniform"):
+        reason = f"fp16 storage runs the naive and uniform kernels (and the reference), not {selection['kernels']}"
+    return reason
+
+
 def _box_fp32(backend, selection, preset):
     return (_fp32_only(backend, selection, preset) or _needs_box(backend, selection, preset)
             or _csm_needs_leaves(backend, selection, preset))
@@ -86,6 +96,19 @@ def register() -> None:
             ("uniform", "beyond P0: the same nodes as one periodic uniform lattice, one fused kernel", _box_fp32)):
         registry.register_choice(FAMILY, "kernels", _name, backends=("cupy",), doc=_doc,
                                  reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6, check=_check)
+    # fp16 storage (beyond P0, as lbm2d's): half the bytes of the memory-bound naive and uniform kernels
+    registry.register_axis(FAMILY, "storage", default="native",
+                           doc="native: f in the preset's precision; fp16: the shifted populations f − w in IEEE "
+                               "half, fp32 arithmetic (half the bytes a step; on a one-level box with the naive "
+                               "or uniform kernels)")
+    registry.register_choice(FAMILY, "storage", "native", doc="f in the preset's precision")
+    # The reference rounds its fp32 state to fp16 storage after every step as the kernels store it;
+    # the kernels' fp32 reductions round differently (the fp32 tolerance above), and a difference of
+    # round-off can put a stored value on the other side of a half's rounding boundary: one unit in
+    # the last place of |f − w| ≲ 0.05 is 2⁻¹⁶ ≈ 1.5e-5, hence atol 4e-5.
+    registry.register_choice(FAMILY, "storage", "fp16", doc="f − w in IEEE half, fp32 arithmetic",
+                             reference={"kernels": "reference", "storage": "fp16"}, rtol=2e-5, atol=4e-5,
+                             check=_fp16_check)
     registry.register_axis(FAMILY, "graph", default="off",
                            doc="on: every 16 steps replayed as one CUDA graph (27+ launches a step otherwise)")
     registry.register_choice(FAMILY, "graph", "off", doc="launch every kernel from the host")

@@ -47,3 +47,21 @@ def test_graph_replays_the_same_steps(kernels):
     a.step(37)  # two graphs of 16, one of 4, one plain step
     b.step(37)
     np.testing.assert_array_equal(a.backend.asnumpy(a.state_arrays()["f"]), b.backend.asnumpy(b.state_arrays()["f"]))
+
+
+@pytest.mark.parametrize("kernels", ["naive", "uniform"])
+def test_fp16_storage_follows_the_rounded_reference(kernels):
+    """storage = fp16: 20 steps of the fp16 kernels equal the reference that rounds its state to
+    fp16 storage after every step (the registry's fp16 tolerance), differ from fp32 by that rounding,
+    and count 112 bytes a point update."""
+    a = engine(kernels)
+    a.set_variant(storage="fp16")
+    ref = engine("reference")
+    ref.set_variant(storage="fp16")
+    plain = engine(kernels)
+    for e in (a, ref, plain):
+        e.step(20)
+    got = a.backend.asnumpy(a.state_arrays()["f"])
+    np.testing.assert_allclose(got, ref.backend.asnumpy(ref.state_arrays()["f"]), rtol=2e-5, atol=4e-5)
+    assert np.abs(got - plain.backend.asnumpy(plain.state_arrays()["f"])).max() > 0
+    assert a.bytes_per_update() == 112.0 and a.f.dtype == np.float16

@@ -25,7 +25,8 @@ from tests.unit.fake_cupy import _Event, _Stream, get_elapsed_time
 
 _KERNEL = re.compile(r'(?:template\s*<([^<>]*)>\s*)?(?:extern\s+"C"\s+)?__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
 _SCALARS = {"float": np.float32, "int": np.int32, "long long": np.int64, "double": np.float64,
-            "unsigned long long": np.uint64, "bool": np.bool_}
+            "unsigned long long": np.uint64, "bool": np.bool_,
+            "unsigned short": np.float16}  # fp16 storage: float16 arrays, whose bits the kernels take as unsigned short
 _CTYPES = {"float": ctypes.c_float, "int": ctypes.c_int, "long long": ctypes.c_longlong, "double": ctypes.c_double}
 
 
@@ -77,13 +78,16 @@ class EmuModule:
                 continue
             text = m.group(3).replace("NAGARE_CSM_PARAM", ", const float* csm_c" if csm else "")
             text = text.replace("__restrict__", "")
-            tparams = [p.split()[-1] for p in _split_args(m.group(1) or "")]
+            # template parameters as (name, default): "int M" → ("M", None), "typename S = float" → ("S", "float")
+            tparams = [(p.split("=")[0].split()[-1], p.split("=", 1)[1].strip() if "=" in p else None)
+                       for p in _split_args(m.group(1) or "")]
+            targs_all = targs + [d for _, d in tparams[len(targs):]]
             params = []
             for p in _split_args(text):
                 ty, name = p.rsplit(None, 1)
                 ty += "*" * name.count("*")
                 name = name.lstrip("*")
-                for tp, ta in zip(tparams, targs):
+                for (tp, _), ta in zip(tparams, targs_all):
                     ty = re.sub(rf"\b{tp}\b", ta, ty)
                 params.append((" ".join(ty.split()), name))
             return params

@@ -58,6 +58,11 @@ def emulated(tmp_path_factory):
             return libs[m]
         src = ladder_source(m) + wrapper("uniform", "const float* src, float* dst, int nx, int ny, int nz",
                                          "d3q27_uniform", "src, dst, nx, ny, nz")
+        half = "const unsigned short* src, unsigned short* dst"
+        src += wrapper("naive16", half + ", const int* nbr, int nleaf", f"amr3d_naive<{m}, unsigned short>",
+                       "src, dst, nbr, nleaf")
+        src += wrapper("uniform16", half + ", int nx, int ny, int nz", "d3q27_uniform<unsigned short>",
+                       "src, dst, nx, ny, nz")
         libs[m] = compile_shared(src, "amr3d_ladder", tmp_path_factory)
         return libs[m]
     return get
@@ -212,3 +217,56 @@ def test_ladder_stepper_on_the_apart_storage_equals_split(emulated_cupy):
         out[rung] = storage.leaves_from_apart(np, bufs[0], m, 4) if rung == "apart" else bufs[0]
     assert np.isfinite(out["apart"]).all()
     np.testing.assert_array_equal(out["apart"], out["split"])
+
+
+def test_fp16_storage_kernels_round_the_fp32_step(emulated):
+    """fp16 storage (naive and uniform): a step on the half bits equals the fp32 kernel's step on the
+    same populations (half → fp32, + w) stored back as fp32 − w rounded to half — bit for bit, so
+    the fp16 kernels differ from the fp32 ones only where storage.to_fp16 says."""
+    m, shape = 9, (2, 1, 2)
+    lib = emulated(m)
+    s = m - 1
+    u0 = random_state(np.random.default_rng(4), (shape[2] * s, shape[1] * s, shape[0] * s), np.float32)
+    h = storage.to_fp16(np, storage.leaves_from_uniform(np, u0, m, shape))
+    f = storage.from_fp16(np, h)
+    nbr = ladder.periodic_neighbours(shape)
+    omega, a = np.float32(1 / 0.6), (2e-5, 0.0, -1e-5)
+    got = np.full_like(h, np.nan)
+    launch(lib, "naive16", f.shape[1] * m**3, ptr(h), ptr(got), ptr(nbr), ctypes.c_int(f.shape[1]), omega=omega, a=a)
+    want = storage.to_fp16(np, run_rung(lib, "naive", f, nbr, m, omega, a))
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    assert np.abs(storage.from_fp16(np, got) - run_rung(lib, "naive", f, nbr, m, omega, a)).max() > 0  # it rounds
+    hu = np.ascontiguousarray(storage.to_fp16(np, u0))
+    fu = storage.from_fp16(np, hu)
+    dims = [ctypes.c_int(n) for n in (u0.shape[3], u0.shape[2], u0.shape[1])]
+    got_u, out_u = np.full_like(hu, np.nan), np.full_like(fu, np.nan)
+    launch(lib, "uniform16", fu[0].size, ptr(hu), ptr(got_u), *dims, omega=omega, a=a)
+    launch(lib, "uniform", fu[0].size, ptr(fu), ptr(out_u), *dims, omega=omega, a=a)
+    np.testing.assert_array_equal(got_u.view(np.uint16), storage.to_fp16(np, out_u).view(np.uint16))
+
+
+def test_ladder_stepper_fp16_steps_like_the_rounded_reference(emulated_cupy):
+    """gpu.LadderStepper with fp16 buffers (naive) through the emulated CuPy: 4 steps equal
+    leafgrid.step + storage.round_fp16 (the engine's fp16 reference) within the registry's fp16
+    tolerance; the other rungs refuse fp16 storage."""
+    from nagare.engine.amr3d import leafgrid
+    from nagare.engine.amr3d.gpu import LadderStepper
+    from nagare.engine.backend import get_backend
+    from nagare.engine.timing import PhaseTimer
+
+    m, shape = 9, (2, 2, 1)
+    s = m - 1
+    u0 = random_state(np.random.default_rng(5), (shape[2] * s, shape[1] * s, shape[0] * s), np.float32)
+    f0 = storage.round_fp16(np, storage.leaves_from_uniform(np, u0, m, shape))
+    a = (1e-5, -2e-5, 0.0)
+    st = LadderStepper(emulated_cupy, emulated_cupy.cuda.Stream(), "naive", m, shape, 1 / 0.6, a,
+                       PhaseTimer(get_backend("numpy")), fp16=True)
+    h = storage.to_fp16(np, f0)
+    bufs = [np.array(h), np.empty_like(h)]
+    st.advance(bufs, 4, graph=False)
+    want, src = f0, leafgrid.gather_sources(ladder.periodic_neighbours(shape), m)
+    for _ in range(4):
+        want = storage.round_fp16(np, leafgrid.step(np, want, src, np.float32(1 / 0.6), a))
+    np.testing.assert_allclose(storage.from_fp16(np, bufs[0]), want, rtol=2e-5, atol=4e-5)
+    with pytest.raises(ValueError, match="fp16"):
+        LadderStepper(np, None, "split", m, shape, 1.6, a, None, fp16=True)

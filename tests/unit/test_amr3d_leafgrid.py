@@ -104,3 +104,36 @@ def test_field_by_name_equals_fields():
         one = e.field(name)
         if hasattr(one, "data"):
             np.testing.assert_array_equal(one.data, every[name].data, err_msg=name)
+
+
+def test_fp16_storage_on_the_reference_rounds_every_step():
+    """storage = fp16 on NumPy: the reference keeps what fp16 storage would (storage.round_fp16 after
+    every step), bit for bit with the loop written here; switching back to native keeps the state;
+    the same run in fp32 differs by fp16 rounding only; fp16 is refused on a tree in one line."""
+    from nagare.engine import registry
+    from nagare.engine.amr3d import ladder
+
+    a = engine("grid.leaves=[2, 2, 2]", "grid.m=9", "initial.kind='random'")
+    ref = engine("grid.leaves=[2, 2, 2]", "grid.m=9", "initial.kind='random'")
+    f0 = ref.state_arrays()["f"]
+    a.set_variant(storage="fp16")
+    want = storage.round_fp16(np, f0)
+    np.testing.assert_array_equal(a.state_arrays()["f"], want)
+    src = leafgrid.gather_sources(ladder.periodic_neighbours((2, 2, 2)), 9)
+    for _ in range(6):
+        want = storage.round_fp16(np, leafgrid.step(np, want, src, a.omega, a.accel, model=a.collision))
+    a.step(6)
+    ref.step(6)
+    np.testing.assert_array_equal(a.state_arrays()["f"], want)
+    diff = np.abs(a.state_arrays()["f"] - ref.state_arrays()["f"]).max()
+    assert 0 < diff < 1e-4
+    a.set_variant(storage="native")
+    np.testing.assert_array_equal(a.state_arrays()["f"], want)
+    tree = load_preset("amr3d-periodic", ["grid.m=9"], backend="numpy")
+    reason = registry.unavailable_reason(registry.axes("amr3d")["storage"].choices["fp16"], "numpy",
+                                         {"kernels": "reference", "storage": "fp16"}, tree)
+    assert reason and "one level of periodic leaves" in reason and "\n" not in reason
+    box = load_preset("amr3d-bench", ["grid.leaves=[2, 2, 2]"], backend="cupy")
+    reason = registry.unavailable_reason(registry.axes("amr3d")["storage"].choices["fp16"], "cupy",
+                                         {"kernels": "templates", "storage": "fp16"}, box)
+    assert reason and "naive and uniform" in reason

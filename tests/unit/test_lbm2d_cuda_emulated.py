@@ -268,7 +268,7 @@ def build_vec(T, S, trt, w, tmp_path_factory, kernel="vec", rows=False):
                               f"-DEMU_PACKED={int(kernel == 'packed')}",
                               f"-DEMU_PIPE={pipe_stages(kernel)}", f"-DEMU_ROWS={int(rows)}",
                               *(["-DEMU_PIPE_INDEX=unsigned long long"] if kernel.endswith("i64") else []),
-                              f"-I{src_dir}",
+                              f"-I{src_dir}", f"-I{src_dir.parent}",  # lbm2d/, and cuda/ for fp16.cuh
                               f"-I{EMU}", str(main), "-o", str(exe)], capture_output=True, text=True, timeout=300)
         if res.returncode != 0 and "barrier" in res.stderr and "No such file" in res.stderr:
             pytest.skip("the host C++ compiler has no C++20 <barrier>")

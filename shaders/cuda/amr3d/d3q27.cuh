@@ -23,6 +23,7 @@
 //                     NAGARE_CSM_PARAM and pass a point's value with NAGARE_CSM_AT(point); without
 //                     NAGARE_CSM both expand to nothing, so the other models' kernels are unchanged.
 #pragma once
+#include "fp16.cuh"
 
 #ifndef D3Q27_CX
 #error "amr3d kernels need the velocity set: compile through engine/amr3d/ladder.velocity_prelude"
@@ -188,5 +189,22 @@ __device__ __forceinline__ void collide(float f[Q], float omega, float ax, float
     }
 }
 #endif
+
+// ---- storage of a population (beyond P0: fp16 storage, as lbm2d's) ------------------------------
+// float: the value itself. fp16 (fp16::half_bits): the shifted population f_q − w_q in IEEE half
+// (DDF shifting: the deviations from rest are O(u), so the 11-bit mantissa carries the flow, not
+// the constant w_q); the arithmetic stays fp32 — load adds w_q back, store takes it off and
+// rounds to nearest even. For float both are plain accesses, so the fp32 kernels' code and bits
+// are those of before.
+__device__ __forceinline__ float load_pop(const float* p, idx_t i, int) { return p[i]; }
+__device__ __forceinline__ float load_pop(const fp16::half_bits* p, idx_t i, int q)
+{
+    return fp16::half_to_float(p[i]) + w(q);
+}
+__device__ __forceinline__ void store_pop(float* p, idx_t i, int, float v) { p[i] = v; }
+__device__ __forceinline__ void store_pop(fp16::half_bits* p, idx_t i, int q, float v)
+{
+    p[i] = fp16::float_to_half_rn(v - w(q));
+}
 
 }  // namespace d3q27

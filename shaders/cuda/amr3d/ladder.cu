@@ -44,17 +44,17 @@ __device__ __forceinline__ void source_of(int i, int j, int k, int q, int& nx, i
 
 // Stores walk one pointer from plane to plane (a 64-bit add each) instead of forming
 // q * plane + at in 64-bit arithmetic 27 times.
-template <int M>
-__device__ __forceinline__ void store(float* __restrict__ dst, idx_t plane, idx_t at, const float f[Q])
+template <int M, typename S = float>
+__device__ __forceinline__ void store(S* __restrict__ dst, idx_t plane, idx_t at, const float f[Q])
 {
-    float* d = dst + at;
+    S* d = dst + at;
 #pragma unroll
-    for (int q = 0; q < Q; ++q, d += plane) *d = f[q];
+    for (int q = 0; q < Q; ++q, d += plane) d3q27::store_pop(d, 0, q, f[q]);
 }
 
-// Gather with runtime neighbour logic (naive and the listed shell).
-template <int M>
-__device__ __forceinline__ void gather_any(const float* __restrict__ src, const int* __restrict__ nbr,
+// Gather with runtime neighbour logic (naive and the listed shell); S: the storage (d3q27.cuh).
+template <int M, typename S = float>
+__device__ __forceinline__ void gather_any(const S* __restrict__ src, const int* __restrict__ nbr,
                                            idx_t plane, int L, int i, int j, int k, float f[Q])
 {
     constexpr int M3 = M * M * M;
@@ -63,7 +63,7 @@ __device__ __forceinline__ void gather_any(const float* __restrict__ src, const 
         int nx, ny, nz, si, sj, sk;
         source_of<M>(i, j, k, q, nx, ny, nz, si, sj, sk);
         const int leaf = (nx | ny | nz) ? nbr[L * 27 + d3q27::slot(nx, ny, nz)] : L;
-        f[q] = src[q * plane + (idx_t)leaf * M3 + (sk * M + sj) * M + si];
+        f[q] = d3q27::load_pop(src, q * plane + (idx_t)leaf * M3 + (sk * M + sj) * M + si, q);
     }
 }
 
@@ -128,8 +128,9 @@ __device__ __forceinline__ void shell_class_point(const float* __restrict__ src,
 
 }  // namespace amr3d
 
-template <int M>
-__global__ void amr3d_naive(const float* __restrict__ src, float* __restrict__ dst, const int* __restrict__ nbr,
+// S = float, or fp16::half_bits for fp16 storage (beyond P0; d3q27.cuh load_pop/store_pop).
+template <int M, typename S = float>
+__global__ void amr3d_naive(const S* __restrict__ src, S* __restrict__ dst, const int* __restrict__ nbr,
                             int nleaf, float omega, float ax, float ay, float az NAGARE_CSM_PARAM)
 {
     constexpr int M3 = M * M * M;
@@ -139,9 +140,9 @@ __global__ void amr3d_naive(const float* __restrict__ src, float* __restrict__ d
     const int i = p % M, j = (p / M) % M, k = p / (M * M);
     const idx_t plane = (idx_t)nleaf * M3;
     float f[Q];
-    amr3d::gather_any<M>(src, nbr, plane, L, i, j, k, f);
+    amr3d::gather_any<M, S>(src, nbr, plane, L, i, j, k, f);
     d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(t));
-    amr3d::store<M>(dst, plane, t, f);
+    amr3d::store<M, S>(dst, plane, t, f);
 }
 
 // Beyond P0, on one level of a tree: the naive kernel and the level's fix-up in one pass. A point
@@ -369,8 +370,9 @@ __global__ void amr3d_shell_apart(const float* __restrict__ src, float* __restri
 }
 
 // The uniform-grid comparison of P0's break-even figure: a periodic NX x NY x NZ D3Q27 lattice,
-// one fused pull + BGK kernel, f[q][z][y][x].
-__global__ void d3q27_uniform(const float* __restrict__ src, float* __restrict__ dst, int nx, int ny, int nz,
+// one fused pull + BGK kernel, f[q][z][y][x]; S = float, or fp16::half_bits for fp16 storage.
+template <typename S>
+__global__ void d3q27_uniform(const S* __restrict__ src, S* __restrict__ dst, int nx, int ny, int nz,
                               float omega, float ax, float ay, float az NAGARE_CSM_PARAM)
 {
     const idx_t t = (idx_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -384,11 +386,11 @@ __global__ void d3q27_uniform(const float* __restrict__ src, float* __restrict__
         sx = sx < 0 ? sx + nx : (sx >= nx ? sx - nx : sx);
         sy = sy < 0 ? sy + ny : (sy >= ny ? sy - ny : sy);
         sz = sz < 0 ? sz + nz : (sz >= nz ? sz - nz : sz);
-        f[q] = src[q * plane + ((idx_t)sz * ny + sy) * nx + sx];
+        f[q] = d3q27::load_pop(src, q * plane + ((idx_t)sz * ny + sy) * nx + sx, q);
     }
     d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(t));  // (the CSM is refused on this storage)
 #pragma unroll
-    for (int q = 0; q < Q; ++q) dst[q * plane + t] = f[q];
+    for (int q = 0; q < Q; ++q) d3q27::store_pop(dst, q * plane + t, q, f[q]);
 }
 
 #if NAGARE_CSM

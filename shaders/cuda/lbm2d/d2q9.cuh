@@ -3,7 +3,8 @@
 // order matches engine/lbm2d/reference.py so fp32 variants agree with NumPy to round-off.
 //
 // Storage: S is the type in global memory (float, double, or `unsigned short` holding IEEE fp16
-// bits — converted with PTX cvt, so no CUDA header is needed under NVRTC). T is the arithmetic type.
+// bits — converted with PTX cvt, fp16.cuh, so no CUDA header is needed under NVRTC). T is the
+// arithmetic type.
 // fp16 storage holds the *shifted* populations f_i − w_i (DDF shifting, as FluidX3D does):
 // the deviations from the rest equilibrium are O(u), so fp16's 11-bit mantissa is spent on the
 // part that carries the flow instead of on the constant w_i. The kernels compute on the shifted
@@ -12,6 +13,7 @@
 // population and step, which the fp16 kernel (half the bytes, the same arithmetic) cannot afford.
 // Only TRT, the open boundaries and the moments pass add w_i back (load_f / store_f).
 #pragma once
+#include "fp16.cuh"
 
 namespace d2q9 {
 
@@ -41,31 +43,9 @@ template <typename T, typename S> struct Store {
     __device__ static __forceinline__ T load(const S* p, idx_t idx, int) { return T(p[idx]); }
     __device__ static __forceinline__ void store(S* p, idx_t idx, int, T v) { p[idx] = S(v); }
 };
-typedef unsigned short half_bits;
-#if defined(__CUDA_ARCH__)
-__device__ __forceinline__ float half_to_float(half_bits h) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-__device__ __forceinline__ half_bits float_to_half_rn(float f) {
-    half_bits h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
-}
-#else  // host C++ (the CPU emulation in tests/unit): the same IEEE conversions via _Float16
-inline float half_to_float(half_bits h) {
-    _Float16 v;
-    __builtin_memcpy(&v, &h, 2);
-    return float(v);
-}
-inline half_bits float_to_half_rn(float f) {
-    _Float16 v = _Float16(f);
-    half_bits h;
-    __builtin_memcpy(&h, &v, 2);
-    return h;
-}
-#endif
+using fp16::half_bits;
+using fp16::half_to_float;
+using fp16::float_to_half_rn;
 template <> struct Store<float, half_bits> {  // raw: the stored (shifted) value
     __device__ static __forceinline__ float load(const half_bits* p, idx_t idx, int) { return half_to_float(p[idx]); }
     __device__ static __forceinline__ void store(half_bits* p, idx_t idx, int, float v) { p[idx] = float_to_half_rn(v); }
