@@ -50,6 +50,9 @@ def _mothers_fp32(backend, selection, preset):
 def _fp16_check(backend, selection, preset):
     """fp16 storage: a one-level box, fp32 arithmetic, no CSM, and the reference (NumPy or CuPy,
     rounding its state as the kernels store it) or the naive and uniform kernels."""
+    if preset is not None and not preset.is_box:
+        return ("fp16 storage runs on one level of periodic leaves (P0's benchmark box); a tree's level coupling "
+                "kernels are fp32")
     reason = _box_fp32(backend, selection, preset)
     if reason is None and selection and selection.get("kernels") not in (None, "reference", "naive", "naive-fused",
                                                                          "uniform"):
