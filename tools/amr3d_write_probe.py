@@ -11,7 +11,8 @@ the inner points / of every point, no collision), split_fused (inner and shell b
 leaf in one launch) and split_2launch (split as the engine runs it). On an H100 (2026-11-26,
 docs/benchmarks/amr3d-h100-2026-11-26-apart) copy_inner read 342 MB from DRAM for 187 MB of data
 and ran at 55 % of copy_all's rate: partial 32-byte sector writes become read-modify-writes under
-HBM's ECC. The fix is the apart storage (ladder.cu, storage.py).
+HBM's ECC. The fix is the apart storage (ladder.cu, storage.py). GB/s counts 216 bytes a point
+(27 reads + 27 writes of fp32; P0's B = 220 adds 4 of flags the probes do not read).
 """
 from __future__ import annotations
 

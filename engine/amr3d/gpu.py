@@ -107,6 +107,8 @@ class LadderStepper:
         self.xp, self.stream, self.rung, self.m, self.timer = xp, stream, rung, m, timer
         if fp16 and rung not in ("naive", "uniform"):
             raise ValueError(f"fp16 storage runs the naive and uniform kernels, not {rung}")
+        if fp16 and _csm(model):
+            raise ValueError("les = csm runs on fp32 storage (the fp16 kernels take no coefficient array)")
         self.fp16 = fp16
         self.model = model
         self.csm = _csm(model)

@@ -8,8 +8,9 @@
 - apart:    the leaves' points, each direction's plane as [every leaf's inner block][every leaf's
             shell] (f[..., nleaf·m³]; inner points and shell points in index order): the storage on
             which split's two kernels each write one contiguous run (ladder.cu "The apart storage").
-Every conversion goes through the uniform lattice, which holds each node once, so converting and
-converting back returns the same bits.
+The mothers and uniform conversions go through the uniform lattice, which holds each node once, so
+converting and converting back returns the same bits; the apart conversion is a permutation of the
+stored points (shared nodes' copies kept as they are), lossless too.
 """
 from __future__ import annotations
 

@@ -18,8 +18,9 @@ interface points, so the link buffer is filled before the ladder — then differ
 leaf); the ladder and fix-up kernels read C[point].
 
 Timing phases (one coarse step = one step): ``inner``/``shell`` (or ``step`` for one-kernel rungs)
-summed over every level step, ``coupling`` (interface buffers, fix-up, restriction), ``boundary``,
-and ``les`` (the CSM's pre-pass).
+summed over every level step, ``coupling`` (interface buffers, fix-up, restriction; with
+``naive-fused`` the fix-up is inside the ladder's ``step``), ``boundary``, and ``les`` (the CSM's
+pre-pass).
 """
 from __future__ import annotations
 

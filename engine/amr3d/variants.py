@@ -47,17 +47,31 @@ def _mothers_fp32(backend, selection, preset):
     return reason
 
 
+FP16_RUNGS = ("reference", "naive", "naive-fused", "uniform")
+
+
+def _fp16_rung_reason(selection) -> str | None:
+    """Why the selection's kernels cannot run with its fp16 storage (None: they can, or no fp16)."""
+    if selection and selection.get("storage") == "fp16" and selection.get("kernels") not in (None, *FP16_RUNGS):
+        return f"fp16 storage runs the naive and uniform kernels (and the reference), not {selection['kernels']}"
+    return None
+
+
+def _with_fp16(check):
+    """A kernels choice's check, and the storage it would run on: a switch of the kernels axis alone
+    is checked against the storage already selected (set_variant checks the changed axes)."""
+    def both(backend, selection, preset):
+        return _fp16_rung_reason(selection) or (check(backend, selection, preset) if check else None)
+    return both
+
+
 def _fp16_check(backend, selection, preset):
     """fp16 storage: a one-level box, fp32 arithmetic, no CSM, and the reference (NumPy or CuPy,
     rounding its state as the kernels store it) or the naive and uniform kernels."""
     if preset is not None and not preset.is_box:
         return ("fp16 storage runs on one level of periodic leaves (P0's benchmark box); a tree's level coupling "
                 "kernels are fp32")
-    reason = _box_fp32(backend, selection, preset)
-    if reason is None and selection and selection.get("kernels") not in (None, "reference", "naive", "naive-fused",
-                                                                         "uniform"):
-        reason = f"fp16 storage runs the naive and uniform kernels (and the reference), not {selection['kernels']}"
-    return reason
+    return _box_fp32(backend, selection, preset) or _fp16_rung_reason(selection)
 
 
 def _box_fp32(backend, selection, preset):
@@ -98,7 +112,7 @@ def register() -> None:
              _fp32_only),
             ("uniform", "beyond P0: the same nodes as one periodic uniform lattice, one fused kernel", _box_fp32)):
         registry.register_choice(FAMILY, "kernels", _name, backends=("cupy",), doc=_doc,
-                                 reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6, check=_check)
+                                 reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6, check=_with_fp16(_check))
     # fp16 storage (beyond P0, as lbm2d's): half the bytes of the memory-bound naive and uniform kernels
     registry.register_axis(FAMILY, "storage", default="native",
                            doc="native: f in the preset's precision; fp16: the shifted populations f − w in IEEE "

@@ -270,3 +270,39 @@ def test_ladder_stepper_fp16_steps_like_the_rounded_reference(emulated_cupy):
     np.testing.assert_allclose(storage.from_fp16(np, bufs[0]), want, rtol=2e-5, atol=4e-5)
     with pytest.raises(ValueError, match="fp16"):
         LadderStepper(np, None, "split", m, shape, 1.6, a, None, fp16=True)
+
+
+def test_live_switching_storages_and_kernels_on_the_emulated_gpu(emulated_cupy):
+    """The whole engine on the emulated CuPy, switched live through the layouts (leaves, apart,
+    mothers, uniform) and fp16 storage in an order that converts every way, stepping between:
+    the state follows the reference (fp32, then fp16 tolerance once fp16 is on); a kernels switch
+    that fp16 storage cannot run is refused in one line before anything is converted."""
+    from nagare.engine import registry
+    from nagare.engine.backend import Backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    def make():
+        p = load_preset("amr3d-bench", ["grid.leaves=[2, 2, 2]", "grid.m=9", "initial.kind='random'"], backend="cupy")
+        return create_engine(p, Backend("cupy", emulated_cupy, _cupy=emulated_cupy))
+
+    a, ref = make(), make()
+    ref.set_variant(kernels="reference")
+    for change, atol in ((dict(kernels="split-apart"), 2e-6), (dict(kernels="mother-leaf"), 2e-6),
+                         (dict(kernels="naive"), 2e-6), (dict(storage="fp16"), 4e-5), (dict(kernels="uniform"), 4e-5),
+                         (dict(kernels="reference"), 4e-5), (dict(kernels="naive-fused"), 4e-5),
+                         (dict(storage="native"), 4e-5), (dict(kernels="split-apart"), 4e-5)):
+        a.set_variant(**change)
+        if "storage" in change:
+            ref.set_variant(**change)
+        a.step(2)
+        ref.step(2)
+        got = a.state_arrays()["f"]
+        assert got.dtype == np.float32 and got.shape == (27, 8, 9, 9, 9)
+        np.testing.assert_allclose(got, ref.state_arrays()["f"], rtol=2e-5, atol=atol, err_msg=str(change))
+    a.set_variant(storage="fp16", kernels="naive")
+    before = a.state_arrays()["f"]
+    with pytest.raises(registry.VariantUnavailable, match="fp16 storage runs the naive and uniform") as exc:
+        a.set_variant(kernels="split-apart")
+    assert "\n" not in str(exc.value) and a.selection["kernels"] == "naive"
+    np.testing.assert_array_equal(a.state_arrays()["f"], before)
