@@ -114,8 +114,8 @@ class AMR3D(Engine):
             # 2026-11-25: 3.8 state copies on the P0 box); a tree assembles its state and samples
             # its fields through 8 point ids and weights per sample (mesh.sampling, 2^21 samples)
             work += 27 * points * item * 5
-            if not p.is_box:
-                work += 27 * points * item + (1 << 21) * 8 * (8 + item + 4)
+            if not p.is_box:  # (+ 4 bytes a point: naive-fused's fix-up rank of each point)
+                work += 27 * points * item + (1 << 21) * 8 * (8 + item + 4) + 4 * points
         if not p.is_box:
             # NumPy: the reference's gather tables over every shell point and the classification's
             # temporaries while they are built (measured peak on amr3d-periodic: 0.9 of this);
@@ -766,13 +766,9 @@ class AMR3D(Engine):
 
     # ---- outputs ----------------------------------------------------------------------------
     def _uniform(self):
-        if self.half == "buffers" and self.storage == "uniform":
-            return storage.from_fp16(self.xp, self.f)
-        if self.half == "buffers":
-            return storage.uniform_from_leaves(self.xp, self._leaves(), self.m, self.leaf_shape)
         if self.storage == "uniform":
-            return self.f
-        if self.storage == "apart":
+            return storage.from_fp16(self.xp, self.f) if self.half == "buffers" else self.f
+        if self.half == "buffers" or self.storage == "apart":  # through the leaves (the conversions are there)
             return storage.uniform_from_leaves(self.xp, self._leaves(), self.m, self.leaf_shape)
         m, shape = (self.m, self.leaf_shape) if self.storage == "leaves" else \
             (2 * self.m - 1, storage.mother_shape(self.leaf_shape))
@@ -1053,13 +1049,13 @@ class AMR3D(Engine):
             inner, shell, points = r.phases.get("inner"), r.phases.get("shell"), r.extra.get("inner_points")
             inner_gflops = points / (inner * 1e-3) * P0_FLOPS / 1e9 if inner and points else None
 
-            def ms(v):
-                return "—" if v is None else f"{v:.4f}"
-            rows.append(f"| {r.case} | {r.label} | {ms(inner)} | {ms(shell)} | {r.ms_per_step:.4f} | "
-                        + ("—" if naive is None else f"{naive.ms_per_step / r.ms_per_step:.2f}×")
-                        + f" | {gflops:,.0f} | {100 * gflops / peak:.1f} | "
-                        + ("—" if inner_gflops is None else f"{inner_gflops:,.0f} | {100 * inner_gflops / peak:.1f}")
-                        + (" |" if inner_gflops is not None else " | — |"))
+            def cell(v, fmt):
+                return "—" if v is None else format(v, fmt)
+            cells = [r.case, r.label, cell(inner, ".4f"), cell(shell, ".4f"), f"{r.ms_per_step:.4f}",
+                     "—" if naive is None else f"{naive.ms_per_step / r.ms_per_step:.2f}×",
+                     f"{gflops:,.0f}", f"{100 * gflops / peak:.1f}", cell(inner_gflops, ",.0f"),
+                     cell(None if inner_gflops is None else 100 * inner_gflops / peak, ".1f")]
+            rows.append("| " + " | ".join(cells) + " |")
         if not rows:
             return ""
         return "\n".join(["", "## P0's table (§4)", "",

@@ -52,10 +52,36 @@ __device__ __forceinline__ void store(S* __restrict__ dst, idx_t plane, idx_t at
     for (int q = 0; q < Q; ++q, d += plane) d3q27::store_pop(d, 0, q, f[q]);
 }
 
-// Gather with runtime neighbour logic (naive and the listed shell); S: the storage (d3q27.cuh).
-template <int M, typename S = float>
+// The apart storage's index functions (the storage itself: "The apart storage" below).
+// Rank of shell point (i,j,k) among the leaf's shell points in index order (k, then j, then i).
+template <int M>
+__device__ __forceinline__ int shell_rank(int i, int j, int k)
+{
+    constexpr int P = 4 * M - 4;  // shell points of a plane 0 < k < M-1: rows j = 0, M-1 and 2 a row between
+    if (k == 0) return j * M + i;
+    if (k == M - 1) return M * M + (M - 2) * P + j * M + i;
+    const int r = M * M + (k - 1) * P;
+    if (j == 0) return r + i;
+    if (j == M - 1) return r + M + 2 * (M - 2) + i;
+    return r + M + 2 * (j - 1) + (i == M - 1 ? 1 : 0);
+}
+
+// Where point (i,j,k) of leaf L lies in one direction's plane of the apart storage.
+template <int M>
+__device__ __forceinline__ idx_t apart_index(int L, int i, int j, int k, int nleaf)
+{
+    constexpr int N = M - 2, N3 = N * N * N, S = M * M * M - N3;
+    if (i >= 1 && i <= N && j >= 1 && j <= N && k >= 1 && k <= N)
+        return (idx_t)L * N3 + ((k - 1) * N + (j - 1)) * N + (i - 1);
+    return (idx_t)nleaf * N3 + (idx_t)L * S + shell_rank<M>(i, j, k);
+}
+
+// Gather with runtime neighbour logic (naive, the listed shell, and with APART the apart storage's
+// shell, whose points lie where apart_index says; nleaf is read only then); S: the storage
+// (d3q27.cuh).
+template <int M, typename S = float, bool APART = false>
 __device__ __forceinline__ void gather_any(const S* __restrict__ src, const int* __restrict__ nbr,
-                                           idx_t plane, int L, int i, int j, int k, float f[Q])
+                                           idx_t plane, int L, int i, int j, int k, float f[Q], int nleaf = 0)
 {
     constexpr int M3 = M * M * M;
 #pragma unroll
@@ -63,7 +89,10 @@ __device__ __forceinline__ void gather_any(const S* __restrict__ src, const int*
         int nx, ny, nz, si, sj, sk;
         source_of<M>(i, j, k, q, nx, ny, nz, si, sj, sk);
         const int leaf = (nx | ny | nz) ? nbr[L * 27 + d3q27::slot(nx, ny, nz)] : L;
-        f[q] = d3q27::load_pop(src, q * plane + (idx_t)leaf * M3 + (sk * M + sj) * M + si, q);
+        idx_t at;
+        if constexpr (APART) at = apart_index<M>(leaf, si, sj, sk, nleaf);
+        else at = (idx_t)leaf * M3 + (sk * M + sj) * M + si;
+        f[q] = d3q27::load_pop(src, q * plane + at, q);
     }
 }
 
@@ -287,33 +316,8 @@ __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restr
 // leaf]: inner point (i,j,k) in 1..M-2 of leaf L at L*N^3 + ((k-1)*N + (j-1))*N + (i-1) (N = M-2),
 // shell point at nleaf*N^3 + L*S + its rank in the shell's index order (S = M^3 - N^3, the order of
 // ladder.shell_list). Each kernel's threads write one contiguous run. It is a permutation of the
-// leaves' points (engine/amr3d/storage.py converts losslessly), so the bits are split's.
-namespace amr3d {
-
-// Rank of shell point (i,j,k) among the leaf's shell points in index order (k, then j, then i).
-template <int M>
-__device__ __forceinline__ int shell_rank(int i, int j, int k)
-{
-    constexpr int P = 4 * M - 4;  // shell points of a plane 0 < k < M-1: rows j = 0, M-1 and 2 a row between
-    if (k == 0) return j * M + i;
-    if (k == M - 1) return M * M + (M - 2) * P + j * M + i;
-    const int r = M * M + (k - 1) * P;
-    if (j == 0) return r + i;
-    if (j == M - 1) return r + M + 2 * (M - 2) + i;
-    return r + M + 2 * (j - 1) + (i == M - 1 ? 1 : 0);
-}
-
-// Where point (i,j,k) of leaf L lies in one direction's plane of the apart storage.
-template <int M>
-__device__ __forceinline__ idx_t apart_index(int L, int i, int j, int k, int nleaf)
-{
-    constexpr int N = M - 2, N3 = N * N * N, S = M * M * M - N3;
-    if (i >= 1 && i <= N && j >= 1 && j <= N && k >= 1 && k <= N)
-        return (idx_t)L * N3 + ((k - 1) * N + (j - 1)) * N + (i - 1);
-    return (idx_t)nleaf * N3 + (idx_t)L * S + shell_rank<M>(i, j, k);
-}
-
-}  // namespace amr3d
+// leaves' points (engine/amr3d/storage.py converts losslessly), so the bits are split's. Its index
+// functions (shell_rank, apart_index) are with the gathers above.
 
 // Inner points on the apart storage: thread t is the t-th stored inner point. A point whose pulls
 // all stay in the inner block (indices 2..M-3) reads each direction at a constant offset from t;
@@ -357,13 +361,7 @@ __global__ void amr3d_shell_apart(const float* __restrict__ src, float* __restri
     const int i = p % M, j = (p / M) % M, k = p / (M * M);
     const idx_t plane = (idx_t)nleaf * M3;
     float f[Q];
-#pragma unroll
-    for (int q = 0; q < Q; ++q) {
-        int nx, ny, nz, si, sj, sk;
-        amr3d::source_of<M>(i, j, k, q, nx, ny, nz, si, sj, sk);
-        const int leaf = (nx | ny | nz) ? nbr[L * 27 + d3q27::slot(nx, ny, nz)] : L;
-        f[q] = src[q * plane + amr3d::apart_index<M>(leaf, si, sj, sk, nleaf)];
-    }
+    amr3d::gather_any<M, float, true>(src, nbr, plane, L, i, j, k, f, nleaf);
     const idx_t at = (idx_t)nleaf * N3 + t;
     d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(at));
     amr3d::store<M>(dst, plane, at, f);
