@@ -71,6 +71,7 @@ MIN_POPULATION_SLACK = 2.0 / 27.0
 TRACER_SLOT_AXIS = {"tracers/positions": 0, "tracers/age": 0, "tracers/alive": 0, "tracers/trail": 1,
                     "tracers/trail_valid": 1}
 _COUPLING_CACHE: dict = {}  # preset's tree description → interface.build result (one kept)
+_MOTHER_CACHE: dict = {}  # the same with the levels as mother leaves (mothers.coupling; one kept)
 
 
 class AMR3D(Engine):
@@ -514,10 +515,32 @@ class AMR3D(Engine):
             return
         from .tree_stepper import CupyKernels, TreeStepper
 
-        self._tree = TreeStepper(self.xp, self.forest, self._interface(), p.physics.tau, self.accel,
-                                 CupyKernels(rung, self.stream), self.timer, dtype=self.dtype, bnd=self._bnd,
-                                 collision=self.collision)
+        mothered = self._tree_storage(rung) == "mothers"
+        self._tree = TreeStepper(self.xp, self.forest, self._mother_interface() if mothered else self._interface(),
+                                 p.physics.tau, self.accel, CupyKernels(RUNG_KERNELS[rung] if mothered else rung,
+                                                                         self.stream),
+                                 self.timer, dtype=self.dtype, bnd=self._bnd, collision=self.collision)
         self._tree.set_state(leaves)
+
+    def _tree_storage(self, rung: str) -> str:
+        """A tree's storage for a rung: P0's mother leaves (mothers.py) for the rungs that use them on a
+        box, where the tree allows them (variants.tree_mothers_reason); else leaves of m³."""
+        if RUNG_STORAGE.get(rung) == "mothers" and variants.tree_mothers_reason(self.preset) is None:
+            return "mothers"
+        return "leaves"
+
+    def _mother_interface(self):
+        """interface.build's data with the levels stored as mother leaves (mothers.coupling)."""
+        from . import mothers
+
+        key = (self.preset.model_dump_json(include={"grid", "refine"}), self.preset.physics.interp,
+               self.forest.level.tobytes(), self.forest.block.tobytes())
+        if key not in _MOTHER_CACHE:
+            slip = self._bnd.slip if self._bnd is not None else ()
+            _MOTHER_CACHE.clear()
+            _MOTHER_CACHE[key] = mothers.coupling(self.forest, mothers.layout(self.forest), self.preset.physics.interp,
+                                                  slip)
+        return _MOTHER_CACHE[key]
 
     def _interface(self):
         if self._coupling is None:
@@ -713,6 +736,8 @@ class AMR3D(Engine):
 
         if not self.is_box:
             specs = [kernel_spec(self.m, self.collision), coupling_spec(self.collision)]
+            if self._tree_storage(sel["kernels"]) == "mothers":  # (level 0 may keep leaves of m³)
+                specs.append(kernel_spec(2 * self.m - 1, self.collision))
             if self._tracers is not None:  # the fused tracer step (the TreeStepper's buffers: the engine's dtype)
                 from .tracer_kernels import kernel_spec as tracer_spec
 
@@ -935,6 +960,10 @@ class AMR3D(Engine):
         tree, level l's points count 2^(l − l_min) times (its sub-steps)."""
         p = self.preset
         if not self.is_box:
+            blocks = getattr(self._tree, "block", None)  # a TreeStepper's storage per level (mother leaves)
+            if blocks is not None and getattr(self._tree, "mapped", False):
+                return float(sum(c.n * blocks[lv] ** 3 * 2.0 ** (lv - self.base_level)
+                                 for lv, c in self._tree.coupling.items()))
             lv = self.forest.level
             return float(np.sum(2.0 ** (lv - self.base_level)) * self.m**3)
         if self.selection["kernels"] == "uniform":

@@ -53,6 +53,13 @@ class LevelCoupling:
     link_i2: np.ndarray = None
     link_w1: np.ndarray = None
     link_w2: np.ndarray = None
+    # the level's storage (mothers.py): 0 = leaves of the forest's m³, the ids above in leaf space;
+    # else blocks of block³ points (P0's mother leaves), n of them, every id above in that storage,
+    # ``leaf_map`` taking each level-relative leaf point id to its storage id, and the last
+    # ``n_prov`` restriction pairs the provisional points (filled from the next finer level)
+    block: int = 0
+    leaf_map: np.ndarray = None
+    n_prov: int = 0
 
     def __post_init__(self):
         for name in ("link_i1", "link_i2"):
@@ -165,56 +172,67 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     the own point's opposite one — the fix-up kernel is the same."""
     out = {}
     links = links or {}
-    m3 = forest.m ** 3
-    N = forest.n_leaves * m3
     near = near or {}
     for lv in forest.levels:
-        sl = forest.level_slice(lv)
-        lo, n = sl.start, sl.stop - sl.start
-        nbr, _ = level_neighbours(forest, lv)
         leaves, ijk = interface_points(forest, lv)
         if lv in near:
             leaves, ijk = _union(forest.m, (leaves, ijk), near[lv])
-        R = len(leaves)
-        pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip)
-        pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
-        desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
-        desc[0] = pid  # the rest population stays at the point
-        flat = desc.reshape(-1)
-        # direct sources: global q'·N + pid → this level's buffer (all on this level)
-        q_src, p_src = np.divmod(pt.direct_src, N)
-        flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
-        ufine = pt.fine_pts.size
-        flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
-        # distinct source positions: rows with the same stencil (same coarse nodes AND weights: at a
-        # leaf's low face two positions share nodes with mirrored weights)
-        if pt.coarse_dst.size:
-            first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
-                                                    axis=1))
-            islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
-        else:
-            islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
-            inv = np.zeros(0, np.int64)
-        flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
-        lk = {}
-        if lv in links:
-            lpts, lq, i1, i2, w1, w2 = links[lv]
-            row = np.searchsorted(pid, lpts) if R else np.zeros(len(lpts), np.int64)
-            if R == 0 or np.any(pid[np.minimum(row, R - 1)] != lpts):
-                raise AssertionError(f"level {lv}: a bounce-back link at a point outside the fix-up list")
-            flat[lq * R + row] = -1 - (d3q27.Q * ufine + d3q27.Q * len(islot) + np.arange(len(lpts)))
-            lk = {"link_i1": np.asarray(i1, np.int64), "link_i2": np.asarray(i2, np.int64),
-                  "link_w1": np.asarray(w1, np.float64), "link_w2": np.asarray(w2, np.float64)}
-        if np.any(desc == np.iinfo(np.int64).min):
-            raise AssertionError(f"level {lv}: an interface direction without a source")
-        if p_src.size and (np.any(p_src // m3 < lo) or np.any(p_src // m3 >= lo + n)):
-            raise AssertionError(f"level {lv}: a direct source outside the level")
-        fine_lo = forest.level_slice(lv + 1).start if pt.fine_pts.size else 0
-        coarse_lo = forest.level_slice(lv - 1).start if pt.coarse_pts.size else 0
-        out[lv] = LevelCoupling(
-            level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
-            fine_pts=pt.fine_pts - fine_lo * m3, coarse_pts=pt.coarse_pts - coarse_lo * m3,
-            interp_slot=islot, interp_w=iw,
-            restrict_dst=pt.restrict_dst - lo * m3,
-            restrict_src=pt.restrict_src - (forest.level_slice(lv + 1).start * m3 if pt.restrict_src.size else 0), **lk)
+        out[lv] = level_coupling(forest, lv, leaves, ijk, interp, solid, links.get(lv), slip)
     return out
+
+
+def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None, link=None,
+                   slip=()) -> LevelCoupling:
+    """The coupling of one level whose fix-up list is the given points (leaves global, ijk (R, 3),
+    each point once, ascending point id): their descriptors from the reference's classification
+    (tables.point_tables), and the restriction of those of them that coincide with a finer node.
+    ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links()."""
+    m3 = forest.m ** 3
+    N = forest.n_leaves * m3
+    sl = forest.level_slice(lv)
+    lo, n = sl.start, sl.stop - sl.start
+    nbr, _ = level_neighbours(forest, lv)
+    leaves = np.asarray(leaves, np.int64)
+    ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
+    R = len(leaves)
+    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip)
+    pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
+    desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
+    desc[0] = pid  # the rest population stays at the point
+    flat = desc.reshape(-1)
+    # direct sources: global q'·N + pid → this level's buffer (all on this level)
+    q_src, p_src = np.divmod(pt.direct_src, N)
+    flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
+    ufine = pt.fine_pts.size
+    flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
+    # distinct source positions: rows with the same stencil (same coarse nodes AND weights: at a
+    # leaf's low face two positions share nodes with mirrored weights)
+    if pt.coarse_dst.size:
+        first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
+                                                axis=1))
+        islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
+    else:
+        islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
+        inv = np.zeros(0, np.int64)
+    flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
+    lk = {}
+    if link is not None:
+        lpts, lq, i1, i2, w1, w2 = link
+        row = np.searchsorted(pid, lpts) if R else np.zeros(len(lpts), np.int64)
+        if R == 0 or np.any(pid[np.minimum(row, R - 1)] != lpts):
+            raise AssertionError(f"level {lv}: a bounce-back link at a point outside the fix-up list")
+        flat[lq * R + row] = -1 - (d3q27.Q * ufine + d3q27.Q * len(islot) + np.arange(len(lpts)))
+        lk = {"link_i1": np.asarray(i1, np.int64), "link_i2": np.asarray(i2, np.int64),
+              "link_w1": np.asarray(w1, np.float64), "link_w2": np.asarray(w2, np.float64)}
+    if np.any(desc == np.iinfo(np.int64).min):
+        raise AssertionError(f"level {lv}: an interface direction without a source")
+    if p_src.size and (np.any(p_src // m3 < lo) or np.any(p_src // m3 >= lo + n)):
+        raise AssertionError(f"level {lv}: a direct source outside the level")
+    fine_lo = forest.level_slice(lv + 1).start if pt.fine_pts.size else 0
+    coarse_lo = forest.level_slice(lv - 1).start if pt.coarse_pts.size else 0
+    return LevelCoupling(
+        level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
+        fine_pts=pt.fine_pts - fine_lo * m3, coarse_pts=pt.coarse_pts - coarse_lo * m3,
+        interp_slot=islot, interp_w=iw,
+        restrict_dst=pt.restrict_dst - lo * m3,
+        restrict_src=pt.restrict_src - (forest.level_slice(lv + 1).start * m3 if pt.restrict_src.size else 0), **lk)

@@ -55,8 +55,19 @@ class TreeStepper:
         self.tau0, self.accel0 = float(tau0), tuple(float(a) for a in accel0)
         self.levels = list(forest.levels)
         m = forest.m
-        self.bufs = {lv: [xp.zeros((d3q27.Q, c.n, m, m, m), dtype), xp.zeros((d3q27.Q, c.n, m, m, m), dtype)]
+        # each level's storage: leaves of m³, or P0's mother leaves (mothers.py: blocks of (2m−1)³
+        # reached from the leaves through ``leaf_map``)
+        self.block = {lv: c.block or m for lv, c in coupling.items()}
+        self.mapped = any(c.leaf_map is not None for c in coupling.values())
+        if self.mapped and self.collision.csm:
+            raise ValueError("mother leaves on a tree do not run Kobayashi's CSM (its coefficient takes each "
+                             "shared node's owner, a leaf-storage notion)")
+        if self.mapped and bnd is not None and not all(b.empty for b in bnd.level.values()):
+            raise ValueError("mother leaves on a tree do not run bodies or flow boundaries (their tables are "
+                             "in leaf storage)")
+        self.bufs = {lv: [xp.zeros((d3q27.Q, c.n) + (self.block[lv],) * 3, dtype) for _ in range(2)]
                      for lv, c in coupling.items()}
+        self._maps = {lv: xp.asarray(c.leaf_map) for lv, c in coupling.items() if c.leaf_map is not None}
         # interface buffers, allocated once (the CUDA graph captures their addresses)
         self.fine_buf = {lv: xp.zeros((d3q27.Q, c.fine_pts.size), dtype) for lv, c in coupling.items()}
         self.coarse_buf = {lv: xp.zeros((d3q27.Q, c.coarse_pts.size), dtype) for lv, c in coupling.items()}
@@ -84,14 +95,24 @@ class TreeStepper:
         (the invariant the step keeps); one that is (out of a step, or synchronise_host) is taken
         bit for bit."""
         xp = self.xp
-        for lv, c in self.coupling.items():
-            self.bufs[lv][0][...] = xp.asarray(f[:, c.lo:c.lo + c.n])
+        for lv in self.coupling:
+            sl = self.forest.level_slice(lv)
+            if lv in self._maps:  # shared nodes of siblings land on one mother point (equal values)
+                self.bufs[lv][0].reshape(d3q27.Q, -1)[:, self._maps[lv]] = xp.asarray(f[:, sl]).reshape(d3q27.Q, -1)
+            else:
+                self.bufs[lv][0][...] = xp.asarray(f[:, sl])
         if not synchronised:
             self.synchronise()
+        elif self.mapped:  # the provisional points from the finer levels (finest first), nothing else
+            for lv in sorted(self.levels, reverse=True):
+                if self.coupling[lv].n_prov:
+                    self.kernels.restrict(self, lv, *_scale(self.tau0, self.accel0, lv + 1, lv), provisional=True)
 
     def state(self):
         """f[Q, L, m, m, m] assembled from every level's current buffer (a new array)."""
-        return self.xp.concatenate([self.bufs[lv][0] for lv in self.levels], axis=1)
+        m, q = self.forest.m, d3q27.Q
+        return self.xp.concatenate([self.bufs[lv][0].reshape(q, -1)[:, self._maps[lv]].reshape(q, -1, m, m, m)
+                                    if lv in self._maps else self.bufs[lv][0] for lv in self.levels], axis=1)
 
     def populations(self, ids):
         """f (Q, *ids.shape) at canonical point ids (leaf · m³ + (k·m + j)·m + i), gathered from each
@@ -100,22 +121,33 @@ class TreeStepper:
         xp, q = self.xp, d3q27.Q
         flat = ids.reshape(-1)
         bufs = [self.bufs[lv][0].reshape(q, -1) for lv in self.levels]
+        maps = [self._maps.get(lv) for lv in self.levels]
         if len(bufs) == 1:
-            return bufs[0][:, flat].reshape((q,) + ids.shape)
+            return bufs[0][:, flat if maps[0] is None else maps[0][flat]].reshape((q,) + ids.shape)
         level = xp.searchsorted(self._level_bounds, flat, side="right")  # index into self.levels
         local = flat - self._level_first[level]
-        out = bufs[0][:, xp.minimum(local, bufs[0].shape[1] - 1)]
+        m3 = self.forest.m ** 3
+
+        def at(i):  # level i's storage index of the clamped local ids
+            c = self.coupling[self.levels[i]]
+            loc = xp.minimum(local, (self.forest.level_slice(c.level).stop - c.lo) * m3 - 1)
+            return loc if maps[i] is None else maps[i][xp.maximum(loc, 0)]
+
+        out = bufs[0][:, at(0)]
         for i, b in enumerate(bufs[1:], 1):  # into the one result: two (Q, K) temporaries at most
-            xp.copyto(out, b[:, xp.minimum(local, b.shape[1] - 1)], where=(level == i)[None])
+            xp.copyto(out, b[:, at(i)], where=(level == i)[None])
         return out.reshape((q,) + ids.shape)
 
     def level_buffers(self):
         """Each level's current buffer (self.levels order), the canonical point id of each level's
         first point (device int64) and the points of all levels: populations() without the gather,
         for kernels that read the storage themselves (tracer_kernels.py). The current buffers swap
-        with each level step: ask again after stepping."""
+        with each level step: ask again after stepping. None with mother leaves (those kernels read
+        leaves of m³; the tracers then gather through populations())."""
         from .tracer_kernels import LevelBuffers
 
+        if self.mapped:
+            return None
         return LevelBuffers(tuple(self.bufs[lv][0] for lv in self.levels), self._level_first,
                             sum(c.n for c in self.coupling.values()) * self.forest.m**3)
 
@@ -222,7 +254,7 @@ class NumpyKernels:
 
     def prepare(self, st: TreeStepper) -> None:
         xp = st.xp
-        self.src = {lv: xp.asarray(leafgrid.gather_sources(c.nbr, st.forest.m)) for lv, c in st.coupling.items()}
+        self.src = {lv: xp.asarray(leafgrid.gather_sources(c.nbr, st.block[lv])) for lv, c in st.coupling.items()}
         names = ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w", "restrict_dst", "restrict_src",
                  "link_i1", "link_i2", "link_w1", "link_w2")
         self.dev = {lv: {k: xp.asarray(getattr(c, k)) for k in names} for lv, c in st.coupling.items()}
@@ -266,11 +298,14 @@ class NumpyKernels:
             v = v + w[:, s] * cb[:, slot[:, s]]
         st.interp_buf[lv][...] = v
 
-    def restrict(self, st, lv, alpha, a_s, a_t, forced):
+    def restrict(self, st, lv, alpha, a_s, a_t, forced, provisional=False):
+        """Level lv's copies of level lv+1 nodes ← the rescaled fine values; ``provisional``: only
+        the mother leaves' provisional points (the last n_prov pairs)."""
         d = self.dev[lv]
-        src = st.bufs[lv + 1][0].reshape(d3q27.Q, -1)[:, d["restrict_src"]]
-        st.bufs[lv][0].reshape(d3q27.Q, -1)[:, d["restrict_dst"]] = levels.rescale(st.xp, src, st.tau0, lv + 1, lv,
-                                                                                  st.accel0)
+        part = slice(d["restrict_dst"].size - st.coupling[lv].n_prov if provisional else 0, None)
+        src = st.bufs[lv + 1][0].reshape(d3q27.Q, -1)[:, d["restrict_src"][part]]
+        st.bufs[lv][0].reshape(d3q27.Q, -1)[:, d["restrict_dst"][part]] = levels.rescale(st.xp, src, st.tau0, lv + 1,
+                                                                                        lv, st.accel0)
 
     def _fix_gather(self, st, lv):
         """(Q, R) pre-collision populations of the interface points through their descriptors."""
@@ -329,9 +364,10 @@ class CupyKernels:
     def prepare(self, st: TreeStepper) -> None:
         from .gpu import LadderStepper, coupling_kernels
 
-        xp, m = st.xp, st.forest.m
+        xp = st.xp
         self.k = coupling_kernels(st.collision)
-        self.steppers = {lv: LadderStepper(xp, self.stream, self.rung, m, None, 1.0 / levels.tau_at(st.tau0, lv),
+        self.steppers = {lv: LadderStepper(xp, self.stream, self.rung, st.block[lv], None,
+                                           1.0 / levels.tau_at(st.tau0, lv),
                                            levels.accel_at(st.accel0, lv), st.timer, nbr=c.nbr, model=st.collision,
                                            coef=st.csm_coef[lv].reshape(-1) if st.collision.csm else None,
                                            copies=st.csm_copies.get(lv))
@@ -351,11 +387,11 @@ class CupyKernels:
             d["fixup"] = "fixup64" if wide else "fixup32"
             d["interp_w"] = xp.asarray(np.ascontiguousarray(c.interp_w, np.float32))
             if self.fused and c.n_fix:  # each point's rank in the fix-up's list, or -1
-                fix_of = np.full(c.n * m**3, -1, np.int32)
+                fix_of = np.full(c.n * st.block[lv]**3, -1, np.int32)
                 fix_of[np.asarray(c.fix_pts, np.int64)] = np.arange(c.n_fix, dtype=np.int32)
                 d["fix_of"] = xp.asarray(fix_of)
             self.dev[lv] = d
-        self.m3 = m ** 3
+        self.m3 = {lv: b ** 3 for lv, b in st.block.items()}  # points per block of each level
         u_in = st.bnd.inlet_velocity if st.bnd is not None else (0.0, 0.0, 0.0)
         self._inlet_values = xp.asarray(boundaries.rest_values(np.float32, u_in))
         self._rest_values = xp.asarray(boundaries.rest_values(np.float32))
@@ -376,7 +412,7 @@ class CupyKernels:
         c, d, stepper = st.coupling[lv], self.dev[lv], self.steppers[lv]
         cur, nxt = st.bufs[lv]
         kern = stepper.k["naive_fix64" if d["fixup"] == "fixup64" else "naive_fix32"]
-        g, b = self._grid(c.n * self.m3)
+        g, b = self._grid(c.n * self.m3[lv])
         kern(g, b, (cur, nxt, stepper.nbr, np.int32(c.n), d["fix_of"], d["desc"], np.int32(c.n_fix),
                     st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
                     np.int64(st.interp_buf[lv].size), st.link_buf[lv], *stepper.scalars)
@@ -391,7 +427,7 @@ class CupyKernels:
         if c.n_fix:
             g, b = self._grid(c.n_fix)
             kern = self.k["csm_fix64" if d["fixup"] == "fixup64" else "csm_fix32"]
-            kern(g, b, (cur, nxt, d["fix_pts"], d["desc"], np.int32(c.n_fix), np.int64(c.n * self.m3),
+            kern(g, b, (cur, nxt, d["fix_pts"], d["desc"], np.int32(c.n_fix), np.int64(c.n * self.m3[lv]),
                         st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
                         np.int64(st.interp_buf[lv].size), st.link_buf[lv]), stream=self.stream)
         stepper.csm_coefficient(nxt)
@@ -403,7 +439,7 @@ class CupyKernels:
         out = (st.fine_buf if fine else st.coarse_buf)[lv]
         f32 = np.float32
         g, b = self._grid(pts.size)
-        self.k["rescale"](g, b, (cur, prev, pts, np.int32(pts.size), np.int64(st.coupling[other].n * self.m3),
+        self.k["rescale"](g, b, (cur, prev, pts, np.int32(pts.size), np.int64(st.coupling[other].n * self.m3[other]),
                                  f32(theta), f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced), out),
                           stream=self.stream)
 
@@ -414,12 +450,18 @@ class CupyKernels:
         self.k[f"interp{c.stencil}"](g, b, (st.coarse_buf[lv], np.int32(c.coarse_pts.size), d["interp_slot"],
                                             d["interp_w"], np.int32(n), st.interp_buf[lv]), stream=self.stream)
 
-    def restrict(self, st, lv, alpha, a_s, a_t, forced):
+    def restrict(self, st, lv, alpha, a_s, a_t, forced, provisional=False):
+        """``provisional``: only the mother leaves' provisional points (the last n_prov pairs)."""
         d, f32 = self.dev[lv], np.float32
-        n = d["restrict_dst"].size
+        dst, src = d["restrict_dst"], d["restrict_src"]
+        if provisional:
+            k = dst.size - st.coupling[lv].n_prov
+            dst, src = dst[k:], src[k:]
+        n = dst.size
         g, b = self._grid(n)
-        self.k["restrict"](g, b, (st.bufs[lv + 1][0], st.bufs[lv][0], d["restrict_src"], d["restrict_dst"], np.int32(n),
-                                  np.int64(st.coupling[lv + 1].n * self.m3), np.int64(st.coupling[lv].n * self.m3),
+        self.k["restrict"](g, b, (st.bufs[lv + 1][0], st.bufs[lv][0], src, dst, np.int32(n),
+                                  np.int64(st.coupling[lv + 1].n * self.m3[lv + 1]),
+                                  np.int64(st.coupling[lv].n * self.m3[lv]),
                                   f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced)), stream=self.stream)
 
     def fixup(self, st, lv):
@@ -431,7 +473,7 @@ class CupyKernels:
         g, b = self._grid(n)
         tau = levels.tau_at(st.tau0, lv)
         ax, ay, az = levels.accel_at(st.accel0, lv)
-        self.k[d["fixup"]](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3),
+        self.k[d["fixup"]](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3[lv]),
                                st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
                                np.int64(st.interp_buf[lv].size), st.link_buf[lv],
                                f32(1.0 / tau), f32(ax), f32(ay), f32(az))
@@ -447,7 +489,7 @@ class CupyKernels:
     def boundary(self, st, lv):
         """boundaries.apply in CUDA: outlet copies, then the inlet and solid values."""
         b, buf = st.bnd.level[lv], st.bufs[lv][1]
-        plane = np.int64(st.coupling[lv].n * self.m3)
+        plane = np.int64(st.coupling[lv].n * self.m3[lv])
         if b.outlet_dst.size:
             g, t = self._grid(b.outlet_dst.size)
             self.k["copy_points"](g, t, (buf, b.outlet_dst, b.outlet_src, np.int32(b.outlet_dst.size), plane),

@@ -11,13 +11,25 @@ FAMILY = "amr3d"
 def _needs_box(backend, selection, preset):
     if preset is not None and not preset.is_box:
         return ("this storage needs one level of periodic leaves (P0's benchmark box); on a refined or walled tree "
-                "the ladder runs on leaves of m³ per level (mother leaves with P0's provisional points are not built)")
+                "the ladder runs per level on leaves of m³ or mother leaves)")
+    return None
+
+
+def tree_mothers_reason(preset) -> str | None:
+    """Why a tree's levels cannot be stored as P0's mother leaves (mothers.py), or None."""
+    if preset.body:
+        return "mother leaves on a tree run without bodies (the bodies' boundary tables are in leaf storage)"
+    if preset.flow.inlet != "none" or preset.flow.outlet != "none":
+        return "mother leaves on a tree run without a flow inlet or outlet (their tables are in leaf storage)"
+    if preset.physics.les == "csm":
+        return ("physics.les = \"csm\" runs on leaves of m³ points only (its velocity gradient is taken inside "
+                "each leaf); mother leaves regroup them")
     return None
 
 
 def _needs_mothers(backend, selection, preset):
     if preset is not None and not preset.is_box:
-        return None  # on a tree, templates and sorted run on leaves of m³ (no mother leaves)
+        return None  # on a tree, mother leaves per level where tree_mothers_reason allows, else leaves of m³
     if preset is not None and storage.mother_shape(tuple(preset.grid.leaves)) is None:
         return f"mother leaves need an even number of leaves per axis (grid.leaves = {list(preset.grid.leaves)})"
     return None
@@ -39,8 +51,19 @@ def _fp32_only(backend, selection, preset):
     return None
 
 
+def _mother_leaf(backend, selection, preset):
+    """mother-leaf: a box with an even number of leaves per axis, or a tree without bodies, flow
+    boundaries or CSM (mothers.py)."""
+    reason = _fp32_only(backend, selection, preset)
+    if reason is None and preset is not None:
+        reason = (_needs_mothers(backend, selection, preset) or _csm_needs_leaves(backend, selection, preset)
+                  if preset.is_box else tree_mothers_reason(preset))
+    return reason
+
+
 def _mothers_fp32(backend, selection, preset):
-    """templates and sorted: mother leaves on a box (so no CSM there), leaves of m³ on a tree."""
+    """templates and sorted: mother leaves on a box (so no CSM there); on a tree mother leaves where
+    the tree allows them (tree_mothers_reason), else leaves of m³ per level."""
     reason = _fp32_only(backend, selection, preset) or _needs_mothers(backend, selection, preset)
     if reason is None and preset is not None and preset.is_box:
         reason = _csm_needs_leaves(backend, selection, preset)
@@ -98,12 +121,13 @@ def register() -> None:
     for _name, _doc, _check in (
             ("naive", "§3.1 one thread per point, runtime neighbour branches", _fp32_only),
             ("split", "§3.2 inner kernel + one outer-shell kernel", _fp32_only),
-            ("mother-leaf", "§3.3 split kernels on mother leaves of (2m−1)³ points (one-level box)",
-             lambda b, s, p: _box_fp32(b, s, p) or _needs_mothers(b, s, p)),
-            ("templates", "§3.4 inner + 26 template class kernels on 26 streams (mother leaves on a box, "
-                          "leaves of m³ per level on a tree)", _mothers_fp32),
-            ("sorted", "beyond P0: the 26 class bodies in one launch sorted by class (mother leaves on a box)",
-             _mothers_fp32),
+            ("mother-leaf", "§3.3 split kernels on mother leaves of (2m−1)³ points: a box's 2×2×2 groups, or "
+                            "each tree level's parents with provisional points where a sibling is refined",
+             _mother_leaf),
+            ("templates", "§3.4 inner + 26 template class kernels on 26 streams (mother leaves; on a tree with "
+                          "bodies, flow boundaries or CSM, leaves of m³ per level)", _mothers_fp32),
+            ("sorted", "beyond P0: the 26 class bodies in one launch sorted by class (on mother leaves as "
+                       "templates)", _mothers_fp32),
             ("split-apart", "beyond P0, for HBM: split's kernels on a storage with every leaf's inner block and "
                             "shell in separate runs, so each kernel writes whole 32-byte sectors (one-level box)",
              _box_fp32),

@@ -105,14 +105,21 @@ def test_bad_trees_are_refused_in_one_line(over, needle):
     assert needle in str(exc.value)
 
 
-def test_the_mother_leaf_and_uniform_rungs_say_why_they_cannot_run_on_a_tree():
+def test_the_box_only_rungs_say_why_they_cannot_run_on_a_tree():
+    """split-apart and uniform are box storages; mother-leaf runs on a tree (mothers.py) unless it
+    has bodies, flow boundaries or the CSM, and says so there."""
     from nagare.engine import registry
 
     p = small_tree()
-    for rung in ("mother-leaf", "split-apart", "uniform"):
+    for rung in ("split-apart", "uniform"):
         choice = registry.axes("amr3d")["kernels"].choices[rung]
         reason = registry.unavailable_reason(choice, "cupy", {"kernels": rung, "graph": "off"}, p)
         assert reason and "one level of periodic leaves" in reason
+    choice = registry.axes("amr3d")["kernels"].choices["mother-leaf"]
+    assert registry.unavailable_reason(choice, "cupy", {"kernels": "mother-leaf", "graph": "off"}, p) is None
+    flow = load_preset("amr3d-sphere-re20")
+    reason = registry.unavailable_reason(choice, "cupy", {"kernels": "mother-leaf", "graph": "off"}, flow)
+    assert reason and "without bodies" in reason
 
 
 def test_the_shipped_tree_preset_has_two_levels():
