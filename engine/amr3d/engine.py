@@ -609,7 +609,7 @@ class AMR3D(Engine):
         elif isinstance(tree, reference.Stepper):
             chunks = [(lv, tree.f[:, self.forest.level_slice(lv)]) for lv in self.forest.levels]
         else:
-            chunks = [(lv, tree.bufs[lv][0]) for lv in tree.levels]
+            chunks = [(lv, tree.level_state(lv)) for lv in tree.levels]  # (leaf order, also on mother leaves)
         return regrid.criterion(self.xp, chunks, self.accel, self.preset.adapt_u_ref, self.backend.asnumpy)
 
     def regrid(self, step: int | None = None) -> dict:
@@ -931,7 +931,8 @@ class AMR3D(Engine):
             return np.min(self._pending)
         if isinstance(self._tree, reference.Stepper):
             return xp.min(self._tree.f)
-        return xp.min(xp.stack([xp.min(self._tree.bufs[lv][0]) for lv in self._tree.levels]))
+        # (on mother leaves the leaves' points only: provisional points are rescaled finer values, not state)
+        return xp.min(xp.stack([xp.min(self._tree.level_state(lv)) for lv in self._tree.levels]))
 
     def sanity_bounds(self):
         """Density positive; speed below the lattice sound speed 1/√3 and, in an open flow (an inflow

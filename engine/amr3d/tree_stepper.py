@@ -108,11 +108,17 @@ class TreeStepper:
                 if self.coupling[lv].n_prov:
                     self.kernels.restrict(self, lv, *_scale(self.tau0, self.accel0, lv + 1, lv), provisional=True)
 
+    def level_state(self, lv: int):
+        """f[Q, n_l, m, m, m] of one level's leaves: its current buffer (a view), or gathered from
+        its mother leaves (a new array, provisional points left out)."""
+        if lv not in self._maps:
+            return self.bufs[lv][0]
+        m, q = self.forest.m, d3q27.Q
+        return self.bufs[lv][0].reshape(q, -1)[:, self._maps[lv]].reshape(q, -1, m, m, m)
+
     def state(self):
         """f[Q, L, m, m, m] assembled from every level's current buffer (a new array)."""
-        m, q = self.forest.m, d3q27.Q
-        return self.xp.concatenate([self.bufs[lv][0].reshape(q, -1)[:, self._maps[lv]].reshape(q, -1, m, m, m)
-                                    if lv in self._maps else self.bufs[lv][0] for lv in self.levels], axis=1)
+        return self.xp.concatenate([self.level_state(lv) for lv in self.levels], axis=1)
 
     def populations(self, ids):
         """f (Q, *ids.shape) at canonical point ids (leaf · m³ + (k·m + j)·m + i), gathered from each

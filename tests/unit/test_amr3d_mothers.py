@@ -192,3 +192,53 @@ def test_gpu_rungs_on_mother_leaves_follow_the_array_code(forest_fn, rung, graph
             dev.advance(2, graph=graph)
             stream.synchronize()
             np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)
+
+
+def test_random_balanced_trees_on_mother_leaves_step_like_the_reference():
+    """Random refine sequences on random root grids, periodicity and free-slip sides (every tree
+    2:1 balanced by tree.refine): the mother storage follows the reference to round-off on each."""
+    rng = np.random.default_rng(20261126)
+    sides = ("x-", "x+", "y-", "y+", "z-", "z+")
+    for _ in range(8):
+        roots = tuple(int(r) for r in rng.integers(1, 4, 3))
+        periodic = tuple(bool(b) for b in rng.integers(0, 2, 3))
+        forest = Forest.uniform(roots, 0, M, 2, periodic=periodic)
+        for _ in range(int(rng.integers(1, 4))):
+            open_ = np.flatnonzero(forest.level < forest.max_level)
+            forest = refine(forest, rng.choice(open_, size=min(len(open_), int(rng.integers(1, 3))), replace=False))
+        slip = tuple(s for i, s in enumerate(sides) if not periodic[i // 2] and rng.random() < 0.5)
+        phys = reference.Physics(0.57, tuple(float(a) for a in rng.choice([0.0, 1e-5, -2e-5], 3)))
+        interp = str(rng.choice(["linear", "quadratic"]))
+        f0 = flow_state(forest, phys)
+        ref = reference.Stepper(np, forest, phys, f0.copy(), tables.build(forest, interp, slip=slip))
+        st, _ = mother_stepper(forest, phys, interp, slip)
+        st.set_state(f0.copy(), synchronised=False)
+        ref.step(2)
+        st.advance(2)
+        np.testing.assert_allclose(st.state(), ref.f, rtol=0, atol=2e-14,
+                                   err_msg=f"roots {roots}, periodic {periodic}, slip {slip}, levels {forest.levels}")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
+def test_an_adaptive_tree_regrids_on_mother_leaves(emulated_cupy):
+    """The regrid criterion reads the leaves' points out of the mother storage (not the mothers'
+    blocks), so an adaptive tree on mother leaves refines and coarsens as on leaves of m³."""
+    from nagare.engine.backend import Backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    p = load_preset("amr3d-vortex-adapt", ["grid.leaves=[4, 4, 1]", "grid.m=9", "initial.center=[14.0, 16.0, 4.0]",
+                                           "variants.kernels=naive"])
+    a, b = (create_engine(p, Backend("cupy", emulated_cupy, _cupy=emulated_cupy)) for _ in range(2))
+    a.set_variant(kernels="mother-leaf")
+    assert a._tree.mapped
+    a.step(2)
+    b.step(2)
+    np.testing.assert_allclose(a.regrid_criterion(), b.regrid_criterion(), rtol=1e-4, atol=1e-7)
+    a.regrid()
+    b.regrid()
+    np.testing.assert_array_equal(a.forest.level, b.forest.level)
+    assert a._tree.mapped  # rebuilt on the new tree, still on mother leaves
+    a.step(2)
+    b.step(2)
+    np.testing.assert_allclose(a.state_arrays()["f"], b.state_arrays()["f"], rtol=2e-5, atol=2e-6)
