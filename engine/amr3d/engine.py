@@ -516,10 +516,10 @@ class AMR3D(Engine):
         from .tree_stepper import CupyKernels, TreeStepper
 
         mothered = self._tree_storage(rung) == "mothers"
-        self._tree = TreeStepper(self.xp, self.forest, self._mother_interface() if mothered else self._interface(),
-                                 p.physics.tau, self.accel, CupyKernels(RUNG_KERNELS[rung] if mothered else rung,
-                                                                         self.stream),
-                                 self.timer, dtype=self.dtype, bnd=self._bnd, collision=self.collision)
+        coupling, bnd = self._mother_interface() if mothered else (self._interface(), self._bnd)
+        self._tree = TreeStepper(self.xp, self.forest, coupling, p.physics.tau, self.accel,
+                                 CupyKernels(RUNG_KERNELS[rung] if mothered else rung, self.stream),
+                                 self.timer, dtype=self.dtype, bnd=bnd, collision=self.collision)
         self._tree.set_state(leaves)
 
     def _tree_storage(self, rung: str) -> str:
@@ -530,16 +530,21 @@ class AMR3D(Engine):
         return "leaves"
 
     def _mother_interface(self):
-        """interface.build's data with the levels stored as mother leaves (mothers.coupling)."""
+        """interface.build's data with the levels stored as mother leaves (mothers.coupling), and the
+        flow's boundary lists moved into that storage (mothers.boundaries)."""
         from . import mothers
 
-        key = (self.preset.model_dump_json(include={"grid", "refine"}), self.preset.physics.interp,
-               self.forest.level.tobytes(), self.forest.block.tobytes())
+        key = (self.preset.model_dump_json(include={"grid", "refine", "body", "flow"}), self.preset.physics.interp,
+               getattr(self.preset, "source", ""), self.forest.level.tobytes(), self.forest.block.tobytes())
         if key not in _MOTHER_CACHE:
-            slip = self._bnd.slip if self._bnd is not None else ()
+            lay = mothers.layout(self.forest)
+            b = self._bnd
+            solid, near, links, slip = ((b.solid, b.near(), b.links(), b.slip) if b is not None
+                                        else (None, None, None, ()))
             _MOTHER_CACHE.clear()
-            _MOTHER_CACHE[key] = mothers.coupling(self.forest, mothers.layout(self.forest), self.preset.physics.interp,
-                                                  slip)
+            _MOTHER_CACHE[key] = (mothers.coupling(self.forest, lay, self.preset.physics.interp, slip, solid, near,
+                                                   links),
+                                  mothers.boundaries(b, lay) if b is not None else None)
         return _MOTHER_CACHE[key]
 
     def _interface(self):

@@ -28,8 +28,11 @@ is itself a mother on level l+1). Reads the block cannot serve — into a coarse
 mother on this level — are fix-up points, their descriptors built from the reference's tables as
 on leaves (interface.level_coupling), mapped into the mother storage.
 
-Not built (variants.py says so): bodies and flow boundaries (their tables are in leaf space),
-Kobayashi's CSM (its coefficient needs every copy's owner), fp16 storage.
+Flows: the bodies' fluid points next to a solid join the fix-up list (bounce-back or Bouzidi's
+interpolated links through the descriptors), and the boundary lists (solid, inlet, outlet, link
+points: :func:`boundaries`) move into the mother storage through the same leaf map; provisional
+points take the finer level's boundary values with the rest of its state. Not built (variants.py
+says so): Kobayashi's CSM (its coefficient needs every copy's owner), fp16 storage.
 """
 from __future__ import annotations
 
@@ -179,7 +182,7 @@ def layout(forest: Forest) -> dict[int, MotherLevel]:
             if lv > 0 or level_zero_reason(forest) is None}
 
 
-def _special(forest: Forest, lv: int, leaves, ijk, interp: str, slip) -> np.ndarray:
+def _special(forest: Forest, lv: int, leaves, ijk, interp: str, slip, solid=None) -> np.ndarray:
     """(R,) bool: interface points whose reference tables hold a read a mother block cannot serve by
     a plain pull (an interpolated coarse source, a bounce-back or free-slip reflection: a source
     population other than the pulled one); plain same-level and coincident fine reads it can.
@@ -191,7 +194,7 @@ def _special(forest: Forest, lv: int, leaves, ijk, interp: str, slip) -> np.ndar
     out = np.zeros(R, bool)
     if not R:
         return out
-    pt = tables.point_tables(forest, lv, leaves, ijk, interp, None, slip)
+    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip)
     N = forest.n_leaves * forest.m ** 3
     out[pt.coarse_dst % R] = True
     qd, r = np.divmod(pt.direct_dst, R)
@@ -201,11 +204,15 @@ def _special(forest: Forest, lv: int, leaves, ijk, interp: str, slip) -> np.ndar
     return out
 
 
-def coupling(forest: Forest, lay: dict[int, MotherLevel], interp: str = "quadratic",
-             slip=()) -> dict[int, LevelCoupling]:
+def coupling(forest: Forest, lay: dict[int, MotherLevel], interp: str = "quadratic", slip=(), solid=None,
+             near=None, links=None) -> dict[int, LevelCoupling]:
     """interface.build for a tree whose levels in ``lay`` are stored as mother leaves: every id in
-    that storage, the provisional points' fills appended to the restriction."""
-    ref = interface.build(forest, interp, slip=slip)
+    that storage, the provisional points' fills appended to the restriction. ``solid``, ``near``,
+    ``links``: a flow's bodies as for interface.build (Boundaries.solid / near() / links(), leaf
+    storage): the points next to a body join the fix-up list of their mother storage, and the
+    links' buffer indices move into it."""
+    near, links = near or {}, links or {}
+    ref = interface.build(forest, interp, solid, near, links, slip)
     m3 = forest.m ** 3
 
     def remap(lv, ids):
@@ -224,11 +231,28 @@ def coupling(forest: Forest, lay: dict[int, MotherLevel], interp: str = "quadrat
             continue
         ml = lay[lv]
         leaves_r, ijk_r = interface.interface_points(forest, lv)
-        special = _special(forest, lv, leaves_r, ijk_r, interp, slip)
+        special = _special(forest, lv, leaves_r, ijk_r, interp, slip, solid)
         ids = np.union1d(ml.interface_ids(),
                          ml.leaf_map[(leaves_r[special] - ml.lo) * m3 + tables.local_flat(forest.m, ijk_r[special])])
+        if lv in near:  # the fluid points next to a body: bounce-back through their descriptors
+            nl, nijk = near[lv]
+            ids = np.union1d(ids, ml.leaf_map[(np.asarray(nl, np.int64) - ml.lo) * m3
+                                              + tables.local_flat(forest.m, nijk)])
         leaves, ijk = ml.leaf_points(ids)
-        c = interface.level_coupling(forest, lv, leaves, ijk, interp, None, None, slip)
+        # in the order of the leaf point ids of these representatives (level_coupling finds the
+        # links' points by bisection)
+        rep_pid = (leaves - ml.lo) * m3 + tables.local_flat(forest.m, ijk)
+        order = np.argsort(rep_pid, kind="stable")
+        ids, leaves, ijk, rep_pid = ids[order], leaves[order], ijk[order], rep_pid[order]
+        link = None
+        if lv in links:  # each link at its node's representative copy (a sibling's copy is the same point)
+            lpts, lq, i1, i2, w1, w2 = links[lv]
+            pos = np.searchsorted(ids, ml.leaf_map[lpts], sorter=np.argsort(ids))
+            at = np.argsort(ids)[np.minimum(pos, len(ids) - 1)]
+            if not len(ids) or np.any(ids[at] != ml.leaf_map[lpts]):
+                raise AssertionError(f"level {lv}: a bounce-back link at a point outside the mothers' fix-up list")
+            link = (rep_pid[at], lq, i1, i2, w1, w2)
+        c = interface.level_coupling(forest, lv, leaves, ijk, interp, solid, link, slip)
         if not np.array_equal(ml.leaf_map[c.fix_pts], ids):
             raise AssertionError(f"level {lv}: the mother fix-up points do not map back to themselves")
         desc = c.desc.copy()
@@ -241,13 +265,18 @@ def coupling(forest: Forest, lay: dict[int, MotherLevel], interp: str = "quadrat
             raise AssertionError(f"level {lv}: provisional points without a finer level")
         else:
             pd = ps = np.zeros(0, np.int64)
+        lk = {}
+        if c.link_i1.size:  # link buffer sources q'·P + p (leaf storage) → q'·P_M + mother point
+            lk = {k: (lambda a: a // (r.n * m3) * ml.points + ml.leaf_map[a % (r.n * m3)])(getattr(c, k))
+                  for k in ("link_i1", "link_i2")}
+            lk.update(link_w1=c.link_w1, link_w2=c.link_w2)
         out[lv] = LevelCoupling(
             level=lv, lo=r.lo, n=ml.n, nbr=ml.nbr, fix_pts=ids, desc=desc,
             fine_pts=remap(lv + 1, c.fine_pts), coarse_pts=remap(lv - 1, c.coarse_pts),
             interp_slot=c.interp_slot, interp_w=c.interp_w,
             restrict_dst=np.concatenate([remap(lv, r.restrict_dst), pd]),
             restrict_src=np.concatenate([remap(lv + 1, r.restrict_src), ps]),
-            block=ml.M, leaf_map=ml.leaf_map, n_prov=len(pd))
+            block=ml.M, leaf_map=ml.leaf_map, n_prov=len(pd), **lk)
     return out
 
 
@@ -271,3 +300,22 @@ def point_counts(forest: Forest, lay: dict[int, MotherLevel]) -> dict:
             shell += n * (m ** 3 - (m - 2) ** 3)
     return {"leaf_points": leaves, "leaf_shell": leaf_shell, "mother_points": stored, "mother_shell": shell,
             "provisional": prov}
+
+
+def boundaries(bnd, lay: dict[int, MotherLevel]):
+    """A flow's boundary lists (boundaries.Boundaries, leaf storage) with the point ids of the
+    levels in ``lay`` moved into their mother storage (solid, inlet, outlet and link points: each
+    copy of a node lands on the node's one mother point, so duplicates write equal values and the
+    force still counts each owner link once). ``near`` keeps leaf coordinates (tables read them)."""
+    from dataclasses import replace
+
+    level = {}
+    for lv, b in bnd.level.items():
+        if lv not in lay:
+            level[lv] = b
+            continue
+        mp = lay[lv].leaf_map
+        level[lv] = replace(b, **{k: mp[np.asarray(getattr(b, k), np.int64)]
+                                  for k in ("solid_pts", "inlet_pts", "outlet_dst", "outlet_src", "link_pts",
+                                            "link_p2")})
+    return replace(bnd, level=level)

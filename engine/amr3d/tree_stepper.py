@@ -62,9 +62,6 @@ class TreeStepper:
         if self.mapped and self.collision.csm:
             raise ValueError("mother leaves on a tree do not run Kobayashi's CSM (its coefficient takes each "
                              "shared node's owner, a leaf-storage notion)")
-        if self.mapped and bnd is not None and not all(b.empty for b in bnd.level.values()):
-            raise ValueError("mother leaves on a tree do not run bodies or flow boundaries (their tables are "
-                             "in leaf storage)")
         self.bufs = {lv: [xp.zeros((d3q27.Q, c.n) + (self.block[lv],) * 3, dtype) for _ in range(2)]
                      for lv, c in coupling.items()}
         self._maps = {lv: xp.asarray(c.leaf_map) for lv, c in coupling.items() if c.leaf_map is not None}

@@ -17,10 +17,6 @@ def _needs_box(backend, selection, preset):
 
 def tree_mothers_reason(preset) -> str | None:
     """Why a tree's levels cannot be stored as P0's mother leaves (mothers.py), or None."""
-    if preset.body:
-        return "mother leaves on a tree run without bodies (the bodies' boundary tables are in leaf storage)"
-    if preset.flow.inlet != "none" or preset.flow.outlet != "none":
-        return "mother leaves on a tree run without a flow inlet or outlet (their tables are in leaf storage)"
     if preset.physics.les == "csm":
         return ("physics.les = \"csm\" runs on leaves of m³ points only (its velocity gradient is taken inside "
                 "each leaf); mother leaves regroup them")
@@ -52,8 +48,8 @@ def _fp32_only(backend, selection, preset):
 
 
 def _mother_leaf(backend, selection, preset):
-    """mother-leaf: a box with an even number of leaves per axis, or a tree without bodies, flow
-    boundaries or CSM (mothers.py)."""
+    """mother-leaf: a box with an even number of leaves per axis, or a tree without Kobayashi's CSM
+    (mothers.py)."""
     reason = _fp32_only(backend, selection, preset)
     if reason is None and preset is not None:
         reason = (_needs_mothers(backend, selection, preset) or _csm_needs_leaves(backend, selection, preset)
@@ -63,7 +59,7 @@ def _mother_leaf(backend, selection, preset):
 
 def _mothers_fp32(backend, selection, preset):
     """templates and sorted: mother leaves on a box (so no CSM there); on a tree mother leaves where
-    the tree allows them (tree_mothers_reason), else leaves of m³ per level."""
+    the tree allows them (tree_mothers_reason: not with the CSM), else leaves of m³ per level."""
     reason = _fp32_only(backend, selection, preset) or _needs_mothers(backend, selection, preset)
     if reason is None and preset is not None and preset.is_box:
         reason = _csm_needs_leaves(backend, selection, preset)
@@ -125,7 +121,7 @@ def register() -> None:
                             "each tree level's parents with provisional points where a sibling is refined",
              _mother_leaf),
             ("templates", "§3.4 inner + 26 template class kernels on 26 streams (mother leaves; on a tree with "
-                          "bodies, flow boundaries or CSM, leaves of m³ per level)", _mothers_fp32),
+                          "Kobayashi's CSM, leaves of m³ per level)", _mothers_fp32),
             ("sorted", "beyond P0: the 26 class bodies in one launch sorted by class (on mother leaves as "
                        "templates)", _mothers_fp32),
             ("split-apart", "beyond P0, for HBM: split's kernels on a storage with every leaf's inner block and "

@@ -106,8 +106,8 @@ def test_bad_trees_are_refused_in_one_line(over, needle):
 
 
 def test_the_box_only_rungs_say_why_they_cannot_run_on_a_tree():
-    """split-apart and uniform are box storages; mother-leaf runs on a tree (mothers.py) unless it
-    has bodies, flow boundaries or the CSM, and says so there."""
+    """split-apart and uniform are box storages; mother-leaf runs on a tree (mothers.py), flows
+    included, unless it has Kobayashi's CSM, and says so there."""
     from nagare.engine import registry
 
     p = small_tree()
@@ -118,8 +118,10 @@ def test_the_box_only_rungs_say_why_they_cannot_run_on_a_tree():
     choice = registry.axes("amr3d")["kernels"].choices["mother-leaf"]
     assert registry.unavailable_reason(choice, "cupy", {"kernels": "mother-leaf", "graph": "off"}, p) is None
     flow = load_preset("amr3d-sphere-re20")
-    reason = registry.unavailable_reason(choice, "cupy", {"kernels": "mother-leaf", "graph": "off"}, flow)
-    assert reason and "without bodies" in reason
+    assert registry.unavailable_reason(choice, "cupy", {"kernels": "mother-leaf", "graph": "off"}, flow) is None
+    csm = load_preset("amr3d-ahmed")  # MRT + Kobayashi's CSM
+    reason = registry.unavailable_reason(choice, "cupy", {"kernels": "mother-leaf", "graph": "off"}, csm)
+    assert reason and "csm" in reason and "\n" not in reason
 
 
 def test_the_shipped_tree_preset_has_two_levels():

@@ -127,15 +127,17 @@ def test_level_zero_groups_roots_only_when_even():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
-def test_engine_runs_the_cuda_rungs_on_mother_leaves_of_a_tree(emulated_cupy):
+@pytest.mark.parametrize("name", ["fp32-tree3-m9", "fp32-sphere-m9"])
+def test_engine_runs_the_cuda_rungs_on_mother_leaves_of_a_tree(emulated_cupy, name):
     """The engine on the emulated CuPy, on the registry's three-level tree (level 0's roots grouped,
-    walls normal to y): mother-leaf, templates and sorted run P0's CUDA kernels on mother leaves,
+    walls normal to y) and its sphere flow (MRT + Smagorinsky, inlet, outflow, interpolated
+    bounce-back): mother-leaf, templates and sorted run P0's CUDA kernels on mother leaves,
     switched live from and to leaves of m³, and follow the reference (the registry's tolerance)."""
     from nagare.engine.amr3d.engine import AMR3D
     from nagare.engine.backend import Backend
     from nagare.engine.families import create_engine
 
-    p = AMR3D.equivalence_presets()["fp32-tree3-m9"]
+    p = AMR3D.equivalence_presets()[name]
 
     def make():
         e = create_engine(p, Backend("cupy", emulated_cupy, _cupy=emulated_cupy))
@@ -154,15 +156,15 @@ def test_engine_runs_the_cuda_rungs_on_mother_leaves_of_a_tree(emulated_cupy):
     assert a.updates_per_step != make().updates_per_step
 
 
-def test_bodies_and_csm_refuse_mother_leaves_in_one_line():
+def test_only_the_csm_refuses_mother_leaves_in_one_line():
     from nagare.engine.amr3d import variants
     from nagare.engine.amr3d.engine import AMR3D
 
     P = AMR3D.equivalence_presets()
-    for name, words in (("fp32-sphere-m9", "without bodies"), ("fp32-tree2-csm-m9", "csm")):
-        reason = variants.tree_mothers_reason(P[name])
-        assert reason is not None and words in reason and "\n" not in reason
-    assert variants.tree_mothers_reason(P["fp32-tree2-slip-m9"]) is None
+    reason = variants.tree_mothers_reason(P["fp32-tree2-csm-m9"])
+    assert reason is not None and "csm" in reason and "\n" not in reason
+    for name in ("fp32-sphere-m9", "fp32-tree2-slip-m9", "fp32-tree3-m9"):
+        assert variants.tree_mothers_reason(P[name]) is None
 
 
 @pytest.mark.gpu
@@ -242,3 +244,40 @@ def test_an_adaptive_tree_regrids_on_mother_leaves(emulated_cupy):
     a.step(2)
     b.step(2)
     np.testing.assert_allclose(a.state_arrays()["f"], b.state_arrays()["f"], rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("nlev,interp,wall", [(2, "quadratic", "halfway"), (3, "linear", "interpolated"),
+                                               (3, "quadratic", "interpolated")])
+def test_a_flow_on_mother_leaves_steps_like_the_reference(nlev, interp, wall):
+    """A sphere on the finest level, a velocity inlet and an outflow (tests/unit/test_amr3d_flows.py's
+    trees), the boundary lists and the interpolated bounce-back links moved into mother storage
+    (mothers.boundaries): the state and the momentum-exchange force follow the reference in fp64."""
+    from nagare.engine.amr3d import boundaries, levels
+
+    from tests.unit.test_amr3d_flows import sphere_tree
+
+    forest, body = sphere_tree(nlev)
+    u_in = (0.04, 0.0, 0.0)
+    bnd = boundaries.build(forest, [body], "x-", "x+", u_in, wall)
+    tau0 = 0.51 if nlev == 3 else 0.53
+    phys = reference.Physics(tau0)
+    levels.check_taus(tau0, forest.levels)
+    X = reference.point_coordinates(forest)
+    rho = np.ones(X.shape[:-1])
+    u = np.stack([np.full(rho.shape, u_in[0]), 0.01 * np.sin(X[..., 0] / 4), np.zeros(rho.shape)])
+    f0 = reference.init_state(np, forest, phys, rho, u)
+    for lv, b in bnd.level.items():
+        boundaries.apply(np, f0.reshape(27, -1), b, forest.level_slice(lv).start * forest.m ** 3, u_in)
+    ref = reference.Stepper(np, forest, phys, f0.copy(), tables.build(forest, interp, bnd.solid, bnd.near()), bnd=bnd)
+    lay = mothers.layout(forest)
+    cpl = mothers.coupling(forest, lay, interp, (), bnd.solid, bnd.near(), bnd.links())
+    st = TreeStepper(np, forest, cpl, tau0, (0.0, 0.0, 0.0), NumpyKernels(), timer(), dtype=np.float64,
+                     bnd=mothers.boundaries(bnd, lay))
+    assert st.mapped
+    st.set_state(ref.f.copy())
+    for _ in range(3):
+        ref.step(2)
+        st.advance(2)
+        np.testing.assert_allclose(st.state(), ref.f, rtol=0, atol=2e-14)
+    np.testing.assert_allclose(st.body_force(), ref.body_force(), rtol=1e-12, atol=1e-15)
+    assert np.abs(ref.body_force()[0]) > 1e-3
