@@ -34,11 +34,15 @@ OPTIONS = ("--fmad=false",)  # no FMA contraction: the array code's roundings (s
 class LevelBuffers(NamedTuple):
     """What the kernels read the populations from (TreeStepper.level_buffers): each level's current
     buffer (Q, n_l, m, m, m) in the stepper's level order, the canonical point id of each level's
-    first point (a device int64 array), and the points of all levels together."""
+    first point (a device int64 array), and the points of all levels together. On mother leaves
+    (mothers.py) also ``planes``, each level's stored points (device int64), and ``map``, the
+    storage index within its level's buffer of every canonical point id (device int64)."""
 
     buffers: tuple
     first: object
     points: int
+    planes: object = None
+    map: object = None
 
 
 def prelude() -> str:
@@ -108,7 +112,9 @@ class FusedStep:
         """The arguments after the tracer arrays: level buffers, then the lookup."""
         lk, t = tr.lookup, tr.dtype.type
         periodic = sum(1 << a for a in range(3) if lk.periodic[a])
+        mapped = levels.map is not None
         return (self._table(levels), levels.first, np.int32(len(levels.buffers)), np.int64(levels.points),
+                levels.planes if mapped else levels.first, levels.map if mapped else levels.first, np.int32(mapped),
                 lk.leaf_of_cell, lk.origin, lk.inv_spacing, t(lk.cell), *(np.int32(c) for c in lk.cells),
                 np.int32(lk.m), *(t(d) for d in lk.domain), np.int32(periodic))
 

@@ -306,8 +306,8 @@ class Tracers:
             from .tracer_kernels import FusedStep
 
             self._fused = FusedStep(self.xp)
-        lv = levels()  # None where the stepper's storage is not leaves of m³ (mother leaves)
-        return lv if lv is not None and self._fused.supports(self, lv) else None
+        lv = levels()
+        return lv if self._fused.supports(self, lv) else None
 
     def begin(self, populations, levels=None) -> None:
         """The first half of a coarse step, before the fluid steps: k₁ = u(x) from the populations

@@ -145,14 +145,25 @@ class TreeStepper:
         """Each level's current buffer (self.levels order), the canonical point id of each level's
         first point (device int64) and the points of all levels: populations() without the gather,
         for kernels that read the storage themselves (tracer_kernels.py). The current buffers swap
-        with each level step: ask again after stepping. None with mother leaves (those kernels read
-        leaves of m³; the tracers then gather through populations())."""
+        with each level step: ask again after stepping. On mother leaves also each level's plane and
+        the storage index of every canonical point id (built once: 8 bytes a leaf point)."""
         from .tracer_kernels import LevelBuffers
 
-        if self.mapped:
-            return None
-        return LevelBuffers(tuple(self.bufs[lv][0] for lv in self.levels), self._level_first,
-                            sum(c.n for c in self.coupling.values()) * self.forest.m**3)
+        points = sum(self.forest.level_slice(lv).stop - self.forest.level_slice(lv).start
+                     for lv in self.levels) * self.forest.m**3
+        bufs = tuple(self.bufs[lv][0] for lv in self.levels)
+        if not self.mapped:
+            return LevelBuffers(bufs, self._level_first, points)
+        if getattr(self, "_tracer_map", None) is None:
+            m3, xp = self.forest.m**3, self.xp
+            parts = [self._maps[lv] if lv in self._maps
+                     else xp.arange((self.forest.level_slice(lv).stop - self.forest.level_slice(lv).start) * m3,
+                                    dtype=np.int64) for lv in self.levels]
+            self._tracer_map = (xp.asarray(np.array([c.n * self.block[lv] ** 3 for lv, c in
+                                                     ((lv, self.coupling[lv]) for lv in self.levels)], np.int64)),
+                                xp.concatenate(parts).astype(np.int64))
+        planes, tmap = self._tracer_map
+        return LevelBuffers(bufs, self._level_first, points, planes, tmap)
 
     def synchronise(self) -> None:
         for lv in sorted(self.levels, reverse=True):

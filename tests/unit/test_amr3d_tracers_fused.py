@@ -118,17 +118,23 @@ def test_engine_fused_tracers_batch_and_resume_bit_for_bit(emulated_cupy, monkey
     assert int(one._tracers.alive.sum()) > 0
 
 
-@pytest.mark.parametrize("pos_dtype,storage", [(np.float32, np.float32), (np.float64, np.float64),
-                                               (np.float32, np.float64), (np.float64, np.float32)])
-def test_fused_tracers_on_a_three_level_stepper_every_dtype(emulated_cupy, pos_dtype, storage):
+@pytest.mark.parametrize("pos_dtype,storage,mother_leaves", [
+    (np.float32, np.float32, False), (np.float64, np.float64, False), (np.float32, np.float64, False),
+    (np.float64, np.float32, False), (np.float32, np.float32, True), (np.float64, np.float64, True)])
+def test_fused_tracers_on_a_three_level_stepper_every_dtype(emulated_cupy, pos_dtype, storage, mother_leaves):
     """Tracers.begin/finish with the stepper's level buffers (a TreeStepper of three levels holding a
     smooth flow, walled in y, a solid ball) against the array code, for positions and buffers in
-    float32 and float64 (the kernels' templates): the same bits after every step, the ring wrapped,
+    float32 and float64 (the kernels' templates), on leaves of m³ and on mother leaves (the kernels
+    find each node through the level buffers' map): the same bits after every step, the ring wrapped,
     tracers parked at the walls and in the ball. The flow is frozen and the step long (dt = 20), so
     the tracers cross the tree."""
+    from nagare.engine.amr3d import mothers
+
     forest = three_levels((True, False, True), at=(12.0, 12.0, 8.0))
-    st = TreeStepper(emulated_cupy, forest, interface.build(forest), 0.6, (0.0, 0.0, 0.0), NumpyKernels(),
+    cpl = mothers.coupling(forest, mothers.layout(forest)) if mother_leaves else interface.build(forest)
+    st = TreeStepper(emulated_cupy, forest, cpl, 0.6, (0.0, 0.0, 0.0), NumpyKernels(),
                      PhaseTimer(get_backend("numpy")), dtype=storage)
+    assert st.mapped is mother_leaves
     st.set_state(flow_state(forest, reference.Physics(0.6, (0.0, 0.0, 0.0)), seed=3).astype(storage),
                  synchronised=False)
     assert st.levels == [0, 1, 2]

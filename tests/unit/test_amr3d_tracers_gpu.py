@@ -66,7 +66,8 @@ def test_gpu_tracer_step_gathers_stencil_populations_only(kernels, monkeypatch):
     assert e._tracers.count > 0
 
 
-def test_fused_tracers_follow_the_array_code_on_the_gpu():
+@pytest.mark.parametrize("kernels", ["naive", "mother-leaf"])
+def test_fused_tracers_follow_the_array_code_on_the_gpu(kernels):
     """The fused tracer kernels (the default on CuPy with the ladder rungs: tracer_kernels.py)
     against the array code on CuPy, over the same fluid bits (the tracers do not feed back).
 
@@ -77,10 +78,11 @@ def test_fused_tracers_follow_the_array_code_on_the_gpu():
     position (< 24 level-0 units: ulp ≤ 1.9e-6) by at most 1 ulp per rounding: one step from the same
     state within 2 ulps; 40 steps within 1e-4 (the fp32 tracer-vs-reference bound above, which the
     differences compound to at most, |∇u| dt being small), with the same tracers alive."""
-    g, r = _engine("cupy", "naive"), _engine("cupy", "naive")
+    g, r = _engine("cupy", kernels), _engine("cupy", kernels)
     r._tracers.use_kernels = False
     g.step(12)
     r.step(12)
+    assert g._tree.mapped is (kernels == "mother-leaf")  # (the fused kernels read mother leaves through a map)
     r._tracers.load_state_arrays(g._tracers.state_arrays())  # the same tracers, the same fluid
     g.step(1)
     r.step(1)
@@ -90,7 +92,7 @@ def test_fused_tracers_follow_the_array_code_on_the_gpu():
     np.testing.assert_array_equal(g.backend.asnumpy(a["f"]), r.backend.asnumpy(b["f"]))
     np.testing.assert_allclose(g.backend.asnumpy(a["tracers/positions"]), r.backend.asnumpy(b["tracers/positions"]),
                                rtol=0, atol=2 * float(np.spacing(np.float32(24.0))))
-    g, r = _engine("cupy", "naive"), _engine("cupy", "naive")
+    g, r = _engine("cupy", kernels), _engine("cupy", kernels)
     r._tracers.use_kernels = False
     g.step(40)
     r.step(40)

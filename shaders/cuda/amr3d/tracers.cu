@@ -156,6 +156,11 @@ template <typename S> struct Levels {
     const i64* __restrict__ first;
     int n;
     i64 points;  // every level's points together: the end of the last level
+    // mother leaves (mothers.py): the storage index of each canonical point id within its level's
+    // buffer, and each level's plane (stored points); unused where mapped = 0 (leaves of m^3)
+    const i64* __restrict__ plane;
+    const i64* __restrict__ map;
+    int mapped;
 };
 
 // Trilinear velocity at p (wrapped) from the populations at the 8 stencil nodes
@@ -170,12 +175,12 @@ __device__ __forceinline__ void velocity(const Domain<P>& d, const Levels<S>& lv
     const i64 id = leaf * d.m * d.m * d.m;
     int l = 0;
     while (l + 1 < lv.n && l + 1 < AMR3D_TRACER_MAX_LEVELS && lv.first[l + 1] <= id) ++l;
-    const i64 plane = (l + 1 < lv.n ? lv.first[l + 1] : lv.points) - lv.first[l];
+    const i64 plane = lv.mapped ? lv.plane[l] : (l + 1 < lv.n ? lv.first[l + 1] : lv.points) - lv.first[l];
     const S* __restrict__ f = reinterpret_cast<const S*>(lv.ptr[l]);
     const i64 local = base - lv.first[l];
     J acc[3];
     for (int k = 0; k < 8; ++k) {
-        const i64 at = local + d.corner(k);
+        const i64 at = lv.mapped ? lv.map[base + d.corner(k)] : local + d.corner(k);
         S g[Q];
 #pragma unroll
         for (int q = 0; q < Q; ++q) g[q] = f[q * plane + at];
@@ -222,7 +227,8 @@ __device__ __forceinline__ P solid_at(const Domain<P>& d, const P* __restrict__ 
 template <typename P, typename S>
 __global__ void amr3d_tracer_begin(const P* __restrict__ pos, const bool* __restrict__ alive, int n,
                                    const unsigned long long* __restrict__ levels, const long long* __restrict__ first,
-                                   int n_levels, long long points, const int* __restrict__ leaf_of_cell,
+                                   int n_levels, long long points, const long long* __restrict__ planes,
+                                   const long long* __restrict__ map, int mapped, const int* __restrict__ leaf_of_cell,
                                    const P* __restrict__ origin, const P* __restrict__ inv_spacing, P cell,
                                    int cells_x, int cells_y, int cells_z, int m, P period_x, P period_y, P period_z,
                                    int periodic, const long long* __restrict__ step,
@@ -237,7 +243,7 @@ __global__ void amr3d_tracer_begin(const P* __restrict__ pos, const bool* __rest
     if (i >= n || !alive[i]) return;
     const amr3d_tracers::Domain<P> d = amr3d_tracers::domain(
         leaf_of_cell, origin, inv_spacing, cell, cells_x, cells_y, cells_z, m, period_x, period_y, period_z, periodic);
-    const amr3d_tracers::Levels<S> lv{levels, first, n_levels, points};
+    const amr3d_tracers::Levels<S> lv{levels, first, n_levels, points, planes, map, mapped};
     const P x[3] = {pos[3 * (long long)i], pos[3 * (long long)i + 1], pos[3 * (long long)i + 2]};
     P v[3];
     amr3d_tracers::velocity<P, S>(d, lv, x, v);  // positions are stored wrapped
@@ -254,7 +260,8 @@ template <typename P, typename S>
 __global__ void amr3d_tracer_finish(P* __restrict__ pos, bool* __restrict__ alive, double* __restrict__ age,
                                     P* __restrict__ trail, int n, const unsigned long long* __restrict__ levels,
                                     const long long* __restrict__ first, int n_levels, long long points,
-                                    const int* __restrict__ leaf_of_cell, const P* __restrict__ origin,
+                                    const long long* __restrict__ planes, const long long* __restrict__ map,
+                                    int mapped, const int* __restrict__ leaf_of_cell, const P* __restrict__ origin,
                                     const P* __restrict__ inv_spacing, P cell, int cells_x, int cells_y, int cells_z,
                                     int m, P period_x, P period_y, P period_z, int periodic,
                                     const P* __restrict__ solid, int has_solid, const P* __restrict__ k1,
@@ -278,7 +285,7 @@ __global__ void amr3d_tracer_finish(P* __restrict__ pos, bool* __restrict__ aliv
         const amr3d_tracers::Domain<P> d = amr3d_tracers::domain(leaf_of_cell, origin, inv_spacing, cell, cells_x,
                                                                  cells_y, cells_z, m, period_x, period_y, period_z,
                                                                  periodic);
-        const amr3d_tracers::Levels<S> lv{levels, first, n_levels, points};
+        const amr3d_tracers::Levels<S> lv{levels, first, n_levels, points, planes, map, mapped};
         P x[3], k[3], y[3], k2[3];
 #pragma unroll
         for (int a = 0; a < 3; ++a) {
