@@ -534,28 +534,33 @@ class AMR3D(Engine):
         flow's boundary lists moved into that storage (mothers.boundaries)."""
         from . import mothers
 
-        key = (self.preset.model_dump_json(include={"grid", "refine", "body", "flow"}), self.preset.physics.interp,
-               getattr(self.preset, "source", ""), self.forest.level.tobytes(), self.forest.block.tobytes())
+        key = self._coupling_key()
         if key not in _MOTHER_CACHE:
             lay = mothers.layout(self.forest)
-            b = self._bnd
-            solid, near, links, slip = ((b.solid, b.near(), b.links(), b.slip) if b is not None
-                                        else (None, None, None, ()))
+            solid, near, links, slip = self._body_tables()
             _MOTHER_CACHE.clear()
             _MOTHER_CACHE[key] = (mothers.coupling(self.forest, lay, self.preset.physics.interp, slip, solid, near,
                                                    links),
-                                  mothers.boundaries(b, lay) if b is not None else None)
+                                  mothers.boundaries(self._bnd, lay) if self._bnd is not None else None)
         return _MOTHER_CACHE[key]
+
+    def _coupling_key(self) -> tuple:
+        """What a tree's coupling data depends on: the preset's tree, bodies and flow, and the tree."""
+        return (self.preset.model_dump_json(include={"grid", "refine", "body", "flow"}), self.preset.physics.interp,
+                getattr(self.preset, "source", ""), self.forest.level.tobytes(), self.forest.block.tobytes())
+
+    def _body_tables(self) -> tuple:
+        """(solid, near, links, slip) of the flow's boundaries for the coupling builders."""
+        b = self._bnd
+        return (b.solid, b.near(), b.links(), b.slip) if b is not None else (None, None, None, ())
 
     def _interface(self):
         if self._coupling is None:
             # built on the host (seconds to tens of seconds for a flow's tree): engines of the same
             # tree (bench cells, a restarted run) share the last one built
-            key = (self.preset.model_dump_json(include={"grid", "refine", "body", "flow"}), self.preset.physics.interp,
-                   getattr(self.preset, "source", ""), self.forest.level.tobytes(), self.forest.block.tobytes())
+            key = self._coupling_key()
             if key not in _COUPLING_CACHE:
-                solid, near, links, slip = ((self._bnd.solid, self._bnd.near(), self._bnd.links(), self._bnd.slip)
-                                            if self._bnd is not None else (None, None, None, ()))
+                solid, near, links, slip = self._body_tables()
                 _COUPLING_CACHE.clear()
                 _COUPLING_CACHE[key] = interface.build(self.forest, self.preset.physics.interp, solid, near, links,
                                                        slip)

@@ -170,15 +170,18 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     interface points already (they cross a slot without a neighbour, as at a wall), and their
     descriptors read the mirrored node's reflected population (tables.point_tables) instead of
     the own point's opposite one — the fix-up kernel is the same."""
-    out = {}
     links = links or {}
-    near = near or {}
-    for lv in forest.levels:
-        leaves, ijk = interface_points(forest, lv)
-        if lv in near:
-            leaves, ijk = _union(forest.m, (leaves, ijk), near[lv])
-        out[lv] = level_coupling(forest, lv, leaves, ijk, interp, solid, links.get(lv), slip)
-    return out
+    return {lv: level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip)
+            for lv in forest.levels}
+
+
+def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.ndarray]:
+    """(leaves global, ijk (R, 3)) of a level's fix-up list on leaves of m³: its interface points
+    and, with a flow's ``near`` (Boundaries.near()), the fluid points next to a body."""
+    leaves, ijk = interface_points(forest, lv)
+    if near and lv in near:
+        leaves, ijk = _union(forest.m, (leaves, ijk), near[lv])
+    return leaves, ijk
 
 
 def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None, link=None,

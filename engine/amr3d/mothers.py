@@ -182,26 +182,31 @@ def layout(forest: Forest) -> dict[int, MotherLevel]:
             if lv > 0 or level_zero_reason(forest) is None}
 
 
-def _special(forest: Forest, lv: int, leaves, ijk, interp: str, slip, solid=None) -> np.ndarray:
-    """(R,) bool: interface points whose reference tables hold a read a mother block cannot serve by
-    a plain pull (an interpolated coarse source, a bounce-back or free-slip reflection: a source
-    population other than the pulled one); plain same-level and coincident fine reads it can.
-    By the layout these reads all cross into a slot without a same-level mother, so the points are
-    already among MotherLevel.interface_ids (a review's 200 random trees never found one outside);
-    kept as the guard that makes the fix-up list follow the reference's classification, not the
-    argument."""
-    R = len(leaves)
+def _special(pt, R: int, N: int) -> np.ndarray:
+    """(R,) bool: the points of reference tables ``pt`` (tables.point_tables over R points; N the
+    forest's points) that hold a read a mother block cannot serve by a plain pull — an interpolated
+    coarse source, a bounce-back (walls, bodies) or a free-slip reflection: a source population
+    other than the pulled one; plain same-level and coincident fine reads it can.
+    By the layout these reads all cross into a slot without a same-level mother, so on a tree
+    without bodies the points are already among MotherLevel.interface_ids (a review's 200 random
+    trees never found one outside); next to a body they are the points whose pull meets a solid
+    node. It makes the fix-up list follow the reference's classification, not the argument."""
     out = np.zeros(R, bool)
     if not R:
         return out
-    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip)
-    N = forest.n_leaves * forest.m ** 3
     out[pt.coarse_dst % R] = True
     qd, r = np.divmod(pt.direct_dst, R)
     out[r[pt.direct_src // N != qd]] = True
     qf, r = np.divmod(pt.fine_dst, R)
     out[r[pt.fine_q != qf]] = True
     return out
+
+
+def _to_mothers(a, n_leaf_pts: int, ml: MotherLevel) -> np.ndarray:
+    """Level-buffer indices q · P + p of leaf storage (P = the level's leaf points) → q · P_M + the
+    mother point of p."""
+    q, p = np.divmod(a, n_leaf_pts)
+    return q * ml.points + ml.leaf_map[p]
 
 
 def coupling(forest: Forest, lay: dict[int, MotherLevel], interp: str = "quadratic", slip=(), solid=None,
@@ -211,54 +216,55 @@ def coupling(forest: Forest, lay: dict[int, MotherLevel], interp: str = "quadrat
     ``links``: a flow's bodies as for interface.build (Boundaries.solid / near() / links(), leaf
     storage): the points next to a body join the fix-up list of their mother storage, and the
     links' buffer indices move into it."""
-    near, links = near or {}, links or {}
-    ref = interface.build(forest, interp, solid, near, links, slip)
-    m3 = forest.m ** 3
+    links = links or {}
+    m, m3 = forest.m, forest.m ** 3
+    N = forest.n_leaves * m3
 
     def remap(lv, ids):
         ids = np.asarray(ids, np.int64)
         return lay[lv].leaf_map[ids] if lv in lay and ids.size else ids
 
+    def fine_start(lv):
+        return forest.level_slice(lv + 1).start * m3 if lv + 1 in forest.levels else 0
+
     out = {}
     for lv in forest.levels:
-        r = ref[lv]
+        leaves_r, ijk_r = interface.fixup_points(forest, lv, near)
         if lv not in lay:  # leaves of m³: only the neighbouring levels' ids move
-            out[lv] = LevelCoupling(
-                level=lv, lo=r.lo, n=r.n, nbr=r.nbr, fix_pts=r.fix_pts, desc=r.desc,
-                fine_pts=remap(lv + 1, r.fine_pts), coarse_pts=remap(lv - 1, r.coarse_pts),
-                interp_slot=r.interp_slot, interp_w=r.interp_w, restrict_dst=r.restrict_dst,
-                restrict_src=remap(lv + 1, r.restrict_src))
+            r = interface.level_coupling(forest, lv, leaves_r, ijk_r, interp, solid, links.get(lv), slip)
+            r.fine_pts, r.coarse_pts = remap(lv + 1, r.fine_pts), remap(lv - 1, r.coarse_pts)
+            r.restrict_src = remap(lv + 1, r.restrict_src)
+            out[lv] = r
             continue
         ml = lay[lv]
-        leaves_r, ijk_r = interface.interface_points(forest, lv)
-        special = _special(forest, lv, leaves_r, ijk_r, interp, slip, solid)
+        n_leaf_pts = (forest.level_slice(lv).stop - ml.lo) * m3
+        # the reference's tables of the points leaves of m³ would fix up: which of them the mother
+        # blocks cannot serve, and the restriction (coarse copies of fine-owned nodes) among them
+        pt = tables.point_tables(forest, lv, leaves_r, ijk_r, interp, solid, slip)
+        special = _special(pt, len(leaves_r), N)
         ids = np.union1d(ml.interface_ids(),
-                         ml.leaf_map[(leaves_r[special] - ml.lo) * m3 + tables.local_flat(forest.m, ijk_r[special])])
-        if lv in near:  # the fluid points next to a body: bounce-back through their descriptors
-            nl, nijk = near[lv]
-            ids = np.union1d(ids, ml.leaf_map[(np.asarray(nl, np.int64) - ml.lo) * m3
-                                              + tables.local_flat(forest.m, nijk)])
+                         ml.leaf_map[(leaves_r[special] - ml.lo) * m3 + tables.local_flat(m, ijk_r[special])])
         leaves, ijk = ml.leaf_points(ids)
         # in the order of the leaf point ids of these representatives (level_coupling finds the
         # links' points by bisection)
-        rep_pid = (leaves - ml.lo) * m3 + tables.local_flat(forest.m, ijk)
+        rep_pid = (leaves - ml.lo) * m3 + tables.local_flat(m, ijk)
         order = np.argsort(rep_pid, kind="stable")
         ids, leaves, ijk, rep_pid = ids[order], leaves[order], ijk[order], rep_pid[order]
         link = None
         if lv in links:  # each link at its node's representative copy (a sibling's copy is the same point)
             lpts, lq, i1, i2, w1, w2 = links[lv]
-            pos = np.searchsorted(ids, ml.leaf_map[lpts], sorter=np.argsort(ids))
-            at = np.argsort(ids)[np.minimum(pos, len(ids) - 1)]
+            by_id = np.argsort(ids)
+            at = by_id[np.minimum(np.searchsorted(ids, ml.leaf_map[lpts], sorter=by_id), len(ids) - 1)]
             if not len(ids) or np.any(ids[at] != ml.leaf_map[lpts]):
                 raise AssertionError(f"level {lv}: a bounce-back link at a point outside the mothers' fix-up list")
             link = (rep_pid[at], lq, i1, i2, w1, w2)
         c = interface.level_coupling(forest, lv, leaves, ijk, interp, solid, link, slip)
         if not np.array_equal(ml.leaf_map[c.fix_pts], ids):
             raise AssertionError(f"level {lv}: the mother fix-up points do not map back to themselves")
+
         desc = c.desc.copy()
         d = desc >= 0
-        q, p = np.divmod(desc[d], r.n * m3)
-        desc[d] = q * ml.points + ml.leaf_map[p]
+        desc[d] = _to_mothers(desc[d], n_leaf_pts, ml)
         if lv + 1 in lay:
             pd, ps = ml.provisional(lay[lv + 1])
         elif not ml.real().all():
@@ -266,16 +272,16 @@ def coupling(forest: Forest, lay: dict[int, MotherLevel], interp: str = "quadrat
         else:
             pd = ps = np.zeros(0, np.int64)
         lk = {}
-        if c.link_i1.size:  # link buffer sources q'·P + p (leaf storage) → q'·P_M + mother point
-            lk = {k: (lambda a: a // (r.n * m3) * ml.points + ml.leaf_map[a % (r.n * m3)])(getattr(c, k))
-                  for k in ("link_i1", "link_i2")}
-            lk.update(link_w1=c.link_w1, link_w2=c.link_w2)
+        if c.link_i1.size:
+            lk = dict(link_i1=_to_mothers(c.link_i1, n_leaf_pts, ml), link_i2=_to_mothers(c.link_i2, n_leaf_pts, ml),
+                      link_w1=c.link_w1,
+                      link_w2=c.link_w2)
         out[lv] = LevelCoupling(
-            level=lv, lo=r.lo, n=ml.n, nbr=ml.nbr, fix_pts=ids, desc=desc,
+            level=lv, lo=ml.lo, n=ml.n, nbr=ml.nbr, fix_pts=ids, desc=desc,
             fine_pts=remap(lv + 1, c.fine_pts), coarse_pts=remap(lv - 1, c.coarse_pts),
             interp_slot=c.interp_slot, interp_w=c.interp_w,
-            restrict_dst=np.concatenate([remap(lv, r.restrict_dst), pd]),
-            restrict_src=np.concatenate([remap(lv + 1, r.restrict_src), ps]),
+            restrict_dst=np.concatenate([ml.leaf_map[pt.restrict_dst - ml.lo * m3], pd]),
+            restrict_src=np.concatenate([remap(lv + 1, pt.restrict_src - fine_start(lv)), ps]),
             block=ml.M, leaf_map=ml.leaf_map, n_prov=len(pd), **lk)
     return out
 

@@ -65,6 +65,7 @@ class TreeStepper:
         self.bufs = {lv: [xp.zeros((d3q27.Q, c.n) + (self.block[lv],) * 3, dtype) for _ in range(2)]
                      for lv, c in coupling.items()}
         self._maps = {lv: xp.asarray(c.leaf_map) for lv, c in coupling.items() if c.leaf_map is not None}
+        self._tracer_map = None  # (planes, map) of level_buffers on mother leaves, built on first use
         # interface buffers, allocated once (the CUDA graph captures their addresses)
         self.fine_buf = {lv: xp.zeros((d3q27.Q, c.fine_pts.size), dtype) for lv, c in coupling.items()}
         self.coarse_buf = {lv: xp.zeros((d3q27.Q, c.coarse_pts.size), dtype) for lv, c in coupling.items()}
@@ -149,21 +150,16 @@ class TreeStepper:
         the storage index of every canonical point id (built once: 8 bytes a leaf point)."""
         from .tracer_kernels import LevelBuffers
 
-        points = sum(self.forest.level_slice(lv).stop - self.forest.level_slice(lv).start
-                     for lv in self.levels) * self.forest.m**3
+        m3, xp = self.forest.m**3, self.xp
         bufs = tuple(self.bufs[lv][0] for lv in self.levels)
         if not self.mapped:
-            return LevelBuffers(bufs, self._level_first, points)
-        if getattr(self, "_tracer_map", None) is None:
-            m3, xp = self.forest.m**3, self.xp
-            parts = [self._maps[lv] if lv in self._maps
-                     else xp.arange((self.forest.level_slice(lv).stop - self.forest.level_slice(lv).start) * m3,
-                                    dtype=np.int64) for lv in self.levels]
-            self._tracer_map = (xp.asarray(np.array([c.n * self.block[lv] ** 3 for lv, c in
-                                                     ((lv, self.coupling[lv]) for lv in self.levels)], np.int64)),
-                                xp.concatenate(parts).astype(np.int64))
-        planes, tmap = self._tracer_map
-        return LevelBuffers(bufs, self._level_first, points, planes, tmap)
+            return LevelBuffers(bufs, self._level_first, self.forest.n_leaves * m3)
+        if self._tracer_map is None:
+            parts = [self._maps[lv] if lv in self._maps else xp.arange(self.coupling[lv].n * m3, dtype=np.int64)
+                     for lv in self.levels]
+            planes = np.array([self.coupling[lv].n * self.block[lv] ** 3 for lv in self.levels], np.int64)
+            self._tracer_map = (xp.asarray(planes), xp.concatenate(parts))
+        return LevelBuffers(bufs, self._level_first, self.forest.n_leaves * m3, *self._tracer_map)
 
     def synchronise(self) -> None:
         for lv in sorted(self.levels, reverse=True):

@@ -108,10 +108,10 @@ def sphere_tree(levels_: int, m: int = 9):
     return forest, body
 
 
-@pytest.mark.parametrize("nlev,interp,wall", [(2, "quadratic", "halfway"), (3, "linear", "halfway"),
-                                               (3, "quadratic", "halfway"), (2, "quadratic", "interpolated"),
-                                               (3, "linear", "interpolated")])
-def test_flow_on_a_tree_numpy_kernels_equal_the_reference(nlev, interp, wall):
+def sphere_flow(nlev: int, interp: str, wall: str):
+    """(forest, bnd, τ₀, the reference stepper) of a sphere on a tree of ``nlev`` levels with a
+    velocity inlet at x− and an outflow at x+, started from a uniform stream with a transverse
+    ripple, the boundary lists applied."""
     forest, body = sphere_tree(nlev)
     u_in = (0.04, 0.0, 0.0)
     bnd = boundaries.build(forest, [body], "x-", "x+", u_in, wall)
@@ -126,6 +126,14 @@ def test_flow_on_a_tree_numpy_kernels_equal_the_reference(nlev, interp, wall):
     for lv, b in bnd.level.items():
         boundaries.apply(np, f2, b, forest.level_slice(lv).start * forest.m ** 3, u_in)
     ref = reference.Stepper(np, forest, phys, f0.copy(), tables.build(forest, interp, bnd.solid, bnd.near()), bnd=bnd)
+    return forest, bnd, tau0, ref
+
+
+@pytest.mark.parametrize("nlev,interp,wall", [(2, "quadratic", "halfway"), (3, "linear", "halfway"),
+                                               (3, "quadratic", "halfway"), (2, "quadratic", "interpolated"),
+                                               (3, "linear", "interpolated")])
+def test_flow_on_a_tree_numpy_kernels_equal_the_reference(nlev, interp, wall):
+    forest, bnd, tau0, ref = sphere_flow(nlev, interp, wall)
     coupling = interface.build(forest, interp, bnd.solid, bnd.near(), bnd.links())
     st = TreeStepper(np, forest, coupling, tau0, (0.0, 0.0, 0.0), NumpyKernels(), PhaseTimer(get_backend("numpy")),
                      dtype=np.float64, bnd=bnd)

@@ -16,7 +16,13 @@ from nagare.engine.amr3d import mothers, reference, tables
 from nagare.engine.amr3d.tree import Forest, refine
 from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
 
-from tests.unit.test_amr3d_tree_stepper import M, flow_state, three_levels, timer
+from tests.unit.test_amr3d_tree_stepper import (
+    M,
+    assert_gpu_tree_stepper_equals_numpy_kernels,
+    flow_state,
+    three_levels,
+    timer,
+)
 
 
 def _refine_child(f: Forest, level: int, block) -> Forest:
@@ -173,27 +179,13 @@ def test_only_the_csm_refuses_mother_leaves_in_one_line():
 def test_gpu_rungs_on_mother_leaves_follow_the_array_code(forest_fn, rung, graph):
     """The CUDA kernels (CupyKernels) on a tree's mother leaves against NumpyKernels on the same
     storage in fp32: 3 × 2 coarse steps, the registry's fp32 tolerance."""
-    cp = pytest.importorskip("cupy")
-    from nagare.engine.amr3d.tree_stepper import CupyKernels
-
     walled = forest_fn is deep_roots  # x periodic, y and z walled, free slip on y− and z+
     forest = forest_fn((True, False, False)) if walled else forest_fn()
     slip = ("y-", "z+") if walled else ()
     phys = reference.Physics(0.57, (1e-5, 0.0, -1e-5))
-    cpl = mothers.coupling(forest, mothers.layout(forest), "quadratic", slip)
-    f0 = flow_state(forest, phys).astype(np.float32)
-    host = TreeStepper(np, forest, cpl, phys.tau0, phys.accel0, NumpyKernels(), timer(), dtype=np.float32)
-    stream = cp.cuda.Stream(non_blocking=False)
-    with stream:
-        dev = TreeStepper(cp, forest, cpl, phys.tau0, phys.accel0, CupyKernels(rung, stream), timer(),
-                          dtype=np.float32)
-        host.set_state(f0.copy(), synchronised=False)
-        dev.set_state(f0.copy(), synchronised=False)
-        for _ in range(3):
-            host.advance(2)
-            dev.advance(2, graph=graph)
-            stream.synchronize()
-            np.testing.assert_allclose(cp.asnumpy(dev.state()), host.state(), rtol=2e-5, atol=2e-6)
+    assert_gpu_tree_stepper_equals_numpy_kernels(forest, phys, rung, graph,
+                                                 coupling=mothers.coupling(forest, mothers.layout(forest),
+                                                                           "quadratic", slip))
 
 
 def test_random_balanced_trees_on_mother_leaves_step_like_the_reference():
@@ -252,23 +244,9 @@ def test_a_flow_on_mother_leaves_steps_like_the_reference(nlev, interp, wall):
     """A sphere on the finest level, a velocity inlet and an outflow (tests/unit/test_amr3d_flows.py's
     trees), the boundary lists and the interpolated bounce-back links moved into mother storage
     (mothers.boundaries): the state and the momentum-exchange force follow the reference in fp64."""
-    from nagare.engine.amr3d import boundaries, levels
+    from tests.unit.test_amr3d_flows import sphere_flow
 
-    from tests.unit.test_amr3d_flows import sphere_tree
-
-    forest, body = sphere_tree(nlev)
-    u_in = (0.04, 0.0, 0.0)
-    bnd = boundaries.build(forest, [body], "x-", "x+", u_in, wall)
-    tau0 = 0.51 if nlev == 3 else 0.53
-    phys = reference.Physics(tau0)
-    levels.check_taus(tau0, forest.levels)
-    X = reference.point_coordinates(forest)
-    rho = np.ones(X.shape[:-1])
-    u = np.stack([np.full(rho.shape, u_in[0]), 0.01 * np.sin(X[..., 0] / 4), np.zeros(rho.shape)])
-    f0 = reference.init_state(np, forest, phys, rho, u)
-    for lv, b in bnd.level.items():
-        boundaries.apply(np, f0.reshape(27, -1), b, forest.level_slice(lv).start * forest.m ** 3, u_in)
-    ref = reference.Stepper(np, forest, phys, f0.copy(), tables.build(forest, interp, bnd.solid, bnd.near()), bnd=bnd)
+    forest, bnd, tau0, ref = sphere_flow(nlev, interp, wall)
     lay = mothers.layout(forest)
     cpl = mothers.coupling(forest, lay, interp, (), bnd.solid, bnd.near(), bnd.links())
     st = TreeStepper(np, forest, cpl, tau0, (0.0, 0.0, 0.0), NumpyKernels(), timer(), dtype=np.float64,

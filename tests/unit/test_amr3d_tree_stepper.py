@@ -46,17 +46,18 @@ def flow_state(forest: Forest, phys: reference.Physics, seed: int = 0):
 
 
 def assert_gpu_tree_stepper_equals_numpy_kernels(forest: Forest, phys: reference.Physics, rung: str,
-                                                 graph: bool = False, **stepper_kw) -> None:
+                                                 graph: bool = False, coupling=None, **stepper_kw) -> None:
     """TreeStepper with the CUDA kernels (CupyKernels ``rung``) against the NumpyKernels
     orchestration in fp32: 3 × 2 coarse steps from flow_state, within the registry's fp32 tolerance.
     ``stepper_kw`` (collision=…, bnd=…) go to both; the interface tables follow ``bnd``'s free-slip
-    sides. On a stream of its own, made current: CUDA graphs (``graph``) cannot capture the legacy
-    default stream, and the ladder launches on the current stream."""
+    sides; ``coupling``: another storage's (mothers.coupling), else interface.build's. On a stream of
+    its own, made current: CUDA graphs (``graph``) cannot capture the legacy default stream, and the
+    ladder launches on the current stream."""
     cp = pytest.importorskip("cupy")
     from nagare.engine.amr3d.tree_stepper import CupyKernels
 
     bnd = stepper_kw.get("bnd")
-    cpl = interface.build(forest, slip=bnd.slip) if bnd is not None else interface.build(forest)
+    cpl = coupling if coupling is not None else interface.build(forest, slip=bnd.slip if bnd is not None else ())
     f0 = flow_state(forest, phys).astype(np.float32)
     host = TreeStepper(np, forest, cpl, phys.tau0, phys.accel0, NumpyKernels(), PhaseTimer(get_backend("numpy")),
                        dtype=np.float32, **stepper_kw)
