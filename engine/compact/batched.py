@@ -52,7 +52,7 @@ class LineSolver:
         self.stacked = selection.get("batching", "stacked") != "per-variable"
         self.calls = 0  # solver launches so far (NumPy: solve calls); launches() is their model
         self.transpose = axis == "y" and (selection["y-direction"] == "transpose" or self.solver == "gtsv2")
-        self.sched = tridiag.schedule(fac, self.solver) if self.solver in ("cr", "pcr", "cr-pcr") else None
+        self.sched = tridiag.prepare(fac, self.solver)
         self._solve = tridiag.solve
         self.device = None
         self._twork: dict = {}
@@ -88,22 +88,36 @@ class LineSolver:
                         _lines(x[v], self.axis)[...] = self._solve(self.solver, self.fac, _lines(d[v], self.axis),
                                                                    self.sched, self.dtype)
             return
+        self._batches(d, x, self.device.solve, "solve")
+
+    def derivative(self, f, x, h: float, delta: float = 0.0) -> None:
+        """x = ∂f/∂(axis) with ``kernel = fused`` (GPU, solver = scan): the explicit right-hand side is
+        computed inside the solve's launch (phase ``derivative``), batched and laid out as a solve."""
+        def fused(src, dst, nsys, sys_stride, elem_stride):
+            self.device.derivative(src, dst, nsys, sys_stride, elem_stride, h, delta)
+
+        self._batches(f, x, fused, "derivative")
+
+    def _batches(self, d, x, launch, phase: str) -> None:
         groups = [(d, x)] if self.stacked else [(d[v:v + 1], x[v:v + 1]) for v in range(d.shape[0])]
         for dd, xx in groups:
-            self._device(dd, xx)
+            self._device(dd, xx, launch, phase)
 
-    def _device(self, d, x) -> None:
+    def _device(self, d, x, launch, phase: str) -> None:
+        """One batch on the device: ``launch(src, dst, nsys, sys_stride, elem_stride)`` on the lines,
+        through a transpose for y-lines under ``y-direction = transpose`` (in place on the transposed
+        copy: a line is read whole before it is written)."""
         nv, ny, nx = d.shape
         if self.axis == "x":
-            with self.phase("solve"):
+            with self.phase(phase):
                 self.calls += 1
-                self.device.solve(d, x, nv * ny, nx, 1)
+                launch(d, x, nv * ny, nx, 1)
             return
         if not self.transpose:
-            with self.phase("solve"):
+            with self.phase(phase):
                 for v in range(nv):  # a stack's y-lines have no single system stride
                     self.calls += 1
-                    self.device.solve(d[v], x[v], nx, 1, nx)
+                    launch(d[v], x[v], nx, 1, nx)
             return
         from .gpu import transpose
 
@@ -112,9 +126,9 @@ class LineSolver:
             t = self._twork[nv] = self.xp.empty((nx, nv * ny), dtype=self.dtype)
         with self.phase("transpose"):
             transpose(d.reshape(nv * ny, nx), t)  # rows of t: nv consecutive y-lines of length ny
-        with self.phase("solve"):
+        with self.phase(phase):
             self.calls += 1
-            self.device.solve(t, t, nx * nv, ny, 1)
+            launch(t, t, nx * nv, ny, 1)
         with self.phase("transpose"):
             transpose(t, x.reshape(nv * ny, nx))
 
@@ -131,17 +145,21 @@ class StackDerivative:
         self.phase = phase or (lambda name: nullcontext())
         self.stacked = selection.get("batching", "stacked") != "per-variable"
         self.kernel = selection["kernel"]
+        self.fused = self.kernel == "fused"  # GPU, solver = scan: right-hand side inside the solve's launch
         n = shape[1] if axis == "x" else shape[0]
         fac = tridiag.factorise(*schemes.bands(n, boundary, 0.0), boundary == "periodic")
         self.solver = LineSolver(fac, shape=shape, axis=axis, dtype=dtype, selection=selection, backend=backend,
                                  stream=stream, phase=phase)
         # the stencil framework's loop engines work on one (ny, nx) array: one launch per variable
-        self.rhs2d = None if self.kernel == "array" else RightHandSide(
+        self.rhs2d = None if self.kernel in ("array", "fused") else RightHandSide(
             self.kernel, self.shape, axis, h, boundary, 0.0, self.dtype, self.xp, stream)
-        self.work = self.xp.empty((nv_max,) + self.shape, dtype=self.dtype)
+        self.work = None if self.fused else self.xp.empty((nv_max,) + self.shape, dtype=self.dtype)
 
     def __call__(self, f, out) -> None:
         """out = ∂f/∂(axis) (f, out: C-contiguous (nv, ny, nx), nv ≤ nv_max; out must not be f)."""
+        if self.fused:
+            self.solver.derivative(f, out, self.h)
+            return
         nv = f.shape[0]
         work = self.work[:nv]
         ax = -1 if self.axis == "x" else -2
@@ -163,7 +181,10 @@ class StackDerivative:
 
     def rhs_sweeps(self, nv: int) -> int:
         """Explicit right-hand-side sweeps for a stack of nv variables (one whole-array ``array`` sweep
-        per stack; the stencil framework's engines and per-variable: one per variable)."""
+        per stack; the stencil framework's engines and per-variable: one per variable; ``fused``: none,
+        the solve's launches compute it)."""
+        if self.fused:
+            return 0
         return 1 if (self.stacked and self.rhs2d is None) else nv
 
 
@@ -223,7 +244,11 @@ class GroupedDerivative:
                                  selection=dict(selection, batching="stacked"), backend=backend, stream=stream,
                                  phase=phase)
 
+        self.fused = selection["kernel"] == "fused"  # GPU, solver = scan: one derivative launch per h
+
         def sweep(shape, hh):
+            if self.fused:
+                return hh
             return RightHandSide(selection["kernel"], shape, "x", hh, boundary, 0.0, self.dtype, self.xp, stream)
 
         if h["x"] == h["y"]:  # the same stencil on every row: one sweep
@@ -233,12 +258,12 @@ class GroupedDerivative:
                          (sweep((rows, n), h["y"]), self.inp[rows:], self.work[rows:])]
 
     def launches(self) -> int:
-        """Solver launches per call: one."""
-        return self.solver.launches(1)
+        """Solver launches per call: one (``fused``: one per spacing, the right-hand side included)."""
+        return len(self._rhs) if self.fused else self.solver.launches(1)
 
     def rhs_sweeps(self) -> int:
-        """Explicit right-hand-side sweeps per call (one, two if h_x ≠ h_y)."""
-        return len(self._rhs)
+        """Explicit right-hand-side sweeps per call (one, two if h_x ≠ h_y; ``fused``: none)."""
+        return 0 if self.fused else len(self._rhs)
 
     def _transpose(self, src, dst) -> None:
         if self.gpu:
@@ -253,12 +278,17 @@ class GroupedDerivative:
         rows, n = self.rows, self.n
         with self.phase("transpose"):
             self._transpose(fy.reshape(rows, n), self._ty_in)  # (nv·ny, nx) -> (nx, nv·ny)
-        with self.phase("rhs"):
-            if fx is not self.x_in:
+        if fx is not self.x_in:
+            with self.phase("rhs" if not self.fused else "derivative"):
                 self.x_in[...] = fx
-            for rhs, src, dst in self._rhs:
-                rhs(src, dst)
-        self.solver(self._stack, self._stack)  # the same object: an in-place solve (gtsv2 copies nothing)
+        if self.fused:
+            for hh, src, dst in self._rhs:
+                self.solver.derivative(src.reshape(1, -1, n), dst.reshape(1, -1, n), hh)
+        else:
+            with self.phase("rhs"):
+                for rhs, src, dst in self._rhs:
+                    rhs(src, dst)
+            self.solver(self._stack, self._stack)  # the same object: an in-place solve (gtsv2 copies nothing)
         if outx is not self.x_out:
             outx[...] = self.x_out
         with self.phase("transpose"):

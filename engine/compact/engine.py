@@ -169,6 +169,10 @@ class Compact(Engine):
         specs = [spec(self.dtype)]
         if str(sel.get("kernel", "")).startswith("cuda"):  # the closure rows' kernel (rhs.DeviceClosure)
             specs.append(_closure_spec(self.dtype))
+        if sel.get("solver") == "scan":  # the scan solver's module (the fused derivative's too)
+            from .scan import spec as scan_spec
+
+            specs.append(scan_spec(self.dtype))
         return specs
 
     # ---- timing: phases recorded many times per step count the step once ----
@@ -246,7 +250,7 @@ class Compact(Engine):
         extra = {"solver": self.selection["solver"], "systems_per_step": self.systems_per_step}
         for (axis, delta), op in ops.items():
             tag = f"{axis}{'' if not delta else f' δ={delta:+g}'}"
-            e = op.rhs.timing_extra()
+            e = op.rhs.timing_extra() if op.rhs is not None else None  # (kernel = fused: no separate sweep)
             if e:
                 extra[f"rhs {tag}"] = e
             it = getattr(op, "iterative", None)
@@ -357,8 +361,17 @@ class Compact(Engine):
     @classmethod
     def equivalence_companions(cls, axis, choice):
         """batching = grouped batches transposed y-lines: it needs y-direction = transpose (NumPy's
-        default is strided)."""
-        return {"y-direction": "transpose"} if (axis, choice) == ("batching", "grouped") else {}
+        default is strided). kernel = fused is the scan solver's launch: it needs solver = scan (the GPU
+        default), and every other solver runs under the GPU default kernel = fused only with a separate
+        right-hand side: kernel = array, which both backends run (the bench takes the stencil
+        framework's cuda instead: :meth:`bench_selections`)."""
+        if (axis, choice) == ("batching", "grouped"):
+            return {"y-direction": "transpose"}
+        if (axis, choice) == ("kernel", "fused"):
+            return {"solver": "scan"}
+        if axis == "solver" and choice != "scan":  # the GPU default kernel = fused runs on scan only
+            return {"kernel": "array"}
+        return {}
 
     @classmethod
     def bench_spec(cls):
@@ -378,7 +391,10 @@ class Compact(Engine):
             for name in ax.choices:
                 if name == base[axis]:
                     continue
-                sel = {axis: name, **{a: c for a, c in cls.equivalence_companions(axis, name).items() if base[a] != c}}
+                comp = cls.equivalence_companions(axis, name)
+                if comp.get("kernel") == "array" and "cuda" in registry.axes(FAMILY)["kernel"].choices:
+                    comp["kernel"] = "cuda"  # a solver's own cell: the GPU's separate right-hand side
+                sel = {axis: name, **{a: c for a, c in comp.items() if base[a] != c}}
                 out.append((",".join(f"{a}={c}" for a, c in sel.items()), sel))
         return out
 

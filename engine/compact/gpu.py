@@ -82,6 +82,10 @@ class DeviceSolver:
             self.smem = reduce_smem(self.n, self.dtype)
             if self.smem > 48 * 1024:
                 self.fn.max_dynamic_shared_size_bytes = self.smem
+        elif kind == "scan":  # engine/compact/scan.py: one block per line, Thomas' sweeps as scans
+            from .scan import DeviceScan
+
+            self.scan = DeviceScan(fac, self.dtype, stream)
         elif kind == "gtsv2":
             self._gtsv2_bands: dict = {}
             self.fix = self.spec.function(template("compact_periodic_fix", t))
@@ -95,6 +99,8 @@ class DeviceSolver:
         if self.kind == "thomas":
             grid, block = thomas_launch(nsys)
             self.fn(grid, block, (d, x, self.fac_dev) + args)
+        elif self.kind == "scan":
+            self.scan.solve(d, x, nsys, sys_stride, elem_stride)
         elif self.kind == "gtsv2":
             if elem_stride != 1:
                 raise ValueError("gtsv2 solves contiguous systems only (transpose first)")
@@ -104,6 +110,13 @@ class DeviceSolver:
             self.fn((nsys,), (self.threads,),
                     (d, x, self.sched_dev, self.per, np.int32(n), np.int32(s.lc), np.int32(s.p)) + args[1:],
                     shared_mem=self.smem)
+
+    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0) -> None:
+        """out = ∂f along the lines, right-hand side and solve in one launch (``kernel = fused``: the
+        scan solver only — variants.py refuses the others)."""
+        if self.kind != "scan":
+            raise ValueError(f"the fused derivative runs on the scan solver, not {self.kind!r}")
+        self.scan.derivative(f, out, nsys, sys_stride, elem_stride, h, delta)
 
     # cuSPARSE gtsv2StridedBatch: every system carries its own three bands (batchCount × batchStride
     # values each), solved in place in x; the periodic correction is two small kernels after it.

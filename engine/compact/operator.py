@@ -34,9 +34,12 @@ class Derivative:
         self.solver = selection["solver"]
         self.transpose = axis == "y" and (selection["y-direction"] == "transpose" or self.solver == "gtsv2")
         self.fac = tridiag.factorise(*schemes.bands(self.n, boundary, delta), boundary == "periodic")
-        self.sched = tridiag.schedule(self.fac, self.solver) if self.solver in ("cr", "pcr", "cr-pcr") else None
-        self.rhs = RightHandSide(selection["kernel"], self.shape, axis, h, boundary, delta, self.dtype, self.xp, stream)
-        self.work = self.xp.empty(self.shape, dtype=self.dtype)
+        self.sched = tridiag.prepare(self.fac, self.solver)
+        # kernel = fused (GPU, solver = scan): the right-hand side is computed in the solve's launch
+        self.fused = selection["kernel"] == "fused"
+        self.rhs = None if self.fused else RightHandSide(selection["kernel"], self.shape, axis, h, boundary, delta,
+                                                         self.dtype, self.xp, stream)
+        self.work = None if self.fused else self.xp.empty(self.shape, dtype=self.dtype)
         self.twork = self.xp.empty(self.shape[::-1], dtype=self.dtype) if self.transpose and self.gpu else None
         self.iterative = None
         if self.solver in iterative.SOLVERS:  # CGS / Bi-CGSTAB (array code): prepared once, keeps its stats
@@ -49,9 +52,13 @@ class Derivative:
             self.device = self.iterative or DeviceSolver(self.solver, self.fac, self.sched, self.dtype, stream)
 
     def estimated_bytes(self) -> int:
-        return (2 if self.transpose else 1) * int(np.prod(self.shape)) * self.dtype.itemsize
+        arrays = (1 if self.transpose else 0) + (0 if self.fused else 1)  # transposed copy, right-hand side
+        return arrays * int(np.prod(self.shape)) * self.dtype.itemsize
 
     def __call__(self, f, out) -> None:
+        if self.fused:
+            self._fused(f, out)
+            return
         with self.phase("rhs"):
             self.rhs(f, self.work)
         if not self.gpu:
@@ -76,5 +83,27 @@ class Derivative:
             transpose(self.work, self.twork)  # (nx, ny): the y-lines are now contiguous rows
         with self.phase("solve"):
             self.device.solve(self.twork, self.twork, nx, ny, 1)
+        with self.phase("transpose"):
+            transpose(self.twork, out)
+
+    def _fused(self, f, out) -> None:
+        """out = ∂f in one launch per line batch (``kernel = fused``), through the transposed copy for
+        y-lines under ``y-direction = transpose`` (in place there: a line is read whole before written)."""
+        ny, nx = self.shape
+        run = self.device.derivative
+        if self.axis == "x":
+            with self.phase("derivative"):
+                run(f, out, ny, nx, 1, self.h, self.delta)
+            return
+        if not self.transpose:
+            with self.phase("derivative"):
+                run(f, out, nx, 1, nx, self.h, self.delta)
+            return
+        from .gpu import transpose
+
+        with self.phase("transpose"):
+            transpose(f, self.twork)
+        with self.phase("derivative"):
+            run(self.twork, self.twork, nx, ny, 1, self.h, self.delta)
         with self.phase("transpose"):
             transpose(self.twork, out)

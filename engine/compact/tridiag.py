@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SOLVERS = ("thomas", "cr", "pcr", "cr-pcr")
+SOLVERS = ("thomas", "cr", "pcr", "cr-pcr", "scan")
 HYBRID_SIZE = 32  # the CR–PCR hybrid reduces by CR until at most this many equations remain
 
 
@@ -283,10 +283,27 @@ def periodic_correction(fac: Factors, y, dt):
     return y - s * fac.z.astype(dt)
 
 
+def prepare(fac: Factors, kind: str):
+    """What a solver precomputes from the matrix: the reduction :class:`Schedule` (cr, pcr, cr-pcr),
+    the scan.ScanPlan (scan), None for the others."""
+    if kind in ("cr", "pcr", "cr-pcr"):
+        return schedule(fac, kind)
+    if kind == "scan":
+        from . import scan
+
+        return scan.plan(fac)
+    return None
+
+
 def solve(kind: str, fac: Factors, d, sched: Schedule | None = None, dtype=None):
-    """Solve with a named solver (NumPy)."""
+    """Solve with a named solver (NumPy); ``sched``: the reduction :class:`Schedule` or, for ``scan``,
+    the scan.ScanPlan (made here when None)."""
     if kind == "thomas":
         return thomas(fac, d, dtype)
+    if kind == "scan":
+        from . import scan
+
+        return scan.solve(sched or scan.plan(fac), d, dtype)
     if sched is None:
         sched = schedule(fac, kind)
     return reduce_solve(sched, d, fac, dtype)

@@ -4,14 +4,18 @@ when engine.py is imported).
 - ``solver``: how the tridiagonal systems are solved — ``thomas`` (LU factorised once; one thread
   per system on the GPU), ``cr`` (cyclic reduction), ``pcr`` (parallel cyclic reduction),
   ``cr-pcr`` (CR down to ≤ 32 equations, PCR on them, CR back up), the last three one block per
-  system with the right-hand side in shared memory and the level multipliers precomputed;
+  system with the right-hand side in shared memory and the level multipliers precomputed; ``scan``
+  (Thomas' sweeps as parallel scans over chunks of a line, one block per system: scan.py — the GPU
+  default);
   ``gtsv2`` (cuSPARSE's gtsv2StridedBatch, the library reference). The reference is ``thomas``
   on NumPy; every solver must match it to round-off.
 - ``y-direction``: ``strided`` (solve the y-lines in place, element stride nx) or ``transpose``
   (transpose, solve contiguous lines, transpose back — P4's finding). No effect on NumPy or in 1D.
 - ``kernel``: the explicit right-hand side — ``array`` (whole-array slices, the reference) or the
   stencil framework's loop engines (``stencil-host``, ``cuda``, ``cuda-autotune``: P2's auto-tuner
-  picks the launch of the generated kernel on live steps).
+  picks the launch of the generated kernel on live steps), or ``fused`` — computed inside the scan
+  solver's launch, so a derivative reads f once and writes f' once (the GPU default; the other solvers
+  need a separate right-hand side and say so).
 - ``batching`` (Navier–Stokes): how many tridiagonal solves the 14 derivatives take (below).
 - ``pointwise`` (Navier–Stokes): the pointwise physics around the derivatives — ``array`` (whole-array
   operations, the reference) or ``fused`` (3 CUDA kernels per evaluation, shaders/cuda/compact/ns_pointwise.cu).
@@ -31,6 +35,9 @@ SOLVER_DOCS = {
           "level multipliers precomputed, reduction-style thread indexing with shifts",
     "pcr": "parallel cyclic reduction; GPU: one block per system, shared-memory ping-pong",
     "cr-pcr": "hybrid: CR until ≤ 32 equations remain, PCR on those, CR back substitution",
+    "scan": "Thomas' LU sweeps as parallel scans (engine/compact/scan.py): one block per system read once into "
+            "shared memory, a chunk of rows per thread in registers, the chunks' carries by warp-shuffle scans; "
+            "the only solver the fused derivative (kernel = fused) runs on",
     "gtsv2": "cuSPARSE gtsv2StridedBatch (per-system copies of the bands, contiguous systems: y-lines are "
              "transposed first); periodic systems corrected by Sherman–Morrison kernels",
     "cgs": "conjugate gradient squared (P4), batched array code: all lines iterate at once, converged lines "
@@ -45,15 +52,16 @@ SOLVER_RTOL, SOLVER_ATOL = 1e-9, 1e-10
 def _gtsv2_check(backend, selection, config):
     from .gpu import gtsv2_reason
 
-    return gtsv2_reason()
+    return gtsv2_reason() or _unfused_check(backend, selection, config)
 
 
 def register() -> None:
-    registry.register_axis(FAMILY, "solver", default={"numpy": "thomas", "cupy": "cr-pcr"},
+    registry.register_axis(FAMILY, "solver", default={"numpy": "thomas", "cupy": "scan"},
                            doc="tridiagonal solver: " + "; ".join(f"{k}: {v}" for k, v in SOLVER_DOCS.items()))
-    for name in ("thomas", "cr", "pcr", "cr-pcr", "cgs", "bicgstab"):
+    for name in ("thomas", "cr", "pcr", "cr-pcr", "scan", "cgs", "bicgstab"):
         registry.register_choice(FAMILY, "solver", name, backends=("numpy", "cupy"), doc=SOLVER_DOCS[name],
-                                 reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+                                 reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
+                                 check=_scan_check if name == "scan" else _unfused_check)
     registry.register_choice(FAMILY, "solver", "gtsv2", backends=("cupy",), doc=SOLVER_DOCS["gtsv2"],
                              reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL, check=_gtsv2_check)
 
@@ -66,9 +74,10 @@ def register() -> None:
     registry.register_choice(FAMILY, "y-direction", "transpose", doc="transpose, solve, transpose back",
                              reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
 
-    registry.register_axis(FAMILY, "kernel", default={"numpy": "array", "cupy": "cuda"},
-                           doc="explicit right-hand side: array (whole-array slices, the reference) or the stencil "
-                               "framework's loop engines (stencil-host, cuda, cuda-autotune)")
+    registry.register_axis(FAMILY, "kernel", default={"numpy": "array", "cupy": "fused"},
+                           doc="explicit right-hand side: array (whole-array slices, the reference), the stencil "
+                               "framework's loop engines (stencil-host, cuda, cuda-autotune) or fused (computed "
+                               "inside the scan solver's launch: one pass over memory per derivative)")
     registry.register_choice(FAMILY, "kernel", "array", backends=("numpy", "cupy"),
                              doc="xp-generic whole-array slices (schemes.rhs)", reference={"kernel": "array"},
                              rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
@@ -77,12 +86,40 @@ def register() -> None:
     register_stencil_choices(FAMILY, {"kernel": "array"}, host_rtol=1e-12, device_rtol=SOLVER_RTOL)
     # ... plus the family's absolute floor: a device candidate also runs the device default solver,
     # whose round-off differs from the NumPy Thomas reference on values near zero.
+    registry.register_choice(FAMILY, "kernel", "fused", backends=("cupy",),
+                             doc="the right-hand side (interior and P4's closure rows) computed in the scan solver's "
+                                 "launch from the line in shared memory: f read once, f' written once "
+                                 "(shaders/cuda/compact/scan.cu)",
+                             reference={"kernel": "array"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL, check=_fused_check)
     kernels = registry.axes(FAMILY)["kernel"].choices
     for name, choice in list(kernels.items()):
         if name != "array":
             kernels[name] = dataclasses.replace(choice, atol=SOLVER_ATOL)
     _register_batching()
     _register_pointwise()
+
+
+def _fused_check(backend, selection, config):
+    if selection.get("solver") != "scan":
+        return "kernel = fused computes the right-hand side inside the scan solver's launch (choose solver = scan)"
+    return _scan_check(backend, selection, config)
+
+
+def _unfused_check(backend, selection, config):
+    """Every solver but scan needs a separate right-hand side (the GPU default kernel is fused)."""
+    if selection.get("kernel") == "fused":
+        return (f"solver = {selection.get('solver')} needs a separate right-hand side (kernel = fused runs on "
+                f"solver = scan only: choose kernel = cuda first)")
+    return None
+
+
+def _scan_check(backend, selection, config):
+    from .scan import CHUNKS, MAX_TEAM
+
+    longest = max(config.shape) if config is not None else 0
+    if longest > CHUNKS[-1] * MAX_TEAM:
+        return f"the scan solver handles lines of at most {CHUNKS[-1] * MAX_TEAM} points (this grid has {longest})"
+    return None
 
 
 def _grouped_check(backend, selection, config):

@@ -66,6 +66,21 @@ def compile_shared(src: str, prefix: str, tmp_path_factory) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
+def compile_threaded(wrapper: str, source: Path, prefix: str, tmp_path_factory) -> ctypes.CDLL:
+    """Compile a hand-written CUDA file (``source``, included by ``wrapper`` next to tests/cuda_emu/emu.h)
+    with one std::thread per CUDA thread (barriers, warp shuffles), cached by the wrapper's and the
+    source's content, and load it — the compact family's kernel tests."""
+    tag = hashlib.sha256((wrapper + source.read_text()).encode()).hexdigest()[:12]
+    work = tmp_path_factory.mktemp(prefix)
+    cpp, so = work / f"{tag}.cpp", work / f"{tag}.so"
+    cpp.write_text(wrapper)
+    res = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-fno-fast-math", "-shared",
+                          "-fPIC", f"-I{EMU_DIR}", f"-I{source.parent}", str(cpp), "-o", str(so)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return ctypes.CDLL(str(so))
+
+
 def available() -> bool:
     return shutil.which("g++") is not None
 

@@ -8,9 +8,7 @@ schedules, the barriers and the Sherman–Morrison folding are checked without a
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -77,16 +75,9 @@ SOLVERS(float, f)
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    src = WRAPPER
-    tag = hashlib.sha256((src + SOURCE.read_text()).encode()).hexdigest()[:12]
-    work = tmp_path_factory.mktemp("compact_emu")
-    cpp, so = work / f"{tag}.cpp", work / f"{tag}.so"
-    cpp.write_text(src)
-    res = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-fno-fast-math", "-shared",
-                          "-fPIC", f"-I{EMU_DIR}", f"-I{SOURCE.parent}", str(cpp), "-o", str(so)],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return ctypes.CDLL(str(so))
+    from tests.unit.cuda_emulator import compile_threaded
+
+    return compile_threaded(WRAPPER, SOURCE, "compact_emu", tmp_path_factory)
 
 
 def _p(a):
@@ -135,7 +126,8 @@ def emulate_solve(lib, kind, fac, sched, d2, layout):
 CASES = [(n, bc, delta) for n in (8, 13, 64, 100) for bc in schemes.BOUNDARIES for delta in (0.0, -0.25)]
 
 
-@pytest.mark.parametrize("kind", tridiag.SOLVERS)
+# (scan.cu has its own emulated tests: tests/unit/test_compact_scan.py)
+@pytest.mark.parametrize("kind", [k for k in tridiag.SOLVERS if k != "scan"])
 @pytest.mark.parametrize("n,boundary,delta", CASES, ids=lambda v: str(v))
 def test_emulated_kernel_matches_numpy_and_dense(lib, kind, n, boundary, delta):
     rng = np.random.default_rng(n)

@@ -1,0 +1,220 @@
+// The compact derivative as one pass over memory: Thomas' two sweeps run by a team of threads per
+// line as parallel scans, with the explicit right-hand side computed in the same launch ("fused").
+// Host side, the NumPy mirror of every operation and the reasoning: engine/compact/scan.py.
+//
+// One block per line (system). The line is read once, coalesced, into shared memory (padded index
+// i + i / C: thread t's chunk of C rows starts C + 1 values after thread t-1's, so the chunk reads
+// below are free of bank conflicts); thread t owns rows [t C, t C + C) in registers:
+//   1. v = the right-hand side r(f)/h of its rows (FUSED; else the line is the right-hand side);
+//   2. forward sweep g_i = v_i - l_i g_{i-1} within the chunk from g = 0 before it, then the true
+//      values g_i += pf_i * G, G = g of the row before the chunk — G comes from a scan over the
+//      chunks of the affine maps G_out = b + a G_in (a = pf at the chunk's last row, b = its local g);
+//   3. back substitution x_i = (g_i - u_i x_{i+1}) inv_d_i within the chunk from x = 0 after it, then
+//      x_i += pb_i * X, X = x of the row after the chunk, by the same scan run from the other end;
+//   4. periodic lines: Sherman–Morrison, x_i -= q (x_0 + r x_{n-1}) z_i;
+//   5. the result goes back through shared memory and out coalesced.
+// pf_i = prod_{k=start..i} (-l_k), pb_i = prod_{k=i..end} (-u_k inv_d_k) depend only on the matrix and
+// C: computed on the host in float64, like l, inv_d and u. Rows past n pad the last chunks with
+// l = -1, u = inv_d = 0, z = 0 and a zero right-hand side, which carries the last row's values through
+// exactly, so the loops need no bounds. Away from the ends the factors are the same for every row
+// (converged; z negligible): chunks there read one set of interior values, ic.
+// fac = [l | inv_d | u | pf | pb | z | r q | ic], each band team·C long, ic 3 + 2C values.
+// coef = [A/2, B/4, delta d, delta e / 2, 2, c0, c1, c2, c3, pa, 1/h] cast to T as NumPy casts them.
+// Compiled with --fmad=false; every sum in the order of the NumPy mirror, so the two agree bit for bit.
+
+#ifndef NAGARE_COMPACT_SCAN
+#define NAGARE_COMPACT_SCAN
+
+typedef long long nagare_scan_i64;
+
+#ifndef NAGARE_BLOCK_SHARED
+#ifdef NAGARE_EMU
+#define NAGARE_BLOCK_SHARED static
+#else
+#define NAGARE_BLOCK_SHARED __shared__
+#endif
+#endif
+
+// The exclusive carry of thread t for the composition of affine maps x -> b + a x over the team, in
+// thread order (REV: from the last thread down): the composed map of the threads before t applied
+// to 0. Within a warp a Hillis–Steele scan by shuffles; across warps a fold over the warp totals
+// (whole-team sequential, so the order is fixed). wa/wb: one slot per warp.
+template <typename T, bool REV>
+__device__ __forceinline__ T compact_scan_carry(T a, T b, T* wa, T* wb)
+{
+    const unsigned full = 0xffffffffu;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int rl = REV ? 31 - lane : lane;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const T bp = REV ? __shfl_down_sync(full, b, off) : __shfl_up_sync(full, b, off);
+        const T ap = REV ? __shfl_down_sync(full, a, off) : __shfl_up_sync(full, a, off);
+        if (rl >= off) {
+            b = b + a * bp;
+            a = a * ap;
+        }
+    }
+    if (rl == 31) {
+        wa[warp] = a;
+        wb[warp] = b;
+    }
+    __syncthreads();
+    T pb = T(0);
+    if (REV) {
+        for (int w = nw - 1; w > warp; --w) pb = wb[w] + wa[w] * pb;
+    } else {
+        for (int w = 0; w < warp; ++w) pb = wb[w] + wa[w] * pb;
+    }
+    const T full_b = b + a * pb;
+    const T next = REV ? __shfl_down_sync(full, full_b, 1) : __shfl_up_sync(full, full_b, 1);
+    return rl == 0 ? pb : next;
+}
+
+// The explicit right-hand side of rows s .. s+C-1 (schemes.rhs: interior sums in schemes.interior's order,
+// P4's closure rows in schemes.closure_rows'). The interior rows read a window w = f[s-2 .. s+C+1] of
+// C + 4 values once (periodic lines wrap it); p(i) = i + i / C is the padded shared index.
+template <typename T, int C, bool PERIODIC, bool DISS>
+__device__ __forceinline__ void compact_scan_rhs(const T* line, int s, int n, const T* coef, T* v)
+{
+#define NAGARE_P(k) ((k) + (k) / C)
+    T w[C + 4];
+#pragma unroll
+    for (int k = 0; k < C + 4; ++k) {
+        int i = s - 2 + k;
+        if (PERIODIC) {
+            if (i < 0) i += n;
+            if (i >= n) i -= n;
+        }
+        w[k] = (i >= 0 && i < n) ? line[NAGARE_P(i)] : T(0);
+    }
+    const T ih = coef[10];
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+        const int i = s + j;
+        if (i >= n) {
+            v[j] = T(0);
+            continue;
+        }
+        if (!PERIODIC && (i < 2 || i > n - 3)) {
+            const T c0 = coef[5], c1 = coef[6], c2 = coef[7], c3 = coef[8], pa = coef[9];
+            if (i == 0)
+                v[j] = (((c0 * line[NAGARE_P(0)] + c1 * line[NAGARE_P(1)]) + c2 * line[NAGARE_P(2)])
+                        + c3 * line[NAGARE_P(3)]) * ih;
+            else if (i == 1)
+                v[j] = pa * (line[NAGARE_P(2)] - line[NAGARE_P(0)]) * ih;
+            else if (i == n - 2)
+                v[j] = pa * (line[NAGARE_P(n - 1)] - line[NAGARE_P(n - 3)]) * ih;
+            else
+                v[j] = -((((c0 * line[NAGARE_P(n - 1)] + c1 * line[NAGARE_P(n - 2)]) + c2 * line[NAGARE_P(n - 3)])
+                          + c3 * line[NAGARE_P(n - 4)])) * ih;
+            continue;
+        }
+        const T fm2 = w[j], fm1 = w[j + 1], fp1 = w[j + 3], fp2 = w[j + 4];
+        T r = coef[0] * (fp1 - fm1) + coef[1] * (fp2 - fm2);
+        if (DISS) {
+            const T c = w[j + 2], two = coef[4];
+            r = r + (coef[2] * ((fp1 + fm1) - two * c) + coef[3] * ((fp2 + fm2) - two * c));
+        }
+        v[j] = r * ih;
+    }
+#undef NAGARE_P
+}
+
+// Block: team = blockDim.x threads (a multiple of 32, team·C >= n, at most 512).
+// Dynamic shared memory: (team·C + team) values. in may be out (the line is read before any write).
+// Threads t_lo <= t < t_hi own interior chunks, whose factors are the converged interior values
+// ic = [l, 1/D, u, pf(C), pb(C)] (after fac's bands: scan.py) — read by the whole warp at one address,
+// instead of six bands' worth of per-row loads (the L1 traffic that bounded the first version).
+// One line per block (blockIdx.x). (A persistent variant — the GPU's resident blocks looping over lines,
+// the next line's loads in registers during the compute — measured slower on an H100: the prefetch
+// raised the registers to 128 a thread and halved the resident blocks.)
+template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS>
+__global__ void __launch_bounds__(C <= 8 ? 1024 : 512)
+compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict__ coef, int n, int nsys,
+             nagare_scan_i64 sys_stride, nagare_scan_i64 elem_stride, int t_lo, int t_hi)
+{
+#ifndef NAGARE_EMU
+    extern __shared__ __align__(16) unsigned char nagare_smem[];
+#endif
+    NAGARE_BLOCK_SHARED T wa[2][32];
+    NAGARE_BLOCK_SHARED T wb[2][32];
+    NAGARE_BLOCK_SHARED T ends[2];
+    T* line = reinterpret_cast<T*>(nagare_smem);
+    const int sys = blockIdx.x;
+    if (sys >= nsys) return;  // whole blocks: every thread of a block leaves or none
+    const int t = threadIdx.x, team = blockDim.x, np = team * C, s = t * C;
+    const T* src = in + (nagare_scan_i64)sys * sys_stride;
+    T* dst = out + (nagare_scan_i64)sys * sys_stride;
+    {
+        // all C loads of a thread in flight at once (a loop over i < n would wait for each in turn)
+        T ld[C];
+#pragma unroll
+        for (int k = 0; k < C; ++k) {
+            const int i = t + k * team;
+            ld[k] = i < n ? src[(nagare_scan_i64)i * elem_stride] : T(0);
+        }
+#pragma unroll
+        for (int k = 0; k < C; ++k) {
+            const int i = t + k * team;
+            if (i < n) line[i + i / C] = ld[k];
+        }
+    }
+    __syncthreads();
+
+    const bool inner = t >= t_lo && t < t_hi;
+    const T* __restrict__ ic = fac + 6 * np + 2;
+    // per-row factors: the interior values, or the bands (edge chunks, padding)
+    const T* __restrict__ l = inner ? ic : fac + s;
+    const T* __restrict__ inv_d = inner ? ic + 1 : fac + np + s;
+    const T* __restrict__ up = inner ? ic + 2 : fac + 2 * np + s;
+    const T* __restrict__ pf = inner ? ic + 3 : fac + 3 * np + s;
+    const T* __restrict__ pb = inner ? ic + 3 + C : fac + 4 * np + s;
+    const int step = inner ? 0 : 1;  // l[j * step]: one value for every row of an interior chunk
+    T v[C];
+    if (FUSED) {
+        compact_scan_rhs<T, C, PERIODIC, DISS>(line, s, n, coef, v);
+    } else {
+#pragma unroll
+        for (int j = 0; j < C; ++j) v[j] = s + j < n ? line[s + t + j] : T(0);
+    }
+    // forward sweep: local from 0, then the chunk's incoming g by a scan over the chunks
+#pragma unroll
+    for (int j = 1; j < C; ++j) v[j] = v[j] - l[j * step] * v[j - 1];
+    const T gin = compact_scan_carry<T, false>(pf[C - 1], v[C - 1], wa[0], wb[0]);
+#pragma unroll
+    for (int j = 0; j < C; ++j) v[j] = v[j] + pf[j] * gin;
+    // back substitution: local from 0, then the chunk's outgoing x by the reverse scan
+    v[C - 1] = v[C - 1] * inv_d[(C - 1) * step];
+#pragma unroll
+    for (int j = C - 2; j >= 0; --j) v[j] = (v[j] - up[j * step] * v[j + 1]) * inv_d[j * step];
+    const T xout = compact_scan_carry<T, true>(pb[0], v[0], wa[1], wb[1]);
+#pragma unroll
+    for (int j = 0; j < C; ++j) v[j] = v[j] + pb[j] * xout;
+    if (PERIODIC) {
+        const T r = fac[6 * np], q = fac[6 * np + 1];
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+            if (s + j == 0) ends[0] = v[j];
+            if (s + j == n - 1) ends[1] = v[j];
+        }
+        __syncthreads();
+        const T sm = q * (ends[0] + r * ends[1]);
+        if (!inner) {  // z vanishes (below 1e-18) on interior chunks
+            const T* __restrict__ z = fac + 5 * np + s;
+#pragma unroll
+            for (int j = 0; j < C; ++j) v[j] = v[j] - sm * z[j];
+        }
+    }
+    // every thread read the line before the scans' barriers: its storage is free for the results
+#pragma unroll
+    for (int j = 0; j < C; ++j)
+        if (s + j < n) line[s + t + j] = v[j];
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < C; ++k) {
+        const int i = t + k * team;
+        if (i < n) dst[(nagare_scan_i64)i * elem_stride] = line[i + i / C];
+    }
+}
+
+#endif

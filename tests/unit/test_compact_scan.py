@@ -1,0 +1,376 @@
+"""The ``scan`` solver and the ``fused`` compact derivative (engine/compact/scan.py,
+shaders/cuda/compact/scan.cu): the NumPy mirror against dense solves and Thomas, and the CUDA kernel —
+the exact source compiled with g++ against tests/cuda_emu/emu.h (one std::thread per CUDA thread,
+barriers, warp shuffles) and launched with the engine's launch shape — against the mirror bit for bit:
+every chunk size, both boundary kinds, both schemes, both precisions, contiguous and strided lines,
+in place and not."""
+from __future__ import annotations
+
+import ctypes
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from nagare.engine.compact import scan, schemes, tridiag
+
+ROOT = Path(__file__).resolve().parents[2]
+EMU_DIR = ROOT / "tests" / "cuda_emu"
+SOURCE = ROOT / "shaders" / "cuda" / "compact" / "scan.cu"
+
+
+def _fac(n, boundary, delta=0.0):
+    return tridiag.factorise(*schemes.bands(n, boundary, delta), boundary == "periodic")
+
+
+@pytest.mark.parametrize("chunk", scan.CHUNKS)
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+@pytest.mark.parametrize("n", [8, 13, 31, 32, 33, 100, 257])
+def test_numpy_scan_solves_like_a_dense_solve(n, boundary, chunk):
+    rng = np.random.default_rng(n + chunk)
+    for delta in (0.0, -0.25):
+        fac = _fac(n, boundary, delta)
+        p = scan.plan(fac, chunk)
+        d = rng.standard_normal((3, 4, n))
+        exact = np.linalg.solve(schemes.dense(n, boundary, delta), d.reshape(-1, n).T).T.reshape(d.shape)
+        scale = np.max(np.abs(exact))
+        np.testing.assert_allclose(scan.solve(p, d), exact, rtol=0, atol=1e-13 * scale)
+        np.testing.assert_allclose(scan.solve(p, d.astype(np.float32)), exact, rtol=0, atol=3e-6 * scale)
+        # and Thomas, the NumPy reference, to the registry's solver tolerance
+        from nagare.engine.compact.variants import SOLVER_ATOL, SOLVER_RTOL
+
+        np.testing.assert_allclose(scan.solve(p, d), tridiag.thomas(fac, d), rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+
+
+def test_chunk_size_rule_and_limit():
+    assert scan.chunk_size(64) == 8 and scan.chunk_size(4096) == 8 and scan.chunk_size(4097) == 16
+    p = scan.plan(_fac(2048, "closures"))
+    assert (p.team, p.chunk, p.rows) == (256, 8, 2048)
+    assert p.team % 32 == 0 and p.team <= scan.MAX_TEAM
+    with pytest.raises(ValueError, match="at most 16384 points"):
+        scan.chunk_size(16385)
+    with pytest.raises(ValueError, match="chunk 5 not compiled"):
+        scan.plan(_fac(64, "closures"), 5)
+
+
+def test_padding_rows_carry_the_last_row_and_contribute_nothing():
+    """A line that ends mid-chunk and mid-team: the padded rows' constants make the loops bound-free —
+    the solution equals the one of the same line solved with a team that has no padding at all."""
+    rng = np.random.default_rng(3)
+    for boundary in schemes.BOUNDARIES:
+        d = rng.standard_normal((2, 128))
+        want = scan.solve(scan.plan(_fac(128, boundary), 4), d)  # 32 chunks: one warp, no padding
+        p = scan.plan(_fac(128, boundary), 16)  # 8 chunks of a 32-thread team: 24 empty chunks
+        assert p.rows == 512
+        np.testing.assert_allclose(scan.solve(p, d), want, rtol=0, atol=1e-14 * np.max(np.abs(want)))
+
+
+def test_fused_derivative_has_the_modified_wavenumber():
+    """The fused derivative (right-hand side + scan solve) of sin(kx) on a periodic line is k'(k) cos(kx)
+    with Lele's modified wavenumber, to round-off."""
+    n = 96
+    h = 2 * np.pi / n
+    x = np.arange(n) * h
+    p = scan.plan(_fac(n, "periodic"))
+    for m in (1, 7, 24, 40):
+        kh = m * h
+        got = scan.derivative(p, np.sin(m * x), h, "periodic")
+        want = schemes.modified_wavenumber(kh) / h * np.cos(m * x)
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-12 * m)
+
+
+# ---- the CUDA kernel on the CPU --------------------------------------------------------------------
+WRAPPER = r"""
+#include "emu.h"
+alignas(16) unsigned char nagare_smem[1 << 18];
+#include "scan.cu"
+
+template <typename F>
+static void run(int gx, int bx, F body)
+{
+    for (int bi = 0; bi < gx; ++bi) {
+        EmuBlock blk;
+        blk.nthreads = bx;
+        blk.block_bar = std::make_unique<std::barrier<>>(bx);
+        for (int w = 0; w * 32 < bx; ++w)
+            blk.warp_bar.push_back(std::make_unique<std::barrier<>>(std::min(32, bx - w * 32)));
+        blk.slots.assign(bx, 0.0);
+        emu_block = &blk;
+        std::memset(nagare_smem, 0xff, sizeof(nagare_smem));
+        std::vector<std::thread> th;
+        for (int tx = 0; tx < bx; ++tx)
+            th.emplace_back([=] {
+                threadIdx = {tx, 0, 0}; blockIdx = {bi, 0, 0}; blockDim = {bx, 1, 1};
+                emu_tid = tx;
+                body();
+            });
+        for (auto& t : th) t.join();
+    }
+}
+
+template <typename T, int C>
+static void go(int periodic, int fused, int diss, int gx, int bx, const T* in, T* out, const T* fac, const T* coef,
+               int n, int nsys, long long ss, long long es, int lo, int hi)
+{
+#define NAGARE_GO(P, F, D) \
+    run(gx, bx, [=] { compact_scan<T, C, P, F, D>(in, out, fac, coef, n, nsys, ss, es, lo, hi); })
+    if (periodic) {
+        if (!fused) NAGARE_GO(true, false, false);
+        else if (diss) NAGARE_GO(true, true, true);
+        else NAGARE_GO(true, true, false);
+    } else {
+        if (!fused) NAGARE_GO(false, false, false);
+        else if (diss) NAGARE_GO(false, true, true);
+        else NAGARE_GO(false, true, false);
+    }
+#undef NAGARE_GO
+}
+
+#define SCAN(T, S) \
+extern "C" void scan_##S(int chunk, int periodic, int fused, int diss, int gx, int bx, const T* in, T* out, \
+                         const T* fac, const T* coef, int n, int nsys, long long ss, long long es, int lo, int hi) { \
+    switch (chunk) { \
+    case 4: go<T, 4>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
+    case 8: go<T, 8>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
+    case 16: go<T, 16>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
+    default: go<T, 32>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); } }
+
+SCAN(double, d)
+SCAN(float, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    if shutil.which("g++") is None:
+        pytest.skip("needs g++ to emulate the kernels")
+    from tests.unit.cuda_emulator import compile_threaded
+
+    return compile_threaded(WRAPPER, SOURCE, "scan_emu", tmp_path_factory)
+
+
+def _p(a):
+    return a.ctypes.data_as(ctypes.c_void_p)
+
+
+def emulate(lib, p: scan.ScanPlan, a2, layout: str, *, fused: bool, h=1.0, delta=0.0, in_place=False):
+    """The kernel over the lines of a 2D array: layout "x" (rows, contiguous) or "y" (columns, stride nx),
+    launched as scan.DeviceScan launches it (grid = lines, block = the plan's team)."""
+    dtype = a2.dtype
+    ny, nx = a2.shape
+    n, nsys, ss, es = (nx, ny, nx, 1) if layout == "x" else (ny, nx, 1, nx)
+    assert n == p.n and p.shared_bytes(dtype) <= 1 << 18
+    fac = p.packed().astype(dtype)
+    coef = scan.coefficients(dtype, h, delta)
+    src = a2.copy()
+    out = src if in_place else np.full_like(a2, np.nan)
+    fn = getattr(lib, "scan_d" if dtype == np.float64 else "scan_f")
+    i, ll = ctypes.c_int, ctypes.c_longlong
+    fn(i(p.chunk), i(p.periodic), i(fused), i(bool(delta)), i(nsys), i(p.team), _p(src), _p(out),
+       _p(fac), _p(coef), i(n), i(nsys), ll(ss), ll(es), i(p.t_lo), i(p.t_hi))
+    return out
+
+
+CASES = [(n, bc) for n in (8, 13, 40, 97) for bc in schemes.BOUNDARIES]
+
+
+@pytest.mark.parametrize("n,boundary", CASES, ids=lambda v: str(v))
+def test_emulated_scan_kernel_equals_the_numpy_mirror(lib, n, boundary):
+    rng = np.random.default_rng(n)
+    for chunk in (4, 8) if n < 40 else scan.CHUNKS:
+        for delta in (0.0, -0.25):
+            p = scan.plan(_fac(n, boundary, delta), chunk)
+            for dtype in (np.float64, np.float32):
+                for layout in ("x", "y"):
+                    shape = (3, n) if layout == "x" else (n, 3)
+                    a2 = rng.standard_normal(shape).astype(dtype)
+                    lines = a2 if layout == "x" else a2.T
+                    tag = f"chunk {chunk} delta {delta} {np.dtype(dtype).name} {layout}-lines"
+                    got = emulate(lib, p, a2, layout, fused=False, in_place=layout == "y")
+                    want = scan.solve(p, lines, dtype)
+                    np.testing.assert_array_equal(got if layout == "x" else got.T, want, err_msg="solve " + tag)
+                    h = 0.37
+                    got = emulate(lib, p, a2, layout, fused=True, h=h, delta=delta, in_place=layout == "x")
+                    want = scan.derivative(p, lines, h, boundary, delta, dtype)
+                    np.testing.assert_array_equal(got if layout == "x" else got.T, want, err_msg="fused " + tag)
+
+
+def test_emulated_fused_kernel_on_a_long_line_matches_a_dense_solve(lib):
+    """A 2048-point line as the benchmark runs it (team 256, 8 warps: the fold over warp totals)."""
+    n = 2048
+    rng = np.random.default_rng(5)
+    for boundary in schemes.BOUNDARIES:
+        p = scan.plan(_fac(n, boundary))
+        assert p.team == 256
+        f = rng.standard_normal((2, n))
+        h = 1.0 / n
+        got = emulate(lib, p, f, "x", fused=True, h=h)
+        np.testing.assert_array_equal(got, scan.derivative(p, f, h, boundary))
+        exact = schemes.derivative_dense(f, h, boundary)
+        np.testing.assert_allclose(got, exact, rtol=0, atol=1e-13 * np.max(np.abs(exact)))
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+def test_emulated_scan_carries_across_warps_of_a_weakly_dominant_matrix(lib, periodic):
+    """Lele's matrix forgets a chunk's carry within a few chunks (|l| → 0.38), so the fold over warp
+    totals barely shows in its results. A weakly dominant matrix (0.499, 1, 0.499: |l| → 0.94) carries
+    values across the whole line: the kernel still equals the mirror bit for bit and a dense solve."""
+    n = 700
+    lower, upper = np.full(n, 0.499), np.full(n, 0.499)
+    if not periodic:
+        lower[0] = upper[-1] = 0.0
+    fac = tridiag.factorise(lower, np.ones(n), upper, periodic)
+    p = scan.plan(fac, 4)
+    assert p.team // 32 == 6
+    a = np.diag(np.ones(n)) + np.diag(lower[1:], -1) + np.diag(upper[:-1], 1)
+    if periodic:
+        a[0, -1], a[-1, 0] = lower[0], upper[-1]
+    d = np.random.default_rng(9).standard_normal((3, n))
+    got = emulate(lib, p, d, "x", fused=False)
+    np.testing.assert_array_equal(got, scan.solve(p, d))
+    exact = np.linalg.solve(a, d.T).T
+    np.testing.assert_allclose(got, exact, rtol=0, atol=1e-11 * np.max(np.abs(exact)))
+
+
+# ---- the engine's fused paths on the emulated kernel -------------------------------------------------
+class _EmulatedScanDevice:
+    """gpu.DeviceSolver for solver = scan on the emulated scan.cu (launch shape: scan.DeviceScan's),
+    every launch logged as (fused, nsys, sys_stride, elem_stride)."""
+
+    lib = None
+    log: list = []
+
+    def __init__(self, kind, fac, sched, dtype, stream=None):
+        assert kind == "scan"
+        self.plan, self.dtype = sched, np.dtype(dtype)
+        self.fac = self.plan.packed().astype(self.dtype)
+
+    def _run(self, src, dst, nsys, ss, es, fused, h, delta):
+        assert src.flags.c_contiguous and dst.flags.c_contiguous  # a kernel sees only the pointer
+        assert (nsys - 1) * ss + (self.plan.n - 1) * es < src.size
+        coef = scan.coefficients(self.dtype, h, delta)
+        fn = getattr(self.lib, "scan_d" if self.dtype == np.float64 else "scan_f")
+        i, ll = ctypes.c_int, ctypes.c_longlong
+        fn(i(self.plan.chunk), i(self.plan.periodic), i(fused), i(bool(delta)), i(nsys), i(self.plan.team),
+           _p(src), _p(dst), _p(self.fac), _p(coef), i(self.plan.n), i(nsys), ll(ss), ll(es), i(self.plan.t_lo),
+           i(self.plan.t_hi))
+        self.log.append((fused, nsys, ss, es))
+
+    def solve(self, d, x, nsys, ss, es):
+        self._run(d, x, nsys, ss, es, False, 1.0, 0.0)
+
+    def derivative(self, f, out, nsys, ss, es, h, delta=0.0):
+        self._run(f, out, nsys, ss, es, True, h, delta)
+
+
+@pytest.fixture
+def scan_device(lib, monkeypatch):
+    from nagare.engine.compact import gpu
+
+    monkeypatch.setattr(_EmulatedScanDevice, "lib", lib)
+    monkeypatch.setattr(_EmulatedScanDevice, "log", [])
+    monkeypatch.setattr(gpu, "DeviceSolver", _EmulatedScanDevice)
+    monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
+    from nagare.engine.compact import filter as filt
+
+    monkeypatch.setattr(filt, "DeviceFilterRhs", lambda *a, **k: None)  # (its kernel: test_compact_closure.py)
+    return _EmulatedScanDevice
+
+
+NS_CASES = [(b, y, s) for b, y in [("stacked", "transpose"), ("stacked", "strided"), ("per-variable", "transpose"),
+                                    ("grouped", "transpose")]
+            for s in ("periodic", "bounded") if (b, s) != ("grouped", "periodic")]  # (grouped: one matrix)
+
+
+@pytest.mark.parametrize("batching,ydir,sides", NS_CASES)
+def test_fused_navier_stokes_evaluation_on_the_emulated_kernel(scan_device, batching, ydir, sides):
+    """kernel = fused, solver = scan on the GPU path (emulated kernels): one evaluation of dU/dt equals the
+    NumPy engine's (Thomas, separate right-hand side) to round-off, every derivative is a fused launch (the
+    right-hand side never a sweep of its own), and the launches are the batching's: stacked 4, per-variable
+    14, grouped 2 (strided y-lines: one launch per variable)."""
+    import types
+
+    from nagare.engine.backend import get_backend
+    from nagare.engine.compact import Engine
+    from nagare.engine.compact import navier_stokes as ns
+    from nagare.engine.compact.config import CompactPreset
+
+    n = 36
+    bounded = {"west": "hold", "east": "nscbc", "south": "nscbc", "north": "nscbc"}
+    mixed = {"west": "hold", "east": "nscbc", "south": "periodic", "north": "periodic"}
+    pre = CompactPreset.model_validate({
+        "engine": "compact", "description": "test", "initial": {"kind": "random"},
+        "grid": {"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1},
+        "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 200.0},
+        "boundaries": bounded if sides == "bounded" else mixed})
+    ref = Engine(pre, get_backend("numpy"))  # stacked, thomas, array right-hand side
+    eq = ns.NavierStokes(pre, np, np.float64)
+    sel = dict(ref.selection, solver="scan", kernel="fused", batching=batching, **{"y-direction": ydir})
+    eq.build(sel, types.SimpleNamespace(xp=np, is_gpu=True, name="cupy"))
+    got, want = np.empty_like(ref.U), np.empty_like(ref.U)
+    eq.rate(ref.U, got)
+    ref.ns.rate(ref.U, want)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-11 * np.max(np.abs(want)))
+    log = scan_device.log
+    assert log and all(fused for fused, *_ in log)
+    assert len(log) == eq.launches_per_rate()
+    assert eq.rhs_sweeps_per_rate() == 0
+    if batching == "grouped":
+        assert sorted(log) == [(True, 2 * 3 * n, n, 1), (True, 2 * 4 * n, n, 1)]
+    elif batching == "per-variable":
+        assert len(log) == 14
+    elif ydir == "transpose":
+        assert len(log) == 4
+    else:
+        assert len(log) == 2 + 3 + 4 and (True, n, 1, n) in log
+
+
+@pytest.mark.parametrize("ydir", ["transpose", "strided"])
+@pytest.mark.parametrize("preset_name", ["compact-rotating-cone", "compact-square1d"])
+def test_fused_scalar_problems_on_the_emulated_kernel(scan_device, preset_name, ydir):
+    """The scalar problems (2D rotating cone: both axes; the dissipative square pulse: both flux halves) with
+    kernel = fused, solver = scan on the emulated kernels agree with the NumPy engine after 5 steps."""
+    import types
+
+    from nagare.engine.backend import get_backend
+    from nagare.engine.compact import Engine
+    from nagare.engine.presets import load_preset
+
+    pre = load_preset(preset_name)
+    if preset_name == "compact-rotating-cone":
+        pre = pre.model_copy(update={"grid": pre.grid.model_copy(update={"nx": 40, "ny": 33})})
+    ref = Engine(pre, get_backend("numpy"))
+    cand = Engine(pre, get_backend("numpy"))
+    sel = dict(ref.selection, solver="scan", kernel="fused", **{"y-direction": ydir})
+    cand.backend = types.SimpleNamespace(xp=np, is_gpu=True, name="cupy")
+    cand._apply_selection(cand.selection, sel)
+    ref.step(5)
+    cand.step(5)
+    np.testing.assert_allclose(cand.phi, ref.phi, rtol=0, atol=1e-12 * float(np.max(np.abs(ref.phi))))
+    assert scan_device.log and all(fused for fused, *_ in scan_device.log)
+
+
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+def test_interior_chunks_hold_the_converged_factors(boundary):
+    """On a 2048-point line all but a few chunks at the ends are interior: the plan's factors there are the
+    middle row's, within 4 ulp of Thomas' exact ones, and the periodic correction vector is negligible."""
+    n = 2048
+    fac = _fac(n, boundary)
+    p = scan.plan(fac)
+    assert p.t_hi - p.t_lo > 0.95 * p.team
+    lo, hi = p.t_lo * p.chunk, p.t_hi * p.chunk
+    eps = np.finfo(np.float64).eps
+    np.testing.assert_allclose(p.l[lo:hi], fac.l[lo:hi], rtol=4 * eps, atol=0)
+    np.testing.assert_allclose(p.inv_d[lo:hi], fac.inv_d[lo:hi], rtol=4 * eps, atol=0)
+    assert np.all(np.abs(fac.z[lo:hi]) <= 1e-18) and not np.any(p.z[lo:hi])
+    np.testing.assert_array_equal(p.l[:lo], fac.l[:lo])  # the edges keep the exact factors
+    np.testing.assert_array_equal(p.inv_d[hi:n], fac.inv_d[hi:n])
+    ic = p.interior()
+    for t in (p.t_lo, (p.t_lo + p.t_hi) // 2, p.t_hi - 1):  # every interior chunk: the same values
+        s = t * p.chunk
+        np.testing.assert_array_equal(p.pf[s:s + p.chunk], ic[3:3 + p.chunk])
+        np.testing.assert_array_equal(p.pb[s:s + p.chunk], ic[3 + p.chunk:])
+    # a weakly dominant matrix never settles within the line: no interior chunks
+    m = 300
+    weak = tridiag.factorise(np.r_[0.0, np.full(m - 1, 0.499)], np.ones(m), np.r_[np.full(m - 1, 0.499), 0.0], False)
+    assert (scan.plan(weak).t_lo, scan.plan(weak).t_hi) == (0, 0)
