@@ -85,7 +85,7 @@ class DeviceSolver:
         elif kind == "scan":  # engine/compact/scan.py: one block per line, Thomas' sweeps as scans
             from .scan import DeviceScan
 
-            self.scan = DeviceScan(fac, self.dtype, stream)
+            self.scan = DeviceScan(sched, self.dtype, stream)  # sched: the ScanPlan (tridiag.prepare)
         elif kind == "gtsv2":
             self._gtsv2_bands: dict = {}
             self.fix = self.spec.function(template("compact_periodic_fix", t))

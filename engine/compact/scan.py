@@ -41,7 +41,8 @@ import numpy as np
 
 from . import schemes, tridiag
 
-CHUNKS = (4, 8, 16, 32)  # compiled chunk sizes (4: the tests' many-warp teams; the rule starts at 8)
+CHUNKS = (4, 8, 16, 32)  # plannable chunk sizes (4: the emulation tests' many-warp teams)
+COMPILED = (8, 16, 32)  # the instances the GPU module holds: what chunk_size picks
 MAX_TEAM = 512  # threads per line at most (the kernel's __launch_bounds__)
 WARP = 32
 
@@ -52,7 +53,7 @@ def chunk_size(n: int) -> int:
     kinds, docs/benchmarks/compact-scan-h100-2026-11-26): 8 rows a thread beat 4 (more threads per line,
     more scan work and barriers per row) by 22–72 %, and 16 by up to 13 % at 2048² fp64 (within a few
     percent either way elsewhere)."""
-    for c in CHUNKS[1:]:
+    for c in COMPILED:
         if -(-n // c) <= MAX_TEAM:
             return c
     raise ValueError(f"the scan solver handles lines of at most {CHUNKS[-1] * MAX_TEAM} points, got {n}")
@@ -104,7 +105,7 @@ def plan(fac: tridiag.Factors, chunk: int | None = None) -> ScanPlan:
     n = fac.n
     c = chunk or chunk_size(n)
     if c not in CHUNKS:
-        raise ValueError(f"chunk {c} not compiled; allowed: {', '.join(map(str, CHUNKS))}")
+        raise ValueError(f"chunk {c} unsupported; allowed: {', '.join(map(str, CHUNKS))}")
     chunks = -(-n // c)
     team = -(-chunks // WARP) * WARP
     rows = team * c
@@ -228,7 +229,7 @@ def kernel_name(dtype, chunk: int, periodic: bool, fused: bool, dissipative: boo
 def kernel_names(dtype) -> tuple[str, ...]:
     """Every instance the family's module emits for ``dtype`` (the dissipative scheme is fused only)."""
     out = []
-    for c in CHUNKS:
+    for c in COMPILED:
         for periodic in (False, True):
             out.append(kernel_name(dtype, c, periodic, False, False))
             out.append(kernel_name(dtype, c, periodic, True, False))
@@ -256,11 +257,13 @@ class DeviceScan:
     """The scan kernels for one factorised matrix on the device: ``solve`` (the lines hold right-hand
     sides) and ``derivative`` (the lines hold f: the fused compact derivative, one launch)."""
 
-    def __init__(self, fac: tridiag.Factors, dtype, stream=None, chunk: int | None = None):
+    def __init__(self, p: ScanPlan, dtype, stream=None):
         import cupy as cp
 
+        if p.chunk not in COMPILED:
+            raise ValueError(f"chunk {p.chunk} has no GPU instance; compiled: {', '.join(map(str, COMPILED))}")
         self.cp, self.dtype, self.stream = cp, np.dtype(dtype), stream
-        self.plan = plan(fac, chunk)
+        self.plan = p
         self.fac_dev = cp.asarray(self.plan.packed().astype(self.dtype))
         self.smem = self.plan.shared_bytes(self.dtype)
         self._fns: dict = {}

@@ -80,7 +80,7 @@ def test_scan_kernel_equals_its_numpy_mirror():
     for n, boundary in ((2048, "closures"), (2048, "periodic"), (9000, "closures")):
         fac = tridiag.factorise(*schemes.bands(n, boundary), boundary == "periodic")
         for dtype in (np.float64, np.float32):
-            dev = scan.DeviceScan(fac, dtype)
+            dev = scan.DeviceScan(scan.plan(fac), dtype)
             a = rng.standard_normal((5, n)).astype(dtype)
             out = cp.empty((5, n), dtype=dtype)
             dev.solve(cp.asarray(a), out, 5, n, 1)

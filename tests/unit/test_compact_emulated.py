@@ -23,34 +23,11 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ t
 
 WRAPPER = r"""
 #include "emu.h"
-alignas(16) unsigned char nagare_smem[1 << 18];
+#define nagare_smem tb_smem  // emu_launch NaN-poisons tb_smem before each block
 #include "tridiag.cu"
 
 template <typename F>
-static void run(int gx, int gy, int bx, int by, F body)
-{
-    const int n = bx * by;
-    for (int bj = 0; bj < gy; ++bj)
-    for (int bi = 0; bi < gx; ++bi) {
-        EmuBlock blk;
-        blk.nthreads = n;
-        blk.block_bar = std::make_unique<std::barrier<>>(n);
-        for (int w = 0; w * 32 < n; ++w)
-            blk.warp_bar.push_back(std::make_unique<std::barrier<>>(std::min(32, n - w * 32)));
-        blk.slots.assign(n, 0.0);
-        emu_block = &blk;
-        std::memset(nagare_smem, 0xff, sizeof(nagare_smem));
-        std::vector<std::thread> th;
-        for (int ty = 0; ty < by; ++ty)
-        for (int tx = 0; tx < bx; ++tx)
-            th.emplace_back([=] {
-                threadIdx = {tx, ty, 0}; blockIdx = {bi, bj, 0}; blockDim = {bx, by, 1};
-                emu_tid = ty * bx + tx;
-                body();
-            });
-        for (auto& t : th) t.join();
-    }
-}
+static void run(int gx, int gy, int bx, int by, F body) { emu_launch(gx, gy, bx, by, body); }
 
 #define SOLVERS(T, S) \
 extern "C" void thomas_##S(int periodic, int gx, int bx, const T* d, T* x, const T* fac, int n, int nsys, \
@@ -117,7 +94,7 @@ def emulate_solve(lib, kind, fac, sched, d2, layout):
         packed = sched.packed().astype(dtype)
         per = np.concatenate([fac.z, [fac.r, fac.q]]).astype(dtype)
         bx = gpu.reduce_threads(n, sched.lc, sched.p)
-        assert gpu.reduce_smem(n, dtype) <= 1 << 18
+        assert gpu.reduce_smem(n, dtype) <= 400_000  # emu.h tb_smem
         getattr(lib, f"reduce_{sfx}")(_i(fac.periodic), _i(nsys), _i(bx), _p(d2), _p(x), _p(packed), _p(per), _i(n),
                                       _i(sched.lc), _i(sched.p), _i(nsys), _l(ss), _l(es))
     return x

@@ -49,7 +49,7 @@ def test_chunk_size_rule_and_limit():
     assert p.team % 32 == 0 and p.team <= scan.MAX_TEAM
     with pytest.raises(ValueError, match="at most 16384 points"):
         scan.chunk_size(16385)
-    with pytest.raises(ValueError, match="chunk 5 not compiled"):
+    with pytest.raises(ValueError, match="chunk 5 unsupported"):
         scan.plan(_fac(64, "closures"), 5)
 
 
@@ -82,31 +82,11 @@ def test_fused_derivative_has_the_modified_wavenumber():
 # ---- the CUDA kernel on the CPU --------------------------------------------------------------------
 WRAPPER = r"""
 #include "emu.h"
-alignas(16) unsigned char nagare_smem[1 << 18];
+#define nagare_smem tb_smem  // emu_launch NaN-poisons tb_smem before each block
 #include "scan.cu"
 
 template <typename F>
-static void run(int gx, int bx, F body)
-{
-    for (int bi = 0; bi < gx; ++bi) {
-        EmuBlock blk;
-        blk.nthreads = bx;
-        blk.block_bar = std::make_unique<std::barrier<>>(bx);
-        for (int w = 0; w * 32 < bx; ++w)
-            blk.warp_bar.push_back(std::make_unique<std::barrier<>>(std::min(32, bx - w * 32)));
-        blk.slots.assign(bx, 0.0);
-        emu_block = &blk;
-        std::memset(nagare_smem, 0xff, sizeof(nagare_smem));
-        std::vector<std::thread> th;
-        for (int tx = 0; tx < bx; ++tx)
-            th.emplace_back([=] {
-                threadIdx = {tx, 0, 0}; blockIdx = {bi, 0, 0}; blockDim = {bx, 1, 1};
-                emu_tid = tx;
-                body();
-            });
-        for (auto& t : th) t.join();
-    }
-}
+static void run(int gx, int bx, F body) { emu_launch(gx, 1, bx, 1, body); }
 
 template <typename T, int C>
 static void go(int periodic, int fused, int diss, int gx, int bx, const T* in, T* out, const T* fac, const T* coef,
@@ -159,7 +139,7 @@ def emulate(lib, p: scan.ScanPlan, a2, layout: str, *, fused: bool, h=1.0, delta
     dtype = a2.dtype
     ny, nx = a2.shape
     n, nsys, ss, es = (nx, ny, nx, 1) if layout == "x" else (ny, nx, 1, nx)
-    assert n == p.n and p.shared_bytes(dtype) <= 1 << 18
+    assert n == p.n and p.shared_bytes(dtype) <= 400_000  # emu.h tb_smem
     fac = p.packed().astype(dtype)
     coef = scan.coefficients(dtype, h, delta)
     src = a2.copy()
@@ -374,3 +354,10 @@ def test_interior_chunks_hold_the_converged_factors(boundary):
     m = 300
     weak = tridiag.factorise(np.r_[0.0, np.full(m - 1, 0.499)], np.ones(m), np.r_[np.full(m - 1, 0.499), 0.0], False)
     assert (scan.plan(weak).t_lo, scan.plan(weak).t_hi) == (0, 0)
+
+
+def test_engine_picks_only_compiled_chunks():
+    """chunk_size picks only sizes the GPU module holds (kernel_names), for every line length it takes."""
+    for n in (5, 8, 100, 512, 2048, 4096, 4097, 8192, 8193, 16384):
+        assert scan.chunk_size(n) in scan.COMPILED
+    assert {int(name.split(", ")[1]) for name in scan.kernel_names(np.float32)} == set(scan.COMPILED)
