@@ -68,7 +68,8 @@ def _profiled_publish(worker, holder: list):
 
 
 def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(1280, 960), hud: bool = True,
-                 profile: Path | None = None, warmup: float = 3.0, worker_attrs: dict | None = None) -> dict:
+                 profile: Path | None = None, warmup: float = 3.0, worker_attrs: dict | None = None,
+                 experiment: str = "none") -> dict:
     from vispy.gloo import gl
 
     from .canvas import FieldCanvas
@@ -76,6 +77,8 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
 
     canvas = FieldCanvas(size=size, show=False)
     canvas.set_backend(backend_name)
+    if experiment == "no-overlay":  # the tracers are stepped but neither copied nor drawn
+        canvas._upload_overlay = lambda pk: setattr(canvas.overlay, "visible", False)
     worker = SimulationWorker(preset, backend_name)
     for key, value in (worker_attrs or {}).items():  # an experiment: e.g. diagnostics_interval=1e9
         setattr(worker, key, value)
@@ -110,9 +113,12 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
                 pk = worker.latest_packet()
                 if pk is not None and pk.seq != last_seq and pk.ready():
                     last_seq = pk.seq
-                    canvas.show_packet(pk)
                     t_draw = time.perf_counter()
-                    canvas.draw_now(finish=True)
+                    if experiment != "publish-only":  # publish-only: the worker's side alone, no GL
+                        if experiment != "draw-only" or frames == 0:  # draw-only: GL without uploads
+                            canvas.show_packet(pk)
+                        t_draw = time.perf_counter()
+                        canvas.draw_now(finish=True)
                     draw_ms.append((time.perf_counter() - t_draw) * 1e3)
                     frames += 1
                 sleep = period - (time.perf_counter() - now)
@@ -190,6 +196,9 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=float, default=3.0, help="seconds of display before measuring (compiles)")
     p.add_argument("--worker", dest="worker_attrs", action="append", default=[], metavar="NAME=SECONDS",
                    help="set a worker interval for an experiment (e.g. diagnostics_interval=1e9: no NaN checks)")
+    p.add_argument("--experiment", default="none", choices=["none", "publish-only", "draw-only", "no-overlay"],
+                   help="where does a frame's cost go: publish-only (packets made, nothing drawn), draw-only "
+                        "(redraw without uploads), no-overlay (tracers not copied or drawn)")
     p.add_argument("--profile-publish", type=Path, help="cProfile the worker's frame publishing into this file")
     a = p.parse_args(argv)
     worker_attrs = {}
@@ -230,7 +239,7 @@ def main(argv=None) -> int:
     if a.breakdown:
         breakdown = _breakdown(name, overrides, backend, min(a.seconds, 5.0))
     disp = display_rate(preset, backend.name, a.seconds, a.fps, hud=a.hud, profile=a.profile_publish,
-                        warmup=a.warmup, worker_attrs=worker_attrs)
+                        warmup=a.warmup, worker_attrs=worker_attrs, experiment=a.experiment)
     ratio = disp["steps_per_s"] / head if head else float("nan")
 
     def ms(x):
@@ -247,7 +256,7 @@ def main(argv=None) -> int:
         result = {"preset": name, "overrides": overrides, "backend": backend.name, "device": info,
                   "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
                   "seconds": a.seconds, "fps_cap": a.fps, "headless_steps_per_s": head, "display": disp,
-                  "headless_breakdown": breakdown, "ratio": ratio}
+                  "headless_breakdown": breakdown, "ratio": ratio, "experiment": a.experiment}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(result, indent=1))
         a.out.with_suffix(".md").write_text(

@@ -77,6 +77,38 @@ template <typename T, int C, bool PERIODIC, bool DISS>
 __device__ __forceinline__ void compact_scan_rhs(const T* line, int s, int n, const T* coef, T* v)
 {
 #define NAGARE_P(k) ((k) + (k) / C)
+    if (s >= 2 && s + C + 2 <= n) {
+        // The window lies inside the line (every chunk but the first and the last): no wrap, no
+        // closure rows, no bounds. With s = t C the padded indices of f[s-2 .. s+C+1] are
+        // s + t + {-3, -2, 0 .. C-1, C+1, C+2}: immediate offsets from one base, and the
+        // coefficients are read once. The same operations in the same order as below.
+        const T* b = line + s + s / C;
+        T w[C + 4];
+        w[0] = b[-3];
+        w[1] = b[-2];
+#pragma unroll
+        for (int k = 0; k < C; ++k) w[k + 2] = b[k];
+        w[C + 2] = b[C + 1];
+        w[C + 3] = b[C + 2];
+        const T ca = coef[0], cb = coef[1], ih = coef[10];
+        T cd = T(0), ce = T(0), two = T(0);
+        if (DISS) {
+            cd = coef[2];
+            ce = coef[3];
+            two = coef[4];
+        }
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+            const T fm2 = w[j], fm1 = w[j + 1], fp1 = w[j + 3], fp2 = w[j + 4];
+            T r = ca * (fp1 - fm1) + cb * (fp2 - fm2);
+            if (DISS) {
+                const T c = w[j + 2];
+                r = r + (cd * ((fp1 + fm1) - two * c) + ce * ((fp2 + fm2) - two * c));
+            }
+            v[j] = r * ih;
+        }
+        return;
+    }
     T w[C + 4];
 #pragma unroll
     for (int k = 0; k < C + 4; ++k) {
@@ -120,6 +152,40 @@ __device__ __forceinline__ void compact_scan_rhs(const T* line, int s, int n, co
 #undef NAGARE_P
 }
 
+// The sweeps of one chunk, in the NumPy mirror's order. STEP = 1: per-row factors (the bands, at
+// the chunk's rows); STEP = 0: one value for every row (an interior chunk's converged l, 1/D, u).
+// pf and pb are per row in both cases. Immediate offsets only: no runtime stride.
+// Forward: g_i = v_i - l_i g_{i-1} from 0; returns the chunk map's slope pf at its last row.
+template <typename T, int C, int STEP>
+__device__ __forceinline__ T compact_scan_forward(T* v, const T* __restrict__ l, const T* __restrict__ pf)
+{
+#pragma unroll
+    for (int j = 1; j < C; ++j) v[j] = v[j] - l[j * STEP] * v[j - 1];
+    return pf[C - 1];
+}
+
+// The incoming g applied, then back substitution x_i = (g_i - u_i x_{i+1}) / D_i from 0; returns
+// the reverse chunk map's slope pb at the chunk's first row.
+template <typename T, int C, int STEP>
+__device__ __forceinline__ T compact_scan_back(T* v, T gin, const T* __restrict__ pf, const T* __restrict__ inv_d,
+                                               const T* __restrict__ up, const T* __restrict__ pb)
+{
+#pragma unroll
+    for (int j = 0; j < C; ++j) v[j] = v[j] + pf[j] * gin;
+    v[C - 1] = v[C - 1] * inv_d[(C - 1) * STEP];
+#pragma unroll
+    for (int j = C - 2; j >= 0; --j) v[j] = (v[j] - up[j * STEP] * v[j + 1]) * inv_d[j * STEP];
+    return pb[0];
+}
+
+// The outgoing x applied: x_i += pb_i X.
+template <typename T, int C>
+__device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ pb, T xout)
+{
+#pragma unroll
+    for (int j = 0; j < C; ++j) v[j] = v[j] + pb[j] * xout;
+}
+
 // Block: team = blockDim.x threads (a multiple of 32, team·C >= n, at most 512).
 // Dynamic shared memory: (team·C + team) values. in may be out (the line is read before any write).
 // Threads t_lo <= t < t_hi own interior chunks, whose factors are the converged interior values
@@ -128,8 +194,26 @@ __device__ __forceinline__ void compact_scan_rhs(const T* line, int s, int n, co
 // One line per block (blockIdx.x). (A persistent variant — the GPU's resident blocks looping over lines,
 // the next line's loads in registers during the compute — measured slower on an H100: the prefetch
 // raised the registers to 128 a thread and halved the resident blocks.)
+#ifndef NAGARE_SCAN_MAX_THREADS
+// 40 registers a thread for 8 rows a thread (team <= 512: three such blocks an SM, six of 256):
+// measured on an H100 (docs/benchmarks/compact-scan-h100-2026-11-26b) 8-16 % faster than the 64 the
+// compiler takes unbounded at 4096² fp64 and fp32 and at 2048² fp32, within 2 % at 2048² fp64
+#define NAGARE_SCAN_MAX_THREADS 512
+#endif
+#ifndef NAGARE_SCAN_MIN_BLOCKS
+#define NAGARE_SCAN_MIN_BLOCKS (C <= 8 ? 3 : 1)
+#endif
+// Block: team = blockDim.x threads (a multiple of 32, team·C >= n, at most 512).
+// Dynamic shared memory: (team·C + team) values. in may be out (the line is read before any write).
+// Threads t_lo <= t < t_hi own interior chunks, whose factors are the converged interior values
+// ic = [l, 1/D, u, pf(C), pb(C)] (after fac's bands: scan.py) — read by the whole warp at one address,
+// instead of six bands' worth of per-row loads (the L1 traffic that bounded the first version).
+// One line per block (blockIdx.x). Measured slower on an H100: a persistent grid (the resident blocks
+// looping over lines) with the next line's loads in flight during the current line's work — in
+// registers (session 10: 128 registers a thread) or by cp.async into a second shared line (session 11:
+// 2-37 % slower, spills under the register bound); cp.async for the one line, no gain.
 template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS>
-__global__ void __launch_bounds__(C <= 8 ? 1024 : 512)
+__global__ void __launch_bounds__(NAGARE_SCAN_MAX_THREADS, NAGARE_SCAN_MIN_BLOCKS)
 compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict__ coef, int n, int nsys,
              nagare_scan_i64 sys_stride, nagare_scan_i64 elem_stride, int t_lo, int t_hi)
 {
@@ -143,15 +227,17 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
     const int sys = blockIdx.x;
     if (sys >= nsys) return;  // whole blocks: every thread of a block leaves or none
     const int t = threadIdx.x, team = blockDim.x, np = team * C, s = t * C;
-    const T* src = in + (nagare_scan_i64)sys * sys_stride;
-    T* dst = out + (nagare_scan_i64)sys * sys_stride;
     {
-        // all C loads of a thread in flight at once (a loop over i < n would wait for each in turn)
+        // all C loads of a thread in flight at once (a loop over i < n would wait for each in turn);
+        // one 64-bit address computed once and stepped (per-element 64-bit index products were a
+        // fifth of the kernel's instructions)
+        const T* src = in + (nagare_scan_i64)sys * sys_stride + (nagare_scan_i64)t * elem_stride;
+        const nagare_scan_i64 hop = (nagare_scan_i64)team * elem_stride;
         T ld[C];
 #pragma unroll
         for (int k = 0; k < C; ++k) {
-            const int i = t + k * team;
-            ld[k] = i < n ? src[(nagare_scan_i64)i * elem_stride] : T(0);
+            ld[k] = t + k * team < n ? *src : T(0);
+            src += hop;
         }
 #pragma unroll
         for (int k = 0; k < C; ++k) {
@@ -161,15 +247,11 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
     }
     __syncthreads();
 
+    // Interior chunks read the converged factors ic (uniform addresses, immediate offsets); the
+    // others their rows of the bands. Two code paths instead of one with a runtime stride: the
+    // stride's address arithmetic cost more than the loads.
     const bool inner = t >= t_lo && t < t_hi;
     const T* __restrict__ ic = fac + 6 * np + 2;
-    // per-row factors: the interior values, or the bands (edge chunks, padding)
-    const T* __restrict__ l = inner ? ic : fac + s;
-    const T* __restrict__ inv_d = inner ? ic + 1 : fac + np + s;
-    const T* __restrict__ up = inner ? ic + 2 : fac + 2 * np + s;
-    const T* __restrict__ pf = inner ? ic + 3 : fac + 3 * np + s;
-    const T* __restrict__ pb = inner ? ic + 3 + C : fac + 4 * np + s;
-    const int step = inner ? 0 : 1;  // l[j * step]: one value for every row of an interior chunk
     T v[C];
     if (FUSED) {
         compact_scan_rhs<T, C, PERIODIC, DISS>(line, s, n, coef, v);
@@ -178,18 +260,17 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
         for (int j = 0; j < C; ++j) v[j] = s + j < n ? line[s + t + j] : T(0);
     }
     // forward sweep: local from 0, then the chunk's incoming g by a scan over the chunks
-#pragma unroll
-    for (int j = 1; j < C; ++j) v[j] = v[j] - l[j * step] * v[j - 1];
-    const T gin = compact_scan_carry<T, false>(pf[C - 1], v[C - 1], wa[0], wb[0]);
-#pragma unroll
-    for (int j = 0; j < C; ++j) v[j] = v[j] + pf[j] * gin;
+    T a_out;
+    if (inner) a_out = compact_scan_forward<T, C, 0>(v, ic, ic + 3);
+    else a_out = compact_scan_forward<T, C, 1>(v, fac + s, fac + 3 * np + s);
+    const T gin = compact_scan_carry<T, false>(a_out, v[C - 1], wa[0], wb[0]);
     // back substitution: local from 0, then the chunk's outgoing x by the reverse scan
-    v[C - 1] = v[C - 1] * inv_d[(C - 1) * step];
-#pragma unroll
-    for (int j = C - 2; j >= 0; --j) v[j] = (v[j] - up[j * step] * v[j + 1]) * inv_d[j * step];
-    const T xout = compact_scan_carry<T, true>(pb[0], v[0], wa[1], wb[1]);
-#pragma unroll
-    for (int j = 0; j < C; ++j) v[j] = v[j] + pb[j] * xout;
+    T a_in;
+    if (inner) a_in = compact_scan_back<T, C, 0>(v, gin, ic + 3, ic + 1, ic + 2, ic + 3 + C);
+    else a_in = compact_scan_back<T, C, 1>(v, gin, fac + 3 * np + s, fac + np + s, fac + 2 * np + s, fac + 4 * np + s);
+    const T xout = compact_scan_carry<T, true>(a_in, v[0], wa[1], wb[1]);
+    if (inner) compact_scan_apply<T, C>(v, ic + 3 + C, xout);
+    else compact_scan_apply<T, C>(v, fac + 4 * np + s, xout);
     if (PERIODIC) {
         const T r = fac[6 * np], q = fac[6 * np + 1];
 #pragma unroll
@@ -206,14 +287,19 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
         }
     }
     // every thread read the line before the scans' barriers: its storage is free for the results
+    // (rows past n land in the padding: never stored)
 #pragma unroll
-    for (int j = 0; j < C; ++j)
-        if (s + j < n) line[s + t + j] = v[j];
+    for (int j = 0; j < C; ++j) line[s + t + j] = v[j];
     __syncthreads();
+    {
+        T* dst = out + (nagare_scan_i64)sys * sys_stride + (nagare_scan_i64)t * elem_stride;
+        const nagare_scan_i64 hop = (nagare_scan_i64)team * elem_stride;
 #pragma unroll
-    for (int k = 0; k < C; ++k) {
-        const int i = t + k * team;
-        if (i < n) dst[(nagare_scan_i64)i * elem_stride] = line[i + i / C];
+        for (int k = 0; k < C; ++k) {
+            const int i = t + k * team;
+            if (i < n) *dst = line[i + i / C];
+            dst += hop;
+        }
     }
 }
 
