@@ -171,8 +171,14 @@ class Compact(Engine):
             specs.append(_closure_spec(self.dtype))
         if sel.get("solver") == "scan":  # the scan solver's module (the fused derivative's too)
             from .scan import spec as scan_spec
+            from .scan import strided_spec
 
             specs.append(scan_spec(self.dtype))
+            ny = self.preset.shape[0]
+            if sel.get("y-direction") == "strided" and ny > 1:  # strided y-lines: tiles of adjacent lines
+                tiled = strided_spec(ny, self.dtype)
+                if tiled is not None:
+                    specs.append(tiled)
         return specs
 
     # ---- timing: phases recorded many times per step count the step once ----

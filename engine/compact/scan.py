@@ -222,20 +222,53 @@ def solve(p: ScanPlan, d, dtype=None, *, rhs_done: bool = True):
     return np.ascontiguousarray(v[..., :n])
 
 
-def kernel_name(dtype, chunk: int, periodic: bool, fused: bool, dissipative: bool) -> str:
+SECTOR = 32  # bytes: the unit DRAM and L2 move; a tile of strided lines reads whole sectors of each row
+
+
+def tile_lines(team: int, dtype, sys_stride: int, elem_stride: int) -> int:
+    """Lines per block (the kernel's W): 1 for contiguous lines; for strided lines side by side
+    (sys_stride 1, the y-lines of a row-major field) as many as fill a 32-byte sector with one row
+    (4 in fp64, 8 in fp32), halved until the block is at most :data:`MAX_TEAM` threads. One strided
+    line per block would use 8 (fp64) or 4 (fp32) bytes of every sector it reads and writes."""
+    if elem_stride == 1 or sys_stride != 1:
+        return 1
+    w = max(1, SECTOR // np.dtype(dtype).itemsize)
+    while w > 1 and w * team > MAX_TEAM:
+        w //= 2
+    return w
+
+
+def strided_spec(n: int, dtype):
+    """The module of the tiles that strided n-point lines of ``dtype`` take (None: one line a block),
+    for a warm-up before the first strided launch."""
+    c = chunk_size(n)
+    chunks = -(-n // c)
+    team = -(-chunks // WARP) * WARP
+    w = tile_lines(team, dtype, 1, 2)
+    return spec(dtype, c, w) if w > 1 else None
+
+
+def launch_shape(p: ScanPlan, dtype, nsys: int, sys_stride: int, elem_stride: int):
+    """(W, grid, block, dynamic shared bytes) of one scan launch over nsys lines."""
+    w = tile_lines(p.team, dtype, sys_stride, elem_stride)
+    return w, (-(-nsys // w),), (p.team, w), w * p.shared_bytes(dtype)
+
+
+def kernel_name(dtype, chunk: int, periodic: bool, fused: bool, dissipative: bool, lines: int = 1) -> str:
     from ..cuda import ctype, template
 
-    return template("compact_scan", ctype(dtype), chunk, periodic, fused, dissipative)
+    return template("compact_scan", ctype(dtype), chunk, periodic, fused, dissipative, lines)
 
 
-def kernel_names(dtype) -> tuple[str, ...]:
-    """Every instance the family's module emits for ``dtype`` (the dissipative scheme is fused only)."""
+def kernel_names(dtype, chunk: int | None = None, lines: int = 1) -> tuple[str, ...]:
+    """The instances a module emits for ``dtype`` (the dissipative scheme is fused only): every
+    compiled chunk with one line per block, or one chunk's ``lines``-line tiles."""
     out = []
-    for c in COMPILED:
+    for c in COMPILED if chunk is None else (chunk,):
         for periodic in (False, True):
-            out.append(kernel_name(dtype, c, periodic, False, False))
-            out.append(kernel_name(dtype, c, periodic, True, False))
-            out.append(kernel_name(dtype, c, periodic, True, True))
+            out.append(kernel_name(dtype, c, periodic, False, False, lines))
+            out.append(kernel_name(dtype, c, periodic, True, False, lines))
+            out.append(kernel_name(dtype, c, periodic, True, True, lines))
     return tuple(out)
 
 
@@ -243,16 +276,19 @@ SOURCE = "cuda/compact/scan.cu"
 OPTIONS = ("--fmad=false",)
 
 
-def spec(dtype):
-    """The NVRTC compilation of every scan instance for ``dtype`` (engine/cuda.KernelSpec)."""
-    return _spec(np.dtype(dtype).str)
+def spec(dtype, chunk: int | None = None, lines: int = 1):
+    """The NVRTC compilation holding the instance for ``dtype`` (engine/cuda.KernelSpec): the one-line
+    instances of every chunk together; tiles of strided lines per (chunk, W), compiled when first used."""
+    if lines == 1:
+        return _spec(np.dtype(dtype).str, None, 1)
+    return _spec(np.dtype(dtype).str, chunk, lines)
 
 
 @cache
-def _spec(dtype_str: str):
+def _spec(dtype_str: str, chunk, lines: int):
     from ..cuda import KernelSpec
 
-    return KernelSpec(SOURCE, kernel_names(np.dtype(dtype_str)), OPTIONS)
+    return KernelSpec(SOURCE, kernel_names(np.dtype(dtype_str), chunk, lines), OPTIONS)
 
 
 class DeviceScan:
@@ -271,27 +307,31 @@ class DeviceScan:
         self._fns: dict = {}
         self._coefs: dict = {}
 
-    def _function(self, fused: bool, dissipative: bool):
-        key = (fused, dissipative)
+    def _function(self, fused: bool, dissipative: bool, lines: int = 1):
+        key = (fused, dissipative, lines)
         fn = self._fns.get(key)
         if fn is None:
-            fn = spec(self.dtype).function(kernel_name(self.dtype, self.plan.chunk, self.plan.periodic, fused,
-                                                       dissipative))
-            if self.smem > 48 * 1024:
-                fn.max_dynamic_shared_size_bytes = self.smem
+            name = kernel_name(self.dtype, self.plan.chunk, self.plan.periodic, fused, dissipative, lines)
+            fn = spec(self.dtype, self.plan.chunk, lines).function(name)
+            smem = lines * self.smem
+            if smem > 48 * 1024:
+                fn.max_dynamic_shared_size_bytes = smem
             self._fns[key] = fn
         return fn
 
-    def _launch(self, fn, src, dst, coef, nsys: int, sys_stride: int, elem_stride: int) -> None:
+    def _launch(self, fused: bool, dissipative: bool, src, dst, coef, nsys: int, sys_stride: int,
+                elem_stride: int) -> None:
         if nsys <= 0:
             return
-        fn((nsys,), (self.plan.team,),
-           (src, dst, self.fac_dev, coef, np.int32(self.plan.n), np.int32(nsys), np.int64(sys_stride),
-            np.int64(elem_stride), np.int32(self.plan.t_lo), np.int32(self.plan.t_hi)), shared_mem=self.smem)
+        w, grid, block, smem = launch_shape(self.plan, self.dtype, nsys, sys_stride, elem_stride)
+        self._function(fused, dissipative, w)(
+            grid, block, (src, dst, self.fac_dev, coef, np.int32(self.plan.n), np.int32(nsys), np.int64(sys_stride),
+                          np.int64(elem_stride), np.int32(self.plan.t_lo), np.int32(self.plan.t_hi)),
+            shared_mem=smem)
 
     def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int) -> None:
         """x = A⁻¹ d on nsys lines (d may be x)."""
-        self._launch(self._function(False, False), d, x, self.fac_dev, nsys, sys_stride, elem_stride)
+        self._launch(False, False, d, x, self.fac_dev, nsys, sys_stride, elem_stride)
 
     def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0) -> None:
         """out = ∂f along the lines: right-hand side and solve in one launch (f may be out)."""
@@ -299,7 +339,7 @@ class DeviceScan:
         coef = self._coefs.get(key)
         if coef is None:
             coef = self._coefs[key] = self.cp.asarray(coefficients(self.dtype, h, delta))
-        self._launch(self._function(True, bool(delta)), f, out, coef, nsys, sys_stride, elem_stride)
+        self._launch(True, bool(delta), f, out, coef, nsys, sys_stride, elem_stride)
 
 
 def derivative(p: ScanPlan, f, h: float, boundary: str, delta: float = 0.0, dtype=None):

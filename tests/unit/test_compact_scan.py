@@ -85,15 +85,12 @@ WRAPPER = r"""
 #define nagare_smem tb_smem  // emu_launch NaN-poisons tb_smem before each block
 #include "scan.cu"
 
-template <typename F>
-static void run(int gx, int bx, F body) { emu_launch(gx, 1, bx, 1, body); }
-
-template <typename T, int C>
+template <typename T, int C, int W>
 static void go(int periodic, int fused, int diss, int gx, int bx, const T* in, T* out, const T* fac, const T* coef,
                int n, int nsys, long long ss, long long es, int lo, int hi)
 {
 #define NAGARE_GO(P, F, D) \
-    run(gx, bx, [=] { compact_scan<T, C, P, F, D>(in, out, fac, coef, n, nsys, ss, es, lo, hi); })
+    emu_launch(gx, 1, bx, W, [=] { compact_scan<T, C, P, F, D, W>(in, out, fac, coef, n, nsys, ss, es, lo, hi); })
     if (periodic) {
         if (!fused) NAGARE_GO(true, false, false);
         else if (diss) NAGARE_GO(true, true, true);
@@ -106,14 +103,26 @@ static void go(int periodic, int fused, int diss, int gx, int bx, const T* in, T
 #undef NAGARE_GO
 }
 
+template <typename T, int W>
+static void chunks(int chunk, int periodic, int fused, int diss, int gx, int bx, const T* in, T* out, const T* fac,
+                   const T* coef, int n, int nsys, long long ss, long long es, int lo, int hi)
+{
+    switch (chunk) {
+    case 4: go<T, 4, W>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break;
+    case 8: go<T, 8, W>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break;
+    case 16: go<T, 16, W>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break;
+    default: go<T, 32, W>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); }
+}
+
 #define SCAN(T, S) \
-extern "C" void scan_##S(int chunk, int periodic, int fused, int diss, int gx, int bx, const T* in, T* out, \
-                         const T* fac, const T* coef, int n, int nsys, long long ss, long long es, int lo, int hi) { \
-    switch (chunk) { \
-    case 4: go<T, 4>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
-    case 8: go<T, 8>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
-    case 16: go<T, 16>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
-    default: go<T, 32>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); } }
+extern "C" void scan_##S(int chunk, int lines, int periodic, int fused, int diss, int gx, int bx, const T* in, \
+                         T* out, const T* fac, const T* coef, int n, int nsys, long long ss, long long es, int lo, \
+                         int hi) { \
+    switch (lines) { \
+    case 1: chunks<T, 1>(chunk, periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
+    case 2: chunks<T, 2>(chunk, periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
+    case 4: chunks<T, 4>(chunk, periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
+    default: chunks<T, 8>(chunk, periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); } }
 
 SCAN(double, d)
 SCAN(float, f)
@@ -144,11 +153,19 @@ def emulate(lib, p: scan.ScanPlan, a2, layout: str, *, fused: bool, h=1.0, delta
     coef = scan.coefficients(dtype, h, delta)
     src = a2.copy()
     out = src if in_place else np.full_like(a2, np.nan)
-    fn = getattr(lib, "scan_d" if dtype == np.float64 else "scan_f")
-    i, ll = ctypes.c_int, ctypes.c_longlong
-    fn(i(p.chunk), i(p.periodic), i(fused), i(bool(delta)), i(nsys), i(p.team), _p(src), _p(out),
-       _p(fac), _p(coef), i(n), i(nsys), ll(ss), ll(es), i(p.t_lo), i(p.t_hi))
+    _launch(lib, p, dtype, fused, bool(delta), src, out, fac, coef, nsys, ss, es)
     return out
+
+
+def _launch(lib, p, dtype, fused, diss, src, dst, fac, coef, nsys, ss, es):
+    """One emulated launch in scan.launch_shape's geometry (W lines a block for strided lines)."""
+    w, grid, block, smem = scan.launch_shape(p, dtype, nsys, ss, es)
+    assert block == (p.team, w) and smem <= 400_000  # emu.h tb_smem
+    fn = getattr(lib, "scan_d" if np.dtype(dtype) == np.float64 else "scan_f")
+    i, ll = ctypes.c_int, ctypes.c_longlong
+    fn(i(p.chunk), i(w), i(p.periodic), i(fused), i(diss), i(grid[0]), i(p.team), _p(src), _p(dst), _p(fac),
+       _p(coef), i(p.n), i(nsys), ll(ss), ll(es), i(p.t_lo), i(p.t_hi))
+    return w
 
 
 CASES = [(n, bc) for n in (8, 13, 40, 97) for bc in schemes.BOUNDARIES]
@@ -173,6 +190,52 @@ def test_emulated_scan_kernel_equals_the_numpy_mirror(lib, n, boundary):
                     got = emulate(lib, p, a2, layout, fused=True, h=h, delta=delta, in_place=layout == "x")
                     want = scan.derivative(p, lines, h, boundary, delta, dtype)
                     np.testing.assert_array_equal(got if layout == "x" else got.T, want, err_msg="fused " + tag)
+
+
+def test_strided_lines_go_in_sector_tiles():
+    """Strided lines side by side (the y-lines of a row-major field) are solved W to a block: one 32-byte
+    sector of each row (4 fp64 / 8 fp32 lines), fewer where the block would pass 512 threads; contiguous
+    lines, or strided lines not side by side, one to a block."""
+    assert scan.tile_lines(64, np.float64, 1, 512) == 4
+    assert scan.tile_lines(64, np.float32, 1, 512) == 8
+    assert scan.tile_lines(256, np.float64, 1, 2048) == 2  # 2048-point lines: 256 threads a line
+    assert scan.tile_lines(512, np.float32, 1, 4096) == 1
+    assert scan.tile_lines(64, np.float64, 512, 1) == 1  # x-lines
+    assert scan.tile_lines(64, np.float64, 7, 512) == 1  # strided but not adjacent
+    p = scan.plan(_fac(100, "closures"))
+    w, grid, block, smem = scan.launch_shape(p, np.float64, 13, 1, 13)
+    assert (w, grid, block, smem) == (4, (4,), (p.team, 4), 4 * p.shared_bytes(np.float64))
+    # the warm-up's module for strided lines holds those tiles' instances; none where W is 1
+    assert {name.rsplit(", ", 1)[1] for name in scan.strided_spec(100, np.float64).name_expressions} == {"4>"}
+    assert scan.strided_spec(4096, np.float64) is None
+
+
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+def test_emulated_tiles_of_strided_lines_equal_the_mirror(lib, boundary):
+    """Tiles of W strided lines, the last one part empty (13 or 21 lines), fp64 and fp32, solve and fused
+    derivative, in place and not: every line equals the mirror bit for bit, and lines past the last are
+    neither read nor written (the output outside the field stays untouched)."""
+    rng = np.random.default_rng(11)
+    n = 97
+    for nx in (13, 21):
+        for dtype in (np.float64, np.float32):
+            p = scan.plan(_fac(n, boundary, -0.25))
+            assert scan.tile_lines(p.team, dtype, 1, nx) > 1 and nx % scan.tile_lines(p.team, dtype, 1, nx)
+            a2 = rng.standard_normal((n, nx)).astype(dtype)
+            for fused, delta, in_place in ((False, 0.0, True), (True, 0.0, False), (True, -0.25, True)):
+                got = emulate(lib, p, a2, "y", fused=fused, h=0.3, delta=delta, in_place=in_place)
+                want = (scan.derivative(p, a2.T, 0.3, boundary, delta, dtype) if fused
+                        else scan.solve(p, a2.T, dtype))
+                np.testing.assert_array_equal(got.T, want, err_msg=f"{nx} lines {np.dtype(dtype).name} fused {fused}")
+            # a field wider than the lines solved: the tile's lines past nsys are left alone
+            wide = rng.standard_normal((n, nx + 3)).astype(dtype)
+            fac = p.packed().astype(dtype)
+            coef = scan.coefficients(dtype, 0.3, 0.0)
+            out = np.full_like(wide, 7.0)
+            w = _launch(lib, p, dtype, True, False, wide.copy(), out, fac, coef, nx, 1, nx + 3)
+            assert w > 1
+            np.testing.assert_array_equal(out[:, nx:], 7.0)
+            np.testing.assert_array_equal(out[:, :nx].T, scan.derivative(p, wide[:, :nx].T, 0.3, boundary, 0.0, dtype))
 
 
 def test_emulated_fused_kernel_on_a_long_line_matches_a_dense_solve(lib):
@@ -215,10 +278,11 @@ def test_emulated_scan_carries_across_warps_of_a_weakly_dominant_matrix(lib, per
 # ---- the engine's fused paths on the emulated kernel -------------------------------------------------
 class _EmulatedScanDevice:
     """gpu.DeviceSolver for solver = scan on the emulated scan.cu (launch shape: scan.DeviceScan's),
-    every launch logged as (fused, nsys, sys_stride, elem_stride)."""
+    every launch logged as (fused, nsys, sys_stride, elem_stride), its lines per block in ``tiles``."""
 
     lib = None
     log: list = []
+    tiles: list = []
 
     def __init__(self, kind, fac, sched, dtype, stream=None):
         assert kind == "scan"
@@ -229,12 +293,9 @@ class _EmulatedScanDevice:
         assert src.flags.c_contiguous and dst.flags.c_contiguous  # a kernel sees only the pointer
         assert (nsys - 1) * ss + (self.plan.n - 1) * es < src.size
         coef = scan.coefficients(self.dtype, h, delta)
-        fn = getattr(self.lib, "scan_d" if self.dtype == np.float64 else "scan_f")
-        i, ll = ctypes.c_int, ctypes.c_longlong
-        fn(i(self.plan.chunk), i(self.plan.periodic), i(fused), i(bool(delta)), i(nsys), i(self.plan.team),
-           _p(src), _p(dst), _p(self.fac), _p(coef), i(self.plan.n), i(nsys), ll(ss), ll(es), i(self.plan.t_lo),
-           i(self.plan.t_hi))
+        w = _launch(self.lib, self.plan, self.dtype, fused, bool(delta), src, dst, self.fac, coef, nsys, ss, es)
         self.log.append((fused, nsys, ss, es))
+        self.tiles.append(w)
 
     def solve(self, d, x, nsys, ss, es):
         self._run(d, x, nsys, ss, es, False, 1.0, 0.0)
@@ -249,6 +310,7 @@ def scan_device(lib, monkeypatch):
 
     monkeypatch.setattr(_EmulatedScanDevice, "lib", lib)
     monkeypatch.setattr(_EmulatedScanDevice, "log", [])
+    monkeypatch.setattr(_EmulatedScanDevice, "tiles", [])
     monkeypatch.setattr(gpu, "DeviceSolver", _EmulatedScanDevice)
     monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
     from nagare.engine.compact import filter as filt
@@ -303,6 +365,8 @@ def test_fused_navier_stokes_evaluation_on_the_emulated_kernel(scan_device, batc
         assert len(log) == 4
     else:
         assert len(log) == 2 + 3 + 4 and (True, n, 1, n) in log
+        # the strided y-lines in tiles of 4 (fp64, 36-point lines: 32-thread teams), the x-lines one a block
+        assert sorted(set(zip((es for *_, es in log), scan_device.tiles))) == [(1, 1), (n, 4)]
 
 
 @pytest.mark.parametrize("ydir", ["transpose", "strided"])

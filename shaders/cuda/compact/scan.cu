@@ -186,8 +186,8 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
     for (int j = 0; j < C; ++j) v[j] = v[j] + pb[j] * xout;
 }
 
-// Block: team = blockDim.x threads (a multiple of 32, team·C >= n, at most 512).
-// Dynamic shared memory: (team·C + team) values. in may be out (the line is read before any write).
+// Block: team = blockDim.x threads (a multiple of 32, team·C >= n, team·W at most 512).
+// Dynamic shared memory: W·(team·C + team) values. in may be out (a line is read before any write).
 // Threads t_lo <= t < t_hi own interior chunks, whose factors are the converged interior values
 // ic = [l, 1/D, u, pf(C), pb(C)] (after fac's bands: scan.py) — read by the whole warp at one address,
 // instead of six bands' worth of per-row loads (the L1 traffic that bounded the first version).
@@ -203,16 +203,23 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
 #ifndef NAGARE_SCAN_MIN_BLOCKS
 #define NAGARE_SCAN_MIN_BLOCKS (C <= 8 ? 3 : 1)
 #endif
-// Block: team = blockDim.x threads (a multiple of 32, team·C >= n, at most 512).
-// Dynamic shared memory: (team·C + team) values. in may be out (the line is read before any write).
+// Block: team = blockDim.x threads (a multiple of 32, team·C >= n, team·W at most 512).
+// Dynamic shared memory: W·(team·C + team) values. in may be out (a line is read before any write).
 // Threads t_lo <= t < t_hi own interior chunks, whose factors are the converged interior values
 // ic = [l, 1/D, u, pf(C), pb(C)] (after fac's bands: scan.py) — read by the whole warp at one address,
 // instead of six bands' worth of per-row loads (the L1 traffic that bounded the first version).
-// One line per block (blockIdx.x). Measured slower on an H100: a persistent grid (the resident blocks
+// One line (W lines) per block (blockIdx.x). Measured slower on an H100: a persistent grid (the resident blocks
 // looping over lines) with the next line's loads in flight during the current line's work — in
 // registers (session 10: 128 registers a thread) or by cp.async into a second shared line (session 11:
 // 2-37 % slower, spills under the register bound); cp.async for the one line, no gain.
-template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS>
+//
+// W > 1 (strided lines side by side, sys_stride = 1: the y-lines of a row-major field): a block is W
+// teams (threadIdx.y = the line in the tile, blockDim = (team, W)) that solve W adjacent lines, each in
+// its own padded shared line. The loads and stores are shared out over the tile's rows instead: thread L
+// = t + team·y moves row L / W + k·team of line L % W, so a warp moves 32 / W rows of W adjacent values
+// each — whole 32-byte sectors when W·sizeof(T) = 32, where one line per block moves 8 (fp64) or 4 (fp32)
+// bytes of every sector it touches. Lines past nsys in the last tile are neither read nor written.
+template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS, int W>
 __global__ void __launch_bounds__(NAGARE_SCAN_MAX_THREADS, NAGARE_SCAN_MIN_BLOCKS)
 compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict__ coef, int n, int nsys,
              nagare_scan_i64 sys_stride, nagare_scan_i64 elem_stride, int t_lo, int t_hi)
@@ -220,29 +227,35 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
 #ifndef NAGARE_EMU
     extern __shared__ __align__(16) unsigned char nagare_smem[];
 #endif
-    NAGARE_BLOCK_SHARED T wa[2][32];
+    NAGARE_BLOCK_SHARED T wa[2][32];  // per line of the tile: nw slots from y·nw (W·nw <= 16)
     NAGARE_BLOCK_SHARED T wb[2][32];
-    NAGARE_BLOCK_SHARED T ends[2];
-    T* line = reinterpret_cast<T*>(nagare_smem);
-    const int sys = blockIdx.x;
-    if (sys >= nsys) return;  // whole blocks: every thread of a block leaves or none
+    NAGARE_BLOCK_SHARED T ends[2 * W];
+    const int sys0 = blockIdx.x * W;
+    if (sys0 >= nsys) return;  // whole blocks: every thread of a block leaves or none
     const int t = threadIdx.x, team = blockDim.x, np = team * C, s = t * C;
+    const int y = W == 1 ? 0 : (int)threadIdx.y, nw = team >> 5;
+    T* const tile = reinterpret_cast<T*>(nagare_smem);
+    T* const line = tile + y * (np + team);  // this team's line
+    // the rows this thread moves: line lc of the tile, rows r0 + k·team (W = 1: its own line, rows t + k·team)
+    const int lw = t + team * y, lc = W == 1 ? 0 : lw % W, r0 = W == 1 ? t : lw / W;
+    const bool moves = W == 1 || sys0 + lc < nsys;
     {
         // all C loads of a thread in flight at once (a loop over i < n would wait for each in turn);
         // one 64-bit address computed once and stepped (per-element 64-bit index products were a
         // fifth of the kernel's instructions)
-        const T* src = in + (nagare_scan_i64)sys * sys_stride + (nagare_scan_i64)t * elem_stride;
+        const T* src = in + (nagare_scan_i64)(sys0 + lc) * sys_stride + (nagare_scan_i64)r0 * elem_stride;
         const nagare_scan_i64 hop = (nagare_scan_i64)team * elem_stride;
+        T* const dstl = tile + lc * (np + team);
         T ld[C];
 #pragma unroll
         for (int k = 0; k < C; ++k) {
-            ld[k] = t + k * team < n ? *src : T(0);
+            ld[k] = moves && r0 + k * team < n ? *src : T(0);
             src += hop;
         }
 #pragma unroll
         for (int k = 0; k < C; ++k) {
-            const int i = t + k * team;
-            if (i < n) line[i + i / C] = ld[k];
+            const int i = r0 + k * team;
+            if (moves && i < n) dstl[i + i / C] = ld[k];
         }
     }
     __syncthreads();
@@ -263,23 +276,24 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
     T a_out;
     if (inner) a_out = compact_scan_forward<T, C, 0>(v, ic, ic + 3);
     else a_out = compact_scan_forward<T, C, 1>(v, fac + s, fac + 3 * np + s);
-    const T gin = compact_scan_carry<T, false>(a_out, v[C - 1], wa[0], wb[0]);
+    const T gin = compact_scan_carry<T, false>(a_out, v[C - 1], wa[0] + y * nw, wb[0] + y * nw);
     // back substitution: local from 0, then the chunk's outgoing x by the reverse scan
     T a_in;
     if (inner) a_in = compact_scan_back<T, C, 0>(v, gin, ic + 3, ic + 1, ic + 2, ic + 3 + C);
     else a_in = compact_scan_back<T, C, 1>(v, gin, fac + 3 * np + s, fac + np + s, fac + 2 * np + s, fac + 4 * np + s);
-    const T xout = compact_scan_carry<T, true>(a_in, v[0], wa[1], wb[1]);
+    const T xout = compact_scan_carry<T, true>(a_in, v[0], wa[1] + y * nw, wb[1] + y * nw);
     if (inner) compact_scan_apply<T, C>(v, ic + 3 + C, xout);
     else compact_scan_apply<T, C>(v, fac + 4 * np + s, xout);
     if (PERIODIC) {
         const T r = fac[6 * np], q = fac[6 * np + 1];
+        T* const e = ends + 2 * y;
 #pragma unroll
         for (int j = 0; j < C; ++j) {
-            if (s + j == 0) ends[0] = v[j];
-            if (s + j == n - 1) ends[1] = v[j];
+            if (s + j == 0) e[0] = v[j];
+            if (s + j == n - 1) e[1] = v[j];
         }
         __syncthreads();
-        const T sm = q * (ends[0] + r * ends[1]);
+        const T sm = q * (e[0] + r * e[1]);
         if (!inner) {  // z vanishes (below 1e-18) on interior chunks
             const T* __restrict__ z = fac + 5 * np + s;
 #pragma unroll
@@ -291,13 +305,14 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
 #pragma unroll
     for (int j = 0; j < C; ++j) line[s + t + j] = v[j];
     __syncthreads();
-    {
-        T* dst = out + (nagare_scan_i64)sys * sys_stride + (nagare_scan_i64)t * elem_stride;
+    if (moves) {
+        T* dst = out + (nagare_scan_i64)(sys0 + lc) * sys_stride + (nagare_scan_i64)r0 * elem_stride;
         const nagare_scan_i64 hop = (nagare_scan_i64)team * elem_stride;
+        const T* const srcl = tile + lc * (np + team);
 #pragma unroll
         for (int k = 0; k < C; ++k) {
-            const int i = t + k * team;
-            if (i < n) *dst = line[i + i / C];
+            const int i = r0 + k * team;
+            if (i < n) *dst = srcl[i + i / C];
             dst += hop;
         }
     }
