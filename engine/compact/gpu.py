@@ -80,8 +80,8 @@ class DeviceSolver:
             self.fn = self.spec.function(template("compact_reduce", t, self.periodic))
             self.threads = reduce_threads(self.n, sched.lc, sched.p)
             self.smem = reduce_smem(self.n, self.dtype)
-            if self.smem > 48 * 1024:
-                self.fn.max_dynamic_shared_size_bytes = self.smem
+            if self.smem > 48 * 1024:  # the function is shared by every plan: raise its opt-in, never lower it
+                self.fn.max_dynamic_shared_size_bytes = max(self.smem, self.fn.max_dynamic_shared_size_bytes)
         elif kind == "scan":  # engine/compact/scan.py: one block per line, Thomas' sweeps as scans
             from .scan import DeviceScan
 

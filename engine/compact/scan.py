@@ -248,10 +248,20 @@ def strided_spec(n: int, dtype):
     return spec(dtype, c, w) if w > 1 else None
 
 
+def tile_pad(w: int, dtype) -> int:
+    """Values between the W shared lines of a tile beyond their length (the kernel's ``ls``): 128 bytes
+    over the tile, so the W row segments a warp moves start on different banks (0 for one line)."""
+    return 0 if w == 1 else 128 // (w * np.dtype(dtype).itemsize)
+
+
 def launch_shape(p: ScanPlan, dtype, nsys: int, sys_stride: int, elem_stride: int):
-    """(W, grid, block, dynamic shared bytes) of one scan launch over nsys lines."""
+    """(W, grid, block, dynamic shared bytes) of one scan launch over nsys lines (W: :func:`tile_lines`,
+    no wider than the lines there are)."""
     w = tile_lines(p.team, dtype, sys_stride, elem_stride)
-    return w, (-(-nsys // w),), (p.team, w), w * p.shared_bytes(dtype)
+    while w > 1 and w // 2 >= nsys:
+        w //= 2
+    smem = w * (p.rows + p.team + tile_pad(w, dtype)) * np.dtype(dtype).itemsize
+    return w, (-(-nsys // w),), (p.team, w), smem
 
 
 def kernel_name(dtype, chunk: int, periodic: bool, fused: bool, dissipative: bool, lines: int = 1) -> str:
@@ -305,6 +315,7 @@ class DeviceScan:
         self.fac_dev = cp.asarray(self.plan.packed().astype(self.dtype))
         self.smem = self.plan.shared_bytes(self.dtype)
         self._fns: dict = {}
+        self._opted: dict = {}  # id(function) -> the dynamic shared memory it was opted in to
         self._coefs: dict = {}
 
     def _function(self, fused: bool, dissipative: bool, lines: int = 1):
@@ -313,9 +324,6 @@ class DeviceScan:
         if fn is None:
             name = kernel_name(self.dtype, self.plan.chunk, self.plan.periodic, fused, dissipative, lines)
             fn = spec(self.dtype, self.plan.chunk, lines).function(name)
-            smem = lines * self.smem
-            if smem > 48 * 1024:
-                fn.max_dynamic_shared_size_bytes = smem
             self._fns[key] = fn
         return fn
 
@@ -324,7 +332,13 @@ class DeviceScan:
         if nsys <= 0:
             return
         w, grid, block, smem = launch_shape(self.plan, self.dtype, nsys, sys_stride, elem_stride)
-        self._function(fused, dissipative, w)(
+        fn = self._function(fused, dissipative, w)
+        if smem > 48 * 1024 and smem > self._opted.get(id(fn), 0):
+            # the function object is shared by every plan of this instance name: raise its opt-in,
+            # never lower it (another plan's larger lines may launch it next)
+            fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
+            self._opted[id(fn)] = fn.max_dynamic_shared_size_bytes
+        fn(
             grid, block, (src, dst, self.fac_dev, coef, np.int32(self.plan.n), np.int32(nsys), np.int64(sys_stride),
                           np.int64(elem_stride), np.int32(self.plan.t_lo), np.int32(self.plan.t_hi)),
             shared_mem=smem)

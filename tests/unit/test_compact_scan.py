@@ -204,7 +204,10 @@ def test_strided_lines_go_in_sector_tiles():
     assert scan.tile_lines(64, np.float64, 7, 512) == 1  # strided but not adjacent
     p = scan.plan(_fac(100, "closures"))
     w, grid, block, smem = scan.launch_shape(p, np.float64, 13, 1, 13)
-    assert (w, grid, block, smem) == (4, (4,), (p.team, 4), 4 * p.shared_bytes(np.float64))
+    assert (w, grid, block) == (4, (4,), (p.team, 4))
+    assert smem == 4 * (p.rows + p.team + 4) * 8  # + 128 bytes between lines: the row segments' banks differ
+    assert scan.launch_shape(p, np.float64, 2, 1, 13)[0] == 2  # no wider than the lines there are
+    assert scan.launch_shape(p, np.float64, 1, 1, 13)[0] == 1
     # the warm-up's module for strided lines holds those tiles' instances; none where W is 1
     assert {name.rsplit(", ", 1)[1] for name in scan.strided_spec(100, np.float64).name_expressions} == {"4>"}
     assert scan.strided_spec(4096, np.float64) is None
@@ -236,6 +239,25 @@ def test_emulated_tiles_of_strided_lines_equal_the_mirror(lib, boundary):
             assert w > 1
             np.testing.assert_array_equal(out[:, nx:], 7.0)
             np.testing.assert_array_equal(out[:, :nx].T, scan.derivative(p, wide[:, :nx].T, 0.3, boundary, 0.0, dtype))
+
+
+@pytest.mark.parametrize("n,chunk", [(300, 4), (1100, 8)])
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+def test_emulated_tiles_of_many_warp_teams_equal_the_mirror(lib, n, chunk, boundary):
+    """Tiles whose teams span several warps (96 threads in tiles of 4 lines, 160 in tiles of 2): each
+    line's warp totals have their own slots, and the carries cross warps."""
+    rng = np.random.default_rng(1)
+    p = scan.plan(_fac(n, boundary, -0.25), chunk)
+    assert p.team > 32
+    for dtype in (np.float64, np.float32):
+        nx = 5
+        w = scan.tile_lines(p.team, dtype, 1, nx)
+        assert w > 1
+        a2 = rng.standard_normal((n, nx)).astype(dtype)
+        for fused, delta in ((False, 0.0), (True, -0.25)):
+            got = emulate(lib, p, a2, "y", fused=fused, h=0.3, delta=delta)
+            want = scan.derivative(p, a2.T, 0.3, boundary, delta, dtype) if fused else scan.solve(p, a2.T, dtype)
+            np.testing.assert_array_equal(got.T, want, err_msg=f"{np.dtype(dtype).name} W {w} team {p.team}")
 
 
 def test_emulated_fused_kernel_on_a_long_line_matches_a_dense_solve(lib):

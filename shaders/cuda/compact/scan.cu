@@ -76,6 +76,7 @@ __device__ __forceinline__ T compact_scan_carry(T a, T b, T* wa, T* wb)
 template <typename T, int C, bool PERIODIC, bool DISS>
 __device__ __forceinline__ void compact_scan_rhs(const T* line, int s, int n, const T* coef, T* v)
 {
+    static_assert(C >= 2, "the window's offsets below assume chunks of two rows or more");
 #define NAGARE_P(k) ((k) + (k) / C)
     if (s >= 2 && s + C + 2 <= n) {
         // The window lies inside the line (every chunk but the first and the last): no wrap, no
@@ -186,14 +187,6 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
     for (int j = 0; j < C; ++j) v[j] = v[j] + pb[j] * xout;
 }
 
-// Block: team = blockDim.x threads (a multiple of 32, team·C >= n, team·W at most 512).
-// Dynamic shared memory: W·(team·C + team) values. in may be out (a line is read before any write).
-// Threads t_lo <= t < t_hi own interior chunks, whose factors are the converged interior values
-// ic = [l, 1/D, u, pf(C), pb(C)] (after fac's bands: scan.py) — read by the whole warp at one address,
-// instead of six bands' worth of per-row loads (the L1 traffic that bounded the first version).
-// One line per block (blockIdx.x). (A persistent variant — the GPU's resident blocks looping over lines,
-// the next line's loads in registers during the compute — measured slower on an H100: the prefetch
-// raised the registers to 128 a thread and halved the resident blocks.)
 #ifndef NAGARE_SCAN_MAX_THREADS
 // 40 registers a thread for 8 rows a thread (team <= 512: three such blocks an SM, six of 256):
 // measured on an H100 (docs/benchmarks/compact-scan-h100-2026-11-26b) 8-16 % faster than the 64 the
@@ -204,7 +197,8 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
 #define NAGARE_SCAN_MIN_BLOCKS (C <= 8 ? 3 : 1)
 #endif
 // Block: team = blockDim.x threads (a multiple of 32, team·C >= n, team·W at most 512).
-// Dynamic shared memory: W·(team·C + team) values. in may be out (a line is read before any write).
+// Dynamic shared memory: W lines of team·C + team values, + 128 / (W·sizeof T) between lines when
+// W > 1 (scan.tile_pad). in may be out (a line is read before any write).
 // Threads t_lo <= t < t_hi own interior chunks, whose factors are the converged interior values
 // ic = [l, 1/D, u, pf(C), pb(C)] (after fac's bands: scan.py) — read by the whole warp at one address,
 // instead of six bands' worth of per-row loads (the L1 traffic that bounded the first version).
@@ -219,6 +213,9 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
 // = t + team·y moves row L / W + k·team of line L % W, so a warp moves 32 / W rows of W adjacent values
 // each — whole 32-byte sectors when W·sizeof(T) = 32, where one line per block moves 8 (fp64) or 4 (fp32)
 // bytes of every sector it touches. Lines past nsys in the last tile are neither read nor written.
+// The lines lie 128 / (W·sizeof T) values further apart than their length (a multiple of 32): the W
+// lines a warp's row segments fall in then start on different banks (without it, 4-way (fp64) and
+// 8-way (fp32) bank conflicts in those loads and stores).
 template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS, int W>
 __global__ void __launch_bounds__(NAGARE_SCAN_MAX_THREADS, NAGARE_SCAN_MIN_BLOCKS)
 compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict__ coef, int n, int nsys,
@@ -234,18 +231,20 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
     if (sys0 >= nsys) return;  // whole blocks: every thread of a block leaves or none
     const int t = threadIdx.x, team = blockDim.x, np = team * C, s = t * C;
     const int y = W == 1 ? 0 : (int)threadIdx.y, nw = team >> 5;
+    const int ls = np + team + (W == 1 ? 0 : 128 / (W * (int)sizeof(T)));  // line to line, in values
     T* const tile = reinterpret_cast<T*>(nagare_smem);
-    T* const line = tile + y * (np + team);  // this team's line
-    // the rows this thread moves: line lc of the tile, rows r0 + k·team (W = 1: its own line, rows t + k·team)
-    const int lw = t + team * y, lc = W == 1 ? 0 : lw % W, r0 = W == 1 ? t : lw / W;
-    const bool moves = W == 1 || sys0 + lc < nsys;
+    T* const line = tile + y * ls;  // this team's line
     {
+        // the rows this thread moves: line lc of the tile, rows r0 + k·team (W = 1: its own line, rows
+        // t + k·team); worked out again for the stores (not kept through the solve: registers)
+        const int lw = t + team * y, lc = W == 1 ? 0 : lw % W, r0 = W == 1 ? t : lw / W;
+        const bool moves = W == 1 || sys0 + lc < nsys;
         // all C loads of a thread in flight at once (a loop over i < n would wait for each in turn);
         // one 64-bit address computed once and stepped (per-element 64-bit index products were a
         // fifth of the kernel's instructions)
         const T* src = in + (nagare_scan_i64)(sys0 + lc) * sys_stride + (nagare_scan_i64)r0 * elem_stride;
         const nagare_scan_i64 hop = (nagare_scan_i64)team * elem_stride;
-        T* const dstl = tile + lc * (np + team);
+        T* const dstl = tile + lc * ls;
         T ld[C];
 #pragma unroll
         for (int k = 0; k < C; ++k) {
@@ -305,10 +304,11 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
 #pragma unroll
     for (int j = 0; j < C; ++j) line[s + t + j] = v[j];
     __syncthreads();
-    if (moves) {
+    const int lw = t + team * y, lc = W == 1 ? 0 : lw % W, r0 = W == 1 ? t : lw / W;
+    if (W == 1 || sys0 + lc < nsys) {
         T* dst = out + (nagare_scan_i64)(sys0 + lc) * sys_stride + (nagare_scan_i64)r0 * elem_stride;
         const nagare_scan_i64 hop = (nagare_scan_i64)team * elem_stride;
-        const T* const srcl = tile + lc * (np + team);
+        const T* const srcl = tile + lc * ls;
 #pragma unroll
         for (int k = 0; k < C; ++k) {
             const int i = r0 + k * team;
