@@ -7,7 +7,9 @@ in place and not."""
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -258,6 +260,68 @@ def test_emulated_tiles_of_many_warp_teams_equal_the_mirror(lib, n, chunk, bound
             got = emulate(lib, p, a2, "y", fused=fused, h=0.3, delta=delta)
             want = scan.derivative(p, a2.T, 0.3, boundary, delta, dtype) if fused else scan.solve(p, a2.T, dtype)
             np.testing.assert_array_equal(got.T, want, err_msg=f"{np.dtype(dtype).name} W {w} team {p.team}")
+
+
+GUARDED_CHILD = r"""
+import ctypes, mmap, sys
+import numpy as np
+from nagare.engine.compact import scan, schemes, tridiag
+
+lib = ctypes.CDLL(sys.argv[1])
+control = sys.argv[2] == "control"
+libc = ctypes.CDLL(None)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+n, nx, h = 97, 13, 0.3
+
+
+def guarded(shape, dtype):
+    # an array whose last byte is the last byte before a page nothing may touch (PROT_NONE)
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    pages = -(-nbytes // mmap.PAGESIZE) + 1
+    buf = mmap.mmap(-1, pages * mmap.PAGESIZE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    guard = base + (pages - 1) * mmap.PAGESIZE
+    assert libc.mprotect(guard, mmap.PAGESIZE, 0) == 0
+    a = np.frombuffer(buf, dtype, count=int(np.prod(shape)), offset=(pages - 1) * mmap.PAGESIZE - nbytes)
+    return a.reshape(shape), guard
+
+
+for dtype, fn in ((np.float64, lib.scan_d), (np.float32, lib.scan_f)):
+    for boundary in schemes.BOUNDARIES:
+        p = scan.plan(tridiag.factorise(*schemes.bands(n, boundary), boundary == "periodic"))
+        w, grid, block, _ = scan.launch_shape(p, dtype, nx, 1, nx)
+        assert w > 1 and nx % w
+        f, guard = guarded((n, nx), dtype)
+        f[...] = np.random.default_rng(3).standard_normal((n, nx))
+        want = scan.derivative(p, f.T.copy(), h, boundary, 0.0, dtype)
+        out, _ = guarded((n, nx), dtype)
+        if control:  # the guard works: touching it ends the process with SIGSEGV
+            ctypes.c_char.from_address(guard).value
+        fac, coef = p.packed().astype(dtype), scan.coefficients(dtype, h, 0.0)
+        i, ll, ptr = ctypes.c_int, ctypes.c_longlong, lambda a: a.ctypes.data_as(ctypes.c_void_p)
+        for src in (f, out):  # out of place, then in place on the result's array
+            if src is out:
+                out[...] = f
+            fn(i(p.chunk), i(w), i(p.periodic), i(1), i(0), i(grid[0]), i(p.team), ptr(src), ptr(out), ptr(fac),
+               ptr(coef), i(n), i(nx), ll(1), ll(nx), i(p.t_lo), i(p.t_hi))
+            np.testing.assert_array_equal(out.T, want)
+print("ok")
+"""
+
+
+def test_emulated_tiles_touch_nothing_past_the_last_line(lib):
+    """A part-empty tile of strided lines neither reads nor writes past the last line: the field ends
+    where a page no process may touch begins (lines past nsys would reach up to W - 1 values into it).
+    Run in a child process (a fault ends it, not the test run); the control run touches the guard."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = [sys.executable, "-c", GUARDED_CHILD, lib._name]
+    res = subprocess.run(run + ["check"], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
+    ctl = subprocess.run(run + ["control"], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    assert ctl.returncode == -signal.SIGSEGV, (ctl.returncode, ctl.stderr[-2000:])
 
 
 def test_emulated_fused_kernel_on_a_long_line_matches_a_dense_solve(lib):
