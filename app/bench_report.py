@@ -6,7 +6,7 @@ import re
 import time
 from pathlib import Path
 
-from nagare.engine.bench import BenchResult, bench_case_list, run_bench
+from nagare.engine.bench import BenchResult, bench_case_list, check_only, run_bench
 from nagare.engine.device import copy_bandwidth
 from nagare.engine.families import engine_class, family_module
 
@@ -95,7 +95,9 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
     (``"complete": false`` until the end): a long matrix that is stopped (Ctrl-C, a time limit, a
     crash) keeps every cell already measured."""
     family_module(family)
-    bench_case_list(family, engine_class(family), backend.name, cases)  # a bad --case fails before measuring
+    # a bad --case, or a --only that selects nothing, fails before measuring
+    case_list = bench_case_list(family, engine_class(family), backend.name, cases)
+    check_only(family, backend.name, case_list, only)
     info = backend.device_info()
     bw = copy_bandwidth(backend)
     print(f"nagare bench {family}: {info.name} ({backend.name}); roofline {bw / 1e9:.1f} GB/s copy bandwidth")

@@ -66,6 +66,14 @@ def _timings_path(text: str) -> Path:
     return Path(text)
 
 
+def _dump_path(text: str) -> Path:
+    """--dump FILE: .npz (NumPy) or .vtkhdf (ParaView); any other suffix would be an .npz under a
+    misleading name, so it is refused, as --timings refuses one."""
+    if not text.endswith((".npz", ".vtkhdf")):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected FILE.npz (NumPy) or FILE.vtkhdf (ParaView)")
+    return Path(text)
+
+
 def _positive_seconds(text: str) -> float:
     try:
         v = float(text)
@@ -124,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--variant", type=_kv, action="append", default=[], metavar="AXIS=CHOICE")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set grid.nx=128")
-    r.add_argument("--dump", type=Path, metavar="FILE.npz|FILE.vtkhdf",
+    r.add_argument("--dump", type=_dump_path, metavar="FILE.npz|FILE.vtkhdf",
                    help="write the final fields (.vtkhdf: for ParaView, docs/export.md)")
     r.add_argument("--dump-every", type=int, metavar="K", help="dump into --dump-dir / a --series step every K steps")
     r.add_argument("--series", type=Path, metavar="FILE.vtkhdf",
@@ -456,7 +464,7 @@ def cmd_run(args, argv: list[str]) -> int:
         if backend.name == "numpy" and args.preset != "-":
             from .presetinfo import cpu_note
 
-            note = cpu_note(preset.model_dump(mode="json"))
+            note = cpu_note(preset.model_dump(mode="json"), effective=True)
             if note:  # the run is not the size the description names
                 print(f"nagare: the preset's [cpu_overrides] apply ({note})", file=sys.stderr)
     return run(engine, opts)

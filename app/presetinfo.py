@@ -33,19 +33,32 @@ def grid_text(grid: dict) -> str | None:
     return None
 
 
-def cpu_note(raw: dict) -> str:
+def _at(d: dict, dotted: str):
+    for part in dotted.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d
+
+
+def cpu_note(raw: dict, effective: bool = False) -> str:
     """A short account of the preset's [cpu_overrides], e.g. "64³ on CPU" or
-    "on CPU: particles.dp = 0.04, physics.precision = fp64"; "" without overrides."""
+    "on CPU: particles.dp = 0.04, physics.precision = fp64"; "" without overrides.
+    ``effective``: ``raw`` is the preset as it runs (overrides and --set merged in), so the keys the
+    overrides name are reported with the values that run (a --set may have changed them)."""
     cpu = raw.get("cpu_overrides") or {}
     if not isinstance(cpu, dict) or not cpu:
         return ""
     flat = _flatten(cpu)
+    if effective:
+        flat = {k: (_at(raw, k) if _at(raw, k) is not None else v) for k, v in flat.items()}
     parts = []
     grid = cpu.get("grid") if isinstance(cpu.get("grid"), dict) else None
     size = None
     if grid is not None:
         merged = dict(raw.get("grid", {}))
-        merged.update(grid)
+        if not effective:
+            merged.update(grid)
         size = grid_text(merged)
         flat = {k: v for k, v in flat.items() if not (k.startswith("grid.") and k[5:] in ("nx", "ny", "nz", "n"))}
     # scalars with their value; lists and tables (bodies, seed lists, refine boxes) by name only:

@@ -51,8 +51,9 @@ def _grid_key(f):
 
 def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
     """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing → (the ImageData root attributes,
-    name → float32 cell array (vectors as (…, 3), x fastest), plus ``solid`` (uint8) when a grid
-    has a mask). Shared by the one-file writer and the time series (app/vtkhdf_series.py)."""
+    name → float32 (float64 for double data) cell array (vectors as (…, 3), x fastest), plus
+    ``solid`` (uint8) when a grid has a mask). Shared by the one-file writer and the time series
+    (app/vtkhdf_series.py)."""
     first = next(iter(grids.values()))
     shape, h = _grid_key(first)
     dims = tuple(reversed(shape)) + (1,) * (3 - len(shape))  # x, y, z cells
@@ -61,6 +62,11 @@ def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
     origin = np.full(3, -0.5 * h) if getattr(first, "centering", "cell") == "node" else np.zeros(3)
     if len(shape) == 2:
         origin[2] = 0.0
+    # where the field's cell (0, 0) starts (Grid2D.origin: a domain on [-1, 1]² starts at -1 - h/2 when
+    # its samples are the nodes -1 + i·h), as the view draws it
+    shift = getattr(first, "origin", None)
+    if shift is not None:
+        origin[:len(shift)] += np.asarray(shift, np.float64)
     attrs = {"WholeExtent": np.array([0, dims[0], 0, dims[1], 0, dims[2] if len(shape) == 3 else 0], np.int64),
              "Origin": origin, "Spacing": np.array([h, h, h]), "Direction": np.eye(3).ravel()}
     arrays: dict[str, np.ndarray] = {}
@@ -74,7 +80,8 @@ def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
             arr = np.stack(comps, axis=-1)  # (…, 3): x fastest per point
         else:
             arr = data
-        arrays[safe_name(name)] = np.ascontiguousarray(arr, np.float32)
+        # double precision stays double (an fp64 run's fields), anything else is written as float32
+        arrays[safe_name(name)] = np.ascontiguousarray(arr, np.float64 if arr.dtype == np.float64 else np.float32)
         if mask is None and g.mask is not None:
             mask = np.asarray(g.mask, np.uint8)
     if mask is not None:

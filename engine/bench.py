@@ -119,6 +119,24 @@ def bench_case_list(family: str, cls, backend: str, cases: list[str] | None) -> 
     return [(label, ov) for label, ov in own if label in cases] + extra
 
 
+def check_only(family: str, backend: str, case_list, only: list[str] | None) -> None:
+    """Every ``--only`` text must be in some cell's variant label: one that selects nothing would
+    measure nothing and say so only by an empty table."""
+    if not only:
+        return
+    spec = engine_class(family).bench_spec()
+    labels = set()
+    for _, overrides in case_list:
+        base = spec.preset
+        if overrides and overrides[0].startswith("@"):  # a case on another preset of the family
+            base, overrides = overrides[0][1:], overrides[1:]
+        labels.update(lab for lab, _ in selections(family, backend, load_preset(base, overrides, backend=None)))
+    lost = [s for s in dict.fromkeys(only) if not any(s in lab for lab in labels)]
+    if lost:
+        raise NagareError(f"bench {family}: --only {', '.join(map(repr, lost))} matches no variant label; "
+                          f"labels: {', '.join(sorted(labels))}")
+
+
 def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time: float = 0.5,
               warmup_steps: int = 5, batch: int | None = None, max_steps: int = 20000, progress=None,
               only: list[str] | None = None, on_result=None, jobs: int = 0) -> list[BenchResult]:
@@ -135,6 +153,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
     if batch is None:
         batch = spec.batch
     precompile = spec.precompile
+    check_only(family, backend.name, case_list, only)
     if jobs > 1 and precompile is not None and backend.is_gpu:
         preset = load_preset(spec.preset, [], backend=None)
         sels = [sel for label, sel in selections(family, backend.name, preset)

@@ -406,13 +406,17 @@ def validate(raw: dict, source: str, backend: str | None = None,
                           f"expected the name of an engine family (a string); allowed: {', '.join(FAMILIES)}")
     model = preset_model(engine, source)
     cpu = apply_overrides(raw, overrides).get("cpu_overrides", {})  # --set cpu_overrides.X counts too
-    candidates = [("", apply_overrides(raw, overrides))]
+    runs_cpu = backend == "numpy" and isinstance(cpu, dict) and bool(cpu)
+    candidates = [("", apply_overrides(raw, overrides) if not runs_cpu else raw)]
     if isinstance(cpu, dict) and cpu:
         # Validate the NumPy-backend variant too, whichever backend runs, so a broken override
-        # is caught on a GPU machine as well.
+        # is caught on a GPU machine as well. The command line's --set applies to the variant that
+        # runs; the other one is checked as the file (and any --set cpu_overrides.X) gives it: a dt
+        # the CPU grid allows may exceed the GPU grid's stability limit, and the other way round.
         base = copy.deepcopy(raw)
         drop_replaced_alternatives(base, cpu)
-        candidates.append(("cpu_overrides.", apply_overrides(deep_merge(base, cpu), overrides)))
+        merged = deep_merge(base, cpu)
+        candidates.append(("cpu_overrides.", apply_overrides(merged, overrides) if runs_cpu else merged))
     validated = {}
     for prefix, data in candidates:
         try:
@@ -422,7 +426,7 @@ def validate(raw: dict, source: str, backend: str | None = None,
             if prefix and not key.startswith(prefix):
                 key = prefix + key if key else prefix.rstrip(".")
             raise PresetError(source, key, given, allowed) from None
-    preset = validated["cpu_overrides." if backend == "numpy" and len(validated) > 1 else ""]
+    preset = validated["cpu_overrides." if runs_cpu else ""]
     _check_variants(preset, source)
     preset._source = source
     dumped = json.dumps(preset.model_dump(mode="json"), sort_keys=True, default=str)

@@ -40,6 +40,27 @@ def test_node_centred_grids_are_written_as_cells_centred_on_their_points(tmp_pat
     assert to_np(img.GetCellData().GetArray("speed"))[cell] == data[1, 2, 4]
 
 
+def test_a_2d_grid_keeps_its_domain_and_its_precision(tmp_path):
+    """A grid on [-1, 1]² whose samples are the nodes -1 + i·h (compact's Grid2D: origin -1 - h/2) is
+    where the view draws it, and double-precision fields stay double (float32 for the rest)."""
+    from nagare.app.vtkhdf import write_vtkhdf
+
+    n = 9
+    h = 2.0 / (n - 1)
+    phi = np.random.default_rng(2).standard_normal((n, n))
+    grids = {"phi": Grid2D(phi, spacing=h, origin=(-1 - h / 2, -1 - h / 2)),
+             "single": Grid2D(phi.astype(np.float32), spacing=h, origin=(-1 - h / 2, -1 - h / 2))}
+    write_vtkhdf(grids, tmp_path / "g.vtkhdf")
+    img, to_np = _read(tmp_path / "g.vtkhdf")
+    np.testing.assert_allclose(img.GetOrigin()[:2], (-1 - h / 2, -1 - h / 2))
+    centre = 0.5 * (np.array(img.GetCell(0).GetBounds()[0:4:2]) + np.array(img.GetCell(0).GetBounds()[1:4:2]))
+    np.testing.assert_allclose(centre, (-1.0, -1.0), atol=1e-12)  # cell (0, 0) is centred on the node (-1, -1)
+    got = to_np(img.GetCellData().GetArray("phi"))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, phi.ravel())
+    assert to_np(img.GetCellData().GetArray("single")).dtype == np.float32
+
+
 def test_particles_without_a_position_are_left_out(tmp_path):
     """Parked tracers (NaN positions) are not written: NaN points break ParaView's bounds."""
     from nagare.app.vtkhdf import write_vtkhdf

@@ -821,3 +821,51 @@ def test_series_of_a_preset_without_grids_is_refused_before_running(tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds grids and octrees" in err[0] and "s.vtkhdf" in err[0], err
     assert not list(tmp_path.iterdir())
+
+
+def test_dump_with_another_suffix_is_refused(tmp_path, capsys):
+    """--dump writes .npz or .vtkhdf; any other name would be an .npz under a misleading suffix."""
+    assert main(["run", "diffusion3d", "--steps", "2", "--dump", str(tmp_path / "x.h5"), *SMALL]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "expected FILE.npz (NumPy) or FILE.vtkhdf (ParaView)" in err[0] and "x.h5" in err[0]
+    assert not list(tmp_path.iterdir())
+
+
+def test_bench_refuses_an_only_that_selects_nothing(tmp_path, capsys):
+    """A --only text in no variant label is refused before measuring, naming the labels there are."""
+    argv = ["bench", "compact", "--backend", "numpy", "--out", str(tmp_path), "--case", "128x128-x-fp64",
+            "--only", "default", "--only", "nonsense"]
+    assert main(argv) != 0
+    out, err = capsys.readouterr()
+    err = err.strip().splitlines()
+    assert len(err) == 1 and "--only 'nonsense' matches no variant label" in err[0] and "solver=scan" in err[0]
+    assert "'default'" not in err[0]  # the text that does select cells is not blamed
+    assert not out and not list(tmp_path.iterdir())
+
+
+def test_set_on_the_cpu_is_checked_against_the_grid_that_runs(tmp_path, capsys):
+    """On NumPy a preset's [cpu_overrides] give another grid and Δt: a --set physics.dt is checked
+    against the CPU grid's stability limit, not the GPU grid's, and the run's note states the values that
+    run; the GPU variant is still checked as the file gives it."""
+    dump = tmp_path / "v.npz"
+    assert main(["run", "compact-vortex-outflow", "--steps", "1", "--backend", "numpy", "--set", "physics.dt=0.006",
+                 "--set", "grid.nx=64", "--set", "grid.ny=64", "--dump", str(dump)]) == 0
+    err = capsys.readouterr().err
+    assert "[cpu_overrides] apply (64² on CPU; physics.dt = 0.006, run.steps = 350)" in err
+    np.testing.assert_allclose(float(np.load(dump)["time"]), 0.006)
+    # above the CPU grid's own limit: refused, with that grid's spacing
+    assert main(["run", "compact-vortex-outflow", "--steps", "1", "--backend", "numpy",
+                 "--set", "physics.dt=0.02"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "exceeds the RK4 stability limit" in err[0] and "h = 0.01575" in err[0]
+
+
+@pytest.mark.parametrize("name", ["compact-rotating-cone", "compact-vortex-outflow"])
+def test_cpu_overrides_keep_the_physical_end_time(name):
+    """[cpu_overrides] that change Δt change run.steps too: a NumPy run ends at the time the preset's
+    comparison is made (the app pauses there), not at twice or four times it."""
+    from nagare.engine.presets import load_preset
+
+    gpu, cpu = load_preset(name, backend="cupy"), load_preset(name, backend="numpy")
+    assert cpu.physics.dt != gpu.physics.dt
+    np.testing.assert_allclose(cpu.physics.dt * cpu.run.steps, gpu.physics.dt * gpu.run.steps, rtol=1e-12)
