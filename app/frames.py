@@ -140,8 +140,16 @@ def with_axes(img: np.ndarray, x_range: tuple[float, float], y_range: tuple[floa
 
 
 def _font(px: int):
+    """DejaVu Sans (matplotlib ships it: Greek letters, ∞, the en dash of "[–]"), else Pillow's own
+    font — whose glyphs stop at Latin-1, so φ, ρ and ∞ came out as boxes."""
     from PIL import ImageFont
 
+    try:
+        from matplotlib import font_manager
+
+        return ImageFont.truetype(font_manager.findfont("DejaVu Sans", fallback_to_default=True), px)
+    except Exception:  # no matplotlib, or no font file: the plain default
+        pass
     try:
         return ImageFont.load_default(size=px)  # Pillow ≥ 10.1: a scalable font
     except TypeError:

@@ -182,7 +182,7 @@ class Outputs:
 
     def __init__(self, quiet: bool = False):
         self.quiet = quiet
-        self.written: list[Path] = []
+        self.written: list[Path | str] = []  # paths, and a line for the frames folder
         self.failed: dict[str, list[tuple[int, str, str]]] = {}  # what -> [(step, path, error)]
         self.checkpoint_step: int | None = None  # step of the last checkpoint written this run
         self.checkpoint_path: Path | None = None
@@ -249,9 +249,14 @@ def run(engine, opts: RunOptions) -> int:
     t_end = None if opts.seconds is None else time.perf_counter() + opts.seconds
     status = 0
 
+    frames_written = 0
+
     def frame():
+        nonlocal frames_written
         path = opts.frames_dir / f"frame_{engine.step_count:08d}.png"
-        out.attempt("frame", engine.step_count, path, frames.save_frame, engine, path, None, opts.frame_legend)
+        if out.attempt("frame", engine.step_count, path, frames.save_frame, engine, path, None,
+                       opts.frame_legend) is not None:
+            frames_written += 1
 
     series = None
     if opts.series is not None:
@@ -339,6 +344,8 @@ def run(engine, opts: RunOptions) -> int:
                       file=sys.stderr)
     finally:
         log.close()
+    if frames_written:  # the summary says where the frames went, as it does for every other output
+        out.written.append(f"{frames_written} frame{'s' if frames_written != 1 else ''} in {opts.frames_dir}/")
     if out.written and not opts.quiet:
         print("nagare: wrote " + ", ".join(dict.fromkeys(map(str, out.written))), file=sys.stderr)
     for line in out.summary():

@@ -869,3 +869,20 @@ def test_cpu_overrides_keep_the_physical_end_time(name):
     gpu, cpu = load_preset(name, backend="cupy"), load_preset(name, backend="numpy")
     assert cpu.physics.dt != gpu.physics.dt
     np.testing.assert_allclose(cpu.physics.dt * cpu.run.steps, gpu.physics.dt * gpu.run.steps, rtol=1e-12)
+
+
+def test_the_summary_says_where_the_frames_went(tmp_path, capsys):
+    assert main(["run", "diffusion3d", "--steps", "4", "--frames", str(tmp_path / "fr"), "--every", "2", *SMALL]) == 0
+    err = capsys.readouterr().err
+    assert f"3 frames in {tmp_path / 'fr'}/" in err
+
+
+def test_legend_text_is_drawn_with_a_font_that_has_its_letters():
+    """φ, ρ, ∞ and the en dash of "[–]" in a frame's colour bar: DejaVu Sans, not Pillow's Latin-1
+    default (which drew them as boxes)."""
+    from nagare.app.frames import _font
+
+    font = _font(12)
+    assert "DejaVu" in " ".join(font.getname())
+    for ch in "φρ∞–":
+        assert font.getmask(ch).getbbox() is not None, ch  # drawn, not blank
