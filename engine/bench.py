@@ -119,18 +119,24 @@ def bench_case_list(family: str, cls, backend: str, cases: list[str] | None) -> 
     return [(label, ov) for label, ov in own if label in cases] + extra
 
 
+def case_preset(spec: BenchSpec, overrides: list[str]):
+    """The preset of a bench case: the family's bench preset, or the one an "@name" first override
+    names, with the case's overrides."""
+    base = spec.preset
+    if overrides and overrides[0].startswith("@"):  # a case on another preset of the family
+        base, overrides = overrides[0][1:], overrides[1:]
+    return load_preset(base, overrides, backend=None)
+
+
 def check_only(family: str, backend: str, case_list, only: list[str] | None) -> None:
     """Every ``--only`` text must be in some cell's variant label: one that selects nothing would
-    measure nothing and say so only by an empty table."""
+    measure nothing and say so only by an empty table (the CLI asks before measuring)."""
     if not only:
         return
     spec = engine_class(family).bench_spec()
     labels = set()
     for _, overrides in case_list:
-        base = spec.preset
-        if overrides and overrides[0].startswith("@"):  # a case on another preset of the family
-            base, overrides = overrides[0][1:], overrides[1:]
-        labels.update(lab for lab, _ in selections(family, backend, load_preset(base, overrides, backend=None)))
+        labels.update(lab for lab, _ in selections(family, backend, case_preset(spec, overrides)))
     lost = [s for s in dict.fromkeys(only) if not any(s in lab for lab in labels)]
     if lost:
         raise NagareError(f"bench {family}: --only {', '.join(map(repr, lost))} matches no variant label; "
@@ -153,7 +159,6 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
     if batch is None:
         batch = spec.batch
     precompile = spec.precompile
-    check_only(family, backend.name, case_list, only)
     if jobs > 1 and precompile is not None and backend.is_gpu:
         preset = load_preset(spec.preset, [], backend=None)
         sels = [sel for label, sel in selections(family, backend.name, preset)
@@ -162,10 +167,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
             progress(f"compiling the kernels of {len(sels)} cells in {jobs} processes")
         precompile(sels, preset, jobs)
     for label, overrides in case_list:
-        base = spec.preset
-        if overrides and overrides[0].startswith("@"):  # a case on another preset of the family
-            base, overrides = overrides[0][1:], overrides[1:]
-        preset = load_preset(base, overrides, backend=None)
+        preset = case_preset(spec, overrides)
         baseline = None
         for sel_label, sel in selections(family, backend.name, preset):
             if only and not any(s in sel_label for s in only):

@@ -102,14 +102,19 @@ class ScanPlan:
         return (self.rows + self.team) * np.dtype(dtype).itemsize
 
 
+def team_size(n: int, chunk: int) -> int:
+    """Threads a line of n points takes in chunks of ``chunk`` rows: a whole number of warps."""
+    chunks = -(-n // chunk)
+    return -(-chunks // WARP) * WARP
+
+
 def plan(fac: tridiag.Factors, chunk: int | None = None) -> ScanPlan:
     """The scan kernel's constants for ``fac`` (tridiag.factorise)."""
     n = fac.n
     c = chunk or chunk_size(n)
     if c not in CHUNKS:
         raise ValueError(f"chunk {c} unsupported; allowed: {', '.join(map(str, CHUNKS))}")
-    chunks = -(-n // c)
-    team = -(-chunks // WARP) * WARP
+    team = team_size(n, c)
     rows = team * c
     l = np.full(rows, -1.0)
     l[:n] = fac.l
@@ -242,9 +247,7 @@ def strided_spec(n: int, dtype):
     """The module of the tiles that strided n-point lines of ``dtype`` take (None: one line a block),
     for a warm-up before the first strided launch."""
     c = chunk_size(n)
-    chunks = -(-n // c)
-    team = -(-chunks // WARP) * WARP
-    w = tile_lines(team, dtype, 1, 2)
+    w = tile_lines(team_size(n, c), dtype, 1, 2)
     return spec(dtype, c, w) if w > 1 else None
 
 
@@ -313,7 +316,6 @@ class DeviceScan:
         self.cp, self.dtype, self.stream = cp, np.dtype(dtype), stream
         self.plan = p
         self.fac_dev = cp.asarray(self.plan.packed().astype(self.dtype))
-        self.smem = self.plan.shared_bytes(self.dtype)
         self._fns: dict = {}
         self._opted: dict = {}  # id(function) -> the dynamic shared memory it was opted in to
         self._coefs: dict = {}

@@ -483,10 +483,15 @@ def test_timing_log_memory_is_bounded(tmp_path):
         log.close()
 
 
-def test_timings_with_another_suffix_is_refused(tmp_path, capsys):
-    assert main(["run", "diffusion3d", "--steps", "2", "--timings", str(tmp_path / "x.txt"), *SMALL]) == 2
+@pytest.mark.parametrize("option,name,said", [
+    ("--timings", "x.txt", ["expected FILE.csv or FILE.json", "'.txt'"]),
+    # --dump writes .npz or .vtkhdf; any other name would be an .npz under a misleading suffix
+    ("--dump", "x.h5", ["expected FILE.npz (NumPy) or FILE.vtkhdf (ParaView)", "x.h5"]),
+])
+def test_an_output_with_another_suffix_is_refused(tmp_path, capsys, option, name, said):
+    assert main(["run", "diffusion3d", "--steps", "2", option, str(tmp_path / name), *SMALL]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "expected FILE.csv or FILE.json" in err[0] and "'.txt'" in err[0]
+    assert len(err) == 1 and all(s in err[0] for s in said)
     assert not list(tmp_path.iterdir())
 
 
@@ -820,14 +825,6 @@ def test_series_of_a_preset_without_grids_is_refused_before_running(tmp_path, ca
                  "--series", str(tmp_path / "s.vtkhdf")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds grids and octrees" in err[0] and "s.vtkhdf" in err[0], err
-    assert not list(tmp_path.iterdir())
-
-
-def test_dump_with_another_suffix_is_refused(tmp_path, capsys):
-    """--dump writes .npz or .vtkhdf; any other name would be an .npz under a misleading suffix."""
-    assert main(["run", "diffusion3d", "--steps", "2", "--dump", str(tmp_path / "x.h5"), *SMALL]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "expected FILE.npz (NumPy) or FILE.vtkhdf (ParaView)" in err[0] and "x.h5" in err[0]
     assert not list(tmp_path.iterdir())
 
 
