@@ -4,10 +4,11 @@ each variant's output compared with the default build's bit for bit.
 
     python tools/scan_variants.py [N ...]            # default: 2048 4096
 
-Variants: the engine's build (40 registers for 8-row chunks), without the register bound, and the
-``direct`` experiment (NAGARE_SCAN_DIRECT: each thread's rows straight from and to global memory, no
-shared line; shaders/cuda/compact/scan.cu) with and without the bound. Session 11 (2026-11-26) used an
-earlier form of this script for docs/benchmarks/compact-scan-h100-2026-11-26b.
+Variants: the engine's build (40 registers for 8-row chunks) and the same without the register bound.
+Session 11 (2026-11-26) used an earlier form of this script for docs/benchmarks/compact-scan-h100-2026-11-26b;
+session 12 measured a ``direct`` build there (each thread's rows straight from and to global memory, no
+shared line, two barriers fewer) at 50–95 % of the default's GB/s and removed it
+(docs/benchmarks/compact-scan-h100-2026-11-27).
 """
 from __future__ import annotations
 
@@ -39,8 +40,7 @@ def main(argv: list[str]) -> int:
         return float(np.median([cp.cuda.get_elapsed_time(a, b) for a, b in ev]))
 
     unbound = ("-DNAGARE_SCAN_MAX_THREADS=1024", "-DNAGARE_SCAN_MIN_BLOCKS=1")
-    variants = [("default", ()), ("unbound", unbound), ("direct", ("-DNAGARE_SCAN_DIRECT",)),
-                ("direct-unbound", ("-DNAGARE_SCAN_DIRECT",) + unbound)]
+    variants = [("default", ()), ("unbound", unbound)]
     props = cp.cuda.runtime.getDeviceProperties(0)
     print(props["name"].decode(), "CuPy", cp.__version__, "driver", cp.cuda.runtime.driverGetVersion())
     src = shaders.source(scan.SOURCE)
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
                         np.int32(p.t_hi))
                 cells, ref = [], None
                 for label, opts in variants:
-                    dyn = 0 if label.startswith("direct") else smem  # the direct build has no shared line
+                    dyn = smem
                     try:
                         fn = cp.RawModule(code=src, options=DEFAULT_OPTIONS + scan.OPTIONS + opts,
                                           name_expressions=[name]).get_function(name)

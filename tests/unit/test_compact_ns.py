@@ -262,6 +262,20 @@ def test_the_registry_test_runs_grouped_somewhere_and_the_bench_measures_it():
         assert grouping_reason(pre, dict(gpu_default, batching="grouped")) is None
 
 
+def test_gpu_bench_times_both_boundaries_at_4096():
+    """The GPU bench's largest derivative case runs the preset's periodic lines and P4's closure rows
+    (its own matrix): the 80 % roofline figure names which one it is."""
+    from nagare.engine.bench import case_preset
+
+    cases = dict(Engine.bench_cases("cupy"))
+    assert "4096x4096-x-fp64-closures" not in dict(Engine.bench_cases("numpy"))
+    kinds = {lbl: case_preset(Engine.bench_spec(), cases[lbl]).boundaries.kind
+             for lbl in ("2048x2048-x-fp64", "4096x4096-x-fp64", "4096x4096-x-fp64-closures")}
+    assert kinds == {"2048x2048-x-fp64": "periodic", "4096x4096-x-fp64": "periodic",
+                     "4096x4096-x-fp64-closures": "closures"}
+    assert case_preset(Engine.bench_spec(), cases["4096x4096-x-fp64-closures"]).shape == (4096, 4096)
+
+
 @pytest.mark.parametrize("kind", ["cgs", "bicgstab"])
 def test_iterative_lines_do_not_depend_on_their_batch(kind):
     """A contiguous line gets the same bits alone, in a stack or beside other lines in a larger batch."""

@@ -324,33 +324,6 @@ def test_emulated_tiles_touch_nothing_past_the_last_line(lib):
     assert ctl.returncode == -signal.SIGSEGV, (ctl.returncode, ctl.stderr[-2000:])
 
 
-@pytest.fixture(scope="module")
-def lib_direct(tmp_path_factory):
-    """The kernel built as tools/scan_variants.py's "direct" experiment (NAGARE_SCAN_DIRECT)."""
-    if shutil.which("g++") is None:
-        pytest.skip("needs g++ to emulate the kernels")
-    from tests.unit.cuda_emulator import compile_threaded
-
-    return compile_threaded("#define NAGARE_SCAN_DIRECT 1\n" + WRAPPER, SOURCE, "scan_emu_direct", tmp_path_factory)
-
-
-@pytest.mark.parametrize("n", [13, 97, 2048])
-def test_emulated_direct_experiment_equals_the_mirror(lib_direct, n):
-    """The direct build (each thread's rows straight from and to global memory, no shared line) on
-    contiguous lines: solve and fused derivative, both schemes and boundaries, in place, fp64/fp32 — bit
-    for bit the mirror, so a GPU A/B of it times the same arithmetic."""
-    rng = np.random.default_rng(n)
-    for boundary in schemes.BOUNDARIES:
-        for dtype in (np.float64, np.float32):
-            p = scan.plan(_fac(n, boundary, -0.25))
-            a2 = rng.standard_normal((3, n)).astype(dtype)
-            got = emulate(lib_direct, p, a2, "x", fused=False, in_place=True)
-            np.testing.assert_array_equal(got, scan.solve(p, a2, dtype))
-            for delta in (0.0, -0.25):
-                got = emulate(lib_direct, p, a2, "x", fused=True, h=0.3, delta=delta, in_place=True)
-                np.testing.assert_array_equal(got, scan.derivative(p, a2, 0.3, boundary, delta, dtype))
-
-
 def test_emulated_fused_kernel_on_a_long_line_matches_a_dense_solve(lib):
     """A 2048-point line as the benchmark runs it (team 256, 8 warps: the fold over warp totals)."""
     n = 2048

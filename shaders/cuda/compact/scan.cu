@@ -11,7 +11,8 @@
 //      chunks of the affine maps G_out = b + a G_in (a = pf at the chunk's last row, b = its local g);
 //   3. back substitution x_i = (g_i - u_i x_{i+1}) inv_d_i within the chunk from x = 0 after it, then
 //      x_i += pb_i * X, X = x of the row after the chunk, by the same scan run from the other end;
-//   4. periodic lines: Sherman–Morrison, x_i -= q (x_0 + r x_{n-1}) z_i;
+//   4. periodic lines: Sherman–Morrison, x_i -= q (x_0 + r x_{n-1}) z_i (folded into the stores instead,
+//      one barrier fewer: 1-4 % slower on an H100, more spills; session 12);
 //   5. the result goes back through shared memory and out coalesced.
 // pf_i = prod_{k=start..i} (-l_k), pb_i = prod_{k=i..end} (-u_k inv_d_k) depend only on the matrix and
 // C: computed on the host in float64, like l, inv_d and u. Rows past n pad the last chunks with
@@ -72,19 +73,18 @@ __device__ __forceinline__ T compact_scan_carry(T a, T b, T* wa, T* wb)
 
 // The explicit right-hand side of rows s .. s+C-1 (schemes.rhs: interior sums in schemes.interior's order,
 // P4's closure rows in schemes.closure_rows'). The interior rows read a window w = f[s-2 .. s+C+1] of
-// C + 4 values once (periodic lines wrap it). PADDED: `line` is the padded shared line, f_i at
-// p(i) = i + i / C; else `line` is the line itself (contiguous, global memory: the direct path).
-template <typename T, int C, bool PADDED>
+// C + 4 values once (periodic lines wrap it). `line` is the padded shared line: f_i at i + i / C.
+template <typename T, int C>
 __device__ __forceinline__ int compact_scan_at(int i)
 {
-    return PADDED ? i + i / C : i;
+    return i + i / C;
 }
 
-template <typename T, int C, bool PERIODIC, bool DISS, bool PADDED = true>
+template <typename T, int C, bool PERIODIC, bool DISS>
 __device__ __forceinline__ void compact_scan_rhs(const T* line, int s, int n, const T* coef, T* v)
 {
     static_assert(C >= 2, "the window's offsets below assume chunks of two rows or more");
-#define NAGARE_P(k) compact_scan_at<T, C, PADDED>(k)
+#define NAGARE_P(k) compact_scan_at<T, C>(k)
     if (s >= 2 && s + C + 2 <= n) {
         // The window lies inside the line (every chunk but the first and the last): no wrap, no
         // closure rows, no bounds, and the window at immediate offsets from one base — padded, with
@@ -92,12 +92,12 @@ __device__ __forceinline__ void compact_scan_rhs(const T* line, int s, int n, co
         // coefficients are read once. The same operations in the same order as below.
         const T* b = line + NAGARE_P(s);
         T w[C + 4];
-        w[0] = b[PADDED ? -3 : -2];
-        w[1] = b[PADDED ? -2 : -1];
+        w[0] = b[-3];
+        w[1] = b[-2];
 #pragma unroll
         for (int k = 0; k < C; ++k) w[k + 2] = b[k];
-        w[C + 2] = b[PADDED ? C + 1 : C];
-        w[C + 3] = b[PADDED ? C + 2 : C + 1];
+        w[C + 2] = b[C + 1];
+        w[C + 3] = b[C + 2];
         const T ca = coef[0], cb = coef[1], ih = coef[10];
         T cd = T(0), ce = T(0), two = T(0);
         if (DISS) {
@@ -241,15 +241,7 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
     const int ls = np + team + (W == 1 ? 0 : 128 / (W * (int)sizeof(T)));  // line to line, in values
     T* const tile = reinterpret_cast<T*>(nagare_smem);
     T* const line = tile + y * ls;  // this team's line
-#ifdef NAGARE_SCAN_DIRECT
-    // An experiment, not compiled by the engine (tools/scan_variants.py): one-line blocks read and
-    // write each thread's own rows straight from global memory — no shared line, two barriers fewer.
-    // Such a build takes contiguous lines only (elem_stride 1).
-    const bool direct = W == 1;
-#else
-    const bool direct = false;
-#endif
-    if (!direct) {
+    {
         // the rows this thread moves: line lc of the tile, rows r0 + k·team (W = 1: its own line, rows
         // t + k·team); worked out again for the stores (not kept through the solve: registers)
         const int lw = t + team * y, lc = W == 1 ? 0 : lw % W, r0 = W == 1 ? t : lw / W;
@@ -273,7 +265,6 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
         }
         __syncthreads();
     }
-    const T* const own = in + (nagare_scan_i64)sys0 * sys_stride;  // the line (direct path)
 
     // Interior chunks read the converged factors ic (uniform addresses, immediate offsets); the
     // others their rows of the bands. Two code paths instead of one with a runtime stride: the
@@ -282,11 +273,10 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
     const T* __restrict__ ic = fac + 6 * np + 2;
     T v[C];
     if (FUSED) {
-        if (direct) compact_scan_rhs<T, C, PERIODIC, DISS, false>(own, s, n, coef, v);
-        else compact_scan_rhs<T, C, PERIODIC, DISS>(line, s, n, coef, v);
+        compact_scan_rhs<T, C, PERIODIC, DISS>(line, s, n, coef, v);
     } else {
 #pragma unroll
-        for (int j = 0; j < C; ++j) v[j] = s + j < n ? (direct ? own[s + j] : line[s + t + j]) : T(0);
+        for (int j = 0; j < C; ++j) v[j] = s + j < n ? line[s + t + j] : T(0);
     }
     // forward sweep: local from 0, then the chunk's incoming g by a scan over the chunks
     T a_out;
@@ -315,13 +305,6 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
 #pragma unroll
             for (int j = 0; j < C; ++j) v[j] = v[j] - sm * z[j];
         }
-    }
-    if (direct) {  // every thread read its window before the scans' barriers: in place is safe
-        T* const dst = out + (nagare_scan_i64)sys0 * sys_stride;
-#pragma unroll
-        for (int j = 0; j < C; ++j)
-            if (s + j < n) dst[s + j] = v[j];
-        return;
     }
     // every thread read the line before the scans' barriers: its storage is free for the results
     // (rows past n land in the padding: never stored)
