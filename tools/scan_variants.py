@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
                 name = scan.kernel_name(dt, p.chunk, p.periodic, True, False)
                 smem = p.shared_bytes(dt)
                 args = (f, o, fac, coef, np.int32(n), np.int32(n), np.int64(n), np.int64(1), np.int32(p.t_lo),
-                        np.int32(p.t_hi))
+                        np.int32(p.t_hi), np.int32(n), np.int64(0))
                 cells, ref = [], None
                 for label, opts in variants:
                     dyn = smem

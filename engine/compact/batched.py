@@ -8,8 +8,8 @@ systems of one batch:
 - ``stacked``: one solve for all nv·ny x-lines (a contiguous stack: system stride nx), or for all
   nv·nx y-lines — with ``y-direction = transpose`` the (nv·ny, nx) array is transposed once into
   (nx, nv·ny), whose rows are nv consecutive contiguous systems of length ny (system stride ny); with
-  ``strided`` on the GPU the y-lines of a stack have no single system stride, so each variable is
-  its own launch (the stacking then only batches x and transposed y);
+  ``strided`` on the GPU the y-lines of a stack have no single system stride: the scan kernel takes
+  them as nv groups of nx lines in one launch (``group=``), the other solvers one launch a variable;
 - ``per-variable``: one solve (and one explicit right-hand side) per variable, P4's baseline;
 - ``grouped`` (P4's 8 + 6, :class:`GroupedDerivative`): the x-lines of one stack and the transposed
   y-lines of another (or the same) stack in *one* batch — when x and y share the matrix (nx = ny, the
@@ -70,9 +70,14 @@ class LineSolver:
     def launches(self, nv: int) -> int:
         """Solver launches (NumPy: solve calls) for one call on a stack of nv variables — what
         ``__call__`` does (tests count them against ``calls``)."""
-        if not self.stacked or (self.gpu and self.axis == "y" and not self.transpose):
+        if not self.stacked or (self.gpu and self.axis == "y" and not self.transpose and not self._groups):
             return nv
         return 1
+
+    @property
+    def _groups(self) -> bool:
+        """Whether the device solver takes a stack's strided y-lines in one launch (lines in groups)."""
+        return bool(getattr(self.device, "groups", False))
 
     def __call__(self, d, x) -> None:
         """x = A⁻¹ d line by line (d, x: C-contiguous (nv, ny, nx); x may be d)."""
@@ -93,8 +98,8 @@ class LineSolver:
     def derivative(self, f, x, h: float, delta: float = 0.0) -> None:
         """x = ∂f/∂(axis) with ``kernel = fused`` (GPU, solver = scan): the explicit right-hand side is
         computed inside the solve's launch (phase ``derivative``), batched and laid out as a solve."""
-        def fused(src, dst, nsys, sys_stride, elem_stride):
-            self.device.derivative(src, dst, nsys, sys_stride, elem_stride, h, delta)
+        def fused(src, dst, nsys, sys_stride, elem_stride, group=None):
+            self.device.derivative(src, dst, nsys, sys_stride, elem_stride, h, delta, group=group)
 
         self._batches(f, x, fused, "derivative")
 
@@ -115,6 +120,10 @@ class LineSolver:
             return
         if not self.transpose:
             with self.phase(phase):
+                if nv > 1 and self._groups:  # nv groups of nx lines, one variable (ny·nx values) apart
+                    self.calls += 1
+                    launch(d, x, nv * nx, 1, nx, group=(nx, ny * nx))
+                    return
                 for v in range(nv):  # a stack's y-lines have no single system stride
                     self.calls += 1
                     launch(d[v], x[v], nx, 1, nx)

@@ -366,7 +366,7 @@ class Compact(Engine):
 
     @classmethod
     def equivalence_companions(cls, axis, choice):
-        """batching = grouped batches transposed y-lines: it needs y-direction = transpose (NumPy's
+        """batching = grouped batches transposed y-lines: it needs y-direction = transpose (both backends'
         default is strided). kernel = fused is the scan solver's launch: it needs solver = scan (the GPU
         default), and every other solver runs under the GPU default kernel = fused only with a separate
         right-hand side: kernel = array, which both backends run (the bench takes the stencil
@@ -387,7 +387,7 @@ class Compact(Engine):
     @classmethod
     def bench_selections(cls, backend: str = "cupy"):
         """The default selection, then each registered choice changed alone — with the companions it
-        needs to run (batching = grouped: y-direction = transpose, already the GPU's default), so the
+        needs to run (batching = grouped: y-direction = transpose), so the
         cell measures the choice instead of reporting it unavailable."""
         from .. import registry
 

@@ -93,14 +93,21 @@ class DeviceSolver:
         else:
             raise ValueError(f"unknown device solver {kind!r}")
 
-    def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int) -> None:
+    @property
+    def groups(self) -> bool:
+        """Whether one launch takes lines in groups (``group=``: a stack's y-lines): the scan kernel's."""
+        return self.kind == "scan"
+
+    def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int, group: tuple[int, int] | None = None) -> None:
+        if group is not None and not self.groups:
+            raise ValueError(f"the {self.kind} solver takes lines with one system stride (no groups)")
         n = self.n
         args = (np.int32(n), np.int32(nsys), np.int64(sys_stride), np.int64(elem_stride))
         if self.kind == "thomas":
             grid, block = thomas_launch(nsys)
             self.fn(grid, block, (d, x, self.fac_dev) + args)
         elif self.kind == "scan":
-            self.scan.solve(d, x, nsys, sys_stride, elem_stride)
+            self.scan.solve(d, x, nsys, sys_stride, elem_stride, group)
         elif self.kind == "gtsv2":
             if elem_stride != 1:
                 raise ValueError("gtsv2 solves contiguous systems only (transpose first)")
@@ -111,12 +118,13 @@ class DeviceSolver:
                     (d, x, self.sched_dev, self.per, np.int32(n), np.int32(s.lc), np.int32(s.p)) + args[1:],
                     shared_mem=self.smem)
 
-    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0) -> None:
+    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0,
+                   group: tuple[int, int] | None = None) -> None:
         """out = ∂f along the lines, right-hand side and solve in one launch (``kernel = fused``: the
         scan solver only — variants.py refuses the others)."""
         if self.kind != "scan":
             raise ValueError(f"the fused derivative runs on the scan solver, not {self.kind!r}")
-        self.scan.derivative(f, out, nsys, sys_stride, elem_stride, h, delta)
+        self.scan.derivative(f, out, nsys, sys_stride, elem_stride, h, delta, group)
 
     # cuSPARSE gtsv2StridedBatch: every system carries its own three bands (batchCount × batchStride
     # values each), solved in place in x; the periodic correction is two small kernels after it.

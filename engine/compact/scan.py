@@ -267,6 +267,21 @@ def launch_shape(p: ScanPlan, dtype, nsys: int, sys_stride: int, elem_stride: in
     return w, (-(-nsys // w),), (p.team, w), smem
 
 
+def launches(p: ScanPlan, dtype, nsys: int, sys_stride: int, elem_stride: int, group: tuple[int, int] | None):
+    """The kernel launches of one batch: [(element offset, lines, per, group stride)]. Lines in groups
+    (``group = (per, group stride)``: line s at (s // per)·group stride + (s % per)·sys_stride, a stack's
+    y-lines) are one launch where the lines go W > 1 to a block; one-line blocks take no groups (the
+    contiguous kernel keeps its registers, scan.cu), so there it is one launch a group."""
+    if group is None:
+        return [(0, nsys, nsys, 0)]
+    per, group_stride = group
+    if per <= 0 or nsys % per or group_stride == 0:
+        raise ValueError(f"lines in groups of {per} (stride {group_stride}) do not divide {nsys} lines")
+    if launch_shape(p, dtype, nsys, sys_stride, elem_stride)[0] > 1:
+        return [(0, nsys, per, group_stride)]
+    return [(g * group_stride, per, per, 0) for g in range(nsys // per)]
+
+
 def kernel_name(dtype, chunk: int, periodic: bool, fused: bool, dissipative: bool, lines: int = 1) -> str:
     from ..cuda import ctype, template
 
@@ -330,9 +345,15 @@ class DeviceScan:
         return fn
 
     def _launch(self, fused: bool, dissipative: bool, src, dst, coef, nsys: int, sys_stride: int,
-                elem_stride: int) -> None:
+                elem_stride: int, group: tuple[int, int] | None) -> None:
         if nsys <= 0:
             return
+        for at, count, per, group_stride in launches(self.plan, self.dtype, nsys, sys_stride, elem_stride, group):
+            if at:
+                src, dst = src.reshape(-1)[at:], dst.reshape(-1)[at:]
+            self._launch_one(fused, dissipative, src, dst, coef, count, sys_stride, elem_stride, per, group_stride)
+
+    def _launch_one(self, fused, dissipative, src, dst, coef, nsys, sys_stride, elem_stride, per, group_stride):
         w, grid, block, smem = launch_shape(self.plan, self.dtype, nsys, sys_stride, elem_stride)
         fn = self._function(fused, dissipative, w)
         if smem > 48 * 1024 and smem > self._opted.get(id(fn), 0):
@@ -342,20 +363,25 @@ class DeviceScan:
             self._opted[id(fn)] = fn.max_dynamic_shared_size_bytes
         fn(
             grid, block, (src, dst, self.fac_dev, coef, np.int32(self.plan.n), np.int32(nsys), np.int64(sys_stride),
-                          np.int64(elem_stride), np.int32(self.plan.t_lo), np.int32(self.plan.t_hi)),
+                          np.int64(elem_stride), np.int32(self.plan.t_lo), np.int32(self.plan.t_hi), np.int32(per),
+                          np.int64(group_stride)),
             shared_mem=smem)
 
-    def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int) -> None:
-        """x = A⁻¹ d on nsys lines (d may be x)."""
-        self._launch(False, False, d, x, self.fac_dev, nsys, sys_stride, elem_stride)
+    def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int, group: tuple[int, int] | None = None) -> None:
+        """x = A⁻¹ d on nsys lines (d may be x). ``group = (per, group_stride)``: the lines come in groups
+        of ``per`` (line s at (s // per)·group_stride + (s % per)·sys_stride) — the y-lines of a stack of
+        variables in one launch."""
+        self._launch(False, False, d, x, self.fac_dev, nsys, sys_stride, elem_stride, group)
 
-    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0) -> None:
-        """out = ∂f along the lines: right-hand side and solve in one launch (f may be out)."""
+    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0,
+                   group: tuple[int, int] | None = None) -> None:
+        """out = ∂f along the lines: right-hand side and solve in one launch (f may be out); ``group`` as
+        in :meth:`solve`."""
         key = (float(h), float(delta))
         coef = self._coefs.get(key)
         if coef is None:
             coef = self._coefs[key] = self.cp.asarray(coefficients(self.dtype, h, delta))
-        self._launch(True, bool(delta), f, out, coef, nsys, sys_stride, elem_stride)
+        self._launch(True, bool(delta), f, out, coef, nsys, sys_stride, elem_stride, group)
 
 
 def derivative(p: ScanPlan, f, h: float, boundary: str, delta: float = 0.0, dtype=None):

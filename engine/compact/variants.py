@@ -65,9 +65,14 @@ def register() -> None:
     registry.register_choice(FAMILY, "solver", "gtsv2", backends=("cupy",), doc=SOLVER_DOCS["gtsv2"],
                              reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL, check=_gtsv2_check)
 
-    registry.register_axis(FAMILY, "y-direction", default={"numpy": "strided", "cupy": "transpose"},
-                           doc="y-derivatives: strided (solve the y-lines in place, element stride nx) or "
-                               "transpose (tiled transpose, contiguous solve, transpose back; P4's choice)")
+    # GPU default strided since session 12 (2026-11-27): with W lines a block sharing whole sectors and a
+    # stack's y-lines in one launch, the scan kernel's strided y-lines made the 256²/512² Navier–Stokes
+    # steps 1.1–1.5× faster than P4's transposes on an H100 (one large y-derivative: a wash, 0.92–1.7×;
+    # docs/benchmarks/compact-scan-h100-2026-11-27). P4's finding was for one line a block.
+    registry.register_axis(FAMILY, "y-direction", default={"numpy": "strided", "cupy": "strided"},
+                           doc="y-derivatives: strided (solve the y-lines in place, element stride nx; the "
+                               "default) or transpose (tiled transpose, contiguous solve, transpose back; P4's "
+                               "choice)")
     registry.register_choice(FAMILY, "y-direction", "strided", doc="y-lines solved in place",
                              reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
                              check=_strided_check)

@@ -259,7 +259,7 @@ def test_the_registry_test_runs_grouped_somewhere_and_the_bench_measures_it():
     assert [lbl for lbl, _ in ns_cases] == ["ns-vortex-256-fp64", "ns-vortex-512-fp64"]
     for _, ov in ns_cases:
         pre = load_preset(ov[0][1:], ov[1:], backend=None)
-        assert grouping_reason(pre, dict(gpu_default, batching="grouped")) is None
+        assert grouping_reason(pre, dict(gpu_default, batching="grouped", **comp)) is None
 
 
 def test_gpu_bench_times_both_boundaries_at_4096():

@@ -72,7 +72,8 @@ def test_vortex_outflow_steps_bit_for_bit_on_the_fake_gpu(fcp, batching, viscous
             f"physics.viscous={'true' if viscous else 'false'}"]
     pre = load_preset("compact-vortex-outflow", over, backend=None)
     ref = Engine(pre, NUMPY)
-    cand = Engine(pre, _gpu(fcp), variants={"kernel": "array", "solver": "thomas", "batching": batching})
+    cand = Engine(pre, _gpu(fcp), variants={"kernel": "array", "solver": "thomas", "batching": batching,
+                                            **Engine.equivalence_companions("batching", batching)})
     assert cand.selection["pointwise"] == "fused" and ref.selection["pointwise"] == "array"  # the defaults
     assert cand.ns.grouped == (batching == "grouped")
     np.testing.assert_array_equal(cand.U, ref.U)

@@ -86,13 +86,14 @@ WRAPPER = r"""
 #include "emu.h"
 #define nagare_smem tb_smem  // emu_launch NaN-poisons tb_smem before each block
 #include "scan.cu"
+#define KARGS in, out, fac, coef, n, nsys, ss, es, lo, hi, per, gs  // the kernel's arguments, in order
 
 template <typename T, int C, int W>
 static void go(int periodic, int fused, int diss, int gx, int bx, const T* in, T* out, const T* fac, const T* coef,
-               int n, int nsys, long long ss, long long es, int lo, int hi)
+               int n, int nsys, long long ss, long long es, int lo, int hi, int per, long long gs)
 {
 #define NAGARE_GO(P, F, D) \
-    emu_launch(gx, 1, bx, W, [=] { compact_scan<T, C, P, F, D, W>(in, out, fac, coef, n, nsys, ss, es, lo, hi); })
+    emu_launch(gx, 1, bx, W, [=] { compact_scan<T, C, P, F, D, W>(KARGS); })
     if (periodic) {
         if (!fused) NAGARE_GO(true, false, false);
         else if (diss) NAGARE_GO(true, true, true);
@@ -107,24 +108,24 @@ static void go(int periodic, int fused, int diss, int gx, int bx, const T* in, T
 
 template <typename T, int W>
 static void chunks(int chunk, int periodic, int fused, int diss, int gx, int bx, const T* in, T* out, const T* fac,
-                   const T* coef, int n, int nsys, long long ss, long long es, int lo, int hi)
+                   const T* coef, int n, int nsys, long long ss, long long es, int lo, int hi, int per, long long gs)
 {
     switch (chunk) {
-    case 4: go<T, 4, W>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break;
-    case 8: go<T, 8, W>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break;
-    case 16: go<T, 16, W>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break;
-    default: go<T, 32, W>(periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); }
+    case 4: go<T, 4, W>(periodic, fused, diss, gx, bx, KARGS); break;
+    case 8: go<T, 8, W>(periodic, fused, diss, gx, bx, KARGS); break;
+    case 16: go<T, 16, W>(periodic, fused, diss, gx, bx, KARGS); break;
+    default: go<T, 32, W>(periodic, fused, diss, gx, bx, KARGS); }
 }
 
 #define SCAN(T, S) \
 extern "C" void scan_##S(int chunk, int lines, int periodic, int fused, int diss, int gx, int bx, const T* in, \
                          T* out, const T* fac, const T* coef, int n, int nsys, long long ss, long long es, int lo, \
-                         int hi) { \
+                         int hi, int per, long long gs) { \
     switch (lines) { \
-    case 1: chunks<T, 1>(chunk, periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
-    case 2: chunks<T, 2>(chunk, periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
-    case 4: chunks<T, 4>(chunk, periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); break; \
-    default: chunks<T, 8>(chunk, periodic, fused, diss, gx, bx, in, out, fac, coef, n, nsys, ss, es, lo, hi); } }
+    case 1: chunks<T, 1>(chunk, periodic, fused, diss, gx, bx, KARGS); break; \
+    case 2: chunks<T, 2>(chunk, periodic, fused, diss, gx, bx, KARGS); break; \
+    case 4: chunks<T, 4>(chunk, periodic, fused, diss, gx, bx, KARGS); break; \
+    default: chunks<T, 8>(chunk, periodic, fused, diss, gx, bx, KARGS); } }
 
 SCAN(double, d)
 SCAN(float, f)
@@ -159,14 +160,23 @@ def emulate(lib, p: scan.ScanPlan, a2, layout: str, *, fused: bool, h=1.0, delta
     return out
 
 
-def _launch(lib, p, dtype, fused, diss, src, dst, fac, coef, nsys, ss, es):
-    """One emulated launch in scan.launch_shape's geometry (W lines a block for strided lines)."""
+def _launch(lib, p, dtype, fused, diss, src, dst, fac, coef, nsys, ss, es, group=None):
+    """The emulated launches of one batch as scan.DeviceScan makes them (scan.launches; W lines a block for
+    strided lines, in scan.launch_shape's geometry); ``group``: lines in groups, (per, group stride).
+    Returns the last launch's W."""
+    for at, count, per, gs in scan.launches(p, dtype, nsys, ss, es, group):
+        w = _launch_one(lib, p, dtype, fused, diss, src.reshape(-1)[at:], dst.reshape(-1)[at:], fac, coef, count,
+                        ss, es, per, gs)
+    return w
+
+
+def _launch_one(lib, p, dtype, fused, diss, src, dst, fac, coef, nsys, ss, es, per, gs):
     w, grid, block, smem = scan.launch_shape(p, dtype, nsys, ss, es)
     assert block == (p.team, w) and smem <= 400_000  # emu.h tb_smem
     fn = getattr(lib, "scan_d" if np.dtype(dtype) == np.float64 else "scan_f")
     i, ll = ctypes.c_int, ctypes.c_longlong
     fn(i(p.chunk), i(w), i(p.periodic), i(fused), i(diss), i(grid[0]), i(p.team), _p(src), _p(dst), _p(fac),
-       _p(coef), i(p.n), i(nsys), ll(ss), ll(es), i(p.t_lo), i(p.t_hi))
+       _p(coef), i(p.n), i(nsys), ll(ss), ll(es), i(p.t_lo), i(p.t_hi), i(per), ll(gs))
     return w
 
 
@@ -303,7 +313,7 @@ for dtype, fn in ((np.float64, lib.scan_d), (np.float32, lib.scan_f)):
             if src is out:
                 out[...] = f
             fn(i(p.chunk), i(w), i(p.periodic), i(1), i(0), i(grid[0]), i(p.team), ptr(src), ptr(out), ptr(fac),
-               ptr(coef), i(n), i(nx), ll(1), ll(nx), i(p.t_lo), i(p.t_hi))
+               ptr(coef), i(n), i(nx), ll(1), ll(nx), i(p.t_lo), i(p.t_hi), i(nx), ll(0))
             np.testing.assert_array_equal(out.T, want)
 print("ok")
 """
@@ -337,6 +347,58 @@ def test_emulated_fused_kernel_on_a_long_line_matches_a_dense_solve(lib):
         np.testing.assert_array_equal(got, scan.derivative(p, f, h, boundary))
         exact = schemes.derivative_dense(f, h, boundary)
         np.testing.assert_allclose(got, exact, rtol=0, atol=1e-13 * np.max(np.abs(exact)))
+
+
+@pytest.mark.parametrize("nx", [1, 7, 8, 37])
+def test_emulated_stack_y_lines_in_one_launch_equal_the_mirror(lib, nx):
+    """A stack (nv, ny, nx)'s y-lines as one launch of nv groups of nx lines, a variable (ny·nx values)
+    apart — tiles of W lines that straddle two variables where nx is not a multiple of W (7, 37), a
+    part-empty last tile — solve and fused derivative, both boundaries, fp64/fp32, out of place and in
+    place: bit for bit the mirror on each variable's lines, and nothing outside the stack written."""
+    ny, nv = 40, 3
+    rng = np.random.default_rng(nx)
+    for boundary in schemes.BOUNDARIES:
+        p = scan.plan(_fac(ny, boundary, -0.25))
+        for dtype in (np.float64, np.float32):
+            f = rng.standard_normal((nv, ny, nx)).astype(dtype)
+            coef_h = 0.3
+            for fused, delta in ((False, 0.0), (True, 0.0), (True, -0.25)):
+                want = np.stack([(scan.derivative(p, f[v].T, coef_h, boundary, delta, dtype) if fused
+                                  else scan.solve(p, f[v].T, dtype)).T for v in range(nv)])
+                for in_place in (False, True):
+                    buf = np.full(nv * ny * nx + 5, np.nan, dtype)  # 5 sentinels past the stack
+                    src = buf[:nv * ny * nx].reshape(nv, ny, nx)
+                    src[...] = f
+                    dst = src if in_place else np.full_like(f, np.nan)
+                    fac, coef = p.packed().astype(dtype), scan.coefficients(dtype, coef_h, delta)
+                    w = _launch(lib, p, dtype, fused, bool(delta), src, dst, fac, coef, nv * nx, 1, nx,
+                                group=(nx, ny * nx))
+                    assert w == (1 if nx == 1 else 32 // np.dtype(dtype).itemsize)
+                    np.testing.assert_array_equal(dst, want)
+                    assert np.isnan(buf[nv * ny * nx:]).all()
+
+
+def test_emulated_stack_of_long_y_lines_goes_a_group_a_launch(lib):
+    """Long strided lines (teams of 288 threads: one line a block) take no groups in the kernel: the batch
+    is one launch per variable (scan.launches), and the result is still the mirror's bit for bit."""
+    ny, nx, nv = 2100, 3, 2
+    p = scan.plan(_fac(ny, "closures"))
+    assert scan.launch_shape(p, np.float64, nv * nx, 1, nx)[0] == 1
+    assert scan.launches(p, np.float64, nv * nx, 1, nx, (nx, ny * nx)) == [(0, nx, nx, 0), (ny * nx, nx, nx, 0)]
+    f = np.random.default_rng(4).standard_normal((nv, ny, nx))
+    out = np.full_like(f, np.nan)
+    fac, coef = p.packed(), scan.coefficients(np.float64, 0.5, 0.0)
+    _launch(lib, p, np.float64, True, False, f, out, fac, coef, nv * nx, 1, nx, group=(nx, ny * nx))
+    want = np.stack([scan.derivative(p, f[v].T, 0.5, "closures", 0.0, np.float64).T for v in range(nv)])
+    np.testing.assert_array_equal(out, want)
+
+
+def test_grouped_lines_must_divide_the_launch():
+    """scan.DeviceScan refuses groups that do not tile the lines (before any device work)."""
+    d = scan.DeviceScan.__new__(scan.DeviceScan)
+    d.plan, d.dtype = scan.plan(_fac(16, "closures")), np.dtype(np.float64)
+    with pytest.raises(ValueError, match="groups of 5"):
+        d._launch(False, False, None, None, None, 12, 1, 16, (5, 80))
 
 
 @pytest.mark.parametrize("periodic", [False, True])
@@ -375,19 +437,23 @@ class _EmulatedScanDevice:
         self.plan, self.dtype = sched, np.dtype(dtype)
         self.fac = self.plan.packed().astype(self.dtype)
 
-    def _run(self, src, dst, nsys, ss, es, fused, h, delta):
+    groups = True
+
+    def _run(self, src, dst, nsys, ss, es, fused, h, delta, group):
         assert src.flags.c_contiguous and dst.flags.c_contiguous  # a kernel sees only the pointer
-        assert (nsys - 1) * ss + (self.plan.n - 1) * es < src.size
+        per, gs = group or (nsys, 0)
+        assert (nsys // per - 1) * gs + (per - 1) * ss + (self.plan.n - 1) * es < src.size
         coef = scan.coefficients(self.dtype, h, delta)
-        w = _launch(self.lib, self.plan, self.dtype, fused, bool(delta), src, dst, self.fac, coef, nsys, ss, es)
+        w = _launch(self.lib, self.plan, self.dtype, fused, bool(delta), src, dst, self.fac, coef, nsys, ss, es,
+                    group)
         self.log.append((fused, nsys, ss, es))
         self.tiles.append(w)
 
-    def solve(self, d, x, nsys, ss, es):
-        self._run(d, x, nsys, ss, es, False, 1.0, 0.0)
+    def solve(self, d, x, nsys, ss, es, group=None):
+        self._run(d, x, nsys, ss, es, False, 1.0, 0.0, group)
 
-    def derivative(self, f, out, nsys, ss, es, h, delta=0.0):
-        self._run(f, out, nsys, ss, es, True, h, delta)
+    def derivative(self, f, out, nsys, ss, es, h, delta=0.0, group=None):
+        self._run(f, out, nsys, ss, es, True, h, delta, group)
 
 
 @pytest.fixture
@@ -414,8 +480,8 @@ NS_CASES = [(b, y, s) for b, y in [("stacked", "transpose"), ("stacked", "stride
 def test_fused_navier_stokes_evaluation_on_the_emulated_kernel(scan_device, batching, ydir, sides):
     """kernel = fused, solver = scan on the GPU path (emulated kernels): one evaluation of dU/dt equals the
     NumPy engine's (Thomas, separate right-hand side) to round-off, every derivative is a fused launch (the
-    right-hand side never a sweep of its own), and the launches are the batching's: stacked 4, per-variable
-    14, grouped 2 (strided y-lines: one launch per variable)."""
+    right-hand side never a sweep of its own), and the launches are the batching's: stacked 4 (strided y-lines
+    too: a stack's y-lines are one launch of grouped lines), per-variable 14, grouped 2."""
     import types
 
     from nagare.engine.backend import get_backend
@@ -449,8 +515,8 @@ def test_fused_navier_stokes_evaluation_on_the_emulated_kernel(scan_device, batc
         assert len(log) == 14
     elif ydir == "transpose":
         assert len(log) == 4
-    else:
-        assert len(log) == 2 + 3 + 4 and (True, n, 1, n) in log
+    else:  # each stack's strided y-lines in one launch (groups of n lines, a variable apart)
+        assert len(log) == 4 and (True, 3 * n, 1, n) in log and (True, 4 * n, 1, n) in log
         # the strided y-lines in tiles of 4 (fp64, 36-point lines: 32-thread teams), the x-lines one a block
         assert sorted(set(zip((es for *_, es in log), scan_device.tiles))) == [(1, 1), (n, 4)]
 

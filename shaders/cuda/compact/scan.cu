@@ -223,10 +223,23 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
 // The lines lie 128 / (W·sizeof T) values further apart than their length (a multiple of 32): the W
 // lines a warp's row segments fall in then start on different banks (without it, 4-way (fp64) and
 // 8-way (fp32) bank conflicts in those loads and stores).
+// Where line s starts: s · sys_stride, or — tiles (W > 1) of lines in groups of `per` (group_stride != 0:
+// the y-lines of a stack of variables, one group per variable) — (s / per) · group_stride + (s % per) ·
+// sys_stride. One-line blocks ignore groups (scan.DeviceScan launches them a group at a time): the
+// grouped address there cost the contiguous kernel 8 more bytes of spills under its register bound.
+template <int W>
+__device__ __forceinline__ nagare_scan_i64 compact_scan_line(int s, nagare_scan_i64 sys_stride, int per,
+                                                             nagare_scan_i64 group_stride)
+{
+    if (W == 1 || group_stride == 0) return (nagare_scan_i64)s * sys_stride;
+    return (nagare_scan_i64)(s / per) * group_stride + (nagare_scan_i64)(s % per) * sys_stride;
+}
+
 template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS, int W>
 __global__ void __launch_bounds__(NAGARE_SCAN_MAX_THREADS, NAGARE_SCAN_MIN_BLOCKS)
 compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict__ coef, int n, int nsys,
-             nagare_scan_i64 sys_stride, nagare_scan_i64 elem_stride, int t_lo, int t_hi)
+             nagare_scan_i64 sys_stride, nagare_scan_i64 elem_stride, int t_lo, int t_hi, int per,
+             nagare_scan_i64 group_stride)
 {
 #ifndef NAGARE_EMU
     extern __shared__ __align__(16) unsigned char nagare_smem[];
@@ -249,7 +262,7 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
         // all C loads of a thread in flight at once (a loop over i < n would wait for each in turn);
         // one 64-bit address computed once and stepped (per-element 64-bit index products were a
         // fifth of the kernel's instructions)
-        const T* src = in + (nagare_scan_i64)(sys0 + lc) * sys_stride + (nagare_scan_i64)r0 * elem_stride;
+        const T* src = in + compact_scan_line<W>(sys0 + lc, sys_stride, per, group_stride) + (nagare_scan_i64)r0 * elem_stride;
         const nagare_scan_i64 hop = (nagare_scan_i64)team * elem_stride;
         T* const dstl = tile + lc * ls;
         T ld[C];
@@ -313,7 +326,7 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
     __syncthreads();
     const int lw = t + team * y, lc = W == 1 ? 0 : lw % W, r0 = W == 1 ? t : lw / W;
     if (W == 1 || sys0 + lc < nsys) {
-        T* dst = out + (nagare_scan_i64)(sys0 + lc) * sys_stride + (nagare_scan_i64)r0 * elem_stride;
+        T* dst = out + compact_scan_line<W>(sys0 + lc, sys_stride, per, group_stride) + (nagare_scan_i64)r0 * elem_stride;
         const nagare_scan_i64 hop = (nagare_scan_i64)team * elem_stride;
         const T* const srcl = tile + lc * ls;
 #pragma unroll
