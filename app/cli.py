@@ -154,7 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--gpus", type=int, metavar="N", help="split the grid into N sub-domains along its slowest axis "
                    "(one per GPU through NCCL when N GPUs are visible, else N on one device; lbm2d, diffusion3d, "
                    "wave2d; the same as --set decomp.parts=N; docs/multi-gpu.md)")
-    r.add_argument("--quiet", action="store_true")
+    r.add_argument("--quiet", action="store_true",
+                   help="print errors only (no progress, summary or notes such as the backend fallback)")
 
     sub.add_parser("presets", help="list presets")
 
@@ -551,7 +552,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"nagare: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    quiet = getattr(args, "quiet", False) and not args.verbose
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.ERROR if quiet else logging.WARNING,
+                        format="%(message)s")
     restore = _sigterm_like_ctrl_c() if args.command not in (None, "gui") else (lambda: None)
     try:
         if args.command is None:

@@ -77,7 +77,8 @@ def register() -> None:
                              reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
                              check=_strided_check)
     registry.register_choice(FAMILY, "y-direction", "transpose", doc="transpose, solve, transpose back",
-                             reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+                             reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
+                             check=_transpose_check)
 
     registry.register_axis(FAMILY, "kernel", default={"numpy": "array", "cupy": "fused"},
                            doc="explicit right-hand side: array (whole-array slices, the reference), the stencil "
@@ -131,6 +132,20 @@ def _grouped_check(backend, selection, config):
     from .batched import grouping_reason
 
     return grouping_reason(config, selection)
+
+
+def _transpose_check(backend, selection, config):
+    """Transposing is a way to solve y-lines: a problem without them has nothing to transpose (a request
+    is refused with this line instead of being accepted and doing nothing). ``strided``, the default,
+    stays available everywhere: it names no work of its own."""
+    physics = getattr(config, "physics", None)
+    if physics is None:
+        return None
+    if physics.problem == "advection1d":
+        return "a 1D problem has no y-lines to transpose"
+    if physics.problem == "derivative" and physics.direction == "x":
+        return "this benchmark differentiates along x: no y-lines to transpose"
+    return None
 
 
 def _strided_check(backend, selection, config):

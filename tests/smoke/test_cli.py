@@ -132,6 +132,20 @@ def test_bad_option_values_are_one_line(capsys):
     assert "kernel=cuda cannot run here: needs a CUDA GPU" in err[2]
 
 
+@pytest.mark.parametrize("preset,said", [("compact-advection1d", "a 1D problem has no y-lines"),
+                                         ("compact-derivative", "differentiates along x")])
+def test_a_variant_with_nothing_to_act_on_is_refused(capsys, preset, said):
+    """A choice that would be accepted and do nothing (transposing the y-lines of a problem without any)
+    is refused in one line that says why; the same preset along y takes it."""
+    assert main(["run", preset, "--steps", "2", "--variant", "y-direction=transpose", "--backend", "numpy",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "y-direction=transpose cannot run here" in err[0] and said in err[0]
+    if preset == "compact-derivative":
+        assert main(["run", preset, "--steps", "2", "--variant", "y-direction=transpose", "--backend", "numpy",
+                     "--quiet", "--set", 'physics.direction="y"']) == 0
+
+
 def test_unwritable_frames_folder_does_not_stop_the_run(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")  # a file where a folder should be: every frame write fails
@@ -169,6 +183,15 @@ def test_an_interrupt_stops_cleanly_and_writes_log_and_checkpoint(tmp_path, sig,
     assert step > 0 and step % 5 == 0  # stopped after a whole batch
     assert int(rows[-1]["step"]) == step
     assert json.load(open(tmp_path / "t.json"))["rows"][-1]["step"] == step
+
+
+def test_quiet_prints_nothing_when_all_goes_well(tmp_path):
+    """--quiet: errors only — no progress, no summary, and no notes through logging such as the NumPy
+    fallback of the default backend (where CuPy is missing) — so a script's output is its own."""
+    proc = subprocess.run([sys.executable, "-m", "nagare.app.cli", "run", "compact-advection1d", "--steps", "5",
+                           "--quiet"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert (proc.stdout, proc.stderr) == ("", "")
 
 
 def test_no_display_runs_the_default_preset_headless(tmp_path):
