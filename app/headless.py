@@ -56,7 +56,7 @@ def dump_vtkhdf(engine, path: str | Path) -> list[Path]:
     ``stem_octree.vtkhdf``). Returns every path written."""
     from .vtkhdf import write_vtkhdf
 
-    return write_vtkhdf(vtkhdf_fields(engine), path, time=engine.time)
+    return write_vtkhdf(vtkhdf_fields(engine), path, time=engine.time, step=engine.step_count)
 
 
 def vtkhdf_fields(engine) -> dict:

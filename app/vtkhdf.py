@@ -8,7 +8,8 @@
 - an octree's leaves with their point data (amr3d, app/vtkhdf_amr.py) → ``OverlappingAMR``.
 
 One file per dataset: the grids go to the path asked for, the others beside it
-(``stem_<field>.vtkhdf``). VTKHDF 2.x is read by VTK ≥ 9.3 (vtkHDFReader) and ParaView ≥ 5.12
+(``stem_<field>.vtkhdf``). Every file carries the run's ``time`` and ``step`` as FieldData (as an
+.npz dump does), and arrays are named by the field's name, as in the .npz. VTKHDF 2.x is read by VTK ≥ 9.3 (vtkHDFReader) and ParaView ≥ 5.12
 (tests/app/test_vtkhdf.py reads every kind back with VTK's own reader). Time series (one file
 with a ``Steps`` group, appended a step at a time): app/vtkhdf_series.py. Commands: docs/export.md.
 """
@@ -89,7 +90,15 @@ def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
     return attrs, arrays
 
 
-def write_image(grids: dict, tmp) -> None:
+def field_data(root, meta: dict | None) -> None:
+    """The dataset's FieldData: one-value arrays ``time`` (float64) and ``step`` (int64) where known."""
+    g = root.require_group("FieldData")
+    for key, dtype in (("time", np.float64), ("step", np.int64)):
+        if meta and meta.get(key) is not None:
+            g.create_dataset(key, data=np.array([meta[key]], dtype))
+
+
+def write_image(grids: dict, tmp, meta: dict | None = None) -> None:
     """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing as one ImageData."""
     h5py = _h5py()
     attrs, arrays = image_layout(grids)
@@ -101,7 +110,7 @@ def write_image(grids: dict, tmp) -> None:
         for name, a in arrays.items():
             cd.create_dataset(name, data=a)
         root.create_group("PointData")
-        root.create_group("FieldData")
+        field_data(root, meta)
 
 
 def _empty_topology(root, name: str) -> None:
@@ -127,7 +136,7 @@ def _points3(pos) -> np.ndarray:
     return pos
 
 
-def write_polydata_particles(p: Particles, tmp) -> None:
+def write_polydata_particles(p: Particles, tmp, name: str = "particles", meta: dict | None = None) -> None:
     """Vertices with the attributes as point data; particles without a position (parked tracers:
     NaN) are left out — NaN points break bounds and camera resets in ParaView."""
     h5py = _h5py()
@@ -140,16 +149,17 @@ def write_polydata_particles(p: Particles, tmp) -> None:
         root.create_dataset("NumberOfPoints", data=np.array([n], np.int64))
         root.create_dataset("Points", data=pos)
         _topology(root, "Vertices", n, 1)
-        for name in ("Lines", "Polygons", "Strips"):
-            _empty_topology(root, name)
+        for topo in ("Lines", "Polygons", "Strips"):
+            _empty_topology(root, topo)
         pd = root.create_group("PointData")
         for k, v in p.attributes.items():
             v = np.asarray(v)[keep]
             pd.create_dataset(safe_name(k), data=v.astype(np.float32 if v.dtype.kind == "f" else np.int32))
         root.create_group("CellData")
+        field_data(root, meta)
 
 
-def write_polydata_boxes(b: Boxes, tmp) -> None:
+def write_polydata_boxes(b: Boxes, tmp, name: str = "boxes", meta: dict | None = None) -> None:
     h5py = _h5py()
     pts = _points3(box_segments(np.asarray(b.lo, np.float32), np.asarray(b.hi, np.float32)))
     m = len(pts) // 2
@@ -159,17 +169,20 @@ def write_polydata_boxes(b: Boxes, tmp) -> None:
         root.create_dataset("Points", data=pts)
         _empty_topology(root, "Vertices")
         _topology(root, "Lines", m, 2)
-        for name in ("Polygons", "Strips"):
-            _empty_topology(root, name)
+        for topo in ("Polygons", "Strips"):
+            _empty_topology(root, topo)
         cd = root.create_group("CellData")
         if b.level is not None:
             cd.create_dataset("level", data=np.repeat(np.asarray(b.level, np.int32), 12))
         root.create_group("PointData")
+        field_data(root, meta)
 
 
-def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None) -> list[Path]:
-    """Host-copied fields (nagare.app.fieldkinds.host_copies) → VTKHDF files; returns their paths."""
+def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None, step: int | None = None) -> list[Path]:
+    """Host-copied fields (nagare.app.fieldkinds.host_copies) → VTKHDF files, the run's ``time`` and
+    ``step`` in each one's FieldData; returns their paths."""
     path = Path(path)
+    meta = {"time": time, "step": step}
     stem = path.name[: -len(".vtkhdf")] if path.name.endswith(".vtkhdf") else path.stem
     grids = {k: f for k, f in fields.items() if isinstance(f, (Grid2D, Grid3D))}
     out: list[Path] = []
@@ -178,7 +191,7 @@ def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None) -> l
         groups.setdefault(_grid_key(g), {})[k] = g
     for n, (_key, group) in enumerate(groups.items()):
         target = path if n == 0 else path.with_name(f"{stem}_{safe_name(next(iter(group)))}.vtkhdf")
-        out.append(write_atomic(target, lambda tmp, g=group: write_image(g, tmp)))
+        out.append(write_atomic(target, lambda tmp, g=group: write_image(g, tmp, meta)))
     for k, f in fields.items():
         if isinstance(f, (Grid2D, Grid3D)):
             continue
@@ -187,12 +200,13 @@ def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None) -> l
             writer = lookup("vtkhdf", type(f))
         except FieldTypeError:
             raise ExportError(f"field {k!r} ({type(f).__name__}) has no VTKHDF writer") from None
-        out.append(write_atomic(target, lambda tmp, f=f, w=writer: w(f, tmp)))
+        out.append(write_atomic(target, lambda tmp, f=f, w=writer, k=k: w(f, tmp, k, meta)))
     return out
 
 
-def write_polydata_profile(p: Profile1D, tmp) -> None:
-    """A 1-D profile as one polyline along x, its values (and exact solution) as point data."""
+def write_polydata_profile(p: Profile1D, tmp, name: str = "value", meta: dict | None = None) -> None:
+    """A 1-D profile as one polyline along x, its values as point data named as the field (and the .npz
+    dump: ``name``; the exact solution ``name_exact``, the .npz's ``name/exact``)."""
     h5py = _h5py()
     x = np.asarray(p.x, np.float32)
     pts = np.zeros((len(x), 3), np.float32)
@@ -203,13 +217,14 @@ def write_polydata_profile(p: Profile1D, tmp) -> None:
         root.create_dataset("Points", data=pts)
         _empty_topology(root, "Vertices")
         _topology(root, "Lines", 1, len(pts))  # one polyline through the points in order
-        for name in ("Polygons", "Strips"):
-            _empty_topology(root, name)
+        for topo in ("Polygons", "Strips"):
+            _empty_topology(root, topo)
         pd = root.create_group("PointData")
-        pd.create_dataset(safe_name(p.label or "value"), data=np.asarray(p.data, np.float32))
+        pd.create_dataset(safe_name(name), data=np.asarray(p.data, np.float32))
         if p.exact is not None:
-            pd.create_dataset("exact", data=np.asarray(p.exact, np.float32))
+            pd.create_dataset(safe_name(f"{name}_exact"), data=np.asarray(p.exact, np.float32))
         root.create_group("CellData")
+        field_data(root, meta)
 
 
 # one writer per field type besides the grids (nagare.app.fieldkinds' registry, role "vtkhdf")

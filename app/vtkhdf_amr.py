@@ -104,8 +104,10 @@ def _root(f):
     return root
 
 
-def write_overlapping_amr(t: OctreeLeaves, tmp) -> None:
+def write_overlapping_amr(t: OctreeLeaves, tmp, name: str = "octree", meta: dict | None = None) -> None:
     """One OverlappingAMR file: Level0 … LevelN, each with Spacing, AMRBox and PointData."""
+    from .vtkhdf import field_data  # (vtkhdf imports this module to register the writer)
+
     with _h5py().File(tmp, "w") as f:
         root = _root(f)
         for lv in range(t.n_levels):
@@ -113,10 +115,10 @@ def write_overlapping_amr(t: OctreeLeaves, tmp) -> None:
             g.attrs["Spacing"] = np.full(3, t.level0_spacing / 2.0**lv)
             g.create_dataset("AMRBox", data=t.boxes(lv).reshape(-1, 6))
             pd = g.create_group("PointData")
-            for name, a in t.point_data(lv).items():
-                pd.create_dataset(safe_name(name), data=a)
+            for key, a in t.point_data(lv).items():
+                pd.create_dataset(safe_name(key), data=a)
             g.create_group("CellData")
-            g.create_group("FieldData")
+            field_data(g, meta)  # the run's time and step with every level's blocks
 
 
 def write_octree(t: OctreeLeaves, path: str | Path) -> Path:

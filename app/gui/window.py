@@ -905,16 +905,16 @@ class MainWindow(QtWidgets.QMainWindow):
         path = Path(path) if path else self.output_dir / f"{self._stamp()}.vtkhdf"
 
         def write(payload):
-            fields, t = payload
+            fields, t, step = payload
             try:
-                out = export.write_vtkhdf(fields, path, time=t)
+                out = export.write_vtkhdf(fields, path, time=t, step=step)
                 self.message(f"VTKHDF written: {', '.join(map(str, out)) if isinstance(out, list) else out}")
             except export.ExportError as exc:
                 self.error("VTKHDF not written", str(exc))
 
         from ..headless import vtkhdf_fields  # (the octree's leaves too, as the CLI's --dump writes them)
 
-        self._call(f"vtkhdf:{path}", lambda eng: (vtkhdf_fields(eng), eng.time), write)
+        self._call(f"vtkhdf:{path}", lambda eng: (vtkhdf_fields(eng), eng.time, eng.step_count), write)
 
     def save_checkpoint(self, path: str | Path | None = None) -> None:
         path = Path(path) if path else self.output_dir / f"{self._stamp()}.npz"

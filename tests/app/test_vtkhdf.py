@@ -121,3 +121,30 @@ def test_grids_particles_and_boxes_read_back_with_vtk(tmp_path):
     pts = to_np(bx.GetPoints().GetData()).reshape(7, 24, 3)
     np.testing.assert_allclose(pts.min(axis=1), lo)
     np.testing.assert_allclose(pts.max(axis=1), hi)
+
+
+def test_every_kind_carries_time_and_step_and_names_arrays_as_the_npz(tmp_path):
+    """An .npz dump has ``time`` and ``step``; so does every VTKHDF file of the same dump (FieldData,
+    read back by VTK's reader), and a 1-D profile's arrays are named as the field, as in the .npz."""
+    from nagare.app.vtkhdf import write_vtkhdf
+    from nagare.engine.fields import Profile1D
+
+    rng = np.random.default_rng(3)
+    x = np.linspace(0, 1, 9)
+    fields = {"rho": Grid2D(rng.standard_normal((4, 5)), spacing=1.0),
+              "particles": Particles(rng.random((6, 3)).astype(np.float32), {"speed": rng.random(6)}),
+              "leaves": Boxes(rng.random((2, 3)), rng.random((2, 3)) + 1, np.array([0, 1])),
+              "phi": Profile1D(x, np.sin(x), exact=np.cos(x), label="φ")}
+    out = write_vtkhdf(fields, tmp_path / "d.vtkhdf", time=0.375, step=150)
+    assert len(out) == 4
+    for path in out:
+        data, to_np = _read(path)
+        fd = data.GetFieldData()
+        assert to_np(fd.GetArray("time")).tolist() == [0.375], path.name
+        assert to_np(fd.GetArray("step")).tolist() == [150], path.name
+    prof, to_np = _read(tmp_path / "d_phi.vtkhdf")
+    pd = prof.GetPointData()
+    np.testing.assert_allclose(to_np(pd.GetArray("phi")), np.sin(x).astype(np.float32))
+    np.testing.assert_allclose(to_np(pd.GetArray("phi_exact")), np.cos(x).astype(np.float32))
+    write_vtkhdf({"rho": fields["rho"]}, tmp_path / "n.vtkhdf")  # no time given: no FieldData arrays
+    assert _read(tmp_path / "n.vtkhdf")[0].GetFieldData().GetNumberOfArrays() == 0
