@@ -9,7 +9,8 @@
 
 One file per dataset: the grids go to the path asked for, the others beside it
 (``stem_<field>.vtkhdf``). Every file carries the run's ``time`` and ``step`` as FieldData (as an
-.npz dump does), and arrays are named by the field's name, as in the .npz. VTKHDF 2.x is read by VTK ≥ 9.3 (vtkHDFReader) and ParaView ≥ 5.12
+.npz dump does), and arrays are named by the field's name, as in the .npz. VTKHDF 2.x is read by
+VTK ≥ 9.3 (vtkHDFReader) and ParaView ≥ 5.12
 (tests/app/test_vtkhdf.py reads every kind back with VTK's own reader). Time series (one file
 with a ``Steps`` group, appended a step at a time): app/vtkhdf_series.py. Commands: docs/export.md.
 """
