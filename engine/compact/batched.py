@@ -72,7 +72,17 @@ class LineSolver:
         ``__call__`` does (tests count them against ``calls``)."""
         if not self.stacked or (self.gpu and self.axis == "y" and not self.transpose and not self._groups):
             return nv
+        if self.gpu and self.axis == "y" and not self.transpose:
+            return self._grouped_launches(nv)
         return 1
+
+    def _grouped_launches(self, nv: int) -> int:
+        """Kernel launches of a stack's strided y-lines as lines in groups: one, or one a variable where
+        the lines go one to a block (scan.launches)."""
+        from . import scan
+
+        ny, nx = self.shape[-2:]
+        return len(scan.launches(self.sched, self.dtype, nv * nx, 1, nx, (nx, ny * nx))) if nv > 1 else 1
 
     @property
     def _groups(self) -> bool:
@@ -121,7 +131,7 @@ class LineSolver:
         if not self.transpose:
             with self.phase(phase):
                 if nv > 1 and self._groups:  # nv groups of nx lines, one variable (ny·nx values) apart
-                    self.calls += 1
+                    self.calls += self._grouped_launches(nv)
                     launch(d, x, nv * nx, 1, nx, group=(nx, ny * nx))
                     return
                 for v in range(nv):  # a stack's y-lines have no single system stride

@@ -189,7 +189,8 @@ class NavierStokes:
 
     def launches_per_rate(self) -> int:
         """Tridiagonal-solver launches (NumPy: solve calls) per evaluation of dU/dt: stacked 4 (GPU with
-        strided y-lines: 1 + 4 + 1 + 3 = 9), per-variable 14, grouped 2 (Euler: half of each)."""
+        strided y-lines and a solver other than scan, or scan on y-lines longer than 2048 points: 1 + 4 +
+        1 + 3 = 9), per-variable 14, grouped 2 (Euler: half of each)."""
         viscous = self.gas.viscous
         if self.grouped:
             return self.flux.launches() + (self.grad.launches() if viscous else 0)

@@ -348,10 +348,13 @@ class DeviceScan:
                 elem_stride: int, group: tuple[int, int] | None) -> None:
         if nsys <= 0:
             return
+        flat = None
         for at, count, per, group_stride in launches(self.plan, self.dtype, nsys, sys_stride, elem_stride, group):
-            if at:
-                src, dst = src.reshape(-1)[at:], dst.reshape(-1)[at:]
-            self._launch_one(fused, dissipative, src, dst, coef, count, sys_stride, elem_stride, per, group_stride)
+            s, d = src, dst
+            if at:  # a group's own launch: views at its offset from the batch's start
+                flat = flat or (src.reshape(-1), dst.reshape(-1))
+                s, d = flat[0][at:], flat[1][at:]
+            self._launch_one(fused, dissipative, s, d, coef, count, sys_stride, elem_stride, per, group_stride)
 
     def _launch_one(self, fused, dissipative, src, dst, coef, nsys, sys_stride, elem_stride, per, group_stride):
         w, grid, block, smem = launch_shape(self.plan, self.dtype, nsys, sys_stride, elem_stride)
