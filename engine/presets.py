@@ -425,13 +425,24 @@ def validate(raw: dict, source: str, backend: str | None = None,
             key, given, allowed = _friendly(exc.errors()[0], model)
             if prefix and not key.startswith(prefix):
                 key = prefix + key if key else prefix.rstrip(".")
-            raise PresetError(source, key, given, allowed) from None
+            raise PresetError(_blame(source, key, overrides, prefix), key, given, allowed) from None
     preset = validated["cpu_overrides." if runs_cpu else ""]
     _check_variants(preset, source)
     preset._source = source
     dumped = json.dumps(preset.model_dump(mode="json"), sort_keys=True, default=str)
     preset._content_hash = hashlib.sha256(dumped.encode()).hexdigest()[:16]
     return preset
+
+
+def _blame(source: str, key: str, overrides, prefix: str) -> str:
+    """Where a bad value came from: the ``--set`` that gave ``key`` (or a table above it), naming the
+    preset it was applied to, else the preset file."""
+    bare = key[len(prefix):] if prefix and key.startswith(prefix) else key
+    for ov in reversed(list(overrides)):  # the last --set of a key is the one that counts
+        k = ov.split("=", 1)[0].strip()
+        if k and (bare == k or bare.startswith(k + ".") or key == k or key.startswith(k + ".")):
+            return f"--set {ov} (on {source})"
+    return source
 
 
 def _check_variants(preset: PresetBase, source: str) -> None:

@@ -14,7 +14,8 @@ import time
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m nagare.app.gui.screenshot")
     p.add_argument("preset", nargs="?", help="preset name or TOML path (default: the app's default)")
-    p.add_argument("out", nargs="?", default="docs/screenshot.png")
+    # the current folder: a user's picture must not land in (or fail on a missing) docs/ folder
+    p.add_argument("out", nargs="?", default="nagare-screenshot.png", help="PNG to write (default: %(default)s)")
     p.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"])
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--size", default="1400x860")

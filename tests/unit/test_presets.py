@@ -116,6 +116,20 @@ def test_bad_set_override_is_one_line(capsys):
     assert main(["run", "diffusion3d", "--set", "grid.nx=-1", "--steps", "1", "--backend", "numpy"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "grid.nx" in err and "-1" in err
+    # the --set is named as the cause (not the file, which is fine), with the preset it was applied to
+    assert err.startswith("nagare: --set grid.nx=-1 (on ") and "diffusion3d.toml" in err
+
+
+def test_a_bad_value_from_the_file_names_the_file_not_an_innocent_set(tmp_path):
+    """A --set of a neighbouring key (grid.nx) is not blamed for the file's own bad grid.dx."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text(resolve_path("diffusion3d").read_text().replace("dx = 1.0", "dx = -2.0", 1))
+    with pytest.raises(PresetError) as exc:
+        load_preset(bad, ["grid.nx=40", "grid.ny=40"], backend="numpy")
+    assert "grid.dx" in str(exc.value) and "--set" not in str(exc.value) and "bad.toml" in str(exc.value)
+    with pytest.raises(PresetError) as exc:  # a --set of the table above the bad key is its cause
+        load_preset("diffusion3d", ["grid={nx = 8, ny = 8, nz = 8, dx = -1.0}"], backend="numpy")
+    assert str(exc.value).startswith("--set grid={nx") and "grid.dx" in str(exc.value)
 
 
 def test_cpu_overrides_apply_on_numpy_only():
