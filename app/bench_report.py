@@ -45,7 +45,10 @@ def markdown(meta: dict, rows: list[list[str]]) -> str:
            f"- measured copy bandwidth (roofline): {meta['roofline_gbytes_per_s']:.1f} GB/s (read + write)",
            f"- date: {meta['date']}; nagare {meta['nagare']}; command: `{meta['command']}`",
            "- speed-up is relative to the first (default) variant of the same case; "
-           "ratios compare runs of one session on one device", "",
+           "ratios compare runs of one session on one device"]
+    if meta.get("update_unit"):
+        out.append(f"- an update (M updates/s) is {meta['update_unit']}")
+    out += ["",
            "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(out) + "\n"
@@ -103,7 +106,8 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
     print(f"nagare bench {family}: {info.name} ({backend.name}); roofline {bw / 1e9:.1f} GB/s copy bandwidth")
     date = time.strftime("%Y-%m-%d")
     meta = {"family": family, "backend": backend.name, "device": info.as_dict(), "date": date,
-            "nagare": __version__, "roofline_gbytes_per_s": bw / 1e9, "command": " ".join(argv)}
+            "nagare": __version__, "roofline_gbytes_per_s": bw / 1e9, "command": " ".join(argv),
+            "update_unit": engine_class(family).bench_spec().update_unit}
     out = Path(out_dir or f"bench-{family}-{slug(info.name)}-{date}")
     done: list = []
 
@@ -135,6 +139,8 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
               f"{out}/{family}.json, {family}.md, {family}-roofline.png")
         return 130
     print(format_table(table_rows(results)))
+    if meta["update_unit"]:
+        print(f"an update (M updates/s) is {meta['update_unit']}")
     write_reports(results, complete=True)
     print(f"wrote {out}/{family}.json, {family}.md, {family}-roofline.png")
     return 0

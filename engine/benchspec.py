@@ -36,3 +36,6 @@ class BenchSpec:
     batch: int = 10
     # Parallel compilation of the selected cells' kernels before timing (``nagare bench --jobs``).
     precompile: Precompile | None = None
+    # What one "update" of the M updates/s column is, where it is not one grid point (or particle)
+    # advanced one step: printed under the table and in its Markdown.
+    update_unit: str = ""

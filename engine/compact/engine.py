@@ -382,7 +382,10 @@ class Compact(Engine):
     @classmethod
     def bench_spec(cls):
         return BenchSpec(preset="compact-derivative", cases=cls.bench_cases, selections=cls.bench_selections,
-                         batch=20)
+                         batch=20, update_unit="one tridiagonal system in the derivative cases (an n-point line "
+                                           "differentiated: GB/s counts 2·n·itemsize a line, read f and write f') "
+                                           "and one grid point in the ns-vortex cases (GB/s: a model of a step's "
+                                           "ideal traffic)")
 
     @classmethod
     def bench_selections(cls, backend: str = "cupy"):

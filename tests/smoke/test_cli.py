@@ -223,6 +223,17 @@ def test_bench_writes_table_json_markdown_plot(tmp_path, capsys):
     assert data["results"][0]["roofline_pct"] > 0
     assert (tmp_path / "diffusion3d.md").read_text().startswith("# nagare bench diffusion3d")
     assert Image.open(tmp_path / "diffusion3d-roofline.png").size[0] > 100
+    assert "an update" not in out  # a grid point a step: the column says what it is
+
+
+def test_bench_says_what_an_update_is_where_it_is_not_a_point(tmp_path, capsys):
+    """compact's M updates/s counts line systems in the derivative cases: the table and its Markdown
+    say so (a reader would take them for grid points)."""
+    assert main(["bench", "compact", "--backend", "numpy", "--out", str(tmp_path), "--case", "128x128-x-fp64",
+                 "--only", "default", "--min-time", "0.02"]) == 0
+    out = capsys.readouterr().out
+    assert "an update (M updates/s) is one tridiagonal system" in out
+    assert "- an update (M updates/s) is one tridiagonal system" in (tmp_path / "compact.md").read_text()
 
 
 def test_bench_keeps_measured_cells_when_stopped(tmp_path, monkeypatch, capsys):
