@@ -104,6 +104,22 @@ def test_preset_variant_that_cannot_run_falls_back_with_a_log_line(caplog):
     assert "kernel=cuda cannot run here" in caplog.text
 
 
+@pytest.mark.parametrize("backend", ["numpy", "cupy"])
+def test_a_preset_choice_that_conflicts_with_a_default_is_the_one_that_falls_back(backend, caplog):
+    """compact-vortex-outflow with a preset default batching = grouped where y-direction defaults to
+    strided (both backends): grouped cannot run with strided, and strided — the default — has nothing to
+    fall back to, so grouped goes, in one accurate log line; with the preset's own y-direction =
+    transpose both stay. Resolution only (no engine is built: runs without a GPU)."""
+    caplog.set_level(logging.INFO, logger="nagare")
+    pre = load_preset("compact-vortex-outflow", backend=backend)
+    sel = registry.resolve_selection("compact", backend, pre, {"batching": "grouped"}, {})
+    assert (sel["batching"], sel["y-direction"]) == ("stacked", "strided")
+    lines = [r.getMessage() for r in caplog.records if "cannot run here" in r.getMessage()]
+    assert lines == [lines[0]] and "batching=grouped cannot run here" in lines[0] and "using stacked" in lines[0]
+    sel = registry.resolve_selection("compact", backend, pre, {"batching": "grouped", "y-direction": "transpose"}, {})
+    assert (sel["batching"], sel["y-direction"]) == ("grouped", "transpose")
+
+
 def test_explicitly_requested_unavailable_variant_raises():
     with pytest.raises(VariantUnavailable):
         registry.resolve_selection("diffusion3d", "numpy", None, {}, {"kernel": "cuda"})
