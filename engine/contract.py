@@ -297,14 +297,27 @@ class Engine(ABC):
     # variants ------------------------------------------------------------------------------
     @property
     def variants(self) -> dict[str, dict]:
-        """{axis: {"current": choice, "live": bool, "doc": str, "choices": {name: reason|None}}}"""
+        """{axis: {"current": choice, "live": bool, "doc": str, "choices": {name: reason|None},
+        "companions": {name: {axis: choice}}}} — a choice that cannot run with the current selection
+        but can with its :meth:`equivalence_companions` (e.g. compact's batching = grouped with
+        y-direction = transpose) is offered (reason None) with them: switch them together."""
+        fam = registry.axes(self.family)
         out = {}
-        for name, ax in registry.axes(self.family).items():
-            choices = {}
+        for name, ax in fam.items():
+            choices, companions = {}, {}
             for cname, ch in ax.choices.items():
                 trial = dict(self.selection, **{name: cname})
-                choices[cname] = registry.unavailable_reason(ch, self.backend.name, trial, self.preset)
-            out[name] = {"current": self.selection[name], "live": ax.live, "doc": ax.doc, "choices": choices}
+                reason = registry.unavailable_reason(ch, self.backend.name, trial, self.preset)
+                if reason is not None:
+                    comp = {a: c for a, c in type(self).equivalence_companions(name, cname).items()
+                            if a in fam and a != name and self.selection.get(a) != c}
+                    trial = dict(trial, **comp)
+                    if comp and all(registry.unavailable_reason(fam[a].choices[trial[a]], self.backend.name, trial,
+                                                                self.preset) is None for a in (name, *comp)):
+                        reason, companions[cname] = None, comp
+                choices[cname] = reason
+            out[name] = {"current": self.selection[name], "live": ax.live, "doc": ax.doc, "choices": choices,
+                         "companions": companions}
         return out
 
     def set_variant(self, **changes) -> None:

@@ -286,10 +286,13 @@ class Hud:
                     if reason:
                         imgui.begin_disabled()
                     clicked = imgui.radio_button(f"{choice}##{axis}", info["current"] == choice)
+                    comp = info.get("companions", {}).get(choice)
                     if reason:
                         imgui.end_disabled()
                         if imgui.is_item_hovered(imgui.HoveredFlags_.allow_when_disabled):
                             imgui.set_tooltip(reason)
+                    elif comp and imgui.is_item_hovered():
+                        imgui.set_tooltip("also switches " + ", ".join(f"{k} to {v}" for k, v in comp.items()))
                     if clicked and not reason and info["current"] != choice:
                         self.on_variant(axis, choice)
         if self.extra is not None:

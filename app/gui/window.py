@@ -553,11 +553,15 @@ class MainWindow(QtWidgets.QMainWindow):
             model = cb.model()
             for i, (choice, reason) in enumerate(info["choices"].items()):
                 cb.addItem(choice)
+                comp = info.get("companions", {}).get(choice)
                 if reason:
                     item = model.item(i)
                     item.setEnabled(False)
                     item.setToolTip(f"unavailable: {reason}")
                     cb.setItemData(i, f"unavailable: {reason}", Qt.ItemDataRole.ToolTipRole)
+                elif comp:  # runs with other choices it needs: the worker switches them together
+                    tip = "also switches " + ", ".join(f"{k} to {v}" for k, v in comp.items())
+                    cb.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
             cb.setCurrentText(info["current"])
             cb.setToolTip(info["doc"] + ("" if info["live"] else "  (switching resets the run)"))
             cb.activated.connect(lambda i, axis=axis, cb=cb: self.set_variant(axis, cb.itemText(i)))

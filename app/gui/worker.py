@@ -130,7 +130,8 @@ def warm_up_specs(engine) -> list:
             continue
         for choice, reason in info["choices"].items():
             if reason is None and choice != info["current"]:
-                specs += engine.kernel_specs(dict(engine.selection, **{axis: choice}))
+                comp = info.get("companions", {}).get(choice, {})
+                specs += engine.kernel_specs(dict(engine.selection, **comp, **{axis: choice}))
     return list(dict.fromkeys(specs))
 
 class SimulationWorker:
@@ -427,15 +428,19 @@ class SimulationWorker:
     def _cmd_variant(self, a: dict) -> None:
         eng = self.engine
         axis = registry.axes(eng.family).get(a["axis"])
-        if axis is not None and not axis.live:
+        # the other choices it needs, switched with it (engine.variants: "companions")
+        comp = eng.variants.get(a["axis"], {}).get("companions", {}).get(a["choice"], {}) if axis else {}
+        change = {**comp, a["axis"]: a["choice"]}
+        also = "".join(f", with {k} = {v} (which it needs)" for k, v in comp.items())
+        if axis is not None and not all(registry.axes(eng.family)[k].live for k in change):
             # Not switchable between steps (its registration says so): rebuild from the
             # initial state with the new choice, and say that the run was reset.
-            self._build(self._preset, dict(eng.selection, **{a["axis"]: a["choice"]}))
-            self._notify("info", f"{a['axis']} = {a['choice']} is not a live switch: the run was reset")
+            self._build(self._preset, dict(eng.selection, **change))
+            self._notify("info", f"{a['axis']} = {a['choice']}{also} is not a live switch: the run was reset")
         else:
-            eng.set_variant(**{a["axis"]: a["choice"]})
+            eng.set_variant(**change)
             self._publish(force=True)
-        self._notify("variant", f"{a['axis']} = {a['choice']}", payload=dict(self.engine.selection))
+        self._notify("variant", f"{a['axis']} = {a['choice']}{also}", payload=dict(self.engine.selection))
 
     def _cmd_checkpoint(self, a: dict) -> None:
         self._notify("checkpoint", a.get("path", ""), payload=_owned_checkpoint(self.engine))

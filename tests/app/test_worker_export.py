@@ -198,3 +198,29 @@ def test_a_test_problem_pauses_once_at_its_end():
         _wait(lambda: w.engine.step_count > 40)
     finally:
         w.stop()
+
+
+def test_a_choice_that_needs_another_is_switched_with_it():
+    """compact's batching = grouped needs y-direction = transpose (strided is the default on both
+    backends): the variant table offers grouped with that companion, and the worker switches both,
+    saying so — instead of a disabled choice the user must first unlock by hand."""
+    from nagare.app.gui.worker import SimulationWorker
+    from nagare.engine.presets import load_preset
+
+    pre = load_preset("compact-vortex-outflow", ["grid.nx=24", "grid.ny=24", "physics.dt=0.01"], backend="numpy")
+    w = SimulationWorker(pre, "numpy").start()
+    try:
+        _wait(lambda: w.latest_packet() is not None)
+        info = w.engine.variants["batching"]
+        assert info["choices"]["grouped"] is None and info["companions"] == {"grouped": {"y-direction": "transpose"}}
+        w.drain_notices()
+        w.send("variant", axis="batching", choice="grouped")
+        w.send("step", n=2)
+        _wait(lambda: w.engine.step_count >= 2)
+        assert (w.engine.selection["batching"], w.engine.selection["y-direction"]) == ("grouped", "transpose")
+        notes = w.drain_notices()
+        assert not [n for n in notes if n.kind == "error"]
+        said = [n.text for n in notes if n.kind == "variant"]
+        assert said == ["batching = grouped, with y-direction = transpose (which it needs)"]
+    finally:
+        w.stop()
