@@ -93,13 +93,14 @@ def framed_with_legend(engine, name: str | None = None) -> np.ndarray | None:
     x_range = (origin[0], origin[0] + nx * fld.spacing)
     y_range = (origin[1], origin[1] + ny * fld.spacing)
     framed = with_axes(img, x_range, y_range, axis_title(names[0], units), axis_title(names[1], units))
-    pad = np.zeros((framed.shape[0] - img.shape[0], panel.shape[1], 3), np.uint8)
-    pad[...] = LEGEND_BG
-    return np.concatenate([framed, np.concatenate([panel, pad], axis=0)], axis=1)
+    top = np.full((AXIS_TOP, panel.shape[1], 3), LEGEND_BG, np.uint8)  # the bar beside the field's rows
+    pad = np.full((framed.shape[0] - img.shape[0] - AXIS_TOP, panel.shape[1], 3), LEGEND_BG, np.uint8)
+    return np.concatenate([framed, np.concatenate([top, panel, pad], axis=0)], axis=1)
 
 
 AXIS_LEFT, AXIS_BOTTOM = 72, 40  # px: the y axis's strip (tick labels + title) and the x axis's
 AXIS_RIGHT = 16  # px right of the field: room for half the last x label
+AXIS_TOP = 10  # px above the field: room for half the top y label (centred on the top row)
 TICK_LEN = 5
 
 
@@ -115,27 +116,28 @@ def with_axes(img: np.ndarray, x_range: tuple[float, float], y_range: tuple[floa
     h, w = img.shape[:2]
     px = max(int(round(LEGEND_PT / 72.0 * LEGEND_DPI)), 8)
     font = _font(px + 1)
-    out = Image.new("RGB", (AXIS_LEFT + w + AXIS_RIGHT, h + AXIS_BOTTOM), LEGEND_BG)
-    out.paste(Image.fromarray(img), (AXIS_LEFT, 0))
+    out = Image.new("RGB", (AXIS_LEFT + w + AXIS_RIGHT, AXIS_TOP + h + AXIS_BOTTOM), LEGEND_BG)
+    out.paste(Image.fromarray(img), (AXIS_LEFT, AXIS_TOP))
     draw = ImageDraw.Draw(out)
-    draw.line([(AXIS_LEFT - 1, 0), (AXIS_LEFT - 1, h)], fill=LEGEND_FG)  # the axis lines
-    draw.line([(AXIS_LEFT - 1, h), (AXIS_LEFT + w, h)], fill=LEGEND_FG)
+    t, b = AXIS_TOP, AXIS_TOP + h  # the field's first row and the row under it
+    draw.line([(AXIS_LEFT - 1, t), (AXIS_LEFT - 1, b)], fill=LEGEND_FG)  # the axis lines
+    draw.line([(AXIS_LEFT - 1, b), (AXIS_LEFT + w, b)], fill=LEGEND_FG)
     (x0, x1), (y0, y1) = x_range, y_range
     xs, xt = nice_ticks(x0, x1, w, LEGEND_PT, LEGEND_DPI, along="x")
     for v, text in zip(xs, xt):
         c = int(round(AXIS_LEFT + (v - x0) / (x1 - x0) * (w - 1)))
-        draw.line([(c, h), (c, h + TICK_LEN)], fill=LEGEND_FG)
-        draw.text((c, h + TICK_LEN + 2), text, fill=LEGEND_FG, font=font, anchor="mt")
+        draw.line([(c, b), (c, b + TICK_LEN)], fill=LEGEND_FG)
+        draw.text((c, b + TICK_LEN + 2), text, fill=LEGEND_FG, font=font, anchor="mt")
     ys, yt = nice_ticks(y0, y1, h, LEGEND_PT, LEGEND_DPI, along="y",
                         max_width_px=AXIS_LEFT - (px + 8) - TICK_LEN - 8)  # clear of the title
     for v, text in zip(ys, yt):
-        r = int(round((y1 - v) / (y1 - y0) * (h - 1)))  # y up: the top row is y1
+        r = t + int(round((y1 - v) / (y1 - y0) * (h - 1)))  # y up: the top row is y1
         draw.line([(AXIS_LEFT - 1 - TICK_LEN, r), (AXIS_LEFT - 1, r)], fill=LEGEND_FG)
         draw.text((AXIS_LEFT - TICK_LEN - 4, r), text, fill=LEGEND_FG, font=font, anchor="rm")
-    draw.text((AXIS_LEFT + w / 2, h + AXIS_BOTTOM - 3), x_title, fill=LEGEND_FG, font=font, anchor="md")
+    draw.text((AXIS_LEFT + w / 2, b + AXIS_BOTTOM - 3), x_title, fill=LEGEND_FG, font=font, anchor="md")
     title = Image.new("RGB", (max(h, 1), px + 6), LEGEND_BG)  # the y title, turned to run upwards
     ImageDraw.Draw(title).text((h / 2, (px + 6) / 2), y_title, fill=LEGEND_FG, font=font, anchor="mm")
-    out.paste(title.rotate(90, expand=True), (2, 0))
+    out.paste(title.rotate(90, expand=True), (2, t))
     return np.asarray(out)
 
 

@@ -53,7 +53,12 @@ def test_frames_with_legend_carry_the_colour_bar_and_axes(tmp_path):
     framed = np.asarray(Image.open(tmp_path / "legend" / "frame_00000010.png"))
     h, w = plain.shape[:2]
     left, right = frames.AXIS_LEFT, frames.AXIS_LEFT + w
-    assert framed.shape == (h + frames.AXIS_BOTTOM, right + frames.AXIS_RIGHT + frames.LEGEND_WIDTH, 3)
+    top = frames.AXIS_TOP
+    assert framed.shape == (top + h + frames.AXIS_BOTTOM, right + frames.AXIS_RIGHT + frames.LEGEND_WIDTH, 3)
+    # the top y label (centred on the field's first row) is drawn whole: nothing on the frame's edge row
+    assert not (framed[0] != frames.LEGEND_BG).any()
+    assert top >= 8
+    framed = framed[top:]  # below: coordinates from the field's first row
     np.testing.assert_array_equal(framed[:h, left:right], plain)  # the field itself is untouched
     panel = framed[:h, right + frames.AXIS_RIGHT:]
     bar = panel[:, 8:26]
