@@ -265,9 +265,13 @@ class Hud:
             t = t[keep]
             hist = [s for s, k in zip(history, keep) if k]
             axis_fit = implot.AxisFlags_.auto_fit
-            if implot.begin_plot(f"ms / step by phase, last {self.history_seconds:.0f} s", (320, 130)):
+            phases = sorted({p for s in hist for p in s.phase_ms})
+            # the legend outside the lines, right of them, one row a phase: the plot grows with the
+            # phases (inside, 5+ phases ran past the plot's bottom and covered the lines)
+            height = max(130, 44 + 15 * len(phases))
+            if implot.begin_plot(f"ms / step by phase, last {self.history_seconds:.0f} s", (320, height)):
+                implot.setup_legend(implot.Location_.north_east, implot.LegendFlags_.outside)
                 implot.setup_axes("", "", axis_fit, axis_fit)
-                phases = sorted({p for s in hist for p in s.phase_ms})
                 for p in phases:
                     y = np.array([s.phase_ms.get(p, np.nan) for s in hist], np.float64)
                     implot.plot_line(p, t, y)
