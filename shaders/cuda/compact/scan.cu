@@ -201,7 +201,10 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
 #define NAGARE_SCAN_MAX_THREADS 512
 #endif
 #ifndef NAGARE_SCAN_MIN_BLOCKS
-#define NAGARE_SCAN_MIN_BLOCKS (C <= 8 ? 3 : 1)
+// fp64 tiles of strided lines (W > 1) take 64 (two 512-thread blocks an SM): at 40 they spilled
+// 16-40 bytes and ran 9-11 % slower (H100, session 12: 2048² y, 256²/512² stacks of 4); fp32 tiles
+// do not spill at 40 and gained nothing from more
+#define NAGARE_SCAN_MIN_BLOCKS (C <= 8 ? (W > 1 && sizeof(T) == 8 ? 2 : 3) : 1)
 #endif
 // Block: team = blockDim.x threads (a multiple of 32, team·C >= n, team·W at most 512).
 // Dynamic shared memory: W lines of team·C + team values, + 128 / (W·sizeof T) between lines when
