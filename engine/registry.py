@@ -137,21 +137,19 @@ def resolve_selection(family: str, backend: str, config: Any, preset_defaults: d
                 raise VariantUnavailable(
                     f"unknown variant axis '{axis}' for {family}; allowed: {', '.join(fam)}")
             sel[axis] = parse_choice(fam[axis], value)
-    # A preset's choice that cannot run with the rest falls back to the backend default; a default
-    # that cannot run is left for the choice it conflicts with to fall back (e.g. y-direction =
-    # strided, the default, against a preset's batching = grouped: grouped goes). Passes until
-    # nothing changes; what still cannot run then is refused.
+    # A preset's choice that cannot run with the rest falls back to the backend default; a default or
+    # an explicit request that cannot run is left for the choice it conflicts with to fall back (e.g.
+    # y-direction = strided, default or requested, against a preset's batching = grouped: grouped
+    # goes). Passes until nothing changes; what still cannot run then is refused.
     for _ in range(len(sel) + 1):
         changed = False
         for axis, name in list(sel.items()):
             reason = unavailable_reason(fam[axis].choices[name], backend, sel, config)
             if reason is None:
                 continue
-            if requested and axis in requested:
-                raise VariantUnavailable(f"variant {axis}={name} cannot run here: {reason}")
             fallback = fam[axis].default[backend]
-            if fallback == name:
-                continue
+            if (requested and axis in requested) or fallback == name:
+                continue  # a request is kept (refused below if it still cannot run); a default has no fallback
             log.info("nagare: variant %s=%s cannot run here (%s); using %s", axis, name, reason, fallback)
             sel[axis], changed = fallback, True
         if not changed:

@@ -118,6 +118,13 @@ def test_a_preset_choice_that_conflicts_with_a_default_is_the_one_that_falls_bac
     assert lines == [lines[0]] and "batching=grouped cannot run here" in lines[0] and "using stacked" in lines[0]
     sel = registry.resolve_selection("compact", backend, pre, {"batching": "grouped", "y-direction": "transpose"}, {})
     assert (sel["batching"], sel["y-direction"]) == ("grouped", "transpose")
+    # a request wins over the preset's defaults it conflicts with (--variant y-direction=strided)
+    sel = registry.resolve_selection("compact", backend, pre, {"batching": "grouped", "y-direction": "transpose"},
+                                     {"y-direction": "strided"})
+    assert (sel["batching"], sel["y-direction"]) == ("stacked", "strided")
+    with pytest.raises(VariantUnavailable, match="cannot run here") as exc:  # two requests that clash
+        registry.resolve_selection("compact", backend, pre, {}, {"batching": "grouped", "y-direction": "strided"})
+    assert "grouped" in str(exc.value) and "strided" in str(exc.value)
 
 
 def test_explicitly_requested_unavailable_variant_raises():
