@@ -455,8 +455,13 @@ class FieldCanvas(scene.SceneCanvas):
             v.visible = False
         for name in drawer.visuals:
             self.visuals[name].visible = True
+        # depth_value: near and far planes at distance/20 and ×20 (VisPy's default, 10⁶, puts them at
+        # /1000 and ×1000, which leaves a framed scene a few hundred steps of a 16-bit export depth
+        # buffer: sprites a particle apart in depth came out in the wrong order)
         self.view.camera = (scene.TurntableCamera(fov=45, elevation=30.0, azimuth=30.0) if three_d
                             else scene.PanZoomCamera(aspect=drawer.aspect))
+        if three_d:
+            self.view.camera.depth_value = 400.0
         self._image_shape = None
         self._fit = True
 

@@ -89,6 +89,8 @@ class ColorBar:
         self.legend: Legend | None = None
         self.bar_rect = (0, 0, 0, 0)  # x, y (from the top), w, h in the bar's view, logical px
         self.tick_pos = np.zeros((0, 2))  # where the tick labels are centred (y up), logical px
+        self._tick_labels: list[str] | None = None  # what self.ticks shows (set again only on a change)
+        self._title_state: tuple | None = None  # (text, pos) of self.title
         self.legend_rows: list[float] = []  # centre heights (y up) of the legend's rows, title first
         self.show_bar = True
 
@@ -157,20 +159,31 @@ class ColorBar:
         self.image.visible = self.ticks.visible = self.tick_marks.visible = self.show_bar
         if not self.show_bar:
             self.title.text = ""
+            self._title_state = self._tick_labels = None
             self.tick_pos = np.zeros((0, 2))
             return
         chars = max(4, int((w - 2 * MARGIN) / text_size("0", TITLE_PT, dpi)[0]))
         title = _wrap(self.label, chars)
         lines = title.count("\n") + 1 if title else 0
         title_h = 1.25 * em_title * lines + (MARGIN if lines else 0)
-        self.title.text = title
-        self.title.pos = (w / 2, h - MARGIN - title_h / 2)
+        # Text and transforms are set only when they change: a VisPy Text lays its glyphs out again
+        # whenever its text is set, and a new transform object rebuilds (recompiles) the visual's
+        # shader program. With an automatic range the bar is placed again every frame, and doing
+        # both each time cost the UI thread ~9 ms a frame (and the GL context a program link).
+        title_state = (title, (w / 2, h - MARGIN - title_h / 2))
+        if title_state != self._title_state:
+            self._title_state = title_state
+            self.title.text, self.title.pos = title_state
         # the end labels are centred on the bar's ends: half a label of room beyond each end
         half = em_tick / 2 + 2
         bottom = legend_top + MARGIN + half
         top = h - MARGIN - title_h - half
         bar_h = max(top - bottom, 8.0)
-        self.image.transform = STTransform(scale=(BAR_W, bar_h / 256), translate=(X0, bottom))
+        if isinstance(self.image.transform, STTransform):
+            self.image.transform.scale = (BAR_W, bar_h / 256)  # uniforms only: the program stays
+            self.image.transform.translate = (X0, bottom)
+        else:
+            self.image.transform = STTransform(scale=(BAR_W, bar_h / 256), translate=(X0, bottom))
         self.bar_rect = (X0, int(round(h - (bottom + bar_h))), BAR_W, int(round(bar_h)))
         self._place_ticks(bottom, bar_h, w)
 
@@ -188,8 +201,12 @@ class ColorBar:
             values, labels = [hi], [hi_s]
         t = np.array([(v - lo) / (hi - lo) if hi > lo else 1.0 for v in values])
         ys = bottom + np.clip(t, 0.0, 1.0) * bar_h
+        tick_pos = np.stack([np.full(len(ys), lx), ys], axis=1)
+        if list(labels) == self._tick_labels and np.array_equal(tick_pos, self.tick_pos):
+            return
+        self._tick_labels = list(labels)
         self.ticks.text = labels
-        self.tick_pos = np.stack([np.full(len(ys), lx), ys], axis=1)
+        self.tick_pos = tick_pos
         self.ticks.pos = self.tick_pos
         left, right = np.full(len(ys), X0 + BAR_W), np.full(len(ys), X0 + BAR_W + 4)
         segs = np.stack([np.stack([left, ys], 1), np.stack([right, ys], 1)], axis=1).reshape(-1, 2)

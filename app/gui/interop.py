@@ -75,18 +75,20 @@ class CopyPlan:
     src_pitch: int
 
 
-def plan_copy(shape: tuple[int, ...], dtype, strides: tuple[int, ...], texture_shape: tuple[int, int]) -> CopyPlan:
-    """Geometry of a 2D device→array copy of a (rows, cols) array into a (rows, cols) texture."""
-    if len(shape) != 2:
-        raise ValueError(f"interop copies 2D fields; got shape {shape}")
+def plan_copy(shape: tuple[int, ...], dtype, strides: tuple[int, ...], texture_shape: tuple[int, ...]) -> CopyPlan:
+    """Geometry of a 2D device→array copy of a float32 (rows, cols) array into an r32f texture of
+    that shape, or of a (rows, cols, 4) array into an rgba32f one (the splatted particles)."""
+    if len(shape) not in (2, 3) or (len(shape) == 3 and shape[2] != 4):
+        raise ValueError(f"interop copies 2D fields or (rows, cols, 4) images; got shape {shape}")
     if tuple(shape) != tuple(texture_shape):
         raise ValueError(f"field shape {tuple(shape)} does not match the texture {tuple(texture_shape)}")
     item = np.dtype(dtype).itemsize
     if np.dtype(dtype) != np.float32:
-        raise ValueError(f"the display texture is r32f; got {np.dtype(dtype)}")
-    if strides[1] != item:
+        raise ValueError(f"the display texture is r32f or rgba32f; got {np.dtype(dtype)}")
+    texel = item * (shape[2] if len(shape) == 3 else 1)
+    if strides[1] != texel or (len(shape) == 3 and strides[2] != item):
         raise ValueError("rows must be contiguous for a pitched copy")
-    return CopyPlan(width_bytes=shape[1] * item, height=shape[0], src_pitch=strides[0])
+    return CopyPlan(width_bytes=shape[1] * texel, height=shape[0], src_pitch=strides[0])
 
 
 def _check(result, what: str):
@@ -139,7 +141,7 @@ def _cupy_event_recorder(stream):
 class TextureInterop:
     """One registered GL texture. Create and use only with the GL context current."""
 
-    def __init__(self, gl_texture: int, shape: tuple[int, int], cudart=None, record_event=None):
+    def __init__(self, gl_texture: int, shape: tuple[int, ...], cudart=None, record_event=None):
         if cudart is None:
             cudart, reason = cuda_python_runtime()
             if cudart is None:
@@ -156,7 +158,8 @@ class TextureInterop:
         self.copies = 0
 
     def upload(self, array, event=None) -> None:
-        """Copy a CuPy float32 (rows, cols) array into the texture; ordered after ``event``.
+        """Copy a CuPy float32 (rows, cols) array — or (rows, cols, 4) into an rgba32f texture — into
+        the texture; ordered after ``event``.
 
         ``array`` stays referenced here until the copy has run on the GPU (see the module doc)."""
         rt = self.rt

@@ -503,6 +503,7 @@ class VolumeDrawer:
             self.uploads["interop"] += 1
         else:
             self._drop_interops()
+            self._count = None
             canvas.host_copies += pk.backend == "cupy"
             host_volume = canvas_host(pk.data, pk.backend)
             self.planes.set_volume(host_volume)
@@ -661,9 +662,16 @@ class Particles3DDrawer:
     obstacles as grey surfaces; the domain box outline with axes in metres."""
 
     label = "host (geometry)"
+    # On the interop path the spheres are splatted by CUDA (splat.py) unless this says "sprites"
+    # (GL point sprites from registered vertex buffers); the host path always draws GL sprites.
+    renderer = "splat"
 
     def __init__(self):
         self.spheres = None
+        self.quad = None
+        self.splatter = None
+        self._splat_src = None  # (positions, values, event, clim, diameter, centre) of the packet shown
+        self._canvas = None
         self.frame = None
         self.solids = None
         self.trails = None
@@ -682,6 +690,12 @@ class Particles3DDrawer:
         if self.spheres is None:
             self.spheres = Spheres(canvas.colormap_name)
             canvas.add_visual("spheres3d", self.spheres)
+            from .splat import SplatQuad
+
+            self.quad = SplatQuad()
+            self.quad.prepare = self._prepare_splat
+            canvas.add_visual("splat3d", self.quad)
+            self._canvas = canvas
             self.solids = scene.visuals.Mesh()
             self.solids.set_gl_state("opaque", depth_test=True, cull_face=False)
             canvas.add_visual("solids3d", self.solids)
@@ -692,7 +706,7 @@ class Particles3DDrawer:
         self.visuals = ("spheres3d", *self.frame.names)
 
     def display_label(self, canvas) -> str:
-        return self.path
+        return f"{self.path} (CUDA splat)" if self._splat_src is not None else self.path
 
     def upload(self, canvas, pk: FramePacket) -> None:
         clim = (0.0, 1.0)
@@ -701,22 +715,33 @@ class Particles3DDrawer:
         n = int(pk.positions.shape[0])
         canvas._decide_path()
         self.path = canvas.display_path
-        if self.path == "interop" and n == self._count and pk.data is not None:
+        lo, hi = self._box(canvas, pk)
+        diameter = 2.0 * pk.radius if pk.radius else 0.01 * float(np.max(hi - lo))
+        splat = self.path == "interop" and self.renderer == "splat" and pk.data is not None
+        self._splat_src = (pk.positions, pk.data, pk.event, clim, diameter, (lo + hi) / 2) if splat else None
+        self.quad.visible = splat
+        self.spheres.visible = not splat
+        if splat:
+            for name in ("positions", "values"):
+                if name in self._interops:
+                    self._interops.pop(name).close()
+            self.uploads["interop"] += 1
+        elif self.path == "interop" and n == self._count and pk.data is not None:
             self._buffer("positions", self.spheres.positions, canvas, n * 12).upload(pk.positions, pk.event)
             self._buffer("values", self.spheres.values, canvas, n * 4).upload(pk.data, pk.event)
             self.spheres.set_data(None, None, clim)
             self.uploads["interop"] += 1
         else:
             self._drop_interops()
+            self._count = None
             canvas.host_copies += pk.backend == "cupy"
             vals = canvas_host(pk.data, pk.backend)
             self.spheres.set_data(canvas_host(pk.positions, pk.backend),
                                   np.zeros(n, np.float32) if vals is None else vals, clim)
             self._count = n
             self.uploads["host"] += 1
-        lo, hi = self._box(canvas, pk)
         self.frame.set_box(lo, hi, length_units(pk))
-        self.spheres.diameter = 2.0 * pk.radius if pk.radius else 0.01 * float(np.max(hi - lo))
+        self.spheres.diameter = diameter
         for name in self.frame.names:
             canvas.visuals[name].visible = canvas.view3d.outline
         key = tuple(pk.solids)
@@ -753,7 +778,7 @@ class Particles3DDrawer:
 
     def _box(self, canvas, pk):
         if pk.bounds is not None:
-            return (np.asarray(b, np.float64) for b in pk.bounds)
+            return tuple(np.asarray(b, np.float64) for b in pk.bounds)
         pts = canvas_host(pk.positions, pk.backend)
         return pts.min(axis=0), pts.max(axis=0)
 
@@ -762,6 +787,44 @@ class Particles3DDrawer:
 
     def _drop_interops(self) -> None:
         _close_all(self._interops)
+
+    def _prepare_splat(self, quad, view) -> None:
+        """Before each draw of the quad (screen or export): splat the shown packet's particles
+        with this draw's camera and framebuffer, into the quad's texture (splat.py)."""
+        from . import splat
+
+        src, canvas = self._splat_src, self._canvas
+        if src is None or canvas is None:
+            return
+        positions, values, event, clim, diameter, centre = src
+        x0, y0, width, height = splat.current_viewport(canvas)
+        if width < 1 or height < 1:
+            return
+        quad.set_origin(x0, y0)
+        if quad.texture.shape[:2] != (height, width):
+            if "splat" in self._interops:  # a registered texture must not change its storage
+                self._interops.pop("splat").close()
+            quad.resize_texture(height, width)
+            # the texture's commands wait in its own queue until a draw uses it: run them now, so
+            # the GL texture exists when it is registered
+            canvas.context.glir.associate(quad.texture.glir)
+            canvas.context.flush_commands()
+        tex = _registered(self._interops, "splat", quad.texture, canvas,
+                          lambda h: interop.TextureInterop(h, (height, width, 4)))
+        if self.splatter is None:
+            self.splatter = splat.CudaSplatter()
+        self.splatter.set_colormap(canvas.colormap_name)
+        size, w = point_scale(canvas.view, view, centre, diameter)
+        params = splat.view_params(splat.view_matrix(view.get_transform("visual", "render")), width, height,
+                                   size, w, clim)
+        import cupy
+
+        stream = cupy.cuda.ExternalStream(int(tex.stream))
+        if event is not None:
+            interop._check(tex.rt.cudaStreamWaitEvent(tex.stream, event.ptr, 0), "cudaStreamWaitEvent")
+        image, used = self.splatter.render(positions, values, params, stream)
+        tex.in_flight.hold((positions, values, used), tex._record_event())  # read by the splat until it has run
+        tex.upload(image)
 
     def fit(self, canvas, pk):
         lo, hi = self._box(canvas, pk)

@@ -24,6 +24,7 @@ from PyQt6 import QtCore, QtGui, QtWidgets
 from . import export
 from .canvas import FieldCanvas
 from .hud import Hud
+from .pacing import UI_POLL_S, FramePacer
 from .worker import SimulationWorker
 
 log = logging.getLogger("nagare")
@@ -251,7 +252,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.variant_info: dict = {}
         self._last_seq = -1
         self._pending_ckpt_path: Path | None = None
-        self._t_frame = 0.0  # perf_counter of the last frame handed to the canvas
+        self._pacer = FramePacer(self.max_fps, UI_POLL_S)  # when the next new frame may be drawn
         self._t_status = 0.0  # ... and of the last status-bar update
         self._result_callbacks: dict = {}  # "call" tag → callback(result), see _call
         self._notice_handlers = {
@@ -287,7 +288,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.timer = QtCore.QTimer(self)
         self.timer.timeout.connect(self._tick)
-        self.timer.start(16)
+        self.timer.start(int(round(UI_POLL_S * 1000)))
 
     # ---- layout ------------------------------------------------------------------------
     def _dock(self, title: str, widget: QtWidgets.QWidget, area=Qt.DockWidgetArea.LeftDockWidgetArea):
@@ -713,9 +714,8 @@ class MainWindow(QtWidgets.QMainWindow):
         now = time.perf_counter()
         # At most max_fps new frames a second: every draw holds the GIL the simulation thread
         # needs to launch its kernels. Without a new packet nothing is redrawn at all.
-        if (pk is not None and pk.seq != self._last_seq and pk.ready()
-                and now - self._t_frame >= 1.0 / self.max_fps):
-            self._t_frame = now
+        if pk is not None and pk.seq != self._last_seq and self._pacer.due(now) and pk.ready():
+            self._pacer.drawn(now)
             self._last_seq = pk.seq
             if list(pk.fields) != [self.field_combo.itemText(i) for i in range(self.field_combo.count())]:
                 self.field_combo.clear()

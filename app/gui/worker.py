@@ -41,6 +41,8 @@ from nagare.engine.contract import Engine
 from nagare.engine.errors import Diverged, NagareError
 from nagare.engine.families import create_engine
 
+from .pacing import publish_schedule
+
 log = logging.getLogger("nagare")
 # FramePacket, ViewRequest, display_range, ... live in nagare.app.packets (no Qt there, so the field
 # types' snapshot handlers can build packets); callers and tests keep importing them from here.
@@ -471,7 +473,7 @@ class SimulationWorker:
 
     def _publish(self, force: bool = False) -> None:
         now = time.perf_counter()
-        if not force and now - self._t_publish < self.display_interval:
+        if not force and now < self._t_publish + self.display_interval:
             return
         eng = self.engine
         ckpt_due = now - self._t_last_ckpt > self._ckpt_every
@@ -491,7 +493,7 @@ class SimulationWorker:
         if self._asks_quantities and (force or now - self._t_quant >= self.quantities_interval):
             self._t_quant = now  # the state just passed the NaN check: its quantities are worth showing
             self._read_quantities()
-        self._t_publish = now
+        self._t_publish = publish_schedule(self._t_publish, now, self.display_interval)
         self._seq += 1
         with eng.on_stream():
             pk = snapshot(eng, self.view, self._seq, self._snapshot_cache)

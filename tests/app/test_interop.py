@@ -31,10 +31,15 @@ def test_plan_copy_geometry():
     padded = np.zeros((48, 80), np.float32)[:, :64]  # a pitched view: rows 320 bytes apart
     plan = interop.plan_copy(padded.shape, padded.dtype, padded.strides, (48, 64))
     assert plan.src_pitch == 320 and plan.width_bytes == 256
+    rgba = np.zeros((48, 64, 4), np.float32)  # the splatted particles' image (rgba32f)
+    plan = interop.plan_copy(rgba.shape, rgba.dtype, rgba.strides, (48, 64, 4))
+    assert (plan.width_bytes, plan.height, plan.src_pitch) == (1024, 48, 1024)
 
 
 @pytest.mark.parametrize("shape,dtype,tex", [((48, 64), np.float64, (48, 64)), ((48, 64), np.float32, (64, 48)),
-                                             ((2, 48, 64), np.float32, (48, 64))])
+                                             ((2, 48, 64), np.float32, (48, 64)),
+                                             ((48, 64, 3), np.float32, (48, 64, 3)),
+                                             ((48, 64, 4), np.float32, (48, 64))])
 def test_plan_copy_rejects_mismatches(shape, dtype, tex):
     a = np.zeros(shape, dtype)
     with pytest.raises(ValueError):

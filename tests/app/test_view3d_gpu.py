@@ -96,6 +96,7 @@ def test_particles_go_into_their_vertex_buffers_through_interop(egl, monkeypatch
     import cupy as cp
     from nagare.app.gui.view3d import Particles3DDrawer
 
+    monkeypatch.setattr(Particles3DDrawer, "renderer", "sprites")  # GL sprites (the default splats: test_splat_gpu)
     c = _canvas((400, 320))
     rng = np.random.default_rng(3)
     n = 20000
@@ -115,6 +116,7 @@ def test_particles_go_into_their_vertex_buffers_through_interop(egl, monkeypatch
     c.show_packet(pk)
     frame = c.grab()
     monkeypatch.undo()
+    monkeypatch.setattr(Particles3DDrawer, "renderer", "sprites")
     assert "cannot draw frame" not in caplog.text, caplog.text[-2000:]
     d = c.own_drawer(Particles3DDrawer)
     assert d.uploads["interop"] >= 1 and {"positions", "values"} <= set(d._interops)

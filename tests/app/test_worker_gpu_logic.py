@@ -10,6 +10,7 @@ import time
 from contextlib import nullcontext
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from nagare.app.gui.worker import SimulationWorker
 from nagare.engine.contract import Engine
@@ -173,3 +174,56 @@ def test_warm_up_lists_the_kernels_one_live_switch_away(fake_preset):
     eng = Specs(load_preset(fake_preset(), backend="numpy"), get_backend("numpy"))
     # kernel: roll (current), slices (live, runs here), gpu-only (cannot run on NumPy); layout is not live
     assert warm_up_specs(eng) == ["slices/a"]
+
+
+def _published(batch_s: float, interval: float, seconds: float, stall_at: float | None = None) -> list[float]:
+    """Times a worker publishes at when each batch of steps takes ``batch_s`` (a stall of 1 s at
+    ``stall_at``), with worker.publish_schedule as _publish uses it."""
+    from nagare.app.gui.worker import publish_schedule
+
+    t, last, out = 0.0, 0.0, []
+    while t < seconds:
+        t += batch_s + (1.0 if stall_at is not None and t < stall_at <= t + batch_s else 0.0)
+        if t >= last + interval:
+            out.append(t)
+            last = publish_schedule(last, t, interval)
+    return out
+
+
+@pytest.mark.parametrize("batch_ms", [5.0, 30.0, 32.0])
+def test_frames_keep_their_rate_when_a_batch_is_a_little_shorter_than_the_interval(batch_ms):
+    times = _published(batch_ms * 1e-3, 1 / 30, 10.0)
+    # the full 30 frames/s (publishing an interval after the last frame gave 16–20 here)
+    assert 29.0 <= len(times) / 10.0 <= 30.5, len(times)
+    assert min(b - a for a, b in zip(times, times[1:])) >= batch_ms * 1e-3 - 1e-12  # one per batch at most
+
+
+def test_a_stall_is_not_followed_by_a_burst_and_a_forced_frame_moves_the_schedule():
+    from nagare.app.gui.worker import publish_schedule
+
+    times = _published(0.030, 1 / 30, 5.0, stall_at=2.0)
+    end = next(b for a, b in zip(times, times[1:]) if b - a > 0.9)  # the first frame after the stall
+    # back on the schedule: no catching up on the 30 frames the stall missed
+    assert len([t for t in times if end < t <= end + 0.5]) <= 0.5 * 30 + 1
+    assert 29.0 <= len([t for t in times if t > end]) / (times[-1] - end) <= 30.5
+    assert publish_schedule(10.0, 10.01, 1 / 30) == 10.01  # forced 10 ms after the last frame
+
+
+@pytest.mark.parametrize("poll_ms", [16.0, 15.0, 4.0])
+def test_the_ui_draws_its_full_frame_rate_whatever_its_timer_phase(poll_ms):
+    """The main window polls every 16 ms for a 30 frames/s cap: drawing when an interval has
+    passed since the last frame drew every third tick (20.8 frames/s)."""
+    from nagare.app.gui.pacing import FramePacer
+
+    pacer, drawn, t = FramePacer(30.0, poll_ms * 1e-3), [], 0.0
+    while t < 10.0:
+        if pacer.due(t):
+            pacer.drawn(t)
+            drawn.append(t)
+        t += poll_ms * 1e-3
+    assert 29.5 <= len(drawn) / 10.0 <= 30.2, len(drawn)
+    short = 1 / 30 - poll_ms * 1e-3 - 1e-9  # a frame sooner than this after the last is off the schedule
+    assert (np.diff(drawn) < short).sum() <= 1  # one, at most, at the start
+    # after a pause of the packets: back on the schedule, not a burst
+    later = [t for t in np.arange(20.0, 21.0, poll_ms * 1e-3) if pacer.due(t) and (pacer.drawn(t) or True)]
+    assert (np.diff(later) < short).sum() <= 1 and 29 <= len(later) <= 31
