@@ -14,7 +14,12 @@ centres): :func:`splat_numpy` is the kernel's float32 mirror, equal to it bit fo
 kernel is compiled without contractions), and the GL sprites themselves are compared with the
 mirror pixel for pixel in tests/app/test_splat.py.
 
-Used on the interop path (CuPy fields, an NVIDIA GL context); the host path keeps GL sprites.
+Used on the interop path (CuPy fields, an NVIDIA GL context); the host path keeps GL sprites, and
+so does a canvas whose splat failed (logged once). Where the two differ on purpose: a sprite
+stops growing at MAX_SPRITE_PX when one zooms in (GL's limit is the driver's); a NaN value hides
+a particle (GL would colour it); a sprite whose centre lies outside the framebuffer is drawn in
+part (GL clips a point by its centre); and sprites at nearly the same depth are ordered by their
+float32 depth (GL by its 24-bit depth buffer, ties to the first drawn).
 """
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ def view_params(matrix, width: int, height: int, size_ref: float, w_ref: float, 
     """The kernel's SplatView as 24 float32 (VIEW_FIELDS)."""
     lo, hi = float(clim[0]), float(clim[1])
     span = hi - lo if hi > lo else 1.0
+    span = max(span, 1e-30)  # 1/span stays a finite float32 (3e38 at most) however narrow the range
     p = np.empty(len(VIEW_FIELDS), np.float32)
     p[:16] = np.asarray(matrix, np.float64).reshape(16)
     p[16:] = (width, height, size_ref, w_ref, MIN_SPRITE_PX, MAX_SPRITE_PX, lo, 1.0 / span)
@@ -83,7 +89,8 @@ def splat_numpy(positions, values, params, lut) -> np.ndarray:
         px = (cx * inv_w * _F(0.5) + _F(0.5)) * width
         py = (cy * inv_w * _F(0.5) + _F(0.5)) * height
         depth = zn * _F(0.5) + _F(0.5)
-        s = np.minimum(np.maximum(size_ref * w_ref * inv_w, min_size), max_size)
+        # np.fmax/fmin as CUDA's fmaxf/fminf: a NaN operand gives the other one
+        s = np.fmin(np.fmax(size_ref * w_ref * inv_w, min_size), max_size)
         h = _F(0.5) * s
         x0 = np.maximum(np.ceil(px - h - _F(0.5)), 0)
         x1 = np.minimum(np.ceil(px + h - _F(0.5)), width)
@@ -92,7 +99,7 @@ def splat_numpy(positions, values, params, lut) -> np.ndarray:
         ok &= (x0 < x1) & (y0 < y1)
         sel = np.flatnonzero(ok)
         if len(sel):
-            t = np.minimum(np.maximum((val[sel] - lo) * inv_span, _F(0)), _F(1)) * _F(255)
+            t = np.fmin(np.fmax((val[sel] - lo) * inv_span, _F(0)), _F(1)) * _F(255)
             k = np.minimum(t.astype(np.int64), 254)
             f = t - k.astype(np.float32)
             rgb = [lut[3 * k + c] + f * (lut[3 * k + c + 3] - lut[3 * k + c]) for c in range(3)]
@@ -113,8 +120,8 @@ def splat_numpy(positions, values, params, lut) -> np.ndarray:
                         continue
                     nz = np.sqrt(np.maximum(_F(1) - r2, _F(0)))
                     dot = nx * lx + ny * ly + nz * lz
-                    diffuse = np.maximum(dot, _F(0))
-                    sp = np.maximum(_F(2) * dot * nz - lz, _F(0))
+                    diffuse = np.fmax(dot, _F(0))
+                    sp = np.fmax(_F(2) * dot * nz - lz, _F(0))
                     sp2 = sp * sp
                     sp4 = sp2 * sp2
                     sp8 = sp4 * sp4
@@ -122,7 +129,7 @@ def splat_numpy(positions, values, params, lut) -> np.ndarray:
                     shade, hi = _F(0.35) + _F(0.65) * diffuse, _F(0.25) * spec
                     key = dbits.copy()
                     for c in range(3):
-                        v = np.minimum(np.maximum(rgb[c] * shade + hi, _F(0)), _F(1)) * _F(255) + _F(0.5)
+                        v = np.fmin(np.fmax(rgb[c] * shade + hi, _F(0)), _F(1)) * _F(255) + _F(0.5)
                         key |= v.astype(np.uint32).astype(np.uint64) << np.uint64(8 * c)
                     key |= np.uint64(255 << 24)
                     np.minimum.at(buf, (yy * W + xx)[cover], key[cover])
@@ -160,17 +167,19 @@ class CudaSplatter:
         self.shape = None
         self.buf = self.image = None
         self._lut_name = None
+        self._lut_host = None  # a colour map not uploaded yet
         self.lut = None
         self.launches = 0
 
     def set_colormap(self, name: str) -> None:
+        """The colour map of the next render (uploaded there, on its stream)."""
         if name != self._lut_name:
-            self.lut = self.cp.asarray(lut_table(name))
+            self._lut_host = lut_table(name)
             self._lut_name = name
 
     def render(self, positions, values, params: np.ndarray, stream):
         """Splat and resolve on ``stream``; returns the (height, width, 4) float32 image (valid once
-        the stream has run it; reused by the next call)."""
+        the stream has run it; reused by the next call) and the arrays the launches read."""
         cp = self.cp
         W, H = int(params[16]), int(params[17])
         with stream:
@@ -178,6 +187,8 @@ class CudaSplatter:
                 self.buf = cp.full(H * W, EMPTY, cp.uint64)
                 self.image = cp.empty((H, W, 4), cp.float32)
                 self.shape = (H, W)
+            if self._lut_host is not None:  # on this stream: ordered with the splats that read it
+                self.lut, self._lut_host = cp.asarray(self._lut_host), None
             view = cp.asarray(params)
             pos = cp.ascontiguousarray(positions, cp.float32)
             val = cp.ascontiguousarray(values, cp.float32)
@@ -189,7 +200,9 @@ class CudaSplatter:
             self._resolve(((npix + self.block - 1) // self.block,), (self.block,),
                           (self.buf, self.image, np.int32(npix)))
         self.launches += 1
-        return self.image, (pos, val, view)
+        # what the launches read: the caller holds them until the stream has passed them (a new
+        # colour map replaces self.lut, whose old array a queued splat may still read)
+        return self.image, (pos, val, view, self.lut)
 
 
 # ---- the GL side: one quad -------------------------------------------------------------------------
@@ -213,8 +226,8 @@ void main() {
 
 class SplatQuadVisual(Visual):
     """The framebuffer-filling quad that shows the splatted particles. ``prepare`` (a callable
-    ``(visual, view) → None``) runs before each draw, with the transforms of that draw (screen or
-    an export's framebuffer): it splats and writes ``texture``."""
+    ``(visual, view) → bool``) runs before each draw, with the transforms of that draw (screen or
+    an export's framebuffer): it splats and writes ``texture``; False skips the draw."""
 
     def __init__(self):
         super().__init__(vcode=VERT, fcode=FRAG)
@@ -233,9 +246,7 @@ class SplatQuadVisual(Visual):
         """Give the texture this size (True if it changed: a registered texture must be registered again)."""
         if self.texture.shape[:2] == (height, width):
             return False
-        empty = np.zeros((height, width, 4), np.float32)
-        empty[..., 3] = 2.0  # nothing drawn
-        self.texture.set_data(empty)
+        self.texture.resize((height, width, 4))  # storage only: every frame writes all of it
         self.shared_program["u_size"] = (float(width), float(height))
         return True
 
@@ -246,8 +257,8 @@ class SplatQuadVisual(Visual):
         pass
 
     def _prepare_draw(self, view):
-        if self.prepare is not None:
-            self.prepare(self, view)
+        # False (nothing splatted into the texture this time) skips the quad's draw
+        return None if self.prepare is None else self.prepare(self, view)
 
     def _compute_bounds(self, axis, view):
         return None

@@ -790,16 +790,36 @@ class Particles3DDrawer:
 
     def _prepare_splat(self, quad, view) -> None:
         """Before each draw of the quad (screen or export): splat the shown packet's particles
-        with this draw's camera and framebuffer, into the quad's texture (splat.py)."""
+        with this draw's camera and framebuffer, into the quad's texture (splat.py).
+
+        It runs inside VisPy's draw, where an exception would stop every later visual of every
+        frame: a splat that fails (kernel compilation, registration, GPU memory) is logged once and
+        the drawer falls back to GL sprites for this canvas."""
+        if self._splat_src is None or self._canvas is None:
+            return False
+        try:
+            return self._splat_now(quad, view)
+        except Exception as exc:
+            log.exception("nagare: CUDA splatting of the particles failed")
+            interop.log_once(f"3D particles fall back to GL sprites: the CUDA splat failed "
+                             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            self.renderer = "sprites"  # this canvas' drawer only
+            self._splat_src = None
+            quad.visible = False
+            self.spheres.visible = True
+            if "splat" in self._interops:
+                self._interops.pop("splat").close()
+            self._canvas.refresh()  # the shown packet again, through the sprites
+            return False  # not this frame: the texture holds no image
+
+    def _splat_now(self, quad, view) -> bool:
         from . import splat
 
         src, canvas = self._splat_src, self._canvas
-        if src is None or canvas is None:
-            return
         positions, values, event, clim, diameter, centre = src
         x0, y0, width, height = splat.current_viewport(canvas)
         if width < 1 or height < 1:
-            return
+            return False
         quad.set_origin(x0, y0)
         if quad.texture.shape[:2] != (height, width):
             if "splat" in self._interops:  # a registered texture must not change its storage
@@ -825,6 +845,7 @@ class Particles3DDrawer:
         image, used = self.splatter.render(positions, values, params, stream)
         tex.in_flight.hold((positions, values, used), tex._record_event())  # read by the splat until it has run
         tex.upload(image)
+        return True
 
     def fit(self, canvas, pk):
         lo, hi = self._box(canvas, pk)

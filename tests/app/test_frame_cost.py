@@ -44,4 +44,10 @@ def test_frames_with_a_changing_range_rebuild_no_shader_program(make_canvas, mon
         c.draw_now(finish=True)
         ticks.append(tuple(c.colorbar._tick_labels))
     assert len(set(ticks)) > 5  # the bar did follow the range
+    # a shorter column: the bar's image is scaled through the same transform object, in place
+    tr = c.colorbar.image.transform
+    scale0 = float(tr.scale[1])
+    c.colorbar.resize(c.colorbar.size[0], c.colorbar.size[1] - 60)
+    c.draw_now(finish=True)
+    assert c.colorbar.image.transform is tr and float(tr.scale[1]) < scale0 - 0.1
     assert builds == []

@@ -107,13 +107,14 @@ def test_view_matrix_and_gl_sprites_equal_the_mirror(make_canvas):
     np.testing.assert_allclose(pts @ m.T, tr.map(pts), rtol=1e-9, atol=1e-12)
     W, H = c.physical_size
     size, w = point_scale(c.view, node, (lo + hi) / 2, 0.04)
-    # An export's depth buffer keeps 16 bits and, on a tie, the sprite drawn first; the mirror keeps
-    # the nearer float. Drop particles whose sprite overlaps another's at a depth closer than 2⁻¹⁴.
+    # GL's depth buffer keeps 24 bits (FieldCanvas.render; VisPy's own has 16) and, on a tie, the
+    # sprite drawn first; the mirror keeps the nearer float. Drop particles whose sprite overlaps
+    # another's at a depth closer than 2⁻²².
     clip = pts @ m.T
     win = (clip[:, :3] / clip[:, 3:]) * 0.5 + 0.5
     px, py, depth, s = win[:, 0] * W, win[:, 1] * H, win[:, 2], size * w / clip[:, 3]
     near = ((np.abs(px[:, None] - px) < (s[:, None] + s) / 2) & (np.abs(py[:, None] - py) < (s[:, None] + s) / 2)
-            & (np.abs(depth[:, None] - depth) < 2.0 ** -14))
+            & (np.abs(depth[:, None] - depth) < 2.0 ** -22))
     keep = ~np.triu(near, 1).any(axis=0)
     assert keep.mean() > 0.9  # the camera's depth range leaves a 16-bit buffer room (canvas._set_kind)
     pos, val = pos[keep], val[keep]
@@ -128,8 +129,45 @@ def test_view_matrix_and_gl_sprites_equal_the_mirror(make_canvas):
     assert mirror_cover.sum() > 0.05 * W * H
     # coverage: the same pixels but for sprite edges rounded the other way (GL's rule is inclusive
     # where the mirror's is half-open; a dark edge pixel can equal the background)
-    assert (gl_cover != mirror_cover).mean() < 0.01, (gl_cover != mirror_cover).sum()
+    assert (gl_cover != mirror_cover).sum() < 0.005 * mirror_cover.sum(), (gl_cover != mirror_cover).sum()
     both = gl_cover & mirror_cover
     got, want = frame[both].astype(int), np.rint(img[both, :3] * 255).astype(int)
     close = np.abs(got - want).max(axis=-1) <= 3  # GL filters the LUT with 8-bit weights
     assert close.mean() > 0.999, close.mean()
+
+
+def test_a_failing_splat_falls_back_to_gl_sprites_once(make_canvas, monkeypatch, caplog):
+    """The splat runs inside VisPy's draw: an exception there must not break the frame (nor every
+    later one). The canvas logs it once and draws GL sprites from then on."""
+    if not isolated(__file__, "test_a_failing_splat_falls_back_to_gl_sprites_once"):
+        return
+    from nagare.app.gui.view3d import Particles3DDrawer
+
+    c = make_canvas(320, 240, colorbar=False, axes=False)
+    c.set_view3d(outline=False)
+    rng = np.random.default_rng(2)
+    pos = (rng.random((200, 3)) * [1.6, 0.6, 0.4]).astype(np.float32)
+    val = rng.random(200).astype(np.float32)
+    lo, hi = np.zeros(3), np.array([1.6, 0.6, 0.4])
+    c.show_packet(_particles_packet(pos, val, lo, hi, radius=0.02))
+    c.draw_now(finish=True)
+    d = c.own_drawer(Particles3DDrawer)
+    sprites = c.grab()
+    calls = []
+
+    def broken(quad, view):
+        calls.append(1)
+        raise RuntimeError("cudaGraphicsGLRegisterImage failed: out of memory")
+
+    # as if the packet had come on the interop path
+    monkeypatch.setattr(d, "_splat_now", broken)
+    d._splat_src = (pos, val, None, (0.0, 1.0), 0.04, (lo + hi) / 2)
+    d.quad.visible, d.spheres.visible = True, False
+    frame = c.grab()  # the failing draw: the rest of the frame is still drawn
+    assert calls == [1] and d.renderer == "sprites" and not d.quad.visible and d.spheres.visible
+    assert "fall back to GL sprites" in caplog.text and "out of memory" in caplog.text
+    assert Particles3DDrawer.renderer == "splat"  # other canvases keep splatting
+    c.draw_now(finish=True)
+    np.testing.assert_array_equal(c.grab(), sprites)  # the sprites again, the splat not retried
+    assert calls == [1]
+    assert frame.shape == sprites.shape

@@ -34,18 +34,28 @@ def _perspective(eye, centre, fov=45.0, aspect=1.3, near=0.05, far=40.0) -> np.n
     return proj @ view
 
 
-@pytest.mark.parametrize("n, size", [(30000, 9.0), (2000, 60.0), (0, 5.0)])
-def test_cuda_splat_equals_the_mirror_bit_for_bit(n, size):
+@pytest.mark.parametrize("n, size, spread", [(30000, 9.0, 1.0), (2000, 60.0, 1.0), (0, 5.0, 1.0),
+                                             (20000, 14.0, 4.0)])
+def test_cuda_splat_equals_the_mirror_bit_for_bit(n, size, spread):
     cp = pytest.importorskip("cupy")
     rng = np.random.default_rng(n)
-    pos = (rng.random((n, 3)) * [1.6, 0.6, 0.4]).astype(np.float32)
+    # spread 4: a box four times the view, so that sprites straddle every edge of the framebuffer
+    # and many lie outside it (the kernel's bounds clamps)
+    centre = np.array([0.8, 0.3, 0.2])
+    pos = (centre + (rng.random((n, 3)) - 0.5) * spread * np.array([1.6, 0.6, 0.4])).astype(np.float32)
     val = rng.uniform(-0.2, 1.2, n).astype(np.float32)  # beyond the range too: clamped
+    eye = np.array([0.8, 0.9, 3.0])
+    ahead = (centre - eye) / np.linalg.norm(centre - eye)
     if n:
         val[::97] = -3e38  # hidden
         val[5] = np.nan
-        pos[7] = (0.8, 0.3, 50.0)  # beyond the far plane
-        pos[8] = (0.8, 0.3, 3.0)  # at the eye
-    m = _perspective(np.array([0.8, 0.9, 3.0]), [0.8, 0.3, 0.2])
+        pos[7] = eye + 50.0 * ahead  # beyond the far plane (40)
+        pos[8] = eye - 0.5 * ahead  # behind the eye
+        right = np.cross(ahead, [0.0, 1.0, 0.0])
+        right /= np.linalg.norm(right)
+        pos[9] = eye + 0.06 * ahead + 0.03 * right  # past the near plane: a sprite at MAX_SPRITE_PX, cut by the edge
+        val[7:10] = 0.5
+    m = _perspective(eye, centre)
     W, H = 331, 257  # odd sizes: no row happens to align
     params = splat.view_params(m, W, H, size, 2.5, (0.0, 1.0))
     lut = splat.lut_table(CMAP)
@@ -58,6 +68,13 @@ def test_cuda_splat_equals_the_mirror_bit_for_bit(n, size):
         stream.synchronize()
         np.testing.assert_array_equal(cp.asnumpy(got), want)
     assert n == 0 or (want[..., 3] < 1.5).mean() > 0.05  # the test sees sprites
+    if n:  # the near particle's sprite is the clamped one, cut by the framebuffer's right edge
+        lone = splat.splat_numpy(pos[9:10], val[9:10], params, lut)[..., 3] < 1.5
+        assert 5000 < lone.sum() < 0.6 * np.pi * (splat.MAX_SPRITE_PX / 2) ** 2 and lone[:, -1].any()
+        for k in (7, 8):  # beyond the far plane, behind the eye: not drawn
+            assert (splat.splat_numpy(pos[k:k + 1], val[k:k + 1], params, lut)[..., 3] == 2).all()
+        edge = want[[0, -1], :, 3].ravel().tolist() + want[:, [0, -1], 3].ravel().tolist()
+        assert spread == 1.0 or min(edge) < 1.5  # sprites cut by the framebuffer's edges
 
 
 @pytest.fixture(scope="module")
