@@ -253,6 +253,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._last_seq = -1
         self._pending_ckpt_path: Path | None = None
         self._pacer = FramePacer(self.max_fps, UI_POLL_S)  # when the next new frame may be drawn
+        self._range_shown_for = (None, None)  # (packet, range) the range boxes show
         self._t_status = 0.0  # ... and of the last status-bar update
         self._result_callbacks: dict = {}  # "call" tag → callback(result), see _call
         self._notice_handlers = {
@@ -587,6 +588,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _range_changed(self) -> None:
         if self.auto_range.isChecked():
             self.canvas.set_range(None)
+            self._show_auto_range()  # read-only at once; the values follow the next drawn frame
             return
         try:
             lo, hi = float(self.range_lo.text()), float(self.range_hi.text())
@@ -710,6 +712,12 @@ class MainWindow(QtWidgets.QMainWindow):
     def _tick(self) -> None:
         for n in self.worker.drain_notices():
             self._notice(n)
+        drawn = (self.canvas.shown, getattr(self.canvas, "current_range", None))
+        if drawn[0] is not self._range_shown_for[0] or drawn[1] != self._range_shown_for[1]:
+            # the range boxes follow what the canvas has drawn (show_packet only queues a packet:
+            # reading the range right after it showed the previous frame's)
+            self._range_shown_for = drawn
+            self._show_auto_range()
         pk = self.worker.latest_packet()
         now = time.perf_counter()
         # At most max_fps new frames a second: every draw holds the GIL the simulation thread
@@ -727,8 +735,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if pk.attribute:
                 self.attr_combo.setCurrentText(pk.attribute)
             self.attr_combo.setEnabled(bool(pk.attributes))
-            self.canvas.show_packet(pk)
-            self._show_auto_range()
+            self.canvas.show_packet(pk)  # uploaded (and its range known) at the canvas' next draw
             if self.recorder is not None:
                 self.canvas.native.repaint()
                 self._record_frame()

@@ -281,6 +281,25 @@ def test_particles_colour_by_attribute(make_window, qtbot, fake_preset):
     np.testing.assert_allclose([lo, hi], [x.min(), x.max()], rtol=1e-6)
 
 
+def test_range_boxes_show_the_range_of_the_frame_on_screen(make_window, qtbot, fake_preset):
+    """With "auto" on, the range boxes show the colour range the canvas draws with — of the frame
+    on screen, not of the one before it (a packet is only queued by show_packet; its range is known
+    after the next draw)."""
+    w = make_window(fake_preset())
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.frames_drawn > 3, timeout=10000)
+    w.worker.send("pause")
+    qtbot.wait(300)
+    seen = []
+    for _ in range(3):  # a few single steps: each shows a new frame with a new automatic range
+        w.worker.send("step", n=5)
+        qtbot.wait(400)
+        lo, hi = w.canvas.current_range
+        qtbot.waitUntil(lambda: w.range_hi.text() == f"{float(w.canvas.current_range[1]):.4g}", timeout=3000)
+        assert w.range_lo.text() == f"{float(lo):.4g}" and w.range_lo.isReadOnly()
+        seen.append(w.range_hi.text())
+    assert len(set(seen)) > 1  # the range did move between the frames
+
+
 def test_grid3d_slice_moves(make_window, qtbot):
     w = make_window("diffusion3d")
     qtbot.waitUntil(lambda: w.canvas.shown is not None, timeout=10000)
