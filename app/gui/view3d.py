@@ -503,7 +503,6 @@ class VolumeDrawer:
             self.uploads["interop"] += 1
         else:
             self._drop_interops()
-            self._count = None
             canvas.host_copies += pk.backend == "cupy"
             host_volume = canvas_host(pk.data, pk.backend)
             self.planes.set_volume(host_volume)
