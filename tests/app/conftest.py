@@ -12,6 +12,22 @@ def _vispy_on_qt():
     vispy.use(app="pyqt6")
 
 
+@pytest.fixture(scope="session")
+def egl():
+    """VisPy on its EGL backend with CuPy present (the GPU interop tests), else a skip that says
+    why. Run such a file alone: VisPy picks one GL backend per process."""
+    import os
+
+    vispy = pytest.importorskip("vispy")
+    pytest.importorskip("cupy")
+    if os.environ.get("PYOPENGL_PLATFORM") != "egl":
+        pytest.skip("set PYOPENGL_PLATFORM=egl and run this file alone (VisPy needs its EGL backend)")
+    try:
+        vispy.use(app="egl")
+    except Exception as exc:
+        pytest.skip(f"VisPy's EGL backend is not usable here ({exc}); run this file alone")
+
+
 @pytest.fixture
 def fake_family(monkeypatch):
     """Registers the tests' fake2d family (imported lazily: the registry walk must not see it)."""

@@ -17,16 +17,7 @@ N_X, N_Y = 256, 192
 
 
 @pytest.fixture(scope="module")
-def egl_canvas():
-    import os
-
-    vispy = pytest.importorskip("vispy")
-    if os.environ.get("PYOPENGL_PLATFORM") != "egl":
-        pytest.skip("set PYOPENGL_PLATFORM=egl and run this file alone (VisPy needs its EGL backend)")
-    try:
-        vispy.use(app="egl")
-    except Exception as exc:
-        pytest.skip(f"VisPy's EGL backend is not usable here ({exc}); run this file alone")
+def egl_canvas(egl):
     from nagare.app.gui.canvas import FieldCanvas
 
     c = FieldCanvas(size=(N_X, N_Y), show=False, colorbar=False, axes=False)

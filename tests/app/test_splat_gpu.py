@@ -77,20 +77,6 @@ def test_cuda_splat_equals_the_mirror_bit_for_bit(n, size, spread):
         assert spread == 1.0 or min(edge) < 1.5  # sprites cut by the framebuffer's edges
 
 
-@pytest.fixture(scope="module")
-def egl():
-    import os
-
-    vispy = pytest.importorskip("vispy")
-    pytest.importorskip("cupy")
-    if os.environ.get("PYOPENGL_PLATFORM") != "egl":
-        pytest.skip("set PYOPENGL_PLATFORM=egl and run this file alone (VisPy needs its EGL backend)")
-    try:
-        vispy.use(app="egl")
-    except Exception as exc:
-        pytest.skip(f"VisPy's EGL backend is not usable here ({exc}); run this file alone")
-
-
 @pytest.mark.gui
 def test_particles_are_splatted_into_the_frame_without_the_host(egl, monkeypatch, caplog):
     import cupy as cp

@@ -17,20 +17,6 @@ from tests.app.frame_check import CMAP
 pytestmark = [pytest.mark.gpu, pytest.mark.gui]
 
 
-@pytest.fixture(scope="module")
-def egl():
-    import os
-
-    vispy = pytest.importorskip("vispy")
-    pytest.importorskip("cupy")
-    if os.environ.get("PYOPENGL_PLATFORM") != "egl":
-        pytest.skip("set PYOPENGL_PLATFORM=egl and run this file alone (VisPy needs its EGL backend)")
-    try:
-        vispy.use(app="egl")
-    except Exception as exc:
-        pytest.skip(f"VisPy's EGL backend is not usable here ({exc}); run this file alone")
-
-
 def _canvas(size):
     from nagare.app.gui.canvas import FieldCanvas
 
