@@ -91,9 +91,52 @@ def _profiled_publish(worker, holder: list):
     worker._publish = publish
 
 
+class GpuTimeline:
+    """GPU-side cost of the display: a timing event after every worker loop iteration (the
+    engine's batch of steps plus what the worker queued with it). With the GPU kept busy (the
+    worker runs ahead), the time between two events is what the GPU spent on that iteration,
+    whatever else (the GL context, interop copies) it was switched to in between. Compared
+    with the median iteration, the excess per drawn frame is the display's GPU cost, measured
+    directly instead of as a difference of two noisy rates."""
+
+    def __init__(self, worker):
+        self.worker, self.events, self.on = worker, [], False
+        inner = worker._fence
+
+        def fence():
+            inner()
+            eng = worker.engine
+            if self.on and eng.backend.is_gpu:
+                ev = eng.xp.cuda.Event(block=False)
+                ev.record(eng.stream)
+                self.events.append(ev)
+
+        worker._fence = fence
+
+    def summary(self, frames: int) -> dict:
+        import numpy as np
+
+        if len(self.events) < 3:
+            return {}
+        self.events[-1].synchronize()
+        cp = self.worker.engine.xp
+        ms = np.array([cp.cuda.get_elapsed_time(a, b) for a, b in zip(self.events, self.events[1:])])
+        base = float(np.median(ms))
+        extra = ms - base
+        return {"iterations": int(len(ms)), "iteration_ms_median": base,
+                "iteration_ms_p90": float(np.quantile(ms, 0.9)), "iteration_ms_max": float(ms.max()),
+                "gpu_excess_ms_per_frame": float(extra.sum() / frames) if frames else None,
+                "iterations_over_0.2ms_per_frame": float((extra > 0.2).sum() / frames) if frames else None}
+
+
+EXPERIMENTS = ("none", "publish-only", "draw-only", "no-overlay", "no-decor", "fixed-range", "no-field-copy")
+
+
 def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(1280, 960), hud: bool = True,
                  profile: Path | None = None, warmup: float = 3.0, worker_attrs: dict | None = None,
-                 experiment: str = "none", profile_draw: Path | None = None) -> dict:
+                 experiment: str = "none", profile_draw: Path | None = None, field_path: str = "auto",
+                 interop_wait: bool = False, timeline: bool = False, upload: str = "shared",
+                 lod: bool = True) -> dict:
     from vispy.gloo import gl
 
     from .canvas import FieldCanvas
@@ -101,7 +144,27 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
 
     canvas = FieldCanvas(size=size, show=False)
     canvas.set_backend(backend_name)
-    if experiment == "no-overlay":  # the tracers are stepped but neither copied nor drawn
+    canvas.shared_uploads = upload == "shared"
+    canvas.grid_lod = lod
+    if field_path == "host":  # an experiment: the field through host memory even where interop works
+        canvas.display_path, canvas.path_reason = "host", "forced by --field-path host"
+    if interop_wait:  # an experiment: the UI thread waits (GIL released) until each interop copy has run
+        from . import interop
+
+        interop.TextureInterop.wait_for_copy = True
+    parts = set(experiment.split(","))  # experiments combine: e.g. "no-decor,fixed-range"
+    unknown = parts - set(EXPERIMENTS)
+    if unknown:
+        raise SystemExit(f"bench_display: unknown experiment {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(EXPERIMENTS)}")
+    if "fixed-range" in parts:  # a fixed colour range: no range read back, the colour bar never changes
+        canvas.set_range((-0.05, 0.05))
+    if "no-field-copy" in parts:  # the field's texture is never written after the first frame
+        canvas._upload_interop = lambda data, event, shape: None
+    if "no-decor" in parts:  # neither colour bar nor axes (their text and ticks)
+        canvas.colorbar_on = canvas.axes_on = False
+        canvas.relayout()
+    if "no-overlay" in parts:  # the tracers are stepped but neither copied nor drawn
         canvas._upload_overlay = lambda pk: setattr(canvas.overlay, "visible", False)
     worker = SimulationWorker(preset, backend_name)
     for key, value in (worker_attrs or {}).items():  # an experiment: e.g. diagnostics_interval=1e9
@@ -117,6 +180,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         import cProfile
 
         draw_prof = [cProfile.Profile()]
+    tl = GpuTimeline(worker) if timeline else None
     worker.start()
     if hud:
         from .hud import Hud
@@ -147,10 +211,10 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
                     pacer.drawn(now)
                     last_seq = pk.seq
                     t_draw = time.perf_counter()
-                    if experiment != "publish-only":  # publish-only: the worker's side alone, no GL
+                    if "publish-only" not in parts:  # publish-only: the worker's side alone, no GL
                         if draw_prof is not None:
                             draw_prof[0].enable()
-                        if experiment != "draw-only" or frames == 0:  # draw-only: GL without uploads
+                        if "draw-only" not in parts or frames == 0:  # draw-only: GL without uploads
                             canvas.show_packet(pk)
                         t_draw = time.perf_counter()
                         canvas.draw_now(finish=True)
@@ -176,7 +240,11 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         frames, draw_ms[:] = 0, []
         n0, t0 = worker.engine.step_count, time.perf_counter()
         pub0, waits0, seq0 = worker.publish_s, worker.throttle_waits, worker._seq
+        if tl is not None:
+            tl.on = True
         draw_loop(seconds)
+        if tl is not None:
+            tl.on = False
         n1, t1 = worker.engine.step_count, time.perf_counter()
         pub1, waits1, seq1 = worker.publish_s, worker.throttle_waits, worker._seq
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} / {gl.glGetParameter(gl.GL_RENDERER)}"
@@ -199,12 +267,14 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             "display_path": canvas.display_path, "display_label": canvas.display_label,
             "path_reason": canvas.path_reason, "gl": vendor,
             "host_copies": canvas.host_copies, "interop_copies": getattr(canvas._interop, "copies", 0),
+            "interop_upload": type(canvas._interop).__name__ if canvas._interop is not None else None,
+            "texture_shape": list(canvas._image_shape) if canvas._image_shape else None,
             "draw_ms_mean": sum(draw_ms) / len(draw_ms) if draw_ms else None,
             "draw_ms_median": draw_ms[len(draw_ms) // 2] if draw_ms else None,
             "draw_ms_max": draw_ms[-1] if draw_ms else None,
             "ui_busy_share": sum(draw_ms) * 1e-3 / (t1 - t0),
             "worker_publish_share": (pub1 - pub0) / (t1 - t0), "worker_gpu_waits": waits1 - waits0,
-            "hud": hud_state}
+            "hud": hud_state, "gpu_timeline": tl.summary(frames) if tl is not None else None}
 
 
 def _breakdown(name, overrides, backend, seconds) -> dict:
@@ -243,11 +313,24 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=float, default=3.0, help="seconds of display before measuring (compiles)")
     p.add_argument("--worker", dest="worker_attrs", action="append", default=[], metavar="NAME=SECONDS",
                    help="set a worker interval for an experiment (e.g. diagnostics_interval=1e9: no NaN checks)")
-    p.add_argument("--experiment", default="none", choices=["none", "publish-only", "draw-only", "no-overlay"],
-                   help="where does a frame's cost go: publish-only (packets made, nothing drawn), draw-only "
-                        "(redraw without uploads), no-overlay (tracers not copied or drawn)")
+    p.add_argument("--experiment", default="none",
+                   help="where does a frame's cost go (comma-separated, they combine): publish-only (packets "
+                        "made, nothing drawn), draw-only (redraw without uploads), no-overlay (tracers not copied "
+                        "or drawn), no-decor (no colour bar, no axes), fixed-range (no range read back, the colour "
+                        "bar never changes), no-field-copy (the field texture not written after the first frame)")
     p.add_argument("--profile-publish", type=Path, help="cProfile the worker's frame publishing into this file")
     p.add_argument("--profile-draw", type=Path, help="cProfile the UI thread's uploads and draws into this file")
+    p.add_argument("--field-path", choices=["auto", "host"], default="auto",
+                   help="experiment: 'host' draws the field through host memory even where interop works")
+    p.add_argument("--timeline", action="store_true",
+                   help="time every worker iteration on the GPU: the display's GPU cost per frame, directly")
+    p.add_argument("--upload", choices=["shared", "mapped"], default="shared",
+                   help="interop uploads of a grid: buffers shared by CUDA and GL (the app's default where "
+                        "the driver offers them) or the texture mapped for each copy")
+    p.add_argument("--no-lod", dest="lod", action="store_false",
+                   help="upload every cell of a field even where the view shows several cells a pixel")
+    p.add_argument("--interop-wait", action="store_true",
+                   help="experiment: the UI thread waits for each interop copy before it draws")
     p.add_argument("--particles", choices=["splat", "sprites"], default="splat",
                    help="3D particles on the interop path: splatted by CUDA (default) or GL point sprites")
     a = p.parse_args(argv)
@@ -283,6 +366,9 @@ def main(argv=None) -> int:
     if a.preset:
         name, overrides = a.preset, []
     overrides = a.overrides if a.overrides is not None else overrides
+    unknown = set(a.experiment.split(",")) - set(EXPERIMENTS)
+    if unknown:  # before the headless run, not after it
+        p.error(f"unknown experiment {', '.join(sorted(unknown))}; known: {', '.join(EXPERIMENTS)}")
     backend = get_backend(a.backend)
     preset = load_preset(name, overrides, backend=backend.name)
     print(f"display overhead: {name} {' '.join(overrides)} on {backend.name}, {a.seconds:.0f} s each", flush=True)
@@ -293,7 +379,8 @@ def main(argv=None) -> int:
         breakdown = _breakdown(name, overrides, backend, min(a.seconds, 5.0))
     disp = display_rate(preset, backend.name, a.seconds, a.fps, hud=a.hud, profile=a.profile_publish,
                         warmup=a.warmup, worker_attrs=worker_attrs, experiment=a.experiment,
-                        profile_draw=a.profile_draw)
+                        profile_draw=a.profile_draw, field_path=a.field_path, interop_wait=a.interop_wait,
+                        timeline=a.timeline, upload=a.upload, lod=a.lod)
     n0, n1 = disp["steps_window"]
     head = headless_window(preset, backend, n0, n1)  # the ratio's reference: the same steps
     print(f"  headless      {head:10.1f} steps/s over the display run's steps {n0}–{n1}", flush=True)
@@ -307,6 +394,11 @@ def main(argv=None) -> int:
           f"max {ms(disp['draw_ms_max'])} ms; UI thread busy drawing {100 * disp['ui_busy_share']:.1f} % of the time")
     print(f"  worker        publishing {100 * disp['worker_publish_share']:.1f} % of the time, "
           f"waited for the GPU {disp['worker_gpu_waits']}×")
+    if disp.get("gpu_timeline"):
+        g = disp["gpu_timeline"]
+        print(f"  GPU timeline  iteration median {g['iteration_ms_median']:.3f} ms, p90 {g['iteration_ms_p90']:.3f}, "
+              f"max {g['iteration_ms_max']:.3f}; excess {g['gpu_excess_ms_per_frame']:.3f} ms a frame, "
+              f"{g['iterations_over_0.2ms_per_frame']:.2f} slow iterations a frame")
     print(f"  ratio         {ratio:10.3f}   (display steps/s over headless steps/s of the same steps)")
     if a.out:
         info = backend.device_info().as_dict()
@@ -315,7 +407,8 @@ def main(argv=None) -> int:
                   "seconds": a.seconds, "fps_cap": a.fps, "headless_steps_per_s": head,
                   "headless_steps_per_s_from_start": head_start, "display": disp,
                   "headless_breakdown": breakdown, "ratio": ratio, "experiment": a.experiment,
-                  "particles": a.particles}
+                  "particles": a.particles, "field_path": a.field_path, "interop_wait": a.interop_wait,
+                  "upload": a.upload, "lod": a.lod}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(result, indent=1))
         a.out.with_suffix(".md").write_text(

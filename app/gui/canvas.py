@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -36,9 +37,19 @@ from vispy.visuals.transforms import STTransform
 from . import interop
 from .axes2d import Axes2D, AxesSpec, axis_title, strip_sizes
 from .colorbar import ColorBar, Legend, level_legend
+from .grid_lod import block_mean, grid_step
+from .shared_texture import SharedTexture
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
 
 log = logging.getLogger("nagare")
+
+
+def _short(exc: Exception) -> str:
+    """An exception as one short line (for a message logged once)."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text[:160]}"
+
+
 __all__ = ["Drawer", "FieldCanvas", "LEVEL_COLOURS", "Particles3DDrawer", "box_segments", "host"]
 
 
@@ -71,6 +82,13 @@ def host(a, backend: str):
         # (the engine's stream is ordered with the default stream): copy on a private stream.
         return a.get(stream=_copy_stream())
     return np.asarray(a)
+
+
+def _wait_event(event, poll_s: float = 1e-4) -> None:
+    """Until a CUDA event is done, polling with the GIL released (never a spinning
+    cudaEventSynchronize on the UI thread: see worker._throttle)."""
+    while not event.done:
+        time.sleep(poll_s)
 
 
 def _host_scalar(x) -> float:
@@ -258,12 +276,19 @@ class FieldCanvas(scene.SceneCanvas):
         self._fit = False
         self.display_label = "—"
         self.path_reason = ""
-        self._interop: interop.TextureInterop | None = None
+        self._interop: interop.TextureInterop | SharedTexture | None = None
+        # grids through buffers CUDA and GL share (no map/unmap a frame); off after a failure
+        self.shared_uploads = True
         self._pending: FramePacket | None = None
         self.shown: FramePacket | None = None
         self.current_range = (0.0, 1.0)
         self._kind = None
-        self._image_shape = None
+        self._image_shape = None  # the field texture's shape (the field's, or its block means')
+        self._field_shape = None  # the shown 2D field's shape
+        self._image_scale = None  # (spacing, k) the image's transform was set for
+        self._grid_k = 1  # the texture holds k×k block means of the field (grid_lod.py)
+        self.grid_lod = True
+        self._lod_stream = None
         self._mask_key = None
         self._spacing = None
         self.frames_drawn = 0
@@ -408,6 +433,7 @@ class FieldCanvas(scene.SceneCanvas):
 
     def prepare(self) -> None:
         """Upload the pending packet if its snapshot is complete (GL context must be current)."""
+        self._check_grid_step()
         pk = self._pending
         if pk is not None and pk.ready():
             self._pending = None
@@ -467,6 +493,8 @@ class FieldCanvas(scene.SceneCanvas):
         if three_d:
             self.view.camera.depth_value = 1e4
         self._image_shape = None
+        self._field_shape = None
+        self._image_scale = None
         self._fit = True
 
     def _upload(self, pk: FramePacket) -> None:
@@ -524,26 +552,43 @@ class FieldCanvas(scene.SceneCanvas):
         self.image.clim = (lo, hi)
         shape = tuple(pk.data.shape)
         self._decide_path()
-        if self.display_path == "interop" and self._image_shape == shape:
-            # The texture of this shape exists (drawn once): write it from the device directly.
-            if self._interop is None:
-                self._interop = interop.TextureInterop(self._gl_texture_handle(), shape)
-            self._interop.upload(pk.data, pk.event)
-        else:
-            # First frame of a shape (VisPy allocates the texture) or the host path.
-            self._drop_interop()
-            self.host_copies += pk.backend == "cupy"
-            self.image.set_data(host(pk.data, pk.backend))
-        if self._image_shape != shape:
-            self._image_shape = shape
+        if shape != self._field_shape:  # a new field: framed after this upload, at full resolution
+            self._field_shape = shape
             self._fit = True
         if pk.spacing != self._spacing:
             # Only on change: a new transform object makes VisPy regenerate and relink the
             # visuals' shader programs (tens of ms per frame on NVIDIA's GLSL compiler).
             self._spacing = pk.spacing
-            scale = STTransform(scale=(pk.spacing, pk.spacing))  # cell (i, j) covers [i, i+1)·spacing
-            self.image.transform = scale
-            self.mask_image.transform = scale
+            self.mask_image.transform = STTransform(scale=(pk.spacing, pk.spacing))  # cell (i, j): [i, i+1)·spacing
+        # The texture: every cell, or k×k block means when the view shows k ≥ 2 cells a pixel (grid_lod.py).
+        k = 1 if self._fit else self._wanted_grid_step(pk)
+        data, event = pk.data, pk.event
+        if k > 1:
+            try:
+                data, event = self._block_means(pk, k)
+            except Exception as exc:  # e.g. out of GPU memory: every cell from now on, said once
+                interop.log_once(f"display: cannot reduce the field to the screen's resolution "
+                                 f"({_short(exc)}); uploading every cell")
+                self.grid_lod, k = False, 1
+        self._grid_k = k
+        tex_shape = tuple(data.shape)
+        if self.display_path == "interop" and self._image_shape == tex_shape:
+            # The texture of this shape exists (drawn once): write it from the device directly.
+            self._upload_interop(data, event, tex_shape)
+        else:
+            # First frame of a shape (VisPy allocates the texture) or the host path.
+            self._drop_interop()
+            self.host_copies += pk.backend == "cupy"
+            if event is not pk.event:
+                _wait_event(event)  # the block means ran on their own stream; host() copies on another
+            self.image.set_data(host(data, pk.backend))
+            self._image_shape = tex_shape
+        if (pk.spacing, k) != self._image_scale:
+            self._image_scale = (pk.spacing, k)
+            if isinstance(self.image.transform, STTransform):
+                self.image.transform.scale = (pk.spacing * k, pk.spacing * k)  # in place: no program rebuild
+            else:
+                self.image.transform = STTransform(scale=(pk.spacing * k, pk.spacing * k))
         self._upload_mask(pk)
         self._upload_overlay(pk)
 
@@ -592,6 +637,71 @@ class FieldCanvas(scene.SceneCanvas):
         level = host(pk.level, pk.backend)
         self.legend_levels = sorted(int(v) for v in np.unique(level))
         self.lines.set_data(box_segments(lo, hi), color=np.repeat(level_colours(level), 24, axis=0))
+
+    def _wanted_grid_step(self, pk: FramePacket) -> int:
+        """k of the texture for this view: the cells per pixel it shows, ≥ 1 (grid_lod.py);
+        1 for host fields, with grid_lod off, or under a camera other than the 2D one."""
+        if not self.grid_lod or isinstance(pk.data, np.ndarray) or pk.backend != "cupy":
+            return 1
+        if not isinstance(self.view.camera, scene.PanZoomCamera) or pk.data.ndim != 2:
+            return 1
+        rect = self.view.camera.rect
+        _, _, w, h = self.field_rect()
+        return grid_step(rect.width, rect.height, w, h, pk.spacing)
+
+    def _block_means(self, pk: FramePacket, k: int):
+        """(k×k block means of the packet's field, an event after them), on a stream of the
+        canvas' own that first waits for the packet's snapshot."""
+        import cupy as cp
+
+        if self._lod_stream is None:
+            self._lod_stream = cp.cuda.Stream(non_blocking=True)
+        stream = self._lod_stream
+        if pk.event is not None:
+            stream.wait_event(pk.event)
+        with stream:
+            small = block_mean(pk.data, k)
+            done = cp.cuda.Event(block=False, disable_timing=True)
+            done.record(stream)
+        return small, done
+
+    def _check_grid_step(self) -> None:
+        """A zoom that changes the texture's k redraws the shown field at the new k, also when
+        no new packet comes (a paused run)."""
+        pk = self.shown
+        if (self._pending is None and pk is not None and pk.kind in ("grid2d", "grid3d")
+                and self._field_shape is not None and not self._fit
+                and self._wanted_grid_step(pk) != self._grid_k):
+            self._pending = pk
+
+    def _upload_interop(self, data, event, shape) -> None:
+        """The field into the image's texture from the device: through buffers CUDA and GL share
+        (shared_texture.py: no map/unmap a frame) where the driver offers it, else by mapping the
+        registered texture for each copy (interop.py)."""
+        if self._interop is None:
+            self._interop = self._new_interop(shape)
+        try:
+            self._interop.upload(data, event)
+        except Exception as exc:
+            if not isinstance(self._interop, SharedTexture):
+                raise
+            interop.log_once(f"display: shared display buffers failed ({_short(exc)}); "
+                             f"mapping the texture for each frame instead")
+            self.shared_uploads = False
+            self._drop_interop()
+            self._interop = self._new_interop(shape)
+            self._interop.upload(data, event)
+
+    def _new_interop(self, shape):
+        handle = self._gl_texture_handle()
+        if self.shared_uploads:
+            try:
+                return SharedTexture(handle, shape)
+            except Exception as exc:
+                interop.log_once(f"display: no shared display buffers ({_short(exc)}); "
+                                 f"mapping the texture for each frame instead")
+                self.shared_uploads = False
+        return interop.TextureInterop(handle, shape)
 
     def _drop_interop(self) -> None:
         if self._interop is not None:
@@ -647,7 +757,9 @@ class GridDrawer(Drawer):
         canvas.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
 
     def display_label(self, canvas):
-        return canvas.display_path  # grids may go through interop; geometry always uses the host
+        # grids may go through interop; geometry always uses the host
+        shared = isinstance(canvas._interop, SharedTexture)
+        return canvas.display_path + (" (shared buffers)" if shared else "")
 
 
 class GeometryDrawer(Drawer):

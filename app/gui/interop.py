@@ -24,6 +24,7 @@ tests/app/test_interop_gpu.py on an H200.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -54,6 +55,15 @@ def cuda_python_runtime():
         except Exception as exc:
             return None, f"cuda-python is not installed ({type(exc).__name__}); pip install nagare[gpu]"
     return cudart, ""
+
+
+def require_runtime(cudart=None):
+    """``cudart`` as given, else cuda-python's runtime; a RuntimeError saying why when there is none."""
+    if cudart is None:
+        cudart, reason = cuda_python_runtime()
+        if cudart is None:
+            raise RuntimeError(reason)
+    return cudart
 
 
 def choose_path(backend: str, gl_vendor: str, cudart_available: bool, cudart_reason: str = "") -> tuple[str, str]:
@@ -141,12 +151,11 @@ def _cupy_event_recorder(stream):
 class TextureInterop:
     """One registered GL texture. Create and use only with the GL context current."""
 
+    wait_for_copy = False  # bench_display --interop-wait: return only once the copy has run
+    poll_s = 2e-4
+
     def __init__(self, gl_texture: int, shape: tuple[int, ...], cudart=None, record_event=None):
-        if cudart is None:
-            cudart, reason = cuda_python_runtime()
-            if cudart is None:
-                raise RuntimeError(reason)
-        self.rt = cudart
+        self.rt = cudart = require_runtime(cudart)
         self.shape = tuple(shape)
         self.gl_texture = int(gl_texture)
         flags = cudart.cudaGraphicsRegisterFlags.cudaGraphicsRegisterFlagsWriteDiscard
@@ -181,8 +190,11 @@ class TextureInterop:
         finally:
             # An event after the copy (after whatever of it was enqueued): until it is done the
             # array must not return to CuPy's pool.
-            self.in_flight.hold(array, self._record_event())
+            done = self._record_event()
+            self.in_flight.hold(array, done)
         self.copies += 1
+        while self.wait_for_copy and not done.done:
+            time.sleep(self.poll_s)  # GIL released; no spinning cudaEventSynchronize (see worker._throttle)
 
     def close(self) -> None:
         if self.resource is not None:
@@ -233,11 +245,7 @@ class _Registered:
     """Shared by the 3D interops: a registered GL object, its own stream and the in-flight arrays."""
 
     def _init(self, cudart, record_event):
-        if cudart is None:
-            cudart, reason = cuda_python_runtime()
-            if cudart is None:
-                raise RuntimeError(reason)
-        self.rt = cudart
+        self.rt = cudart = require_runtime(cudart)
         self.stream = _check(cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking), "cudaStreamCreate")
         self._record_event = record_event or _cupy_event_recorder(self.stream)
         self.in_flight = InFlight()

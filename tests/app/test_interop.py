@@ -166,3 +166,94 @@ def test_a_failed_copy_still_holds_the_snapshot():
         tex.upload(FakeDeviceArray((4, 6)))
     assert rt.calls[-2:] == ["cudaGraphicsUnmapResources", "record"] and len(tex.in_flight) == 1
     assert tex.copies == 0
+
+
+# ---- the canvas' choice between shared display buffers and a texture mapped per copy ----------
+class _Upload:
+    """Stands for SharedTexture / TextureInterop: records uploads, or fails as told."""
+
+    made: list = []
+
+    def __init__(self, handle, shape, fail_init=False, fail_upload=False):
+        if fail_init:
+            raise RuntimeError("the GL context lacks GL_EXT_memory_object_fd")
+        self.shape, self.fail_upload, self.uploads, self.closed = shape, fail_upload, [], False
+        _Upload.made.append(self)
+
+    def upload(self, array, event=None):
+        if self.fail_upload:
+            raise RuntimeError("glTexSubImage2D: GL_INVALID_OPERATION")
+        self.uploads.append(array)
+
+    def close(self):
+        self.closed = True
+
+
+def _fake_canvas(monkeypatch, shared_init_fails=False, shared_upload_fails=False, mapped_fails=False):
+    """A stand-in for FieldCanvas with the real upload-choice methods and fake upload classes."""
+    from types import SimpleNamespace
+
+    from nagare.app.gui import canvas as canvas_mod
+
+    class Shared(_Upload):
+        def __init__(self, handle, shape):
+            super().__init__(handle, shape, fail_init=shared_init_fails, fail_upload=shared_upload_fails)
+
+    class Mapped(_Upload):
+        def __init__(self, handle, shape):
+            super().__init__(handle, shape, fail_upload=mapped_fails)
+
+    monkeypatch.setattr(canvas_mod, "SharedTexture", Shared)
+    monkeypatch.setattr(interop, "TextureInterop", Mapped)
+    monkeypatch.setattr(interop, "_logged", set())
+    c = SimpleNamespace(_interop=None, shared_uploads=True, _gl_texture_handle=lambda: 7)
+    c._new_interop = lambda shape: canvas_mod.FieldCanvas._new_interop(c, shape)
+
+    def drop():
+        if c._interop is not None:
+            c._interop.close()
+            c._interop = None
+    c._drop_interop = drop
+    c.upload = lambda pk, shape: canvas_mod.FieldCanvas._upload_interop(c, pk.data, pk.event, shape)
+    return c, Shared, Mapped
+
+
+def _pk(i):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(data=f"field {i}", event=None)
+
+
+def test_grids_go_through_shared_buffers_when_they_can(monkeypatch, caplog):
+    c, Shared, Mapped = _fake_canvas(monkeypatch)
+    for i in range(3):
+        c.upload(_pk(i), (4, 4))
+    assert type(c._interop) is Shared and c._interop.uploads == ["field 0", "field 1", "field 2"]
+    assert c.shared_uploads and "shared display buffers" not in caplog.text
+
+
+def test_no_shared_buffers_falls_back_to_mapping_and_says_so_once(monkeypatch, caplog):
+    c, Shared, Mapped = _fake_canvas(monkeypatch, shared_init_fails=True)
+    with caplog.at_level(logging.INFO, logger="nagare"):
+        c.upload(_pk(0), (4, 4))
+        c._drop_interop()  # a new shape: the choice is not tried again
+        c.upload(_pk(1), (8, 8))
+    assert type(c._interop) is Mapped and c._interop.uploads == ["field 1"] and not c.shared_uploads
+    assert caplog.text.count("no shared display buffers") == 1 and "GL_EXT_memory_object_fd" in caplog.text
+
+
+def test_a_failing_shared_upload_is_redone_by_mapping_and_nothing_is_lost(monkeypatch, caplog):
+    c, Shared, Mapped = _fake_canvas(monkeypatch, shared_upload_fails=True)
+    with caplog.at_level(logging.INFO, logger="nagare"):
+        c.upload(_pk(0), (4, 4))
+        c.upload(_pk(1), (4, 4))
+    shared = [u for u in _Upload.made if type(u) is Shared][-1]
+    assert shared.closed, "the failed shared buffers are released"
+    assert type(c._interop) is Mapped and c._interop.uploads == ["field 0", "field 1"]
+    assert caplog.text.count("shared display buffers failed") == 1
+
+
+def test_a_failing_mapped_upload_is_not_swallowed(monkeypatch):
+    c, Shared, Mapped = _fake_canvas(monkeypatch, shared_init_fails=True, mapped_fails=True)
+    with pytest.raises(RuntimeError, match="GL_INVALID_OPERATION"):
+        c.upload(_pk(0), (4, 4))

@@ -39,12 +39,19 @@ def _packet(cp, field, seq):
                        fields=("f",))
 
 
-def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, caplog):
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-buffers", "mapped-texture"])
+def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, caplog, shared):
+    """Both device → texture uploads: buffers CUDA and GL share (the default where the driver
+    offers GL_EXT_memory_object_fd, as NVIDIA's does) and the texture mapped for each copy."""
     import cupy as cp
     from nagare.app.gui import canvas as canvas_mod
+    from nagare.app.gui import interop
+    from nagare.app.gui.shared_texture import SharedTexture
     from vispy.gloo import gl
 
     c = egl_canvas
+    c._drop_interop()
+    c.shared_uploads = shared
     c.set_colormap(CMAP)
     c.set_range(RANGE)
     first = _packet(cp, random_field(N_Y, N_X, 1), 1)
@@ -66,6 +73,7 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, 
     frame = c.grab()  # uploads through interop, renders, reads back
     assert "cannot draw frame" not in caplog.text, caplog.text[-2000:]
     assert c._interop is not None and c._interop.copies >= 1 and c.shown.seq == 2
+    assert type(c._interop) is (SharedTexture if shared else interop.TextureInterop), caplog.text[-2000:]
     monkeypatch.undo()
     # the snapshot stays owned by the interop until the event after its copy is done
     cp.cuda.runtime.deviceSynchronize()
@@ -79,3 +87,70 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, 
     c.image.set_data(field)
     host_frame = c.render(alpha=False)
     np.testing.assert_array_equal(frame, host_frame)
+
+
+def test_shared_buffers_alternate_and_every_frame_shows_its_own_field(egl_canvas, caplog):
+    """Frames in a row through the two shared buffers (each written by CUDA only after GL's
+    fence says GL has read it): every frame shows its own field, none the one before it."""
+    import cupy as cp
+    from nagare.app.gui.shared_texture import SharedTexture
+
+    c = egl_canvas
+    c._drop_interop()
+    c.shared_uploads = True
+    c.set_colormap(CMAP)
+    c.set_range(RANGE)
+    for seq in range(10, 16):
+        field = random_field(N_Y, N_X, seq)
+        pk = _packet(cp, field, seq)
+        pk.event.synchronize()
+        c.show_packet(pk)
+        frame = c.grab()
+        assert type(c._interop) is SharedTexture, caplog.text[-2000:]
+        assert c.shown.seq == seq
+        assert_frame_shows_field(frame, field)
+    assert c._interop.copies >= 5  # the first frame of the test may have been the host's
+    c._drop_interop()
+
+
+def test_a_field_finer_than_the_screen_is_drawn_from_its_block_means(egl_canvas, monkeypatch, caplog):
+    """A 2N × 2N field in an N-pixel view (2 cells a pixel): the texture holds the 2×2 block
+    means (computed on the device, uploaded through interop, no host copy) and the frame shows
+    them one texel a pixel. Zoomed in to one cell a pixel, with no new packet, every cell again."""
+    import cupy as cp
+    from nagare.app.gui import canvas as canvas_mod
+    from nagare.app.gui.grid_lod import block_mean
+
+    c = egl_canvas
+    c._drop_interop()
+    c.shared_uploads = True
+    c.set_colormap(CMAP)
+    c.set_range(RANGE)
+    fields = [random_field(2 * N_Y, 2 * N_X, 30 + i) for i in range(3)]
+    for i, field in enumerate(fields[:2]):  # first: full resolution, framed; second: a new texture of means
+        pk = _packet(cp, field, 30 + i)
+        pk.event.synchronize()
+        c.show_packet(pk)
+        c.draw_now(finish=True)
+        c.view.camera.rect = (0, 0, 2 * N_X, 2 * N_Y)  # two cells a pixel, cell edges on pixel edges
+    assert c._grid_k == 2 and c._image_shape == (N_Y, N_X)
+
+    def no_host(*a, **k):
+        raise AssertionError("a host copy was made on the interop path")
+
+    monkeypatch.setattr(canvas_mod, "host", no_host)
+    pk = _packet(cp, fields[2], 32)
+    pk.event.synchronize()
+    c.show_packet(pk)
+    frame = c.grab()
+    assert "cannot draw frame" not in caplog.text, caplog.text[-2000:]
+    assert c._interop is not None and c._interop.copies >= 1 and c.shown.seq == 32
+    monkeypatch.undo()
+    assert_frame_shows_field(frame, block_mean(fields[2], 2))
+
+    # zoomed in to one cell a pixel: the same packet again, every cell (no new packet needed)
+    c.view.camera.rect = (0, 0, N_X, N_Y)
+    frame = c.grab()
+    assert c._grid_k == 1
+    assert_frame_shows_field(frame, fields[2][:N_Y, :N_X])
+    c._drop_interop()
