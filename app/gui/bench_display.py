@@ -394,7 +394,7 @@ def main(argv=None) -> int:
           f"max {ms(disp['draw_ms_max'])} ms; UI thread busy drawing {100 * disp['ui_busy_share']:.1f} % of the time")
     print(f"  worker        publishing {100 * disp['worker_publish_share']:.1f} % of the time, "
           f"waited for the GPU {disp['worker_gpu_waits']}×")
-    if disp.get("gpu_timeline"):
+    if disp.get("gpu_timeline") and disp["gpu_timeline"].get("gpu_excess_ms_per_frame") is not None:
         g = disp["gpu_timeline"]
         print(f"  GPU timeline  iteration median {g['iteration_ms_median']:.3f} ms, p90 {g['iteration_ms_p90']:.3f}, "
               f"max {g['iteration_ms_max']:.3f}; excess {g['gpu_excess_ms_per_frame']:.3f} ms a frame, "

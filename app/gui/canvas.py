@@ -289,6 +289,7 @@ class FieldCanvas(scene.SceneCanvas):
         self._grid_k = 1  # the texture holds k×k block means of the field (grid_lod.py)
         self.grid_lod = True
         self._lod_stream = None
+        self._lod_reads = interop.InFlight()  # fields the block means may still read
         self._mask_key = None
         self._spacing = None
         self.frames_drawn = 0
@@ -663,6 +664,10 @@ class FieldCanvas(scene.SceneCanvas):
             small = block_mean(pk.data, k)
             done = cp.cuda.Event(block=False, disable_timing=True)
             done.record(stream)
+        # The field is read on this stream after the host has moved on: keep it until then (a
+        # packet dropped meanwhile would hand its memory back to CuPy's pool, see interop.py).
+        self._lod_reads.release_done()
+        self._lod_reads.hold(pk.data, done)
         return small, done
 
     def _check_grid_step(self) -> None:
@@ -678,6 +683,7 @@ class FieldCanvas(scene.SceneCanvas):
         """The field into the image's texture from the device: through buffers CUDA and GL share
         (shared_texture.py: no map/unmap a frame) where the driver offers it, else by mapping the
         registered texture for each copy (interop.py)."""
+        interop.plan_copy(data.shape, data.dtype, data.strides, shape)  # a data error is no buffer failure
         if self._interop is None:
             self._interop = self._new_interop(shape)
         try:

@@ -3,9 +3,14 @@
 :class:`~nagare.app.gui.interop.TextureInterop` maps the registered GL texture around each copy
 (``cudaGraphicsMapResources`` → copy → ``cudaGraphicsUnmapResources``). Map and unmap are
 operations of both the CUDA and the GL context; on a GPU that runs the simulation's CUDA context
-and the window's GL context by time slices, each one costs a switch between the two. Measured
-with ``bench_display --timeline`` (lbm2d-cylinder 2048², H100, 2026-11-27): the uploads took
-0.8 ms of the simulation's GPU time per frame, as much as drawing the frame itself.
+and the window's GL context by time slices, each can cost a switch between the two. Measured
+with ``bench_display --timeline`` (lbm2d-cylinder 2048², H100, 2026-11-27,
+docs/benchmarks/display-h100-2026-11-27b): writing the field's texture takes ~0.8 ms of the
+simulation's GPU time per frame, as much as drawing the frame itself. These buffers do not remove
+that cost (it is paid per write, whichever API writes), but the frame interleaves with the
+simulation less often (2.2 instead of 2.9 slowed iterations a frame) and, with the texture at the
+screen's resolution (grid_lod.py), took 0.08–0.2 ms less a frame than the mapped texture in 4 of 4
+paired runs.
 
 Here the memory both APIs use is allocated once and stays mapped in both for its whole life:
 
@@ -120,10 +125,10 @@ class _Slot:
         self.memory = self.buffer = self.fence = None
         self.alloc = ExportedAllocation(nbytes, cudart)
         try:
-            fd = self.alloc.export_fd()
             ids = np.zeros(1, np.uint32)
             glCreateMemoryObjectsEXT(1, ids)
             self.memory = int(ids[0])
+            fd = self.alloc.export_fd()  # exported last: nothing between here and the import can fail
             try:
                 glImportMemoryFdEXT(self.memory, self.alloc.size, GL_HANDLE_TYPE_OPAQUE_FD_EXT, fd)
             except Exception:
@@ -238,13 +243,21 @@ class SharedTexture:
         self.copies += 1
 
     def close(self) -> None:
-        """Free both sides (GL context current): GL's objects first, then CUDA's memory."""
+        """Free both sides (GL context current): GL's objects first, then CUDA's memory; every
+        slot and the stream even when one of them fails (the first error is raised after)."""
+        error = None
         if self.stream is not None:
             self.rt.cudaStreamSynchronize(self.stream)
         for slot in self._slots:
-            slot.wait_gl_done(self.poll_s)
-            slot.close()
+            try:
+                slot.wait_gl_done(self.poll_s)
+            except Exception as exc:
+                error = error or exc
+            finally:
+                slot.close()
         self._slots = []
         if self.stream is not None:
             self.rt.cudaStreamDestroy(self.stream)
             self.stream = None
+        if error is not None:
+            raise error

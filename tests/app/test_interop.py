@@ -218,17 +218,21 @@ def _fake_canvas(monkeypatch, shared_init_fails=False, shared_upload_fails=False
     return c, Shared, Mapped
 
 
-def _pk(i):
+def _pk(i, shape=(4, 4)):
     from types import SimpleNamespace
 
-    return SimpleNamespace(data=f"field {i}", event=None)
+    return SimpleNamespace(data=np.full(shape, i, np.float32), event=None)
+
+
+def _values(uploads):
+    return [float(u[0, 0]) for u in uploads]
 
 
 def test_grids_go_through_shared_buffers_when_they_can(monkeypatch, caplog):
     c, Shared, Mapped = _fake_canvas(monkeypatch)
     for i in range(3):
         c.upload(_pk(i), (4, 4))
-    assert type(c._interop) is Shared and c._interop.uploads == ["field 0", "field 1", "field 2"]
+    assert type(c._interop) is Shared and _values(c._interop.uploads) == [0, 1, 2]
     assert c.shared_uploads and "shared display buffers" not in caplog.text
 
 
@@ -237,8 +241,8 @@ def test_no_shared_buffers_falls_back_to_mapping_and_says_so_once(monkeypatch, c
     with caplog.at_level(logging.INFO, logger="nagare"):
         c.upload(_pk(0), (4, 4))
         c._drop_interop()  # a new shape: the choice is not tried again
-        c.upload(_pk(1), (8, 8))
-    assert type(c._interop) is Mapped and c._interop.uploads == ["field 1"] and not c.shared_uploads
+        c.upload(_pk(1, (8, 8)), (8, 8))
+    assert type(c._interop) is Mapped and _values(c._interop.uploads) == [1] and not c.shared_uploads
     assert caplog.text.count("no shared display buffers") == 1 and "GL_EXT_memory_object_fd" in caplog.text
 
 
@@ -249,7 +253,7 @@ def test_a_failing_shared_upload_is_redone_by_mapping_and_nothing_is_lost(monkey
         c.upload(_pk(1), (4, 4))
     shared = [u for u in _Upload.made if type(u) is Shared][-1]
     assert shared.closed, "the failed shared buffers are released"
-    assert type(c._interop) is Mapped and c._interop.uploads == ["field 0", "field 1"]
+    assert type(c._interop) is Mapped and _values(c._interop.uploads) == [0, 1]
     assert caplog.text.count("shared display buffers failed") == 1
 
 
@@ -257,3 +261,11 @@ def test_a_failing_mapped_upload_is_not_swallowed(monkeypatch):
     c, Shared, Mapped = _fake_canvas(monkeypatch, shared_init_fails=True, mapped_fails=True)
     with pytest.raises(RuntimeError, match="GL_INVALID_OPERATION"):
         c.upload(_pk(0), (4, 4))
+
+
+def test_a_field_that_does_not_fit_the_texture_is_refused_without_dropping_shared_buffers(monkeypatch):
+    c, Shared, Mapped = _fake_canvas(monkeypatch)
+    c.upload(_pk(0), (4, 4))
+    with pytest.raises(ValueError, match="does not match the texture"):
+        c.upload(_pk(1, (5, 4)), (4, 4))  # a data error, not a failure of the buffers
+    assert c.shared_uploads and type(c._interop) is Shared and _values(c._interop.uploads) == [0]

@@ -90,8 +90,10 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, 
 
 
 def test_shared_buffers_alternate_and_every_frame_shows_its_own_field(egl_canvas, caplog):
-    """Frames in a row through the two shared buffers (each written by CUDA only after GL's
-    fence says GL has read it): every frame shows its own field, none the one before it."""
+    """Frames in a row through the two shared buffers, alternating: every frame shows its own
+    field, none the one before it (a wrong slot, pitch or texture would show). Each frame is read
+    back, which finishes GL's work, so the fences are signalled by the time they are waited for:
+    this does not provoke the race the fences guard against."""
     import cupy as cp
     from nagare.app.gui.shared_texture import SharedTexture
 
