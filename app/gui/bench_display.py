@@ -240,6 +240,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         frames, draw_ms[:] = 0, []
         n0, t0 = worker.engine.step_count, time.perf_counter()
         pub0, waits0, seq0 = worker.publish_s, worker.throttle_waits, worker._seq
+        ck0, cks0 = worker.checkpoints_taken, worker.checkpoint_s
         if tl is not None:
             tl.on = True
         draw_loop(seconds)
@@ -247,6 +248,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             tl.on = False
         n1, t1 = worker.engine.step_count, time.perf_counter()
         pub1, waits1, seq1 = worker.publish_s, worker.throttle_waits, worker._seq
+        ck1, cks1 = worker.checkpoints_taken, worker.checkpoint_s
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} / {gl.glGetParameter(gl.GL_RENDERER)}"
     finally:
         worker.stop()
@@ -274,6 +276,9 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             "draw_ms_max": draw_ms[-1] if draw_ms else None,
             "ui_busy_share": sum(draw_ms) * 1e-3 / (t1 - t0),
             "worker_publish_share": (pub1 - pub0) / (t1 - t0), "worker_gpu_waits": waits1 - waits0,
+            # last-good checkpoints in the window: each one a synchronous copy of the state to the
+            # host (≤ 1 % of a long run by design, but one in an 8 s window weighs more)
+            "worker_checkpoints": ck1 - ck0, "worker_checkpoint_ms": (cks1 - cks0) * 1e3,
             "hud": hud_state, "gpu_timeline": tl.summary(frames) if tl is not None else None}
 
 
@@ -393,7 +398,8 @@ def main(argv=None) -> int:
     print(f"  draw/frame    mean {ms(disp['draw_ms_mean'])} ms, median {ms(disp['draw_ms_median'])} ms, "
           f"max {ms(disp['draw_ms_max'])} ms; UI thread busy drawing {100 * disp['ui_busy_share']:.1f} % of the time")
     print(f"  worker        publishing {100 * disp['worker_publish_share']:.1f} % of the time, "
-          f"waited for the GPU {disp['worker_gpu_waits']}×")
+          f"waited for the GPU {disp['worker_gpu_waits']}×; {disp['worker_checkpoints']} last-good "
+          f"checkpoint(s), {disp['worker_checkpoint_ms']:.0f} ms")
     if disp.get("gpu_timeline") and disp["gpu_timeline"].get("gpu_excess_ms_per_frame") is not None:
         g = disp["gpu_timeline"]
         print(f"  GPU timeline  iteration median {g['iteration_ms_median']:.3f} ms, p90 {g['iteration_ms_p90']:.3f}, "

@@ -166,6 +166,8 @@ class SimulationWorker:
         self._diag_pending: deque = deque()  # (step, device diagnostics, event)
         self._snapshot_cache: dict = {}  # per engine: the mask copy and tracer field snapshot() reuse
         self.publish_s = 0.0  # worker time spent in _publish (bench_display reports it)
+        self.checkpoints_taken = 0  # last-good checkpoints so far, and the worker time they took
+        self.checkpoint_s = 0.0
         self.throttle_waits = 0
         self.log_interval = 1.0
         self.commands: queue.Queue[Command] = queue.Queue()
@@ -507,6 +509,8 @@ class SimulationWorker:
             self.last_good = _owned_checkpoint(eng)  # diagnostics just said: finite and within the sanity bounds
             # A 2048² D2Q9 state is 150 MB: space the checkpoints so they cost ≤ checkpoint_share.
             cost = time.perf_counter() - t0
+            self.checkpoints_taken += 1
+            self.checkpoint_s += cost
             self._ckpt_every = max(self.checkpoint_interval, cost / self.checkpoint_share)
             self._t_last_ckpt = time.perf_counter()
         self.publish_s += time.perf_counter() - now

@@ -36,6 +36,22 @@ def test_worker_runs_without_any_consumer(worker):
     _wait(lambda: worker.latest_packet().seq > seq + 3)
 
 
+def test_last_good_checkpoints_are_counted_with_their_time(fake_preset):
+    """bench_display reports how many last-good checkpoints fell in its window and what they took."""
+    from nagare.app.gui.worker import SimulationWorker
+    from nagare.engine.presets import load_preset
+
+    w = SimulationWorker(load_preset(fake_preset(), backend="numpy"), "numpy", checkpoint_interval=0.05)
+    assert (w.checkpoints_taken, w.checkpoint_s) == (0, 0.0)
+    w.start()
+    try:
+        w.send("play")
+        _wait(lambda: w.checkpoints_taken >= 3)
+        assert w.last_good is not None and w.checkpoint_s > 0.0
+    finally:
+        w.stop()
+
+
 def test_packet_is_a_snapshot_not_live_state(worker):
     worker.send("view", field="rho")
     _wait(lambda: worker.latest_packet().field_name == "rho")
