@@ -5,6 +5,13 @@ class NagareError(Exception):
     """Base class: str(err) is a complete one-line message for the user."""
 
 
+def one_line(exc: BaseException) -> str:
+    """Any exception as one line for a user: a NagareError's own message, else its type and the
+    first line of its text."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if not isinstance(exc, NagareError) else text
+
+
 class PresetError(NagareError):
     """A preset (file, override or variant default) is invalid; nothing has been run."""
 

@@ -132,10 +132,19 @@ class GpuTimeline:
 EXPERIMENTS = ("none", "publish-only", "draw-only", "no-overlay", "no-decor", "fixed-range", "no-field-copy")
 
 
+def experiment_parts(text: str) -> set[str]:
+    """The parts of ``--experiment`` (comma-separated, they combine); ValueError naming an unknown one."""
+    parts = set(text.split(","))
+    unknown = parts - set(EXPERIMENTS)
+    if unknown:
+        raise ValueError(f"unknown experiment {', '.join(sorted(unknown))}; known: {', '.join(EXPERIMENTS)}")
+    return parts
+
+
 def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(1280, 960), hud: bool = True,
                  profile: Path | None = None, warmup: float = 3.0, worker_attrs: dict | None = None,
                  experiment: str = "none", profile_draw: Path | None = None, field_path: str = "auto",
-                 interop_wait: bool = False, timeline: bool = False, upload: str = "shared",
+                 timeline: bool = False, upload: str = "shared",
                  lod: bool = True) -> dict:
     from vispy.gloo import gl
 
@@ -148,15 +157,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
     canvas.grid_lod = lod
     if field_path == "host":  # an experiment: the field through host memory even where interop works
         canvas.display_path, canvas.path_reason = "host", "forced by --field-path host"
-    if interop_wait:  # an experiment: the UI thread waits (GIL released) until each interop copy has run
-        from . import interop
-
-        interop.TextureInterop.wait_for_copy = True
-    parts = set(experiment.split(","))  # experiments combine: e.g. "no-decor,fixed-range"
-    unknown = parts - set(EXPERIMENTS)
-    if unknown:
-        raise SystemExit(f"bench_display: unknown experiment {', '.join(sorted(unknown))}; "
-                         f"known: {', '.join(EXPERIMENTS)}")
+    parts = experiment_parts(experiment)
     if "fixed-range" in parts:  # a fixed colour range: no range read back, the colour bar never changes
         canvas.set_range((-0.05, 0.05))
     if "no-field-copy" in parts:  # the field's texture is never written after the first frame
@@ -334,8 +335,6 @@ def main(argv=None) -> int:
                         "the driver offers them) or the texture mapped for each copy")
     p.add_argument("--no-lod", dest="lod", action="store_false",
                    help="upload every cell of a field even where the view shows several cells a pixel")
-    p.add_argument("--interop-wait", action="store_true",
-                   help="experiment: the UI thread waits for each interop copy before it draws")
     p.add_argument("--particles", choices=["splat", "sprites"], default="splat",
                    help="3D particles on the interop path: splatted by CUDA (default) or GL point sprites")
     a = p.parse_args(argv)
@@ -371,9 +370,10 @@ def main(argv=None) -> int:
     if a.preset:
         name, overrides = a.preset, []
     overrides = a.overrides if a.overrides is not None else overrides
-    unknown = set(a.experiment.split(",")) - set(EXPERIMENTS)
-    if unknown:  # before the headless run, not after it
-        p.error(f"unknown experiment {', '.join(sorted(unknown))}; known: {', '.join(EXPERIMENTS)}")
+    try:
+        experiment_parts(a.experiment)  # before the headless run, not after it
+    except ValueError as exc:
+        p.error(str(exc))
     backend = get_backend(a.backend)
     preset = load_preset(name, overrides, backend=backend.name)
     print(f"display overhead: {name} {' '.join(overrides)} on {backend.name}, {a.seconds:.0f} s each", flush=True)
@@ -384,7 +384,7 @@ def main(argv=None) -> int:
         breakdown = _breakdown(name, overrides, backend, min(a.seconds, 5.0))
     disp = display_rate(preset, backend.name, a.seconds, a.fps, hud=a.hud, profile=a.profile_publish,
                         warmup=a.warmup, worker_attrs=worker_attrs, experiment=a.experiment,
-                        profile_draw=a.profile_draw, field_path=a.field_path, interop_wait=a.interop_wait,
+                        profile_draw=a.profile_draw, field_path=a.field_path,
                         timeline=a.timeline, upload=a.upload, lod=a.lod)
     n0, n1 = disp["steps_window"]
     head = headless_window(preset, backend, n0, n1)  # the ratio's reference: the same steps
@@ -413,7 +413,7 @@ def main(argv=None) -> int:
                   "seconds": a.seconds, "fps_cap": a.fps, "headless_steps_per_s": head,
                   "headless_steps_per_s_from_start": head_start, "display": disp,
                   "headless_breakdown": breakdown, "ratio": ratio, "experiment": a.experiment,
-                  "particles": a.particles, "field_path": a.field_path, "interop_wait": a.interop_wait,
+                  "particles": a.particles, "field_path": a.field_path,
                   "upload": a.upload, "lod": a.lod}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(result, indent=1))

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -29,6 +28,7 @@ from nagare.app import colormaps
 from nagare.app.fieldkinds import lookup, register
 from nagare.app.fieldkinds.boxes import box_segments
 from nagare.app.packets import FramePacket, length_units
+from nagare.engine.errors import one_line
 from vispy import gloo, scene
 from vispy.color import Colormap
 from vispy.visuals import Visual
@@ -42,12 +42,6 @@ from .shared_texture import SharedTexture
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
 
 log = logging.getLogger("nagare")
-
-
-def _short(exc: Exception) -> str:
-    """An exception as one short line (for a message logged once)."""
-    text = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {text[:160]}"
 
 
 __all__ = ["Drawer", "FieldCanvas", "LEVEL_COLOURS", "Particles3DDrawer", "box_segments", "host"]
@@ -82,13 +76,6 @@ def host(a, backend: str):
         # (the engine's stream is ordered with the default stream): copy on a private stream.
         return a.get(stream=_copy_stream())
     return np.asarray(a)
-
-
-def _wait_event(event, poll_s: float = 1e-4) -> None:
-    """Until a CUDA event is done, polling with the GIL released (never a spinning
-    cudaEventSynchronize on the UI thread: see worker._throttle)."""
-    while not event.done:
-        time.sleep(poll_s)
 
 
 def _host_scalar(x) -> float:
@@ -569,7 +556,7 @@ class FieldCanvas(scene.SceneCanvas):
                 data, event = self._block_means(pk, k)
             except Exception as exc:  # e.g. out of GPU memory: every cell from now on, said once
                 interop.log_once(f"display: cannot reduce the field to the screen's resolution "
-                                 f"({_short(exc)}); uploading every cell")
+                                 f"({one_line(exc)}); uploading every cell")
                 self.grid_lod, k = False, 1
         self._grid_k = k
         tex_shape = tuple(data.shape)
@@ -581,7 +568,7 @@ class FieldCanvas(scene.SceneCanvas):
             self._drop_interop()
             self.host_copies += pk.backend == "cupy"
             if event is not pk.event:
-                _wait_event(event)  # the block means ran on their own stream; host() copies on another
+                interop.poll_until_done(event, 1e-4)  # block means on their own stream; host() copies on another
             self.image.set_data(host(data, pk.backend))
             self._image_shape = tex_shape
         if (pk.spacing, k) != self._image_scale:
@@ -691,7 +678,7 @@ class FieldCanvas(scene.SceneCanvas):
         except Exception as exc:
             if not isinstance(self._interop, SharedTexture):
                 raise
-            interop.log_once(f"display: shared display buffers failed ({_short(exc)}); "
+            interop.log_once(f"display: shared display buffers failed ({one_line(exc)}); "
                              f"mapping the texture for each frame instead")
             self.shared_uploads = False
             self._drop_interop()
@@ -704,7 +691,7 @@ class FieldCanvas(scene.SceneCanvas):
             try:
                 return SharedTexture(handle, shape)
             except Exception as exc:
-                interop.log_once(f"display: no shared display buffers ({_short(exc)}); "
+                interop.log_once(f"display: no shared display buffers ({one_line(exc)}); "
                                  f"mapping the texture for each frame instead")
                 self.shared_uploads = False
         return interop.TextureInterop(handle, shape)

@@ -57,6 +57,20 @@ def cuda_python_runtime():
     return cudart, ""
 
 
+def poll_until_done(event, poll_s: float, stop=None) -> bool:
+    """Wait until a CUDA event (``.done``) is done, sleeping ``poll_s`` between queries (the GIL
+    is released while asleep); False if ``stop`` (a threading.Event) was set first.
+
+    Never ``event.synchronize()`` on a thread that shares the GPU with the UI: a thread parked in
+    cudaEventSynchronize (a spinning wait) made the other thread's CUDA calls (interop map/copy,
+    event queries) wait behind it, and the display fell to a few frames/s."""
+    while not event.done:
+        if stop is not None and stop.is_set():
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 def require_runtime(cudart=None):
     """``cudart`` as given, else cuda-python's runtime; a RuntimeError saying why when there is none."""
     if cudart is None:
@@ -151,9 +165,6 @@ def _cupy_event_recorder(stream):
 class TextureInterop:
     """One registered GL texture. Create and use only with the GL context current."""
 
-    wait_for_copy = False  # bench_display --interop-wait: return only once the copy has run
-    poll_s = 2e-4
-
     def __init__(self, gl_texture: int, shape: tuple[int, ...], cudart=None, record_event=None):
         self.rt = cudart = require_runtime(cudart)
         self.shape = tuple(shape)
@@ -190,11 +201,8 @@ class TextureInterop:
         finally:
             # An event after the copy (after whatever of it was enqueued): until it is done the
             # array must not return to CuPy's pool.
-            done = self._record_event()
-            self.in_flight.hold(array, done)
+            self.in_flight.hold(array, self._record_event())
         self.copies += 1
-        while self.wait_for_copy and not done.done:
-            time.sleep(self.poll_s)  # GIL released; no spinning cudaEventSynchronize (see worker._throttle)
 
     def close(self) -> None:
         if self.resource is not None:

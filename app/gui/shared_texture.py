@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from .interop import InFlight, _check, _cupy_event_recorder, plan_copy, require_runtime
+from .interop import InFlight, _check, _cupy_event_recorder, plan_copy, poll_until_done, require_runtime
 
 GL_PIXEL_UNPACK_BUFFER = 0x88EC
 GL_HANDLE_TYPE_OPAQUE_FD_EXT = 0x9586
@@ -223,9 +223,7 @@ class SharedTexture:
         _check(rt.cudaMemcpy2DAsync(slot.alloc.address, self.pitch, array.data.ptr, plan.src_pitch,
                                     plan.width_bytes, plan.height, rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice,
                                     self.stream), "cudaMemcpy2DAsync")
-        done = self._record_event()
-        while not done.done:  # GIL released; never a spinning cudaEventSynchronize (see worker._throttle)
-            time.sleep(self.poll_s)
+        poll_until_done(self._record_event(), self.poll_s)  # the copy is done before GL reads the buffer
         # GL: buffer → texture, inside this frame's GL work; VisPy's bindings restored after.
         bound = int(GL.glGetIntegerv(GL.GL_TEXTURE_BINDING_2D))
         align = int(GL.glGetIntegerv(GL.GL_UNPACK_ALIGNMENT))

@@ -34,6 +34,7 @@ from nagare.app import colormaps
 from nagare.app.fieldkinds import register
 from nagare.app.fieldkinds.boxes import box_segments
 from nagare.app.packets import FramePacket, length_units  # noqa: F401  (length_units: tests import it from here)
+from nagare.engine.errors import one_line
 from vispy import gloo, scene
 from vispy.color import Colormap
 from vispy.visuals import Visual
@@ -800,8 +801,7 @@ class Particles3DDrawer:
             return self._splat_now(quad, view)
         except Exception as exc:
             log.exception("nagare: CUDA splatting of the particles failed")
-            interop.log_once(f"3D particles fall back to GL sprites: the CUDA splat failed "
-                             f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            interop.log_once(f"3D particles fall back to GL sprites: the CUDA splat failed ({one_line(exc)})")
             self.renderer = "sprites"  # this canvas' drawer only
             self._splat_src = None
             quad.visible = False

@@ -38,9 +38,10 @@ from nagare.app.packets import SLICE_AXES, FramePacket, SnapshotContext, ViewReq
 from nagare.engine import registry
 from nagare.engine.backend import get_backend
 from nagare.engine.contract import Engine
-from nagare.engine.errors import Diverged, NagareError
+from nagare.engine.errors import Diverged, NagareError, one_line
 from nagare.engine.families import create_engine
 
+from .interop import poll_until_done
 from .pacing import publish_schedule
 
 log = logging.getLogger("nagare")
@@ -318,7 +319,7 @@ class SimulationWorker:
             self._build(self._preset)
         except Exception as exc:  # a preset that cannot be built: say so, keep the thread for the next one
             log.exception("nagare: cannot build engine")
-            self._notify("error", _one_line(exc))
+            self._notify("error", one_line(exc))
         self._t_publish = time.perf_counter()
         self._t_steps = (time.perf_counter(), self.engine.step_count if self.engine else 0)
         while not self._stop.is_set():
@@ -360,12 +361,9 @@ class SimulationWorker:
         now = time.perf_counter()
         while fences and (len(fences) >= self.max_fences or now - fences[0][1] > self.max_lag_s):
             self.throttle_waits += 1
-            # Poll instead of Event.synchronize(): a thread parked in cudaEventSynchronize (a
-            # spinning wait) made the UI thread's CUDA calls (interop map/copy, event queries) wait
-            # behind it, and the display fell to a few frames/s whenever the worker ran ahead.
-            ev = fences.popleft()[0]
-            while not ev.done:
-                time.sleep(self.poll_s)
+            # Polled, never Event.synchronize(): the display fell to a few frames/s whenever the
+            # worker ran ahead (interop.poll_until_done says why).
+            poll_until_done(fences.popleft()[0], self.poll_s)
 
     def _apply_commands(self) -> int:
         steps = 0
@@ -380,7 +378,7 @@ class SimulationWorker:
                 self._notify("error", str(exc))
             except Exception as exc:
                 log.exception("nagare: command %s failed", cmd.kind)
-                self._notify("error", _one_line(exc))
+                self._notify("error", one_line(exc))
 
     def _apply(self, cmd: Command) -> int | None:
         """Run one command; returns the number of steps it asks for (None: none)."""
@@ -471,7 +469,7 @@ class SimulationWorker:
                 f"{self.last_good['meta']['step']}) can be restored" if self.last_good else "; paused"))
         else:
             log.exception("nagare: step failed")
-            self._notify("error", _one_line(exc))
+            self._notify("error", one_line(exc))
 
     def _publish(self, force: bool = False) -> None:
         now = time.perf_counter()
@@ -548,7 +546,7 @@ class SimulationWorker:
         except Exception as exc:  # a broken quantity must not stop the simulation: stop asking
             log.exception("nagare: logged_quantities failed")
             self._asks_quantities = False
-            self._notify("error", "quantities not shown: " + _one_line(exc))
+            self._notify("error", "quantities not shown: " + one_line(exc))
             return
         if values:
             self._q_seq += 1
@@ -557,17 +555,13 @@ class SimulationWorker:
     def _stream_idle(self) -> bool:
         """Wait, polling with the GIL released, until the engine's stream has run everything
         queued, so that logged_quantities()' device→host copy does not park this thread in a
-        spinning wait (that made the UI thread's CUDA calls wait, see _throttle). It drains the
+        spinning wait (interop.poll_until_done). It drains the
         run-ahead: the GPU then idles for one launch latency, a few times a second. False when
         a stop request came while waiting."""
         eng = self.engine
         ev = eng.xp.cuda.Event(block=False, disable_timing=True)
         ev.record(eng.stream)
-        while not ev.done:
-            if self._stop.is_set():
-                return False
-            time.sleep(self.poll_s)
-        return True
+        return poll_until_done(ev, self.poll_s, stop=self._stop)
 
     def _record_stats(self, now: float) -> None:
         eng = self.engine
@@ -602,7 +596,3 @@ def _owned_checkpoint(engine) -> dict:
         ckpt["arrays"] = {k: np.array(v, copy=True) for k, v in ckpt["arrays"].items()}
     return ckpt
 
-
-def _one_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if not isinstance(exc, NagareError) else text

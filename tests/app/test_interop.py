@@ -269,3 +269,26 @@ def test_a_field_that_does_not_fit_the_texture_is_refused_without_dropping_share
     with pytest.raises(ValueError, match="does not match the texture"):
         c.upload(_pk(1, (5, 4)), (4, 4))  # a data error, not a failure of the buffers
     assert c.shared_uploads and type(c._interop) is Shared and _values(c._interop.uploads) == [0]
+
+
+class _CountingEvent:
+    """Done after ``after`` queries of .done."""
+
+    def __init__(self, after):
+        self.after, self.queries = after, 0
+
+    @property
+    def done(self):
+        self.queries += 1
+        return self.queries > self.after
+
+
+def test_poll_until_done_polls_and_a_stop_request_ends_the_wait():
+    import threading
+
+    ev = _CountingEvent(3)
+    assert interop.poll_until_done(ev, 1e-4) and ev.queries == 4
+    stop = threading.Event()
+    stop.set()
+    never = _CountingEvent(10**9)
+    assert not interop.poll_until_done(never, 1e-4, stop=stop) and never.queries == 1
