@@ -145,7 +145,9 @@ class Engine(ABC):
 
     @abstractmethod
     def state_arrays(self) -> dict[str, Any]:
-        """Every array that influences the future, by name (what a checkpoint holds)."""
+        """Every array that influences the future, by name (what a checkpoint holds). Must not wait
+        for the device (no host reads of device values): the app snapshots it on the stream while
+        the simulation runs on (engine/pending_checkpoint.py)."""
 
     @abstractmethod
     def _load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
@@ -413,12 +415,25 @@ class Engine(ABC):
         with self.on_stream():
             # Copies: a checkpoint must not change when the engine steps on (NumPy arrays are live).
             arrays = {k: np.array(self.backend.asnumpy(v), copy=True) for k, v in self.state_arrays().items()}
-        meta = {
-            "format": CHECKPOINT_FORMAT, "family": self.family, "step": self.step_count, "time": self.time,
+        return {"meta": self.checkpoint_meta(), "arrays": arrays}
+
+    def checkpoint_meta(self, time: float | None = None) -> dict[str, Any]:
+        """A checkpoint's metadata at the current step; ``time`` None reads :attr:`time` (which may
+        wait for the device where the clock lives there: SPH's adaptive Δt)."""
+        return {
+            "format": CHECKPOINT_FORMAT, "family": self.family, "step": self.step_count,
+            "time": self.time if time is None else time,
             "variants": self.selection, "preset": raw_dict(self.preset), "preset_hash": self.preset.content_hash,
             "preset_source": self.preset.source,
         }
-        return {"meta": meta, "arrays": arrays}
+
+    def begin_checkpoint(self):
+        """:meth:`checkpoint` without waiting for the device: a PendingCheckpoint whose ``done``
+        says when its copies (on a side stream) have finished and whose ``result()`` is the
+        checkpoint (engine/pending_checkpoint.py). NumPy: complete at once."""
+        from .pending_checkpoint import begin_checkpoint
+
+        return begin_checkpoint(self)
 
     def check_consistent(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """CheckpointError unless a checkpoint's arrays agree with its meta and with each other

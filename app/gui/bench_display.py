@@ -129,7 +129,8 @@ class GpuTimeline:
                 "iterations_over_0.2ms_per_frame": float((extra > 0.2).sum() / frames) if frames else None}
 
 
-EXPERIMENTS = ("none", "publish-only", "draw-only", "no-overlay", "no-decor", "fixed-range", "no-field-copy")
+EXPERIMENTS = ("none", "publish-only", "draw-only", "no-overlay", "no-decor", "fixed-range", "no-field-copy",
+               "no-cuda-copy", "no-gl-write")
 
 
 def experiment_parts(text: str) -> set[str]:
@@ -153,7 +154,8 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
 
     canvas = FieldCanvas(size=size, show=False)
     canvas.set_backend(backend_name)
-    canvas.shared_uploads = upload == "shared"
+    canvas.shared_uploads = upload in ("shared", "shared-texture")
+    canvas.buffer_sampling = upload == "shared"
     canvas.grid_lod = lod
     if field_path == "host":  # an experiment: the field through host memory even where interop works
         canvas.display_path, canvas.path_reason = "host", "forced by --field-path host"
@@ -162,6 +164,10 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         canvas.set_range((-0.05, 0.05))
     if "no-field-copy" in parts:  # the field's texture is never written after the first frame
         canvas._upload_interop = lambda data, event, shape: None
+    if parts & {"no-cuda-copy", "no-gl-write"}:  # one half of the shared buffers' upload left out
+        from nagare.app.gui.shared_texture import SharedTexture
+
+        SharedTexture.skip = frozenset(p.removeprefix("no-") for p in parts & {"no-cuda-copy", "no-gl-write"})
     if "no-decor" in parts:  # neither colour bar nor axes (their text and ticks)
         canvas.colorbar_on = canvas.axes_on = False
         canvas.relayout()
@@ -271,6 +277,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             "path_reason": canvas.path_reason, "gl": vendor,
             "host_copies": canvas.host_copies, "interop_copies": getattr(canvas._interop, "copies", 0),
             "interop_upload": type(canvas._interop).__name__ if canvas._interop is not None else None,
+            "field_drawn_from_buffer": bool(canvas.image.samples_buffer),
             "texture_shape": list(canvas._image_shape) if canvas._image_shape else None,
             "draw_ms_mean": sum(draw_ms) / len(draw_ms) if draw_ms else None,
             "draw_ms_median": draw_ms[len(draw_ms) // 2] if draw_ms else None,
@@ -323,16 +330,19 @@ def main(argv=None) -> int:
                    help="where does a frame's cost go (comma-separated, they combine): publish-only (packets "
                         "made, nothing drawn), draw-only (redraw without uploads), no-overlay (tracers not copied "
                         "or drawn), no-decor (no colour bar, no axes), fixed-range (no range read back, the colour "
-                        "bar never changes), no-field-copy (the field texture not written after the first frame)")
+                        "bar never changes), no-field-copy (the field texture not written after the first frame), "
+                        "no-cuda-copy / no-gl-write (shared buffers: the device copy into the buffer, or GL's "
+                        "buffer → texture write, left out)")
     p.add_argument("--profile-publish", type=Path, help="cProfile the worker's frame publishing into this file")
     p.add_argument("--profile-draw", type=Path, help="cProfile the UI thread's uploads and draws into this file")
     p.add_argument("--field-path", choices=["auto", "host"], default="auto",
                    help="experiment: 'host' draws the field through host memory even where interop works")
     p.add_argument("--timeline", action="store_true",
                    help="time every worker iteration on the GPU: the display's GPU cost per frame, directly")
-    p.add_argument("--upload", choices=["shared", "mapped"], default="shared",
-                   help="interop uploads of a grid: buffers shared by CUDA and GL (the app's default where "
-                        "the driver offers them) or the texture mapped for each copy")
+    p.add_argument("--upload", choices=["shared", "shared-texture", "mapped"], default="shared",
+                   help="interop route of a grid: a buffer shared by CUDA and GL that the image draws directly "
+                        "(the app's default where the driver offers it), the same buffers copied by GL into the "
+                        "texture, or the texture mapped for each copy")
     p.add_argument("--no-lod", dest="lod", action="store_false",
                    help="upload every cell of a field even where the view shows several cells a pixel")
     p.add_argument("--particles", choices=["splat", "sprites"], default="splat",

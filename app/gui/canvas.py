@@ -36,6 +36,8 @@ from vispy.visuals.transforms import STTransform
 
 from . import interop
 from .axes2d import Axes2D, AxesSpec, axis_title, strip_sizes
+from .buffer_field import FieldImage
+from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
 from .grid_lod import block_mean, grid_step
 from .shared_texture import SharedTexture
@@ -236,7 +238,8 @@ class FieldCanvas(scene.SceneCanvas):
         self.colormap_name = "viridis"
         self.fixed_range: tuple[float, float] | None = None
         self.show_obstacles = True
-        self.image = scene.visuals.Image(np.zeros((2, 2), np.float32), texture_format="r32f",
+        register_buffer_texture(self)
+        self.image = FieldImage(np.zeros((2, 2), np.float32), texture_format="r32f",
                                          cmap=vispy_colormap(self.colormap_name), clim=(0, 1),
                                          interpolation="nearest", parent=self.view.scene)
         # uint8 RGBA stored as is (texture_format "auto": no scaling on the CPU), uploaded only when
@@ -266,6 +269,9 @@ class FieldCanvas(scene.SceneCanvas):
         self._interop: interop.TextureInterop | SharedTexture | None = None
         # grids through buffers CUDA and GL share (no map/unmap a frame); off after a failure
         self.shared_uploads = True
+        # with them, the field image samples the shared buffer itself: no texture write a frame
+        # (buffer_field.py); off: GL copies the buffer into the texture (the earlier path)
+        self.buffer_sampling = True
         self._pending: FramePacket | None = None
         self.shown: FramePacket | None = None
         self.current_range = (0.0, 1.0)
@@ -689,7 +695,7 @@ class FieldCanvas(scene.SceneCanvas):
         handle = self._gl_texture_handle()
         if self.shared_uploads:
             try:
-                return SharedTexture(handle, shape)
+                return SharedTexture(handle, shape, image=self.image if self.buffer_sampling else None)
             except Exception as exc:
                 interop.log_once(f"display: no shared display buffers ({one_line(exc)}); "
                                  f"mapping the texture for each frame instead")
@@ -752,7 +758,10 @@ class GridDrawer(Drawer):
     def display_label(self, canvas):
         # grids may go through interop; geometry always uses the host
         shared = isinstance(canvas._interop, SharedTexture)
-        return canvas.display_path + (" (shared buffers)" if shared else "")
+        if not shared:
+            return canvas.display_path
+        return canvas.display_path + (" (shared buffer, drawn directly)" if canvas._interop.image is not None
+                                      else " (shared buffers)")
 
 
 class GeometryDrawer(Drawer):

@@ -48,6 +48,7 @@ GL_TIMEOUT_EXPIRED = 0x911B
 GL_WAIT_FAILED = 0x911D
 GL_SYNC_FLUSH_COMMANDS_BIT = 0x1
 REQUIRED_EXTENSIONS = ("GL_EXT_memory_object", "GL_EXT_memory_object_fd")
+BUFFER_SAMPLING_EXTENSION = "GL_EXT_gpu_shader4"  # samplerBuffer / texelFetchBuffer in GLSL 1.20
 
 
 def gl_extensions() -> set[str]:
@@ -183,15 +184,24 @@ class SharedTexture:
 
     poll_s = 5e-5  # the copy into the buffer takes tens of microseconds: poll finely
     slots = 2
+    # Parts of upload() that bench_display's experiments leave out ("cuda-copy", "gl-write") to
+    # find which one costs the simulation its GPU time; empty in the app.
+    skip: frozenset[str] = frozenset()
 
-    def __init__(self, gl_texture: int, shape: tuple[int, ...], cudart=None, record_event=None):
-        missing = [e for e in REQUIRED_EXTENSIONS if e not in gl_extensions()]
+    def __init__(self, gl_texture: int, shape: tuple[int, ...], cudart=None, record_event=None, image=None):
+        extensions = gl_extensions()
+        missing = [e for e in REQUIRED_EXTENSIONS if e not in extensions]
         if missing:
             raise RuntimeError(f"the GL context lacks {', '.join(missing)}")
         self.rt = cudart = require_runtime(cudart)
         self.shape = tuple(shape)
         self.gl_texture = int(gl_texture)
         channels = self.shape[2] if len(self.shape) == 3 else 1
+        # A FieldImage (buffer_field.py) given: it draws straight from the buffer CUDA filled and
+        # the texture is never written (one GL copy a frame less). Needs samplerBuffer in GLSL 1.20.
+        self.image = (image if image is not None and channels == 1 and BUFFER_SAMPLING_EXTENSION in extensions
+                      else None)
+        self._shown: _Slot | None = None  # the buffer the image samples (image mode)
         self.nbytes = int(np.prod(self.shape[:2])) * 4 * channels
         self.pitch = self.shape[1] * 4 * channels
         self._format = {1: 0x1903, 4: 0x1908}[channels]  # GL_RED, GL_RGBA
@@ -217,13 +227,25 @@ class SharedTexture:
         plan = plan_copy(array.shape, array.dtype, array.strides, self.shape)
         slot = self._slots[self._next]
         self._next = (self._next + 1) % len(self._slots)
+        if self.image is not None and self._shown is not None and self._shown.fence is None:
+            # every draw that read the shown buffer is queued by now: the fence follows them
+            self._shown.fence = GL.glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
         slot.wait_gl_done(self.poll_s)  # GL's last read of this buffer is done before CUDA writes it
-        if event is not None:
-            _check(rt.cudaStreamWaitEvent(self.stream, event.ptr, 0), "cudaStreamWaitEvent")
-        _check(rt.cudaMemcpy2DAsync(slot.alloc.address, self.pitch, array.data.ptr, plan.src_pitch,
-                                    plan.width_bytes, plan.height, rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice,
-                                    self.stream), "cudaMemcpy2DAsync")
-        poll_until_done(self._record_event(), self.poll_s)  # the copy is done before GL reads the buffer
+        if "cuda-copy" not in self.skip:
+            if event is not None:
+                _check(rt.cudaStreamWaitEvent(self.stream, event.ptr, 0), "cudaStreamWaitEvent")
+            _check(rt.cudaMemcpy2DAsync(slot.alloc.address, self.pitch, array.data.ptr, plan.src_pitch,
+                                        plan.width_bytes, plan.height, rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice,
+                                        self.stream), "cudaMemcpy2DAsync")
+            poll_until_done(self._record_event(), self.poll_s)  # the copy is done before GL reads the buffer
+        if self.image is not None:  # the image reads this buffer from the next draw on
+            self.image.sample_buffer(slot.buffer, self.shape)
+            self._shown = slot
+            self.copies += 1
+            return
+        if "gl-write" in self.skip:
+            self.copies += 1
+            return
         # GL: buffer → texture, inside this frame's GL work; VisPy's bindings restored after.
         bound = int(GL.glGetIntegerv(GL.GL_TEXTURE_BINDING_2D))
         align = int(GL.glGetIntegerv(GL.GL_UNPACK_ALIGNMENT))
@@ -243,7 +265,14 @@ class SharedTexture:
     def close(self) -> None:
         """Free both sides (GL context current): GL's objects first, then CUDA's memory; every
         slot and the stream even when one of them fails (the first error is raised after)."""
+        from OpenGL import GL
+
         error = None
+        if self.image is not None:  # back to its own texture before the buffers go
+            self.image.sample_buffer(None)
+            if self._shown is not None and self._shown.fence is None:
+                self._shown.fence = GL.glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0)
+            self._shown = None
         if self.stream is not None:
             self.rt.cudaStreamSynchronize(self.stream)
         for slot in self._slots:

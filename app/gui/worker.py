@@ -19,8 +19,10 @@ GIL to launch kernels. So the worker never waits for the device per step or per 
 iteration records a fence event and the worker runs ahead of the GPU by up to ``max_lag_s`` of
 host time (the queued work carries the GPU through the UI's GIL stalls), waiting — GIL released —
 only on a fence older than that. The NaN check of a frame is launched on the engine stream and
-read one or more frames later, once its event is done; only explicit steps/view changes and the
-(adaptive, ≤ 1 % of the time) last-good checkpoints check synchronously.
+read one or more frames later, once its event is done; only explicit steps/view changes check
+synchronously. The last-good checkpoint (every few seconds) is a device snapshot copied to
+pinned host memory on a side stream (engine/pending_checkpoint.py); it becomes "last good" once
+the copies are done and the NaN/sanity check of its own step has passed.
 """
 from __future__ import annotations
 
@@ -191,6 +193,9 @@ class SimulationWorker:
         self.running = False
         self.diverged: str | None = None
         self.last_good: dict | None = None  # host checkpoint of the last finite state
+        # GPU: the next last-good checkpoint while its copies run and its diagnostics are read
+        # (engine/pending_checkpoint.py): it becomes last_good only when both are done.
+        self._ckpt_pending = None
         self.engine = None
         self._pause_at: int | None = None  # run.pause_at_end: the step to pause at once
         self.timing_log = None
@@ -286,6 +291,7 @@ class SimulationWorker:
         self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
         self.diverged = None
         self.last_good = None
+        self._ckpt_pending = None
         self._t_last_ckpt = 0.0
         self._ckpt_every = self.checkpoint_interval
         self._fences.clear()
@@ -451,6 +457,7 @@ class SimulationWorker:
         ckpt = a["checkpoint"] if "checkpoint" in a else self.last_good
         if ckpt is None:
             raise NagareError("no good checkpoint is kept yet")
+        self._ckpt_pending = None  # a snapshot of the state being replaced
         self.engine.restore(ckpt)
         self.diverged = None
         self._publish(force=True)
@@ -462,6 +469,11 @@ class SimulationWorker:
 
     def _fail(self, exc: Exception) -> None:
         self.running = False
+        pending, self._ckpt_pending = self._ckpt_pending, None
+        if (isinstance(exc, Diverged) and pending is not None and exc.step > pending.step
+                and not any(step <= pending.step for step, _, _ in self._diag_pending)):
+            # its own diagnostics were read and passed (they are read in step order): it is good
+            self._adopt(pending)
         if isinstance(exc, Diverged):
             self.diverged = exc.detail
             self._notify("diverged", str(exc) + (
@@ -476,15 +488,17 @@ class SimulationWorker:
         if not force and now < self._t_publish + self.display_interval:
             return
         eng = self.engine
-        ckpt_due = now - self._t_last_ckpt > self._ckpt_every
+        ckpt_due = now - self._t_last_ckpt > self._ckpt_every and self._ckpt_pending is None
+        deferred = eng.backend.is_gpu and not force  # GPU: no wait for the device in this frame
         try:
-            if eng.backend.is_gpu and not force and not ckpt_due:
+            if deferred:
                 self._check_diagnostics(wait=False)  # earlier frames' checks the GPU has finished
-                if now - self._t_diag >= self.diagnostics_interval:
+                if now - self._t_diag >= self.diagnostics_interval or ckpt_due:
                     self._t_diag = now  # a whole-lattice pass: a few a second, not one per frame
-                    self._launch_diagnostics()
+                    self._launch_diagnostics()  # with a checkpoint next: its state's own check
+                self._promote_checkpoint()
             else:
-                # NumPy, an explicit step/view/variant, or a checkpoint next: check now (a sync)
+                # NumPy, or an explicit step/view/variant: check now (a sync)
                 self._check_diagnostics(wait=True)
                 eng.diagnostics()  # raises Diverged on NaN/Inf or outside the family's sanity bounds
         except Diverged as exc:
@@ -504,14 +518,38 @@ class SimulationWorker:
             self._record_stats(now)
         if ckpt_due:
             t0 = time.perf_counter()
-            self.last_good = _owned_checkpoint(eng)  # diagnostics just said: finite and within the sanity bounds
-            # A 2048² D2Q9 state is 150 MB: space the checkpoints so they cost ≤ checkpoint_share.
+            if deferred:  # last good once its copies are done and the check launched above passed
+                self._ckpt_pending = eng.begin_checkpoint()
+            else:  # the diagnostics just said: finite and within the sanity bounds
+                self._ckpt_pending = None
+                self.last_good = _owned_checkpoint(eng)
+            # A 2048² D2Q9 state is 150 MB: space the checkpoints so they cost ≤ checkpoint_share
+            # of the worker's time (synchronous: the copy; deferred: allocating and launching it).
             cost = time.perf_counter() - t0
             self.checkpoints_taken += 1
             self.checkpoint_s += cost
             self._ckpt_every = max(self.checkpoint_interval, cost / self.checkpoint_share)
             self._t_last_ckpt = time.perf_counter()
         self.publish_s += time.perf_counter() - now
+
+    def _promote_checkpoint(self) -> None:
+        """The pending checkpoint becomes last good once its copies are done and the diagnostics
+        of its step (launched just before it) have been read without a Diverged."""
+        p = self._ckpt_pending
+        if p is None or not p.done:
+            return
+        if any(step <= p.step for step, _, _ in self._diag_pending):
+            return  # its own check is not read yet
+        self._ckpt_pending = None
+        self._adopt(p)
+
+    def _adopt(self, pending) -> None:
+        """A checked pending checkpoint becomes last good; a failed copy keeps the previous one."""
+        try:
+            self.last_good = pending.result()
+        except Exception as exc:
+            log.exception("nagare: last-good checkpoint failed")
+            self._notify("error", "last-good checkpoint not kept: " + one_line(exc))
 
     def _launch_diagnostics(self) -> None:
         eng = self.engine

@@ -164,13 +164,20 @@ class LBM2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/d
         self._load_state_arrays({"f": fp16_representable(f)})
 
     def state_arrays(self):
-        out = {"f": self.canonical_state()}
+        # the stored lattice itself where it is canonical: a checkpoint copies it anyway, and a
+        # 2048² lattice is 150 MB that need not be allocated for each of the app's checkpoints
+        out = {"f": self.storage.canonical(self.state, copy=False)}
         if self.tracers is not None:
             out["tracer_pos"] = self.tracers.pos
             out["tracer_age"] = self.tracers.age
             # everything else that decides the tracers' future: the ring's cursor, the release count
             # (the golden-ratio sequence) and the steps since the last tracer substep
-            out["tracer_ring"] = np.array([self.tracers.cursor, self.tracers.released, self.tracers.clock], np.int64)
+            # — [cursor, released, clock], built on the backend: reading the ring to the host would
+            # wait for the device (engine/pending_checkpoint.py takes checkpoints without waiting)
+            ring = self.xp.empty(3, dtype=self.xp.int64)
+            ring[:2] = self.tracers.ring[self.tracers.slot]
+            ring[2] = self.tracers.clock
+            out["tracer_ring"] = ring
         return out
 
     def _load_state_arrays(self, arrays):

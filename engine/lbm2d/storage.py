@@ -76,8 +76,9 @@ class Storage:
         fn = None if self.streaming == "aa" else xp.empty_like(s)
         return LatticeState(s, fn, layout, fixed)
 
-    def canonical(self, state: LatticeState):
-        """The canonical state (the preset's dtype) of a state stored this way."""
+    def canonical(self, state: LatticeState, copy: bool = True):
+        """The canonical state (the preset's dtype) of a state stored this way; with copy=False the
+        stored array itself where it is already canonical (a read-only use: a checkpoint's copy)."""
         xp = self.xp
         s = state.f
         if self.streaming == "aa":
@@ -87,4 +88,4 @@ class Storage:
                 s = xp.stack([xp.roll(s[i], (-int(CY[i]), -int(CX[i])), axis=(0, 1)) for i in range(Q)])
             f = self.decode(s).astype(self.dtype)
             return xp.where(xp.asarray(self.mask_host == d2q9.FLUID)[None], f, state.fixed)
-        return self.decode(s).astype(self.dtype)
+        return self.decode(s).astype(self.dtype, copy=copy)

@@ -108,7 +108,13 @@ class SPH(Engine):
 
     def state_arrays(self):
         return {"pos": self.pos, "vel": self.vel, "rho": self.rho, "vel_m1": self.vel_m1,
-                "rho_m1": self.rho_m1, "verlet_step": self.xp.asarray([self.verlet_step])}
+                "rho_m1": self.rho_m1, "verlet_step": self._verlet_step_array()}
+
+    def _verlet_step_array(self):
+        """[verlet_step] as a backend array, filled on the device (no host → device copy to wait for)."""
+        a = self.xp.empty(1, dtype=self.xp.int64)
+        a[0] = self.verlet_step
+        return a
 
     def _load_state_arrays(self, arrays):
         xp = self.xp

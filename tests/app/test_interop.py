@@ -196,8 +196,9 @@ def _fake_canvas(monkeypatch, shared_init_fails=False, shared_upload_fails=False
     from nagare.app.gui import canvas as canvas_mod
 
     class Shared(_Upload):
-        def __init__(self, handle, shape):
+        def __init__(self, handle, shape, image=None):
             super().__init__(handle, shape, fail_init=shared_init_fails, fail_upload=shared_upload_fails)
+            self.image = image
 
     class Mapped(_Upload):
         def __init__(self, handle, shape):
@@ -206,7 +207,8 @@ def _fake_canvas(monkeypatch, shared_init_fails=False, shared_upload_fails=False
     monkeypatch.setattr(canvas_mod, "SharedTexture", Shared)
     monkeypatch.setattr(interop, "TextureInterop", Mapped)
     monkeypatch.setattr(interop, "_logged", set())
-    c = SimpleNamespace(_interop=None, shared_uploads=True, _gl_texture_handle=lambda: 7)
+    c = SimpleNamespace(_interop=None, shared_uploads=True, buffer_sampling=True, image="the field image",
+                        _gl_texture_handle=lambda: 7)
     c._new_interop = lambda shape: canvas_mod.FieldCanvas._new_interop(c, shape)
 
     def drop():

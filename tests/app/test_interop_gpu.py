@@ -39,10 +39,12 @@ def _packet(cp, field, seq):
                        fields=("f",))
 
 
-@pytest.mark.parametrize("shared", [True, False], ids=["shared-buffers", "mapped-texture"])
-def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, caplog, shared):
-    """Both device → texture uploads: buffers CUDA and GL share (the default where the driver
-    offers GL_EXT_memory_object_fd, as NVIDIA's does) and the texture mapped for each copy."""
+@pytest.mark.parametrize("shared,sampled", [(True, True), (True, False), (False, False)],
+                         ids=["shared-buffer-drawn-directly", "shared-buffers-texture-write", "mapped-texture"])
+def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, caplog, shared, sampled):
+    """Every device → screen route: the image drawing the buffer CUDA filled (the default where
+    the driver offers GL_EXT_memory_object_fd and GL_EXT_gpu_shader4, as NVIDIA's does), GL
+    copying that buffer into the texture, and the texture mapped for each copy."""
     import cupy as cp
     from nagare.app.gui import canvas as canvas_mod
     from nagare.app.gui import interop
@@ -51,7 +53,7 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, 
 
     c = egl_canvas
     c._drop_interop()
-    c.shared_uploads = shared
+    c.shared_uploads, c.buffer_sampling = shared, sampled
     c.set_colormap(CMAP)
     c.set_range(RANGE)
     first = _packet(cp, random_field(N_Y, N_X, 1), 1)
@@ -74,6 +76,7 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, 
     assert "cannot draw frame" not in caplog.text, caplog.text[-2000:]
     assert c._interop is not None and c._interop.copies >= 1 and c.shown.seq == 2
     assert type(c._interop) is (SharedTexture if shared else interop.TextureInterop), caplog.text[-2000:]
+    assert c.image.samples_buffer is sampled and (getattr(c._interop, "image", None) is not None) is sampled
     monkeypatch.undo()
     # the snapshot stays owned by the interop until the event after its copy is done
     cp.cuda.runtime.deviceSynchronize()
@@ -84,12 +87,15 @@ def test_interop_path_is_taken_and_frame_matches_field(egl_canvas, monkeypatch, 
 
     # ... and the interop frame equals the frame of the same field sent through the host path.
     c._drop_interop()
+    assert not c.image.samples_buffer  # the image is back on its own texture
     c.image.set_data(field)
     host_frame = c.render(alpha=False)
     np.testing.assert_array_equal(frame, host_frame)
+    c.buffer_sampling = True
 
 
-def test_shared_buffers_alternate_and_every_frame_shows_its_own_field(egl_canvas, caplog):
+@pytest.mark.parametrize("sampled", [True, False], ids=["drawn-directly", "texture-write"])
+def test_shared_buffers_alternate_and_every_frame_shows_its_own_field(egl_canvas, caplog, sampled):
     """Frames in a row through the two shared buffers, alternating: every frame shows its own
     field, none the one before it (a wrong slot, pitch or texture would show). Each frame is read
     back, which finishes GL's work, so the fences are signalled by the time they are waited for:
@@ -99,7 +105,7 @@ def test_shared_buffers_alternate_and_every_frame_shows_its_own_field(egl_canvas
 
     c = egl_canvas
     c._drop_interop()
-    c.shared_uploads = True
+    c.shared_uploads, c.buffer_sampling = True, sampled
     c.set_colormap(CMAP)
     c.set_range(RANGE)
     for seq in range(10, 16):
@@ -112,7 +118,9 @@ def test_shared_buffers_alternate_and_every_frame_shows_its_own_field(egl_canvas
         assert c.shown.seq == seq
         assert_frame_shows_field(frame, field)
     assert c._interop.copies >= 5  # the first frame of the test may have been the host's
+    assert c.image.samples_buffer is sampled
     c._drop_interop()
+    c.buffer_sampling = True
 
 
 def test_a_field_finer_than_the_screen_is_drawn_from_its_block_means(egl_canvas, monkeypatch, caplog):

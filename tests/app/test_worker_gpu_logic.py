@@ -227,3 +227,78 @@ def test_the_ui_draws_its_full_frame_rate_whatever_its_timer_phase(poll_ms):
     # after a pause of the packets: back on the schedule, not a burst
     later = [t for t in np.arange(20.0, 21.0, poll_ms * 1e-3) if pacer.due(t) and (pacer.drawn(t) or True)]
     assert (np.diff(later) < short).sum() <= 1 and 29 <= len(later) <= 31
+
+
+class FakePending:
+    """A PendingCheckpoint whose copies finish when the test says so."""
+
+    def __init__(self, step):
+        self.step, self.done, self.waited = step, False, False
+
+    def result(self):
+        self.waited = True
+        return {"meta": {"step": self.step}, "arrays": {}}
+
+
+def test_a_pending_checkpoint_is_last_good_only_once_copied_and_its_own_check_passed(worker):
+    eng = worker.engine
+    eng.step_count = 20
+    worker._launch_diagnostics()  # the check of the snapshot's own step, launched just before it
+    worker._ckpt_pending = pending = FakePending(20)
+    pending.done = True
+    worker._promote_checkpoint()  # copied, but its check is not read: not good yet
+    assert worker.last_good is None and worker._ckpt_pending is pending
+    eng.events[0].done = True
+    worker._check_diagnostics(wait=False)
+    pending.done = False
+    worker._promote_checkpoint()  # checked, copies still running: never waits
+    assert worker.last_good is None and not pending.waited
+    pending.done = True
+    worker._promote_checkpoint()
+    assert worker.last_good == {"meta": {"step": 20}, "arrays": {}} and worker._ckpt_pending is None
+
+
+@pytest.mark.parametrize("bad_step,kept", [(20, False), (30, True)])
+def test_divergence_keeps_a_pending_checkpoint_only_if_its_own_step_passed(worker, bad_step, kept):
+    """NaN seen at the snapshot's own step: it is not good (the previous last good stays). NaN seen
+    later: its check passed (checks are read in step order), so it is the newest good state."""
+    eng = worker.engine
+    worker.last_good = previous = {"meta": {"step": 10}, "arrays": {}}
+    eng.step_count = 20
+    if bad_step == 20:
+        eng.values["mass"] = math.nan
+    worker._launch_diagnostics()
+    worker._ckpt_pending = FakePending(20)
+    eng.step_count = 30
+    eng.values["mass"] = math.nan
+    worker._launch_diagnostics()
+    for ev in eng.events:
+        ev.done = True
+    with pytest.raises(Diverged) as err:
+        worker._check_diagnostics(wait=False)
+    assert err.value.step == bad_step
+    worker._fail(err.value)
+    assert worker._ckpt_pending is None
+    assert worker.last_good == ({"meta": {"step": 20}, "arrays": {}} if kept else previous)
+
+
+def test_a_restore_drops_the_pending_snapshot_of_the_replaced_state(worker):
+    worker.engine.restore = lambda ckpt: None
+    worker._publish = lambda force=False: None
+    worker._ckpt_pending = FakePending(50)
+    worker._cmd_restore({"checkpoint": {"meta": {"step": 10}, "arrays": {}}})
+    assert worker._ckpt_pending is None
+
+
+def test_a_failed_checkpoint_copy_keeps_the_previous_last_good_and_says_so(worker):
+    class Failing(FakePending):
+        def result(self):
+            raise RuntimeError("cudaErrorIllegalAddress during the copy")
+
+    worker.last_good = previous = {"meta": {"step": 10}, "arrays": {}}
+    worker._ckpt_pending = p = Failing(20)
+    p.done = True
+    worker._promote_checkpoint()
+    assert worker.last_good is previous and worker._ckpt_pending is None
+    notes = worker.drain_notices()
+    assert [n.kind for n in notes] == ["error"] and "IllegalAddress" in notes[0].text
