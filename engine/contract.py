@@ -147,7 +147,8 @@ class Engine(ABC):
     def state_arrays(self) -> dict[str, Any]:
         """Every array that influences the future, by name (what a checkpoint holds). Must not wait
         for the device (no host reads of device values): the app snapshots it on the stream while
-        the simulation runs on (engine/pending_checkpoint.py)."""
+        the simulation runs on (engine/pending_checkpoint.py; a decomposed run, which gathers its
+        parts first, is the one exception). May return the live arrays: callers copy."""
 
     @abstractmethod
     def _load_state_arrays(self, arrays: dict[str, np.ndarray]) -> None:
