@@ -1,10 +1,11 @@
 """A 2D field drawn straight from a GL buffer: no texture write a frame.
 
-Why: on an H100 the simulation lost ~0.6 ms of GPU time a frame to GL's write of the field's
-texture (the buffer → texture copy after CUDA filled the shared buffer), about as much as the whole
-rest of the draw (bench_display's ``no-gl-write`` experiment, docs/benchmarks/display-h100-2026-11-27c).
-A *buffer texture* (``GL_TEXTURE_BUFFER``, sampled with ``texelFetchBuffer``) reads the shared
-buffer itself, so the only per-frame work is CUDA's copy into the buffer and the draw.
+Why: after CUDA fills the shared buffer (shared_texture.py), GL used to copy it into the field's
+texture every frame. A *buffer texture* (``GL_TEXTURE_BUFFER``, sampled with ``texelFetchBuffer``)
+reads the shared buffer itself, so the only per-frame work is CUDA's copy and the draw. Measured on
+an H100 (docs/benchmarks/display-h100-2026-11-27c): ~0.1 ms less of the simulation's GPU time a frame
+(median of three paired calls), less than leaving the write out altogether suggested (~0.6 ms) —
+most of the cost is GL touching memory CUDA has just written, which the draw still does.
 
 VisPy knows no buffer textures, so this module adds the two pieces it needs, without touching its
 source: a GLIR object class (``_GlirBufferTexture``: a texture whose target is

@@ -28,7 +28,10 @@ read it. Two buffers alternate; the copy into one waits for the fence of GL's la
 practice signalled a frame earlier). No map, no unmap, no cross-API semaphore.
 
 The VisPy texture keeps its own storage (``glTexSubImage2D`` writes into it), so the Image visual,
-its shaders and the host path are unchanged. Any failure to set this up (a driver without the
+its shaders and the host path are unchanged. Given the canvas' field image (a
+:class:`~nagare.app.gui.buffer_field.FieldImage`), a single-channel field skips that write: the image
+samples the buffer itself from the next draw on, and the fence of a buffer is set when the next upload
+turns to the other one (every draw that read it is queued by then). Any failure to set this up (a driver without the
 GL extension, an older cuda-python) raises here; the canvas then falls back to
 :class:`~nagare.app.gui.interop.TextureInterop` and says so once.
 """
