@@ -121,13 +121,26 @@ def begin_checkpoint(engine) -> PendingCheckpoint:
             snaps = _snapshot(engine, device)
         except cp.cuda.memory.OutOfMemoryError:
             return _synchronous(engine)  # no room for a second copy of the state on the device
-        ready = cp.cuda.Event(block=False, disable_timing=True)
-        ready.record(engine.stream)
-    pending = PendingCheckpoint(meta, host, route="snapshot")
-    pending._thread = threading.Thread(target=pending._copy, args=(dev, snaps, ready),
-                                       name="nagare-checkpoint", daemon=True)
-    pending._thread.start()
+        try:
+            ready = cp.cuda.Event(block=False, disable_timing=True)
+            ready.record(engine.stream)
+            pending = PendingCheckpoint(meta, host, route="snapshot")
+            pending._thread = threading.Thread(target=pending._copy, args=(dev, snaps, ready),
+                                               name="nagare-checkpoint", daemon=True)
+            pending._thread.start()
+        except BaseException:
+            snaps.clear()  # the kept buffers are free again (no helper will copy from them)
+            raise
     return pending
+
+
+def release(engine) -> None:
+    """Drop the snapshot buffers kept for ``engine`` (a state's worth of device memory), unless a
+    helper thread still copies from them (then they go when it is done and the engine is gone)."""
+    with _lock:
+        kept = _buffers.get(engine)
+        if kept is not None and not kept["busy"]:
+            del _buffers[engine]
 
 
 def _synchronous(engine) -> PendingCheckpoint:
@@ -151,6 +164,7 @@ def _snapshot(engine, arrays: dict) -> dict:
         if fits:
             kept["busy"] = True
     if not fits:
+        release(engine)  # buffers of another shape (a regrid): freed before new ones are allocated
         bufs = {k: cp.empty(v.shape, v.dtype) for k, v in arrays.items()}
         kept = {"busy": True, "arrays": bufs}
         with _lock:

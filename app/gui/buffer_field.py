@@ -47,9 +47,14 @@ class _GlirBufferTexture(glir.GlirTexture):
         GL.glBindTexture(GL_TEXTURE_BUFFER, 0)
 
 
-def register(canvas) -> None:
-    """Teach the canvas' GLIR parser the buffer texture (idempotent)."""
-    canvas.context.shared.parser._classmap[_GLIR_NAME] = _GlirBufferTexture
+def register(canvas) -> bool:
+    """Teach the canvas' GLIR parser the buffer texture (idempotent). False where this VisPy has no
+    parser class map to extend (a private attribute: the field is then drawn from its texture)."""
+    try:
+        canvas.context.shared.parser._classmap[_GLIR_NAME] = _GlirBufferTexture
+    except (AttributeError, TypeError):
+        return False
+    return True
 
 
 class BufferTexture(BaseTexture):
@@ -102,7 +107,11 @@ class FieldImage(scene.visuals.Image):
         image's data), or from the image's own texture again with None."""
         if gl_buffer is None:
             if self._field_buffer is not None:
+                # its GL object goes (it would keep the buffer's memory alive), and the lookup
+                # that names it with it: a fresh one next time
+                self._field_buffer.delete()
                 self._field_buffer = None
+                self._buffer_lookup = Function(_BUFFER_LOOKUP)
                 self._need_interpolation_update = True
                 self.update()
             return

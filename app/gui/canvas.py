@@ -238,10 +238,8 @@ class FieldCanvas(scene.SceneCanvas):
         self.colormap_name = "viridis"
         self.fixed_range: tuple[float, float] | None = None
         self.show_obstacles = True
-        register_buffer_texture(self)
-        self.image = FieldImage(np.zeros((2, 2), np.float32), texture_format="r32f",
-                                         cmap=vispy_colormap(self.colormap_name), clim=(0, 1),
-                                         interpolation="nearest", parent=self.view.scene)
+        can_sample_buffers = register_buffer_texture(self)
+        self.image = self._new_field_image()
         # uint8 RGBA stored as is (texture_format "auto": no scaling on the CPU), uploaded only when
         # the packet carries another mask object than the one shown (the worker reuses its copy)
         self.mask_image = scene.visuals.Image(np.zeros((2, 2, 4), np.uint8), texture_format="auto",
@@ -249,7 +247,6 @@ class FieldCanvas(scene.SceneCanvas):
         # Drawn after the field, blended, without depth test: both lie in the z = 0 plane.
         self.mask_image.order = 1
         self.mask_image.set_gl_state("translucent", depth_test=False)
-        self.image.set_gl_state(depth_test=False)
         self.markers = Particles3D(parent=self.view.scene)
         self.overlay = Overlay2D(parent=self.view.scene)
         self.overlay.order = 2
@@ -271,7 +268,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.shared_uploads = True
         # with them, the field image samples the shared buffer itself: no texture write a frame
         # (buffer_field.py); off: GL copies the buffer into the texture (the earlier path)
-        self.buffer_sampling = True
+        self.buffer_sampling = can_sample_buffers
         self._pending: FramePacket | None = None
         self.shown: FramePacket | None = None
         self.current_range = (0.0, 1.0)
@@ -405,6 +402,22 @@ class FieldCanvas(scene.SceneCanvas):
             self._pending = self._pending or self.shown
         self.update()
 
+    def _new_field_image(self) -> FieldImage:
+        image = FieldImage(np.zeros((2, 2), np.float32), texture_format="r32f",
+                           cmap=vispy_colormap(self.colormap_name), clim=(0, 1),
+                           interpolation="nearest", parent=self.view.scene)
+        image.set_gl_state(depth_test=False)
+        return image
+
+    def _replace_field_image(self) -> None:
+        """A new field image in place of one whose program failed to build (VisPy cannot relink a
+        program after a failed compile): the next upload gives it data, range and scale."""
+        old, self.image = self.image, self._new_field_image()
+        self.image.visible = old.visible
+        old.parent = None
+        self.visuals["image"] = self.image
+        self._image_shape = self._image_scale = None
+
     def add_visual(self, name: str, node) -> None:
         """Add a scene visual a registered Drawer shows by ``name`` (hidden until its kind is on screen)."""
         if name in self.visuals:
@@ -450,7 +463,19 @@ class FieldCanvas(scene.SceneCanvas):
         if self._drawer is not None and hasattr(self._drawer, "before_draw"):
             self._drawer.before_draw(self)
         self.axes.update(self.view, self.dpi)  # the ticks follow this frame's pan and zoom
-        super().on_draw(event)
+        try:
+            super().on_draw(event)
+        except Exception as exc:
+            if not self.image.samples_buffer:
+                raise
+            # the field's buffer-texture shader or glTexBuffer failed on this GL: the texture
+            # route from now on (shared buffers copied into it), said once; the shown frame again
+            interop.log_once(f"display: drawing the field from its buffer failed ({one_line(exc)}); "
+                             f"copying it into the texture instead")
+            self.buffer_sampling = False
+            self._drop_interop()
+            self._replace_field_image()  # the next upload fills the new one's texture from the host
+            self._pending = self._pending or self.shown
         if self.hud is not None and self.hud.visible:
             self.context.flush_commands()
             self.hud.render(self.physical_size, self.pixel_scale)

@@ -52,6 +52,7 @@ GL_WAIT_FAILED = 0x911D
 GL_SYNC_FLUSH_COMMANDS_BIT = 0x1
 REQUIRED_EXTENSIONS = ("GL_EXT_memory_object", "GL_EXT_memory_object_fd")
 BUFFER_SAMPLING_EXTENSION = "GL_EXT_gpu_shader4"  # samplerBuffer / texelFetchBuffer in GLSL 1.20
+GL_MAX_TEXTURE_BUFFER_SIZE = 0x8C2B
 
 
 def gl_extensions() -> set[str]:
@@ -64,6 +65,21 @@ def gl_extensions() -> set[str]:
         name = GL.glGetStringi(GL.GL_EXTENSIONS, i)
         names.add(name.decode() if isinstance(name, bytes) else str(name))
     return names
+
+
+def buffer_sampling_fits(shape: tuple[int, ...], extensions: set[str]) -> bool:
+    """Whether the current GL context can draw a (rows, cols) float32 field from a buffer texture:
+    samplerBuffer in GLSL 1.20 (GL_EXT_gpu_shader4), glTexBuffer (GL ≥ 3.1 or
+    GL_ARB_texture_buffer_object) and rows × cols within GL_MAX_TEXTURE_BUFFER_SIZE (2²⁷ texels on
+    NVIDIA: a 16384² field shown cell for cell would not fit, and would silently read wrong texels)."""
+    from OpenGL import GL
+
+    if BUFFER_SAMPLING_EXTENSION not in extensions:
+        return False
+    version = (int(GL.glGetIntegerv(GL.GL_MAJOR_VERSION)), int(GL.glGetIntegerv(GL.GL_MINOR_VERSION)))
+    if version < (3, 1) and "GL_ARB_texture_buffer_object" not in extensions:
+        return False
+    return int(np.prod(shape[:2])) <= int(GL.glGetIntegerv(GL_MAX_TEXTURE_BUFFER_SIZE))
 
 
 class ExportedAllocation:
@@ -202,8 +218,8 @@ class SharedTexture:
         channels = self.shape[2] if len(self.shape) == 3 else 1
         # A FieldImage (buffer_field.py) given: it draws straight from the buffer CUDA filled and
         # the texture is never written (one GL copy a frame less). Needs samplerBuffer in GLSL 1.20.
-        self.image = (image if image is not None and channels == 1 and BUFFER_SAMPLING_EXTENSION in extensions
-                      else None)
+        drawable = image is not None and channels == 1 and buffer_sampling_fits(self.shape, extensions)
+        self.image = image if drawable else None
         self._shown: _Slot | None = None  # the buffer the image samples (image mode)
         self.nbytes = int(np.prod(self.shape[:2])) * 4 * channels
         self.pitch = self.shape[1] * 4 * channels

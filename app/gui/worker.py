@@ -20,8 +20,8 @@ iteration records a fence event and the worker runs ahead of the GPU by up to ``
 host time (the queued work carries the GPU through the UI's GIL stalls), waiting — GIL released —
 only on a fence older than that. The NaN check of a frame is launched on the engine stream and
 read one or more frames later, once its event is done; only explicit steps/view changes check
-synchronously. The last-good checkpoint (every few seconds) is a device snapshot copied to
-pinned host memory on a side stream (engine/pending_checkpoint.py); it becomes "last good" once
+synchronously. The last-good checkpoint (every few seconds) is a device snapshot copied to host
+memory by a helper thread on a side stream (engine/pending_checkpoint.py); it becomes "last good" once
 the copies are done and the NaN/sanity check of its own step has passed.
 """
 from __future__ import annotations
@@ -42,6 +42,7 @@ from nagare.engine.backend import get_backend
 from nagare.engine.contract import Engine
 from nagare.engine.errors import Diverged, NagareError, one_line
 from nagare.engine.families import create_engine
+from nagare.engine.pending_checkpoint import release as release_checkpoint_buffers
 
 from .interop import poll_until_done
 from .pacing import publish_schedule
@@ -284,6 +285,9 @@ class SimulationWorker:
         from nagare.app.timinglog import TimingLog
 
         backend = get_backend(self.backend_name)
+        if self.engine is not None:  # its checkpoint buffers (a state's worth of device memory) go first
+            self._ckpt_pending = None
+            release_checkpoint_buffers(self.engine)
         engine = create_engine(preset, backend, variants=variants)
         self.engine, self._preset = engine, preset
         # a test problem with an end time pauses there once (run.pause_at_end)
@@ -455,10 +459,14 @@ class SimulationWorker:
 
     def _cmd_restore(self, a: dict) -> None:
         ckpt = a["checkpoint"] if "checkpoint" in a else self.last_good
+        if "checkpoint" not in a:
+            self._promote_checkpoint(wait=True)  # a copied snapshot whose check passed is the newest good
+            ckpt = self.last_good
         if ckpt is None:
             raise NagareError("no good checkpoint is kept yet")
         self._ckpt_pending = None  # a snapshot of the state being replaced
         self.engine.restore(ckpt)
+        self._diag_pending.clear()  # checks of the replaced state (a diverged run's later NaNs)
         self.diverged = None
         self._publish(force=True)
         self._notify("info", f"state restored to step {self.engine.step_count}")
@@ -475,6 +483,7 @@ class SimulationWorker:
             # its own diagnostics were read and passed (they are read in step order): it is good
             self._adopt(pending)
         if isinstance(exc, Diverged):
+            self._diag_pending.clear()  # the diverged run's later checks say nothing new
             self.diverged = exc.detail
             self._notify("diverged", str(exc) + (
                 "; paused — the last good checkpoint (step "
@@ -488,8 +497,10 @@ class SimulationWorker:
         if not force and now < self._t_publish + self.display_interval:
             return
         eng = self.engine
-        ckpt_due = now - self._t_last_ckpt > self._ckpt_every and self._ckpt_pending is None
         deferred = eng.backend.is_gpu and not force  # GPU: no wait for the device in this frame
+        # a checkpoint at most every _ckpt_every, and one at a time (decided before a promotion
+        # below frees the slot: a deferred checkpoint needs the check launched at its own step)
+        ckpt_due = now - self._t_last_ckpt > self._ckpt_every and self._ckpt_pending is None
         try:
             if deferred:
                 self._check_diagnostics(wait=False)  # earlier frames' checks the GPU has finished
@@ -501,6 +512,8 @@ class SimulationWorker:
                 # NumPy, or an explicit step/view/variant: check now (a sync)
                 self._check_diagnostics(wait=True)
                 eng.diagnostics()  # raises Diverged on NaN/Inf or outside the family's sanity bounds
+                self._promote_checkpoint(wait=True)  # every check is read: a pending snapshot is settled
+                ckpt_due = now - self._t_last_ckpt > self._ckpt_every
         except Diverged as exc:
             self._fail(exc)
             return
@@ -532,11 +545,12 @@ class SimulationWorker:
             self._t_last_ckpt = time.perf_counter()
         self.publish_s += time.perf_counter() - now
 
-    def _promote_checkpoint(self) -> None:
-        """The pending checkpoint becomes last good once its copies are done and the diagnostics
-        of its step (launched just before it) have been read without a Diverged."""
+    def _promote_checkpoint(self, wait: bool = False) -> None:
+        """The pending checkpoint becomes last good once its copies are done (waited for with
+        wait=True) and the diagnostics of its step (launched just before it) have been read
+        without a Diverged."""
         p = self._ckpt_pending
-        if p is None or not p.done:
+        if p is None or (not wait and not p.done):
             return
         if any(step <= p.step for step, _, _ in self._diag_pending):
             return  # its own check is not read yet

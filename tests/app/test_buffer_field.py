@@ -82,3 +82,30 @@ def test_switching_buffers_and_back_to_the_texture_shows_the_right_field(scene_w
     img.set_data(b)
     assert not img.samples_buffer
     np.testing.assert_array_equal(canvas.render(), want_b)
+
+
+def test_a_canvas_whose_buffer_shader_fails_goes_back_to_the_texture_and_says_so(make_canvas, caplog):
+    """A GL where the buffer-texture shader does not build (no GL_EXT_gpu_shader4 after all): the
+    frame that fails switches the canvas to the texture route once, logged, and drawing goes on."""
+    from nagare.app.gui import interop
+    from vispy.visuals.shaders import Function
+
+    interop._logged.clear()
+    c = make_canvas(200, 150, colorbar=False, axes=False)
+    field = _fields(20, 30, 3)
+    c.image.set_data(field)
+    c.set_current()
+    c.image._buffer_lookup = Function("vec4 buffer_lookup(vec2 t) { return no_such_function($field, $shape); }")
+    c.image.sample_buffer(_gl_buffer(field), field.shape)
+    with caplog.at_level("INFO"):
+        c.draw_now(finish=True)  # the failing frame: no exception out of the draw
+    assert not c.buffer_sampling and not c.image.samples_buffer
+    assert "drawing the field from its buffer failed" in caplog.text
+    assert c.visuals["image"] is c.image
+    c.image.set_data(field)
+    c.image.visible = True
+    c.fit_bounds(np.array([0.0, 0.0]), np.array([30.0, 20.0]))
+    caplog.clear()
+    c.draw_now(finish=True)  # the texture route draws, in a fresh image
+    assert "Error drawing" not in caplog.text, caplog.text[-1500:]
+    assert len(np.unique(c.render(alpha=False).reshape(-1, 3), axis=0)) > 10

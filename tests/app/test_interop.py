@@ -294,3 +294,57 @@ def test_poll_until_done_polls_and_a_stop_request_ends_the_wait():
     stop.set()
     never = _CountingEvent(10**9)
     assert not interop.poll_until_done(never, 1e-4, stop=stop) and never.queries == 1
+
+
+def test_shared_buffers_drawn_directly_fence_each_buffer_before_cuda_writes_it_again(monkeypatch):
+    """Image mode (the field image samples the buffer): GL's reads of a buffer are its draws, so the
+    shown buffer's fence is set when the next upload turns to the other one, and every CUDA copy
+    into a buffer waits for that buffer's fence first; close() fences the shown one too."""
+    from types import SimpleNamespace
+
+    from nagare.app.gui import shared_texture as st
+
+    log, fences = [], []
+
+    def fence(*a):
+        fences.append(f"fence{len(fences) + 1}")
+        log.append("fence")
+        return fences[-1]
+
+    monkeypatch.setattr("OpenGL.GL.glFenceSync", fence)
+    monkeypatch.setattr(st, "poll_until_done", lambda ev, poll_s, **k: True)
+    monkeypatch.setattr(st, "_check", lambda r, what: log.append(what))
+
+    class Slot:
+        def __init__(self, name):
+            self.name, self.fence, self.buffer = name, None, {"A": 11, "B": 12}[name]
+            self.alloc = SimpleNamespace(address=0)
+
+        def wait_gl_done(self, poll_s):
+            log.append(f"wait {self.name} ({self.fence})")
+            self.fence = None
+
+        def close(self):
+            log.append(f"close {self.name}")
+
+    rt = SimpleNamespace(cudaMemcpy2DAsync=lambda *a: None, cudaStreamWaitEvent=lambda *a: None,
+                         cudaMemcpyKind=SimpleNamespace(cudaMemcpyDeviceToDevice=3),
+                         cudaStreamSynchronize=lambda s: None, cudaStreamDestroy=lambda s: None)
+    shown = []
+    image = SimpleNamespace(sample_buffer=lambda buf, shape=None: shown.append(buf) or log.append(f"draw {buf}"))
+    tex = st.SharedTexture.__new__(st.SharedTexture)
+    tex.rt, tex.shape, tex.pitch, tex.image, tex._shown, tex._next = rt, (4, 6), 24, image, None, 0
+    tex._slots, tex.stream, tex.copies, tex.skip = [Slot("A"), Slot("B")], "stream", 0, frozenset()
+    tex._record_event = lambda: None
+    array = SimpleNamespace(shape=(4, 6), dtype=np.float32, strides=(24, 4), data=SimpleNamespace(ptr=1))
+    for _ in range(3):  # A, B, A
+        tex.upload(array, event=SimpleNamespace(ptr=2))
+    assert shown == [11, 12, 11]
+    copies = [i for i, e in enumerate(log) if e == "cudaMemcpy2DAsync"]
+    # before each copy: the other buffer's fence set (from the 2nd upload on), then this one's waited for
+    assert log[copies[0] - 2] == "wait A (None)"
+    assert log[copies[1] - 3:copies[1] - 1] == ["fence", "wait B (None)"]
+    assert log[copies[2] - 3:copies[2] - 1] == ["fence", "wait A (fence1)"]  # A's fence, set at the 2nd upload
+    log.clear()
+    tex.close()  # back to the texture, then the shown buffer (A) fenced; both waited for before freeing
+    assert log[:2] == ["draw None", "fence"] and "wait A (fence3)" in log and "wait B (fence2)" in log

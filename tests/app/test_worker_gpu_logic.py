@@ -302,3 +302,83 @@ def test_a_failed_checkpoint_copy_keeps_the_previous_last_good_and_says_so(worke
     assert worker.last_good is previous and worker._ckpt_pending is None
     notes = worker.drain_notices()
     assert [n.kind for n in notes] == ["error"] and "IllegalAddress" in notes[0].text
+
+
+def _stub_publish(worker, monkeypatch):
+    """_publish with the packet snapshot, stats and the checkpoint stubbed: returns the list of
+    FakePending checkpoints begun."""
+    from nagare.app.gui import worker as worker_mod
+
+    eng = worker.engine
+    eng.diagnostics = lambda: eng.check_finite(dict(eng.values), eng.step_count)
+    monkeypatch.setattr(worker_mod, "snapshot", lambda *a, **k: object())
+    monkeypatch.setattr(worker, "_record_stats", lambda now: None)
+    monkeypatch.setattr(worker_mod, "_owned_checkpoint", lambda e: {"meta": {"step": e.step_count}, "arrays": {}})
+    worker._asks_quantities = False
+    begun = []
+
+    def begin():
+        begun.append(FakePending(eng.step_count))
+        return begun[-1]
+
+    eng.begin_checkpoint = begin
+    return begun
+
+
+def test_a_deferred_checkpoint_launches_the_check_of_its_own_step_first(worker, monkeypatch):
+    """Even when the periodic check is not due, the checkpoint's step gets its own check, queued
+    before the snapshot — else a NaN state could become last good once older checks are read."""
+    begun = _stub_publish(worker, monkeypatch)
+    eng = worker.engine
+    eng.step_count = 100
+    worker._t_diag = time.perf_counter() + 1e9  # the periodic check is not due
+    worker._t_last_ckpt = -1e9
+    worker._publish()
+    assert [p.step for p in begun] == [100] and [s for s, _, _ in worker._diag_pending] == [100]
+    eng.values["mass"] = math.nan  # that step's state was bad: the check says so when read
+    worker._diag_pending[0] = (100, {"mass": math.nan}, worker._diag_pending[0][2])
+    eng.events[-1].done = True
+    begun[0].done = True
+    worker._t_publish = -1e9
+    eng.step_count = 110
+    worker._publish()
+    assert worker.last_good is None and worker.diverged and worker._ckpt_pending is None
+
+
+def test_explicit_steps_settle_the_pending_checkpoint_and_take_new_ones(worker, monkeypatch):
+    """Paused right after a checkpoint began, then stepped by hand (forced publishes): the pending
+    one becomes last good (its check is read synchronously) and later ones are taken as due."""
+    begun = _stub_publish(worker, monkeypatch)
+    eng = worker.engine
+    eng.step_count = 100
+    worker._t_last_ckpt = -1e9
+    worker._publish()  # deferred: its check and the snapshot of step 100
+    assert worker._ckpt_pending is begun[0]
+    eng.step_count = 101
+    worker._publish(force=True)  # reads every check, waits for the copies, promotes
+    assert worker.last_good == {"meta": {"step": 100}, "arrays": {}} and begun[0].waited
+    worker._t_last_ckpt = -1e9
+    eng.step_count = 102
+    worker._publish(force=True)  # due again: taken synchronously at this checked step
+    assert worker.last_good == {"meta": {"step": 102}, "arrays": {}} and worker._ckpt_pending is None
+
+
+def test_restoring_after_a_divergence_does_not_read_the_diverged_runs_later_checks(worker, monkeypatch):
+    _stub_publish(worker, monkeypatch)
+    eng = worker.engine
+    worker.last_good = {"meta": {"step": 10}, "arrays": {}}
+    eng.values["mass"] = math.nan
+    for s in (30, 40):  # two checks of the blowing-up run in flight
+        eng.step_count = s
+        worker._launch_diagnostics()
+    for ev in eng.events:
+        ev.done = True
+    worker._t_last_ckpt = 1e18
+    worker._publish()  # reads step 30: diverged
+    assert worker.diverged
+    eng.values["mass"] = 1.0  # the restored state is fine
+    eng.restore = lambda ckpt: setattr(eng, "step_count", ckpt["meta"]["step"])
+    worker.drain_notices()
+    worker._cmd_restore({})
+    assert worker.diverged is None and eng.step_count == 10
+    assert [n.kind for n in worker.drain_notices()] == ["info"]

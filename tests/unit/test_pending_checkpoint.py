@@ -115,27 +115,42 @@ def test_gpu_begin_checkpoint_never_waits_for_the_device(name, over):
 
 
 @pytest.mark.gpu
-def test_gpu_snapshot_buffers_are_reused_only_when_free():
-    """The second checkpoint copies into the first one's device buffers once its host copies are
-    done (no 150 MB allocation each time); one begun while another is still copying gets its own
-    buffers; every result is its own step's state."""
+def test_gpu_snapshot_buffers_are_reused_only_when_free(monkeypatch):
+    """A checkpoint begun while the first one's helper still copies (held here until released)
+    gets its own buffers; once both are done the kept buffers serve the next one (no allocation);
+    every result is its own step's state."""
+    import threading
+
     from nagare.engine import pending_checkpoint as pc
+
+    gate = threading.Event()
+    copy = pc.PendingCheckpoint._copy
+
+    def held_copy(self, *args):
+        gate.wait(30)
+        copy(self, *args)
 
     eng = create_engine(load_preset("lbm2d-cylinder", SHRINK["lbm2d"], backend="cupy"), get_backend("cupy"))
     eng.step(2)
+    monkeypatch.setattr(pc.PendingCheckpoint, "_copy", held_copy)
     first = eng.begin_checkpoint()
     want_first = eng.checkpoint()
     kept = pc._buffers[eng]
     ptrs = {k: v.data.ptr for k, v in kept["arrays"].items()}
+    assert kept["busy"] and not first.done
     eng.step(3)
-    second = eng.begin_checkpoint()  # the first may still be copying: fresh buffers then
+    second = eng.begin_checkpoint()  # the first still copies: fresh buffers, the kept ones untouched
     want_second = eng.checkpoint()
+    eng.step(4)
+    gate.set()
     _assert_same_checkpoint(first.result(), want_first, "first")
     _assert_same_checkpoint(second.result(), want_second, "second")
-    assert not pc._buffers[eng]["busy"]
-    eng.step(4)
+    assert pc._buffers[eng] is kept and not kept["busy"]
+    monkeypatch.undo()
     third = eng.begin_checkpoint()  # everything done: the kept buffers again
     assert pc._buffers[eng] is kept and {k: v.data.ptr for k, v in kept["arrays"].items()} == ptrs
     want_third = eng.checkpoint()
     eng.step(1)
     _assert_same_checkpoint(third.result(), want_third, "third")
+    pc.release(eng)
+    assert eng not in pc._buffers
