@@ -154,7 +154,7 @@ def test_mass_conserved_fp64_closed_box(kind):
                "boundaries": {"y": "walls"}, "obstacle": {"kind": "rectangle", "width": 5, "height": 9}}
     e = make(raw)
     e.random_state(np.random.default_rng(7))
-    f0 = np.asarray(e.state_arrays()["f"])
+    f0 = np.array(e.state_arrays()["f"], copy=True)  # state_arrays() may hand out the live lattice
     fluid = e.mask_host == 0
     m0 = f0[:, fluid].sum()
     e.step(5000)
