@@ -96,6 +96,7 @@ class FieldImage(scene.visuals.Image):
     def __init__(self, *args, **kwargs):
         self._field_buffer: BufferTexture | None = None  # sampled instead of the texture while set
         self._buffer_lookup = Function(_BUFFER_LOOKUP)
+        self._buffer_shape: tuple | None = None  # the lookup's $shape (set on change only: every frame calls)
         super().__init__(*args, **kwargs)
 
     @property
@@ -112,6 +113,7 @@ class FieldImage(scene.visuals.Image):
                 self._field_buffer.delete()
                 self._field_buffer = None
                 self._buffer_lookup = Function(_BUFFER_LOOKUP)
+                self._buffer_shape = None
                 self._need_interpolation_update = True
                 self.update()
             return
@@ -119,7 +121,9 @@ class FieldImage(scene.visuals.Image):
             self._field_buffer = BufferTexture()
             self._need_interpolation_update = True
         self._field_buffer.attach(gl_buffer)
-        self._buffer_lookup["shape"] = (float(shape[1]), float(shape[0]))
+        if tuple(shape) != self._buffer_shape:
+            self._buffer_shape = tuple(shape)
+            self._buffer_lookup["shape"] = (float(shape[1]), float(shape[0]))
         self.update()
 
     def _build_interpolation(self):

@@ -44,6 +44,15 @@ def _one_preset_per_family() -> list:
     return out
 
 
+def _gpu_engine(name, over):
+    """The preset on CuPy, shrunk where its grid takes the family's shrinking overrides."""
+    try:
+        preset = load_preset(name, over, backend="cupy")
+    except Exception:  # a grid given another way: its own size
+        preset = load_preset(name, backend="cupy")
+    return create_engine(preset, get_backend("cupy"))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("route", ["snapshot", "synchronous"])
 @pytest.mark.parametrize("name,over", _one_preset_per_family())
@@ -57,11 +66,7 @@ def test_gpu_pending_checkpoint_is_the_state_of_its_step_whatever_runs_after(nam
         def no_room(engine, arrays):
             raise cp.cuda.memory.OutOfMemoryError(1 << 40, 0)
         monkeypatch.setattr(pc, "_snapshot", no_room)
-    try:
-        preset = load_preset(name, over, backend="cupy")
-    except Exception:
-        preset = load_preset(name, backend="cupy")
-    eng = create_engine(preset, get_backend("cupy"))
+    eng = _gpu_engine(name, over)
     eng.step(3)
     pending = eng.begin_checkpoint()
     want = eng.checkpoint()
@@ -101,11 +106,7 @@ def test_gpu_begin_checkpoint_never_waits_for_the_device(name, over):
     there drained the whole run-ahead and stalled a 2048² lbm2d run ~60–85 ms (H100, session 15)."""
     import cupyx
 
-    try:
-        preset = load_preset(name, over, backend="cupy")
-    except Exception:
-        preset = load_preset(name, backend="cupy")
-    eng = create_engine(preset, get_backend("cupy"))
+    eng = _gpu_engine(name, over)
     eng.step(3)
     eng.synchronize()
     with cupyx.allow_synchronize(False):
