@@ -1,4 +1,4 @@
-"""The engine contract every solver family implements (DESIGN.md §3, docs/architecture.md).
+"""The engine contract every solver family implements (docs/architecture.md, "The engine contract").
 
 A family subclasses :class:`Engine` (an abstract base class: a concrete family that leaves one of
 the abstract methods below unimplemented is refused when its class is defined) and provides:

@@ -1,6 +1,6 @@
 """The simulation thread: owns the engine, applies queued commands between steps, publishes frames.
 
-Threading contract (DESIGN.md §6):
+Threading contract (docs/architecture.md, "Threads"; docs/app.md):
 
 - Only this thread touches the engine (construction included, so CUDA compilation happens here,
   never in the middle of a UI frame).

@@ -1,7 +1,7 @@
 """Gather tables: for every shell point and direction, where the pull streaming reads from.
 
 Built once per tree on the host (per-leaf-chunk loops, vectorised inside); the reference step and
-the GPU kernels only index these flat arrays, they never search the tree (DESIGN.md §11).
+the GPU kernels only index these flat arrays, they never search the tree (docs/amr3d.md, "Gather tables").
 
 Index conventions (all int64 here; kernels may narrow them):
 - point id   p = leaf · m³ + (k · m + j) · m + i   (i = x fastest, as f[q, leaf, k, j, i])

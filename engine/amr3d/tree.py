@@ -1,4 +1,4 @@
-"""The octree forest on the host: plain NumPy arrays, no device code (DESIGN.md §11).
+"""The octree forest on the host: plain NumPy arrays, no device code (docs/amr3d.md, "Data layout").
 
 A forest is nx × ny × nz root blocks; each split makes 8 children. A leaf is named by its level l
 and its block index b = (bx, by, bz) among the roots·2^l blocks of that level, and holds m³

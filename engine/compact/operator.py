@@ -1,5 +1,5 @@
 """One compact derivative operator per (scheme half, boundary closure, direction), holding the
-factorised matrix (DESIGN.md §11): ``op(f, out)`` writes ∂f/∂(axis) of a (ny, nx) array.
+factorised matrix (docs/compact.md): ``op(f, out)`` writes ∂f/∂(axis) of a (ny, nx) array.
 
 The work is split into the phases the timing HUD shows: ``rhs`` (the explicit side, stencil
 framework), ``solve`` (the tridiagonal systems, a ``solver`` choice) and ``transpose`` (only for

@@ -1,5 +1,5 @@
-"""The compact family's variant axes (DESIGN.md §4), registered by :func:`register` (called once
-when engine.py is imported).
+"""The compact family's variant axes (docs/architecture.md, "The variant registry"), registered by
+:func:`register` (called once when engine.py is imported).
 
 - ``solver``: how the tridiagonal systems are solved — ``thomas`` (LU factorised once; one thread
   per system on the GPU), ``cr`` (cyclic reduction), ``pcr`` (parallel cyclic reduction),

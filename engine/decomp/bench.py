@@ -6,7 +6,7 @@ efficiency and the exchange's share of the step time (overlap off; with overlap 
 hidden inside the step phase). Devices: NCCL over N GPUs when N are visible, else N sub-domains on
 the one device (or NumPy) — then the efficiency is against one device doing all the work (ideal
 1.0: the decomposition's own overhead), and the table says so in its ``devices`` column.
-On NumPy the sizes are small stand-ins; absolute numbers only from a GPU (DESIGN.md §8).
+On NumPy the sizes are small stand-ins; absolute numbers only from a GPU (docs/benchmarks/README.md).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The lbm2d variant axes (DESIGN.md §4), registered explicitly by :func:`register` (called once,
-when engine.py is imported; every family registers this way).
+"""The lbm2d variant axes (docs/architecture.md, "The variant registry"), registered explicitly by
+:func:`register` (called once, when engine.py is imported; every family registers this way).
 
 Single-step kernels live in shaders/cuda/lbm2d/lbm2d.cu. The temporal-blocking kernels (P1's
 stb / srtb / srtb-ws and the wavefront kernel) come from ``engine/lbm2d/temporal_blocking.py``:
