@@ -105,7 +105,8 @@ def _percentiles(xp, a, qs):
     """Percentiles of a 1-D array with NumPy's default (linear) interpolation, as device scalars.
 
     Not cupy.percentile: it validates q by reading it back to the host, a sync that drained the
-    engine's queue at every published frame (the H200 display benchmark lost ~12 % to it)."""
+    engine's queue at every published frame (the display benchmark lost ~12 % to it; docs/decisions.md
+    D18)."""
     s = xp.sort(a)
     n = s.size
     out = []

@@ -1,11 +1,11 @@
 """Checkpoints taken without stopping the GPU (the app's "last good" state).
 
 :meth:`Engine.checkpoint` copies the state to host memory and waits for it: for a 2048² D2Q9 run
-that is 150 MB, and while the app ran it stalled the simulation ~100 ms every ~10 s (H100,
-docs/benchmarks/display-h100-2026-11-27b). :func:`begin_checkpoint` instead
+that is 150 MB, and while the app ran it stalled the simulation ~100 ms every ~10 s
+(docs/decisions.md D26). :func:`begin_checkpoint` instead
 
 1. snapshots every device state array on the engine's stream (device → device: ~0.1 ms for
-   150 MB on an H100; stream-ordered, so it is the state of this step whatever runs next);
+   150 MB; stream-ordered, so it is the state of this step whatever runs next);
 2. hands the snapshots to a helper thread that waits for them (polling, GIL free) and copies them
    to ordinary host memory on a non-blocking side stream, while the simulation thread goes on
    launching steps and the GPU goes on computing;
@@ -16,7 +16,7 @@ docs/benchmarks/display-h100-2026-11-27b). :func:`begin_checkpoint` instead
 Why a thread and pageable memory, not asynchronous copies into page-locked memory: the first
 version did that, and allocating 150 MB of page-locked memory blocked the simulation thread for
 160–200 ms (cudaHostAlloc pins every page) — the GPU ran dry and stalled longer than with the
-synchronous copy (H100, session 15). The helper thread pays for the pageable copy's staging
+synchronous copy (docs/decisions.md D26). The helper thread pays for the pageable copy's staging
 instead; nothing is pinned.
 
 Where the snapshots do not fit in device memory, or the arrays live on several devices (a
@@ -152,7 +152,7 @@ def _snapshot(engine, arrays: dict) -> dict:
     """Device copies of ``arrays`` on the current stream (OutOfMemoryError where they do not fit),
     into buffers kept for the engine's next checkpoint: allocating 150 MB for each one (a 2048²
     lattice) went to cudaMalloc whenever the pool had split the last block, and that stalled the
-    simulation ~50 ms (H100, session 15). A second checkpoint begun while the first is still
+    simulation ~50 ms (docs/decisions.md D26). A second checkpoint begun while the first is still
     copying gets fresh arrays."""
     import cupy as cp
 

@@ -8,8 +8,8 @@ Kernels of ladder.cu (naive, inner, shell) beside probes that change one thing a
 naive_inner (naive's mapping, shell threads idle), inner_fullrow (the inner kernel writing whole
 rows), inner_x (whole x-rows with the x-neighbour reads), copy_inner / copy_all (plain copies of
 the inner points / of every point, no collision), split_fused (inner and shell blocks of each
-leaf in one launch) and split_2launch (split as the engine runs it). On an H100 (2026-11-26,
-docs/benchmarks/amr3d-h100-2026-11-26-apart) copy_inner read 342 MB from DRAM for 187 MB of data
+leaf in one launch) and split_2launch (split as the engine runs it). Measured (docs/benchmarks/
+amr3d-*-apart/README.md), copy_inner read 342 MB from DRAM for 187 MB of data
 and ran at 55 % of copy_all's rate: partial 32-byte sector writes become read-modify-writes under
 HBM's ECC. The fix is the apart storage (ladder.cu, storage.py). GB/s counts 216 bytes a point
 (27 reads + 27 writes of fp32; P0's B = 220 adds 4 of flags the probes do not read).

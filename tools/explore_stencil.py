@@ -4,10 +4,10 @@ reach 90 % of the copy bandwidth, measured before the shape went into the stenci
     python tools/explore_stencil.py 512 [--compare]
 
 zvec<V>: V x-consecutive points per thread (vector loads, x-neighbours by warp shuffle, z in
-registers); zvec_smem<V>: the same with the y-neighbours from a shared-memory plane. Results of
-2026-11-22: docs/benchmarks/stencil-h200-2026-11-22b/hand-kernels-512.txt. --compare: zvec<4> and
-three variants of it against the generated vec4 kernel in one process, interleaved
-(docs/benchmarks/stencil-h200-2026-11-22c/compare-512-*.txt)."""
+registers); zvec_smem<V>: the same with the y-neighbours from a shared-memory plane. Results:
+hand-kernels-512.txt in the stencil-* folders of docs/benchmarks/. --compare: zvec<4> and three
+variants of it against the generated vec4 kernel in one process, interleaved (compare-512-*.txt
+there)."""
 import sys
 
 import cupy as cp

@@ -5,10 +5,9 @@ each variant's output compared with the default build's bit for bit.
     python tools/scan_variants.py [N ...]            # default: 2048 4096
 
 Variants: the engine's build (40 registers for 8-row chunks) and the same without the register bound.
-Session 11 (2026-11-26) used an earlier form of this script for docs/benchmarks/compact-scan-h100-2026-11-26b;
-session 12 measured a ``direct`` build there (each thread's rows straight from and to global memory, no
-shared line, two barriers fewer) at 50–95 % of the default's GB/s and removed it
-(docs/benchmarks/compact-scan-h100-2026-11-27).
+Earlier forms of this script measured the compact-scan-* folders of docs/benchmarks/, among them a
+``direct`` build (each thread's rows straight from and to global memory, no shared line, two barriers
+fewer) at 50–95 % of the default's GB/s, which was removed (see those folders' READMEs).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ sm__warps_active.avg.pct_of_peak_sustained_active python3 tools/stencil_ncu.py [
 Configurations: the bench's best at 512³ and the best of each kernel shape (z-marching, plain, vec;
 from ``--json``, if given), the vec kernel at (32,8,1)/4, (64,4,1)/32 z-marching and tile, the plain (128,2,1)
 block and P2's fixed (128,1,1)/2, each launched twice (ncu reports every launch; the second is warm). Ideal DRAM traffic
-per sweep: 8 B × 512³ = 1.074 GB; at the H200's copy bandwidth that is ≈ 0.25 ms.
+per sweep: 8 B × 512³ = 1.074 GB; at a copy bandwidth of 4.25 TB/s (read + write) that is ≈ 0.25 ms.
 """
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 Why: after CUDA fills the shared buffer (shared_texture.py), GL used to copy it into the field's
 texture every frame. A *buffer texture* (``GL_TEXTURE_BUFFER``, sampled with ``texelFetchBuffer``)
-reads the shared buffer itself, so the only per-frame work is CUDA's copy and the draw. Measured on
-an H100 (docs/benchmarks/display-h100-2026-11-27c): ~0.1 ms less of the simulation's GPU time a frame
+reads the shared buffer itself, so the only per-frame work is CUDA's copy and the draw. Measured
+(docs/decisions.md D25): ~0.1 ms less of the simulation's GPU time a frame
 (median of three paired calls), less than leaving the write out altogether suggested (~0.6 ms) —
 most of the cost is GL touching memory CUDA has just written, which the draw still does.
 

@@ -3,8 +3,8 @@
 A 2048² field in a 900-pixel view puts ~2.3 cells on each pixel. When the view shows k ≥ 2 cells
 a pixel (the 2D camera has one scale for both axes), the canvas uploads the k×k block means
 instead of every cell (1/k² of the texels); zoomed in to fewer than 2 cells a pixel, every cell
-again. What it buys, measured (docs/benchmarks/display-h100-2026-11-27b, lbm2d-cylinder 2048² on
-an H100): a faithful picture of the minified field, and a quarter of the bytes per frame; the GPU
+again. What it buys, measured (lbm2d-cylinder 2048², docs/decisions.md D24): a faithful picture
+of the minified field, and a quarter of the bytes per frame; the GPU
 time saved on the interop path is small (writing the texture costs ~0.8 ms a frame of the
 simulation's GPU time whatever its size — it is paid per write, in switches between the CUDA and GL
 contexts), ~0.1 ms a frame together with the shared buffers.

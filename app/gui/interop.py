@@ -7,7 +7,7 @@ first waits for the snapshot's CUDA event (``cudaStreamWaitEvent``: the GPU orde
 after the snapshot, the host never waits).
 
 Interop is only possible when the GPU that runs CUDA also drives the GL context (an NVIDIA GL
-vendor, e.g. EGL on a headless H200). Anything else falls back to a host copy, and the reason is
+vendor, e.g. EGL on a headless NVIDIA GPU). Anything else falls back to a host copy, and the reason is
 logged once per process.
 
 Lifetime: the copy reads the packet's snapshot asynchronously, after the host has moved on. If
@@ -19,7 +19,7 @@ array alive until the host sees that event done (polled, never waited for, on th
 
 The pieces without a GPU (path choice, copy geometry, log-once, in-flight ownership) are plain
 Python so that they are unit-tested everywhere; the GPU path is tested by
-tests/app/test_interop_gpu.py on an H200.
+tests/app/test_interop_gpu.py on a GPU machine under EGL.
 """
 from __future__ import annotations
 

@@ -4,8 +4,8 @@
 (``cudaGraphicsMapResources`` → copy → ``cudaGraphicsUnmapResources``). Map and unmap are
 operations of both the CUDA and the GL context; on a GPU that runs the simulation's CUDA context
 and the window's GL context by time slices, each can cost a switch between the two. Measured
-with ``bench_display --timeline`` (lbm2d-cylinder 2048², H100, 2026-11-27,
-docs/benchmarks/display-h100-2026-11-27b): writing the field's texture takes ~0.8 ms of the
+with ``bench_display --timeline`` (lbm2d-cylinder 2048², docs/decisions.md D24): writing the
+field's texture takes ~0.8 ms of the
 simulation's GPU time per frame, as much as drawing the frame itself. These buffers do not remove
 that cost (it is paid per write, whichever API writes), but the frame interleaves with the
 simulation less often (2.2 instead of 2.9 slowed iterations a frame) and, with the texture at the

@@ -1,7 +1,7 @@
 """3D particles rasterised by CUDA (shaders/cuda/view/splat_spheres.cu) and shown as one quad.
 
 The GL path (view3d.SphereVisual: one point sprite a particle) asks the GPU's graphics units for
-every sprite. A Hopper compute GPU (H100, H200) has few of them, so a million sprites cost the GL
+every sprite. A compute GPU of the Hopper generation has few of them, so a million sprites cost the GL
 context milliseconds a frame — time the simulation's CUDA context does not get (the two share
 the GPU by time slices). Here the sprites are splatted by a CUDA kernel on every SM, in the
 simulation's context, into a 64-bit (depth, colour) buffer; a resolve kernel turns it into an

@@ -147,8 +147,8 @@ class SimulationWorker:
     diagnostics_interval = 0.25  # s between NaN/Inf checks while running (GPU: launched, read later)
     packet_slots = 8  # published packets kept, so one whose snapshot is complete is always at hand
     # Also bound in count: each fence is one loop iteration (tens of kernel launches); a deep queue
-    # of launches made the H200 display fall to 8–15 frames/s with CUDA graphs on (packets
-    # completed late and in bursts), 16 keeps it at 28–29 with the same throughput.
+    # of launches made the display fall to 8–15 frames/s with CUDA graphs on (packets completed
+    # late and in bursts), 16 keeps it at 28–29 with the same throughput (docs/decisions.md D20).
     max_fences = 16
     poll_s = 2e-4  # sleep between queries of a fence the worker waits for
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
@@ -226,8 +226,8 @@ class SimulationWorker:
     # The worker and the UI thread share the GIL. A worker that waits for the GPU (SPH's steps
     # read a few device values) must get the GIL back as soon as the wait ends, but Python hands
     # it over only every switch interval (5 ms by default) while the UI thread runs Python code
-    # (drawing: about half of its time). On the H200, 1M-particle SPH with the display on ran at
-    # 0.85 of its headless rate; a 1 ms interval bounds that wait per step.
+    # (drawing: about half of its time). 1M-particle SPH with the display on ran at 0.85 of its
+    # headless rate; a 1 ms interval bounds that wait per step (docs/decisions.md D21).
     gil_switch_interval = 1e-3
 
     def start(self) -> SimulationWorker:

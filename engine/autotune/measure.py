@@ -14,7 +14,7 @@ launch between two events mostly times the host's launch latency:
   takes longer than the host's call, the host stays ahead within a batch — but a measurement
   that waits for its result (:func:`time_batches`) leaves the GPU idle, so the start event would
   fire before the first launch has even reached the GPU and its launch latency would count
-  (≈ 2 % of a 0.28 ms kernel timed alone, seen on the H200 at 512³). There a hold covering the
+  (≈ 2 % of a 0.28 ms kernel timed alone at 512³; docs/decisions.md D16). There a hold covering the
   first launch is queued in front of every measurement.
 
 The live tuner applies this to live calls (each call of the batch is one real step of the run);

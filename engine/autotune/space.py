@@ -91,8 +91,8 @@ def product_space(axes: dict, *constraints: Constraint) -> Space:
 
 
 # P2's table 1: threads in x, threads in y, z-marching length — with longer marches (32, 64) than
-# the paper's 16: on an H200 a 512³ sweep needs long runs to amortise each run's halo planes and
-# to keep several unrolled planes of loads in flight per thread.
+# the paper's 16: on a current GPU a 512³ sweep needs long runs to amortise each run's halo planes
+# and to keep several unrolled planes of loads in flight per thread (docs/decisions.md D13).
 STENCIL_BX = (4, 8, 16, 32, 64, 128)
 STENCIL_BY = (1, 2, 4, 8, 16)
 STENCIL_ZMARCH = (1, 2, 4, 8, 16, 32, 64)
@@ -102,7 +102,8 @@ P2_ZMARCH = (1, 2, 4, 8, 16)
 # The plain shape (no z-march, one thread per point, 3D blocks): the third launch number is the
 # block's z-extent bz; x-rows of at least a warp, as in the usual 3D stencil launches.
 # The default shapes the loop engines' tuner chooses from; "tile" is selectable explicitly
-# (shapes=STENCIL_SHAPES + ("tile",)) but never won on an H200 and costs 36 candidates of tuning.
+# (shapes=STENCIL_SHAPES + ("tile",)) but never won a measurement and costs 36 candidates of tuning
+# (docs/decisions.md D14).
 STENCIL_SHAPES = ("march", "plain", "vec")
 ALL_STENCIL_SHAPES = ("march", "plain", "tile", "vec")
 PLAIN_BX = (32, 64, 128)

@@ -29,9 +29,9 @@ untuned calls would be the real overhead).
   and the descent (strictly decreasing) always terminates.
 - ``random``: a seeded random sample of the space, then descent from its best point.
 - ``auto``: exhaustive when the valid space has at most ``exhaustive_limit`` (64) points, else
-  descent. On the H200 (docs/benchmarks/stencil-h200-2026-11-22b/) the stencil space's 249 valid
-  points cost 1,712 steps of 512³ exhaustively (not amortised within 1,000 steps), descent 83
-  steps for a pick within 1.4 % of the exhaustive best; random sampling adds its sample to that.
+  descent. The stencil space's 249 valid points cost 1,712 steps of 512³ exhaustively (not
+  amortised within 1,000 steps), descent 83 steps for a pick within 1.4 % of the exhaustive best
+  (docs/decisions.md D15); random sampling adds its sample to that.
 """
 from __future__ import annotations
 

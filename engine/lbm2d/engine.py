@@ -65,7 +65,7 @@ class LBM2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/d
             lattices = 7
         # On the GPU the memory pool also keeps what a frame and a checkpoint allocate: the fields
         # (five fp32/fp64 arrays and their temporaries) and the fp64 canonical state of a checkpoint
-        # (72 B a node); measured on the H200 (2026-11-25): 70–128 B a node above the lattices.
+        # (72 B a node); measured: 70–128 B a node above the lattices (docs/decisions.md D12).
         outputs = 160 * nodes if self.backend.is_gpu else 0
         return lattices * lattice + 64 * nodes + 96 * p.tracers.count + outputs
 

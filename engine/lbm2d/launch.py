@@ -21,27 +21,23 @@ BLOCK = (64, 4, 1)  # 64 x-contiguous threads (256 B per direction row, coalesce
 # populations kept two to a register), "pipe{S}" / "pipe{S}r{R}" the fp16-only lbm_fused_pipe (packed,
 # each warp marching down R rows of a 256-column strip with S − 1 rows in flight through cp.async;
 # threads x = 32 × warps per block; needs sm_80, packed8 below that), an int k is lbm_fused with k
-# nodes per thread. Chosen from engine/lbm2d/fused_bench.py on an H200 (docs/benchmarks/
-# lbm2d-h200-2026-11-22c/ for fp32, lbm2d-h200-2026-11-24/ for fp16); any launch gives the same result.
+# nodes per thread. Chosen with engine/lbm2d/fused_bench.py's launch sweep (docs/decisions.md D6 for
+# fp32, D8 for fp16); any launch gives the same result.
 FUSED_LAUNCH = {"native": ((64, 1, 1), "vec4"), "fp16": ((64, 1, 1), "pipe2")}
 FUSED_FALLBACK = ((64, 4, 1), 1)  # nx not a multiple of the vector width
 PIPE_FALLBACK = ((128, 1, 1), "packed8")  # fp16 on a GPU without cp.async (before sm_80)
-# lbm_fused_pipe needs enough warps in flight: each warp owns 256 columns × PIPE_ROWS rows. At 1024²
-# fp16 ran 0.0153 ms/step through the pipe (3-row runs), 0.0143 through packed8 and 0.0133-0.0136
-# through vec4; at 320² vec4 0.0091 against packed8's 0.0139; from 2048² up the pipe wins (0.0490
-# against packed8's 0.0511 and vec4's 0.0542; H200, docs/benchmarks/lbm2d-h200-2026-11-24c). Below
-# PIPE_MIN_NODES nodes fp16 takes SMALL_FP16_LAUNCH.
+# lbm_fused_pipe needs enough warps in flight: each warp owns 256 columns × PIPE_ROWS rows, so on
+# small grids too few warps run and vec4 is faster; from 2048² up the pipe wins (docs/decisions.md
+# D8). Below PIPE_MIN_NODES nodes fp16 takes SMALL_FP16_LAUNCH.
 PIPE_MIN_NODES = 1 << 22
 SMALL_FP16_LAUNCH = ((64, 1, 1), "vec4")
 # Extra NVRTC options of the lbm2d module per (storage, arithmetic type); fused_bench --hints
 # measures others. fp32 vec4 needs 88 registers; capped at 80 (no spills) one more warp fits per
-# scheduler and 4096² ran 0.5 % faster on the H200 in two calls (95.5 % instead of 95.0 % of the
-# copy bandwidth). fp64 is left alone (doubles need pairs). The fp16 module divides approximately
-# (--prec-div=false: 1/ρ to 1 ulp of fp32, TRT's quotients to 2 ulp, ~10⁻⁷ relative, far below the
-# 5·10⁻⁴ of fp16 storage):
-# IEEE division's slow-path check and its registers made lbm_fused_pipe 8 % slower at 4096² on the
-# H200 (0.1826 → 0.1684 ms; fp32 vec4 is memory-bound and unchanged by it, 0.2982 / 0.2984 ms). Its
-# registers are left uncapped (140 since 2026-11-24c; at 174 every cap tried, 128, 152, 168, was slower).
+# scheduler, and 4096² runs faster (docs/decisions.md D7). fp64 is left alone (doubles need pairs).
+# The fp16 module divides approximately (--prec-div=false: 1/ρ to 1 ulp of fp32, TRT's quotients to
+# 2 ulp, ~10⁻⁷ relative, far below the 5·10⁻⁴ of fp16 storage): IEEE division's slow-path check and
+# its registers made lbm_fused_pipe 8 % slower at 4096², while fp32 vec4 is memory-bound and
+# unchanged by it. Its registers are left uncapped: every cap tried was slower (D9).
 FUSED_OPTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("native", "float"): ("--maxrregcount=80",), ("native", "double"): (), ("fp16", "float"): ("--prec-div=false",)}
 SEGMENT = 64  # lbm2d.cu SEG: nodes per segment-class byte
@@ -49,11 +45,9 @@ SEGMENT = 64  # lbm2d.cu SEG: nodes per segment-class byte
 
 PIPE_WIDTH = 8  # lbm2d.cu PIPE_W: nodes per lane of lbm_fused_pipe
 PIPE_STAGE_BYTES = 9 * 32 * 16 + 9 * 32 * 4 + 32 * 4  # lbm2d.cu sizeof(PipeStage): one row of one warp
-# Rows each warp of lbm_fused_pipe marches. Short runs of many blocks win: after the kernel lost a third
-# of its instructions and 34 registers (174 → 140, 14 warps per SM instead of 10; 2026-11-24c),
-# 3-row runs were the fastest at 4096² (0.1568 ms against 0.1697 for 16 rows) and within 0.2 % of the
-# best at 8192² (0.6015 ms, 2 rows 0.6005) and 3072²; runs sized to fill the GPU in one wave were
-# 40 % slower than 16-row runs in the first version (docs/benchmarks/lbm2d-h200-2026-11-24).
+# Rows each warp of lbm_fused_pipe marches. Short runs of many blocks win: at 140 registers (14 warps
+# per SM) 3-row runs are the fastest at 4096² and within 0.2 % of the best at 8192² and 3072²; runs
+# sized to fill the GPU in one wave are slower still (docs/decisions.md D10).
 PIPE_ROWS = 3
 
 

@@ -25,7 +25,7 @@ TS_CHOICES = ("1", "2", "4", "8", "16")
 TR_CHOICES = ("0", "1", "2", "4", "8")
 TILE_CHOICES = ("8x8", "10x10", "16x8", "16x16", "32x8", "32x16", "32x32")
 # The wavefront kernel reads a tile as (threads = strip width incl. its 2·ts halo columns) x (rows
-# marched per block); these are its best shapes on an H200 (docs/benchmarks/lbm2d-h200-2026-11-24b).
+# marched per block); these are its best shapes in the ts × tile sweep (docs/decisions.md D11).
 # For P1's kernels they are more than 1024 threads: "cannot run", with the reason.
 WAVE_TILE_CHOICES = ("64x128", "128x64", "128x128", "192x128")
 

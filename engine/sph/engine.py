@@ -371,7 +371,7 @@ class SPH(Engine):
         """Device scalars, no host sync: masks by ``where`` (boolean indexing would read the count
         back to size its result) and Δt as the device value the stepper keeps. The app launches
         these a few times a second while the simulation runs; every sync here drained the queue
-        (the 1M-particle display benchmark on the H200 lost ~12 % of the steps to the frames)."""
+        (the 1M-particle display benchmark lost ~12 % of the steps to the frames; docs/decisions.md D22)."""
         xp = self.xp
         if not self.n_fluid:
             return {"fluid_mass": 0.0, "kinetic_energy": 0.0, "max_speed": 0.0, "rho_min": 0.0, "rho_max": 0.0,

@@ -20,7 +20,7 @@ from .loops import Loop
 
 LOOP_ENGINE = {"stencil-host": "host", "cuda": "device", "cuda-autotune": "device-autotune", "cuda-vec": "device"}
 # Launch of the fixed-launch choices other than P2's default: the vec kernel at the hand-written
-# prototype's best 512³ configuration on an H200 (block 32 × 8, z-march 4).
+# prototype's best 512³ configuration (block 32 × 8, z-march 4; docs/decisions.md D17).
 LOOP_KW = {"cuda-vec": {"shape_kind": VEC, "block": (32, 8), "zmarch": 4}}
 
 

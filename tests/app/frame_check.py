@@ -1,4 +1,4 @@
-"""Shared by the Mesa (host-copy) and H200 (interop) display tests: a field that exposes any
+"""Shared by the Mesa (host-copy) and GPU (interop) display tests: a field that exposes any
 geometry error, a one-pixel-per-cell view, and the comparison of the screen with the field."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The host-copy display path on Mesa: the frame on screen equals the colour-mapped field pixel
-for pixel, border rows and columns included (the same comparison as the H200 interop test)."""
+for pixel, border rows and columns included (the same comparison as the GPU interop test)."""
 from __future__ import annotations
 
 import numpy as np

@@ -132,7 +132,8 @@ def test_run_ahead_is_bounded_in_count_too(worker):
 
 def test_latest_packet_is_the_newest_complete_one():
     """The worker runs ahead of the GPU: the newest packet is often still queued, and the UI must
-    get the newest *complete* one instead of nothing (on the H200 it otherwise drew 0.4 frames/s)."""
+    get the newest *complete* one instead of nothing (otherwise the display drew 0.4 frames/s;
+    docs/decisions.md D19)."""
     import threading
     from collections import deque
     from types import SimpleNamespace

@@ -167,7 +167,7 @@ def test_cylinder_with_tracers_runs_on_cupy():
 
 @pytest.mark.parametrize("storage", ["native", "fp16"])
 def test_tracer_and_velocity_kernels_match_the_array_path(storage):
-    """tracers.cu on the H200 against the array path run on the same CuPy arrays (FMA contraction
+    """tracers.cu on the GPU against the array path run on the same CuPy arrays (FMA contraction
     on the device: round-off, not bits)."""
     import copy
 

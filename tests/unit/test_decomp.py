@@ -278,7 +278,7 @@ def test_too_many_parts_and_nccl_without_gpus_are_one_line_errors():
     assert t.name == "same-device" and t.tested
     from nagare.engine.decomp import NcclTransport
 
-    assert NcclTransport.tested  # checked on 2 and 4 GPUs by test_decomp_gpu.py (2026-11-26)
+    assert NcclTransport.tested  # checked on 2 and 4 GPUs by test_decomp_gpu.py (docs/decisions.md D28)
     with pytest.raises(VariantUnavailable, match="overlap="):
         engine(wave("periodic"), parts=2).set_variant(overlap="sometimes")
 

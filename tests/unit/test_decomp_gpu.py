@@ -3,7 +3,7 @@
 - One device: N sub-domains through SameDeviceTransport (halo copies on the device, overlap's side
   stream and events) give the undecomposed run's state bit for bit, for every decomposed kernel.
 - Several devices: the same through NcclTransport on 2 and 4 GPUs (one process, one stream per
-  GPU); skipped with the reason on a machine with fewer GPUs. Passed on 4 × H200 (2026-11-26).
+  GPU); skipped with the reason on a machine with fewer GPUs (where they last ran: docs/decisions.md D28).
 """
 from __future__ import annotations
 

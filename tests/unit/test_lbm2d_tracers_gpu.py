@@ -68,7 +68,7 @@ def test_gpu_lattice_update_equals_the_moments_pass_path():
     """Fused two-lattice stepper (the tracer update reads f inside the graph) vs the NumPy engine
     (moments pass + tracer update as array code): the same fluid to round-off, the same ring, the
     tracers close. (The GPU's own moments-pass steppers, AA streaming and temporal blocking, have no
-    inlet/outlet, so the cylinder cannot run on them: the H200 run of 2026-11-25 refused AA.)"""
+    inlet/outlet, so the cylinder cannot run on them: AA is refused for it.)"""
     fused = _engine({"kernel": "fused", "graph": "on"})
     assert fused.stepper.tracer_steps
     ref = _engine({}, backend="numpy")

@@ -103,7 +103,7 @@ def test_an_error_of_the_helper_thread_is_raised_by_result():
 def test_gpu_begin_checkpoint_never_waits_for_the_device(name, over):
     """begin_checkpoint (and the state_arrays() it calls) makes no host read of a device value:
     the app takes its last-good checkpoint while the simulation keeps the GPU busy. A host read
-    there drained the whole run-ahead and stalled a 2048² lbm2d run ~60–85 ms (H100, session 15)."""
+    there drained the whole run-ahead and stalled a 2048² lbm2d run ~60–85 ms (docs/decisions.md D26)."""
     import cupyx
 
     eng = _gpu_engine(name, over)

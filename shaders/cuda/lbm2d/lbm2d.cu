@@ -485,7 +485,7 @@ __global__ void lbm_fused_packed(const half_bits* __restrict__ f, half_bits* __r
 }
 
 // ---- fused fp16, packed, rows streamed through a cp.async pipeline ------------------------------
-// lbm_fused_packed is latency-bound on an H200 (docs/benchmarks/lbm2d-h200-2026-11-22c): a warp
+// lbm_fused_packed is latency-bound (ncu: docs/decisions.md D8): a warp
 // issues its nine 16-byte loads, then computes its 256 nodes with nothing in flight, and the five
 // warps per scheduler that 96 registers allow do not cover the wait (DRAM 70 % of peak). Here each
 // warp owns a strip of 32·8 = 256 columns and marches down a run of `rows` rows; the populations of

@@ -1,6 +1,6 @@
 // 3D particles as lit sphere sprites, rasterised by CUDA instead of OpenGL (app/gui/splat.py).
 //
-// Why: on a Hopper compute GPU (H100/H200) only a few of the SMs can run OpenGL's vertex and
+// Why: on a compute GPU of NVIDIA's Hopper generation only a few of the SMs can run OpenGL's vertex and
 // pixel shaders, so a million point sprites take the GL side milliseconds a frame, and the GL
 // context's time slices stop the simulation's CUDA work meanwhile. Splatting the sprites with
 // every SM, in the simulation's own CUDA context, leaves GL one full-screen quad a frame.
