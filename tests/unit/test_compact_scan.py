@@ -443,7 +443,8 @@ def test_emulated_scan_carries_across_warps_of_a_weakly_dominant_matrix(lib, per
 # ---- the engine's fused paths on the emulated kernel -------------------------------------------------
 class _EmulatedScanDevice:
     """The device side of solver = scan (lines.device_solver's signature) on the emulated scan.cu (launch
-    shape: scan.DeviceScan's), every launch logged as (fused, nsys, sys_stride, elem_stride), its lines per block in ``tiles``."""
+    shape: scan.DeviceScan's), every launch logged as (fused, nsys, sys_stride, elem_stride), its lines per
+    block in ``tiles``."""
 
     lib = None
     log: list = []
