@@ -142,8 +142,8 @@ class Compact(Engine):
     def sanity_bounds(self):
         """Linear advection does not amplify: |φ| stays below 2 × the *preset's* initial amplitude
         (the central scheme's Gibbs overshoot at a square pulse is 15 %), not the loaded state's —
-        a resumed or checkpointed state is held to the same bound (it was 100 × whatever was
-        loaded: a "last good" state at 37 × the pulse's height passed, and resumed)."""
+        a resumed or checkpointed state is held to the same bound (a bound relative to the loaded
+        state would let a state that has already grown pass, and resume)."""
         a = 2.0 * getattr(self, "_amp0", 1.0) + 1e-30
         return {"max": (-a, a), "min": (-a, a)}
 
