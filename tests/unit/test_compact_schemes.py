@@ -165,3 +165,19 @@ def test_stand_alone_advection_reference_agrees_with_exact_solution():
     phi0 = np.exp(np.sin(2 * np.pi * x))
     phi = reference.advect_dense(phi0, h, 1.0, 0.005, 200, "periodic", "compact6")
     np.testing.assert_allclose(phi, phi0, rtol=0, atol=2e-5)
+
+
+def test_the_solver_axis_is_the_registry_of_strategies():
+    """variants.py registers one ``solver`` choice per strategy of engine/compact/solvers/, in its order, with
+    the strategy's backends; the one that fuses the right-hand side is scan, the one that needs contiguous
+    lines gtsv2, and an unknown name is refused with the choices."""
+    from nagare.engine import registry
+    from nagare.engine.compact import Engine  # noqa: F401  (registers the family's axes)
+
+    choices = registry.axes("compact")["solver"].choices
+    assert list(choices) == list(solvers.SOLVERS)
+    assert all(choices[name].backends == frozenset(s.backends) for name, s in solvers.SOLVERS.items())
+    assert solvers.fusing() == "scan"
+    assert [name for name, s in solvers.SOLVERS.items() if s.contiguous_only] == ["gtsv2"]
+    with pytest.raises(ValueError, match="unknown solver 'lu'.*thomas"):
+        solvers.get("lu")
