@@ -4,10 +4,8 @@ each variant's output compared with the default build's bit for bit.
 
     python tools/scan_variants.py [N ...]            # default: 2048 4096
 
-Variants: the engine's build (40 registers for 8-row chunks) and the same without the register bound.
-Earlier forms of this script measured the compact-scan-* folders of docs/benchmarks/, among them a
-``direct`` build (each thread's rows straight from and to global memory, no shared line, two barriers
-fewer) at 50–95 % of the default's GB/s, which was removed (see those folders' READMEs).
+Variants: the engine's build (40 registers for 8-row chunks) and the same without the register bound
+(figures: docs/benchmarks/compact-scan-h100-2026-11-26b and compact-scan-h100-2026-11-27).
 """
 from __future__ import annotations
 
@@ -22,7 +20,8 @@ def main(argv: list[str]) -> int:
     except ImportError:
         print("scan_variants: needs CuPy and an NVIDIA GPU (pip install nagare[gpu])", file=sys.stderr)
         return 2
-    from nagare.engine.compact import scan, schemes, tridiag
+    from nagare.engine.compact import schemes, tridiag
+    from nagare.engine.compact.solvers import scan
     from nagare.engine.cuda import DEFAULT_OPTIONS
 
     from nagare import shaders

@@ -26,130 +26,11 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from . import schemes, tridiag
+from . import gpu, schemes, solvers, tridiag
+from .lines import LineSolver
 from .rhs import RightHandSide
 
 BATCHING = ("stacked", "per-variable", "grouped")
-ITERATIVE = ("cgs", "bicgstab")  # engine/compact/iterative.py: tridiag.solve's and DeviceSolver's interfaces
-
-
-def _lines(a, axis: str):
-    """The lines along ``axis`` of a (…, ny, nx) array as the last axis (a view)."""
-    return a if axis == "x" else a.swapaxes(-1, -2)
-
-
-class LineSolver:
-    """Solves A x = d on every line along ``axis`` of (nv, ny, nx) stacks for one factorised matrix,
-    with the selection's ``solver``, ``y-direction`` and ``batching``."""
-
-    def __init__(self, fac, *, shape, axis: str, dtype, selection: dict, backend, stream=None, phase=None):
-        self.fac, self.shape, self.axis = fac, tuple(shape), axis
-        self.dtype = np.dtype(dtype)
-        self.xp, self.gpu = backend.xp, backend.is_gpu
-        self.phase = phase or (lambda name: nullcontext())
-        self.solver = selection["solver"]
-        # grouped batches whole stacks too (GroupedDerivative pairs them; a lone stack is one batch)
-        self.stacked = selection.get("batching", "stacked") != "per-variable"
-        self.calls = 0  # solver launches so far (NumPy: solve calls); launches() is their model
-        self.transpose = axis == "y" and (selection["y-direction"] == "transpose" or self.solver == "gtsv2")
-        self.sched = tridiag.prepare(fac, self.solver)
-        self._solve = tridiag.solve
-        self.device = None
-        self._twork: dict = {}
-        if self.solver in ITERATIVE:  # prepared once; the same object solves host and device lines
-            from . import iterative
-
-            self.sched = iterative.IterativeSolver(self.solver, fac, self.dtype, self.xp, stream=stream)
-            self._solve = iterative.solve
-            self.device = self.sched if self.gpu else None
-        elif self.gpu:
-            from .gpu import DeviceSolver
-
-            self.device = DeviceSolver(self.solver, fac, self.sched, self.dtype, stream)
-
-    def launches(self, nv: int) -> int:
-        """Solver launches (NumPy: solve calls) for one call on a stack of nv variables — what
-        ``__call__`` does (tests count them against ``calls``)."""
-        if not self.stacked or (self.gpu and self.axis == "y" and not self.transpose and not self._groups):
-            return nv
-        if self.gpu and self.axis == "y" and not self.transpose:
-            return self._grouped_launches(nv)
-        return 1
-
-    def _grouped_launches(self, nv: int) -> int:
-        """Kernel launches of a stack's strided y-lines as lines in groups: one, or one a variable where
-        the lines go one to a block (scan.launches)."""
-        from . import scan
-
-        ny, nx = self.shape[-2:]
-        return len(scan.launches(self.sched, self.dtype, nv * nx, 1, nx, (nx, ny * nx))) if nv > 1 else 1
-
-    @property
-    def _groups(self) -> bool:
-        """Whether the device solver takes a stack's strided y-lines in one launch (lines in groups)."""
-        return bool(getattr(self.device, "groups", False))
-
-    def __call__(self, d, x) -> None:
-        """x = A⁻¹ d line by line (d, x: C-contiguous (nv, ny, nx); x may be d)."""
-        if not self.gpu:
-            with self.phase("solve"):
-                if self.stacked:
-                    self.calls += 1
-                    _lines(x, self.axis)[...] = self._solve(self.solver, self.fac, _lines(d, self.axis),
-                                                            self.sched, self.dtype)
-                else:
-                    for v in range(d.shape[0]):
-                        self.calls += 1
-                        _lines(x[v], self.axis)[...] = self._solve(self.solver, self.fac, _lines(d[v], self.axis),
-                                                                   self.sched, self.dtype)
-            return
-        self._batches(d, x, self.device.solve, "solve")
-
-    def derivative(self, f, x, h: float, delta: float = 0.0) -> None:
-        """x = ∂f/∂(axis) with ``kernel = fused`` (GPU, solver = scan): the explicit right-hand side is
-        computed inside the solve's launch (phase ``derivative``), batched and laid out as a solve."""
-        def fused(src, dst, nsys, sys_stride, elem_stride, group=None):
-            self.device.derivative(src, dst, nsys, sys_stride, elem_stride, h, delta, group=group)
-
-        self._batches(f, x, fused, "derivative")
-
-    def _batches(self, d, x, launch, phase: str) -> None:
-        groups = [(d, x)] if self.stacked else [(d[v:v + 1], x[v:v + 1]) for v in range(d.shape[0])]
-        for dd, xx in groups:
-            self._device(dd, xx, launch, phase)
-
-    def _device(self, d, x, launch, phase: str) -> None:
-        """One batch on the device: ``launch(src, dst, nsys, sys_stride, elem_stride)`` on the lines,
-        through a transpose for y-lines under ``y-direction = transpose`` (in place on the transposed
-        copy: a line is read whole before it is written)."""
-        nv, ny, nx = d.shape
-        if self.axis == "x":
-            with self.phase(phase):
-                self.calls += 1
-                launch(d, x, nv * ny, nx, 1)
-            return
-        if not self.transpose:
-            with self.phase(phase):
-                if nv > 1 and self._groups:  # nv groups of nx lines, one variable (ny·nx values) apart
-                    self.calls += self._grouped_launches(nv)
-                    launch(d, x, nv * nx, 1, nx, group=(nx, ny * nx))
-                    return
-                for v in range(nv):  # a stack's y-lines have no single system stride
-                    self.calls += 1
-                    launch(d[v], x[v], nx, 1, nx)
-            return
-        from .gpu import transpose
-
-        t = self._twork.get(nv)
-        if t is None:
-            t = self._twork[nv] = self.xp.empty((nx, nv * ny), dtype=self.dtype)
-        with self.phase("transpose"):
-            transpose(d.reshape(nv * ny, nx), t)  # rows of t: nv consecutive y-lines of length ny
-        with self.phase(phase):
-            self.calls += 1
-            launch(t, t, nx * nv, ny, 1)
-        with self.phase("transpose"):
-            transpose(t, x.reshape(nv * ny, nx))
 
 
 class StackDerivative:
@@ -222,7 +103,7 @@ def grouping_reason(preset, selection: dict) -> str | None:
     if kind["x"] != kind["y"]:
         return (f"x is {kind['x']}, y is {kind['y']}: the x- and y-systems differ in their boundary rows "
                 f"(one batch is one matrix)")
-    if selection.get("y-direction") != "transpose" and selection.get("solver") != "gtsv2":  # gtsv2 always transposes
+    if not solvers.transposes_y(selection):
         return "needs y-direction = transpose (strided y-lines are not contiguous systems like the x-lines)"
     return None
 
@@ -263,7 +144,7 @@ class GroupedDerivative:
                                  selection=dict(selection, batching="stacked"), backend=backend, stream=stream,
                                  phase=phase)
 
-        self.fused = selection["kernel"] == "fused"  # GPU, solver = scan: one derivative launch per h
+        self.fused = selection["kernel"] == "fused"  # GPU, a fusing solver: one derivative launch per h
 
         def sweep(shape, hh):
             if self.fused:
@@ -286,9 +167,7 @@ class GroupedDerivative:
 
     def _transpose(self, src, dst) -> None:
         if self.gpu:
-            from .gpu import transpose
-
-            transpose(src, dst)
+            gpu.transpose(src, dst)
         else:
             dst[...] = src.T
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from ..presets import PresetBase, Strict, applies_when
+from .stability import describe_refusal
 
 
 # Which knobs a problem (or an initial state) reads: the parameter form shows only those (a 1D
@@ -89,8 +91,6 @@ class Physics(Strict):
 
     @property
     def dtype(self):
-        import numpy as np
-
         return np.float32 if self.precision == "fp32" else np.float64
 
 
@@ -172,8 +172,6 @@ class CompactPreset(PresetBase):
             raise ValueError(f"initial.kind = {self.initial.kind!r} is a navier-stokes initial state")
         else:
             self._profile_on_grid()
-        from .stability import describe_refusal  # late: schemes imports numpy
-
         refusal = describe_refusal(self)
         if refusal:
             raise ValueError(refusal)
@@ -183,8 +181,6 @@ class CompactPreset(PresetBase):
         """The scalar problems' initial profile must exist on this grid: a box with its corners in
         order that covers a grid point, a square pulse that covers one, a sine below the Nyquist
         limit (otherwise φ₀ ≡ 0, or aliased to another wave, and the run shows nothing meant)."""
-        import numpy as np
-
         init, g = self.initial, self.grid
         two_d = self.physics.problem != "advection1d"
         axes = ("x", "y") if two_d else ("x",)
@@ -270,8 +266,6 @@ class CompactPreset(PresetBase):
         return {"spacing": h, "origin": (g.x0 - h / 2, g.y0 - h / 2), "length_units": self.length_units}
 
     def coordinates(self, axis: str):
-        import numpy as np
-
         g = self.grid
         start, n = (g.x0, g.nx) if axis == "x" else (g.y0, g.ny)
         return start + self.spacing(axis) * np.arange(n, dtype=np.float64)

@@ -24,12 +24,14 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .. import registry
 from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Grid2D, Profile1D
-from . import reference, schemes, variants
+from . import gpu, reference, schemes, solvers, variants
 from .config import CompactPreset
 from .operator import Derivative
+from .rhs import closure_spec
 
 FAMILY = variants.FAMILY
 
@@ -140,8 +142,8 @@ class Compact(Engine):
     def sanity_bounds(self):
         """Linear advection does not amplify: |φ| stays below 2 × the *preset's* initial amplitude
         (the central scheme's Gibbs overshoot at a square pulse is 15 %), not the loaded state's —
-        a resumed or checkpointed state is held to the same bound (it was 100 × whatever was
-        loaded: a "last good" state at 37 × the pulse's height passed, and resumed)."""
+        a resumed or checkpointed state is held to the same bound (a bound relative to the loaded
+        state would let a state that has already grown pass, and resume)."""
         a = 2.0 * getattr(self, "_amp0", 1.0) + 1e-30
         return {"max": (-a, a), "min": (-a, a)}
 
@@ -162,23 +164,12 @@ class Compact(Engine):
     def kernel_specs(self, selection=None):
         if not self.backend.is_gpu:
             return []
-        from .gpu import spec
-        from .rhs import _closure_spec
-
         sel = selection or self.selection
-        specs = [spec(self.dtype)]
+        specs = [gpu.spec(self.dtype)]
         if str(sel.get("kernel", "")).startswith("cuda"):  # the closure rows' kernel (rhs.DeviceClosure)
-            specs.append(_closure_spec(self.dtype))
-        if sel.get("solver") == "scan":  # the scan solver's module (the fused derivative's too)
-            from .scan import spec as scan_spec
-            from .scan import strided_spec
-
-            specs.append(scan_spec(self.dtype))
-            ny = self.preset.shape[0]
-            if sel.get("y-direction") == "strided" and ny > 1:  # strided y-lines: tiles of adjacent lines
-                tiled = strided_spec(ny, self.dtype)
-                if tiled is not None:
-                    specs.append(tiled)
+            specs.append(closure_spec(self.dtype))
+        if sel.get("solver") is not None:  # the solver's own modules (the fused derivative's too)
+            specs += solvers.get(sel["solver"]).kernel_specs(self.dtype, sel, self.preset.shape)
         return specs
 
     # ---- timing: phases recorded many times per step count the step once ----
@@ -259,9 +250,9 @@ class Compact(Engine):
             e = op.rhs.timing_extra() if op.rhs is not None else None  # (kernel = fused: no separate sweep)
             if e:
                 extra[f"rhs {tag}"] = e
-            it = getattr(op, "iterative", None)
-            if it is not None and it.stats is not None:  # CGS / Bi-CGSTAB: P4's iteration counts, live
-                extra[f"iterations {tag}"] = it.stats.as_dict()
+            stats = op.solver_stats()
+            if stats is not None:  # CGS / Bi-CGSTAB: P4's iteration counts, live
+                extra[f"iterations {tag}"] = stats
         return extra
 
     @property
@@ -374,8 +365,8 @@ class Compact(Engine):
         if (axis, choice) == ("batching", "grouped"):
             return {"y-direction": "transpose"}
         if (axis, choice) == ("kernel", "fused"):
-            return {"solver": "scan"}
-        if axis == "solver" and choice != "scan":  # the GPU default kernel = fused runs on scan only
+            return {"solver": solvers.fusing()}
+        if axis == "solver" and not solvers.get(choice).fuses_rhs:  # the GPU default kernel = fused needs one
             return {"kernel": "array"}
         return {}
 
@@ -392,8 +383,6 @@ class Compact(Engine):
         """The default selection, then each registered choice changed alone — with the companions it
         needs to run (batching = grouped: y-direction = transpose), so the
         cell measures the choice instead of reporting it unavailable."""
-        from .. import registry
-
         base = registry.default_selection(FAMILY, backend)
         out = [("default", {})]
         for axis, ax in registry.axes(FAMILY).items():

@@ -31,8 +31,9 @@ from functools import cache
 
 import numpy as np
 
+from ..cuda import KernelSpec, ctype, template
 from . import tridiag
-from .batched import LineSolver
+from .lines import LineSolver
 from .rhs import line_layout
 
 ORDER = 10
@@ -113,9 +114,7 @@ FILTER_BLOCK = 256
 
 
 @cache
-def _filter_spec(dtype):
-    from ..cuda import KernelSpec, ctype, template
-
+def filter_spec(dtype):
     return KernelSpec(FILTER_SOURCE, (template("compact_filter_rhs", ctype(np.dtype(dtype)), HALF),),
                       ("--fmad=false",))
 
@@ -137,7 +136,7 @@ class DeviceFilterRhs:
     """:func:`rhs` as one CUDA launch over every point of a stack (shaders/cuda/compact/filter.cu)."""
 
     def __init__(self, xp, alpha: float, alpha_b: float | None, boundary: str, dtype):
-        spec = _filter_spec(np.dtype(dtype))
+        spec = filter_spec(np.dtype(dtype))
         self.kernel = spec.function(spec.name_expressions[0])
         self.table = xp.asarray(coefficient_table(alpha, alpha_b, dtype))
         self.periodic = np.int32(boundary == "periodic")

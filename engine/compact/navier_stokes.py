@@ -39,6 +39,7 @@ from ..errors import VariantUnavailable
 from . import nscbc
 from .batched import GroupedDerivative, StackDerivative, grouping_reason
 from .filter import Filter
+from .ns_pointwise import FusedPointwise
 
 SIDE_AXES = {"west": "x", "east": "x", "south": "y", "north": "y"}
 
@@ -182,8 +183,6 @@ class NavierStokes:
         if selection.get("pointwise", "array") == "fused":
             if not backend.is_gpu:  # the registry refuses this first; a direct build() says it the same way
                 raise VariantUnavailable("variant pointwise=fused cannot run here: needs a CUDA GPU (CuPy backend)")
-            from .ns_pointwise import FusedPointwise
-
             self.fused = FusedPointwise(shape=self.shape, dtype=self.dtype, gas=self.gas, sides=self.sides, h=self.h,
                                         length=self.length, sigma=self.preset.boundaries.sigma)
 

@@ -14,7 +14,9 @@ import numpy as np
 from ..contract import Engine
 from ..fields import Grid2D
 from . import navier_stokes as ns
+from . import ns_pointwise
 from .engine import Compact
+from .filter import filter_spec
 
 
 class CompactNavierStokes(Compact):
@@ -110,13 +112,9 @@ class CompactNavierStokes(Compact):
         specs = super().kernel_specs(selection)
         sel = selection or self.selection
         if self.backend.is_gpu and sel.get("pointwise") == "fused":
-            from .ns_pointwise import spec
-
-            specs.append(spec(self.dtype))
+            specs.append(ns_pointwise.spec(self.dtype))
         if self.backend.is_gpu and self.preset.physics.filter:
-            from .filter import _filter_spec
-
-            specs.append(_filter_spec(self.dtype))
+            specs.append(filter_spec(self.dtype))
         return specs
 
     # ---- stepping ----

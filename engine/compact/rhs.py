@@ -17,7 +17,9 @@ from functools import cache
 
 import numpy as np
 
+from ..cuda import KernelSpec, ctype, template
 from ..stencil import stencil
+from ..stencil.loops import loop_timing_extra
 from ..stencil.variants import loop_for
 from . import schemes
 
@@ -60,9 +62,7 @@ STENCILS = {("compact6", "x"): compact6_x, ("compact6", "y"): compact6_y,
 
 
 @cache
-def _closure_spec(dtype):
-    from ..cuda import KernelSpec, ctype, template
-
+def closure_spec(dtype):
     return KernelSpec(CLOSURE_SOURCE, (template("compact_closure", ctype(np.dtype(dtype))),), ("--fmad=false",))
 
 
@@ -94,7 +94,7 @@ class DeviceClosure:
 
     def __init__(self, dtype):
         t = np.dtype(dtype).type
-        spec = _closure_spec(np.dtype(dtype))
+        spec = closure_spec(np.dtype(dtype))
         self.kernel = spec.function(spec.name_expressions[0])
         self.consts = tuple(t(v) for v in schemes.CLOSURE0_RHS) + (t(schemes.PADE_A / 2),)
 
@@ -152,6 +152,4 @@ class RightHandSide:
             schemes.closure_rows(xp, fv, ov, self.params["ih"])
 
     def timing_extra(self) -> dict:
-        from ..stencil.loops import loop_timing_extra
-
         return loop_timing_extra(self.loop)

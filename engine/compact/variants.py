@@ -1,14 +1,10 @@
 """The compact family's variant axes (docs/architecture.md, "The variant registry"), registered by
 :func:`register` (called once when engine.py is imported).
 
-- ``solver``: how the tridiagonal systems are solved — ``thomas`` (LU factorised once; one thread
-  per system on the GPU), ``cr`` (cyclic reduction), ``pcr`` (parallel cyclic reduction),
-  ``cr-pcr`` (CR down to ≤ 32 equations, PCR on them, CR back up), the last three one block per
-  system with the right-hand side in shared memory and the level multipliers precomputed; ``scan``
-  (Thomas' sweeps as parallel scans over chunks of a line, one block per system: scan.py — the GPU
-  default);
-  ``gtsv2`` (cuSPARSE's gtsv2StridedBatch, the library reference). The reference is ``thomas``
-  on NumPy; every solver must match it to round-off.
+- ``solver``: how the tridiagonal systems are solved — one choice per strategy of the solver registry
+  (engine/compact/solvers/: ``thomas``, ``cr``, ``pcr``, ``cr-pcr``, ``scan`` — the GPU default —,
+  ``cgs``, ``bicgstab``, ``gtsv2``), each with its own doc and availability check. The reference is
+  ``thomas`` on NumPy; every solver must match it to round-off.
 - ``y-direction``: ``strided`` (solve the y-lines in place, element stride nx) or ``transpose``
   (transpose, solve contiguous lines, transpose back — P4's finding). No effect on NumPy or in 1D.
 - ``kernel``: the explicit right-hand side — ``array`` (whole-array slices, the reference) or the
@@ -26,49 +22,28 @@ import dataclasses
 
 from .. import registry
 from ..stencil.variants import register_stencil_choices
+from . import solvers
+from .batched import grouping_reason
 
 FAMILY = "compact"
-SOLVER_DOCS = {
-    "thomas": "Thomas algorithm, LU factors computed once (float64, host); GPU: one thread per system, "
-              "periodic systems by Sherman–Morrison folded into the two sweeps",
-    "cr": "cyclic reduction, all levels; GPU: one block per system, right-hand side in shared memory, "
-          "level multipliers precomputed, reduction-style thread indexing with shifts",
-    "pcr": "parallel cyclic reduction; GPU: one block per system, shared-memory ping-pong",
-    "cr-pcr": "hybrid: CR until ≤ 32 equations remain, PCR on those, CR back substitution",
-    "scan": "Thomas' LU sweeps as parallel scans (engine/compact/scan.py): one block per system read once into "
-            "shared memory, a chunk of rows per thread in registers, the chunks' carries by warp-shuffle scans; "
-            "the only solver the fused derivative (kernel = fused) runs on",
-    "gtsv2": "cuSPARSE gtsv2StridedBatch (per-system copies of the bands, contiguous systems: y-lines are "
-             "transposed first); periodic systems corrected by Sherman–Morrison kernels",
-    "cgs": "conjugate gradient squared (P4), batched array code: all lines iterate at once, converged lines "
-           "frozen, relative residual 1e-13 (fp64) / 1e-6 (fp32), iteration counts in the timing extras",
-    "bicgstab": "Bi-CGSTAB (P4), batched array code, the same stopping rule as cgs",
-}
 # Every solver against the NumPy Thomas reference after the registry test's steps (fp64 equivalence
 # presets): different elimination orders differ by round-off amplified by the closure rows' condition.
 SOLVER_RTOL, SOLVER_ATOL = 1e-9, 1e-10
 
 
-def _gtsv2_check(backend, selection, config):
-    from .gpu import gtsv2_reason
-
-    return gtsv2_reason() or _unfused_check(backend, selection, config)
-
-
 def register() -> None:
+    strategies = solvers.SOLVERS.values()
     registry.register_axis(FAMILY, "solver", default={"numpy": "thomas", "cupy": "scan"},
-                           doc="tridiagonal solver: " + "; ".join(f"{k}: {v}" for k, v in SOLVER_DOCS.items()))
-    for name in ("thomas", "cr", "pcr", "cr-pcr", "scan", "cgs", "bicgstab"):
-        registry.register_choice(FAMILY, "solver", name, backends=("numpy", "cupy"), doc=SOLVER_DOCS[name],
+                           doc="tridiagonal solver: " + "; ".join(f"{s.name}: {s.doc}" for s in strategies))
+    for s in strategies:
+        registry.register_choice(FAMILY, "solver", s.name, backends=s.backends, doc=s.doc,
                                  reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
-                                 check=_scan_check if name == "scan" else _unfused_check)
-    registry.register_choice(FAMILY, "solver", "gtsv2", backends=("cupy",), doc=SOLVER_DOCS["gtsv2"],
-                             reference={"solver": "thomas"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL, check=_gtsv2_check)
+                                 check=s.unavailable)
 
-    # GPU default strided since session 12 (2026-11-27): with W lines a block sharing whole sectors and a
-    # stack's y-lines in one launch, the scan kernel's strided y-lines made the 256²/512² Navier–Stokes
-    # steps 1.1–1.5× faster than P4's transposes on an H100 (one large y-derivative: a wash, 0.92–1.7×;
-    # docs/benchmarks/compact-scan-h100-2026-11-27). P4's finding was for one line a block.
+    # GPU default strided: with W lines a block sharing whole sectors and a stack's y-lines in one launch,
+    # the scan kernel's strided y-lines made the Navier–Stokes steps faster than P4's transposes (one large
+    # y-derivative: a wash; docs/benchmarks/compact-scan-h100-2026-11-27). P4's finding was for one line a
+    # block.
     registry.register_axis(FAMILY, "y-direction", default={"numpy": "strided", "cupy": "strided"},
                            doc="y-derivatives: strided (solve the y-lines in place, element stride nx; the "
                                "default) or transpose (tiled transpose, contiguous solve, transpose back; P4's "
@@ -106,31 +81,14 @@ def register() -> None:
 
 
 def _fused_check(backend, selection, config):
-    if selection.get("solver") != "scan":
-        return "kernel = fused computes the right-hand side inside the scan solver's launch (choose solver = scan)"
-    return _scan_check(backend, selection, config)
-
-
-def _unfused_check(backend, selection, config):
-    """Every solver but scan needs a separate right-hand side (the GPU default kernel is fused)."""
-    if selection.get("kernel") == "fused":
-        return (f"solver = {selection.get('solver')} needs a separate right-hand side (kernel = fused runs on "
-                f"solver = scan only: choose kernel = cuda first)")
-    return None
-
-
-def _scan_check(backend, selection, config):
-    from .scan import CHUNKS, MAX_TEAM
-
-    longest = max(config.shape) if config is not None else 0
-    if longest > CHUNKS[-1] * MAX_TEAM:
-        return f"the scan solver handles lines of at most {CHUNKS[-1] * MAX_TEAM} points (this grid has {longest})"
-    return None
+    solver = solvers.SOLVERS.get(selection.get("solver"))
+    if solver is None or not solver.fuses_rhs:
+        name = solvers.fusing()
+        return f"kernel = fused computes the right-hand side inside the {name} solver's launch (choose solver = {name})"
+    return solver.unavailable(backend, selection, config)
 
 
 def _grouped_check(backend, selection, config):
-    from .batched import grouping_reason
-
     return grouping_reason(config, selection)
 
 
@@ -149,7 +107,8 @@ def _transpose_check(backend, selection, config):
 
 
 def _strided_check(backend, selection, config):
-    if selection.get("batching") == "grouped" and selection.get("solver") != "gtsv2":  # gtsv2 transposes anyway
+    # a solver that takes contiguous lines only transposes the y-lines whatever y-direction says
+    if selection.get("batching") == "grouped" and not solvers.contiguous_only(selection.get("solver")):
         return "batching = grouped batches transposed y-lines (choose another batching first)"
     return None
 

@@ -73,7 +73,8 @@ def test_fused_derivative_against_dense(axis, ydir, boundary, dtype):
 def test_scan_kernel_equals_its_numpy_mirror():
     """The device's scan kernels against scan.py's NumPy mirror of their operations (no FMA: --fmad=false):
     bit for bit, solve and fused, fp64 and fp32, a 2048-point line (16 warps) and a 9000-point one."""
-    from nagare.engine.compact import scan, tridiag
+    from nagare.engine.compact import tridiag
+    from nagare.engine.compact.solvers import scan
 
     cp = get_backend("cupy").xp
     rng = np.random.default_rng(8)

@@ -8,7 +8,8 @@ import sys
 
 import numpy as np
 from nagare.engine import cuda
-from nagare.engine.compact import gpu, tridiag
+from nagare.engine.compact import gpu, lines
+from nagare.engine.compact.solvers.thomas import thomas
 from nagare.engine.stencil import loops
 
 from tests.unit import fake_cupy
@@ -18,14 +19,15 @@ NUMPY_NAMES = ("multiply", "add", "negative", "where", "moveaxis", "subtract", "
 
 
 class LineThomas:
-    """gpu.DeviceSolver's interface: NumPy's Thomas on the lines a kernel would address."""
+    """lines.device_solver's signature and a device side's solve(): NumPy's Thomas on the lines a kernel
+    would address."""
 
     def __init__(self, kind, fac, sched, dtype, stream=None):
         self.fac = fac
 
     def solve(self, d, x, nsys, sys_stride, elem_stride):
         idx = np.arange(nsys)[:, None] * sys_stride + np.arange(self.fac.n)[None, :] * elem_stride
-        x.reshape(-1)[idx] = tridiag.thomas(self.fac, d.reshape(-1)[idx])
+        x.reshape(-1)[idx] = thomas(self.fac, d.reshape(-1)[idx])
 
 
 def _clear() -> None:
@@ -41,7 +43,7 @@ def fake_gpu(workdir, monkeypatch):
     cp.empty = fake_cupy._aligned(np.empty)
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setenv("NAGARE_CACHE_DIR", str(workdir / "cache"))
-    monkeypatch.setattr(gpu, "DeviceSolver", LineThomas)
+    monkeypatch.setattr(lines, "device_solver", LineThomas)
     monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
     _clear()
     yield cp

@@ -1,9 +1,9 @@
 """The compact family's CUDA kernels (shaders/cuda/compact/tridiag.cu) run on the CPU: the exact
 source compiled with g++ against tests/cuda_emu/emu.h (one std::thread per CUDA thread, a barrier
 for __syncthreads, blocks one after another, shared memory NaN-poisoned before each block), launched
-with the engine's own launch shapes (engine/compact/gpu.py). Every solver, both boundary kinds, both
+with the engine's own launch shapes (engine/compact/solvers/). Every solver, both boundary kinds, both
 precisions and both line layouts (contiguous x-lines, interleaved y-lines) must reproduce the
-NumPy versions (engine/compact/tridiag.py) and a dense solve — the indexing, the level/step
+NumPy versions (engine/compact/solvers/) and a dense solve — the indexing, the level/step
 schedules, the barriers and the Sherman–Morrison folding are checked without a GPU."""
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from nagare.engine.compact import gpu, rhs, schemes, tridiag
+from nagare.engine.compact import gpu, lines, rhs, schemes, solvers, tridiag
+from nagare.engine.compact.solvers import gtsv2, reduction, thomas
 
 ROOT = Path(__file__).resolve().parents[2]
 EMU_DIR = ROOT / "tests" / "cuda_emu"
@@ -87,14 +88,14 @@ def emulate_solve(lib, kind, fac, sched, d2, layout):
     sfx = _suffix(dtype)
     if kind == "thomas":
         packed = np.concatenate([fac.l, fac.inv_d, fac.upper, fac.z, fac.w, [fac.r, fac.q]]).astype(dtype)
-        (gx,), (bx,) = gpu.thomas_launch(nsys)
+        (gx,), (bx,) = thomas.thomas_launch(nsys)
         getattr(lib, f"thomas_{sfx}")(_i(fac.periodic), _i(gx), _i(bx), _p(d2), _p(x), _p(packed), _i(n),
                                       _i(nsys), _l(ss), _l(es))
     else:
         packed = sched.packed().astype(dtype)
         per = np.concatenate([fac.z, [fac.r, fac.q]]).astype(dtype)
-        bx = gpu.reduce_threads(n, sched.lc, sched.p)
-        assert gpu.reduce_smem(n, dtype) <= 400_000  # emu.h tb_smem
+        bx = reduction.reduce_threads(n, sched.lc, sched.p)
+        assert reduction.reduce_smem(n, dtype) <= 400_000  # emu.h tb_smem
         getattr(lib, f"reduce_{sfx}")(_i(fac.periodic), _i(nsys), _i(bx), _p(d2), _p(x), _p(packed), _p(per), _i(n),
                                       _i(sched.lc), _i(sched.p), _i(nsys), _l(ss), _l(es))
     return x
@@ -104,12 +105,12 @@ CASES = [(n, bc, delta) for n in (8, 13, 64, 100) for bc in schemes.BOUNDARIES f
 
 
 # (scan.cu has its own emulated tests: tests/unit/test_compact_scan.py)
-@pytest.mark.parametrize("kind", [k for k in tridiag.SOLVERS if k != "scan"])
+@pytest.mark.parametrize("kind", ["thomas", "cr", "pcr", "cr-pcr"])
 @pytest.mark.parametrize("n,boundary,delta", CASES, ids=lambda v: str(v))
 def test_emulated_kernel_matches_numpy_and_dense(lib, kind, n, boundary, delta):
     rng = np.random.default_rng(n)
     fac = tridiag.factorise(*schemes.bands(n, boundary, delta), boundary == "periodic")
-    sched = None if kind == "thomas" else tridiag.schedule(fac, kind)
+    sched = None if kind == "thomas" else reduction.schedule(fac, kind)
     a = schemes.dense(n, boundary, delta)
     nother = 5
     for dtype, rtol in ((np.float64, 1e-12), (np.float32, 2e-5)):
@@ -118,7 +119,7 @@ def test_emulated_kernel_matches_numpy_and_dense(lib, kind, n, boundary, delta):
             d2 = rng.standard_normal(shape).astype(dtype)
             got = emulate_solve(lib, kind, fac, sched, d2, layout)
             lines = d2 if layout == "x" else d2.T
-            want_np = tridiag.solve(kind, fac, lines, sched, dtype)
+            want_np = solvers.solve(kind, fac, lines, sched, dtype)
             want_np = want_np if layout == "x" else want_np.T
             # Same operations in the same order as the NumPy version: equal to round-off of the
             # last operation (g++ without FMA contraction rounds like NumPy).
@@ -143,8 +144,8 @@ def test_emulated_gtsv2_periodic_fix(lib, n):
     x = y.copy()
     per = np.concatenate([fac.z, [fac.r, fac.q]])
     total = n * nsys
-    lib.fix_d(_i(-(-total // gpu.FIX_BLOCK)), _i(gpu.FIX_BLOCK), _p(x), _p(per), _i(n), _i(nsys), _l(stride))
-    lib.fix_ends_d(_i(-(-nsys // gpu.FIX_BLOCK)), _i(gpu.FIX_BLOCK), _p(x), _p(per), _i(n), _i(nsys), _l(stride))
+    lib.fix_d(_i(-(-total // gtsv2.FIX_BLOCK)), _i(gtsv2.FIX_BLOCK), _p(x), _p(per), _i(n), _i(nsys), _l(stride))
+    lib.fix_ends_d(_i(-(-nsys // gtsv2.FIX_BLOCK)), _i(gtsv2.FIX_BLOCK), _p(x), _p(per), _i(n), _i(nsys), _l(stride))
     want = np.linalg.solve(schemes.dense(n, "periodic"), d[:, :n].T).T
     np.testing.assert_allclose(x[:, :n], want, rtol=0, atol=1e-13 * np.max(np.abs(want)))
     np.testing.assert_array_equal(x[:, n:], d[:, n:])  # padding untouched
@@ -177,8 +178,8 @@ def test_rhs_stencils_generated_cuda_emulated(name, boundary, tmp_path):
 
 
 class _EmulatedDevice:
-    """gpu.DeviceSolver's constructor and solve() on the emulated tridiag.cu kernels (launch shapes from
-    engine/compact/gpu.py), every launch logged."""
+    """lines.device_solver's signature and the device side's solve() on the emulated tridiag.cu kernels
+    (launch shapes from engine/compact/solvers/), every launch logged."""
 
     lib = None
     log: list = []
@@ -195,12 +196,12 @@ class _EmulatedDevice:
         assert d.flags.c_contiguous and x.flags.c_contiguous  # a kernel sees only the pointer
         lib, n, sfx, f = self.lib, self.fac.n, _suffix(self.dtype), self.fac
         if self.kind == "thomas":
-            (gx,), (bx,) = gpu.thomas_launch(nsys)
+            (gx,), (bx,) = thomas.thomas_launch(nsys)
             getattr(lib, f"thomas_{sfx}")(_i(f.periodic), _i(gx), _i(bx), _p(d), _p(x), _p(self.packed), _i(n),
                                           _i(nsys), _l(sys_stride), _l(elem_stride))
         else:
             s = self.sched
-            bx = gpu.reduce_threads(n, s.lc, s.p)
+            bx = reduction.reduce_threads(n, s.lc, s.p)
             getattr(lib, f"reduce_{sfx}")(_i(f.periodic), _i(nsys), _i(bx), _p(d), _p(x), _p(self.packed),
                                           _p(self.per), _i(n), _i(s.lc), _i(s.p), _i(nsys), _l(sys_stride),
                                           _l(elem_stride))
@@ -235,7 +236,7 @@ def test_emulated_grouped_navier_stokes_evaluation(lib, monkeypatch, kind, sides
     monkeypatch.setattr(filt, "DeviceFilterRhs", lambda *a, **k: None)
     monkeypatch.setattr(_EmulatedDevice, "lib", lib)
     monkeypatch.setattr(_EmulatedDevice, "log", [])
-    monkeypatch.setattr(gpu, "DeviceSolver", _EmulatedDevice)
+    monkeypatch.setattr(lines, "device_solver", _EmulatedDevice)
     monkeypatch.setattr(gpu, "transpose", transpose)
     n = 36
     bounded = {"west": "hold", "east": "nscbc", "south": "nscbc", "north": "nscbc"}
@@ -287,7 +288,7 @@ def test_grouped_rhs_is_one_generated_kernel_launch_on_the_fake_gpu(tmp_path, mo
             solves.append((nsys, ss, es))
 
     solves: list = []
-    monkeypatch.setattr(gpu, "DeviceSolver", Device)
+    monkeypatch.setattr(lines, "device_solver", Device)
     monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
     try:
         n, nv = 24, 3

@@ -1,4 +1,4 @@
-"""P4's iterative solvers (engine/compact/iterative.py: CGS, Bi-CGSTAB) against a dense solve
+"""P4's iterative solvers (engine/compact/solvers/iterative.py: CGS, Bi-CGSTAB) against a dense solve
 (np.linalg.solve) for every scheme, boundary, layout and precision; their iteration counts (P4's
 compact6 vs dissipative5 comparison, as measured here); masking, initial guesses and the one-line
 error on breakdown or non-convergence."""
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nagare.engine.compact import iterative, schemes, tridiag
+from nagare.engine.compact import schemes, tridiag
+from nagare.engine.compact.solvers import iterative
 from nagare.engine.errors import NagareError
 
 SCHEMES = {"compact6": 0.0, "dissipative5-": -schemes.DELTA, "dissipative5+": schemes.DELTA}
@@ -75,8 +76,8 @@ def test_fp32_converges_to_its_tolerance(kind, boundary, scheme):
 @pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
 def test_layouts_like_the_direct_solvers(kind, boundary):
     """x-lines (contiguous), y-lines (interleaved, stride nx) and (nv, ny, nx) stacks through
-    DeviceSolver's solve(d, x, nsys, sys_stride, elem_stride), in place too; and tridiag.solve's
-    signature on a transposed view with the direct solvers' Factors (what operator.py passes)."""
+    a device side's solve(d, x, nsys, sys_stride, elem_stride), in place too; and solvers.solve's
+    arguments on a transposed view with the direct solvers' Factors (what lines.LineSolver passes)."""
     ny, nx, delta = 20, 24, -schemes.DELTA
     rng = np.random.default_rng(3)
     d = rng.standard_normal((ny, nx))
@@ -102,7 +103,7 @@ def test_layouts_like_the_direct_solvers(kind, boundary):
     sx.solve(stack, out, 3 * ny, nx, 1)
     for v, c in enumerate((1, 2, -1)):
         _assert_within_residual_bound(out[v], c * want_x, ax, c * d, tol)
-    # tridiag.solve's call: Factors, not bands; a transposed (interleaved) view of the lines
+    # solvers.solve's call: Factors, not bands; a transposed (interleaved) view of the lines
     fac = tridiag.factorise(*schemes.bands(ny, boundary, delta), boundary == "periodic")
     prepared = iterative.IterativeSolver(kind, fac, np.float64)
     np.testing.assert_allclose(prepared.matrix.dense(), ay, rtol=0, atol=4 * np.finfo(float).eps)

@@ -9,10 +9,11 @@ import math
 import numpy as np
 import pytest
 from nagare.engine.backend import get_backend
-from nagare.engine.compact import Engine, tridiag
+from nagare.engine.compact import Engine, solvers, tridiag
 from nagare.engine.compact import filter as cfilter
 from nagare.engine.compact import navier_stokes as ns
 from nagare.engine.compact.config import CompactPreset
+from nagare.engine.compact.solvers.thomas import thomas
 from nagare.engine.compact.variants import SOLVER_ATOL, SOLVER_RTOL
 from nagare.engine.presets import load_preset
 
@@ -132,7 +133,7 @@ def test_filter_transfer_function(order):
     fac = tridiag.factorise(*cfilter.bands(n, alpha, "periodic"), True)
     for m in (1, 6, 12, 20, 24):
         f = np.cos(2 * math.pi * m * x)
-        got = tridiag.solve("thomas", fac, cfilter.rhs(np, f[None, :], alpha, "periodic"))[0]
+        got = solvers.solve("thomas", fac, cfilter.rhs(np, f[None, :], alpha, "periodic"))[0]
         np.testing.assert_allclose(got, cfilter.transfer(2 * math.pi * m / n, order, alpha) * f, rtol=0, atol=1e-13)
 
 
@@ -279,7 +280,8 @@ def test_gpu_bench_times_both_boundaries_at_4096():
 @pytest.mark.parametrize("kind", ["cgs", "bicgstab"])
 def test_iterative_lines_do_not_depend_on_their_batch(kind):
     """A contiguous line gets the same bits alone, in a stack or beside other lines in a larger batch."""
-    from nagare.engine.compact import iterative, schemes
+    from nagare.engine.compact import schemes
+    from nagare.engine.compact.solvers import iterative
 
     fac = tridiag.factorise(*schemes.bands(20, "closures"), False)
     d = np.random.default_rng(1).random((6, 20))
@@ -347,7 +349,7 @@ def test_preset_runs_with_fields_diagnostics_and_phases():
 
 
 class _LineAddressedSolver:
-    """A stand-in for gpu.DeviceSolver: solves the systems a launch names by (nsys, sys_stride,
+    """A stand-in for a solver's device side: solves the systems a launch names by (nsys, sys_stride,
     elem_stride) on the flat (C-contiguous) array, as the CUDA kernels address them."""
 
     def __init__(self, fac):
@@ -356,7 +358,7 @@ class _LineAddressedSolver:
     def solve(self, d, x, nsys, sys_stride, elem_stride):
         assert d.flags.c_contiguous and x.flags.c_contiguous  # a kernel sees only the pointer
         idx = np.arange(nsys)[:, None] * sys_stride + np.arange(self.fac.n)[None, :] * elem_stride
-        x.reshape(-1)[idx] = tridiag.thomas(self.fac, d.reshape(-1)[idx])
+        x.reshape(-1)[idx] = thomas(self.fac, d.reshape(-1)[idx])
         self.launches += 1
 
 
@@ -364,17 +366,17 @@ class _LineAddressedSolver:
 @pytest.mark.parametrize("ydir", ["strided", "transpose"])
 @pytest.mark.parametrize("axis", ["x", "y"])
 def test_device_line_addressing_of_stacks(monkeypatch, axis, ydir, batching):
-    """The GPU path of batched.LineSolver (system strides of stacked x-lines, per-variable strided
+    """The GPU path of lines.LineSolver (system strides of stacked x-lines, per-variable strided
     y-lines, the (nv·ny, nx) transpose whose rows are nv consecutive y-systems) with the kernels replaced
     by a solver that addresses lines exactly as they do: equal to the NumPy solve."""
-    from nagare.engine.compact import batched, gpu, schemes
+    from nagare.engine.compact import gpu, lines, schemes
 
     monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
     nv, ny, nx = 3, 10, 13
     n = nx if axis == "x" else ny
     fac = tridiag.factorise(*schemes.bands(n, "closures"), False)
     sel = {"solver": "thomas", "y-direction": ydir, "batching": batching}
-    s = batched.LineSolver(fac, shape=(ny, nx), axis=axis, dtype=np.float64, selection=sel, backend=NUMPY)
+    s = lines.LineSolver(fac, shape=(ny, nx), axis=axis, dtype=np.float64, selection=sel, backend=NUMPY)
     s.gpu, s.device = True, _LineAddressedSolver(fac)
     d = np.random.default_rng(3).random((nv, ny, nx))
     got = np.zeros_like(d)
@@ -388,7 +390,7 @@ def test_device_line_addressing_of_stacks(monkeypatch, axis, ydir, batching):
 
 
 class _CountedDevice(_LineAddressedSolver):
-    """gpu.DeviceSolver's constructor and solve(), every launch counted in one shared list."""
+    """lines.device_solver's signature and the device side's solve(), every launch counted in one shared list."""
 
     log: list = []
 
@@ -403,7 +405,7 @@ class _CountedDevice(_LineAddressedSolver):
 @pytest.mark.parametrize("batching,ydir", [("stacked", "transpose"), ("stacked", "strided"),
                                            ("per-variable", "transpose"), ("grouped", "transpose")])
 def test_gpu_path_launches_what_timing_extra_reports(monkeypatch, batching, ydir):
-    """The Navier–Stokes evaluation and filter on the GPU path (batched.LineSolver/GroupedDerivative with
+    """The Navier–Stokes evaluation and filter on the GPU path (lines.LineSolver/GroupedDerivative with
     is_gpu, kernels replaced by a solver that addresses lines as they do and counts its launches, the
     transpose kernel by NumPy's): the launches counted per evaluation and per step are the ones
     timing_extra reports — grouped 2 solves per evaluation (one of 2·3·n systems, one of 2·4·n, all of
@@ -412,9 +414,9 @@ def test_gpu_path_launches_what_timing_extra_reports(monkeypatch, batching, ydir
     import types
 
     from nagare.engine.compact import filter as filt
-    from nagare.engine.compact import gpu, ns_engine
+    from nagare.engine.compact import gpu, lines, ns_engine
 
-    monkeypatch.setattr(gpu, "DeviceSolver", _CountedDevice)
+    monkeypatch.setattr(lines, "device_solver", _CountedDevice)
     monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
     # the filter's explicit side stays NumPy's here (its kernel: tests/unit/test_compact_closure.py)
     monkeypatch.setattr(filt, "DeviceFilterRhs", lambda *a, **k: None)

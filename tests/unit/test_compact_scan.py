@@ -1,4 +1,4 @@
-"""The ``scan`` solver and the ``fused`` compact derivative (engine/compact/scan.py,
+"""The ``scan`` solver and the ``fused`` compact derivative (engine/compact/solvers/scan.py,
 shaders/cuda/compact/scan.cu): the NumPy mirror against dense solves and Thomas, and the CUDA kernel —
 the exact source compiled with g++ against tests/cuda_emu/emu.h (one std::thread per CUDA thread,
 barriers, warp shuffles) and launched with the engine's launch shape — against the mirror bit for bit:
@@ -14,7 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from nagare.engine.compact import scan, schemes, tridiag
+from nagare.engine.compact import schemes, tridiag
+from nagare.engine.compact.solvers import scan
+from nagare.engine.compact.solvers.thomas import thomas
 
 ROOT = Path(__file__).resolve().parents[2]
 EMU_DIR = ROOT / "tests" / "cuda_emu"
@@ -41,7 +43,7 @@ def test_numpy_scan_solves_like_a_dense_solve(n, boundary, chunk):
         # and Thomas, the NumPy reference, to the registry's solver tolerance
         from nagare.engine.compact.variants import SOLVER_ATOL, SOLVER_RTOL
 
-        np.testing.assert_allclose(scan.solve(p, d), tridiag.thomas(fac, d), rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+        np.testing.assert_allclose(scan.solve(p, d), thomas(fac, d), rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
 
 
 def test_chunk_size_rule_and_limit():
@@ -286,7 +288,9 @@ def test_emulated_tiles_of_many_warp_teams_equal_the_mirror(lib, n, chunk, bound
 GUARDED_CHILD = r"""
 import ctypes, mmap, sys
 import numpy as np
-from nagare.engine.compact import scan, schemes, tridiag
+from nagare.engine.compact import schemes, tridiag
+from nagare.engine.compact.solvers import scan
+from nagare.engine.compact.solvers.thomas import thomas
 
 lib = ctypes.CDLL(sys.argv[1])
 control = sys.argv[2] == "control"
@@ -438,8 +442,9 @@ def test_emulated_scan_carries_across_warps_of_a_weakly_dominant_matrix(lib, per
 
 # ---- the engine's fused paths on the emulated kernel -------------------------------------------------
 class _EmulatedScanDevice:
-    """gpu.DeviceSolver for solver = scan on the emulated scan.cu (launch shape: scan.DeviceScan's),
-    every launch logged as (fused, nsys, sys_stride, elem_stride), its lines per block in ``tiles``."""
+    """The device side of solver = scan (lines.device_solver's signature) on the emulated scan.cu (launch
+    shape: scan.DeviceScan's), every launch logged as (fused, nsys, sys_stride, elem_stride), its lines per
+    block in ``tiles``."""
 
     lib = None
     log: list = []
@@ -471,12 +476,12 @@ class _EmulatedScanDevice:
 
 @pytest.fixture
 def scan_device(lib, monkeypatch):
-    from nagare.engine.compact import gpu
+    from nagare.engine.compact import gpu, lines
 
     monkeypatch.setattr(_EmulatedScanDevice, "lib", lib)
     monkeypatch.setattr(_EmulatedScanDevice, "log", [])
     monkeypatch.setattr(_EmulatedScanDevice, "tiles", [])
-    monkeypatch.setattr(gpu, "DeviceSolver", _EmulatedScanDevice)
+    monkeypatch.setattr(lines, "device_solver", _EmulatedScanDevice)
     monkeypatch.setattr(gpu, "transpose", lambda src, dst: dst.__setitem__(Ellipsis, src.T))
     from nagare.engine.compact import filter as filt
 

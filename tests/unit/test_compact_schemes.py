@@ -1,4 +1,4 @@
-"""P4's compact schemes and tridiagonal solvers (engine/compact/schemes.py, tridiag.py) against closed
+"""P4's compact schemes and tridiagonal solvers (engine/compact/schemes.py, tridiag.py, solvers/) against closed
 forms: the modified wavenumber, convergence orders, row-by-row exactness on polynomials, the
 dissipative scheme's upwind sign, and every solver against a dense solve (np.linalg.solve)."""
 from __future__ import annotations
@@ -7,7 +7,10 @@ import math
 
 import numpy as np
 import pytest
-from nagare.engine.compact import reference, schemes, tridiag
+from nagare.engine.compact import reference, schemes, solvers, tridiag
+from nagare.engine.compact.solvers import reduction, thomas
+
+DIRECT = ("thomas", "cr", "pcr", "cr-pcr", "scan")  # the direct solvers NumPy runs
 
 
 def _periodic_grid(n):
@@ -31,8 +34,8 @@ def test_modified_wavenumber_reproduced_to_round_off(kh):
     want = want_kp / h * np.cos(2 * math.pi * m_int * x)
     fac = tridiag.factorise(*schemes.bands(n, "periodic"), True)
     r = schemes.rhs(np, f, h, "periodic")
-    for kind in tridiag.SOLVERS:
-        got = tridiag.solve(kind, fac, r[None, :])[0]
+    for kind in DIRECT:
+        got = solvers.solve(kind, fac, r[None, :])[0]
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 / h, err_msg=kind)
 
 
@@ -136,23 +139,23 @@ def test_every_solver_matches_a_dense_solve(n, boundary, delta):
     fac = tridiag.factorise(*schemes.bands(n, boundary, delta), boundary == "periodic")
     d = rng.standard_normal((4, n))
     want = np.linalg.solve(a, d.T).T
-    for kind in tridiag.SOLVERS:
-        got = tridiag.solve(kind, fac, d)
+    for kind in DIRECT:
+        got = solvers.solve(kind, fac, d)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.max(np.abs(want)), err_msg=kind)
-        got32 = tridiag.solve(kind, fac, d.astype(np.float32), dtype=np.float32)
+        got32 = solvers.solve(kind, fac, d.astype(np.float32), dtype=np.float32)
         assert got32.dtype == np.float32
         np.testing.assert_allclose(got32, want, rtol=0, atol=5e-5 * np.max(np.abs(want)), err_msg=f"{kind} fp32")
     # one system: the scalar Thomas path (1D problems) gives the vectorised path's bits
-    one = tridiag.thomas(fac, d[:1])
-    np.testing.assert_array_equal(one, tridiag.thomas(fac, np.vstack([d[:1], d[:1]]))[:1])
+    one = thomas.thomas(fac, d[:1])
+    np.testing.assert_array_equal(one, thomas.thomas(fac, np.vstack([d[:1], d[:1]]))[:1])
 
 
 def test_hybrid_schedule_shapes():
     fac = tridiag.factorise(*schemes.bands(512, "periodic"), True)
-    assert (tridiag.schedule(fac, "cr").lc, tridiag.schedule(fac, "cr").p) == (9, 0)
-    assert (tridiag.schedule(fac, "pcr").lc, tridiag.schedule(fac, "pcr").p) == (0, 9)
-    s = tridiag.schedule(fac, "cr-pcr")
-    assert 512 >> s.lc <= tridiag.HYBRID_SIZE and s.p == math.ceil(math.log2(512 >> s.lc))
+    assert (reduction.schedule(fac, "cr").lc, reduction.schedule(fac, "cr").p) == (9, 0)
+    assert (reduction.schedule(fac, "pcr").lc, reduction.schedule(fac, "pcr").p) == (0, 9)
+    s = reduction.schedule(fac, "cr-pcr")
+    assert 512 >> s.lc <= reduction.HYBRID_SIZE and s.p == math.ceil(math.log2(512 >> s.lc))
 
 
 def test_stand_alone_advection_reference_agrees_with_exact_solution():
@@ -162,3 +165,19 @@ def test_stand_alone_advection_reference_agrees_with_exact_solution():
     phi0 = np.exp(np.sin(2 * np.pi * x))
     phi = reference.advect_dense(phi0, h, 1.0, 0.005, 200, "periodic", "compact6")
     np.testing.assert_allclose(phi, phi0, rtol=0, atol=2e-5)
+
+
+def test_the_solver_axis_is_the_registry_of_strategies():
+    """variants.py registers one ``solver`` choice per strategy of engine/compact/solvers/, in its order, with
+    the strategy's backends; the one that fuses the right-hand side is scan, the one that needs contiguous
+    lines gtsv2, and an unknown name is refused with the choices."""
+    from nagare.engine import registry
+    from nagare.engine.compact import Engine  # noqa: F401  (registers the family's axes)
+
+    choices = registry.axes("compact")["solver"].choices
+    assert list(choices) == list(solvers.SOLVERS)
+    assert all(choices[name].backends == frozenset(s.backends) for name, s in solvers.SOLVERS.items())
+    assert solvers.fusing() == "scan"
+    assert [name for name, s in solvers.SOLVERS.items() if s.contiguous_only] == ["gtsv2"]
+    with pytest.raises(ValueError, match="unknown solver 'lu'.*thomas"):
+        solvers.get("lu")

@@ -4,7 +4,7 @@
 //
 // Why a kernel: the array form is ~25 CuPy operations on single columns a call, and the stencil
 // path calls it once per variable and derivative — ~360 tiny launches a Navier–Stokes evaluation,
-// 24.7 of 29.8 ms a step at 512² on an H100 (docs/benchmarks/compact-pointwise-h100-2026-11-26).
+// most of a step's time at P4's 512² (docs/benchmarks/compact-pointwise-h100-2026-11-26).
 //
 // Lines: line l starts at (l / inner) * outer_stride + (l % inner) * inner_stride and its points are
 // elem_stride apart (x-lines of a (nv, ny, nx) stack: inner = 1; y-lines: inner = nx, elem = nx).

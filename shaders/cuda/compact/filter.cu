@@ -2,7 +2,7 @@
 // every line, the centred sum of the point's order — the tenth-order one inside, order 2i at distance
 // i = 1 … HALF-1 from a bounded end, the end points copied — or, on a periodic line, the tenth-order
 // sum with wrapped neighbours. One launch per call where the array form is ~40 CuPy operations, most
-// of them on single columns (the filter was 5–6 ms of a 15 ms Navier–Stokes step at 512² on an H100,
+// of them on single columns (the filter was a third of a Navier–Stokes step at P4's 512²:
 // docs/benchmarks/compact-closure-h100-2026-11-26).
 //
 // ctab[r * (HALF + 1) + n]: the coefficients of the centred sum with r neighbours a side, already cast

@@ -7,8 +7,8 @@
 //   ns_combine   out = -(DF + DG), with the boundary lines of every bounded side finished in the same
 //                launch: Poinsot & Lele's characteristic terms (nscbc.py), extrapolated and held sides
 //
-// Why: at P4's 512² the array code's "other" phase was 23.7 of 30.9 ms per step on an H100, launch-
-// and host-bound (docs/benchmarks/compact-grouped-h100-2026-11-26). One thread per grid point.
+// Why: at P4's 512² the array code's "other" phase was most of a step, launch- and host-bound
+// (docs/benchmarks/compact-grouped-h100-2026-11-26). One thread per grid point.
 //
 // Every expression performs the reference's operations in the reference's order and precision (the
 // constants arrive already cast to T, as NumPy casts a Python float against a T array), compiled without

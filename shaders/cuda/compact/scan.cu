@@ -1,6 +1,6 @@
 // The compact derivative as one pass over memory: Thomas' two sweeps run by a team of threads per
 // line as parallel scans, with the explicit right-hand side computed in the same launch ("fused").
-// Host side, the NumPy mirror of every operation and the reasoning: engine/compact/scan.py.
+// Host side, the NumPy mirror of every operation and the reasoning: engine/compact/solvers/scan.py.
 //
 // One block per line (system). The line is read once, coalesced, into shared memory (padded index
 // i + i / C: thread t's chunk of C rows starts C + 1 values after thread t-1's, so the chunk reads
@@ -12,7 +12,7 @@
 //   3. back substitution x_i = (g_i - u_i x_{i+1}) inv_d_i within the chunk from x = 0 after it, then
 //      x_i += pb_i * X, X = x of the row after the chunk, by the same scan run from the other end;
 //   4. periodic lines: Sherman–Morrison, x_i -= q (x_0 + r x_{n-1}) z_i (folded into the stores instead,
-//      one barrier fewer: 1-4 % slower on an H100, more spills; session 12);
+//      one barrier fewer, it spilled more registers and measured slower);
 //   5. the result goes back through shared memory and out coalesced.
 // pf_i = prod_{k=start..i} (-l_k), pb_i = prod_{k=i..end} (-u_k inv_d_k) depend only on the matrix and
 // C: computed on the host in float64, like l, inv_d and u. Rows past n pad the last chunks with
@@ -195,27 +195,27 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
 }
 
 #ifndef NAGARE_SCAN_MAX_THREADS
-// 40 registers a thread for 8 rows a thread (team <= 512: three such blocks an SM, six of 256):
-// measured on an H100 (docs/benchmarks/compact-scan-h100-2026-11-26b) 8-16 % faster than the 64 the
-// compiler takes unbounded at 4096² fp64 and fp32 and at 2048² fp32, within 2 % at 2048² fp64
+// 40 registers a thread for 8 rows a thread (team <= 512: three such blocks an SM, six of 256): the
+// kernel is latency-bound, and the bound measured faster than the 64 the compiler takes unbounded
+// (docs/benchmarks/compact-scan-h100-2026-11-26b)
 #define NAGARE_SCAN_MAX_THREADS 512
 #endif
 #ifndef NAGARE_SCAN_MIN_BLOCKS
-// fp64 tiles of strided lines (W > 1) take 64 (two 512-thread blocks an SM): at 40 they spilled
-// 16-40 bytes and ran 9-11 % slower (H100, session 12: 2048² y, 256²/512² stacks of 4); fp32 tiles
-// do not spill at 40 and gained nothing from more
+// fp64 tiles of strided lines (W > 1) take 64 (two 512-thread blocks an SM): at 40 they spilled and
+// ran slower (docs/benchmarks/compact-scan-h100-2026-11-27); fp32 tiles do not spill at 40 and gained
+// nothing from more
 #define NAGARE_SCAN_MIN_BLOCKS (C <= 8 ? (W > 1 && sizeof(T) == 8 ? 2 : 3) : 1)
 #endif
 // Block: team = blockDim.x threads (a multiple of 32, team·C >= n, team·W at most 512).
 // Dynamic shared memory: W lines of team·C + team values, + 128 / (W·sizeof T) between lines when
 // W > 1 (scan.tile_pad). in may be out (a line is read before any write).
 // Threads t_lo <= t < t_hi own interior chunks, whose factors are the converged interior values
-// ic = [l, 1/D, u, pf(C), pb(C)] (after fac's bands: scan.py) — read by the whole warp at one address,
-// instead of six bands' worth of per-row loads (the L1 traffic that bounded the first version).
-// One line (W lines) per block (blockIdx.x). Measured slower on an H100: a persistent grid (the resident blocks
+// ic = [l, 1/D, u, pf(C), pb(C)] (after fac's bands: solvers/scan.py) — read by the whole warp at one
+// address, instead of six bands' worth of per-row loads (L1 traffic that bounds the kernel).
+// One line (W lines) per block (blockIdx.x). Measured slower: a persistent grid (the resident blocks
 // looping over lines) with the next line's loads in flight during the current line's work — in
-// registers (session 10: 128 registers a thread) or by cp.async into a second shared line (session 11:
-// 2-37 % slower, spills under the register bound); cp.async for the one line, no gain.
+// registers (128 registers a thread) or by cp.async into a second shared line (spills under the
+// register bound); cp.async for the one line, no gain (docs/benchmarks/compact-scan-h100-2026-11-26, -26b).
 //
 // W > 1 (strided lines side by side, sys_stride = 1: the y-lines of a row-major field): a block is W
 // teams (threadIdx.y = the line in the tile, blockDim = (team, W)) that solve W adjacent lines, each in

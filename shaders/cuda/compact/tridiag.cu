@@ -1,6 +1,6 @@
 // Batched tridiagonal solvers for compact finite differences (P4): one matrix, many right-hand
 // sides. Everything that depends only on the matrix is precomputed on the host in float64 and cast
-// (engine/compact/tridiag.py: Factors, Schedule); the kernels only move right-hand sides.
+// (engine/compact/tridiag.py: Factors; solvers/reduction.py: Schedule); the kernels only move right-hand sides.
 //
 // System s, element i lives at base[s * sys_stride + i * elem_stride]:
 //   x-direction lines of a (ny, nx) array: sys_stride = nx, elem_stride = 1  (contiguous systems)

@@ -1,4 +1,4 @@
-"""The ``scan`` solver: Thomas' LU sweeps as parallel scans over chunks of a line, and the ``fused``
+"""``solver = scan``: Thomas' LU sweeps as parallel scans over chunks of a line, and the ``fused``
 compact derivative that computes the explicit right-hand side in the same launch
 (shaders/cuda/compact/scan.cu). This module holds the host side: the chunking, the constants the
 kernel reads, the launch shape, and a NumPy mirror of every kernel operation in the kernel's order
@@ -7,8 +7,8 @@ for bit).
 
 Why: a compact derivative's ideal traffic is one read of the line and one write of its derivative.
 The separate passes (right-hand side, closures, solve) move every line three to five times, and CR
-and PCR solve a line in one block through log₂ n synchronised levels — 10–13 % of the copy roofline
-on an H200 (docs/benchmarks/compact-h200-2026-11-25). The matrix is the same for every line, so
+and PCR solve a line in one block through log₂ n synchronised levels, far from the copy roofline
+(docs/benchmarks/compact-h200-2026-11-25). The matrix is the same for every line, so
 Thomas' factors (and everything below) are computed once in float64; a line then needs only its own
 values, read once into shared memory, and the two sweeps are first-order linear recurrences
 g_i = d_i - l_i g_{i-1} and x_i = (g_i - u_i x_{i+1}) / D_i. A recurrence splits over chunks: each
@@ -24,13 +24,13 @@ Choices the papers leave open, and why:
   threads, and the rows of a chunk live in registers, so the recurrences cost no shared-memory
   traffic (a persistent grid prefetching its next line measured slower, in registers or by cp.async:
   shaders/cuda/compact/scan.cu); 8-row chunks are bounded to 40 registers (three 512-thread or six
-  256-thread blocks an SM: 8–16 % faster at 4096² and in fp32 on an H100, the kernel being latency-bound);
+  256-thread blocks an SM: the kernel is latency-bound, and more resident blocks measured faster);
 - padding: rows past n get l = -1, u = 1/D = 0, z = 0 and a zero right-hand side, which carry the last
   row's values through the rest of the chunk exactly (g = 0 - (-1)·g) and contribute nothing back,
   so neither the kernel's loops nor this mirror need bounds;
 - interior chunks: the factors are the same on every row away from the ends (:func:`_interior_chunks`),
-  so those chunks read one small set of values (the first version read six bands per row and was
-  bound by L1 throughput at 40 % of the copy roofline: ncu on an H100);
+  so those chunks read one small set of values (six bands per row made the kernel bound by L1
+  throughput);
 - periodic lines: Sherman–Morrison after the sweeps (x_0 and x_{n-1} are two threads' registers:
   one more barrier), not folded into the forward sweep as ``thomas`` does (that needs a reduction).
 """
@@ -41,7 +41,10 @@ from functools import cache
 
 import numpy as np
 
-from . import schemes, tridiag
+from ...cuda import KernelSpec, ctype, template
+from .. import schemes
+from ..tridiag import Factors
+from .base import Solver
 
 CHUNKS = (4, 8, 16, 32)  # plannable chunk sizes (4: the emulation tests' many-warp teams)
 COMPILED = (8, 16, 32)  # the instances the GPU module holds: what chunk_size picks
@@ -51,10 +54,8 @@ WARP = 32
 
 def chunk_size(n: int) -> int:
     """Rows per thread for a line of n points: 8, or the smallest larger size that keeps the team at
-    most :data:`MAX_TEAM` threads. Measured on an H100 (2048² and 4096², fp64 and fp32, both boundary
-    kinds, docs/benchmarks/compact-scan-h100-2026-11-26): 8 rows a thread beat 4 (more threads per line,
-    more scan work and barriers per row) by 22–72 %, and 16 by up to 13 % at 2048² fp64 (within a few
-    percent either way elsewhere)."""
+    most :data:`MAX_TEAM` threads: 8 rows a thread beat 4 (more threads per line, more scan work and
+    barriers per row) and 16 in the measurements of docs/benchmarks/compact-scan-h100-2026-11-26."""
     for c in COMPILED:
         if -(-n // c) <= MAX_TEAM:
             return c
@@ -108,7 +109,7 @@ def team_size(n: int, chunk: int) -> int:
     return -(-chunks // WARP) * WARP
 
 
-def plan(fac: tridiag.Factors, chunk: int | None = None) -> ScanPlan:
+def plan(fac: Factors, chunk: int | None = None) -> ScanPlan:
     """The scan kernel's constants for ``fac`` (tridiag.factorise)."""
     n = fac.n
     c = chunk or chunk_size(n)
@@ -142,7 +143,7 @@ INTERIOR_ULPS = 4  # interior factors within this many float64 ulps of the middl
 Z_NEGLIGIBLE = 1e-18  # |z_i| below this: the periodic correction s·z_i is below round-off of x_i ~ s
 
 
-def _interior_chunks(fac: tridiag.Factors, c: int) -> tuple[int, int]:
+def _interior_chunks(fac: Factors, c: int) -> tuple[int, int]:
     """The chunks whose rows all have the middle row's factors (to :data:`INTERIOR_ULPS`) and a
     negligible periodic correction: Thomas' factors converge geometrically away from the ends (for
     Lele's α = 1/3 to the last bit within ~25 rows, z decays like 0.38^i), so on such a chunk the kernel
@@ -283,8 +284,6 @@ def launches(p: ScanPlan, dtype, nsys: int, sys_stride: int, elem_stride: int, g
 
 
 def kernel_name(dtype, chunk: int, periodic: bool, fused: bool, dissipative: bool, lines: int = 1) -> str:
-    from ..cuda import ctype, template
-
     return template("compact_scan", ctype(dtype), chunk, periodic, fused, dissipative, lines)
 
 
@@ -314,8 +313,6 @@ def spec(dtype, chunk: int | None = None, lines: int = 1):
 
 @cache
 def _spec(dtype_str: str, chunk, lines: int):
-    from ..cuda import KernelSpec
-
     return KernelSpec(SOURCE, kernel_names(np.dtype(dtype_str), chunk, lines), OPTIONS)
 
 
@@ -323,8 +320,10 @@ class DeviceScan:
     """The scan kernels for one factorised matrix on the device: ``solve`` (the lines hold right-hand
     sides) and ``derivative`` (the lines hold f: the fused compact derivative, one launch)."""
 
+    groups = True  # one launch takes lines in groups (``group=``: a stack's y-lines)
+
     def __init__(self, p: ScanPlan, dtype, stream=None):
-        import cupy as cp
+        import cupy as cp  # optional dependency: the GPU backend only
 
         if p.chunk not in COMPILED:
             raise ValueError(f"chunk {p.chunk} has no GPU instance; compiled: {', '.join(map(str, COMPILED))}")
@@ -393,3 +392,43 @@ def derivative(p: ScanPlan, f, h: float, boundary: str, delta: float = 0.0, dtyp
     dt = np.dtype(dtype or np.asarray(f).dtype)
     r = schemes.rhs(np, np.asarray(f, dtype=dt), h, boundary, delta)
     return solve(p, r, dt)
+
+
+class Scan(Solver):
+    name = "scan"
+    doc = ("Thomas' LU sweeps as parallel scans (engine/compact/solvers/scan.py): one block per system read once "
+           "into shared memory, a chunk of rows per thread in registers, the chunks' carries by warp-shuffle scans; "
+           "the only solver the fused derivative (kernel = fused) runs on")
+    fuses_rhs = True
+
+    def prepare(self, fac, dtype, xp, stream=None):
+        return plan(fac)
+
+    def solve(self, fac, prepared, d, dtype=None):
+        return solve(prepared if prepared is not None else plan(fac), d, dtype)
+
+    def device(self, fac, prepared, dtype, stream=None):
+        return DeviceScan(prepared, dtype, stream)
+
+    def unavailable(self, backend, selection, config):
+        longest = max(config.shape) if config is not None else 0
+        if longest > CHUNKS[-1] * MAX_TEAM:
+            return f"the scan solver handles lines of at most {CHUNKS[-1] * MAX_TEAM} points (this grid has {longest})"
+        return None
+
+    def kernel_specs(self, dtype, selection, shape):
+        """The one-line module (the fused derivative's too) and, for strided y-lines, the tiles of adjacent
+        lines."""
+        specs = [spec(dtype)]
+        ny = shape[0]
+        if selection.get("y-direction") == "strided" and ny > 1:
+            tiled = strided_spec(ny, dtype)
+            if tiled is not None:
+                specs.append(tiled)
+        return specs
+
+    def launches(self, prepared, dtype, nsys, sys_stride, elem_stride, group):
+        return len(launches(prepared, dtype, nsys, sys_stride, elem_stride, group))
+
+
+STRATEGIES = (Scan(),)

@@ -1,8 +1,10 @@
-"""P4's iterative solvers of the compact schemes' tridiagonal systems: CGS and Bi-CGSTAB, batched.
+"""``solver = cgs`` and ``bicgstab``: P4's iterative solvers of the compact schemes' tridiagonal
+systems, batched.
 
-The systems are the ones :mod:`.tridiag` solves directly — one matrix (tridiagonal, or cyclic
-tridiagonal for periodic lines), many right-hand sides — and the solvers take the same arguments,
-so they can stand beside ``thomas``/``cr``/``pcr`` as ``solver`` choices (docs/compact-iterative.md).
+The systems are the ones the direct solvers solve — one matrix (tridiagonal, or cyclic tridiagonal for
+periodic lines), many right-hand sides — so they stand beside ``thomas``/``cr``/``pcr`` as ``solver``
+choices (docs/compact-iterative.md). One :class:`IterativeSolver` is prepared per operator and serves
+both backends: it is its own device side.
 The code is written against ``xp`` (NumPy or CuPy, taken from the right-hand side's array type):
 every system iterates at once, per-system scalars (ρ, α, ω, residual norms) are arrays of shape
 ``[..., 1]``, and the matrix–vector product is three shifted multiplies along the line axis.
@@ -28,7 +30,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..errors import NagareError
+from ...errors import NagareError
+from .base import Solver
 
 SOLVERS = ("cgs", "bicgstab")
 # Relative residual targets ‖b − A x‖₂/‖b‖₂. The forward error is ≤ κ₂·tol relative to ‖x‖₂, and every
@@ -121,7 +124,7 @@ class Stats:
 def array_module(a):
     """NumPy or CuPy, whichever ``a`` belongs to (CuPy imported only when it is one of its arrays)."""
     if type(a).__module__.split(".")[0] == "cupy":
-        import cupy
+        import cupy  # optional dependency: only reached for a CuPy array
 
         return cupy
     return np
@@ -308,7 +311,7 @@ class IterativeSolver:
     """CGS or Bi-CGSTAB for one matrix, prepared once (bands cast and moved to ``xp``).
 
     ``solver(d, x0=None)`` solves ``d[..., n]`` (any memory layout: the work vectors follow it) and
-    returns x; ``solver.solve(d, x, nsys, sys_stride, elem_stride)`` is gpu.DeviceSolver's interface
+    returns x; ``solver.solve(d, x, nsys, sys_stride, elem_stride)`` is a device side's interface
     (element i of system s at ``s·sys_stride + i·elem_stride``; ``x`` may be ``d``). ``stats`` holds
     the last solve's :class:`Stats`, ``iterations`` its per-system counts. ``warm_start``: start from
     the previous solution when the shape matches (off by default: then a result depends only on its
@@ -327,7 +330,7 @@ class IterativeSolver:
         self.tol = float(tol if tol is not None else DEFAULT_TOL.get(self.dtype, 1e-6))
         self.max_iter = int(max_iter if max_iter is not None else default_max_iter(self.n))
         self.warm_start = warm_start
-        self.stream = stream  # unused: like DeviceSolver, the work goes on CuPy's current stream
+        self.stream = stream  # unused: like the kernels' launches, the work goes on CuPy's current stream
         self.bands = _Bands(xp, self.matrix, self.dtype)
         self.stats: Stats | None = None
         self.iterations = None
@@ -378,7 +381,7 @@ class IterativeSolver:
         return x
 
     def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int) -> None:
-        """gpu.DeviceSolver's interface: strided line batches of flat (C-contiguous) arrays."""
+        """A device side's interface (solvers/base.py): strided line batches of flat (C-contiguous) arrays."""
         dv = _lines(self.xp, d, self.n, nsys, sys_stride, elem_stride)
         result = self(dv)
         _lines(self.xp, x, self.n, nsys, sys_stride, elem_stride)[...] = result
@@ -395,7 +398,7 @@ def _lines(xp, a, n: int, nsys: int, sys_stride: int, elem_stride: int):
 
 
 def solve(kind: str, fac, d, sched=None, dtype=None, *, x0=None, tol=None, max_iter=None):
-    """tridiag.solve's signature: ``fac`` the direct solvers' Factors (or a :class:`Matrix`),
+    """``fac`` the direct solvers' Factors (or a :class:`Matrix`),
     ``sched`` an :class:`IterativeSolver` prepared once (its ``stats`` then report the iterations),
     or None to prepare one here."""
     dt = np.dtype(dtype or d.dtype)
@@ -406,10 +409,38 @@ def solve(kind: str, fac, d, sched=None, dtype=None, *, x0=None, tol=None, max_i
     return sched(d, x0)
 
 
+DOCS = {
+    "cgs": "conjugate gradient squared (P4), batched array code: all lines iterate at once, converged lines "
+           "frozen, relative residual 1e-13 (fp64) / 1e-6 (fp32), iteration counts in the timing extras",
+    "bicgstab": "Bi-CGSTAB (P4), batched array code, the same stopping rule as cgs",
+}
+
+
+class Iterative(Solver):
+    def __init__(self, kind: str):
+        self.name, self.doc = kind, DOCS[kind]
+
+    def prepare(self, fac, dtype, xp, stream=None):
+        """Prepared once per operator: the bands on ``xp``; it keeps the last solve's statistics."""
+        return IterativeSolver(self.name, fac, dtype, xp, stream=stream)
+
+    def solve(self, fac, prepared, d, dtype=None):
+        return solve(self.name, fac, d, prepared, dtype)
+
+    def device(self, fac, prepared, dtype, stream=None):
+        return prepared
+
+    def stats(self, prepared):
+        return prepared.stats.as_dict() if prepared.stats is not None else None
+
+
+STRATEGIES = tuple(Iterative(kind) for kind in SOLVERS)
+
+
 def condition_number(m: Matrix) -> float:
     """2-norm condition number of the dense matrix (tests and docs: tolerances derive from it)."""
     return float(np.linalg.cond(m.dense()))
 
 
-__all__ = ["SOLVERS", "DEFAULT_TOL", "IterativeError", "IterativeSolver", "Matrix", "Stats", "solve",
+__all__ = ["SOLVERS", "STRATEGIES", "DEFAULT_TOL", "IterativeError", "IterativeSolver", "Matrix", "Stats", "solve",
            "condition_number", "default_max_iter", "array_module"]
