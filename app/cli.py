@@ -359,7 +359,7 @@ def _explain_gpus(args, backend, exc) -> None:
     """--gpus on a family that is not decomposed: say that, not "unknown key decomp"."""
     if getattr(args, "gpus", None) is None or "decomp" not in str(exc):
         return
-    from nagare.engine.decomp.engine import ADAPTERS
+    from nagare.engine.families import decomposable_families
     from nagare.engine.presets import load_preset
 
     others = [o for o in args.overrides if not o.startswith("decomp.parts=")]
@@ -367,9 +367,10 @@ def _explain_gpus(args, backend, exc) -> None:
         family = load_preset(args.preset, others, backend=backend.name).engine
     except PresetError:
         return
-    if family not in ADAPTERS:
+    decomposable = decomposable_families()
+    if family not in decomposable:
         raise PresetError("--gpus", None, args.gpus, f"the {family} family is not decomposed (--gpus works for "
-                          f"{', '.join(sorted(ADAPTERS))})") from None
+                          f"{', '.join(sorted(decomposable))})") from None
 
 
 def build_engine(args, backend, ckpt: dict | None = None):

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from . import registry
 from .benchspec import BenchSpec
 from .errors import NagareError
-from .families import engine_class, family_module
+from .families import create_engine, engine_class, family_module
 from .presets import load_preset
 
 
@@ -183,7 +183,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
                     on_result(results[-1])
                 continue
             try:
-                engine = cls(preset, backend, variants=sel)
+                engine = create_engine(preset, backend, variants=sel)
                 m = measure(engine, warmup_steps, batch, min_time, max_steps)
                 engine.diagnostics()  # a variant that diverges is reported, not timed
             except NagareError as exc:

@@ -2,5 +2,12 @@
 batched tridiagonal solvers (Thomas, CR, PCR, CR–PCR, cuSPARSE) as live variants."""
 from .config import CompactPreset as Preset
 from .engine import Compact as Engine
+from .ns_engine import CompactNavierStokes
 
-__all__ = ["Engine", "Preset"]
+
+def engine_class_for(preset) -> type[Engine]:
+    """P4's Navier–Stokes problem has a state of four variables and its own stepping: its engine."""
+    return CompactNavierStokes if preset.physics.problem == "navier-stokes" else Engine
+
+
+__all__ = ["CompactNavierStokes", "Engine", "Preset", "engine_class_for"]

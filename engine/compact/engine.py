@@ -15,8 +15,9 @@ choice); the time derivative of each problem is assembled from them:
 With ``closures`` the inflow boundary values are held (advection1d: the upstream end; rotation2d:
 the whole boundary, P4's φ = 0 on the boundary).
 
-``navier-stokes`` (P4's test 4) has a state of four variables and its own stepping: ``Compact(...)``
-builds :class:`~.ns_engine.CompactNavierStokes` for it (one family, one registry entry).
+``navier-stokes`` (P4's test 4) has a state of four variables and its own stepping: the family's
+``engine_class_for`` (compact/__init__.py) picks :class:`~.ns_engine.CompactNavierStokes` for it
+(one family, one registry entry).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ import numpy as np
 from .. import registry
 from ..benchspec import BenchSpec
 from ..contract import Engine
+from ..errors import NagareError
 from ..fields import Grid2D, Profile1D
 from . import gpu, reference, schemes, solvers, variants
 from .config import CompactPreset
@@ -43,13 +45,6 @@ class Compact(Engine):
     Preset = CompactPreset
     constant_dt = True
     equivalence_steps = 16
-
-    def __new__(cls, preset, backend, variants=None):
-        if cls is Compact and preset.physics.problem == "navier-stokes":
-            from .ns_engine import CompactNavierStokes
-
-            cls = CompactNavierStokes
-        return super().__new__(cls)
 
     # ---- sizes ----
     @property
@@ -71,6 +66,9 @@ class Compact(Engine):
     # ---- state ----
     def _allocate(self):
         p = self.preset
+        if p.physics.problem == "navier-stokes":
+            raise NagareError("the navier-stokes problem runs on CompactNavierStokes: build the engine with "
+                              "families.create_engine (the family's engine_class_for picks it)")
         xp = self.xp
         self.dtype = np.dtype(p.physics.dtype)
         self.problem = p.physics.problem

@@ -1,7 +1,8 @@
 """The compact family's Navier–Stokes problem (``physics.problem = "navier-stokes"``, P4's test 4) as
 an engine: the conservative state (4, ny, nx), classical RK4 in the family's stepping style (stage
-arithmetic in the phase ``update``), then the optional filter (phase ``filter``). ``Compact(...)``
-builds this class for a navier-stokes preset (engine.py), so the family stays one registry entry.
+arithmetic in the phase ``update``), then the optional filter (phase ``filter``). The family's
+``engine_class_for`` (compact/__init__.py) picks this class for a navier-stokes preset, so the
+family stays one registry entry.
 
 Timing phases: ``rhs`` and ``solve`` (the compact derivatives, 14 per evaluation), ``transpose``
 (GPU y-lines; under ``batching = grouped`` on NumPy too), ``other`` (primitive variables, fluxes,

@@ -1,35 +1,42 @@
-"""``nagare bench scale``: weak and strong scaling of the decomposed families on 1, 2 and 4 GPUs.
+"""``nagare bench scale``: weak and strong scaling of the decomposable families on 1, 2 and 4 GPUs.
 
-Weak scaling keeps the size per sub-domain fixed (issue 20: 8192² lbm2d, 512³ diffusion3d per GPU)
-and grows the slowest axis with N; strong scaling splits one grid (16384² lbm2d). Each row: MLUPS,
-efficiency and the exchange's share of the step time (overlap off; with overlap on the exchange is
-hidden inside the step phase). Devices: NCCL over N GPUs when N are visible, else N sub-domains on
-the one device (or NumPy) — then the efficiency is against one device doing all the work (ideal
-1.0: the decomposition's own overhead), and the table says so in its ``devices`` column.
+The sizes are each family's (its adapter's ``scaling``: e.g. lbm2d 8192² and diffusion3d 512³ per
+GPU weak, lbm2d 16384² strong): weak scaling keeps the size per sub-domain fixed and grows the
+slowest axis with N; strong scaling splits one grid. Each row: MLUPS, efficiency and the
+exchange's share of the step time (overlap off; with overlap on the exchange is hidden inside the
+step phase). Devices: NCCL over N GPUs when N are visible, else N sub-domains on the one device
+(or NumPy) — then the efficiency is against one device doing all the work (ideal 1.0: the
+decomposition's own overhead), and the table says so in its ``devices`` column.
 On NumPy the sizes are small stand-ins; absolute numbers only from a GPU (docs/benchmarks/README.md).
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import time
 
 from ..backend import get_backend
 from ..contract import OutOfMemory
-from ..families import engine_class
+from ..families import create_engine, decomp_adapter, decomposable_families
 from ..presets import validate
 
-GPU_SIZES = {"weak": {"lbm2d": (8192, 8192), "diffusion3d": (512, 512, 512)}, "strong": {"lbm2d": (16384, 16384)}}
-CPU_SIZES = {"weak": {"lbm2d": (128, 64), "diffusion3d": (32, 32, 16)}, "strong": {"lbm2d": (256, 128)}}
+MODES = ("weak", "strong")
+
+
+def sizes(on_gpu: bool) -> dict[str, dict[str, tuple[int, ...]]]:
+    """{mode: {family: grid size}} of every decomposable family's adapter."""
+    out: dict = {mode: {} for mode in MODES}
+    for family in decomposable_families():
+        for mode, size in decomp_adapter(family).scaling.get("gpu" if on_gpu else "cpu", {}).items():
+            out[mode][family] = tuple(size)
+    return out
 
 
 def _preset(family: str, size, parts: int, overlap: str, backend_name: str):
     grid = dict(zip(("nx", "ny", "nz"), size))
     raw = {"engine": family, "description": f"bench scale {family}", "grid": grid,
-           "decomp": {"parts": parts, "overlap": overlap}}
-    if family == "lbm2d":
-        raw["physics"] = {"tau": 0.8}
-        raw["initial"] = {"kind": "taylor-green"}
+           "decomp": {"parts": parts, "overlap": overlap}, **copy.deepcopy(decomp_adapter(family).scaling_preset)}
     return validate(raw, f"bench scale {family}", backend_name)
 
 
@@ -74,7 +81,7 @@ def measure(family: str, size, parts: int, overlap: str, backend, min_time: floa
     """One cell: the median MLUPS of ``repeats`` timed runs of at least ``min_time`` seconds each
     (or exactly ``steps`` steps), after a warm-up that compiles and runs the first exchanges."""
     preset = _preset(family, size, parts, overlap, backend.name)
-    e = engine_class(family)(preset, backend)
+    e = create_engine(preset, backend)
     e.step(3)  # warm-up: compile, first exchanges
     e.synchronize()
     if steps is None:
@@ -115,12 +122,11 @@ def _release(backend) -> None:
 def scale_rows(backend, parts_list=(1, 2, 4), overlaps=("off", "on"), steps: int | None = None,
                min_time: float = 0.5, only: tuple[str, ...] = ()) -> list[dict]:
     """The table's rows. ``only``: cells whose "mode-family" label contains one of the texts."""
-    sizes = GPU_SIZES if backend.is_gpu else CPU_SIZES
     if not backend.is_gpu and steps is None:
         steps = 5
     rows = []
     weak_base = {}
-    for mode, fams in sizes.items():
+    for mode, fams in sizes(backend.is_gpu).items():
         for family, size in fams.items():
             label = f"{mode}-{family}"
             if only and not any(t in label for t in only):

@@ -1,4 +1,5 @@
-"""Pieces the family adapters share: the slab geometry of one sub-domain and the overlap split."""
+"""Pieces the adapters share: the slab geometry of one sub-domain, the ghost copies, the overlap
+split, the per-GPU step times, and entering a part's device and stream."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,3 +85,20 @@ class GpuTimes:
         if self.on and part in self.marks:
             with self.adapter.transport.device(part):
                 self.adapter.engine.timer.end(self.marks.pop(part), steps=1)
+
+
+class OnPart:
+    """Enter a part's device and stream (either may be None): ``with OnPart(tr.device(p), tr.stream(p))``."""
+
+    def __init__(self, device, stream):
+        self.items = [x for x in (device, stream) if x is not None]
+
+    def __enter__(self):
+        for x in self.items:
+            x.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        for x in reversed(self.items):
+            x.__exit__(*exc)
+        return False

@@ -1,21 +1,24 @@
-"""The ``[decomp]`` preset section and the row split of a grid into sub-domains.
+"""The ``[decomp]`` preset section, the decomposable preset block, and the row split of a grid.
 
     [decomp]
     parts = 2          # sub-domains along the slowest axis (`nagare run --gpus 2` sets it)
     overlap = "off"    # "on": boundary slabs first, halo exchange while the interior runs
     transport = "auto" # "same-device" | "nccl" | "auto"
 
-The section is excluded from the preset's dump (``Field(exclude=True)`` in each family's preset):
-a checkpoint, a preset hash and a resume check never see it, so a state is independent of N.
+A family that can be split bases its preset model on :class:`DecomposablePreset` and names its
+split axis there (``decomp_split``). The section is excluded from the preset's dump
+(``Field(exclude=True)``): a checkpoint, a preset hash and a resume check never see it, so a
+state is independent of N.
 """
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..errors import NagareError
-from ..presets import Strict
+from ..presets import PresetBase, Strict
 
 TRANSPORTS = ("auto", "same-device", "nccl")
 MAX_PARTS = 64
@@ -36,11 +39,32 @@ class DecompError(NagareError, ValueError):
     """A decomposition that cannot be built (too many parts for the grid, an unsupported variant)."""
 
 
-# What each decomposed family splits (its slowest axis) and the halo width there: the rows a
-# sub-domain must at least own (engine/decomp/stencil.py, lbm2d.py; checked against them in
-# tests/unit/test_decomp.py). The preset loader refuses a decomp.parts the grid cannot take.
-SPLIT = {"diffusion3d": ("nz", "z plane"), "wave2d": ("ny", "y row"), "lbm2d": ("ny", "y row")}
-HALO = {"diffusion3d": 1, "wave2d": 1, "lbm2d": 1}
+@dataclass(frozen=True)
+class SplitAxis:
+    """The axis a family splits (its slowest): the grid key that sizes it (``nz``), the unit its
+    messages name ("z plane"), and the halo width there — the rows a sub-domain must at least own.
+    The family's adapter splits exactly this (checked in tests/unit/test_decomp.py)."""
+    key: str
+    unit: str
+    halo: int = 1
+
+
+class DecomposablePreset(PresetBase):
+    """The preset of a family that can run split into sub-domains: the ``[decomp]`` section and
+    the loader's refusal of a ``decomp.parts`` the split axis cannot take (one line naming the
+    option, the grid key and the axis). A subclass sets ``decomp_split`` and has a ``grid``."""
+
+    decomp_split: ClassVar[SplitAxis]
+    decomp: DecompConfig = Field(default_factory=DecompConfig, exclude=True)
+
+    @model_validator(mode="after")
+    def _decomp_fits(self):
+        axis = self.decomp_split
+        why = too_many_parts(getattr(self.grid, axis.key), self.decomp.parts, axis.halo, f"grid.{axis.key}",
+                             axis.unit)
+        if why:
+            raise ValueError(why)
+        return self
 
 
 def too_many_parts(n: int, parts: int, min_rows: int = 1, key: str = "", unit: str = "row") -> str | None:
@@ -51,14 +75,6 @@ def too_many_parts(n: int, parts: int, min_rows: int = 1, key: str = "", unit: s
     what = f"{key} = {n} {unit}s" if key else f"{n} {unit}s"
     return (f"decomp.parts = {parts}: {what} cannot be split into {parts} sub-domains of at least {min_rows} "
             f"{unit}{'s' if min_rows > 1 else ''} each (the halo width); use at most {max(n // min_rows, 1)} parts")
-
-
-def check_preset_parts(preset) -> None:
-    """ValueError (the preset loader's one line) when the family's split axis cannot take decomp.parts."""
-    key, unit = SPLIT[preset.engine]
-    why = too_many_parts(getattr(preset.grid, key), preset.decomp.parts, HALO[preset.engine], f"grid.{key}", unit)
-    if why:
-        raise ValueError(why)
 
 
 def split_rows(n: int, parts: int, min_rows: int = 1, key: str = "", unit: str = "row") -> list[tuple[int, int]]:
@@ -77,3 +93,4 @@ def split_rows(n: int, parts: int, min_rows: int = 1, key: str = "", unit: str =
         out.append((lo, hi))
         lo = hi
     return out
+

@@ -1,10 +1,9 @@
 """The decomposed engine: a family's engine whose state lives in N sub-domains.
 
-A family opts in by listing :class:`Decomposable` first among its bases. Constructing it with a
-preset whose ``[decomp] parts`` is > 1 (or with ``parts=`` / ``overlap=`` / ``transport=``
-keywords) builds :func:`decomposed_class` of it instead: the same class (``family``, registry,
-presets, fields, checkpoints) with the stepping replaced by the family's adapter
-(engine/decomp/stencil.py, engine/decomp/lbm2d.py).
+:func:`decomposed_class` of a family's engine class and its adapter (engine/decomp/adapter.py) is
+the same class (``family``, registry, presets, fields, checkpoints) with the stepping replaced by
+the adapter's. engine/families.py ``engine_class_for`` picks it when the preset's ``[decomp]
+parts`` is > 1 or ``parts=`` / ``overlap=`` / ``transport=`` keywords are given.
 
 The family's own global arrays stay allocated and are the *gathered* state: after steps they are
 stale until something reads them (fields, diagnostics, checkpoint), which gathers the owned rows
@@ -14,41 +13,21 @@ file, the family's own arrays, independent of N) and resume on any N, decomposed
 """
 from __future__ import annotations
 
-import importlib
 from functools import cache
 
 from ..errors import VariantUnavailable
 from .config import DecompConfig, DecompError
-from .transport import make_transport
+from .transport import make_transport, nccl_unavailable
 
-# family -> module:class of its adapter (engine/decomp/<module>.py)
-ADAPTERS = {"diffusion3d": "stencil:StencilAdapter", "wave2d": "stencil:StencilAdapter",
-            "lbm2d": "lbm2d:LBMAdapter"}
 OVERLAP_CHOICES = ("off", "on")
-_DECOMP_KW = ("parts", "overlap", "transport")
 
 
-def adapter_class(family: str):
-    if family not in ADAPTERS:
-        raise DecompError(f"engine family '{family}' is not decomposed (decomposed: {', '.join(ADAPTERS)})")
-    mod, name = ADAPTERS[family].split(":")
-    return getattr(importlib.import_module(f"{__package__}.{mod}"), name)
-
-
-def _preset_parts(preset) -> int:
+def wants_decomposition(engine_class: type, preset, options: dict) -> bool:
+    """Whether ``preset`` with the keyword ``options`` asks for the decomposed ``engine_class``."""
+    if getattr(engine_class, "_decomposed", False):
+        return False
     cfg = getattr(preset, "decomp", None)
-    return int(cfg.parts) if cfg is not None else 1
-
-
-class Decomposable:
-    """Mixin for a family engine: construction with ``parts > 1`` (preset or keyword) builds the
-    decomposed class. Must come before the family's Engine base."""
-
-    def __new__(cls, preset=None, backend=None, variants=None, **kw):
-        if not getattr(cls, "_decomposed", False) and (any(k in kw for k in _DECOMP_KW)
-                                                        or _preset_parts(preset) > 1):
-            cls = decomposed_class(cls)
-        return object.__new__(cls)
+    return bool(options) or (cfg is not None and int(cfg.parts) > 1)
 
 
 def _gathering(name: str):
@@ -62,16 +41,18 @@ def _gathering(name: str):
 
 
 @cache
-def decomposed_class(cls):
-    """The decomposed variant of the family engine class ``cls`` (one per class): the mixin, plus a
-    gathering wrapper for each extra reader of the global state the family's adapter names
-    (lbm2d: canonical_state, macroscopic)."""
-    extra = {name: _gathering(name) for name in adapter_class(cls.family).readers if hasattr(cls, name)}
-    return type(f"Decomposed{cls.__name__}", (DecomposedMixin, cls), {"__module__": __name__, **extra})
+def decomposed_class(cls, adapter):
+    """The decomposed variant of the family engine class ``cls`` split by ``adapter`` (one per
+    pair): the mixin, plus a gathering wrapper for each extra reader of the global state the
+    adapter names (lbm2d: canonical_state, macroscopic)."""
+    extra = {name: _gathering(name) for name in adapter.readers if hasattr(cls, name)}
+    return type(f"Decomposed{cls.__name__}", (DecomposedMixin, cls),
+                {"__module__": __name__, "adapter_class": adapter, **extra})
 
 
 class DecomposedMixin:
     _decomposed = True
+    adapter_class: type  # the family's Adapter (set by decomposed_class)
 
     def __init__(self, preset, backend, variants=None, *, parts: int | None = None, overlap: str | None = None,
                  transport: str | None = None):
@@ -97,8 +78,7 @@ class DecomposedMixin:
         super()._apply_selection(old, new)
         if self.adapter is None:
             self.transport = make_transport(self._transport_name, self.backend, self.parts, self.stream)
-        cls = adapter_class(self.family)
-        self.adapter = cls(self, dict(new), self.transport)
+        self.adapter = self.adapter_class(self, dict(new), self.transport)
         self.adapter.scatter()
         self._stale = False
 
@@ -149,8 +129,6 @@ class DecomposedMixin:
         return 2 * family
 
     def _uses_nccl(self) -> bool:
-        from .transport import nccl_unavailable
-
         name = self._transport_name
         return self.parts > 1 and (name == "nccl" or (name == "auto"
                                                        and nccl_unavailable(self.backend, self.parts) is None))
@@ -158,7 +136,7 @@ class DecomposedMixin:
     @property
     def variants(self):
         out = dict(super().variants)
-        adapter = adapter_class(self.family)
+        adapter = self.adapter_class
         for axis, info in out.items():  # choices the decomposition cannot run, with the reason
             for choice, reason in info["choices"].items():
                 if reason is None:
@@ -178,11 +156,20 @@ class DecomposedMixin:
             self.overlap = value
         if changes:
             trial = dict(self.selection, **{k: str(v) for k, v in changes.items()})
-            reason = adapter_class(self.family).unavailable(trial, self.backend.name)
+            reason = self.adapter_class.unavailable(trial, self.backend.name)
             if reason:
                 raise VariantUnavailable(f"{', '.join(f'{k}={v}' for k, v in changes.items())} with "
                                          f"{self.parts} sub-domains: {reason}")
             super().set_variant(**changes)
+
+    def kernel_specs(self, selection=None):
+        specs = list(super().kernel_specs(selection))
+        if specs:  # none: nothing compiles here (NumPy, or a selection that cannot run)
+            sel = dict(self.selection if selection is None else selection)
+            for spec in self.adapter_class.kernel_specs(self, sel):
+                if spec not in specs:
+                    specs.append(spec)
+        return specs
 
     def timing_extra(self):
         out = dict(super().timing_extra())

@@ -1,4 +1,8 @@
-"""The stencil-framework families (diffusion3d, wave2d) on N slabs of the slowest axis.
+"""The adapter of the stencil-framework families (engine/stencil): N slabs of the slowest axis.
+
+A family built on the framework (diffusion3d, wave2d) declares its adapter in its own folder as a
+subclass of :class:`StencilAdapter` with a :class:`StencilSpec` (its stencil, time levels,
+reference step, parameters); everything below is the same for all of them.
 
 Each slab stores its owned planes plus ``h`` ghost planes per side, ``h`` = the stencil's reach
 along the split axis (``Stencil.halo``; 1 for diffusion7 and wave2d): one step needs exactly the
@@ -17,51 +21,40 @@ Overlap: the boundary planes (the first/last ``h`` owned planes) are updated fir
 copies start (a side stream on CuPy, NCCL's stream per device), then the interior is updated;
 the next step waits for the copies. Updating a range of planes is the same kernel on a view of
 the slab (planes [r0 − h, r1 + h)), so the thin boundary launches get their own loop — and, with
-``cuda-autotune``, their own tuned launch (P2's 8×512×512 case). The hand-written CUDA kernel
-copies its edge planes (it would overwrite the boundary planes from an interior view), so with
-it overlap is the exchange after the whole-slab update (documented in docs/multi-gpu.md).
+``cuda-autotune``, their own tuned launch (P2's 8×512×512 case). A family kernel that updates the
+whole slab at once (``StencilSpec.whole_slab``: diffusion3d's hand-written one copies its edge
+planes, so it would overwrite the boundary planes from an interior view) runs without the split:
+with it overlap is the exchange after the whole-slab update (documented in docs/multi-gpu.md).
 
 Host time: one Python thread drives every GPU, so the host work per step must stay below one
-GPU step (0.47 ms for 512³ on an H200), or the run becomes launch-bound (overlap on measured
-0.50–0.66 weak-scaling efficiency on 4 GPUs before this). On CuPy every update of a region list
-is therefore *prepared* once per buffer rotation (:meth:`StencilAdapter._prepared`): the loop's
-launch closures (its argument checks, views and grid done once) and one raw kernel that wraps the
-pads of all the list's regions, cached until the buffers change (scatter) or a parameter does. A
+GPU step, or the run becomes launch-bound. On CuPy every update of a region list is therefore
+*prepared* once per buffer rotation (:meth:`StencilAdapter._prepared`): the loop's launch
+closures (its argument checks, views and grid done once) and one raw kernel that wraps the pads
+of all the list's regions, cached until the buffers change (scatter) or a parameter does. A
 tuning loop goes through the generic path until its tuner has settled, then is prepared with the
 settled configuration.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ..stencil.library import diffusion7, wave2d
 from ..stencil.variants import LOOP_ENGINE, loop_for
-from .common import GpuTimes, Slab, ghost_copies, overlap_regions
-from .config import SPLIT, split_rows
+from .adapter import Adapter
+from .common import GpuTimes, OnPart, Slab, ghost_copies, overlap_regions
+from .config import split_rows
 from .transport import HaloCopy, transport_bytes
 
 VEC_CAPABLE = ("cuda-vec", "cuda-autotune")  # kernel choices that may run the vec kernel shape
 
 
-def _diffusion_ref(engine, xp, b):
-    from ..diffusion3d import reference
-
-    reference.diffuse_fixed(xp, b["f"], b["fn"], engine._r)
-
-
-def _wave_ref(engine, xp, b):
-    from ..wave2d import reference
-
-    reference.leapfrog_fixed(xp, b["u"], b["u_prev"], b["u_next"], engine._c2)
-
-
 @dataclass(frozen=True)
-class FamilySpec:
-    stencil: Any
+class StencilSpec:
+    """What the stencil adapter needs to know of a family."""
+    stencil: Any  # the family's point update (engine/stencil/library.py)
     buffers: tuple[str, ...]  # the engine's time-level attributes (global arrays), in rotation order
     scatter_from: dict  # part buffer -> global attribute it is filled from
     gather_to: dict  # global attribute -> part buffer it is gathered from
@@ -71,33 +64,19 @@ class FamilySpec:
     params: Callable  # engine -> {param: value}
     phase: str
     pad_x3d: int = 4  # x pad of a periodic 3D slab (vec kernels: V-aligned rows)
-    handwritten: bool = False
-    extra: dict = field(default_factory=dict)
+    # (engine, kernel choice) -> None, or launch(buffers, local shape) for a kernel that updates a
+    # whole slab at once on the part's device (non-periodic: the slab's own edges)
+    whole_slab: Callable = lambda engine, kernel: None
 
 
-SPECS = {
-    "diffusion3d": FamilySpec(
-        stencil=diffusion7, buffers=("f", "fn"), scatter_from={"f": "f", "fn": "f"}, gather_to={"f": "f"},
-        out="fn", rotate=lambda b: {"f": b["fn"], "fn": b["f"]}, reference=_diffusion_ref,
-        params=lambda e: {"r": e._r}, phase="diffuse", handwritten=True),
-    "wave2d": FamilySpec(
-        stencil=wave2d, buffers=("u", "u_prev", "u_next"),
-        scatter_from={"u": "u", "u_prev": "u_prev", "u_next": "u_prev"}, gather_to={"u": "u", "u_prev": "u_prev"},
-        out="u_next", rotate=lambda b: {"u_prev": b["u"], "u": b["u_next"], "u_next": b["u_prev"]},
-        reference=_wave_ref, params=lambda e: {"c2": e._c2}, phase="leapfrog"),
-}
+class StencilAdapter(Adapter):
+    """Every kernel choice of a stencil family runs decomposed; a subclass sets ``spec``."""
 
-
-class StencilAdapter:
-    readers = ()
-
-    @classmethod
-    def unavailable(cls, selection: dict, backend_name: str) -> str | None:
-        return None  # every kernel choice of both families runs decomposed
+    spec: ClassVar[StencilSpec]
 
     def __init__(self, engine, selection: dict, transport):
         self.engine, self.transport = engine, transport
-        self.spec = spec = SPECS[engine.family]
+        spec = self.spec
         st = spec.stencil
         self.kernel = selection["kernel"]
         shape = tuple(engine.preset.shape)
@@ -110,14 +89,13 @@ class StencilAdapter:
             reach = int(st.halo[self.ndim - 1 - axis])
             if self.ndim == 3 and axis == self.ndim - 1 and self.kernel in VEC_CAPABLE:
                 # the vec kernels want V-aligned rows; any other kernel gets the bare reach, so its
-                # updated x range is the owned one (512 points = 4 blocks of 128, as undecomposed:
-                # an x pad of 4 made it 518 = 5 blocks, the fifth nearly idle — 12 % of a 512³
-                # step on 4 H100s)
+                # updated x range is the owned one (512 points = 4 blocks of 128, as undecomposed;
+                # an x pad of 4 would make it 518 = 5 blocks, the fifth nearly idle)
                 reach = max(reach, spec.pad_x3d)
             pads.append(reach if self.periodic else 0)
         self.pads, self.fast = tuple(pads), shape[1:]
-        key, unit = SPLIT[engine.family]
-        rows = split_rows(self.n, engine.parts, min_rows=max(h, 1), key=f"grid.{key}", unit=unit)
+        axis = engine.preset.decomp_split
+        rows = split_rows(self.n, engine.parts, min_rows=max(h, 1), key=f"grid.{axis.key}", unit=axis.unit)
         self.slabs = []
         for i, (lo, hi) in enumerate(rows):
             if self.periodic:
@@ -139,9 +117,7 @@ class StencilAdapter:
         self._loops: dict = {}
         self._views: dict = {}
         self._ready: dict = {}  # (part, regions, buffer ids, params) -> launch closures (CuPy)
-        self._hand = None
-        if self.kernel == "cuda-handwritten":
-            self._hand = self._handwritten_kernel()
+        self._whole = spec.whole_slab(engine, self.kernel)
 
     # ---- scatter / gather ---------------------------------------------------------------------
     def _local(self, global_array, s: Slab):
@@ -200,25 +176,6 @@ class StencilAdapter:
         else:  # "array": the family's reference in fixed mode
             self.spec.reference(self.engine, xp, views)
 
-    def _update_whole(self, part):
-        """The hand-written CUDA kernel over the whole slab (it copies its edge planes)."""
-        from .. import cuda
-        from ..diffusion3d.engine import CUDA_SOURCE
-
-        name, block, zmarch = self._hand
-        kern = cuda.kernel(CUDA_SOURCE, name, (name,))  # looked up under the part's device (cached per device)
-        b = self.bufs[part]
-        nz, ny, nx = self.local_shapes[part]
-        grid = (-(-nx // block[0]), -(-ny // block[1]), -(-nz // zmarch))
-        kern(grid, block, (b["f"], b["fn"], np.int32(nx), np.int32(ny), np.int32(nz), self.engine._r,
-                           np.int32(zmarch)))
-
-    def _handwritten_kernel(self):
-        from .. import cuda
-
-        e = self.engine
-        return f"diffusion7<{cuda.ctype(e.dtype)}, false>", e.block, e.zmarch
-
     def _wrap_pads(self, part, array, r0, r1):
         """Refill the fast-axis pads of local rows [r0, r1) by periodic wrap (x first, then y,
         so the corners are right). On CuPy one kernel does every pad point (the host time per
@@ -249,7 +206,7 @@ class StencilAdapter:
     # ---- stepping -----------------------------------------------------------------------------
     def _ctx(self, part):
         tr = self.transport
-        return _Both(tr.device(part), tr.stream(part))
+        return OnPart(tr.device(part), tr.stream(part))
 
     def _run(self, part, regions):
         if not regions:
@@ -300,12 +257,12 @@ class StencilAdapter:
         for i in range(n):
             outs = [self.bufs[p][self.spec.out] for p in parts]
             gpu = GpuTimes(self, sample=i == n - 1)  # each GPU's own update time, the batch's last step
-            if self._hand is not None:  # whole-slab kernel: overlap reduces to update-then-exchange
+            if self._whole is not None:  # whole-slab kernel: overlap reduces to update-then-exchange
                 with e.timer.phase(self.spec.phase, steps=1):
                     for p in parts:
                         with self._ctx(p):
                             gpu.begin(p)
-                            self._update_whole(p)
+                            self._whole(self.bufs[p], self.local_shapes[p])
                             for r0, r1 in self.regions[p]["full"]:
                                 self._wrap_pads(p, outs[p], r0, r1)
                             gpu.end(p)
@@ -389,19 +346,3 @@ def _wrap_kernel(cp, array, r0, r1, pads, fast):
     if go is not None:
         go()
 
-
-class _Both:
-    """Enter two context managers (a device and a stream; either may be None)."""
-
-    def __init__(self, a, b):
-        self.items = [x for x in (a, b) if x is not None]
-
-    def __enter__(self):
-        for x in self.items:
-            x.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        for x in reversed(self.items):
-            x.__exit__(*exc)
-        return False

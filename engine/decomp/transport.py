@@ -13,7 +13,7 @@ regions between their arrays. Two implementations:
   (``ncclSend``/``ncclRecv`` inside one ``ncclGroupStart``/``ncclGroupEnd``) through
   ``cupy.cuda.nccl``; regions that are contiguous on both sides (the stencil families' planes)
   are sent from and received into the arrays themselves. Checked bit for bit against the
-  undecomposed run on 2 and 4 H200s (tests/unit/test_decomp_gpu.py, 2026-11-26). It is
+  undecomposed run on 2 and 4 GPUs by tests/unit/test_decomp_gpu.py (``gpu``-marked). It is
   import-guarded: constructing it without CuPy, NCCL or enough devices raises
   :class:`~.config.DecompError` with the reason.
 """
@@ -193,7 +193,7 @@ class NcclTransport(Transport):
     """One part per GPU, one process driving all of them; halos through NCCL send/recv
     (``cupy.cuda.nccl``: NcclCommunicator.initAll, send/recv inside groupStart/groupEnd).
     tests/unit/test_decomp_gpu.py::test_nccl_* (2 and 4 GPUs, marked ``gpu``) check it bit for bit
-    against the undecomposed run; they passed on 4 × H200 (NCCL 2.28.9) on 2026-11-26.
+    against the undecomposed run (the runs are recorded in docs/multi-gpu.md).
     """
 
     name = "nccl"

@@ -5,8 +5,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ..decomp.config import DecompConfig, check_preset_parts
-from ..presets import PresetBase, Strict
+from ..decomp.config import DecomposablePreset, SplitAxis
+from ..presets import Strict
 
 
 class Grid(Strict):
@@ -46,21 +46,13 @@ class Initial(Strict):
         return self
 
 
-class Diffusion3DPreset(PresetBase):
+class Diffusion3DPreset(DecomposablePreset):
+    decomp_split = SplitAxis("nz", "z plane", halo=1)  # engine/decomp: the 7-point stencil's reach along z
     engine: Literal["diffusion3d"]
     grid: Grid = Field(default_factory=Grid)
     physics: Physics = Field(default_factory=Physics)
     boundaries: Boundaries = Field(default_factory=Boundaries)
     initial: Initial = Field(default_factory=Initial)
-    # engine/decomp: sub-domains along the slowest axis; not dumped (checkpoints and hashes are
-    # independent of N)
-    decomp: DecompConfig = Field(default_factory=DecompConfig, exclude=True)
-
-    @model_validator(mode="after")
-    def _decomp_fits(self):
-        check_preset_parts(self)  # decomp.parts (--gpus N) the split axis can take
-        return self
-
     @model_validator(mode="after")
     def _fixed_modes(self):
         if self.boundaries.kind == "fixed" and self.initial.kind == "sine" and 0 in self.initial.mode:

@@ -7,7 +7,6 @@ import numpy as np
 
 from ..benchspec import BenchSpec
 from ..contract import Engine
-from ..decomp import Decomposable
 from ..fields import Grid3D
 from ..stencil.library import diffusion7
 from ..stencil.loops import loop_timing_extra
@@ -21,7 +20,7 @@ CUDA_SOURCE = "cuda/diffusion3d/diffusion7.cu"
 variants.register()
 
 
-class Diffusion3D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/decomp)
+class Diffusion3D(Engine):
     family = FAMILY
     Preset = Diffusion3DPreset
     equivalence_steps = 64

@@ -13,8 +13,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from ..decomp.config import DecompConfig, check_preset_parts
-from ..presets import PresetBase, Strict
+from ..decomp.config import DecomposablePreset, SplitAxis
+from ..presets import Strict
 from . import d2q9
 
 
@@ -122,7 +122,8 @@ class Tracers(Strict):
         return v
 
 
-class LBM2DPreset(PresetBase):
+class LBM2DPreset(DecomposablePreset):
+    decomp_split = SplitAxis("ny", "y row", halo=1)  # engine/decomp: one ghost row of pull streaming
     exclusive_keys = ((("grid.n",), ("grid.nx", "grid.ny")), (("physics.tau",), ("physics.reynolds",)))
 
     engine: Literal["lbm2d"]
@@ -132,15 +133,6 @@ class LBM2DPreset(PresetBase):
     obstacle: Obstacle = Field(default_factory=Obstacle)
     initial: Initial = Field(default_factory=Initial)
     tracers: Tracers = Field(default_factory=Tracers)
-    # engine/decomp: sub-domains along the slowest axis; not dumped (checkpoints and hashes are
-    # independent of N)
-    decomp: DecompConfig = Field(default_factory=DecompConfig, exclude=True)
-
-    @model_validator(mode="after")
-    def _decomp_fits(self):
-        check_preset_parts(self)  # decomp.parts (--gpus N) the split axis can take
-        return self
-
     @model_validator(mode="after")
     def _consistent(self):
         nx, ny, ob = self.grid.nx, self.grid.ny, self.obstacle

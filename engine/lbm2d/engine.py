@@ -17,12 +17,11 @@ import numpy as np
 
 from .. import registry
 from ..contract import Engine
-from ..decomp import Decomposable
 from . import cases, d2q9, outputs, reference, variants
 from .config import LBM2DPreset
 from .d2q9 import Q, W
 from .launch import node_classes, segment_classes
-from .steppers import SingleStepStepper, stepper_class
+from .steppers import stepper_class
 from .storage import LatticeState, Storage
 from .tracers import Tracers
 
@@ -40,7 +39,7 @@ def fp16_representable(f: np.ndarray) -> np.ndarray:
 LATTICE_SOUND_SPEED = 1.0 / math.sqrt(3.0)
 
 
-class LBM2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/decomp)
+class LBM2D(Engine):
     family = FAMILY
     Preset = LBM2DPreset
     equivalence_steps = 64
@@ -217,20 +216,7 @@ class LBM2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/d
                                                                       self.preset) for a, c in sel.items()):
             return []  # nothing to compile here, or a selection that cannot run
         cls, cc = stepper_class(sel), self.compute_capability()
-        specs = cls.all_kernel_specs(self.preset, sel, cc)
-        if getattr(self, "parts", 1) > 1 and issubclass(cls, SingleStepStepper):
-            # decomposed: every slab builds the ROWS module for its own size (engine/decomp/lbm2d.py)
-            from ..decomp.config import split_rows
-            from ..decomp.lbm2d import H
-            from .launch import single_step
-
-            ny = self.preset.shape[0]
-            for length in sorted({hi - lo + 2 * H for lo, hi in split_rows(ny, self.parts, H)}):
-                grid = self.preset.grid.model_copy(update={"ny": length, "n": None})
-                spec = single_step(self.preset.model_copy(update={"grid": grid}), sel["storage"], cc, rows=True).spec
-                if spec not in specs:
-                    specs.append(spec)
-        return specs
+        return cls.all_kernel_specs(self.preset, sel, cc)
 
     # ---- stepping ---------------------------------------------------------------------------
     def _advance(self, n):

@@ -118,7 +118,7 @@ class SingleStepStepper(Stepper):
         p, xp = engine.preset, engine.xp
         self.xp, self.stream, self.open_boundaries = xp, engine.stream, p.open_boundaries
         self.mask, self.node_class, self.node_segment = engine.mask, engine.node_class, engine.node_segment
-        # A decomposed slab (engine/decomp/lbm2d.py) asks for the ROWS instances: its overlap updates
+        # A decomposed slab (engine/lbm2d/decomp_adapter.py) asks for the ROWS instances: its overlap updates
         # the edge rows and the interior rows in separate launches.
         self.launch = ss = single_step(p, selection["storage"], engine.compute_capability(),
                                        rows=getattr(engine, "row_range", False))

@@ -11,7 +11,6 @@ import numpy as np
 
 from ..benchspec import BenchSpec
 from ..contract import Engine
-from ..decomp import Decomposable
 from ..fields import Grid2D
 from ..stencil.library import wave2d
 from ..stencil.loops import loop_timing_extra
@@ -24,7 +23,7 @@ FAMILY = variants.FAMILY
 variants.register()
 
 
-class Wave2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/decomp)
+class Wave2D(Engine):
     family = FAMILY
     Preset = Wave2DPreset
     equivalence_steps = 64

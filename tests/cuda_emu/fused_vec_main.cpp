@@ -5,7 +5,7 @@
 //   fused_vec_emu nx ny nsteps bx by open in.bin mask.bin cls.bin seg.bin out.bin omega omega_minus fx fy uwx uwy u_in
 // For the pipe kernel `by` is the rows each warp marches (its blocks are one row of bx threads).
 // With -DEMU_ROWS=1 the ROWS instances run, each step launched over the decomposed overlap's row
-// ranges in turn (edge rows, interior, ghost rows: engine/decomp/lbm2d.py), grids sized to each range.
+// ranges in turn (edge rows, interior, ghost rows: engine/lbm2d/decomp_adapter.py), grids sized to each range.
 #include "emu.h"
 #include <cstdio>
 #include <cstdlib>

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from nagare.engine import registry
 from nagare.engine.backend import get_backend
-from nagare.engine.families import FAMILIES, engine_class, load_all
+from nagare.engine.families import FAMILIES, create_engine, engine_class, load_all
 
 load_all()
 
@@ -37,9 +37,9 @@ def test_variant_matches_reference(choice, preset_label, backend):
         pytest.skip(f"{choice.axis}={choice.name} unavailable for {preset_label}: {reason}")
     ref_sel = choice.reference or selection
     seed = 1234
-    ref = cls(preset, get_backend("numpy"), variants=ref_sel)
+    ref = create_engine(preset, get_backend("numpy"), variants=ref_sel)
     ref.random_state(np.random.default_rng(seed))
-    cand = cls(preset, get_backend(backend), variants=selection)
+    cand = create_engine(preset, get_backend(backend), variants=selection)
     cand.random_state(np.random.default_rng(seed))
     # The candidate starts from exactly the reference's state.
     for k, v in ref.state_arrays().items():
@@ -56,7 +56,7 @@ def test_variant_matches_reference(choice, preset_label, backend):
                                    err_msg=f"{choice.family} {choice.axis}={choice.name} ({preset_label}, {backend}) "
                                            f"state '{k}' after {n} steps")
     # And the state actually changed: a variant that does nothing must not pass.
-    start = cls(preset, get_backend("numpy"), variants=ref_sel)
+    start = create_engine(preset, get_backend("numpy"), variants=ref_sel)
     start.random_state(np.random.default_rng(seed))
     moved = any(not np.array_equal(np.asarray(v), want[k]) for k, v in start.state_arrays().items())
     assert moved, "the reference did not change the state; the equivalence test would be vacuous"

@@ -8,7 +8,8 @@ import numpy as np
 from nagare.engine import registry
 from nagare.engine.benchspec import BenchSpec
 from nagare.engine.contract import Engine
-from nagare.engine.presets import PresetBase, Strict
+from nagare.engine.decomp import DecomposablePreset, SplitAxis
+from nagare.engine.presets import Strict
 from pydantic import Field
 
 FAMILY = "toy1d"
@@ -30,7 +31,8 @@ class Physics(Strict):
     r: float = Field(0.25, gt=0, le=0.5, description="ν Δt / Δx² (stable ≤ 1/2)")
 
 
-class ToyPreset(PresetBase):
+class ToyPreset(DecomposablePreset):
+    decomp_split = SplitAxis("n", "point", halo=1)  # engine/decomp: the update reads both neighbours
     engine: Literal["toy1d"]
     grid: Grid = Field(default_factory=Grid)
     physics: Physics = Field(default_factory=Physics)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from nagare.engine.backend import Backend, get_backend
 from nagare.engine.compact import Engine, rhs, schemes
+from nagare.engine.families import create_engine
 from nagare.engine.presets import load_preset
 
 from tests.unit import cuda_emulator
@@ -73,8 +74,8 @@ def test_navier_stokes_with_the_generated_stencil_keeps_numpys_bits(fcp, batchin
     n = 20
     over = [f"grid.nx={n}", f"grid.ny={n}", f"physics.dt={0.76 / (n - 1):.3g}", 'initial.kind="random"']
     pre = load_preset("compact-vortex-outflow", over, backend=None)
-    ref = Engine(pre, get_backend("numpy"))
-    cand = Engine(pre, Backend("cupy", fcp, _cupy=fcp), variants={
+    ref = create_engine(pre, get_backend("numpy"))
+    cand = create_engine(pre, Backend("cupy", fcp, _cupy=fcp), variants={
         "kernel": "cuda", "solver": "thomas", "batching": batching,
         **Engine.equivalence_companions("batching", batching)})  # grouped: y-direction = transpose
     cand._roofline = 1e12
@@ -121,8 +122,8 @@ def test_the_filtered_navier_stokes_step_keeps_numpys_bits_with_one_filter_launc
     over = [f"grid.nx={n}", f"grid.ny={n}", f"physics.dt={0.76 / (n - 1):.3g}", 'initial.kind="random"']
     pre = load_preset("compact-vortex-outflow", over, backend=None)
     assert pre.physics.filter
-    ref = Engine(pre, get_backend("numpy"))
-    cand = Engine(pre, Backend("cupy", fcp, _cupy=fcp), variants={"kernel": "array", "solver": "thomas"})
+    ref = create_engine(pre, get_backend("numpy"))
+    cand = create_engine(pre, Backend("cupy", fcp, _cupy=fcp), variants={"kernel": "array", "solver": "thomas"})
     before = _filter_launches(fcp)
     ref.step(2)
     cand.step(2)

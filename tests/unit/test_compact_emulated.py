@@ -218,9 +218,9 @@ def test_emulated_grouped_navier_stokes_evaluation(lib, monkeypatch, kind, sides
     import types
 
     from nagare.engine.backend import get_backend
-    from nagare.engine.compact import Engine
     from nagare.engine.compact import navier_stokes as ns
     from nagare.engine.compact.config import CompactPreset
+    from nagare.engine.families import create_engine
 
     def transpose(src, dst):
         ny, nx = src.shape
@@ -245,7 +245,7 @@ def test_emulated_grouped_navier_stokes_evaluation(lib, monkeypatch, kind, sides
         "grid": {"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1},
         "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 200.0},
         "boundaries": bounded if sides == "bounded" else {}})
-    ref = Engine(pre, get_backend("numpy"))  # stacked, thomas, NumPy
+    ref = create_engine(pre, get_backend("numpy"))  # stacked, thomas, NumPy
     eq = ns.NavierStokes(pre, np, np.float64)
     eq.build(dict(ref.selection, solver=kind, batching="grouped", **{"y-direction": "transpose"}),
              types.SimpleNamespace(xp=np, is_gpu=True, name="cupy"))

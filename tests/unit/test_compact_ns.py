@@ -15,6 +15,7 @@ from nagare.engine.compact import navier_stokes as ns
 from nagare.engine.compact.config import CompactPreset
 from nagare.engine.compact.solvers.thomas import thomas
 from nagare.engine.compact.variants import SOLVER_ATOL, SOLVER_RTOL
+from nagare.engine.families import create_engine
 from nagare.engine.presets import load_preset
 
 NUMPY = get_backend("numpy")
@@ -43,7 +44,7 @@ def test_uniform_flow_has_zero_rate(mach, angle, sides):
     one-sided characteristic differences) vanishes to round-off, no wave is incoming."""
     pre = _preset({"nx": 20, "ny": 16, "x0": -1, "x1": 1, "y0": -1, "y1": 1},
                   {"mach": mach, "flow_angle": angle, "reynolds": 100.0}, boundaries=sides)
-    e = Engine(pre, NUMPY)
+    e = create_engine(pre, NUMPY)
     k = np.empty_like(e.U)
     e.ns.rate(e.U, k)
     np.testing.assert_allclose(k, 0.0, rtol=0, atol=1e-13)
@@ -58,7 +59,7 @@ def _isentropic_vortex_error(n: int) -> float:
     pre = _preset({"nx": n, "ny": n, "x0": -half, "x1": half, "y0": -half, "y1": half},
                   {"dt": 0.01, "viscous": False, "filter": False, "mach": 0.5, "flow_angle": 30.0},
                   {"kind": "isentropic-vortex", "amplitude": 0.3, "core": 1.0})
-    e = Engine(pre, NUMPY)
+    e = create_engine(pre, NUMPY)
     e.step(8)
     g = e.ns.gas
     wrap = lambda a, shift: (a - shift + half) % (2 * half) - half  # noqa: E731
@@ -83,7 +84,7 @@ def test_periodic_domain_conserves_mass_momentum_energy(filt):
     filter included: the filter's coefficients sum to 1 + 2α_f, so it conserves Σ too)."""
     pre = _preset({"nx": 24, "ny": 20}, {"dt": 0.005, "reynolds": 50.0, "filter": filt, "mach": 0.4,
                                           "flow_angle": 20.0}, {"kind": "random"})
-    e = Engine(pre, NUMPY)
+    e = create_engine(pre, NUMPY)
     before = e.U.sum(axis=(1, 2))
     start = e.U.copy()
     e.step(10)
@@ -103,7 +104,7 @@ def _pulse_reflection(east: str, filt: bool) -> float:
                   {"dt": dt, "mach": 0.2, "filter": filt},
                   {"kind": "acoustic-pulse", "amplitude": 1e-3, "core": 0.06, "center": [0.6, 0.0]},
                   {"west": "hold", "east": east, "south": "periodic", "north": "periodic"})
-    e = Engine(pre, NUMPY)
+    e = create_engine(pre, NUMPY)
     e.step(100)
     return e.diagnostics()["max_dp"] / 1e-3
 
@@ -169,8 +170,8 @@ def test_batching_is_bit_for_bit_and_batches():
     give identical numbers on NumPy."""
     pre = _preset({"nx": 24, "ny": 20, "x0": -1, "x1": 1, "y0": -1, "y1": 1}, {"dt": 0.01, "reynolds": 200.0},
                   {"kind": "random"}, BOUNDED)
-    a = Engine(pre, NUMPY, variants={"batching": "stacked"})
-    b = Engine(pre, NUMPY, variants={"batching": "per-variable"})
+    a = create_engine(pre, NUMPY, variants={"batching": "stacked"})
+    b = create_engine(pre, NUMPY, variants={"batching": "per-variable"})
     assert a.ns.launches_per_rate() == 4 and b.ns.launches_per_rate() == 14
     for solver in ("thomas", "pcr"):
         a.set_variant(solver=solver)
@@ -206,10 +207,10 @@ def test_grouped_is_bit_for_bit_with_stacked_and_launches_two_solves(layout, vis
     larger batch give the same bits: test_iterative_lines_do_not_depend_on_their_batch)."""
     grid, sides = GROUPABLE[layout]
     pre = _preset(grid, {"dt": 0.01, "reynolds": 200.0, "viscous": viscous}, {"kind": "random"}, sides)
-    c = Engine(pre, NUMPY, variants={"batching": "per-variable"})
+    c = create_engine(pre, NUMPY, variants={"batching": "per-variable"})
     for solver in ("cr", "pcr", "cr-pcr", "cgs", "bicgstab"):
-        a = Engine(pre, NUMPY, variants={"batching": "stacked", "y-direction": "transpose", "solver": solver})
-        b = Engine(pre, NUMPY, variants=dict(GROUPED, solver=solver))
+        a = create_engine(pre, NUMPY, variants={"batching": "stacked", "y-direction": "transpose", "solver": solver})
+        b = create_engine(pre, NUMPY, variants=dict(GROUPED, solver=solver))
         a.step(2)
         b.step(2)
         if solver in ("cgs", "bicgstab"):
@@ -218,8 +219,8 @@ def test_grouped_is_bit_for_bit_with_stacked_and_launches_two_solves(layout, vis
             np.testing.assert_allclose(b.U, a.U, rtol=SOLVER_RTOL, atol=SOLVER_ATOL, err_msg=solver)
         else:
             np.testing.assert_array_equal(a.U, b.U, err_msg=solver)
-    a = Engine(pre, NUMPY, variants={"batching": "stacked", "y-direction": "transpose"})
-    b = Engine(pre, NUMPY, variants=GROUPED)
+    a = create_engine(pre, NUMPY, variants={"batching": "stacked", "y-direction": "transpose"})
+    b = create_engine(pre, NUMPY, variants=GROUPED)
     assert (a.ns.launches_per_rate(), b.ns.launches_per_rate(), c.ns.launches_per_rate()) == (
         (4, 2, 14) if viscous else (2, 1, 8))
     sweeps = 2 if layout == "periodic-hx-ne-hy" else 1
@@ -308,8 +309,8 @@ def test_grouped_is_unavailable_where_x_and_y_differ(grid, sides, fragment):
     reason = registry.unavailable_reason(choice, "numpy", dict(GROUPED, solver="thomas"), pre)
     assert reason and fragment in reason and "\n" not in reason
     with pytest.raises(VariantUnavailable, match=fragment):
-        Engine(pre, NUMPY, variants=GROUPED)
-    e = Engine(pre, NUMPY, variants={"y-direction": "transpose"})
+        create_engine(pre, NUMPY, variants=GROUPED)
+    e = create_engine(pre, NUMPY, variants={"y-direction": "transpose"})
     with pytest.raises(VariantUnavailable, match=fragment):
         e.set_variant(batching="grouped")
     assert e.selection["batching"] == "stacked"
@@ -317,21 +318,21 @@ def test_grouped_is_unavailable_where_x_and_y_differ(grid, sides, fragment):
     square = _preset({"nx": 20, "ny": 20, "x0": -1, "x1": 1, "y0": -1, "y1": 1}, {"dt": 0.01}, {"kind": "random"},
                      BOUNDED)
     assert "y-direction = transpose" in registry.unavailable_reason(choice, "numpy", {"y-direction": "strided"}, square)
-    e = Engine(square, NUMPY, variants=GROUPED)
+    e = create_engine(square, NUMPY, variants=GROUPED)
     with pytest.raises(VariantUnavailable, match="batching = grouped"):
         e.set_variant(**{"y-direction": "strided"})  # would leave grouped without its transposed y-lines
     scalar = load_preset("compact-derivative", [], backend="numpy")
     assert "Navier–Stokes" in registry.unavailable_reason(choice, "numpy", GROUPED, scalar)
     held = load_preset("compact-vortex-outflow", ["grid.nx=32", "grid.ny=32", "physics.dt=0.02"], backend="numpy")
     held.variants.update(GROUPED)  # a preset default that can run is kept
-    assert Engine(held, NUMPY).selection["batching"] == "grouped"
+    assert create_engine(held, NUMPY).selection["batching"] == "grouped"
     # cuSPARSE's gtsv2 transposes the y-lines whatever y-direction says: grouped needs nothing more
     assert registry.unavailable_reason(choice, "numpy", {"y-direction": "strided", "solver": "gtsv2"}, square) is None
 
 
 def test_preset_runs_with_fields_diagnostics_and_phases():
     pre = load_preset("compact-vortex-outflow", ["grid.nx=48", "grid.ny=48", "physics.dt=0.016"], backend="numpy")
-    e = Engine(pre, NUMPY)
+    e = create_engine(pre, NUMPY)
     d0 = e.diagnostics()
     assert d0["max_vorticity"] == pytest.approx(2 * 0.0005 / 0.15 ** 2, rel=0.05)  # 2|Γ|/r_c² at the centre
     assert d0["reflected_p"] < 1e-3
@@ -423,7 +424,7 @@ def test_gpu_path_launches_what_timing_extra_reports(monkeypatch, batching, ydir
     n = 16
     pre = _preset({"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1}, {"dt": 0.01, "reynolds": 200.0},
                   {"kind": "random"}, BOUNDED)
-    ref = Engine(pre, NUMPY)
+    ref = create_engine(pre, NUMPY)
     sel = dict(ref.selection, batching=batching, **{"y-direction": ydir})
     fake = types.SimpleNamespace(xp=np, is_gpu=True, name="cupy")
     eq = ns.NavierStokes(pre, np, np.float64)

@@ -19,6 +19,7 @@ from nagare.engine.compact import Engine, ns_pointwise
 from nagare.engine.compact import navier_stokes as ns
 from nagare.engine.compact.config import CompactPreset
 from nagare.engine.errors import VariantUnavailable
+from nagare.engine.families import create_engine
 from nagare.engine.presets import load_preset
 
 from tests.unit import cuda_emulator
@@ -71,8 +72,8 @@ def test_vortex_outflow_steps_bit_for_bit_on_the_fake_gpu(fcp, batching, viscous
     over = [f"grid.nx={n}", f"grid.ny={n}", f"physics.dt={0.76 / (n - 1):.3g}", 'initial.kind="random"',
             f"physics.viscous={'true' if viscous else 'false'}"]
     pre = load_preset("compact-vortex-outflow", over, backend=None)
-    ref = Engine(pre, NUMPY)
-    cand = Engine(pre, _gpu(fcp), variants={"kernel": "array", "solver": "thomas", "batching": batching,
+    ref = create_engine(pre, NUMPY)
+    cand = create_engine(pre, _gpu(fcp), variants={"kernel": "array", "solver": "thomas", "batching": batching,
                                             **Engine.equivalence_companions("batching", batching)})
     assert cand.selection["pointwise"] == "fused" and ref.selection["pointwise"] == "array"  # the defaults
     assert cand.ns.grouped == (batching == "grouped")
@@ -82,7 +83,7 @@ def test_vortex_outflow_steps_bit_for_bit_on_the_fake_gpu(fcp, batching, viscous
     ref.step(steps)
     cand.step(steps)
     np.testing.assert_array_equal(cand.U, ref.U)
-    assert not np.array_equal(ref.U, Engine(pre, NUMPY).U)  # it moved
+    assert not np.array_equal(ref.U, create_engine(pre, NUMPY).U)  # it moved
     per_rate = 3 if viscous else 2
     assert _pointwise_launches(fcp) - before == 4 * steps * per_rate
     extra = cand.timing_extra()
@@ -99,10 +100,10 @@ def test_registry_equivalence_presets_on_the_fake_gpu(fcp, label):
     the registry test's random state: NumPy's state (pointwise = array) bit for bit."""
     preset = Engine.equivalence_presets()[label]
     choice = registry.axes("compact")["pointwise"].choices["fused"]
-    ref = Engine(preset, NUMPY, variants=choice.reference)
+    ref = create_engine(preset, NUMPY, variants=choice.reference)
     ref.random_state(np.random.default_rng(1234))
     sel = dict(registry.default_selection("compact", "cupy"), kernel="array")
-    cand = Engine(preset, _gpu(fcp), variants=sel)
+    cand = create_engine(preset, _gpu(fcp), variants=sel)
     cand.random_state(np.random.default_rng(1234))
     assert cand.selection["pointwise"] == "fused"
     ref.step(Engine.equivalence_steps)
@@ -128,7 +129,7 @@ def test_fused_rate_equals_array_for_every_side_combination(fcp, precision, visc
     be = _gpu(fcp)
     for sides, mach, angle in cases:
         pre = _preset(sides, viscous=viscous, precision=precision, mach=mach, angle=angle)
-        ref = Engine(pre, NUMPY)
+        ref = create_engine(pre, NUMPY)
         eq = ns.NavierStokes(pre, fcp, ref.dtype)
         eq.build(dict(ref.selection, pointwise="fused"), be)
         got, want = np.full_like(ref.U, np.nan), np.empty_like(ref.U)
@@ -199,7 +200,7 @@ def _count_phase(name):
 
 def _launches_in_other(pre, xp, backend, selection, cp=None):
     """Array operations + pointwise kernel launches in the phase ``other`` of one evaluation."""
-    ref = Engine(pre, NUMPY)
+    ref = create_engine(pre, NUMPY)
     eq = ns.NavierStokes(pre, _counting(xp), ref.dtype, phase=_count_phase)
     eq.build(selection, backend)
     U = ref.U.copy().view(_Counted)
@@ -236,8 +237,8 @@ def test_pointwise_switches_live_and_compiles_its_module(fcp):
     """set_variant(pointwise=...) rebuilds on the running engine: fused → array → fused steps leave NumPy's
     state bit for bit; kernel_specs names the pointwise module only while fused is selected."""
     pre = _preset(VORTEX_SIDES, mach=1.1, angle=0.0)
-    ref = Engine(pre, NUMPY)
-    cand = Engine(pre, _gpu(fcp), variants={"kernel": "array", "solver": "thomas"})
+    ref = create_engine(pre, NUMPY)
+    cand = create_engine(pre, _gpu(fcp), variants={"kernel": "array", "solver": "thomas"})
     fused_spec = ns_pointwise.spec(cand.dtype)
     assert fused_spec in cand.kernel_specs()
     assert fused_spec not in cand.kernel_specs(dict(cand.selection, pointwise="array"))
@@ -267,7 +268,7 @@ def test_numpy_reports_fused_unavailable_and_the_bench_lists_it():
     reason = registry.unavailable_reason(choices["fused"], "numpy", {}, pre)
     assert reason and "CUDA" in reason
     with pytest.raises(VariantUnavailable, match="pointwise=fused"):
-        Engine(pre, NUMPY, variants={"pointwise": "fused"})
+        create_engine(pre, NUMPY, variants={"pointwise": "fused"})
     eq = ns.NavierStokes(pre, np, np.float64)
     with pytest.raises(VariantUnavailable, match="pointwise=fused"):
         eq.build(dict(registry.default_selection("compact", "numpy"), pointwise="fused"), NUMPY)

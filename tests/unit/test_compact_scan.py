@@ -503,9 +503,9 @@ def test_fused_navier_stokes_evaluation_on_the_emulated_kernel(scan_device, batc
     import types
 
     from nagare.engine.backend import get_backend
-    from nagare.engine.compact import Engine
     from nagare.engine.compact import navier_stokes as ns
     from nagare.engine.compact.config import CompactPreset
+    from nagare.engine.families import create_engine
 
     n = 36
     bounded = {"west": "hold", "east": "nscbc", "south": "nscbc", "north": "nscbc"}
@@ -515,7 +515,7 @@ def test_fused_navier_stokes_evaluation_on_the_emulated_kernel(scan_device, batc
         "grid": {"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1},
         "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 200.0},
         "boundaries": bounded if sides == "bounded" else mixed})
-    ref = Engine(pre, get_backend("numpy"))  # stacked, thomas, array right-hand side
+    ref = create_engine(pre, get_backend("numpy"))  # stacked, thomas, array right-hand side
     eq = ns.NavierStokes(pre, np, np.float64)
     sel = dict(ref.selection, solver="scan", kernel="fused", batching=batching, **{"y-direction": ydir})
     eq.build(sel, types.SimpleNamespace(xp=np, is_gpu=True, name="cupy"))
@@ -547,14 +547,14 @@ def test_fused_scalar_problems_on_the_emulated_kernel(scan_device, preset_name, 
     import types
 
     from nagare.engine.backend import get_backend
-    from nagare.engine.compact import Engine
+    from nagare.engine.families import create_engine
     from nagare.engine.presets import load_preset
 
     pre = load_preset(preset_name)
     if preset_name == "compact-rotating-cone":
         pre = pre.model_copy(update={"grid": pre.grid.model_copy(update={"nx": 40, "ny": 33})})
-    ref = Engine(pre, get_backend("numpy"))
-    cand = Engine(pre, get_backend("numpy"))
+    ref = create_engine(pre, get_backend("numpy"))
+    cand = create_engine(pre, get_backend("numpy"))
     sel = dict(ref.selection, solver="scan", kernel="fused", **{"y-direction": ydir})
     cand.backend = types.SimpleNamespace(xp=np, is_gpu=True, name="cupy")
     cand._apply_selection(cand.selection, sel)

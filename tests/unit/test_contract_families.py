@@ -12,7 +12,7 @@ from nagare.engine.backend import get_backend
 from nagare.engine.benchspec import BenchSpec
 from nagare.engine.contract import Engine
 from nagare.engine.errors import CheckpointError
-from nagare.engine.families import FAMILIES, engine_class, family_module
+from nagare.engine.families import FAMILIES, create_engine, engine_class, family_module
 
 FIELD_TYPES = (field_types.Grid2D, field_types.Grid3D, field_types.Particles, field_types.Boxes,
                field_types.Profile1D)
@@ -21,7 +21,7 @@ FIELD_TYPES = (field_types.Grid2D, field_types.Grid3D, field_types.Particles, fi
 def first_engine(family):
     cls = engine_class(family)
     label, preset = next(iter(cls.equivalence_presets().items()))
-    return cls(preset, get_backend("numpy"))
+    return create_engine(preset, get_backend("numpy"))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

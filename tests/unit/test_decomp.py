@@ -55,9 +55,9 @@ def lbm(case, precision="fp32"):
 
 
 def engine(preset, **kw):
-    from nagare.engine.families import engine_class
+    from nagare.engine.families import create_engine
 
-    return engine_class(preset.engine)(preset, NUMPY, **kw)
+    return create_engine(preset, NUMPY, **kw)
 
 
 def state(e):
@@ -217,10 +217,10 @@ def test_lbm2d_aa_exchange_matches_the_whole_grid_with_emulated_aa_steps():
 
 
 def test_lbm2d_temporal_blocking_is_refused_with_the_reason():
-    from nagare.engine.decomp.lbm2d import LBMAdapter
+    from nagare.engine.lbm2d.decomp_adapter import LBM2DSlabs
 
-    assert "temporal blocking is not decomposed" in LBMAdapter.unavailable({"kernel": "srtb"}, "cupy")
-    assert LBMAdapter.unavailable({"kernel": "fused"}, "cupy") is None
+    assert "temporal blocking is not decomposed" in LBM2DSlabs.unavailable({"kernel": "srtb"}, "cupy")
+    assert LBM2DSlabs.unavailable({"kernel": "fused"}, "cupy") is None
 
 
 # ---- checkpoints: whole, resumable on any N --------------------------------------------------------
@@ -258,10 +258,11 @@ def test_preset_key_builds_the_decomposed_engine_and_is_not_dumped():
     p = validate(raw, "<test>", "numpy", ["decomp.parts=3", "decomp.overlap=on"])
     assert p.decomp.parts == 3 and "decomp" not in raw_dict(p)
     assert p.content_hash == validate(raw, "<test>", "numpy").content_hash
+    from nagare.engine.wave2d.decomp_adapter import Wave2DSlabs
     from nagare.engine.wave2d.engine import Wave2D
 
     e = engine(p)
-    assert type(e) is decomposed_class(Wave2D) and isinstance(e, Wave2D) and e.family == "wave2d"
+    assert type(e) is decomposed_class(Wave2D, Wave2DSlabs) and isinstance(e, Wave2D) and e.family == "wave2d"
     assert e.parts == 3 and e.overlap == "on"
     e.step(2)
     assert e.timings.extra["decomp"]["rows"] == [(0, 5), (5, 9), (9, 13)]
@@ -309,19 +310,24 @@ def test_region_size_and_the_refused_choices_in_variants():
 
 
 # ---- decomp.parts refused by the loader, naming the option, the preset and the axis (audit D11) ----
-def test_the_split_table_matches_the_adapters():
-    """engine/decomp/config.py's SPLIT/HALO (what the loader checks) are what the adapters split."""
-    from nagare.engine.decomp import lbm2d as lbm_adapter
-    from nagare.engine.decomp.config import HALO, SPLIT
-    from nagare.engine.decomp.engine import ADAPTERS
-    from nagare.engine.decomp.stencil import SPECS
+def test_the_split_axes_match_the_adapters():
+    """Each decomposable preset's split axis (what the loader checks) is what its adapter splits."""
+    from nagare.engine.decomp import DecomposablePreset
+    from nagare.engine.decomp.stencil import StencilAdapter
+    from nagare.engine.families import FAMILIES, decomp_adapter, decomposable_families, preset_model
+    from nagare.engine.lbm2d import decomp_adapter as lbm_adapter
 
-    assert set(SPLIT) == set(HALO) == set(ADAPTERS), "every decomposed family has a split axis and a halo"
-    for fam, spec in SPECS.items():
-        assert HALO[fam] == max(int(spec.stencil.halo[-1]), 1), f"{fam}: halo along the split axis"
-    assert HALO["lbm2d"] == lbm_adapter.H, "lbm2d: ghost rows per side"
+    assert decomposable_families() == ["diffusion3d", "lbm2d", "wave2d"]
+    for fam in FAMILIES:  # every decomposed family has a split axis and a halo, and only those
+        assert issubclass(preset_model(fam), DecomposablePreset) == (decomp_adapter(fam) is not None), fam
+    for fam in ("diffusion3d", "wave2d"):
+        adapter = decomp_adapter(fam)
+        assert issubclass(adapter, StencilAdapter)
+        assert preset_model(fam).decomp_split.halo == max(int(adapter.spec.stencil.halo[-1]), 1), \
+            f"{fam}: halo along the split axis"
+    assert preset_model("lbm2d").decomp_split.halo == lbm_adapter.H, "lbm2d: ghost rows per side"
     for preset in (diffusion("periodic"), wave("periodic"), lbm("periodic")):
-        key, _ = SPLIT[preset.engine]
+        key = preset.decomp_split.key
         assert preset.shape[0] == getattr(preset.grid, key), f"{preset.engine}: the slowest axis is grid.{key}"
 
 

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 from nagare.engine.backend import Backend, get_backend
+from nagare.engine.families import create_engine
 from nagare.engine.stencil import loops
 
 from tests.unit import cuda_emulator, fake_cupy
@@ -38,7 +39,7 @@ def test_decomposed_diffusion3d_on_the_fake_gpu_matches_the_whole_grid(fcp):
         ref = Engine(preset, get_backend("numpy"), variants={"kernel": "array"})
         ref.step(4)
         for kernel, parts, overlap in (("cuda", 3, "on"), ("cuda-vec", 2, "on"), ("cuda", 2, "off")):
-            e = Engine(preset, gpu, variants={"kernel": kernel}, parts=parts, overlap=overlap)
+            e = create_engine(preset, gpu, variants={"kernel": kernel}, parts=parts, overlap=overlap)
             e._roofline = 1e12
             e.step(4)
             np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), ref.f,
@@ -56,7 +57,7 @@ def test_decomposed_wave2d_on_the_fake_gpu_matches_the_whole_grid(fcp):
                                     "boundaries": {"kind": "periodic"}, "initial": {"kind": "random"}})
     ref = Engine(preset, get_backend("numpy"), variants={"kernel": "array"})
     ref.step(5)
-    e = Engine(preset, gpu, variants={"kernel": "cuda"}, parts=3, overlap="on")
+    e = create_engine(preset, gpu, variants={"kernel": "cuda"}, parts=3, overlap="on")
     e._roofline = 1e12
     e.step(5)
     for k, v in ref.state_arrays().items():
@@ -74,7 +75,7 @@ def test_prepared_launches_are_used_and_rebound_after_a_restore(fcp):
     preset = Preset.model_validate({"engine": "diffusion3d", "description": "t", "grid": {"nx": 8, "ny": 6, "nz": 9},
                                     "boundaries": {"kind": "periodic"}, "initial": {"kind": "random"}})
     ref = Engine(preset, get_backend("numpy"), variants={"kernel": "array"})
-    e = Engine(preset, gpu, variants={"kernel": "cuda"}, parts=3, overlap="on")
+    e = create_engine(preset, gpu, variants={"kernel": "cuda"}, parts=3, overlap="on")
     e._roofline = 1e12
     start = e.checkpoint()
     e.step(3)
@@ -121,7 +122,7 @@ def test_decomposed_lbm2d_cuda_overlap_splits_the_step_and_keeps_the_bits(fcp_lb
 
     def run(**kw):
         before = sum(len(k.launches) for k in fcp_lbm.kernels)
-        e = Engine(p, gpu, variants=selection, **kw)
+        e = create_engine(p, gpu, variants=selection, **kw)
         e._roofline = 1e12
         e.random_state(np.random.default_rng(3))
         e.step(5)
@@ -140,8 +141,8 @@ def test_decomposed_lbm2d_cuda_overlap_splits_the_step_and_keeps_the_bits(fcp_lb
     assert launches["on"] == 3 * launches["off"], launches
     # The fake GPU runs every copy the moment it is started; on a GPU it runs beside the interior
     # update. Deferring the copies until after the interior must give the same bits: they touch
-    # nothing the interior update reads or writes (engine/decomp/lbm2d.py's argument).
-    e = Engine(p, gpu, variants=selection, parts=parts, overlap="on")
+    # nothing the interior update reads or writes (engine/lbm2d/decomp_adapter.py's argument).
+    e = create_engine(p, gpu, variants=selection, parts=parts, overlap="on")
     e._roofline = 1e12
     tr = e.adapter.transport
     start = tr.start
@@ -163,7 +164,7 @@ def test_decomposed_lbm2d_kernel_specs_name_the_slabs_modules(fcp_lbm):
     gpu = Backend("cupy", fcp_lbm, _cupy=fcp_lbm)
     p = Engine.equivalence_presets()["fp32-walls-obstacle"]  # ny = 40: slabs of 14, 13, 13 rows (+ ghosts)
     for selection in ({"kernel": "fused"}, {"kernel": "two-kernel"}, {"kernel": "fused", "storage": "fp16"}):
-        e = Engine(p, gpu, variants=selection, parts=3)
+        e = create_engine(p, gpu, variants=selection, parts=3)
         e.step(1)  # the adapter and its steppers exist
         specs = e.kernel_specs()
         used = {st.launch.spec for st in e.adapter.steppers}

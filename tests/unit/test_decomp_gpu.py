@@ -21,16 +21,15 @@ def _state(e):
 
 
 def _check(preset, variants, steps=9, parts=(1, 2, 3, 4), transport="same-device", overlaps=("off", "on")):
-    from nagare.engine.families import engine_class
+    from nagare.engine.families import create_engine
 
     gpu = get_backend("cupy")
-    cls = engine_class(preset.engine)
-    ref = cls(preset, gpu, variants=variants)
+    ref = create_engine(preset, gpu, variants=variants)
     ref.step(steps)
     want = _state(ref)
     for n in parts:
         for overlap in overlaps:
-            e = cls(preset, gpu, variants=variants, parts=n, overlap=overlap, transport=transport)
+            e = create_engine(preset, gpu, variants=variants, parts=n, overlap=overlap, transport=transport)
             e.step(steps - 4)
             e.step(4)
             got = _state(e)
@@ -96,6 +95,7 @@ def test_nccl_matches_undecomposed(n):
 @pytest.mark.parametrize("n", [2, 4])
 def test_nccl_checkpoint_resumes_on_another_count(n, tmp_path):
     from nagare.engine.checkpoint import load_checkpoint, save_checkpoint
+    from nagare.engine.families import create_engine
     from nagare.engine.lbm2d import Engine
 
     _gpus(n)
@@ -103,10 +103,10 @@ def test_nccl_checkpoint_resumes_on_another_count(n, tmp_path):
     p = lbm("obstacle-force")
     ref = Engine(p, gpu, variants={"kernel": "fused"})
     ref.step(9)
-    a = Engine(p, gpu, variants={"kernel": "fused"}, parts=n, transport="nccl")
+    a = create_engine(p, gpu, variants={"kernel": "fused"}, parts=n, transport="nccl")
     a.step(4)
     save_checkpoint(a.checkpoint(), tmp_path / "c.npz")
-    b = Engine(p, gpu, variants={"kernel": "fused"}, parts=3, transport="same-device")
+    b = create_engine(p, gpu, variants={"kernel": "fused"}, parts=3, transport="same-device")
     b.restore(load_checkpoint(tmp_path / "c.npz"))
     b.step(5)
     np.testing.assert_array_equal(_state(b)["f"], _state(ref)["f"])
@@ -116,13 +116,13 @@ def test_nccl_checkpoint_resumes_on_another_count(n, tmp_path):
 def test_nccl_reports_each_gpus_own_time(n):
     """Each GPU's update time is a detail phase gpu<device> (sampled on the last step of a batch), shown beside the
     step's phases and not added to the step (docs/multi-gpu.md §1)."""
-    from nagare.engine.diffusion3d import Engine
+    from nagare.engine.families import create_engine
 
     _gpus(n)
     gpu = get_backend("cupy")
     for overlap in ("off", "on"):
-        e = Engine(diffusion("periodic"), gpu, variants={"kernel": "cuda"}, parts=n, transport="nccl",
-                   overlap=overlap)
+        e = create_engine(diffusion("periodic"), gpu, variants={"kernel": "cuda"}, parts=n, transport="nccl",
+                          overlap=overlap)
         for _ in range(3):
             e.step(4)
         e.synchronize()

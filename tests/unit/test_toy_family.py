@@ -1,7 +1,11 @@
 """Adding a family is one folder plus one registration line: the toy family (tests/toy_family,
 with a field type of its own) runs through the contract, the CLI's headless run with frames,
-dumps and checkpoints, and the app's frame snapshot, with nothing else edited."""
+dumps and checkpoints, and the app's frame snapshot, and runs split into sub-domains through its
+own adapter, with nothing else edited."""
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -49,3 +53,49 @@ def test_toy_family_snapshot_and_contract(toy):
     b.step(2)
     eng.step(2)
     np.testing.assert_array_equal(b.u, eng.u)
+
+
+def test_the_toy_splits_into_sub_domains_with_the_mechanism_alone(toy, tmp_path, capsys):
+    """The toy declares its adapter in its own folder (tests/toy_family/decomp_adapter.py) and the
+    mechanism splits it: N slabs give the whole line's bits, overlap off and on, a checkpoint of
+    a split run resumes unsplit, and `--gpus N` runs it — while engine/decomp imports no family."""
+    from nagare.app.cli import main
+    from nagare.engine import decomp
+    from nagare.engine.backend import get_backend
+    from nagare.engine.families import FAMILIES, create_engine, decomposable_families
+    from nagare.engine.presets import load_preset
+
+    from tests.toy_family.engine import ToyEngine
+
+    numpy = get_backend("numpy")
+    assert "toy1d" in decomposable_families()
+    whole = create_engine(load_preset(str(toy), backend="numpy"), numpy)
+    whole.step(7)
+    for parts in (2, 3, 5):
+        for overlap in ("off", "on"):
+            p = load_preset(str(toy), [f"decomp.parts={parts}", f"decomp.overlap={overlap}"], backend="numpy")
+            e = create_engine(p, numpy)
+            assert isinstance(e, ToyEngine) and e.parts == parts and e.family == "toy1d"
+            e.step(3)
+            e.step(4)
+            np.testing.assert_array_equal(e.state_arrays()["u"], whole.u, err_msg=f"N={parts} overlap={overlap}")
+            assert len(e.timings.extra["decomp"]["rows"]) == parts
+    split = create_engine(load_preset(str(toy), backend="numpy"), numpy, parts=4)
+    split.step(3)
+    resumed = create_engine(load_preset(str(toy), backend="numpy"), numpy)
+    resumed.restore(split.checkpoint())
+    resumed.step(4)
+    np.testing.assert_array_equal(resumed.u, whole.u)
+
+    dump = tmp_path / "split.npz"
+    assert main(["run", str(toy), "--steps", "7", "--gpus", "3", "--dump", str(dump), "--backend", "numpy",
+                 "--quiet"]) == 0, capsys.readouterr().err
+    np.testing.assert_array_equal(np.load(dump)["profile"], whole.u)
+
+    families = {m.rsplit(".", 1)[-1] for m in FAMILIES.values()}
+    for path in Path(decomp.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                assert not any(part in families or "toy" in part for n in names for part in n.split(".")), \
+                    f"{path.name} imports a family: {ast.unparse(node)}"

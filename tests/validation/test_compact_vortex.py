@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from nagare.engine.backend import get_backend
-from nagare.engine.compact import Engine
+from nagare.engine.families import create_engine
 from nagare.engine.presets import load_preset
 
 T_END = 1.8  # the vortex centre leaves at t ≈ 0.91, its last visible part (4 r_c) by t ≈ 1.45
@@ -34,7 +34,7 @@ def _history(n: int, half: float, dt: float = DT0, every: int = 5, backend: str 
     over = [f"grid.nx={n}", f"grid.ny={n}", f"grid.x0={-half}", f"grid.x1={half}", f"grid.y0={-half}",
             f"grid.y1={half}", f"physics.dt={dt}"]
     be = get_backend(backend)
-    e = Engine(load_preset("compact-vortex-outflow", over, backend=backend), be)
+    e = create_engine(load_preset("compact-vortex-outflow", over, backend=backend), be)
     inside = (np.abs(e._x_host) <= 1 + 1e-9) & (np.abs(e._y_host) <= 1 + 1e-9)
     inside = np.broadcast_to(inside, (n, n))
     out = []

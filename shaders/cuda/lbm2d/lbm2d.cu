@@ -1,7 +1,7 @@
 // Single-step D2Q9 kernels: two-kernel (stream, then collide), fused (pull stream + collide),
 // fused in-place AA streaming, and the open-boundary pass. One thread per node, x fastest.
 //
-// Row ranges (the decomposed step's overlap, engine/decomp/lbm2d.py): every kernel ends in a
+// Row ranges (the decomposed step's overlap, engine/lbm2d/decomp_adapter.py): every kernel ends in a
 // template flag ROWS and two arguments row0, row1. With ROWS it updates rows [row0, row1) only, its
 // grid covering row1 − row0 rows (grid y block b starts at row0 + b · blockDim.y); the periodic wrap
 // and the plane size stay those of all ny rows. Without ROWS the arguments are ignored and the

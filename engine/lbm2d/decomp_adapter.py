@@ -1,4 +1,4 @@
-"""lbm2d (D2Q9) on N slabs of rows (the slowest axis, y).
+"""lbm2d's adapter to engine/decomp: D2Q9 on N slabs of rows (the slowest axis, y).
 
 Halo: one row of populations per side. Pull streaming reads the nine neighbours, so one step of
 an owned row needs the rows just above and below it; the halo rows are exchanged after every step.
@@ -39,19 +39,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..decomp.adapter import Adapter
+from ..decomp.common import GpuTimes, OnPart, Slab, ghost_copies, overlap_regions
+from ..decomp.config import split_rows
+from ..decomp.transport import HaloCopy, transport_bytes
 from ..errors import VariantUnavailable
-from ..lbm2d import reference
-from ..lbm2d.d2q9 import CY, Q
-from ..lbm2d.launch import node_classes, segment_classes
-from ..lbm2d.steppers import ReferenceStepper, stepper_class
-from ..lbm2d.storage import LatticeState, Storage
-from ..lbm2d.variants import TEMPORAL_BLOCKING
-from .common import GpuTimes, Slab, ghost_copies, overlap_regions
-from .config import split_rows
-from .stencil import _Both
-from .transport import HaloCopy, transport_bytes
+from . import outputs, reference
+from .d2q9 import CY, Q
+from .launch import node_classes, segment_classes, single_step
+from .steppers import ReferenceStepper, SingleStepStepper, stepper_class
+from .storage import LatticeState, Storage
+from .variants import TEMPORAL_BLOCKING
 
-H = 1  # ghost rows per side: one step of pull streaming
+H = 1  # ghost rows per side: one step of pull streaming (the preset's decomp_split.halo)
 INTO_FROM_BELOW = tuple(int(i) for i in range(Q) if CY[i] == 1)  # c_y = +1: written from the row below
 INTO_FROM_ABOVE = tuple(int(i) for i in range(Q) if CY[i] == -1)
 
@@ -90,8 +90,11 @@ class _SlabContext:
         return self._cc
 
 
-class LBMAdapter:
+class LBM2DSlabs(Adapter):
     readers = ("canonical_state", "macroscopic", "_macroscopic_arrays")
+    scaling = {"gpu": {"weak": (8192, 8192), "strong": (16384, 16384)},
+               "cpu": {"weak": (128, 64), "strong": (256, 128)}}
+    scaling_preset = {"physics": {"tau": 0.8}, "initial": {"kind": "taylor-green"}}
 
     @classmethod
     def unavailable(cls, selection: dict, backend_name: str) -> str | None:
@@ -100,6 +103,20 @@ class LBMAdapter:
                     "(docs/multi-gpu.md); use reference, two-kernel or fused")
         return None
 
+    @classmethod
+    def kernel_specs(cls, engine, selection: dict) -> list:
+        """Every slab's single-step stepper builds the ROWS module for its own size."""
+        if not issubclass(stepper_class(selection), SingleStepStepper):
+            return []
+        p, cc = engine.preset, engine.compute_capability()
+        specs = []
+        for length in sorted({hi - lo + 2 * H for lo, hi in split_rows(p.shape[0], engine.parts, H)}):
+            grid = p.grid.model_copy(update={"ny": length, "n": None})
+            spec = single_step(p.model_copy(update={"grid": grid}), selection["storage"], cc, rows=True).spec
+            if spec not in specs:
+                specs.append(spec)
+        return specs
+
     def __init__(self, engine, selection: dict, transport):
         reason = self.unavailable(selection, engine.backend.name)
         if reason:
@@ -107,7 +124,8 @@ class LBMAdapter:
         self.engine, self.transport, self.selection = engine, transport, dict(selection)
         ny = engine.preset.shape[0]
         self.n = ny
-        rows = split_rows(ny, engine.parts, H, key="grid.ny", unit="y row")
+        axis = engine.preset.decomp_split
+        rows = split_rows(ny, engine.parts, H, key=f"grid.{axis.key}", unit=axis.unit)
         self.slabs = [Slab(i, lo, hi, lo - H, hi + H, H) for i, (lo, hi) in enumerate(rows)]
         self.aa = selection["streaming"] == "aa"
         self.ctx = [_SlabContext(engine, selection, s, transport) for s in self.slabs]
@@ -176,7 +194,7 @@ class LBMAdapter:
 
     # ---- stepping -----------------------------------------------------------------------------
     def _ctx(self, part):
-        return _Both(self.transport.device(part), self.transport.stream(part))
+        return OnPart(self.transport.device(part), self.transport.stream(part))
 
     def _step_part(self, part):
         st, stepper = self.states[part], self.steppers[part]
@@ -281,8 +299,6 @@ class LBMAdapter:
             self._advance_lattice(n, overlap)
             return float(n)
         # Tracers on the gathered field: the batch is cut at the tracer substeps (as LBM2D._advance).
-        from ..lbm2d import outputs
-
         done = 0
         while done < n:
             k = min(n - done, tr.every - tr.clock)
