@@ -22,7 +22,7 @@ from nagare.engine.checkpoint import save_checkpoint
 from nagare.engine.errors import Diverged
 
 from . import fieldkinds, frames
-from .atomic import ExportError, write_atomic
+from .atomic import ExportError, output_writer, write_atomic
 from .timinglog import TimingLog
 
 
@@ -36,6 +36,7 @@ def npz_arrays(engine) -> dict[str, np.ndarray]:
     return out
 
 
+@output_writer("an .npz dump")
 def dump_fields(engine, path: str | Path) -> Path:
     if str(path).endswith(".vtkhdf"):
         return dump_vtkhdf(engine, path)[0]
@@ -356,8 +357,9 @@ def run(engine, opts: RunOptions) -> int:
 
 
 def _reason(error: str) -> str:
-    """'cannot write a/frame_0010.png: Not a directory' → 'Not a directory' (the same failure)."""
-    return error.rsplit(": ", 1)[-1]
+    """'cannot write a/frame_0010.png: Not a directory; no frame_0010.png was left' → 'Not a
+    directory' (the same failure for every frame)."""
+    return error.split(": ", 1)[-1].split("; ", 1)[0]
 
 
 def _checkpoint(engine) -> dict:
