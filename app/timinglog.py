@@ -90,6 +90,7 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         view, offset = view[n:], offset + n
 
 
+@output_writer("a timing log (.csv + .json)")
 class TimingLog:
     """Streams rows to a .csv/.json pair as they are recorded; memory stays bounded.
 

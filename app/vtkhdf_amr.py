@@ -24,11 +24,10 @@ the leaves may change between steps (app/vtkhdf_series.py appends the steps).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from .atomic import output_writer, write_atomic
+from .atomic import output_writer
 from .fieldkinds import register
 from .fieldkinds.vtkio import safe_name
 

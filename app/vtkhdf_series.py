@@ -99,7 +99,8 @@ class SeriesFile(ABC):
         except ExportError as exc:
             raise ExportError(f"{exc}; {self._kept()}") from None
         except (OSError, RuntimeError, KeyError, ValueError) as exc:
-            raise ExportError(f"cannot write step {self.steps} of {self.path}: {describe_cause(exc)}; {self._kept()}") from None
+            raise ExportError(f"cannot write step {self.steps} of {self.path}: {describe_cause(exc)}; "
+                              f"{self._kept()}") from None
         self.steps += 1
         return self.path
 
