@@ -52,12 +52,9 @@ def output_writer(what: str):
 # What a user should read for the errors a write meets in practice (HDF5 wraps them in its own
 # text, "… errno = 27, error message = 'File too large' …", so the errno is looked for there too).
 _CAUSES = {
-    errno.ENOSPC: "the disk is full (No space left on device)",
-    errno.EFBIG: "the file is larger than this process may write (File too large: ulimit -f)",
+    errno.ENOSPC: "the disk is full",
+    errno.EFBIG: "the file is larger than this process may write (ulimit -f)",
     errno.EROFS: "the file system is read-only",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "permission denied",
-    errno.ENAMETOOLONG: "the file name is too long",
     errno.EDQUOT: "the disk quota is exhausted",
 }
 _ERRNO_IN_TEXT = re.compile(r"errno\s*=\s*(\d+)")
@@ -82,7 +79,9 @@ def describe_cause(exc: BaseException) -> str:
     """One line saying why a write failed (never HDF5's multi-line text)."""
     code = error_errno(exc)
     if code in _CAUSES:
-        return _CAUSES[code]
+        return f"{_CAUSES[code]} ({os.strerror(code)})"
+    if code is not None and not isinstance(exc, OSError):  # HDF5's text: the errno's own words instead
+        return os.strerror(code)
     text = getattr(exc, "strerror", None) or str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
