@@ -83,13 +83,6 @@ def _csv_line(values: list) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
-
-
 @output_writer("a timing log (.csv + .json)")
 class TimingLog:
     """Streams rows to a .csv/.json pair as they are recorded; memory stays bounded.
@@ -112,6 +105,13 @@ class TimingLog:
     """
 
     FSYNC_INTERVAL = 1.0  # seconds between fsyncs of the streamed files
+
+    @staticmethod
+    def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, offset)
+            view, offset = view[n:], offset + n
 
     def __init__(self, engine, argv: list[str] | None = None, path: str | Path | None = None,
                  spool: bool = True):
@@ -206,8 +206,8 @@ class TimingLog:
         tail = self._tail()
         item = ((",\n" if self.written else "\n") + json.dumps(row)).encode("utf-8")
         try:
-            _pwrite_all(self._csv, line, self._csv_size)
-            _pwrite_all(self._json, item + tail, self._json_end)
+            self._pwrite_all(self._csv, line, self._csv_size)
+            self._pwrite_all(self._json, item + tail, self._json_end)
             if self._json_size > self._json_end + len(item) + len(tail):  # the columns list got shorter
                 os.ftruncate(self._json, self._json_end + len(item) + len(tail))
         except OSError:
@@ -230,7 +230,7 @@ class TimingLog:
         try:
             os.ftruncate(self._csv, self._csv_size)
             os.ftruncate(self._json, self._json_size)
-            _pwrite_all(self._json, self._json_tail, self._json_end)
+            self._pwrite_all(self._json, self._json_tail, self._json_end)
         except OSError as exc:
             self._damaged = f"; restoring them failed too ({describe_cause(exc)}): they may end mid-row"
 
