@@ -8,8 +8,9 @@ from nagare.engine.atomic import (
     remove_stale_temporaries,
     temp_path,
     write_atomic,
+    write_atomic_group,
     write_text_atomic,
 )
 
 __all__ = ["ExportError", "describe_cause", "fsync_and_replace", "make_folder", "output_writer",
-           "remove_stale_temporaries", "temp_path", "write_atomic", "write_text_atomic"]
+           "remove_stale_temporaries", "temp_path", "write_atomic", "write_atomic_group", "write_text_atomic"]

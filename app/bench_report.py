@@ -86,8 +86,10 @@ def roofline_plot(results: list[BenchResult], bw: float, title: str, path: Path)
     fig.suptitle(f"{title}\n(bars: the engine's bytes-per-update model; dashed: copy bandwidth "
                  f"{bw / 1e9:.0f} GB/s; orange: above it)", fontsize=9)
     fig.tight_layout()
-    write_atomic(path, lambda p: fig.savefig(p, dpi=110, format="png"))
-    plt.close(fig)
+    try:
+        write_atomic(path, lambda p: fig.savefig(p, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def slug(text: str) -> str:
@@ -123,10 +125,11 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
             fn(*args)
         except ExportError as exc:
             if name not in failed:
-                print(f"nagare bench: NOT WRITTEN: {exc}", file=sys.stderr, flush=True)
+                kept = f" ({name} on disk holds {saved['json']} cells)" if name.endswith(".json") else ""
+                print(f"nagare bench: {exc}{kept}; measuring goes on", file=sys.stderr, flush=True)
             failed[name] = str(exc)
             return False
-        failed.pop(name, None)
+        failed.pop(name, None)  # written after all: the file on disk is complete and up to date
         return True
 
     def write_json(results, complete: bool):

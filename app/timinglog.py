@@ -33,7 +33,7 @@ from nagare.engine.presets import raw_dict
 
 from nagare import __version__
 
-from .atomic import ExportError, describe_cause, make_folder, output_writer, write_atomic
+from .atomic import ExportError, describe_cause, make_folder, output_writer, write_atomic, write_atomic_group
 
 TIMING_SUFFIXES = (".csv", ".json")
 
@@ -148,8 +148,8 @@ class TimingLog:
             meta = json.dumps({"metadata": self.meta}, indent=1)[:-2]  # without the closing "\n}"
             json_head = (meta + ',\n "rows": [').encode("utf-8")
             tail = self._tail()
-            write_atomic(self.csv_path, lambda tmp: tmp.write_bytes(head))
-            write_atomic(self.json_path, lambda tmp: tmp.write_bytes(json_head + tail))
+            write_atomic_group([(self.csv_path, lambda tmp: tmp.write_bytes(head)),
+                                (self.json_path, lambda tmp: tmp.write_bytes(json_head + tail))])
             self._csv = os.open(self.csv_path, os.O_RDWR)
             self._json = os.open(self.json_path, os.O_RDWR)
         except (OSError, ExportError) as exc:
@@ -266,7 +266,7 @@ class TimingLog:
         detail = str(exc).split(": ", 1)[-1].split("; ")[0] if isinstance(exc, ExportError) else describe_cause(exc)
         if kept is None:
             kept = (f"both keep the {self.written} row{'s' if self.written != 1 else ''} up to step {self.last_step}"
-                    if self.written else "both are complete, with no rows")
+                    if self.written else "both are kept complete, with no rows")
             kept += f" (later rows are not written){self._damaged}"
         self.error = f"cannot write {where}: {detail}; {kept}"
         self.close()
@@ -297,8 +297,10 @@ class TimingLog:
                 os.fsync(fd)
             except OSError as exc:
                 if self.error is None:
-                    self.error = (f"cannot write {self.csv_path} / {self.json_path.name}: {describe_cause(exc)}; "
-                                  "their last rows may not have reached the disk")
+                    rows = f"the {self.written} row{'s' if self.written != 1 else ''}"
+                    self.error = (f"cannot write {self.csv_path} / {self.json_path.name}: {describe_cause(exc)} "
+                                  f"(at the final sync); both keep {rows} written, but the system may not have "
+                                  "saved the last ones to disk")
             finally:
                 os.close(fd)
 

@@ -221,5 +221,50 @@ def write_atomic(path: str | Path, writer: Callable[[Path], None]) -> Path:
     return path
 
 
+def write_atomic_group(items: list[tuple[Path, Callable[[Path], None]]]) -> list[Path]:
+    """Files that belong together (a timing log's .csv and .json): every one is written to its
+    temporary file and fsynced before any is renamed into place, so a failure leaves all of the
+    previous ones (ExportError naming the file that failed and saying what is kept)."""
+    paths = [Path(p) for p, _w in items]
+    existed = [os.path.lexists(p) for p in paths]
+    tmps: list[Path] = []
+    locks: list[OutputLock] = []
+    current = paths[0]
+    try:
+        for path, (_p, writer) in zip(paths, items):
+            current = path
+            make_folder(path.parent)
+            if not held_here(path):
+                locks.append(OutputLock(path).acquire())
+            remove_stale_temporaries(path.parent, once=True)
+            tmp = temp_path(path)
+            tmps.append(tmp)
+            writer(tmp)
+            _fsync_path(tmp)
+        for tmp, path in zip(tmps, paths):
+            current = path
+            os.replace(tmp, path)
+        for folder in dict.fromkeys(p.parent for p in paths):
+            _fsync_path(folder, directory=True)
+    except OutputBusy as exc:
+        raise ExportError(f"cannot write {current}: {exc}") from None
+    except BaseException as exc:
+        for tmp in tmps:
+            try:
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
+        if isinstance(exc, Exception) and is_write_failure(exc):
+            names = " and ".join(p.name for p in paths)
+            kept = (f"the previous {names} are kept unchanged" if all(existed)
+                    else f"no {names} were left" if not any(existed) else "the files of that name are kept unchanged")
+            raise ExportError(f"cannot write {current}: {describe_cause(exc)}; {kept}") from None
+        raise
+    finally:
+        for lock in locks:
+            lock.release()
+    return paths
+
+
 def write_text_atomic(path: str | Path, text: str) -> Path:
     return write_atomic(path, lambda p: p.write_text(text, encoding="utf-8"))
