@@ -351,8 +351,8 @@ def cases(engines) -> list[Case]:
     from nagare.app.vtkhdf import write_vtkhdf
     from nagare.app.vtkhdf_series import FieldSeries
     from nagare.engine import device
-    from nagare.engine.autotune.cache import TuneCache
     from nagare.engine.atomic import ExportError, write_text_atomic
+    from nagare.engine.autotune.cache import TuneCache
     from nagare.engine.checkpoint import save_checkpoint
     from nagare.engine.decomp import bench as decomp_bench
     from nagare.engine.stencil import bench as stencil_bench
@@ -485,9 +485,8 @@ def cases(engines) -> list[Case]:
         ["bw.json"], _valid_json, cached=True)
 
     try:
-        from PyQt6.QtGui import QImage
-
         from nagare.app.gui import screenshot
+        from PyQt6.QtGui import QImage
 
         def shot(folder):
             q = QImage(8, 8, QImage.Format.Format_RGB32)
