@@ -265,6 +265,7 @@ def run(engine, opts: RunOptions) -> int:
 
         series = FieldSeries(opts.series, series_capacity(opts.steps, opts.series_every or opts.steps))
     series_step = None
+    checkpoint_tried = None  # the step of the last periodic checkpoint attempted
 
     def series_append():
         nonlocal series_step
@@ -307,6 +308,7 @@ def run(engine, opts: RunOptions) -> int:
                     # the last good one stays on disk.
                     out.attempt("checkpoint", engine.step_count, opts.checkpoint, save_checkpoint,
                                 _checkpoint(engine), opts.checkpoint)
+                    checkpoint_tried = engine.step_count
                 progress.update(done, engine, failures=out.failures)
                 if opts.on_batch is not None:
                     opts.on_batch(engine)
@@ -332,7 +334,11 @@ def run(engine, opts: RunOptions) -> int:
             out.written.extend(paths or [])
         elif status == 0 and opts.dump is not None:
             out.attempt("dump", engine.step_count, opts.dump, dump_fields, engine, opts.dump, final=True)
-        if status != 3 and (opts.checkpoint is not None or status in (130, 143)):
+        if status != 3 and opts.checkpoint is not None and checkpoint_tried == engine.step_count:
+            # the periodic checkpoint of this very step: written (said in the summary) or said to have failed
+            if out.checkpoint_step == engine.step_count:
+                out.written.append(opts.checkpoint)
+        elif status != 3 and (opts.checkpoint is not None or status in (130, 143)):
             path = opts.checkpoint or Path(f"{engine.family}-interrupted-step{engine.step_count}.ckpt.npz")
             out.attempt("checkpoint", engine.step_count, path, save_checkpoint, _checkpoint(engine), path,
                         final=True)
