@@ -10,6 +10,8 @@ small): the CSV is appended to, and the JSON's closing ``], "columns": [...]}`` 
 each row, so both files are complete and readable at every moment of the run (``json.load``,
 ``csv.DictReader``), and a killed run keeps every row up to its last batch. A phase that first
 appears mid-run (a variant switch in the app) adds its CSV column by rewriting the header once.
+A row that cannot be written (full disk, file-size limit) is rolled back in both files, which
+then keep every earlier row (TimingLog's doc says how).
 
 ``TimingLog(engine, argv, path)`` streams straight into ``path`` (the .csv/.json pair);
 without a path (the app) it streams into a private spool folder and ``write(path)`` copies it out;
@@ -324,5 +326,6 @@ class TimingLog:
             raise ExportError(f"cannot write {self.csv_path}: {describe_cause(exc)}") from None
         if csv_path.resolve() == self.csv_path.resolve():
             return [self.csv_path, self.json_path]
-        return [write_atomic(dst, lambda tmp, s=src: shutil.copyfile(s, tmp))
-                for src, dst in ((self.csv_path, csv_path), (self.json_path, json_path))]
+        # both or neither: a failure keeps the previous pair of that name (the app's export)
+        return write_atomic_group([(dst, lambda tmp, s=src: shutil.copyfile(s, tmp))
+                                   for src, dst in ((self.csv_path, csv_path), (self.json_path, json_path))])
