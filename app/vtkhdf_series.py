@@ -98,7 +98,8 @@ class SeriesFile(ABC):
                     self._write_step(f["VTKHDF"], self.steps, item, time)
         except ExportError as exc:
             raise ExportError(f"{exc}; {self._kept()}") from None
-        except (OSError, RuntimeError, KeyError, ValueError) as exc:
+        except (OSError, RuntimeError, KeyError, ValueError, IndexError) as exc:  # IndexError, KeyError: the
+            # file was replaced or cut by another program (another run is refused by the output's lock)
             raise ExportError(f"cannot write step {self.steps} of {self.path}: {describe_cause(exc)}; "
                               f"{self._kept()}") from None
         self.steps += 1
