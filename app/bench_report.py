@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from nagare.engine.families import engine_class, family_module
 
 from nagare import __version__
 
-from .atomic import write_atomic, write_text_atomic
+from .atomic import ExportError, output_writer, write_atomic, write_text_atomic
 
 
 def table_rows(results: list[BenchResult]) -> list[list[str]]:
@@ -54,6 +55,7 @@ def markdown(meta: dict, rows: list[list[str]]) -> str:
     return "\n".join(out) + "\n"
 
 
+@output_writer("the benchmark's roofline plot")
 def roofline_plot(results: list[BenchResult], bw: float, title: str, path: Path) -> None:
     """Effective GB/s of every measured variant against the copy bandwidth: one panel per case,
     one horizontal bar per variant (a family's matrix can hold a hundred variants, whose names
@@ -84,19 +86,24 @@ def roofline_plot(results: list[BenchResult], bw: float, title: str, path: Path)
     fig.suptitle(f"{title}\n(bars: the engine's bytes-per-update model; dashed: copy bandwidth "
                  f"{bw / 1e9:.0f} GB/s; orange: above it)", fontsize=9)
     fig.tight_layout()
-    write_atomic(path, lambda p: fig.savefig(p, dpi=110, format="png"))
-    plt.close(fig)
+    try:
+        write_atomic(path, lambda p: fig.savefig(p, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
+@output_writer("the benchmark's results (.json, .md)")
 def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | None, min_time: float,
                   argv: list[str], only: list[str] | None = None, jobs: int = 0) -> int:
     """Measure, print each cell as it is done, and keep ``FAMILY.json`` up to date after every cell
     (``"complete": false`` until the end): a long matrix that is stopped (Ctrl-C, a time limit, a
-    crash) keeps every cell already measured."""
+    crash) keeps every cell already measured. A write that fails (full disk) is said in one line
+    (once for the JSON kept up to date, with the cells it still holds), the measuring goes on, and
+    the command ends with exit status 4."""
     family_module(family)
     # a bad --case, or a --only that selects nothing, fails before measuring
     case_list = bench_case_list(family, engine_class(family), backend.name, cases)
@@ -110,17 +117,39 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
             "update_unit": engine_class(family).bench_spec().update_unit}
     out = Path(out_dir or f"bench-{family}-{slug(info.name)}-{date}")
     done: list = []
+    failed: dict[str, str] = {}  # file → its last error
+    saved = {"json": 0}  # cells the JSON on disk holds
+
+    def attempt(name: str, fn, *args) -> bool:
+        try:
+            fn(*args)
+        except ExportError as exc:
+            if name not in failed:
+                kept = f" ({name} on disk holds {saved['json']} cells)" if name.endswith(".json") else ""
+                print(f"nagare bench: {exc}{kept}; measuring goes on", file=sys.stderr, flush=True)
+            failed[name] = str(exc)
+            return False
+        failed.pop(name, None)  # written after all: the file on disk is complete and up to date
+        return True
 
     def write_json(results, complete: bool):
-        write_text_atomic(out / f"{family}.json", json.dumps(
-            {"metadata": dict(meta, complete=complete), "results": [r.as_dict() for r in results]}, indent=1))
+        if attempt(f"{family}.json", lambda: write_text_atomic(out / f"{family}.json", json.dumps(
+                {"metadata": dict(meta, complete=complete), "results": [r.as_dict() for r in results]}, indent=1))):
+            saved["json"] = len(results)
 
     def write_reports(results, complete: bool):
         write_json(results, complete=complete)
         m = meta if complete else dict(meta, command=meta["command"] + "  (interrupted: partial)")
         report = markdown(m, table_rows(results)) + engine_class(family).bench_report(results)
-        write_text_atomic(out / f"{family}.md", report)
-        roofline_plot(results, bw, f"nagare bench {family} on {info.name}", out / f"{family}-roofline.png")
+        attempt(f"{family}.md", write_text_atomic, out / f"{family}.md", report)
+        attempt(f"{family}-roofline.png", roofline_plot, results, bw, f"nagare bench {family} on {info.name}",
+                out / f"{family}-roofline.png")
+
+    def not_written() -> int:
+        for name, error in failed.items():
+            kept = f" ({name} on disk holds {saved['json']} cells)" if name.endswith(".json") else ""
+            print(f"nagare bench: NOT WRITTEN: {name}: {error}{kept}", file=sys.stderr)
+        return 4 if failed else 0
 
     def on_result(r):
         print("  " + "  ".join(table_rows([r])[0]), flush=True)
@@ -135,6 +164,7 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
             print("nagare bench: interrupted before the first cell was measured; nothing written")
             return 130
         write_reports(done, complete=False)  # the table and plot of what was measured, marked partial
+        not_written()
         print(f"nagare bench: interrupted; the {len(done)} cells measured so far are in "
               f"{out}/{family}.json, {family}.md, {family}-roofline.png")
         return 130
@@ -142,5 +172,7 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
     if meta["update_unit"]:
         print(f"an update (M updates/s) is {meta['update_unit']}")
     write_reports(results, complete=True)
+    if failed:
+        return not_written()
     print(f"wrote {out}/{family}.json, {family}.md, {family}-roofline.png")
     return 0

@@ -118,13 +118,26 @@ def _kv(text: str) -> tuple[str, str]:
     return k.strip(), v.strip()
 
 
+RUN_OUTPUTS_HELP = """\
+outputs refused together (exit 2, before the first step; docs/export.md):
+  two options that would write one file: --timings T.csv writes T.json too; --dump Q.vtkhdf and
+  --series S.vtkhdf also write Q_<field>.vtkhdf / S_<field>.vtkhdf beside them (amr3d: Q_octree.vtkhdf,
+  S_octree.vtkhdf); --dump-dir DIR writes DIR/FAMILY_<step>.npz and --frames DIR writes
+  DIR/frame_<step>.png, so --dump, --checkpoint or --timings may not take one of those names;
+  an output that would replace the --resume checkpoint (--checkpoint may: it continues it);
+  an output another live nagare run is writing (the refusal names its PID).
+a write that fails (full disk, ulimit -f, read-only folder) is one line naming the file, the cause
+and what is still there; the run goes on with its other outputs and exits with status 4."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="nagare", description="GPU fluid-solver laboratory.")
     p.add_argument("--version", action="version", version=f"nagare {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="more log output")
     sub = p.add_subparsers(dest="command")
 
-    r = sub.add_parser("run", help="run a preset headless")
+    r = sub.add_parser("run", help="run a preset headless", epilog=RUN_OUTPUTS_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("preset", help="a preset name (see `nagare presets`) or a path to a TOML file; "
                                   "'-' with --resume: the preset stored in the checkpoint")
     r.add_argument("--steps", type=int, help="steps to run (default: the preset's run.steps)")
@@ -420,7 +433,7 @@ def build_engine(args, backend, ckpt: dict | None = None):
 def cmd_run(args, argv: list[str]) -> int:
     from nagare.engine.checkpoint import load_checkpoint
 
-    from .headless import RunOptions, run
+    from .headless import RunOptions
 
     if args.steps is not None and args.steps < 1:
         raise PresetError("--steps", None, args.steps, "expected a positive number of steps")
@@ -460,6 +473,20 @@ def cmd_run(args, argv: list[str]) -> int:
                       batch=args.batch or preset.run.steps_per_frame, quiet=args.quiet, argv=argv,
                       series=args.series,
                       series_every=(args.dump_every or max(1, steps // 10)) if args.series else None)
+    from .run_outputs import check_collisions, lock_outputs, plan_outputs
+
+    outputs = plan_outputs(args, engine)
+    check_collisions(outputs, args.resume)
+    locks = lock_outputs(outputs)
+    try:
+        return _run_locked(args, argv, preset, engine, backend, opts)
+    finally:
+        locks.release()
+
+
+def _run_locked(args, argv, preset, engine, backend, opts) -> int:
+    from .headless import run
+
     if not args.quiet:
         sel = ", ".join(f"{k}={v}" for k, v in engine.selection.items())
         print(f"nagare: {preset.source} on {backend.name} ({backend.device_info().name}); {sel}", file=sys.stderr)

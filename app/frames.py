@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from .atomic import write_atomic
+from .atomic import output_writer, write_atomic
 from .fieldkinds import handler_for
 
 MIN_SIZE = 512
@@ -38,6 +38,7 @@ def upscale(img: np.ndarray, min_size: int = MIN_SIZE) -> np.ndarray:
     return img.repeat(f, axis=0).repeat(f, axis=1) if f > 1 else img
 
 
+@output_writer("a PNG frame")
 def save_png(img: np.ndarray, path: str | Path) -> Path:
     return write_atomic(path, lambda p: Image.fromarray(img).save(p, format="PNG"))
 

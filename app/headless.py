@@ -22,7 +22,7 @@ from nagare.engine.checkpoint import save_checkpoint
 from nagare.engine.errors import Diverged
 
 from . import fieldkinds, frames
-from .atomic import ExportError, write_atomic
+from .atomic import ExportError, output_writer, write_atomic
 from .timinglog import TimingLog
 
 
@@ -36,6 +36,7 @@ def npz_arrays(engine) -> dict[str, np.ndarray]:
     return out
 
 
+@output_writer("an .npz dump")
 def dump_fields(engine, path: str | Path) -> Path:
     if str(path).endswith(".vtkhdf"):
         return dump_vtkhdf(engine, path)[0]
@@ -264,6 +265,7 @@ def run(engine, opts: RunOptions) -> int:
 
         series = FieldSeries(opts.series, series_capacity(opts.steps, opts.series_every or opts.steps))
     series_step = None
+    checkpoint_tried = None  # the step of the last periodic checkpoint attempted
 
     def series_append():
         nonlocal series_step
@@ -306,6 +308,7 @@ def run(engine, opts: RunOptions) -> int:
                     # the last good one stays on disk.
                     out.attempt("checkpoint", engine.step_count, opts.checkpoint, save_checkpoint,
                                 _checkpoint(engine), opts.checkpoint)
+                    checkpoint_tried = engine.step_count
                 progress.update(done, engine, failures=out.failures)
                 if opts.on_batch is not None:
                     opts.on_batch(engine)
@@ -331,7 +334,11 @@ def run(engine, opts: RunOptions) -> int:
             out.written.extend(paths or [])
         elif status == 0 and opts.dump is not None:
             out.attempt("dump", engine.step_count, opts.dump, dump_fields, engine, opts.dump, final=True)
-        if status != 3 and (opts.checkpoint is not None or status in (130, 143)):
+        if status != 3 and opts.checkpoint is not None and checkpoint_tried == engine.step_count:
+            # the periodic checkpoint of this very step: written (said in the summary) or said to have failed
+            if out.checkpoint_step == engine.step_count:
+                out.written.append(opts.checkpoint)
+        elif status != 3 and (opts.checkpoint is not None or status in (130, 143)):
             path = opts.checkpoint or Path(f"{engine.family}-interrupted-step{engine.step_count}.ckpt.npz")
             out.attempt("checkpoint", engine.step_count, path, save_checkpoint, _checkpoint(engine), path,
                         final=True)
@@ -356,8 +363,9 @@ def run(engine, opts: RunOptions) -> int:
 
 
 def _reason(error: str) -> str:
-    """'cannot write a/frame_0010.png: Not a directory' → 'Not a directory' (the same failure)."""
-    return error.rsplit(": ", 1)[-1]
+    """'cannot write a/frame_0010.png: Not a directory; no frame_0010.png was left' → 'Not a
+    directory' (the same failure for every frame)."""
+    return error.split(": ", 1)[-1].split("; ", 1)[0]
 
 
 def _checkpoint(engine) -> dict:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .atomic import write_text_atomic
+from .atomic import ExportError, output_writer, write_text_atomic
 
 MIB = 2 ** 20
 
@@ -62,9 +62,16 @@ def slope_per_hour(ts: list[float], ys: list[float]) -> float:
     return 0.0 if den == 0 else 3600.0 * sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / den
 
 
+@output_writer("the soak's samples")
+def write_soak_json(path: Path, summary: dict, rows: list) -> Path:
+    return write_text_atomic(path, json.dumps({"summary": summary, "samples": rows}, indent=1))
+
+
 def soak(engine, minutes: float, batch: int, samples: int = 30, timings: Path | None = None,
          json_path: Path | None = None, max_growth_mib: float | None = None, argv: list[str] | None = None) -> int:
     from .headless import RunOptions, run
+    from .run_outputs import Output, lock_outputs
+    from .timinglog import timing_paths
 
     seconds = 60.0 * minutes
     every = seconds / samples
@@ -85,6 +92,10 @@ def soak(engine, minutes: float, batch: int, samples: int = 30, timings: Path | 
 
     print(f"nagare soak: {engine.preset.source} on {engine.backend.name} for {minutes:g} min "
           f"({samples} samples, batches of {batch} steps)", file=sys.stderr)
+    outs = [Output(f"--json {json_path}", {json_path: ""})] if json_path is not None else []
+    if timings is not None:
+        outs.append(Output(f"--timings {timings}", dict.fromkeys(timing_paths(timings), "")))
+    locks = lock_outputs(outs)  # another live run writing them: refused (exit 2) before the soak starts
     tmp = None
     if timings is None:  # the streamed timing log is part of what is soaked
         tmp = tempfile.TemporaryDirectory(prefix="nagare-soak-")
@@ -97,6 +108,15 @@ def soak(engine, minutes: float, batch: int, samples: int = 30, timings: Path | 
     finally:
         if tmp is not None:
             tmp.cleanup()
+    try:
+        return _report(rows, status, json_path, max_growth_mib)
+    finally:
+        locks.release()
+
+
+def _report(rows: list, status: int, json_path: Path | None, max_growth_mib: float | None) -> int:
+    from .headless import EXIT_NOT_WRITTEN
+
     summary = summarize(rows)
     summary["status"] = status
     for line in report_lines(summary):
@@ -104,7 +124,11 @@ def soak(engine, minutes: float, batch: int, samples: int = 30, timings: Path | 
     exceeded = max_growth_mib is not None and any(
         summary.get(k) is not None and summary[k] > max_growth_mib for k in ("rss_growth_mib", "gpu_growth_mib"))
     if json_path is not None:
-        write_text_atomic(json_path, json.dumps({"summary": summary, "samples": rows}, indent=1))
+        try:
+            write_soak_json(json_path, summary, rows)
+        except ExportError as exc:
+            print(f"nagare soak: NOT WRITTEN: {exc}", file=sys.stderr)
+            status = status or EXIT_NOT_WRITTEN
     if status != 0:
         return status
     if exceeded:

@@ -10,6 +10,8 @@ small): the CSV is appended to, and the JSON's closing ``], "columns": [...]}`` 
 each row, so both files are complete and readable at every moment of the run (``json.load``,
 ``csv.DictReader``), and a killed run keeps every row up to its last batch. A phase that first
 appears mid-run (a variant switch in the app) adds its CSV column by rewriting the header once.
+A row that cannot be written (full disk, file-size limit) is rolled back in both files, which
+then keep every earlier row (TimingLog's doc says how).
 
 ``TimingLog(engine, argv, path)`` streams straight into ``path`` (the .csv/.json pair);
 without a path (the app) it streams into a private spool folder and ``write(path)`` copies it out;
@@ -33,7 +35,7 @@ from nagare.engine.presets import raw_dict
 
 from nagare import __version__
 
-from .atomic import ExportError, make_folder, write_atomic
+from .atomic import ExportError, describe_cause, make_folder, output_writer, write_atomic, write_atomic_group
 
 TIMING_SUFFIXES = (".csv", ".json")
 
@@ -83,13 +85,35 @@ def _csv_line(values: list) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
+@output_writer("a timing log (.csv + .json)")
 class TimingLog:
     """Streams rows to a .csv/.json pair as they are recorded; memory stays bounded.
 
-    ``record()`` never raises: a write that fails (full disk) sets ``error`` (one line) and stops
-    the streaming; the rows already written stay. ``write(path)`` returns the files written and
-    raises ExportError when they cannot be.
+    How the files stay complete at every moment, and memory flat over a run of hours: rows are
+    appended in place (rewriting the whole file per row would cost time growing with the run, and
+    keeping rows in memory would grow with it). The pair is created complete (header, metadata,
+    no rows) in temporary files renamed into place, so a log that cannot even start leaves a
+    previous log of that name as it was. A row is then appended to the CSV, and written over the
+    JSON's closing part followed by a new one. A write that fails (full disk, file-size limit) is
+    rolled back: both files are cut back to their size before the row (shrinking a file needs no
+    space) and the JSON's old closing part is put back into space it already held. So both keep
+    every row before the failed one and stay parseable. Data reach the disk with an fsync at most
+    once a second (FSYNC_INTERVAL) and at the end: an fsync per batch would cost a fast GPU run
+    more than its steps.
+
+    ``record()`` never raises: a write that fails sets ``error`` (one line: the file, the cause,
+    the rows kept) and stops the streaming. ``close()`` never raises. ``write(path)`` returns the
+    files written and raises ExportError when they cannot be.
     """
+
+    FSYNC_INTERVAL = 1.0  # seconds between fsyncs of the streamed files
+
+    @staticmethod
+    def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, offset)
+            view, offset = view[n:], offset + n
 
     def __init__(self, engine, argv: list[str] | None = None, path: str | Path | None = None,
                  spool: bool = True):
@@ -98,11 +122,17 @@ class TimingLog:
         self.phases: list[str] = []
         self.quantities: list[str] = []  # engine.logged_quantities() columns, in order of appearance
         self.count = 0  # rows recorded
+        self.written = 0  # rows on disk
         self.last_row: dict | None = None
+        self.last_step: int | None = None  # the step of the last row on disk
         self.error: str | None = None
         self._spool = None
-        self._csv = self._json = None
+        self._csv = self._json = None  # raw file descriptors of the streamed files
+        self._csv_size = 0
         self._json_end = 0  # where the JSON's closing part starts
+        self._json_size = 0
+        self._json_tail = b""
+        self._synced = 0.0
         self.csv_path = self.json_path = None
         if path is None and not spool:  # rows are only summarised (a run without --timings)
             return
@@ -110,21 +140,28 @@ class TimingLog:
             self._spool = tempfile.TemporaryDirectory(prefix="nagare-timings-")
             path = Path(self._spool.name) / "timings.csv"
         self.csv_path, self.json_path = timing_paths(path)
+        existed = self.csv_path.exists() or self.json_path.exists()
         try:
             make_folder(self.csv_path.parent)
             for p in (self.csv_path, self.json_path):  # opening a FIFO for writing blocks forever
                 if p.exists() and not p.is_file():
                     raise OSError(21, f"{p} exists and is not a regular file")
-            self._csv = open(self.csv_path, "wb")
-            self._csv.write(_csv_line(self.columns()))
-            self._csv.flush()
-            self._json = open(self.json_path, "w+b")
-            head = json.dumps({"metadata": self.meta}, indent=1)[:-2]  # without the closing "\n}"
-            self._json.write((head + ',\n "rows": [').encode("utf-8"))
-            self._json_end = self._json.tell()
-            self._write_json_tail()
-        except OSError as exc:
-            self._fail(exc)
+            head = _csv_line(self.columns())
+            meta = json.dumps({"metadata": self.meta}, indent=1)[:-2]  # without the closing "\n}"
+            json_head = (meta + ',\n "rows": [').encode("utf-8")
+            tail = self._tail()
+            write_atomic_group([(self.csv_path, lambda tmp: tmp.write_bytes(head)),
+                                (self.json_path, lambda tmp: tmp.write_bytes(json_head + tail))])
+            self._csv = os.open(self.csv_path, os.O_RDWR)
+            self._json = os.open(self.json_path, os.O_RDWR)
+        except (OSError, ExportError) as exc:
+            kept = ("the previous files of that name are kept unchanged" if existed
+                    else "no timing log was left")
+            self._fail(exc, kept)
+            return
+        self._csv_size = len(head)
+        self._json_end, self._json_tail = len(json_head), tail
+        self._json_size = self._json_end + len(tail)
 
     # ---- recording -----------------------------------------------------------------------
     def record(self, wait: bool = False) -> dict | None:
@@ -160,46 +197,80 @@ class TimingLog:
             try:
                 if new_phase:
                     self._rewrite_csv_header()
-                self._csv.write(_csv_line([row.get(k) for k in self.columns()]))
-                self._csv.flush()
-                self._json.seek(self._json_end)
-                self._json.write(((",\n" if self.count > 1 else "\n") + json.dumps(row)).encode("utf-8"))
-                self._json_end = self._json.tell()
-                self._write_json_tail()
-            except (OSError, ValueError) as exc:
+                self._append(row)
+            except (OSError, ExportError, ValueError) as exc:
                 self._fail(exc)
         return row
+
+    def _append(self, row: dict) -> None:
+        """The row at the end of the CSV and in the JSON's list; on a failure both are put back."""
+        line = _csv_line([row.get(k) for k in self.columns()])
+        tail = self._tail()
+        item = ((",\n" if self.written else "\n") + json.dumps(row)).encode("utf-8")
+        try:
+            self._pwrite_all(self._csv, line, self._csv_size)
+            self._pwrite_all(self._json, item + tail, self._json_end)
+            if self._json_size > self._json_end + len(item) + len(tail):  # the columns list got shorter
+                os.ftruncate(self._json, self._json_end + len(item) + len(tail))
+        except OSError:
+            self._roll_back()
+            raise
+        self._csv_size += len(line)
+        self._json_end += len(item)
+        self._json_tail = tail
+        self._json_size = self._json_end + len(tail)
+        self.written += 1
+        self.last_step = row["step"]
+        now = time.monotonic()
+        if now - self._synced >= self.FSYNC_INTERVAL:
+            self._synced = now
+            os.fsync(self._csv)
+            os.fsync(self._json)
+
+    def _roll_back(self) -> None:
+        """Cut both files back to their last complete state (see the class doc)."""
+        try:
+            os.ftruncate(self._csv, self._csv_size)
+            os.ftruncate(self._json, self._json_size)
+            self._pwrite_all(self._json, self._json_tail, self._json_end)
+        except OSError as exc:
+            self._damaged = f"; restoring them failed too ({describe_cause(exc)}): they may end mid-row"
 
     def columns(self) -> list[str]:
         return (["wall_time", "step", "steps_measured", "engine", "variant"]
                 + [f"phase_{p}_ms" for p in self.phases]
                 + ["ms_per_step", "updates_per_s", "gbytes_per_s", "roofline_pct"] + list(self.quantities))
 
-    def _write_json_tail(self) -> None:
-        self._json.write(('\n ],\n "columns": ' + json.dumps(self.columns()) + "\n}\n").encode("utf-8"))
-        self._json.truncate()
-        self._json.flush()
+    def _tail(self) -> bytes:
+        return ('\n ],\n "columns": ' + json.dumps(self.columns()) + "\n}\n").encode("utf-8")
 
     def _rewrite_csv_header(self) -> None:
-        """A new phase or quantity column: copy the rows (streamed, not loaded) under the new header."""
-        self._csv.close()
+        """A new phase or quantity column: copy the rows (streamed, not loaded) under the new header,
+        into a new file renamed over the old one (a failure leaves the old one)."""
         cols = self.columns()
-        tmp = self.csv_path.with_name(f".{self.csv_path.name}.{os.getpid()}.tmp")
-        try:
+
+        def rewrite(tmp: Path) -> None:
             with open(self.csv_path, newline="", encoding="utf-8") as src, open(tmp, "wb") as dst:
                 dst.write(_csv_line(cols))
                 for r in csv.DictReader(src):
                     dst.write(_csv_line([r.get(k) for k in cols]))
-            os.replace(tmp, self.csv_path)
-        finally:
-            tmp.unlink(missing_ok=True)
-            self._csv = open(self.csv_path, "ab")
 
-    def _fail(self, exc: Exception) -> None:
-        where = self.csv_path if self._spool is None else "the timing log spool"
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        lost = f" (rows after step {self.engine.step_count} are lost)" if self.count else ""
-        self.error = f"cannot write {where}: {detail}{lost}"
+        write_atomic(self.csv_path, rewrite)
+        fd = os.open(self.csv_path, os.O_RDWR)
+        os.close(self._csv)
+        self._csv, self._csv_size = fd, os.fstat(fd).st_size
+
+    _damaged = ""
+
+    def _fail(self, exc: Exception, kept: str | None = None) -> None:
+        where = (f"{self.csv_path} / {self.json_path.name}" if self._spool is None and self.csv_path is not None
+                 else "the timing log spool")
+        detail = str(exc).split(": ", 1)[-1].split("; ")[0] if isinstance(exc, ExportError) else describe_cause(exc)
+        if kept is None:
+            kept = (f"both keep the {self.written} row{'s' if self.written != 1 else ''} up to step {self.last_step}"
+                    if self.written else "both are kept complete, with no rows")
+            kept += f" (later rows are not written){self._damaged}"
+        self.error = f"cannot write {where}: {detail}; {kept}"
         self.close()
 
     def __del__(self):  # an app that rebuilds its engine drops the old log: close its files
@@ -213,22 +284,27 @@ class TimingLog:
         return [self.csv_path, self.json_path]
 
     def flush(self) -> None:
-        for fh in (self._csv, self._json):
-            if fh is not None and not fh.closed:
-                fh.flush()
-                os.fsync(fh.fileno())
+        for fd in (self._csv, self._json):
+            if fd is not None:
+                os.fsync(fd)
 
     def close(self) -> None:
-        for fh in (self._csv, self._json):
-            if fh is not None and not fh.closed:
-                try:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                except OSError as exc:
-                    if self.error is None:
-                        self.error = f"cannot write {fh.name}: {exc.strerror or exc}"
-                finally:
-                    fh.close()
+        """Sync and close the streamed files; never raises (a failure is kept in ``error``)."""
+        for name in ("_csv", "_json"):
+            fd = getattr(self, name)
+            if fd is None:
+                continue
+            setattr(self, name, None)
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                if self.error is None:
+                    rows = f"the {self.written} row{'s' if self.written != 1 else ''}"
+                    self.error = (f"cannot write {self.csv_path} / {self.json_path.name}: {describe_cause(exc)} "
+                                  f"(at the final sync); both keep {rows} written, but the system may not have "
+                                  "saved the last ones to disk")
+            finally:
+                os.close(fd)
 
     def write(self, path: str | Path) -> list[Path]:
         """The log as ``path`` (.csv or .json) and its sibling of the other kind.
@@ -247,8 +323,9 @@ class TimingLog:
         try:
             self.flush()
         except OSError as exc:
-            raise ExportError(f"cannot write {self.csv_path}: {exc.strerror or exc}") from None
+            raise ExportError(f"cannot write {self.csv_path}: {describe_cause(exc)}") from None
         if csv_path.resolve() == self.csv_path.resolve():
             return [self.csv_path, self.json_path]
-        return [write_atomic(dst, lambda tmp, s=src: shutil.copyfile(s, tmp))
-                for src, dst in ((self.csv_path, csv_path), (self.json_path, json_path))]
+        # both or neither: a failure keeps the previous pair of that name (the app's export)
+        return write_atomic_group([(dst, lambda tmp, s=src: shutil.copyfile(s, tmp))
+                                   for src, dst in ((self.csv_path, csv_path), (self.json_path, json_path))])

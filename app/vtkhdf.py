@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles, Profile1D
 
-from .atomic import ExportError, write_atomic
+from .atomic import ExportError, output_writer, write_atomic
 from .fieldkinds import FieldTypeError, lookup, register
 from .fieldkinds.boxes import box_segments
 from .fieldkinds.vtkio import safe_name
@@ -46,9 +46,36 @@ def _root(f, kind: str):
 
 
 def _grid_key(f):
-    data = np.asarray(f.data)
-    shape = data.shape[1:] if f.kind == "vector" else data.shape
-    return tuple(shape), float(f.spacing)
+    """(shape, spacing) of a grid field: grids that share it go into one ImageData. Reads the
+    array's shape only, so a device array is not copied (the run's output plan asks before step 1)."""
+    shape = tuple(f.data.shape)
+    shape = shape[1:] if f.kind == "vector" else shape
+    return tuple(int(n) for n in shape), float(f.spacing)
+
+
+def stem_of(path: Path) -> str:
+    return path.name[: -len(".vtkhdf")] if path.name.endswith(".vtkhdf") else path.stem
+
+
+def vtkhdf_targets(fields: dict, path: str | Path, series: bool = False) -> dict[str, Path]:
+    """Field name (of the first in a group of grids) → the file it goes to, for ``write_vtkhdf``
+    (``series``: app/vtkhdf_series.py, grids and the octree only). The first grid group goes to
+    ``path``, everything else to ``stem_<field>.vtkhdf`` beside it (the octree: ``stem_octree``)."""
+    path = Path(path)
+    stem = stem_of(path)
+    out: dict[str, Path] = {}
+    groups: dict = {}
+    for k, g in fields.items():
+        if isinstance(g, (Grid2D, Grid3D)):
+            groups.setdefault(_grid_key(g), []).append(k)
+    for n, names in enumerate(groups.values()):
+        out[names[0]] = path if n == 0 else path.with_name(f"{stem}_{safe_name(names[0])}.vtkhdf")
+    for k, f in fields.items():
+        if isinstance(f, (Grid2D, Grid3D)) or (series and k != "octree"):
+            continue
+        # a series names its octree file stem_octree always (app/vtkhdf_series.py)
+        out[k] = path if not out and not series else path.with_name(f"{stem}_{safe_name(k)}.vtkhdf")
+    return out
 
 
 def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
@@ -99,6 +126,7 @@ def field_data(root, meta: dict | None) -> None:
             g.create_dataset(key, data=np.array([meta[key]], dtype))
 
 
+@output_writer("a VTKHDF file")
 def write_image(grids: dict, tmp, meta: dict | None = None) -> None:
     """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing as one ImageData."""
     h5py = _h5py()
@@ -137,6 +165,7 @@ def _points3(pos) -> np.ndarray:
     return pos
 
 
+@output_writer("a VTKHDF file")
 def write_polydata_particles(p: Particles, tmp, name: str = "particles", meta: dict | None = None) -> None:
     """Vertices with the attributes as point data; particles without a position (parked tracers:
     NaN) are left out — NaN points break bounds and camera resets in ParaView."""
@@ -160,6 +189,7 @@ def write_polydata_particles(p: Particles, tmp, name: str = "particles", meta: d
         field_data(root, meta)
 
 
+@output_writer("a VTKHDF file")
 def write_polydata_boxes(b: Boxes, tmp, name: str = "boxes", meta: dict | None = None) -> None:
     h5py = _h5py()
     pts = _points3(box_segments(np.asarray(b.lo, np.float32), np.asarray(b.hi, np.float32)))
@@ -179,24 +209,24 @@ def write_polydata_boxes(b: Boxes, tmp, name: str = "boxes", meta: dict | None =
         field_data(root, meta)
 
 
+@output_writer("a VTKHDF file")
 def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None, step: int | None = None) -> list[Path]:
     """Host-copied fields (nagare.app.fieldkinds.host_copies) → VTKHDF files, the run's ``time`` and
     ``step`` in each one's FieldData; returns their paths."""
-    path = Path(path)
     meta = {"time": time, "step": step}
-    stem = path.name[: -len(".vtkhdf")] if path.name.endswith(".vtkhdf") else path.stem
-    grids = {k: f for k, f in fields.items() if isinstance(f, (Grid2D, Grid3D))}
+    targets = vtkhdf_targets(fields, path)
     out: list[Path] = []
     groups: dict = {}
-    for k, g in grids.items():
-        groups.setdefault(_grid_key(g), {})[k] = g
-    for n, (_key, group) in enumerate(groups.items()):
-        target = path if n == 0 else path.with_name(f"{stem}_{safe_name(next(iter(group)))}.vtkhdf")
+    for k, g in fields.items():
+        if isinstance(g, (Grid2D, Grid3D)):
+            groups.setdefault(_grid_key(g), {})[k] = g
+    for group in groups.values():
+        target = targets[next(iter(group))]
         out.append(write_atomic(target, lambda tmp, g=group: write_image(g, tmp, meta)))
     for k, f in fields.items():
         if isinstance(f, (Grid2D, Grid3D)):
             continue
-        target = path if not out and not grids else path.with_name(f"{stem}_{safe_name(k)}.vtkhdf")
+        target = targets[k]
         try:
             writer = lookup("vtkhdf", type(f))
         except FieldTypeError:
@@ -205,6 +235,7 @@ def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None, step
     return out
 
 
+@output_writer("a VTKHDF file")
 def write_polydata_profile(p: Profile1D, tmp, name: str = "value", meta: dict | None = None) -> None:
     """A 1-D profile as one polyline along x, its values as point data named as the field (and the .npz
     dump: ``name``; the exact solution ``name_exact``, the .npz's ``name/exact``)."""

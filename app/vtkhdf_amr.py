@@ -24,11 +24,10 @@ the leaves may change between steps (app/vtkhdf_series.py appends the steps).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from .atomic import write_atomic
+from .atomic import output_writer
 from .fieldkinds import register
 from .fieldkinds.vtkio import safe_name
 
@@ -104,6 +103,7 @@ def _root(f):
     return root
 
 
+@output_writer("a VTKHDF OverlappingAMR file")
 def write_overlapping_amr(t: OctreeLeaves, tmp, name: str = "octree", meta: dict | None = None) -> None:
     """One OverlappingAMR file: Level0 … LevelN, each with Spacing, AMRBox and PointData."""
     from .vtkhdf import field_data  # (vtkhdf imports this module to register the writer)
@@ -119,10 +119,6 @@ def write_overlapping_amr(t: OctreeLeaves, tmp, name: str = "octree", meta: dict
                 pd.create_dataset(safe_name(key), data=a)
             g.create_group("CellData")
             field_data(g, meta)  # the run's time and step with every level's blocks
-
-
-def write_octree(t: OctreeLeaves, path: str | Path) -> Path:
-    return write_atomic(path, lambda tmp: write_overlapping_amr(t, tmp))
 
 
 register("vtkhdf", OctreeLeaves, write_overlapping_amr)

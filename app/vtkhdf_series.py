@@ -36,7 +36,6 @@ summary and exit status 4.
 """
 from __future__ import annotations
 
-import errno
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -44,7 +43,7 @@ from pathlib import Path
 import numpy as np
 from nagare.engine.fields import Grid2D, Grid3D
 
-from .atomic import ExportError, make_folder, write_atomic
+from .atomic import ExportError, describe_cause, make_folder, output_writer, write_atomic
 from .fieldkinds import host_copies
 from .fieldkinds.vtkio import safe_name
 from .vtkhdf import _grid_key, _h5py, _root, image_layout
@@ -70,16 +69,7 @@ def free_bytes(folder: Path) -> tuple[int, str]:
     return int(free), what
 
 
-def _why(exc: BaseException) -> str:
-    err = getattr(exc, "errno", None)
-    text = str(exc)
-    if err == errno.ENOSPC or "No space left" in text:
-        return "the disk is full (No space left on device)"
-    if err == errno.EFBIG or "File too large" in text:
-        return "the file is larger than this process may write (File too large)"
-    return getattr(exc, "strerror", None) or text
-
-
+@output_writer("a VTKHDF time series")
 class SeriesFile(ABC):
     """One temporal VTKHDF file of at most ``capacity`` steps. ``append(item, time)`` adds a step."""
 
@@ -108,8 +98,10 @@ class SeriesFile(ABC):
                     self._write_step(f["VTKHDF"], self.steps, item, time)
         except ExportError as exc:
             raise ExportError(f"{exc}; {self._kept()}") from None
-        except (OSError, RuntimeError, KeyError, ValueError) as exc:
-            raise ExportError(f"cannot write step {self.steps} of {self.path}: {_why(exc)}; {self._kept()}") from None
+        except (OSError, RuntimeError, KeyError, ValueError, IndexError) as exc:  # IndexError, KeyError: the
+            # file was replaced or cut by another program (another run is refused by the output's lock)
+            raise ExportError(f"cannot write step {self.steps} of {self.path}: {describe_cause(exc)}; "
+                              f"{self._kept()}") from None
         self.steps += 1
         return self.path
 

@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from .atomic import write_atomic
+from .atomic import output_writer, write_atomic
 from .errors import CheckpointError
 
 CHECKPOINT_FORMAT = 1
 _CHUNK = 1 << 22  # elements per finiteness check (bounded temporary memory for large states)
 
 
+@output_writer("a checkpoint")
 def save_checkpoint(ckpt: dict[str, Any], path):
     """Atomic write (temp file + rename) of a checkpoint as .npz; ExportError if it cannot be written."""
     payload = {f"state/{k}": v for k, v in ckpt["arrays"].items()}

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .atomic import ExportError, output_writer, write_text_atomic
+
 if TYPE_CHECKING:  # annotations only: backend.py imports this module lazily, so no import cycle
     from .backend import Backend
 
@@ -158,11 +160,13 @@ def copy_bandwidth(backend: Backend, *, refresh: bool = False) -> float:
     else:
         bw = _measure_copy_bandwidth(backend, 256 << 20, repeats=5)
     cache[info.key()] = {"bytes_per_s": bw, "device": info.name, "measured": time.strftime("%Y-%m-%d")}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cache, indent=1))
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only cache folder only costs a re-measurement next time
+    _store_bandwidth_cache(path, cache)
     return bw
+
+
+@output_writer("the bandwidth cache")
+def _store_bandwidth_cache(path: Path, cache: dict) -> None:
+    try:
+        write_text_atomic(path, json.dumps(cache, indent=1))
+    except ExportError:
+        pass  # a read-only cache folder only costs a re-measurement next time

@@ -30,6 +30,25 @@ import sys
 import time
 from pathlib import Path
 
+from nagare.app.atomic import output_writer, write_text_atomic
+
+
+@output_writer("the display benchmark's result")
+def write_result(path: Path, result: dict, markdown: str) -> None:
+    """FILE.json and FILE.md, each whole or not at all (ExportError, one line)."""
+    write_text_atomic(path, json.dumps(result, indent=1))
+    write_text_atomic(path.with_suffix(".md"), markdown)
+
+
+@output_writer("a profile of the display benchmark")
+def write_profile(path, profiler, lines: int) -> None:
+    import io
+    import pstats  # only when profiling
+
+    buf = io.StringIO()
+    pstats.Stats(profiler, stream=buf).sort_stats("cumulative").print_stats(lines)
+    write_text_atomic(path, buf.getvalue())
+
 
 def _default_case() -> tuple[str, list[str]]:
     from nagare.engine.presets import preset_names
@@ -260,15 +279,9 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
     finally:
         worker.stop()
     if prof is not None:
-        import pstats
-
-        with open(profile, "w") as fh:
-            pstats.Stats(prof[0], stream=fh).sort_stats("cumulative").print_stats(40)
+        write_profile(profile, prof[0], 40)
     if draw_prof is not None:
-        import pstats
-
-        with open(profile_draw, "w") as fh:
-            pstats.Stats(draw_prof[0], stream=fh).sort_stats("cumulative").print_stats(45)
+        write_profile(profile_draw, draw_prof[0], 45)
     draw_ms.sort()
     hud_state = None if canvas.hud is None else (canvas.hud.error or f"{canvas.hud.frames} frames")
     return {"steps_per_s": (n1 - n0) / (t1 - t0), "frames_per_s": frames / (t1 - t0), "steps_window": [n0, n1],
@@ -425,9 +438,7 @@ def main(argv=None) -> int:
                   "headless_breakdown": breakdown, "ratio": ratio, "experiment": a.experiment,
                   "particles": a.particles, "field_path": a.field_path,
                   "upload": a.upload, "lod": a.lod}
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(result, indent=1))
-        a.out.with_suffix(".md").write_text(
+        write_result(a.out, result,
             f"# Display overhead ({result['date']})\n\n{info.get('name')} · driver {info.get('driver_version')} · "
             f"CuPy {info.get('cupy_version')} · GL {disp['gl']}\n\n"
             f"| case | headless steps/s | display steps/s | frames/s | path | ratio |\n|---|---|---|---|---|---|\n"

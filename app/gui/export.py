@@ -11,15 +11,17 @@ from pathlib import Path
 
 import numpy as np
 from nagare.app import atomic
-from nagare.app.atomic import ExportError, write_atomic
+from nagare.app.atomic import ExportError, describe_cause, output_writer, write_atomic
 from nagare.app.fieldkinds import FieldTypeError, handler_for, host_copies
 from nagare.app.fieldkinds.vtkio import safe_name
 from nagare.app.vtkhdf import write_vtkhdf
 from nagare.engine.checkpoint import save_checkpoint
+from nagare.engine.outputlock import OutputBusy, OutputLock
 
 __all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_vtkhdf", "write_checkpoint", "host_copies"]
 
 
+@output_writer("a PNG picture of the view")
 def save_png(rgba: np.ndarray, path: str | Path) -> Path:
     from PIL import Image
 
@@ -28,21 +30,17 @@ def save_png(rgba: np.ndarray, path: str | Path) -> Path:
 
 
 def write_checkpoint(ckpt: dict, path: str | Path) -> Path:
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(ckpt, path)
-    except OSError as exc:
-        Path(path.name + ".tmp").unlink(missing_ok=True)
-        raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return path
+    """The engine's checkpoint (engine/checkpoint.py: atomic, ExportError in one line)."""
+    return save_checkpoint(ckpt, Path(path))
 
 
+@output_writer("an MP4 video")
 class VideoRecorder:
     """MP4 (H.264 through imageio-ffmpeg's bundled ffmpeg) written to a temp file, renamed on stop.
 
     Frames must keep one size; H.264 with yuv420p needs even sides, so frames are cropped to
-    the first frame's even size.
+    the first frame's even size. The output is locked (engine/outputlock.py) from the start to the
+    end of the recording: a file another live process is writing is refused.
     """
 
     def __init__(self, path: str | Path, fps: int = 30):
@@ -54,13 +52,17 @@ class VideoRecorder:
         self.frames = 0
         self._size: tuple[int, int] | None = None
         self._writer = None
+        self._lock: OutputLock | None = None
         try:
             atomic.make_folder(self.path.parent)
             atomic.remove_stale_temporaries(self.path.parent)
             if not os.access(self.path.parent, os.W_OK):
                 raise PermissionError(13, "Permission denied")
+            self._lock = OutputLock(self.path).acquire()
+        except OutputBusy as exc:
+            raise ExportError(f"cannot record to {self.path}: {exc}") from None
         except OSError as exc:
-            raise ExportError(f"cannot record to {self.path}: {exc.strerror or exc}") from None
+            raise ExportError(f"cannot record to {self.path}: {describe_cause(exc)}") from None
 
     def append(self, rgba: np.ndarray) -> None:
         import imageio.v2 as imageio
@@ -88,17 +90,27 @@ class VideoRecorder:
         self.frames += 1
 
     def close(self) -> Path | None:
-        """Finish the file and rename it into place; None if no frame was recorded."""
+        """Finish the file and rename it into place; None if no frame was recorded. A failure
+        leaves a previous file of that name as it was."""
         if self._writer is None:
+            self._release()
             return None
+        existed = os.path.lexists(self.path)
         try:
             self._writer.close()
             self._writer = None
             atomic.fsync_and_replace(self.tmp, self.path)
-        except OSError as exc:
+        except Exception as exc:  # ffmpeg's own failure (its disk full) comes as another exception type
             self.abort()
-            raise ExportError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+            kept = f"the previous {self.path.name} is kept unchanged" if existed else f"no {self.path.name} was left"
+            raise ExportError(f"cannot write {self.path}: {describe_cause(exc)}; {kept}") from None
+        self._release()
         return self.path
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def abort(self) -> None:
         if self._writer is not None:
@@ -108,6 +120,7 @@ class VideoRecorder:
                 pass
             self._writer = None
         self.tmp.unlink(missing_ok=True)
+        self._release()
 
 
 # ---- VTK (legacy binary: ParaView, VisIt and the vtk package read it) --------------------------------
@@ -124,6 +137,7 @@ def vtk_bytes(name: str, f) -> bytes:
     return b"\n".join(head) + b"\n" + b"".join(body) + b"\n"
 
 
+@output_writer("legacy VTK files")
 def write_vtk(fields: dict, folder: str | Path, stem: str) -> list[Path]:
     folder = Path(folder)
     out = []

@@ -9,6 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
+
+from nagare.app.atomic import ExportError, output_writer, write_atomic
 
 
 def main(argv=None) -> int:
@@ -35,10 +38,29 @@ def main(argv=None) -> int:
     while time.perf_counter() - t0 < a.seconds:
         qapp.processEvents()
         time.sleep(0.01)
-    ok = w.grab().save(a.out)
+    image = w.grab().toImage()
     w.close()
-    print(f"{'written' if ok else 'NOT written'}: {a.out}")
-    return 0 if ok else 1
+    try:
+        save_screenshot(image, a.out)
+    except ExportError as exc:
+        print(f"NOT written: {exc}")
+        return 4
+    print(f"written: {a.out}")
+    return 0
+
+
+@output_writer("a screenshot of the window")
+def save_screenshot(image, path) -> Path:
+    """A QImage as PNG, encoded in memory and written atomically (Qt's own file writer would leave
+    half a file on a full disk)."""
+    from PyQt6.QtCore import QBuffer, QIODevice
+
+    buf = QBuffer()
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not image.save(buf, "PNG"):
+        raise ExportError(f"cannot write {path}: the image could not be encoded as PNG")
+    data = bytes(buf.data())
+    return write_atomic(path, lambda tmp: tmp.write_bytes(data))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import json
 import time
 from pathlib import Path
 
+from ..atomic import ExportError, output_writer, write_text_atomic
+
 FILE_NAME = "autotune.json"
 FORMAT = 1
 
@@ -24,6 +26,7 @@ def tune_key(gpu: str, kernel: str, shape, dtype, options=()) -> str:
     return f"{gpu}|{kernel}|{shape_txt}|{np.dtype(dtype).name}|{opts}"
 
 
+@output_writer("the auto-tuner's cache")
 class TuneCache:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -56,12 +59,10 @@ class TuneCache:
         return removed
 
     def _write(self, entries: dict) -> None:
-        from ..atomic import write_text_atomic  # temporaries cleaned up, fsynced, never half a file
-
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(self.path, json.dumps({"format": FORMAT, "entries": entries}, indent=1, sort_keys=True))
-        except OSError:
+        except (OSError, ExportError):
             pass  # a read-only cache folder only costs a re-tune next run
 
 

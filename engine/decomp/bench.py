@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import sys
 import time
 
+from ..atomic import ExportError, output_writer, write_text_atomic
 from ..backend import get_backend
 from ..contract import OutOfMemory
 from ..families import create_engine, decomp_adapter, decomposable_families
@@ -197,20 +199,28 @@ def main(argv=None, backend_name: str = "auto") -> int:
     table = markdown(rows)
     print(table)
     if args.json:
-        from pathlib import Path
-
-        from ..atomic import make_folder, write_text_atomic
-
         info = backend.device_info().as_dict()
         if backend.is_gpu:
             info["visible_gpus"] = backend.xp.cuda.runtime.getDeviceCount()
-        path = Path(args.json)
-        make_folder(path.parent)
-        write_text_atomic(path, json.dumps({"backend": backend.name, "device": info,
+        return write_scale_results(args.json, backend.name, info, rows, table)
+    return 0
+
+
+@output_writer("the scaling benchmark's results")
+def write_scale_results(json_path: str, backend_name: str, info: dict, rows: list, table: str) -> int:
+    """FILE.json and FILE.md, each written whole or not at all; 4 (one line) if one cannot be."""
+    from pathlib import Path
+
+    path = Path(json_path)
+    head = (f"# nagare bench scale ({time.strftime('%Y-%m-%d')})\n\n{info.get('visible_gpus', 1)} × "
+            f"{info.get('name')} · driver "
+            f"{info.get('driver_version')} · CuPy {info.get('cupy_version')} · backend {backend_name}\n\n")
+    try:
+        write_text_atomic(path, json.dumps({"backend": backend_name, "device": info,
                                             "date": time.strftime("%Y-%m-%d"), "rows": rows}, indent=1))
-        head = (f"# nagare bench scale ({time.strftime('%Y-%m-%d')})\n\n{info.get('visible_gpus', 1)} × "
-                f"{info.get('name')} · driver "
-                f"{info.get('driver_version')} · CuPy {info.get('cupy_version')} · backend {backend.name}\n\n")
         write_text_atomic(path.with_suffix(".md"), head + table + "\n")
-        print(f"wrote {path} and {path.with_suffix('.md').name}")
+    except ExportError as exc:
+        print(f"nagare bench scale: NOT WRITTEN: {exc}", file=sys.stderr)
+        return 4
+    print(f"wrote {path} and {path.with_suffix('.md').name}")
     return 0

@@ -34,6 +34,8 @@ import time
 
 import numpy as np
 
+from ..atomic import ExportError, output_writer, write_text_atomic
+
 P2_SIZES = [(32, 32, 32), (64, 64, 64), (256, 256, 256), (512, 512, 512), (8, 512, 512)]  # (nx, ny, nz)
 FIXED = {"bx": 128, "by": 1, "zmarch": 2, "shape": "march"}
 BYTES_PER_POINT = 8  # fp32: one read + one write per point with ideal caching
@@ -330,13 +332,24 @@ def main(argv=None) -> int:
                            shapes=tuple(args.shapes.split(",")) if args.shapes else None)
     table = format_table(result)
     print(table)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh, indent=1, default=str)
-    if args.markdown:
-        with open(args.markdown, "w") as fh:
-            fh.write(table + "\n")
-    return 0
+    return write_results(result, table, args.json, args.markdown)
+
+
+@output_writer("the stencil benchmark's results")
+def write_results(result: dict, table: str, json_path: str | None, markdown_path: str | None) -> int:
+    """The results as JSON and Markdown, each written whole or not at all; 4 (one line each) if
+    one cannot be written."""
+    status = 0
+    for path, text in ((json_path, lambda: json.dumps(result, indent=1, default=str)),
+                       (markdown_path, lambda: table + "\n")):
+        if not path:
+            continue
+        try:
+            write_text_atomic(path, text())
+        except ExportError as exc:
+            print(f"nagare bench stencil: NOT WRITTEN: {exc}", file=sys.stderr)
+            status = 4
+    return status
 
 
 if __name__ == "__main__":
