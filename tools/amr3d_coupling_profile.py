@@ -22,7 +22,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import cupy as cp
-    from nagare.engine.amr3d.engine import AMR3D, THREE_LEVELS
+    from nagare.engine.amr3d.cases import THREE_LEVELS
+    from nagare.engine.amr3d.engine import AMR3D
     from nagare.engine.amr3d.tree_stepper import CupyKernels
     from nagare.engine.backend import get_backend
     from nagare.engine.presets import load_preset
