@@ -133,18 +133,6 @@ def bench_selections(backend: str = "cupy"):
             + [(f"{r} fp16", {"kernels": r, "storage": "fp16"}) for r in ("naive", "uniform")])
 
 
-def fp32_peak_flops(backend) -> float | None:
-    """FMA peak of the device: SMs × 128 fp32 lanes × 2 flop × clock (Volta and newer)."""
-    if not backend.is_gpu:
-        return None
-    try:
-        dev = backend.xp.cuda.Device()
-        attrs = dev.attributes
-        return attrs["MultiProcessorCount"] * 128 * 2 * attrs["ClockRate"] * 1e3
-    except Exception:
-        return None
-
-
 def _flow(p: AMR3DPreset, x, y, z):
     """ρ, (ux, uy, uz) of the preset's initial flow at coordinates in level-0 lattice units."""
     nz, ny, nx = p.shape
