@@ -145,7 +145,7 @@ def force_coefficients(e) -> dict:
     if not e.bodies or speed == 0.0:
         return {}
     axis = int(np.argmax(np.abs(u)))
-    F = e.backend.asnumpy(body_force(e)).astype(np.float64)
+    F = e.backend.asnumpy(e.body_force()).astype(np.float64)
     q = 0.5 * speed * speed * e.bodies[0].frontal_area(axis)
     unit = u / speed
     lift = (axis + 1) % 3 if p.flow.lift is None else "xyz".index(p.flow.lift)

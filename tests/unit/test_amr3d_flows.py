@@ -336,7 +336,6 @@ def test_memory_estimate_counts_the_tracers_and_open_flows_bound_the_speed():
     many = AMR3D.__new__(AMR3D)
     many.preset, many.backend = load_preset("amr3d-sphere-re20", over + ["tracers.count=90000"], backend="numpy"), \
         get_backend("numpy")
-    many._make_bodies = few._make_bodies
     assert many.estimated_bytes() - few.estimated_bytes() == tracer_bytes(2 * 90000, 8) - tracer_bytes(2, 8)
     assert tracer_bytes(50_000_000, 8) > 24 * 2**30  # the audit's 50 M tracers: refused on a 24 GB machine
     assert few.sanity_bounds()["max_speed"][1] == pytest.approx(3 * 0.05)

@@ -540,7 +540,7 @@ def test_the_tracer_step_never_computes_a_whole_field(monkeypatch):
     tracers' stencils: with those raising, the engine's tracers step — on the reference stepper and on
     the per-level TreeStepper — and agree with each other to the fluids' round-off."""
     from nagare.engine.amr3d import d3q27, tracers
-    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.amr3d.tree_shape import Tree
     from nagare.engine.amr3d.tree_stepper import TreeStepper
 
     ref, tree = _sphere_engine(6, level=2), _sphere_engine(6, level=2)
@@ -559,7 +559,7 @@ def test_the_tracer_step_never_computes_a_whole_field(monkeypatch):
 
     with monkeypatch.context() as mp:
         mp.setattr(d3q27, "fluid_velocity", forbidden)
-        mp.setattr(AMR3D, "_leaves", forbidden)
+        mp.setattr(Tree, "leaves", forbidden)
         mp.setattr(TreeStepper, "state", forbidden)
         mp.setattr(tracers, "node_velocity", stencil_only)
         for e in (ref, tree):
