@@ -30,7 +30,7 @@ def _csm(model) -> bool:
 def kernel_spec(m: int, model=None):
     """The ladder's kernels for leaves of m³ points as one NVRTC compilation (engine/cuda.py),
     with the collision operator ``model`` (collision.Collision; None = P0's BGK); with the CSM also
-    its pre-pass kernels (the other models' name expressions are those of before)."""
+    its pre-pass kernels, after the others (which every model compiles alike)."""
     names = (*names_of.ladder(m).values(), *names_of.shell_classes(m), *names_of.UNIFORM.values())
     if _csm(model):
         names += tuple(names_of.csm(m).values())
