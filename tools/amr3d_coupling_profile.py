@@ -22,7 +22,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     import cupy as cp
-    from nagare.engine.amr3d.engine import AMR3D, THREE_LEVELS
+    from nagare.engine.amr3d.cases import THREE_LEVELS
+    from nagare.engine.amr3d.engine import AMR3D
     from nagare.engine.amr3d.tree_stepper import CupyKernels
     from nagare.engine.backend import get_backend
     from nagare.engine.presets import load_preset
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
             return out
         return run
 
-    k = eng._tree.kernels
+    k = eng.shape.stepper.kernels
     assert isinstance(k, CupyKernels), "a tree preset with a CUDA rung"
     for name in ("rescale_points", "interpolate", "fixup", "restrict", "ladder"):
         setattr(k, name, wrap(name, getattr(k, name)))
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
     per = collections.defaultdict(float)
     for name, s, e in events:
         per[name] += cp.cuda.get_elapsed_time(s, e) / a.steps
-    c = eng._tree.coupling
+    c = eng.shape.stepper.coupling
     print(f"tree: {[int((eng.forest.level == lv).sum()) for lv in eng.forest.levels]} leaves per level, "
           f"rung {a.rung}, {total:.4f} ms per step (events)")
     for lv, x in c.items():

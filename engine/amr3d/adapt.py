@@ -1,4 +1,4 @@
-"""Adaptive regridding (issue 16; docs/amr3d-flows.md "Adaptive regridding"): the per-leaf criterion
+"""Adaptive regridding (docs/amr3d-flows.md "Adaptive regridding"): the per-leaf criterion
 and the new tree. Host-side decisions on plain NumPy arrays; the criterion itself runs on any xp and
 returns one number per leaf (so a GPU state leaves the device only as per-leaf maxima).
 

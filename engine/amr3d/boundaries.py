@@ -30,12 +30,12 @@ Other non-periodic sides keep the engine's half-way bounce-back walls.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
 from . import d3q27
-from .tables import local_flat
+from .tables import local_flat, slip_sides
 from .tree import Forest
 
 AXES = {"x": 0, "y": 1, "z": 2}
@@ -137,8 +137,6 @@ def build(forest: Forest, bodies=(), inlet: str = "none", outlet: str = "none",
     cuts the link). ``slip``: free-slip sides (none of them the inlet or the outlet)."""
     if wall not in ("halfway", "interpolated"):
         raise ValueError(f"wall = {wall!r}: halfway or interpolated")
-    from .tables import slip_sides
-
     slip = slip_sides(forest, slip)
     for name, side in (("inlet", inlet), ("outlet", outlet)):
         if side in slip:
@@ -271,7 +269,6 @@ def on_device(xp, bnd: Boundaries) -> Boundaries:
     """The lists as xp arrays (the host copies stay for building tables)."""
     if xp is np:
         return bnd
-    from dataclasses import fields, replace
 
     def move(b):
         return replace(b, **{f.name: xp.asarray(getattr(b, f.name)) for f in fields(b)

@@ -121,7 +121,7 @@ class Collision:
 
     @property
     def plain(self) -> bool:
-        """P0's BGK: the code paths (and bits) of before this module."""
+        """P0's BGK: the code paths (and bits) with no MRT and no LES."""
         return self.kind == "bgk" and self.les == "none"
 
     @property

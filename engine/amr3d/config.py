@@ -4,12 +4,16 @@ when nothing is refined), periodic or walled per axis, refined to finer levels i
 as fractions of the domain (``[[refine]]``), then 2:1 balanced (docs/amr3d.md)."""
 from __future__ import annotations
 
+import hashlib
+import os
 from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from ..presets import PresetBase, Strict, applies_when
+from .bodies import reference_length
+from .levels import TAU_ONE_GAP, tau_at
 
 MAX_TRACERS_PER_SEED = 100_000  # tracers.count and the app's live control
 
@@ -161,9 +165,6 @@ class Body(Strict):
         one-line error instead of a run on another mesh."""
         if self.kind != "stl" or not self.path:
             return self
-        import hashlib
-        import os
-
         path = os.path.expanduser(self.path)
         if not os.path.isfile(path):
             return self  # relative to a folder the engine knows, or missing: bodies.make says which
@@ -263,8 +264,6 @@ class AMR3DPreset(PresetBase):
         if self.flow.reynolds is not None:
             if not self.body:
                 raise ValueError("flow.reynolds needs a [[body]]: its reference length defines Re")
-            from .bodies import reference_length
-
             length = reference_length(self.body[0])
             if not length > 0.0:
                 raise ValueError(f"body[0]: its reference length is {length} (a size must be positive): "
@@ -297,8 +296,6 @@ class AMR3DPreset(PresetBase):
     @classmethod
     def absolute_paths(cls, raw, folder):
         """[[body]] path (STL meshes), also under [cpu_overrides]: relative to the file that names it."""
-        import os
-
         for section in (raw, raw.get("cpu_overrides") if isinstance(raw.get("cpu_overrides"), dict) else {}):
             bodies = section.get("body")
             for b in bodies if isinstance(bodies, list) else ():
@@ -318,8 +315,6 @@ class AMR3DPreset(PresetBase):
 
     @model_validator(mode="after")
     def _levels(self):
-        from .levels import TAU_ONE_GAP, tau_at
-
         if self.refine or self.body or self.adapt.on:
             top = self.max_level
             for lv in range(top + 1):

@@ -33,6 +33,14 @@ CS2 = 1.0 / 3.0
 REFLECT = np.array([[next(b for b in range(27) if all(C[b, d] == (-C[a, d] if mask >> d & 1 else C[a, d])
                                                      for d in range(3))) for a in range(27)]
                     for mask in range(8)], dtype=np.int64)
+# D3Q27 as pairs: the 13 directions with their first nonzero component +1 and their opposites;
+# PAIR_C[p, d] = c_d of pair p's direction (0 or ±1). Σ c f = Σ_p c_p (f_p − f_opp(p)): a state whose
+# opposite populations are equal (the solid nodes, reset to rest) has exactly zero momentum. (The
+# tracers' velocity, tracers.py, and its CUDA kernels, tracer_kernels.py, read these tables.)
+_FIRST = np.array([next(c for c in C[a] if c) if a else 0 for a in range(Q)])
+PAIR = np.flatnonzero(_FIRST == 1)
+PAIR_OPP = OPP[PAIR]
+PAIR_C = C[PAIR]  # (13, 3)
 
 
 def viscosity(tau: float) -> float:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cuda import KernelSpec
 from . import d3q27, ladder
+from . import kernel_names as names_of
 
 GRAPH_STEPS = 16  # steps per captured graph (an even number: the buffers swap every step)
 
@@ -28,12 +30,10 @@ def _csm(model) -> bool:
 def kernel_spec(m: int, model=None):
     """The ladder's kernels for leaves of m³ points as one NVRTC compilation (engine/cuda.py),
     with the collision operator ``model`` (collision.Collision; None = P0's BGK); with the CSM also
-    its pre-pass kernels (the other models' name expressions are those of before)."""
-    from ..cuda import KernelSpec
-
-    names = tuple(ladder.name_expressions(m)) + ("d3q27_uniform<float>", "d3q27_uniform<unsigned short>")
+    its pre-pass kernels, after the others (which every model compiles alike)."""
+    names = (*names_of.ladder(m).values(), *names_of.shell_classes(m), *names_of.UNIFORM.values())
     if _csm(model):
-        names += ladder.csm_name_expressions(m)
+        names += tuple(names_of.csm(m).values())
     return KernelSpec(ladder.SOURCE, names, prelude=_prelude(model))
 
 
@@ -41,45 +41,32 @@ COUPLING_SOURCE = "cuda/amr3d/coupling.cu"
 FIXUP_STENCILS = (8, 27)  # coarse interpolation: P0's trilinear, or quadratic (docs/amr3d.md)
 
 
+def _coupling_names(model) -> dict[str, str]:
+    out = dict(names_of.COUPLING)
+    out.update({f"interp{s}": names_of.interpolate(s) for s in FIXUP_STENCILS})
+    if _csm(model):
+        out.update(names_of.CSM_FIX)
+    return out
+
+
 def coupling_spec(model=None):
     """The level-coupling kernels (shaders/cuda/amr3d/coupling.cu) as one NVRTC compilation (the
     fix-up collides with ``model``, as the ladder kernels of the same run)."""
-    from ..cuda import KernelSpec
-
-    csm = ("amr3d_csm_fix_velocity<int>", "amr3d_csm_fix_velocity<long long>") if _csm(model) else ()
-    return KernelSpec(COUPLING_SOURCE, ("amr3d_rescale_points", "amr3d_restrict", "amr3d_fixup<int>",
-                                        "amr3d_fixup<long long>", "amr3d_copy_points", "amr3d_set_points",
-                                        "amr3d_links")
-                      + tuple(f"amr3d_interpolate<{s}>" for s in FIXUP_STENCILS) + csm,
-                      prelude=_prelude(model))
+    return KernelSpec(COUPLING_SOURCE, tuple(_coupling_names(model).values()), prelude=_prelude(model))
 
 
 def coupling_kernels(model=None) -> dict:
     get = coupling_spec(model).function
-    out = {"rescale": get("amr3d_rescale_points"), "restrict": get("amr3d_restrict"),
-           "fixup32": get("amr3d_fixup<int>"), "fixup64": get("amr3d_fixup<long long>"),
-           "copy_points": get("amr3d_copy_points"), "set_points": get("amr3d_set_points"),
-           "links": get("amr3d_links")}
-    out.update({f"interp{s}": get(f"amr3d_interpolate<{s}>") for s in FIXUP_STENCILS})
-    if _csm(model):
-        out["csm_fix32"] = get("amr3d_csm_fix_velocity<int>")
-        out["csm_fix64"] = get("amr3d_csm_fix_velocity<long long>")
-    return out
+    return {key: get(name) for key, name in _coupling_names(model).items()}
 
 
 def kernels(m: int, model=None) -> dict:
     get = kernel_spec(m, model).function
-    out = {"naive": get(f"amr3d_naive<{m}>"), "inner": get(f"amr3d_inner<{m}>"),
-           "shell": get(f"amr3d_shell<{m}>"), "sorted": get(f"amr3d_shell_sorted<{m}>"),
-           "inner_apart": get(f"amr3d_inner_apart<{m}>"), "shell_apart": get(f"amr3d_shell_apart<{m}>"),
-           "naive_fix32": get(f"amr3d_naive_fix<{m},int>"), "naive_fix64": get(f"amr3d_naive_fix<{m},long long>"),
-           "uniform": get("d3q27_uniform<float>"),
-           # fp16 storage (beyond P0; the shifted populations, d3q27.cuh load_pop/store_pop)
-           "naive16": get(f"amr3d_naive<{m},unsigned short>"), "uniform16": get("d3q27_uniform<unsigned short>")}
-    out["classes"] = [get(f"amr3d_shell_class<{m},{gi},{gj},{gk}>") for gi, gj, gk in ladder.SHELL_CLASSES]
+    # (naive16, uniform16: fp16 storage beyond P0; the shifted populations, d3q27.cuh load_pop/store_pop)
+    out = {key: get(name) for key, name in {**names_of.ladder(m), **names_of.UNIFORM}.items()}
+    out["classes"] = [get(name) for name in names_of.shell_classes(m)]
     if _csm(model):
-        velocity, coefficient, copies = ladder.csm_name_expressions(m)
-        out.update(csm_velocity=get(velocity), csm_coefficient=get(coefficient), csm_copies=get(copies))
+        out.update({key: get(name) for key, name in names_of.csm(m).items()})
     return out
 
 

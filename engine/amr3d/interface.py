@@ -140,8 +140,8 @@ def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     falls back to ``np.unique(axis=0)`` — and only the distinct rows are then sorted (np.lexsort).
     np.unique over all rows sorts them as structured records: 4 s of an 18 s build. The order
     matters on the GPU: the interpolated buffer follows it, and in hash order the coupling kernels
-    gathered the coarse points at random (the sphere bench's coupling phase went from 1.3 to 4.1 ms
-    a step on an H100 until the order was restored)."""
+    would gather the coarse points at random (about three times the coupling phase's time on the
+    sphere bench: docs/benchmarks/amr3d-design-figures/README.md)."""
     key = np.ascontiguousarray(key, np.int64)
     if key.ndim != 2 or not len(key):
         _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)

@@ -76,21 +76,6 @@ def sorted_segments(m: int, nleaf: int, warp: int = 32) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(padded)]).astype(np.int64)
 
 
-def name_expressions(m: int) -> list[str]:
-    """Every kernel of the ladder for leaves of m³ points (NVRTC name expressions)."""
-    out = [f"amr3d_naive<{m}>", f"amr3d_naive<{m},unsigned short>", f"amr3d_inner<{m}>", f"amr3d_shell<{m}>",
-           f"amr3d_shell_sorted<{m}>",
-           f"amr3d_inner_apart<{m}>", f"amr3d_shell_apart<{m}>", f"amr3d_naive_fix<{m},int>",
-           f"amr3d_naive_fix<{m},long long>"]
-    out += [f"amr3d_shell_class<{m},{gi},{gj},{gk}>" for gi, gj, gk in SHELL_CLASSES]
-    return out
-
-
-def csm_name_expressions(m: int) -> tuple[str, str, str]:
-    """The CSM's pre-pass kernels for leaves of m³ points (compiled only with les = csm)."""
-    return (f"amr3d_csm_velocity<{m}>", f"amr3d_csm_coefficient<{m}>", "amr3d_csm_copies")
-
-
 @dataclass(frozen=True)
 class PointCounts:
     total: int

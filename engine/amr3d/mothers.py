@@ -36,12 +36,13 @@ says so): Kobayashi's CSM (its coefficient needs every copy's owner), fp16 stora
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from . import interface, tables
 from .interface import LevelCoupling
+from .storage import mother_size
 from .tree import CHILD_OFFSETS, OFFSETS, SELF_SLOT, Forest
 
 
@@ -58,7 +59,7 @@ class MotherLevel:
 
     @property
     def M(self) -> int:
-        return 2 * self.m - 1
+        return mother_size(self.m)
 
     @property
     def n(self) -> int:
@@ -166,7 +167,7 @@ def mother_level(forest: Forest, lv: int) -> MotherLevel:
     own = np.arange(len(block))[:, None]
     nbr = np.where(same, np.where(idx >= 0, idx, own), own).astype(np.int32)
     # leaf point → mother point
-    M = 2 * m - 1
+    M = mother_size(m)
     k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
     local = np.stack([i.ravel(), j.ravel(), k.ravel()], axis=1)  # (m³, 3) in local flat order
     off = (B % 2) * (m - 1)  # (n_leaves, 3)
@@ -313,8 +314,6 @@ def boundaries(bnd, lay: dict[int, MotherLevel]):
     levels in ``lay`` moved into their mother storage (solid, inlet, outlet and link points: each
     copy of a node lands on the node's one mother point, so duplicates write equal values and the
     force still counts each owner link once). ``near`` keeps leaf coordinates (tables read them)."""
-    from dataclasses import replace
-
     level = {}
     for lv, b in bnd.level.items():
         if lv not in lay:

@@ -23,7 +23,9 @@ import numpy as np
 
 from . import boundaries, collision, d3q27, levels
 from .collision import Collision
+from .interface import level_copies
 from .tables import Tables
+from .tables import build as build_tables
 from .tree import Forest
 
 
@@ -172,18 +174,15 @@ class Stepper:
         """``bnd``: boundaries.Boundaries of a flow (bodies, inlet, outlet, free-slip sides); the
         tables must then be built with its ``solid``, ``near`` and ``slip`` (done here when they are
         not given)."""
-        from .tables import build
         levels.check_taus(physics.tau0, forest.levels)
         self.xp, self.forest, self.physics = xp, forest, physics
         self.bnd = boundaries.on_device(xp, bnd) if bnd is not None else None
         if tables is None:
-            tables = (build(forest, interp, bnd.solid, bnd.near(), bnd.slip) if bnd is not None
-                      else build(forest, interp))
+            tables = (build_tables(forest, interp, bnd.solid, bnd.near(), bnd.slip) if bnd is not None
+                      else build_tables(forest, interp))
         self.tables = tables
         self.csm = None  # Kobayashi's CSM: per level, the copies of shared nodes and their owners
         if physics.collision.csm:
-            from .interface import level_copies
-
             self.csm = {lv: tuple(xp.asarray(a) for a in level_copies(forest, lv)) for lv in forest.levels}
         self.f = f
         self.f_prev = f.copy()

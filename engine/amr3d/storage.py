@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import d3q27
+
 
 def uniform_from_leaves(xp, f, m: int, shape: tuple[int, int, int]):
     """f[..., leaf, m, m, m] → u[..., lz·s, ly·s, lx·s] with s = m − 1 (each node from the leaf that
@@ -41,6 +43,12 @@ def leaves_from_uniform(xp, u, m: int, shape: tuple[int, int, int]):
     return xp.ascontiguousarray(g).reshape(*u.shape[:-3], lx * ly * lz, m, m, m)
 
 
+def mother_size(m: int) -> int:
+    """Points along each axis of a mother leaf: 2 × 2 × 2 sibling leaves of m³ points, their shared
+    faces stored once (P0 §3.3)."""
+    return 2 * m - 1
+
+
 def mother_shape(shape: tuple[int, int, int]) -> tuple[int, int, int] | None:
     """The arrangement of mother leaves, or None when some axis has an odd number of leaves."""
     if any(n % 2 for n in shape):
@@ -52,12 +60,12 @@ def mothers_from_leaves(xp, f, m: int, shape):
     half = mother_shape(shape)
     if half is None:
         raise ValueError(f"mother leaves need an even number of leaves per axis, not {tuple(shape)}")
-    return leaves_from_uniform(xp, uniform_from_leaves(xp, f, m, shape), 2 * m - 1, half)
+    return leaves_from_uniform(xp, uniform_from_leaves(xp, f, m, shape), mother_size(m), half)
 
 
 def leaves_from_mothers(xp, f, m: int, shape):
     half = mother_shape(shape)
-    return leaves_from_uniform(xp, uniform_from_leaves(xp, f, 2 * m - 1, half), m, shape)
+    return leaves_from_uniform(xp, uniform_from_leaves(xp, f, mother_size(m), half), m, shape)
 
 
 def apart_order(m: int) -> np.ndarray:
@@ -94,8 +102,6 @@ def leaves_from_apart(xp, a, m: int, nleaf: int):
 # ---- fp16 storage (beyond P0; as lbm2d's): the shifted populations f_q − w_q in IEEE half ----------
 def _w(xp, ndim: int):
     """The weights as the kernels hold them (fp32, d3q27.cuh w(q)), shaped to broadcast over f[q, ...]."""
-    from . import d3q27
-
     return xp.asarray(d3q27.W.astype(np.float32)).reshape(-1, *([1] * (ndim - 1)))
 
 

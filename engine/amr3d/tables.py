@@ -29,7 +29,7 @@ nodes after restriction), but a coarse copy is only time-interpolated at interme
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -89,7 +89,6 @@ def on_device(xp, t: Tables) -> Tables:
     """The tables with their index arrays on xp's device (the reference step indexes with them)."""
     if xp is np:
         return t
-    from dataclasses import fields, replace
 
     def move(lt):
         return replace(lt, **{f.name: xp.asarray(getattr(lt, f.name)) for f in fields(lt)

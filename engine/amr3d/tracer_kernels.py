@@ -2,7 +2,7 @@
 :meth:`Tracers.finish` on the GPU when the populations come from a TreeStepper's per-level buffers.
 
 The array code of tracers.py is the reference and stays the path of every other case (NumPy, the
-reference stepper): on CuPy it issues ~140–180 small launches a step, whose host issue time was the
+reference stepper): on CuPy it issues ~140–180 small launches a step, whose host issue time is the
 whole cost of the tracers phase. The kernels do the same operations in the same order, compiled
 with --fmad=false (the array code rounds each product on its own), so both paths give the same
 bits; the state (positions, age, alive, trail, step, cursor) is the array code's, in place, so
@@ -21,7 +21,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cuda import KernelSpec, template
-from .tracers import PAIR, PAIR_C, PAIR_OPP
+from .d3q27 import PAIR, PAIR_C, PAIR_OPP
+from .kernel_names import TRACER_BEGIN, TRACER_FINISH
 
 log = logging.getLogger("nagare")
 
@@ -46,7 +47,7 @@ class LevelBuffers(NamedTuple):
 
 
 def prelude() -> str:
-    """The 13 opposite pairs of tracers.py (PAIR, PAIR_OPP, PAIR_C) and the level bound as #define
+    """The 13 opposite pairs of d3q27.py (PAIR, PAIR_OPP, PAIR_C) and the level bound as #define
     lines: the tables stay in one place, the Python module."""
     def ints(v):
         return "{" + ",".join(str(int(x)) for x in v) + "}"
@@ -61,7 +62,7 @@ def kernel_spec(pos_dtype, storage_dtype) -> KernelSpec:
     """The begin and finish kernels for positions of ``pos_dtype`` and buffers of ``storage_dtype``
     (float32 / float64 each) as one NVRTC compilation."""
     p, s = np.dtype(pos_dtype), np.dtype(storage_dtype)
-    return KernelSpec(SOURCE, (template("amr3d_tracer_begin", p, s), template("amr3d_tracer_finish", p, s)),
+    return KernelSpec(SOURCE, (template(TRACER_BEGIN, p, s), template(TRACER_FINISH, p, s)),
                       OPTIONS, prelude=prelude())
 
 
@@ -131,7 +132,7 @@ class FusedStep:
         if self._k1 is None or self._k1.shape[0] != n or self._k1.dtype != tr.dtype:
             self._k1 = self.xp.empty((n, 3), tr.dtype)
         grid, block = self._grid(n)
-        self._kernel("amr3d_tracer_begin", tr, levels)(
+        self._kernel(TRACER_BEGIN, tr, levels)(
             grid, block, (tr.pos, tr.alive, np.int32(n), *self._common(tr, levels), tr.step, tr.cursor, self._snap,
                           self._k1))
 
@@ -143,7 +144,7 @@ class FusedStep:
         dt_ = t(dt)
         solid = tr.solid if tr.solid is not None else tr.lookup.inv_spacing  # (never read without a solid)
         grid, block = self._grid(n)
-        self._kernel("amr3d_tracer_finish", tr, levels)(
+        self._kernel(TRACER_FINISH, tr, levels)(
             grid, block, (tr.pos, tr.alive, tr.age, tr.trail, np.int32(n), *self._common(tr, levels), solid,
                           np.int32(tr.solid is not None), self._k1, self._snap, tr.step, tr.cursor, tr.seeds,
                           np.int32(tr.n_seeds), np.int32(tr.capacity), np.int32(tr.release_every),

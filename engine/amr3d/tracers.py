@@ -39,20 +39,12 @@ from typing import Any
 
 import numpy as np
 
-from . import d3q27
+from .d3q27 import PAIR, PAIR_C, PAIR_OPP
 from .reference import point_coordinates
+from .tracer_kernels import FusedStep
 from .tree import Forest
 
 CORNERS = tuple((x, y, z) for z in (0, 1) for y in (0, 1) for x in (0, 1))
-
-
-# D3Q27 as pairs: the 13 directions with their first nonzero component +1 and their opposites;
-# PAIR_C[p, d] = c_d of pair p's direction (0 or ±1). Σ c f = Σ_p c_p (f_p − f_opp(p)): a state whose
-# opposite populations are equal (the solid nodes, reset to rest) has exactly zero momentum.
-_FIRST = np.array([next(c for c in d3q27.C[a] if c) if a else 0 for a in range(d3q27.Q)])
-PAIR = np.flatnonzero(_FIRST == 1)
-PAIR_OPP = d3q27.OPP[PAIR]
-PAIR_C = d3q27.C[PAIR]  # (13, 3)
 
 
 # ---- point location ---------------------------------------------------------------------------
@@ -303,8 +295,6 @@ class Tracers:
         if levels is None or not self.use_kernels:
             return None
         if self._fused is None:
-            from .tracer_kernels import FusedStep
-
             self._fused = FusedStep(self.xp)
         lv = levels()
         return lv if self._fused.supports(self, lv) else None

@@ -28,8 +28,9 @@ import numpy as np
 
 from . import boundaries, collision, d3q27, interface, leafgrid, levels
 from .collision import Collision
-from .gpu import _no_phase  # (gpu.py imports no CuPy at module level)
+from .gpu import LadderStepper, _no_phase, coupling_kernels  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
+from .tracer_kernels import LevelBuffers
 from .tree import Forest
 
 GRAPH_STEPS = 16  # coarse steps per captured graph (even: every level's buffer pair returns)
@@ -148,8 +149,6 @@ class TreeStepper:
         for kernels that read the storage themselves (tracer_kernels.py). The current buffers swap
         with each level step: ask again after stepping. On mother leaves also each level's plane and
         the storage index of every canonical point id (built once: 8 bytes a leaf point)."""
-        from .tracer_kernels import LevelBuffers
-
         m3, xp = self.forest.m**3, self.xp
         bufs = tuple(self.bufs[lv][0] for lv in self.levels)
         if not self.mapped:
@@ -372,8 +371,6 @@ class CupyKernels:
         self.rung, self.stream = ("naive" if self.fused else rung), stream
 
     def prepare(self, st: TreeStepper) -> None:
-        from .gpu import LadderStepper, coupling_kernels
-
         xp = st.xp
         self.k = coupling_kernels(st.collision)
         self.steppers = {lv: LadderStepper(xp, self.stream, self.rung, st.block[lv], None,

@@ -6,6 +6,13 @@ from .. import registry
 from . import storage
 
 FAMILY = "amr3d"
+# the kernels axis: P0's ladder (each rung adds to the previous), then what a current GPU rewards. Each
+# rung's storage on a box (storage.py) and the LadderStepper rung it launches (gpu.py).
+RUNG_STORAGE = {"reference": "leaves", "naive": "leaves", "split": "leaves", "mother-leaf": "mothers",
+                "templates": "mothers", "sorted": "mothers", "split-apart": "apart", "naive-fused": "leaves",
+                "uniform": "uniform"}
+RUNG_KERNELS = {"naive": "naive", "split": "split", "mother-leaf": "split", "templates": "templates",
+                "sorted": "sorted", "split-apart": "apart", "naive-fused": "naive", "uniform": "uniform"}
 
 
 def _needs_box(backend, selection, preset):
@@ -109,8 +116,8 @@ def register() -> None:
                                "and shells stored apart: whole-sector writes on HBM), naive-fused (a tree level's "
                                "fix-up inside the naive kernel) and uniform (a plain "
                                "periodic D3Q27 lattice of the same nodes: P0's break-even comparison)")
-    # On CuPy the reference's fp32 reductions round differently from NumPy's (measured on the H200:
-    # ~1e-6 relative after 24 steps), hence the fp32 tolerance of the kernels.
+    # On CuPy the reference's fp32 reductions round differently from NumPy's (~1e-6 relative after
+    # 24 steps), hence the fp32 tolerance of the kernels.
     registry.register_choice(FAMILY, "kernels", "reference",
                              doc="NumPy/CuPy gather-table reference (leafgrid.py on a box, reference.py on a tree)",
                              reference={"kernels": "reference"}, rtol=2e-5, atol=2e-6)

@@ -64,4 +64,4 @@ def test_fp16_storage_follows_the_rounded_reference(kernels):
     got = a.backend.asnumpy(a.state_arrays()["f"])
     np.testing.assert_allclose(got, ref.backend.asnumpy(ref.state_arrays()["f"]), rtol=2e-5, atol=4e-5)
     assert np.abs(got - plain.backend.asnumpy(plain.state_arrays()["f"])).max() > 0
-    assert a.bytes_per_update() == 112.0 and a.f.dtype == np.float16
+    assert a.bytes_per_update() == 112.0 and a.shape.f.dtype == np.float16

@@ -130,7 +130,7 @@ def test_the_bodies_refinement_is_never_coarsened():
     assert body_leaves.levels == [0, 1]
     assert e.forest.n_leaves == body_leaves.n_leaves + 7  # the refine box: one more root split
     e.step(4)  # coarsen_below is far above the flow's criterion: everything the floor allows merges
-    floor = e._floor_forest()
+    floor = e.shape.floor_forest()
     assert adapt.check_tree(e.forest, floor, 0) is None
     np.testing.assert_array_equal(e.forest.level, body_leaves.level)  # nothing coarser than the body needs
 

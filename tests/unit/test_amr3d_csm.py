@@ -21,7 +21,18 @@ import shutil
 import numpy as np
 import pytest
 from nagare.engine import registry
-from nagare.engine.amr3d import collision, d3q27, gpu, interface, ladder, leafgrid, reference, storage, tables
+from nagare.engine.amr3d import (
+    collision,
+    d3q27,
+    gpu,
+    interface,
+    kernel_names,
+    ladder,
+    leafgrid,
+    reference,
+    storage,
+    tables,
+)
 from nagare.engine.amr3d.collision import CSM_C1, Collision
 from nagare.engine.amr3d.tree import Forest
 from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
@@ -513,7 +524,7 @@ def test_csm_modules_are_their_own_and_the_others_unchanged():
     for model in CSM:
         spec = gpu.kernel_spec(9, model)
         assert spec.name_expressions[:len(base.name_expressions)] == base.name_expressions
-        assert spec.name_expressions[len(base.name_expressions):] == ladder.csm_name_expressions(9)
+        assert spec.name_expressions[len(base.name_expressions):] == tuple(kernel_names.csm(9).values())
         assert "#define NAGARE_CSM 1" in spec.prelude and "NAGARE_SMAGORINSKY" not in spec.prelude
         assert "amr3d_csm_fix_velocity<int>" in gpu.coupling_spec(model).name_expressions
     for other in (None, Collision("mrt"), Collision("bgk", "smagorinsky", 0.1)):
@@ -546,7 +557,7 @@ def test_preset_key_reaches_the_collision_and_the_memory_estimate():
     assert np.isfinite(e.backend.asnumpy(e.state_arrays()["f"])).all()
     box = create_engine(_preset("grid.leaves=[2, 2, 1]", "grid.m=9", name="amr3d-bench"),
                         get_backend("numpy"))
-    assert box.is_box
+    assert box.preset.is_box
     box.step(3)
     f = box.backend.asnumpy(box.state_arrays()["f"])
     assert np.isfinite(f).all() and copies_spread(f, (2, 2, 1)) == 0.0

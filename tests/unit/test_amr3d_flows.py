@@ -325,7 +325,8 @@ def test_flow_preset_nonsense_found_by_the_audit_is_one_line(change, words):
 
 
 def test_memory_estimate_counts_the_tracers_and_open_flows_bound_the_speed():
-    from nagare.engine.amr3d.engine import AMR3D, tracer_bytes
+    from nagare.engine.amr3d.builder import tracer_bytes
+    from nagare.engine.amr3d.engine import AMR3D
     from nagare.engine.presets import load_preset
 
     over = ["grid.m=9", "refine=[]", "variants.kernels=reference",
@@ -335,7 +336,6 @@ def test_memory_estimate_counts_the_tracers_and_open_flows_bound_the_speed():
     many = AMR3D.__new__(AMR3D)
     many.preset, many.backend = load_preset("amr3d-sphere-re20", over + ["tracers.count=90000"], backend="numpy"), \
         get_backend("numpy")
-    many._make_bodies = few._make_bodies
     assert many.estimated_bytes() - few.estimated_bytes() == tracer_bytes(2 * 90000, 8) - tracer_bytes(2, 8)
     assert tracer_bytes(50_000_000, 8) > 24 * 2**30  # the audit's 50 M tracers: refused on a 24 GB machine
     assert few.sanity_bounds()["max_speed"][1] == pytest.approx(3 * 0.05)
@@ -347,7 +347,8 @@ def test_a_significantly_negative_population_is_a_divergence(case):
     weight), so a diverging run is not kept as "last good" while its density and speed still pass.
     The broken state below keeps every node's density and momentum (a population pair moved to the
     rest population), so only the new bound can catch it."""
-    from nagare.engine.amr3d.engine import AMR3D, MIN_POPULATION_SLACK
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.amr3d.outputs import MIN_POPULATION_SLACK
     from nagare.engine.errors import Diverged
     from nagare.engine.presets import load_preset
 
@@ -361,15 +362,15 @@ def test_a_significantly_negative_population_is_a_divergence(case):
     e.step(2)
     assert e.sanity_bounds()["min_population"] == (-MIN_POPULATION_SLACK, np.inf)
     d = e.diagnostics()
-    f = np.array(e._leaves())
+    f = np.array(e.shape.leaves())
     np.testing.assert_allclose(d["min_population"], f.min(), rtol=0, atol=0, err_msg=f"{case}: min_population")
     assert d["min_population"] > 0, d
     i, a = 1, 0.1 + float(f[1, 0, 3, 3, 3])  # direction 1 and its opposite lose a, the rest one gains 2a
     f[i, 0, 3, 3, 3] -= a
     f[d3q27.OPP[i], 0, 3, 3, 3] -= a
     f[0, 0, 3, 3, 3] += 2 * a
-    e._set_leaves(f)
+    e.shape.set_leaves(f)
     with pytest.raises(Diverged, match=r"min_population = -0\.1\d* is outside its physical range \(-0\.0740741, inf\)"):
         e.diagnostics()
-    rho, *_ = e._macroscopic()
+    rho, *_ = e.shape.macroscopic()
     assert float(np.min(rho)) > 0.9, "the density stays in its bounds"

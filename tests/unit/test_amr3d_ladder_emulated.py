@@ -300,7 +300,7 @@ def test_live_switching_storages_and_kernels_on_the_emulated_gpu(emulated_cupy):
         got = a.state_arrays()["f"]
         assert got.dtype == np.float32 and got.shape == (27, 8, 9, 9, 9)
         np.testing.assert_allclose(got, ref.state_arrays()["f"], rtol=2e-5, atol=atol, err_msg=str(change))
-        # the drawn fields come from every layout and storage too (engine._uniform; ρ sums 27 populations)
+        # the drawn fields come from every layout and storage too (Box.uniform; ρ sums 27 populations)
         np.testing.assert_allclose(a.field("rho").data, ref.field("rho").data, rtol=0, atol=30 * atol,
                                    err_msg=str(change))
     a.set_variant(storage="fp16", kernels="naive")

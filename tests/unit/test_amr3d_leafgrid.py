@@ -59,7 +59,8 @@ def test_storage_conversions_are_lossless():
 
 def test_p0_table_in_the_bench_report():
     """`nagare bench amr3d` writes P0's table: the inner kernel's % of P counts its own points."""
-    from nagare.engine.amr3d.engine import AMR3D, P0_FLOPS
+    from nagare.engine.amr3d.cases import P0_FLOPS
+    from nagare.engine.amr3d.engine import AMR3D
     from nagare.engine.bench import BenchResult
 
     peak = {"improved_roofline_gflops": 4000.0}

@@ -154,7 +154,7 @@ def test_engine_runs_the_cuda_rungs_on_mother_leaves_of_a_tree(emulated_cupy, na
     ref.set_variant(kernels="reference")
     for rung, mapped in (("mother-leaf", True), ("templates", True), ("naive", False), ("sorted", True)):
         a.set_variant(kernels=rung)
-        assert a._tree.mapped is mapped
+        assert a.shape.stepper.mapped is mapped
         a.step(2)
         ref.step(2)
         np.testing.assert_allclose(a.state_arrays()["f"], ref.state_arrays()["f"], rtol=2e-5, atol=2e-6, err_msg=rung)
@@ -225,14 +225,14 @@ def test_an_adaptive_tree_regrids_on_mother_leaves(emulated_cupy):
                                            "variants.kernels=naive"])
     a, b = (create_engine(p, Backend("cupy", emulated_cupy, _cupy=emulated_cupy)) for _ in range(2))
     a.set_variant(kernels="mother-leaf")
-    assert a._tree.mapped
+    assert a.shape.stepper.mapped
     a.step(2)
     b.step(2)
     np.testing.assert_allclose(a.regrid_criterion(), b.regrid_criterion(), rtol=1e-4, atol=1e-7)
     a.regrid()
     b.regrid()
     np.testing.assert_array_equal(a.forest.level, b.forest.level)
-    assert a._tree.mapped  # rebuilt on the new tree, still on mother leaves
+    assert a.shape.stepper.mapped  # rebuilt on the new tree, still on mother leaves
     a.step(2)
     b.step(2)
     np.testing.assert_allclose(a.state_arrays()["f"], b.state_arrays()["f"], rtol=2e-5, atol=2e-6)
@@ -284,6 +284,6 @@ def test_a_checkpoint_on_mother_leaves_resumes_bit_for_bit(emulated_cupy):
     ckpt = b.checkpoint()
     c = make()
     c.restore(ckpt)
-    assert c._tree.mapped
+    assert c.shape.stepper.mapped
     c.step(2)
     np.testing.assert_array_equal(c.state_arrays()["f"], a.state_arrays()["f"])

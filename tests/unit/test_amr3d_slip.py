@@ -330,7 +330,7 @@ def test_documented_set_runs_the_sphere_between_free_slip_sides():
     over = ["tracers.count=0", "variants.kernels=reference"]
     e = AMR3D(load_preset("amr3d-sphere-re20", over + SLIP_SETS, backend="numpy"), get_backend("numpy"))
     assert e._bnd.slip == ("y-", "y+", "z-", "z+")
-    assert e._interface() is not None
+    assert e.shape.interface() is not None
     e.step(3)
     c = e.force_coefficients()
     assert np.isfinite(c["cd"]) and c["cd"] > 1.0 and abs(c["cl"]) < 1e-3 and abs(c["cs"]) < 1e-3

@@ -475,9 +475,9 @@ def _tree_stepper_for(e):
     per-level buffers and orchestration), swapped in for the reference stepper."""
     from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
 
-    st = TreeStepper(np, e.forest, e._interface(), e.preset.physics.tau, e.accel, NumpyKernels(), e.timer,
+    st = TreeStepper(np, e.forest, e.shape.interface(), e.preset.physics.tau, e.accel, NumpyKernels(), e.timer,
                      dtype=e.dtype, bnd=e._bnd, collision=e.collision)
-    st.set_state(e._leaves())
+    st.set_state(e.shape.leaves())
     return st
 
 
@@ -488,12 +488,12 @@ def test_steppers_gather_the_populations_of_point_ids():
     e.step(3)
     st = _tree_stepper_for(e)
     st.advance(1)
-    e._tree.step(1)
+    e.shape.stepper.step(1)
     assert st.levels == [0, 1, 2]
     m3 = e.m**3
     edges = [x for c in st.coupling.values() for x in (c.lo * m3, (c.lo + c.n) * m3 - 1)]  # each level's ends
     ids = np.concatenate([edges, np.random.default_rng(4).integers(0, e.forest.n_leaves * m3, 494)]).reshape(2, -1)
-    for stepper in (e._tree, st):
+    for stepper in (e.shape.stepper, st):
         want = stepper.state() if stepper is st else stepper.f
         got = stepper.populations(ids)
         assert got.shape == (27,) + ids.shape
@@ -540,12 +540,12 @@ def test_the_tracer_step_never_computes_a_whole_field(monkeypatch):
     tracers' stencils: with those raising, the engine's tracers step — on the reference stepper and on
     the per-level TreeStepper — and agree with each other to the fluids' round-off."""
     from nagare.engine.amr3d import d3q27, tracers
-    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.amr3d.tree_shape import Tree
     from nagare.engine.amr3d.tree_stepper import TreeStepper
 
     ref, tree = _sphere_engine(6, level=2), _sphere_engine(6, level=2)
-    tree._tree = _tree_stepper_for(tree)
-    assert tree._tree.levels == [0, 1, 2]
+    tree.shape.stepper = _tree_stepper_for(tree)
+    assert tree.shape.stepper.levels == [0, 1, 2]
     slots = ref._tracers.pos.shape[0]
 
     def forbidden(*a, **k):
@@ -559,7 +559,7 @@ def test_the_tracer_step_never_computes_a_whole_field(monkeypatch):
 
     with monkeypatch.context() as mp:
         mp.setattr(d3q27, "fluid_velocity", forbidden)
-        mp.setattr(AMR3D, "_leaves", forbidden)
+        mp.setattr(Tree, "leaves", forbidden)
         mp.setattr(TreeStepper, "state", forbidden)
         mp.setattr(tracers, "node_velocity", stencil_only)
         for e in (ref, tree):

@@ -66,7 +66,7 @@ def test_engine_fused_tracers_are_the_array_code_bit_for_bit(emulated_cupy):
     tracers are parked at the sphere's half-way wall and beyond the outlet and the ring wraps twice;
     the fused engine launches exactly the two tracer kernels a step, the other none."""
     fused, ref = sphere_engine(emulated_cupy), sphere_engine(emulated_cupy, fused=False)
-    assert fused._tree.levels == [0, 1] and fused._tracers.solid is not None
+    assert fused.shape.stepper.levels == [0, 1] and fused._tracers.solid is not None
     assert not fused._tracers.lookup.periodic[0]  # walled in x: inlet and outlet
     parked = {"solid": 0, "outlet": 0}
     for step in range(36):

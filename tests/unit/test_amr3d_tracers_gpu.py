@@ -50,7 +50,7 @@ def test_gpu_tracer_step_gathers_stencil_populations_only(kernels, monkeypatch):
 
     e = _engine("cupy", kernels)
     e.step(3)
-    xp, st = e.xp, e._tree
+    xp, st = e.xp, e.shape.stepper
     assert len(st.levels) == 3
     ids = xp.asarray(np.random.default_rng(0).integers(0, e.forest.n_leaves * e.m**3, (8, 300)))
     want = st.state().reshape(d3q27.Q, -1)[:, ids]
@@ -82,7 +82,7 @@ def test_fused_tracers_follow_the_array_code_on_the_gpu(kernels):
     r._tracers.use_kernels = False
     g.step(12)
     r.step(12)
-    assert g._tree.mapped is (kernels == "mother-leaf")  # (the fused kernels read mother leaves through a map)
+    assert g.shape.stepper.mapped is (kernels == "mother-leaf")  # (the fused kernels read mother leaves through a map)
     r._tracers.load_state_arrays(g._tracers.state_arrays())  # the same tracers, the same fluid
     g.step(1)
     r.step(1)

@@ -116,8 +116,8 @@ extern "C" __global__ void amr3d_restrict(const float* __restrict__ src, float* 
 
 // All 27 populations at each distinct source position inside a coarser leaf: out[q][u] =
 // sum_s w[u][s] coarse[q][slot[u][s]] in the order s = 0..S-1 (the reference's order). The stencil
-// row is read once for the 27 populations it serves. (A thread per (population, position) was
-// measured 5x slower on the H200: 1.25 ms a step against 0.24 on the benchmark tree's level 2.)
+// row is read once for the 27 populations it serves (a thread per (population, position) reads it
+// 27 times and is several times slower: docs/benchmarks/amr3d-design-figures/README.md).
 template <int S>
 __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse, const long long* __restrict__ slot,
                                   const float* __restrict__ w, int n, float* __restrict__ out)

@@ -209,8 +209,8 @@ __global__ void amr3d_naive_fix(const float* __restrict__ src, float* __restrict
 // (j, k) in 1..M-2, and the threads at i = 0 and M-1 (shell points) return. Rows j = 1..M-2 of one
 // k-plane are contiguous in memory, so a warp reads and writes one contiguous run of each
 // direction's plane. (Threads over the (M-2)^3 inner points alone give each warp about three
-// partial row segments of M-2 floats: on the H200 ncu flagged its loads as uncoalesced and the
-// kernel ran at 42 % of DRAM throughput, the naive kernel at 58 %.)
+// partial row segments of M-2 floats: uncoalesced loads, and a smaller share of the DRAM bandwidth
+// than the naive kernel's; figures in docs/benchmarks/amr3d-design-figures/README.md.)
 template <int M>
 __global__ void amr3d_inner(const float* __restrict__ src, float* __restrict__ dst, int nleaf, float omega,
                             float ax, float ay, float az NAGARE_CSM_PARAM)
@@ -306,12 +306,12 @@ __global__ void amr3d_shell_sorted(const float* __restrict__ src, float* __restr
 #undef NAGARE_CLASS
 
 // ---- The apart storage (beyond P0; docs/amr3d.md "Why split loses on HBM") ---------------------
-// On the H100/H200 the split kernels above write a leaf's points in two interleaved sets (the inner
+// On HBM GPUs the split kernels above write a leaf's points in two interleaved sets (the inner
 // kernel leaves i = 0 and M-1 of every row, rows j = 0 and M-1 and planes k = 0 and M-1 to the
 // shell kernel), so most 32-byte sectors are written partly by each. HBM's ECC makes a partial
-// sector a DRAM read-modify-write: measured with ncu on an H100 (P0's box), a plain copy of the
-// inner points with the inner kernel's mapping read 342 MB from DRAM for 187 MB of data and ran at
-// 55 % of a whole-leaf copy's speed. (P0's K20X wrote partial sectors with byte masks.)
+// sector a DRAM read-modify-write: a plain copy of the inner points with the inner kernel's mapping
+// reads nearly twice its data from DRAM and runs at about half a whole-leaf copy's speed (ncu figures
+// in docs/benchmarks/amr3d-design-figures/README.md). (P0's K20X wrote partial sectors with byte masks.)
 // The apart storage keeps one direction's plane as [inner blocks of every leaf][shells of every
 // leaf]: inner point (i,j,k) in 1..M-2 of leaf L at L*N^3 + ((k-1)*N + (j-1))*N + (i-1) (N = M-2),
 // shell point at nleaf*N^3 + L*S + its rank in the shell's index order (S = M^3 - N^3, the order of

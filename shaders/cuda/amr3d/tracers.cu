@@ -1,7 +1,7 @@
 // Passive tracers on the octree (engine/amr3d/tracers.py, docs/amr3d.md "Tracers"): a Heun step of
 // every tracer in two launches, reading the tree stepper's per-level buffers directly. The array code
-// needs ~136-180 small CuPy launches for the same step, and their host issue time was the whole cost
-// of the tracers phase (docs/benchmarks/amr3d-sphere-h100-2026-11-26-after-fix).
+// needs ~136-180 small CuPy launches for the same step, and their host issue time is the whole cost
+// of the tracers phase (docs/benchmarks/amr3d-design-figures/README.md).
 //
 //   amr3d_tracer_begin<P, S>   before the fluid step: k1 = u(x) of every alive tracer, into k1
 //                              (Tracers.begin); thread 0 snapshots the step and cursor counters

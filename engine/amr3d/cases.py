@@ -1,0 +1,233 @@
+"""amr3d's test and bench cases and its initial states: the registry test's presets and
+companions, what ``nagare bench amr3d`` measures and how P0's table is drawn from it, and the
+preset's initial flow (or a random valid state) as populations on a box or a tree."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..benchspec import BenchSpec
+from . import d3q27, leafgrid, reference, storage, variants
+from .config import AMR3DPreset
+
+FAMILY = variants.FAMILY
+# The multi-level benchmark case: P0's box with a centred region refined twice (level 1 over the
+# middle half of each axis, level 2 over its middle quarter): 2:1 interfaces on faces, edges and
+# corners at two depths, and sub-cycling (level l takes 2^l steps per step).
+THREE_LEVELS = ("refine=[{lo=[0.25, 0.25, 0.25], hi=[0.75, 0.75, 0.75], level=1}, "
+                "{lo=[0.375, 0.375, 0.375], hi=[0.625, 0.625, 0.625], level=2}]")
+# P0 §4: flops and bytes per point and step of the D3Q27 BGK update (the improved roofline).
+P0_FLOPS, P0_BYTES = 377, 220
+
+
+def equivalence_presets():
+    base = {"engine": FAMILY, "description": "equivalence test", "initial": {"kind": "random"}}
+    return {
+        "fp32-2x2x2-m9": AMR3DPreset.model_validate({
+            **base, "grid": {"leaves": [2, 2, 2], "m": 9}, "physics": {"tau": 0.62, "force": [1e-5, 0, -2e-5]}}),
+        "fp32-4x2x2-m9": AMR3DPreset.model_validate({
+            **base, "grid": {"leaves": [4, 2, 2], "m": 9}, "physics": {"tau": 0.8}}),
+        "fp32-3x1x2-m17": AMR3DPreset.model_validate({
+            **base, "grid": {"leaves": [3, 1, 2], "m": 17}, "physics": {"tau": 0.7}}),
+        # two levels, interfaces on faces, edges and corners, P0's trilinear stencil, a body force
+        "fp32-tree2-m9": AMR3DPreset.model_validate({
+            **base, "grid": {"leaves": [3, 2, 2], "m": 9},
+            "refine": [{"lo": [0.0, 0.0, 0.0], "hi": [0.3, 0.4, 0.4], "level": 1}],
+            "physics": {"tau": 0.62, "force": [1e-5, 0, -2e-5], "interp": "linear"}}),
+        # three levels, walls normal to y (bounce-back at interface points too), quadratic stencil
+        "fp32-tree3-m9": AMR3DPreset.model_validate({
+            **base, "grid": {"leaves": [4, 2, 4], "m": 9, "periodic": [True, False, True]},
+            "refine": [{"lo": [0.4, 0.2, 0.4], "hi": [0.6, 0.4, 0.6], "level": 2}],
+            "physics": {"tau": 0.57}}),
+        # a flow: a sphere on the finer of two levels (interpolated bounce-back: the link kernel,
+        # its points in the fix-up), a velocity inlet and an outflow (the boundary kernels), with
+        # the MRT collision and Smagorinsky's LES in every kernel
+        "fp32-sphere-m9": AMR3DPreset.model_validate({
+            **base, "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [False, True, True]},
+            "body": [{"kind": "sphere", "center": [7.7, 8.1, 8.3], "diameter": 3.0, "level": 1, "band": 0.5}],
+            "flow": {"inlet": "x-", "outlet": "x+", "velocity": [0.04, 0.0, 0.0], "wall": "interpolated"},
+            "physics": {"tau": 0.56, "collision": "mrt", "les": "smagorinsky", "smagorinsky": 0.16}}),
+        # free-slip sides (specular reflection through the fix-up's descriptors) on two levels: y− and z+
+        # free slip, y+ a wall (the wall–free-slip edge), z− a wall, x periodic, a body force along x
+        "fp32-tree2-slip-m9": AMR3DPreset.model_validate({
+            **base, "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [True, False, False],
+                             "free_slip": ["y-", "z+"]},
+            "refine": [{"lo": [0.0, 0.0, 0.0], "hi": [0.3, 0.4, 0.4], "level": 1}],
+            "physics": {"tau": 0.57, "force": [2e-5, 0, 0]}}),
+        # Kobayashi's CSM (the coefficient's pre-pass, the fix-up's velocities, the owners' C) on two
+        # levels with walls normal to y and a body force
+        "fp32-tree2-csm-m9": AMR3DPreset.model_validate({
+            **base, "grid": {"leaves": [3, 2, 2], "m": 9, "periodic": [True, False, True]},
+            "refine": [{"lo": [0.0, 0.0, 0.0], "hi": [0.3, 0.4, 0.4], "level": 1}],
+            "physics": {"tau": 0.56, "force": [1e-5, 0, -2e-5], "les": "csm"}}),
+    }
+
+
+
+def equivalence_companions(axis, choice):
+    """The graph is checked around the most involved rung (26 class streams captured); fp16
+    storage on the fastest rung that has it."""
+    if axis == "graph" and choice == "on":
+        return {"kernels": "templates"}
+    return {"kernels": "naive"} if axis == "storage" and choice == "fp16" else {}
+
+
+
+def bench_spec():
+    return BenchSpec(preset="amr3d-bench", cases=bench_cases, selections=bench_selections, batch=16)
+
+
+
+def bench_report(results: list) -> str:
+    """P0's table (§4) from the measured cells: per case and rung the inner and outer (shell)
+    kernel times, the step, the speed-up over naive, GFLOPS at F = 377 flop a point, and % of
+    P0's improved roofline P for the step and for the inner kernel alone (its own points)."""
+    rows = []
+    for r in results:
+        peak = r.extra.get("improved_roofline_gflops") if r.ok else None
+        if not peak:
+            continue
+        naive = next((x for x in results if x.ok and x.case == r.case and x.label == "naive"), None)
+        gflops = r.updates_per_s * P0_FLOPS / 1e9
+        inner, shell, points = r.phases.get("inner"), r.phases.get("shell"), r.extra.get("inner_points")
+        inner_gflops = points / (inner * 1e-3) * P0_FLOPS / 1e9 if inner and points else None
+
+        def cell(v, fmt):
+            return "—" if v is None else format(v, fmt)
+        cells = [r.case, r.label, cell(inner, ".4f"), cell(shell, ".4f"), f"{r.ms_per_step:.4f}",
+                 "—" if naive is None else f"{naive.ms_per_step / r.ms_per_step:.2f}×",
+                 f"{gflops:,.0f}", f"{100 * gflops / peak:.1f}", cell(inner_gflops, ",.0f"),
+                 cell(None if inner_gflops is None else 100 * inner_gflops / peak, ".1f")]
+        rows.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        return ""
+    return "\n".join(["", "## P0's table (§4)", "",
+                      f"F = {P0_FLOPS} flop and B = {P0_BYTES} bytes a point and step (112 with fp16 storage); "
+                      "P = F / (F/P_peak + B/B_copy) with this GPU's fp32 peak and the copy bandwidth above. "
+                      "Points are counted as stored (shared face nodes twice); the inner kernel's figures count "
+                      "its own points (indices 1..m−2 of each leaf).", "",
+                      "| case | rung | inner ms | outer ms | step ms | speed-up over naive | GFLOPS | % of P "
+                      "| inner GFLOPS | inner % of P |", "|" + "---|" * 10, *rows]) + "\n"
+
+
+
+def bench_cases(backend: str = "cupy"):
+    """P0's box (512 leaves of 17³ = 64 mother leaves of 33³) and a GPU-filling box (16×)."""
+    if backend == "numpy":
+        return [("p0-box-8-leaves", ["grid.leaves=[2, 2, 2]"])]
+    return [("p0-box-512-leaves", ["grid.leaves=[8, 8, 8]"]),
+            ("fill-8192-leaves", ["grid.leaves=[16, 16, 32]"]),
+            ("three-levels", ["grid.leaves=[8, 8, 8]", THREE_LEVELS]),
+            ("sphere", ["@amr3d-sphere-re100"])]
+
+
+
+def bench_selections(backend: str = "cupy"):
+    if backend == "numpy":
+        return [("reference", {"kernels": "reference"})]
+    rungs = ("naive", "split", "mother-leaf", "templates", "sorted", "split-apart", "naive-fused", "uniform")
+    return ([(r, {"kernels": r}) for r in rungs]
+            + [(f"{r} graph", {"kernels": r, "graph": "on"})
+               for r in ("naive", "templates", "sorted", "naive-fused", "uniform")]
+            + [(f"{r} fp16", {"kernels": r, "storage": "fp16"}) for r in ("naive", "uniform")])
+
+
+def _flow(p: AMR3DPreset, x, y, z):
+    """ρ, (ux, uy, uz) of the preset's initial flow at coordinates in level-0 lattice units."""
+    nz, ny, nx = p.shape
+    kx, ky, kz = 2 * math.pi / nx, 2 * math.pi / ny, 2 * math.pi / nz
+    u0 = p.initial.u0
+    rho = np.ones(np.broadcast(x, y, z).shape)
+    ux, uy, uz = np.zeros_like(rho), np.zeros_like(rho), np.zeros_like(rho)
+    kind = p.initial.kind
+    if kind == "taylor-green":
+        ux = u0 * np.sin(kx * x) * np.cos(ky * y) * np.cos(kz * z)
+        uy = -u0 * np.cos(kx * x) * np.sin(ky * y) * np.cos(kz * z)
+        # the pressure of the 3D Taylor–Green vortex, as a density through p = c_s² ρ
+        rho = 1 + 3 * (u0 * u0 / 16) * (np.cos(2 * kx * x) + np.cos(2 * ky * y)) * (np.cos(2 * kz * z) + 2)
+    elif kind == "shear-wave":
+        ux = u0 * np.sin(kz * z)
+    elif kind == "uniform":
+        ux, uy, uz = (np.full_like(rho, v) for v in p.flow.velocity)
+    elif kind == "vortex":
+        # u_θ = u0 (r/R) exp(½(1 − r²/R²)) about z, on top of flow.velocity (the convected Gaussian
+        # vortex: compact, so the periodic images are negligible for R ≪ the box, and zero net
+        # circulation); ρ = 1 − (3/2) u0² exp(1 − r²/R²) balances the centripetal pressure (p = ρ/3)
+        c = p.initial.center if p.initial.center is not None else (nx / 2, ny / 2, nz / 2)
+        R = p.initial.radius
+        dx, dy = x - c[0], y - c[1]
+        for d, n in ((0, nx), (1, ny)):  # nearest periodic image
+            if p.grid.periodic[d]:
+                v = dx if d == 0 else dy
+                v = v - n * np.round(v / n)
+                dx, dy = (v, dy) if d == 0 else (dx, v)
+        g = np.exp(0.5 * (1.0 - (dx * dx + dy * dy) / (R * R)))
+        ux = p.flow.velocity[0] - u0 * dy / R * g + 0 * rho
+        uy = p.flow.velocity[1] + u0 * dx / R * g + 0 * rho
+        uz = p.flow.velocity[2] + 0 * rho
+        rho = 1.0 - 1.5 * u0 * u0 * g * g
+    elif kind == "random":
+        return _smooth_random(np.random.default_rng(p.initial.seed), x, y, z, (nx, ny, nz), u0)
+    return rho, (ux, uy, uz)
+
+
+def _smooth_random(rng, x, y, z, n, u0, modes: int = 6):
+    """A random smooth flow: a few periodic Fourier modes evaluated at the coordinates, so every
+    stored copy of a node (shared faces, coarse and fine copies) gets the same value."""
+    def field(amp):
+        out = np.zeros(np.broadcast(x, y, z).shape)
+        for _ in range(modes):
+            k = rng.integers(-2, 3, size=3)
+            ph = rng.uniform(0, 2 * math.pi)
+            out += amp / modes ** 0.5 * rng.standard_normal() * np.cos(
+                2 * math.pi * (k[0] * x / n[0] + k[1] * y / n[1] + k[2] * z / n[2]) + ph)
+        return out
+    return 1 + field(0.02), (field(u0), field(u0), field(u0))
+
+
+def initial_tree_state(p: AMR3DPreset, forest) -> np.ndarray:
+    """The preset's initial flow on a tree as post-collision populations (reference.init_state:
+    the equilibrium of each level with P0's force term)."""
+    X = reference.point_coordinates(forest)
+    rho, u = _flow(p, X[..., 0], X[..., 1], X[..., 2])
+    phys = reference.Physics(p.physics.tau, tuple(p.physics.force))
+    return reference.init_state(np, forest, phys, rho, np.stack(u), dtype=p.physics.dtype)
+
+
+def random_tree_state(p: AMR3DPreset, forest, rng: np.random.Generator) -> np.ndarray:
+    """A random, physically valid state on a tree, equal on every copy of a node: a smooth random
+    flow and a small non-equilibrium perturbation that is a smooth function of position too."""
+    X = reference.point_coordinates(forest)
+    nz, ny, nx = p.shape
+    rho, u = _smooth_random(rng, X[..., 0], X[..., 1], X[..., 2], (nx, ny, nz), 0.02)
+    f = reference.init_state(np, forest, reference.Physics(p.physics.tau, tuple(p.physics.force)), rho, np.stack(u))
+    for q in range(d3q27.Q):  # periodic in the domain: the copies at x = 0 and x = L of a node agree
+        k = 2 * math.pi * rng.integers(1, 4, size=3) / np.array([nx, ny, nz])
+        f[q] *= 1 + 0.01 * np.sin(X[..., 0] * k[0] + X[..., 1] * k[1] + X[..., 2] * k[2] + rng.uniform(0, 6.3))
+    return f.astype(p.physics.dtype)
+
+
+def random_box_state(p: AMR3DPreset, rng: np.random.Generator) -> np.ndarray:
+    """A random, physically valid state on a box (leaf storage, host NumPy): equilibria of a random
+    flow, each population perturbed by 1 %."""
+    nz, ny, nx = p.shape
+    rho = 1 + 0.02 * rng.standard_normal((nz, ny, nx))
+    u = 0.04 * rng.standard_normal((3, nz, ny, nx))
+    feq = leafgrid.equilibrium(np, rho, *u)
+    u0 = feq * (1 + 0.01 * rng.standard_normal(feq.shape))
+    return storage.leaves_from_uniform(np, u0, p.grid.m, tuple(p.grid.leaves))
+
+
+def initial_state(p: AMR3DPreset) -> np.ndarray:
+    """The preset's initial condition as equilibrium populations in leaf storage (host NumPy)."""
+    nz, ny, nx = p.shape
+    z, y, x = np.meshgrid(*(np.arange(n, dtype=np.float64) for n in (nz, ny, nx)), indexing="ij")
+    if p.initial.kind == "random":  # independent noise per node (a box stores each node's copies alike)
+        rng = np.random.default_rng(p.initial.seed)
+        rho = 1 + 0.01 * rng.standard_normal((nz, ny, nx))
+        ux, uy, uz = (p.initial.u0 * 0.5 * rng.standard_normal(rho.shape) for _ in range(3))
+    else:
+        rho, (ux, uy, uz) = _flow(p, x, y, z)
+    feq = leafgrid.equilibrium(np, rho, ux, uy, uz)
+    return storage.leaves_from_uniform(np, feq, p.grid.m, tuple(p.grid.leaves)).astype(p.physics.dtype)

@@ -1,0 +1,213 @@
+"""A tree that adapts to its flow (adapt.every > 0; docs/amr3d-flows.md "Adaptive regridding"): the
+tree shape's regrids, and the tree as part of the state (checkpoints hold it, a restore rebuilds it).
+
+The algorithms (criterion, refine/coarsen plan, 2:1 balance) are adapt.py's and the state's
+carry-over is transfer.py's; this mixin of :class:`~.tree_shape.Tree` applies them to an engine:
+it replaces the engine's forest and boundaries, the tracers' lookup and the stepper by a fresh
+build of the new tree.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..errors import CheckpointError
+from . import adapt, d3q27, interface, mesh, reference, transfer
+from . import tree as tree_mod
+from .builder import build_boundaries
+from .cases import initial_tree_state
+from .tree_stepper import synchronise_host
+
+log = logging.getLogger("nagare")
+
+
+class Regridding:
+    def init_regridding(self) -> None:
+        self.regrids = 0  # regrids done by this engine object (not in the state)
+        self.last_regrid = {"refined": 0, "coarsened": 0, "step": -1, "capped": 0}
+        self._cap_said = False  # the cap's warning, once a run
+        self._floor = None
+        self._preset_leaf_count = None
+
+    def preset_leaves(self) -> int:
+        """Leaves of the preset's own tree (before any adaptation): what adapt.leaf_cap scales."""
+        if self._preset_leaf_count is None:
+            self._preset_leaf_count = mesh.build_forest(self.e.preset, self.e.bodies).n_leaves
+        return self._preset_leaf_count
+
+    def floor_forest(self):
+        """The refinement a regrid never undoes: the bodies' (adapt.keep = bodies) or the preset's
+        whole tree (static)."""
+        if self._floor is None:
+            p, bodies = self.e.preset, self.e.bodies
+            if p.adapt.keep == "static":
+                self._floor = mesh.build_forest(p, bodies)
+            else:
+                f = tree_mod.Forest.uniform(tuple(p.grid.leaves), 0, p.grid.m, p.max_level, tuple(p.grid.periodic))
+                for spec, body in zip(p.body, bodies):
+                    f = mesh.refine_near(f, body, spec.level, spec.band)
+                self._floor = f
+        return self._floor
+
+    def _plan(self, crit):
+        a, e = self.e.preset.adapt, self.e
+        return adapt.plan(e.forest, crit, refine_above=a.refine_above, coarsen_below=a.coarsen_below,
+                          max_level=a.max_level, base_level=e.base_level, floor=self.floor_forest(),
+                          max_leaves=a.leaf_cap(self.preset_leaves()))
+
+    def _set_forest(self, forest) -> None:
+        """Make ``forest`` the engine's tree: its boundaries and the tracers' lookup follow."""
+        e = self.e
+        e.forest = forest
+        e._bnd = build_boundaries(e.preset, forest, e.bodies)
+        if e._tracers is not None:
+            e._tracers.set_forest(forest)
+
+    def adapt_initial_tree(self, f):
+        """The starting tree adapted to the initial flow: plan on the flow, rebuild the tree, evaluate
+        the flow anew on it (no transfer), until nothing changes (at most one pass per level)."""
+        e = self.e
+        refined = coarsened = 0
+        for _ in range(e.forest.max_level - e.base_level + 1):
+            chunks = [(lv, f[:, e.forest.level_slice(lv)]) for lv in e.forest.levels]
+            crit = adapt.criterion(np, chunks, e.accel, e.preset.adapt_u_ref, np.asarray)
+            plan = self._plan(crit)
+            if plan.refined == 0 and plan.coarsened == 0:
+                break
+            refined, coarsened = refined + plan.refined, coarsened + plan.coarsened
+            self._set_forest(plan.forest)
+            f = initial_tree_state(e.preset, e.forest)
+        self.last_regrid = {"refined": refined, "coarsened": coarsened, "step": 0, "capped": int(plan.capped)}
+        return f
+
+    def regrid_criterion(self) -> np.ndarray:
+        """Per-leaf max |ω|·h_leaf / U_ref (host float64, leaf order), from the stepper's own storage
+        level by level: only the per-leaf maxima leave the device."""
+        e, st = self.e, self.stepper
+        if st is None:
+            chunks = [(lv, self.xp.asarray(self.pending)[:, e.forest.level_slice(lv)]) for lv in e.forest.levels]
+        elif isinstance(st, reference.Stepper):
+            chunks = [(lv, st.f[:, e.forest.level_slice(lv)]) for lv in e.forest.levels]
+        else:
+            chunks = [(lv, st.level_state(lv)) for lv in st.levels]  # (leaf order, also on mother leaves)
+        return adapt.criterion(self.xp, chunks, e.accel, e.preset.adapt_u_ref, e.backend.asnumpy)
+
+    def regrid(self, step: int | None = None) -> dict:
+        """One regrid now: criterion, refine/coarsen sets, 2:1 balance, the state carried over by
+        transfer.py, then boundaries, tables or interface, tracers' lookup and stepper rebuilt as a
+        fresh build of the new tree. Returns (and keeps, for the live figures) the counts."""
+        e = self.e
+        with e.timer.phase("regrid", steps=0):
+            plan = self._plan(self.regrid_criterion())
+            changed = not (np.array_equal(plan.forest.level, e.forest.level)
+                           and np.array_equal(plan.forest.block, e.forest.block))
+            if changed:
+                f_old = np.asarray(e.backend.asnumpy(self.leaves()))
+                f_new = transfer.transfer(e.forest, plan.forest, f_old, e.preset.physics.tau, e.accel)
+                self.install_tree(plan.forest, f_new, synchronise=True)
+        self.regrids += 1
+        self.last_regrid = {"refined": plan.refined, "coarsened": plan.coarsened,
+                            "step": int(e.step_count if step is None else step), "capped": int(plan.capped)}
+        if plan.capped and not self._cap_said:
+            self._cap_said = True
+            log.warning("nagare: %s: a regrid's refinement was skipped: the tree would pass adapt.max_leaves = %d "
+                        "leaves (raise it; the memory estimate reserves that many)", e.preset.source,
+                        e.preset.adapt.leaf_cap(self.preset_leaves()))
+        return dict(self.last_regrid, leaves=e.forest.n_leaves)
+
+    def install_tree(self, forest, f_host, synchronise: bool) -> None:
+        """Make ``forest`` the engine's tree with state ``f_host`` (host, on that tree). With
+        ``synchronise`` (a transferred state): solid and inlet nodes as the step leaves them, the
+        coarse copies of fine-owned nodes restricted and same-level copies set to their owner's
+        (transfer fills each new leaf on its own); without (a checkpoint): taken bit for bit."""
+        e = self.e
+        self._set_forest(forest)
+        self.tables = self.coupling = self.sampling = self.mass_w = None
+        self.stepper = None
+        f = np.array(f_host, dtype=self.dtype)
+        if synchronise:
+            self.apply_boundaries(f)
+            coupling = self.interface()
+            f2 = f.reshape(d3q27.Q, -1)
+            m3 = self.m ** 3
+            for lv in sorted(forest.levels, reverse=True):  # reference.synchronise's order
+                if lv in coupling:
+                    synchronise_host(forest, {lv: coupling[lv]}, f, e.preset.physics.tau, e.accel)
+                dst, src = interface.level_copies(forest, lv)
+                if dst.size:
+                    lo = forest.level_slice(lv).start * m3
+                    f2[:, dst + lo] = f2[:, src + lo]
+        self.pending = f
+        self.select(e.selection)
+
+    def adapt_figures(self) -> dict:
+        """Leaves in all and per level (levels base … max_level, zeros included, so the columns stay
+        fixed), and the last regrid's refine (leaves split) and coarsen (families merged) counts."""
+        forest = self.e.forest
+        lev = forest.level
+        out = {"leaves": float(forest.n_leaves)}
+        for lv in range(self.e.base_level, forest.max_level + 1):
+            out[f"leaves_l{lv}"] = float(np.count_nonzero(lev == lv))
+        out["regrid_refined"] = float(self.last_regrid["refined"])
+        out["regrid_coarsened"] = float(self.last_regrid["coarsened"])
+        out["regrid_capped"] = float(self.last_regrid.get("capped", 0))  # 1: refinement skipped at the cap
+        return out
+
+    # ---- the tree in the state ------------------------------------------------------------------
+    def state_arrays(self) -> dict:
+        out = {"f": self.leaves()}
+        if self.e.preset.adapt.on:
+            # the tree is part of the state: the stored preset only defines the tree it started with
+            e = self.e
+            out["tree/level"] = e.forest.level.copy()
+            out["tree/block"] = e.forest.block.copy()
+            lr = self.last_regrid
+            out["adapt/last"] = np.array([lr["refined"], lr["coarsened"], lr["step"], lr.get("capped", 0)], np.int64)
+        return out
+
+    def check_restorable(self, arrays: dict, expected: dict) -> None:
+        """An adaptive run's checkpoint holds its tree: a valid tree of this preset (tiles the domain,
+        balanced, levels base … max_level, the bodies' refinement kept), and f sized for it."""
+        if not self.e.preset.adapt.on:
+            return
+        for k in ("tree/level", "tree/block"):
+            if k not in arrays:
+                raise CheckpointError(f"checkpoint lacks state array '{k}' (adapt.every > 0: the tree is part of "
+                                      "the state)")
+        lev = np.asarray(arrays["tree/level"])
+        blk = np.asarray(arrays["tree/block"])
+        if lev.ndim != 1 or blk.shape != (lev.size, 3) or lev.dtype.kind not in "iu" or blk.dtype.kind not in "iu":
+            raise CheckpointError(f"checkpoint arrays 'tree/level' {lev.shape} and 'tree/block' {blk.shape} are not "
+                                  "one level and one (x, y, z) block per leaf")
+        try:
+            forest = self.e.forest.replace(lev, blk)
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint tree: {exc}") from None
+        why = adapt.check_tree(forest, self.floor_forest(), self.e.base_level)
+        a = self.e.preset.adapt
+        top = max(a.max_level, int(self.floor_forest().level.max()))
+        if not why and int(forest.level.max()) > top:
+            why = f"a leaf at level {int(forest.level.max())} > adapt.max_level = {a.max_level}"
+        if not why and forest.n_leaves > a.leaf_cap(self.preset_leaves()):
+            why = (f"{forest.n_leaves} leaves > adapt.max_leaves = {a.leaf_cap(self.preset_leaves())} (the memory "
+                   "estimate reserves that many; resume with a larger --set adapt.max_leaves)")
+        if why:
+            raise CheckpointError(f"checkpoint tree ({forest.n_leaves} leaves) is not a tree of this preset: {why}")
+        shape, dtype = expected["f"]
+        expected["f"] = ((shape[0], forest.n_leaves) + tuple(shape[2:]), dtype)
+        expected["tree/level"] = (lev.shape, expected["tree/level"][1])
+        expected["tree/block"] = (blk.shape, expected["tree/block"][1])
+
+    def load(self, arrays: dict) -> None:
+        e = self.e
+        if e.preset.adapt.on:
+            lev, blk = np.asarray(arrays["tree/level"], np.int64), np.asarray(arrays["tree/block"], np.int64)
+            forest = e.forest.replace(lev, blk)
+            same = np.array_equal(forest.level, e.forest.level) and np.array_equal(forest.block, e.forest.block)
+            if not same:
+                self.install_tree(forest, np.asarray(arrays["f"], self.dtype), synchronise=False)
+            last = np.asarray(arrays.get("adapt/last", np.array([0, 0, -1, 0]))).reshape(-1)
+            self.last_regrid = {"refined": int(last[0]), "coarsened": int(last[1]), "step": int(last[2]),
+                                "capped": int(last[3]) if last.size > 3 else 0}
+        self.set_leaves(arrays["f"])
