@@ -162,12 +162,12 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
     backend = get_backend("cupy")  # one-line BackendUnavailable without a GPU
     import cupy as cp
 
-    from ..device import copy_bandwidth, device_info
+    from ..device import copy_bandwidth
     from .library import diffusion7
     from .loops import Loop
 
     bw = copy_bandwidth(backend)
-    info = device_info(backend).as_dict()
+    info = backend.device_info().as_dict()
     from .codegen import tile_smem_bytes, vec_choice
 
     shapes = tuple(shapes or STENCIL_SHAPES)
