@@ -47,9 +47,10 @@ from nagare.engine.fields import Grid2D, Grid3D
 from .atomic import ExportError, make_folder, write_atomic
 from .fieldkinds import host_copies
 from .fieldkinds.vtkio import safe_name
-from .vtkhdf import _grid_key, _h5py, _root, image_layout
+from .vtkhdf import _grid_key, _root, image_layout
 from .vtkhdf_amr import OctreeLeaves, octree_leaves
 from .vtkhdf_amr import _root as _amr_root
+from .vtkhdf_format import h5py_module
 
 MARGIN = 1 << 20  # bytes beyond the arrays a file needs (HDF5 metadata; a few kB in practice)
 
@@ -104,7 +105,7 @@ class SeriesFile(ABC):
                 write_atomic(self.path, lambda tmp: self._create(tmp, item, time))
             else:
                 self._check(item)
-                with _h5py().File(self.path, "r+") as f:
+                with h5py_module().File(self.path, "r+") as f:
                     self._write_step(f["VTKHDF"], self.steps, item, time)
         except ExportError as exc:
             raise ExportError(f"{exc}; {self._kept()}") from None
@@ -136,7 +137,7 @@ class SeriesFile(ABC):
                               "(a larger --dump-every K writes fewer steps)")
 
     def _create(self, tmp: Path, item, time: float) -> None:
-        with _h5py().File(tmp, "w") as f:
+        with h5py_module().File(tmp, "w") as f:
             root = self._create_root(f)
             steps = root.create_group("Steps")
             steps.attrs["NSteps"] = np.int64(0)
