@@ -41,6 +41,9 @@ from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
 from . import interop
+from .drawer import host
+from .probe import register_geometry
+from .slice_drag import SlicePlaneGeometry
 from .slice_pick import slice_index
 
 log = logging.getLogger("nagare")
@@ -505,7 +508,7 @@ class VolumeDrawer:
         else:
             self._drop_interops()
             canvas.host_copies += pk.backend == "cupy"
-            host_volume = canvas_host(pk.data, pk.backend)
+            host_volume = host(pk.data, pk.backend)
             self.planes.set_volume(host_volume)
             self.uploads["host"] += 1
         self.planes.set_clim((lo_v, hi_v))  # solid cells arrive as SOLID (the snapshot wrote them)
@@ -522,7 +525,7 @@ class VolumeDrawer:
             if self.path == "interop" and not new_shape and self.volume_shape == shape:
                 self._interop("volume", self.volume._texture, canvas, shape).upload(pk.data, pk.event)
             else:
-                self.volume.set_data(host_volume if host_volume is not None else canvas_host(pk.data, pk.backend))
+                self.volume.set_data(host_volume if host_volume is not None else host(pk.data, pk.backend))
                 self.volume_shape = shape
         self._upload_leaves(canvas, pk)
         self._upload_bodies(canvas, pk)
@@ -546,7 +549,7 @@ class VolumeDrawer:
     def _upload_tracers(self, canvas, pk) -> None:
         """The packet's 3D particles (world units, as the bodies: shifted by half a sample onto the
         drawn cells) as points, with their trails; parked ones (NaN) are left out."""
-        pos = None if pk.overlay is None else canvas_host(pk.overlay, pk.backend)
+        pos = None if pk.overlay is None else host(pk.overlay, pk.backend)
         on = pos is not None and pos.ndim == 2 and pos.shape[1] == 3  # None: the View dock's overlay is off
         pts = pos[np.isfinite(pos).all(axis=1)] if on else None
         self.tracers.visible = bool(on and len(pts))
@@ -558,7 +561,7 @@ class VolumeDrawer:
         self.tracers.set_data(pts, face_color=TRACER_RGBA, edge_width=0, size=4)
         if pk.trails is not None:
             half = 0.5 * np.array(self._shape[::-1], np.float64) * pk.spacing
-            seg, counts = trail_points(canvas_host(pk.trails, pk.backend), half)
+            seg, counts = trail_points(host(pk.trails, pk.backend), half)
             if len(seg):
                 self.tracer_trails.transform = shift
                 self.tracer_trails.set_data(seg, color=trail_colours(counts))
@@ -576,7 +579,7 @@ class VolumeDrawer:
         canvas.legend_levels = None
         if not on:
             return
-        lo, hi, level = (canvas_host(a, pk.backend) for a in pk.boxes)
+        lo, hi, level = (host(a, pk.backend) for a in pk.boxes)
         level = np.zeros(len(lo), np.int64) if level is None else level
         canvas.legend_levels = sorted(set(np.unique(level).tolist()))
         pts = box_segments(lo, hi)
@@ -591,7 +594,7 @@ class VolumeDrawer:
         if not same:
             self._surfaces = surfaces
             if surfaces:
-                verts, faces = merge_surfaces((canvas_host(v, pk.backend), canvas_host(f, pk.backend))
+                verts, faces = merge_surfaces((host(v, pk.backend), host(f, pk.backend))
                                               for v, f in surfaces)
                 self.bodies.set_data(vertices=verts, faces=faces, color=BODY_RGBA)
         if surfaces and (pk.spacing, self._node) != self._bodies_spacing:
@@ -615,7 +618,7 @@ class VolumeDrawer:
             return
         first = self.volume is None
         if first:
-            data = canvas_host(canvas.shown.data if pk is None else pk.data,
+            data = host(canvas.shown.data if pk is None else pk.data,
                                canvas.shown.backend if pk is None else pk.backend)
             self.volume = scene.visuals.Volume(data, method=st.volume, texture_format="r32f",
                                                cmap=Colormap(colormaps.lut(canvas.colormap_name)))
@@ -623,7 +626,7 @@ class VolumeDrawer:
             canvas.add_visual("volume3d", self.volume)
             self.volume.order = 5  # after the planes: the ray cast reads their depth
         elif self.volume_shape is None and canvas.shown is not None:
-            self.volume.set_data(canvas_host(canvas.shown.data, canvas.shown.backend))
+            self.volume.set_data(host(canvas.shown.data, canvas.shown.backend))
             self.volume_shape = tuple(canvas.shown.data.shape)
         v = self.volume
         v.visible = True
@@ -735,8 +738,8 @@ class Particles3DDrawer:
             self._drop_interops()
             self._count = None
             canvas.host_copies += pk.backend == "cupy"
-            vals = canvas_host(pk.data, pk.backend)
-            self.spheres.set_data(canvas_host(pk.positions, pk.backend),
+            vals = host(pk.data, pk.backend)
+            self.spheres.set_data(host(pk.positions, pk.backend),
                                   np.zeros(n, np.float32) if vals is None else vals, clim)
             self._count = n
             self.uploads["host"] += 1
@@ -764,7 +767,7 @@ class Particles3DDrawer:
             # core, plus the vertex upload); a device-side segment builder would avoid it.
             half = None if pk.bounds is None else 0.5 * (np.asarray(pk.bounds[1], np.float64)
                                                          - np.asarray(pk.bounds[0], np.float64))
-            pts, counts = trail_points(canvas_host(trails, pk.backend), half)  # wrapped: broken
+            pts, counts = trail_points(host(trails, pk.backend), half)  # wrapped: broken
         if pts is None or not len(pts):
             self.trails.visible = False
             self._trail_counts = None
@@ -779,7 +782,7 @@ class Particles3DDrawer:
     def _box(self, canvas, pk):
         if pk.bounds is not None:
             return tuple(np.asarray(b, np.float64) for b in pk.bounds)
-        pts = canvas_host(pk.positions, pk.backend)
+        pts = host(pk.positions, pk.backend)
         return pts.min(axis=0), pts.max(axis=0)
 
     def _buffer(self, name, vbo, canvas, nbytes):
@@ -867,12 +870,6 @@ class Particles3DDrawer:
                 canvas.visuals[name].visible = canvas.view3d.outline
 
 
-def canvas_host(a, backend):
-    from .canvas import host
-
-    return host(a, backend)
-
-
 class PerCanvas:
     """A registered drawer whose visuals belong to one canvas: each canvas gets its own instance."""
 
@@ -885,7 +882,4 @@ class PerCanvas:
 
 def register_drawers() -> None:
     register("draw", "volume3d", PerCanvas(VolumeDrawer))
-    from .probe import register_geometry
-    from .slice_drag import SlicePlaneGeometry
-
     register_geometry("volume3d", SlicePlaneGeometry())  # probes on the slice planes
