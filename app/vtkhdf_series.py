@@ -61,7 +61,7 @@ def free_bytes(folder: Path) -> tuple[int, str]:
     st = os.statvfs(folder)
     free, what = st.f_bavail * st.f_frsize, "the disk is full"
     try:
-        import resource
+        import resource  # Unix only (RLIMIT_FSIZE): Windows has no such module
 
         soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         if soft != resource.RLIM_INFINITY and soft < free:

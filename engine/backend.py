@@ -144,7 +144,7 @@ def device_info(backend: Backend) -> DeviceInfo:
 def _cupy_or_reason():
     """Return (cupy module, "") if a CUDA device is usable through CuPy, else (None, reason)."""
     try:
-        import cupy
+        import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
     except Exception as exc:  # ImportError, or a broken CUDA install raising at import
         return None, f"CuPy is not installed ({type(exc).__name__}: {exc}); install nagare[gpu]"
     try:

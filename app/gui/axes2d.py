@@ -37,10 +37,6 @@ class AxesSpec:
     origin: tuple[float, float] = (0.0, 0.0)
 
 
-def axis_title(name: str, units: str | None) -> str:
-    return f"{name} [{units}]" if units else name
-
-
 def strip_sizes(dpi: float) -> tuple[int, int]:
     """(width of the left strip, height of the bottom strip) in logical px at ``dpi``."""
     em_t, em_title = TICK_PT / 72 * dpi, TITLE_PT / 72 * dpi

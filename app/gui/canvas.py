@@ -30,8 +30,11 @@ from nagare.app.packets import FramePacket
 from nagare.engine.errors import one_line
 from vispy import gloo, scene
 from vispy.color import Colormap
+from vispy.gloo import gl
 from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
+
+from nagare import shaders
 
 from . import interop, profile1d  # noqa: F401  (profile1d registers the 1-D profiles' drawer)
 from .axes2d import Axes2D, AxesSpec, strip_sizes
@@ -66,8 +69,6 @@ class ParticleVisual(Visual):
     """Point sprites coloured on the GPU by one attribute (shaders/glsl/particles.*.glsl)."""
 
     def __init__(self, colormap: str = "viridis"):
-        from nagare import shaders
-
         super().__init__(vcode=shaders.source("glsl/particles.vert.glsl"),
                          fcode=shaders.source("glsl/particles.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 3), np.float32))
@@ -113,8 +114,6 @@ class OverlayVisual(Visual):
     upload: ~5 ms for 200 000 tracers), an upload here is the (n, 2) float32 positions as they are."""
 
     def __init__(self, color=(1.0, 1.0, 1.0, 0.85)):
-        from nagare import shaders
-
         super().__init__(vcode=shaders.source("glsl/overlay.vert.glsl"),
                          fcode=shaders.source("glsl/overlay.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 2), np.float32))
@@ -393,8 +392,6 @@ class FieldCanvas(scene.SceneCanvas):
         self.set_current()
         self.on_draw(None)
         if finish:
-            from vispy.gloo import gl
-
             gl.glFinish()
 
     def on_draw(self, event):
@@ -491,8 +488,6 @@ class FieldCanvas(scene.SceneCanvas):
     def _decide_path(self) -> None:
         if self.display_path != "undecided":
             return
-        from vispy.gloo import gl
-
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} {gl.glGetParameter(gl.GL_RENDERER)}"
         rt, reason = interop.cuda_python_runtime()
         self.display_path, self.path_reason = interop.choose_path(self.backend, vendor, rt is not None, reason)
@@ -610,7 +605,7 @@ class FieldCanvas(scene.SceneCanvas):
     def _block_means(self, pk: FramePacket, k: int):
         """(k×k block means of the packet's field, an event after them), on a stream of the
         canvas' own that first waits for the packet's snapshot."""
-        import cupy as cp
+        import cupy as cp  # optional dependency (CuPy): only a CuPy field comes here
 
         if self._lod_stream is None:
             self._lod_stream = cp.cuda.Stream(non_blocking=True)
@@ -675,8 +670,6 @@ class FieldCanvas(scene.SceneCanvas):
     def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True):
         """VisPy's SceneCanvas.render with a 24-bit depth buffer (VisPy allocates 16 bits, which put
         3D sprites and surfaces a few depth steps apart in the wrong order in exported frames)."""
-        from vispy import gloo
-
         self.set_current()
         offset = (0, 0) if region is None else region[:2]
         csize = self.size if region is None else region[2:]

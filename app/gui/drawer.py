@@ -12,7 +12,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 from nagare.app.packets import FramePacket, length_units
 
-from .axes2d import AxesSpec, axis_title
+from .axes2d import AxesSpec
+from .ticks import axis_title
 
 _copy_streams = threading.local()
 

@@ -286,6 +286,7 @@ class Probes:
     def draw_hud(self) -> None:
         if self.profile is None and self.value is None:
             return
+        # imgui-bundle (≈0.5 s) loads when a probe's plot is first drawn (with the HUD)
         from imgui_bundle import imgui, implot
 
         imgui.separator()

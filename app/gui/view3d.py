@@ -40,11 +40,14 @@ from vispy.color import Colormap
 from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
-from . import interop
+from nagare import shaders
+
+from . import interop, splat
 from .drawer import host
 from .probe import register_geometry
 from .slice_drag import SlicePlaneGeometry
 from .slice_pick import slice_index
+from .splat import SplatQuad
 
 log = logging.getLogger("nagare")
 
@@ -87,8 +90,6 @@ class SlicePlanesVisual(_LutColormap, Visual):
     """Up to three axis-aligned planes sampling one r32f 3D texture (shaders/glsl/slice3d.*)."""
 
     def __init__(self, colormap: str = "viridis"):
-        from nagare import shaders
-
         super().__init__(vcode=shaders.source("glsl/slice3d.vert.glsl"), fcode=shaders.source("glsl/slice3d.frag.glsl"))
         self.texture = gloo.Texture3D(np.zeros((2, 2, 2), np.float32), internalformat="r32f",
                                       interpolation="nearest", wrapping="clamp_to_edge")
@@ -157,8 +158,6 @@ class SphereVisual(_LutColormap, Visual):
     """3D particles as lit sphere sprites of a world diameter (shaders/glsl/spheres.*)."""
 
     def __init__(self, colormap: str = "viridis"):
-        from nagare import shaders
-
         super().__init__(vcode=shaders.source("glsl/spheres.vert.glsl"), fcode=shaders.source("glsl/spheres.frag.glsl"))
         self.positions = gloo.VertexBuffer(np.zeros((1, 3), np.float32))
         self.values = gloo.VertexBuffer(np.zeros(1, np.float32))
@@ -693,8 +692,6 @@ class Particles3DDrawer:
         if self.spheres is None:
             self.spheres = Spheres(canvas.colormap_name)
             canvas.add_visual("spheres3d", self.spheres)
-            from .splat import SplatQuad
-
             self.quad = SplatQuad()
             self.quad.prepare = self._prepare_splat
             canvas.add_visual("splat3d", self.quad)
@@ -815,8 +812,6 @@ class Particles3DDrawer:
             return False  # not this frame: the texture holds no image
 
     def _splat_now(self, quad, view) -> bool:
-        from . import splat
-
         src, canvas = self._splat_src, self._canvas
         positions, values, event, clim, diameter, centre = src
         x0, y0, width, height = splat.current_viewport(canvas)
@@ -839,7 +834,7 @@ class Particles3DDrawer:
         size, w = point_scale(canvas.view, view, centre, diameter)
         params = splat.view_params(splat.view_matrix(view.get_transform("visual", "render")), width, height,
                                    size, w, clim)
-        import cupy
+        import cupy  # optional dependency (CuPy): splatting runs on the interop path only
 
         stream = cupy.cuda.ExternalStream(int(tex.stream))
         if event is not None:

@@ -11,14 +11,17 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
+from ..atomic import write_text_atomic
+from ..device import cache_dir
+
 FILE_NAME = "autotune.json"
 FORMAT = 1
 
 
 def tune_key(gpu: str, kernel: str, shape, dtype, options=()) -> str:
     """A readable, stable key; ``options`` is any JSON-able value (sorted when a dict)."""
-    import numpy as np
-
     opts = json.dumps(options, sort_keys=True, default=str, separators=(",", ":"))
     shape_txt = "x".join(str(int(n)) for n in shape)
     return f"{gpu}|{kernel}|{shape_txt}|{np.dtype(dtype).name}|{opts}"
@@ -56,8 +59,6 @@ class TuneCache:
         return removed
 
     def _write(self, entries: dict) -> None:
-        from ..atomic import write_text_atomic  # temporaries cleaned up, fsynced, never half a file
-
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(self.path, json.dumps({"format": FORMAT, "entries": entries}, indent=1, sort_keys=True))
@@ -66,6 +67,4 @@ class TuneCache:
 
 
 def default_cache() -> TuneCache:
-    from ..device import cache_dir
-
     return TuneCache(cache_dir() / FILE_NAME)
