@@ -60,9 +60,11 @@ def roofline_plot(results: list[BenchResult], bw: float, title: str, path: Path)
     """Effective GB/s of every measured variant against the copy bandwidth: one panel per case,
     one horizontal bar per variant (a family's matrix can hold a hundred variants, whose names
     must stay readable), cells that could not run left out."""
+    # matplotlib (≈0.3 s) loads only when a bench writes its PNG
     import matplotlib
 
     matplotlib.use("Agg")
+    # matplotlib (≈0.3 s) loads only when a bench writes its PNG
     import matplotlib.pyplot as plt
 
     ok = [r for r in results if r.ok]

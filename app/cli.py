@@ -27,9 +27,17 @@ import time
 from pathlib import Path
 
 from nagare.engine.backend import BACKEND_CHOICES, get_backend
+from nagare.engine.checkpoint import load_checkpoint
+from nagare.engine.device import copy_bandwidth
 from nagare.engine.errors import CheckpointError, Diverged, NagareError, PresetError
+from nagare.engine.families import FAMILIES, create_engine
+from nagare.engine.fields import Grid2D, Grid3D
 
 from nagare import __version__
+
+# Each command imports what it needs when it runs: the presets (pydantic, ≈0.4 s), the writers, the
+# stencil compiler and the window (PyQt6, VisPy, ≈2 s) would make `nagare --help`, every usage error
+# and a headless run start slowly. Only light modules are imported here.
 
 EXIT_USAGE = 2  # bad preset, bad option, unavailable backend/variant: nothing was run
 HEADLESS_DEFAULT_STEPS = 300
@@ -37,6 +45,7 @@ HEADLESS_DEFAULT_FRAMES = 6
 
 
 def default_preset() -> str:
+    # heavy start-up import (pydantic presets, ≈0.4 s; the note above the constants)
     from nagare.engine.presets import preset_names
 
     names = preset_names()
@@ -57,6 +66,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def _timings_path(text: str) -> Path:
+    # heavy start-up import (it loads the presets)
     from .timinglog import timing_paths
 
     try:
@@ -216,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ---------------------------------------------------------------------------------------------
 def cmd_presets(_args) -> int:
+    # heavy start-up import (pydantic presets)
     from nagare.engine.presets import load_preset, preset_names
 
     names = preset_names()
@@ -230,8 +241,6 @@ def cmd_presets(_args) -> int:
 
 
 def cmd_info(args) -> int:
-    from nagare.engine.device import copy_bandwidth
-
     be = get_backend(args.backend)
     info = be.device_info()
     print(f"nagare {__version__}")
@@ -249,12 +258,11 @@ def cmd_info(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from nagare.engine.families import FAMILIES
-
+    # heavy start-up import (pydantic presets)
     from .bench_report import bench_command
 
     if args.family == "stencil":  # P2's launch-configuration experiment (engine/stencil/bench.py)
-        from nagare.engine.stencil.bench import main as stencil_bench
+        from nagare.engine.stencil.bench import main as stencil_bench  # heavy: the stencil compiler
 
         out = [] if not args.out else ["--json", f"{args.out}/stencil.json", "--markdown", f"{args.out}/stencil.md"]
         if args.out:
@@ -262,7 +270,7 @@ def cmd_bench(args) -> int:
         return stencil_bench(out)
 
     if args.family == "scale":  # multi-GPU weak/strong scaling (engine/decomp/bench.py, docs/multi-gpu.md)
-        from nagare.engine.decomp.bench import main as scale_bench
+        from nagare.engine.decomp.bench import main as scale_bench  # heavy: every decomposable family
 
         argv = ["--json", f"{args.out}/scale.json"] if args.out else []
         argv += [f"--only={c}" for c in args.case or []] + [f"--only={t}" for t in args.only or []]
@@ -304,6 +312,7 @@ def _normalised(stored: dict, preset) -> dict:
     """A checkpoint's stored preset read through today's preset model: keys added to the model since
     the checkpoint was written take their defaults (the simulation they describe is the same), so
     an older checkpoint still resumes. A stored preset today's model refuses is compared as stored."""
+    # heavy start-up import (pydantic presets)
     from nagare.engine.presets import raw_dict
 
     try:
@@ -315,6 +324,7 @@ def _normalised(stored: dict, preset) -> dict:
 def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) -> None:
     """Refuse (one line) a checkpoint of another family or another preset, before the variants
     are resolved or an engine is built."""
+    # heavy start-up import (pydantic presets)
     from nagare.engine.presets import raw_dict
 
     meta = ckpt["meta"]
@@ -341,6 +351,7 @@ def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) ->
 
 # ---- multi-GPU (engine/decomp, docs/multi-gpu.md): --gpus N is --set decomp.parts=N ----------------
 def _apply_gpus(args) -> None:
+    # heavy start-up import (pydantic presets)
     from nagare.engine.presets import parse_override
 
     gpus = getattr(args, "gpus", None)
@@ -372,6 +383,7 @@ def _explain_gpus(args, backend, exc) -> None:
     """--gpus on a family that is not decomposed: say that, not "unknown key decomp"."""
     if getattr(args, "gpus", None) is None or "decomp" not in str(exc):
         return
+    # heavy start-up imports (the decomposable families, pydantic presets)
     from nagare.engine.families import decomposable_families
     from nagare.engine.presets import load_preset
 
@@ -388,7 +400,7 @@ def _explain_gpus(args, backend, exc) -> None:
 
 def build_engine(args, backend, ckpt: dict | None = None):
     """The validated preset and its engine for ``run``/``soak`` (restored from ``ckpt`` if given)."""
-    from nagare.engine.families import create_engine
+    # heavy start-up import (pydantic presets)
     from nagare.engine.presets import load_preset, validate
 
     _apply_gpus(args)  # multi-GPU: --gpus N
@@ -431,8 +443,7 @@ def build_engine(args, backend, ckpt: dict | None = None):
 
 
 def cmd_run(args, argv: list[str]) -> int:
-    from nagare.engine.checkpoint import load_checkpoint
-
+    # heavy start-up import (presets, writers)
     from .headless import RunOptions
 
     if args.steps is not None and args.steps < 1:
@@ -451,8 +462,7 @@ def cmd_run(args, argv: list[str]) -> int:
     ckpt = load_checkpoint(args.resume) if args.resume else None
     preset, engine = build_engine(args, backend, ckpt)
     if args.series:
-        from nagare.engine.fields import Grid2D, Grid3D
-
+        # heavy start-up import (the VTKHDF writers)
         from .vtkhdf_series import octree_leaves
 
         if not any(isinstance(engine.field(n), (Grid2D, Grid3D)) for n in engine.field_names()) \
@@ -485,12 +495,13 @@ def cmd_run(args, argv: list[str]) -> int:
 
 
 def _run_locked(args, argv, preset, engine, backend, opts) -> int:
-    from .headless import run
+    from .headless import run  # heavy start-up import (writers)
 
     if not args.quiet:
         sel = ", ".join(f"{k}={v}" for k, v in engine.selection.items())
         print(f"nagare: {preset.source} on {backend.name} ({backend.device_info().name}); {sel}", file=sys.stderr)
         if backend.name == "numpy" and args.preset != "-":
+            # heavy start-up import (pydantic presets)
             from .presetinfo import cpu_note
 
             note = cpu_note(preset.model_dump(mode="json"), effective=True)
@@ -500,6 +511,7 @@ def _run_locked(args, argv, preset, engine, backend, opts) -> int:
 
 
 def cmd_soak(args, argv: list[str]) -> int:
+    # heavy start-up import (the headless run)
     from .soak import soak
 
     if args.batch is not None and args.batch < 1:
@@ -544,6 +556,7 @@ def headless_default(backend_name: str = "auto") -> int:
 
 def launch_app(preset: str | None, backend: str) -> int:
     try:
+        # PyQt6 and VisPy: only the window needs them; headless runs never load them
         from .gui import launch
     except ImportError as exc:
         print(f"nagare: the desktop app cannot start ({exc}); running headless instead", file=sys.stderr)
@@ -571,6 +584,7 @@ def _sigterm_like_ctrl_c():
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("tune", "stencil"):  # own parsers (app/tune_cmd.py, app/stencil_cmd.py)
+        # heavy start-up imports (the stencil compiler, the tuner)
         from .stencil_cmd import main as stencil_main
         from .tune_cmd import main as tune_main
 

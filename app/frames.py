@@ -9,10 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
+from nagare.engine.fields import Grid2D, Grid3D
+from PIL import Image, ImageDraw, ImageFont
 
+from . import colormaps
 from .atomic import output_writer, write_atomic
 from .fieldkinds import handler_for
+from .fieldkinds.grids import SLICE_PLANE_AXES, grid_plane, grid_range
+from .gui.ticks import axis_title, fmt_any, nice_ticks
 
 MIN_SIZE = 512
 
@@ -65,18 +69,10 @@ LEGEND_DPI = 96.0
 def framed_with_legend(engine, name: str | None = None) -> np.ndarray | None:
     """The upscaled frame of a grid field with a colour-bar column on its right; None for fields
     that are not grids (particles, profiles, boxes keep their plain frame)."""
-    from nagare.engine.fields import Grid2D, Grid3D
-
-    from . import colormaps
-    from .fieldkinds.grids import grid_plane, grid_range
-
     name = name or default_field(engine)
     fld = engine.field(name)
     if not isinstance(fld, (Grid2D, Grid3D)):
         return None
-    from .fieldkinds.grids import SLICE_PLANE_AXES
-    from .gui.axes2d import axis_title
-
     view = engine.preset.view
     data, mask = grid_plane(fld, engine.backend, view)
     lo, hi = grid_range(fld, data, view)
@@ -110,10 +106,6 @@ def with_axes(img: np.ndarray, x_range: tuple[float, float], y_range: tuple[floa
     """``img`` (a field drawn y up, its columns spanning ``x_range`` and its rows ``y_range`` in
     world units) with a y axis on a strip to its left and an x axis on a strip under it: ticks at
     the round values app/gui/ticks.py chooses for the window's axes, their labels, and the titles."""
-    from PIL import ImageDraw
-
-    from .gui.ticks import nice_ticks
-
     h, w = img.shape[:2]
     px = max(int(round(LEGEND_PT / 72.0 * LEGEND_DPI)), 8)
     font = _font(px + 1)
@@ -145,10 +137,8 @@ def with_axes(img: np.ndarray, x_range: tuple[float, float], y_range: tuple[floa
 def _font(px: int):
     """DejaVu Sans (matplotlib ships it: Greek letters, ∞, the en dash of "[–]"), else Pillow's own
     font — whose glyphs stop at Latin-1, so φ, ρ and ∞ came out as boxes."""
-    from PIL import ImageFont
-
     try:
-        from matplotlib import font_manager
+        from matplotlib import font_manager  # heavy (≈0.3 s), needed only to find the font file
 
         return ImageFont.truetype(font_manager.findfont("DejaVu Sans", fallback_to_default=True), px)
     except Exception:  # no matplotlib, or no font file: the plain default
@@ -163,11 +153,6 @@ def legend_panel(height: int, lo: float, hi: float, cmap: str, label: str, units
     """(height, LEGEND_WIDTH, 3) uint8: a vertical colour bar of ``cmap`` (hi at the top), its range
     ends and the round ticks app/gui/ticks.py chooses for the on-screen bar, and the label with its
     units above it."""
-    from PIL import ImageDraw
-
-    from . import colormaps
-    from .gui.ticks import fmt_any, nice_ticks
-
     px = max(int(round(LEGEND_PT / 72.0 * LEGEND_DPI)), 8)
     font = _font(px + 1)
     panel = Image.new("RGB", (LEGEND_WIDTH, height), LEGEND_BG)

@@ -24,6 +24,9 @@ from nagare.engine.errors import Diverged
 from . import fieldkinds, frames
 from .atomic import ExportError, output_writer, write_atomic
 from .timinglog import TimingLog
+from .vtkhdf import write_vtkhdf
+from .vtkhdf_amr import octree_leaves
+from .vtkhdf_series import FieldSeries, series_capacity
 
 
 def npz_arrays(engine) -> dict[str, np.ndarray]:
@@ -55,16 +58,12 @@ def dump_vtkhdf(engine, path: str | Path) -> list[Path]:
     """The engine's fields as VTKHDF for ParaView (app/vtkhdf.py: grids as ImageData at ``path``,
     other kinds beside it; amr3d's leaves with their point data as OverlappingAMR,
     ``stem_octree.vtkhdf``). Returns every path written."""
-    from .vtkhdf import write_vtkhdf
-
     return write_vtkhdf(vtkhdf_fields(engine), path, time=engine.time, step=engine.step_count)
 
 
 def vtkhdf_fields(engine) -> dict:
     """Host copies of every field, plus amr3d's leaves as ``octree`` (OverlappingAMR): what a
     VTKHDF export writes, from the CLI (--dump FILE.vtkhdf) and the app's Export alike."""
-    from .vtkhdf_amr import octree_leaves
-
     fields = fieldkinds.host_copies(engine)
     tree = octree_leaves(engine)
     if tree is not None:
@@ -261,8 +260,6 @@ def run(engine, opts: RunOptions) -> int:
 
     series = None
     if opts.series is not None:
-        from .vtkhdf_series import FieldSeries, series_capacity
-
         series = FieldSeries(opts.series, series_capacity(opts.steps, opts.series_every or opts.steps))
     series_step = None
     checkpoint_tried = None  # the step of the last periodic checkpoint attempted

@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 from .atomic import ExportError, output_writer, write_text_atomic
+from .headless import RunOptions, run
+from .run_outputs import Output, lock_outputs
+from .timinglog import timing_paths
 
 MIB = 2 ** 20
 
@@ -31,7 +34,7 @@ def rss_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     try:
-        import psutil
+        import psutil  # optional, not a dependency: the fallback where /proc is missing
 
         return int(psutil.Process().memory_info().rss)
     except Exception:
@@ -43,7 +46,7 @@ def gpu_bytes(engine) -> dict | None:
     if not getattr(engine.backend, "is_gpu", False):
         return None
     try:
-        import cupy
+        import cupy  # optional dependency (CuPy)
 
         pool = cupy.get_default_memory_pool()
         free, total = cupy.cuda.runtime.memGetInfo()
@@ -69,10 +72,6 @@ def write_soak_json(path: Path, summary: dict, rows: list) -> Path:
 
 def soak(engine, minutes: float, batch: int, samples: int = 30, timings: Path | None = None,
          json_path: Path | None = None, max_growth_mib: float | None = None, argv: list[str] | None = None) -> int:
-    from .headless import RunOptions, run
-    from .run_outputs import Output, lock_outputs
-    from .timinglog import timing_paths
-
     seconds = 60.0 * minutes
     every = seconds / samples
     rows: list[dict] = []

@@ -5,6 +5,10 @@ import argparse
 import importlib
 import sys
 
+from nagare.engine.errors import NagareError
+from nagare.engine.stencil import Stencil, StencilError, generate
+from nagare.engine.stencil.library import LIBRARY
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nagare stencil", description="Show stencils and the CUDA generated from them.")
@@ -18,9 +22,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def resolve(name: str):
-    from nagare.engine.stencil import Stencil, StencilError
-    from nagare.engine.stencil.library import LIBRARY
-
     if name in LIBRARY:
         return LIBRARY[name]
     if ":" not in name:
@@ -37,10 +38,6 @@ def resolve(name: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from nagare.engine.errors import NagareError
-    from nagare.engine.stencil import generate
-    from nagare.engine.stencil.library import LIBRARY
-
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if args.action == "list":

@@ -5,6 +5,8 @@ import argparse
 import json
 import sys
 
+from nagare.engine.autotune import default_cache
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nagare tune", description="Inspect or clear the auto-tuner's cache.")
@@ -18,8 +20,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from nagare.engine.autotune import default_cache
-
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     cache = default_cache()
     if args.action == "clear":

@@ -21,27 +21,21 @@ from pathlib import Path
 import numpy as np
 from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles, Profile1D
 
+from . import vtkhdf_amr  # noqa: F401  (registers the octree's OverlappingAMR writer)
 from .atomic import ExportError, output_writer, write_atomic
 from .fieldkinds import FieldTypeError, lookup, register
 from .fieldkinds.boxes import box_segments
 from .fieldkinds.vtkio import safe_name
+from .vtkhdf_format import field_data, h5py_module
 
 VERSION = (2, 2)
-
-
-def _h5py():
-    try:
-        import h5py
-    except ImportError as exc:  # a dependency in pyproject; say so if it is missing anyway
-        raise ExportError(f"VTKHDF export needs h5py (pip install h5py): {exc}") from None
-    return h5py
 
 
 def _root(f, kind: str):
     root = f.create_group("VTKHDF")
     root.attrs["Version"] = np.array(VERSION, np.int64)
     t = kind.encode("ascii")
-    root.attrs.create("Type", t, dtype=_h5py().string_dtype("ascii", len(t)))
+    root.attrs.create("Type", t, dtype=h5py_module().string_dtype("ascii", len(t)))
     return root
 
 
@@ -118,18 +112,10 @@ def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
     return attrs, arrays
 
 
-def field_data(root, meta: dict | None) -> None:
-    """The dataset's FieldData: one-value arrays ``time`` (float64) and ``step`` (int64) where known."""
-    g = root.require_group("FieldData")
-    for key, dtype in (("time", np.float64), ("step", np.int64)):
-        if meta and meta.get(key) is not None:
-            g.create_dataset(key, data=np.array([meta[key]], dtype))
-
-
 @output_writer("a VTKHDF file")
 def write_image(grids: dict, tmp, meta: dict | None = None) -> None:
     """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing as one ImageData."""
-    h5py = _h5py()
+    h5py = h5py_module()
     attrs, arrays = image_layout(grids)
     with h5py.File(tmp, "w") as f:
         root = _root(f, "ImageData")
@@ -169,7 +155,7 @@ def _points3(pos) -> np.ndarray:
 def write_polydata_particles(p: Particles, tmp, name: str = "particles", meta: dict | None = None) -> None:
     """Vertices with the attributes as point data; particles without a position (parked tracers:
     NaN) are left out — NaN points break bounds and camera resets in ParaView."""
-    h5py = _h5py()
+    h5py = h5py_module()
     pos = _points3(p.positions)
     keep = np.isfinite(pos).all(axis=1)
     pos = pos[keep]
@@ -191,7 +177,7 @@ def write_polydata_particles(p: Particles, tmp, name: str = "particles", meta: d
 
 @output_writer("a VTKHDF file")
 def write_polydata_boxes(b: Boxes, tmp, name: str = "boxes", meta: dict | None = None) -> None:
-    h5py = _h5py()
+    h5py = h5py_module()
     pts = _points3(box_segments(np.asarray(b.lo, np.float32), np.asarray(b.hi, np.float32)))
     m = len(pts) // 2
     with h5py.File(tmp, "w") as f:
@@ -239,7 +225,7 @@ def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None, step
 def write_polydata_profile(p: Profile1D, tmp, name: str = "value", meta: dict | None = None) -> None:
     """A 1-D profile as one polyline along x, its values as point data named as the field (and the .npz
     dump: ``name``; the exact solution ``name_exact``, the .npz's ``name/exact``)."""
-    h5py = _h5py()
+    h5py = h5py_module()
     x = np.asarray(p.x, np.float32)
     pts = np.zeros((len(x), 3), np.float32)
     pts[:, 0] = x
@@ -263,5 +249,3 @@ def write_polydata_profile(p: Profile1D, tmp, name: str = "value", meta: dict | 
 register("vtkhdf", Particles, write_polydata_particles)
 register("vtkhdf", Boxes, write_polydata_boxes)
 register("vtkhdf", Profile1D, write_polydata_profile)
-
-from . import vtkhdf_amr  # noqa: E402,F401  (registers the octree's OverlappingAMR writer)

@@ -30,6 +30,7 @@ import numpy as np
 from .atomic import output_writer
 from .fieldkinds import register
 from .fieldkinds.vtkio import safe_name
+from .vtkhdf_format import field_data, h5py_module
 
 VERSION = (2, 3)  # 2.3: the temporal OverlappingAMR datasets' names (AMRBoxOffsets, NumberOfAMRBoxes)
 
@@ -87,14 +88,8 @@ def octree_leaves(engine) -> OctreeLeaves | None:
                         {"density": b["rho"], "speed": np.sqrt(np.sum(u * u, axis=-1)), "velocity": u})
 
 
-def _h5py():
-    from .vtkhdf import _h5py
-
-    return _h5py()
-
-
 def _root(f):
-    h5py = _h5py()
+    h5py = h5py_module()
     root = f.create_group("VTKHDF", track_order=True)
     root.attrs["Version"] = np.array(VERSION, np.int64)
     for key, text in (("Type", b"OverlappingAMR"), ("GridDescription", b"XYZ")):
@@ -106,9 +101,7 @@ def _root(f):
 @output_writer("a VTKHDF OverlappingAMR file")
 def write_overlapping_amr(t: OctreeLeaves, tmp, name: str = "octree", meta: dict | None = None) -> None:
     """One OverlappingAMR file: Level0 … LevelN, each with Spacing, AMRBox and PointData."""
-    from .vtkhdf import field_data  # (vtkhdf imports this module to register the writer)
-
-    with _h5py().File(tmp, "w") as f:
+    with h5py_module().File(tmp, "w") as f:
         root = _root(f)
         for lv in range(t.n_levels):
             g = root.create_group(f"Level{lv}")

@@ -46,9 +46,10 @@ from nagare.engine.fields import Grid2D, Grid3D
 from .atomic import ExportError, describe_cause, make_folder, output_writer, write_atomic
 from .fieldkinds import host_copies
 from .fieldkinds.vtkio import safe_name
-from .vtkhdf import _grid_key, _h5py, _root, image_layout
+from .vtkhdf import _grid_key, _root, image_layout
 from .vtkhdf_amr import OctreeLeaves, octree_leaves
 from .vtkhdf_amr import _root as _amr_root
+from .vtkhdf_format import h5py_module
 
 MARGIN = 1 << 20  # bytes beyond the arrays a file needs (HDF5 metadata; a few kB in practice)
 
@@ -59,7 +60,7 @@ def free_bytes(folder: Path) -> tuple[int, str]:
     st = os.statvfs(folder)
     free, what = st.f_bavail * st.f_frsize, "the disk is full"
     try:
-        import resource
+        import resource  # Unix only (RLIMIT_FSIZE): Windows has no such module
 
         soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         if soft != resource.RLIM_INFINITY and soft < free:
@@ -94,7 +95,7 @@ class SeriesFile(ABC):
                 write_atomic(self.path, lambda tmp: self._create(tmp, item, time))
             else:
                 self._check(item)
-                with _h5py().File(self.path, "r+") as f:
+                with h5py_module().File(self.path, "r+") as f:
                     self._write_step(f["VTKHDF"], self.steps, item, time)
         except ExportError as exc:
             raise ExportError(f"{exc}; {self._kept()}") from None
@@ -128,7 +129,7 @@ class SeriesFile(ABC):
                               "(a larger --dump-every K writes fewer steps)")
 
     def _create(self, tmp: Path, item, time: float) -> None:
-        with _h5py().File(tmp, "w") as f:
+        with h5py_module().File(tmp, "w") as f:
             root = self._create_root(f)
             steps = root.create_group("Steps")
             steps.attrs["NSteps"] = np.int64(0)

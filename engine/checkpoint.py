@@ -18,8 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from . import registry
 from .atomic import output_writer, write_atomic
 from .errors import CheckpointError
+from .families import FAMILIES, family_module
 
 CHECKPOINT_FORMAT = 1
 _CHUNK = 1 << 22  # elements per finiteness check (bounded temporary memory for large states)
@@ -56,8 +58,6 @@ def _non_finite(a: np.ndarray) -> int:
 
 def validate_meta(meta: Any, where: str) -> dict:
     """The checkpoint's meta: raise CheckpointError('<where>: …') unless it is well formed."""
-    from .families import FAMILIES
-
     def bad(what: str):
         raise CheckpointError(f"{where}: {what}")
 
@@ -97,9 +97,6 @@ def validate_meta(meta: Any, where: str) -> dict:
 def _check_variant_names(family: str, variants: dict, where: str) -> None:
     """Every axis and choice of meta.variants registered for the family (availability on this machine
     is decided later, as for a preset's defaults): a bad name is said as the checkpoint file's."""
-    from . import registry
-    from .families import family_module
-
     family_module(family)  # registers the family's variants
     axes = registry.axes(family)
     for axis, value in variants.items():

@@ -45,7 +45,9 @@ from . import registry
 from .backend import Backend
 from .benchspec import BenchSpec
 from .checkpoint import CHECKPOINT_FORMAT
+from .device import copy_bandwidth
 from .errors import CheckpointError, Diverged, NagareError, VariantUnavailable
+from .pending_checkpoint import begin_checkpoint
 from .presets import PresetBase, raw_dict
 from .timing import PhaseTimer, TimingReport, TimingWindow, summarise
 
@@ -355,8 +357,6 @@ class Engine(ABC):
     # timings -------------------------------------------------------------------------------
     def roofline_bytes_per_s(self) -> float:
         if self._roofline is None:
-            from .device import copy_bandwidth
-
             self._roofline = copy_bandwidth(self.backend)
         return self._roofline
 
@@ -432,8 +432,6 @@ class Engine(ABC):
         """:meth:`checkpoint` without waiting for the device: a PendingCheckpoint whose ``done``
         says when its copies (on a side stream) have finished and whose ``result()`` is the
         checkpoint (engine/pending_checkpoint.py). NumPy: complete at once."""
-        from .pending_checkpoint import begin_checkpoint
-
         return begin_checkpoint(self)
 
     def check_consistent(self, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:

@@ -11,10 +11,15 @@ tools/kernel_sass.py compiles the same description with nvcc for registers and S
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+import multiprocessing
 from collections.abc import Iterable, Mapping
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import cache
+
+import numpy as np
 
 from nagare import shaders
 
@@ -24,8 +29,6 @@ DEFAULT_OPTIONS = ("--std=c++17", "-DNAGARE=1")
 
 
 def ctype(dtype) -> str:
-    import numpy as np
-
     return {np.dtype("float32"): "float", np.dtype("float64"): "double",
             np.dtype("float16"): "__half", np.dtype("int32"): "int"}[np.dtype(dtype)]
 
@@ -33,8 +36,6 @@ def ctype(dtype) -> str:
 def template_arg(value) -> str:
     """One template argument as C++ spells it: bools as true/false, NumPy dtypes (or scalar types)
     as their C type, anything else (ints, type names already spelled) as str()."""
-    import numpy as np
-
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
@@ -114,14 +115,14 @@ def _current_device() -> int:
     """The current CUDA device: a ``cupy.cuda.Function`` is bound to the module loaded on the
     device that was current when it was looked up, so function caches are keyed by device (one
     process drives several GPUs when the domain is decomposed, engine/decomp)."""
-    import cupy
+    import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
     return cupy.cuda.runtime.getDevice()
 
 
 @cache
 def _compiled(spec: KernelSpec):
-    import cupy
+    import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
     mod = cupy.RawModule(code=spec.code, options=spec.nvrtc_options,
                          name_expressions=list(spec.name_expressions) or None)
@@ -161,10 +162,6 @@ def precompile(specs: Iterable[KernelSpec], jobs: int) -> list[tuple[KernelSpec,
     todo = list(dict.fromkeys(specs))
     if jobs <= 1 or len(todo) <= 1:
         return [(s, r) for s, r in zip(todo, map(_try_compile, todo), strict=True) if r]
-    import concurrent.futures
-    import multiprocessing
-    from concurrent.futures.process import BrokenProcessPool
-
     ctx = multiprocessing.get_context("spawn")  # CUDA contexts do not survive fork
     reasons: dict = {}
     try:

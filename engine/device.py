@@ -1,4 +1,6 @@
-"""What the machine is, and how fast it can copy memory (the roofline reference).
+"""How fast the backend's device can copy memory (the roofline reference), and the cache folder.
+
+What the device is (:class:`DeviceInfo`) lives with the backend (engine/backend.py).
 
 The copy bandwidth is measured once per device (a large device-to-device copy, counting bytes
 read plus bytes written, median of several timed copies) and cached in the user's cache folder.
@@ -7,18 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .atomic import ExportError, output_writer, write_text_atomic
-
-if TYPE_CHECKING:  # annotations only: backend.py imports this module lazily, so no import cycle
-    from .backend import Backend
+from .backend import Backend, device_info
 
 
 def cache_dir() -> Path:
@@ -27,87 +24,6 @@ def cache_dir() -> Path:
     if not os.environ.get("NAGARE_CACHE_DIR"):
         path = path / "nagare"
     return path
-
-
-@dataclass
-class DeviceInfo:
-    backend: str
-    name: str
-    multiprocessors: int | None = None
-    memory_bytes: int | None = None
-    compute_capability: str | None = None
-    cuda_runtime: str | None = None
-    cuda_driver: str | None = None
-    driver_version: str | None = None
-    cupy_version: str | None = None
-    numpy_version: str = np.__version__
-
-    def key(self) -> str:
-        return f"{self.backend}:{self.name}:{self.compute_capability}:{self.memory_bytes}"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def describe(self) -> str:
-        """One line: the name, and for a GPU its size, compute capability, CUDA/driver and CuPy
-        versions (what ``nagare info`` prints over several lines)."""
-        if self.multiprocessors is None:
-            return self.name
-        parts = [f"{self.multiprocessors} SMs"]
-        if self.memory_bytes:
-            parts.append(f"{self.memory_bytes / 2**30:.1f} GiB")
-        if self.compute_capability:
-            parts.append(f"compute capability {self.compute_capability}")
-        versions = [f"CUDA runtime {self.cuda_runtime}", f"driver API {self.cuda_driver}",
-                    f"driver {self.driver_version}"]
-        tail = ", ".join(v for v in versions if not v.endswith("None"))
-        cupy = f"; CuPy {self.cupy_version}" if self.cupy_version else ""
-        return f"{self.name} ({', '.join(parts)}{'; ' + tail if tail else ''}{cupy})"
-
-
-def _cuda_version_str(v: int) -> str:
-    return f"{v // 1000}.{(v % 1000) // 10}"
-
-
-def _nvidia_driver_version() -> str | None:
-    try:
-        import pynvml  # nvidia-ml-py, present with many CUDA installs
-
-        pynvml.nvmlInit()
-        v = pynvml.nvmlSystemGetDriverVersion()
-        return v.decode() if isinstance(v, bytes) else v
-    except Exception:
-        pass
-    try:
-        text = Path("/proc/driver/nvidia/version").read_text()
-        for tok in text.split():
-            if tok.count(".") >= 1 and tok.replace(".", "").isdigit():
-                return tok
-    except Exception:
-        pass
-    return None
-
-
-def device_info(backend: Backend) -> DeviceInfo:
-    if not backend.is_gpu:
-        name = platform.processor() or platform.machine() or "CPU"
-        return DeviceInfo(backend="numpy", name=f"CPU ({name}, {os.cpu_count()} threads)")
-    cp = backend.xp
-    dev = cp.cuda.Device()
-    props = cp.cuda.runtime.getDeviceProperties(dev.id)
-    name = props["name"]
-    name = name.decode() if isinstance(name, bytes) else name
-    return DeviceInfo(
-        backend="cupy",
-        name=name,
-        multiprocessors=int(props["multiProcessorCount"]),
-        memory_bytes=int(props["totalGlobalMem"]),
-        compute_capability=f"{props['major']}.{props['minor']}",
-        cuda_runtime=_cuda_version_str(cp.cuda.runtime.runtimeGetVersion()),
-        cuda_driver=_cuda_version_str(cp.cuda.runtime.driverGetVersion()),
-        driver_version=_nvidia_driver_version(),
-        cupy_version=cp.__version__,
-    )
 
 
 def _measure_copy_bandwidth(backend: Backend, nbytes: int, repeats: int) -> float:

@@ -73,7 +73,7 @@ class PendingCheckpoint:
         try:
             while not ready.done:  # polled with sleeps: the GIL stays with the simulation and the UI
                 time.sleep(POLL_S)
-            import cupy as cp
+            import cupy as cp  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
             with cp.cuda.Device(device_id):
                 stream = _side_stream(device_id)
@@ -97,7 +97,7 @@ def begin_checkpoint(engine) -> PendingCheckpoint:
     """Start a checkpoint of ``engine``'s current state without waiting for the device."""
     if not engine.backend.is_gpu or engine.stream is None:
         return _synchronous(engine)
-    import cupy as cp
+    import cupy as cp  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
     host: dict[str, np.ndarray] = {}
     device: dict[str, Any] = {}
@@ -154,7 +154,7 @@ def _snapshot(engine, arrays: dict) -> dict:
     lattice) went to cudaMalloc whenever the pool had split the last block, and that stalled the
     simulation ~50 ms (docs/decisions.md D26). A second checkpoint begun while the first is still
     copying gets fresh arrays."""
-    import cupy as cp
+    import cupy as cp  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
     with _lock:
         kept = _buffers.get(engine)
@@ -191,7 +191,7 @@ class _Snapshots(dict):
 def _side_stream(device_id: int):
     s = _side_streams.get(device_id)
     if s is None:
-        import cupy as cp
+        import cupy as cp  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
         s = _side_streams[device_id] = cp.cuda.Stream(non_blocking=True)
     return s

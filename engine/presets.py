@@ -24,7 +24,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from . import registry
 from .errors import PresetError
+from .families import FAMILIES, preset_model
 
 NOTHING = PresetError.NOTHING
 PRESET_DIR = Path(__file__).resolve().parent.parent / "presets"
@@ -236,8 +238,6 @@ def _absolute_paths(raw: dict, engine, folder: Path) -> None:
     checkpoint stores a path that resolves from anywhere."""
     if not isinstance(engine, str):
         return
-    from .families import FAMILIES, preset_model
-
     if engine not in FAMILIES:
         return
     preset_model(engine, str(folder)).absolute_paths(raw, folder)
@@ -294,8 +294,6 @@ def _delete(d: dict, dotted: str) -> None:
 def drop_replaced_alternatives(base: dict, over: dict) -> None:
     """Where ``over`` (an extending file, [cpu_overrides]) gives one side of an exclusive pair,
     remove the other side from ``base`` (and its [cpu_overrides]) so the two do not conflict."""
-    from .families import FAMILIES, preset_model
-
     engine = over.get("engine", base.get("engine"))
     if not isinstance(engine, str) or engine not in FAMILIES:
         return
@@ -396,8 +394,6 @@ def validate(raw: dict, source: str, backend: str | None = None,
              overrides: list[str] | tuple[str, ...] = ()) -> PresetBase:
     """Validate a merged preset dict. Order of precedence: file ← [cpu_overrides] (NumPy
     backend) ← ``overrides`` (``--set``), so the command line always wins."""
-    from .families import FAMILIES, preset_model  # late: families import their engines
-
     engine = apply_overrides(raw, overrides).get("engine")
     if engine is None:
         raise PresetError(source, "engine", NOTHING, "required key is missing; name an engine family")
@@ -447,8 +443,6 @@ def _blame(source: str, key: str, overrides, prefix: str) -> str:
 
 def _check_variants(preset: PresetBase, source: str) -> None:
     """Variant defaults must name registered axes and choices (availability is checked later)."""
-    from . import registry
-
     axes = registry.axes(preset.engine)
     for axis, value in preset.variants.items():
         if axis not in axes:

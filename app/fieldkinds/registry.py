@@ -25,7 +25,7 @@ ROLES = {
     "arrays": "(out, name, field, asnumpy) -> None: adds named host arrays to an .npz dump",
     "vtk": "(name, host field) -> (header lines, body parts): a legacy binary VTK file",
     "vtkhdf": "(host field, path) -> None: a VTKHDF file (grids are grouped by nagare.app.vtkhdf itself)",
-    "draw": "packet kind -> canvas Drawer (nagare.app.gui.canvas.Drawer)",
+    "draw": "packet kind -> canvas Drawer (nagare.app.gui.drawer.Drawer)",
 }
 KEYED_BY_KIND = {"draw"}
 

@@ -2,7 +2,7 @@
 labels and titles that carry units ("x [cells]", "y [m]", "φ").
 
 Every 2D kind gets them the same way: its Drawer says what the axes are (:meth:`Drawer.axes
-<nagare.app.gui.canvas.Drawer.axes>` returns an :class:`AxesSpec`, None for the 3D views, which
+<nagare.app.gui.drawer.Drawer.axes>` returns an :class:`AxesSpec`, None for the 3D views, which
 draw their own box axes), the canvas keeps a strip left of and one under the field for them
 (:meth:`FieldCanvas.relayout`), and before every draw the ticks follow what the pan/zoom camera
 shows, so they stay right while the user pans and zooms.
@@ -35,10 +35,6 @@ class AxesSpec:
     x_title: str
     y_title: str
     origin: tuple[float, float] = (0.0, 0.0)
-
-
-def axis_title(name: str, units: str | None) -> str:
-    return f"{name} [{units}]" if units else name
 
 
 def strip_sizes(dpi: float) -> tuple[int, int]:

@@ -24,13 +24,29 @@ Runs with VisPy's EGL backend (no display needed) or any other VisPy backend (``
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import platform
+import pstats
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import vispy
 from nagare.app.atomic import output_writer, write_text_atomic
+from nagare.engine.backend import get_backend
+from nagare.engine.families import create_engine
+from nagare.engine.presets import load_preset, preset_names
+from vispy.gloo import gl
+
+from .canvas import FieldCanvas
+from .hud import Hud
+from .pacing import UI_POLL_S, FramePacer
+from .shared_texture import SharedTexture
+from .view3d import Particles3DDrawer
+from .worker import SimulationWorker
 
 
 @output_writer("the display benchmark's result")
@@ -42,25 +58,18 @@ def write_result(path: Path, result: dict, markdown: str) -> None:
 
 @output_writer("a profile of the display benchmark")
 def write_profile(path, profiler, lines: int) -> None:
-    import io
-    import pstats  # only when profiling
-
     buf = io.StringIO()
     pstats.Stats(profiler, stream=buf).sort_stats("cumulative").print_stats(lines)
     write_text_atomic(path, buf.getvalue())
 
 
 def _default_case() -> tuple[str, list[str]]:
-    from nagare.engine.presets import preset_names
-
     if "lbm2d-cylinder" in preset_names():
         return "lbm2d-cylinder", ["grid.nx=2048", "grid.ny=2048"]
     return "diffusion3d", ["grid.nx=256", "grid.ny=256", "grid.nz=256"]
 
 
 def headless_rate(preset, backend, seconds: float, variants: dict | None = None) -> float:
-    from nagare.engine.families import create_engine
-
     eng = create_engine(preset, backend, variants=variants)
     spf = preset.run.steps_per_frame
     eng.step(spf)
@@ -79,8 +88,6 @@ def headless_window(preset, backend, n0: int, n1: int, variants: dict | None = N
     The display run is measured over a window that starts after its warm-up; a flow whose cost
     per step changes as it develops (a dam break: faster water, more Verlet rebuilds) must be
     compared with the headless run over the same steps, not over its first seconds."""
-    from nagare.engine.families import create_engine
-
     eng = create_engine(preset, backend, variants=variants)
     spf = preset.run.steps_per_frame
     while eng.step_count < n0:
@@ -133,8 +140,6 @@ class GpuTimeline:
         worker._fence = fence
 
     def summary(self, frames: int) -> dict:
-        import numpy as np
-
         if len(self.events) < 3:
             return {}
         self.events[-1].synchronize()
@@ -166,11 +171,6 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
                  experiment: str = "none", profile_draw: Path | None = None, field_path: str = "auto",
                  timeline: bool = False, upload: str = "shared",
                  lod: bool = True) -> dict:
-    from vispy.gloo import gl
-
-    from .canvas import FieldCanvas
-    from .worker import SimulationWorker
-
     canvas = FieldCanvas(size=size, show=False)
     canvas.set_backend(backend_name)
     canvas.shared_uploads = upload in ("shared", "shared-texture")
@@ -184,8 +184,6 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
     if "no-field-copy" in parts:  # the field's texture is never written after the first frame
         canvas._upload_interop = lambda data, event, shape: None
     if parts & {"no-cuda-copy", "no-gl-write"}:  # one half of the shared buffers' upload left out
-        from nagare.app.gui.shared_texture import SharedTexture
-
         SharedTexture.skip = frozenset(p.removeprefix("no-") for p in parts & {"no-cuda-copy", "no-gl-write"})
     if "no-decor" in parts:  # neither colour bar nor axes (their text and ticks)
         canvas.colorbar_on = canvas.axes_on = False
@@ -197,20 +195,14 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         setattr(worker, key, value)
     prof = None
     if profile is not None:
-        import cProfile
-
         prof = [cProfile.Profile()]
         _profiled_publish(worker, prof)
     draw_prof = None
     if profile_draw is not None:
-        import cProfile
-
         draw_prof = [cProfile.Profile()]
     tl = GpuTimeline(worker) if timeline else None
     worker.start()
     if hud:
-        from .hud import Hud
-
         canvas.hud = Hud(canvas, lambda: (list(worker.history), {}, "bench"), lambda axis, choice: None)
     try:
         t_build = time.perf_counter()
@@ -222,8 +214,6 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         worker.send("play")
         while worker.engine.step_count < 2 * preset.run.steps_per_frame:
             time.sleep(0.005)
-        from .pacing import UI_POLL_S, FramePacer
-
         frames, last_seq = 0, -1
         pacer = FramePacer(fps, UI_POLL_S)  # as the main window: a timer every UI_POLL_S, at most fps frames/s
         draw_ms = []
@@ -256,12 +246,8 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         # for the publish path (range, diagnostics) and the HUD's GL programs — seconds, once.
         draw_loop(warmup)
         if prof is not None:
-            import cProfile
-
             prof[0] = cProfile.Profile()  # profile the measured window only
         if draw_prof is not None:
-            import cProfile
-
             draw_prof[0] = cProfile.Profile()
         frames, draw_ms[:] = 0, []
         n0, t0 = worker.engine.step_count, time.perf_counter()
@@ -305,8 +291,6 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
 
 def _breakdown(name, overrides, backend, seconds) -> dict:
     """Headless steps/s of variations of the case: where does a step's time go?"""
-    from nagare.engine.presets import load_preset
-
     out = {}
     cases = [("tracers off", overrides + ["tracers.count=0"], None),
              ("graph on", overrides, {"graph": "on"}),
@@ -364,31 +348,20 @@ def main(argv=None) -> int:
     worker_attrs = {}
     for item in a.worker_attrs:
         key, _, value = item.partition("=")
-        from .worker import SimulationWorker as _W
-
-        if not hasattr(_W, key) and key != "checkpoint_interval":
+        if not hasattr(SimulationWorker, key) and key != "checkpoint_interval":
             p.error(f"--worker {item}: the worker has no setting {key!r}")
         try:
             worker_attrs[key] = float(value)
         except ValueError:
             p.error(f"--worker {item}: {value!r} is not a number")
     if a.max_lag is not None or a.max_fences is not None:
-        from .worker import SimulationWorker
-
         if a.max_lag is not None:
             SimulationWorker.max_lag_s = a.max_lag
         if a.max_fences is not None:
             SimulationWorker.max_fences = a.max_fences
 
-    import vispy
-
     vispy.use(app=a.app)
-    from .view3d import Particles3DDrawer
-
     Particles3DDrawer.renderer = a.particles
-    from nagare.engine.backend import get_backend
-    from nagare.engine.presets import load_preset
-
     name, overrides = _default_case()
     if a.preset:
         name, overrides = a.preset, []

@@ -20,25 +20,28 @@ drawn the scene, the imgui HUD (if attached) draws on top.
 from __future__ import annotations
 
 import logging
-import threading
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 
 import numpy as np
 from nagare.app import colormaps
 from nagare.app.fieldkinds import lookup, register
 from nagare.app.fieldkinds.boxes import box_segments
-from nagare.app.packets import FramePacket, length_units
+from nagare.app.packets import FramePacket
 from nagare.engine.errors import one_line
 from vispy import gloo, scene
 from vispy.color import Colormap
+from vispy.gloo import gl
 from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
-from . import interop
-from .axes2d import Axes2D, AxesSpec, axis_title, strip_sizes
+from nagare import shaders
+
+from . import interop, profile1d  # noqa: F401  (profile1d registers the 1-D profiles' drawer)
+from .axes2d import Axes2D, AxesSpec, strip_sizes
 from .buffer_field import FieldImage
 from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
+from .drawer import Drawer, host
 from .grid_lod import block_mean, grid_step
 from .shared_texture import SharedTexture
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
@@ -56,79 +59,16 @@ def vispy_colormap(name: str) -> Colormap:
     return Colormap(colormaps.lut(name))
 
 
-_copy_streams = threading.local()
-
-
-def _copy_stream():
-    """This thread's private non-blocking stream for device→host copies of frame packets."""
-    s = getattr(_copy_streams, "stream", None)
-    if s is None:
-        import cupy
-
-        s = _copy_streams.stream = cupy.cuda.Stream(non_blocking=True)
-    return s
-
-
-def host(a, backend: str):
-    if a is None:
-        return None
-    if backend == "cupy" and not isinstance(a, np.ndarray):
-        # A packet is drawn only once its event is done, so its data is ready. Copying on the
-        # default stream would instead wait behind every step the engine has queued since
-        # (the engine's stream is ordered with the default stream): copy on a private stream.
-        return a.get(stream=_copy_stream())
-    return np.asarray(a)
-
-
 def _host_scalar(x) -> float:
     if isinstance(x, (int, float, np.generic, np.ndarray)):
         return float(x)
     return float(host(x, "cupy"))
 
 
-class Drawer(ABC):
-    """How the canvas shows one packet kind (register an instance: ``register("draw", kind, d)``).
-
-    Called on the UI thread with the GL context current, once the packet's event is done."""
-
-    visuals: tuple[str, ...] = ()  # names in FieldCanvas.visuals shown while this kind is on screen
-    label = "host (geometry)"  # the display path the status bar reports for this kind
-    aspect: float | None = 1.0  # the pan/zoom camera's aspect; None: x and y scale apart (a line plot)
-
-    def setup(self, canvas: FieldCanvas) -> None:  # noqa: B027  (an optional hook: nothing by default)
-        """Called when this kind comes on screen, before its visuals are shown: a kind with
-        visuals of its own adds them here on first use (``canvas.add_visual``)."""
-
-    def three_d(self, pk: FramePacket) -> bool:
-        """True: orbit (turntable) camera; False: pan/zoom."""
-        return False
-
-    @abstractmethod
-    def upload(self, canvas: FieldCanvas, pk: FramePacket) -> None:
-        """Put the packet's data into this kind's visuals."""
-
-    def fit(self, canvas: FieldCanvas, pk: FramePacket) -> None:  # noqa: B027  (an optional hook: nothing by default)
-        """Frame the data once the kind or the shape changed (canvas.fit_bounds helps)."""
-
-    def axes(self, pk: FramePacket) -> AxesSpec | None:
-        """The axes beside a 2D view: the packet's axis names in its length units, from its origin.
-        None (no axes) for the 3D views, which draw their own."""
-        if self.three_d(pk):
-            return None
-        u = length_units(pk)
-        (xn, yn), origin = pk.axis_names, pk.origin
-        return AxesSpec(axis_title(xn, u), axis_title(yn, u), (float(origin[0]), float(origin[1])))
-
-    def display_label(self, canvas: FieldCanvas) -> str:
-        return self.label
-
-
 class ParticleVisual(Visual):
     """Point sprites coloured on the GPU by one attribute (shaders/glsl/particles.*.glsl)."""
 
     def __init__(self, colormap: str = "viridis"):
-        from nagare import shaders
-
         super().__init__(vcode=shaders.source("glsl/particles.vert.glsl"),
                          fcode=shaders.source("glsl/particles.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 3), np.float32))
@@ -174,8 +114,6 @@ class OverlayVisual(Visual):
     upload: ~5 ms for 200 000 tracers), an upload here is the (n, 2) float32 positions as they are."""
 
     def __init__(self, color=(1.0, 1.0, 1.0, 0.85)):
-        from nagare import shaders
-
         super().__init__(vcode=shaders.source("glsl/overlay.vert.glsl"),
                          fcode=shaders.source("glsl/overlay.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 2), np.float32))
@@ -454,8 +392,6 @@ class FieldCanvas(scene.SceneCanvas):
         self.set_current()
         self.on_draw(None)
         if finish:
-            from vispy.gloo import gl
-
             gl.glFinish()
 
     def on_draw(self, event):
@@ -552,8 +488,6 @@ class FieldCanvas(scene.SceneCanvas):
     def _decide_path(self) -> None:
         if self.display_path != "undecided":
             return
-        from vispy.gloo import gl
-
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} {gl.glGetParameter(gl.GL_RENDERER)}"
         rt, reason = interop.cuda_python_runtime()
         self.display_path, self.path_reason = interop.choose_path(self.backend, vendor, rt is not None, reason)
@@ -671,7 +605,7 @@ class FieldCanvas(scene.SceneCanvas):
     def _block_means(self, pk: FramePacket, k: int):
         """(k×k block means of the packet's field, an event after them), on a stream of the
         canvas' own that first waits for the packet's snapshot."""
-        import cupy as cp
+        import cupy as cp  # optional dependency (CuPy): only a CuPy field comes here
 
         if self._lod_stream is None:
             self._lod_stream = cp.cuda.Stream(non_blocking=True)
@@ -736,8 +670,6 @@ class FieldCanvas(scene.SceneCanvas):
     def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True):
         """VisPy's SceneCanvas.render with a 24-bit depth buffer (VisPy allocates 16 bits, which put
         3D sprites and surfaces a few depth steps apart in the wrong order in exported frames)."""
-        from vispy import gloo
-
         self.set_current()
         offset = (0, 0) if region is None else region[:2]
         csize = self.size if region is None else region[2:]
@@ -848,4 +780,3 @@ register("draw", "grid3d", GridDrawer())
 register("draw", "particles", ParticlesDrawer())
 register("draw", "boxes", BoxesDrawer())
 register_drawers()
-from . import profile1d  # noqa: E402,F401  (registers the 1-D profile drawer, which subclasses Drawer above)

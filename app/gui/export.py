@@ -17,14 +17,13 @@ from nagare.app.fieldkinds.vtkio import safe_name
 from nagare.app.vtkhdf import write_vtkhdf
 from nagare.engine.checkpoint import save_checkpoint
 from nagare.engine.outputlock import OutputBusy, OutputLock
+from PIL import Image
 
 __all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_vtkhdf", "write_checkpoint", "host_copies"]
 
 
 @output_writer("a PNG picture of the view")
 def save_png(rgba: np.ndarray, path: str | Path) -> Path:
-    from PIL import Image
-
     img = Image.fromarray(np.ascontiguousarray(rgba[..., :3]), "RGB")
     return write_atomic(path, lambda tmp: img.save(tmp, format="PNG"))
 
@@ -65,7 +64,7 @@ class VideoRecorder:
             raise ExportError(f"cannot record to {self.path}: {describe_cause(exc)}") from None
 
     def append(self, rgba: np.ndarray) -> None:
-        import imageio.v2 as imageio
+        import imageio.v2 as imageio  # imageio + ffmpeg (optional at run time): only a recording needs them
 
         frame = np.ascontiguousarray(rgba[..., :3])
         if self._size is None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 
 def grid_step(world_w: float, world_h: float, pixels_w: int, pixels_h: int, spacing: float) -> int:
     """Cells per pixel the view shows, rounded down, at least 1: the block size k of the texture.
@@ -45,11 +47,9 @@ def block_mean(a, k: int):
     """(ny, nx) float array → (⌈ny/k⌉, ⌈nx/k⌉) float32 means of its k×k blocks (NumPy or CuPy,
     as ``a``), NaN cells left out; a last block that runs past the field is the mean of the cells
     it holds. ``k`` is capped at the field's shorter side (a field under a pixel: a few texels)."""
-    import numpy as np
-
     xp = np
     if type(a).__module__.split(".")[0] == "cupy":
-        import cupy as xp
+        import cupy as xp  # optional dependency (CuPy): only a CuPy field comes here
     ny, nx = a.shape
     k = max(1, min(int(k), ny, nx))
     if k == 1:

@@ -48,6 +48,7 @@ class QtImguiBridge:
     def _io(self):
         if not self.hud.visible or self.hud.ctx is None:
             return None
+        # imgui-bundle: deferred as in _ensure (≈0.5 s, only once the HUD is drawn)
         from imgui_bundle import imgui
 
         imgui.set_current_context(self.hud.ctx)
@@ -186,6 +187,7 @@ class Hud:
         if self.ctx is not None:
             return True
         try:
+            # imgui-bundle (≈0.5 s) loads when the HUD is first drawn: a window without it never pays
             from imgui_bundle import imgui, implot
             from imgui_bundle.python_backends.opengl_backend_programmable import ProgrammablePipelineRenderer
 
@@ -206,6 +208,7 @@ class Hud:
     def render(self, physical_size, pixel_scale: float = 1.0) -> None:
         if not self._ensure():
             return
+        # imgui-bundle: deferred as in _ensure (≈0.5 s, only once the HUD is drawn)
         from imgui_bundle import imgui, implot
 
         imgui.set_current_context(self.ctx)
@@ -227,6 +230,7 @@ class Hud:
 
     # ---- content -----------------------------------------------------------------------
     def _draw(self) -> None:
+        # imgui-bundle: deferred as in _ensure (≈0.5 s, only once the HUD is drawn)
         from imgui_bundle import imgui, implot
 
         history, variants, status = self.model()
@@ -306,6 +310,7 @@ class Hud:
     def _draw_quantities(self) -> None:
         """The "Quantities" section: per quantity its label, current value (4 significant digits)
         and a line plot of its history. Nothing when the engine logs none."""
+        # imgui-bundle: deferred as in _ensure (≈0.5 s, only once the HUD is drawn)
         from imgui_bundle import imgui
 
         q = self.quantities

@@ -48,7 +48,7 @@ def log_once(message: str) -> bool:
 def cuda_python_runtime():
     """The cuda.bindings.runtime module, or None with the reason."""
     try:
-        from cuda.bindings import runtime as cudart
+        from cuda.bindings import runtime as cudart  # optional dependency (cuda-python, nagare[gpu])
     except Exception:
         try:
             from cuda import cudart  # cuda-python < 12.6 layout
@@ -151,7 +151,7 @@ class InFlight:
 
 def _cupy_event_recorder(stream):
     """record() → a CuPy event recorded now on the cuda-python ``stream``."""
-    import cupy
+    import cupy  # optional dependency (CuPy, nagare[gpu]): only the interop path gets here
 
     ext = cupy.cuda.ExternalStream(int(stream))
 

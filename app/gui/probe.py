@@ -23,6 +23,8 @@ import numpy as np
 from nagare.app.packets import length_units
 from vispy import scene
 
+from .drawer import copy_stream
+
 SAMPLES = 200
 CLICK_PX = 4  # a press and release closer than this is a click (else the camera's drag)
 
@@ -152,13 +154,11 @@ class Probes:
         where = tuple(idx[::-1])  # C order: data[k, j, i]
         data = pk.data
         if pk.backend == "cupy" and not isinstance(data, np.ndarray):
-            import cupy
+            import cupy  # optional dependency: only a CuPy packet comes here
 
-            from .canvas import _copy_stream
-
-            with _copy_stream():
+            with copy_stream():
                 picked = data[tuple(cupy.asarray(a) for a in where)]
-                return picked.get(stream=_copy_stream()).astype(np.float64)
+                return picked.get(stream=copy_stream()).astype(np.float64)
         return np.asarray(data)[where].astype(np.float64)
 
     # ---- probes --------------------------------------------------------------------------
@@ -286,6 +286,7 @@ class Probes:
     def draw_hud(self) -> None:
         if self.profile is None and self.value is None:
             return
+        # imgui-bundle (≈0.5 s) loads when a probe's plot is first drawn (with the HUD)
         from imgui_bundle import imgui, implot
 
         imgui.separator()

@@ -11,9 +11,10 @@ from vispy import scene
 
 from ..fieldkinds import register
 from ..fieldkinds.profiles import profile_range
-from .axes2d import AxesSpec, axis_title
-from .canvas import Drawer, host
+from .axes2d import AxesSpec
 from .colorbar import Legend, LegendEntry
+from .drawer import Drawer, host
+from .ticks import axis_title
 
 DATA_COLOUR, EXACT_COLOUR = (0.94, 0.78, 0.31, 1.0), (0.47, 0.67, 1.0, 0.9)
 

@@ -24,12 +24,13 @@ def main(argv=None) -> int:
     p.add_argument("--size", default="1400x860")
     a = p.parse_args(argv)
 
+    # PyQt6 and VisPy (≈2 s) load after the arguments are parsed: `--help` and usage errors stay instant
     from PyQt6 import QtWidgets
     from vispy import app as vispy_app
 
     vispy_app.use_app("pyqt6")
     qapp = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
-    from .window import MainWindow
+    from .window import MainWindow  # PyQt6 too: loaded with the window, as above
 
     w = MainWindow(a.preset, a.backend, output_dir="nagare-output")
     w.resize(*(int(x) for x in a.size.split("x")))

@@ -57,6 +57,7 @@ GL_MAX_TEXTURE_BUFFER_SIZE = 0x8C2B
 
 def gl_extensions() -> set[str]:
     """The current GL context's extension names."""
+    # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
     from OpenGL import GL
 
     n = int(GL.glGetIntegerv(GL.GL_NUM_EXTENSIONS))
@@ -72,6 +73,7 @@ def buffer_sampling_fits(shape: tuple[int, ...], extensions: set[str]) -> bool:
     samplerBuffer in GLSL 1.20 (GL_EXT_gpu_shader4), glTexBuffer (GL ≥ 3.1 or
     GL_ARB_texture_buffer_object) and rows × cols within GL_MAX_TEXTURE_BUFFER_SIZE (2²⁷ texels on
     NVIDIA: a 16384² field shown cell for cell would not fit, and would silently read wrong texels)."""
+    # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
     from OpenGL import GL
 
     if BUFFER_SAMPLING_EXTENSION not in extensions:
@@ -87,6 +89,7 @@ class ExportedAllocation:
     exportable as a POSIX file descriptor (:meth:`export_fd`: a new descriptor each call)."""
 
     def __init__(self, nbytes: int, cudart=None):
+        # optional dependency (cuda-python, nagare[gpu])
         from cuda.bindings import driver as cu
 
         cudart = require_runtime(cudart)
@@ -138,6 +141,7 @@ class _Slot:
     """One shared buffer: CUDA's allocation, GL's memory object and unpack buffer, GL's last read."""
 
     def __init__(self, nbytes: int, cudart):
+        # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
         from OpenGL import GL
         from OpenGL.GL.EXT.memory_object import glBufferStorageMemEXT, glCreateMemoryObjectsEXT
         from OpenGL.GL.EXT.memory_object_fd import glImportMemoryFdEXT
@@ -166,6 +170,7 @@ class _Slot:
 
     def wait_gl_done(self, poll_s: float) -> None:
         """Until GL has run the last copy out of this buffer (its fence), polling."""
+        # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
         from OpenGL import GL
 
         if self.fence is None:
@@ -180,6 +185,7 @@ class _Slot:
             raise RuntimeError("glClientWaitSync failed on a shared display buffer")
 
     def close(self) -> None:
+        # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
         from OpenGL import GL
 
         if self.fence is not None:
@@ -189,6 +195,7 @@ class _Slot:
             GL.glDeleteBuffers(1, [self.buffer])
             self.buffer = None
         if self.memory is not None:
+            # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
             from OpenGL.GL.EXT.memory_object import glDeleteMemoryObjectsEXT
 
             glDeleteMemoryObjectsEXT(1, np.array([self.memory], np.uint32))
@@ -240,6 +247,7 @@ class SharedTexture:
 
     def upload(self, array, event=None) -> None:
         """Copy ``array`` (float32, rows contiguous) into the texture, ordered after ``event``."""
+        # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
         from OpenGL import GL
 
         rt = self.rt
@@ -284,6 +292,7 @@ class SharedTexture:
     def close(self) -> None:
         """Free both sides (GL context current): GL's objects first, then CUDA's memory; every
         slot and the stream even when one of them fails (the first error is raised after)."""
+        # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
         from OpenGL import GL
 
         error = None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 from nagare.app import colormaps
+from nagare.engine.cuda import KernelSpec
 from vispy import gloo, scene
 from vispy.visuals import Visual
 
@@ -145,8 +146,6 @@ def splat_numpy(positions, values, params, lut) -> np.ndarray:
 
 # ---- the CUDA side ----------------------------------------------------------------------------------
 def kernel_spec():
-    from nagare.engine.cuda import KernelSpec
-
     # no FMA contraction: the NumPy mirror rounds every operation once, in the written order
     return KernelSpec("cuda/view/splat_spheres.cu", options=("--fmad=false",))
 
@@ -158,7 +157,7 @@ class CudaSplatter:
     block = 256
 
     def __init__(self):
-        import cupy
+        import cupy  # optional dependency (CuPy): splatting runs on the interop path only
 
         self.cp = cupy
         spec = kernel_spec()

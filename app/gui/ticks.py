@@ -19,6 +19,11 @@ NICE = (1.0, 2.0, 5.0)  # 2.5 would give 0.0125-style labels: longer, harder to 
 CHAR_EM = 0.62  # advance of a digit, minus sign or letter of VisPy's OpenSans, in em (at most ~0.6)
 
 
+def axis_title(name: str, units: str | None) -> str:
+    """An axis' title: its name with the units in brackets, when it has units."""
+    return f"{name} [{units}]" if units else name
+
+
 def text_size(text: str, font_pt: float, dpi: float) -> tuple[float, float]:
     """(width, height) in logical px of one line of ``text`` as VisPy draws it (an upper estimate:
     widths from the widest glyphs, height one em)."""

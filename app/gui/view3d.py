@@ -40,8 +40,14 @@ from vispy.color import Colormap
 from vispy.visuals import Visual
 from vispy.visuals.transforms import STTransform
 
-from . import interop
+from nagare import shaders
+
+from . import interop, splat
+from .drawer import host
+from .probe import register_geometry
+from .slice_drag import SlicePlaneGeometry
 from .slice_pick import slice_index
+from .splat import SplatQuad
 
 log = logging.getLogger("nagare")
 
@@ -84,8 +90,6 @@ class SlicePlanesVisual(_LutColormap, Visual):
     """Up to three axis-aligned planes sampling one r32f 3D texture (shaders/glsl/slice3d.*)."""
 
     def __init__(self, colormap: str = "viridis"):
-        from nagare import shaders
-
         super().__init__(vcode=shaders.source("glsl/slice3d.vert.glsl"), fcode=shaders.source("glsl/slice3d.frag.glsl"))
         self.texture = gloo.Texture3D(np.zeros((2, 2, 2), np.float32), internalformat="r32f",
                                       interpolation="nearest", wrapping="clamp_to_edge")
@@ -154,8 +158,6 @@ class SphereVisual(_LutColormap, Visual):
     """3D particles as lit sphere sprites of a world diameter (shaders/glsl/spheres.*)."""
 
     def __init__(self, colormap: str = "viridis"):
-        from nagare import shaders
-
         super().__init__(vcode=shaders.source("glsl/spheres.vert.glsl"), fcode=shaders.source("glsl/spheres.frag.glsl"))
         self.positions = gloo.VertexBuffer(np.zeros((1, 3), np.float32))
         self.values = gloo.VertexBuffer(np.zeros(1, np.float32))
@@ -505,7 +507,7 @@ class VolumeDrawer:
         else:
             self._drop_interops()
             canvas.host_copies += pk.backend == "cupy"
-            host_volume = canvas_host(pk.data, pk.backend)
+            host_volume = host(pk.data, pk.backend)
             self.planes.set_volume(host_volume)
             self.uploads["host"] += 1
         self.planes.set_clim((lo_v, hi_v))  # solid cells arrive as SOLID (the snapshot wrote them)
@@ -522,7 +524,7 @@ class VolumeDrawer:
             if self.path == "interop" and not new_shape and self.volume_shape == shape:
                 self._interop("volume", self.volume._texture, canvas, shape).upload(pk.data, pk.event)
             else:
-                self.volume.set_data(host_volume if host_volume is not None else canvas_host(pk.data, pk.backend))
+                self.volume.set_data(host_volume if host_volume is not None else host(pk.data, pk.backend))
                 self.volume_shape = shape
         self._upload_leaves(canvas, pk)
         self._upload_bodies(canvas, pk)
@@ -546,7 +548,7 @@ class VolumeDrawer:
     def _upload_tracers(self, canvas, pk) -> None:
         """The packet's 3D particles (world units, as the bodies: shifted by half a sample onto the
         drawn cells) as points, with their trails; parked ones (NaN) are left out."""
-        pos = None if pk.overlay is None else canvas_host(pk.overlay, pk.backend)
+        pos = None if pk.overlay is None else host(pk.overlay, pk.backend)
         on = pos is not None and pos.ndim == 2 and pos.shape[1] == 3  # None: the View dock's overlay is off
         pts = pos[np.isfinite(pos).all(axis=1)] if on else None
         self.tracers.visible = bool(on and len(pts))
@@ -558,7 +560,7 @@ class VolumeDrawer:
         self.tracers.set_data(pts, face_color=TRACER_RGBA, edge_width=0, size=4)
         if pk.trails is not None:
             half = 0.5 * np.array(self._shape[::-1], np.float64) * pk.spacing
-            seg, counts = trail_points(canvas_host(pk.trails, pk.backend), half)
+            seg, counts = trail_points(host(pk.trails, pk.backend), half)
             if len(seg):
                 self.tracer_trails.transform = shift
                 self.tracer_trails.set_data(seg, color=trail_colours(counts))
@@ -576,7 +578,7 @@ class VolumeDrawer:
         canvas.legend_levels = None
         if not on:
             return
-        lo, hi, level = (canvas_host(a, pk.backend) for a in pk.boxes)
+        lo, hi, level = (host(a, pk.backend) for a in pk.boxes)
         level = np.zeros(len(lo), np.int64) if level is None else level
         canvas.legend_levels = sorted(set(np.unique(level).tolist()))
         pts = box_segments(lo, hi)
@@ -591,7 +593,7 @@ class VolumeDrawer:
         if not same:
             self._surfaces = surfaces
             if surfaces:
-                verts, faces = merge_surfaces((canvas_host(v, pk.backend), canvas_host(f, pk.backend))
+                verts, faces = merge_surfaces((host(v, pk.backend), host(f, pk.backend))
                                               for v, f in surfaces)
                 self.bodies.set_data(vertices=verts, faces=faces, color=BODY_RGBA)
         if surfaces and (pk.spacing, self._node) != self._bodies_spacing:
@@ -615,7 +617,7 @@ class VolumeDrawer:
             return
         first = self.volume is None
         if first:
-            data = canvas_host(canvas.shown.data if pk is None else pk.data,
+            data = host(canvas.shown.data if pk is None else pk.data,
                                canvas.shown.backend if pk is None else pk.backend)
             self.volume = scene.visuals.Volume(data, method=st.volume, texture_format="r32f",
                                                cmap=Colormap(colormaps.lut(canvas.colormap_name)))
@@ -623,7 +625,7 @@ class VolumeDrawer:
             canvas.add_visual("volume3d", self.volume)
             self.volume.order = 5  # after the planes: the ray cast reads their depth
         elif self.volume_shape is None and canvas.shown is not None:
-            self.volume.set_data(canvas_host(canvas.shown.data, canvas.shown.backend))
+            self.volume.set_data(host(canvas.shown.data, canvas.shown.backend))
             self.volume_shape = tuple(canvas.shown.data.shape)
         v = self.volume
         v.visible = True
@@ -690,8 +692,6 @@ class Particles3DDrawer:
         if self.spheres is None:
             self.spheres = Spheres(canvas.colormap_name)
             canvas.add_visual("spheres3d", self.spheres)
-            from .splat import SplatQuad
-
             self.quad = SplatQuad()
             self.quad.prepare = self._prepare_splat
             canvas.add_visual("splat3d", self.quad)
@@ -735,8 +735,8 @@ class Particles3DDrawer:
             self._drop_interops()
             self._count = None
             canvas.host_copies += pk.backend == "cupy"
-            vals = canvas_host(pk.data, pk.backend)
-            self.spheres.set_data(canvas_host(pk.positions, pk.backend),
+            vals = host(pk.data, pk.backend)
+            self.spheres.set_data(host(pk.positions, pk.backend),
                                   np.zeros(n, np.float32) if vals is None else vals, clim)
             self._count = n
             self.uploads["host"] += 1
@@ -764,7 +764,7 @@ class Particles3DDrawer:
             # core, plus the vertex upload); a device-side segment builder would avoid it.
             half = None if pk.bounds is None else 0.5 * (np.asarray(pk.bounds[1], np.float64)
                                                          - np.asarray(pk.bounds[0], np.float64))
-            pts, counts = trail_points(canvas_host(trails, pk.backend), half)  # wrapped: broken
+            pts, counts = trail_points(host(trails, pk.backend), half)  # wrapped: broken
         if pts is None or not len(pts):
             self.trails.visible = False
             self._trail_counts = None
@@ -779,7 +779,7 @@ class Particles3DDrawer:
     def _box(self, canvas, pk):
         if pk.bounds is not None:
             return tuple(np.asarray(b, np.float64) for b in pk.bounds)
-        pts = canvas_host(pk.positions, pk.backend)
+        pts = host(pk.positions, pk.backend)
         return pts.min(axis=0), pts.max(axis=0)
 
     def _buffer(self, name, vbo, canvas, nbytes):
@@ -812,8 +812,6 @@ class Particles3DDrawer:
             return False  # not this frame: the texture holds no image
 
     def _splat_now(self, quad, view) -> bool:
-        from . import splat
-
         src, canvas = self._splat_src, self._canvas
         positions, values, event, clim, diameter, centre = src
         x0, y0, width, height = splat.current_viewport(canvas)
@@ -836,7 +834,7 @@ class Particles3DDrawer:
         size, w = point_scale(canvas.view, view, centre, diameter)
         params = splat.view_params(splat.view_matrix(view.get_transform("visual", "render")), width, height,
                                    size, w, clim)
-        import cupy
+        import cupy  # optional dependency (CuPy): splatting runs on the interop path only
 
         stream = cupy.cuda.ExternalStream(int(tex.stream))
         if event is not None:
@@ -867,12 +865,6 @@ class Particles3DDrawer:
                 canvas.visuals[name].visible = canvas.view3d.outline
 
 
-def canvas_host(a, backend):
-    from .canvas import host
-
-    return host(a, backend)
-
-
 class PerCanvas:
     """A registered drawer whose visuals belong to one canvas: each canvas gets its own instance."""
 
@@ -885,7 +877,4 @@ class PerCanvas:
 
 def register_drawers() -> None:
     register("draw", "volume3d", PerCanvas(VolumeDrawer))
-    from .probe import register_geometry
-    from .slice_drag import SlicePlaneGeometry
-
     register_geometry("volume3d", SlicePlaneGeometry())  # probes on the slice planes

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import tomllib
 import typing
 from pathlib import Path
 
@@ -21,10 +22,13 @@ from nagare.engine.presets import PRESET_DIR, load_preset, preset_names, raw_dic
 from pydantic import BaseModel
 from PyQt6 import QtCore, QtGui, QtWidgets
 
+from ..headless import vtkhdf_fields
 from . import export
 from .canvas import FieldCanvas
 from .hud import Hud
 from .pacing import UI_POLL_S, FramePacer
+from .probe import Probes
+from .slice_drag import SliceDrag
 from .worker import SimulationWorker
 
 log = logging.getLogger("nagare")
@@ -162,8 +166,6 @@ class ParameterForm(QtWidgets.QWidget):
     def values(self) -> dict:
         """The raw dict of the preset with the edited values (validated by the caller). A derived
         field left as shown is left out, so it follows its source (τ from an edited Re)."""
-        import tomllib
-
         raw = raw_dict(self.preset)
         derived = self.preset.derived_fields()
         for key, (w, _) in self.editors.items():
@@ -270,11 +272,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.hud.visible = hud
         self.canvas.hud = self.hud
         self.canvas.relayout()
-        from .probe import Probes
-
         self.probes = Probes(self.canvas, self.hud, self.message)
-        from .slice_drag import SliceDrag
-
         self.slice_drag = SliceDrag(self.canvas, moved=self._plane_dragged)  # 3D: drag a slice plane
 
         self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
@@ -922,8 +920,6 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.message(f"VTKHDF written: {', '.join(map(str, out)) if isinstance(out, list) else out}")
             except export.ExportError as exc:
                 self.error("VTKHDF not written", str(exc))
-
-        from ..headless import vtkhdf_fields  # (the octree's leaves too, as the CLI's --dump writes them)
 
         self._call(f"vtkhdf:{path}", lambda eng: (vtkhdf_fields(eng), eng.time, eng.step_count), write)
 

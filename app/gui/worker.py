@@ -29,15 +29,18 @@ from __future__ import annotations
 import copy
 import logging
 import queue
+import sys
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from nagare.app.fieldkinds import handler_for
 from nagare.app.packets import SLICE_AXES, FramePacket, SnapshotContext, ViewRequest, _percentiles, display_range
-from nagare.engine import registry
+from nagare.app.timinglog import TimingLog
+from nagare.engine import cuda, registry
 from nagare.engine.backend import get_backend
 from nagare.engine.contract import Engine
 from nagare.engine.errors import Diverged, NagareError, one_line
@@ -102,7 +105,7 @@ def _read_float(x) -> float:
         return float(x)
     s = getattr(_read_streams, "stream", None)
     if s is None:
-        import cupy
+        import cupy  # optional dependency (CuPy): only a CuPy engine gets here
 
         s = _read_streams.stream = cupy.cuda.Stream(non_blocking=True)
     return float(x.get(stream=s))
@@ -231,8 +234,6 @@ class SimulationWorker:
     gil_switch_interval = 1e-3
 
     def start(self) -> SimulationWorker:
-        import sys
-
         if sys.getswitchinterval() > self.gil_switch_interval:
             sys.setswitchinterval(self.gil_switch_interval)
         self._thread.start()
@@ -282,8 +283,6 @@ class SimulationWorker:
         self.notices.put(Notice(kind, text, payload))
 
     def _build(self, preset, variants: dict | None = None) -> None:
-        from nagare.app.timinglog import TimingLog
-
         backend = get_backend(self.backend_name)
         if self.engine is not None:  # its checkpoint buffers (a state's worth of device memory) go first
             self._ckpt_pending = None
@@ -320,8 +319,6 @@ class SimulationWorker:
         live switch loads them from CuPy's disk cache instead of stalling the stream on NVRTC."""
         specs = warm_up_specs(engine)
         if specs:
-            from nagare.engine import cuda
-
             threading.Thread(target=cuda.precompile, args=(specs, 2), name="nagare-warm-up", daemon=True).start()
 
     def _main(self) -> None:
@@ -641,8 +638,6 @@ class SimulationWorker:
 def _owned_checkpoint(engine) -> dict:
     """engine.checkpoint() with arrays the checkpoint owns: on NumPy, asnumpy() returns the live
     state arrays themselves, which the next steps would overwrite."""
-    import numpy as np
-
     ckpt = engine.checkpoint()
     if not engine.backend.is_gpu:  # device→host copies are new arrays already
         ckpt["arrays"] = {k: np.array(v, copy=True) for k, v in ckpt["arrays"].items()}

@@ -11,7 +11,10 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
 from ..atomic import ExportError, output_writer, write_text_atomic
+from ..device import cache_dir
 
 FILE_NAME = "autotune.json"
 FORMAT = 1
@@ -19,8 +22,6 @@ FORMAT = 1
 
 def tune_key(gpu: str, kernel: str, shape, dtype, options=()) -> str:
     """A readable, stable key; ``options`` is any JSON-able value (sorted when a dict)."""
-    import numpy as np
-
     opts = json.dumps(options, sort_keys=True, default=str, separators=(",", ":"))
     shape_txt = "x".join(str(int(n)) for n in shape)
     return f"{gpu}|{kernel}|{shape_txt}|{np.dtype(dtype).name}|{opts}"
@@ -67,6 +68,4 @@ class TuneCache:
 
 
 def default_cache() -> TuneCache:
-    from ..device import cache_dir
-
     return TuneCache(cache_dir() / FILE_NAME)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import deque
 
 BATCH_MS = 0.2       # GPU time one measurement aims at
 MAX_BATCH = 128      # launches per measurement at most
@@ -55,8 +56,6 @@ class HostClock:
     """Median host time between successive calls (what the hold must cover)."""
 
     def __init__(self, keep: int = 64):
-        from collections import deque
-
         self._last: float | None = None
         self._gaps = deque(maxlen=keep)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from ..decomp.config import DecomposablePreset, SplitAxis
@@ -23,8 +24,6 @@ class Physics(Strict):
 
     @property
     def dtype(self):
-        import numpy as np
-
         return np.float32 if self.precision == "fp32" else np.float64
 
 

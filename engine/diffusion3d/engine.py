@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from .. import cuda
 from ..benchspec import BenchSpec
 from ..contract import Engine
 from ..fields import Grid3D
@@ -84,8 +85,6 @@ class Diffusion3D(Engine):
         self._loop = loop_for(kernel, diffusion7, self.preset.shape, self.dtype, self.preset.boundaries.kind,
                               self.xp, self.stream)
         if kernel == "cuda-handwritten":
-            from .. import cuda
-
             name = f"diffusion7<{cuda.ctype(self.dtype)}, {'true' if self.periodic else 'false'}>"
             self._kernel = cuda.kernel(CUDA_SOURCE, name, (name,))
             nz, ny, nx = self.preset.shape

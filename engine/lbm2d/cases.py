@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import cuda
 from ..benchspec import BenchSpec
+from . import temporal_blocking as tb
 from . import variants
 from .config import LBM2DPreset
 
@@ -87,8 +88,6 @@ def bench_selections(backend: str = "cupy"):
 def bench_precompile(selections: list[dict], preset, jobs: int) -> None:
     """Compile the temporal-blocking modules of ``selections`` (one NVRTC module per kernel, ts,
     tr and tile) in ``jobs`` processes before `nagare bench` times them (engine/cuda.py precompile)."""
-    from . import temporal_blocking as tb
-
     specs = [tb.kernel_spec(sel, preset.physics.dtype) for sel in selections
              if sel.get("kernel") in variants.TEMPORAL_BLOCKING and tb.unavailable_reason(sel, preset) is None]
     if specs:

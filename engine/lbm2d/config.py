@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+from PIL import Image
 from pydantic import Field, field_validator, model_validator
 
 from ..decomp.config import DecomposablePreset, SplitAxis
@@ -201,8 +202,6 @@ def load_image(path: str) -> np.ndarray:
     if p.exists() and not p.is_file():  # a FIFO would block the reader forever
         raise ValueError(f"obstacle image {str(p)!r} is not a regular file")
     try:
-        from PIL import Image
-
         with Image.open(p) as im:
             return np.asarray(im.convert("L"), dtype=np.float64) / 255.0
     except FileNotFoundError:

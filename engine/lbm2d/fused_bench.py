@@ -133,7 +133,7 @@ def main(argv=None):
             unknown.append(h)
     if unknown:
         ap.error(f"unknown --hints {', '.join(unknown)}; known: {', '.join(HINTS)}")
-    import cupy as cp
+    import cupy as cp  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
     shapes = [parse_shape(label) for label in args.shapes.split(",")] if args.shapes else SHAPES
     default = dict(launch_config.FUSED_LAUNCH)

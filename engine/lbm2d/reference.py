@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import d2q9
+from .config import load_image
 from .d2q9 import CX, CY, OPP, Q, W
 
 
@@ -259,8 +260,6 @@ def apply_open_boundaries(xp, f, lat: Lattice):
 # ---- geometry ---------------------------------------------------------------------------------
 def build_mask(preset) -> np.ndarray:
     """The node-type mask (ny, nx) of a preset: walls, lid, inlet/outlet columns, obstacle."""
-    from .config import load_image
-
     ny, nx = preset.shape
     mask = np.zeros((ny, nx), dtype=np.uint8)
     b, ob = preset.boundaries, preset.obstacle

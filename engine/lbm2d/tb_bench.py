@@ -77,7 +77,7 @@ def main(argv=None):
     ap.add_argument("--tiles", default=",".join(tb.P1_TILES))
     ap.add_argument("--copy-gbs", type=float, default=0.0, help="measured copy bandwidth (GB/s) for the roofline ratio")
     args = ap.parse_args(argv)
-    import cupy as cp
+    import cupy as cp  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
     dtype = np.float64 if args.fp64 else np.float32
     bpu = 2 * 9 * np.dtype(dtype).itemsize

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import registry
 from ..cuda import KernelSpec, ctype, template
 from .d2q9 import CX, CY, FLUID, MOVING_WALL, SOLID, Q
 
@@ -51,12 +50,14 @@ def parse_tile(tile: str) -> tuple[int, int]:
     return w, h
 
 
+# How the temporal-blocking axes parse their choices (variants.py registers the axes with these).
+AXIS_PARSERS = {"ts": int, "tr": int, "tile": parse_tile}
+
+
 def typed(selection: dict) -> dict:
     """The selection with ts, tr as ints and tile as (width, height) (the lbm2d axes' parsers);
     ValueError for a value its axis cannot parse."""
-    from .variants import FAMILY  # variants imports this module (its tile parser)
-
-    return registry.typed(FAMILY, selection)
+    return {k: AXIS_PARSERS[k](v) if k in AXIS_PARSERS else v for k, v in selection.items()}
 
 
 def register_depth(selection: dict) -> int:

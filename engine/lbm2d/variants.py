@@ -111,12 +111,12 @@ def register() -> None:
         R.register_choice(FAMILY, "kernel", name, backends=("cupy",), doc=docs[name],
                           reference={"kernel": "reference"}, rtol=1e-5, check=check_kernel)
 
-    for axis, choices, default, parse, doc in (
-            ("ts", TS_CHOICES, "4", int, "temporal-blocking steps per global-memory pass (P1's ts)"),
-            ("tr", TR_CHOICES, "0", int, "register-blocking steps per shared-memory pass (P1's tr, ≤ ts)"),
-            ("tile", TILE_CHOICES + WAVE_TILE_CHOICES, "16x16", temporal_blocking.parse_tile,
+    for axis, choices, default, doc in (
+            ("ts", TS_CHOICES, "4", "temporal-blocking steps per global-memory pass (P1's ts)"),
+            ("tr", TR_CHOICES, "0", "register-blocking steps per shared-memory pass (P1's tr, ≤ ts)"),
+            ("tile", TILE_CHOICES + WAVE_TILE_CHOICES, "16x16",
              "thread-block tile (x × y) of the temporal-blocking kernels (wavefront: threads × rows)")):
-        R.register_axis(FAMILY, axis, default=default, doc=doc, parse=parse)
+        R.register_axis(FAMILY, axis, default=default, doc=doc, parse=temporal_blocking.AXIS_PARSERS[axis])
         for c in choices:
             R.register_choice(FAMILY, axis, c, backends=("numpy", "cupy"), doc=f"{axis} = {c}",
                               reference={"kernel": "reference"}, rtol=1e-5, check=check_blocking_knob)

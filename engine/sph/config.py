@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from ..presets import PresetBase, Strict
@@ -34,8 +35,6 @@ class Physics(Strict):
 
     @property
     def dtype(self):
-        import numpy as np
-
         return np.float32 if self.precision == "fp32" else np.float64
 
 

@@ -16,9 +16,11 @@ import numpy as np
 
 from ..benchspec import BenchSpec
 from ..contract import Engine
+from ..errors import CheckpointError
 from ..fields import Particles
 from . import geometry, memory, reference, variants
 from .config import SPHPreset
+from .gpu import GpuSPH
 from .neighbours import CELL_FRACTION, Domain, VerletList, build_cells, cell_pairs
 
 FAMILY = variants.FAMILY
@@ -95,8 +97,6 @@ class SPH(Engine):
         ~2e-10 after 10⁷ steps); with the adaptive Δt, zero
         exactly at step 0 and positive after it (each Δt is positive)."""
         super().check_consistent(meta, arrays)
-        from ..errors import CheckpointError
-
         step, t = int(meta["step"]), float(meta["time"])
         dt = self.preset.time.dt_fixed
         if dt > 0 and not math.isclose(t, step * dt, rel_tol=1e-8, abs_tol=1e-12 * dt):
@@ -186,8 +186,6 @@ class SPH(Engine):
         t, dt = self._time, self.dt  # from the device of the selection being replaced, if any
         self.gpu = None
         if self.backend.is_gpu:
-            from .gpu import GpuSPH
-
             gpu = GpuSPH(self, new)
             if old_gpu is not None:
                 gpu.st[2] = dt

@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 from .. import cuda
+from .kernels import cubic_alpha, wendland_alpha
 
 log = logging.getLogger("nagare")
 
@@ -69,7 +70,7 @@ def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool) -> cuda.Kerne
 
 class GpuSPH:
     def __init__(self, engine, selection):
-        import cupy
+        import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
         self.cp = cupy
         self.e = engine
@@ -84,8 +85,6 @@ class GpuSPH:
         self.nwarps = (self.n + 31) // 32
         k = e.k
         prm = np.zeros(N_PARAMS, dtype=np.float64)
-        from .kernels import cubic_alpha, wendland_alpha
-
         knorm = (wendland_alpha if k.kernel == "wendland" else cubic_alpha)(k.h, k.dim)
         prm[:] = [k.h, e.rc * e.rc, knorm, k.rho0, k.c0, 0.5 * (k.gamma - 1.0), k.alpha, k.eta2, k.mass,
                   k.delta * k.h * k.c0, k.gravity, k.rho0 * k.gravity / k.B, 1.0 / k.gamma,
@@ -184,7 +183,7 @@ class GpuSPH:
         counter there was a host sync per call that drained the queue. So each call queues an
         asynchronous copy into pinned memory and returns the newest count that has landed (exact
         with ``wait``, e.g. at the end of a run)."""
-        import cupyx
+        import cupyx  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
         cp = self.cp
         if self.__dict__.get("_stale_host") is None:
@@ -290,7 +289,7 @@ class GpuSPH:
         if self._probe is not None and not self._probe[0].done:
             return  # the previous copy has not landed yet: keep waiting for it, queue nothing more
         if self._pinned is None:
-            import cupyx
+            import cupyx  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
             self._pinned = cupyx.empty_pinned((1,), dtype=self.dtype)
         stream = cp.cuda.get_current_stream()

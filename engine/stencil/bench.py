@@ -34,7 +34,13 @@ import time
 
 import numpy as np
 
+from .. import backend as backends
+from .. import device
 from ..atomic import ExportError, output_writer, write_text_atomic
+from ..autotune import ALL_STENCIL_SHAPES, STENCIL_SHAPES, EventTimer, measure, stencil_space
+from .codegen import tile_smem_bytes, vec_choice
+from .library import diffusion7
+from .loops import Loop
 
 P2_SIZES = [(32, 32, 32), (64, 64, 64), (256, 256, 256), (512, 512, 512), (8, 512, 512)]  # (nx, ny, nz)
 FIXED = {"bx": 128, "by": 1, "zmarch": 2, "shape": "march"}
@@ -65,8 +71,6 @@ def _summary(cfg: dict, ms: float, gbs, bw: float, loop) -> dict:
 
 
 def _table(loop, space, f, fn, r, timer, batch, batches, est, host):
-    from ..autotune import measure
-
     table = {}
     ref = est
     for key in space.all_keys():
@@ -84,8 +88,6 @@ def _table(loop, space, f, fn, r, timer, batch, batches, est, host):
 
 def _runoff(loop, cfgs, f, fn, r, timer, batch, rounds, ref, host) -> list[float]:
     """Interleaved re-measurement: ``rounds`` rounds, each one batch of every configuration (rotated)."""
-    from ..autotune import measure
-
     gos = [loop.prepared(c, f=f, fn=fn, r=r) for c in cfgs]
     samples = [[] for _ in cfgs]
     for rnd in range(rounds):
@@ -97,8 +99,6 @@ def _runoff(loop, cfgs, f, fn, r, timer, batch, rounds, ref, host) -> list[float
 
 
 def _live_tune(st, shape, f, fn, r, cp, strategy: str, shapes=None, max_calls: int = 200000) -> dict:
-    from .loops import Loop
-
     loop = Loop(st, shape, np.float32, engine="device-autotune", xp=cp, tune_cache=None,
                 tune={"strategy": strategy, **({"shapes": shapes} if shapes else {})})
     t0 = time.perf_counter()
@@ -121,8 +121,6 @@ def _live_tune(st, shape, f, fn, r, cp, strategy: str, shapes=None, max_calls: i
 def _amortise(st, shape, f, fn, r, cp, best_cfg, steps: int = AMORTISE_STEPS) -> dict:
     """Device time of the first ``steps`` steps: fresh auto-tuned run vs fixed vs best (events). All
     three go through the same ``Loop.__call__`` path, so the host side is alike."""
-    from .loops import Loop
-
     def run(loop):
         a, b = f, fn
         start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -158,20 +156,11 @@ def bench_stencil(sizes=None, *, batches: int = 5, runoff_rounds: int = 5, strat
     """Run the experiment on the current CUDA device; returns JSON-able results. ``shapes``: the
     kernel shapes of the searched space and of the live tuners (default: the tuner's,
     ``STENCIL_SHAPES``; add ``"tile"`` to include the tile shape)."""
-    from ..autotune import ALL_STENCIL_SHAPES, STENCIL_SHAPES, EventTimer, measure, stencil_space
-    from ..backend import get_backend
+    backend = backends.get_backend("cupy")  # one-line BackendUnavailable without a GPU
+    import cupy as cp  # optional dependency (nagare[gpu]); the line above has said if it is missing
 
-    backend = get_backend("cupy")  # one-line BackendUnavailable without a GPU
-    import cupy as cp
-
-    from ..device import copy_bandwidth, device_info
-    from .library import diffusion7
-    from .loops import Loop
-
-    bw = copy_bandwidth(backend)
-    info = device_info(backend).as_dict()
-    from .codegen import tile_smem_bytes, vec_choice
-
+    bw = device.copy_bandwidth(backend)
+    info = backend.device_info().as_dict()
     shapes = tuple(shapes or STENCIL_SHAPES)
     unknown = [s for s in shapes if s not in ALL_STENCIL_SHAPES]
     if unknown:

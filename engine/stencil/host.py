@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .expr import Bin, Call, Const, Load, Neg, Node, Param
+from .expr import Bin, Call, Const, Load, Neg, Node, Param, StencilError
 
 BOUNDARIES = ("periodic", "fixed")
 
@@ -82,8 +82,6 @@ def evaluate(st, xp, arrays: dict, params: dict, boundary: str) -> None:
 
 def check_arrays(st, arrays: dict, params: dict, shape=None, dtype=None, boundary="periodic"):
     """One-line errors for missing/extra names, shape or dtype mismatches and aliasing."""
-    from .expr import StencilError
-
     where = f"stencil '{st.name}'"
     names = st.inputs + st.outputs
     missing = [n for n in names if n not in arrays] + [p for p in st.params if p not in params]

@@ -20,6 +20,8 @@ from functools import cache
 
 import numpy as np
 
+from .. import cuda
+from ..autotune import STENCIL_SHAPES, EventTimer, Tuner, default_cache, stencil_space, tune_key
 from .codegen import (
     PLAIN,
     TILE,
@@ -70,9 +72,7 @@ def format_compile_error(st, source: str, log: str) -> str:
 def _compiled(source: str, names: tuple[str, ...], options: tuple[str, ...], device: int):
     """The functions ``names`` of ``source`` on ``device`` (a Function is bound to the device that
     was current when it was looked up; NVRTC compiles once, RawModule loads per device)."""
-    import cupy
-
-    from .. import cuda
+    import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
     mod = cupy.RawModule(code=source, options=cuda.DEFAULT_OPTIONS + options)
     return tuple(mod.get_function(n) for n in names)
@@ -82,7 +82,7 @@ def compile_kernels(st, dtype, boundary: str) -> dict:
     """The generated kernels of ``st`` (one NVRTC compile): {unroll: function} for the z-marching
     kernels plus {"plain": …}, and in 3D {"tile": …} and {"vec2": …, "vec4": …} (those the x-halo
     allows) for the other shapes."""
-    import cupy
+    import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
     source = generate(st, dtype, boundary)
     unrolls = kernel_variants(st)
@@ -162,7 +162,7 @@ class Loop:
         self.last_config: dict | None = None
         if engine == "host":
             return
-        import cupy
+        import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
         self._cp = cupy
         check_offsets_fit(st, self.shape)
@@ -170,8 +170,6 @@ class Loop:
         self.kernel = self.kernels[1]
         self._dims = [np.int32(n) for n in self.shape[::-1]]
         if engine == "device-autotune":
-            from ..autotune import STENCIL_SHAPES, EventTimer, Tuner, default_cache, stencil_space, tune_key
-
             cache_obj = default_cache() if tune_cache is True else (tune_cache or None)
             key = tune_key(gpu_name(cupy), f"stencil:{st.name}:{st.fingerprint}", self.shape, self.dtype,
                            {"boundary": boundary})

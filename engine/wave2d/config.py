@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from ..decomp.config import DecomposablePreset, SplitAxis
@@ -24,8 +25,6 @@ class Physics(Strict):
 
     @property
     def dtype(self):
-        import numpy as np
-
         return np.float32 if self.precision == "fp32" else np.float64
 
 

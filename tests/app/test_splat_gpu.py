@@ -81,6 +81,7 @@ def test_cuda_splat_equals_the_mirror_bit_for_bit(n, size, spread):
 def test_particles_are_splatted_into_the_frame_without_the_host(egl, monkeypatch, caplog):
     import cupy as cp
     from nagare.app.gui import canvas as canvas_mod
+    from nagare.app.gui import view3d as view3d_mod
     from nagare.app.gui.canvas import FieldCanvas
     from nagare.app.gui.view3d import Particles3DDrawer, point_scale
     from nagare.app.packets import FramePacket
@@ -112,7 +113,8 @@ def test_particles_are_splatted_into_the_frame_without_the_host(egl, monkeypatch
     def no_host(*a, **k):
         raise AssertionError("a host copy was made on the interop path")
 
-    monkeypatch.setattr(canvas_mod, "host", no_host)
+    for drawers in (canvas_mod, view3d_mod):  # the 3D particles' drawer is view3d's
+        monkeypatch.setattr(drawers, "host", no_host)
     c.show_packet(packet(2, pos, val))
     frame = c.grab()[::-1]  # row 0 at the bottom, as the mirror's
     monkeypatch.undo()

@@ -41,11 +41,13 @@ def _packet(cp, kind, seq, spacing=1.0, **arrays):
 
 def _no_host(monkeypatch):
     from nagare.app.gui import canvas as canvas_mod
+    from nagare.app.gui import view3d as view3d_mod
 
     def no_host(*a, **k):
         raise AssertionError("a host copy was made on the interop path")
 
-    monkeypatch.setattr(canvas_mod, "host", no_host)
+    for drawers in (canvas_mod, view3d_mod):  # the volume's drawer is view3d's
+        monkeypatch.setattr(drawers, "host", no_host)
 
 
 def test_volume_goes_into_the_3d_texture_through_interop(egl, monkeypatch, caplog):

@@ -9,8 +9,8 @@ import pytest
 from nagare.app import colormaps
 from nagare.app.atomic import ExportError, write_text_atomic
 from nagare.engine import backend as backend_mod
-from nagare.engine.backend import get_backend
-from nagare.engine.device import copy_bandwidth, device_info
+from nagare.engine.backend import device_info, get_backend
+from nagare.engine.device import copy_bandwidth
 from nagare.engine.errors import BackendUnavailable
 from nagare.engine.timing import PhaseSample, PhaseTimer, summarise
 

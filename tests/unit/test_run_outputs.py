@@ -7,7 +7,7 @@ import itertools
 import json
 
 from nagare.app.cli import main
-from nagare.engine.device import DeviceInfo
+from nagare.engine.backend import DeviceInfo
 
 SMALL_1D = ["--backend", "numpy", "--set", "grid.nx=64"]
 

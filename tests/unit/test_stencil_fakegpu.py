@@ -129,7 +129,7 @@ def test_stencil_benchmark_runs_end_to_end_on_the_fake_gpu(fcp, monkeypatch):
     gpu = Backend("cupy", fcp, _cupy=fcp)
     monkeypatch.setattr(backend, "get_backend", lambda name="auto": gpu)
     monkeypatch.setattr(device, "copy_bandwidth", lambda be, refresh=False: 1e9)
-    monkeypatch.setattr(device, "device_info", lambda be: device.DeviceInfo(backend="cupy", name="Fake GPU"))
+    monkeypatch.setattr(backend, "device_info", lambda be: backend.DeviceInfo(backend="cupy", name="Fake GPU"))
     result = bench.bench_stencil([(8, 4, 16)], batches=1, runoff_rounds=2)
     row = result["rows"][0]
     assert row["mesh"] == "8x4x16" and len(row["exhaustive_table_ms"]) == 249  # 161 march + 32 plain + 56 vec

@@ -1,0 +1,77 @@
+"""The canvas' drawers' common ground: the :class:`Drawer` base (how the canvas shows one packet
+kind) and :func:`host`, a packet's array on the host, copied on this thread's private stream.
+
+Its own module so that the drawers of app/gui/canvas.py, profile1d.py and view3d.py and the probes
+(probe.py) all build on it without importing the canvas, which imports them to register them.
+"""
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+
+import numpy as np
+from nagare.app.packets import FramePacket, length_units
+
+from .axes2d import AxesSpec
+from .ticks import axis_title
+
+_copy_streams = threading.local()
+
+
+def copy_stream():
+    """This thread's private non-blocking stream for device→host copies of frame packets."""
+    s = getattr(_copy_streams, "stream", None)
+    if s is None:
+        import cupy  # optional dependency: only a CuPy packet comes here
+
+        s = _copy_streams.stream = cupy.cuda.Stream(non_blocking=True)
+    return s
+
+
+def host(a, backend: str):
+    if a is None:
+        return None
+    if backend == "cupy" and not isinstance(a, np.ndarray):
+        # A packet is drawn only once its event is done, so its data is ready. Copying on the
+        # default stream would instead wait behind every step the engine has queued since
+        # (the engine's stream is ordered with the default stream): copy on a private stream.
+        return a.get(stream=copy_stream())
+    return np.asarray(a)
+
+
+class Drawer(ABC):
+    """How the canvas shows one packet kind (register an instance: ``register("draw", kind, d)``).
+
+    Called on the UI thread with the GL context current, once the packet's event is done.
+    ``canvas`` is the FieldCanvas (app/gui/canvas.py, which imports this module)."""
+
+    visuals: tuple[str, ...] = ()  # names in FieldCanvas.visuals shown while this kind is on screen
+    label = "host (geometry)"  # the display path the status bar reports for this kind
+    aspect: float | None = 1.0  # the pan/zoom camera's aspect; None: x and y scale apart (a line plot)
+
+    def setup(self, canvas) -> None:  # noqa: B027  (an optional hook: nothing by default)
+        """Called when this kind comes on screen, before its visuals are shown: a kind with
+        visuals of its own adds them here on first use (``canvas.add_visual``)."""
+
+    def three_d(self, pk: FramePacket) -> bool:
+        """True: orbit (turntable) camera; False: pan/zoom."""
+        return False
+
+    @abstractmethod
+    def upload(self, canvas, pk: FramePacket) -> None:
+        """Put the packet's data into this kind's visuals."""
+
+    def fit(self, canvas, pk: FramePacket) -> None:  # noqa: B027  (an optional hook: nothing by default)
+        """Frame the data once the kind or the shape changed (canvas.fit_bounds helps)."""
+
+    def axes(self, pk: FramePacket) -> AxesSpec | None:
+        """The axes beside a 2D view: the packet's axis names in its length units, from its origin.
+        None (no axes) for the 3D views, which draw their own."""
+        if self.three_d(pk):
+            return None
+        u = length_units(pk)
+        (xn, yn), origin = pk.axis_names, pk.origin
+        return AxesSpec(axis_title(xn, u), axis_title(yn, u), (float(origin[0]), float(origin[1])))
+
+    def display_label(self, canvas) -> str:
+        return self.label
