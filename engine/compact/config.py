@@ -116,10 +116,12 @@ class Boundaries(Strict):
 
 
 class Initial(Strict):
-    kind: Literal["cosine-power", "square", "box", "sine", "random", "vortex", "isentropic-vortex",
+    kind: Literal["cosine-power", "square", "box", "cone", "sine", "random", "vortex", "isentropic-vortex",
                   "acoustic-pulse", "uniform"] = Field(
         "cosine-power", description="cosine-power: [(1 - cos 2π(x-x0)/L)/2]^power; square: 1 on [lo, hi]; "
-                                    "box: 1 on box = [x0, x1, y0, y1] (P4's cone); sine: sin(2π mode x/L); random; "
+                                    "box: 1 on box = [x0, x1, y0, y1] (P4's rotating \"cone\"); cone: "
+                                    "max(0, 1 - r/cone_radius) around cone_center (the classic solid-body "
+                                    "rotation test); sine: sin(2π mode x/L); random; "
                                     "navier-stokes: vortex (P4's ψ = Γ exp(-r²/2r_c²)), isentropic-vortex (exact "
                                     "Euler vortex, strength = amplitude), acoustic-pulse (right-running simple wave, "
                                     "δp = amplitude·exp(-(x-xc)²/core²)), uniform (free stream)")
@@ -131,6 +133,10 @@ class Initial(Strict):
                       json_schema_extra=_initial("square"))
     box: tuple[float, float, float, float] = Field((-0.1, 0.1, 0.4, 0.6), description="box: x0, x1, y0, y1",
                                                    json_schema_extra=_initial("box"))
+    cone_center: tuple[float, float] = Field((0.0, 0.5), description="cone: x, y of its apex",
+                                             json_schema_extra=_initial("cone"))
+    cone_radius: float = Field(0.25, gt=0, le=1e6, description="cone: radius of its base (its height is amplitude)",
+                               json_schema_extra=_initial("cone"))
     mode: int = Field(1, ge=0, le=100000, description="sine: wave number (periods across the domain)",
                       json_schema_extra=_initial("sine"))
     amplitude: float = Field(1.0, ge=-1e6, le=1e6)
@@ -160,7 +166,7 @@ class CompactPreset(PresetBase):
         if p == "rotation2d" and self.boundaries.kind != "closures":
             raise ValueError("rotation2d needs boundaries.kind = \"closures\" (the velocity u = -ωy, v = ωx is not "
                              "periodic)")
-        if p == "derivative" and self.initial.kind in ("square", "box"):
+        if p == "derivative" and self.initial.kind in ("square", "box", "cone"):
             raise ValueError("derivative: use a smooth initial field (sine, cosine-power or random)")
         if self.initial.kind == "square" and not self.initial.hi > self.initial.lo:
             raise ValueError("initial.hi must be greater than initial.lo")
@@ -188,18 +194,22 @@ class CompactPreset(PresetBase):
         init, g = self.initial, self.grid
         two_d = self.physics.problem != "advection1d"
         axes = ("x", "y") if two_d else ("x",)
+        if init.kind == "cone" and not two_d:
+            raise ValueError("initial.kind = \"cone\" is two-dimensional: use it with rotation2d")
         if init.kind == "box":
             bx0, bx1, by0, by1 = init.box
             if not (bx1 > bx0 and by1 > by0):
                 raise ValueError(f"initial.box = {list(init.box)} is [x0, x1, y0, y1] with x1 > x0 and y1 > y0; "
                                  "its corners are in the wrong order")
-        spans = {"box": {"x": init.box[:2], "y": init.box[2:]}, "square": {"x": (init.lo, init.hi)}}.get(init.kind)
+        (cx, cy), r = init.cone_center, init.cone_radius
+        spans = {"box": {"x": init.box[:2], "y": init.box[2:]}, "square": {"x": (init.lo, init.hi)},
+                 "cone": {"x": (cx - r, cx + r), "y": (cy - r, cy + r)}}.get(init.kind)
         for axis, (lo, hi) in (spans or {}).items():
             if axis not in axes:
                 continue
             c = self.coordinates(axis)
             if not np.any((c >= lo) & (c <= hi)):
-                key = "initial.box" if init.kind == "box" else "initial.lo/hi"
+                key = {"box": "initial.box", "cone": "initial.cone_center/cone_radius"}.get(init.kind, "initial.lo/hi")
                 raise ValueError(f"{key}: [{lo:g}, {hi:g}] along {axis} covers no grid point (the grid runs "
                                  f"from {c[0]:g} to {c[-1]:g} in steps of {self.spacing(axis):g}): φ₀ would be 0")
         if init.kind == "sine":
