@@ -75,6 +75,9 @@ class Engine(ABC):
     # True when every step advances physical time by the same self.dt: then time = step_count·dt,
     # which does not depend on how steps were grouped into batches (bit-for-bit resume).
     constant_dt: ClassVar[bool] = False
+    # what self.time is in (the app's HUD and status line show it): "s", "lattice steps", ... ;
+    # "" for a family whose time carries the preset's own units (κ and Δx as the user gave them)
+    time_units: ClassVar[str] = ""
     equivalence_steps: ClassVar[int] = 64
 
     def __init_subclass__(cls, **kwargs):

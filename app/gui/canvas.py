@@ -27,7 +27,7 @@ import numpy as np
 from nagare.app import colormaps
 from nagare.app.fieldkinds import lookup, register
 from nagare.app.fieldkinds.boxes import box_segments
-from nagare.app.packets import FramePacket, length_units
+from nagare.app.packets import FramePacket, length_units, time_label
 from nagare.engine.errors import one_line
 from vispy import gloo, scene
 from vispy.color import Colormap
@@ -480,6 +480,14 @@ class FieldCanvas(scene.SceneCanvas):
             self.context.flush_commands()
             self.hud.render(self.physical_size, self.pixel_scale)
         self.frames_drawn += 1
+
+    def shown_time(self) -> str:
+        """The simulated time of the frame on screen ("t = 0.25 s"), "" before the first one
+        (its event is done: a device time is read on a private stream, no wait)."""
+        pk = self.shown
+        if pk is None or pk.time is None:
+            return ""
+        return time_label(_host_scalar(pk.time), pk.time_units)
 
     def colour_range(self, pk: FramePacket) -> tuple[float, float]:
         """The colour range of a packet: the fixed one, else the packet's (device) auto range."""

@@ -481,7 +481,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def _build_status(self) -> None:
         sb = self.statusBar()
         self.status_labels = {}
-        for key in ("state", "backend", "device", "steps", "throughput", "roofline", "display"):
+        for key in ("state", "backend", "device", "time", "steps", "throughput", "roofline", "display"):
             lab = QtWidgets.QLabel("")
             lab.setContentsMargins(6, 0, 6, 0)
             sb.addPermanentWidget(lab)
@@ -705,7 +705,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _hud_model(self):
         st = self.worker.latest_stats()
         state = "running" if self.worker.running else ("DIVERGED" if self.worker.diverged else "paused")
-        status = f"{state} · step {st.step if st else 0} · {st.steps_per_s if st else 0:.0f} steps/s"
+        shown = self.canvas.shown_time()
+        status = (f"{state} · step {st.step if st else 0} · {st.steps_per_s if st else 0:.0f} steps/s"
+                  + (f"\n{shown} (frame on screen)" if shown else ""))
         return list(self.worker.history), self.variant_info, status
 
     # ---- the UI tick -------------------------------------------------------------------
@@ -820,6 +822,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.status_labels["roofline"].setText(
                 "roofline —" if st.roofline_pct is None else f"{st.roofline_pct:.1f} % roofline")
         self.status_labels["display"].setText(f"display: {self.canvas.display_label}")
+        self.status_labels["time"].setText(self.canvas.shown_time())
 
     # ---- messages ----------------------------------------------------------------------
     def message(self, text: str) -> None:

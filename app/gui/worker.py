@@ -119,6 +119,7 @@ def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> 
     name = view.field if view.field in names else names[0]
     f = engine.field(name)
     ctx = SnapshotContext(engine, view, cache, dict(seq=seq, step=engine.step_count, time=engine.device_time(),
+                                                    time_units=engine.time_units,
                                                     field_name=name, backend=engine.backend.name, fields=names))
     pk = handler_for("snapshot", f)(f, ctx)
     if engine.backend.is_gpu:

@@ -42,6 +42,12 @@ class Compact(Engine):
     constant_dt = True
     equivalence_steps = 16
 
+    @property
+    def time_units(self) -> str:
+        """navier-stokes: the acoustic time l/c∞ of its reference scales; the scalar problems are
+        dimensionless (the rotation: one turn per unit time)."""
+        return "l/c∞" if self.preset.physics.problem == "navier-stokes" else "–"
+
     def __new__(cls, preset, backend, variants=None):
         if cls is Compact and preset.physics.problem == "navier-stokes":
             from .ns_engine import CompactNavierStokes

@@ -41,6 +41,7 @@ LATTICE_SOUND_SPEED = 1.0 / math.sqrt(3.0)
 
 
 class LBM2D(Decomposable, Engine):  # Decomposable: [decomp] parts > 1 (engine/decomp)
+    time_units = "lattice steps"
     family = FAMILY
     Preset = LBM2DPreset
     equivalence_steps = 64
