@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-def launch(preset: str | None = None, backend: str = "auto") -> int:
+def launch(preset: str | None = None, backend: str = "auto", fps: float | None = None) -> int:
     """Open the main window and run the Qt event loop; returns the exit status."""
     import sys
 
@@ -17,7 +17,7 @@ def launch(preset: str | None = None, backend: str = "auto") -> int:
     from .window import MainWindow
 
     try:
-        win = MainWindow(preset, backend)
+        win = MainWindow(preset, backend, fps=fps)
     except NagareError as exc:
         print(f"nagare: {exc}", file=sys.stderr)
         return 2

@@ -40,6 +40,8 @@ reads the value under the pointer and Shift+drag draws a line probe with its pro
 (Esc clears). 3D: drag a slice plane to move it along its normal; drag beside the planes, or
 Ctrl+drag anywhere, orbits."""
 
+DEFAULT_FPS = 30.0  # the frame cap unless the user sets one (View ▸ Frame cap, `nagare gui --fps N`)
+FPS_CHOICES = (10, 15, 24, 30, 60, 75, 90, 120, 144, 165, 240)  # the View menu's caps, up to the refresh rate
 MAX_EDITOR_WIDTH = 150  # px: asks for a row of its own (label above); a longer literal scrolls inside it
 SKIP_SECTIONS = {"view", "run", "variants", "cpu_overrides", "engine", "description", "extends"}
 
@@ -237,11 +239,14 @@ def _toml_literal(v) -> str:
 
 
 class MainWindow(QtWidgets.QMainWindow):
-    max_fps = 30.0  # cap on new frames drawn per second (the UI shares the GIL with the worker)
+    # cap on new frames drawn (and published) per second: every draw holds the GIL the simulation
+    # thread needs, so more frames cost steps; set_frame_cap changes it, up to the display's rate
+    max_fps = DEFAULT_FPS
 
     def __init__(self, preset: str | None = None, backend: str = "auto", output_dir: str | Path | None = None,
-                 start_running: bool = True, hud: bool = True):
+                 start_running: bool = True, hud: bool = True, fps: float | None = None):
         super().__init__()
+        self.max_fps = min(float(fps or DEFAULT_FPS), self.refresh_rate())
         self.setWindowTitle("nagare")
         self.resize(1400, 860)
         self.output_dir = Path(output_dir or Path.cwd() / "nagare-output")
@@ -278,12 +283,14 @@ class MainWindow(QtWidgets.QMainWindow):
         self.slice_drag = SliceDrag(self.canvas, moved=self._plane_dragged)  # 3D: drag a slice plane
 
         self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
-        self.worker = SimulationWorker(self.preset, self.backend.name).start()
+        self.worker = SimulationWorker(self.preset, self.backend.name, display_interval=1 / self.max_fps).start()
         self.hud.quantity_source = self.worker.quantities  # the engine's logged quantities (C_d, ...)
         self._build_docks()
         self._build_actions()
         self._build_status()
         self._apply_preset_to_ui(self.preset)
+        if fps and fps > self.max_fps:
+            self.message(f"frame cap {fps:g} frames/s is above the display's refresh rate: {self.max_fps:g}")
         if start_running:
             self.worker.send("play")
 
@@ -470,6 +477,7 @@ class MainWindow(QtWidgets.QMainWindow):
         act(viewm, "Record video", "V", self.toggle_recording)
         act(viewm, "HUD", "F1", self.toggle_hud)
         act(viewm, "Reset camera", "Home", self.canvas.reset_camera)
+        self._build_frame_cap_menu(viewm.addMenu("Frame cap"))
         act(viewm, "Colour bar", "B", lambda: self.colorbar_box.setChecked(not self.colorbar_box.isChecked()))
         act(viewm, "Clear probes", "Esc", self.probes.clear)
         act(viewm, "Slice up", "PgUp", lambda: self.slice_slider.setValue(self.slice_slider.value() + 20))
@@ -477,6 +485,39 @@ class MainWindow(QtWidgets.QMainWindow):
         for i in range(9):
             act(viewm, f"Field {i + 1}", str(i + 1), lambda i=i: self.show_field(i))
         act(helpm, "Keys", "H", self.show_help)
+
+    def refresh_rate(self) -> float:
+        """The display's refresh rate in Hz (the highest frame cap that shows every frame drawn);
+        60 where the screen does not say (some virtual displays report 0)."""
+        screen = self.screen() or QtGui.QGuiApplication.primaryScreen()
+        rate = screen.refreshRate() if screen is not None else 0.0
+        return float(rate) if rate > 1 else 60.0
+
+    def _build_frame_cap_menu(self, menu: QtWidgets.QMenu) -> None:
+        self.fps_actions: dict[float, QtGui.QAction] = {}
+        group = QtGui.QActionGroup(self)
+        limit = self.refresh_rate()
+        caps = sorted({float(c) for c in FPS_CHOICES if c <= limit} | {self.max_fps, limit})
+        for cap in caps:
+            a = QtGui.QAction(f"{cap:g} frames/s" + (" (display refresh)" if cap == limit else ""), self)
+            a.setCheckable(True)
+            a.setChecked(cap == self.max_fps)
+            a.triggered.connect(lambda _=False, cap=cap: self.set_frame_cap(cap))
+            group.addAction(a)
+            menu.addAction(a)
+            self.fps_actions[cap] = a
+
+    def set_frame_cap(self, fps: float) -> float:
+        """At most ``fps`` new frames a second on screen (and published by the worker), clamped to
+        1 … the display's refresh rate; returns the cap in force."""
+        fps = min(max(float(fps), 1.0), self.refresh_rate())
+        self.max_fps = fps
+        self._pacer = FramePacer(fps, UI_POLL_S)
+        self.worker.display_interval = 1.0 / fps  # a float the worker reads before each publish
+        for cap, a in getattr(self, "fps_actions", {}).items():
+            a.setChecked(cap == fps)
+        self.message(f"frame cap: {fps:g} frames/s (display refresh {self.refresh_rate():g} Hz)")
+        return fps
 
     def _build_status(self) -> None:
         sb = self.statusBar()

@@ -51,3 +51,18 @@ def test_time_units_of_each_family():
     from nagare.engine.sph.engine import SPH
 
     assert (LBM2D.time_units, AMR3D.time_units, SPH.time_units) == ("lattice steps", "level-0 steps", "s")
+
+
+def test_frame_cap_is_a_setting_up_to_the_refresh_rate(make_window, qtbot):
+    w = make_window("lbm2d-cavity", fps=15)
+    assert w.max_fps == 15 and w.worker.display_interval == pytest.approx(1 / 15)
+    assert w.fps_actions[15.0].isChecked()
+    limit = w.refresh_rate()
+    assert max(w.fps_actions) == limit  # the menu offers caps up to the display's refresh rate
+    w.fps_actions[30.0].trigger()
+    assert w.max_fps == 30 and w.worker.display_interval == pytest.approx(1 / 30)
+    assert w._pacer.interval == pytest.approx(1 / 30)
+    assert w.set_frame_cap(10 * limit) == limit  # clamped to what the screen shows
+    assert "frame cap" in w.messages[-1]
+    above = make_window("lbm2d-cavity", fps=10 * limit)
+    assert above.max_fps == limit and any("refresh rate" in m for m in above.messages)
