@@ -304,9 +304,10 @@ class Engine(ABC):
     @property
     def variants(self) -> dict[str, dict]:
         """{axis: {"current": choice, "live": bool, "doc": str, "choices": {name: reason|None},
-        "companions": {name: {axis: choice}}}} — a choice that cannot run with the current selection
-        but can with its :meth:`equivalence_companions` (e.g. compact's batching = grouped with
-        y-direction = transpose) is offered (reason None) with them: switch them together."""
+        "docs": {name: the choice's doc}, "companions": {name: {axis: choice}}}} — a choice that
+        cannot run with the current selection but can with its :meth:`equivalence_companions`
+        (e.g. compact's batching = grouped with y-direction = transpose) is offered (reason None)
+        with them: switch them together."""
         fam = registry.axes(self.family)
         out = {}
         for name, ax in fam.items():
@@ -323,7 +324,7 @@ class Engine(ABC):
                         reason, companions[cname] = None, comp
                 choices[cname] = reason
             out[name] = {"current": self.selection[name], "live": ax.live, "doc": ax.doc, "choices": choices,
-                         "companions": companions}
+                         "docs": {cname: ch.doc for cname, ch in ax.choices.items()}, "companions": companions}
         return out
 
     def set_variant(self, **changes) -> None:

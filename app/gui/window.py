@@ -23,7 +23,7 @@ from PyQt6 import QtCore, QtGui, QtWidgets
 
 from . import export
 from .canvas import FieldCanvas
-from .hud import Hud
+from .hud import Hud, choice_tooltip
 from .pacing import UI_POLL_S, FramePacer
 from .worker import SimulationWorker
 
@@ -141,13 +141,20 @@ class ParameterForm(QtWidgets.QWidget):
             text_w = w.fontMetrics().horizontalAdvance(w.text() or w.placeholderText())
             w.setMinimumWidth(min(text_w + 16, MAX_EDITOR_WIDTH))
             w.setCursorPosition(0)
-        if info.description:
-            w.setToolTip(info.description)
+        # the schema's description on the editor and its label (a narrow dock clips long labels)
+        tip = f"{'.'.join(key)}: {info.description}" if info.description else ".".join(key)
         derived = self.preset.derived_fields().get(key) if self.preset is not None else None
         if derived:
-            w.setToolTip(f"derived from {derived} (edit that; to set {key[-1]} yourself, clear {derived})"
-                         + (f"\n{info.description}" if info.description else ""))
+            tip = f"derived from {derived} (edit that; to set {key[-1]} yourself, clear {derived})\n{tip}"
+        w.setToolTip(tip)
+        if isinstance(w, QtWidgets.QComboBox):  # each choice, with the whole description beside it
+            for i in range(w.count()):
+                w.setItemData(i, f"{w.itemText(i)} — {info.description or '.'.join(key)}",
+                              Qt.ItemDataRole.ToolTipRole)
         self.form.addRow(f"{key[-1]} (from {derived.split('.')[-1]})" if derived else key[-1], w)
+        label = self.form.labelForField(w)
+        if label is not None:
+            label.setToolTip(tip)
         self.editors[key] = (w, value)
         self._shown[key] = self._editor_value(w)
 
@@ -315,12 +322,14 @@ class MainWindow(QtWidgets.QMainWindow):
             # on NumPy, [cpu_overrides] change what runs: the list says so ("diffusion3d — 64³ on CPU")
             item = QtWidgets.QListWidgetItem(name)
             item.setData(Qt.ItemDataRole.UserRole, name)
+            item.setToolTip(name)
             try:
                 raw = presetinfo.raw_preset(name)
                 note = presetinfo.cpu_note(raw) if self.backend.name == "numpy" else ""
                 if note:
                     item.setText(f"{name} — {note}")
-                item.setToolTip(presetinfo.describe(raw, self.backend.name))
+                # the whole row too: a narrow dock cuts "amr3d-ahmed — on CPU: grid.m = 96, …" short
+                item.setToolTip(f"{item.text()}\n\n{presetinfo.describe(raw, self.backend.name)}")
             except Exception:
                 pass
             self.preset_list.addItem(item)
@@ -596,20 +605,19 @@ class MainWindow(QtWidgets.QMainWindow):
             model = cb.model()
             for i, (choice, reason) in enumerate(info["choices"].items()):
                 cb.addItem(choice)
-                comp = info.get("companions", {}).get(choice)
+                tip = choice_tooltip(info, choice)
+                cb.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
                 if reason:
                     item = model.item(i)
                     item.setEnabled(False)
-                    item.setToolTip(f"unavailable: {reason}")
-                    cb.setItemData(i, f"unavailable: {reason}", Qt.ItemDataRole.ToolTipRole)
-                elif comp:  # runs with other choices it needs: the worker switches them together
-                    tip = "also switches " + ", ".join(f"{k} to {v}" for k, v in comp.items())
-                    cb.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
+                    item.setToolTip(tip)
             cb.setCurrentText(info["current"])
-            cb.setToolTip(info["doc"] + ("" if info["live"] else "  (switching resets the run)"))
+            axis_tip = f"{axis}: {info['doc']}" + ("" if info["live"] else "  (switching resets the run)")
+            cb.setToolTip(axis_tip)
             cb.activated.connect(lambda i, axis=axis, cb=cb: self.set_variant(axis, cb.itemText(i)))
             label = axis if info["live"] else f"{axis} (resets)"
             self.variants_form.addRow(label, cb)
+            self.variants_form.labelForField(cb).setToolTip(axis_tip)
             self.variant_combos[axis] = cb
 
     def _variant_changed(self, selection: dict) -> None:

@@ -55,7 +55,10 @@ class Grid(Strict):
 
 
 class Physics(Strict):
-    problem: Literal["advection1d", "rotation2d", "derivative", "navier-stokes"] = "advection1d"
+    problem: Literal["advection1d", "rotation2d", "derivative", "navier-stokes"] = Field(
+        "advection1d", description="advection1d: φ_t + c φ_x = 0; rotation2d: φ carried by the solid-body rotation "
+                                   "u = -ωy, v = ωx; derivative: one compact derivative a step (the solver "
+                                   "benchmark); navier-stokes: 2D compressible flow")
     scheme: Literal["compact6", "dissipative5"] = Field(
         "compact6", description="compact6: Lele's 6th-order central scheme; dissipative5: Deng's 5th-order "
                                 "dissipative compact scheme on a Lax–Friedrichs split flux")
@@ -66,7 +69,8 @@ class Physics(Strict):
     dt: float = Field(0.001, gt=0, le=1e6, description="time step (classical RK4)")
     direction: Literal["x", "y"] = Field("x", description="derivative: the differentiated axis",
                                          json_schema_extra=DERIVATIVE)
-    precision: Literal["fp32", "fp64"] = "fp64"
+    precision: Literal["fp32", "fp64"] = Field("fp64",
+                                                 description="floating-point type of the state")
     # navier-stokes (units ρ∞ = c∞ = l = 1)
     mach: float = Field(1.1, ge=0, le=10, description="navier-stokes: free-stream Mach number |U∞|/c∞",
                         json_schema_extra=NS)
@@ -139,8 +143,9 @@ class Initial(Strict):
                                json_schema_extra=_initial("cone"))
     mode: int = Field(1, ge=0, le=100000, description="sine: wave number (periods across the domain)",
                       json_schema_extra=_initial("sine"))
-    amplitude: float = Field(1.0, ge=-1e6, le=1e6)
-    seed: int = Field(0, json_schema_extra=_initial("random"))
+    amplitude: float = Field(1.0, ge=-1e6, le=1e6, description="height of the initial profile (navier-stokes: "
+                                                                "see the kind)")
+    seed: int = Field(0, description="random: seed of the random field", json_schema_extra=_initial("random"))
     circulation: float = Field(-0.0005, ge=-10, le=10, description="vortex: Γ/(c∞ l)",
                                json_schema_extra=_initial("vortex"))
     core: float = Field(0.15, gt=0, le=1e6, description="vortex: r_c/l; isentropic-vortex: radius of max speed; "

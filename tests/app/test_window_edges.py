@@ -66,3 +66,64 @@ def test_frame_cap_is_a_setting_up_to_the_refresh_rate(make_window, qtbot):
     assert "frame cap" in w.messages[-1]
     above = make_window("lbm2d-cavity", fps=10 * limit)
     assert above.max_fps == limit and any("refresh rate" in m for m in above.messages)
+
+
+@pytest.mark.parametrize("name", ["lbm2d-cylinder", "amr3d-sphere-re100", "sph-dambreak2d", "compact-rotating-cone",
+                                  "compact-vortex-outflow", "diffusion3d", "wave2d"])
+def test_every_parameter_has_its_schema_description_as_tooltip(qtbot, name):
+    from nagare.app.gui.window import ParameterForm
+    from nagare.engine.presets import load_preset
+
+    p = load_preset(name, backend="numpy")
+    form = ParameterForm()
+    qtbot.addWidget(form)
+    form.load(p)
+    for key, (w, _) in form.editors.items():
+        section = getattr(p, key[0]) if len(key) == 2 else p
+        info = type(section).model_fields[key[-1]]
+        assert info.description, f"{name}: {'.'.join(key)} has no description in its schema"
+        assert info.description in w.toolTip(), key
+        assert form.form.labelForField(w).toolTip() == w.toolTip(), key  # the label too (a narrow dock clips it)
+        if hasattr(w, "itemData"):
+            for i in range(w.count()):
+                assert info.description in w.itemData(i, 3), (key, w.itemText(i))  # 3: Qt.ToolTipRole
+
+
+def test_variant_choices_carry_their_doc_and_why_unavailable(make_window, qtbot, fake_preset):
+    from nagare.app.gui.hud import choice_tooltip
+    from PyQt6.QtCore import Qt
+
+    w = make_window(fake_preset())
+    qtbot.waitUntil(lambda: "kernel" in w.variant_combos, timeout=5000)
+    cb = w.variant_combos["kernel"]
+    tips = {cb.itemText(i): cb.itemData(i, Qt.ItemDataRole.ToolTipRole) for i in range(cb.count())}
+    assert tips["roll"] == "roll: np.roll stencil" and tips["slices"] == "slices: padded slices"
+    assert tips["gpu-only"].startswith("gpu-only: stands for a CUDA kernel\nunavailable: ")
+    assert "needs a CUDA GPU" in tips["gpu-only"]
+    assert "two equivalent ways" in cb.toolTip()
+    assert w.variants_form.labelForField(cb).toolTip() == cb.toolTip()
+    assert choice_tooltip(w.variant_info["kernel"], "gpu-only") == tips["gpu-only"]
+
+
+def test_preset_rows_and_hud_toggles_are_never_clipped_without_a_tooltip(make_window, qtbot):
+    w = make_window("compact-rotating-cone")  # five variant axes, some with long choice names
+    qtbot.waitUntil(lambda: "batching" in w.variant_combos, timeout=20000)
+    lst = w.preset_list
+    for i in range(lst.count()):
+        item = lst.item(i)
+        assert item.text() in item.toolTip()  # the whole row, however narrow the dock
+    w.hud._want_collapsed = False
+    from imgui_bundle import imgui
+
+    def open_toggles():  # the section is a collapsing header: open it for the test
+        imgui.set_next_item_open(True)
+
+    w.hud.extra = None
+    w.hud.toggle_rows_fit = None
+    original = w.hud._draw_quantities
+    w.hud._draw_quantities = lambda: (original(), open_toggles())
+    qtbot.waitUntil(lambda: w.hud.toggle_rows_fit is not None and w.hud.frames > 3, timeout=10000)
+    w.canvas.update()
+    qtbot.wait(300)
+    assert w.hud.toggle_rows_fit is True
+    keep_shot(w, "hud-quick-toggles")
