@@ -14,10 +14,11 @@ from nagare.app import atomic
 from nagare.app.atomic import ExportError, write_atomic
 from nagare.app.fieldkinds import FieldTypeError, handler_for, host_copies
 from nagare.app.fieldkinds.vtkio import safe_name
-from nagare.app.vtkhdf import write_vtkhdf
+from nagare.app.vtkhdf import write_vtkhdf, write_vtkhdf_described
 from nagare.engine.checkpoint import save_checkpoint
 
-__all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_vtkhdf", "write_checkpoint", "host_copies"]
+__all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_vtkhdf", "write_vtkhdf_described",
+           "write_checkpoint", "host_copies"]
 
 
 def save_png(rgba: np.ndarray, path: str | Path) -> Path:

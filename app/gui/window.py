@@ -970,10 +970,13 @@ class MainWindow(QtWidgets.QMainWindow):
         def write(payload):
             fields, t, step = payload
             try:
-                out = export.write_vtkhdf(fields, path, time=t, step=step)
-                self.message(f"VTKHDF written: {', '.join(map(str, out)) if isinstance(out, list) else out}")
+                out = export.write_vtkhdf_described(fields, path, time=t, step=step)
             except export.ExportError as exc:
                 self.error("VTKHDF not written", str(exc))
+                return
+            for p, what in out:  # an amr3d export writes three files: say what each holds
+                log.info("nagare: %s: %s", p, what)
+            self.message("VTKHDF written: " + "; ".join(f"{p} ({what})" for p, what in out))
 
         from ..headless import vtkhdf_fields  # (the octree's leaves too, as the CLI's --dump writes them)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from nagare.app.packets import time_label
 
-from .test_window import on_worker, pause, wait_steps
+from .test_window import pause, wait_steps
 
 pytestmark = pytest.mark.gui
 
@@ -127,3 +127,14 @@ def test_preset_rows_and_hud_toggles_are_never_clipped_without_a_tooltip(make_wi
     qtbot.wait(300)
     assert w.hud.toggle_rows_fit is True
     keep_shot(w, "hud-quick-toggles")
+
+
+def test_the_apps_vtkhdf_export_says_what_each_file_holds(make_window, qtbot, tmp_path):
+    w = make_window("amr3d-periodic")
+    qtbot.waitUntil(lambda: w.worker.engine is not None and w.worker.engine.step_count >= 1, timeout=60000)
+    w.export_vtkhdf(tmp_path / "x.vtkhdf")
+    qtbot.waitUntil(lambda: any(m.startswith("VTKHDF written") for m in w.messages), timeout=30000)
+    said = next(m for m in w.messages if m.startswith("VTKHDF written"))
+    assert f"{tmp_path / 'x.vtkhdf'} (ImageData, " in said
+    assert f"{tmp_path / 'x_leaves.vtkhdf'} (PolyData lines, " in said
+    assert f"{tmp_path / 'x_octree.vtkhdf'} (OverlappingAMR, the octree itself" in said

@@ -941,3 +941,15 @@ def test_legend_text_is_drawn_with_a_font_that_has_its_letters():
     assert "DejaVu" in " ".join(font.getname())
     for ch in "φρ∞–":
         assert font.getmask(ch).getbbox() is not None, ch  # drawn, not blank
+
+
+def test_an_amr3d_vtkhdf_dump_says_what_each_of_its_three_files_holds(tmp_path, capsys):
+    out = tmp_path / "tree.vtkhdf"
+    assert main(["run", "amr3d-periodic", "--backend", "numpy", "--steps", "1", "--dump", str(out)]) == 0
+    err = capsys.readouterr().err
+    said = {line.split(": ", 2)[1]: line.split(": ", 2)[2] for line in err.splitlines()
+            if line.startswith(f"nagare: {tmp_path}")}
+    assert said[str(out)].startswith("ImageData, ") and "resampled onto one uniform grid" in said[str(out)]
+    assert said[str(tmp_path / "tree_leaves.vtkhdf")].startswith("PolyData lines, leaves: the outlines of ")
+    assert said[str(tmp_path / "tree_octree.vtkhdf")].startswith("OverlappingAMR, the octree itself")
+    assert all(os.path.isfile(p) for p in said)
