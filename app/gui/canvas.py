@@ -224,6 +224,9 @@ class FieldCanvas(scene.SceneCanvas):
         self.colorbar = ColorBar(self.scene)
         self.colorbar_on = colorbar
         self.colorbar_in_exports = True
+        # exports show the scene as framed on screen: the HUD's column (or title strip) is left
+        # out unless this asks for the HUD drawn in, as on screen
+        self.hud_in_exports = False
         self._colorbar_wanted = False  # the shown kind has a colour range or a legend
         self.legend_levels: list[int] | None = None  # octree levels on screen (their legend)
         self.legend: Legend | None = None  # any other legend a drawer sets in upload() (a profile's curves)
@@ -741,9 +744,10 @@ class FieldCanvas(scene.SceneCanvas):
             self._interop = None
 
     # ---- export ------------------------------------------------------------------------
-    def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True):
+    def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True, hud: bool = False):
         """VisPy's SceneCanvas.render with a 24-bit depth buffer (VisPy allocates 16 bits, which put
-        3D sprites and surfaces a few depth steps apart in the wrong order in exported frames)."""
+        3D sprites and surfaces a few depth steps apart in the wrong order in exported frames);
+        ``hud``: the HUD drawn over the scene as on screen (the whole canvas only)."""
         from vispy import gloo
 
         self.set_current()
@@ -756,21 +760,39 @@ class FieldCanvas(scene.SceneCanvas):
         self.push_fbo(fbo, offset, csize)
         try:
             self._draw_scene(bgcolor=bgcolor)
+            if hud and region is None and self.hud is not None and self.hud.visible:
+                self.context.flush_commands()  # the fbo bound before imgui's raw GL calls
+                self.hud.render(size, s)
             result = fbo.read(crop=crop)
         finally:
             self.pop_fbo()
         return result if alpha else result[..., :3]
 
+    def export_region(self) -> tuple[int, int, int, int] | None:
+        """(x, y, w, h) in logical px of what a PNG or MP4 frame shows: the canvas minus the HUD's
+        docked column (or its title strip when collapsed), so the scene fills the image as the
+        user framed it; None (the whole canvas) with ``hud_in_exports`` or no HUD on screen."""
+        if self.hud is None or not self.hud.visible or self.hud_in_exports:
+            return None
+        left, top = (int(round(v)) for v in self.hud.reserved())
+        if not left and not top:
+            return None
+        w, h = self.size
+        return left, top, max(w - left, 1), max(h - top, 1)
+
     def grab(self) -> np.ndarray:
-        """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD; with the
-        colour bar unless ``colorbar_in_exports`` is off)."""
+        """The scene as (h, w, 3) uint8 RGB at physical resolution: the canvas beside the HUD
+        (:meth:`export_region`), or the whole canvas with the HUD drawn in (``hud_in_exports``);
+        with the colour bar unless ``colorbar_in_exports`` is off."""
         self.set_current()
         self.prepare()
+        region = self.export_region()
+        with_hud = self.hud_in_exports and self.hud is not None and self.hud.visible
         if self.colorbar_in_exports or not self.colorbar.visible:
-            return self.render(alpha=False)
+            return self.render(region=region, alpha=False, hud=with_hud)
         self.colorbar.visible = False
         try:
-            return self.render(alpha=False)
+            return self.render(region=region, alpha=False, hud=with_hud)
         finally:
             self.colorbar.visible = True
 

@@ -263,6 +263,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.last_error_box: QtWidgets.QMessageBox | None = None
         self.variant_info: dict = {}
         self._last_seq = -1
+        self._recorded_seq = -1  # the last packet put into the video
         self._pending_ckpt_path: Path | None = None
         self._pacer = FramePacer(self.max_fps, UI_POLL_S)  # when the next new frame may be drawn
         self._range_shown_for = (None, None)  # (packet, range) the range boxes show
@@ -437,6 +438,20 @@ class MainWindow(QtWidgets.QMainWindow):
         self.out_edit.editingFinished.connect(lambda: setattr(self, "output_dir", Path(self.out_edit.text())))
         el.addWidget(QtWidgets.QLabel("output folder"))
         el.addWidget(self.out_edit)
+        self.hud_export = QtWidgets.QCheckBox("HUD in PNG/MP4")
+        self.hud_export.setToolTip("draw the HUD into screenshots and videos as on screen; off: the scene alone, "
+                                   "framed as in the window, without the HUD's column")
+        self.hud_export.toggled.connect(lambda on: setattr(self.canvas, "hud_in_exports", on))
+        el.addWidget(self.hud_export)
+        vrow = QtWidgets.QHBoxLayout()
+        vrow.addWidget(QtWidgets.QLabel("video frames/s"))
+        self.video_fps = QtWidgets.QSpinBox()
+        self.video_fps.setRange(1, 240)
+        self.video_fps.setValue(export.DEFAULT_VIDEO_FPS)
+        self.video_fps.setToolTip("the MP4's playback rate: the video holds one frame per frame the simulation "
+                                  "published while recording, played at this rate")
+        vrow.addWidget(self.video_fps)
+        el.addLayout(vrow)
         for label, fn in (("Screenshot PNG (S)", self.screenshot), ("Record MP4 (V)", self.toggle_recording),
                           ("Timing log CSV+JSON", self.export_timings),
                           ("Fields → ParaView (VTKHDF)", self.export_vtkhdf), ("Fields → legacy VTK", self.export_vtk),
@@ -769,6 +784,8 @@ class MainWindow(QtWidgets.QMainWindow):
             # reading the range right after it showed the previous frame's)
             self._range_shown_for = drawn
             self._show_auto_range()
+        if self.recorder is not None:
+            self._record_published()
         pk = self.worker.latest_packet()
         now = time.perf_counter()
         # At most max_fps new frames a second: every draw holds the GIL the simulation thread
@@ -787,9 +804,6 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.attr_combo.setCurrentText(pk.attribute)
             self.attr_combo.setEnabled(bool(pk.attributes))
             self.canvas.show_packet(pk)  # uploaded (and its range known) at the canvas' next draw
-            if self.recorder is not None:
-                self.canvas.native.repaint()
-                self._record_frame()
         now = time.perf_counter()
         if now - self._t_status > 0.2:  # 5 Hz is plenty; the GIL is shared with the worker
             self._t_status = now
@@ -905,29 +919,49 @@ class MainWindow(QtWidgets.QMainWindow):
     def toggle_recording(self, path: str | Path | None = None) -> None:
         if self.recorder is None:
             path = Path(path) if path else self.output_dir / f"{self._stamp()}.mp4"
+            fps = self.video_fps.value()
             try:
-                self.recorder = export.VideoRecorder(path)
+                self.recorder = export.VideoRecorder(path, fps=fps)
             except export.ExportError as exc:
                 self.error("Recording not started", str(exc))
                 return
+            # from the frame on screen on: every packet published from now on goes into the video
+            self._recorded_seq = self._last_seq - 1 if self._last_seq >= 0 else -1
+            self.worker.send("recording", on=True)
             self.record_button.setText("Stop recording (V)")
-            self.message(f"recording to {path}")
+            self.message(f"recording to {path}: one video frame per published frame, played at {fps} frames/s")
         else:
             rec, self.recorder = self.recorder, None
+            self.worker.send("recording", on=False)
             self.record_button.setText("Record MP4 (V)")
             try:
                 out = rec.close()
-                self.message(f"video written: {out} ({rec.frames} frames)" if out else "no frame was recorded")
             except export.ExportError as exc:
                 self.error("Video not written", str(exc))
+                return
+            self.message(f"video written: {out} — {rec.summary()}" if out else "no frame was recorded")
 
-    def _record_frame(self) -> None:
-        try:
-            self.recorder.append(self.canvas.grab())
-        except export.ExportError as exc:
-            self.recorder = None
-            self.record_button.setText("Record MP4 (V)")
-            self.error("Recording stopped", str(exc))
+    def _record_published(self) -> None:
+        """Every packet published since the last one recorded into the video, in order (not only
+        the newest one drawn: a frame cap or a slow draw must not drop published frames)."""
+        packets = self.worker.packets_after(self._recorded_seq)
+        if packets and self._recorded_seq >= 0:
+            self.recorder.missed += packets[0].seq - self._recorded_seq - 1  # gone from the worker's slots
+        for pk in packets:
+            self._recorded_seq = pk.seq
+            self.canvas.show_packet(pk)  # uploaded by grab()
+            try:
+                self.recorder.append(self.canvas.grab())
+            except export.ExportError as exc:
+                self.recorder = None
+                self.worker.send("recording", on=False)
+                self.record_button.setText("Record MP4 (V)")
+                self.error("Recording stopped", str(exc))
+                return
+        if packets:
+            self._last_seq = packets[-1].seq  # drawn already: the screen shows the newest of them
+            self._pacer.drawn(time.perf_counter())
+            self.canvas.update()
 
     def _call(self, tag: str, fn, callback) -> None:
         self._result_callbacks[tag] = callback

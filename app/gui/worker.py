@@ -218,9 +218,15 @@ class SimulationWorker:
             "preset": self._cmd_preset, "view": self._cmd_view, "play": self._cmd_play,
             "pause": self._cmd_pause, "toggle": self._cmd_toggle, "step": self._cmd_step,
             "reset": self._cmd_reset, "variant": self._cmd_variant, "checkpoint": self._cmd_checkpoint,
-            "restore": self._cmd_restore, "call": self._cmd_call,
+            "restore": self._cmd_restore, "call": self._cmd_call, "recording": self._cmd_recording,
         }
-        self._engine_free = frozenset({"preset", "view"})
+        self._engine_free = frozenset({"preset", "view", "recording"})
+        # while a video is recorded, a slow run (NumPy) steps in batches of about one display
+        # interval, so the video gets a frame per interval where a step allows it, not one per
+        # run.steps_per_frame steps (4 frames in 12 s of a slow run); the GPU's batches are
+        # launched in far less than an interval and stay whole
+        self.recording = False
+        self._step_s: float | None = None  # host seconds per step of the last batch
         self._thread = threading.Thread(target=self._main, name="nagare-sim", daemon=True)
 
     # ---- UI side ------------------------------------------------------------------------
@@ -251,6 +257,19 @@ class SimulationWorker:
             if pk.ready():
                 return pk
         return None
+
+    def packets_after(self, seq: int) -> list[FramePacket]:
+        """The published packets newer than ``seq`` whose snapshots are complete, oldest first (a
+        recording takes every one; the newest few are kept, see packet_slots)."""
+        with self._packet_lock:
+            packets = list(self._packets)
+        newer = [pk for pk in packets if pk.seq > seq]
+        ready = []
+        for pk in newer:  # in order: a later packet waits for an earlier one still being copied
+            if not pk.ready():
+                break
+            ready.append(pk)
+        return ready
 
     def latest_stats(self) -> Stats | None:
         return self._stats
@@ -339,13 +358,15 @@ class SimulationWorker:
                 self._wake.wait(0.05)
                 self._wake.clear()
                 continue
-            n = pending_steps or self._preset.run.steps_per_frame
+            n = pending_steps or self._batch_steps()
             end = self._pause_at
             if end is not None and not pending_steps and self.engine.step_count < end:
                 n = min(n, end - self.engine.step_count)  # land on the preset's end exactly
             try:
                 self._throttle()
+                t0 = time.perf_counter()
                 self.engine.step(n)
+                self._step_s = (time.perf_counter() - t0) / n
                 self._fence()
             except Exception as exc:
                 self._fail(exc)
@@ -356,6 +377,12 @@ class SimulationWorker:
                 self._notify("info", f"paused at the preset's end: step {end} (run.steps), t = "
                                      f"{float(self.engine.time):.6g} — Space runs on")
             self._publish(force=pending_steps > 0 or end is not None and self.engine.step_count >= end)
+
+    def _batch_steps(self) -> int:
+        n = self._preset.run.steps_per_frame
+        if self.recording and self._step_s:
+            n = max(1, min(n, int(self.display_interval / self._step_s)))
+        return n
 
     def _fence(self) -> None:
         eng = self.engine
@@ -471,6 +498,9 @@ class SimulationWorker:
         self.diverged = None
         self._publish(force=True)
         self._notify("info", f"state restored to step {self.engine.step_count}")
+
+    def _cmd_recording(self, a: dict) -> None:
+        self.recording = bool(a["on"])
 
     def _cmd_call(self, a: dict) -> None:
         """Run fn(engine) on this thread; the result comes back as a "result" notice."""

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from nagare.app.packets import time_label
 
-from .test_window import pause, wait_steps
+from .test_window import pause
 
 pytestmark = pytest.mark.gui
 
@@ -138,3 +138,61 @@ def test_the_apps_vtkhdf_export_says_what_each_file_holds(make_window, qtbot, tm
     assert f"{tmp_path / 'x.vtkhdf'} (ImageData, " in said
     assert f"{tmp_path / 'x_leaves.vtkhdf'} (PolyData lines, " in said
     assert f"{tmp_path / 'x_octree.vtkhdf'} (OverlappingAMR, the octree itself" in said
+
+
+BACKGROUND = (20, 20, 26)  # FieldCanvas' bgcolor (0.08, 0.08, 0.1) in 8 bits
+
+
+def test_png_export_is_the_scene_as_framed_without_the_hud_strip(make_window, qtbot, tmp_path):
+    from nagare.app.gui.hud import WIDTH
+    from PIL import Image
+
+    w = make_window("lbm2d-cavity")
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and w.hud.frames > 1, timeout=20000)
+    s = w.canvas.pixel_scale
+    pw, ph = w.canvas.physical_size
+    img = np.asarray(Image.open(w.screenshot(tmp_path / "scene.png")))
+    assert img.shape[:2] == (ph, pw - int(round(WIDTH * s)))  # the HUD's column is not in the picture
+    # no empty strip where the HUD was: the field (and its axes) start at the image's left edge
+    assert not (img[:, : int(100 * s), :3] == BACKGROUND).all()
+    fx, fy, fw, fh = w.canvas.field_rect()
+    assert fx - int(round(WIDTH * s)) < int(80 * s)  # only the y axis' strip left of the field
+    keep_shot(w, "export-window")
+    Image.fromarray(img).save(tmp_path / "look.png")
+    if os.environ.get("NAGARE_SHOTS"):
+        Image.fromarray(img).save(Path(os.environ["NAGARE_SHOTS"]) / "export-scene.png")
+
+    w.hud_export.setChecked(True)  # the HUD drawn in, as on screen: the whole canvas
+    img = np.asarray(Image.open(w.screenshot(tmp_path / "with-hud.png")))
+    assert img.shape[:2] == (ph, pw)
+    hud = img[:, : int(WIDTH * s), :3]
+    assert len(np.unique(hud.reshape(-1, 3), axis=0)) > 20, "the HUD's text and plots are in the picture"
+    if os.environ.get("NAGARE_SHOTS"):
+        Image.fromarray(img).save(Path(os.environ["NAGARE_SHOTS"]) / "export-with-hud.png")
+
+
+def test_a_slow_runs_video_has_a_frame_per_published_frame_at_the_chosen_rate(make_window, qtbot, fake_preset,
+                                                                           tmp_path):
+    import imageio.v2 as imageio
+
+    # 10 steps of 0.03 s a batch: 3 frames/s unless the worker steps in shorter batches while recording
+    w = make_window(fake_preset(text="[physics]\nstep_seconds = 0.03\n[run]\nsteps_per_frame = 10\n"))
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.shown.step > 0, timeout=20000)
+    w.video_fps.setValue(12)
+    path = tmp_path / "slow.mp4"
+    w.toggle_recording(path)
+    assert "one video frame per published frame, played at 12 frames/s" in w.messages[-1]
+    first = w._recorded_seq
+    qtbot.wait(3000)
+    rec = w.recorder
+    w.toggle_recording()
+    assert rec.frames >= 20, f"{rec.frames} frames in 3 s of a slow run"
+    assert rec.frames + rec.missed == w._recorded_seq - first  # every packet published since the start
+    said = w.messages[-1]
+    assert said.startswith(f"video written: {path} — {rec.frames} frames at 12 frames/s (")
+    assert "one per published frame" in said
+    assert not w.worker.recording  # the worker's batches are whole again
+    reader = imageio.get_reader(path)
+    assert reader.count_frames() == rec.frames
+    assert reader.get_meta_data()["fps"] == pytest.approx(12)
+    reader.close()
