@@ -168,12 +168,16 @@ class ParticleVisual(Visual):
 Particles3D = scene.visuals.create_visual_node(ParticleVisual)
 
 
-class OverlayVisual(Visual):
-    """2D points in one colour over a grid field (shaders/glsl/overlay.*.glsl). Unlike VisPy's
-    Markers (which builds a per-point record of size, colours and edge on the host for every
-    upload: ~5 ms for 200 000 tracers), an upload here is the (n, 2) float32 positions as they are."""
+OVERLAY_SIZE = 6.0  # logical px: a 3.6 px light core in a dark ring 1.2 px wide
 
-    def __init__(self, color=(1.0, 1.0, 1.0, 0.85)):
+
+class OverlayVisual(Visual):
+    """2D points over a grid field (shaders/glsl/overlay.*.glsl): a light core in a dark ring, so
+    they show on every colour map. Unlike VisPy's Markers (which builds a per-point record of size,
+    colours and edge on the host for every upload: ~5 ms for 200 000 tracers), an upload here is
+    the (n, 2) float32 positions as they are."""
+
+    def __init__(self, color=(1.0, 1.0, 1.0, 0.9), halo=(0.0, 0.0, 0.0, 0.85), core: float = 0.6):
         from nagare import shaders
 
         super().__init__(vcode=shaders.source("glsl/overlay.vert.glsl"),
@@ -182,6 +186,8 @@ class OverlayVisual(Visual):
         self.shared_program["a_position"] = self._pos
         self.shared_program["u_size"] = 4.0
         self.shared_program["u_color"] = tuple(color)
+        self.shared_program["u_halo"] = tuple(halo)
+        self.shared_program["u_core"] = float(core)
         self._draw_mode = "points"
         self.set_gl_state("translucent", depth_test=False)
 
@@ -627,7 +633,7 @@ class FieldCanvas(scene.SceneCanvas):
             self.overlay.visible = False
             return
         pos = host(pk.overlay, pk.backend)
-        self.overlay.set_data(pos, size=4 * self.pixel_scale)
+        self.overlay.set_data(pos, size=OVERLAY_SIZE * self.pixel_scale)
         self.overlay.visible = True
 
     def _upload_mask(self, pk: FramePacket) -> None:

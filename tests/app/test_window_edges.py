@@ -196,3 +196,31 @@ def test_a_slow_runs_video_has_a_frame_per_published_frame_at_the_chosen_rate(ma
     assert reader.count_frames() == rec.frames
     assert reader.get_meta_data()["fps"] == pytest.approx(12)
     reader.close()
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, 1.0])  # both ends of each map and the diverging maps' white middle
+def test_tracers_show_on_every_colour_map(make_canvas, value):
+    from nagare.app import colormaps
+    from nagare.app.gui.worker import FramePacket
+
+    n = 64
+    c = make_canvas(n, n, colorbar=False, axes=False)
+    c.set_range((-1.0, 1.0))
+    cells = np.array([[16, 16], [40, 30]])
+    for cmap in colormaps.NAMES:
+        c.set_colormap(cmap)
+        field = np.full((n, n), value, np.float32)
+        c.show_packet(FramePacket(seq=1, step=1, time=0.0, field_name="f", kind="grid2d", data=field,
+                                  vmin=np.float32(-1), vmax=np.float32(1), fields=("f",),
+                                  overlay=(cells + 0.5).astype(np.float32)))
+        c.draw_now(finish=True)
+        c.view.camera.rect = (0, 0, n, n)
+        frame = c.grab().astype(int)
+        under = frame[2, 2]  # the field away from the tracers
+        for x, y in cells:
+            row = n - 1 - y
+            core = frame[row, x]
+            ring = frame[row, x + int(round(2.5 * c.pixel_scale))]
+            contrast = max(np.abs(core - under).sum(), np.abs(ring - under).sum())
+            assert contrast > 250, f"{cmap} at {value}: tracer {core}/{ring} on field {under}"
+            assert core.sum() > 600 and ring.sum() < 150, (cmap, value, core, ring)
