@@ -786,21 +786,31 @@ class FieldCanvas(scene.SceneCanvas):
         w, h = self.size
         return left, top, max(w - left, 1), max(h - top, 1)
 
-    def grab(self) -> np.ndarray:
-        """The scene as (h, w, 3) uint8 RGB at physical resolution: the canvas beside the HUD
-        (:meth:`export_region`), or the whole canvas with the HUD drawn in (``hud_in_exports``);
-        with the colour bar unless ``colorbar_in_exports`` is off."""
+    def grab(self, hud: bool = False) -> np.ndarray:
+        """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD unless
+        ``hud``; with the colour bar unless ``colorbar_in_exports`` is off)."""
         self.set_current()
         self.prepare()
-        region = self.export_region()
-        with_hud = self.hud_in_exports and self.hud is not None and self.hud.visible
         if self.colorbar_in_exports or not self.colorbar.visible:
-            return self.render(region=region, alpha=False, hud=with_hud)
+            return self.render(alpha=False, hud=hud)
         self.colorbar.visible = False
         try:
-            return self.render(region=region, alpha=False, hud=with_hud)
+            return self.render(alpha=False, hud=hud)
         finally:
             self.colorbar.visible = True
+
+    def export_frame(self) -> np.ndarray:
+        """A PNG or MP4 frame: the canvas beside the HUD (:meth:`export_region`: the scene as the
+        user framed it), or the whole canvas with the HUD drawn in (``hud_in_exports``). The whole
+        canvas is rendered and cut (rendering only the region through VisPy's
+        ``render(region=...)`` left the 3D views' next frames blank)."""
+        rgb = self.grab(hud=self.hud_in_exports and self.hud is not None and self.hud.visible)
+        region = self.export_region()
+        if region is None:
+            return rgb
+        s = self.pixel_scale
+        x, y, w, h = (int(round(v * s)) for v in region)
+        return np.ascontiguousarray(rgb[y:y + h, x:x + w])
 
 
 # ---- the built-in packet kinds -------------------------------------------------------------------

@@ -215,6 +215,14 @@ class ParameterForm(QtWidgets.QWidget):
         return raw
 
 
+def packet_is_3d(pk) -> bool:
+    """True for a packet the 3D dock acts on: a 3D grid (in 3D or as a slice, which the dock's
+    "3D grids" switch brings back to 3D), 3D particles or 3D boxes."""
+    if pk.kind in ("grid3d", "volume3d"):
+        return True
+    return any(a is not None and getattr(a, "ndim", 0) == 2 and int(a.shape[1]) == 3 for a in (pk.positions, pk.lo))
+
+
 def _drop_path(node, key: tuple) -> None:
     """Remove ``key`` (a path whose "*" parts match every list entry) from a raw preset dict."""
     if not key:
@@ -739,6 +747,13 @@ class MainWindow(QtWidgets.QMainWindow):
         f.addRow(reset)
         self.view3d_dock = self._dock("3D", w, Qt.DockWidgetArea.RightDockWidgetArea)
 
+    def _enable_view3d(self, on: bool) -> None:
+        """The 3D dock's controls act on 3D views only: off (greyed, saying why) for a 2D preset."""
+        page = self.view3d_dock.widget()
+        if page.isEnabled() != on:
+            page.setEnabled(on)
+            page.setToolTip("" if on else "3D views only: this preset's fields are 2D")
+
     def _plane_changed(self, axis: str) -> None:
         self.canvas.set_view3d(planes={axis: [self.plane_boxes[axis].isChecked(),
                                               self.plane_sliders[axis].value() / 1000]})
@@ -803,6 +818,7 @@ class MainWindow(QtWidgets.QMainWindow):
             if pk.attribute:
                 self.attr_combo.setCurrentText(pk.attribute)
             self.attr_combo.setEnabled(bool(pk.attributes))
+            self._enable_view3d(packet_is_3d(pk))
             self.canvas.show_packet(pk)  # uploaded (and its range known) at the canvas' next draw
         now = time.perf_counter()
         if now - self._t_status > 0.2:  # 5 Hz is plenty; the GIL is shared with the worker
@@ -909,7 +925,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def screenshot(self, path: str | Path | None = None) -> Path | None:
         path = Path(path) if path else self.output_dir / f"{self._stamp()}.png"
         try:
-            out = export.save_png(self.canvas.grab(), path)
+            out = export.save_png(self.canvas.export_frame(), path)
         except export.ExportError as exc:
             self.error("Screenshot not written", str(exc))
             return None
@@ -951,7 +967,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self._recorded_seq = pk.seq
             self.canvas.show_packet(pk)  # uploaded by grab()
             try:
-                self.recorder.append(self.canvas.grab())
+                self.recorder.append(self.canvas.export_frame())
             except export.ExportError as exc:
                 self.recorder = None
                 self.worker.send("recording", on=False)

@@ -224,3 +224,37 @@ def test_tracers_show_on_every_colour_map(make_canvas, value):
             contrast = max(np.abs(core - under).sum(), np.abs(ring - under).sum())
             assert contrast > 250, f"{cmap} at {value}: tracer {core}/{ring} on field {under}"
             assert core.sum() > 600 and ring.sum() < 150, (cmap, value, core, ring)
+
+
+def test_3d_dock_is_off_for_2d_presets_and_a_mip_has_no_holes_where_the_planes_cut_it(make_window, qtbot):
+    w = make_window("lbm2d-cavity")
+    page = w.view3d_dock.widget()
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and not page.isEnabled(), timeout=20000)
+    assert "2D" in page.toolTip()
+    assert w.open_preset("diffusion3d")
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.shown.kind == "volume3d", timeout=30000)
+    qtbot.waitUntil(page.isEnabled, timeout=5000)
+    pause(qtbot, w)
+    qtbot.wait(300)
+    w.volume_combo.setCurrentText("mip")
+
+    def shot():
+        w.canvas.update()
+        qtbot.wait(200)
+        return w.canvas.export_frame().astype(int)
+
+    with_planes = shot()
+    for slider in w.plane_sliders.values():  # the planes elsewhere: a hole would move with them
+        slider.setValue(250)
+    without = shot()
+    x, y, fw, fh = w.canvas.field_rect()
+    left = int(round(w.hud.reserved()[0] * w.canvas.pixel_scale))
+    core = (slice(y + fh // 3, y + 2 * fh // 3), slice(x - left + fw // 3, x - left + 2 * fw // 3))
+    differ = np.abs(with_planes[core] - without[core]).sum(axis=-1) > 30
+    if os.environ.get("NAGARE_SHOTS"):
+        from PIL import Image
+
+        for name, img in (("mip-planes-mid", with_planes), ("mip-planes-quarter", without)):
+            Image.fromarray(img.astype(np.uint8)).save(Path(os.environ["NAGARE_SHOTS"]) / f"{name}.png")
+    assert differ.mean() < 0.01, f"{differ.mean():.1%} of the MIP changes with the planes on"
+    keep_shot(w, "mip-with-planes")
