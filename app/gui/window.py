@@ -25,6 +25,7 @@ from . import export
 from .canvas import FieldCanvas
 from .hud import Hud, choice_tooltip
 from .pacing import UI_POLL_S, FramePacer
+from .wheel_zoom import WheelZoom
 from .worker import SimulationWorker
 
 log = logging.getLogger("nagare")
@@ -35,10 +36,10 @@ Space — play / pause<br>N — single step<br>R — reset<br>S — screenshot (
 V — start / stop video recording (MP4)<br>H — this help<br>F1 — show / hide the HUD<br>
 1–9 — show field 1–9<br>PgUp / PgDn — move the 3D slice<br>
 Home — reset the camera (frame the data)<br>B — colour bar on / off<br>
-Mouse: drag pans (2D) or orbits (3D), wheel zooms; on a 2D field or a 3D slice plane a click
-reads the value under the pointer and Shift+drag draws a line probe with its profile in the HUD
-(Esc clears). 3D: drag a slice plane to move it along its normal; drag beside the planes, or
-Ctrl+drag anywhere, orbits."""
+Mouse: drag pans (2D) or orbits (3D), the wheel zooms about the pointer (2D and 3D); on a 2D
+field or a 3D slice plane a click reads the value under the pointer and Shift+drag draws a line
+probe with its profile in the HUD (Esc clears). 3D: drag a slice plane to move it along its
+normal; drag beside the planes, or Ctrl+drag anywhere, orbits; Shift+drag beside the planes pans."""
 
 DEFAULT_FPS = 30.0  # the frame cap unless the user sets one (View ▸ Frame cap, `nagare gui --fps N`)
 FPS_CHOICES = (10, 15, 24, 30, 60, 75, 90, 120, 144, 165, 240)  # the View menu's caps, up to the refresh rate
@@ -297,6 +298,7 @@ class MainWindow(QtWidgets.QMainWindow):
         from .slice_drag import SliceDrag
 
         self.slice_drag = SliceDrag(self.canvas, moved=self._plane_dragged)  # 3D: drag a slice plane
+        self.wheel_zoom = WheelZoom(self.canvas)  # the wheel zooms about the pointer (3D; 2D: VisPy)
 
         self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
         self.worker = SimulationWorker(self.preset, self.backend.name, display_interval=1 / self.max_fps).start()

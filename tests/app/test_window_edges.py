@@ -258,3 +258,60 @@ def test_3d_dock_is_off_for_2d_presets_and_a_mip_has_no_holes_where_the_planes_c
             Image.fromarray(img.astype(np.uint8)).save(Path(os.environ["NAGARE_SHOTS"]) / f"{name}.png")
     assert differ.mean() < 0.01, f"{differ.mean():.1%} of the MIP changes with the planes on"
     keep_shot(w, "mip-with-planes")
+
+
+def _wheel_at(canvas, pos, notches: float = 2.0) -> None:
+    canvas.events.mouse_wheel(pos=np.array(pos, float), delta=(0.0, notches), modifiers=(), button=None)
+
+
+def _world_under(canvas, pos, depth_point=None):
+    """The world point drawn at canvas pixel ``pos`` (2D: the pan/zoom map; 3D: on the plane
+    through ``depth_point`` facing the camera)."""
+    from nagare.app.gui import slice_pick as sp
+
+    tr = canvas.view.scene.node_transform(canvas.scene)
+    if depth_point is None:
+        return np.asarray(tr.imap(pos))[:2]
+    M = np.asarray(tr.map(np.eye(4)), np.float64)
+    o, d = sp.pixel_ray(M, pos)
+    _, d0 = sp.pixel_ray(M, sp.project(M, np.asarray(depth_point)[None])[0])
+    return o + d * float((np.asarray(depth_point) - o) @ d0) / float(d @ d0)
+
+
+def test_the_wheel_zooms_about_the_pointer_in_2d_and_3d(make_window, qtbot):
+    from nagare.app.gui import slice_pick as sp
+
+    w = make_window("lbm2d-cavity")
+    c = w.canvas
+    qtbot.waitUntil(lambda: c.shown is not None, timeout=20000)
+    pause(qtbot, w)
+    (x, y), (vw, vh) = c.view.pos, c.view.size
+    pos = (x + 0.8 * vw, y + 0.3 * vh)  # off the centre
+    before = _world_under(c, pos)
+    width = c.view.camera.rect.width
+    _wheel_at(c, pos)
+    assert c.view.camera.rect.width < 0.9 * width  # zoomed in
+    np.testing.assert_allclose(_world_under(c, pos), before, atol=1e-3 * width)
+
+    assert w.open_preset("diffusion3d")
+    qtbot.waitUntil(lambda: c.shown is not None and c.shown.kind == "volume3d", timeout=30000)
+    pause(qtbot, w)
+    cam = c.view.camera
+    (x, y), (vw, vh) = c.view.pos, c.view.size
+    pos = (x + 0.7 * vw, y + 0.35 * vh)
+    centre0 = np.array(cam.center, float)
+    before = _world_under(c, pos, centre0)
+    scale = cam.scale_factor
+    _wheel_at(c, pos)
+    assert cam.scale_factor == pytest.approx(scale * 1.1 ** -2)  # one zoom, not two (the camera's own is blocked)
+    tr = c.view.scene.node_transform(c.scene)
+    M = np.asarray(tr.map(np.eye(4)), np.float64)
+    np.testing.assert_allclose(sp.project(M, before[None])[0], pos, atol=0.5)  # still under the pointer
+    assert np.linalg.norm(np.array(cam.center) - centre0) > 1.0  # the centre moved towards it
+
+
+def test_keys_dialog_names_3d_pan_and_the_wheel():
+    from nagare.app.gui.window import KEYS_HELP
+
+    assert "Shift+drag beside the planes pans" in KEYS_HELP
+    assert "wheel zooms about the pointer" in KEYS_HELP
