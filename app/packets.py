@@ -68,6 +68,7 @@ class FramePacket:
     surfaces: tuple = ()  # volume3d: the Grid3D's solid bodies ((vertices, faces) host arrays, as the engine's)
     trails: Any = None  # 3D particles: (T, n, 3) float32 copy of the trails (NaN: no sample)
     time_units: str = ""  # what `time` is in (engine.time_units)
+    run: int = 0  # the worker's run id (a new one per engine built): a packet of a replaced run is not drawn
 
     def ready(self) -> bool:
         return self.event is None or self.event.done

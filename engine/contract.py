@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import registry
+from . import progress, registry
 from .backend import Backend
 from .benchspec import BenchSpec
 from .checkpoint import CHECKPOINT_FORMAT
@@ -78,6 +78,10 @@ class Engine(ABC):
     # what self.time is in (the app's HUD and status line show it): "s", "lattice steps", ... ;
     # "" for a family whose time carries the preset's own units (κ and Δx as the user gave them)
     time_units: ClassVar[str] = ""
+    # what __init__ is doing, as the app shows it while a preset is built (engine/progress.py):
+    # while _allocate, _initialise and _apply_selection run
+    build_stages: ClassVar[tuple[str, str, str]] = ("allocating the state", "setting the initial state",
+                                                    "loading the kernels")
     equivalence_steps: ClassVar[int] = 64
 
     def __init_subclass__(cls, **kwargs):
@@ -107,9 +111,13 @@ class Engine(ABC):
         self._check_memory()
         try:
             with self.on_stream():
+                progress.report(self.build_stages[0], 0.0)
                 self._allocate()
+                progress.report(self.build_stages[1], 1 / 3)
                 self._initialise()
+                progress.report(self.build_stages[2], 2 / 3)
                 self._apply_selection({}, dict(self.selection))
+                progress.report("ready", 1.0)
         except MemoryError as exc:  # NumPy's and CuPy's out-of-memory errors both derive from it
             raise OutOfMemory(f"{preset.source}: not enough {backend.name} memory for this preset "
                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "

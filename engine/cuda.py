@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
+from nagare.engine import progress
+
 from nagare import shaders
 
 log = logging.getLogger("nagare")
@@ -123,6 +125,7 @@ def _current_device() -> int:
 def _compiled(spec: KernelSpec):
     import cupy
 
+    progress.report(f"compiling kernels: {spec.label}")  # NVRTC: seconds a file, once per process
     mod = cupy.RawModule(code=spec.code, options=spec.nvrtc_options,
                          name_expressions=list(spec.name_expressions) or None)
     mod.compile()

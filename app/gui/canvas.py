@@ -353,6 +353,21 @@ class FieldCanvas(scene.SceneCanvas):
             self._colorbar_wanted = wanted
             self.relayout()
 
+    def clear_scene(self) -> None:
+        """Show nothing until the next packet (a preset being replaced: its picture must not stay
+        up, recoloured with the new map, while the new engine is built)."""
+        self._pending = None
+        self.shown = None
+        self._drawer = None
+        self._kind = None  # the next packet sets its kind up again and is framed
+        self._field_shape = None
+        for v in self.visuals.values():
+            v.visible = False
+        self.legend_levels = self.legend = None
+        self._axes_spec = self.axes.spec = None
+        self._colorbar_wanted = False
+        self.relayout()
+
     def own_drawer(self, cls):
         """This canvas' instance of a drawer class that keeps visuals of its own."""
         d = self._own.get(cls)

@@ -281,7 +281,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self._notice_handlers = {
             "engine": self._on_engine, "variant": self._on_variant, "diverged": self._on_diverged,
             "error": self._on_error, "checkpoint": self._on_checkpoint, "result": self._on_result,
+            "progress": self._on_progress,
         }
+        self._hidden_run: int | None = None  # a replaced run whose packets are not drawn (a preset switch)
 
         self.canvas = FieldCanvas()
         self.canvas.set_backend(self.backend.name)
@@ -555,6 +557,22 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _build_status(self) -> None:
         sb = self.statusBar()
+        # what a preset switch is doing (building the tree, compiling kernels), beside the messages
+        self.progress_bar = QtWidgets.QProgressBar()
+        self.progress_bar.setMinimumWidth(220)
+        self.progress_bar.setMaximumWidth(320)
+        self.progress_bar.setTextVisible(True)
+        self.progress_bar.hide()
+        sb.addWidget(self.progress_bar)
+        self._progress_idle = QtCore.QTimer(self)  # hides the bar once the reports stop
+        self._progress_idle.setSingleShot(True)
+        self._progress_idle.timeout.connect(self.progress_bar.hide)
+        # over the cleared canvas while a preset is built
+        self.loading_label = QtWidgets.QLabel(self.canvas.native)
+        self.loading_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.loading_label.setStyleSheet("QLabel { background: rgba(30, 30, 36, 220); color: #e8e8e8; "
+                                         "padding: 14px; border-radius: 6px; font-size: 14px; }")
+        self.loading_label.hide()
         self.status_labels = {}
         for key in ("state", "backend", "device", "time", "steps", "throughput", "roofline", "display"):
             lab = QtWidgets.QLabel("")
@@ -594,10 +612,49 @@ class MainWindow(QtWidgets.QMainWindow):
         except NagareError as exc:
             self.error("Cannot open preset", str(exc))
             return False
+        self._begin_loading(preset)
         self.worker.send("preset", preset=preset, view={"field": preset.view.field})
         self._apply_preset_to_ui(preset)
         self.worker.send("play")
         return True
+
+    # ---- a preset being built -------------------------------------------------------------
+    def _begin_loading(self, preset) -> None:
+        """Clear the old picture at once and say what is happening until the new run's first frame
+        is drawn (the worker's "progress" notices fill in the stages)."""
+        self._hidden_run = self.worker.run_id
+        self._loading_name = Path(preset.source).stem
+        self.canvas.clear_scene()
+        self.probes.clear()
+        self._show_progress(f"building {preset.engine}: {Path(preset.source).stem}", 0.0)
+
+    def _on_progress(self, n) -> None:
+        self._show_progress(n.text, n.payload)
+
+    def _show_progress(self, stage: str, fraction: float | None) -> None:
+        bar = self.progress_bar
+        if fraction is None:
+            bar.setRange(0, 0)  # busy: no share known (a kernel compiling)
+        else:
+            bar.setRange(0, 100)
+            bar.setValue(int(round(100 * fraction)))
+        bar.setFormat(stage if fraction is None else f"{stage}  %p%")
+        bar.setToolTip(stage)
+        bar.show()
+        self._progress_idle.start(2000)
+        if self._hidden_run is not None:  # still no picture of the new run: say it over the canvas
+            self.loading_label.setText(f"{self._loading_name}\n{stage}")
+            self.loading_label.adjustSize()
+            (x, y), (fw, fh) = self.canvas.view.pos, self.canvas.view.size  # the field's area, beside the HUD
+            lw, lh = self.loading_label.width(), self.loading_label.height()
+            cw = self.canvas.native.width()  # inside the canvas where the field's area is narrower
+            self.loading_label.move(max(0, min(int(x + fw / 2) - lw // 2, cw - lw)), int(y + fh / 2) - lh // 2)
+            self.loading_label.show()
+            self.loading_label.raise_()
+
+    def _end_loading(self) -> None:
+        self._hidden_run = None
+        self.loading_label.hide()
 
     def _open_dialog(self) -> None:
         path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open preset", str(PRESET_DIR), "Presets (*.toml)")
@@ -610,6 +667,7 @@ class MainWindow(QtWidgets.QMainWindow):
         except NagareError as exc:
             self.error("Invalid parameter", str(exc))
             return False
+        self._begin_loading(preset)
         self.worker.send("preset", preset=preset, variants=None)
         self._apply_preset_to_ui(preset)
         self.worker.send("play")
@@ -804,6 +862,11 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.recorder is not None:
             self._record_published()
         pk = self.worker.latest_packet()
+        if pk is not None and self._hidden_run is not None:
+            if pk.run <= self._hidden_run:
+                pk = None  # the replaced run's frame: the canvas stays clear
+            else:
+                self._end_loading()
         now = time.perf_counter()
         # At most max_fps new frames a second: every draw holds the GIL the simulation thread
         # needs to launch its kernels. Without a new packet nothing is redrawn at all.
@@ -876,6 +939,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.error("Simulation diverged", n.text)
 
     def _on_error(self, n) -> None:
+        if self._hidden_run is not None:  # the new preset was not built: the old run goes on, shown again
+            self._end_loading()
+            self.progress_bar.hide()
         self.error("nagare", n.text)
 
     def _on_checkpoint(self, n) -> None:
@@ -962,7 +1028,8 @@ class MainWindow(QtWidgets.QMainWindow):
     def _record_published(self) -> None:
         """Every packet published since the last one recorded into the video, in order (not only
         the newest one drawn: a frame cap or a slow draw must not drop published frames)."""
-        packets = self.worker.packets_after(self._recorded_seq)
+        packets = [pk for pk in self.worker.packets_after(self._recorded_seq)
+                   if self._hidden_run is None or pk.run > self._hidden_run]  # none of a replaced run
         if packets and self._recorded_seq >= 0:
             self.recorder.missed += packets[0].seq - self._recorded_seq - 1  # gone from the worker's slots
         for pk in packets:

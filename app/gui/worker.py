@@ -33,11 +33,12 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from nagare.app.fieldkinds import handler_for
 from nagare.app.packets import SLICE_AXES, FramePacket, SnapshotContext, ViewRequest, _percentiles, display_range
-from nagare.engine import registry
+from nagare.engine import progress, registry
 from nagare.engine.backend import get_backend
 from nagare.engine.contract import Engine
 from nagare.engine.errors import Diverged, NagareError, one_line
@@ -108,7 +109,7 @@ def _read_float(x) -> float:
     return float(x.get(stream=s))
 
 
-def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> FramePacket:
+def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None, run: int = 0) -> FramePacket:
     """Copy what is shown out of the engine state, on the engine's stream (no host sync).
 
     Only the field on screen is asked for (``engine.field(name)``); the field type's ``snapshot``
@@ -119,7 +120,7 @@ def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> 
     name = view.field if view.field in names else names[0]
     f = engine.field(name)
     ctx = SnapshotContext(engine, view, cache, dict(seq=seq, step=engine.step_count, time=engine.device_time(),
-                                                    time_units=engine.time_units,
+                                                    time_units=engine.time_units, run=run,
                                                     field_name=name, backend=engine.backend.name, fields=names))
     pk = handler_for("snapshot", f)(f, ctx)
     if engine.backend.is_gpu:
@@ -305,11 +306,13 @@ class SimulationWorker:
         from nagare.app.timinglog import TimingLog
 
         backend = get_backend(self.backend_name)
+        self._notify("progress", f"building {preset.engine}: {Path(preset.source).stem}", payload=0.0)
         if self.engine is not None:  # its checkpoint buffers (a state's worth of device memory) go first
             self._ckpt_pending = None
             release_checkpoint_buffers(self.engine)
         engine = create_engine(preset, backend, variants=variants)
         self.engine, self._preset = engine, preset
+        self.run_id += 1  # before the first packet: the window draws this run's packets only
         # a test problem with an end time pauses there once (run.pause_at_end)
         self._pause_at = preset.run.steps if preset.run.pause_at_end else None
         self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
@@ -326,7 +329,6 @@ class SimulationWorker:
         # Engines that keep the contract's empty default are never asked (on the GPU an ask
         # costs a wait for the stream, see _stream_idle).
         self._asks_quantities = type(engine).logged_quantities is not Engine.logged_quantities
-        self.run_id += 1
         self.quantity_feed = (self.run_id, deque(maxlen=self.quantity_slots))
         self._t_quant = 0.0
         self._publish(force=True)
@@ -345,6 +347,12 @@ class SimulationWorker:
             threading.Thread(target=cuda.precompile, args=(specs, 2), name="nagare-warm-up", daemon=True).start()
 
     def _main(self) -> None:
+        # what the engine reports while it is built or compiles kernels (engine/progress.py) goes
+        # to the window as "progress" notices
+        with progress.reporting(lambda stage, frac: self._notify("progress", stage, payload=frac)):
+            self._loop()
+
+    def _loop(self) -> None:
         try:
             self._build(self._preset)
         except Exception as exc:  # a preset that cannot be built: say so, keep the thread for the next one
@@ -554,7 +562,7 @@ class SimulationWorker:
         self._t_publish = publish_schedule(self._t_publish, now, self.display_interval)
         self._seq += 1
         with eng.on_stream():
-            pk = snapshot(eng, self.view, self._seq, self._snapshot_cache)
+            pk = snapshot(eng, self.view, self._seq, self._snapshot_cache, self.run_id)
         with self._packet_lock:
             self._packets.append(pk)
         if force or now - self._t_stats >= self.stats_interval:

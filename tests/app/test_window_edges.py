@@ -315,3 +315,28 @@ def test_keys_dialog_names_3d_pan_and_the_wheel():
 
     assert "Shift+drag beside the planes pans" in KEYS_HELP
     assert "wheel zooms about the pointer" in KEYS_HELP
+
+
+def test_a_preset_switch_clears_the_picture_at_once_and_shows_progress(make_window, qtbot):
+    from nagare.engine import progress
+
+    w = make_window("lbm2d-cavity")
+    qtbot.waitUntil(lambda: w.canvas.shown is not None, timeout=20000)
+    old_run = w.worker.run_id
+    stages = []
+    show = w._show_progress
+    w._show_progress = lambda stage, frac: (stages.append(stage), show(stage, frac))
+    assert w.open_preset("amr3d-periodic")
+    assert w.canvas.shown is None and not any(v.visible for v in w.canvas.visuals.values())  # cleared at once
+    assert w.loading_label.isVisible() and "amr3d-periodic" in w.loading_label.text()
+    assert w.progress_bar.isVisible()
+    keep_shot(w, "preset-switch-loading")
+    qtbot.waitUntil(lambda: w.canvas.shown is not None, timeout=60000)
+    assert w.canvas.shown.run > old_run  # never a frame of the replaced run
+    assert not w.loading_label.isVisible()
+    assert "building the octree" in stages and "setting the initial flow" in stages, stages
+    # kernels compiling (engine/cuda.py reports them) reach the window the same way
+    seen = []
+    with progress.reporting(lambda stage, frac: seen.append((stage, frac))):
+        progress.report("compiling kernels: x.cu")
+    assert seen == [("compiling kernels: x.cu", None)]
