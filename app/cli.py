@@ -84,6 +84,20 @@ def _dump_path(text: str) -> Path:
     return Path(text)
 
 
+FPS_HELP = ("the app's frame cap: at most N new frames a second (default 30; up to the display's refresh "
+            "rate, where it is clamped; View ▸ Frame cap changes it while running)")
+
+
+def _frame_cap(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of frames per second") from None
+    if not math.isfinite(v) or not 1 <= v <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected frames per second from 1 to 1000")
+    return v
+
+
 def _positive_seconds(text: str) -> float:
     try:
         v = float(text)
@@ -144,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="nagare", description="GPU fluid-solver laboratory.")
     p.add_argument("--version", action="version", version=f"nagare {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="more log output")
+    p.add_argument("--fps", type=_frame_cap, help=FPS_HELP + "; bare `nagare` only, else `nagare gui --fps`")
     sub = p.add_subparsers(dest="command")
 
     r = sub.add_parser("run", help="run a preset headless", epilog=RUN_OUTPUTS_HELP,
@@ -221,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gui", help="open the app window")
     g.add_argument("preset", nargs="?")
     g.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    g.add_argument("--fps", type=_frame_cap, help=FPS_HELP)
     return p
 
 
@@ -554,14 +570,14 @@ def headless_default(backend_name: str = "auto") -> int:
     return status
 
 
-def launch_app(preset: str | None, backend: str) -> int:
+def launch_app(preset: str | None, backend: str, fps: float | None = None) -> int:
     try:
         # PyQt6 and VisPy: only the window needs them; headless runs never load them
         from .gui import launch
     except ImportError as exc:
         print(f"nagare: the desktop app cannot start ({exc}); running headless instead", file=sys.stderr)
         return headless_default(backend)
-    return launch(preset, backend)
+    return launch(preset, backend, fps)
 
 
 class Terminated(KeyboardInterrupt):
@@ -600,12 +616,12 @@ def main(argv: list[str] | None = None) -> int:
     restore = _sigterm_like_ctrl_c() if args.command not in (None, "gui") else (lambda: None)
     try:
         if args.command is None:
-            return launch_app(None, "auto") if has_display() else headless_default()
+            return launch_app(None, "auto", args.fps) if has_display() else headless_default()
         if args.command == "gui":
             if not has_display():
                 print(f"nagare: {NO_DISPLAY_GUI}", file=sys.stderr)
                 return EXIT_USAGE
-            return launch_app(args.preset, args.backend)
+            return launch_app(args.preset, args.backend, args.fps)
         if args.command == "run":
             return cmd_run(args, ["nagare", *argv])
         if args.command == "soak":

@@ -24,7 +24,7 @@ from nagare.engine.errors import Diverged
 from . import fieldkinds, frames
 from .atomic import ExportError, output_writer, write_atomic
 from .timinglog import TimingLog
-from .vtkhdf import write_vtkhdf
+from .vtkhdf import write_vtkhdf_described
 from .vtkhdf_amr import octree_leaves
 from .vtkhdf_series import FieldSeries, series_capacity
 
@@ -58,7 +58,18 @@ def dump_vtkhdf(engine, path: str | Path) -> list[Path]:
     """The engine's fields as VTKHDF for ParaView (app/vtkhdf.py: grids as ImageData at ``path``,
     other kinds beside it; amr3d's leaves with their point data as OverlappingAMR,
     ``stem_octree.vtkhdf``). Returns every path written."""
-    return write_vtkhdf(vtkhdf_fields(engine), path, time=engine.time, step=engine.step_count)
+    return [p for p, _ in dump_vtkhdf_described(engine, path)]
+
+
+def dump_vtkhdf_described(engine, path: str | Path) -> list[tuple[Path, str]]:
+    """:func:`dump_vtkhdf`, each path with a line on what it holds."""
+    return write_vtkhdf_described(vtkhdf_fields(engine), path, time=engine.time, step=engine.step_count)
+
+
+def say_what_each_holds(described: list[tuple[Path, str]]) -> None:
+    """One stderr line per VTKHDF file: its path and what it holds (an amr3d dump writes three)."""
+    for p, what in described:
+        print(f"nagare: {p}: {what}", file=sys.stderr)
 
 
 def vtkhdf_fields(engine) -> dict:
@@ -327,8 +338,10 @@ def run(engine, opts: RunOptions) -> int:
         if series is not None and series.paths:
             out.written.extend(series.paths)
         if status == 0 and opts.dump is not None and str(opts.dump).endswith(".vtkhdf"):
-            paths = out.attempt("dump", engine.step_count, opts.dump, dump_vtkhdf, engine, opts.dump)
-            out.written.extend(paths or [])
+            described = out.attempt("dump", engine.step_count, opts.dump, dump_vtkhdf_described, engine, opts.dump)
+            out.written.extend(p for p, _ in described or [])
+            if described and not opts.quiet:
+                say_what_each_holds(described)
         elif status == 0 and opts.dump is not None:
             out.attempt("dump", engine.step_count, opts.dump, dump_fields, engine, opts.dump, final=True)
         if status != 3 and opts.checkpoint is not None and checkpoint_tried == engine.step_count:

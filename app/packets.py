@@ -67,6 +67,8 @@ class FramePacket:
     boxes: Any = None  # volume3d: (lo, hi, level) of the engine's Boxes field drawn around the volume
     surfaces: tuple = ()  # volume3d: the Grid3D's solid bodies ((vertices, faces) host arrays, as the engine's)
     trails: Any = None  # 3D particles: (T, n, 3) float32 copy of the trails (NaN: no sample)
+    time_units: str = ""  # what `time` is in (engine.time_units)
+    run: int = 0  # the worker's run id (a new one per engine built): a packet of a replaced run is not drawn
 
     def ready(self) -> bool:
         return self.event is None or self.event.done
@@ -80,6 +82,13 @@ def length_units(pk: FramePacket) -> str:
     if pk.kind == "particles":
         return "m"
     return "cells" if pk.spacing == 1.0 else ""
+
+
+def time_label(t: float, units: str) -> str:
+    """The simulated time as the HUD and status line show it: "t = 0.25 s", "t = 1200 lattice steps"
+    ("–": dimensionless, shown without a unit)."""
+    unit = "" if units in ("", "–") else f" {units}"
+    return f"t = {t:.6g}{unit}"
 
 
 @dataclass

@@ -195,20 +195,52 @@ def write_polydata_boxes(b: Boxes, tmp, name: str = "boxes", meta: dict | None =
         field_data(root, meta)
 
 
-@output_writer("a VTKHDF file")
 def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None, step: int | None = None) -> list[Path]:
     """Host-copied fields (nagare.app.fieldkinds.host_copies) → VTKHDF files, the run's ``time`` and
     ``step`` in each one's FieldData; returns their paths."""
+    return [p for p, _ in write_vtkhdf_described(fields, path, time, step)]
+
+
+def what_it_holds(name: str, f, resampled: bool = False) -> str:
+    """One line on what a VTKHDF file holds (the CLI's --dump line and the app's status line say it
+    for each file, since an amr3d export writes three)."""
+    if isinstance(f, dict):  # a group of grids of one shape: one ImageData
+        first = next(iter(f.values()))
+        shape, _ = _grid_key(first)
+        cells = "×".join(str(n) for n in reversed(shape))
+        what = f"ImageData, {', '.join(f)} as cell data on {cells} cells"
+        return what + (" (the octree's fields resampled onto one uniform grid)" if resampled else "")
+    if isinstance(f, Boxes):
+        return (f"PolyData lines, {name}: the outlines of {len(np.asarray(f.lo))} boxes (an octree's leaves) "
+                f"with their level as cell data")
+    if isinstance(f, Particles):
+        return (f"PolyData vertices, {name}: {len(np.asarray(f.positions))} points"
+                + (f" with {', '.join(f.attributes)}" if f.attributes else ""))
+    if isinstance(f, Profile1D):
+        return f"PolyData polyline, the 1-D profile {name}"
+    if isinstance(f, vtkhdf_amr.OctreeLeaves):
+        return (f"OverlappingAMR, the octree itself: each of its {len(f.level)} leaves one box on its level "
+                f"({f.n_levels} levels) with its own point data ({', '.join(f.arrays)})")
+    return f"{type(f).__name__} {name}"
+
+
+@output_writer("a VTKHDF file")
+def write_vtkhdf_described(fields: dict, path: str | Path, time: float | None = None,
+                           step: int | None = None) -> list[tuple[Path, str]]:
+    """:func:`write_vtkhdf`, each path with a line on what it holds (:func:`what_it_holds`)."""
+    path = Path(path)
+    resampled = any(isinstance(f, vtkhdf_amr.OctreeLeaves) for f in fields.values())
     meta = {"time": time, "step": step}
     targets = vtkhdf_targets(fields, path)
-    out: list[Path] = []
+    out: list[tuple[Path, str]] = []
     groups: dict = {}
     for k, g in fields.items():
         if isinstance(g, (Grid2D, Grid3D)):
             groups.setdefault(_grid_key(g), {})[k] = g
     for group in groups.values():
         target = targets[next(iter(group))]
-        out.append(write_atomic(target, lambda tmp, g=group: write_image(g, tmp, meta)))
+        out.append((write_atomic(target, lambda tmp, g=group: write_image(g, tmp, meta)),
+                    what_it_holds("", group, resampled)))
     for k, f in fields.items():
         if isinstance(f, (Grid2D, Grid3D)):
             continue
@@ -217,7 +249,7 @@ def write_vtkhdf(fields: dict, path: str | Path, time: float | None = None, step
             writer = lookup("vtkhdf", type(f))
         except FieldTypeError:
             raise ExportError(f"field {k!r} ({type(f).__name__}) has no VTKHDF writer") from None
-        out.append(write_atomic(target, lambda tmp, f=f, w=writer, k=k: w(f, tmp, k, meta)))
+        out.append((write_atomic(target, lambda tmp, f=f, w=writer, k=k: w(f, tmp, k, meta)), what_it_holds(k, f)))
     return out
 
 

@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from . import registry
+from . import progress, registry
 from .backend import Backend
 from .benchspec import BenchSpec
 from .checkpoint import CHECKPOINT_FORMAT
@@ -77,6 +77,13 @@ class Engine(ABC):
     # True when every step advances physical time by the same self.dt: then time = step_count·dt,
     # which does not depend on how steps were grouped into batches (bit-for-bit resume).
     constant_dt: ClassVar[bool] = False
+    # what self.time is in (the app's HUD and status line show it): "s", "lattice steps", ... ;
+    # "" for a family whose time carries the preset's own units (κ and Δx as the user gave them)
+    time_units: ClassVar[str] = ""
+    # what __init__ is doing, as the app shows it while a preset is built (engine/progress.py):
+    # while _allocate, _initialise and _apply_selection run
+    build_stages: ClassVar[tuple[str, str, str]] = ("allocating the state", "setting the initial state",
+                                                    "loading the kernels")
     equivalence_steps: ClassVar[int] = 64
 
     def __init_subclass__(cls, **kwargs):
@@ -106,9 +113,13 @@ class Engine(ABC):
         self._check_memory()
         try:
             with self.on_stream():
+                progress.report(self.build_stages[0], 0.0)
                 self._allocate()
+                progress.report(self.build_stages[1], 1 / 3)
                 self._initialise()
+                progress.report(self.build_stages[2], 2 / 3)
                 self._apply_selection({}, dict(self.selection))
+                progress.report("ready", 1.0)
         except MemoryError as exc:  # NumPy's and CuPy's out-of-memory errors both derive from it
             raise OutOfMemory(f"{preset.source}: not enough {backend.name} memory for this preset "
                               f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
@@ -303,9 +314,10 @@ class Engine(ABC):
     @property
     def variants(self) -> dict[str, dict]:
         """{axis: {"current": choice, "live": bool, "doc": str, "choices": {name: reason|None},
-        "companions": {name: {axis: choice}}}} — a choice that cannot run with the current selection
-        but can with its :meth:`equivalence_companions` (e.g. compact's batching = grouped with
-        y-direction = transpose) is offered (reason None) with them: switch them together."""
+        "docs": {name: the choice's doc}, "companions": {name: {axis: choice}}}} — a choice that
+        cannot run with the current selection but can with its :meth:`equivalence_companions`
+        (e.g. compact's batching = grouped with y-direction = transpose) is offered (reason None)
+        with them: switch them together."""
         fam = registry.axes(self.family)
         out = {}
         for name, ax in fam.items():
@@ -322,7 +334,7 @@ class Engine(ABC):
                         reason, companions[cname] = None, comp
                 choices[cname] = reason
             out[name] = {"current": self.selection[name], "live": ax.live, "doc": ax.doc, "choices": choices,
-                         "companions": companions}
+                         "docs": {cname: ch.doc for cname, ch in ax.choices.items()}, "companions": companions}
         return out
 
     def set_variant(self, **changes) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
+from nagare.engine import progress
 
 from nagare import shaders
 
@@ -124,6 +125,7 @@ def _current_device() -> int:
 def _compiled(spec: KernelSpec):
     import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
+    progress.report(f"compiling kernels: {spec.label}")  # NVRTC: seconds a file, once per process
     mod = cupy.RawModule(code=spec.code, options=spec.nvrtc_options,
                          name_expressions=list(spec.name_expressions) or None)
     mod.compile()

@@ -7,7 +7,7 @@ import sys
 from nagare.engine.errors import NagareError
 
 
-def launch(preset: str | None = None, backend: str = "auto") -> int:
+def launch(preset: str | None = None, backend: str = "auto", fps: float | None = None) -> int:
     """Open the main window and run the Qt event loop; returns the exit status."""
     # PyQt6 and VisPy (≈2 s) load only when the window opens: importing nagare.app.gui (its light
     # modules: ticks, the CLI's headless path) must not pull in a UI toolkit
@@ -20,7 +20,7 @@ def launch(preset: str | None = None, backend: str = "auto") -> int:
     from .window import MainWindow  # PyQt6 too: loaded with the window, as above
 
     try:
-        win = MainWindow(preset, backend)
+        win = MainWindow(preset, backend, fps=fps)
     except NagareError as exc:
         print(f"nagare: {exc}", file=sys.stderr)
         return 2

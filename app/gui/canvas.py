@@ -26,7 +26,7 @@ import numpy as np
 from nagare.app import colormaps
 from nagare.app.fieldkinds import lookup, register
 from nagare.app.fieldkinds.boxes import box_segments
-from nagare.app.packets import FramePacket
+from nagare.app.packets import FramePacket, time_label
 from nagare.engine.errors import one_line
 from vispy import gloo, scene
 from vispy.color import Colormap
@@ -108,18 +108,24 @@ class ParticleVisual(Visual):
 Particles3D = scene.visuals.create_visual_node(ParticleVisual)
 
 
-class OverlayVisual(Visual):
-    """2D points in one colour over a grid field (shaders/glsl/overlay.*.glsl). Unlike VisPy's
-    Markers (which builds a per-point record of size, colours and edge on the host for every
-    upload: ~5 ms for 200 000 tracers), an upload here is the (n, 2) float32 positions as they are."""
+OVERLAY_SIZE = 6.0  # logical px: a 3.6 px light core in a dark ring 1.2 px wide
 
-    def __init__(self, color=(1.0, 1.0, 1.0, 0.85)):
+
+class OverlayVisual(Visual):
+    """2D points over a grid field (shaders/glsl/overlay.*.glsl): a light core in a dark ring, so
+    they show on every colour map. Unlike VisPy's Markers (which builds a per-point record of size,
+    colours and edge on the host for every upload: ~5 ms for 200 000 tracers), an upload here is
+    the (n, 2) float32 positions as they are."""
+
+    def __init__(self, color=(1.0, 1.0, 1.0, 0.9), halo=(0.0, 0.0, 0.0, 0.85), core: float = 0.6):
         super().__init__(vcode=shaders.source("glsl/overlay.vert.glsl"),
                          fcode=shaders.source("glsl/overlay.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 2), np.float32))
         self.shared_program["a_position"] = self._pos
         self.shared_program["u_size"] = 4.0
         self.shared_program["u_color"] = tuple(color)
+        self.shared_program["u_halo"] = tuple(halo)
+        self.shared_program["u_core"] = float(core)
         self._draw_mode = "points"
         self.set_gl_state("translucent", depth_test=False)
 
@@ -162,6 +168,9 @@ class FieldCanvas(scene.SceneCanvas):
         self.colorbar = ColorBar(self.scene)
         self.colorbar_on = colorbar
         self.colorbar_in_exports = True
+        # exports show the scene as framed on screen: the HUD's column (or title strip) is left
+        # out unless this asks for the HUD drawn in, as on screen
+        self.hud_in_exports = False
         self._colorbar_wanted = False  # the shown kind has a colour range or a legend
         self.legend_levels: list[int] | None = None  # octree levels on screen (their legend)
         self.legend: Legend | None = None  # any other legend a drawer sets in upload() (a profile's curves)
@@ -281,6 +290,21 @@ class FieldCanvas(scene.SceneCanvas):
         if wanted != self._colorbar_wanted or width != self.colorbar.width(self.dpi):
             self._colorbar_wanted = wanted
             self.relayout()
+
+    def clear_scene(self) -> None:
+        """Show nothing until the next packet (a preset being replaced: its picture must not stay
+        up, recoloured with the new map, while the new engine is built)."""
+        self._pending = None
+        self.shown = None
+        self._drawer = None
+        self._kind = None  # the next packet sets its kind up again and is framed
+        self._field_shape = None
+        for v in self.visuals.values():
+            v.visible = False
+        self.legend_levels = self.legend = None
+        self._axes_spec = self.axes.spec = None
+        self._colorbar_wanted = False
+        self.relayout()
 
     def own_drawer(self, cls):
         """This canvas' instance of a drawer class that keeps visuals of its own."""
@@ -417,6 +441,14 @@ class FieldCanvas(scene.SceneCanvas):
             self.hud.render(self.physical_size, self.pixel_scale)
         self.frames_drawn += 1
 
+    def shown_time(self) -> str:
+        """The simulated time of the frame on screen ("t = 0.25 s"), "" before the first one
+        (its event is done: a device time is read on a private stream, no wait)."""
+        pk = self.shown
+        if pk is None or pk.time is None:
+            return ""
+        return time_label(_host_scalar(pk.time), pk.time_units)
+
     def colour_range(self, pk: FramePacket) -> tuple[float, float]:
         """The colour range of a packet: the fixed one, else the packet's (device) auto range."""
         if self.fixed_range is not None:
@@ -550,7 +582,7 @@ class FieldCanvas(scene.SceneCanvas):
             self.overlay.visible = False
             return
         pos = host(pk.overlay, pk.backend)
-        self.overlay.set_data(pos, size=4 * self.pixel_scale)
+        self.overlay.set_data(pos, size=OVERLAY_SIZE * self.pixel_scale)
         self.overlay.visible = True
 
     def _upload_mask(self, pk: FramePacket) -> None:
@@ -667,9 +699,10 @@ class FieldCanvas(scene.SceneCanvas):
             self._interop = None
 
     # ---- export ------------------------------------------------------------------------
-    def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True):
+    def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True, hud: bool = False):
         """VisPy's SceneCanvas.render with a 24-bit depth buffer (VisPy allocates 16 bits, which put
-        3D sprites and surfaces a few depth steps apart in the wrong order in exported frames)."""
+        3D sprites and surfaces a few depth steps apart in the wrong order in exported frames);
+        ``hud``: the HUD drawn over the scene as on screen (the whole canvas only)."""
         self.set_current()
         offset = (0, 0) if region is None else region[:2]
         csize = self.size if region is None else region[2:]
@@ -680,23 +713,51 @@ class FieldCanvas(scene.SceneCanvas):
         self.push_fbo(fbo, offset, csize)
         try:
             self._draw_scene(bgcolor=bgcolor)
+            if hud and region is None and self.hud is not None and self.hud.visible:
+                self.context.flush_commands()  # the fbo bound before imgui's raw GL calls
+                self.hud.render(size, s)
             result = fbo.read(crop=crop)
         finally:
             self.pop_fbo()
         return result if alpha else result[..., :3]
 
-    def grab(self) -> np.ndarray:
-        """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD; with the
-        colour bar unless ``colorbar_in_exports`` is off)."""
+    def export_region(self) -> tuple[int, int, int, int] | None:
+        """(x, y, w, h) in logical px of what a PNG or MP4 frame shows: the canvas minus the HUD's
+        docked column (or its title strip when collapsed), so the scene fills the image as the
+        user framed it; None (the whole canvas) with ``hud_in_exports`` or no HUD on screen."""
+        if self.hud is None or not self.hud.visible or self.hud_in_exports:
+            return None
+        left, top = (int(round(v)) for v in self.hud.reserved())
+        if not left and not top:
+            return None
+        w, h = self.size
+        return left, top, max(w - left, 1), max(h - top, 1)
+
+    def grab(self, hud: bool = False) -> np.ndarray:
+        """The scene as (h, w, 3) uint8 RGB at the canvas' physical size (without the HUD unless
+        ``hud``; with the colour bar unless ``colorbar_in_exports`` is off)."""
         self.set_current()
         self.prepare()
         if self.colorbar_in_exports or not self.colorbar.visible:
-            return self.render(alpha=False)
+            return self.render(alpha=False, hud=hud)
         self.colorbar.visible = False
         try:
-            return self.render(alpha=False)
+            return self.render(alpha=False, hud=hud)
         finally:
             self.colorbar.visible = True
+
+    def export_frame(self) -> np.ndarray:
+        """A PNG or MP4 frame: the canvas beside the HUD (:meth:`export_region`: the scene as the
+        user framed it), or the whole canvas with the HUD drawn in (``hud_in_exports``). The whole
+        canvas is rendered and cut (rendering only the region through VisPy's
+        ``render(region=...)`` left the 3D views' next frames blank)."""
+        rgb = self.grab(hud=self.hud_in_exports and self.hud is not None and self.hud.visible)
+        region = self.export_region()
+        if region is None:
+            return rgb
+        s = self.pixel_scale
+        x, y, w, h = (int(round(v * s)) for v in region)
+        return np.ascontiguousarray(rgb[y:y + h, x:x + w])
 
 
 # ---- the built-in packet kinds -------------------------------------------------------------------

@@ -7,6 +7,7 @@ failing write raises :class:`ExportError` with one line; the window shows it and
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,12 +15,13 @@ from nagare.app import atomic
 from nagare.app.atomic import ExportError, describe_cause, output_writer, write_atomic
 from nagare.app.fieldkinds import FieldTypeError, handler_for, host_copies
 from nagare.app.fieldkinds.vtkio import safe_name
-from nagare.app.vtkhdf import write_vtkhdf
+from nagare.app.vtkhdf import write_vtkhdf, write_vtkhdf_described
 from nagare.engine.checkpoint import save_checkpoint
 from nagare.engine.outputlock import OutputBusy, OutputLock
 from PIL import Image
 
-__all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_vtkhdf", "write_checkpoint", "host_copies"]
+__all__ = ["ExportError", "save_png", "VideoRecorder", "write_vtk", "write_vtkhdf", "write_vtkhdf_described",
+           "write_checkpoint", "host_copies"]
 
 
 @output_writer("a PNG picture of the view")
@@ -33,18 +35,24 @@ def write_checkpoint(ckpt: dict, path: str | Path) -> Path:
     return save_checkpoint(ckpt, Path(path))
 
 
+DEFAULT_VIDEO_FPS = 30  # an MP4's playback rate unless the user picks another (Export dock)
+
+
 @output_writer("an MP4 video")
 class VideoRecorder:
     """MP4 (H.264 through imageio-ffmpeg's bundled ffmpeg) written to a temp file, renamed on stop.
 
     Frames must keep one size; H.264 with yuv420p needs even sides, so frames are cropped to
-    the first frame's even size. The output is locked (engine/outputlock.py) from the start to the
+    the first frame's even size. The window appends one frame per published frame; the video
+    plays them at ``fps``. The output is locked (engine/outputlock.py) from the start to the
     end of the recording: a file another live process is writing is refused.
     """
 
-    def __init__(self, path: str | Path, fps: int = 30):
+    def __init__(self, path: str | Path, fps: int = DEFAULT_VIDEO_FPS):
         self.path = Path(path)
         self.fps = fps
+        self.missed = 0  # published frames that left the worker's slots before they were recorded
+        self.t_start = time.perf_counter()
         # the engine's temporary naming (.NAME.PID.tmp.mp4: ffmpeg picks the container from the
         # extension), so a recording cut by a kill is removed by the next write into the folder
         self.tmp = atomic.temp_path(self.path, ".mp4")
@@ -87,6 +95,13 @@ class VideoRecorder:
             self.abort()
             raise ExportError(f"video recording to {self.path} stopped: {exc}") from None
         self.frames += 1
+
+    def summary(self) -> str:
+        """What the video is: "120 frames at 30 frames/s (4.00 s of video) from 12.3 s of run"."""
+        elapsed = time.perf_counter() - self.t_start
+        text = (f"{self.frames} frame{'s' if self.frames != 1 else ''} at {self.fps} frames/s "
+                f"({self.frames / self.fps:.2f} s of video) from {elapsed:.1f} s of run, one per published frame")
+        return text + (f"; {self.missed} published frames were missed" if self.missed else "")
 
     def close(self) -> Path | None:
         """Finish the file and rename it into place; None if no frame was recorded. A failure

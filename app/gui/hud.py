@@ -140,6 +140,20 @@ class QuantityHistory:
                 self.push(s.step, s.values)
 
 
+def choice_tooltip(info: dict, choice: str) -> str:
+    """A variant choice's tooltip (the Variants dock and the HUD's quick toggles): its doc, why it
+    is unavailable, or which other choices it switches with it."""
+    doc = info.get("docs", {}).get(choice, "")
+    lines = [f"{choice}: {doc}" if doc else choice]
+    reason = info["choices"].get(choice)
+    comp = info.get("companions", {}).get(choice)
+    if reason:
+        lines.append(f"unavailable: {reason}")
+    elif comp:  # runs with other choices it needs: the worker switches them together
+        lines.append("also switches " + ", ".join(f"{k} to {v}" for k, v in comp.items()))
+    return "\n".join(lines)
+
+
 def quantity_label(name: str) -> str:
     return QUANTITY_LABELS.get(name, name)
 
@@ -168,6 +182,7 @@ class Hud:
         self.quantity_source: Callable | None = None
         self.quantities = QuantityHistory()
         self._want_collapsed: bool | None = None
+        self.toggle_rows_fit = True  # every quick toggle drawn inside the HUD's width (the last frame)
         self.bridge = QtImguiBridge(canvas, self)
 
     def set_collapsed(self, on: bool) -> None:
@@ -287,20 +302,27 @@ class Hud:
                 implot.end_plot()
         self._draw_quantities()
         if variants and imgui.collapsing_header("variants (quick toggles)"):
+            style = imgui.get_style()
+            right = imgui.get_cursor_screen_pos().x + imgui.get_content_region_avail().x  # the rows' right edge
+            self.toggle_rows_fit = True
             for axis, info in variants.items():
                 imgui.text(axis)
+                if imgui.is_item_hovered():
+                    imgui.set_tooltip(f"{axis}: {info.get('doc', '')}")
                 for choice, reason in info["choices"].items():
-                    imgui.same_line()
+                    # a choice that does not fit beside the last one starts a new line (one row of
+                    # radio buttons ran past the HUD's right edge, cut off)
+                    width = imgui.get_frame_height() + style.item_inner_spacing.x + imgui.calc_text_size(choice).x
+                    if imgui.get_item_rect_max().x + style.item_spacing.x + width <= right:
+                        imgui.same_line()
                     if reason:
                         imgui.begin_disabled()
                     clicked = imgui.radio_button(f"{choice}##{axis}", info["current"] == choice)
-                    comp = info.get("companions", {}).get(choice)
                     if reason:
                         imgui.end_disabled()
-                        if imgui.is_item_hovered(imgui.HoveredFlags_.allow_when_disabled):
-                            imgui.set_tooltip(reason)
-                    elif comp and imgui.is_item_hovered():
-                        imgui.set_tooltip("also switches " + ", ".join(f"{k} to {v}" for k, v in comp.items()))
+                    if imgui.is_item_hovered(imgui.HoveredFlags_.allow_when_disabled):
+                        imgui.set_tooltip(choice_tooltip(info, choice))
+                    self.toggle_rows_fit &= imgui.get_item_rect_max().x <= right + 0.5
                     if clicked and not reason and info["current"] != choice:
                         self.on_variant(axis, choice)
         if self.extra is not None:

@@ -636,6 +636,12 @@ class VolumeDrawer:
                 or float(v.transform.translate[0]) != shift):
             v.transform = STTransform(scale=tr, translate=(shift,) * 3)
         a, b = st.window
+        if v.method != st.volume or first:
+            # A MIP is a projection along the whole ray: depth-tested against the slice planes it
+            # showed holes wherever a plane lay in front of the ray's maximum. Drawn over them it
+            # stays whole (the planes show where the transfer window leaves the MIP empty); the
+            # translucent mode keeps the depth test, so the planes cut it where they are.
+            v.set_gl_state("translucent", cull_face=False, depth_test=st.volume != "mip")
         v.method = st.volume
         v.cmap = _translucent_cmap(canvas.colormap_name) if st.volume == "translucent" else Colormap(
             colormaps.lut(canvas.colormap_name))

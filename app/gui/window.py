@@ -25,10 +25,11 @@ from PyQt6 import QtCore, QtGui, QtWidgets
 from ..headless import vtkhdf_fields
 from . import export
 from .canvas import FieldCanvas
-from .hud import Hud
+from .hud import Hud, choice_tooltip
 from .pacing import UI_POLL_S, FramePacer
 from .probe import Probes
 from .slice_drag import SliceDrag
+from .wheel_zoom import WheelZoom
 from .worker import SimulationWorker
 
 log = logging.getLogger("nagare")
@@ -39,11 +40,13 @@ Space — play / pause<br>N — single step<br>R — reset<br>S — screenshot (
 V — start / stop video recording (MP4)<br>H — this help<br>F1 — show / hide the HUD<br>
 1–9 — show field 1–9<br>PgUp / PgDn — move the 3D slice<br>
 Home — reset the camera (frame the data)<br>B — colour bar on / off<br>
-Mouse: drag pans (2D) or orbits (3D), wheel zooms; on a 2D field or a 3D slice plane a click
-reads the value under the pointer and Shift+drag draws a line probe with its profile in the HUD
-(Esc clears). 3D: drag a slice plane to move it along its normal; drag beside the planes, or
-Ctrl+drag anywhere, orbits."""
+Mouse: drag pans (2D) or orbits (3D), the wheel zooms about the pointer (2D and 3D); on a 2D
+field or a 3D slice plane a click reads the value under the pointer and Shift+drag draws a line
+probe with its profile in the HUD (Esc clears). 3D: drag a slice plane to move it along its
+normal; drag beside the planes, or Ctrl+drag anywhere, orbits; Shift+drag beside the planes pans."""
 
+DEFAULT_FPS = 30.0  # the frame cap unless the user sets one (View ▸ Frame cap, `nagare gui --fps N`)
+FPS_CHOICES = (10, 15, 24, 30, 60, 75, 90, 120, 144, 165, 240)  # the View menu's caps, up to the refresh rate
 MAX_EDITOR_WIDTH = 150  # px: asks for a row of its own (label above); a longer literal scrolls inside it
 SKIP_SECTIONS = {"view", "run", "variants", "cpu_overrides", "engine", "description", "extends"}
 
@@ -143,13 +146,20 @@ class ParameterForm(QtWidgets.QWidget):
             text_w = w.fontMetrics().horizontalAdvance(w.text() or w.placeholderText())
             w.setMinimumWidth(min(text_w + 16, MAX_EDITOR_WIDTH))
             w.setCursorPosition(0)
-        if info.description:
-            w.setToolTip(info.description)
+        # the schema's description on the editor and its label (a narrow dock clips long labels)
+        tip = f"{'.'.join(key)}: {info.description}" if info.description else ".".join(key)
         derived = self.preset.derived_fields().get(key) if self.preset is not None else None
         if derived:
-            w.setToolTip(f"derived from {derived} (edit that; to set {key[-1]} yourself, clear {derived})"
-                         + (f"\n{info.description}" if info.description else ""))
+            tip = f"derived from {derived} (edit that; to set {key[-1]} yourself, clear {derived})\n{tip}"
+        w.setToolTip(tip)
+        if isinstance(w, QtWidgets.QComboBox):  # each choice, with the whole description beside it
+            for i in range(w.count()):
+                w.setItemData(i, f"{w.itemText(i)} — {info.description or '.'.join(key)}",
+                              Qt.ItemDataRole.ToolTipRole)
         self.form.addRow(f"{key[-1]} (from {derived.split('.')[-1]})" if derived else key[-1], w)
+        label = self.form.labelForField(w)
+        if label is not None:
+            label.setToolTip(tip)
         self.editors[key] = (w, value)
         self._shown[key] = self._editor_value(w)
 
@@ -208,6 +218,14 @@ class ParameterForm(QtWidgets.QWidget):
         return raw
 
 
+def packet_is_3d(pk) -> bool:
+    """True for a packet the 3D dock acts on: a 3D grid (in 3D or as a slice, which the dock's
+    "3D grids" switch brings back to 3D), 3D particles or 3D boxes."""
+    if pk.kind in ("grid3d", "volume3d"):
+        return True
+    return any(a is not None and getattr(a, "ndim", 0) == 2 and int(a.shape[1]) == 3 for a in (pk.positions, pk.lo))
+
+
 def _drop_path(node, key: tuple) -> None:
     """Remove ``key`` (a path whose "*" parts match every list entry) from a raw preset dict."""
     if not key:
@@ -239,11 +257,14 @@ def _toml_literal(v) -> str:
 
 
 class MainWindow(QtWidgets.QMainWindow):
-    max_fps = 30.0  # cap on new frames drawn per second (the UI shares the GIL with the worker)
+    # cap on new frames drawn (and published) per second: every draw holds the GIL the simulation
+    # thread needs, so more frames cost steps; set_frame_cap changes it, up to the display's rate
+    max_fps = DEFAULT_FPS
 
     def __init__(self, preset: str | None = None, backend: str = "auto", output_dir: str | Path | None = None,
-                 start_running: bool = True, hud: bool = True):
+                 start_running: bool = True, hud: bool = True, fps: float | None = None):
         super().__init__()
+        self.max_fps = min(float(fps or DEFAULT_FPS), self.refresh_rate())
         self.setWindowTitle("nagare")
         self.resize(1400, 860)
         self.output_dir = Path(output_dir or Path.cwd() / "nagare-output")
@@ -253,6 +274,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.last_error_box: QtWidgets.QMessageBox | None = None
         self.variant_info: dict = {}
         self._last_seq = -1
+        self._recorded_seq = -1  # the last packet put into the video
         self._pending_ckpt_path: Path | None = None
         self._pacer = FramePacer(self.max_fps, UI_POLL_S)  # when the next new frame may be drawn
         self._range_shown_for = (None, None)  # (packet, range) the range boxes show
@@ -261,7 +283,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self._notice_handlers = {
             "engine": self._on_engine, "variant": self._on_variant, "diverged": self._on_diverged,
             "error": self._on_error, "checkpoint": self._on_checkpoint, "result": self._on_result,
+            "progress": self._on_progress,
         }
+        self._hidden_run: int | None = None  # a replaced run whose packets are not drawn (a preset switch)
 
         self.canvas = FieldCanvas()
         self.canvas.set_backend(self.backend.name)
@@ -274,14 +298,17 @@ class MainWindow(QtWidgets.QMainWindow):
         self.canvas.relayout()
         self.probes = Probes(self.canvas, self.hud, self.message)
         self.slice_drag = SliceDrag(self.canvas, moved=self._plane_dragged)  # 3D: drag a slice plane
+        self.wheel_zoom = WheelZoom(self.canvas)  # the wheel zooms about the pointer (3D; 2D: VisPy)
 
         self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
-        self.worker = SimulationWorker(self.preset, self.backend.name).start()
+        self.worker = SimulationWorker(self.preset, self.backend.name, display_interval=1 / self.max_fps).start()
         self.hud.quantity_source = self.worker.quantities  # the engine's logged quantities (C_d, ...)
         self._build_docks()
         self._build_actions()
         self._build_status()
         self._apply_preset_to_ui(self.preset)
+        if fps and fps > self.max_fps:
+            self.message(f"frame cap {fps:g} frames/s is above the display's refresh rate: {self.max_fps:g}")
         if start_running:
             self.worker.send("play")
 
@@ -306,12 +333,14 @@ class MainWindow(QtWidgets.QMainWindow):
             # on NumPy, [cpu_overrides] change what runs: the list says so ("diffusion3d — 64³ on CPU")
             item = QtWidgets.QListWidgetItem(name)
             item.setData(Qt.ItemDataRole.UserRole, name)
+            item.setToolTip(name)
             try:
                 raw = presetinfo.raw_preset(name)
                 note = presetinfo.cpu_note(raw) if self.backend.name == "numpy" else ""
                 if note:
                     item.setText(f"{name} — {note}")
-                item.setToolTip(presetinfo.describe(raw, self.backend.name))
+                # the whole row too: a narrow dock cuts "amr3d-ahmed — on CPU: grid.m = 96, …" short
+                item.setToolTip(f"{item.text()}\n\n{presetinfo.describe(raw, self.backend.name)}")
             except Exception:
                 pass
             self.preset_list.addItem(item)
@@ -419,6 +448,20 @@ class MainWindow(QtWidgets.QMainWindow):
         self.out_edit.editingFinished.connect(lambda: setattr(self, "output_dir", Path(self.out_edit.text())))
         el.addWidget(QtWidgets.QLabel("output folder"))
         el.addWidget(self.out_edit)
+        self.hud_export = QtWidgets.QCheckBox("HUD in PNG/MP4")
+        self.hud_export.setToolTip("draw the HUD into screenshots and videos as on screen; off: the scene alone, "
+                                   "framed as in the window, without the HUD's column")
+        self.hud_export.toggled.connect(lambda on: setattr(self.canvas, "hud_in_exports", on))
+        el.addWidget(self.hud_export)
+        vrow = QtWidgets.QHBoxLayout()
+        vrow.addWidget(QtWidgets.QLabel("video frames/s"))
+        self.video_fps = QtWidgets.QSpinBox()
+        self.video_fps.setRange(1, 240)
+        self.video_fps.setValue(export.DEFAULT_VIDEO_FPS)
+        self.video_fps.setToolTip("the MP4's playback rate: the video holds one frame per frame the simulation "
+                                  "published while recording, played at this rate")
+        vrow.addWidget(self.video_fps)
+        el.addLayout(vrow)
         for label, fn in (("Screenshot PNG (S)", self.screenshot), ("Record MP4 (V)", self.toggle_recording),
                           ("Timing log CSV+JSON", self.export_timings),
                           ("Fields → ParaView (VTKHDF)", self.export_vtkhdf), ("Fields → legacy VTK", self.export_vtk),
@@ -468,6 +511,7 @@ class MainWindow(QtWidgets.QMainWindow):
         act(viewm, "Record video", "V", self.toggle_recording)
         act(viewm, "HUD", "F1", self.toggle_hud)
         act(viewm, "Reset camera", "Home", self.canvas.reset_camera)
+        self._build_frame_cap_menu(viewm.addMenu("Frame cap"))
         act(viewm, "Colour bar", "B", lambda: self.colorbar_box.setChecked(not self.colorbar_box.isChecked()))
         act(viewm, "Clear probes", "Esc", self.probes.clear)
         act(viewm, "Slice up", "PgUp", lambda: self.slice_slider.setValue(self.slice_slider.value() + 20))
@@ -476,10 +520,59 @@ class MainWindow(QtWidgets.QMainWindow):
             act(viewm, f"Field {i + 1}", str(i + 1), lambda i=i: self.show_field(i))
         act(helpm, "Keys", "H", self.show_help)
 
+    def refresh_rate(self) -> float:
+        """The display's refresh rate in Hz (the highest frame cap that shows every frame drawn);
+        60 where the screen does not say (some virtual displays report 0)."""
+        screen = self.screen() or QtGui.QGuiApplication.primaryScreen()
+        rate = screen.refreshRate() if screen is not None else 0.0
+        return float(rate) if rate > 1 else 60.0
+
+    def _build_frame_cap_menu(self, menu: QtWidgets.QMenu) -> None:
+        self.fps_actions: dict[float, QtGui.QAction] = {}
+        group = QtGui.QActionGroup(self)
+        limit = self.refresh_rate()
+        caps = sorted({float(c) for c in FPS_CHOICES if c <= limit} | {self.max_fps, limit})
+        for cap in caps:
+            a = QtGui.QAction(f"{cap:g} frames/s" + (" (display refresh)" if cap == limit else ""), self)
+            a.setCheckable(True)
+            a.setChecked(cap == self.max_fps)
+            a.triggered.connect(lambda _=False, cap=cap: self.set_frame_cap(cap))
+            group.addAction(a)
+            menu.addAction(a)
+            self.fps_actions[cap] = a
+
+    def set_frame_cap(self, fps: float) -> float:
+        """At most ``fps`` new frames a second on screen (and published by the worker), clamped to
+        1 … the display's refresh rate; returns the cap in force."""
+        fps = min(max(float(fps), 1.0), self.refresh_rate())
+        self.max_fps = fps
+        self._pacer = FramePacer(fps, UI_POLL_S)
+        self.worker.display_interval = 1.0 / fps  # a float the worker reads before each publish
+        for cap, a in getattr(self, "fps_actions", {}).items():
+            a.setChecked(cap == fps)
+        self.message(f"frame cap: {fps:g} frames/s (display refresh {self.refresh_rate():g} Hz)")
+        return fps
+
     def _build_status(self) -> None:
         sb = self.statusBar()
+        # what a preset switch is doing (building the tree, compiling kernels), beside the messages
+        self.progress_bar = QtWidgets.QProgressBar()
+        self.progress_bar.setMinimumWidth(220)
+        self.progress_bar.setMaximumWidth(320)
+        self.progress_bar.setTextVisible(True)
+        self.progress_bar.hide()
+        sb.addWidget(self.progress_bar)
+        self._progress_idle = QtCore.QTimer(self)  # hides the bar once the reports stop
+        self._progress_idle.setSingleShot(True)
+        self._progress_idle.timeout.connect(self.progress_bar.hide)
+        # over the cleared canvas while a preset is built
+        self.loading_label = QtWidgets.QLabel(self.canvas.native)
+        self.loading_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.loading_label.setStyleSheet("QLabel { background: rgba(30, 30, 36, 220); color: #e8e8e8; "
+                                         "padding: 14px; border-radius: 6px; font-size: 14px; }")
+        self.loading_label.hide()
         self.status_labels = {}
-        for key in ("state", "backend", "device", "steps", "throughput", "roofline", "display"):
+        for key in ("state", "backend", "device", "time", "steps", "throughput", "roofline", "display"):
             lab = QtWidgets.QLabel("")
             lab.setContentsMargins(6, 0, 6, 0)
             sb.addPermanentWidget(lab)
@@ -517,10 +610,49 @@ class MainWindow(QtWidgets.QMainWindow):
         except NagareError as exc:
             self.error("Cannot open preset", str(exc))
             return False
+        self._begin_loading(preset)
         self.worker.send("preset", preset=preset, view={"field": preset.view.field})
         self._apply_preset_to_ui(preset)
         self.worker.send("play")
         return True
+
+    # ---- a preset being built -------------------------------------------------------------
+    def _begin_loading(self, preset) -> None:
+        """Clear the old picture at once and say what is happening until the new run's first frame
+        is drawn (the worker's "progress" notices fill in the stages)."""
+        self._hidden_run = self.worker.run_id
+        self._loading_name = Path(preset.source).stem
+        self.canvas.clear_scene()
+        self.probes.clear()
+        self._show_progress(f"building {preset.engine}: {Path(preset.source).stem}", 0.0)
+
+    def _on_progress(self, n) -> None:
+        self._show_progress(n.text, n.payload)
+
+    def _show_progress(self, stage: str, fraction: float | None) -> None:
+        bar = self.progress_bar
+        if fraction is None:
+            bar.setRange(0, 0)  # busy: no share known (a kernel compiling)
+        else:
+            bar.setRange(0, 100)
+            bar.setValue(int(round(100 * fraction)))
+        bar.setFormat(stage if fraction is None else f"{stage}  %p%")
+        bar.setToolTip(stage)
+        bar.show()
+        self._progress_idle.start(2000)
+        if self._hidden_run is not None:  # still no picture of the new run: say it over the canvas
+            self.loading_label.setText(f"{self._loading_name}\n{stage}")
+            self.loading_label.adjustSize()
+            (x, y), (fw, fh) = self.canvas.view.pos, self.canvas.view.size  # the field's area, beside the HUD
+            lw, lh = self.loading_label.width(), self.loading_label.height()
+            cw = self.canvas.native.width()  # inside the canvas where the field's area is narrower
+            self.loading_label.move(max(0, min(int(x + fw / 2) - lw // 2, cw - lw)), int(y + fh / 2) - lh // 2)
+            self.loading_label.show()
+            self.loading_label.raise_()
+
+    def _end_loading(self) -> None:
+        self._hidden_run = None
+        self.loading_label.hide()
 
     def _open_dialog(self) -> None:
         path, _ = QtWidgets.QFileDialog.getOpenFileName(self, "Open preset", str(PRESET_DIR), "Presets (*.toml)")
@@ -533,6 +665,7 @@ class MainWindow(QtWidgets.QMainWindow):
         except NagareError as exc:
             self.error("Invalid parameter", str(exc))
             return False
+        self._begin_loading(preset)
         self.worker.send("preset", preset=preset, variants=None)
         self._apply_preset_to_ui(preset)
         self.worker.send("play")
@@ -553,20 +686,19 @@ class MainWindow(QtWidgets.QMainWindow):
             model = cb.model()
             for i, (choice, reason) in enumerate(info["choices"].items()):
                 cb.addItem(choice)
-                comp = info.get("companions", {}).get(choice)
+                tip = choice_tooltip(info, choice)
+                cb.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
                 if reason:
                     item = model.item(i)
                     item.setEnabled(False)
-                    item.setToolTip(f"unavailable: {reason}")
-                    cb.setItemData(i, f"unavailable: {reason}", Qt.ItemDataRole.ToolTipRole)
-                elif comp:  # runs with other choices it needs: the worker switches them together
-                    tip = "also switches " + ", ".join(f"{k} to {v}" for k, v in comp.items())
-                    cb.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
+                    item.setToolTip(tip)
             cb.setCurrentText(info["current"])
-            cb.setToolTip(info["doc"] + ("" if info["live"] else "  (switching resets the run)"))
+            axis_tip = f"{axis}: {info['doc']}" + ("" if info["live"] else "  (switching resets the run)")
+            cb.setToolTip(axis_tip)
             cb.activated.connect(lambda i, axis=axis, cb=cb: self.set_variant(axis, cb.itemText(i)))
             label = axis if info["live"] else f"{axis} (resets)"
             self.variants_form.addRow(label, cb)
+            self.variants_form.labelForField(cb).setToolTip(axis_tip)
             self.variant_combos[axis] = cb
 
     def _variant_changed(self, selection: dict) -> None:
@@ -673,6 +805,13 @@ class MainWindow(QtWidgets.QMainWindow):
         f.addRow(reset)
         self.view3d_dock = self._dock("3D", w, Qt.DockWidgetArea.RightDockWidgetArea)
 
+    def _enable_view3d(self, on: bool) -> None:
+        """The 3D dock's controls act on 3D views only: off (greyed, saying why) for a 2D preset."""
+        page = self.view3d_dock.widget()
+        if page.isEnabled() != on:
+            page.setEnabled(on)
+            page.setToolTip("" if on else "3D views only: this preset's fields are 2D")
+
     def _plane_changed(self, axis: str) -> None:
         self.canvas.set_view3d(planes={axis: [self.plane_boxes[axis].isChecked(),
                                               self.plane_sliders[axis].value() / 1000]})
@@ -703,7 +842,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _hud_model(self):
         st = self.worker.latest_stats()
         state = "running" if self.worker.running else ("DIVERGED" if self.worker.diverged else "paused")
-        status = f"{state} · step {st.step if st else 0} · {st.steps_per_s if st else 0:.0f} steps/s"
+        shown = self.canvas.shown_time()
+        status = (f"{state} · step {st.step if st else 0} · {st.steps_per_s if st else 0:.0f} steps/s"
+                  + (f"\n{shown} (frame on screen)" if shown else ""))
         return list(self.worker.history), self.variant_info, status
 
     # ---- the UI tick -------------------------------------------------------------------
@@ -716,7 +857,14 @@ class MainWindow(QtWidgets.QMainWindow):
             # reading the range right after it showed the previous frame's)
             self._range_shown_for = drawn
             self._show_auto_range()
+        if self.recorder is not None:
+            self._record_published()
         pk = self.worker.latest_packet()
+        if pk is not None and self._hidden_run is not None:
+            if pk.run <= self._hidden_run:
+                pk = None  # the replaced run's frame: the canvas stays clear
+            else:
+                self._end_loading()
         now = time.perf_counter()
         # At most max_fps new frames a second: every draw holds the GIL the simulation thread
         # needs to launch its kernels. Without a new packet nothing is redrawn at all.
@@ -733,10 +881,8 @@ class MainWindow(QtWidgets.QMainWindow):
             if pk.attribute:
                 self.attr_combo.setCurrentText(pk.attribute)
             self.attr_combo.setEnabled(bool(pk.attributes))
+            self._enable_view3d(packet_is_3d(pk))
             self.canvas.show_packet(pk)  # uploaded (and its range known) at the canvas' next draw
-            if self.recorder is not None:
-                self.canvas.native.repaint()
-                self._record_frame()
         now = time.perf_counter()
         if now - self._t_status > 0.2:  # 5 Hz is plenty; the GIL is shared with the worker
             self._t_status = now
@@ -791,6 +937,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.error("Simulation diverged", n.text)
 
     def _on_error(self, n) -> None:
+        if self._hidden_run is not None:  # the new preset was not built: the old run goes on, shown again
+            self._end_loading()
+            self.progress_bar.hide()
         self.error("nagare", n.text)
 
     def _on_checkpoint(self, n) -> None:
@@ -818,6 +967,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.status_labels["roofline"].setText(
                 "roofline —" if st.roofline_pct is None else f"{st.roofline_pct:.1f} % roofline")
         self.status_labels["display"].setText(f"display: {self.canvas.display_label}")
+        self.status_labels["time"].setText(self.canvas.shown_time())
 
     # ---- messages ----------------------------------------------------------------------
     def message(self, text: str) -> None:
@@ -841,7 +991,7 @@ class MainWindow(QtWidgets.QMainWindow):
     def screenshot(self, path: str | Path | None = None) -> Path | None:
         path = Path(path) if path else self.output_dir / f"{self._stamp()}.png"
         try:
-            out = export.save_png(self.canvas.grab(), path)
+            out = export.save_png(self.canvas.export_frame(), path)
         except export.ExportError as exc:
             self.error("Screenshot not written", str(exc))
             return None
@@ -851,29 +1001,50 @@ class MainWindow(QtWidgets.QMainWindow):
     def toggle_recording(self, path: str | Path | None = None) -> None:
         if self.recorder is None:
             path = Path(path) if path else self.output_dir / f"{self._stamp()}.mp4"
+            fps = self.video_fps.value()
             try:
-                self.recorder = export.VideoRecorder(path)
+                self.recorder = export.VideoRecorder(path, fps=fps)
             except export.ExportError as exc:
                 self.error("Recording not started", str(exc))
                 return
+            # from the frame on screen on: every packet published from now on goes into the video
+            self._recorded_seq = self._last_seq - 1 if self._last_seq >= 0 else -1
+            self.worker.send("recording", on=True)
             self.record_button.setText("Stop recording (V)")
-            self.message(f"recording to {path}")
+            self.message(f"recording to {path}: one video frame per published frame, played at {fps} frames/s")
         else:
             rec, self.recorder = self.recorder, None
+            self.worker.send("recording", on=False)
             self.record_button.setText("Record MP4 (V)")
             try:
                 out = rec.close()
-                self.message(f"video written: {out} ({rec.frames} frames)" if out else "no frame was recorded")
             except export.ExportError as exc:
                 self.error("Video not written", str(exc))
+                return
+            self.message(f"video written: {out} — {rec.summary()}" if out else "no frame was recorded")
 
-    def _record_frame(self) -> None:
-        try:
-            self.recorder.append(self.canvas.grab())
-        except export.ExportError as exc:
-            self.recorder = None
-            self.record_button.setText("Record MP4 (V)")
-            self.error("Recording stopped", str(exc))
+    def _record_published(self) -> None:
+        """Every packet published since the last one recorded into the video, in order (not only
+        the newest one drawn: a frame cap or a slow draw must not drop published frames)."""
+        packets = [pk for pk in self.worker.packets_after(self._recorded_seq)
+                   if self._hidden_run is None or pk.run > self._hidden_run]  # none of a replaced run
+        if packets and self._recorded_seq >= 0:
+            self.recorder.missed += packets[0].seq - self._recorded_seq - 1  # gone from the worker's slots
+        for pk in packets:
+            self._recorded_seq = pk.seq
+            self.canvas.show_packet(pk)  # uploaded by grab()
+            try:
+                self.recorder.append(self.canvas.export_frame())
+            except export.ExportError as exc:
+                self.recorder = None
+                self.worker.send("recording", on=False)
+                self.record_button.setText("Record MP4 (V)")
+                self.error("Recording stopped", str(exc))
+                return
+        if packets:
+            self._last_seq = packets[-1].seq  # drawn already: the screen shows the newest of them
+            self._pacer.drawn(time.perf_counter())
+            self.canvas.update()
 
     def _call(self, tag: str, fn, callback) -> None:
         self._result_callbacks[tag] = callback
@@ -916,10 +1087,13 @@ class MainWindow(QtWidgets.QMainWindow):
         def write(payload):
             fields, t, step = payload
             try:
-                out = export.write_vtkhdf(fields, path, time=t, step=step)
-                self.message(f"VTKHDF written: {', '.join(map(str, out)) if isinstance(out, list) else out}")
+                out = export.write_vtkhdf_described(fields, path, time=t, step=step)
             except export.ExportError as exc:
                 self.error("VTKHDF not written", str(exc))
+                return
+            for p, what in out:  # an amr3d export writes three files: say what each holds
+                log.info("nagare: %s: %s", p, what)
+            self.message("VTKHDF written: " + "; ".join(f"{p} ({what})" for p, what in out))
 
         self._call(f"vtkhdf:{path}", lambda eng: (vtkhdf_fields(eng), eng.time, eng.step_count), write)
 

@@ -34,13 +34,14 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from nagare.app.fieldkinds import handler_for
 from nagare.app.packets import SLICE_AXES, FramePacket, SnapshotContext, ViewRequest, _percentiles, display_range
 from nagare.app.timinglog import TimingLog
-from nagare.engine import cuda, registry
+from nagare.engine import cuda, progress, registry
 from nagare.engine.backend import get_backend
 from nagare.engine.contract import Engine
 from nagare.engine.errors import Diverged, NagareError, one_line
@@ -111,7 +112,7 @@ def _read_float(x) -> float:
     return float(x.get(stream=s))
 
 
-def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> FramePacket:
+def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None, run: int = 0) -> FramePacket:
     """Copy what is shown out of the engine state, on the engine's stream (no host sync).
 
     Only the field on screen is asked for (``engine.field(name)``); the field type's ``snapshot``
@@ -122,6 +123,7 @@ def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None) -> 
     name = view.field if view.field in names else names[0]
     f = engine.field(name)
     ctx = SnapshotContext(engine, view, cache, dict(seq=seq, step=engine.step_count, time=engine.device_time(),
+                                                    time_units=engine.time_units, run=run,
                                                     field_name=name, backend=engine.backend.name, fields=names))
     pk = handler_for("snapshot", f)(f, ctx)
     if engine.backend.is_gpu:
@@ -220,9 +222,15 @@ class SimulationWorker:
             "preset": self._cmd_preset, "view": self._cmd_view, "play": self._cmd_play,
             "pause": self._cmd_pause, "toggle": self._cmd_toggle, "step": self._cmd_step,
             "reset": self._cmd_reset, "variant": self._cmd_variant, "checkpoint": self._cmd_checkpoint,
-            "restore": self._cmd_restore, "call": self._cmd_call,
+            "restore": self._cmd_restore, "call": self._cmd_call, "recording": self._cmd_recording,
         }
-        self._engine_free = frozenset({"preset", "view"})
+        self._engine_free = frozenset({"preset", "view", "recording"})
+        # while a video is recorded, a slow run (NumPy) steps in batches of about one display
+        # interval, so the video gets a frame per interval where a step allows it, not one per
+        # run.steps_per_frame steps (4 frames in 12 s of a slow run); the GPU's batches are
+        # launched in far less than an interval and stay whole
+        self.recording = False
+        self._step_s: float | None = None  # host seconds per step of the last batch
         self._thread = threading.Thread(target=self._main, name="nagare-sim", daemon=True)
 
     # ---- UI side ------------------------------------------------------------------------
@@ -251,6 +259,19 @@ class SimulationWorker:
             if pk.ready():
                 return pk
         return None
+
+    def packets_after(self, seq: int) -> list[FramePacket]:
+        """The published packets newer than ``seq`` whose snapshots are complete, oldest first (a
+        recording takes every one; the newest few are kept, see packet_slots)."""
+        with self._packet_lock:
+            packets = list(self._packets)
+        newer = [pk for pk in packets if pk.seq > seq]
+        ready = []
+        for pk in newer:  # in order: a later packet waits for an earlier one still being copied
+            if not pk.ready():
+                break
+            ready.append(pk)
+        return ready
 
     def latest_stats(self) -> Stats | None:
         return self._stats
@@ -284,11 +305,13 @@ class SimulationWorker:
 
     def _build(self, preset, variants: dict | None = None) -> None:
         backend = get_backend(self.backend_name)
+        self._notify("progress", f"building {preset.engine}: {Path(preset.source).stem}", payload=0.0)
         if self.engine is not None:  # its checkpoint buffers (a state's worth of device memory) go first
             self._ckpt_pending = None
             release_checkpoint_buffers(self.engine)
         engine = create_engine(preset, backend, variants=variants)
         self.engine, self._preset = engine, preset
+        self.run_id += 1  # before the first packet: the window draws this run's packets only
         # a test problem with an end time pauses there once (run.pause_at_end)
         self._pause_at = preset.run.steps if preset.run.pause_at_end else None
         self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
@@ -305,7 +328,6 @@ class SimulationWorker:
         # Engines that keep the contract's empty default are never asked (on the GPU an ask
         # costs a wait for the stream, see _stream_idle).
         self._asks_quantities = type(engine).logged_quantities is not Engine.logged_quantities
-        self.run_id += 1
         self.quantity_feed = (self.run_id, deque(maxlen=self.quantity_slots))
         self._t_quant = 0.0
         self._publish(force=True)
@@ -322,6 +344,12 @@ class SimulationWorker:
             threading.Thread(target=cuda.precompile, args=(specs, 2), name="nagare-warm-up", daemon=True).start()
 
     def _main(self) -> None:
+        # what the engine reports while it is built or compiles kernels (engine/progress.py) goes
+        # to the window as "progress" notices
+        with progress.reporting(lambda stage, frac: self._notify("progress", stage, payload=frac)):
+            self._loop()
+
+    def _loop(self) -> None:
         try:
             self._build(self._preset)
         except Exception as exc:  # a preset that cannot be built: say so, keep the thread for the next one
@@ -335,13 +363,15 @@ class SimulationWorker:
                 self._wake.wait(0.05)
                 self._wake.clear()
                 continue
-            n = pending_steps or self._preset.run.steps_per_frame
+            n = pending_steps or self._batch_steps()
             end = self._pause_at
             if end is not None and not pending_steps and self.engine.step_count < end:
                 n = min(n, end - self.engine.step_count)  # land on the preset's end exactly
             try:
                 self._throttle()
+                t0 = time.perf_counter()
                 self.engine.step(n)
+                self._step_s = (time.perf_counter() - t0) / n
                 self._fence()
             except Exception as exc:
                 self._fail(exc)
@@ -352,6 +382,12 @@ class SimulationWorker:
                 self._notify("info", f"paused at the preset's end: step {end} (run.steps), t = "
                                      f"{float(self.engine.time):.6g} — Space runs on")
             self._publish(force=pending_steps > 0 or end is not None and self.engine.step_count >= end)
+
+    def _batch_steps(self) -> int:
+        n = self._preset.run.steps_per_frame
+        if self.recording and self._step_s:
+            n = max(1, min(n, int(self.display_interval / self._step_s)))
+        return n
 
     def _fence(self) -> None:
         eng = self.engine
@@ -468,6 +504,9 @@ class SimulationWorker:
         self._publish(force=True)
         self._notify("info", f"state restored to step {self.engine.step_count}")
 
+    def _cmd_recording(self, a: dict) -> None:
+        self.recording = bool(a["on"])
+
     def _cmd_call(self, a: dict) -> None:
         """Run fn(engine) on this thread; the result comes back as a "result" notice."""
         self._notify("result", a.get("tag", ""), payload=a["fn"](self.engine))
@@ -520,7 +559,7 @@ class SimulationWorker:
         self._t_publish = publish_schedule(self._t_publish, now, self.display_interval)
         self._seq += 1
         with eng.on_stream():
-            pk = snapshot(eng, self.view, self._seq, self._snapshot_cache)
+            pk = snapshot(eng, self.view, self._seq, self._snapshot_cache, self.run_id)
         with self._packet_lock:
             self._packets.append(pk)
         if force or now - self._t_stats >= self.stats_interval:

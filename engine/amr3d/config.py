@@ -233,7 +233,7 @@ class Initial(Strict):
                                     "Gaussian vortex about z (peak swirl u0 at `radius` from `center`) carried by "
                                     "flow.velocity")
     u0: float = Field(0.05, ge=0.0, le=0.2, description="velocity amplitude (lattice units, Mach ≈ u0·√3)")
-    seed: int = 0
+    seed: int = Field(0, description="random: seed of the random velocity field (the same seed, the same run)")
     center: tuple[float, float, float] | None = Field(None, description="vortex: its axis passes here (level-0 "
                                                                         "units; default the domain's centre)")
     radius: float = Field(4.0, gt=0.0, le=1000.0, description="vortex: radius R of the peak swirl (level-0 units)")

@@ -30,6 +30,8 @@ variants.register()
 
 
 class AMR3D(Engine):
+    time_units = "level-0 steps"  # lattice time of the coarsest level (a level-l step is 2^-l of it)
+    build_stages = ("building the octree", "setting the initial flow", "loading the kernels")
     family = FAMILY
     Preset = AMR3DPreset
     equivalence_steps = 24

@@ -57,7 +57,10 @@ class Grid(Strict):
 
 
 class Physics(Strict):
-    problem: Literal["advection1d", "rotation2d", "derivative", "navier-stokes"] = "advection1d"
+    problem: Literal["advection1d", "rotation2d", "derivative", "navier-stokes"] = Field(
+        "advection1d", description="advection1d: φ_t + c φ_x = 0; rotation2d: φ carried by the solid-body rotation "
+                                   "u = -ωy, v = ωx; derivative: one compact derivative a step (the solver "
+                                   "benchmark); navier-stokes: 2D compressible flow")
     scheme: Literal["compact6", "dissipative5"] = Field(
         "compact6", description="compact6: Lele's 6th-order central scheme; dissipative5: Deng's 5th-order "
                                 "dissipative compact scheme on a Lax–Friedrichs split flux")
@@ -68,7 +71,8 @@ class Physics(Strict):
     dt: float = Field(0.001, gt=0, le=1e6, description="time step (classical RK4)")
     direction: Literal["x", "y"] = Field("x", description="derivative: the differentiated axis",
                                          json_schema_extra=DERIVATIVE)
-    precision: Literal["fp32", "fp64"] = "fp64"
+    precision: Literal["fp32", "fp64"] = Field("fp64",
+                                                 description="floating-point type of the state")
     # navier-stokes (units ρ∞ = c∞ = l = 1)
     mach: float = Field(1.1, ge=0, le=10, description="navier-stokes: free-stream Mach number |U∞|/c∞",
                         json_schema_extra=NS)
@@ -116,10 +120,12 @@ class Boundaries(Strict):
 
 
 class Initial(Strict):
-    kind: Literal["cosine-power", "square", "box", "sine", "random", "vortex", "isentropic-vortex",
+    kind: Literal["cosine-power", "square", "box", "cone", "sine", "random", "vortex", "isentropic-vortex",
                   "acoustic-pulse", "uniform"] = Field(
         "cosine-power", description="cosine-power: [(1 - cos 2π(x-x0)/L)/2]^power; square: 1 on [lo, hi]; "
-                                    "box: 1 on box = [x0, x1, y0, y1] (P4's cone); sine: sin(2π mode x/L); random; "
+                                    "box: 1 on box = [x0, x1, y0, y1] (P4's rotating \"cone\"); cone: "
+                                    "max(0, 1 - r/cone_radius) around cone_center (the classic solid-body "
+                                    "rotation test); sine: sin(2π mode x/L); random; "
                                     "navier-stokes: vortex (P4's ψ = Γ exp(-r²/2r_c²)), isentropic-vortex (exact "
                                     "Euler vortex, strength = amplitude), acoustic-pulse (right-running simple wave, "
                                     "δp = amplitude·exp(-(x-xc)²/core²)), uniform (free stream)")
@@ -131,10 +137,15 @@ class Initial(Strict):
                       json_schema_extra=_initial("square"))
     box: tuple[float, float, float, float] = Field((-0.1, 0.1, 0.4, 0.6), description="box: x0, x1, y0, y1",
                                                    json_schema_extra=_initial("box"))
+    cone_center: tuple[float, float] = Field((0.0, 0.5), description="cone: x, y of its apex",
+                                             json_schema_extra=_initial("cone"))
+    cone_radius: float = Field(0.25, gt=0, le=1e6, description="cone: radius of its base (its height is amplitude)",
+                               json_schema_extra=_initial("cone"))
     mode: int = Field(1, ge=0, le=100000, description="sine: wave number (periods across the domain)",
                       json_schema_extra=_initial("sine"))
-    amplitude: float = Field(1.0, ge=-1e6, le=1e6)
-    seed: int = Field(0, json_schema_extra=_initial("random"))
+    amplitude: float = Field(1.0, ge=-1e6, le=1e6, description="height of the initial profile (navier-stokes: "
+                                                                "see the kind)")
+    seed: int = Field(0, description="random: seed of the random field", json_schema_extra=_initial("random"))
     circulation: float = Field(-0.0005, ge=-10, le=10, description="vortex: Γ/(c∞ l)",
                                json_schema_extra=_initial("vortex"))
     core: float = Field(0.15, gt=0, le=1e6, description="vortex: r_c/l; isentropic-vortex: radius of max speed; "
@@ -160,7 +171,7 @@ class CompactPreset(PresetBase):
         if p == "rotation2d" and self.boundaries.kind != "closures":
             raise ValueError("rotation2d needs boundaries.kind = \"closures\" (the velocity u = -ωy, v = ωx is not "
                              "periodic)")
-        if p == "derivative" and self.initial.kind in ("square", "box"):
+        if p == "derivative" and self.initial.kind in ("square", "box", "cone"):
             raise ValueError("derivative: use a smooth initial field (sine, cosine-power or random)")
         if self.initial.kind == "square" and not self.initial.hi > self.initial.lo:
             raise ValueError("initial.hi must be greater than initial.lo")
@@ -184,18 +195,22 @@ class CompactPreset(PresetBase):
         init, g = self.initial, self.grid
         two_d = self.physics.problem != "advection1d"
         axes = ("x", "y") if two_d else ("x",)
+        if init.kind == "cone" and not two_d:
+            raise ValueError("initial.kind = \"cone\" is two-dimensional: use it with rotation2d")
         if init.kind == "box":
             bx0, bx1, by0, by1 = init.box
             if not (bx1 > bx0 and by1 > by0):
                 raise ValueError(f"initial.box = {list(init.box)} is [x0, x1, y0, y1] with x1 > x0 and y1 > y0; "
                                  "its corners are in the wrong order")
-        spans = {"box": {"x": init.box[:2], "y": init.box[2:]}, "square": {"x": (init.lo, init.hi)}}.get(init.kind)
+        (cx, cy), r = init.cone_center, init.cone_radius
+        spans = {"box": {"x": init.box[:2], "y": init.box[2:]}, "square": {"x": (init.lo, init.hi)},
+                 "cone": {"x": (cx - r, cx + r), "y": (cy - r, cy + r)}}.get(init.kind)
         for axis, (lo, hi) in (spans or {}).items():
             if axis not in axes:
                 continue
             c = self.coordinates(axis)
             if not np.any((c >= lo) & (c <= hi)):
-                key = "initial.box" if init.kind == "box" else "initial.lo/hi"
+                key = {"box": "initial.box", "cone": "initial.cone_center/cone_radius"}.get(init.kind, "initial.lo/hi")
                 raise ValueError(f"{key}: [{lo:g}, {hi:g}] along {axis} covers no grid point (the grid runs "
                                  f"from {c[0]:g} to {c[-1]:g} in steps of {self.spacing(axis):g}): φ₀ would be 0")
         if init.kind == "sine":

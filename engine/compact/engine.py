@@ -46,6 +46,12 @@ class Compact(Engine):
     constant_dt = True
     equivalence_steps = 16
 
+    @property
+    def time_units(self) -> str:
+        """navier-stokes: the acoustic time l/c∞ of its reference scales; the scalar problems are
+        dimensionless (the rotation: one turn per unit time)."""
+        return "l/c∞" if self.preset.physics.problem == "navier-stokes" else "–"
+
     # ---- sizes ----
     @property
     def _points(self) -> int:

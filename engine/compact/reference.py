@@ -26,6 +26,10 @@ def profile(xp, init, x, y, grid, two_d: bool):
     if kind == "box":
         bx0, bx1, by0, by1 = init.box
         return init.amplitude * ((x >= bx0) & (x <= bx1) & (y >= by0) & (y <= by1))
+    if kind == "cone":
+        (cx, cy), r = init.cone_center, init.cone_radius
+        dist = xp.sqrt((x - cx) ** 2 + (y - cy) ** 2)
+        return init.amplitude * xp.maximum(0.0, 1.0 - dist / r)
     raise ValueError(f"no analytic profile for initial.kind = {kind!r}")
 
 

@@ -20,7 +20,8 @@ class Grid(Strict):
 class Physics(Strict):
     kappa: float = Field(1.0, ge=1e-12, le=1e12, description="diffusivity κ, 1e-12 … 1e12")
     r: float = Field(0.1, gt=0, le=1 / 6, description="κ·Δt/Δx²; explicit Euler is stable for r ≤ 1/6 in 3D")
-    precision: Literal["fp32", "fp64"] = "fp32"
+    precision: Literal["fp32", "fp64"] = Field("fp32",
+                                                 description="floating-point type of the state")
 
     @property
     def dtype(self):
@@ -32,11 +33,13 @@ class Boundaries(Strict):
 
 
 class Initial(Strict):
-    kind: Literal["sine", "gaussian", "random"] = "sine"
+    kind: Literal["sine", "gaussian", "random"] = Field(
+        "sine", description="sine: sin modes (mode); gaussian: a Gaussian bump of width `width` at the box "
+                                    "centre; random: uniform noise (seed)")
     mode: tuple[int, int, int] = Field((1, 1, 1), description="sine mode numbers (mx, my, mz); 0 = uniform")
-    amplitude: float = 1.0
+    amplitude: float = Field(1.0, description="height of the initial field")
     width: float = Field(0.1, gt=0, description="gaussian width as a fraction of the box")
-    seed: int = 0
+    seed: int = Field(0, description="random: seed of the noise (the same seed, the same run)")
 
     @model_validator(mode="after")
     def _modes(self):

@@ -42,7 +42,8 @@ class Physics(Strict):
     lid_velocity: float = Field(0.1, ge=-0.3, le=0.3, description="moving-lid velocity (x), lattice units")
     inlet_velocity: float = Field(0.05, ge=-0.3, le=0.3, description="velocity inlet u_x, lattice units")
     force: tuple[float, float] = Field((0.0, 0.0), description="body-force density (Fx, Fy), Guo forcing")
-    precision: Literal["fp32", "fp64"] = "fp32"
+    precision: Literal["fp32", "fp64"] = Field("fp32",
+                                                 description="floating-point type of the state")
     collision: Literal["bgk", "trt"] = Field("bgk", description="BGK, or TRT with magic parameter Λ = 3/16")
 
     @model_validator(mode="after")
@@ -65,14 +66,17 @@ class Boundaries(Strict):
 
 
 class Obstacle(Strict):
-    kind: Literal["none", "circle", "rectangle", "image"] = "none"
+    kind: Literal["none", "circle", "rectangle", "image"] = Field(
+        "none", description="none; circle (center, diameter); rectangle (center, width, height); image (a mask "
+                            "from the picture at path)")
     center: tuple[float, float] = Field((0.25, 0.5), description="centre (x, y) as fractions of (nx, ny)")
     diameter: float = Field(20.0, gt=0, description="circle diameter in lattice nodes")
     width: float = Field(20.0, gt=0, description="rectangle width (x) in lattice nodes")
     height: float = Field(20.0, gt=0, description="rectangle height (y) in lattice nodes")
     path: str | None = Field(None, description="image mask: dark pixels (luminance < threshold) are solid; "
                                                "scaled to the grid, top row of the image = top of the domain")
-    threshold: float = Field(0.5, gt=0, lt=1)
+    threshold: float = Field(0.5, gt=0, lt=1, description="image mask: pixels darker than this luminance "
+                                                           "(0 … 1) are solid")
 
     @field_validator("path")
     @classmethod
@@ -97,7 +101,9 @@ class Obstacle(Strict):
 
 
 class Initial(Strict):
-    kind: Literal["rest", "uniform", "taylor-green"] = "rest"
+    kind: Literal["rest", "uniform", "taylor-green"] = Field(
+        "rest", description="rest: fluid at rest; uniform: velocity u0 along x everywhere; taylor-green: the "
+                            "decaying Taylor–Green vortex array of amplitude u0")
     u0: float = Field(0.05, ge=-0.3, le=0.3, description="velocity amplitude (uniform flow or Taylor–Green)")
     kick: float = Field(0.0, ge=0, le=1, description="transverse velocity kick behind the obstacle, as a fraction "
                                                      "of u0: starts vortex shedding at once instead of from round-off")
@@ -105,7 +111,8 @@ class Initial(Strict):
 
 class Tracers(Strict):
     count: int = Field(0, ge=0, le=50_000_000, description="number of passive tracers (0 = none)")
-    release: Literal["line", "points"] = "line"
+    release: Literal["line", "points"] = Field(
+        "line", description="line: tracers released along `line`; points: from the `points` listed")
     line: tuple[float, float, float, float] = Field((0.05, 0.1, 0.05, 0.9),
                                                     description="release line x0, y0, x1, y1 (fractions of the box)")
     points: list[tuple[float, float]] = Field(default_factory=lambda: [(0.05, 0.5)], min_length=1,

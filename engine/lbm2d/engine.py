@@ -40,6 +40,7 @@ LATTICE_SOUND_SPEED = 1.0 / math.sqrt(3.0)
 
 
 class LBM2D(Engine):
+    time_units = "lattice steps"
     family = FAMILY
     Preset = LBM2DPreset
     equivalence_steps = 64

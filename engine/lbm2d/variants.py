@@ -141,7 +141,8 @@ def register() -> None:
 
     R.register_axis(FAMILY, "graph", default="off",
                     doc=f"on: each batch of up to {GRAPH_STEPS} steps is one CUDA-graph launch (kills launch overhead)")
-    R.register_choice(FAMILY, "graph", "off", reference={"kernel": "reference"}, rtol=1e-5, check=check_graph)
+    R.register_choice(FAMILY, "graph", "off", doc="one launch per kernel and step (no CUDA graph)",
+                      reference={"kernel": "reference"}, rtol=1e-5, check=check_graph)
     R.register_choice(FAMILY, "graph", "on", backends=("cupy",), doc="CUDA-graph batching of steps",
                       reference={"kernel": "reference"}, rtol=1e-5, check=check_graph)
 

@@ -30,7 +30,8 @@ class Physics(Strict):
     delta: float = Field(0.1, ge=0, description="δ-SPH density diffusion coefficient (0 = off)")
     diffusion: Literal["fourtakas", "molteni"] = Field(
         "fourtakas", description="δ-SPH form: fourtakas (hydrostatic part removed, DualSPHysics DDT2) | molteni")
-    kernel: Literal["wendland", "cubic"] = "wendland"
+    kernel: Literal["wendland", "cubic"] = Field(
+        "wendland", description="smoothing kernel: Wendland C2 (quintic) or the cubic spline")
     precision: Literal["fp32", "fp64"] = Field("fp64", description="dtype of the physical state")
 
     @property
@@ -39,7 +40,9 @@ class Physics(Strict):
 
 
 class Time(Strict):
-    scheme: Literal["verlet", "symplectic"] = "verlet"
+    scheme: Literal["verlet", "symplectic"] = Field(
+        "verlet", description="time integration: Verlet (with an Euler step every verlet_euler_every steps) or "
+                              "the symplectic predictor–corrector (half steps)")
     verlet_euler_every: int = Field(40, ge=2,
                                     description="Verlet: every N-th step is an Euler step (VerletSteps)")
     cfl: float = Field(0.2, gt=0, le=0.5, description="Δt = cfl·min(√(h/|a|), h/(c + max μ))")
@@ -51,7 +54,10 @@ class Search(Strict):
 
 
 class Geometry(Strict):
-    kind: Literal["dambreak2d", "hydrostatic2d", "dambreak3d", "piston2d"] = "dambreak2d"
+    kind: Literal["dambreak2d", "hydrostatic2d", "dambreak3d", "piston2d"] = Field(
+        "dambreak2d", description="dambreak2d / dambreak3d: a water column released in a tank; hydrostatic2d: "
+                                  "water at rest in a tank; piston2d: a piston oscillating at one end of the "
+                                  "tank (a wave maker)")
     column_width: float = Field(0.5, gt=0, description="water column width a (dam break) / tank length")
     column_height: float = Field(1.0, gt=0, description="water column height (2a for Martin & Moyce)")
     tank_length: float = Field(2.0, gt=0, description="inner tank length (x)")

@@ -29,6 +29,7 @@ variants.register()
 
 
 class SPH(Engine):
+    time_units = "s"
     family = FAMILY
     Preset = SPHPreset
     equivalence_steps = 100

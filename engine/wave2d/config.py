@@ -21,7 +21,8 @@ class Physics(Strict):
     c: float = Field(1.0, ge=1e-12, le=1e12, description="wave speed, 1e-12 … 1e12")
     courant: float = Field(0.5, gt=0, le=1 / math.sqrt(2),
                            description="c·Δt/Δx; leapfrog in 2D is stable for ≤ 1/√2")
-    precision: Literal["fp32", "fp64"] = "fp32"
+    precision: Literal["fp32", "fp64"] = Field("fp32",
+                                                 description="floating-point type of the state")
 
     @property
     def dtype(self):
@@ -33,11 +34,13 @@ class Boundaries(Strict):
 
 
 class Initial(Strict):
-    kind: Literal["standing", "gaussian", "random"] = "standing"
+    kind: Literal["standing", "gaussian", "random"] = Field(
+        "standing", description="standing: a standing wave of modes (mode); gaussian: a Gaussian bump of width "
+                                        "`width` at the box centre; random: uniform noise (seed)")
     mode: tuple[int, int] = Field((2, 1), description="standing-wave mode numbers (mx, my)")
-    amplitude: float = 1.0
+    amplitude: float = Field(1.0, description="height of the initial field")
     width: float = Field(0.05, gt=0, description="gaussian width as a fraction of the box")
-    seed: int = 0
+    seed: int = Field(0, description="random: seed of the noise (the same seed, the same run)")
 
     @model_validator(mode="after")
     def _modes(self):

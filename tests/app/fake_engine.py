@@ -7,6 +7,7 @@ NumPy). ``physics.blowup_at`` poisons the state with NaN at that step (divergenc
 """
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 import numpy as np
@@ -28,6 +29,7 @@ class Physics(Strict):
     nu: float = Field(0.2, gt=0, le=0.25, description="diffusion number (stable ≤ 1/4)")
     blowup_at: int = Field(0, ge=0, description="step at which the state turns NaN (0 = never)")
     damping: float | None = Field(None, gt=0, description="optional key left unset (form round-trip)")
+    step_seconds: float = Field(0.0, ge=0, le=1, description="sleep per step: a slow run (the video test)")
 
 
 class FakePreset(PresetBase):
@@ -80,6 +82,8 @@ class FakeEngine(Engine):
         p = self.preset.grid
         with self.timer.phase("stencil", steps=n):
             for _ in range(n):
+                if self.preset.physics.step_seconds:
+                    time.sleep(self.preset.physics.step_seconds)
                 self.rho += nu * self._laplacian(self.rho)
                 self.rho[self.mask] = 0.0
         with self.timer.phase("tracers", steps=n):

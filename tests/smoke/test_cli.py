@@ -575,6 +575,25 @@ def test_gui_without_a_display_says_what_to_do_in_one_line(tmp_path):
     assert len(err) == 1 and "needs a display" in err[0] and "nagare run PRESET" in err[0], proc.stderr
 
 
+@pytest.mark.parametrize("argv,want", [(["gui", "lbm2d-cavity", "--fps", "60"], ("lbm2d-cavity", 60.0)),
+                                       (["--fps", "24"], (None, 24.0)), (["gui"], (None, None))])
+def test_gui_fps_reaches_the_window(argv, want, monkeypatch):
+    from nagare.app import cli
+
+    seen = []
+    monkeypatch.setattr(cli, "has_display", lambda: True)
+    monkeypatch.setattr(cli, "launch_app", lambda preset, backend, fps=None: seen.append((preset, fps)) or 0)
+    assert main(argv) == 0
+    assert seen == [want]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "abc", "inf", "5000"])
+def test_gui_fps_out_of_range_is_one_line_exit_2(value, capsys):
+    assert main(["gui", "--fps", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("nagare: ") and "--fps" in err[-1], err
+
+
 # ---- checkpoints ------------------------------------------------------------------------------
 def _write_ckpt(path, meta, arrays):
     payload = {f"state/{k}": v for k, v in arrays.items()}
@@ -922,3 +941,15 @@ def test_legend_text_is_drawn_with_a_font_that_has_its_letters():
     assert "DejaVu" in " ".join(font.getname())
     for ch in "φρ∞–":
         assert font.getmask(ch).getbbox() is not None, ch  # drawn, not blank
+
+
+def test_an_amr3d_vtkhdf_dump_says_what_each_of_its_three_files_holds(tmp_path, capsys):
+    out = tmp_path / "tree.vtkhdf"
+    assert main(["run", "amr3d-periodic", "--backend", "numpy", "--steps", "1", "--dump", str(out)]) == 0
+    err = capsys.readouterr().err
+    said = {line.split(": ", 2)[1]: line.split(": ", 2)[2] for line in err.splitlines()
+            if line.startswith(f"nagare: {tmp_path}")}
+    assert said[str(out)].startswith("ImageData, ") and "resampled onto one uniform grid" in said[str(out)]
+    assert said[str(tmp_path / "tree_leaves.vtkhdf")].startswith("PolyData lines, leaves: the outlines of ")
+    assert said[str(tmp_path / "tree_octree.vtkhdf")].startswith("OverlappingAMR, the octree itself")
+    assert all(os.path.isfile(p) for p in said)

@@ -200,9 +200,9 @@ def test_nonsense_compact_ns_overrides_are_refused(overrides, fragment):
 
 
 @pytest.mark.parametrize("name,overrides,fragment", [
-    ("compact-rotating-cone", ["initial.box=[0.1, -0.1, 0.4, 0.6]"], "its corners are in the wrong order"),
-    ("compact-rotating-cone", ["initial.box=[-0.1, 0.1, 0.6, 0.4]"], "its corners are in the wrong order"),
-    ("compact-rotating-cone", ["initial.box=[2.0, 3.0, 0.4, 0.6]"], "[2, 3] along x covers no grid point"),
+    ("compact-rotating-square", ["initial.box=[0.1, -0.1, 0.4, 0.6]"], "its corners are in the wrong order"),
+    ("compact-rotating-square", ["initial.box=[-0.1, 0.1, 0.6, 0.4]"], "its corners are in the wrong order"),
+    ("compact-rotating-square", ["initial.box=[2.0, 3.0, 0.4, 0.6]"], "[2, 3] along x covers no grid point"),
     ("compact-square1d", ["initial.lo=1.5", "initial.hi=1.7"], "initial.lo/hi: [1.5, 1.7] along x covers no grid"),
     ("compact-derivative", ["initial.mode=64"], "initial.mode = 64 is not a wave this grid resolves: 128 points "
                                                 "along x hold 1 … 63 periods"),
@@ -217,7 +217,7 @@ def test_nonsense_compact_initial_states_are_refused(name, overrides, fragment):
 def test_compact_initial_states_at_the_edge_still_load():
     assert load_preset("compact-derivative", ["initial.mode=63"], backend="numpy").initial.mode == 63
     assert load_preset("compact-vortex-outflow", ["initial.center=[1.0, -1.0]"], backend="numpy")
-    assert load_preset("compact-rotating-cone", ["initial.box=[-0.1, 0.1, 0.4, 0.6]"], backend="numpy")
+    assert load_preset("compact-rotating-square", ["initial.box=[-0.1, 0.1, 0.4, 0.6]"], backend="numpy")
 
 
 def test_grid_n_alone_still_sets_a_square():
