@@ -471,3 +471,15 @@ class Engine(ABC):
         self.timer.collect(wait=True)  # timings from before the restore describe another run
         self.window.clear()
         self._batch.clear()
+
+    def check_physical(self) -> None:
+        """CheckpointError unless the current state (just restored) is within the family's
+        :meth:`sanity_bounds`: a checkpoint's arrays are checked finite when read, but a finite state
+        can still be no flow at all (every population 1e30), and a run from it ends in garbage or
+        in a divergence far from its cause. The message names the bound that failed."""
+        try:
+            self.diagnostics()
+        except Diverged as exc:
+            why = exc.detail.split(";")[0]
+            raise CheckpointError(f"the state at step {exc.step} is not physical ({why}); "
+                                  "not a state to resume from") from None

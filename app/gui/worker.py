@@ -465,7 +465,16 @@ class SimulationWorker:
         if ckpt is None:
             raise NagareError("no good checkpoint is kept yet")
         self._ckpt_pending = None  # a snapshot of the state being replaced
-        self.engine.restore(ckpt)
+        if "checkpoint" in a:  # a file: finite (load_checkpoint checked it) is not enough, it must be physical
+            previous = _owned_checkpoint(self.engine)
+            self.engine.restore(ckpt)
+            try:
+                self.engine.check_physical()
+            except NagareError:
+                self.engine.restore(previous)  # the run that was loaded stays loaded
+                raise
+        else:
+            self.engine.restore(ckpt)
         self._diag_pending.clear()  # checks of the replaced state (a diverged run's later NaNs)
         self.diverged = None
         self._publish(force=True)

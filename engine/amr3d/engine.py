@@ -67,6 +67,11 @@ def tracer_bytes(slots: int, trail_length: int) -> int:
 # and go on to −3.5 before NaN.
 MIN_POPULATION_SLACK = 2.0 / 27.0
 
+# sanity bound on the largest density: ten times the rest density 1. A low-Mach flow moves ρ by
+# O(Ma²) and the speed bound stops a run long before Mach 1; a state above this is a blow-up or one
+# that never was a flow (a checkpoint whose populations are all 1e30 has ρ = 2.7e31 and u = 0).
+MAX_DENSITY = 10.0
+
 # the axis of the tracer slots in each checkpointed tracer array (state_arrays); the rest is fixed
 TRACER_SLOT_AXIS = {"tracers/positions": 0, "tracers/age": 0, "tracers/alive": 0, "tracers/trail": 1,
                     "tracers/trail_valid": 1}
@@ -228,6 +233,7 @@ class AMR3D(Engine):
                                   f"the {p.body[k].kind} reaches from {np.round(lo, 3).tolist()} to "
                                   f"{np.round(hi, 3).tolist()}: it must lie inside the domain (0 … "
                                   f"{domain.tolist()} level-0 units), clear of every side")
+        body_shapes.check_resolved(made, p.body, src)
         return made
 
     def _initialise(self):
@@ -927,7 +933,7 @@ class AMR3D(Engine):
                 self._mass_w = xp.asarray(vol[:, None, None, None] * reference.trapezoid_weights(self.m)[None])
             mass = xp.sum(d3q27.moments(xp, self._leaves())[0] * self._mass_w, dtype=xp.float64)
         return {"mass": mass, "max_speed": xp.sqrt(xp.max(ux * ux + uy * uy + uz * uz)), "min_density": xp.min(rho),
-                "min_population": self._min_population()}
+                "max_density": xp.max(rho), "min_population": self._min_population()}
 
     def _min_population(self):
         """The smallest population f_i of the state (a device scalar): one reduction over the arrays
@@ -961,7 +967,7 @@ class AMR3D(Engine):
         # populations: a distribution is never negative; an under-resolved start dips a little below
         # 0 and recovers, a diverging run goes far below while its speed still looks plausible, so a
         # population below −MIN_POPULATION_SLACK (−2/27, measured: see there) is a divergence.
-        return {"min_density": (0.0, math.inf), "max_speed": (-1.0, top),
+        return {"min_density": (0.0, math.inf), "max_density": (-math.inf, MAX_DENSITY), "max_speed": (-1.0, top),
                 "min_population": (-MIN_POPULATION_SLACK, math.inf)}
 
     # ---- throughput -------------------------------------------------------------------------
