@@ -327,6 +327,30 @@ def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) ->
 
 
 # ---- multi-GPU (engine/decomp, docs/multi-gpu.md): --gpus N is --set decomp.parts=N ----------------
+def variant_choices(args) -> dict[str, str]:
+    """``--variant AXIS=CHOICE`` options as {axis: choice}; one line naming both when an axis is given
+    twice with different choices, or differently by ``--set variants.AXIS=…`` (one would win silently)."""
+    from nagare.engine.presets import parse_override
+
+    given: dict[str, str] = {}
+    for axis, choice in getattr(args, "variant", None) or ():
+        if axis in given and given[axis] != choice:
+            raise PresetError("--variant", axis, PresetError.NOTHING,
+                              f"given twice, differently: --variant {axis}={given[axis]} and "
+                              f"--variant {axis}={choice}; give each axis once")
+        given[axis] = choice
+    for text in getattr(args, "overrides", None) or ():
+        try:
+            path, value = parse_override(text)
+        except PresetError:
+            continue  # the loader says what is wrong with it
+        if len(path) == 2 and path[0] == "variants" and path[1] in given and str(value) != given[path[1]]:
+            raise PresetError("--variant", path[1], PresetError.NOTHING,
+                              f"given twice, differently: --set {text.strip()} and --variant {path[1]}="
+                              f"{given[path[1]]}; give it once")
+    return given
+
+
 def _apply_gpus(args) -> None:
     from nagare.engine.presets import parse_override
 
@@ -377,6 +401,7 @@ def build_engine(args, backend, ckpt: dict | None = None):
     from nagare.engine.families import create_engine
     from nagare.engine.presets import load_preset, validate
 
+    variants = variant_choices(args)
     _apply_gpus(args)  # multi-GPU: --gpus N
     if args.preset == "-" and ckpt is None:
         raise PresetError("-", None, PresetError.NOTHING,
@@ -401,7 +426,7 @@ def build_engine(args, backend, ckpt: dict | None = None):
         # The checkpoint's variants are defaults, not demands: a GPU run's checkpoint resumes on
         # NumPy with the NumPy choices (one log line says so).
         preset = preset.model_copy(update={"variants": {**preset.variants, **ckpt["meta"]["variants"]}})
-    engine = create_engine(preset, backend, variants=dict(args.variant))
+    engine = create_engine(preset, backend, variants=variants)
     if ckpt is not None:
         try:
             engine.restore(ckpt)

@@ -333,9 +333,10 @@ class Engine(ABC):
                                          f"allowed: {', '.join(fam)}")
             new[axis] = registry.parse_choice(fam[axis], value)
         for axis in changes:
-            reason = registry.unavailable_reason(fam[axis].choices[new[axis]], self.backend.name, new, self.preset)
+            choice = fam[axis].choices[new[axis]]
+            reason = registry.unavailable_reason(choice, self.backend.name, new, self.preset)
             if reason:
-                raise VariantUnavailable(f"variant {axis}={new[axis]} cannot run here: {reason}")
+                raise VariantUnavailable(registry.refusal(choice, self.backend.name, new, self.preset, reason))
         if new == self.selection:
             return
         # Samples of the old variant go to the window and the pending batch first; an owner that

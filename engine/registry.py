@@ -109,6 +109,33 @@ def unavailable_reason(choice: Choice, backend: str, selection: dict, config: An
     return None
 
 
+def _gpu_present() -> bool:
+    from .backend import cupy_available  # probes CuPy and the device: only when a refusal needs it
+
+    return cupy_available()[0]
+
+
+def remedy(choice: Choice, backend: str, selection: dict, config: Any) -> str:
+    """What does run on this machine instead of ``choice``: the other choices of its axis that run
+    with the rest of ``selection`` on ``backend``, and ``--backend cupy`` only where a CUDA GPU is
+    usable (a refusal that sends the user to another GPU-only choice on a machine without one
+    sends them the wrong way)."""
+    fam = axes(choice.family)[choice.axis]
+    here = [name for name, other in fam.choices.items() if name != choice.name
+            and unavailable_reason(other, backend, {**selection, choice.axis: name}, config) is None]
+    tips = [f"what runs here: {choice.axis} = {' or '.join(here)}"] if here else []
+    if backend not in choice.backends and "cupy" in choice.backends:
+        tips.append("--backend cupy runs it (this machine has a CUDA GPU)" if _gpu_present() else
+                    "this machine has no usable CUDA GPU")
+    return "; ".join(tips) or f"no other {choice.axis} runs with the rest of this selection"
+
+
+def refusal(choice: Choice, backend: str, selection: dict, config: Any, reason: str) -> str:
+    """The one line that refuses ``choice``: why, and what runs here instead."""
+    instead = remedy(choice, backend, selection, config)
+    return f"variant {choice.axis}={choice.name} cannot run here: {reason}; {instead}"
+
+
 def default_selection(family: str, backend: str) -> dict:
     return {name: ax.default[backend] for name, ax in axes(family).items()}
 
@@ -154,8 +181,16 @@ def resolve_selection(family: str, backend: str, config: Any, preset_defaults: d
             sel[axis], changed = fallback, True
         if not changed:
             break
-    for axis, name in sel.items():
-        reason = unavailable_reason(fam[axis].choices[name], backend, sel, config)
+    # The refusal names the root cause: a requested choice this backend cannot run at all first (the
+    # axes it conflicts with are only its consequence), then the other requests, then the rest.
+    def cause_first(axis):
+        choice = fam[axis].choices[sel[axis]]
+        asked = bool(requested) and axis in requested
+        return (not (asked and backend not in choice.backends), not asked)
+
+    for axis in sorted(sel, key=cause_first):
+        choice = fam[axis].choices[sel[axis]]
+        reason = unavailable_reason(choice, backend, sel, config)
         if reason is not None:
-            raise VariantUnavailable(f"variant {axis}={name} cannot run here: {reason}")
+            raise VariantUnavailable(refusal(choice, backend, sel, config, reason))
     return sel

@@ -844,6 +844,8 @@ def check_resolved(made: list[Body], specs, source: str) -> None:
                    f"{thin / spacing(need):.3g} spacings)")
         else:
             least = MIN_SPACINGS * spacing(finest) / thin * value
+            unit = 10.0 ** (math.floor(math.log10(least)) - 3)
+            least = math.ceil(least / unit * (1.0 - 1e-12)) * unit   # 4 digits, rounded up: enough, not short
             fix = (f"no level up to {finest} resolves it (spacing {spacing(finest):g} there): make "
                    f"body[{k}].{name} at least {least:.4g}" + (f" along {'xyz'[axis]}" if spec.kind == "box" else ""))
         raise PresetError(source, f"body[{k}].{name}", given, f"{size_txt}; {rule}: {fix}")

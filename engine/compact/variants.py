@@ -115,7 +115,7 @@ def _unfused_check(backend, selection, config):
     """Every solver but scan needs a separate right-hand side (the GPU default kernel is fused)."""
     if selection.get("kernel") == "fused":
         return (f"solver = {selection.get('solver')} needs a separate right-hand side (kernel = fused runs on "
-                f"solver = scan only: choose kernel = cuda first)")
+                f"solver = scan only: choose another kernel first)")
     return None
 
 
