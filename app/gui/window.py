@@ -259,6 +259,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._notice_handlers = {
             "engine": self._on_engine, "variant": self._on_variant, "diverged": self._on_diverged,
             "error": self._on_error, "checkpoint": self._on_checkpoint, "result": self._on_result,
+            "preset-kept": self._on_preset_kept,
         }
 
         self.canvas = FieldCanvas()
@@ -792,6 +793,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.status_labels["state"].setText("DIVERGED")
         self.error("Simulation diverged", n.text)
 
+    def _on_preset_kept(self, n) -> None:
+        """A preset the worker could not build: the UI shows the preset of the run still loaded."""
+        if n.payload is not None and n.payload is not self.preset:
+            self._apply_preset_to_ui(n.payload)
+
     def _on_error(self, n) -> None:
         self.error("nagare", n.text)
 
@@ -834,6 +840,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                     QtWidgets.QMessageBox.StandardButton.Ok, self)
         box.setModal(False)
         box.show()
+        box.raise_()  # the newest error on top of anything shown before it
         self.last_error_box = box
 
     # ---- export ------------------------------------------------------------------------

@@ -396,7 +396,10 @@ class SimulationWorker:
         if handler is None:
             raise NagareError(f"unknown command {cmd.kind!r}")
         if self.engine is None and cmd.kind not in self._engine_free:
-            raise NagareError("no engine is loaded; open a preset")
+            # a status-bar line, not a dialog: the build that failed has said why in its own dialog,
+            # and the commands queued behind it (play, the tracer-capacity ask) must not cover it
+            self._notify("info", "no engine is loaded; open a preset")
+            return None
         return handler(cmd.args)
 
     # ---- commands (worker thread; ``a`` is Command.args) ------------------------------------
@@ -404,7 +407,13 @@ class SimulationWorker:
         self.running = False
         for k, v in a.get("view", {}).items():  # e.g. the new preset's field, before its first packet
             setattr(self.view, k, v)
-        self._build(a["preset"], a.get("variants"))
+        try:
+            self._build(a["preset"], a.get("variants"))
+        except Exception:
+            # the engine that ran before is still loaded (_build replaces it only once the new one is
+            # built): the window shows its preset again; the error notice comes after, on top
+            self._notify("preset-kept", payload=self._preset if self.engine is not None else None)
+            raise
 
     def _cmd_view(self, a: dict) -> None:
         for k, v in a.items():
