@@ -110,3 +110,27 @@ def test_the_scale_is_the_presets_not_the_loaded_states(family, name):
     b = _reloaded(lambda: first_engine(family), louder)
     with pytest.raises(CheckpointError, match="is not physical"):
         b.check_physical()
+
+
+def test_the_cli_refuses_the_issues_checkpoint_in_one_line(tmp_path):
+    """The issue's case through `nagare run - --resume`: lbm2d-cavity with every population 1e30
+    (ρ = 9e30, u = 0) is refused, exit 2, one line naming the file and the bound."""
+    import subprocess
+    import sys
+
+    from nagare.engine.checkpoint import save_checkpoint
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    e = create_engine(load_preset("lbm2d-cavity", ["grid.n=32"], backend="numpy"), get_backend("numpy"))
+    e.step(3)
+    ckpt = e.checkpoint()
+    ckpt["arrays"] = _absurd(ckpt["arrays"], "1e30")
+    path = tmp_path / "absurd.npz"
+    save_checkpoint(ckpt, path)
+    r = subprocess.run([sys.executable, "-m", "nagare.app.cli", "run", "-", "--resume", str(path), "--steps", "2",
+                        "--backend", "numpy", "--quiet"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "absurd.npz: the state at step 3 is not physical (max_density = 9e+30" in lines[0], \
+        r.stderr
