@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import registry
 from ..errors import VariantUnavailable
 from ..lbm2d import reference
 from ..lbm2d.d2q9 import CY, Q
@@ -96,8 +97,11 @@ class LBMAdapter:
     @classmethod
     def unavailable(cls, selection: dict, backend_name: str) -> str | None:
         if selection.get("kernel") in TEMPORAL_BLOCKING:
+            # the kernels that do run decomposed on this backend (two-kernel and fused need a GPU)
+            here = [name for name, choice in registry.axes("lbm2d")["kernel"].choices.items()
+                    if name not in TEMPORAL_BLOCKING and backend_name in choice.backends]
             return ("temporal blocking is not decomposed yet: it needs ts-row halos exchanged every ts steps "
-                    "(docs/multi-gpu.md); use reference, two-kernel or fused")
+                    f"(docs/multi-gpu.md); use {' or '.join(here)}")
         return None
 
     def __init__(self, engine, selection: dict, transport):

@@ -106,3 +106,11 @@ def test_override_conflicts(overrides, conflict):
             apply_overrides({}, overrides)
     else:
         refuse_conflicting_overrides(overrides)
+
+
+@pytest.mark.parametrize("backend, remedy", [("numpy", "use reference"), ("cupy", "use reference or two-kernel or fused")])
+def test_decomposed_temporal_blocking_names_kernels_of_the_backend_at_hand(backend, remedy):
+    from nagare.engine.decomp.lbm2d import LBMAdapter
+
+    msg = LBMAdapter.unavailable({"kernel": "srtb"}, backend)
+    assert msg.endswith(remedy), msg
