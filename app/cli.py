@@ -329,9 +329,11 @@ def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) ->
 # ---- multi-GPU (engine/decomp, docs/multi-gpu.md): --gpus N is --set decomp.parts=N ----------------
 def variant_choices(args) -> dict[str, str]:
     """``--variant AXIS=CHOICE`` options as {axis: choice}; one line naming both when an axis is given
-    twice with different choices, or differently by ``--set variants.AXIS=…`` (one would win silently)."""
-    from nagare.engine.presets import parse_override
+    twice with different choices, or differently by ``--set variants.AXIS=…``, or a ``--set`` key
+    twice with different values (refuse_conflicting_overrides): one would win silently."""
+    from nagare.engine.presets import parse_override, refuse_conflicting_overrides
 
+    refuse_conflicting_overrides(getattr(args, "overrides", None) or ())
     given: dict[str, str] = {}
     for axis, choice in getattr(args, "variant", None) or ():
         if axis in given and given[axis] != choice:

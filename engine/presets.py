@@ -380,7 +380,8 @@ def refuse_conflicting_overrides(overrides: list[str] | tuple[str, ...], source:
 
 
 def apply_overrides(raw: dict, overrides: list[str] | tuple[str, ...]) -> dict:
-    refuse_conflicting_overrides(overrides)
+    """``raw`` with ``overrides`` applied in order (a later one wins: code composes a base list and
+    its changes; a user's command line is checked by refuse_conflicting_overrides first)."""
     out = copy.deepcopy(raw)
     for text in overrides:
         path, value = parse_override(text)

@@ -295,11 +295,9 @@ def _breakdown(name, overrides, backend, seconds) -> dict:
     from nagare.engine.presets import load_preset
 
     out = {}
-    # the case's own tracers.count goes: a key given twice, differently, is refused (presets.py)
-    untraced = [o for o in overrides if o.split("=", 1)[0].strip() != "tracers.count"] + ["tracers.count=0"]
-    cases = [("tracers off", untraced, None),
+    cases = [("tracers off", overrides + ["tracers.count=0"], None),
              ("graph on", overrides, {"graph": "on"}),
-             ("tracers off, graph on", untraced, {"graph": "on"})]
+             ("tracers off, graph on", overrides + ["tracers.count=0"], {"graph": "on"})]
     for label, ov, variants in cases:
         try:
             rate = headless_rate(load_preset(name, ov, backend=backend.name), backend, seconds, variants)

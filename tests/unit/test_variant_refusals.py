@@ -102,13 +102,24 @@ def test_override_conflicts(overrides, conflict):
         with pytest.raises(PresetError, match="given twice, differently") as exc:
             refuse_conflicting_overrides(overrides)
         assert all(o in str(exc.value) for o in overrides)
-        with pytest.raises(PresetError):
-            apply_overrides({}, overrides)
     else:
         refuse_conflicting_overrides(overrides)
 
 
-@pytest.mark.parametrize("backend, remedy", [("numpy", "use reference"), ("cupy", "use reference or two-kernel or fused")])
+def test_code_that_composes_overrides_still_gets_the_last():
+    """Only a user's command line is held to "once": code builds a base list and its changes."""
+    assert apply_overrides({}, ["grid.n=64", "grid.n=128"]) == {"grid": {"n": 128}}
+
+
+def test_soak_refuses_a_key_given_twice_too(capsys):
+    assert main(["soak", "diffusion3d", "--minutes", "1", "--backend", "numpy",
+                 "--set", "grid.nx=24", "--set", "grid.nx=32"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--set grid.nx=24 and --set grid.nx=32" in err[0], err
+
+
+@pytest.mark.parametrize("backend, remedy", [("numpy", "use reference"),
+                                             ("cupy", "use reference or two-kernel or fused")])
 def test_decomposed_temporal_blocking_names_kernels_of_the_backend_at_hand(backend, remedy):
     from nagare.engine.decomp.lbm2d import LBMAdapter
 
