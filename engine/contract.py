@@ -331,7 +331,7 @@ class Engine(ABC):
             if axis not in fam:
                 raise VariantUnavailable(f"unknown variant axis '{axis}' for {self.family}; "
                                          f"allowed: {', '.join(fam)}")
-            new[axis] = registry.parse_choice(fam[axis], value)
+            new[axis] = registry.parse_choice(fam[axis], value, self.backend.name)
         for axis in changes:
             choice = fam[axis].choices[new[axis]]
             reason = registry.unavailable_reason(choice, self.backend.name, new, self.preset)

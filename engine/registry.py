@@ -140,12 +140,24 @@ def default_selection(family: str, backend: str) -> dict:
     return {name: ax.default[backend] for name, ax in axes(family).items()}
 
 
-def parse_choice(ax: Axis, value) -> str:
+def parse_choice(ax: Axis, value, backend: str | None = None) -> str:
+    """The choice ``value`` names; a one-line refusal listing the axis' choices otherwise — with a
+    ``backend``, those of that backend first and the others as needing another backend, so that the
+    list does not offer a GPU-only choice as the fix on a machine running NumPy."""
     text = str(value).lower() if isinstance(value, bool) else str(value)
     if text not in ax.choices:
+        names = list(ax.choices)
+        here = [n for n in names if backend is None or backend in ax.choices[n].backends]
+        elsewhere = [n for n in names if n not in here]
+        also = ""
+        if elsewhere:
+            needs = {b for n in elsewhere for b in ax.choices[n].backends}
+            where = ("the cupy backend with a CUDA GPU" if needs == {"cupy"}
+                     else f"the {'/'.join(sorted(needs))} backend")
+            also = f" (also, on {where}: {', '.join(elsewhere)})"
         raise VariantUnavailable(
             f"unknown choice {value!r} for variant axis '{ax.name}' of {ax.family}; "
-            f"allowed: {', '.join(ax.choices)}")
+            f"allowed{' here' if elsewhere else ''}: {', '.join(here)}{also}")
     return text
 
 
@@ -163,7 +175,7 @@ def resolve_selection(family: str, backend: str, config: Any, preset_defaults: d
             if axis not in fam:
                 raise VariantUnavailable(
                     f"unknown variant axis '{axis}' for {family}; allowed: {', '.join(fam)}")
-            sel[axis] = parse_choice(fam[axis], value)
+            sel[axis] = parse_choice(fam[axis], value, backend)
     # A preset's choice that cannot run with the rest falls back to the backend default; a default or
     # an explicit request that cannot run is left for the choice it conflicts with to fall back (e.g.
     # y-direction = strided, default or requested, against a preset's batching = grouped: grouped

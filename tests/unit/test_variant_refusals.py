@@ -125,3 +125,14 @@ def test_decomposed_temporal_blocking_names_kernels_of_the_backend_at_hand(backe
 
     msg = LBMAdapter.unavailable({"kernel": "srtb"}, backend)
     assert msg.endswith(remedy), msg
+
+
+def test_an_unknown_choice_lists_what_runs_here_first(capsys):
+    """`--variant kernel=fused` where the axis has no such choice: the list of choices separates those
+    of the backend at hand from the GPU-only ones, so it offers no GPU-only choice as the fix."""
+    assert main(["run", "diffusion3d", "--steps", "1", "--backend", "numpy", "--quiet",
+                 "--variant", "kernel=fused"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert ("unknown choice 'fused' for variant axis 'kernel' of diffusion3d; allowed here: array, stencil-host "
+            "(also, on the cupy backend with a CUDA GPU: cuda,") in err[0], err
