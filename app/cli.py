@@ -29,7 +29,7 @@ from pathlib import Path
 from nagare.engine.backend import BACKEND_CHOICES, get_backend
 from nagare.engine.checkpoint import load_checkpoint
 from nagare.engine.device import copy_bandwidth
-from nagare.engine.errors import CheckpointError, Diverged, NagareError, PresetError
+from nagare.engine.errors import CheckpointError, NagareError, PresetError
 from nagare.engine.families import FAMILIES, create_engine
 from nagare.engine.fields import Grid2D, Grid3D
 
@@ -366,6 +366,33 @@ def check_checkpoint_fits(ckpt: dict, preset, resume: Path, own_preset: bool) ->
 
 
 # ---- multi-GPU (engine/decomp, docs/multi-gpu.md): --gpus N is --set decomp.parts=N ----------------
+def variant_choices(args) -> dict[str, str]:
+    """``--variant AXIS=CHOICE`` options as {axis: choice}; one line naming both when an axis is given
+    twice with different choices, or differently by ``--set variants.AXIS=…``, or a ``--set`` key
+    twice with different values (refuse_conflicting_overrides): one would win silently."""
+    # heavy start-up import (pydantic presets)
+    from nagare.engine.presets import parse_override, refuse_conflicting_overrides
+
+    refuse_conflicting_overrides(getattr(args, "overrides", None) or ())
+    given: dict[str, str] = {}
+    for axis, choice in getattr(args, "variant", None) or ():
+        if axis in given and given[axis] != choice:
+            raise PresetError("--variant", axis, PresetError.NOTHING,
+                              f"given twice, differently: --variant {axis}={given[axis]} and "
+                              f"--variant {axis}={choice}; give each axis once")
+        given[axis] = choice
+    for text in getattr(args, "overrides", None) or ():
+        try:
+            path, value = parse_override(text)
+        except PresetError:
+            continue  # the loader says what is wrong with it
+        if len(path) == 2 and path[0] == "variants" and path[1] in given and str(value) != given[path[1]]:
+            raise PresetError("--variant", path[1], PresetError.NOTHING,
+                              f"given twice, differently: --set {text.strip()} and --variant {path[1]}="
+                              f"{given[path[1]]}; give it once")
+    return given
+
+
 def _apply_gpus(args) -> None:
     # heavy start-up import (pydantic presets)
     from nagare.engine.presets import parse_override
@@ -419,6 +446,7 @@ def build_engine(args, backend, ckpt: dict | None = None):
     # heavy start-up import (pydantic presets)
     from nagare.engine.presets import load_preset, validate
 
+    variants = variant_choices(args)
     _apply_gpus(args)  # multi-GPU: --gpus N
     if args.preset == "-" and ckpt is None:
         raise PresetError("-", None, PresetError.NOTHING,
@@ -443,18 +471,13 @@ def build_engine(args, backend, ckpt: dict | None = None):
         # The checkpoint's variants are defaults, not demands: a GPU run's checkpoint resumes on
         # NumPy with the NumPy choices (one log line says so).
         preset = preset.model_copy(update={"variants": {**preset.variants, **ckpt["meta"]["variants"]}})
-    engine = create_engine(preset, backend, variants=dict(args.variant))
+    engine = create_engine(preset, backend, variants=variants)
     if ckpt is not None:
         try:
             engine.restore(ckpt)
+            engine.check_physical()  # finite (load_checkpoint checked it) is not enough: within the bounds
         except CheckpointError as exc:
             raise CheckpointError(f"{args.resume}: {exc}") from None
-        try:  # finite (load_checkpoint checked it) is not enough: within the family's sanity bounds
-            engine.diagnostics()
-        except Diverged as exc:
-            why = exc.detail.split(";")[0]
-            raise CheckpointError(f"{args.resume}: the state at step {exc.step} is not physical ({why}); "
-                                  "not a state to resume from") from None
     return preset, engine
 
 

@@ -345,11 +345,12 @@ class Engine(ABC):
             if axis not in fam:
                 raise VariantUnavailable(f"unknown variant axis '{axis}' for {self.family}; "
                                          f"allowed: {', '.join(fam)}")
-            new[axis] = registry.parse_choice(fam[axis], value)
+            new[axis] = registry.parse_choice(fam[axis], value, self.backend.name)
         for axis in changes:
-            reason = registry.unavailable_reason(fam[axis].choices[new[axis]], self.backend.name, new, self.preset)
+            choice = fam[axis].choices[new[axis]]
+            reason = registry.unavailable_reason(choice, self.backend.name, new, self.preset)
             if reason:
-                raise VariantUnavailable(f"variant {axis}={new[axis]} cannot run here: {reason}")
+                raise VariantUnavailable(registry.refusal(choice, self.backend.name, new, self.preset, reason))
         if new == self.selection:
             return
         # Samples of the old variant go to the window and the pending batch first; an owner that
@@ -481,3 +482,15 @@ class Engine(ABC):
         self.timer.collect(wait=True)  # timings from before the restore describe another run
         self.window.clear()
         self._batch.clear()
+
+    def check_physical(self) -> None:
+        """CheckpointError unless the current state (just restored) is within the family's
+        :meth:`sanity_bounds`: a checkpoint's arrays are checked finite when read, but a finite state
+        can still be no flow at all (every population 1e30), and a run from it ends in garbage or
+        in a divergence far from its cause. The message names the bound that failed."""
+        try:
+            self.diagnostics()
+        except Diverged as exc:
+            why = exc.detail.split(";")[0]
+            raise CheckpointError(f"the state at step {exc.step} is not physical ({why}); "
+                                  "not a state to resume from") from None

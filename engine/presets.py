@@ -339,7 +339,47 @@ def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+_MISSING = object()
+
+
+def _at(value: Any, rest: list[str]) -> Any:
+    """The part of an override's value at the dotted path ``rest`` below it, or _MISSING."""
+    for part in rest:
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def refuse_conflicting_overrides(overrides: list[str] | tuple[str, ...], source: str = "--set") -> None:
+    """One line naming both when two overrides set the same key to different values, or a later one
+    replaces a table that an earlier one set a key of (``--set grid.n=64 --set "grid={m=9}"``): the
+    later would win silently. The same value twice, or a key below a table given before and not
+    named in it (``--set "grid={n=64}" --set grid.m=9``), is no conflict."""
+    parsed = []
+    for text in overrides:
+        try:
+            parsed.append((text.strip(), *parse_override(text, source)))
+        except PresetError:
+            continue  # apply_overrides says what is wrong with it
+    for j, (text_j, path_j, value_j) in enumerate(parsed):
+        for text_i, path_i, value_i in parsed[:j]:
+            if path_i[:len(path_j)] == path_j:      # the later sets the same key or a table above it
+                clash = _at(value_j, path_i[len(path_j):]) != value_i
+            elif path_j[:len(path_i)] == path_i:    # the later sets a key inside a table given before
+                below = _at(value_i, path_j[len(path_i):])
+                clash = below is not _MISSING and below != value_j
+            else:
+                continue
+            if clash:
+                raise PresetError(source, ".".join(path_j), NOTHING,
+                                  f"given twice, differently: {source} {text_i} and {source} {text_j} (the later "
+                                  "would replace the earlier silently); give it once")
+
+
 def apply_overrides(raw: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    """``raw`` with ``overrides`` applied in order (a later one wins: code composes a base list and
+    its changes; a user's command line is checked by refuse_conflicting_overrides first)."""
     out = copy.deepcopy(raw)
     for text in overrides:
         path, value = parse_override(text)

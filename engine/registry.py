@@ -109,16 +109,55 @@ def unavailable_reason(choice: Choice, backend: str, selection: dict, config: An
     return None
 
 
+def _gpu_present() -> bool:
+    from .backend import cupy_available  # probes CuPy and the device: only when a refusal needs it
+
+    return cupy_available()[0]
+
+
+def remedy(choice: Choice, backend: str, selection: dict, config: Any) -> str:
+    """What does run on this machine instead of ``choice``: the other choices of its axis that run
+    with the rest of ``selection`` on ``backend``, and ``--backend cupy`` only where a CUDA GPU is
+    usable (a refusal that sends the user to another GPU-only choice on a machine without one
+    sends them the wrong way)."""
+    fam = axes(choice.family)[choice.axis]
+    here = [name for name, other in fam.choices.items() if name != choice.name
+            and unavailable_reason(other, backend, {**selection, choice.axis: name}, config) is None]
+    tips = [f"what runs here: {choice.axis} = {' or '.join(here)}"] if here else []
+    if backend not in choice.backends and "cupy" in choice.backends:
+        tips.append("--backend cupy runs it (this machine has a CUDA GPU)" if _gpu_present() else
+                    "this machine has no usable CUDA GPU")
+    return "; ".join(tips) or f"no other {choice.axis} runs with the rest of this selection"
+
+
+def refusal(choice: Choice, backend: str, selection: dict, config: Any, reason: str) -> str:
+    """The one line that refuses ``choice``: why, and what runs here instead."""
+    instead = remedy(choice, backend, selection, config)
+    return f"variant {choice.axis}={choice.name} cannot run here: {reason}; {instead}"
+
+
 def default_selection(family: str, backend: str) -> dict:
     return {name: ax.default[backend] for name, ax in axes(family).items()}
 
 
-def parse_choice(ax: Axis, value) -> str:
+def parse_choice(ax: Axis, value, backend: str | None = None) -> str:
+    """The choice ``value`` names; a one-line refusal listing the axis' choices otherwise — with a
+    ``backend``, those of that backend first and the others as needing another backend, so that the
+    list does not offer a GPU-only choice as the fix on a machine running NumPy."""
     text = str(value).lower() if isinstance(value, bool) else str(value)
     if text not in ax.choices:
+        names = list(ax.choices)
+        here = [n for n in names if backend is None or backend in ax.choices[n].backends]
+        elsewhere = [n for n in names if n not in here]
+        also = ""
+        if elsewhere:
+            needs = {b for n in elsewhere for b in ax.choices[n].backends}
+            where = ("the cupy backend with a CUDA GPU" if needs == {"cupy"}
+                     else f"the {'/'.join(sorted(needs))} backend")
+            also = f" (also, on {where}: {', '.join(elsewhere)})"
         raise VariantUnavailable(
             f"unknown choice {value!r} for variant axis '{ax.name}' of {ax.family}; "
-            f"allowed: {', '.join(ax.choices)}")
+            f"allowed{' here' if elsewhere else ''}: {', '.join(here)}{also}")
     return text
 
 
@@ -136,7 +175,7 @@ def resolve_selection(family: str, backend: str, config: Any, preset_defaults: d
             if axis not in fam:
                 raise VariantUnavailable(
                     f"unknown variant axis '{axis}' for {family}; allowed: {', '.join(fam)}")
-            sel[axis] = parse_choice(fam[axis], value)
+            sel[axis] = parse_choice(fam[axis], value, backend)
     # A preset's choice that cannot run with the rest falls back to the backend default; a default or
     # an explicit request that cannot run is left for the choice it conflicts with to fall back (e.g.
     # y-direction = strided, default or requested, against a preset's batching = grouped: grouped
@@ -154,8 +193,16 @@ def resolve_selection(family: str, backend: str, config: Any, preset_defaults: d
             sel[axis], changed = fallback, True
         if not changed:
             break
-    for axis, name in sel.items():
-        reason = unavailable_reason(fam[axis].choices[name], backend, sel, config)
+    # The refusal names the root cause: a requested choice this backend cannot run at all first (the
+    # axes it conflicts with are only its consequence), then the other requests, then the rest.
+    def cause_first(axis):
+        choice = fam[axis].choices[sel[axis]]
+        asked = bool(requested) and axis in requested
+        return (not (asked and backend not in choice.backends), not asked)
+
+    for axis in sorted(sel, key=cause_first):
+        choice = fam[axis].choices[sel[axis]]
+        reason = unavailable_reason(choice, backend, sel, config)
         if reason is not None:
-            raise VariantUnavailable(f"variant {axis}={name} cannot run here: {reason}")
+            raise VariantUnavailable(refusal(choice, backend, sel, config, reason))
     return sel

@@ -284,6 +284,7 @@ class MainWindow(QtWidgets.QMainWindow):
             "engine": self._on_engine, "variant": self._on_variant, "diverged": self._on_diverged,
             "error": self._on_error, "checkpoint": self._on_checkpoint, "result": self._on_result,
             "progress": self._on_progress,
+            "preset-kept": self._on_preset_kept,
         }
         self._hidden_run: int | None = None  # a replaced run whose packets are not drawn (a preset switch)
 
@@ -936,6 +937,11 @@ class MainWindow(QtWidgets.QMainWindow):
         self.status_labels["state"].setText("DIVERGED")
         self.error("Simulation diverged", n.text)
 
+    def _on_preset_kept(self, n) -> None:
+        """A preset the worker could not build: the UI shows the preset of the run still loaded."""
+        if n.payload is not None and n.payload is not self.preset:
+            self._apply_preset_to_ui(n.payload)
+
     def _on_error(self, n) -> None:
         if self._hidden_run is not None:  # the new preset was not built: the old run goes on, shown again
             self._end_loading()
@@ -982,6 +988,7 @@ class MainWindow(QtWidgets.QMainWindow):
                                     QtWidgets.QMessageBox.StandardButton.Ok, self)
         box.setModal(False)
         box.show()
+        box.raise_()  # the newest error on top of anything shown before it
         self.last_error_box = box
 
     # ---- export ------------------------------------------------------------------------

@@ -429,7 +429,10 @@ class SimulationWorker:
         if handler is None:
             raise NagareError(f"unknown command {cmd.kind!r}")
         if self.engine is None and cmd.kind not in self._engine_free:
-            raise NagareError("no engine is loaded; open a preset")
+            # a status-bar line, not a dialog: the build that failed has said why in its own dialog,
+            # and the commands queued behind it (play, the tracer-capacity ask) must not cover it
+            self._notify("info", "no engine is loaded; open a preset")
+            return None
         return handler(cmd.args)
 
     # ---- commands (worker thread; ``a`` is Command.args) ------------------------------------
@@ -437,7 +440,13 @@ class SimulationWorker:
         self.running = False
         for k, v in a.get("view", {}).items():  # e.g. the new preset's field, before its first packet
             setattr(self.view, k, v)
-        self._build(a["preset"], a.get("variants"))
+        try:
+            self._build(a["preset"], a.get("variants"))
+        except Exception:
+            # the engine that ran before is still loaded (_build replaces it only once the new one is
+            # built): the window shows its preset again; the error notice comes after, on top
+            self._notify("preset-kept", payload=self._preset if self.engine is not None else None)
+            raise
 
     def _cmd_view(self, a: dict) -> None:
         for k, v in a.items():
@@ -498,7 +507,16 @@ class SimulationWorker:
         if ckpt is None:
             raise NagareError("no good checkpoint is kept yet")
         self._ckpt_pending = None  # a snapshot of the state being replaced
-        self.engine.restore(ckpt)
+        if "checkpoint" in a:  # a file: finite (load_checkpoint checked it) is not enough, it must be physical
+            previous = _owned_checkpoint(self.engine)
+            self.engine.restore(ckpt)
+            try:
+                self.engine.check_physical()
+            except NagareError:
+                self.engine.restore(previous)  # the run that was loaded stays loaded
+                raise
+        else:
+            self.engine.restore(ckpt)
         self._diag_pending.clear()  # checks of the replaced state (a diverged run's later NaNs)
         self.diverged = None
         self._publish(force=True)

@@ -20,6 +20,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from ..errors import PresetError
+
 
 class Body(ABC):
     name = "body"
@@ -774,3 +776,76 @@ def make(spec, base_dir: str = ".") -> Body:
             path = os.path.join(base_dir, path)
         return StlBody(path, spec.center, spec.length)
     raise ValueError(f"body kind {spec.kind!r} is unknown (sphere, cylinder, box, ahmed, stl)")
+
+
+# ---- resolution: a body must be bigger than the lattice it sits on -----------------------------------------
+
+MIN_SPACINGS = 4
+"""Lattice spacings of its level a body must span across its thinnest extent. The validated sphere
+presets (amr3d-sphere-re20/-re100, docs/amr3d-flows.md "Validation") put 32 spacings across the
+diameter and their NumPy previews 8; 16 already matches the uniform lattice's C_d to 0.03 %. At 4 the
+half-way bounce-back wall is still a closed shell of solid nodes with at least three across every
+axis, so the force has a body to act on (a coarse one: a preview, not a figure to quote). Below that
+the solid is a handful of nodes whose shape is the lattice's, not the body's, and a body thinner than
+one spacing may hold no node at all: a drag coefficient of such a body is noise divided by a tiny
+frontal area (a sphere of 0.4 spacings reported C_d = 26)."""
+
+
+def spacing(level: int) -> float:
+    """The lattice spacing of a level in level-0 units (docs/amr3d.md: h_l = 2^−l)."""
+    return 2.0 ** -int(level)
+
+
+def _finest_level(spec) -> int:
+    """The finest level a [[body]] may sit on: config.Body.level's own bound."""
+    info = type(spec).model_fields.get("level") if hasattr(type(spec), "model_fields") else None
+    for meta in getattr(info, "metadata", ()):
+        if getattr(meta, "le", None) is not None:
+            return int(meta.le)
+    return 4
+
+
+def _size_key(spec, thinnest_axis: int) -> tuple[str, object, float]:
+    """The preset key that sets a body's thinnest extent, its value, and that value as one number
+    (what scales with the body's size)."""
+    if spec.kind == "sphere":
+        return "diameter", spec.diameter, float(spec.diameter)
+    if spec.kind == "cylinder":
+        if spec.diameter <= spec.length:
+            return "diameter", spec.diameter, float(spec.diameter)
+        return "length", spec.length, float(spec.length)
+    if spec.kind == "box":
+        return "size", list(spec.size), float(spec.size[thinnest_axis])
+    return "length", spec.length, float(spec.length)   # ahmed, stl: scaled by their length
+
+
+def check_resolved(made: list[Body], specs, source: str) -> None:
+    """Refuse, in one line, the first body whose thinnest bounding-box extent spans fewer than
+    MIN_SPACINGS spacings of its level (``spec.level``); the line names the preset key, the body's
+    size, the spacing at its level and the smallest level that resolves it (or, where no allowed
+    level does, how large the body must be)."""
+    for k, (body, spec) in enumerate(zip(made, specs)):
+        lo, hi = body.bounds()
+        extent = np.asarray(hi, np.float64) - np.asarray(lo, np.float64)
+        axis = int(np.argmin(extent))
+        thin = float(extent[axis])
+        h = spacing(spec.level)
+        # relative slack: a mesh scaled to `length` may come out a few ulp short of it
+        if thin >= MIN_SPACINGS * h * (1.0 - 1e-9):
+            continue
+        name, given, value = _size_key(spec, axis)
+        finest = _finest_level(spec)
+        need = next((lv for lv in range(finest + 1) if thin >= MIN_SPACINGS * spacing(lv) * (1.0 - 1e-9)), None)
+        size_txt = (f"the {spec.kind} is {thin:.4g} level-0 units across at its thinnest ({'xyz'[axis]}), "
+                    f"{thin / h:.3g} spacings of its level {spec.level} (spacing {h:g})")
+        rule = f"a body must span at least {MIN_SPACINGS} spacings of its level (docs/amr3d-flows.md)"
+        if need is not None:
+            fix = (f"body[{k}].level = {need} resolves it (spacing {spacing(need):g}, "
+                   f"{thin / spacing(need):.3g} spacings)")
+        else:
+            least = MIN_SPACINGS * spacing(finest) / thin * value
+            unit = 10.0 ** (math.floor(math.log10(least)) - 3)
+            least = math.ceil(least / unit * (1.0 - 1e-12)) * unit   # 4 digits, rounded up: enough, not short
+            fix = (f"no level up to {finest} resolves it (spacing {spacing(finest):g} there): make "
+                   f"body[{k}].{name} at least {least:.4g}" + (f" along {'xyz'[axis]}" if spec.kind == "box" else ""))
+        raise PresetError(source, f"body[{k}].{name}", given, f"{size_txt}; {rule}: {fix}")

@@ -43,6 +43,7 @@ def make_bodies(p: AMR3DPreset) -> list:
                               f"the {p.body[k].kind} reaches from {np.round(lo, 3).tolist()} to "
                               f"{np.round(hi, 3).tolist()}: it must lie inside the domain (0 … "
                               f"{domain.tolist()} level-0 units), clear of every side")
+    body_shapes.check_resolved(made, p.body, src)
     return made
 
 

@@ -20,6 +20,11 @@ FIELD_LABELS = {"speed": "speed |u|", "rho": "density ρ", "ux": "ux", "uy": "uy
 # and go on to −3.5 before NaN.
 MIN_POPULATION_SLACK = 2.0 / 27.0
 
+# sanity bound on the largest density: ten times the rest density 1. A low-Mach flow moves ρ by
+# O(Ma²) and the speed bound stops a run long before Mach 1; a state above this is a blow-up or one
+# that never was a flow (a checkpoint whose populations are all 1e30 has ρ = 2.7e31 and u = 0).
+MAX_DENSITY = 10.0
+
 
 # ---- fields -----------------------------------------------------------------------------------
 def field_names(e) -> list[str]:
@@ -105,7 +110,8 @@ def device_diagnostics(e) -> dict:
     xp = e.xp
     rho, ux, uy, uz = e.shape.macroscopic()
     return {"mass": e.shape.mass(rho), "max_speed": xp.sqrt(xp.max(ux * ux + uy * uy + uz * uz)),
-            "min_density": xp.min(rho), "min_population": e.shape.min_population()}
+            "min_density": xp.min(rho), "max_density": xp.max(rho),
+            "min_population": e.shape.min_population()}
 
 
 def sanity_bounds(p) -> dict:
@@ -124,7 +130,7 @@ def sanity_bounds(p) -> dict:
     # populations: a distribution is never negative; an under-resolved start dips a little below
     # 0 and recovers, a diverging run goes far below while its speed still looks plausible, so a
     # population below −MIN_POPULATION_SLACK (−2/27, measured: see there) is a divergence.
-    return {"min_density": (0.0, math.inf), "max_speed": (-1.0, top),
+    return {"min_density": (0.0, math.inf), "max_density": (-math.inf, MAX_DENSITY), "max_speed": (-1.0, top),
             "min_population": (-MIN_POPULATION_SLACK, math.inf)}
 
 

@@ -97,12 +97,17 @@ class CompactNavierStokes(Compact):
         least 3: a vortex at rest adds its own swirl; the loader allows physics.mach ≤ 10, which a
         fixed bound of 10 reported as a divergence of a plain free stream); the pressure disturbance
         |p − p∞| below 50 × the preset's initial one (2 % of p∞ for a uniform start): a vortex or a
-        pulse leaving the domain only sheds weaker waves, and a blow-up grows ×10 every few steps."""
+        pulse leaving the domain only sheds weaker waves, and a blow-up grows ×10 every few steps; the
+        density below 10 × max(1, M²) × the free stream's ρ∞ = 1: a normal shock at Mach M compresses
+        (γ + 1)M² / ((γ − 1)M² + 2) < M² times for any γ > 1, and 10 × that leaves room for shocks
+        that meet; more is no flow, only a blow-up or a state that never was one (a resumed state at
+        ρ = 9e30 with the free stream's pressure and speed passes every other bound)."""
         top = 3.0 * max(1.0, float(self.preset.physics.mach))
         dp0 = getattr(self, "_dp0", 0.0)
         dp = 50.0 * dp0 if dp0 > 0.0 else 0.02 * float(self.ns.gas.p_inf)
-        return {"min_density": (0.0, np.inf), "min_pressure": (0.0, np.inf), "max_mach": (-1.0, top),
-                "max_dp": (-1.0, dp)}
+        dense = 10.0 * max(1.0, float(self.preset.physics.mach) ** 2)
+        return {"min_density": (0.0, np.inf), "max_density": (-np.inf, dense), "min_pressure": (0.0, np.inf),
+                "max_mach": (-1.0, top), "max_dp": (-1.0, dp)}
 
     # ---- variants ----
     def _apply_selection(self, old, new):
@@ -225,6 +230,7 @@ class CompactNavierStokes(Compact):
             "energy": xp.sum(self.U[3], dtype=xp.float64) * cell,
             "max_vorticity": xp.max(xp.abs(self.ns.vorticity(self.U))),
             "min_density": xp.min(rho),
+            "max_density": xp.max(rho),
             "min_pressure": xp.min(p),
             "max_mach": xp.sqrt(xp.max((u * u + v * v) / c2)),
             "max_dp": xp.max(xp.abs(p - g.p_inf)),

@@ -57,6 +57,7 @@ class Diffusion3D(Engine):
             f = np.random.default_rng(p.initial.seed).random(p.shape)
         self.f[...] = xp.asarray(f.astype(self.dtype))
         self.fn[...] = self.f  # fixed boundaries live in both buffers
+        self._range0 = (float(f.min()), float(f.max()))  # the preset's range: restores keep it
 
     def state_arrays(self):
         return {"f": self.f}
@@ -64,11 +65,12 @@ class Diffusion3D(Engine):
     def _load_state_arrays(self, arrays):
         self.f[...] = self.xp.asarray(arrays["f"].astype(self.dtype))
         self.fn[...] = self.f
-        self._range0 = (float(self.xp.min(self.f)), float(self.xp.max(self.f)))
 
     def sanity_bounds(self):
         """The explicit scheme (r ≤ 1/6) obeys the maximum principle: values stay within the range
-        of the state it started from (with 5 % of that range for round-off)."""
+        of the state it started from (with 5 % of that range for round-off). That is the preset's
+        initial state (or the random state a test set), not a loaded one: a resumed checkpoint is held
+        to the same range, so a state of 1e30 everywhere is refused rather than taken as the range."""
         if getattr(self, "_range0", None) is None:  # an initial state not loaded through _load_state_arrays
             self._range0 = (float(self.xp.min(self.f)), float(self.xp.max(self.f)))
         lo, hi = self._range0
@@ -77,6 +79,7 @@ class Diffusion3D(Engine):
 
     def random_state(self, rng: np.random.Generator):
         self._load_state_arrays({"f": rng.random(self.preset.shape)})
+        self._range0 = (float(self.xp.min(self.f)), float(self.xp.max(self.f)))
 
     # ---- variants ----
     def _apply_selection(self, old, new):

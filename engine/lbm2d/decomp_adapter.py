@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import registry
 from ..decomp.adapter import Adapter
 from ..decomp.common import GpuTimes, OnPart, Slab, ghost_copies, overlap_regions
 from ..decomp.config import split_rows
@@ -99,8 +100,11 @@ class LBM2DSlabs(Adapter):
     @classmethod
     def unavailable(cls, selection: dict, backend_name: str) -> str | None:
         if selection.get("kernel") in TEMPORAL_BLOCKING:
+            # the kernels that do run decomposed on this backend (two-kernel and fused need a GPU)
+            here = [name for name, choice in registry.axes("lbm2d")["kernel"].choices.items()
+                    if name not in TEMPORAL_BLOCKING and backend_name in choice.backends]
             return ("temporal blocking is not decomposed yet: it needs ts-row halos exchanged every ts steps "
-                    "(docs/multi-gpu.md); use reference, two-kernel or fused")
+                    f"(docs/multi-gpu.md); use {' or '.join(here)}")
         return None
 
     @classmethod

@@ -37,6 +37,7 @@ def fp16_representable(f: np.ndarray) -> np.ndarray:
 
 
 LATTICE_SOUND_SPEED = 1.0 / math.sqrt(3.0)
+MAX_DENSITY = 10.0  # sanity bound, ten times the rest density (sanity_bounds)
 
 
 class LBM2D(Engine):
@@ -271,13 +272,17 @@ class LBM2D(Engine):
         return {"mass": xp.sum(xp.where(fluid, rho, 0), dtype=xp.float64),
                 "max_speed": xp.sqrt(xp.max(u2)),
                 "min_density": xp.min(xp.where(fluid, rho, xp.inf)),
+                "max_density": xp.max(xp.where(fluid, rho, -xp.inf)),
                 "kinetic_energy": 0.5 * xp.sum(xp.where(fluid, rho * u2, 0), dtype=xp.float64),
                 "tau": self.preset.tau}
 
     def sanity_bounds(self):
-        """Density positive; speed below the lattice sound speed 1/√3 (Mach 1: far beyond what the
-        lattice Boltzmann equation resolves; a run there is blowing up)."""
-        return {"min_density": (0.0, math.inf), "max_speed": (-1.0, LATTICE_SOUND_SPEED)}
+        """Density positive and below MAX_DENSITY (the rest density is 1; a low-Mach flow moves it by
+        O(Ma²), so 10 is no flow, only a blow-up or a state that was never one, such as a checkpoint
+        whose populations are all 1e30); speed below the lattice sound speed 1/√3 (Mach 1: far beyond
+        what the lattice Boltzmann equation resolves; a run there is blowing up)."""
+        return {"min_density": (0.0, math.inf), "max_density": (-math.inf, MAX_DENSITY),
+                "max_speed": (-1.0, LATTICE_SOUND_SPEED)}
 
     @property
     def updates_per_step(self):

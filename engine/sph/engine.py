@@ -388,10 +388,13 @@ class SPH(Engine):
     def sanity_bounds(self):
         """Density positive; fluid particles within a few tank sizes of the tank (coordinates from
         its corner), speed below ten times the numerical sound speed c0 (a weakly compressible
-        flow stays far below c0)."""
+        flow stays far below c0); density below ten times ρ0 (weakly compressible: a flow keeps it within
+        a few per cent of ρ0, and Tait's pressure at 10 ρ0 is (10^γ − 1) times the stiffness B: only a
+        blow-up, or a state that never was a flow, gets there)."""
         g = self.preset.geometry
         size = max(g.tank_length, g.tank_height, g.tank_width if self.preset.dim == 3 else 0.0)
-        return {"rho_min": (0.0, math.inf), "max_distance": (-1.0, 4.0 * size), "max_speed": (-1.0, 10.0 * self.k.c0)}
+        return {"rho_min": (0.0, math.inf), "rho_max": (-math.inf, 10.0 * self.preset.physics.rho0),
+                "max_distance": (-1.0, 4.0 * size), "max_speed": (-1.0, 10.0 * self.k.c0)}
 
     def timing_extra(self) -> dict:
         return self.search_stats()

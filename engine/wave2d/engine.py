@@ -61,6 +61,10 @@ class Wave2D(Engine):
             u_prev = np.array(u_prev)  # so a resume that refills them must find them equal)
             u_prev[[0, -1], :], u_prev[:, [0, -1]] = u[[0, -1], :], u[:, [0, -1]]
         self._load_state_arrays({"u": u, "u_prev": u_prev})
+        self._amp0 = self._amplitude()  # the preset's amplitude: restores keep it
+
+    def _amplitude(self) -> float:
+        return max(float(self.xp.max(self.xp.abs(self.u))), float(self.xp.max(self.xp.abs(self.u_prev))))
 
     def state_arrays(self):
         return {"u": self.u, "u_prev": self.u_prev}
@@ -69,14 +73,15 @@ class Wave2D(Engine):
         self.u[...] = self.xp.asarray(np.asarray(arrays["u"]).astype(self.dtype))
         self.u_prev[...] = self.xp.asarray(np.asarray(arrays["u_prev"]).astype(self.dtype))
         self.u_next[...] = self.u_prev  # fixed boundaries: outer points identical in all levels
-        self._amp0 = max(float(self.xp.max(self.xp.abs(self.u))), float(self.xp.max(self.xp.abs(self.u_prev))))
 
     def sanity_bounds(self):
         """Bounded growth: the leapfrog scheme (Courant ≤ 1/√2) conserves a discrete energy, so the
-        amplitude stays within a modest multiple of the loaded state's (100×: focusing of a pulse
-        stays far below it, an instability passes it within a few dozen steps)."""
+        amplitude stays within a modest multiple of the initial state's (100×: focusing of a pulse
+        stays far below it, an instability passes it within a few dozen steps). The initial state is
+        the preset's (or the random state a test set), not a loaded one: a resumed checkpoint is held
+        to the same bound, so a state of 1e30 everywhere is refused rather than taken as the scale."""
         if getattr(self, "_amp0", None) is None:
-            self._amp0 = max(float(self.xp.max(self.xp.abs(self.u))), float(self.xp.max(self.xp.abs(self.u_prev))))
+            self._amp0 = self._amplitude()
         a = 100.0 * self._amp0 + 1e-30
         return {"max": (-a, a), "min": (-a, a)}
 
@@ -86,6 +91,7 @@ class Wave2D(Engine):
         if not self.periodic:  # the held outer values must be the same at every time level
             u_prev[[0, -1], :], u_prev[:, [0, -1]] = u[[0, -1], :], u[:, [0, -1]]
         self._load_state_arrays({"u": u, "u_prev": u_prev})
+        self._amp0 = self._amplitude()
 
     # ---- variants ----
     def _apply_selection(self, old, new):

@@ -69,6 +69,12 @@ class StubGpuEngine:
     def device_diagnostics(self):
         return dict(self.values)  # host floats stand in for the device scalars
 
+    def checkpoint(self):  # the state a checkpoint file replaces, kept until the file's is checked
+        return {"meta": {"step": self.step_count}, "arrays": {}}
+
+    def check_physical(self):  # a loaded file's state: the stub's is always within its (no) bounds
+        return None
+
 
 @pytest.fixture
 def worker():

@@ -52,7 +52,7 @@ class Solver(ABC):
         one needs a separate right-hand side."""
         if selection.get("kernel") == "fused" and not self.fuses_rhs:
             return (f"solver = {self.name} needs a separate right-hand side (kernel = fused runs on "
-                    f"solver = scan only: choose kernel = cuda first)")
+                    f"solver = scan only: choose another kernel first)")
         return None
 
     def kernel_specs(self, dtype, selection: dict, shape) -> list:
