@@ -321,7 +321,8 @@ A, E = "nagare.app.", "nagare.engine."
 CASE_WRITERS = {  # case → the registered writers its faults reach (checked: the fault's stack holds them)
     "npz dump": (A + "headless:dump_fields",),
     "checkpoint": (E + "checkpoint:save_checkpoint",),
-    "VTKHDF dump of every kind": (A + "vtkhdf:write_vtkhdf", A + "vtkhdf:write_image",
+    "VTKHDF dump of every kind": (A + "vtkhdf:write_vtkhdf", A + "vtkhdf:write_vtkhdf_described",
+                                  A + "vtkhdf:write_image",
                                   A + "vtkhdf:write_polydata_particles", A + "vtkhdf:write_polydata_boxes",
                                   A + "vtkhdf:write_polydata_profile", A + "vtkhdf_amr:write_overlapping_amr"),
     "frame": (A + "frames:save_png",),

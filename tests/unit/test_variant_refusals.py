@@ -121,9 +121,9 @@ def test_soak_refuses_a_key_given_twice_too(capsys):
 @pytest.mark.parametrize("backend, remedy", [("numpy", "use reference"),
                                              ("cupy", "use reference or two-kernel or fused")])
 def test_decomposed_temporal_blocking_names_kernels_of_the_backend_at_hand(backend, remedy):
-    from nagare.engine.decomp.lbm2d import LBMAdapter
+    from nagare.engine.lbm2d.decomp_adapter import LBM2DSlabs
 
-    msg = LBMAdapter.unavailable({"kernel": "srtb"}, backend)
+    msg = LBM2DSlabs.unavailable({"kernel": "srtb"}, backend)
     assert msg.endswith(remedy), msg
 
 
