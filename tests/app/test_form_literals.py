@@ -5,6 +5,8 @@ from __future__ import annotations
 import tomllib
 
 import pytest
+
+pytest.importorskip("PyQt6", reason="the window needs PyQt6 (the GPU machine has none)")
 from nagare.app.gui.window import _toml_literal
 from nagare.engine.presets import load_preset
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+pytest.importorskip("PyQt6", reason="the window needs PyQt6 (the GPU machine has none)")
 from nagare.app.packets import time_label
 
 from .test_window import pause
