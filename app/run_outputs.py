@@ -105,14 +105,11 @@ def check_collisions(outs: list[Output], resume: Path | None = None) -> None:
     output's file is another's folder, or an output would replace the checkpoint being resumed."""
     for i, a in enumerate(outs):
         for b in outs[i + 1:]:
-            for f in a.files:
-                if b.owns(f):
-                    raise OutputCollision(f"{a.describe(f)} and {b.describe(f)} would both write {f}: one would "
-                                          "destroy the other; give them different names")
-            for f in b.files:
-                if a.owns(f):
-                    raise OutputCollision(f"{a.describe(f)} and {b.describe(f)} would both write {f}: one would "
-                                          "destroy the other; give them different names")
+            for x, y in ((a, b), (b, a)):
+                for f in x.files:
+                    if y.owns(f):
+                        raise OutputCollision(f"{a.describe(f)} and {b.describe(f)} would both write {f}: one "
+                                              "would destroy the other; give them different names")
             for x, y in ((a, b), (b, a)):
                 if x.folder is not None and any(_real(f) == _real(x.folder) for f in y.files):
                     raise OutputCollision(f"{y.option} names the folder {x.option} writes into; give the file "

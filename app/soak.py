@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .atomic import ExportError, output_writer, write_text_atomic
 from .headless import RunOptions, run
-from .run_outputs import Output, lock_outputs
+from .run_outputs import Output, check_collisions, lock_outputs
 from .timinglog import timing_paths
 
 MIB = 2 ** 20
@@ -94,20 +94,21 @@ def soak(engine, minutes: float, batch: int, samples: int = 30, timings: Path | 
     outs = [Output(f"--json {json_path}", {json_path: ""})] if json_path is not None else []
     if timings is not None:
         outs.append(Output(f"--timings {timings}", dict.fromkeys(timing_paths(timings), "")))
+    check_collisions(outs)  # --json r.json beside --timings r.csv (which writes r.json too): refused (exit 2)
     locks = lock_outputs(outs)  # another live run writing them: refused (exit 2) before the soak starts
     tmp = None
-    if timings is None:  # the streamed timing log is part of what is soaked
-        tmp = tempfile.TemporaryDirectory(prefix="nagare-soak-")
-        timings = Path(tmp.name) / "timings.csv"
     try:
-        sample(engine, force=True)
-        status = run(engine, RunOptions(steps=2 ** 62, timings=timings, batch=batch, quiet=True, argv=argv or [],
-                                        seconds=seconds, on_batch=sample))
-        sample(engine, force=True)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
-    try:
+        if timings is None:  # the streamed timing log is part of what is soaked
+            tmp = tempfile.TemporaryDirectory(prefix="nagare-soak-")
+            timings = Path(tmp.name) / "timings.csv"
+        try:
+            sample(engine, force=True)
+            status = run(engine, RunOptions(steps=2 ** 62, timings=timings, batch=batch, quiet=True,
+                                            argv=argv or [], seconds=seconds, on_batch=sample))
+            sample(engine, force=True)
+        finally:
+            if tmp is not None:
+                tmp.cleanup()
         return _report(rows, status, json_path, max_growth_mib)
     finally:
         locks.release()

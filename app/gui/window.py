@@ -286,7 +286,10 @@ class MainWindow(QtWidgets.QMainWindow):
             "progress": self._on_progress,
             "preset-kept": self._on_preset_kept,
         }
-        self._hidden_run: int | None = None  # a replaced run whose packets are not drawn (a preset switch)
+        # a preset switch: the run id the window gave the new build; packets of earlier runs are not
+        # drawn until its first one (None: no switch under way)
+        self._loading_run: int | None = None
+        self._last_run = 0  # the highest run id seen in a packet (new ids are above it)
 
         self.canvas = FieldCanvas()
         self.canvas.set_backend(self.backend.name)
@@ -611,21 +614,22 @@ class MainWindow(QtWidgets.QMainWindow):
         except NagareError as exc:
             self.error("Cannot open preset", str(exc))
             return False
-        self._begin_loading(preset)
-        self.worker.send("preset", preset=preset, view={"field": preset.view.field})
+        run = self._begin_loading(preset)
+        self.worker.send("preset", preset=preset, view={"field": preset.view.field}, run=run, play=True)
         self._apply_preset_to_ui(preset)
-        self.worker.send("play")
         return True
 
     # ---- a preset being built -------------------------------------------------------------
-    def _begin_loading(self, preset) -> None:
+    def _begin_loading(self, preset) -> int:
         """Clear the old picture at once and say what is happening until the new run's first frame
-        is drawn (the worker's "progress" notices fill in the stages)."""
-        self._hidden_run = self.worker.run_id
+        is drawn (the worker's "progress" notices fill in the stages); returns the run id the new
+        build is to carry."""
+        self._loading_run = max(self._last_run, self._loading_run or 0) + 1
         self._loading_name = Path(preset.source).stem
         self.canvas.clear_scene()
         self.probes.clear()
         self._show_progress(f"building {preset.engine}: {Path(preset.source).stem}", 0.0)
+        return self._loading_run
 
     def _on_progress(self, n) -> None:
         self._show_progress(n.text, n.payload)
@@ -641,7 +645,7 @@ class MainWindow(QtWidgets.QMainWindow):
         bar.setToolTip(stage)
         bar.show()
         self._progress_idle.start(2000)
-        if self._hidden_run is not None:  # still no picture of the new run: say it over the canvas
+        if self._loading_run is not None:  # still no picture of the new run: say it over the canvas
             self.loading_label.setText(f"{self._loading_name}\n{stage}")
             self.loading_label.adjustSize()
             (x, y), (fw, fh) = self.canvas.view.pos, self.canvas.view.size  # the field's area, beside the HUD
@@ -652,7 +656,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self.loading_label.raise_()
 
     def _end_loading(self) -> None:
-        self._hidden_run = None
+        self._loading_run = None
         self.loading_label.hide()
 
     def _open_dialog(self) -> None:
@@ -666,10 +670,9 @@ class MainWindow(QtWidgets.QMainWindow):
         except NagareError as exc:
             self.error("Invalid parameter", str(exc))
             return False
-        self._begin_loading(preset)
-        self.worker.send("preset", preset=preset, variants=None)
+        run = self._begin_loading(preset)
+        self.worker.send("preset", preset=preset, variants=None, run=run, play=True)
         self._apply_preset_to_ui(preset)
-        self.worker.send("play")
         return True
 
     # ---- variants ----------------------------------------------------------------------
@@ -861,8 +864,10 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.recorder is not None:
             self._record_published()
         pk = self.worker.latest_packet()
-        if pk is not None and self._hidden_run is not None:
-            if pk.run <= self._hidden_run:
+        if pk is not None:
+            self._last_run = max(self._last_run, pk.run)
+        if pk is not None and self._loading_run is not None:
+            if pk.run < self._loading_run:
                 pk = None  # the replaced run's frame: the canvas stays clear
             else:
                 self._end_loading()
@@ -943,7 +948,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self._apply_preset_to_ui(n.payload)
 
     def _on_error(self, n) -> None:
-        if self._hidden_run is not None:  # the new preset was not built: the old run goes on, shown again
+        if self._loading_run is not None:  # the new preset was not built: the old run goes on, shown again
             self._end_loading()
             self.progress_bar.hide()
         self.error("nagare", n.text)
@@ -1034,7 +1039,7 @@ class MainWindow(QtWidgets.QMainWindow):
         """Every packet published since the last one recorded into the video, in order (not only
         the newest one drawn: a frame cap or a slow draw must not drop published frames)."""
         packets = [pk for pk in self.worker.packets_after(self._recorded_seq)
-                   if self._hidden_run is None or pk.run > self._hidden_run]  # none of a replaced run
+                   if self._loading_run is None or pk.run >= self._loading_run]  # none of a replaced run
         if packets and self._recorded_seq >= 0:
             self.recorder.missed += packets[0].seq - self._recorded_seq - 1  # gone from the worker's slots
         for pk in packets:

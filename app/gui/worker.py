@@ -303,7 +303,7 @@ class SimulationWorker:
     def _notify(self, kind: str, text: str = "", payload=None) -> None:
         self.notices.put(Notice(kind, text, payload))
 
-    def _build(self, preset, variants: dict | None = None) -> None:
+    def _build(self, preset, variants: dict | None = None, run: int | None = None) -> None:
         backend = get_backend(self.backend_name)
         self._notify("progress", f"building {preset.engine}: {Path(preset.source).stem}", payload=0.0)
         if self.engine is not None:  # its checkpoint buffers (a state's worth of device memory) go first
@@ -311,7 +311,10 @@ class SimulationWorker:
             release_checkpoint_buffers(self.engine)
         engine = create_engine(preset, backend, variants=variants)
         self.engine, self._preset = engine, preset
-        self.run_id += 1  # before the first packet: the window draws this run's packets only
+        # before the first packet: the window draws this run's packets only. A preset switch from
+        # the window names the id (the window cannot read this thread's counter safely); never
+        # below an id already used, so a stale packet is never taken for the new run's
+        self.run_id = max(self.run_id + 1, run or 0)
         # a test problem with an end time pauses there once (run.pause_at_end)
         self._pause_at = preset.run.steps if preset.run.pause_at_end else None
         self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
@@ -437,16 +440,21 @@ class SimulationWorker:
 
     # ---- commands (worker thread; ``a`` is Command.args) ------------------------------------
     def _cmd_preset(self, a: dict) -> None:
-        self.running = False
-        for k, v in a.get("view", {}).items():  # e.g. the new preset's field, before its first packet
-            setattr(self.view, k, v)
+        """Build the new preset's engine; only once it is built does the view follow it (its field)
+        and does it run (``play``). A build that fails leaves the run that was loaded as it was:
+        its engine, its view, running or paused."""
         try:
-            self._build(a["preset"], a.get("variants"))
+            self._build(a["preset"], a.get("variants"), a.get("run"))
         except Exception:
             # the engine that ran before is still loaded (_build replaces it only once the new one is
             # built): the window shows its preset again; the error notice comes after, on top
             self._notify("preset-kept", payload=self._preset if self.engine is not None else None)
             raise
+        for k, v in a.get("view", {}).items():  # e.g. the new preset's field, before its first packet
+            setattr(self.view, k, v)
+        self.running = bool(a.get("play"))
+        if a.get("view"):
+            self._publish(force=True)
 
     def _cmd_view(self, a: dict) -> None:
         for k, v in a.items():

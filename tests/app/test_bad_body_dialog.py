@@ -55,3 +55,23 @@ def test_a_bad_stl_at_start_shows_its_error_alone(make_window, qtbot, tmp_path):
     w.worker.send("play")
     qtbot.waitUntil(lambda: any("no engine is loaded" in m for m in w.messages), timeout=5000)
     assert len(_boxes(w)) == 1
+
+
+def test_a_failed_switch_keeps_the_run_paused_and_its_field(make_window, qtbot, fake_preset, tmp_path):
+    """The run that stays loaded stays as the user left it: paused stays paused, and the field it
+    shows is its own (not the field the failed preset asked for)."""
+    w = make_window(fake_preset())
+    qtbot.waitUntil(lambda: w.worker.engine is not None and w.worker.engine.step_count > 0, timeout=15000)
+    w.worker.send("pause")
+    qtbot.waitUntil(lambda: not w.worker.running, timeout=5000)
+    field = w.worker.view.field
+    before = w.worker.engine
+    assert w.open_preset(_bad_stl_preset(tmp_path, b"not a mesh at all"))
+    qtbot.waitUntil(lambda: len(_boxes(w)) >= 1, timeout=20000)
+    qtbot.wait(800)
+    assert len(_boxes(w)) == 1, [b.text() for b in _boxes(w)]
+    assert w.worker.engine is before and not w.worker.running
+    assert w.worker.view.field == field
+    step = before.step_count
+    qtbot.wait(500)
+    assert before.step_count == step  # still paused

@@ -188,6 +188,17 @@ def test_a_symlink_to_another_output_is_the_same_file(tmp_path, capsys):
     assert status == 2 and "would both write" in capsys.readouterr().err
 
 
+def test_a_soak_s_json_and_its_timing_log_naming_one_file_are_refused(tmp_path, capsys):
+    """--timings r.csv writes r.json too: a soak's --json r.json would be overwritten by it."""
+    status = main(["soak", "diffusion3d", "--minutes", "0.01", "--backend", "numpy", "--json", str(tmp_path / "r.json"),
+                   "--timings", str(tmp_path / "r.csv"), "--set", "grid.nx=16", "--set", "grid.ny=16",
+                   "--set", "grid.nz=16"])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert "would both write" in err and "r.json" in err
+    assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".")]
+
+
 def test_the_octree_companion_of_a_dump_collides_with_a_series(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     status = main(["run", "amr3d-periodic", "--backend", "numpy", "--steps", "1", "--dump", "q.vtkhdf",
