@@ -180,6 +180,9 @@ def distinct_report(results: list) -> str:
              "over the tree (= break-even / work share).", "",
              "| case | rung | step ms | stored M/s | stored % copy | distinct M/s | distinct % copy "
              "| work share % | break-even % | speed-up over uniform finest |", "|" + "---|" * 10, *rows]
+    if any("uniform_points" in r.extra for r in cells) and uniform_reference(results, "native") is None:
+        lines.append("\nNo cell of the uniform rung (GPU only) was measured: the break-even and the speed-up "
+                     "need its rate.")
     for case, (r, _rate, even, speedup, share, uni) in best.items():
         x = r.extra
         t_uni = counts.uniform_ms_per_step(x["finest_lattice_nodes"], x["finest_steps_per_step"], _distinct_rate(uni))
