@@ -173,6 +173,9 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
     print(format_table(table_rows(results)))
     if meta["update_unit"]:
         print(f"an update (M updates/s) is {meta['update_unit']}")
+    family_tables = engine_class(family).bench_report(results)
+    if family_tables:  # the family's paper tables, which the Markdown holds too
+        print(family_tables)
     write_reports(results, complete=True)
     if failed:
         return not_written()

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..benchspec import BenchSpec
-from . import d3q27, leafgrid, reference, storage, variants
+from . import counts, d3q27, leafgrid, reference, storage, variants
 from .config import AMR3DPreset
 
 FAMILY = variants.FAMILY
@@ -80,6 +80,11 @@ def bench_spec():
 
 
 def bench_report(results: list) -> str:
+    """P0's table (§4), then the distinct counts and P0's break-even (distinct_report)."""
+    return p0_table(results) + distinct_report(results)
+
+
+def p0_table(results: list) -> str:
     """P0's table (§4) from the measured cells: per case and rung the inner and outer (shell)
     kernel times, the step, the speed-up over naive, GFLOPS at F = 377 flop a point, and % of
     P0's improved roofline P for the step and for the inner kernel alone (its own points)."""
@@ -112,10 +117,90 @@ def bench_report(results: list) -> str:
 
 
 
+def _storage(r) -> str:
+    return r.selection.get("storage", "native")
+
+
+def _distinct_rate(r) -> float:
+    """Distinct node updates per second of a measured cell (counts.figures over its time)."""
+    return r.extra["distinct_updates_per_step"] / (r.ms_per_step * 1e-3)
+
+
+def uniform_reference(results: list, storage_kind: str):
+    """The uniform rung's cell that the break-even compares with: among the measured cells of the
+    `uniform` rung with this storage, those of the largest box (the filling box in the GPU bench:
+    the rung at full occupancy), the fastest (with or without the CUDA graph); None if none ran."""
+    cells = [r for r in results if r.ok and r.ms_per_step > 0 and r.selection.get("kernels") == "uniform"
+             and _storage(r) == storage_kind and "distinct_updates_per_step" in r.extra]
+    if not cells:
+        return None
+    size = max(r.extra["distinct_nodes"] for r in cells)
+    return max((r for r in cells if r.extra["distinct_nodes"] == size), key=_distinct_rate)
+
+
+def distinct_report(results: list) -> str:
+    """The measured cells counted honestly (engine/amr3d/counts.py): distinct node updates per
+    second and their % of the copy bandwidth beside the as-stored figures, the work share of the
+    uniform finest lattice, P0's break-even fraction against the uniform rung measured in the same
+    bench, and the effective speed-up over that lattice in time to the same physical time."""
+    cells = [r for r in results if r.ok and r.ms_per_step > 0 and r.updates_per_s > 0
+             and "distinct_updates_per_step" in r.extra]
+    if not cells:
+        return ""
+
+    def cell(v, fmt):
+        return "—" if v is None else format(v, fmt)
+    rows, best = [], {}
+    for r in cells:
+        x = r.extra
+        rate = _distinct_rate(r)
+        # same bytes per update and same copy bandwidth as the stored figure: only the count changes
+        pct = r.roofline_pct * rate / r.updates_per_s
+        share = counts.work_share(x["distinct_updates_per_step"], x["finest_lattice_nodes"], x["finest_steps_per_step"])
+        uni = uniform_reference(results, _storage(r))
+        urate = _distinct_rate(uni) if uni is not None else None
+        even = counts.break_even_fraction(rate, urate) if urate else None
+        speedup = counts.effective_speedup(r.ms_per_step, x["finest_lattice_nodes"], x["finest_steps_per_step"],
+                                           urate) if urate else None
+        rows.append("| " + " | ".join([
+            r.case, r.label, f"{r.ms_per_step:.4f}", f"{r.updates_per_s / 1e6:,.1f}", f"{r.roofline_pct:.1f}",
+            f"{rate / 1e6:,.1f}", f"{pct:.1f}", f"{100 * share:.2f}", cell(None if even is None else 100 * even, ".1f"),
+            cell(speedup, ",.2f")]) + " |")
+        if "uniform_points" in x and even is not None and (r.case not in best or rate > best[r.case][1]):
+            best[r.case] = (r, rate, even, speedup, share, uni)  # a tree: its fastest rung
+    lines = ["", "## Distinct nodes and P0's break-even", "",
+             "Stored: every leaf's m³ nodes (as P0 and the table above count; shared face nodes twice). "
+             "Distinct: each lattice node once per update of its level; a node where levels meet counts "
+             "for the finest level that has it. % copy = that count × the bytes a point update moves / "
+             "the copy bandwidth. Work share: the tree's distinct node updates per coarse step over the "
+             "uniform lattice at the finest spacing's nodes × its steps in the same physical time. "
+             "Break-even (P0 §4): the work share below which the tree beats that lattice, the cell's "
+             "distinct rate / the uniform rung's on the largest box with the same storage. Speed-up: "
+             "time to the same physical time, that lattice (its nodes × steps / the uniform rung's rate) "
+             "over the tree (= break-even / work share).", "",
+             "| case | rung | step ms | stored M/s | stored % copy | distinct M/s | distinct % copy "
+             "| work share % | break-even % | speed-up over uniform finest |", "|" + "---|" * 10, *rows]
+    if any("uniform_points" in r.extra for r in cells) and uniform_reference(results, "native") is None:
+        lines.append("\nNo cell of the uniform rung (GPU only) was measured: the break-even and the speed-up "
+                     "need its rate.")
+    for case, (r, _rate, even, speedup, share, uni) in best.items():
+        x = r.extra
+        t_uni = counts.uniform_ms_per_step(x["finest_lattice_nodes"], x["finest_steps_per_step"], _distinct_rate(uni))
+        lines.append(f"\n- **{case}** (fastest rung {r.label}): P0's break-even {100 * even:.1f} % against "
+                     f"{uni.label} on {uni.case} ({_distinct_rate(uni) / 1e6:,.1f} M distinct updates/s); "
+                     f"work share {100 * share:.2f} %; effective speed-up over the uniform finest lattice "
+                     f"{speedup:,.2f}× ({x['finest_lattice_nodes']:,.0f} nodes × "
+                     f"{x['finest_steps_per_step']:g} steps = {t_uni:,.2f} ms against {r.ms_per_step:.2f} ms "
+                     "a coarse step)")
+    return "\n".join(lines) + "\n"
+
+
 def bench_cases(backend: str = "cupy"):
-    """P0's box (512 leaves of 17³ = 64 mother leaves of 33³) and a GPU-filling box (16×)."""
-    if backend == "numpy":
-        return [("p0-box-8-leaves", ["grid.leaves=[2, 2, 2]"])]
+    """P0's box (512 leaves of 17³ = 64 mother leaves of 33³), a GPU-filling box (16×), P0's box with
+    two refined regions and the sphere at Re 100 (on NumPy a small box and a small tree)."""
+    if backend == "numpy":  # small: a box, and a tree of two levels of 9³ leaves for the distinct counts
+        return [("p0-box-8-leaves", ["grid.leaves=[2, 2, 2]"]),
+                ("two-levels-m9", ["grid.leaves=[2, 2, 2]", "grid.m=9", THREE_LEVELS])]
     return [("p0-box-512-leaves", ["grid.leaves=[8, 8, 8]"]),
             ("fill-8192-leaves", ["grid.leaves=[16, 16, 32]"]),
             ("three-levels", ["grid.leaves=[8, 8, 8]", THREE_LEVELS]),

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..fields import Boxes, Grid3D, Particles
-from . import cases, d3q27, leafgrid, mesh
+from . import cases, counts, d3q27, leafgrid, mesh
 
 FIELD_LABELS = {"speed": "speed |u|", "rho": "density ρ", "ux": "ux", "uy": "uy", "uz": "uz"}
 
@@ -183,9 +183,11 @@ def timing_extra(e) -> dict:
     """P0's figures: GFLOPS at F = 377 flop per point and % of the improved roofline
     P = F / (F/P_peak + B/B_peak) with the measured copy bandwidth and the fp32 peak; on a box the
     points P0's inner kernel updates, on a tree the points against the uniform lattice of the
-    finest spacing (the shape's timing_figures)."""
+    finest spacing (the shape's timing_figures); and the distinct counts beside the stored ones
+    (counts.figures: each lattice node once per update of its level, whatever the storage)."""
     out = {"flops_per_point": cases.P0_FLOPS}
     out.update(e.shape.timing_figures())
+    out.update(counts.figures(e.forest, e.base_level))
     peak = fp32_peak_flops(e.backend)
     if peak:
         bw = e.roofline_bytes_per_s()

@@ -241,6 +241,19 @@ def test_bench_says_what_an_update_is_where_it_is_not_a_point(tmp_path, capsys):
     assert "- an update (M updates/s) is one tridiagonal system" in (tmp_path / "compact.md").read_text()
 
 
+def test_bench_amr3d_prints_the_distinct_counts(tmp_path, capsys):
+    """amr3d's own tables follow the generic one on the console and in the Markdown: the box of
+    2×2×2 leaves of 17³ stores 39,304 points for 32,768 distinct nodes."""
+    assert main(["bench", "amr3d", "--backend", "numpy", "--out", str(tmp_path), "--case", "p0-box-8-leaves",
+                 "--min-time", "0.02"]) == 0
+    out = capsys.readouterr().out
+    assert "## Distinct nodes and P0's break-even" in out
+    assert "## Distinct nodes and P0's break-even" in (tmp_path / "amr3d.md").read_text()
+    r = json.load(open(tmp_path / "amr3d.json"))["results"][0]
+    assert r["extra"]["distinct_updates_per_step"] == 32**3 and r["updates_per_s"] * r["ms_per_step"] * 1e-3 == (
+        pytest.approx(8 * 17**3))
+
+
 def test_bench_keeps_measured_cells_when_stopped(tmp_path, monkeypatch, capsys):
     """A bench stopped after its first measured cell leaves that cell on disk, marked incomplete."""
     from nagare.engine import bench
