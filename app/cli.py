@@ -30,7 +30,7 @@ from nagare.engine.backend import BACKEND_CHOICES, get_backend
 from nagare.engine.checkpoint import load_checkpoint
 from nagare.engine.device import copy_bandwidth
 from nagare.engine.errors import CheckpointError, NagareError, PresetError
-from nagare.engine.families import FAMILIES, create_engine
+from nagare.engine.families import FAMILIES, create_engine, decomposable_families
 from nagare.engine.fields import Grid2D, Grid3D
 
 from nagare import __version__
@@ -426,8 +426,7 @@ def _explain_gpus(args, backend, exc) -> None:
     """--gpus on a family that is not decomposed: say that, not "unknown key decomp"."""
     if getattr(args, "gpus", None) is None or "decomp" not in str(exc):
         return
-    # heavy start-up imports (the decomposable families, pydantic presets)
-    from nagare.engine.families import decomposable_families
+    # heavy start-up import (pydantic presets)
     from nagare.engine.presets import load_preset
 
     others = [o for o in args.overrides if not o.startswith("decomp.parts=")]
@@ -501,11 +500,10 @@ def cmd_run(args, argv: list[str]) -> int:
     ckpt = load_checkpoint(args.resume) if args.resume else None
     preset, engine = build_engine(args, backend, ckpt)
     if args.series:
-        # heavy start-up import (the VTKHDF writers)
-        from .vtkhdf_series import octree_leaves
-
+        # an octree is offered by leaf_blocks (app/vtkhdf_amr.py): asked whether it exists, not
+        # copied to the host before step 1
         if not any(isinstance(engine.field(n), (Grid2D, Grid3D)) for n in engine.field_names()) \
-                and octree_leaves(engine) is None:
+                and getattr(engine, "leaf_blocks", None) is None:
             raise PresetError("--series", None, str(args.series),
                               f"a VTKHDF time series holds grids and octrees; {preset.source} has neither "
                               "(its profiles and particles: --dump FILE.vtkhdf at the end, or --dump-every)")
@@ -522,7 +520,7 @@ def cmd_run(args, argv: list[str]) -> int:
                       batch=args.batch or preset.run.steps_per_frame, quiet=args.quiet, argv=argv,
                       series=args.series,
                       series_every=(args.dump_every or max(1, steps // 10)) if args.series else None)
-    from .run_outputs import check_collisions, lock_outputs, plan_outputs
+    from .run_outputs import check_collisions, lock_outputs, plan_outputs  # heavy start-up import (writers)
 
     outputs = plan_outputs(args, engine)
     check_collisions(outputs, args.resume)

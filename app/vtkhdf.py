@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles, Profile1D
 
-from . import vtkhdf_amr  # noqa: F401  (registers the octree's OverlappingAMR writer)
+from . import vtkhdf_amr  # the octree's OverlappingAMR writer (registered on import) and OctreeLeaves
 from .atomic import ExportError, output_writer, write_atomic
 from .fieldkinds import FieldTypeError, lookup, register
 from .fieldkinds.boxes import box_segments

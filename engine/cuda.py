@@ -125,7 +125,7 @@ def _current_device() -> int:
 def _compiled(spec: KernelSpec):
     import cupy  # optional dependency (CuPy, nagare[gpu]): only the GPU path gets here
 
-    progress.report(f"compiling kernels: {spec.label}")  # NVRTC: seconds a file, once per process
+    progress.report(f"compiling kernels: {spec.label}")  # NVRTC (seconds a file) unless CuPy's disk cache has it
     mod = cupy.RawModule(code=spec.code, options=spec.nvrtc_options,
                          name_expressions=list(spec.name_expressions) or None)
     mod.compile()

@@ -46,11 +46,7 @@ class Compact(Engine):
     constant_dt = True
     equivalence_steps = 16
 
-    @property
-    def time_units(self) -> str:
-        """navier-stokes: the acoustic time l/c∞ of its reference scales; the scalar problems are
-        dimensionless (the rotation: one turn per unit time)."""
-        return "l/c∞" if self.preset.physics.problem == "navier-stokes" else "–"
+    time_units = "–"  # the scalar problems are dimensionless (the rotation: one turn per unit time)
 
     # ---- sizes ----
     @property

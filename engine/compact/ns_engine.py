@@ -21,6 +21,8 @@ from .filter import filter_spec
 
 
 class CompactNavierStokes(Compact):
+    time_units = "l/c∞"  # the acoustic time of its reference scales (ρ∞ = c∞ = l = 1)
+
     # ---- sizes ----
     def estimated_bytes(self):
         ny, nx = self.preset.shape

@@ -55,6 +55,16 @@ def test_time_units_of_each_family():
     assert (LBM2D.time_units, AMR3D.time_units, SPH.time_units) == ("lattice steps", "level-0 steps", "s")
 
 
+def test_compact_s_time_units_follow_its_engine_class():
+    from nagare.engine.backend import get_backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    units = {p: create_engine(load_preset(p, backend="numpy"), get_backend("numpy")).time_units
+             for p in ("compact-vortex-outflow", "compact-rotating-cone")}
+    assert units == {"compact-vortex-outflow": "l/c∞", "compact-rotating-cone": "–"}
+
+
 def test_frame_cap_is_a_setting_up_to_the_refresh_rate(make_window, qtbot):
     w = make_window("lbm2d-cavity", fps=15)
     assert w.max_fps == 15 and w.worker.display_interval == pytest.approx(1 / 15)
