@@ -118,8 +118,9 @@ def _deficit(engine) -> tuple[float, float]:
 def test_the_2048_presets_numpy_run_and_the_512_preset_agree_at_a_short_time():
     """The 2048² preset's NumPy run (128²) against the 512² preset at its own size (on NumPy), both at
     t = 0.012 (2 and 8 steps): the vortex's pressure deficit and where it is (carried U∞t = 0.0132
-    downstream) agree within the 128² grid's discretisation error, and its peak vorticity within the
-    grids' sampling of the peak (the centre lies between grid points, h/2 from them)."""
+    downstream) agree within the 128² grid's discretisation error (measured: 8e-9 relative, 1.4e-10),
+    and its peak vorticity within the grids' sampling of the peak (0.38 %: the centre lies between grid
+    points, h/2 from them)."""
     small = create_engine(load_preset(f"{BASE}-2048", backend="numpy"), get_backend("numpy"))
     fine = create_engine(load_preset(BASE, backend=None), get_backend("numpy"))
     t = 0.012
@@ -128,8 +129,8 @@ def test_the_2048_presets_numpy_run_and_the_512_preset_agree_at_a_short_time():
     np.testing.assert_allclose(float(small.time), t, rtol=1e-12)
     np.testing.assert_allclose(float(fine.time), t, rtol=1e-12)
     (m_small, x_small), (m_fine, x_fine) = _deficit(small), _deficit(fine)
-    np.testing.assert_allclose(m_small, m_fine, rtol=1e-3, err_msg="pressure deficit ∫(p − p∞) dA")
-    np.testing.assert_allclose(x_small, x_fine, atol=1e-3, err_msg="x of the deficit's centroid")
-    np.testing.assert_allclose(x_fine, 1.1 * t, atol=1e-3, err_msg="carried by the free stream")
+    np.testing.assert_allclose(m_small, m_fine, rtol=1e-5, err_msg="pressure deficit ∫(p − p∞) dA")
+    np.testing.assert_allclose(x_small, x_fine, atol=1e-5, err_msg="x of the deficit's centroid")
+    np.testing.assert_allclose(x_fine, 1.1 * t, atol=1e-5, err_msg="carried by the free stream")
     w_small, w_fine = small.diagnostics()["max_vorticity"], fine.diagnostics()["max_vorticity"]
-    np.testing.assert_allclose(w_small, w_fine, rtol=1e-2, err_msg="peak vorticity")
+    np.testing.assert_allclose(w_small, w_fine, rtol=5e-3, err_msg="peak vorticity")
