@@ -428,7 +428,7 @@ class Compact(Engine):
             out.append((f"ns-vortex-{n}-fp64", ["@compact-vortex-outflow", f"grid.nx={n}", f"grid.ny={n}",
                                                 f"physics.dt={0.76 / (n - 1):.3g}"]))
         # The step at scale: the app's presets as they run there, Δt and all. fp64 only: P4's vortex
-        # (a pressure dip of 5.6e-6 p∞) is below fp32's round-off in the conservative variables, whose
+        # (a pressure dip of 5.6e-6 ρ∞c∞²) is below fp32's round-off in the conservative variables, whose
         # noise passes the run's sanity bound (50 × the dip) within ~100 steps (128² on NumPy)
         if backend == "cupy":
             for n in NS_SCALE_SIZES:

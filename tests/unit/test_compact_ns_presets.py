@@ -81,7 +81,7 @@ def test_the_gpu_bench_times_the_presets_at_scale():
 
 
 def test_fp32_cannot_hold_p4s_vortex():
-    """Why the bench has no fp32 case of the vortex: its dip (5.6e-6 p∞) is below fp32's round-off
+    """Why the bench has no fp32 case of the vortex: its dip (5.6e-6 ρ∞c∞²) is below fp32's round-off
     in the conservative variables — after 3 steps the fp32 run's max |p − p∞| is mostly noise (and
     passes the sanity bound, 50 × the dip, in ~100 steps)."""
     dp = {}
