@@ -6,7 +6,8 @@ inside functions count too), maps each module to its folder — a family or shar
 under engine/ is one box, engine/'s own top-level modules are the box ``engine`` — and draws one
 arrow per pair of folders that import each other, labelled with the number of import statements.
 Arrows that point up the house (a lower box importing a higher one) and both arrows of a two-way
-pair are drawn red: they are the ties the renovation of issue 37 removes.
+pair are drawn red: ties between folders to look at (a circle between *modules* is refused in CI by
+tools/import_circles_contract.py; a red pair of folders is not necessarily one).
 
     python3 tools/folder_graph.py            # rewrites docs/architecture-imports.svg
     python3 tools/folder_graph.py --print    # the edge list only
