@@ -58,6 +58,7 @@ def test_main_window_opens_runs_and_draws(make_window, qtbot):
         assert name in {d.objectName() for d in w.findChildren(type(w.preset_dock))}
 
 
+@pytest.mark.slow  # every shipped preset built and run in the window: over a minute
 def test_every_preset_loads_and_runs(make_window, qtbot):
     w = make_window()
     for name in preset_names():

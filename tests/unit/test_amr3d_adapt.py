@@ -315,6 +315,7 @@ def test_the_shipped_vortex_refines_its_core_to_level_2_for_a_whole_run():
         assert e.forest.level.max() == a.max_level and tree.is_balanced(e.forest)
 
 
+@pytest.mark.slow  # eight regrids of the shipped preset
 def test_the_shipped_vortex_is_followed_downstream():
     """Stepped 8 regrids on the preset's physics: the level-1 blocks ahead of the core are split as it
     comes, those behind merged once their criterion is below coarsen_below, and the level-2 leaves'

@@ -133,7 +133,7 @@ def test_level_zero_groups_roots_only_when_even():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
-@pytest.mark.parametrize("name", ["fp32-tree3-m9", "fp32-sphere-m9"])
+@pytest.mark.parametrize("name", ["fp32-tree3-m9", pytest.param("fp32-sphere-m9", marks=pytest.mark.slow)])
 def test_engine_runs_the_cuda_rungs_on_mother_leaves_of_a_tree(emulated_cupy, name):
     """The engine on the emulated CuPy, on the registry's three-level tree (level 0's roots grouped,
     walls normal to y) and its sphere flow (MRT + Smagorinsky, inlet, outflow, interpolated
@@ -213,6 +213,7 @@ def test_random_balanced_trees_on_mother_leaves_step_like_the_reference():
                                    err_msg=f"roots {roots}, periodic {periodic}, slip {slip}, levels {forest.levels}")
 
 
+@pytest.mark.slow  # the emulated kernels over a regridding tree: a minute and a half of CPU
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
 def test_an_adaptive_tree_regrids_on_mother_leaves(emulated_cupy):
     """The regrid criterion reads the leaves' points out of the mother storage (not the mothers'

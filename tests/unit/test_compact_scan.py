@@ -364,7 +364,7 @@ def test_emulated_fused_kernel_on_a_long_line_matches_a_dense_solve(lib):
         np.testing.assert_allclose(got, exact, rtol=0, atol=1e-13 * np.max(np.abs(exact)))
 
 
-@pytest.mark.parametrize("nx", [1, 7, 8, 37])
+@pytest.mark.parametrize("nx", [1, 7, 8, pytest.param(37, marks=pytest.mark.slow)])
 def test_emulated_stack_y_lines_in_one_launch_equal_the_mirror(lib, nx):
     """A stack (nv, ny, nx)'s y-lines as one launch of nv groups of nx lines, a variable (ny·nx values)
     apart — tiles of W lines that straddle two variables where nx is not a multiple of W (7, 37), a
@@ -540,7 +540,8 @@ def test_fused_navier_stokes_evaluation_on_the_emulated_kernel(scan_device, batc
 
 
 @pytest.mark.parametrize("ydir", ["transpose", "strided"])
-@pytest.mark.parametrize("preset_name", ["compact-rotating-cone", "compact-square1d"])
+@pytest.mark.parametrize("preset_name", [pytest.param("compact-rotating-cone", marks=pytest.mark.slow),
+                                         "compact-square1d"])
 def test_fused_scalar_problems_on_the_emulated_kernel(scan_device, preset_name, ydir):
     """The scalar problems (2D rotating cone: both axes; the dissipative square pulse: both flux halves) with
     kernel = fused, solver = scan on the emulated kernels agree with the NumPy engine after 5 steps."""

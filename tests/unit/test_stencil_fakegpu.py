@@ -122,6 +122,7 @@ def test_wave2d_engine_on_the_fake_gpu_matches_the_array_reference(fcp):
                 np.testing.assert_array_equal(e.state_arrays()[k], v, err_msg=f"{bc} {kernel} {k}")
 
 
+@pytest.mark.slow  # the whole exhaustive space (249 candidates), both tuners and the run-off
 def test_stencil_benchmark_runs_end_to_end_on_the_fake_gpu(fcp, monkeypatch):
     from nagare.engine import backend, device
     from nagare.engine.stencil import bench
@@ -238,6 +239,7 @@ def test_vec_launch_refuses_what_it_cannot_run_with_the_reason(fcp, rng):
     assert sum("nx = 37" in r for r in reasons) == 56 + 4  # + the 4 of 128 × 16 threads (first reason found)
 
 
+@pytest.mark.slow  # tunes over the whole space, vector shapes included
 def test_autotune_picks_the_vec_shape_when_it_is_fastest(tmp_path, monkeypatch, rng):
     """With a fake cost that makes the vec kernel at (32, 8) / 4 the cheapest launch, the tuner settles on
     it (it competes with march and plain on measurement only), and every tuning step stayed exact."""

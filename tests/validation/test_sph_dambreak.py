@@ -51,6 +51,7 @@ def _check(want, got, Ts):
         np.testing.assert_allclose(g, w, rtol=0.10, err_msg=f"surge front Z at T = {T}")
 
 
+@pytest.mark.slow  # a validation run: the surge front over the whole collapse
 def test_dambreak_front_matches_martin_moyce_coarse():
     """a/dp = 16 (512 fluid particles): the default-run version."""
     _check(*surge_front(16))
