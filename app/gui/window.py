@@ -29,6 +29,7 @@ from .hud import Hud, choice_tooltip
 from .pacing import UI_POLL_S, FramePacer
 from .probe import Probes
 from .slice_drag import SliceDrag
+from .typing_guard import TypingGuard
 from .wheel_zoom import WheelZoom
 from .worker import SimulationWorker
 
@@ -309,6 +310,9 @@ class MainWindow(QtWidgets.QMainWindow):
         self.hud.quantity_source = self.worker.quantities  # the engine's logged quantities (C_d, ...)
         self._build_docks()
         self._build_actions()
+        # a focused list, line edit, spin box or combo takes bare printable keys, not the shortcuts
+        self._typing_guard = TypingGuard(self)
+        QtWidgets.QApplication.instance().installEventFilter(self._typing_guard)
         self._build_status()
         self._apply_preset_to_ui(self.preset)
         if fps and fps > self.max_fps:
