@@ -29,6 +29,7 @@ from .hud import Hud, choice_tooltip
 from .pacing import UI_POLL_S, FramePacer
 from .probe import Probes
 from .slice_drag import SliceDrag
+from .tooltips import TooltipWrapper
 from .typing_guard import TypingGuard
 from .wheel_zoom import WheelZoom
 from .worker import SimulationWorker
@@ -313,6 +314,9 @@ class MainWindow(QtWidgets.QMainWindow):
         # a focused list, line edit, spin box or combo takes bare printable keys, not the shortcuts
         self._typing_guard = TypingGuard(self)
         QtWidgets.QApplication.instance().installEventFilter(self._typing_guard)
+        # long tooltips (parameters, variants, presets) shown wrapped, not ~1400 px across
+        self._tooltip_wrapper = TooltipWrapper(self)
+        QtWidgets.QApplication.instance().installEventFilter(self._tooltip_wrapper)
         self._build_status()
         self._apply_preset_to_ui(self.preset)
         if fps and fps > self.max_fps:
