@@ -855,7 +855,7 @@ class MainWindow(QtWidgets.QMainWindow):
         st = self.worker.latest_stats()
         state = "running" if self.worker.running else ("DIVERGED" if self.worker.diverged else "paused")
         shown = self.canvas.shown_time()
-        status = (f"{state} · step {st.step if st else 0} · {st.steps_per_s if st else 0:.0f} steps/s"
+        status = (f"{state} · step {self._shown_step(st)} · {st.steps_per_s if st else 0:.0f} steps/s"
                   + (f"\n{shown} (frame on screen)" if shown else ""))
         return list(self.worker.history), self.variant_info, status
 
@@ -973,6 +973,13 @@ class MainWindow(QtWidgets.QMainWindow):
         if cb is not None:
             cb(n.payload)
 
+    def _shown_step(self, st) -> int:
+        """The step shown beside the simulated time: the frame on screen's, as its time is (the
+        stats are sampled less often than frames are drawn, so their step lags the picture);
+        the stats' step before the first frame."""
+        shown = self.canvas.shown_step()
+        return shown if shown is not None else (st.step if st else 0)
+
     def _update_status(self) -> None:
         w = self.worker
         st = w.latest_stats()
@@ -981,7 +988,7 @@ class MainWindow(QtWidgets.QMainWindow):
             state += f" · REC {self.recorder.frames}"
         self.status_labels["state"].setText(state)
         if st is not None:
-            self.status_labels["steps"].setText(f"step {st.step} · {st.steps_per_s:,.0f} steps/s")
+            self.status_labels["steps"].setText(f"step {self._shown_step(st)} · {st.steps_per_s:,.0f} steps/s")
             self.status_labels["throughput"].setText(f"{st.updates_per_s / 1e6:,.1f} MUPS · {st.gbytes_per_s:.2f} GB/s")
             self.status_labels["roofline"].setText(
                 "roofline —" if st.roofline_pct is None else f"{st.roofline_pct:.1f} % roofline")
