@@ -17,7 +17,7 @@ from pathlib import Path
 from nagare.app import colormaps, presetinfo
 from nagare.engine.backend import get_backend
 from nagare.engine.checkpoint import load_checkpoint
-from nagare.engine.errors import NagareError
+from nagare.engine.errors import NagareError, PresetError
 from nagare.engine.presets import PRESET_DIR, load_preset, preset_names, raw_dict, validate
 from pydantic import BaseModel
 from PyQt6 import QtCore, QtGui, QtWidgets
@@ -675,6 +675,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def apply_parameters(self) -> bool:
         try:
             preset = validate(self.params.values(), self.preset.source, self.backend.name)
+        except PresetError as exc:
+            self.error("Invalid parameter", str(self._blame_form(exc)))
+            return False
         except NagareError as exc:
             self.error("Invalid parameter", str(exc))
             return False
@@ -682,6 +685,18 @@ class MainWindow(QtWidgets.QMainWindow):
         self.worker.send("preset", preset=preset, variants=None, run=run, play=True)
         self._apply_preset_to_ui(preset)
         return True
+
+    def _blame_form(self, exc: PresetError) -> PresetError:
+        """A refusal of what the Parameters form gives names the form (and focuses the field),
+        not the preset file: the file was valid when loaded, the value was typed here."""
+        if exc.source != self.preset.source:
+            return exc
+        key = exc.key or ""
+        bare = key.removeprefix("cpu_overrides.")
+        editor = self.params.editors.get(tuple(bare.split("."))) if bare else None
+        if editor is not None:
+            editor[0].setFocus()
+        return PresetError(f"Parameters form (applied to {self.preset.source})", exc.key, exc.given, exc.allowed)
 
     # ---- variants ----------------------------------------------------------------------
     def set_variant(self, axis: str, choice: str) -> None:
