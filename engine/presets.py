@@ -324,19 +324,38 @@ def _prune(overrides: dict, values: dict) -> None:
             del overrides[k]
 
 
-def parse_override(text: str, source: str = "--set") -> tuple[list[str], Any]:
-    """``grid.nx=128`` → (["grid", "nx"], 128). Values are TOML literals; bare words are strings."""
+_PART = re.compile(r"^([^\[\]]+)((?:\[\d+\])*)$")
+
+
+def parse_override(text: str, source: str = "--set") -> tuple[list[str | int], Any]:
+    """``grid.nx=128`` → (["grid", "nx"], 128); ``body[0].level=3`` → (["body", 0, "level"], 3): an
+    index picks an element of a list of tables. Values are TOML literals; bare words are strings."""
     if "=" not in text:
         raise PresetError(source, None, text, "expected KEY=VALUE, e.g. grid.nx=128")
     key, value_text = text.split("=", 1)
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
         raise PresetError(source, key, text, "expected a dotted key such as physics.tau")
+    path: list[str | int] = []
+    for part in key.split("."):
+        m = _PART.match(part)
+        if m is None:
+            raise PresetError(source, key, text, "expected a dotted key such as physics.tau or body[0].level")
+        path.append(m.group(1))
+        path.extend(int(i) for i in re.findall(r"\d+", m.group(2)))
     try:
         value = tomllib.loads(f"v = {value_text.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = value_text.strip()
-    return key.split("."), value
+    return path, value
+
+
+def override_key(path: list[str | int]) -> str:
+    """The key an override path names, as a message writes it: ``body[0].level``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out
 
 
 _MISSING = object()
@@ -379,17 +398,48 @@ def refuse_conflicting_overrides(overrides: list[str] | tuple[str, ...], source:
 
 def apply_overrides(raw: dict, overrides: list[str] | tuple[str, ...]) -> dict:
     """``raw`` with ``overrides`` applied in order (a later one wins: code composes a base list and
-    its changes; a user's command line is checked by refuse_conflicting_overrides first)."""
+    its changes; a user's command line is checked by refuse_conflicting_overrides first). An index
+    (``body[0].level``) edits that element of a list of tables; one the list does not have is refused."""
     out = copy.deepcopy(raw)
     for text in overrides:
         path, value = parse_override(text)
-        node = out
-        for part in path[:-1]:
-            if not isinstance(node.get(part, {}), dict):
-                raise PresetError("--set", ".".join(path), value, f"'{part}' is a value, not a section")
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
+        node: Any = out
+        for depth in range(len(path) - 1):
+            node = _step_into(node, path, depth, value, text)
+        last = path[-1]
+        if isinstance(last, int):
+            _check_index(node, path, len(path) - 1, value, text)
+        node[last] = value
     return out
+
+
+def _check_index(node: Any, path: list, depth: int, value: Any, text: str) -> None:
+    above = override_key(path[:depth])
+    if not isinstance(node, list):
+        raise PresetError(f"--set {text.strip()}", override_key(path), value,
+                          f"'{above}' is not a list, so it has no item [{path[depth]}]")
+    if not 0 <= path[depth] < len(node):
+        raise PresetError(f"--set {text.strip()}", override_key(path), value,
+                          f"'{above}' has {len(node)} item{'s' if len(node) != 1 else ''} "
+                          f"(indices 0 to {len(node) - 1})" if node else f"'{above}' is empty")
+
+
+def _step_into(node: Any, path: list, depth: int, value: Any, text: str) -> Any:
+    part = path[depth]
+    if isinstance(part, int):
+        _check_index(node, path, depth, value, text)
+        if not isinstance(node[part], dict):
+            raise PresetError(f"--set {text.strip()}", override_key(path), value,
+                              f"'{override_key(path[:depth + 1])}' is a value, not a table")
+        return node[part]
+    if isinstance(path[depth + 1], int):
+        return node.get(part) if isinstance(node, dict) else None
+    if isinstance(node.get(part), list):
+        raise PresetError(f"--set {text.strip()}", override_key(path), value,
+                          f"'{part}' is a list of tables; name an item, e.g. {part}[0].{path[depth + 1]}")
+    if not isinstance(node.get(part, {}), dict):
+        raise PresetError("--set", override_key(path), value, f"'{part}' is a value, not a section")
+    return node.setdefault(part, {})
 
 
 _UNION_TAGS = {"str", "int", "float", "bool"}
@@ -475,7 +525,11 @@ def _blame(source: str, key: str, overrides, prefix: str) -> str:
     preset it was applied to, else the preset file."""
     bare = key[len(prefix):] if prefix and key.startswith(prefix) else key
     for ov in reversed(list(overrides)):  # the last --set of a key is the one that counts
-        k = ov.split("=", 1)[0].strip()
+        try:
+            path, _ = parse_override(ov)
+        except PresetError:
+            continue
+        k = ".".join(str(part) for part in path)   # as pydantic's error location writes it: body.0.level
         if k and (bare == k or bare.startswith(k + ".") or key == k or key.startswith(k + ".")):
             return f"--set {ov} (on {source})"
     return source

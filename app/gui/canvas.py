@@ -449,6 +449,11 @@ class FieldCanvas(scene.SceneCanvas):
             return ""
         return time_label(_host_scalar(pk.time), pk.time_units)
 
+    def shown_step(self) -> int | None:
+        """The step of the frame on screen (the one shown_time stamps), None before the first one."""
+        pk = self.shown
+        return None if pk is None or pk.step is None else int(pk.step)
+
     def colour_range(self, pk: FramePacket) -> tuple[float, float]:
         """The colour range of a packet: the fixed one, else the packet's (device) auto range."""
         if self.fixed_range is not None:

@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .tooltips import wrap_lines
+
 log = logging.getLogger("nagare")
 
 _BUTTONS = {1: 0, 2: 1, 3: 2}  # VisPy: 1 left, 2 right, 3 middle → imgui 0 left, 1 right, 2 middle
@@ -308,7 +310,7 @@ class Hud:
             for axis, info in variants.items():
                 imgui.text(axis)
                 if imgui.is_item_hovered():
-                    imgui.set_tooltip(f"{axis}: {info.get('doc', '')}")
+                    imgui.set_tooltip(wrap_lines(f"{axis}: {info.get('doc', '')}"))
                 for choice, reason in info["choices"].items():
                     # a choice that does not fit beside the last one starts a new line (one row of
                     # radio buttons ran past the HUD's right edge, cut off)
@@ -321,7 +323,7 @@ class Hud:
                     if reason:
                         imgui.end_disabled()
                     if imgui.is_item_hovered(imgui.HoveredFlags_.allow_when_disabled):
-                        imgui.set_tooltip(choice_tooltip(info, choice))
+                        imgui.set_tooltip(wrap_lines(choice_tooltip(info, choice)))
                     self.toggle_rows_fit &= imgui.get_item_rect_max().x <= right + 0.5
                     if clicked and not reason and info["current"] != choice:
                         self.on_variant(axis, choice)

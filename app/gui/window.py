@@ -17,7 +17,7 @@ from pathlib import Path
 from nagare.app import colormaps, presetinfo
 from nagare.engine.backend import get_backend
 from nagare.engine.checkpoint import load_checkpoint
-from nagare.engine.errors import NagareError
+from nagare.engine.errors import NagareError, PresetError
 from nagare.engine.presets import PRESET_DIR, load_preset, preset_names, raw_dict, validate
 from pydantic import BaseModel
 from PyQt6 import QtCore, QtGui, QtWidgets
@@ -29,6 +29,8 @@ from .hud import Hud, choice_tooltip
 from .pacing import UI_POLL_S, FramePacer
 from .probe import Probes
 from .slice_drag import SliceDrag
+from .tooltips import TooltipWrapper
+from .typing_guard import TypingGuard
 from .wheel_zoom import WheelZoom
 from .worker import SimulationWorker
 
@@ -309,6 +311,12 @@ class MainWindow(QtWidgets.QMainWindow):
         self.hud.quantity_source = self.worker.quantities  # the engine's logged quantities (C_d, ...)
         self._build_docks()
         self._build_actions()
+        # a focused list, line edit, spin box or combo takes bare printable keys, not the shortcuts
+        self._typing_guard = TypingGuard(self)
+        QtWidgets.QApplication.instance().installEventFilter(self._typing_guard)
+        # long tooltips (parameters, variants, presets) shown wrapped, not ~1400 px across
+        self._tooltip_wrapper = TooltipWrapper(self)
+        QtWidgets.QApplication.instance().installEventFilter(self._tooltip_wrapper)
         self._build_status()
         self._apply_preset_to_ui(self.preset)
         if fps and fps > self.max_fps:
@@ -667,6 +675,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def apply_parameters(self) -> bool:
         try:
             preset = validate(self.params.values(), self.preset.source, self.backend.name)
+        except PresetError as exc:
+            self.error("Invalid parameter", str(self._blame_form(exc)))
+            return False
         except NagareError as exc:
             self.error("Invalid parameter", str(exc))
             return False
@@ -674,6 +685,18 @@ class MainWindow(QtWidgets.QMainWindow):
         self.worker.send("preset", preset=preset, variants=None, run=run, play=True)
         self._apply_preset_to_ui(preset)
         return True
+
+    def _blame_form(self, exc: PresetError) -> PresetError:
+        """A refusal of what the Parameters form gives names the form (and focuses the field),
+        not the preset file: the file was valid when loaded, the value was typed here."""
+        if exc.source != self.preset.source:
+            return exc
+        key = exc.key or ""
+        bare = key.removeprefix("cpu_overrides.")
+        editor = self.params.editors.get(tuple(bare.split("."))) if bare else None
+        if editor is not None:
+            editor[0].setFocus()
+        return PresetError(f"Parameters form (applied to {self.preset.source})", exc.key, exc.given, exc.allowed)
 
     # ---- variants ----------------------------------------------------------------------
     def set_variant(self, axis: str, choice: str) -> None:
@@ -847,7 +870,7 @@ class MainWindow(QtWidgets.QMainWindow):
         st = self.worker.latest_stats()
         state = "running" if self.worker.running else ("DIVERGED" if self.worker.diverged else "paused")
         shown = self.canvas.shown_time()
-        status = (f"{state} · step {st.step if st else 0} · {st.steps_per_s if st else 0:.0f} steps/s"
+        status = (f"{state} · step {self._shown_step(st)} · {st.steps_per_s if st else 0:.0f} steps/s"
                   + (f"\n{shown} (frame on screen)" if shown else ""))
         return list(self.worker.history), self.variant_info, status
 
@@ -965,6 +988,13 @@ class MainWindow(QtWidgets.QMainWindow):
         if cb is not None:
             cb(n.payload)
 
+    def _shown_step(self, st) -> int:
+        """The step shown beside the simulated time: the frame on screen's, as its time is (the
+        stats are sampled less often than frames are drawn, so their step lags the picture);
+        the stats' step before the first frame."""
+        shown = self.canvas.shown_step()
+        return shown if shown is not None else (st.step if st else 0)
+
     def _update_status(self) -> None:
         w = self.worker
         st = w.latest_stats()
@@ -973,7 +1003,7 @@ class MainWindow(QtWidgets.QMainWindow):
             state += f" · REC {self.recorder.frames}"
         self.status_labels["state"].setText(state)
         if st is not None:
-            self.status_labels["steps"].setText(f"step {st.step} · {st.steps_per_s:,.0f} steps/s")
+            self.status_labels["steps"].setText(f"step {self._shown_step(st)} · {st.steps_per_s:,.0f} steps/s")
             self.status_labels["throughput"].setText(f"{st.updates_per_s / 1e6:,.1f} MUPS · {st.gbytes_per_s:.2f} GB/s")
             self.status_labels["roofline"].setText(
                 "roofline —" if st.roofline_pct is None else f"{st.roofline_pct:.1f} % roofline")

@@ -53,3 +53,16 @@ def test_a_slice_names_the_two_axes_left_in_it(axis, names):
     assert isinstance(f, Grid3D)
     pk = snapshot_grid(f, _context(e, ViewRequest(field="f", mode="slice", slice_axis=axis)))
     assert pk.kind == "grid3d" and pk.axis_names == names
+
+
+def test_the_cone_is_drawn_on_phi_s_own_range_so_its_apex_shows():
+    """The automatic range (0.5–99.5 percentiles) cut the cone's apex: φ max 0.96 showed as a
+    plateau at 0.68. The preset fixes [view] range = [0, 1]: app and `--frames --legend` alike."""
+    from nagare.app.fieldkinds.grids import grid_range
+
+    e = _engine("compact-rotating-cone", "grid.nx=64", "grid.ny=64")
+    assert e.preset.view.range == (0.0, 1.0)
+    f = e.fields()["phi"]
+    data = np.asarray(f.data)
+    assert grid_range(f, data, e.preset.view) == (0.0, 1.0)
+    assert data.max() > 0.9  # the apex inside the range, not above it
