@@ -1160,6 +1160,9 @@ class MainWindow(QtWidgets.QMainWindow):
 
     # ---- shutdown ----------------------------------------------------------------------
     def closeEvent(self, event) -> None:
+        app = QtWidgets.QApplication.instance()
+        for f in (self._typing_guard, self._tooltip_wrapper):  # app-wide filters: not past this window
+            app.removeEventFilter(f)
         self.timer.stop()
         if self.recorder is not None:
             self.toggle_recording()
