@@ -17,16 +17,10 @@ from nagare.app.gui.worker import QuantitySample, SimulationWorker
 from nagare.engine.presets import load_preset
 
 from tests.app.frame_check import isolated
+from tests.app.waiting import wait_until
 
 SPHERE = "amr3d-sphere-re20"  # on NumPy its cpu_overrides make a small tree: ~3 s to build, ~0.15 s a step
 
-
-def _wait(pred, timeout=20.0):
-    t0 = time.perf_counter()
-    while not pred():
-        if time.perf_counter() - t0 > timeout:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.01)
 
 
 def _isolated(name: str) -> bool:
@@ -43,7 +37,7 @@ def start_worker():
     def start(preset) -> SimulationWorker:
         w = SimulationWorker(load_preset(str(preset), backend="numpy"), "numpy").start()
         made.append(w)
-        _wait(lambda: w.latest_packet() is not None)
+        wait_until(lambda: w.latest_packet() is not None)
         return w
 
     yield start
@@ -56,7 +50,7 @@ def start_worker():
 def test_worker_publishes_the_sphere_force_coefficients(start_worker):
     w = start_worker(SPHERE)
     w.send("play")
-    _wait(lambda: len(w.quantities()[1]) >= 3)
+    wait_until(lambda: len(w.quantities()[1]) >= 3)
     w.send("pause")
     run, samples = w.quantities()
     assert run == w.run_id
@@ -79,22 +73,22 @@ def test_worker_reads_a_few_times_a_second_and_restarts_with_the_run(start_worke
     w = start_worker(fake_preset())
     w.send("play")  # thousands of steps a second
     t0 = time.perf_counter()
-    _wait(lambda: w.engine.step_count > 500 and time.perf_counter() - t0 > 1.0)
+    wait_until(lambda: w.engine.step_count > 500 and time.perf_counter() - t0 > 1.0)
     w.send("pause")
     dt = time.perf_counter() - t0
     run, samples = w.quantities()
     assert len(calls) <= dt / w.quantities_interval + 3, (len(calls), dt)  # not every step
     assert len(samples) >= 2 and samples[-1].values["mass"] == samples[-1].step
-    _wait(lambda: not w.running)
+    wait_until(lambda: not w.running)
     s0 = w.engine.step_count
     w.send("step", n=1)  # an explicit step: read at once
-    _wait(lambda: w.quantities()[1][-1].step == s0 + 1)
+    wait_until(lambda: w.quantities()[1][-1].step == s0 + 1)
     n = len(calls)
     w.send("view", field="rho")  # a forced publish at the same step asks nothing new
-    _wait(lambda: w.latest_packet().field_name == "rho")
+    wait_until(lambda: w.latest_packet().field_name == "rho")
     assert len(calls) == n
     w.send("reset")  # the engine is built again: a new run, an empty history
-    _wait(lambda: w.quantities()[0] != run)
+    wait_until(lambda: w.quantities()[0] != run)
     run2, samples2 = w.quantities()
     assert run2 == run + 1 and all(s.step < samples[-1].step for s in samples2)
     assert all(s.seq > samples[-1].seq for s in samples2)
@@ -103,7 +97,7 @@ def test_worker_reads_a_few_times_a_second_and_restarts_with_the_run(start_worke
 def test_engine_without_quantities_is_never_asked(start_worker, fake_preset):
     w = start_worker(fake_preset())
     w.send("step", n=5)
-    _wait(lambda: w.engine.step_count == 5)
+    wait_until(lambda: w.engine.step_count == 5)
     assert not w._asks_quantities and w.quantities()[1] == []
 
 

@@ -3,20 +3,13 @@ absurd one (every population 1e30) is refused in one line and the run that was l
 state untouched; a sane one loads. No window, no display."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
+from tests.app.waiting import wait_until
+
 SMALL = ["grid.n=32"]
 
-
-def _wait(pred, timeout=20.0):
-    t0 = time.perf_counter()
-    while not pred():
-        if time.perf_counter() - t0 > timeout:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -25,7 +18,7 @@ def cavity_worker():
     from nagare.engine.presets import load_preset
 
     w = SimulationWorker(load_preset("lbm2d-cavity", SMALL, backend="numpy"), "numpy").start()
-    _wait(lambda: w.latest_packet() is not None)
+    wait_until(lambda: w.latest_packet() is not None)
     yield w
     w.stop()
 
@@ -46,14 +39,14 @@ def _checkpoint(steps, absurd):
 
 def _notices(w, kind, timeout=20.0):
     got = []
-    _wait(lambda: got.extend(n for n in w.drain_notices() if n.kind == kind) or got, timeout)
+    wait_until(lambda: got.extend(n for n in w.drain_notices() if n.kind == kind) or got, timeout)
     return got
 
 
 def test_an_absurd_checkpoint_is_refused_and_the_run_stays(cavity_worker):
     w = cavity_worker
     w.send("step", n=7)
-    _wait(lambda: w.engine.step_count == 7)
+    wait_until(lambda: w.engine.step_count == 7)
     before = {k: np.array(v, copy=True) for k, v in w.engine.state_arrays().items()}
     w.drain_notices()
     w.send("restore", checkpoint=_checkpoint(3, absurd=True))
@@ -67,7 +60,7 @@ def test_an_absurd_checkpoint_is_refused_and_the_run_stays(cavity_worker):
 def test_a_sane_checkpoint_loads(cavity_worker):
     w = cavity_worker
     w.send("step", n=7)
-    _wait(lambda: w.engine.step_count == 7)
+    wait_until(lambda: w.engine.step_count == 7)
     w.drain_notices()
     w.send("restore", checkpoint=_checkpoint(3, absurd=False))
     assert any("restored to step 3" in n.text for n in _notices(w, "info"))

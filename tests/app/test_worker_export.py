@@ -7,13 +7,7 @@ import time
 import numpy as np
 import pytest
 
-
-def _wait(pred, timeout=10.0):
-    t0 = time.perf_counter()
-    while not pred():
-        if time.perf_counter() - t0 > timeout:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.01)
+from tests.app.waiting import wait_until
 
 
 @pytest.fixture
@@ -22,7 +16,7 @@ def worker(fake_preset):
     from nagare.engine.presets import load_preset
 
     w = SimulationWorker(load_preset(fake_preset(), backend="numpy"), "numpy").start()
-    _wait(lambda: w.latest_packet() is not None)
+    wait_until(lambda: w.latest_packet() is not None)
     yield w
     w.stop()
     assert not w.alive
@@ -31,9 +25,9 @@ def worker(fake_preset):
 def test_worker_runs_without_any_consumer(worker):
     """Nobody reads the packets: the worker overwrites the mailbox and keeps stepping."""
     worker.send("play")
-    _wait(lambda: worker.engine.step_count > 200)
+    wait_until(lambda: worker.engine.step_count > 200)
     seq = worker.latest_packet().seq
-    _wait(lambda: worker.latest_packet().seq > seq + 3)
+    wait_until(lambda: worker.latest_packet().seq > seq + 3)
 
 
 def test_last_good_checkpoints_are_counted_with_their_time(fake_preset):
@@ -46,7 +40,7 @@ def test_last_good_checkpoints_are_counted_with_their_time(fake_preset):
     w.start()
     try:
         w.send("play")
-        _wait(lambda: w.checkpoints_taken >= 3)
+        wait_until(lambda: w.checkpoints_taken >= 3)
         assert w.last_good is not None and w.checkpoint_s > 0.0
     finally:
         w.stop()
@@ -54,11 +48,11 @@ def test_last_good_checkpoints_are_counted_with_their_time(fake_preset):
 
 def test_packet_is_a_snapshot_not_live_state(worker):
     worker.send("view", field="rho")
-    _wait(lambda: worker.latest_packet().field_name == "rho")
+    wait_until(lambda: worker.latest_packet().field_name == "rho")
     pk = worker.latest_packet()
     before = np.array(pk.data, copy=True)
     worker.send("step", n=50)
-    _wait(lambda: worker.engine.step_count >= 50)
+    wait_until(lambda: worker.engine.step_count >= 50)
     np.testing.assert_array_equal(pk.data, before)
     assert not np.shares_memory(pk.data, worker.engine.rho)
 
@@ -67,7 +61,7 @@ def test_commands_apply_between_steps_in_order(worker):
     worker.send("step", n=7)
     worker.send("variant", axis="kernel", choice="slices")
     worker.send("step", n=5)
-    _wait(lambda: worker.engine.step_count == 12)
+    wait_until(lambda: worker.engine.step_count == 12)
     assert worker.engine.selection["kernel"] == "slices"
     kinds = [n.kind for n in worker.drain_notices()]
     assert "variant" in kinds and "error" not in kinds
@@ -76,7 +70,7 @@ def test_commands_apply_between_steps_in_order(worker):
 def test_unavailable_variant_is_an_error_notice(worker):
     worker.drain_notices()
     worker.send("variant", axis="kernel", choice="gpu-only")
-    _wait(lambda: not worker.notices.empty())
+    wait_until(lambda: not worker.notices.empty())
     notes = [n for n in worker.drain_notices() if n.kind == "error"]
     assert notes and "needs a CUDA GPU" in notes[0].text
     assert worker.engine.selection["kernel"] == "roll"
@@ -203,15 +197,15 @@ def test_a_test_problem_pauses_once_at_its_end():
     assert p.run.pause_at_end
     w = SimulationWorker(p, "numpy").start()
     try:
-        _wait(lambda: w.latest_packet() is not None)
+        wait_until(lambda: w.latest_packet() is not None)
         w.send("play")
-        _wait(lambda: w.engine.step_count >= 23 and not w.running)
+        wait_until(lambda: w.engine.step_count >= 23 and not w.running)
         time.sleep(0.2)
         assert w.engine.step_count == 23
         notes = [n.text for n in w.drain_notices()]
         assert any("paused at the preset's end: step 23" in t for t in notes), notes
         w.send("play")
-        _wait(lambda: w.engine.step_count > 40)
+        wait_until(lambda: w.engine.step_count > 40)
     finally:
         w.stop()
 
@@ -226,13 +220,13 @@ def test_a_choice_that_needs_another_is_switched_with_it():
     pre = load_preset("compact-vortex-outflow", ["grid.nx=24", "grid.ny=24", "physics.dt=0.01"], backend="numpy")
     w = SimulationWorker(pre, "numpy").start()
     try:
-        _wait(lambda: w.latest_packet() is not None)
+        wait_until(lambda: w.latest_packet() is not None)
         info = w.engine.variants["batching"]
         assert info["choices"]["grouped"] is None and info["companions"] == {"grouped": {"y-direction": "transpose"}}
         w.drain_notices()
         w.send("variant", axis="batching", choice="grouped")
         w.send("step", n=2)
-        _wait(lambda: w.engine.step_count >= 2)
+        wait_until(lambda: w.engine.step_count >= 2)
         assert (w.engine.selection["batching"], w.engine.selection["y-direction"]) == ("grouped", "transpose")
         notes = w.drain_notices()
         assert not [n for n in notes if n.kind == "error"]
