@@ -16,7 +16,7 @@ from ..contract import Engine
 from ..fields import Grid2D
 from . import navier_stokes as ns
 from . import ns_pointwise
-from .engine import Compact
+from .engine import Compact, rk4_accumulate
 from .filter import filter_spec
 
 
@@ -113,7 +113,9 @@ class CompactNavierStokes(Compact):
 
     # ---- variants ----
     def _apply_selection(self, old, new):
+        self._graph = None  # its captured launches belong to the old operators
         self.ns.build(new, self.backend, self.stream)
+        self._build_graph(new)
 
     def kernel_specs(self, selection=None):
         """The solver module, and the pointwise kernels under ``pointwise = fused``."""
@@ -126,37 +128,43 @@ class CompactNavierStokes(Compact):
         return specs
 
     # ---- stepping ----
-    def _advance(self, n):
+    def _step_once(self) -> None:
+        """One RK4 step and the filter on the engine's stream; allocates nothing once warm (graph.py
+        captures it)."""
+        self._counted = set()
         xp = self.xp
         t = self.dtype.type
         dt = self.dt
         half, whole, sixth, two = t(dt / 2), t(dt), t(dt / 6), t(2)
         U, tmp, acc, k = self.U, self.tmp, self.acc, self.k
         rate = self.ns.rate
-        for _ in range(n):
-            self._counted = set()
-            rate(U, k)
-            with self._phase("update"):
+        fused = self.ns.fused
+        rate(U, k)
+        with self._phase("update"):
+            if fused is not None:
+                fused.rk4_first(U, k, acc, tmp, half)
+            else:
                 acc[...] = k
                 xp.multiply(k, half, out=tmp)
                 tmp += U
+        for c in (half, whole):
             rate(tmp, k)
             with self._phase("update"):
-                acc += two * k
-                xp.multiply(k, half, out=tmp)
-                tmp += U
-            rate(tmp, k)
-            with self._phase("update"):
-                acc += two * k
-                xp.multiply(k, whole, out=tmp)
-                tmp += U
-            rate(tmp, k)
-            with self._phase("update"):
+                if fused is not None:
+                    fused.rk4_middle(U, k, acc, tmp, two, c)
+                else:
+                    rk4_accumulate(xp, acc, k, two, tmp)
+                    xp.multiply(k, c, out=tmp)
+                    tmp += U
+        rate(tmp, k)
+        with self._phase("update"):
+            if fused is not None:
+                fused.rk4_last(U, k, acc, sixth)
+            else:
                 acc += k
                 acc *= sixth
                 U += acc
-            self.ns.filter(U)
-        return n * dt
+        self.ns.filter(U)
 
     def timing_extra(self):
         """The batching axis' counts: solver launches (NumPy: solve calls) per evaluation of dU/dt and
