@@ -3,12 +3,12 @@ kernels (shaders/cuda/compact/ns_pointwise.cu) instead of the ``array`` referenc
 operations per evaluation (navier_stokes.py: primitives, fluxes, stresses, -(DF + DG) and the
 characteristic boundary lines of nscbc.py, those on single lines: tiny launches).
 
-Per step, the RK4 stage arithmetic too (``rk4_first`` / ``rk4_middle`` / ``rk4_last``: 4 launches instead
-of the array code's 14). Per evaluation: ``euler`` (u, v, T, p and the Euler fluxes), ``viscous`` (τ and its
-flux terms; skipped for Euler) and ``combine`` (out = -(DF + DG) with every bounded side's boundary line finished in the same
-launch) — 3 launches viscous, 2 inviscid. Every scalar is cast to the state's dtype here as NumPy casts
-a Python float against an array of that dtype, and the kernels are compiled without FMA contraction, so
-they repeat the NumPy arithmetic bit for bit (the CPU emulation checks it).
+Per evaluation: ``euler`` (u, v, T, p and the Euler fluxes), ``viscous`` (τ and its flux terms; skipped
+for Euler) and ``combine`` (out = -(DF + DG) with every bounded side's boundary line finished in the same
+launch) — 3 launches viscous, 2 inviscid. Per step, the RK4 stage arithmetic too (``rk4_first``,
+``rk4_middle``, ``rk4_last``: 4 launches instead of the array code's 14). Every scalar is cast to the state's
+dtype here as NumPy casts a Python float against an array of that dtype, and the kernels are compiled without
+FMA contraction, so they repeat the NumPy arithmetic bit for bit (the CPU emulation checks it).
 
 Launch shapes are plain Python so the emulation (tests/unit/test_compact_ns_fused.py) launches exactly
 what the engine launches.
