@@ -40,6 +40,8 @@ FAMILY = variants.FAMILY
 # Grid sizes of the Navier–Stokes presets at scale (presets/compact-vortex-outflow-N.toml): P4's
 # vortex on the 512² preset's domain at a finer spacing; the GPU bench times each
 NS_SCALE_SIZES = (2048, 4096)
+# The phases whose work is compact derivatives (the filter's is tridiagonal solves too): the compact share
+COMPACT_PHASES = ("derivative", "rhs", "solve", "transpose", "filter")
 
 variants.register()
 
@@ -438,6 +440,29 @@ class Compact(Engine):
                                            "differentiated: GB/s counts 2·n·itemsize a line, read f and write f') "
                                            "and one grid point in the ns-vortex cases (GB/s: a model of a step's "
                                            "ideal traffic)")
+
+    @classmethod
+    def bench_report(cls, results: list) -> str:
+        """The Navier–Stokes cells against their ideal: kernels a step launches, the step's time, the sum of
+        its kernels' ideal times (traffic.py's bytes ÷ the copy bandwidth the bench measured: the roofline
+        column's denominator) and the ratio; the compact share of the step (derivatives, solves, transposes
+        and the filter, whose work is tridiagonal solves too) from the phases (under graph = on its profiled
+        steps' phase regions)."""
+        rows = [r for r in results if r.ok and r.case.startswith("ns-") and "kernels_per_step" in r.extra]
+        if not rows:
+            return ""
+        out = ["", "### Navier–Stokes step against its kernels' ideal traffic", "",
+               "| case | variant | kernels/step | ms/step | ideal ms | step ÷ ideal | compact share |",
+               "|---|---|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            ideal = r.ms_per_step * r.roofline_pct / 100.0
+            ratio = f"{100.0 / r.roofline_pct:.2f}×" if r.roofline_pct > 0 else "–"
+            phases = {k: v for k, v in r.phases.items() if k != "step"}
+            total = sum(phases.values())
+            share = sum(v for k, v in phases.items() if k in COMPACT_PHASES) / total if total > 0 else None
+            out.append(f"| {r.case} | {r.label} | {r.extra['kernels_per_step']} | {r.ms_per_step:.3f} | "
+                       f"{ideal:.3f} | {ratio} | {'–' if share is None else f'{100 * share:.0f} %'} |")
+        return "\n".join(out) + "\n"
 
     @classmethod
     def bench_selections(cls, backend: str = "cupy"):

@@ -145,8 +145,10 @@ class NavierStokes:
         self.fused = None  # pointwise = fused: ns_pointwise.FusedPointwise (set by build())
         self.p_hold = None
         ny, nx = self.shape
-        self.held = {s: xp.empty((4, ny if nscbc.SIDES[s][0] == "x" else nx), dtype=self.dtype)
-                     for s, k in self.sides.items() if k == "hold"}
+        line = {s: (4, ny if nscbc.SIDES[s][0] == "x" else nx) for s in self.sides}
+        self.held = {s: xp.empty(line[s], dtype=self.dtype) for s, k in self.sides.items() if k == "hold"}
+        self.extrapolated = {s: xp.empty(line[s], dtype=self.dtype) for s, k in self.sides.items()
+                             if k == "extrapolate"}
 
     def _zeros(self, n: int):
         return self.xp.zeros((n,) + self.shape, dtype=self.dtype)
@@ -353,9 +355,9 @@ class NavierStokes:
         for f in self.filters:
             f(U)
         with self.phase("filter"):
-            for side, kind in self.sides.items():
-                if kind == "extrapolate":
-                    nscbc.line(U, side)[...] = nscbc.line(U, side, 1)
+            for side, buf in self.extrapolated.items():  # through a buffer: CuPy copies an overlapping source
+                buf[...] = nscbc.line(U, side, 1)
+                nscbc.line(U, side)[...] = buf
             for side, values in self.held.items():
                 nscbc.line(U, side)[...] = values
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..contract import Engine
 from ..fields import Grid2D
 from . import navier_stokes as ns
-from . import ns_pointwise
+from . import ns_pointwise, traffic
 from .engine import Compact, rk4_accumulate
 from .filter import filter_spec
 
@@ -181,6 +181,10 @@ class CompactNavierStokes(Compact):
         fused = self.ns.pointwise_launches_per_rate()
         if fused is not None:
             extra["pointwise_launches_per_rate"] = fused
+        extra["graph"] = self.selection.get("graph", "off")
+        kernels = traffic.step_kernels(self)
+        if kernels is not None:  # the GPU path whose launches are known (traffic.py): count and ideal bytes
+            extra.update(traffic.summary(kernels, self.preset.grid.nx * self.preset.grid.ny, self.dtype.itemsize))
         return extra
 
     @property
@@ -255,8 +259,13 @@ class CompactNavierStokes(Compact):
         return float(nx * ny)
 
     def bytes_per_update(self):
-        # a model of the ideal traffic per point (arrays read + written), per RK4 stage: primitives
-        # (4 + 3), 14 derivatives × (read f, write r, read r, write f'), fluxes and stresses (10 + 11),
-        # combination (8 + 4), stage update (~5); plus the filter (2 axes × 4 variables × 4)
+        """The ideal traffic of a step per grid point: traffic.step_kernels' sum where the step's kernels are
+        known (the bench's roofline column is then the step's ideal time ÷ its measured time), else a model
+        of the array path's arrays read + written per RK4 stage: primitives (4 + 3), 14 derivatives ×
+        (read f, write r, read r, write f'), fluxes and stresses (10 + 11), combination (8 + 4), stage
+        update (~5); plus the filter (2 axes × 4 variables × 4)."""
+        kernels = traffic.step_kernels(self)
+        if kernels is not None:
+            return float(sum(k.words for k in kernels) * self.dtype.itemsize)
         per_stage = 7 + 14 * 4 + 21 + 12 + 5
         return float((4 * per_stage + (32 if self.ns.filters else 0)) * self.dtype.itemsize)
