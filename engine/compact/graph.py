@@ -23,10 +23,12 @@ Rebuilt when anything captured changes: the engine drops its StepGraph on every 
 selection builds new operators and buffers) and Δt is fixed for an engine's life; the state arrays are
 written in place by restores, so their addresses — and the graphs — stay valid.
 
-Per-phase timing (the HUD's and the bench's phases): one step in every :data:`PROFILE_EVERY` calls of
-:meth:`StepGraph.advance` replays the same launches as one graph per phase region, in order, with the
-timer's events between them (samples marked ``detail``: a breakdown of ``step``, not added to it). The
-regions are the same kernels on the same buffers, so the state evolves exactly as in a whole-step replay.
+Per-phase timing (the HUD's and the bench's phases): the first step of a call of :meth:`StepGraph.advance`
+(of n ≥ 2 steps: one call in :data:`PROFILE_EVERY`, and every call longer than one graph — the bench's
+batches) replays the same launches as one graph per phase region, in order, with the timer's events
+between them (samples marked ``detail``: a breakdown of the step, not added to it; the ``step`` samples
+are the whole-graph replays only). The regions are the same kernels on the same buffers, so the state
+evolves exactly as in a whole-step replay.
 """
 from __future__ import annotations
 
@@ -112,16 +114,14 @@ class StepGraph:
 
     # ---- replay ----
     def advance(self, n: int) -> None:
-        """n steps: whole graphs of ≤ GRAPH_STEPS steps (one step of every PROFILE_EVERY calls phase by phase)."""
+        """n steps: whole graphs of ≤ GRAPH_STEPS steps, the first step phase by phase where this call profiles."""
         e = self.engine
         if not self.warmed:
             self.warm()
-        if self.calls % PROFILE_EVERY == 0 and n > 0:
+        if n >= 2 and (self.calls % PROFILE_EVERY == 0 or n > GRAPH_STEPS):
             self.profiled_step()
             n -= 1
         self.calls += 1
-        if n <= 0:
-            return
         with e.timer.phase("step", steps=n):
             while n > 0:
                 m = min(n, GRAPH_STEPS)
@@ -132,17 +132,18 @@ class StepGraph:
                 n -= m
 
     def profiled_step(self) -> None:
-        """One step as its phase regions' graphs, each timed (detail samples) and the whole as ``step``."""
+        """One step as its phase regions' graphs, each timed as a detail sample of its phase. Not part of
+        ``step``'s samples: the regions' launches cost more than one graph's, so the step time stays the
+        whole-graph replay's (the call's other steps)."""
         e = self.engine
         if self.segments is None:
             self.segments = self._capture_segments()
         timer = e.timer
-        with timer.phase("step", steps=1):
-            seen: set = set()
-            for name, g in self.segments:
-                if name == "untimed":
-                    g.launch(e.stream)
-                    continue
-                with timer.phase(name, steps=0 if name in seen else 1, detail=True):
-                    g.launch(e.stream)
-                seen.add(name)
+        seen: set = set()
+        for name, g in self.segments:
+            if name == "untimed":
+                g.launch(e.stream)
+                continue
+            with timer.phase(name, steps=0 if name in seen else 1, detail=True):
+                g.launch(e.stream)
+            seen.add(name)

@@ -184,7 +184,8 @@ class CompactNavierStokes(Compact):
         extra["graph"] = self.selection.get("graph", "off")
         kernels = traffic.step_kernels(self)
         if kernels is not None:  # the GPU path whose launches are known (traffic.py): count and ideal bytes
-            extra.update(traffic.summary(kernels, self.preset.grid.nx * self.preset.grid.ny, self.dtype.itemsize))
+            ny, nx = self.ns.shape
+            extra.update(traffic.summary(kernels, nx * ny, self.ns.dtype.itemsize))
         return extra
 
     @property

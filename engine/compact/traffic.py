@@ -45,7 +45,7 @@ def step_kernels(engine) -> list[KernelTraffic] | None:
     """The kernels of one step of a CompactNavierStokes engine, or None where the selection is not modelled."""
     sel = engine.selection
     ns = engine.ns
-    if not engine.backend.is_gpu or ns.fused is None or sel.get("kernel") != "fused":
+    if ns.fused is None or sel.get("kernel") != "fused":  # (fused pointwise kernels exist on the GPU only)
         return None
     viscous = ns.gas.viscous
     n_prim = 3 if viscous else 2

@@ -81,8 +81,7 @@ def test_traffic_is_modelled_only_for_the_fused_gpu_path():
     e = create_engine(pre, NUMPY)
     assert traffic.step_kernels(e) is None and "kernels_per_step" not in e.timing_extra()
     # the accounting on the GPU's selection (the NumPy operators' launch counts stand in for the device's)
-    fake = SimpleNamespace(selection=dict(e.selection, kernel="fused"), backend=SimpleNamespace(is_gpu=True),
-                           ns=e.ns)
+    fake = SimpleNamespace(selection=dict(e.selection, kernel="fused"), ns=e.ns)
     e.ns.fused = object()
     try:
         kernels = traffic.step_kernels(fake)
