@@ -102,3 +102,161 @@ def test_traffic_is_modelled_only_for_the_fused_gpu_path():
 def test_the_bench_lists_the_graph_cell():
     labels = [label for label, _ in Engine.bench_selections("cupy")]
     assert "graph=on" in labels
+
+
+# ---- graph.py's control flow on a stand-in for CuPy's capture ------------------------------------------
+class _Graph:
+    def __init__(self, ops):
+        self.ops = ops
+
+    def launch(self, stream):
+        for op in self.ops:
+            op()
+
+
+class _Stream:
+    """Work issued while capturing is recorded (not run), as CUDA does; otherwise it runs at once."""
+
+    def __init__(self):
+        self.recording = None
+
+    def begin_capture(self, mode=None):
+        assert self.recording is None, "capture begun twice"
+        self.recording = []
+
+    def end_capture(self):
+        ops, self.recording = self.recording, None
+        return _Graph(ops)
+
+    def issue(self, op):
+        if self.recording is not None:
+            self.recording.append(op)
+        else:
+            op()
+
+
+class _Engine:
+    """What graph.StepGraph uses of an engine: a step of three phases on a (2,) state, + 1 and × 2 each."""
+
+    def __init__(self):
+        from contextlib import contextmanager
+
+        from nagare.engine.timing import PhaseTimer
+
+        @contextmanager
+        def using_allocator(fn):
+            self.allocator = fn
+            try:
+                yield
+            finally:
+                self.allocator = None
+
+        self.allocator = None
+        self.xp = SimpleNamespace(cuda=SimpleNamespace(runtime=SimpleNamespace(streamCaptureModeRelaxed=0),
+                                                       using_allocator=using_allocator))
+        self.stream = _Stream()
+        self.timer = PhaseTimer(NUMPY)
+        self.state = np.array([1.0, 2.0])
+        self.scratch = np.zeros(2)
+        self._untimed, self._hook = False, None
+        self.warm_steps = 0
+
+    def state_arrays(self):
+        return {"s": self.state}
+
+    def untimed(self):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def ctx():
+            self._untimed = True
+            try:
+                yield
+            finally:
+                self._untimed = False
+        return ctx()
+
+    def phase_hook(self, hook):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def ctx():
+            self._hook = hook
+            try:
+                yield
+            finally:
+                self._hook = None
+        return ctx()
+
+    def phase(self, name):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def ctx():
+            if self._hook is not None:
+                self._hook(name)
+                yield
+                self._hook(None)
+            elif self._untimed:
+                yield
+            else:
+                with self.timer.phase(name):
+                    yield
+        return ctx()
+
+    def step(self):
+        if self._untimed and self.stream.recording is None:
+            self.warm_steps += 1
+        s = self.state
+        with self.phase("other"):
+            self.stream.issue(lambda: s.__iadd__(1.0))
+        with self.phase("update"):
+            self.stream.issue(lambda: s.__imul__(2.0))
+        self.stream.issue(lambda: s.__isub__(0.5))  # outside any phase
+
+
+def _host_steps(state, n):
+    s = np.array(state)
+    for _ in range(n):
+        s = (s + 1.0) * 2.0 - 0.5
+    return s
+
+
+def test_step_graph_replays_the_steps_the_host_would_run():
+    from nagare.engine.compact import graph
+
+    e = _Engine()
+    g = graph.StepGraph(e, e.step)
+    start = e.state.copy()
+    total = 0
+    for n in (1, graph.GRAPH_STEPS + 3, 5, 2, 1):
+        g.advance(n)
+        total += n
+        np.testing.assert_array_equal(e.state, _host_steps(start, total))
+    assert e.warm_steps == 1  # one warm-up step, its effect undone
+    # calls: 1 (too short to profile), 19 (longer than a graph: its first step profiled, then 16 + 2), 5, 2, 1
+    # (one call in PROFILE_EVERY would profile: the first, too short) — whole graphs cached by length
+    assert set(g.graphs) == {1, graph.GRAPH_STEPS, 2, 5}
+    # the profiled step's regions, in launch order: other, update and the untimed gaps
+    assert [name for name, _ in g.segments] == ["untimed", "other", "untimed", "update", "untimed"]
+    samples = e.timer.collect(wait=True)
+    detail = [s.phase for s in samples if s.detail]
+    steps = sum(s.steps for s in samples if s.phase == "step")
+    assert detail == ["other", "update"]  # one profiled step, its phases as detail samples
+    assert steps + 1 == total  # every other step in the whole-graph replays' samples
+
+
+def test_an_allocation_inside_the_capture_is_refused():
+    from nagare.engine.compact import graph
+
+    e = _Engine()
+
+    def allocating_step():
+        e.step()
+        if e.allocator is not None:
+            e.allocator(64)
+
+    g = graph.StepGraph(e, allocating_step)
+    with pytest.raises(graph.CaptureError, match="allocation of 64 bytes inside the captured"):
+        g.advance(3)
+    assert e.stream.recording is None  # the capture was ended
