@@ -32,8 +32,10 @@ class CompactNavierStokes(Compact):
         # (2 × 2·(3 + 4)) hold P/GX/F/DF and replace the derivative scratch (+ 28 − 14 − 8), and NumPy's
         # solve of a whole group (2·4 variables) makes its temporaries that size (~ +18; measured peak
         # at 128²: 96 arrays' worth)
-        grouped = getattr(self, "selection", {}).get("batching") == "grouped"
-        return (72 + (24 if grouped else 0)) * nx * ny * item + 4096 * (nx + ny) + (16 << 10)
+        sel = getattr(self, "selection", {})
+        grouped = sel.get("batching") == "grouped"
+        graph = 4 if sel.get("graph") == "on" else 0  # graph.StepGraph.warm's copy of U (transient)
+        return (72 + (24 if grouped else 0) + graph) * nx * ny * item + 4096 * (nx + ny) + (16 << 10)
 
     # ---- state ----
     def _allocate(self):
