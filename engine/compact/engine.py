@@ -28,10 +28,11 @@ import numpy as np
 from .. import registry
 from ..benchspec import BenchSpec
 from ..contract import Engine
-from ..errors import NagareError
+from ..errors import NagareError, VariantUnavailable
 from ..fields import Grid2D, Profile1D
 from . import gpu, reference, schemes, solvers, variants
 from .config import CompactPreset
+from .graph import StepGraph
 from .operator import Derivative
 from .rhs import closure_spec
 
@@ -39,8 +40,17 @@ FAMILY = variants.FAMILY
 # Grid sizes of the Navier–Stokes presets at scale (presets/compact-vortex-outflow-N.toml): P4's
 # vortex on the 512² preset's domain at a finer spacing; the GPU bench times each
 NS_SCALE_SIZES = (2048, 4096)
+# The phases whose work is compact derivatives (the filter's is tridiagonal solves too): the compact share
+COMPACT_PHASES = ("derivative", "rhs", "solve", "transpose", "filter")
 
 variants.register()
+
+
+def rk4_accumulate(xp, acc, k, two, scratch) -> None:
+    """acc += two·k with the product in ``scratch`` (a temporary would be an allocation per stage, which a
+    captured step cannot hold; the same two roundings as ``acc += two * k``)."""
+    xp.multiply(k, two, out=scratch)
+    acc += scratch
 
 
 class Compact(Engine):
@@ -152,6 +162,7 @@ class Compact(Engine):
 
     # ---- variants ----
     def _apply_selection(self, old, new):
+        self._graph = None  # its captured launches belong to the old operators
         p = self.preset
         ops = {}
         for axis, delta, _ in self._halves:
@@ -163,6 +174,7 @@ class Compact(Engine):
                                   dtype=self.dtype, selection=new, backend=self.backend, stream=self.stream,
                                   phase=self._phase)
         self.ops = ops
+        self._build_graph(new)
 
     def kernel_specs(self, selection=None):
         if not self.backend.is_gpu:
@@ -178,10 +190,61 @@ class Compact(Engine):
     # ---- timing: phases recorded many times per step count the step once ----
     @contextmanager
     def _phase(self, name: str):
+        if self._phase_hook is not None:  # graph.py cuts a step into its phase regions (capture: untimed)
+            self._phase_hook(name)
+            try:
+                yield
+            finally:
+                self._phase_hook(None)
+            return
+        if self._untimed:  # a CUDA graph's capture (an event there times nothing) or its warm-up step
+            yield
+            return
         first = name not in self._counted
         self._counted.add(name)
         with self.timer.phase(name, steps=1 if first else 0):
             yield
+
+    _untimed = False
+    _phase_hook = None
+
+    @contextmanager
+    def untimed(self):
+        """Phases record no events inside (graph.py: the capture and the warm-up step)."""
+        self._untimed = True
+        try:
+            yield
+        finally:
+            self._untimed = False
+
+    @contextmanager
+    def phase_hook(self, hook):
+        """``hook(name)`` on entering a phase, ``hook(None)`` on leaving it, instead of timing it."""
+        self._phase_hook = hook
+        try:
+            yield
+        finally:
+            self._phase_hook = None
+
+    # ---- graph = on ----
+    def _build_graph(self, selection: dict) -> None:
+        """A new StepGraph for ``selection`` (or none): whatever was captured belongs to the old operators."""
+        self._graph = None
+        if selection.get("graph") != "on":
+            return
+        reason = variants._graph_check(self.backend.name, selection, self.preset)
+        if reason:  # reached by switching another axis while graph = on (the registry checks the switched axis)
+            raise VariantUnavailable(f"variant graph=on cannot run here: {reason}")
+        self._graph = StepGraph(self, self._step_once)
+
+    def _advance(self, n):
+        graph = getattr(self, "_graph", None)
+        if graph is not None:
+            graph.advance(n)
+        else:
+            for _ in range(n):
+                self._step_once()
+        return n * self.dt
 
     # ---- stepping ----
     def _rate(self, f, out) -> None:
@@ -209,41 +272,38 @@ class Compact(Engine):
             k[:, 0] = 0
             k[:, -1] = 0
 
-    def _advance(self, n):
+    def _step_once(self) -> None:
+        """One step on the engine's stream; allocates nothing once warm (graph.py captures it)."""
+        self._counted = set()
+        if self.problem == "derivative":
+            # the same field differentiated again: a benchmark, not a time evolution
+            self.ops[next(iter(self.ops))](self.phi, self.k)
+            return
         xp = self.xp
         t = self.dtype.type
-        if self.problem == "derivative":
-            op = self.ops[next(iter(self.ops))]
-            for _ in range(n):  # the same field differentiated again: a benchmark, not a time evolution
-                self._counted = set()
-                op(self.phi, self.k)
-            return n * self.dt
         dt = self.dt
         half, whole, sixth, two = t(dt / 2), t(dt), t(dt / 6), t(2)
         phi, tmp, acc, k = self.phi, self.tmp, self.acc, self.k
-        for _ in range(n):
-            self._counted = set()
-            self._rate(phi, k)
-            with self._phase("update"):
-                acc[...] = k
-                xp.multiply(k, half, out=tmp)
-                tmp += phi
-            self._rate(tmp, k)
-            with self._phase("update"):
-                acc += two * k
-                xp.multiply(k, half, out=tmp)
-                tmp += phi
-            self._rate(tmp, k)
-            with self._phase("update"):
-                acc += two * k
-                xp.multiply(k, whole, out=tmp)
-                tmp += phi
-            self._rate(tmp, k)
-            with self._phase("update"):
-                acc += k
-                acc *= sixth
-                phi += acc
-        return n * dt
+        self._rate(phi, k)
+        with self._phase("update"):
+            acc[...] = k
+            xp.multiply(k, half, out=tmp)
+            tmp += phi
+        self._rate(tmp, k)
+        with self._phase("update"):
+            rk4_accumulate(xp, acc, k, two, tmp)
+            xp.multiply(k, half, out=tmp)
+            tmp += phi
+        self._rate(tmp, k)
+        with self._phase("update"):
+            rk4_accumulate(xp, acc, k, two, tmp)
+            xp.multiply(k, whole, out=tmp)
+            tmp += phi
+        self._rate(tmp, k)
+        with self._phase("update"):
+            acc += k
+            acc *= sixth
+            phi += acc
 
     def timing_extra(self):
         ops = getattr(self, "ops", {})
@@ -380,6 +440,29 @@ class Compact(Engine):
                                            "differentiated: GB/s counts 2·n·itemsize a line, read f and write f') "
                                            "and one grid point in the ns-vortex cases (GB/s: a model of a step's "
                                            "ideal traffic)")
+
+    @classmethod
+    def bench_report(cls, results: list) -> str:
+        """The Navier–Stokes cells against their ideal: kernels a step launches, the step's time, the sum of
+        its kernels' ideal times (traffic.py's bytes ÷ the copy bandwidth the bench measured: the roofline
+        column's denominator) and the ratio; the compact share of the step (derivatives, solves, transposes
+        and the filter, whose work is tridiagonal solves too) from the phases (under graph = on its profiled
+        steps' phase regions)."""
+        rows = [r for r in results if r.ok and r.case.startswith("ns-") and "kernels_per_step" in r.extra]
+        if not rows:
+            return ""
+        out = ["", "### Navier–Stokes step against its kernels' ideal traffic", "",
+               "| case | variant | kernels/step | ms/step | ideal ms | step ÷ ideal | compact share |",
+               "|---|---|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            ideal = r.ms_per_step * r.roofline_pct / 100.0
+            ratio = f"{100.0 / r.roofline_pct:.2f}×" if r.roofline_pct > 0 else "–"
+            phases = {k: v for k, v in r.phases.items() if k != "step"}
+            total = sum(phases.values())
+            share = sum(v for k, v in phases.items() if k in COMPACT_PHASES) / total if total > 0 else None
+            out.append(f"| {r.case} | {r.label} | {r.extra['kernels_per_step']} | {r.ms_per_step:.3f} | "
+                       f"{ideal:.3f} | {ratio} | {'–' if share is None else f'{100 * share:.0f} %'} |")
+        return "\n".join(out) + "\n"
 
     @classmethod
     def bench_selections(cls, backend: str = "cupy"):

@@ -144,6 +144,11 @@ class NavierStokes:
         self.grouped = False
         self.fused = None  # pointwise = fused: ns_pointwise.FusedPointwise (set by build())
         self.p_hold = None
+        ny, nx = self.shape
+        line = {s: (4, ny if nscbc.SIDES[s][0] == "x" else nx) for s in self.sides}
+        self.held = {s: xp.empty(line[s], dtype=self.dtype) for s, k in self.sides.items() if k == "hold"}
+        self.extrapolated = {s: xp.empty(line[s], dtype=self.dtype) for s, k in self.sides.items()
+                             if k == "extrapolate"}
 
     def _zeros(self, n: int):
         return self.xp.zeros((n,) + self.shape, dtype=self.dtype)
@@ -342,15 +347,19 @@ class NavierStokes:
         if not self.filters:
             return
         # held and extrapolated boundary lines keep their boundary condition exactly (the filter along
-        # a held line would change it by round-off, and would smooth an extrapolated one)
-        held = {s: nscbc.line(U, s).copy() for s, k in self.sides.items() if k == "hold"}
+        # a held line would change it by round-off, and would smooth an extrapolated one); the held lines
+        # wait in buffers made once (a captured step allocates nothing: graph.py)
+        with self.phase("filter"):
+            for side, buf in self.held.items():
+                buf[...] = nscbc.line(U, side)
         for f in self.filters:
             f(U)
-        for side, kind in self.sides.items():
-            if kind == "extrapolate":
-                nscbc.line(U, side)[...] = nscbc.line(U, side, 1)
-        for side, values in held.items():
-            nscbc.line(U, side)[...] = values
+        with self.phase("filter"):
+            for side, buf in self.extrapolated.items():  # through a buffer: CuPy copies an overlapping source
+                buf[...] = nscbc.line(U, side, 1)
+                nscbc.line(U, side)[...] = buf
+            for side, values in self.held.items():
+                nscbc.line(U, side)[...] = values
 
     def vorticity(self, U):
         """ω = ∂v/∂x - ∂u/∂y (compact derivatives)."""

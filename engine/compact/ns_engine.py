@@ -15,8 +15,8 @@ import numpy as np
 from ..contract import Engine
 from ..fields import Grid2D
 from . import navier_stokes as ns
-from . import ns_pointwise
-from .engine import Compact
+from . import ns_pointwise, traffic
+from .engine import Compact, rk4_accumulate
 from .filter import filter_spec
 
 
@@ -32,8 +32,10 @@ class CompactNavierStokes(Compact):
         # (2 × 2·(3 + 4)) hold P/GX/F/DF and replace the derivative scratch (+ 28 − 14 − 8), and NumPy's
         # solve of a whole group (2·4 variables) makes its temporaries that size (~ +18; measured peak
         # at 128²: 96 arrays' worth)
-        grouped = getattr(self, "selection", {}).get("batching") == "grouped"
-        return (72 + (24 if grouped else 0)) * nx * ny * item + 4096 * (nx + ny) + (16 << 10)
+        sel = getattr(self, "selection", {})
+        grouped = sel.get("batching") == "grouped"
+        graph = 4 if sel.get("graph") == "on" else 0  # graph.StepGraph.warm's copy of U (transient)
+        return (72 + (24 if grouped else 0) + graph) * nx * ny * item + 4096 * (nx + ny) + (16 << 10)
 
     # ---- state ----
     def _allocate(self):
@@ -113,7 +115,9 @@ class CompactNavierStokes(Compact):
 
     # ---- variants ----
     def _apply_selection(self, old, new):
+        self._graph = None  # its captured launches belong to the old operators
         self.ns.build(new, self.backend, self.stream)
+        self._build_graph(new)
 
     def kernel_specs(self, selection=None):
         """The solver module, and the pointwise kernels under ``pointwise = fused``."""
@@ -126,37 +130,43 @@ class CompactNavierStokes(Compact):
         return specs
 
     # ---- stepping ----
-    def _advance(self, n):
+    def _step_once(self) -> None:
+        """One RK4 step and the filter on the engine's stream; allocates nothing once warm (graph.py
+        captures it)."""
+        self._counted = set()
         xp = self.xp
         t = self.dtype.type
         dt = self.dt
         half, whole, sixth, two = t(dt / 2), t(dt), t(dt / 6), t(2)
         U, tmp, acc, k = self.U, self.tmp, self.acc, self.k
         rate = self.ns.rate
-        for _ in range(n):
-            self._counted = set()
-            rate(U, k)
-            with self._phase("update"):
+        fused = self.ns.fused
+        rate(U, k)
+        with self._phase("update"):
+            if fused is not None:
+                fused.rk4_first(U, k, acc, tmp, half)
+            else:
                 acc[...] = k
                 xp.multiply(k, half, out=tmp)
                 tmp += U
+        for c in (half, whole):
             rate(tmp, k)
             with self._phase("update"):
-                acc += two * k
-                xp.multiply(k, half, out=tmp)
-                tmp += U
-            rate(tmp, k)
-            with self._phase("update"):
-                acc += two * k
-                xp.multiply(k, whole, out=tmp)
-                tmp += U
-            rate(tmp, k)
-            with self._phase("update"):
+                if fused is not None:
+                    fused.rk4_middle(U, k, acc, tmp, two, c)
+                else:
+                    rk4_accumulate(xp, acc, k, two, tmp)
+                    xp.multiply(k, c, out=tmp)
+                    tmp += U
+        rate(tmp, k)
+        with self._phase("update"):
+            if fused is not None:
+                fused.rk4_last(U, k, acc, sixth)
+            else:
                 acc += k
                 acc *= sixth
                 U += acc
-            self.ns.filter(U)
-        return n * dt
+        self.ns.filter(U)
 
     def timing_extra(self):
         """The batching axis' counts: solver launches (NumPy: solve calls) per evaluation of dU/dt and
@@ -173,6 +183,11 @@ class CompactNavierStokes(Compact):
         fused = self.ns.pointwise_launches_per_rate()
         if fused is not None:
             extra["pointwise_launches_per_rate"] = fused
+        extra["graph"] = self.selection.get("graph", "off")
+        kernels = traffic.step_kernels(self)
+        if kernels is not None:  # the GPU path whose launches are known (traffic.py): count and ideal bytes
+            ny, nx = self.ns.shape
+            extra.update(traffic.summary(kernels, nx * ny, self.ns.dtype.itemsize))
         return extra
 
     @property
@@ -247,8 +262,13 @@ class CompactNavierStokes(Compact):
         return float(nx * ny)
 
     def bytes_per_update(self):
-        # a model of the ideal traffic per point (arrays read + written), per RK4 stage: primitives
-        # (4 + 3), 14 derivatives × (read f, write r, read r, write f'), fluxes and stresses (10 + 11),
-        # combination (8 + 4), stage update (~5); plus the filter (2 axes × 4 variables × 4)
+        """The ideal traffic of a step per grid point: traffic.step_kernels' sum where the step's kernels are
+        known (the bench's roofline column is then the step's ideal time ÷ its measured time), else a model
+        of the array path's arrays read + written per RK4 stage: primitives (4 + 3), 14 derivatives ×
+        (read f, write r, read r, write f'), fluxes and stresses (10 + 11), combination (8 + 4), stage
+        update (~5); plus the filter (2 axes × 4 variables × 4)."""
+        kernels = traffic.step_kernels(self)
+        if kernels is not None:
+            return float(sum(k.words for k in kernels) * self.dtype.itemsize)
         per_stage = 7 + 14 * 4 + 21 + 12 + 5
         return float((4 * per_stage + (32 if self.ns.filters else 0)) * self.dtype.itemsize)

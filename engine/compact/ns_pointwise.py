@@ -5,9 +5,10 @@ characteristic boundary lines of nscbc.py, those on single lines: tiny launches)
 
 Per evaluation: ``euler`` (u, v, T, p and the Euler fluxes), ``viscous`` (τ and its flux terms; skipped
 for Euler) and ``combine`` (out = -(DF + DG) with every bounded side's boundary line finished in the same
-launch) — 3 launches viscous, 2 inviscid. Every scalar is cast to the state's dtype here as NumPy casts
-a Python float against an array of that dtype, and the kernels are compiled without FMA contraction, so
-they repeat the NumPy arithmetic bit for bit (the CPU emulation checks it).
+launch) — 3 launches viscous, 2 inviscid. Per step, the RK4 stage arithmetic too (``rk4_first``,
+``rk4_middle``, ``rk4_last``: 4 launches instead of the array code's 14). Every scalar is cast to the state's
+dtype here as NumPy casts a Python float against an array of that dtype, and the kernels are compiled without
+FMA contraction, so they repeat the NumPy arithmetic bit for bit (the CPU emulation checks it).
 
 Launch shapes are plain Python so the emulation (tests/unit/test_compact_ns_fused.py) launches exactly
 what the engine launches.
@@ -27,6 +28,7 @@ BLOCK = 256
 # side kinds as the kernel spells them (NAGARE_SIDE_*); periodic sides are not processed
 SIDE_KIND = {"periodic": 0, "nscbc": 1, "extrapolate": 2, "hold": 3}
 KERNELS = ("ns_euler", "ns_viscous", "ns_combine")
+RK4_KERNELS = ("rk4_first", "rk4_middle", "rk4_last")  # the stage arithmetic: one launch a stage
 
 
 def kernel_names(dtype) -> tuple[str, ...]:
@@ -34,6 +36,7 @@ def kernel_names(dtype) -> tuple[str, ...]:
     names = [template("ns_euler", t, v) for v in (False, True)]
     names += [template("ns_viscous", t)]
     names += [template("ns_combine", t, v) for v in (False, True)]
+    names += [template(name, t) for name in RK4_KERNELS]
     return tuple(names)
 
 
@@ -68,6 +71,9 @@ class FusedPointwise:
         self._euler = sp.function(template("ns_euler", c, self.with_viscous))
         self._viscous = sp.function(template("ns_viscous", c)) if self.with_viscous else None
         self._combine = sp.function(template("ns_combine", c, self.with_viscous))
+        self._rk4 = {name: sp.function(template(name, c)) for name in RK4_KERNELS}
+        self.rk4_grid, _ = launch(4 * self.npts)
+        self._n4 = np.int64(4 * self.npts)
         n = np.int64(self.npts)
         # the casts of navier_stokes.NavierStokes.rate (t(...) of the Python values)
         self._euler_args = (t(gas.gamma - 1.0), t(gas.gamma), n)
@@ -102,3 +108,19 @@ class FusedPointwise:
 
     def launches(self) -> int:
         return launches_per_rate(self.with_viscous)
+
+    # ---- the RK4 stages (the ``update`` phase of ns_engine.py: one launch a stage) ----
+    def rk4_first(self, U, k, acc, tmp, c) -> None:
+        """acc = k, tmp = k·c + U."""
+        self._check(U, k, acc, tmp)
+        self._rk4["rk4_first"](self.rk4_grid, self.block, (U, k, acc, tmp, c, self._n4))
+
+    def rk4_middle(self, U, k, acc, tmp, two, c) -> None:
+        """acc = acc + k·two, tmp = k·c + U."""
+        self._check(U, k, acc, tmp)
+        self._rk4["rk4_middle"](self.rk4_grid, self.block, (U, k, acc, tmp, two, c, self._n4))
+
+    def rk4_last(self, U, k, acc, sixth) -> None:
+        """U = U + (acc + k)·sixth."""
+        self._check(U, k, acc)
+        self._rk4["rk4_last"](self.rk4_grid, self.block, (U, k, acc, sixth, self._n4))

@@ -15,6 +15,8 @@
 - ``batching`` (Navier–Stokes): how many tridiagonal solves the 14 derivatives take (below).
 - ``pointwise`` (Navier–Stokes): the pointwise physics around the derivatives — ``array`` (whole-array
   operations, the reference) or ``fused`` (3 CUDA kernels per evaluation, shaders/cuda/compact/ns_pointwise.cu).
+- ``graph``: ``on`` replays each batch of steps as one CUDA graph (engine/compact/graph.py); ``off`` launches
+  every kernel from the host.
 """
 from __future__ import annotations
 
@@ -78,6 +80,7 @@ def register() -> None:
             kernels[name] = dataclasses.replace(choice, atol=SOLVER_ATOL)
     _register_batching()
     _register_pointwise()
+    _register_graph()
 
 
 def _fused_check(backend, selection, config):
@@ -155,3 +158,51 @@ def _register_pointwise() -> None:
     registry.register_choice(FAMILY, "pointwise", "fused", backends=("cupy",),
                              doc="3 CUDA kernels per evaluation (ns_euler, ns_viscous, ns_combine; Euler: 2)",
                              reference={"pointwise": "array"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+
+
+# What a captured step cannot contain (graph.py): an allocation (the graph would keep a pointer the pool
+# hands out again), a host read of a device value (a sync: illegal under capture) or a launch the host
+# chooses from live timings. The choices below do one of these inside every step.
+GRAPH_REFUSED_SOLVERS = {
+    "gtsv2": "cuSPARSE gtsv2StridedBatch allocates its work buffer on every call and is not documented as "
+             "capture-safe",
+    "cgs": "the iterative solvers read their convergence on the host after every iteration",
+    "bicgstab": "the iterative solvers read their convergence on the host after every iteration",
+}
+GRAPH_KERNELS = ("fused", "cuda", "cuda-vec")
+
+
+def _graph_check(backend, selection, config):
+    if selection.get("graph") != "on":
+        return None
+    solver = selection.get("solver")
+    if solver in GRAPH_REFUSED_SOLVERS:
+        return f"graph = on cannot capture solver = {solver}: {GRAPH_REFUSED_SOLVERS[solver]}"
+    kernel = selection.get("kernel")
+    if kernel not in GRAPH_KERNELS:
+        why = ("the auto-tuner picks its launches from live timings" if kernel == "cuda-autotune"
+               else "its whole-array operations allocate temporaries on every call")
+        return f"graph = on cannot capture kernel = {kernel}: {why} (choose kernel = {' or '.join(GRAPH_KERNELS)})"
+    physics = getattr(config, "physics", None)
+    if (physics is not None and physics.problem == "navier-stokes"
+            and selection.get("pointwise", "array") != "fused"):
+        return ("graph = on captures the Navier–Stokes step with pointwise = fused only (the array "
+                "operations allocate temporaries on every call)")
+    return None
+
+
+def _register_graph() -> None:
+    """``graph``: ``on`` captures a batch of up to graph.GRAPH_STEPS steps as one CUDA graph and replays it
+    (engine/compact/graph.py: every work buffer allocated before the capture, none inside it); ``off``
+    launches each kernel from the host. The replay runs the kernels the host would launch, in its order, on
+    the same buffers: the state is the uncaptured one bit for bit (tests/equivalence/test_compact_graph_gpu.py).
+    NumPy has no graphs: ``on`` is a CuPy choice (a preset's ``graph = "on"`` falls back to ``off`` there)."""
+    registry.register_axis(FAMILY, "graph", default="off",
+                           doc="on: each batch of steps is one CUDA-graph replay (no host launch per kernel); "
+                               "off: the host launches every kernel")
+    registry.register_choice(FAMILY, "graph", "off", backends=("numpy", "cupy"),
+                             doc="one host launch per kernel", reference={"graph": "off"},
+                             rtol=SOLVER_RTOL, atol=SOLVER_ATOL)
+    registry.register_choice(FAMILY, "graph", "on", backends=("cupy",),
+                             doc="a batch of steps captured once as a CUDA graph, then replayed",
+                             reference={"graph": "off"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL, check=_graph_check)

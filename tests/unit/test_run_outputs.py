@@ -19,7 +19,7 @@ def test_timing_json_metadata_has_the_device_and_the_variant_selection(tmp_path)
     doc = json.loads(path.read_text())
     meta = doc["metadata"]
     assert meta["variants"]["solver"] == "pcr"
-    assert set(meta["variants"]) == {"solver", "y-direction", "kernel", "batching", "pointwise"}
+    assert set(meta["variants"]) == {"solver", "y-direction", "kernel", "batching", "pointwise", "graph"}
     # the rows say the same selection, in the label form of their "variant" column
     assert meta["variant"] == doc["rows"][0]["variant"] and "solver=pcr" in meta["variant"]
     assert meta["device_description"].startswith("CPU (") and meta["device"]["name"] in meta["device_description"]

@@ -227,4 +227,40 @@ __global__ void ns_combine(const T* __restrict__ U, const T* __restrict__ P, con
     for (int c = 0; c < 4; ++c) out[c * npts + k] = val[c];
 }
 
+// ---- (4) the RK4 stage arithmetic (ns_engine.py's phase `update`) -----------------------------------
+// The array code's operations in its order, one thread per value of the (4, ny, nx) stacks (n = 4·npts):
+// first stage acc = k, tmp = k·c + U; the middle ones acc = acc + two·k, tmp = k·c + U; the last
+// U = U + (acc + k)·sixth (acc is scratch: the next step's first stage overwrites it, so it is not stored).
+// Why: 14 element-wise launches a step become 4 (at 512² each launch is a few µs of GPU work).
+template <typename T>
+__global__ void rk4_first(const T* __restrict__ U, const T* __restrict__ k, T* __restrict__ acc,
+                          T* __restrict__ tmp, T c, nagare_ns_i64 n)
+{
+    const nagare_ns_i64 i = (nagare_ns_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const T kk = k[i];
+    acc[i] = kk;
+    tmp[i] = kk * c + U[i];
+}
+
+template <typename T>
+__global__ void rk4_middle(const T* __restrict__ U, const T* __restrict__ k, T* __restrict__ acc,
+                           T* __restrict__ tmp, T two, T c, nagare_ns_i64 n)
+{
+    const nagare_ns_i64 i = (nagare_ns_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const T kk = k[i];
+    acc[i] = acc[i] + kk * two;
+    tmp[i] = kk * c + U[i];
+}
+
+template <typename T>
+__global__ void rk4_last(T* __restrict__ U, const T* __restrict__ k, const T* __restrict__ acc, T sixth,
+                         nagare_ns_i64 n)
+{
+    const nagare_ns_i64 i = (nagare_ns_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    U[i] = U[i] + (acc[i] + k[i]) * sixth;
+}
+
 #endif
