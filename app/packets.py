@@ -69,6 +69,7 @@ class FramePacket:
     trails: Any = None  # 3D particles: (T, n, 3) float32 copy of the trails (NaN: no sample)
     time_units: str = ""  # what `time` is in (engine.time_units)
     run: int = 0  # the worker's run id (a new one per engine built): a packet of a replaced run is not drawn
+    device_scalars: Any = None  # GPU: the device copy of vmin/vmax/time being copied to pinned host memory
 
     def ready(self) -> bool:
         return self.event is None or self.event.done

@@ -41,7 +41,7 @@ from .axes2d import Axes2D, AxesSpec, strip_sizes
 from .buffer_field import FieldImage
 from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
-from .drawer import Drawer, host
+from .drawer import Drawer, HostBytes, counting_host_bytes, host
 from .grid_lod import block_mean, grid_step
 from .shared_texture import SharedTexture
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
@@ -59,10 +59,10 @@ def vispy_colormap(name: str) -> Colormap:
     return Colormap(colormaps.lut(name))
 
 
-def _host_scalar(x) -> float:
+def _host_scalar(x, what: str = "scalar") -> float:
     if isinstance(x, (int, float, np.generic, np.ndarray)):
         return float(x)
-    return float(host(x, "cupy"))
+    return float(host(x, "cupy", what))
 
 
 class ParticleVisual(Visual):
@@ -231,6 +231,9 @@ class FieldCanvas(scene.SceneCanvas):
         self._spacing = None
         self.frames_drawn = 0
         self.host_copies = 0
+        # every device→host byte the display copies (uploads, draws, the time label): 0 a frame on
+        # the interop path once a shape's first frame is drawn (bench_display reports it per frame)
+        self.host_bytes = HostBytes()
         self.freeze()
         self.events.resize.connect(lambda ev: self.relayout())
         self.relayout()
@@ -419,6 +422,10 @@ class FieldCanvas(scene.SceneCanvas):
             gl.glFinish()
 
     def on_draw(self, event):
+        with counting_host_bytes(self.host_bytes):
+            self._draw_frame(event)
+
+    def _draw_frame(self, event):
         self.prepare()
         if self._drawer is not None and hasattr(self._drawer, "before_draw"):
             self._drawer.before_draw(self)
@@ -447,7 +454,8 @@ class FieldCanvas(scene.SceneCanvas):
         pk = self.shown
         if pk is None or pk.time is None:
             return ""
-        return time_label(_host_scalar(pk.time), pk.time_units)
+        with counting_host_bytes(self.host_bytes):
+            return time_label(_host_scalar(pk.time, "time"), pk.time_units)
 
     def shown_step(self) -> int | None:
         """The step of the frame on screen (the one shown_time stamps), None before the first one."""
@@ -460,7 +468,7 @@ class FieldCanvas(scene.SceneCanvas):
             return self.fixed_range
         if pk.vmin is None:
             return 0.0, 1.0
-        lo, hi = _host_scalar(pk.vmin), _host_scalar(pk.vmax)  # event done: read on a private stream
+        lo, hi = _host_scalar(pk.vmin, "colour range"), _host_scalar(pk.vmax, "colour range")  # event done
         if not hi > lo:
             hi = lo + (abs(lo) * 1e-6 or 1.0)
         return lo, hi
@@ -571,7 +579,7 @@ class FieldCanvas(scene.SceneCanvas):
             self.host_copies += pk.backend == "cupy"
             if event is not pk.event:
                 interop.poll_until_done(event, 1e-4)  # block means on their own stream; host() copies on another
-            self.image.set_data(host(data, pk.backend))
+            self.image.set_data(host(data, pk.backend, "field"))
             self._image_shape = tex_shape
         if (pk.spacing, k) != self._image_scale:
             self._image_scale = (pk.spacing, k)
@@ -586,7 +594,7 @@ class FieldCanvas(scene.SceneCanvas):
         if pk.overlay is None:
             self.overlay.visible = False
             return
-        pos = host(pk.overlay, pk.backend)
+        pos = host(pk.overlay, pk.backend, "tracers")
         self.overlay.set_data(pos, size=OVERLAY_SIZE * self.pixel_scale)
         self.overlay.visible = True
 
@@ -600,19 +608,19 @@ class FieldCanvas(scene.SceneCanvas):
         if self._mask_key is not None and self._mask_key[0] is pk.mask and self._mask_key[1] == pk.data.shape:
             return
         self._mask_key = (pk.mask, pk.data.shape)
-        m = host(pk.mask, pk.backend)
+        m = host(pk.mask, pk.backend, "mask")
         rgba = np.zeros(m.shape + (4,), np.uint8)
         rgba[m] = MASK_RGBA
         self.mask_image.set_data(rgba)
 
     def _upload_particles(self, pk: FramePacket) -> None:
-        pos = host(pk.positions, pk.backend)
+        pos = host(pk.positions, pk.backend, "particles")
         self.host_copies += pk.backend == "cupy"
         clim = (0.0, 1.0)
         if pk.data is not None:
             clim = self.current_range = self.colour_range(pk)
         size = 7 if len(pos) < 5000 else 3
-        self.markers.set_data(pos, host(pk.data, pk.backend), clim, size * self.pixel_scale)
+        self.markers.set_data(pos, host(pk.data, pk.backend, "particles"), clim, size * self.pixel_scale)
         if pk.bounds is not None:
             lo, hi = (np.asarray(b, np.float32)[None] for b in pk.bounds)
             self.domain.set_data(box_segments(lo, hi))
@@ -620,11 +628,11 @@ class FieldCanvas(scene.SceneCanvas):
 
     def _upload_boxes(self, pk: FramePacket) -> None:
         """One line visual for every leaf's 12 edges, coloured by level (legend in the colour bar)."""
-        lo, hi = host(pk.lo, pk.backend), host(pk.hi, pk.backend)
+        lo, hi = host(pk.lo, pk.backend, "boxes"), host(pk.hi, pk.backend, "boxes")
         if pk.level is None:
             self.lines.set_data(box_segments(lo, hi), color=(0.9, 0.9, 0.9, 0.6))
             return
-        level = host(pk.level, pk.backend)
+        level = host(pk.level, pk.backend, "boxes")
         self.legend_levels = sorted(int(v) for v in np.unique(level))
         self.lines.set_data(box_segments(lo, hi), color=np.repeat(level_colours(level), 24, axis=0))
 
