@@ -65,6 +65,7 @@ class FramePacket:
     solids: tuple = ()  # particles: obstacle boxes ((lo), (hi)) drawn as surfaces
     radius: float | None = None  # particles: sprite radius in world units (half the spacing)
     boxes: Any = None  # volume3d: (lo, hi, level) of the engine's Boxes field drawn around the volume
+    boxes_levels: tuple | None = None  # volume3d: the levels in boxes' level when the engine knows them on the host
     surfaces: tuple = ()  # volume3d: the Grid3D's solid bodies ((vertices, faces) host arrays, as the engine's)
     trails: Any = None  # 3D particles: (T, n, 3) float32 copy of the trails (NaN: no sample)
     time_units: str = ""  # what `time` is in (engine.time_units)

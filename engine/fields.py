@@ -68,6 +68,7 @@ class Boxes:
     hi: Any  # (n, 3)
     level: Any = None  # (n,)
     label: str = ""
+    levels: tuple | None = None  # the distinct levels in ``level`` when known on the host (a legend needs no read)
 
 
 @dataclass

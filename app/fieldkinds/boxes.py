@@ -14,14 +14,15 @@ _BOX_EDGES = np.array([(0, 1), (1, 3), (3, 2), (2, 0), (4, 5), (5, 7), (7, 6), (
                        (0, 4), (1, 5), (2, 6), (3, 7)])
 
 
-def box_segments(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """(n, 3) corners lo/hi → (n*24, 3) line-segment endpoints of the boxes' edges."""
-    lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
-    corners = np.empty((len(lo), 8, lo.shape[1]), np.float32)
+def box_segments(lo, hi, xp=np):
+    """(n, 3) corners lo/hi → (n*24, 3) line-segment endpoints of the boxes' edges (``xp``: NumPy,
+    or CuPy for device arrays: the 3D view builds the leaves' lines on the GPU)."""
+    lo, hi = xp.asarray(lo, dtype=xp.float32), xp.asarray(hi, dtype=xp.float32)
+    corners = xp.empty((len(lo), 8, lo.shape[1]), xp.float32)
     for c in range(8):
-        pick = [(c >> d) & 1 for d in range(lo.shape[1])]
-        corners[:, c] = np.where(pick, hi, lo)
-    return corners[:, _BOX_EDGES].reshape(-1, lo.shape[1])
+        pick = xp.asarray([(c >> d) & 1 for d in range(lo.shape[1])], dtype=bool)
+        corners[:, c] = xp.where(pick, hi, lo)
+    return corners[:, xp.asarray(_BOX_EDGES)].reshape(-1, lo.shape[1])
 
 
 @register("snapshot", Boxes)
