@@ -41,6 +41,7 @@ from .axes2d import Axes2D, AxesSpec, strip_sizes
 from .buffer_field import FieldImage
 from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
+from .device_draw import HIDDEN, GeometryUploads, point_positions
 from .drawer import Drawer, HostBytes, counting_host_bytes, host
 from .grid_lod import block_mean, grid_step
 from .shared_texture import SharedTexture
@@ -94,6 +95,12 @@ class ParticleVisual(Visual):
         self._pos.set_data(pos)
         self._val.set_data(vals)
         self._bounds = np.stack([pos.min(axis=0), pos.max(axis=0)]) if len(pos) else np.zeros((2, 3))
+        self.set_style(clim, size)
+
+    def set_style(self, clim, size: float, bounds=None) -> None:
+        """Colour range and sprite size (and the bounds, when known) of buffers CUDA wrote."""
+        if bounds is not None:
+            self._bounds = np.asarray(bounds, np.float64)
         self.shared_program["u_clim"] = tuple(float(c) for c in clim)
         self.shared_program["u_size"] = float(size)
         self.update()
@@ -132,6 +139,9 @@ class OverlayVisual(Visual):
     def set_data(self, positions: np.ndarray, size: float = 4.0) -> None:
         pos = np.ascontiguousarray(positions, dtype=np.float32)
         self._pos.set_data(pos if len(pos) else np.zeros((1, 2), np.float32))
+        self.set_size(size)
+
+    def set_size(self, size: float) -> None:
         self.shared_program["u_size"] = float(size)
         self.update()
 
@@ -234,6 +244,7 @@ class FieldCanvas(scene.SceneCanvas):
         # every device→host byte the display copies (uploads, draws, the time label): 0 a frame on
         # the interop path once a shape's first frame is drawn (bench_display reports it per frame)
         self.host_bytes = HostBytes()
+        self.device_geometry = GeometryUploads()  # 2D tracers and particles on the interop path
         self.freeze()
         self.events.resize.connect(lambda ev: self.relayout())
         self.relayout()
@@ -410,7 +421,8 @@ class FieldCanvas(scene.SceneCanvas):
         if pk is not None and pk.ready():
             self._pending = None
             try:
-                self._upload(pk)
+                with counting_host_bytes(self.host_bytes):
+                    self._upload(pk)
             except Exception:
                 log.exception("nagare: cannot draw frame %s", pk.seq)
 
@@ -422,10 +434,6 @@ class FieldCanvas(scene.SceneCanvas):
             gl.glFinish()
 
     def on_draw(self, event):
-        with counting_host_bytes(self.host_bytes):
-            self._draw_frame(event)
-
-    def _draw_frame(self, event):
         self.prepare()
         if self._drawer is not None and hasattr(self._drawer, "before_draw"):
             self._drawer.before_draw(self)
@@ -590,12 +598,24 @@ class FieldCanvas(scene.SceneCanvas):
         self._upload_mask(pk)
         self._upload_overlay(pk)
 
+    def _from_device(self, pk: FramePacket) -> bool:
+        """Geometry (tracers, particles) goes into CUDA-registered vertex buffers, not through the host."""
+        return self.display_path == "interop" and pk.backend == "cupy"
+
     def _upload_overlay(self, pk: FramePacket) -> None:
         if pk.overlay is None:
             self.overlay.visible = False
             return
-        pos = host(pk.overlay, pk.backend, "tracers")
-        self.overlay.set_data(pos, size=OVERLAY_SIZE * self.pixel_scale)
+        size = OVERLAY_SIZE * self.pixel_scale
+        if self._from_device(pk) and pk.overlay.shape[0]:
+            pos = pk.overlay
+            buf = self.device_geometry.buffer("tracers", self.overlay._pos, 2, (HIDDEN, 0))
+            self.device_geometry.upload(self, pk.event, pos,
+                                        lambda xp: [(buf, point_positions(xp, pos, 2), (HIDDEN, 0))])
+            self.overlay.set_size(size)
+        else:
+            self.device_geometry.drop("tracers")  # the host writes that GL buffer now
+            self.overlay.set_data(host(pk.overlay, pk.backend, "tracers"), size=size)
         self.overlay.visible = True
 
     def _upload_mask(self, pk: FramePacket) -> None:
@@ -614,17 +634,44 @@ class FieldCanvas(scene.SceneCanvas):
         self.mask_image.set_data(rgba)
 
     def _upload_particles(self, pk: FramePacket) -> None:
-        pos = host(pk.positions, pk.backend, "particles")
-        self.host_copies += pk.backend == "cupy"
         clim = (0.0, 1.0)
         if pk.data is not None:
             clim = self.current_range = self.colour_range(pk)
-        size = 7 if len(pos) < 5000 else 3
-        self.markers.set_data(pos, host(pk.data, pk.backend, "particles"), clim, size * self.pixel_scale)
+        n = int(pk.positions.shape[0])
+        size = (7 if n < 5000 else 3) * self.pixel_scale
+        self._decide_path()
+        if self._from_device(pk) and n:
+            self._upload_particles_device(pk, clim, size)
+        else:
+            self.device_geometry.drop("particles", "particle values")  # the host writes those GL buffers now
+            self.host_copies += pk.backend == "cupy"
+            pos = host(pk.positions, pk.backend, "particles")
+            self.markers.set_data(pos, host(pk.data, pk.backend, "particles"), clim, size)
         if pk.bounds is not None:
             lo, hi = (np.asarray(b, np.float32)[None] for b in pk.bounds)
             self.domain.set_data(box_segments(lo, hi))
             self.domain.visible = True
+
+    def _upload_particles_device(self, pk: FramePacket, clim, size: float) -> None:
+        """2D particles: positions (z = 0) and the colouring attribute built on the device and
+        copied into the sprites' CUDA-registered vertex buffers."""
+        positions, values = pk.positions, pk.data
+        pos_buf = self.device_geometry.buffer("particles", self.markers._pos, 3, (HIDDEN, 0, 0))
+        val_buf = self.device_geometry.buffer("particle values", self.markers._val, 1, (0,))
+
+        def build(xp):
+            vals = (xp.zeros(positions.shape[0], xp.float32) if values is None
+                    else xp.asarray(values, dtype=xp.float32))
+            return [(pos_buf, point_positions(xp, positions, 3), (HIDDEN, 0, 0)),
+                    (val_buf, vals.reshape(-1, 1), (0,))]
+
+        self.device_geometry.upload(self, pk.event, (positions, values), build)
+        bounds = None
+        if pk.bounds is not None:
+            lo, hi = (np.zeros(3) for _ in range(2))
+            lo[:2], hi[:2] = np.asarray(pk.bounds[0], np.float64)[:2], np.asarray(pk.bounds[1], np.float64)[:2]
+            bounds = np.stack([lo, hi])
+        self.markers.set_style(clim, size, bounds)
 
     def _upload_boxes(self, pk: FramePacket) -> None:
         """One line visual for every leaf's 12 edges, coloured by level (legend in the colour bar)."""

@@ -235,6 +235,14 @@ class GeometryUploads:
             vert.upload(array, done)
         self.uploads += 1
 
+    def drop(self, *roles: str) -> None:
+        """Unregister these roles' buffers (the host is about to write them)."""
+        for role in roles:
+            v = self.buffers.pop(role, None)
+            if v is not None:
+                self.reads.wait_all()
+                v.close()
+
     def close(self) -> None:
         """Unregister every buffer (the canvas' GL context current)."""
         self.reads.wait_all()
