@@ -16,8 +16,10 @@ own texture, filled only while it is on. With CuPy and an NVIDIA GL context both
 3D particles are point sprites lit as spheres whose diameter is the particle spacing in world
 units (the pixel size is measured from the camera before every draw, see spheres.vert.glsl);
 their position and value buffers are written by CUDA through :class:`~.interop.BufferInterop`
-where possible. Their trails (``pk.trails``, (T, n, 3)) are one line visual of short segments
-built on the host every frame (:func:`trail_segments`).
+where possible. Their trails (``pk.trails``, (T, n, 3)) are one line visual of short segments:
+built on the host (:func:`trail_segments`) on the host path, on the device into CUDA-registered
+vertex buffers on the interop path (:mod:`.device_draw`), as are amr3d's tracers and the octree
+leaves drawn around a volume.
 
 Solid bodies of a grid (``pk.surfaces``: triangle meshes) are one merged, lit, opaque mesh in the
 scene of the slice planes (depth tested: a plane through a body leaves it visible), uploaded only
