@@ -62,14 +62,16 @@ def trail_lines(xp, trails, max_step=None):
     finite = f3[..., 0] & f3[..., 1] & f3[..., 2]  # (T, n)
     unused = ~finite.any(axis=1)
     gaps = unused & ~xp.roll(unused, 1)
-    first_gap = xp.argmax(gaps)  # 0 where there is none: then gaps[0] is False
-    rotate = gaps[first_gap] & (first_gap != n_t - 1)
+    first_gap = xp.argmax(gaps)  # the first gap slot, where there is one
+    rotate = gaps.any() & (first_gap != n_t - 1)
     order = (xp.where(rotate, first_gap + 1, 0) + xp.arange(n_t)) % n_t
     t, finite = t[order], finite[order]
     ok = finite[:-1] & finite[1:]  # (T-1, n)
     a, b = t[:-1], t[1:]
-    if max_step is not None:
-        ok &= ~(xp.abs(b - a) > xp.asarray(max_step, dtype=xp.float32)).any(axis=2)
+    if max_step is not None:  # per axis, as Python floats: no host → device copy of a (3,) array
+        step = xp.abs(b - a)
+        for axis, m in enumerate(np.broadcast_to(np.asarray(max_step, np.float32), 3)):
+            ok &= ~(step[..., axis] > float(m))
     ends = xp.stack([a, b], axis=2)  # (T-1, n, 2, 3): segment k·n + p joins samples k, k+1 of p
     ends = xp.where(ok[:, :, None, None], ends, xp.float32(0))
     n_age = n_t - 1
@@ -77,7 +79,8 @@ def trail_lines(xp, trails, max_step=None):
     age = xp.arange(n_age, dtype=xp.float32)
     alpha = xp.stack([lo + (hi - lo) * age / n_age, lo + (hi - lo) * (age + 1) / n_age], axis=1)  # (T-1, 2)
     rgba = xp.empty((n_age, n, 2, 4), xp.float32)
-    rgba[..., :3] = xp.asarray(TRAIL_RGB, dtype=xp.float32)
+    for c, v in enumerate(TRAIL_RGB):
+        rgba[..., c] = v
     rgba[..., 3] = xp.where(ok[:, :, None], alpha[:, None, :], xp.float32(0))
     return ends.reshape(-1, 3), rgba.reshape(-1, 4)
 
@@ -102,7 +105,9 @@ def pad_rows(xp, array, rows: int, fill):
         return xp.ascontiguousarray(array)
     out = xp.empty((rows,) + tuple(array.shape[1:]), array.dtype)
     out[:n] = array
-    out[n:] = xp.asarray(fill, dtype=array.dtype)
+    fill = np.broadcast_to(np.asarray(fill, array.dtype), out.shape[1:])
+    for col, v in np.ndenumerate(fill):  # scalars: fill kernels, no host → device copy
+        out[(slice(n, None), *col)] = v.item() if hasattr(v, "item") else v
     return out
 
 

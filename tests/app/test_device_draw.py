@@ -254,3 +254,49 @@ def test_the_device_path_draws_what_the_host_path_draws(make_canvas):
         assert (lit_a ^ lit_b).sum() <= 0.1 * lit_a.sum(), (what, lit_a.sum(), lit_b.sum(), (lit_a ^ lit_b).sum())
     d_leaves = np.abs(frames["host", "leaves"].astype(int) - frames["interop", "leaves"].astype(int)).max(axis=-1)
     assert (d_leaves > 8).sum() <= 0.02 * lit_a.sum()  # leaves alone: the same pixels in the same colours
+
+
+def test_2d_tracers_and_particles_from_the_device_draw_the_host_pixels(make_canvas):
+    """The tracers over a 2D grid and 2D particles through their device buffers (NumPy standing for
+    CuPy, the fake registration) give the host path's frame; a parked tracer is not drawn."""
+    if not isolated(__file__, "test_2d_tracers_and_particles_from_the_device_draw_the_host_pixels"):
+        return
+    from nagare.app.gui.device_draw import HostGeometry
+    from nagare.app.packets import FramePacket
+
+    rng = np.random.default_rng(4)
+    field = rng.random((24, 32)).astype(np.float32)
+    tracers = np.array([[4.0, 5.0], [20.0, 12.0], [np.nan, np.nan], [28.0, 20.0]], np.float32)
+    positions = rng.random((40, 2)).astype(np.float32)
+    values = rng.random(40).astype(np.float32)
+    frames = {}
+    for path in ("host", "interop"):
+        c = make_canvas(256, 192, colorbar=False, axes=False)
+        backend = "numpy"
+        if path == "interop":
+            backend = "cupy"  # the arrays are NumPy: the device path runs on them (HostGeometry)
+            c.display_path = "interop"
+            c.device_geometry.geometry = HostGeometry()
+            c.device_geometry.make_interop = FakeBufferInterop
+            c._upload_interop = lambda data, event, shape, c=c: c.image.set_data(data)  # the field as the host does
+        for seq in (1, 2):  # the second grid frame takes the interop branch for the field too
+            c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                      backend=backend, data=field, overlay=tracers, vmin=0.0, vmax=1.0))
+            c.draw_now(finish=True)
+        frames[path, "grid"] = c.grab()
+        c.show_packet(FramePacket(seq=3, step=3, time=0.0, field_name="p", kind="particles", fields=("p",),
+                                  backend=backend, positions=positions, data=values, vmin=0.0, vmax=1.0,
+                                  bounds=((0.0, 0.0), (1.0, 1.0))))
+        c.draw_now(finish=True)
+        frames[path, "particles"] = c.grab()
+        if path == "interop":
+            assert set(c.device_geometry.buffers) == {"tracers", "particles", "particle values"}
+            assert c.device_geometry.buffers["tracers"].capacity == 4
+    for what in ("grid", "particles"):
+        a, b = frames["host", what].astype(int), frames["interop", what].astype(int)
+        assert np.abs(a - b).max() <= 2, (what, np.abs(a - b).max(), (np.abs(a - b).max(axis=-1) > 2).sum())
+    p = frames["interop", "particles"].reshape(-1, 3).astype(int)
+    background = np.median(p, axis=0)
+    assert (np.abs(p - background).max(axis=-1) > 30).sum() > 200  # the sprites are drawn
+    g = frames["interop", "grid"].astype(int)
+    assert (g.max(axis=-1) > 235).sum() > 8 and (g.max(axis=-1) < 25).sum() > 8  # white cores, dark rings
