@@ -834,7 +834,7 @@ class GridDrawer(Drawer):
         canvas.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
 
     def display_label(self, canvas):
-        # grids may go through interop; geometry always uses the host
+        # the field through shared buffers or a mapped texture (its tracers through vertex buffers)
         shared = isinstance(canvas._interop, SharedTexture)
         if not shared:
             return canvas.display_path
@@ -843,7 +843,8 @@ class GridDrawer(Drawer):
 
 
 class GeometryDrawer(Drawer):
-    """Particles and boxes: host-copied geometry, 2D or 3D (then the orbit camera)."""
+    """Particles and boxes, 2D or 3D (then the orbit camera): 2D particles from the device on the
+    interop path, boxes and the host path through host copies."""
 
     @abstractmethod
     def coords(self, pk: FramePacket):
@@ -881,6 +882,9 @@ class ParticlesDrawer(GeometryDrawer):
 
     def upload(self, canvas, pk):
         canvas._upload_particles(pk)
+
+    def display_label(self, canvas) -> str:
+        return "interop (vertex buffers)" if canvas._from_device(canvas.shown) else self.label
 
 
 class BoxesDrawer(GeometryDrawer):
