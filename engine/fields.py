@@ -64,6 +64,9 @@ class Particles:
 
 @dataclass
 class Boxes:
+    """Axis-aligned boxes (octree leaves) with their level. Boxes that change come in new arrays:
+    a display keeps one copy per set of arrays and builds their lines again only for new ones."""
+
     lo: Any  # (n, 3)
     hi: Any  # (n, 3)
     level: Any = None  # (n,)

@@ -11,6 +11,7 @@ from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
 from .. import colormaps
 from ..packets import SLICE_AXES, VOLUME_TAIL, SnapshotContext, display_range, mask_copy
+from .boxes import boxes_copy
 from .registry import register
 from .vtkio import be_bytes, safe_name
 
@@ -80,23 +81,6 @@ def snapshot_volume(f: Grid3D, data, ctx: SnapshotContext):
         if boxes is not None:
             pk.boxes, pk.boxes_levels = boxes_copy(xp, boxes, ctx.cache)
     return pk
-
-
-def boxes_copy(xp, boxes: Boxes, cache: dict | None):
-    """((lo, hi, level) device copies, the levels present or None) of the Boxes drawn around a volume.
-
-    One copy per set of engine arrays: while the engine hands the same arrays (amr3d: until it
-    regrids) every packet carries the same tuple, so the canvas builds the leaves' lines again only
-    when they change. The cache holds the engine's arrays themselves, so an id is never reused."""
-    key = (boxes.lo, boxes.hi, boxes.level)
-    hit = None if cache is None else cache.get("boxes copy")
-    if hit is not None and all(a is b for a, b in zip(hit[0], key)):
-        return hit[1], boxes.levels
-    copy = (xp.asarray(boxes.lo, dtype=xp.float32).copy(), xp.asarray(boxes.hi, dtype=xp.float32).copy(),
-            None if boxes.level is None else xp.asarray(boxes.level).copy())
-    if cache is not None:
-        cache["boxes copy"] = (key, copy)
-    return copy, boxes.levels
 
 
 def _is_overlay(f) -> bool:

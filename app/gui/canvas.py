@@ -41,7 +41,7 @@ from .axes2d import Axes2D, AxesSpec, strip_sizes
 from .buffer_field import FieldImage
 from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
-from .device_draw import HIDDEN, GeometryUploads, point_positions
+from .device_draw import HIDDEN, DeviceLines, GeometryUploads, leaf_lines, point_positions
 from .drawer import Drawer, HostBytes, counting_host_bytes, host
 from .grid_lod import block_mean, grid_step
 from .shared_texture import SharedTexture
@@ -53,6 +53,7 @@ log = logging.getLogger("nagare")
 __all__ = ["Drawer", "FieldCanvas", "LEVEL_COLOURS", "Particles3DDrawer", "box_segments", "host"]
 
 
+UNLEVELLED_BOXES_RGBA = (0.9, 0.9, 0.9, 0.6)  # boxes without levels
 MASK_RGBA = (89, 89, 97, 255)  # obstacles: (0.35, 0.35, 0.38) as in colormaps.apply's mask colour
 
 
@@ -208,12 +209,14 @@ class FieldCanvas(scene.SceneCanvas):
         self.overlay = Overlay2D(parent=self.view.scene)
         self.overlay.order = 2
         self.lines = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 0.6), parent=self.view.scene)
+        self.lines_device = DeviceLines(parent=self.view.scene)  # the boxes from the device (interop path)
         self.domain = scene.visuals.Line(connect="segments", color=(0.6, 0.6, 0.65, 1), parent=self.view.scene)
-        for v in (self.markers, self.lines, self.domain, self.mask_image, self.overlay):
+        for v in (self.markers, self.lines, self.lines_device, self.domain, self.mask_image, self.overlay):
             v.visible = False
         # every visual a Drawer may show, by name; hidden together when the packet kind changes
         self.visuals = {"image": self.image, "mask_image": self.mask_image, "markers": self.markers,
-                        "overlay": self.overlay, "lines": self.lines, "domain": self.domain}
+                        "overlay": self.overlay, "lines": self.lines, "lines_device": self.lines_device,
+                        "domain": self.domain}
         self.hud = None
         self.backend = "numpy"
         self.display_path = "undecided"
@@ -244,7 +247,9 @@ class FieldCanvas(scene.SceneCanvas):
         # every device→host byte the display copies (uploads, draws, the time label): 0 a frame on
         # the interop path once a shape's first frame is drawn (bench_display reports it per frame)
         self.host_bytes = HostBytes()
-        self.device_geometry = GeometryUploads()  # 2D tracers and particles on the interop path
+        self.device_geometry = GeometryUploads()  # 2D tracers, particles and boxes on the interop path
+        self._boxes_key = None  # the packet's lo array the device boxes were built from
+        self._boxes_legend = None
         self.freeze()
         self.events.resize.connect(lambda ev: self.relayout())
         self.relayout()
@@ -675,13 +680,47 @@ class FieldCanvas(scene.SceneCanvas):
 
     def _upload_boxes(self, pk: FramePacket) -> None:
         """One line visual for every leaf's 12 edges, coloured by level (legend in the colour bar)."""
+        self._decide_path()
+        device = self._from_device(pk) and pk.lo.shape[0] > 0
+        self.lines.visible, self.lines_device.visible = not device, device
+        if device:
+            self._upload_boxes_device(pk)
+            return
+        self._boxes_key = None
+        self.device_geometry.drop("box ends", "box colours")
         lo, hi = host(pk.lo, pk.backend, "boxes"), host(pk.hi, pk.backend, "boxes")
         if pk.level is None:
-            self.lines.set_data(box_segments(lo, hi), color=(0.9, 0.9, 0.9, 0.6))
+            self.lines.set_data(box_segments(lo, hi), color=UNLEVELLED_BOXES_RGBA)
             return
         level = host(pk.level, pk.backend, "boxes")
         self.legend_levels = sorted(int(v) for v in np.unique(level))
         self.lines.set_data(box_segments(lo, hi), color=np.repeat(level_colours(level), 24, axis=0))
+
+    def _upload_boxes_device(self, pk: FramePacket) -> None:
+        """The boxes' lines built on the device, again only when the packet carries other arrays
+        (the worker hands out one copy per engine Boxes)."""
+        if pk.lo is not self._boxes_key:
+            self._boxes_key = pk.lo
+            lo, hi, level = pk.lo, pk.hi, pk.level
+            levels = pk.boxes_levels
+            if level is not None and levels is None:  # not said by the engine: read once per new boxes
+                levels = np.unique(host(level, pk.backend, "box levels")).tolist()
+            self._boxes_legend = None if level is None else sorted(int(v) for v in levels)
+            ends = self.device_geometry.buffer("box ends", self.lines_device.positions, 3, (0, 0, 0))
+            colours = self.device_geometry.buffer("box colours", self.lines_device.colors, 4, (0, 0, 0, 0))
+
+            def build(xp):
+                seg, rgba = leaf_lines(xp, lo, hi, level)
+                if level is None:  # one colour, as the host path draws them
+                    rgba = xp.empty_like(rgba)
+                    for c, v in enumerate(UNLEVELLED_BOXES_RGBA):
+                        rgba[:, c] = v
+                seg3 = xp.zeros((seg.shape[0], 3), xp.float32)
+                seg3[:, :seg.shape[1]] = seg  # 2D boxes lie in z = 0
+                return [(ends, seg3, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
+
+            self.device_geometry.upload(self, pk.event, (lo, hi, level), build)
+        self.legend_levels = self._boxes_legend
 
     def _wanted_grid_step(self, pk: FramePacket) -> int:
         """k of the texture for this view: the cells per pixel it shows, ≥ 1 (grid_lod.py);

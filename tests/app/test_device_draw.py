@@ -300,3 +300,39 @@ def test_2d_tracers_and_particles_from_the_device_draw_the_host_pixels(make_canv
     assert (np.abs(p - background).max(axis=-1) > 30).sum() > 200  # the sprites are drawn
     g = frames["interop", "grid"].astype(int)
     assert (g.max(axis=-1) > 235).sum() > 8 and (g.max(axis=-1) < 25).sum() > 8  # white cores, dark rings
+
+
+def test_boxes_from_the_device_draw_the_host_pixels_and_are_built_once_per_set(make_canvas):
+    """The ``boxes`` kind (amr3d's leaves as the shown field) through device buffers: the host
+    path's lines and legend; the same arrays again are not built again."""
+    if not isolated(__file__, "test_boxes_from_the_device_draw_the_host_pixels_and_are_built_once_per_set"):
+        return
+    from nagare.app.gui.device_draw import HostGeometry
+    from nagare.app.packets import FramePacket
+
+    lo = np.array([[0, 0, 0], [1, 0, 0], [1, 0.5, 0], [1.5, 0.5, 0]], np.float32)
+    hi = lo + np.array([[1, 1, 1], [0.5, 0.5, 0.5], [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]], np.float32)
+    level = np.array([0, 1, 1, 2])
+    frames = {}
+    for path in ("host", "interop"):
+        c = make_canvas(320, 240, colorbar=False, axes=False)
+        backend = "numpy"
+        if path == "interop":
+            backend = "cupy"
+            c.display_path = "interop"
+            c.device_geometry.geometry = HostGeometry()
+            c.device_geometry.make_interop = FakeBufferInterop
+        for seq in (1, 2):
+            c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="b", kind="boxes", fields=("b",),
+                                      backend=backend, lo=lo, hi=hi, level=level,
+                                      boxes_levels=(0, 1, 2) if path == "interop" else None))
+            c.draw_now(finish=True)
+        frames[path] = c.grab()
+        assert c.legend_levels == [0, 1, 2]
+        if path == "interop":
+            assert c.lines_device.visible and not c.lines.visible
+            assert c.device_geometry.uploads == 1  # the same lo array: built once
+    a, b = frames["host"].astype(int), frames["interop"].astype(int)
+    lit = np.abs(a - a[2, 2]).max(axis=-1) > 30
+    assert lit.sum() > 100
+    assert (np.abs(a - b).max(axis=-1) > 8).sum() <= 0.02 * lit.sum()

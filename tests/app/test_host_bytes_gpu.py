@@ -19,11 +19,14 @@ pytestmark = [pytest.mark.gpu, pytest.mark.gui]
 
 WARM_FRAMES = 3  # a shape's first frame allocates its texture through the host
 MEASURED_FRAMES = 5
-CASES = ["lbm2d-cylinder", "sph-dambreak2d", "sph-dambreak3d", "diffusion3d", "wave2d", "compact-rotating-cone",
-         "amr3d-sphere-re100"]
+# (preset, the field shown: None for the preset's own); amr3d also with its leaves and its tracers
+# as the shown field (the ``boxes`` kind; 3D particles with trails)
+CASES = [("lbm2d-cylinder", None), ("sph-dambreak2d", None), ("sph-dambreak3d", None), ("diffusion3d", None),
+         ("wave2d", None), ("compact-rotating-cone", None), ("amr3d-sphere-re100", None),
+         ("amr3d-sphere-re100", "leaves"), ("amr3d-sphere-re100", "tracers")]
 
 
-def _frames(name):
+def _frames(name, shown_field=None):
     """(canvas, engine, packets drawn, host bytes after each frame) of WARM + MEASURED frames."""
     from nagare.app.gui.canvas import FieldCanvas
     from nagare.app.gui.worker import snapshot
@@ -38,7 +41,7 @@ def _frames(name):
     c.set_backend("cupy")
     # amr3d: two planes, the leaves on (the preset shows one plane and no leaves)
     c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True)
-    view = ViewRequest(field=preset.view.field, slice_axis=preset.view.slice_axis)
+    view = ViewRequest(field=shown_field or preset.view.field, slice_axis=preset.view.slice_axis)
     cache, packets, totals = {}, [], []
     for seq in range(1, WARM_FRAMES + MEASURED_FRAMES + 1):
         eng.step(preset.run.steps_per_frame)
@@ -57,18 +60,23 @@ def _frames(name):
     return c, eng, packets, totals
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_no_host_bytes_per_frame_on_the_interop_path(egl, caplog, name):
+@pytest.mark.parametrize("name,shown_field", CASES, ids=[f"{n}-{f}" if f else n for n, f in CASES])
+def test_no_host_bytes_per_frame_on_the_interop_path(egl, caplog, name, shown_field):
     from nagare.app.gui.view3d import Particles3DDrawer, VolumeDrawer
 
-    c, eng, packets, totals = _frames(name)
+    c, eng, packets, totals = _frames(name, shown_field)
     try:
         assert "cannot draw frame" not in caplog.text, caplog.text[-3000:]
         assert c.display_path == "interop", c.path_reason
         pk = packets[-1]
         if name.startswith("lbm2d"):
             assert pk.overlay is not None and c.overlay.visible  # the tracers are drawn
-        if name == "amr3d-sphere-re100":
+        if shown_field == "leaves":
+            assert pk.kind == "boxes" and c.lines_device.visible and c.legend_levels
+        if shown_field == "tracers":
+            assert pk.kind == "particles" and pk.trails is not None
+            assert c.own_drawer(Particles3DDrawer).dev_trails.visible
+        if name == "amr3d-sphere-re100" and shown_field is None:
             assert pk.kind == "volume3d" and pk.overlay is not None and pk.trails is not None and pk.boxes is not None
             d = c.own_drawer(VolumeDrawer)
             assert d.dev_tracers.visible and d.dev_trails.visible and d.dev_leaves.visible
