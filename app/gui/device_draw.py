@@ -62,7 +62,7 @@ def trail_lines(xp, trails, max_step=None):
     finite = f3[..., 0] & f3[..., 1] & f3[..., 2]  # (T, n)
     unused = ~finite.any(axis=1)
     gaps = unused & ~xp.roll(unused, 1)
-    first_gap = xp.argmax(gaps)  # the first gap slot, where there is one
+    first_gap = xp.argmax(gaps.astype(xp.int8))  # the first gap slot, where there is one
     rotate = gaps.any() & (first_gap != n_t - 1)
     order = (xp.where(rotate, first_gap + 1, 0) + xp.arange(n_t)) % n_t
     t, finite = t[order], finite[order]
