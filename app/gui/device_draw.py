@@ -1,9 +1,10 @@
 """Geometry drawn from the device: line segments and points whose vertex buffers CUDA writes.
 
-The 3D grid view's tracers, their trails and the octree leaves (and the 2D view's tracers and
-particles) reach GL without the host on the interop path: their vertex arrays are built with
-``xp`` (CuPy there; the same functions run on NumPy, which is how they are tested without a
-GPU) and copied device → device into CUDA-registered GL buffers (:class:`interop.BufferInterop`).
+The 3D grid view's tracers, their trails and the octree leaves (and 3D particles' trails, the 2D
+view's tracers and particles, boxes shown on their own) reach GL without the host on the interop
+path: their vertex arrays are built with ``xp`` (CuPy there; the same functions run on NumPy,
+which is how they are tested without a GPU) and copied device → device into CUDA-registered GL
+buffers (:class:`interop.BufferInterop`).
 
 The arrays have a size known without reading the device: a trail ring of T samples of n
 tracers gives 2·(T−1)·n segment ends whether or not every sample is written. What the host path
@@ -16,6 +17,8 @@ A buffer is sized to a capacity that only grows (:class:`DeviceVertices`): it is
 with CUDA once per capacity, and the rows past the current count are filled with the hidden value.
 """
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 import numpy as np
 from vispy import gloo, scene
@@ -107,7 +110,7 @@ def pad_rows(xp, array, rows: int, fill):
     out[:n] = array
     fill = np.broadcast_to(np.asarray(fill, array.dtype), out.shape[1:])
     for col, v in np.ndenumerate(fill):  # scalars: fill kernels, no host → device copy
-        out[(slice(n, None), *col)] = v.item() if hasattr(v, "item") else v
+        out[(slice(n, None), *col)] = v.item()
     return out
 
 
@@ -146,8 +149,6 @@ class HostGeometry:
             pass
 
     def after(self, event):
-        from contextlib import nullcontext
-
         return nullcontext()
 
     def record(self):
