@@ -133,12 +133,15 @@ def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None, run
         if pinned is not None:
             # CuPy's pinned pool knows no streams: a packet dropped before its copy ran must not hand
             # the block to another allocation while the copy can still write it
-            _pinned_copies.release_done()
-            _pinned_copies.hold(pinned, pk.event)
+            held = getattr(_pinned_copies, "held", None)
+            if held is None:
+                held = _pinned_copies.held = InFlight()
+            held.release_done()
+            held.hold(pinned, pk.event)
     return pk
 
 
-_pinned_copies = InFlight()  # the packets' pinned scalar blocks, until their copies have run
+_pinned_copies = threading.local()  # per worker thread: the packets' pinned scalar blocks, until copied
 
 
 PACKET_SCALARS = ("vmin", "vmax", "time")  # what the UI reads of a packet as host floats every frame
