@@ -65,10 +65,12 @@ class FramePacket:
     solids: tuple = ()  # particles: obstacle boxes ((lo), (hi)) drawn as surfaces
     radius: float | None = None  # particles: sprite radius in world units (half the spacing)
     boxes: Any = None  # volume3d: (lo, hi, level) of the engine's Boxes field drawn around the volume
+    boxes_levels: tuple | None = None  # volume3d: the levels in boxes' level when the engine knows them on the host
     surfaces: tuple = ()  # volume3d: the Grid3D's solid bodies ((vertices, faces) host arrays, as the engine's)
     trails: Any = None  # 3D particles: (T, n, 3) float32 copy of the trails (NaN: no sample)
     time_units: str = ""  # what `time` is in (engine.time_units)
     run: int = 0  # the worker's run id (a new one per engine built): a packet of a replaced run is not drawn
+    device_scalars: Any = None  # GPU: the device copy of vmin/vmax/time being copied to pinned host memory
 
     def ready(self) -> bool:
         return self.event is None or self.event.done

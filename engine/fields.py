@@ -64,10 +64,14 @@ class Particles:
 
 @dataclass
 class Boxes:
+    """Axis-aligned boxes (octree leaves) with their level. Boxes that change come in new arrays:
+    a display keeps one copy per set of arrays and builds their lines again only for new ones."""
+
     lo: Any  # (n, 3)
     hi: Any  # (n, 3)
     level: Any = None  # (n,)
     label: str = ""
+    levels: tuple | None = None  # the distinct levels in ``level`` when known on the host (a legend needs no read)
 
 
 @dataclass

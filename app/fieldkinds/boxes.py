@@ -14,22 +14,38 @@ _BOX_EDGES = np.array([(0, 1), (1, 3), (3, 2), (2, 0), (4, 5), (5, 7), (7, 6), (
                        (0, 4), (1, 5), (2, 6), (3, 7)])
 
 
-def box_segments(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """(n, 3) corners lo/hi → (n*24, 3) line-segment endpoints of the boxes' edges."""
-    lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
-    corners = np.empty((len(lo), 8, lo.shape[1]), np.float32)
+def box_segments(lo, hi, xp=np):
+    """(n, 3) corners lo/hi → (n*24, 3) line-segment endpoints of the boxes' edges (``xp``: NumPy,
+    or CuPy for device arrays: the 3D view builds the leaves' lines on the GPU)."""
+    lo, hi = xp.asarray(lo, dtype=xp.float32), xp.asarray(hi, dtype=xp.float32)
+    corners = xp.empty((len(lo), 8, lo.shape[1]), xp.float32)
     for c in range(8):
-        pick = [(c >> d) & 1 for d in range(lo.shape[1])]
-        corners[:, c] = np.where(pick, hi, lo)
-    return corners[:, _BOX_EDGES].reshape(-1, lo.shape[1])
+        pick = xp.asarray([(c >> d) & 1 for d in range(lo.shape[1])], dtype=bool)
+        corners[:, c] = xp.where(pick, hi, lo)
+    return corners[:, xp.asarray(_BOX_EDGES)].reshape(-1, lo.shape[1])
+
+
+def boxes_copy(xp, boxes: Boxes, cache: dict | None):
+    """((lo, hi, level) device copies, the levels present or None) of a Boxes field for a packet.
+
+    One copy per set of engine arrays: while the engine hands the same arrays (amr3d: until it
+    regrids) every packet carries the same tuple, so the canvas builds the boxes' lines again only
+    when they change. The cache holds the engine's arrays themselves, so an id is never reused."""
+    key = (boxes.lo, boxes.hi, boxes.level)
+    hit = None if cache is None else cache.get("boxes copy")
+    if hit is not None and all(a is b for a, b in zip(hit[0], key)):
+        return hit[1], boxes.levels
+    copy = (xp.asarray(boxes.lo, dtype=xp.float32).copy(), xp.asarray(boxes.hi, dtype=xp.float32).copy(),
+            None if boxes.level is None else xp.asarray(boxes.level).copy())
+    if cache is not None:
+        cache["boxes copy"] = (key, copy)
+    return copy, boxes.levels
 
 
 @register("snapshot", Boxes)
 def snapshot_boxes(f: Boxes, ctx: SnapshotContext):
-    xp = ctx.xp
-    return ctx.packet("boxes", lo=xp.asarray(f.lo, dtype=xp.float32).copy(),
-                      hi=xp.asarray(f.hi, dtype=xp.float32).copy(),
-                      level=None if f.level is None else xp.asarray(f.level).copy())
+    (lo, hi, level), levels = boxes_copy(ctx.xp, f, ctx.cache)
+    return ctx.packet("boxes", lo=lo, hi=hi, level=level, boxes_levels=levels)
 
 
 @register("png", Boxes)

@@ -11,6 +11,7 @@ from nagare.engine.fields import Boxes, Grid2D, Grid3D, Particles
 
 from .. import colormaps
 from ..packets import SLICE_AXES, VOLUME_TAIL, SnapshotContext, display_range, mask_copy
+from .boxes import boxes_copy
 from .registry import register
 from .vtkio import be_bytes, safe_name
 
@@ -78,8 +79,7 @@ def snapshot_volume(f: Grid3D, data, ctx: SnapshotContext):
     if ctx.view.boxes_overlay:
         boxes = overlay_boxes(ctx)
         if boxes is not None:
-            pk.boxes = (xp.asarray(boxes.lo, dtype=xp.float32).copy(), xp.asarray(boxes.hi, dtype=xp.float32).copy(),
-                        None if boxes.level is None else xp.asarray(boxes.level).copy())
+            pk.boxes, pk.boxes_levels = boxes_copy(xp, boxes, ctx.cache)
     return pk
 
 

@@ -170,9 +170,16 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
                  profile: Path | None = None, warmup: float = 3.0, worker_attrs: dict | None = None,
                  experiment: str = "none", profile_draw: Path | None = None, field_path: str = "auto",
                  timeline: bool = False, upload: str = "shared",
-                 lod: bool = True) -> dict:
+                 lod: bool = True, planes: str | None = None, leaves: bool | None = None) -> dict:
     canvas = FieldCanvas(size=size, show=False)
     canvas.set_backend(backend_name)
+    view3d = {}
+    if planes is not None:  # 3D grids: the slice planes shown ("x,z"; "" for none)
+        on = set(filter(None, planes.split(",")))
+        view3d["planes"] = {a: [a in on, 0.5] for a in "xyz"}
+    if leaves is not None:  # 3D grids: the octree leaves around the volume
+        view3d["boxes"] = leaves
+    canvas.set_view3d(**view3d)
     canvas.shared_uploads = upload in ("shared", "shared-texture")
     canvas.buffer_sampling = upload == "shared"
     canvas.grid_lod = lod
@@ -190,7 +197,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         canvas.relayout()
     if "no-overlay" in parts:  # the tracers are stepped but neither copied nor drawn
         canvas._upload_overlay = lambda pk: setattr(canvas.overlay, "visible", False)
-    worker = SimulationWorker(preset, backend_name)
+    worker = SimulationWorker(preset, backend_name, display_interval=1.0 / fps)  # publishes at the cap, as the app's
     for key, value in (worker_attrs or {}).items():  # an experiment: e.g. diagnostics_interval=1e9
         setattr(worker, key, value)
     prof = None
@@ -234,6 +241,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
                             canvas.show_packet(pk)
                         t_draw = time.perf_counter()
                         canvas.draw_now(finish=True)
+                        canvas.shown_time()  # the status line's time label, read every frame as the window does
                         if draw_prof is not None:
                             draw_prof[0].disable()
                     draw_ms.append((time.perf_counter() - t_draw) * 1e3)
@@ -253,6 +261,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         n0, t0 = worker.engine.step_count, time.perf_counter()
         pub0, waits0, seq0 = worker.publish_s, worker.throttle_waits, worker._seq
         ck0, cks0 = worker.checkpoints_taken, worker.checkpoint_s
+        hb0, hby0 = canvas.host_bytes.total, dict(canvas.host_bytes.by)
         if tl is not None:
             tl.on = True
         draw_loop(seconds)
@@ -261,6 +270,9 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         n1, t1 = worker.engine.step_count, time.perf_counter()
         pub1, waits1, seq1 = worker.publish_s, worker.throttle_waits, worker._seq
         ck1, cks1 = worker.checkpoints_taken, worker.checkpoint_s
+        hb1 = canvas.host_bytes.total
+        host_by = {k: (v - hby0.get(k, 0)) / max(frames, 1) for k, v in canvas.host_bytes.by.items()
+                   if v != hby0.get(k, 0)}
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} / {gl.glGetParameter(gl.GL_RENDERER)}"
     finally:
         worker.stop()
@@ -275,6 +287,9 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             "display_path": canvas.display_path, "display_label": canvas.display_label,
             "path_reason": canvas.path_reason, "gl": vendor,
             "host_copies": canvas.host_copies, "interop_copies": getattr(canvas._interop, "copies", 0),
+            # every device→host byte the display copied in the measured window, per drawn frame, and by what
+            "host_bytes_per_frame": (hb1 - hb0) / frames if frames else None, "host_bytes_per_frame_by": host_by,
+            "view3d": {"planes": sorted(canvas.view3d.active_planes()), "leaves": canvas.view3d.boxes},
             "interop_upload": type(canvas._interop).__name__ if canvas._interop is not None else None,
             "field_drawn_from_buffer": bool(canvas.image.samples_buffer),
             "texture_shape": list(canvas._image_shape) if canvas._image_shape else None,
@@ -344,6 +359,13 @@ def main(argv=None) -> int:
                    help="upload every cell of a field even where the view shows several cells a pixel")
     p.add_argument("--particles", choices=["splat", "sprites"], default="splat",
                    help="3D particles on the interop path: splatted by CUDA (default) or GL point sprites")
+    p.add_argument("--planes", help="3D grids: the slice planes shown, e.g. x,z (default: the canvas' three)")
+    p.add_argument("--leaves", action=argparse.BooleanOptionalAction, default=None,
+                   help="3D grids: draw the octree leaves (amr3d) around the volume (default: on)")
+    p.add_argument("--targets", action="store_true",
+                   help="run issue 41's three cases in turn (1M-particle SPH dam break at a cap of 60, "
+                        "amr3d-sphere-re100 with tracers, leaves and two planes at 30, lbm2d 2048² at 30); "
+                        "--preset, --set and --fps are not used")
     a = p.parse_args(argv)
     worker_attrs = {}
     for item in a.worker_attrs:
@@ -362,26 +384,70 @@ def main(argv=None) -> int:
 
     vispy.use(app=a.app)
     Particles3DDrawer.renderer = a.particles
-    name, overrides = _default_case()
-    if a.preset:
-        name, overrides = a.preset, []
-    overrides = a.overrides if a.overrides is not None else overrides
     try:
         experiment_parts(a.experiment)  # before the headless run, not after it
     except ValueError as exc:
         p.error(str(exc))
     backend = get_backend(a.backend)
+    if a.targets:
+        cases = [dict(case) for case in TARGET_CASES]
+    else:
+        name, overrides = _default_case()
+        if a.preset:
+            name, overrides = a.preset, []
+        cases = [dict(preset=name, overrides=a.overrides if a.overrides is not None else overrides, fps=a.fps,
+                      planes=a.planes, leaves=a.leaves)]
+    results = [run_case(a, backend, worker_attrs, **case) for case in cases]
+    if a.out:
+        info = backend.device_info().as_dict()
+        head = (f"# Display overhead ({time.strftime('%Y-%m-%d')})\n\n{info.get('name')} · driver "
+                f"{info.get('driver_version')} · CuPy {info.get('cupy_version')} · GL {results[0]['display']['gl']}\n\n"
+                f"| case | cap | headless steps/s | display steps/s | frames/s | frames/s ÷ cap | path | ratio | "
+                f"host bytes/frame |\n|---|---|---|---|---|---|---|---|---|\n")
+        rows = "".join(_markdown_row(r) for r in results)
+        for r in results:
+            r.update(backend=backend.name, device=info, date=time.strftime("%Y-%m-%d"),
+                     python=platform.python_version())
+        write_result(a.out, results[0] if len(results) == 1 else {"cases": results}, head + rows)
+        print(f"  written: {a.out}")
+    return 0
+
+
+# The frame-rate targets of issue 41, measured in one call (--targets): the 1M-particle SPH dam
+# break at a cap of 60 (4 steps a frame: a batch of 8 takes ~31 ms, too long for 60 packets/s),
+# amr3d's sphere with its tracers, their trails, the octree leaves and two planes at 30, and
+# lbm2d at 2048² at 30.
+TARGET_CASES = (
+    {"preset": "sph-dambreak3d", "overrides": ["particles.dp=0.0048", "run.steps_per_frame=4"], "fps": 60.0},
+    {"preset": "amr3d-sphere-re100", "overrides": [], "fps": 30.0, "planes": "x,z", "leaves": True},
+    {"preset": "lbm2d-cylinder", "overrides": ["grid.nx=2048", "grid.ny=2048"], "fps": 30.0},
+)
+
+
+def _markdown_row(r: dict) -> str:
+    d = r["display"]
+    hb = d.get("host_bytes_per_frame")
+    return (f"| {r['preset']} {' '.join(r['overrides'])} | {r['fps_cap']:g} | {r['headless_steps_per_s']:.1f} | "
+            f"{d['steps_per_s']:.1f} | {d['frames_per_s']:.1f} | {d['frames_per_s'] / r['fps_cap']:.3f} | "
+            f"{d['display_path']} | {r['ratio']:.3f} | {'—' if hb is None else f'{hb:.0f}'} |\n")
+
+
+def run_case(a, backend, worker_attrs: dict, preset: str, overrides: list, fps: float,
+             planes: str | None = None, leaves: bool | None = None) -> dict:
+    """One case: headless from the start, the display run, headless over the display run's steps."""
+    name = preset
     preset = load_preset(name, overrides, backend=backend.name)
-    print(f"display overhead: {name} {' '.join(overrides)} on {backend.name}, {a.seconds:.0f} s each", flush=True)
+    print(f"display overhead: {name} {' '.join(overrides)} on {backend.name}, cap {fps:g} frames/s, "
+          f"{a.seconds:.0f} s each", flush=True)
     head_start = headless_rate(preset, backend, a.seconds)
     print(f"  headless      {head_start:10.1f} steps/s from the start", flush=True)
     breakdown = {}
     if a.breakdown:
         breakdown = _breakdown(name, overrides, backend, min(a.seconds, 5.0))
-    disp = display_rate(preset, backend.name, a.seconds, a.fps, hud=a.hud, profile=a.profile_publish,
+    disp = display_rate(preset, backend.name, a.seconds, fps, hud=a.hud, profile=a.profile_publish,
                         warmup=a.warmup, worker_attrs=worker_attrs, experiment=a.experiment,
                         profile_draw=a.profile_draw, field_path=a.field_path,
-                        timeline=a.timeline, upload=a.upload, lod=a.lod)
+                        timeline=a.timeline, upload=a.upload, lod=a.lod, planes=planes, leaves=leaves)
     n0, n1 = disp["steps_window"]
     head = headless_window(preset, backend, n0, n1)  # the ratio's reference: the same steps
     print(f"  headless      {head:10.1f} steps/s over the display run's steps {n0}–{n1}", flush=True)
@@ -390,9 +456,13 @@ def main(argv=None) -> int:
     def ms(x):
         return "—" if x is None else f"{x:.1f}"
     print(f"  display on    {disp['steps_per_s']:10.1f} steps/s  ({disp['frames_per_s']:.1f} frames/s drawn of "
-          f"{disp['packets_per_s']:.1f} published, path {disp['display_label']}, HUD {disp['hud']})")
+          f"{disp['packets_per_s']:.1f} published, {disp['frames_per_s'] / fps:.3f} of the cap; "
+          f"path {disp['display_label']}, HUD {disp['hud']})")
     print(f"  draw/frame    mean {ms(disp['draw_ms_mean'])} ms, median {ms(disp['draw_ms_median'])} ms, "
           f"max {ms(disp['draw_ms_max'])} ms; UI thread busy drawing {100 * disp['ui_busy_share']:.1f} % of the time")
+    hb = disp["host_bytes_per_frame"]
+    print(f"  host bytes    {'—' if hb is None else f'{hb:.0f}'} a frame (device → host)"
+          + (f", by what: {disp['host_bytes_per_frame_by']}" if disp["host_bytes_per_frame_by"] else ""))
     print(f"  worker        publishing {100 * disp['worker_publish_share']:.1f} % of the time, "
           f"waited for the GPU {disp['worker_gpu_waits']}×; {disp['worker_checkpoints']} last-good "
           f"checkpoint(s), {disp['worker_checkpoint_ms']:.0f} ms")
@@ -401,24 +471,12 @@ def main(argv=None) -> int:
         print(f"  GPU timeline  iteration median {g['iteration_ms_median']:.3f} ms, p90 {g['iteration_ms_p90']:.3f}, "
               f"max {g['iteration_ms_max']:.3f}; excess {g['gpu_excess_ms_per_frame']:.3f} ms a frame, "
               f"{g['iterations_over_0.2ms_per_frame']:.2f} slow iterations a frame")
-    print(f"  ratio         {ratio:10.3f}   (display steps/s over headless steps/s of the same steps)")
-    if a.out:
-        info = backend.device_info().as_dict()
-        result = {"preset": name, "overrides": overrides, "backend": backend.name, "device": info,
-                  "date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
-                  "seconds": a.seconds, "fps_cap": a.fps, "headless_steps_per_s": head,
-                  "headless_steps_per_s_from_start": head_start, "display": disp,
-                  "headless_breakdown": breakdown, "ratio": ratio, "experiment": a.experiment,
-                  "particles": a.particles, "field_path": a.field_path,
-                  "upload": a.upload, "lod": a.lod}
-        write_result(a.out, result,
-            f"# Display overhead ({result['date']})\n\n{info.get('name')} · driver {info.get('driver_version')} · "
-            f"CuPy {info.get('cupy_version')} · GL {disp['gl']}\n\n"
-            f"| case | headless steps/s | display steps/s | frames/s | path | ratio |\n|---|---|---|---|---|---|\n"
-            f"| {name} {' '.join(overrides)} | {head:.1f} | {disp['steps_per_s']:.1f} | "
-            f"{disp['frames_per_s']:.1f} | {disp['display_path']} | {ratio:.3f} |\n")
-        print(f"  written: {a.out}")
-    return 0
+    print(f"  ratio         {ratio:10.3f}   (display steps/s over headless steps/s of the same steps)", flush=True)
+    return {"preset": name, "overrides": overrides, "seconds": a.seconds, "fps_cap": fps,
+            "headless_steps_per_s": head, "headless_steps_per_s_from_start": head_start, "display": disp,
+            "headless_breakdown": breakdown, "ratio": ratio, "frames_per_s_over_cap": disp["frames_per_s"] / fps,
+            "experiment": a.experiment, "particles": a.particles, "field_path": a.field_path,
+            "upload": a.upload, "lod": a.lod}
 
 
 if __name__ == "__main__":

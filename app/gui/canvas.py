@@ -41,7 +41,8 @@ from .axes2d import Axes2D, AxesSpec, strip_sizes
 from .buffer_field import FieldImage
 from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
-from .drawer import Drawer, host
+from .device_draw import HIDDEN, DeviceLines, GeometryUploads, leaf_lines, point_positions
+from .drawer import Drawer, HostBytes, counting_host_bytes, host
 from .grid_lod import block_mean, grid_step
 from .shared_texture import SharedTexture
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
@@ -52,6 +53,7 @@ log = logging.getLogger("nagare")
 __all__ = ["Drawer", "FieldCanvas", "LEVEL_COLOURS", "Particles3DDrawer", "box_segments", "host"]
 
 
+UNLEVELLED_BOXES_RGBA = (0.9, 0.9, 0.9, 0.6)  # boxes without levels
 MASK_RGBA = (89, 89, 97, 255)  # obstacles: (0.35, 0.35, 0.38) as in colormaps.apply's mask colour
 
 
@@ -59,10 +61,10 @@ def vispy_colormap(name: str) -> Colormap:
     return Colormap(colormaps.lut(name))
 
 
-def _host_scalar(x) -> float:
+def _host_scalar(x, what: str = "scalar") -> float:
     if isinstance(x, (int, float, np.generic, np.ndarray)):
         return float(x)
-    return float(host(x, "cupy"))
+    return float(host(x, "cupy", what))
 
 
 class ParticleVisual(Visual):
@@ -94,6 +96,12 @@ class ParticleVisual(Visual):
         self._pos.set_data(pos)
         self._val.set_data(vals)
         self._bounds = np.stack([pos.min(axis=0), pos.max(axis=0)]) if len(pos) else np.zeros((2, 3))
+        self.set_style(clim, size)
+
+    def set_style(self, clim, size: float, bounds=None) -> None:
+        """Colour range and sprite size (and the bounds, when known) of buffers CUDA wrote."""
+        if bounds is not None:
+            self._bounds = np.asarray(bounds, np.float64)
         self.shared_program["u_clim"] = tuple(float(c) for c in clim)
         self.shared_program["u_size"] = float(size)
         self.update()
@@ -132,6 +140,9 @@ class OverlayVisual(Visual):
     def set_data(self, positions: np.ndarray, size: float = 4.0) -> None:
         pos = np.ascontiguousarray(positions, dtype=np.float32)
         self._pos.set_data(pos if len(pos) else np.zeros((1, 2), np.float32))
+        self.set_size(size)
+
+    def set_size(self, size: float) -> None:
         self.shared_program["u_size"] = float(size)
         self.update()
 
@@ -198,12 +209,14 @@ class FieldCanvas(scene.SceneCanvas):
         self.overlay = Overlay2D(parent=self.view.scene)
         self.overlay.order = 2
         self.lines = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 0.6), parent=self.view.scene)
+        self.lines_device = DeviceLines(parent=self.view.scene)  # the boxes from the device (interop path)
         self.domain = scene.visuals.Line(connect="segments", color=(0.6, 0.6, 0.65, 1), parent=self.view.scene)
-        for v in (self.markers, self.lines, self.domain, self.mask_image, self.overlay):
+        for v in (self.markers, self.lines, self.lines_device, self.domain, self.mask_image, self.overlay):
             v.visible = False
         # every visual a Drawer may show, by name; hidden together when the packet kind changes
         self.visuals = {"image": self.image, "mask_image": self.mask_image, "markers": self.markers,
-                        "overlay": self.overlay, "lines": self.lines, "domain": self.domain}
+                        "overlay": self.overlay, "lines": self.lines, "lines_device": self.lines_device,
+                        "domain": self.domain}
         self.hud = None
         self.backend = "numpy"
         self.display_path = "undecided"
@@ -231,6 +244,12 @@ class FieldCanvas(scene.SceneCanvas):
         self._spacing = None
         self.frames_drawn = 0
         self.host_copies = 0
+        # every device→host byte the display copies (uploads, draws, the time label): 0 a frame on
+        # the interop path once a shape's first frame is drawn (bench_display reports it per frame)
+        self.host_bytes = HostBytes()
+        self.device_geometry = GeometryUploads()  # 2D tracers, particles and boxes on the interop path
+        self._boxes_key = None  # the packet's lo array the device boxes were built from
+        self._boxes_legend = None
         self.freeze()
         self.events.resize.connect(lambda ev: self.relayout())
         self.relayout()
@@ -407,7 +426,8 @@ class FieldCanvas(scene.SceneCanvas):
         if pk is not None and pk.ready():
             self._pending = None
             try:
-                self._upload(pk)
+                with counting_host_bytes(self.host_bytes):
+                    self._upload(pk)
             except Exception:
                 log.exception("nagare: cannot draw frame %s", pk.seq)
 
@@ -447,7 +467,8 @@ class FieldCanvas(scene.SceneCanvas):
         pk = self.shown
         if pk is None or pk.time is None:
             return ""
-        return time_label(_host_scalar(pk.time), pk.time_units)
+        with counting_host_bytes(self.host_bytes):
+            return time_label(_host_scalar(pk.time, "time"), pk.time_units)
 
     def shown_step(self) -> int | None:
         """The step of the frame on screen (the one shown_time stamps), None before the first one."""
@@ -460,7 +481,7 @@ class FieldCanvas(scene.SceneCanvas):
             return self.fixed_range
         if pk.vmin is None:
             return 0.0, 1.0
-        lo, hi = _host_scalar(pk.vmin), _host_scalar(pk.vmax)  # event done: read on a private stream
+        lo, hi = _host_scalar(pk.vmin, "colour range"), _host_scalar(pk.vmax, "colour range")  # event done
         if not hi > lo:
             hi = lo + (abs(lo) * 1e-6 or 1.0)
         return lo, hi
@@ -571,7 +592,7 @@ class FieldCanvas(scene.SceneCanvas):
             self.host_copies += pk.backend == "cupy"
             if event is not pk.event:
                 interop.poll_until_done(event, 1e-4)  # block means on their own stream; host() copies on another
-            self.image.set_data(host(data, pk.backend))
+            self.image.set_data(host(data, pk.backend, "field"))
             self._image_shape = tex_shape
         if (pk.spacing, k) != self._image_scale:
             self._image_scale = (pk.spacing, k)
@@ -582,12 +603,24 @@ class FieldCanvas(scene.SceneCanvas):
         self._upload_mask(pk)
         self._upload_overlay(pk)
 
+    def _from_device(self, pk: FramePacket) -> bool:
+        """Geometry (tracers, particles) goes into CUDA-registered vertex buffers, not through the host."""
+        return self.display_path == "interop" and pk.backend == "cupy"
+
     def _upload_overlay(self, pk: FramePacket) -> None:
         if pk.overlay is None:
             self.overlay.visible = False
             return
-        pos = host(pk.overlay, pk.backend)
-        self.overlay.set_data(pos, size=OVERLAY_SIZE * self.pixel_scale)
+        size = OVERLAY_SIZE * self.pixel_scale
+        if self._from_device(pk) and pk.overlay.shape[0]:
+            pos = pk.overlay
+            buf = self.device_geometry.buffer("tracers", self.overlay._pos, 2, (HIDDEN, 0))
+            self.device_geometry.upload(self, pk.event, pos,
+                                        lambda xp: [(buf, point_positions(xp, pos, 2), (HIDDEN, 0))])
+            self.overlay.set_size(size)
+        else:
+            self.device_geometry.drop("tracers")  # the host writes that GL buffer now
+            self.overlay.set_data(host(pk.overlay, pk.backend, "tracers"), size=size)
         self.overlay.visible = True
 
     def _upload_mask(self, pk: FramePacket) -> None:
@@ -600,33 +633,94 @@ class FieldCanvas(scene.SceneCanvas):
         if self._mask_key is not None and self._mask_key[0] is pk.mask and self._mask_key[1] == pk.data.shape:
             return
         self._mask_key = (pk.mask, pk.data.shape)
-        m = host(pk.mask, pk.backend)
+        m = host(pk.mask, pk.backend, "mask")
         rgba = np.zeros(m.shape + (4,), np.uint8)
         rgba[m] = MASK_RGBA
         self.mask_image.set_data(rgba)
 
     def _upload_particles(self, pk: FramePacket) -> None:
-        pos = host(pk.positions, pk.backend)
-        self.host_copies += pk.backend == "cupy"
         clim = (0.0, 1.0)
         if pk.data is not None:
             clim = self.current_range = self.colour_range(pk)
-        size = 7 if len(pos) < 5000 else 3
-        self.markers.set_data(pos, host(pk.data, pk.backend), clim, size * self.pixel_scale)
+        n = int(pk.positions.shape[0])
+        size = (7 if n < 5000 else 3) * self.pixel_scale
+        self._decide_path()
+        if self._from_device(pk) and n:
+            self._upload_particles_device(pk, clim, size)
+        else:
+            self.device_geometry.drop("particles", "particle values")  # the host writes those GL buffers now
+            self.host_copies += pk.backend == "cupy"
+            pos = host(pk.positions, pk.backend, "particles")
+            self.markers.set_data(pos, host(pk.data, pk.backend, "particles"), clim, size)
         if pk.bounds is not None:
             lo, hi = (np.asarray(b, np.float32)[None] for b in pk.bounds)
             self.domain.set_data(box_segments(lo, hi))
             self.domain.visible = True
 
+    def _upload_particles_device(self, pk: FramePacket, clim, size: float) -> None:
+        """2D particles: positions (z = 0) and the colouring attribute built on the device and
+        copied into the sprites' CUDA-registered vertex buffers."""
+        positions, values = pk.positions, pk.data
+        pos_buf = self.device_geometry.buffer("particles", self.markers._pos, 3, (HIDDEN, 0, 0))
+        val_buf = self.device_geometry.buffer("particle values", self.markers._val, 1, (0,))
+
+        def build(xp):
+            vals = (xp.zeros(positions.shape[0], xp.float32) if values is None
+                    else xp.asarray(values, dtype=xp.float32))
+            return [(pos_buf, point_positions(xp, positions, 3), (HIDDEN, 0, 0)),
+                    (val_buf, vals.reshape(-1, 1), (0,))]
+
+        self.device_geometry.upload(self, pk.event, (positions, values), build)
+        bounds = None
+        if pk.bounds is not None:
+            lo, hi = (np.zeros(3) for _ in range(2))
+            lo[:2], hi[:2] = np.asarray(pk.bounds[0], np.float64)[:2], np.asarray(pk.bounds[1], np.float64)[:2]
+            bounds = np.stack([lo, hi])
+        self.markers.set_style(clim, size, bounds)
+
     def _upload_boxes(self, pk: FramePacket) -> None:
         """One line visual for every leaf's 12 edges, coloured by level (legend in the colour bar)."""
-        lo, hi = host(pk.lo, pk.backend), host(pk.hi, pk.backend)
-        if pk.level is None:
-            self.lines.set_data(box_segments(lo, hi), color=(0.9, 0.9, 0.9, 0.6))
+        self._decide_path()
+        device = self._from_device(pk) and pk.lo.shape[0] > 0
+        self.lines.visible, self.lines_device.visible = not device, device
+        if device:
+            self._upload_boxes_device(pk)
             return
-        level = host(pk.level, pk.backend)
+        self._boxes_key = None
+        self.device_geometry.drop("box ends", "box colours")
+        lo, hi = host(pk.lo, pk.backend, "boxes"), host(pk.hi, pk.backend, "boxes")
+        if pk.level is None:
+            self.lines.set_data(box_segments(lo, hi), color=UNLEVELLED_BOXES_RGBA)
+            return
+        level = host(pk.level, pk.backend, "boxes")
         self.legend_levels = sorted(int(v) for v in np.unique(level))
         self.lines.set_data(box_segments(lo, hi), color=np.repeat(level_colours(level), 24, axis=0))
+
+    def _upload_boxes_device(self, pk: FramePacket) -> None:
+        """The boxes' lines built on the device, again only when the packet carries other arrays
+        (the worker hands out one copy per engine Boxes)."""
+        if pk.lo is not self._boxes_key:
+            self._boxes_key = pk.lo
+            lo, hi, level = pk.lo, pk.hi, pk.level
+            levels = pk.boxes_levels
+            if level is not None and levels is None:  # not said by the engine: read once per new boxes
+                levels = np.unique(host(level, pk.backend, "box levels")).tolist()
+            self._boxes_legend = None if level is None else sorted(int(v) for v in levels)
+            ends = self.device_geometry.buffer("box ends", self.lines_device.positions, 3, (0, 0, 0))
+            colours = self.device_geometry.buffer("box colours", self.lines_device.colors, 4, (0, 0, 0, 0))
+
+            def build(xp):
+                seg, rgba = leaf_lines(xp, lo, hi, level)
+                if level is None:  # one colour, as the host path draws them
+                    rgba = xp.empty_like(rgba)
+                    for c, v in enumerate(UNLEVELLED_BOXES_RGBA):
+                        rgba[:, c] = v
+                seg3 = xp.zeros((seg.shape[0], 3), xp.float32)
+                seg3[:, :seg.shape[1]] = seg  # 2D boxes lie in z = 0
+                return [(ends, seg3, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
+
+            self.device_geometry.upload(self, pk.event, (lo, hi, level), build)
+        self.legend_levels = self._boxes_legend
 
     def _wanted_grid_step(self, pk: FramePacket) -> int:
         """k of the texture for this view: the cells per pixel it shows, ≥ 1 (grid_lod.py);
@@ -779,7 +873,7 @@ class GridDrawer(Drawer):
         canvas.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
 
     def display_label(self, canvas):
-        # grids may go through interop; geometry always uses the host
+        # the field through shared buffers or a mapped texture (its tracers through vertex buffers)
         shared = isinstance(canvas._interop, SharedTexture)
         if not shared:
             return canvas.display_path
@@ -788,7 +882,8 @@ class GridDrawer(Drawer):
 
 
 class GeometryDrawer(Drawer):
-    """Particles and boxes: host-copied geometry, 2D or 3D (then the orbit camera)."""
+    """Particles and boxes, 2D or 3D (then the orbit camera): 2D particles from the device on the
+    interop path, boxes and the host path through host copies."""
 
     @abstractmethod
     def coords(self, pk: FramePacket):
@@ -826,6 +921,9 @@ class ParticlesDrawer(GeometryDrawer):
 
     def upload(self, canvas, pk):
         canvas._upload_particles(pk)
+
+    def display_label(self, canvas) -> str:
+        return "interop (vertex buffers)" if canvas._from_device(canvas.shown) else self.label
 
 
 class BoxesDrawer(GeometryDrawer):

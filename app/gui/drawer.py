@@ -1,5 +1,6 @@
 """The canvas' drawers' common ground: the :class:`Drawer` base (how the canvas shows one packet
-kind) and :func:`host`, a packet's array on the host, copied on this thread's private stream.
+kind) and :func:`host`, a packet's array on the host, copied on this thread's private stream and
+counted (:class:`HostBytes`: the display's device→host traffic, 0 a frame on the interop path).
 
 Its own module so that the drawers of app/gui/canvas.py, profile1d.py and view3d.py and the probes
 (probe.py) all build on it without importing the canvas, which imports them to register them.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 
 import numpy as np
 from nagare.app.packets import FramePacket, length_units
@@ -28,14 +30,48 @@ def copy_stream():
     return s
 
 
-def host(a, backend: str):
+class HostBytes:
+    """Device→host bytes a display copied (``total``) in how many copies, and by whom (``by``: the
+    caller's label → bytes), so a benchmark can say what still goes through the host."""
+
+    def __init__(self):
+        self.total = 0
+        self.copies = 0
+        self.by: dict[str, int] = {}
+
+    def add(self, nbytes: int, what: str = "") -> None:
+        self.total += int(nbytes)
+        self.copies += 1
+        self.by[what] = self.by.get(what, 0) + int(nbytes)
+
+
+_sinks = threading.local()
+
+
+@contextmanager
+def counting_host_bytes(counter: HostBytes):
+    """Every :func:`host` copy of a device array on this thread, inside the block, adds to ``counter``."""
+    previous = getattr(_sinks, "counter", None)
+    _sinks.counter = counter
+    try:
+        yield counter
+    finally:
+        _sinks.counter = previous
+
+
+def host(a, backend: str, what: str = ""):
+    """A packet's array as a host NumPy array; a device array's copy is counted (``what``: who asked)."""
     if a is None:
         return None
-    if backend == "cupy" and not isinstance(a, np.ndarray):
+    if backend == "cupy" and not isinstance(a, np.ndarray | np.generic):
         # A packet is drawn only once its event is done, so its data is ready. Copying on the
         # default stream would instead wait behind every step the engine has queued since
         # (the engine's stream is ordered with the default stream): copy on a private stream.
-        return a.get(stream=copy_stream())
+        out = a.get(stream=copy_stream())
+        counter = getattr(_sinks, "counter", None)
+        if counter is not None:
+            counter.add(out.nbytes, what)
+        return out
     return np.asarray(a)
 
 

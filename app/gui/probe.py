@@ -23,7 +23,7 @@ import numpy as np
 from nagare.app.packets import length_units
 from vispy import scene
 
-from .drawer import copy_stream
+from .drawer import copy_stream, host
 
 SAMPLES = 200
 CLICK_PX = 4  # a press and release closer than this is a click (else the camera's drag)
@@ -158,7 +158,7 @@ class Probes:
 
             with copy_stream():
                 picked = data[tuple(cupy.asarray(a) for a in where)]
-                return picked.get(stream=copy_stream()).astype(np.float64)
+                return host(picked, "cupy", "probe").astype(np.float64)  # counted: a probe's read is host bytes
         return np.asarray(data)[where].astype(np.float64)
 
     # ---- probes --------------------------------------------------------------------------

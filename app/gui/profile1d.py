@@ -37,9 +37,9 @@ class ProfileDrawer(Drawer):
 
     @staticmethod
     def _xy(pk):
-        x = np.asarray(host(pk.positions, pk.backend), np.float32)
-        y = np.asarray(host(pk.data, pk.backend), np.float32)
-        ex = None if pk.payload is None else np.asarray(host(pk.payload, pk.backend), np.float32)
+        x = np.asarray(host(pk.positions, pk.backend, "profile"), np.float32)
+        y = np.asarray(host(pk.data, pk.backend, "profile"), np.float32)
+        ex = None if pk.payload is None else np.asarray(host(pk.payload, pk.backend, "profile"), np.float32)
         return x, y, ex
 
     def upload(self, canvas, pk) -> None:

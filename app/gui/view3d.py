@@ -16,8 +16,10 @@ own texture, filled only while it is on. With CuPy and an NVIDIA GL context both
 3D particles are point sprites lit as spheres whose diameter is the particle spacing in world
 units (the pixel size is measured from the camera before every draw, see spheres.vert.glsl);
 their position and value buffers are written by CUDA through :class:`~.interop.BufferInterop`
-where possible. Their trails (``pk.trails``, (T, n, 3)) are one line visual of short segments
-built on the host every frame (:func:`trail_segments`).
+where possible. Their trails (``pk.trails``, (T, n, 3)) are one line visual of short segments:
+built on the host (:func:`trail_segments`) on the host path, on the device into CUDA-registered
+vertex buffers on the interop path (:mod:`.device_draw`), as are amr3d's tracers and the octree
+leaves drawn around a volume.
 
 Solid bodies of a grid (``pk.surfaces``: triangle meshes) are one merged, lit, opaque mesh in the
 scene of the slice planes (depth tested: a plane through a body leaves it visible), uploaded only
@@ -42,8 +44,9 @@ from vispy.visuals.transforms import STTransform
 
 from nagare import shaders
 
-from . import interop, splat
+from . import device_draw, interop, splat
 from .drawer import host
+from .overlay_style import LEVEL_COLOURS, TRACER_RGBA, TRACER_SIZE, TRAIL_ALPHA, TRAIL_RGB
 from .probe import register_geometry
 from .slice_drag import SlicePlaneGeometry
 from .slice_pick import slice_index
@@ -53,15 +56,8 @@ log = logging.getLogger("nagare")
 
 AXES = ("x", "y", "z")  # scene axes; a (nz, ny, nx) array's axis for scene axis a is 2 - a
 AXIS_COLOURS = ((0.95, 0.35, 0.35, 1.0), (0.4, 0.9, 0.4, 1.0), (0.45, 0.6, 1.0, 1.0))
-# octree levels: distinct colours (level 0 coarsest), the legend shows the same table
-LEVEL_COLOURS = np.array([(0.85, 0.85, 0.85, 1), (0.25, 0.75, 1.0, 1), (1.0, 0.75, 0.2, 1), (0.95, 0.3, 0.45, 1),
-                          (0.5, 0.95, 0.45, 1), (0.75, 0.5, 1.0, 1), (1.0, 1.0, 0.4, 1), (0.4, 1.0, 0.9, 1)],
-                         np.float32)
 SOLID_RGB = np.array((0.55, 0.56, 0.6), np.float32)
 BODY_RGBA = (0.74, 0.75, 0.78, 1.0)  # lit surfaces of solid bodies (grid views)
-TRACER_RGBA = (1.0, 1.0, 1.0, 0.9)  # 3D particles drawn inside a volume (white: readable on any colormap)
-TRAIL_RGB = (0.88, 0.92, 1.0)  # particle trails: a light colour, alpha fading toward the oldest sample
-TRAIL_ALPHA = (0.12, 0.85)  # (oldest, newest)
 
 
 def level_colours(level) -> np.ndarray:
@@ -460,6 +456,12 @@ class VolumeDrawer:
         self._volume_seq = None
         self.path = "undecided"
         self.uploads = {"host": 0, "interop": 0}
+        self.dev_tracers = self.dev_trails = self.dev_leaves = None
+        self.device = device_draw.GeometryUploads()  # the interop path's tracers, trails and leaves
+        self._leaves_key = None  # the packet's boxes tuple the device leaves were built from
+        self._leaves_legend = None
+        self._device_shift = None  # (spacing, node) the device visuals' transforms were set for
+        self.leaf_uploads = 0
 
     def three_d(self, pk):
         return True
@@ -487,6 +489,14 @@ class VolumeDrawer:
             self.tracer_trails.visible = False
             self.tracer_trails.set_gl_state("translucent", depth_test=True)
             canvas.add_visual("tracertrails3d", self.tracer_trails)
+            # the same three on the interop path, their vertex buffers written by CUDA (device_draw.py)
+            self.dev_tracers = device_draw.DevicePoints()
+            self.dev_trails = device_draw.DeviceLines()
+            self.dev_leaves = device_draw.DeviceLines()
+            for name, node in (("tracers3d_device", self.dev_tracers), ("tracertrails3d_device", self.dev_trails),
+                               ("leaves3d_device", self.dev_leaves)):
+                node.visible = False
+                canvas.add_visual(name, node)
         self.visuals = ("planes3d", *self.frame.names)
 
     def display_label(self, canvas) -> str:
@@ -507,7 +517,7 @@ class VolumeDrawer:
         else:
             self._drop_interops()
             canvas.host_copies += pk.backend == "cupy"
-            host_volume = host(pk.data, pk.backend)
+            host_volume = host(pk.data, pk.backend, "field")
             self.planes.set_volume(host_volume)
             self.uploads["host"] += 1
         self.planes.set_clim((lo_v, hi_v))  # solid cells arrive as SOLID (the snapshot wrote them)
@@ -524,7 +534,7 @@ class VolumeDrawer:
             if self.path == "interop" and not new_shape and self.volume_shape == shape:
                 self._interop("volume", self.volume._texture, canvas, shape).upload(pk.data, pk.event)
             else:
-                self.volume.set_data(host_volume if host_volume is not None else host(pk.data, pk.backend))
+                self.volume.set_data(host_volume if host_volume is not None else host(pk.data, pk.backend, "field"))
                 self.volume_shape = shape
         self._upload_leaves(canvas, pk)
         self._upload_bodies(canvas, pk)
@@ -548,7 +558,13 @@ class VolumeDrawer:
     def _upload_tracers(self, canvas, pk) -> None:
         """The packet's 3D particles (world units, as the bodies: shifted by half a sample onto the
         drawn cells) as points, with their trails; parked ones (NaN) are left out."""
-        pos = None if pk.overlay is None else host(pk.overlay, pk.backend)
+        device = self.path == "interop"
+        self.dev_tracers.visible = self.dev_trails.visible = False
+        if device:
+            self.tracers.visible = self.tracer_trails.visible = False
+            self._upload_tracers_device(canvas, pk)
+            return
+        pos = None if pk.overlay is None else host(pk.overlay, pk.backend, "tracers")
         on = pos is not None and pos.ndim == 2 and pos.shape[1] == 3  # None: the View dock's overlay is off
         pts = pos[np.isfinite(pos).all(axis=1)] if on else None
         self.tracers.visible = bool(on and len(pts))
@@ -557,14 +573,68 @@ class VolumeDrawer:
             return
         shift = self._world_shift(pk)
         self.tracers.transform = shift
-        self.tracers.set_data(pts, face_color=TRACER_RGBA, edge_width=0, size=4)
+        self.tracers.set_data(pts, face_color=TRACER_RGBA, edge_width=0, size=TRACER_SIZE)
         if pk.trails is not None:
             half = 0.5 * np.array(self._shape[::-1], np.float64) * pk.spacing
-            seg, counts = trail_points(host(pk.trails, pk.backend), half)
+            seg, counts = trail_points(host(pk.trails, pk.backend, "trails"), half)
             if len(seg):
                 self.tracer_trails.transform = shift
                 self.tracer_trails.set_data(seg, color=trail_colours(counts))
                 self.tracer_trails.visible = True
+
+    # --- the tracers, their trails and the leaves from the device (interop path)
+    def _set_device_shift(self, pk) -> None:
+        key = (pk.spacing, self._node)
+        if key != self._device_shift:  # only on change: a new transform relinks the visual's program
+            self._device_shift = key
+            for node in (self.dev_tracers, self.dev_trails):
+                node.transform = self._world_shift(pk)
+
+    def _upload_tracers_device(self, canvas, pk) -> None:
+        pos = pk.overlay
+        if pos is None or pos.ndim != 2 or pos.shape[1] != 3 or not pos.shape[0]:
+            return
+        trails = pk.trails
+        if trails is not None and (trails.ndim != 3 or trails.shape[0] < 2 or not trails.shape[1]):
+            trails = None
+        self._set_device_shift(pk)
+        points = self.device.buffer("tracers", self.dev_tracers.positions, 3, (device_draw.HIDDEN, 0, 0))
+        ends = self.device.buffer("trail ends", self.dev_trails.positions, 3, (0, 0, 0))
+        colours = self.device.buffer("trail colours", self.dev_trails.colors, 4, (0, 0, 0, 0))
+        half = 0.5 * np.array(self._shape[::-1], np.float64) * pk.spacing  # a jump across a periodic box
+
+        def build(xp):
+            parts = [(points, device_draw.point_positions(xp, pos), (device_draw.HIDDEN, 0, 0))]
+            if trails is not None:
+                seg, rgba = device_draw.trail_lines(xp, trails, half)
+                parts += [(ends, seg, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
+            return parts
+
+        self.device.upload(canvas, pk.event, (pos, trails), build)
+        self.dev_tracers.visible = True
+        self.dev_trails.visible = trails is not None
+
+    def _upload_leaves_device(self, canvas, pk) -> None:
+        """The leaves' lines, built again only when the packet carries other boxes arrays (the worker
+        hands out the same copy until the engine regrids)."""
+        if pk.boxes is not self._leaves_key:
+            self._leaves_key = pk.boxes
+            lo, hi, level = pk.boxes
+            levels = getattr(pk, "boxes_levels", None)
+            if levels is None:  # a packet that does not say which levels it holds: read them (once)
+                levels = [0] if level is None else np.unique(host(level, pk.backend, "leaf levels")).tolist()
+            self._leaves_legend = sorted(int(v) for v in levels)
+            ends = self.device.buffer("leaf ends", self.dev_leaves.positions, 3, (0, 0, 0))
+            colours = self.device.buffer("leaf colours", self.dev_leaves.colors, 4, (0, 0, 0, 0))
+
+            def build(xp):
+                seg, rgba = device_draw.leaf_lines(xp, lo, hi, level)
+                return [(ends, seg, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
+
+            self.device.upload(canvas, pk.event, pk.boxes, build)
+            self.leaf_uploads += 1
+        canvas.legend_levels = self._leaves_legend
+        self.dev_leaves.visible = True
 
     def _interop(self, name, texture, canvas, shape):
         return _registered(self._interops, name, texture, canvas, lambda h: interop.VolumeInterop(h, shape))
@@ -574,11 +644,16 @@ class VolumeDrawer:
 
     def _upload_leaves(self, canvas, pk) -> None:
         on = pk.boxes is not None and canvas.view3d.boxes
-        self.leaves.visible = on
+        self.leaves.visible = self.dev_leaves.visible = False
         canvas.legend_levels = None
         if not on:
             return
-        lo, hi, level = (host(a, pk.backend) for a in pk.boxes)
+        if self.path == "interop":
+            self._upload_leaves_device(canvas, pk)
+            return
+        self._leaves_key = None
+        self.leaves.visible = True
+        lo, hi, level = (host(a, pk.backend, "leaves") for a in pk.boxes)
         level = np.zeros(len(lo), np.int64) if level is None else level
         canvas.legend_levels = sorted(set(np.unique(level).tolist()))
         pts = box_segments(lo, hi)
@@ -593,7 +668,7 @@ class VolumeDrawer:
         if not same:
             self._surfaces = surfaces
             if surfaces:
-                verts, faces = merge_surfaces((host(v, pk.backend), host(f, pk.backend))
+                verts, faces = merge_surfaces((host(v, pk.backend, "bodies"), host(f, pk.backend, "bodies"))
                                               for v, f in surfaces)
                 self.bodies.set_data(vertices=verts, faces=faces, color=BODY_RGBA)
         if surfaces and (pk.spacing, self._node) != self._bodies_spacing:
@@ -618,14 +693,14 @@ class VolumeDrawer:
         first = self.volume is None
         if first:
             data = host(canvas.shown.data if pk is None else pk.data,
-                               canvas.shown.backend if pk is None else pk.backend)
+                               canvas.shown.backend if pk is None else pk.backend, "field")
             self.volume = scene.visuals.Volume(data, method=st.volume, texture_format="r32f",
                                                cmap=Colormap(colormaps.lut(canvas.colormap_name)))
             self.volume_shape = tuple(data.shape)
             canvas.add_visual("volume3d", self.volume)
             self.volume.order = 5  # after the planes: the ray cast reads their depth
         elif self.volume_shape is None and canvas.shown is not None:
-            self.volume.set_data(host(canvas.shown.data, canvas.shown.backend))
+            self.volume.set_data(host(canvas.shown.data, canvas.shown.backend, "field"))
             self.volume_shape = tuple(canvas.shown.data.shape)
         v = self.volume
         v.visible = True
@@ -690,6 +765,8 @@ class Particles3DDrawer:
         self._count = None
         self._solids_key = None
         self.uploads = {"host": 0, "interop": 0}
+        self.dev_trails = None
+        self.device = device_draw.GeometryUploads()  # the interop path's trails
 
     def three_d(self, pk):
         return True
@@ -708,6 +785,9 @@ class Particles3DDrawer:
             self.trails = scene.visuals.Line(connect="segments", width=1.0, antialias=False)
             self.trails.set_gl_state("translucent", depth_test=True)
             canvas.add_visual("trails3d", self.trails)
+            self.dev_trails = device_draw.DeviceLines()  # the interop path's trails (device_draw.py)
+            self.dev_trails.visible = False
+            canvas.add_visual("trails3d_device", self.dev_trails)
             self.frame = Frame3D(canvas, "particles3d")
         self.visuals = ("spheres3d", *self.frame.names)
 
@@ -741,8 +821,8 @@ class Particles3DDrawer:
             self._drop_interops()
             self._count = None
             canvas.host_copies += pk.backend == "cupy"
-            vals = host(pk.data, pk.backend)
-            self.spheres.set_data(host(pk.positions, pk.backend),
+            vals = host(pk.data, pk.backend, "particles")
+            self.spheres.set_data(host(pk.positions, pk.backend, "particles"),
                                   np.zeros(n, np.float32) if vals is None else vals, clim)
             self._count = n
             self.uploads["host"] += 1
@@ -764,13 +844,28 @@ class Particles3DDrawer:
     def _upload_trails(self, canvas, pk) -> None:
         trails = getattr(pk, "trails", None)
         pts = None
+        half = None if pk.bounds is None else 0.5 * (np.asarray(pk.bounds[1], np.float64)
+                                                     - np.asarray(pk.bounds[0], np.float64))
+        self.dev_trails.visible = False
+        if self.path == "interop" and trails is not None and trails.ndim == 3 and trails.shape[0] >= 2 \
+                and trails.shape[1]:
+            # built on the device into CUDA-registered vertex buffers (device_draw.py): no host copy
+            self.trails.visible = False
+            self._trail_counts = None
+            ends = self.device.buffer("trail ends", self.dev_trails.positions, 3, (0, 0, 0))
+            colours = self.device.buffer("trail colours", self.dev_trails.colors, 4, (0, 0, 0, 0))
+
+            def build(xp):
+                seg, rgba = device_draw.trail_lines(xp, trails, half)
+                return [(ends, seg, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
+
+            self.device.upload(canvas, pk.event, trails, build)
+            self.dev_trails.visible = True
+            return
         if trails is not None:
-            # Copied to the host and the segments rebuilt with NumPy every frame: acceptable for
-            # tracers (10⁴–10⁵ × T ≈ 8–16 samples: ~3 ms at 10⁴ × 16, ~35–45 ms at 10⁵ × 16 on one
-            # core, plus the vertex upload); a device-side segment builder would avoid it.
-            half = None if pk.bounds is None else 0.5 * (np.asarray(pk.bounds[1], np.float64)
-                                                         - np.asarray(pk.bounds[0], np.float64))
-            pts, counts = trail_points(host(trails, pk.backend), half)  # wrapped: broken
+            # On the host path the segments are rebuilt with NumPy every frame (10⁴–10⁵ tracers ×
+            # T ≈ 8–16 samples: ~3 ms at 10⁴ × 16, ~35–45 ms at 10⁵ × 16 on one core).
+            pts, counts = trail_points(host(trails, pk.backend, "trails"), half)  # wrapped: broken
         if pts is None or not len(pts):
             self.trails.visible = False
             self._trail_counts = None
@@ -785,7 +880,7 @@ class Particles3DDrawer:
     def _box(self, canvas, pk):
         if pk.bounds is not None:
             return tuple(np.asarray(b, np.float64) for b in pk.bounds)
-        pts = host(pk.positions, pk.backend)
+        pts = host(pk.positions, pk.backend, "particle bounds")
         return pts.min(axis=0), pts.max(axis=0)
 
     def _buffer(self, name, vbo, canvas, nbytes):

@@ -48,7 +48,7 @@ from nagare.engine.errors import Diverged, NagareError, one_line
 from nagare.engine.families import create_engine
 from nagare.engine.pending_checkpoint import release as release_checkpoint_buffers
 
-from .interop import poll_until_done
+from .interop import InFlight, poll_until_done
 from .pacing import publish_schedule
 
 log = logging.getLogger("nagare")
@@ -127,9 +127,49 @@ def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None, run
                                                     field_name=name, backend=engine.backend.name, fields=names))
     pk = handler_for("snapshot", f)(f, ctx)
     if engine.backend.is_gpu:
+        pinned = scalars_to_host(engine.xp, pk)
         pk.event = engine.xp.cuda.Event(block=False, disable_timing=True)
         pk.event.record(engine.stream)
+        if pinned is not None:
+            # CuPy's pinned pool knows no streams: a packet dropped before its copy ran must not hand
+            # the block to another allocation while the copy can still write it
+            held = getattr(_pinned_copies, "held", None)
+            if held is None:
+                held = _pinned_copies.held = InFlight()
+            held.release_done()
+            held.hold(pinned, pk.event)
     return pk
+
+
+_pinned_copies = threading.local()  # per worker thread: the packets' pinned scalar blocks, until copied
+
+
+PACKET_SCALARS = ("vmin", "vmax", "time")  # what the UI reads of a packet as host floats every frame
+
+
+def scalars_to_host(xp, pk: FramePacket):
+    """The packet's device scalars (colour range, time) copied into pinned host memory on the
+    current (engine) stream, before the packet's event: once the event is done they are host
+    floats, and the UI reads them without a device→host copy of its own (which would be one
+    synchronous copy per scalar per frame; the display's host bytes a frame stay 0).
+
+    Pinned memory, so the copy is asynchronous; snapshot() holds the block until the packet's
+    event is done, so that it is never reused while the copy may still write it. Returns the
+    pinned array (None when there was nothing to copy)."""
+    names = [n for n in PACKET_SCALARS if getattr(pk, n) is not None
+             and not isinstance(getattr(pk, n), int | float | np.generic | np.ndarray)]
+    if not names:
+        return None
+    import cupyx  # optional dependency (CuPy): only a GPU engine's packets come here
+
+    dev = xp.stack([xp.asarray(getattr(pk, n), dtype=xp.float64).reshape(()) for n in names])
+    out = cupyx.empty_pinned((len(names),), np.float64)
+    xp.cuda.runtime.memcpyAsync(out.ctypes.data, dev.data.ptr, dev.nbytes, xp.cuda.runtime.memcpyDeviceToHost,
+                                xp.cuda.get_current_stream().ptr)
+    for i, n in enumerate(names):
+        setattr(pk, n, out[i:i + 1].reshape(()))  # a 0-d view: a host float once the event is done
+    pk.device_scalars = dev  # read by the copy until the event: kept with the packet
+    return out
 
 
 

@@ -83,10 +83,18 @@ def tracer_field(e) -> Particles:
 
 def boxes(e) -> Boxes:
     """The leaves as boxes with their level, in the fields' world units (level-0 lattice units:
-    a Grid3D sample index times its spacing)."""
+    a Grid3D sample index times its spacing). The same object until the forest changes (a
+    regrid makes a new one: forests are immutable), so a display that keeps the arrays it was
+    given uploads the leaves once per regrid, not every frame."""
+    cached = getattr(e, "_boxes_cache", None)
+    if cached is not None and cached[0] is e.forest:
+        return cached[1]
     xp = e.xp
     lo, hi, lev = mesh.boxes(e.forest, 1 << e.forest.max_level)
-    return Boxes(xp.asarray(lo), xp.asarray(hi), xp.asarray(lev), label="leaves (level)")
+    out = Boxes(xp.asarray(lo), xp.asarray(hi), xp.asarray(lev), label="leaves (level)",
+                levels=tuple(int(v) for v in np.unique(lev)))
+    e._boxes_cache = (e.forest, out)
+    return out
 
 
 def leaf_blocks(e) -> dict:
