@@ -75,7 +75,10 @@ class StepGraph:
     def _capturing(self):
         cp, stream = self.cp, self.engine.stream
         rt = cp.cuda.runtime
-        with self.engine.untimed(), cp.cuda.using_allocator(_refuse):
+        # the stream made current too: a launch that takes the current stream is captured as well. Capturing
+        # a blocking stream forbids the legacy default stream to every thread meanwhile; the app's other
+        # threads draw on non-blocking streams of their own, so nothing else stalls on it.
+        with self.engine.untimed(), cp.cuda.using_allocator(_refuse), stream:
             # relaxed: a module loaded lazily may be loaded while another thread's stream captures
             stream.begin_capture(getattr(rt, "streamCaptureModeRelaxed", None))
             try:
@@ -114,21 +117,27 @@ class StepGraph:
 
     # ---- replay ----
     def advance(self, n: int) -> None:
-        """n steps: whole graphs of ≤ GRAPH_STEPS steps, the first step phase by phase where this call profiles."""
+        """n steps: whole graphs of ≤ GRAPH_STEPS steps, the first step phase by phase where this call profiles.
+
+        Every graph the call needs is captured before any is launched: a capture that fails (an allocation
+        refused) then leaves the state where the engine's step count says it is."""
         e = self.engine
         if not self.warmed:
             self.warm()
-        if n >= 2 and (self.calls % PROFILE_EVERY == 0 or n > GRAPH_STEPS):
-            self.profiled_step()
-            n -= 1
-        self.calls += 1
-        if n <= 0:
-            return
-        batches = [GRAPH_STEPS] * (n // GRAPH_STEPS) + ([n % GRAPH_STEPS] if n % GRAPH_STEPS else [])
+        profile = n >= 2 and (self.calls % PROFILE_EVERY == 0 or n > GRAPH_STEPS)
+        whole = n - 1 if profile else n
+        batches = [GRAPH_STEPS] * (whole // GRAPH_STEPS) + ([whole % GRAPH_STEPS] if whole % GRAPH_STEPS else [])
+        if profile and self.segments is None:
+            self.segments = self._capture_segments()
         for m in batches:  # captured before the timing starts: the GPU idles while the host captures
             if m not in self.graphs:
                 self.graphs[m] = self._capture(m)
-        with e.timer.phase("step", steps=n):
+        self.calls += 1
+        if profile:
+            self.profiled_step()
+        if not batches:
+            return
+        with e.timer.phase("step", steps=whole):
             for m in batches:
                 self.graphs[m].launch(e.stream)
 
