@@ -540,6 +540,10 @@ class SimulationWorker:
             self._build(self._preset, dict(eng.selection, **change))
             self._notify("info", f"{a['axis']} = {a['choice']}{also} is not a live switch: the run was reset")
         else:
+            if self.timing_log is not None:
+                # the samples so far belong to the old choice: their row is written before the switch,
+                # so no row mixes two variants' phases (graph = on times phases as details of a step)
+                self.timing_log.record(wait=True)
             eng.set_variant(**change)
             self._publish(force=True)
         self._notify("variant", f"{a['axis']} = {a['choice']}{also}", payload=dict(self.engine.selection))

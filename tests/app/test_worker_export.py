@@ -234,3 +234,16 @@ def test_a_choice_that_needs_another_is_switched_with_it():
         assert said == ["batching = grouped, with y-direction = transpose (which it needs)"]
     finally:
         w.stop()
+
+
+def test_a_live_variant_switch_closes_the_timing_row_of_the_old_choice(worker):
+    """The samples before a live switch are written as a row labelled with the old variant, so no
+    timing-log row mixes two variants' phases."""
+    worker.send("step", n=7)
+    wait_until(lambda: worker.engine.step_count == 7)
+    rows_before = worker.timing_log.count
+    worker.send("variant", axis="kernel", choice="slices")
+    wait_until(lambda: worker.engine.selection["kernel"] == "slices")
+    wait_until(lambda: worker.timing_log.count > rows_before)
+    assert "kernel=roll" in worker.timing_log.last_row["variant"]
+    assert worker.timing_log.last_row["step"] == 7
