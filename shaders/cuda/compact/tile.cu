@@ -96,9 +96,10 @@ __device__ __forceinline__ void compact_tile_fetch(const T* in, T* buf, int tile
 }
 
 #ifndef NAGARE_TILE_MIN_BLOCKS
-// Resident blocks are bounded by the two buffers' shared memory first (tile.py): 64 registers a thread
-// at 512 threads (two blocks an SM) leaves the solve its registers without spills.
-#define NAGARE_TILE_MIN_BLOCKS 2
+// 64 registers a thread for 8-row chunks (two 512-thread blocks an SM; the two buffers' shared memory
+// allows two or three): no spills. Longer chunks (lines past 4096 points) keep up to 128: they spill
+// at 64.
+#define NAGARE_TILE_MIN_BLOCKS (C <= 8 ? 2 : 1)
 #endif
 
 // Block: (team, W) threads, team a multiple of 32, team·C >= n, team·W <= 512. Grid: at most the tiles
