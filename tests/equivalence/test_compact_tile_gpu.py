@@ -33,7 +33,7 @@ def test_tile_kernel_equals_the_scan_mirror_on_the_target_sizes(n, nsys, layout,
         for delta in (0.0, -0.25) if dtype == np.float64 else (0.0,):
             p = scan.plan(_fac(n, boundary, delta))
             dev = tile.DeviceTile(p, dtype)
-            dev._sm = dict(dev._sm, MultiProcessorCount=3)
+            dev._sm = dict(dev._sm, multiProcessorCount=3)
             shape = (nsys, n) if layout == "x" else (n, nsys)
             a = rng.standard_normal(shape).astype(dtype)
             lines = a if layout == "x" else a.T

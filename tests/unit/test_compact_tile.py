@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "shaders" / "cuda" / "compact" / "tile.cu"
 EMU_SMEM = 400_000  # emu.h tb_smem
 
-H100 = {"MultiProcessorCount": 132, "MaxThreadsPerMultiProcessor": 2048, "MaxRegistersPerMultiprocessor": 65536,
-        "MaxSharedMemoryPerMultiprocessor": 233472, "MaxBlocksPerMultiprocessor": 32}
+H100 = {"multiProcessorCount": 132, "maxThreadsPerMultiProcessor": 2048, "regsPerMultiprocessor": 65536,
+        "sharedMemPerMultiprocessor": 233472, "maxBlocksPerMultiProcessor": 32}
 
 
 def _fac(n, boundary, delta=0.0):
@@ -49,6 +49,7 @@ def test_persistent_grid_is_the_resident_blocks_of_every_sm():
     assert tile.resident_blocks(128, 18432, 32, 1024, H100) == 11
     assert tile.persistent_grid(4096, 2, 132) == 264
     assert tile.persistent_grid(7, 2, 132) == 7
+    assert tile.resident_blocks(512, 73728, 40, 1024, {}) == 3  # properties a CuPy build lacks: SM_DEFAULTS
 
 
 def test_scan_tile_is_a_registered_solver_that_fuses():

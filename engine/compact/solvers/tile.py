@@ -36,6 +36,9 @@ from . import scan
 MAX_THREADS = 512  # a block's threads at most (tile.cu's __launch_bounds__)
 TILE_SMEM = 100 * 1024  # both buffers of a tile at most: two blocks an SM on a 228 KiB SM, with room
 MAX_LINES = 8  # the compiled tile widths: 1, 2, 4, 8
+# An SM of compute capability 8.0-9.0, for properties a CuPy build does not report
+SM_DEFAULTS = {"multiProcessorCount": 1, "maxThreadsPerMultiProcessor": 2048, "regsPerMultiprocessor": 65536,
+               "sharedMemPerMultiprocessor": 228 * 1024, "maxBlocksPerMultiProcessor": 32}
 SECTOR = scan.SECTOR
 SOURCE = (scan.SOURCE, "cuda/compact/tile.cu")  # one NVRTC unit: tile.cu calls scan.cu's device functions
 OPTIONS = scan.OPTIONS
@@ -64,14 +67,15 @@ def tile_lines(p: scan.ScanPlan, dtype, nsys: int | None = None) -> int:
 def resident_blocks(threads: int, smem: int, regs: int, static_smem: int, sm: dict) -> int:
     """Blocks of the kernel an SM holds at once: the least of what its threads, registers (allocated
     per warp in units of 256) and shared memory (+ the 1 KiB the runtime reserves a block) allow, and
-    the SM's block limit. ``sm``: MaxThreadsPerMultiProcessor, MaxRegistersPerMultiprocessor,
-    MaxSharedMemoryPerMultiprocessor, MaxBlocksPerMultiprocessor (CUDA's device attributes)."""
+    the SM's block limit. ``sm``: cudaDeviceProp's maxThreadsPerMultiProcessor, regsPerMultiprocessor,
+    sharedMemPerMultiprocessor and maxBlocksPerMultiProcessor (:data:`SM_DEFAULTS` where missing)."""
+    sm = {**SM_DEFAULTS, **sm}
     warps = -(-threads // 32)
     per_warp = -(-max(regs, 1) * 32 // 256) * 256
-    by_threads = sm["MaxThreadsPerMultiProcessor"] // (warps * 32)
-    by_regs = sm["MaxRegistersPerMultiprocessor"] // (per_warp * warps)
-    by_smem = sm["MaxSharedMemoryPerMultiprocessor"] // (smem + static_smem + 1024)
-    return max(1, min(by_threads, by_regs, by_smem, sm.get("MaxBlocksPerMultiprocessor", 32)))
+    by_threads = sm["maxThreadsPerMultiProcessor"] // (warps * 32)
+    by_regs = sm["regsPerMultiprocessor"] // (per_warp * warps)
+    by_smem = sm["sharedMemPerMultiprocessor"] // (smem + static_smem + 1024)
+    return max(1, min(by_threads, by_regs, by_smem, sm["maxBlocksPerMultiProcessor"]))
 
 
 def persistent_grid(tiles: int, resident: int, sms: int) -> int:
@@ -119,8 +123,6 @@ def specs_for(n: int, dtype) -> list[KernelSpec]:
     return out
 
 
-_SM_ATTRIBUTES = ("MultiProcessorCount", "MaxThreadsPerMultiProcessor", "MaxRegistersPerMultiprocessor",
-                  "MaxSharedMemoryPerMultiprocessor", "MaxBlocksPerMultiprocessor")
 
 
 class DeviceTile(scan.DeviceScan):
@@ -129,8 +131,8 @@ class DeviceTile(scan.DeviceScan):
 
     def __init__(self, p: scan.ScanPlan, dtype, stream=None):
         super().__init__(p, dtype, stream)
-        attrs = self.cp.cuda.Device().attributes
-        self._sm = {k: int(attrs.get(k, 32)) for k in _SM_ATTRIBUTES}
+        props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
+        self._sm = {k: int(props.get(k, v)) for k, v in SM_DEFAULTS.items()}
 
     def _function(self, fused: bool, dissipative: bool, lines: int = 1):
         key = ("tile", fused, dissipative, lines)
@@ -155,7 +157,7 @@ class DeviceTile(scan.DeviceScan):
             fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
             self._opted[id(fn)] = fn.max_dynamic_shared_size_bytes
         resident = resident_blocks(p.team * w, smem, fn.num_regs, fn.shared_size_bytes, self._sm)
-        grid = persistent_grid(-(-nsys // w), resident, self._sm["MultiProcessorCount"])
+        grid = persistent_grid(-(-nsys // w), resident, self._sm["multiProcessorCount"])
         fn((grid,), (p.team, w),
            (src, dst, self.fac_dev, coef, np.int32(p.n), np.int32(nsys), np.int64(sys_stride),
             np.int64(elem_stride), np.int32(p.t_lo), np.int32(p.t_hi), np.int32(per), np.int64(group_stride)),
