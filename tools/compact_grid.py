@@ -82,6 +82,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--precisions", nargs="+", default=["fp32", "fp64"], choices=["fp32", "fp64"])
     ap.add_argument("--boundaries", nargs="+", default=["periodic", "closures"], choices=["periodic", "closures"])
     ap.add_argument("--no-gtsv2", action="store_true")
+    ap.add_argument("--tile-threads", type=int,
+                    help=f"scan-tile's cap on a block's threads (default {tile.MAX_THREADS})")
+    ap.add_argument("--tile-smem-kib", type=int, help=f"scan-tile's cap on a block's two buffers, KiB "
+                                                     f"(default {tile.TILE_SMEM // 1024})")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -91,10 +95,15 @@ def main(argv: list[str]) -> int:
         return 2
     if args.check:
         return check()
+    if args.tile_threads:  # an A/B of the tile rule's caps (wider y-tiles: whole sectors, fewer blocks an SM)
+        tile.MAX_THREADS = args.tile_threads
+    if args.tile_smem_kib:
+        tile.TILE_SMEM = args.tile_smem_kib * 1024
     be = get_backend("cupy")
     bw = copy_bandwidth(be)
     timeit = _timer(cp, args.reps)
-    print(f"{device_info(be).name}: copy bandwidth {bw / 1e9:.1f} GB/s (read + write); CuPy {cp.__version__}")
+    print(f"{device_info(be).name}: copy bandwidth {bw / 1e9:.1f} GB/s (read + write); CuPy {cp.__version__}; "
+          f"scan-tile caps: {tile.MAX_THREADS} threads, {tile.TILE_SMEM // 1024} KiB a block")
     solvers = FUSED + (() if args.no_gtsv2 else ("gtsv2",))
     head = "| dir | n² | prec | boundary | " + " | ".join(f"{s} ms" for s in solvers)
     head += " | " + " | ".join(f"{s} % copy" for s in FUSED)

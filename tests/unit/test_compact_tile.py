@@ -253,3 +253,17 @@ def test_fused_navier_stokes_evaluation_on_the_emulated_tile_kernel(lib, monkeyp
     log = _EmulatedTileDevice.log
     assert len(log) == 4 == eq.launches_per_rate() and all(fused for fused, *_ in log)
     assert (True, 3 * n, 1, n) in log and (True, 4 * n, 1, n) in log
+
+
+def test_emulated_tile_of_1024_threads(lib, monkeypatch):
+    """The rule's caps widened (tile.MAX_THREADS = 1024, as tools/compact_grid.py --tile-threads does): fp32
+    y-lines of 1000 points in tiles of 8 (128-thread teams: 1024 threads, 32 warps' slots), 11 lines in two
+    tiles — the mirror bit for bit."""
+    monkeypatch.setattr(tile, "MAX_THREADS", 1024)
+    n, nx = 1000, 11
+    p = scan.plan(_fac(n, "closures", -0.25), 8)
+    f = np.random.default_rng(3).standard_normal((n, nx)).astype(np.float32)
+    out = np.full_like(f, np.nan)
+    w, _ = run(lib, p, np.float32, True, -0.25, f, out, nx, 1, nx)
+    assert w * p.team == 1024
+    np.testing.assert_array_equal(out.T, _want(p, f.T, True, "closures", -0.25, np.float32))

@@ -33,8 +33,11 @@ import numpy as np
 from ...cuda import KernelSpec, ctype, template
 from . import scan
 
-MAX_THREADS = 512  # a block's threads at most (tile.cu's __launch_bounds__)
-TILE_SMEM = 100 * 1024  # both buffers of a tile at most: two blocks an SM on a 228 KiB SM, with room
+# The rule's caps, module constants so an A/B run can widen them (tools/compact_grid.py --tile-threads,
+# --tile-smem-kib): a block of team·W <= MAX_THREADS threads (several resident blocks an SM hide each
+# other's barriers), both buffers <= TILE_SMEM (two blocks an SM on a 228 KiB SM, with room).
+MAX_THREADS = 512
+TILE_SMEM = 100 * 1024
 MAX_LINES = 8  # the compiled tile widths: 1, 2, 4, 8
 # An SM of compute capability 8.0-9.0, for properties a CuPy build does not report
 SM_DEFAULTS = {"multiProcessorCount": 1, "maxThreadsPerMultiProcessor": 2048, "regsPerMultiprocessor": 65536,
@@ -54,11 +57,17 @@ def tile_smem(p: scan.ScanPlan, w: int, dtype) -> int:
     return 2 * w * line_values(p, w, dtype) * np.dtype(dtype).itemsize
 
 
+def kernel_max_threads(chunk: int) -> int:
+    """A block's threads at most: tile.cu's __launch_bounds__ (64 registers for 8-row chunks, 128 above)."""
+    return 1024 if chunk <= 8 else 512
+
+
 def tile_lines(p: scan.ScanPlan, dtype, nsys: int | None = None) -> int:
     """Lines a block solves at a time (the kernel's W): see the module's rules; no wider than the lines
     there are."""
+    threads = min(MAX_THREADS, kernel_max_threads(p.chunk))
     w = max(1, min(MAX_LINES, SECTOR // np.dtype(dtype).itemsize))
-    while w > 1 and (w * p.team > MAX_THREADS or tile_smem(p, w, dtype) > TILE_SMEM
+    while w > 1 and (w * p.team > threads or tile_smem(p, w, dtype) > TILE_SMEM
                      or (nsys is not None and w // 2 >= nsys)):
         w //= 2
     return w

@@ -95,18 +95,18 @@ __device__ __forceinline__ void compact_tile_fetch(const T* in, T* buf, int tile
     }
 }
 
-#ifndef NAGARE_TILE_MIN_BLOCKS
-// 64 registers a thread for 8-row chunks (two 512-thread blocks an SM; the two buffers' shared memory
-// allows two or three): no spills. Longer chunks (lines past 4096 points) keep up to 128: they spill
-// at 64.
-#define NAGARE_TILE_MIN_BLOCKS (C <= 8 ? 2 : 1)
+#ifndef NAGARE_TILE_MAX_THREADS
+// 64 registers a thread for 8-row chunks (blocks of up to 1024 threads; the two buffers' shared memory
+// allows two or three 512-thread blocks an SM): no spills. Longer chunks (lines past 4096 points) keep up
+// to 128 in blocks of up to 512: they spill at 64.
+#define NAGARE_TILE_MAX_THREADS (C <= 8 ? 1024 : 512)
 #endif
 
-// Block: (team, W) threads, team a multiple of 32, team·C >= n, team·W <= 512. Grid: at most the tiles
-// (ceil(nsys / W)); each block solves tiles blockIdx.x, + gridDim.x, ... Dynamic shared memory: two
+// Block: (team, W) threads, team a multiple of 32, team·C >= n, team·W <= NAGARE_TILE_MAX_THREADS. Grid: at
+// most the tiles (ceil(nsys / W)); each block solves tiles blockIdx.x, + gridDim.x, ... Dynamic shared memory: two
 // buffers of W·ls values. Arguments as compact_scan's (scan.cu).
 template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS, int W>
-__global__ void __launch_bounds__(512, NAGARE_TILE_MIN_BLOCKS)
+__global__ void __launch_bounds__(NAGARE_TILE_MAX_THREADS, 1)
 compact_tile(const T* in, T* out, const T* __restrict__ fac, const T* __restrict__ coef, int n, int nsys,
              nagare_scan_i64 sys_stride, nagare_scan_i64 elem_stride, int t_lo, int t_hi, int per,
              nagare_scan_i64 group_stride)
@@ -114,7 +114,7 @@ compact_tile(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
 #ifndef NAGARE_EMU
     extern __shared__ __align__(16) unsigned char nagare_smem[];
 #endif
-    NAGARE_BLOCK_SHARED T wa[2][32];  // per line of the tile: nw slots from y·nw (W·nw <= 16)
+    NAGARE_BLOCK_SHARED T wa[2][32];  // per line of the tile: nw slots from y·nw (W·nw <= 32)
     NAGARE_BLOCK_SHARED T wb[2][32];
     NAGARE_BLOCK_SHARED T ends[2 * W];
     const int tiles = (nsys + W - 1) / W;
