@@ -32,7 +32,8 @@ template <typename T>
 __device__ __forceinline__ void compact_tile_copy(T* dst, const T* src)
 {
 #if !defined(NAGARE_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    unsigned d;  // the shared-window address (PTX rather than __cvta_generic_to_shared: NVRTC needs no header)
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(d) : "l"(dst));
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(src), "n"(sizeof(T)) : "memory");
 #else
     *dst = *src;
