@@ -158,13 +158,13 @@ PY
         | grep -E "stencil_ncu|nagare_diffusion7|dram__bytes|gpu__time|warps_active|registers" | head -90 ;;
     compact-tile)
       d="$OUT/compact-tile"
-      timeout 60 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_compact_tile_gpu.py \
-        tests/equivalence/test_registry.py -k "tile" 2>&1 | tee "$d/gpu-tests.log" | tail -6
+      timeout 65 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_compact_tile_gpu.py \
+        tests/equivalence/test_registry.py -k "test_tile or scan-tile" 2>&1 | tee "$d/gpu-tests.log" | tail -6
       for tool in memcheck racecheck; do
-        timeout 25 compute-sanitizer --tool $tool --error-exitcode 3 python3 tools/compact_grid.py --check \
+        timeout 15 compute-sanitizer --tool $tool --error-exitcode 3 python3 tools/compact_grid.py --check \
           2>&1 | tee "$d/sanitizer-$tool.txt" | tail -3
       done
-      timeout 60 python3 tools/compact_grid.py 2>&1 | tee "$d/grid.md" | tail -32 ;;
+      timeout 55 python3 tools/compact_grid.py 2>&1 | tee "$d/grid.md" | tail -32 ;;
     ncu-compact)
       d="$OUT/ncu-compact"
       timeout 240 ncu --clock-control none --kernel-name regex:"compact_(scan|tile)" \
