@@ -103,9 +103,9 @@ __device__ __forceinline__ void compact_tile_fetch(const T* in, T* buf, int tile
 #define NAGARE_TILE_MAX_THREADS (C <= 8 ? 1024 : 512)
 #endif
 
-// Block: (team, W) threads, team a multiple of 32, team·C >= n, team·W <= NAGARE_TILE_MAX_THREADS. Grid: at
-// most the tiles (ceil(nsys / W)); each block solves tiles blockIdx.x, + gridDim.x, ... Dynamic shared memory: two
-// buffers of W·ls values. Arguments as compact_scan's (scan.cu).
+// Block: (team, W) threads, team a multiple of 32, team·C >= n, team·W <= NAGARE_TILE_MAX_THREADS.
+// Grid: at most the tiles (ceil(nsys / W)); each block solves tiles blockIdx.x, + gridDim.x, ...
+// Dynamic shared memory: two buffers of W·ls values. Arguments as compact_scan's (scan.cu).
 template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS, int W>
 __global__ void __launch_bounds__(NAGARE_TILE_MAX_THREADS, 1)
 compact_tile(const T* in, T* out, const T* __restrict__ fac, const T* __restrict__ coef, int n, int nsys,
