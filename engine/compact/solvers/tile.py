@@ -47,14 +47,19 @@ SOURCE = (scan.SOURCE, "cuda/compact/tile.cu")  # one NVRTC unit: tile.cu calls 
 OPTIONS = scan.OPTIONS
 
 
-def line_values(p: scan.ScanPlan, w: int, dtype) -> int:
-    """Values from one line of a tile buffer to the next (the kernel's ``ls``)."""
-    return p.rows + p.team + scan.tile_pad(w, dtype)
+def line_values(team: int, rows: int, w: int, dtype) -> int:
+    """Values from one line of a tile buffer to the next (the kernel's ``ls``) for a team of ``team``
+    threads over ``rows`` = team·chunk rows."""
+    return rows + team + scan.tile_pad(w, dtype)
 
 
 def tile_smem(p: scan.ScanPlan, w: int, dtype) -> int:
     """Dynamic shared memory of one block: two buffers of W padded lines."""
-    return 2 * w * line_values(p, w, dtype) * np.dtype(dtype).itemsize
+    return _smem(p.team, p.rows, w, dtype)
+
+
+def _smem(team: int, rows: int, w: int, dtype) -> int:
+    return 2 * w * line_values(team, rows, w, dtype) * np.dtype(dtype).itemsize
 
 
 def kernel_max_threads(chunk: int) -> int:
@@ -65,9 +70,13 @@ def kernel_max_threads(chunk: int) -> int:
 def tile_lines(p: scan.ScanPlan, dtype, nsys: int | None = None) -> int:
     """Lines a block solves at a time (the kernel's W): see the module's rules; no wider than the lines
     there are."""
-    threads = min(MAX_THREADS, kernel_max_threads(p.chunk))
+    return _tile_lines(p.team, p.chunk, dtype, nsys)
+
+
+def _tile_lines(team: int, chunk: int, dtype, nsys: int | None = None) -> int:
+    threads = min(MAX_THREADS, kernel_max_threads(chunk))
     w = max(1, min(MAX_LINES, SECTOR // np.dtype(dtype).itemsize))
-    while w > 1 and (w * p.team > threads or tile_smem(p, w, dtype) > TILE_SMEM
+    while w > 1 and (w * team > threads or _smem(team, team * chunk, w, dtype) > TILE_SMEM
                      or (nsys is not None and w // 2 >= nsys)):
         w //= 2
     return w
@@ -123,15 +132,12 @@ def specs_for(n: int, dtype) -> list[KernelSpec]:
     """The modules n-point lines of ``dtype`` take — the widest tile and the narrower ones a launch over
     fewer lines falls back to — for the warm-up."""
     c = scan.chunk_size(n)
-    p = scan.ScanPlan(n, c, scan.team_size(n, c), False, *(np.empty(0),) * 6, 0.0, 0.0)
-    w = tile_lines(p, dtype)
+    w = _tile_lines(scan.team_size(n, c), c, dtype)
     out = []
     while w >= 1:
         out.append(spec(dtype, c, w))
         w //= 2
     return out
-
-
 
 
 class DeviceTile(scan.DeviceScan):
