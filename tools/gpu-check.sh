@@ -23,6 +23,11 @@
 #   stencil-perf  P2 (issue 5), < 4 min: gpu tests of the stencil framework / auto-tuner / diffusion3d
 #                 kernels, `nagare bench stencil` (P2's five meshes, exhaustive vs live tuner, run-off,
 #                 1,000-step amortisation at 256³/512³), then ncu on the 512³ kernel
+#   compact-tile  issue 39 item 1, < 150 s: the gpu tests of solver = scan-tile (mirror bit for bit, dense,
+#                 registry), memcheck + racecheck of one small case a direction, the target grid as one
+#                 table (scan, scan-tile, gtsv2 × x/y × 1024²..4096² × fp32/fp64 × periodic/closures)
+#   ncu-compact   ncu of scan and scan-tile on 4096² x and y fp64 closures (DRAM throughput, occupancy,
+#                 warp stall reasons, L2 sectors)
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -151,6 +156,22 @@ PY
         --metrics dram__bytes.sum,gpu__time_duration.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread \
         python3 tools/stencil_ncu.py --json "$d/stencil.json" 2>&1 | tee "$d/ncu.txt" \
         | grep -E "stencil_ncu|nagare_diffusion7|dram__bytes|gpu__time|warps_active|registers" | head -90 ;;
+    compact-tile)
+      d="$OUT/compact-tile"
+      timeout 65 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_compact_tile_gpu.py \
+        tests/equivalence/test_registry.py -k "test_tile or scan-tile" 2>&1 | tee "$d/gpu-tests.log" | tail -6
+      for tool in memcheck racecheck; do
+        timeout 15 compute-sanitizer --tool $tool --error-exitcode 3 python3 tools/compact_grid.py --check \
+          2>&1 | tee "$d/sanitizer-$tool.txt" | tail -3
+      done
+      timeout 55 python3 tools/compact_grid.py 2>&1 | tee "$d/grid.md" | tail -32 ;;
+    ncu-compact)
+      d="$OUT/ncu-compact"
+      timeout 240 ncu --clock-control none --kernel-name regex:"compact_(scan|tile)" \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sectors_op_read.sum,lts__t_requests_op_read.sum \
+        python3 tools/compact_grid.py --sizes 4096 --precisions fp64 --boundaries closures --reps 1 --no-gtsv2 \
+        2>&1 | tee "$d/ncu.txt" | grep -E "compact_(scan|tile)|DRAM Throughput|dram__throughput|Achieved Occupancy|warps_active|Stall|lts__t_|Registers|Duration" | head -120 ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done

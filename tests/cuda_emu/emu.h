@@ -21,7 +21,7 @@
 #define __align__(n)
 
 struct dim3e { int x = 0, y = 0, z = 0; };
-inline thread_local dim3e threadIdx, blockIdx, blockDim;
+inline thread_local dim3e threadIdx, blockIdx, blockDim, gridDim;
 alignas(16) inline unsigned char tb_smem[400000];
 
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -83,6 +83,7 @@ void emu_launch(int gx, int gy, int bx, int by, F body)
                         threadIdx = {tx, ty, 0};
                         blockIdx = {bi, bj, 0};
                         blockDim = {bx, by, 1};
+                        gridDim = {gx, gy, 1};
                         emu_tid = ty * bx + tx;
                         body();
                     });

@@ -156,6 +156,7 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
                 threadIdx = {{tx, ty, tz}};
                 blockIdx = {{x, y, z}};
                 blockDim = {{bx, by, bz}};
+                gridDim = {{gx, gy, gz}};
                 emu_tid = (tz * by + ty) * bx + tx;
                 {name}({', '.join(call)});
             }});

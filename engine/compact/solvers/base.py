@@ -49,10 +49,10 @@ class Solver(ABC):
 
     def unavailable(self, backend, selection, config) -> str | None:
         """Why this solver cannot run with ``selection`` (None if it can): every solver but the fusing
-        one needs a separate right-hand side."""
+        ones needs a separate right-hand side."""
         if selection.get("kernel") == "fused" and not self.fuses_rhs:
             return (f"solver = {self.name} needs a separate right-hand side (kernel = fused runs on "
-                    f"solver = scan only: choose another kernel first)")
+                    f"solver = scan or scan-tile only: choose another kernel first)")
         return None
 
     def kernel_specs(self, dtype, selection: dict, shape) -> list:

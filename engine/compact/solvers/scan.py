@@ -398,7 +398,7 @@ class Scan(Solver):
     name = "scan"
     doc = ("Thomas' LU sweeps as parallel scans (engine/compact/solvers/scan.py): one block per system read once "
            "into shared memory, a chunk of rows per thread in registers, the chunks' carries by warp-shuffle scans; "
-           "the only solver the fused derivative (kernel = fused) runs on")
+           "the GPU default for the fused derivative (kernel = fused), which scan-tile also runs")
     fuses_rhs = True
 
     def prepare(self, fac, dtype, xp, stream=None):

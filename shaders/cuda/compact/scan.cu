@@ -194,6 +194,64 @@ __device__ __forceinline__ void compact_scan_apply(T* v, const T* __restrict__ p
     for (int j = 0; j < C; ++j) v[j] = v[j] + pb[j] * xout;
 }
 
+// One line's solve from its padded shared copy `line` (team = blockDim.x threads, thread t owning rows
+// [t C, t C + C)), the results written back over it: the right-hand side (FUSED) or the line itself, the
+// forward sweep and its carry, back substitution and its carry, Sherman–Morrison (PERIODIC). wa0/wb0 and
+// wa1/wb1: this team's warp-total slots of the two scans; ends: its two slots for x_0 and x_{n-1}.
+// The caller has synchronised the block after filling the line, and does again before reading it back.
+// Shared by compact_scan (one launch per line or tile) and compact_tile (tile.cu: persistent blocks).
+template <typename T, int C, bool PERIODIC, bool FUSED, bool DISS>
+__device__ __forceinline__ void compact_scan_solve_line(T* line, const T* __restrict__ fac, const T* __restrict__ coef,
+                                                        int n, int t_lo, int t_hi, T* wa0, T* wb0, T* wa1, T* wb1,
+                                                        T* ends)
+{
+    const int t = threadIdx.x, team = blockDim.x, np = team * C, s = t * C;
+    // Interior chunks read the converged factors ic (uniform addresses, immediate offsets); the
+    // others their rows of the bands. Two code paths instead of one with a runtime stride: the
+    // stride's address arithmetic cost more than the loads.
+    const bool inner = t >= t_lo && t < t_hi;
+    const T* __restrict__ ic = fac + 6 * np + 2;
+    T v[C];
+    if (FUSED) {
+        compact_scan_rhs<T, C, PERIODIC, DISS>(line, s, n, coef, v);
+    } else {
+#pragma unroll
+        for (int j = 0; j < C; ++j) v[j] = s + j < n ? line[s + t + j] : T(0);
+    }
+    // forward sweep: local from 0, then the chunk's incoming g by a scan over the chunks
+    T a_out;
+    if (inner) a_out = compact_scan_forward<T, C, 0>(v, ic, ic + 3);
+    else a_out = compact_scan_forward<T, C, 1>(v, fac + s, fac + 3 * np + s);
+    const T gin = compact_scan_carry<T, false>(a_out, v[C - 1], wa0, wb0);
+    // back substitution: local from 0, then the chunk's outgoing x by the reverse scan
+    T a_in;
+    if (inner) a_in = compact_scan_back<T, C, 0>(v, gin, ic + 3, ic + 1, ic + 2, ic + 3 + C);
+    else a_in = compact_scan_back<T, C, 1>(v, gin, fac + 3 * np + s, fac + np + s, fac + 2 * np + s, fac + 4 * np + s);
+    const T xout = compact_scan_carry<T, true>(a_in, v[0], wa1, wb1);
+    if (inner) compact_scan_apply<T, C>(v, ic + 3 + C, xout);
+    else compact_scan_apply<T, C>(v, fac + 4 * np + s, xout);
+    if (PERIODIC) {
+        const T r = fac[6 * np], q = fac[6 * np + 1];
+        T* const e = ends;
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+            if (s + j == 0) e[0] = v[j];
+            if (s + j == n - 1) e[1] = v[j];
+        }
+        __syncthreads();
+        const T sm = q * (e[0] + r * e[1]);
+        if (!inner) {  // z vanishes (below 1e-18) on interior chunks
+            const T* __restrict__ z = fac + 5 * np + s;
+#pragma unroll
+            for (int j = 0; j < C; ++j) v[j] = v[j] - sm * z[j];
+        }
+    }
+    // every thread read the line before the scans' barriers: its storage is free for the results
+    // (rows past n land in the padding: never stored)
+#pragma unroll
+    for (int j = 0; j < C; ++j) line[s + t + j] = v[j];
+}
+
 #ifndef NAGARE_SCAN_MAX_THREADS
 // 40 registers a thread for 8 rows a thread (team <= 512: three such blocks an SM, six of 256): the
 // kernel is latency-bound, and the bound measured faster than the 64 the compiler takes unbounded
@@ -252,7 +310,7 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
     NAGARE_BLOCK_SHARED T ends[2 * W];
     const int sys0 = blockIdx.x * W;
     if (sys0 >= nsys) return;  // whole blocks: every thread of a block leaves or none
-    const int t = threadIdx.x, team = blockDim.x, np = team * C, s = t * C;
+    const int t = threadIdx.x, team = blockDim.x, np = team * C;
     const int y = W == 1 ? 0 : (int)threadIdx.y, nw = team >> 5;
     const int ls = np + team + (W == 1 ? 0 : 128 / (W * (int)sizeof(T)));  // line to line, in values
     T* const tile = reinterpret_cast<T*>(nagare_smem);
@@ -282,50 +340,8 @@ compact_scan(const T* in, T* out, const T* __restrict__ fac, const T* __restrict
         __syncthreads();
     }
 
-    // Interior chunks read the converged factors ic (uniform addresses, immediate offsets); the
-    // others their rows of the bands. Two code paths instead of one with a runtime stride: the
-    // stride's address arithmetic cost more than the loads.
-    const bool inner = t >= t_lo && t < t_hi;
-    const T* __restrict__ ic = fac + 6 * np + 2;
-    T v[C];
-    if (FUSED) {
-        compact_scan_rhs<T, C, PERIODIC, DISS>(line, s, n, coef, v);
-    } else {
-#pragma unroll
-        for (int j = 0; j < C; ++j) v[j] = s + j < n ? line[s + t + j] : T(0);
-    }
-    // forward sweep: local from 0, then the chunk's incoming g by a scan over the chunks
-    T a_out;
-    if (inner) a_out = compact_scan_forward<T, C, 0>(v, ic, ic + 3);
-    else a_out = compact_scan_forward<T, C, 1>(v, fac + s, fac + 3 * np + s);
-    const T gin = compact_scan_carry<T, false>(a_out, v[C - 1], wa[0] + y * nw, wb[0] + y * nw);
-    // back substitution: local from 0, then the chunk's outgoing x by the reverse scan
-    T a_in;
-    if (inner) a_in = compact_scan_back<T, C, 0>(v, gin, ic + 3, ic + 1, ic + 2, ic + 3 + C);
-    else a_in = compact_scan_back<T, C, 1>(v, gin, fac + 3 * np + s, fac + np + s, fac + 2 * np + s, fac + 4 * np + s);
-    const T xout = compact_scan_carry<T, true>(a_in, v[0], wa[1] + y * nw, wb[1] + y * nw);
-    if (inner) compact_scan_apply<T, C>(v, ic + 3 + C, xout);
-    else compact_scan_apply<T, C>(v, fac + 4 * np + s, xout);
-    if (PERIODIC) {
-        const T r = fac[6 * np], q = fac[6 * np + 1];
-        T* const e = ends + 2 * y;
-#pragma unroll
-        for (int j = 0; j < C; ++j) {
-            if (s + j == 0) e[0] = v[j];
-            if (s + j == n - 1) e[1] = v[j];
-        }
-        __syncthreads();
-        const T sm = q * (e[0] + r * e[1]);
-        if (!inner) {  // z vanishes (below 1e-18) on interior chunks
-            const T* __restrict__ z = fac + 5 * np + s;
-#pragma unroll
-            for (int j = 0; j < C; ++j) v[j] = v[j] - sm * z[j];
-        }
-    }
-    // every thread read the line before the scans' barriers: its storage is free for the results
-    // (rows past n land in the padding: never stored)
-#pragma unroll
-    for (int j = 0; j < C; ++j) line[s + t + j] = v[j];
+    compact_scan_solve_line<T, C, PERIODIC, FUSED, DISS>(line, fac, coef, n, t_lo, t_hi, wa[0] + y * nw, wb[0] + y * nw,
+                                                         wa[1] + y * nw, wb[1] + y * nw, ends + 2 * y);
     __syncthreads();
     const int lw = t + team * y, lc = W == 1 ? 0 : lw % W, r0 = W == 1 ? t : lw / W;
     if (W == 1 || sys0 + lc < nsys) {

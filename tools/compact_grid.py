@@ -1,0 +1,150 @@
+"""The fused compact derivative's target grid (issue 39) as one table, on the GPU (CuPy): x and y lines ×
+1024², 2048², 4096² × fp32, fp64 × periodic, closures — GB/s of ``solver = scan`` and ``solver = scan-tile``
+(kernel = fused) as % of the device's copy bandwidth (engine/device.copy_bandwidth: read + write), and
+each against cuSPARSE gtsv2StridedBatch (solver = gtsv2 with the stencil right-hand side: the time ratio).
+A derivative moves 2·n²·itemsize bytes (read f, write f'). Every cell: the engine's Derivative operator,
+CUDA events, the median of the timed launches after a warm-up.
+
+    python tools/compact_grid.py [--sizes 1024 2048 4096] [--reps 10] [--no-gtsv2]
+    python tools/compact_grid.py --check     # one small case a direction (compute-sanitizer runs)
+    ncu -k regex:compact_ ... python tools/compact_grid.py --sizes 4096 --precisions fp64 --boundaries closures \
+        --reps 1 --no-gtsv2                   # 12 launches: scan and scan-tile, x and y (3 each)
+
+Targets (issue 39): median ≥ 80 % of copy over the grid, no cell below 65 %, y ≥ 0.9× x, ≥ 1.5× gtsv2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+from nagare.engine.backend import get_backend
+from nagare.engine.compact import schemes, tridiag
+from nagare.engine.compact.operator import Derivative
+from nagare.engine.compact.solvers import scan, tile
+from nagare.engine.device import copy_bandwidth, device_info
+
+FUSED = ("scan", "scan-tile")
+
+
+def _timer(cp, reps: int):
+    def timeit(fn) -> float:
+        fn()
+        fn()
+        ev = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
+        for a, b in ev:
+            a.record()
+            fn()
+            b.record()
+        ev[-1][1].synchronize()
+        return float(np.median([cp.cuda.get_elapsed_time(a, b) for a, b in ev]))
+
+    return timeit
+
+
+def _operator(be, n: int, axis: str, boundary: str, dtype, selection: dict):
+    return Derivative(shape=(n, n), axis=axis, h=1.0 / n, boundary=boundary, delta=0.0, dtype=dtype,
+                      selection=selection, backend=be, stream=None)
+
+
+def _selection(solver: str) -> dict:
+    kernel = "fused" if solver in FUSED else "cuda"
+    return {"solver": solver, "y-direction": "strided", "kernel": kernel}
+
+
+def check() -> int:
+    """One small case a direction and boundary (fp64, odd sizes, more tiles than one block holds): the
+    tile kernel's output against the scan mirror — what compute-sanitizer's memcheck/racecheck run."""
+    cp = get_backend("cupy").xp
+    rng = np.random.default_rng(1)
+    n, nsys = 97, 13
+    for boundary in schemes.BOUNDARIES:
+        p = scan.plan(tridiag.factorise(*schemes.bands(n, boundary), boundary == "periodic"))
+        dev = tile.DeviceTile(p, np.float64)
+        for layout in ("x", "y"):
+            shape = (nsys, n) if layout == "x" else (n, nsys)
+            a = rng.standard_normal(shape)
+            out = cp.empty(shape)
+            ss, es = (n, 1) if layout == "x" else (1, nsys)
+            dev.derivative(cp.asarray(a), out, nsys, ss, es, 0.1)
+            got = cp.asnumpy(out)
+            want = scan.derivative(p, a if layout == "x" else a.T, 0.1, boundary)
+            np.testing.assert_array_equal(got if layout == "x" else got.T, want)
+            print(f"check {layout}-lines {boundary}: ok")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--dirs", nargs="+", default=["x", "y"], choices=["x", "y"])
+    ap.add_argument("--precisions", nargs="+", default=["fp32", "fp64"], choices=["fp32", "fp64"])
+    ap.add_argument("--boundaries", nargs="+", default=["periodic", "closures"], choices=["periodic", "closures"])
+    ap.add_argument("--no-gtsv2", action="store_true")
+    ap.add_argument("--tile-threads", type=int,
+                    help=f"scan-tile's cap on a block's threads (default {tile.MAX_THREADS})")
+    ap.add_argument("--tile-smem-kib", type=int, help=f"scan-tile's cap on a block's two buffers, KiB "
+                                                     f"(default {tile.TILE_SMEM // 1024})")
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        import cupy as cp  # optional dependency: the GPU backend
+    except ImportError:
+        print("compact_grid: needs CuPy and an NVIDIA GPU (pip install nagare[gpu])", file=sys.stderr)
+        return 2
+    if args.check:
+        return check()
+    if args.tile_threads:  # an A/B of the tile rule's caps (wider y-tiles: whole sectors, fewer blocks an SM)
+        tile.MAX_THREADS = args.tile_threads
+    if args.tile_smem_kib:
+        tile.TILE_SMEM = args.tile_smem_kib * 1024
+    be = get_backend("cupy")
+    bw = copy_bandwidth(be)
+    timeit = _timer(cp, args.reps)
+    print(f"{device_info(be).name}: copy bandwidth {bw / 1e9:.1f} GB/s (read + write); CuPy {cp.__version__}; "
+          f"scan-tile caps: {tile.MAX_THREADS} threads, {tile.TILE_SMEM // 1024} KiB a block")
+    solvers = FUSED + (() if args.no_gtsv2 else ("gtsv2",))
+    head = "| dir | n² | prec | boundary | " + " | ".join(f"{s} ms" for s in solvers)
+    head += " | " + " | ".join(f"{s} % copy" for s in FUSED)
+    head += " | tile / scan" + ("" if args.no_gtsv2 else " | tile × gtsv2") + " |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    pct: dict = {s: {} for s in FUSED}
+    worst_gtsv2 = np.inf
+    for axis in args.dirs:
+        for n in args.sizes:
+            for prec in args.precisions:
+                dtype = np.float32 if prec == "fp32" else np.float64
+                f = cp.asarray(np.random.default_rng(n).standard_normal((n, n)).astype(dtype))
+                out = cp.empty_like(f)
+                nbytes = 2 * f.nbytes
+                for boundary in args.boundaries:
+                    ms = {}
+                    for s in solvers:
+                        op = _operator(be, n, axis, boundary, dtype, _selection(s))
+                        ms[s] = timeit(lambda op=op, f=f, out=out: op(f, out))
+                    cells = [f"{ms[s]:.4f}" for s in solvers]
+                    for s in FUSED:
+                        pct[s][(axis, n, prec, boundary)] = 100 * nbytes / (ms[s] * 1e-3) / bw
+                    cells += [f"{pct[s][(axis, n, prec, boundary)]:.1f}" for s in FUSED]
+                    cells.append(f"{ms['scan'] / ms['scan-tile']:.2f}")
+                    if not args.no_gtsv2:
+                        ratio = ms["gtsv2"] / ms["scan-tile"]
+                        worst_gtsv2 = min(worst_gtsv2, ratio)
+                        cells.append(f"{ratio:.1f}")
+                    print(f"| {axis} | {n} | {prec} | {boundary} | " + " | ".join(cells) + " |", flush=True)
+    for s in FUSED:
+        vals = np.array(list(pct[s].values()))
+        xs = np.array([v for k, v in pct[s].items() if k[0] == "x"])
+        ys = np.array([v for k, v in pct[s].items() if k[0] == "y"])
+        ratio = f"{np.median(ys) / np.median(xs):.2f}" if len(xs) and len(ys) else "-"
+        print(f"{s}: median {np.median(vals):.1f} % of copy (target ≥ 80), lowest cell {vals.min():.1f} % "
+              f"(target ≥ 65), y / x median {ratio} (target ≥ 0.9)")
+    if not args.no_gtsv2:
+        print(f"scan-tile against gtsv2: at least {worst_gtsv2:.1f}× in every cell (target ≥ 1.5×)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
