@@ -474,9 +474,9 @@ class CupyKernels:
         out = (st.fine_buf if fine else st.coarse_buf)[lv]
         f32 = np.float32
         g, b = self._grid(pts.size)
-        self.k["rescale" + self.half](g, b, (cur, prev, pts, np.int32(pts.size), np.int64(st.coupling[other].n * self.m3[other]),
-                                 f32(theta), f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced), out),
-                          stream=self.stream)
+        plane = np.int64(st.coupling[other].n * self.m3[other])
+        self.k["rescale" + self.half](g, b, (cur, prev, pts, np.int32(pts.size), plane, f32(theta), f32(alpha),
+                                             *map(f32, a_s), *map(f32, a_t), np.int32(forced), out), stream=self.stream)
 
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]
@@ -495,9 +495,10 @@ class CupyKernels:
         n = dst.size
         g, b = self._grid(n)
         self.k["restrict" + self.half](g, b, (st.bufs[lv + 1][0], st.bufs[lv][0], src, dst, np.int32(n),
-                                  np.int64(st.coupling[lv + 1].n * self.m3[lv + 1]),
-                                  np.int64(st.coupling[lv].n * self.m3[lv]),
-                                  f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced)), stream=self.stream)
+                                              np.int64(st.coupling[lv + 1].n * self.m3[lv + 1]),
+                                              np.int64(st.coupling[lv].n * self.m3[lv]),
+                                              f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced)),
+                                       stream=self.stream)
 
     def fixup(self, st, lv):
         if self.fused:
@@ -508,11 +509,12 @@ class CupyKernels:
         g, b = self._grid(n)
         tau = levels.tau_at(st.tau0, lv)
         ax, ay, az = levels.accel_at(st.accel0, lv)
-        self.k[d["fixup"] + self.half](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3[lv]),
-                               st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
-                               np.int64(st.interp_buf[lv].size), st.link_buf[lv],
-                               f32(1.0 / tau), f32(ax), f32(ay), f32(az))
-                           + ((st.csm_coef[lv],) if st.collision.csm else ()), stream=self.stream)
+        self.k[d["fixup"] + self.half](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n),
+                                              np.int64(c.n * self.m3[lv]), st.fine_buf[lv],
+                                              np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                                              np.int64(st.interp_buf[lv].size), st.link_buf[lv],
+                                              f32(1.0 / tau), f32(ax), f32(ay), f32(az))
+                                       + ((st.csm_coef[lv],) if st.collision.csm else ()), stream=self.stream)
 
     def links(self, st, lv):
         d = self.dev[lv]
