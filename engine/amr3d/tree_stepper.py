@@ -262,7 +262,7 @@ class TreeStepper:
         total = self.xp.zeros(3, np.float64)
         if self.bnd is not None:
             for lv, b in self.bnd.level.items():
-                total = total + boundaries.force(self.xp, self.level_state(lv).reshape(d3q27.Q, -1), b, 0, lv)
+                total = total + boundaries.force(self.xp, self._fp32(self.bufs[lv][0]).reshape(d3q27.Q, -1), b, 0, lv)
         return total
 
 
