@@ -215,7 +215,9 @@ def bench_selections(backend: str = "cupy"):
     return ([(r, {"kernels": r}) for r in rungs]
             + [(f"{r} graph", {"kernels": r, "graph": "on"})
                for r in ("naive", "templates", "sorted", "naive-fused", "uniform")]
-            + [(f"{r} fp16", {"kernels": r, "storage": "fp16"}) for r in ("naive", "uniform")])
+            + [(f"{r} fp16", {"kernels": r, "storage": "fp16"}) for r in ("naive", "uniform", "naive-fused")]
+            # fp16 storage on the tree's best rung (on a box naive-fused is naive)
+            + [("naive-fused fp16 graph", {"kernels": "naive-fused", "storage": "fp16", "graph": "on"})])
 
 
 def _flow(p: AMR3DPreset, x, y, z):

@@ -18,7 +18,9 @@ def ladder(m: int) -> dict[str, str]:
     return {"naive": f"amr3d_naive<{m}>", "naive16": f"amr3d_naive<{m},unsigned short>",
             "inner": f"amr3d_inner<{m}>", "shell": f"amr3d_shell<{m}>", "sorted": f"amr3d_shell_sorted<{m}>",
             "inner_apart": f"amr3d_inner_apart<{m}>", "shell_apart": f"amr3d_shell_apart<{m}>",
-            "naive_fix32": f"amr3d_naive_fix<{m},int>", "naive_fix64": f"amr3d_naive_fix<{m},long long>"}
+            "naive_fix32": f"amr3d_naive_fix<{m},int>", "naive_fix64": f"amr3d_naive_fix<{m},long long>",
+            "naive_fix32_16": f"amr3d_naive_fix<{m},int,unsigned short>",
+            "naive_fix64_16": f"amr3d_naive_fix<{m},long long,unsigned short>"}
 
 
 def shell_classes(m: int) -> list[str]:
@@ -36,9 +38,16 @@ def csm(m: int) -> dict[str, str]:
             "csm_copies": "amr3d_csm_copies"}
 
 
-COUPLING = {"rescale": "amr3d_rescale_points", "restrict": "amr3d_restrict", "fixup32": "amr3d_fixup<int>",
-            "fixup64": "amr3d_fixup<long long>", "copy_points": "amr3d_copy_points", "set_points": "amr3d_set_points",
-            "links": "amr3d_links"}
+# the level coupling on fp32 level buffers, then (keys + "_16") on fp16 storage (d3q27.cuh load_pop,
+# store_pop)
+COUPLING = {"rescale": "amr3d_rescale_points<float>", "restrict": "amr3d_restrict<float>",
+            "fixup32": "amr3d_fixup<int>", "fixup64": "amr3d_fixup<long long>",
+            "copy_points": "amr3d_copy_points<float>", "set_points": "amr3d_set_points<float>",
+            "links": "amr3d_links<float>",
+            "rescale_16": "amr3d_rescale_points<unsigned short>", "restrict_16": "amr3d_restrict<unsigned short>",
+            "fixup32_16": "amr3d_fixup<int,unsigned short>", "fixup64_16": "amr3d_fixup<long long,unsigned short>",
+            "copy_points_16": "amr3d_copy_points<unsigned short>", "set_points_16": "amr3d_set_points<unsigned short>",
+            "links_16": "amr3d_links<unsigned short>"}
 
 
 def interpolate(stencil: int) -> str:

@@ -14,6 +14,11 @@ One ``step`` advances the coarsest present level l_min by one of its steps; leve
                    then, if level l+1 exists: advance(l+1, 0), advance(l+1, ½), restrict(l+1 → l).
 No per-point Python loops: per level, 27 block slices for the inner points and flat fancy-indexing
 for the shell points.
+
+fp16 storage (``half``, the registry's reference for the kernels' fp16 storage): the state is
+rounded to what the kernels' level buffers keep (storage.round_fp16) wherever they store it — a
+level's new state after its collision and boundaries, the coarse copies after a restriction —
+and the arithmetic stays in the state's fp32, as the kernels' (rounding a rounded value returns it).
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import boundaries, collision, d3q27, levels
+from . import boundaries, collision, d3q27, levels, storage
 from .collision import Collision
 from .interface import level_copies
 from .tables import Tables
@@ -144,9 +149,10 @@ def synchronise(xp, f, tables: Tables, physics: Physics):
             f2[:, lt.dup_dst] = f2[:, lt.dup_src]
 
 
-def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Physics, bnd=None, csm=None):
+def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Physics, bnd=None, csm=None,
+             half: bool = False):
     """``csm``: per level the shared copies that take their owner's CSM coefficient
-    (interface.level_copies; with physics.collision.les = csm)."""
+    (interface.level_copies; with physics.collision.les = csm). ``half``: fp16 storage's rounding."""
     lt = tables.level[lv]
     g = pull_level(xp, f, f_prev, tables, lv, theta, physics)
     if bnd is not None and bnd.interpolated and lv in bnd.level:
@@ -160,20 +166,24 @@ def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Phys
                                  physics.collision, coef)
     if bnd is not None and lv in bnd.level:
         boundaries.apply(xp, f.reshape(d3q27.Q, -1), bnd.level[lv], lt.lo * tables.forest.m ** 3, bnd.inlet_velocity)
+    if half:
+        f[:, sl] = storage.round_fp16(xp, f[:, sl])
     if lv + 1 in tables.level:
-        _advance(xp, f, f_prev, tables, lv + 1, 0.0, physics, bnd, csm)
-        _advance(xp, f, f_prev, tables, lv + 1, 0.5, physics, bnd, csm)
+        _advance(xp, f, f_prev, tables, lv + 1, 0.0, physics, bnd, csm, half)
+        _advance(xp, f, f_prev, tables, lv + 1, 0.5, physics, bnd, csm, half)
         restrict(xp, f, tables, lv, physics)
+        if half:
+            f[:, sl] = storage.round_fp16(xp, f[:, sl])
 
 
 class Stepper:
     """The reference solver on one tree: owns f, f_prev and the tables."""
 
     def __init__(self, xp, forest: Forest, physics: Physics, f, tables: Tables | None = None,
-                 interp: str = "quadratic", synchronised: bool = False, bnd=None):
+                 interp: str = "quadratic", synchronised: bool = False, bnd=None, half: bool = False):
         """``bnd``: boundaries.Boundaries of a flow (bodies, inlet, outlet, free-slip sides); the
         tables must then be built with its ``solid``, ``near`` and ``slip`` (done here when they are
-        not given)."""
+        not given). ``half``: round the state as fp16 storage keeps it (the state is taken rounded)."""
         levels.check_taus(physics.tau0, forest.levels)
         self.xp, self.forest, self.physics = xp, forest, physics
         self.bnd = boundaries.on_device(xp, bnd) if bnd is not None else None
@@ -184,10 +194,14 @@ class Stepper:
         self.csm = None  # Kobayashi's CSM: per level, the copies of shared nodes and their owners
         if physics.collision.csm:
             self.csm = {lv: tuple(xp.asarray(a) for a in level_copies(forest, lv)) for lv in forest.levels}
+        self.half = half
         self.f = f
         self.f_prev = f.copy()
         if not synchronised:  # (a state that came out of a step, or was synchronised, is left bit for bit)
             synchronise(xp, self.f, self.tables, physics)
+        if half:
+            self.f[...] = storage.round_fp16(xp, self.f)
+            self.f_prev[...] = self.f
         self.time = 0.0  # level-0 time units
 
     @property
@@ -198,7 +212,7 @@ class Stepper:
     def step(self, n: int = 1):
         lmin = min(self.forest.levels)
         for _ in range(n):
-            _advance(self.xp, self.f, self.f_prev, self.tables, lmin, 0.0, self.physics, self.bnd, self.csm)
+            _advance(self.xp, self.f, self.f_prev, self.tables, lmin, 0.0, self.physics, self.bnd, self.csm, self.half)
             self.time += self.dt
 
     def populations(self, ids):

@@ -7,6 +7,10 @@ each level joined by the coupling kernels (tree_stepper.py, interface.py), on le
 the tree allows, P0's mother leaves (mothers.py). Until a stepper exists (the engine's first
 selection) the state waits on the host. Regridding (regridding.py) rebuilds all of this on a new
 tree; the tracers (tracers.py) step with the fluid, one coarse step at a time.
+
+fp16 storage (variants: the naive rungs on leaves of m³): the ladder's level buffers hold f − w in
+IEEE half (tree_stepper.py); the reference rounds its fp32 state where those buffers store it
+(reference.py ``half``), so the registry compares the two as on the box.
 """
 from __future__ import annotations
 
@@ -55,6 +59,7 @@ class Tree(Regridding, Shape):
     def __init__(self, e):
         super().__init__(e)
         self.stepper = None  # reference.Stepper or tree_stepper.TreeStepper, which own the state
+        self.half = None  # fp16 storage: "buffers" (the kernels' fp16 level buffers), "rounded" (the reference)
         self.tables = self.coupling = self.sampling = self.mass_w = None
         self.pending = np.zeros((d3q27.Q, e.forest.n_leaves, self.m, self.m, self.m), self.dtype)
         self.init_regridding()
@@ -96,7 +101,7 @@ class Tree(Regridding, Shape):
         if self.stepper is None:
             self.pending = leaves.copy()
         elif isinstance(self.stepper, reference.Stepper):
-            self.stepper.f[...] = leaves
+            self.stepper.f[...] = storage.round_fp16(self.xp, leaves) if self.half == "rounded" else leaves
         else:
             self.stepper.set_state(leaves)
 
@@ -107,6 +112,8 @@ class Tree(Regridding, Shape):
         rung = selection["kernels"]
         leaves = self.leaves()
         bnd = e._bnd
+        fp16 = selection.get("storage", "native") == "fp16"
+        self.half = ("rounded" if rung == "reference" else "buffers") if fp16 else None
         if rung == "reference":
             if self.tables is None:
                 solid, near, slip = (bnd.solid, bnd.near(), bnd.slip) if bnd is not None else (None, None, ())
@@ -114,13 +121,13 @@ class Tree(Regridding, Shape):
             self.stepper = reference.Stepper(xp, e.forest, reference.Physics(p.physics.tau, e.accel,
                                                                              collision=e.collision),
                                              xp.array(leaves, dtype=self.dtype), self.tables, synchronised=True,
-                                             bnd=bnd)
+                                             bnd=bnd, half=fp16)
             return
         mothered = self.storage_of(rung) == "mothers"
         coupling, bnd = self.mother_interface() if mothered else (self.interface(), bnd)
         self.stepper = TreeStepper(xp, e.forest, coupling, p.physics.tau, e.accel,
                                    CupyKernels(RUNG_KERNELS[rung] if mothered else rung, e.stream),
-                                   e.timer, dtype=self.dtype, bnd=bnd, collision=e.collision)
+                                   e.timer, dtype=self.dtype, bnd=bnd, collision=e.collision, fp16=fp16)
         self.stepper.set_state(leaves)
 
     def storage_of(self, rung: str) -> str:
@@ -206,7 +213,9 @@ class Tree(Regridding, Shape):
         e = self.e
         graph = e.selection["graph"] == "on"
         stepper, tracers = self.stepper, e._tracers
-        levels = getattr(stepper, "level_buffers", None)  # a TreeStepper's: the fused kernels on the GPU
+        # a TreeStepper's buffers: the fused kernels on the GPU (which read fp32 buffers; on fp16
+        # storage the array code gathers the stencil nodes through populations, converted)
+        levels = None if self.half == "buffers" else getattr(stepper, "level_buffers", None)
         sub = self.substeps()
         for _ in range(n):
             with e.timer.phase("tracers", steps=1):
@@ -285,6 +294,11 @@ class Tree(Regridding, Shape):
         return xp.min(xp.stack([xp.min(st.level_state(lv)) for lv in st.levels]))
 
     # ---- throughput -------------------------------------------------------------------------
+    def population_bytes(self) -> int:
+        """fp16 storage on the kernels moves 2 bytes a population; the reference rung keeps its
+        rounded state in the engine's dtype."""
+        return 2 if self.half == "buffers" else self.dtype.itemsize
+
     def updates_per_step(self) -> float:
         """Level l's points count 2^(l − l_min) times (its sub-steps); on mother leaves, as stored."""
         base = self.e.base_level

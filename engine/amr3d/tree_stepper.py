@@ -17,6 +17,11 @@ With Kobayashi's CSM (collision.py) each level step first computes the coefficie
 interface points, so the link buffer is filled before the ladder — then differences inside each
 leaf); the ladder and fix-up kernels read C[point].
 
+fp16 storage (``fp16=True``, beyond P0 as on the box): the level buffers hold the shifted populations
+f − w in IEEE half (storage.to_fp16; d3q27.cuh load_pop/store_pop), every kernel that reads or
+writes them converts, the arithmetic stays fp32. The interface buffers stay fp32 (coupling.cu says
+why). The state seen from outside (state, level_state, populations, set_state) is fp32.
+
 Timing phases (one coarse step = one step): ``inner``/``shell`` (or ``step`` for one-kernel rungs)
 summed over every level step, ``coupling`` (interface buffers, fix-up, restriction; with
 ``naive-fused`` the fix-up is inside the ladder's ``step``), ``boundary``, and ``les`` (the CSM's
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import boundaries, collision, d3q27, interface, leafgrid, levels
+from . import boundaries, collision, d3q27, interface, leafgrid, levels, storage
 from .collision import Collision
 from .gpu import LadderStepper, _no_phase, coupling_kernels  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
@@ -45,10 +50,11 @@ class TreeStepper:
     """Owns the per-level buffers of one forest and advances them by coarse steps."""
 
     def __init__(self, xp, forest: Forest, coupling: dict[int, LevelCoupling], tau0: float, accel0, kernels,
-                 timer, dtype=np.float32, bnd=None, collision: Collision | None = None):
+                 timer, dtype=np.float32, bnd=None, collision: Collision | None = None, fp16: bool = False):
         """``bnd``: boundaries.Boundaries of a flow (the coupling must then come from
         interface.build with its ``solid`` and ``near``). ``collision``: the collision operator of
-        the ladder and fix-up kernels (collision.Collision; None = P0's BGK)."""
+        the ladder and fix-up kernels (collision.Collision; None = P0's BGK). ``fp16``: the level
+        buffers in fp16 storage (the CUDA kernels on leaves of m³, fp32 arithmetic)."""
         levels.check_taus(tau0, forest.levels)
         self.xp, self.forest, self.coupling, self.kernels, self.timer = xp, forest, coupling, kernels, timer
         self.collision = collision if collision is not None else Collision()
@@ -63,7 +69,13 @@ class TreeStepper:
         if self.mapped and self.collision.csm:
             raise ValueError("mother leaves on a tree do not run Kobayashi's CSM (its coefficient takes each "
                              "shared node's owner, a leaf-storage notion)")
-        self.bufs = {lv: [xp.zeros((d3q27.Q, c.n) + (self.block[lv],) * 3, dtype) for _ in range(2)]
+        self.fp16 = bool(fp16)
+        if self.fp16 and (self.mapped or self.collision.csm or not getattr(kernels, "fp16_storage", False)
+                          or np.dtype(dtype) != np.float32):
+            raise ValueError("fp16 storage on a tree runs the CUDA naive kernels on leaves of m³ with fp32 "
+                             "arithmetic, without Kobayashi's CSM")
+        store = np.float16 if self.fp16 else dtype
+        self.bufs = {lv: [xp.zeros((d3q27.Q, c.n) + (self.block[lv],) * 3, store) for _ in range(2)]
                      for lv, c in coupling.items()}
         self._maps = {lv: xp.asarray(c.leaf_map) for lv, c in coupling.items() if c.leaf_map is not None}
         self._tracer_map = None  # (planes, map) of level_buffers on mother leaves, built on first use
@@ -96,7 +108,9 @@ class TreeStepper:
         xp = self.xp
         for lv in self.coupling:
             sl = self.forest.level_slice(lv)
-            if lv in self._maps:  # shared nodes of siblings land on one mother point (equal values)
+            if self.fp16:
+                self.bufs[lv][0][...] = storage.to_fp16(xp, xp.asarray(f[:, sl], dtype=np.float32))
+            elif lv in self._maps:  # shared nodes of siblings land on one mother point (equal values)
                 self.bufs[lv][0].reshape(d3q27.Q, -1)[:, self._maps[lv]] = xp.asarray(f[:, sl]).reshape(d3q27.Q, -1)
             else:
                 self.bufs[lv][0][...] = xp.asarray(f[:, sl])
@@ -109,7 +123,10 @@ class TreeStepper:
 
     def level_state(self, lv: int):
         """f[Q, n_l, m, m, m] of one level's leaves: its current buffer (a view), or gathered from
-        its mother leaves (a new array, provisional points left out)."""
+        its mother leaves (a new array, provisional points left out); on fp16 storage the fp32
+        populations (a new array)."""
+        if self.fp16:
+            return storage.from_fp16(self.xp, self.bufs[lv][0])
         if lv not in self._maps:
             return self.bufs[lv][0]
         m, q = self.forest.m, d3q27.Q
@@ -128,7 +145,8 @@ class TreeStepper:
         bufs = [self.bufs[lv][0].reshape(q, -1) for lv in self.levels]
         maps = [self._maps.get(lv) for lv in self.levels]
         if len(bufs) == 1:
-            return bufs[0][:, flat if maps[0] is None else maps[0][flat]].reshape((q,) + ids.shape)
+            out = bufs[0][:, flat if maps[0] is None else maps[0][flat]]
+            return self._fp32(out).reshape((q,) + ids.shape)
         level = xp.searchsorted(self._level_bounds, flat, side="right")  # index into self.levels
         local = flat - self._level_first[level]
         m3 = self.forest.m ** 3
@@ -141,7 +159,11 @@ class TreeStepper:
         out = bufs[0][:, at(0)]
         for i, b in enumerate(bufs[1:], 1):  # into the one result: two (Q, K) temporaries at most
             xp.copyto(out, b[:, at(i)], where=(level == i)[None])
-        return out.reshape((q,) + ids.shape)
+        return self._fp32(out).reshape((q,) + ids.shape)
+
+    def _fp32(self, g):
+        """Gathered populations g[Q, ...] as fp32 (from fp16 storage: + w, load_pop's arithmetic)."""
+        return storage.from_fp16(self.xp, g) if self.fp16 else g
 
     def level_buffers(self):
         """Each level's current buffer (self.levels order), the canonical point id of each level's
@@ -150,6 +172,9 @@ class TreeStepper:
         with each level step: ask again after stepping. On mother leaves also each level's plane and
         the storage index of every canonical point id (built once: 8 bytes a leaf point)."""
         m3, xp = self.forest.m**3, self.xp
+        if self.fp16:
+            raise ValueError("the fused tracer kernels read fp32 buffers; on fp16 storage the tracers gather "
+                             "through populations()")
         bufs = tuple(self.bufs[lv][0] for lv in self.levels)
         if not self.mapped:
             return LevelBuffers(bufs, self._level_first, self.forest.n_leaves * m3)
@@ -237,7 +262,7 @@ class TreeStepper:
         total = self.xp.zeros(3, np.float64)
         if self.bnd is not None:
             for lv, b in self.bnd.level.items():
-                total = total + boundaries.force(self.xp, self.bufs[lv][0].reshape(d3q27.Q, -1), b, 0, lv)
+                total = total + boundaries.force(self.xp, self._fp32(self.bufs[lv][0]).reshape(d3q27.Q, -1), b, 0, lv)
         return total
 
 
@@ -260,6 +285,7 @@ class NumpyKernels:
     follows coupling.cu. ``collide`` is the kernels' operation order (leafgrid.collide)."""
 
     graphs = False
+    fp16_storage = False  # (array code on the engine's dtype; the reference rounds for fp16: reference.py)
 
     def prepare(self, st: TreeStepper) -> None:
         xp = st.xp
@@ -365,6 +391,7 @@ class CupyKernels:
     and :meth:`fixup` has nothing left to do; the time of both is in the ladder's ``step`` phase."""
 
     graphs = True
+    fp16_storage = True  # on the naive rungs (LadderStepper refuses the others)
 
     def __init__(self, rung: str, stream):
         self.fused = rung == "naive-fused"
@@ -373,11 +400,12 @@ class CupyKernels:
     def prepare(self, st: TreeStepper) -> None:
         xp = st.xp
         self.k = coupling_kernels(st.collision)
+        self.half = "_16" if st.fp16 else ""  # the fp16 storage's kernels (kernel_names.COUPLING)
         self.steppers = {lv: LadderStepper(xp, self.stream, self.rung, st.block[lv], None,
                                            1.0 / levels.tau_at(st.tau0, lv),
                                            levels.accel_at(st.accel0, lv), st.timer, nbr=c.nbr, model=st.collision,
                                            coef=st.csm_coef[lv].reshape(-1) if st.collision.csm else None,
-                                           copies=st.csm_copies.get(lv))
+                                           copies=st.csm_copies.get(lv), fp16=st.fp16)
                          for lv, c in st.coupling.items()}
         self.dev = {}
         for lv, c in st.coupling.items():
@@ -418,7 +446,7 @@ class CupyKernels:
     def _naive_fix(self, st, lv):
         c, d, stepper = st.coupling[lv], self.dev[lv], self.steppers[lv]
         cur, nxt = st.bufs[lv]
-        kern = stepper.k["naive_fix64" if d["fixup"] == "fixup64" else "naive_fix32"]
+        kern = stepper.k[("naive_fix64" if d["fixup"] == "fixup64" else "naive_fix32") + self.half]
         g, b = self._grid(c.n * self.m3[lv])
         kern(g, b, (cur, nxt, stepper.nbr, np.int32(c.n), d["fix_of"], d["desc"], np.int32(c.n_fix),
                     st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
@@ -446,9 +474,9 @@ class CupyKernels:
         out = (st.fine_buf if fine else st.coarse_buf)[lv]
         f32 = np.float32
         g, b = self._grid(pts.size)
-        self.k["rescale"](g, b, (cur, prev, pts, np.int32(pts.size), np.int64(st.coupling[other].n * self.m3[other]),
-                                 f32(theta), f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced), out),
-                          stream=self.stream)
+        plane = np.int64(st.coupling[other].n * self.m3[other])
+        self.k["rescale" + self.half](g, b, (cur, prev, pts, np.int32(pts.size), plane, f32(theta), f32(alpha),
+                                             *map(f32, a_s), *map(f32, a_t), np.int32(forced), out), stream=self.stream)
 
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]
@@ -466,10 +494,11 @@ class CupyKernels:
             dst, src = dst[k:], src[k:]
         n = dst.size
         g, b = self._grid(n)
-        self.k["restrict"](g, b, (st.bufs[lv + 1][0], st.bufs[lv][0], src, dst, np.int32(n),
-                                  np.int64(st.coupling[lv + 1].n * self.m3[lv + 1]),
-                                  np.int64(st.coupling[lv].n * self.m3[lv]),
-                                  f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced)), stream=self.stream)
+        self.k["restrict" + self.half](g, b, (st.bufs[lv + 1][0], st.bufs[lv][0], src, dst, np.int32(n),
+                                              np.int64(st.coupling[lv + 1].n * self.m3[lv + 1]),
+                                              np.int64(st.coupling[lv].n * self.m3[lv]),
+                                              f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced)),
+                                       stream=self.stream)
 
     def fixup(self, st, lv):
         if self.fused:
@@ -480,18 +509,20 @@ class CupyKernels:
         g, b = self._grid(n)
         tau = levels.tau_at(st.tau0, lv)
         ax, ay, az = levels.accel_at(st.accel0, lv)
-        self.k[d["fixup"]](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n), np.int64(c.n * self.m3[lv]),
-                               st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
-                               np.int64(st.interp_buf[lv].size), st.link_buf[lv],
-                               f32(1.0 / tau), f32(ax), f32(ay), f32(az))
-                           + ((st.csm_coef[lv],) if st.collision.csm else ()), stream=self.stream)
+        self.k[d["fixup"] + self.half](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n),
+                                              np.int64(c.n * self.m3[lv]), st.fine_buf[lv],
+                                              np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                                              np.int64(st.interp_buf[lv].size), st.link_buf[lv],
+                                              f32(1.0 / tau), f32(ax), f32(ay), f32(az))
+                                       + ((st.csm_coef[lv],) if st.collision.csm else ()), stream=self.stream)
 
     def links(self, st, lv):
         d = self.dev[lv]
         n = d["link_i1"].size
         g, b = self._grid(n)
-        self.k["links"](g, b, (st.bufs[lv][0], d["link_i1"], d["link_i2"], d["link_w1"], d["link_w2"], np.int32(n),
-                               st.link_buf[lv]), stream=self.stream)
+        plane = np.int64(st.coupling[lv].n * self.m3[lv])  # (fp16 storage: a population's direction, i // plane)
+        self.k["links" + self.half](g, b, (st.bufs[lv][0], d["link_i1"], d["link_i2"], d["link_w1"], d["link_w2"],
+                                           np.int32(n), plane, st.link_buf[lv]), stream=self.stream)
 
     def boundary(self, st, lv):
         """boundaries.apply in CUDA: outlet copies, then the inlet and solid values."""
@@ -499,12 +530,12 @@ class CupyKernels:
         plane = np.int64(st.coupling[lv].n * self.m3[lv])
         if b.outlet_dst.size:
             g, t = self._grid(b.outlet_dst.size)
-            self.k["copy_points"](g, t, (buf, b.outlet_dst, b.outlet_src, np.int32(b.outlet_dst.size), plane),
-                                  stream=self.stream)
+            self.k["copy_points" + self.half](g, t, (buf, b.outlet_dst, b.outlet_src, np.int32(b.outlet_dst.size),
+                                                     plane), stream=self.stream)
         for pts, vals in ((b.inlet_pts, self._inlet_values), (b.solid_pts, self._rest_values)):
             if pts.size:
                 g, t = self._grid(pts.size)
-                self.k["set_points"](g, t, (buf, pts, np.int32(pts.size), plane, vals), stream=self.stream)
+                self.k["set_points" + self.half](g, t, (buf, pts, np.int32(pts.size), plane, vals), stream=self.stream)
 
     def capture(self, body):
         cp = __import__("cupy")

@@ -79,7 +79,8 @@ FP16_RUNGS = ("reference", "naive", "naive-fused", "uniform")
 def _fp16_rung_reason(selection) -> str | None:
     """Why the selection's kernels cannot run with its fp16 storage (None: they can, or no fp16)."""
     if selection and selection.get("storage") == "fp16" and selection.get("kernels") not in (None, *FP16_RUNGS):
-        return f"fp16 storage runs the naive and uniform kernels (and the reference), not {selection['kernels']}"
+        return (f"fp16 storage runs the naive and uniform kernels (naive-fused too, and the reference), "
+                f"not {selection['kernels']}")
     return None
 
 
@@ -92,12 +93,12 @@ def _with_fp16(check):
 
 
 def _fp16_check(backend, selection, preset):
-    """fp16 storage: a one-level box, fp32 arithmetic, no CSM, and the reference (NumPy or CuPy,
-    rounding its state as the kernels store it) or the naive and uniform kernels."""
-    if preset is not None and not preset.is_box:
-        return ("fp16 storage runs on one level of periodic leaves (P0's benchmark box); a tree's level coupling "
-                "kernels are fp32")
-    return _box_fp32(backend, selection, preset) or _fp16_rung_reason(selection)
+    """fp16 storage: fp32 arithmetic, no CSM, and the reference (NumPy or CuPy, rounding its state
+    as the kernels store it) or the naive kernels (with the fix-up fused or not; on a box also the
+    uniform lattice's): on a box, and on a tree, whose level buffers then hold fp16 (tree_stepper.py)."""
+    if preset is not None and preset.physics.les == "csm":
+        return ("physics.les = \"csm\" runs on fp32 storage (the fp16 kernels take no coefficient array)")
+    return _fp32_only(backend, selection, preset) or _fp16_rung_reason(selection)
 
 
 def _box_fp32(backend, selection, preset):
@@ -143,8 +144,8 @@ def register() -> None:
     # fp16 storage (beyond P0, as lbm2d's): half the bytes of the memory-bound naive and uniform kernels
     registry.register_axis(FAMILY, "storage", default="native",
                            doc="native: f in the preset's precision; fp16: the shifted populations f − w in IEEE "
-                               "half, fp32 arithmetic (half the bytes a step; on a one-level box with the naive "
-                               "or uniform kernels)")
+                               "half, fp32 arithmetic (half the bytes a step; with the naive, naive-fused or, on "
+                               "a box, uniform kernels; on a tree the level buffers, the interface buffers fp32)")
     registry.register_choice(FAMILY, "storage", "native", doc="f in the preset's precision")
     # The reference rounds its fp32 state to fp16 storage after every step as the kernels store it;
     # the kernels' fp32 reductions round differently (the fp32 tolerance above), and a difference of

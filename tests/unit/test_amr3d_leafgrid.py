@@ -110,7 +110,8 @@ def test_field_by_name_equals_fields():
 def test_fp16_storage_on_the_reference_rounds_every_step():
     """storage = fp16 on NumPy: the reference keeps what fp16 storage would (storage.round_fp16 after
     every step), bit for bit with the loop written here; switching back to native keeps the state;
-    the same run in fp32 differs by fp16 rounding only; fp16 is refused on a tree in one line."""
+    the same run in fp32 differs by fp16 rounding only; on a tree fp16 runs the reference and the
+    naive rungs, and is refused with Kobayashi's CSM or the mother-leaf rungs in one line."""
     from nagare.engine import registry
     from nagare.engine.amr3d import ladder
 
@@ -131,9 +132,14 @@ def test_fp16_storage_on_the_reference_rounds_every_step():
     a.set_variant(storage="native")
     np.testing.assert_array_equal(a.state_arrays()["f"], want)
     tree = load_preset("amr3d-periodic", ["grid.m=9"], backend="numpy")
-    reason = registry.unavailable_reason(registry.axes("amr3d")["storage"].choices["fp16"], "numpy",
-                                         {"kernels": "reference", "storage": "fp16"}, tree)
-    assert reason and "one level of periodic leaves" in reason and "\n" not in reason
+    fp16 = registry.axes("amr3d")["storage"].choices["fp16"]
+    assert registry.unavailable_reason(fp16, "numpy", {"kernels": "reference", "storage": "fp16"}, tree) is None
+    assert registry.unavailable_reason(fp16, "cupy", {"kernels": "naive-fused", "storage": "fp16"}, tree) is None
+    reason = registry.unavailable_reason(fp16, "cupy", {"kernels": "mother-leaf", "storage": "fp16"}, tree)
+    assert reason and "naive and uniform" in reason and "\n" not in reason
+    csm = load_preset("amr3d-periodic", ["grid.m=9", "physics.les='csm'"], backend="numpy")
+    reason = registry.unavailable_reason(fp16, "numpy", {"kernels": "reference", "storage": "fp16"}, csm)
+    assert reason and "csm" in reason and "\n" not in reason
     box = load_preset("amr3d-bench", ["grid.leaves=[2, 2, 2]"], backend="cupy")
     reason = registry.unavailable_reason(registry.axes("amr3d")["storage"].choices["fp16"], "cupy",
                                          {"kernels": "templates", "storage": "fp16"}, box)

@@ -6,7 +6,9 @@ wall, domain 24 D × 16 D × 16 D): marked `gpu` and `slow`.
 The run stops when C_d has settled: over the last 10 convective times D/U it stays within 0.1 %,
 or after ``max_steps``. A third test runs the Re = 20 case at 16 points per diameter on the octree
 and on the uniform lattice of its finest spacing (every leaf at the finest level) to the same
-physical time: C_d within 1 % of each other, and the points and GPU time of each.
+physical time: C_d within 1 % of each other, and the points and GPU time of each. The Re = 100 case
+also runs with fp16 storage (the preset's naive-fused rung on half level buffers): the same bounds,
+and C_d within 1 % of the fp32 run's when both run in one session.
 
 Reference values:
 - Re = 100: C_d = 1.09 (Clift, Grace & Weber 1978 Table 5.2 / correlation 1.087; Johnson & Patel
@@ -30,9 +32,9 @@ from nagare.engine.presets import load_preset
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
-def run_to_steady(name: str, max_steps: int, sets=(), log=sys.stdout):
+def run_to_steady(name: str, max_steps: int, sets=(), log=sys.stdout, variants=None):
     preset = load_preset(name, list(sets), backend="cupy")
-    eng = AMR3D(preset, get_backend("cupy"))
+    eng = AMR3D(preset, get_backend("cupy"), variants=variants)
     U = float(np.linalg.norm(preset.flow.velocity))
     D = preset.body[0].diameter
     chunk = max(2, int(round(D / U / eng.dt)) // 2 * 2)  # one convective time D/U, even (graphs)
@@ -97,13 +99,21 @@ def test_sphere_re20_drag():
     np.testing.assert_allclose(cd, 2.71, rtol=0.03)
 
 
-def test_sphere_re100_drag_and_recirculation():
-    eng, hist = run_to_steady("amr3d-sphere-re100", max_steps=6000)
+_RE100_CD: dict = {}  # storage → C_d of this session's runs (fp16 against fp32)
+
+
+@pytest.mark.parametrize("storage", ["native", "fp16"])
+def test_sphere_re100_drag_and_recirculation(storage):
+    eng, hist = run_to_steady("amr3d-sphere-re100", max_steps=6000, variants={"storage": storage})
     cd = hist[-1]
     L = recirculation_length(eng)
-    print(f"Re 100: C_d = {cd:.4f}, L/D = {L:.3f} after {eng.step_count} steps (reference 1.09, 0.87–0.88)")
+    _RE100_CD[storage] = cd
+    print(f"Re 100 ({storage} storage): C_d = {cd:.4f}, L/D = {L:.3f} after {eng.step_count} steps "
+          "(reference 1.09, 0.87–0.88)")
     np.testing.assert_allclose(cd, 1.09, rtol=0.03)
     assert 0.84 <= L <= 0.91
+    if storage == "fp16" and "native" in _RE100_CD:
+        np.testing.assert_allclose(cd, _RE100_CD["native"], rtol=0.01)
 
 
 def _timed_run(preset, until_convective: float, log=sys.stdout):

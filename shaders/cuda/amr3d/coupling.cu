@@ -16,6 +16,12 @@
 //   amr3d_csm_fix_velocity (Kobayashi's CSM only) the velocity of the same gather, for the pre-pass
 //
 // The operations follow engine/amr3d/levels.py and reference.py in the same order, in fp32.
+//
+// S, the level buffers' storage: float, or fp16::half_bits for fp16 storage (beyond P0; d3q27.cuh
+// load_pop/store_pop: f − w in IEEE half, fp32 arithmetic). The interface buffers (rescaled fine and
+// coarse values, interpolated values, link values) stay fp32: they are a few % of a level's points,
+// written and read once a level step, and a rounding there would be one more than the reference's
+// (reference.py rounds the level state only, as the level buffers store it).
 #include "d3q27.cuh"
 #include "fixgather.cuh"
 
@@ -71,7 +77,8 @@ __device__ __forceinline__ void rescale(float f[Q], float alpha, float asx, floa
 
 // out[q * n + r] = rescale((1 - theta) prev[pts[r]] + theta cur[pts[r]]); theta == 0 reads prev
 // only, theta == 1 cur only (the reference's three cases, same arithmetic).
-extern "C" __global__ void amr3d_rescale_points(const float* __restrict__ cur, const float* __restrict__ prev,
+template <typename S = float>
+__global__ void amr3d_rescale_points(const S* __restrict__ cur, const S* __restrict__ prev,
                                                 const long long* __restrict__ pts, int n, long long plane,
                                                 float theta, float alpha, float asx, float asy, float asz,
                                                 float atx, float aty, float atz, int forced,
@@ -83,14 +90,15 @@ extern "C" __global__ void amr3d_rescale_points(const float* __restrict__ cur, c
     float f[Q];
     if (theta == 0.f) {
 #pragma unroll
-        for (int q = 0; q < Q; ++q) f[q] = prev[q * plane + p];
+        for (int q = 0; q < Q; ++q) f[q] = d3q27::load_pop(prev, q * plane + p, q);
     } else if (theta == 1.f) {
 #pragma unroll
-        for (int q = 0; q < Q; ++q) f[q] = cur[q * plane + p];
+        for (int q = 0; q < Q; ++q) f[q] = d3q27::load_pop(cur, q * plane + p, q);
     } else {
         const float a = 1.f - theta;
 #pragma unroll
-        for (int q = 0; q < Q; ++q) f[q] = a * prev[q * plane + p] + theta * cur[q * plane + p];
+        for (int q = 0; q < Q; ++q)
+            f[q] = a * d3q27::load_pop(prev, q * plane + p, q) + theta * d3q27::load_pop(cur, q * plane + p, q);
     }
     amr3d::rescale(f, alpha, asx, asy, asz, atx, aty, atz, forced != 0);
 #pragma unroll
@@ -98,7 +106,8 @@ extern "C" __global__ void amr3d_rescale_points(const float* __restrict__ cur, c
 }
 
 // dst[q][dst_pts[r]] = rescale(src[q][src_pts[r]]) (fine -> coarse, injection of coincident nodes).
-extern "C" __global__ void amr3d_restrict(const float* __restrict__ src, float* __restrict__ dst,
+template <typename S = float>
+__global__ void amr3d_restrict(const S* __restrict__ src, S* __restrict__ dst,
                                           const long long* __restrict__ src_pts, const long long* __restrict__ dst_pts,
                                           int n, long long src_plane, long long dst_plane, float alpha, float asx,
                                           float asy, float asz, float atx, float aty, float atz, int forced)
@@ -108,10 +117,10 @@ extern "C" __global__ void amr3d_restrict(const float* __restrict__ src, float* 
     const idx_t s = (idx_t)src_pts[r], d = (idx_t)dst_pts[r];
     float f[Q];
 #pragma unroll
-    for (int q = 0; q < Q; ++q) f[q] = src[q * src_plane + s];
+    for (int q = 0; q < Q; ++q) f[q] = d3q27::load_pop(src, q * src_plane + s, q);
     amr3d::rescale(f, alpha, asx, asy, asz, atx, aty, atz, forced != 0);
 #pragma unroll
-    for (int q = 0; q < Q; ++q) dst[q * dst_plane + d] = f[q];
+    for (int q = 0; q < Q; ++q) d3q27::store_pop(dst, q * dst_plane + d, q, f[q]);
 }
 
 // All 27 populations at each distinct source position inside a coarser leaf: out[q][u] =
@@ -150,8 +159,8 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
 // pts[r] of dst. I: int where every index of the level fits (half the descriptor bytes), else
 // long long.
 
-template <typename I>
-__global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ dst, const I* __restrict__ pts,
+template <typename I, typename S = float>
+__global__ void amr3d_fixup(const S* __restrict__ src, S* __restrict__ dst, const I* __restrict__ pts,
                             const I* __restrict__ desc, int n, long long plane, const float* __restrict__ fine_buf,
                             long long nfine, const float* __restrict__ interp_buf, long long ninterp,
                             const float* __restrict__ link_buf, float omega, float ax, float ay, float az
@@ -160,11 +169,11 @@ __global__ void amr3d_fixup(const float* __restrict__ src, float* __restrict__ d
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
     float f[Q];
-    amr3d::fix_gather<I>(src, desc, n, r, fine_buf, nfine, interp_buf, ninterp, link_buf, f);
+    amr3d::fix_gather<I, S>(src, desc, n, r, fine_buf, nfine, interp_buf, ninterp, link_buf, f);
     const idx_t p = (idx_t)pts[r];
     d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(p));
 #pragma unroll
-    for (int q = 0; q < Q; ++q) dst[q * plane + p] = f[q];
+    for (int q = 0; q < Q; ++q) d3q27::store_pop(dst, q * plane + p, q, f[q]);
 }
 
 #if NAGARE_CSM
@@ -193,8 +202,11 @@ __global__ void amr3d_csm_fix_velocity(const float* __restrict__ src, float* __r
 
 // Flow boundaries (engine/amr3d/boundaries.py, applied after the fix-up of a level step, in this
 // order): outflow nodes copy all populations of the next node inwards; inlet and solid nodes take
-// a fixed population vector (the inflow equilibrium, or rest). A thread per point.
-extern "C" __global__ void amr3d_copy_points(float* __restrict__ f, const long long* __restrict__ dst,
+// a fixed population vector (the inflow equilibrium, or rest). A thread per point. On fp16 storage
+// a copy moves the stored bits (the value the reference copies) and a set stores values[q] as
+// store_pop does.
+template <typename S = float>
+__global__ void amr3d_copy_points(S* __restrict__ f, const long long* __restrict__ dst,
                                              const long long* __restrict__ src, int n, long long plane)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
@@ -204,24 +216,37 @@ extern "C" __global__ void amr3d_copy_points(float* __restrict__ f, const long l
     for (int q = 0; q < Q; ++q) f[q * plane + d] = f[q * plane + s];
 }
 
-extern "C" __global__ void amr3d_set_points(float* __restrict__ f, const long long* __restrict__ pts, int n,
+template <typename S = float>
+__global__ void amr3d_set_points(S* __restrict__ f, const long long* __restrict__ pts, int n,
                                             long long plane, const float* __restrict__ values)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
     const idx_t p = (idx_t)pts[r];
 #pragma unroll
-    for (int q = 0; q < Q; ++q) f[q * plane + p] = values[q];
+    for (int q = 0; q < Q; ++q) d3q27::store_pop(f, q * plane + p, q, values[q]);
 }
 
 // Interpolated bounce-back (Bouzidi et al. 2001, linear; boundaries.py _weights): the value each
 // body link pulls, from two post-collision values of the level's current buffer. Runs before the
-// fix-up, which reads it through its descriptors.
-extern "C" __global__ void amr3d_links(const float* __restrict__ src, const long long* __restrict__ i1,
-                                       const long long* __restrict__ i2, const float* __restrict__ w1,
-                                       const float* __restrict__ w2, int n, float* __restrict__ out)
+// fix-up, which reads it through its descriptors. i1, i2 are flat indices q' * plane + p (the link
+// buffer is fp32).
+namespace amr3d {
+__device__ __forceinline__ float load_flat(const float* p, idx_t i, idx_t) { return p[i]; }
+// fp16 storage: the population's direction q' = i / plane gives the shift to add back
+__device__ __forceinline__ float load_flat(const fp16::half_bits* p, idx_t i, idx_t plane)
+{
+    return d3q27::load_pop(p, i, (int)(i / plane));
+}
+}  // namespace amr3d
+
+template <typename S = float>
+__global__ void amr3d_links(const S* __restrict__ src, const long long* __restrict__ i1,
+                            const long long* __restrict__ i2, const float* __restrict__ w1,
+                            const float* __restrict__ w2, int n, long long plane, float* __restrict__ out)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
-    out[k] = w1[k] * src[i1[k]] + w2[k] * src[i2[k]];
+    out[k] = w1[k] * amr3d::load_flat(src, (idx_t)i1[k], (idx_t)plane)
+             + w2[k] * amr3d::load_flat(src, (idx_t)i2[k], (idx_t)plane);
 }

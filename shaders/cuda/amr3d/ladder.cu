@@ -181,8 +181,9 @@ __global__ void amr3d_naive(const S* __restrict__ src, S* __restrict__ dst, cons
 // bits as amr3d_naive followed by amr3d_fixup, without writing the interface points twice (the
 // fix-up's scattered rewrites are partial 32-byte sectors, which HBM's ECC turns into DRAM
 // read-modify-writes: docs/amr3d.md "Why split loses on HBM").
-template <int M, typename I>
-__global__ void amr3d_naive_fix(const float* __restrict__ src, float* __restrict__ dst, const int* __restrict__ nbr,
+// S: float, or fp16::half_bits for fp16 storage (the interface buffers stay fp32).
+template <int M, typename I, typename S = float>
+__global__ void amr3d_naive_fix(const S* __restrict__ src, S* __restrict__ dst, const int* __restrict__ nbr,
                                 int nleaf, const int* __restrict__ fix_of, const I* __restrict__ desc, int nfix,
                                 const float* __restrict__ fine_buf, long long nfine,
                                 const float* __restrict__ interp_buf, long long ninterp,
@@ -196,13 +197,13 @@ __global__ void amr3d_naive_fix(const float* __restrict__ src, float* __restrict
     const int r = fix_of[t];
     float f[Q];
     if (r >= 0) {
-        amr3d::fix_gather<I>(src, desc, nfix, r, fine_buf, nfine, interp_buf, ninterp, link_buf, f);
+        amr3d::fix_gather<I, S>(src, desc, nfix, r, fine_buf, nfine, interp_buf, ninterp, link_buf, f);
     } else {
         const int L = (int)(t / M3), p = (int)(t % M3);
-        amr3d::gather_any<M>(src, nbr, plane, L, p % M, (p / M) % M, p / (M * M), f);
+        amr3d::gather_any<M, S>(src, nbr, plane, L, p % M, (p / M) % M, p / (M * M), f);
     }
     d3q27::collide(f, omega, ax, ay, az NAGARE_CSM_AT(t));
-    amr3d::store<M>(dst, plane, t, f);
+    amr3d::store<M, S>(dst, plane, t, f);
 }
 
 // Inner points (1..M-2 on every axis), in whole x-rows: thread t covers index i = t % M of row
