@@ -162,3 +162,19 @@ def test_a_regrid_on_the_gpu_follows_the_numpy_one():
                                np.asarray(n.state_arrays()["f"]), rtol=2e-6, atol=1e-7)
     g.step(20)  # steps on the new tree, regrids again
     assert np.isfinite(g.diagnostics()["mass"])
+
+
+def test_the_bench_report_has_the_regrid_times():
+    from nagare.engine.amr3d.cases import bench_report  # (the bench's formatting only)
+    from nagare.engine.bench import BenchResult
+
+    x = {"regrid_ms": 31.25, "regrid_host_ms": 12.5, "regrid_device_ms": 18.75, "regrids_timed": 7.0, "leaves": 130}
+    cells = [BenchResult("vortex-adapt", {"kernels": "naive-fused"}, "naive-fused", True, ms_per_step=0.5,
+                         phases={"regrid": 0.05}, extra=x),
+             BenchResult("vortex-adapt", {"kernels": "split"}, "split", True, ms_per_step=0.6, extra={}),
+             BenchResult("vortex-adapt", {"kernels": "templates"}, "templates", False, reason="cannot")]
+    report = bench_report(cells)
+    assert "## Regrids" in report
+    assert "| vortex-adapt | naive-fused | 31.2 | 12.5 | 18.8 | 7 | 130 | 10.0 |" in report
+    assert "| split |" not in report.split("## Regrids")[1]
+    assert bench_report(cells[1:]) == ""
