@@ -178,3 +178,22 @@ def test_the_bench_report_has_the_regrid_times():
     assert "| vortex-adapt | naive-fused | 31.2 | 12.5 | 18.8 | 7 | 130 | 10.0 |" in report
     assert "| split |" not in report.split("## Regrids")[1]
     assert bench_report(cells[1:]) == ""
+
+
+def test_a_regrid_on_the_emulated_gpu_gives_the_host_paths_populations(emulated_cupy):
+    """The CuPy path's glue (tree_stepper.CupyKernels, the xp transfer and synchronisation, the
+    stepper rebuilt on the new tree) on the emulated CuPy: the host path's state, then steps on."""
+    from nagare.engine.backend import Backend
+
+    p = vortex(physics={"precision": "fp32"})
+    e = AMR3D(p, Backend("cupy", emulated_cupy, _cupy=emulated_cupy), variants={"kernels": "naive-fused"})
+    e.shape.set_leaves(shifted(e, 10.0))
+    plan = e.shape._plan(e.regrid_criterion())
+    want = old.regrid(e, plan.forest)
+    ev = e.regrid()
+    assert ev["refined"] > 0 and ev["coarsened"] > 0
+    np.testing.assert_array_equal(e.forest.block, plan.forest.block)
+    np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), want)
+    assert e.shape.regrid_figures()["regrids_timed"] == 1
+    e.step(2)
+    assert np.isfinite(np.asarray(e.state_arrays()["f"])).all()
