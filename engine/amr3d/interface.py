@@ -135,7 +135,7 @@ def _union(m: int, a, b):
 def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first, inverse) of the distinct rows of an int64 matrix, exactly as ``np.unique(key,
     axis=0, return_index=True, return_inverse=True)`` gives them (same groups, same lexicographic
-    order), faster: rows are hashed to one int64 each (a multiply-add over the columns, wrapping),
+    order), faster: rows are hashed to one int64 each (a dot product with odd random weights, wrapping),
     the hashes made unique, every row compared with its group's first — a collision (never seen)
     falls back to ``np.unique(axis=0)`` — and only the distinct rows are then sorted (np.lexsort).
     np.unique over all rows sorts them as structured records: 4 s of an 18 s build. The order
@@ -147,10 +147,7 @@ def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
         return first, inv.reshape(-1)
     mult = np.random.default_rng(0x6E61676172).integers(1, 2 ** 62, key.shape[1], dtype=np.int64) | 1
-    h = np.zeros(len(key), np.int64)
-    with np.errstate(over="ignore"):
-        for c in range(key.shape[1]):
-            h = h * np.int64(1_000_003) + key[:, c] * mult[c]
+    h = key @ mult  # wrapping int64 dot product: one pass over the rows (a column loop took 20× as long)
     _, first, inv = np.unique(h, return_index=True, return_inverse=True)
     if not np.array_equal(key[first][inv], key):
         _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)

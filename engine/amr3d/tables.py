@@ -242,7 +242,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     acc["ds"].append(rq[own] * N + leaf_b[own] * m3 + local_flat(m, off[own] // h))
     todo &= ~own
     # 3. a same-level leaf having the node
-    same = np.where(todo, forest.containing(lv, sw), -1)
+    same = _containing_where(forest, lv, sw, todo)
     s = same >= 0
     o = forest.local_offset(same[s], sw[s]) // h
     acc["dd"].append(dst[s])
@@ -250,7 +250,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     todo &= ~s
     # 4. a finer leaf having the node
     if lv < forest.max_level and todo.any():
-        fine = np.where(todo, forest.containing(lv + 1, sw), -1)
+        fine = _containing_where(forest, lv + 1, sw, todo)
         s = fine >= 0
         o = forest.local_offset(fine[s], sw[s]) // (h // 2)
         acc["fd"].append(dst[s])
@@ -261,7 +261,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     if todo.any():
         if lv == 0:
             raise ValueError("level-0 point without a source: the forest does not tile the domain")
-        coarse = np.where(todo, forest.containing(lv - 1, sw), -1)
+        coarse = _containing_where(forest, lv - 1, sw, todo)
         if np.any(todo & (coarse < 0)):
             raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
         s = todo
@@ -272,6 +272,15 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
         acc["cq"].append(rq[s])
         acc["cp"].append(pts)
         acc["cw"].append(wts)
+
+
+def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
+    """Forest.containing(lv, points) where ``where`` is True, −1 elsewhere: looked up for those
+    points only (after the own-leaf test, a few % of the pull sources)."""
+    out = np.full(where.shape, -1, np.int64)
+    if where.any():
+        out[where] = forest.containing(lv, points[where])
+    return out
 
 
 def _tables_from(acc, lv: int, lo: int, n: int, interp: str) -> LevelTables:
