@@ -33,7 +33,7 @@ def test_unique_rows_groups_exactly_the_equal_rows(cols):
 def test_unique_rows_falls_back_on_a_hash_collision(monkeypatch):
     ones = types.SimpleNamespace(integers=lambda lo, hi, n, dtype: np.ones(n, dtype))
     monkeypatch.setattr(interface.np.random, "default_rng", lambda seed: ones)
-    key = np.array([[1, 0], [0, 1_000_003], [1, 0]], np.int64)  # equal hashes with all multipliers 1
+    key = np.array([[1, 0], [0, 1], [1, 0]], np.int64)  # equal hashes (row sums) with all multipliers 1
     first, inv = interface.unique_rows(key)
     _rows_equivalent(key, first, inv)
     assert len(first) == 2
