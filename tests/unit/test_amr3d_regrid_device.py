@@ -72,8 +72,9 @@ def test_transfer_batches_do_not_change_the_bits(monkeypatch):
     a, b = tree_pairs()[0]
     f = smooth_state(a, np.float32)
     want = transfer.transfer(a, b, f, 0.62)
-    monkeypatch.setattr(transfer, "PROLONG_BATCH", 3)
-    np.testing.assert_array_equal(transfer.transfer(a, b, f, 0.62), want)
+    for n in (1, 3, 1000):
+        monkeypatch.setitem(transfer.PROLONG_BATCH, "host", n)
+        np.testing.assert_array_equal(transfer.transfer(a, b, f, 0.62), want)
 
 
 def shifted(e, dx: float):
