@@ -29,6 +29,8 @@ nodes after restriction), but a coarse copy is only time-interpolated at interme
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -37,6 +39,10 @@ from . import d3q27
 from .tree import Forest
 
 CHUNK = 32  # leaves per vectorised block while building (bounds host memory for m = 33)
+# point_tables' chunks classified in parallel: at least this many points a task (smaller ones
+# spend more in Python than in NumPy's loops), on up to this many threads
+POINTS_PER_TASK = 2048
+_WORKERS = max(1, min(8, os.cpu_count() or 1))
 
 
 def shell_points(m: int) -> np.ndarray:
@@ -339,13 +345,29 @@ def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic"
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     sl = forest.level_slice(lv)
-    acc = _new_acc()
-    step = CHUNK * m * m * 6
-    for c0 in range(0, len(leaves), step):
+    # chunks of points classified on worker threads (NumPy releases the GIL inside its loops), each
+    # into its own lists, joined in point order: each list gets one block per chunk in point order,
+    # so the tables are those of one pass whatever the chunking (direct sources are sorted anyway)
+    step = min(CHUNK * m * m * 6, max(POINTS_PER_TASK, -(-len(leaves) // _WORKERS)))
+    # (the forest's lazily built lookups may be built twice by racing threads: the same arrays)
+
+    def chunk(c0):
+        acc = _new_acc()
         lf, pt = leaves[c0:c0 + step], ijk[c0:c0 + step]
         pid = lf * m3 + local_flat(m, pt)
         _owners(forest, lv, lf, forest.origin[lf] + pt * int(forest.spacing_of(lv)), pid, acc)
         _classify(forest, lv, lf, pt, np.arange(c0, c0 + len(lf)), len(leaves), interp, acc, solid, slip)
+        return acc
+    starts = range(0, len(leaves), step)
+    if len(starts) > 1:
+        with ThreadPoolExecutor(min(_WORKERS, len(starts))) as pool:
+            parts = list(pool.map(chunk, starts))
+    else:
+        parts = [chunk(c0) for c0 in starts]
+    acc = _new_acc()
+    for part in parts:
+        for k, v in part.items():
+            acc[k].extend(v)
     return _tables_from(acc, lv, sl.start, sl.stop - sl.start, interp)
 
 

@@ -4,6 +4,7 @@ stencils): the same tables as the sorting versions (an 18.6 s build of amr3d-sph
 became 5.0 s on one core; docs/amr3d-flows.md)."""
 from __future__ import annotations
 
+import dataclasses
 import types
 
 import numpy as np
@@ -60,3 +61,23 @@ def test_dense_block_lookup_equals_the_sorted_search(monkeypatch):
     for lv in f.levels:
         np.testing.assert_array_equal(g.containing(lv, pts), dense[lv])
         assert (dense[lv] >= 0).any()
+
+
+def test_point_tables_do_not_depend_on_the_chunking(monkeypatch):
+    """The interface points classified in parallel chunks give the tables of one pass."""
+
+    forest = refine(refine(Forest.uniform((2, 2, 1), 0, 9, 2), [0]), [3])
+    for lv in forest.levels:
+        leaves, ijk = interface.fixup_points(forest, lv)
+        monkeypatch.setattr(tables, "POINTS_PER_TASK", 10 ** 9)
+        one = tables.point_tables(forest, lv, leaves, ijk)
+        monkeypatch.setattr(tables, "POINTS_PER_TASK", 1)
+        monkeypatch.setattr(tables, "_WORKERS", 7)
+        many = tables.point_tables(forest, lv, leaves, ijk)
+        for f in dataclasses.fields(one):
+            a, b = getattr(one, f.name), getattr(many, f.name)
+            if isinstance(a, np.ndarray):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b, err_msg=f.name)
+            else:
+                assert a == b
