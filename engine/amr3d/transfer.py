@@ -30,10 +30,10 @@ from . import d3q27, levels
 from .tree import CHILD_OFFSETS, Forest
 
 # new leaves interpolated per batch: bounds the float64 temporaries of the prolongation and the
-# rescaling (27 populations × m³ points × 8 bytes a leaf, about a dozen such arrays alive). On the
-# host a few leaves keep them in the caches (64 leaves of 17³ ran at half the speed of 4 on NumPy);
-# on a GPU a batch is a few dozen launches, so the more leaves each launch covers the better.
-PROLONG_BATCH = {"host": 4, "device": 64}
+# rescaling (27 populations × m³ points × 8 bytes a leaf, about 15 such arrays alive: 16 leaves of
+# 17³ take ~250 MB at the peak). On the host a few leaves keep them in the caches (64 leaves of 17³
+# ran at half the speed of 4 on NumPy); on a GPU a batch is a few dozen launches whatever its size.
+PROLONG_BATCH = {"host": 4, "device": 16}
 
 
 def node_ijk(m: int) -> np.ndarray:
