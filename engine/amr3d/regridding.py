@@ -104,8 +104,11 @@ class Regridding:
         the counts; each regrid that changes the tree adds its times to ``regrid_times``."""
         e = self.e
         with e.timer.phase("regrid", steps=0):
+            # the steps queued before: finished first, so the regrid's wall time is its own (the
+            # criterion's per-leaf maxima would wait for them anyway)
+            e.backend.synchronize(e.stream)
             start = time.perf_counter()
-            crit = self.regrid_criterion()  # (its per-leaf maxima reach the host: the device is in step)
+            crit = self.regrid_criterion()
             host = time.perf_counter()
             plan = self._plan(crit)
             changed = not (np.array_equal(plan.forest.level, e.forest.level)
