@@ -81,3 +81,15 @@ def test_point_tables_do_not_depend_on_the_chunking(monkeypatch):
                 np.testing.assert_array_equal(a, b, err_msg=f.name)
             else:
                 assert a == b
+
+
+def test_the_byte_string_order_is_numpy_uniques_order():
+    """unique_rows sorts its distinct rows as byte strings: the lexicographic order of the values,
+    negative and extreme ones (weights enter as their float64 bits, negative as int64) included."""
+    rng = np.random.default_rng(5)
+    ext = np.array([np.iinfo(np.int64).min, -1, 0, 1, np.iinfo(np.int64).max], np.int64)
+    for cols in (1, 3, 54):
+        rows = np.concatenate([rng.choice(ext, (300, cols)), rng.integers(-2**62, 2**62, (300, cols)),
+                               rng.integers(-2, 2, (300, cols))])
+        rows = np.unique(rows, axis=0)[rng.permutation(len(np.unique(rows, axis=0)))]
+        np.testing.assert_array_equal(interface._lexicographic_order(rows), np.lexsort(rows.T[::-1]))
