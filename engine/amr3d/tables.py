@@ -189,7 +189,21 @@ def _stencil(m: int, off, hc: int, interp: str):
     """Tensor-product interpolation stencil in a coarse leaf for local offsets ``off`` (K, 3)
     (finest units, coarse spacing hc): local flat indices and weights, (K, n³) each. Axes where
     the point is a coarse node get weight 1 on it (zero-weight padding elsewhere), so
-    coincident nodes are copied exactly."""
+    coincident nodes are copied exactly. Built once per distinct offset (a source position serves
+    up to 27 pulls, and the offsets inside a leaf are few), then gathered for every row."""
+    off = np.asarray(off, np.int64)
+    if not len(off):
+        return _stencil_rows(m, off, hc, interp)
+    span = int(off.max()) + 1
+    _, first, inv = np.unique((off[:, 2] * span + off[:, 1]) * span + off[:, 0], return_index=True,
+                              return_inverse=True)
+    flat, wt = _stencil_rows(m, off[first], hc, interp)
+    inv = inv.reshape(-1)
+    return flat[inv], wt[inv]
+
+
+def _stencil_rows(m: int, off, hc: int, interp: str):
+    """:func:`_stencil` computed row by row."""
     i0 = off // hc
     half = (off % hc) != 0
     n = STENCILS[interp]

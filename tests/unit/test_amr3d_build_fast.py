@@ -93,3 +93,13 @@ def test_the_byte_string_order_is_numpy_uniques_order():
                                rng.integers(-2, 2, (300, cols))])
         rows = np.unique(rows, axis=0)[rng.permutation(len(np.unique(rows, axis=0)))]
         np.testing.assert_array_equal(interface._lexicographic_order(rows), np.lexsort(rows.T[::-1]))
+
+
+@pytest.mark.parametrize("interp", ["linear", "quadratic"])
+def test_the_stencil_built_per_distinct_offset_is_the_row_by_row_one(interp):
+    rng = np.random.default_rng(3)
+    for m, hc in ((9, 2), (17, 4)):
+        off = rng.integers(0, (m - 1) * hc + 1, (4000, 3))[rng.integers(0, 4000, 20000)]
+        for got, want in zip(tables._stencil(m, off, hc, interp), tables._stencil_rows(m, off, hc, interp)):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
