@@ -40,9 +40,10 @@ from .tree import Forest
 
 CHUNK = 32  # leaves per vectorised block while building (bounds host memory for m = 33)
 # point_tables' chunks classified in parallel: at least this many points a task (smaller ones
-# spend more in Python than in NumPy's loops), on up to this many threads
+# spend more in Python than in NumPy's loops), on up to 8 threads; with fewer than 4 cores one
+# (two threads on two busy cores ran slower than one)
 POINTS_PER_TASK = 2048
-_WORKERS = max(1, min(8, os.cpu_count() or 1))
+_WORKERS = min(8, os.cpu_count() or 1) if (os.cpu_count() or 1) >= 4 else 1
 
 
 def shell_points(m: int) -> np.ndarray:
