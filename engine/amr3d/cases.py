@@ -81,7 +81,35 @@ def bench_spec():
 
 def bench_report(results: list) -> str:
     """P0's table (§4), then the distinct counts and P0's break-even (distinct_report)."""
-    return p0_table(results) + distinct_report(results)
+    return p0_table(results) + distinct_report(results) + regrid_report(results)
+
+
+def regrid_report(results: list) -> str:
+    """The adaptive cells' regrids (Regridding.regrid_figures): per cell the median over its regrids
+    that changed the tree of the wall time of one regrid (the device synchronised at its end), its
+    host part (the refine/coarsen plan and the coupling data built on the host) and the rest (the
+    criterion, the state's transfer and synchronisation on the device, the stepper's buffers and
+    uploads), and the share of the run's time the regrids took."""
+    rows = []
+    for r in results:
+        x = r.extra if r.ok else {}
+        if "regrid_ms" not in x:
+            continue
+        share = r.phases.get("regrid")
+        rows.append("| " + " | ".join([
+            r.case, r.label, f"{x['regrid_ms']:.1f}", f"{x['regrid_host_ms']:.1f}", f"{x['regrid_device_ms']:.1f}",
+            f"{x['regrids_timed']:.0f}", f"{x.get('leaves', 0):.0f}",
+            "—" if share is None or not r.ms_per_step else f"{100 * share / r.ms_per_step:.1f}"]) + " |")
+    if not rows:
+        return ""
+    return "\n".join(["", "## Regrids", "",
+                      "Medians over the regrids that changed the tree during the cell's run (ms a regrid): wall "
+                      "time with the device synchronised at its end; host: the refine/coarsen plan and the "
+                      "level coupling's tables built on the host; device: the rest (criterion, the populations' "
+                      "transfer and synchronisation on the device, the stepper's buffers and uploads). Share: the "
+                      "regrid phase's part of the measured time (every regrid, changed or not).", "",
+                      "| case | rung | regrid ms | host ms | device ms | regrids timed | leaves | share of run % |",
+                      "|" + "---|" * 8, *rows]) + "\n"
 
 
 def p0_table(results: list) -> str:
@@ -197,14 +225,16 @@ def distinct_report(results: list) -> str:
 
 def bench_cases(backend: str = "cupy"):
     """P0's box (512 leaves of 17³ = 64 mother leaves of 33³), a GPU-filling box (16×), P0's box with
-    two refined regions and the sphere at Re 100 (on NumPy a small box and a small tree)."""
+    two refined regions, the sphere at Re 100 and the convected vortex on its adaptive tree, whose
+    regrids the report's Regrids table times (on NumPy a small box and a small tree)."""
     if backend == "numpy":  # small: a box, and a tree of two levels of 9³ leaves for the distinct counts
         return [("p0-box-8-leaves", ["grid.leaves=[2, 2, 2]"]),
                 ("two-levels-m9", ["grid.leaves=[2, 2, 2]", "grid.m=9", THREE_LEVELS])]
     return [("p0-box-512-leaves", ["grid.leaves=[8, 8, 8]"]),
             ("fill-8192-leaves", ["grid.leaves=[16, 16, 32]"]),
             ("three-levels", ["grid.leaves=[8, 8, 8]", THREE_LEVELS]),
-            ("sphere", ["@amr3d-sphere-re100"])]
+            ("sphere", ["@amr3d-sphere-re100"]),
+            ("vortex-adapt", ["@amr3d-vortex-adapt"])]  # regrids as it runs: the bench's Regrids table
 
 
 

@@ -135,9 +135,9 @@ def _union(m: int, a, b):
 def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(first, inverse) of the distinct rows of an int64 matrix, exactly as ``np.unique(key,
     axis=0, return_index=True, return_inverse=True)`` gives them (same groups, same lexicographic
-    order), faster: rows are hashed to one int64 each (a multiply-add over the columns, wrapping),
+    order), faster: rows are hashed to one int64 each (a dot product with odd random weights, wrapping),
     the hashes made unique, every row compared with its group's first — a collision (never seen)
-    falls back to ``np.unique(axis=0)`` — and only the distinct rows are then sorted (np.lexsort).
+    falls back to ``np.unique(axis=0)`` — and only the distinct rows are then sorted (as byte strings).
     np.unique over all rows sorts them as structured records: 4 s of an 18 s build. The order
     matters on the GPU: the interpolated buffer follows it, and in hash order the coupling kernels
     would gather the coarse points at random (about three times the coupling phase's time on the
@@ -147,18 +147,30 @@ def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
         return first, inv.reshape(-1)
     mult = np.random.default_rng(0x6E61676172).integers(1, 2 ** 62, key.shape[1], dtype=np.int64) | 1
-    h = np.zeros(len(key), np.int64)
-    with np.errstate(over="ignore"):
-        for c in range(key.shape[1]):
-            h = h * np.int64(1_000_003) + key[:, c] * mult[c]
+    h = key @ mult  # wrapping int64 dot product: one pass over the rows (a column loop took 20× as long)
     _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-    if not np.array_equal(key[first][inv], key):
-        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-        return first, inv.reshape(-1)
-    order = np.lexsort(key[first].T[::-1])  # the distinct rows in np.unique's order
+    inv = inv.reshape(-1)
+    rep = key[first]
+    for c0 in range(0, len(key), _CHECK_ROWS):  # (in cache-sized blocks: no K × columns temporaries)
+        if not np.array_equal(rep[inv[c0:c0 + _CHECK_ROWS]], key[c0:c0 + _CHECK_ROWS]):
+            _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            return first, inv.reshape(-1)
+    order = _lexicographic_order(rep)  # the distinct rows in np.unique's order
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
-    return first[order], rank[inv.reshape(-1)]
+    return first[order], rank[inv]
+
+
+_CHECK_ROWS = 4096  # rows compared at a time by unique_rows' collision check
+
+
+def _lexicographic_order(rows: np.ndarray) -> np.ndarray:
+    """The order ``np.lexsort(rows.T[::-1])`` gives for distinct int64 rows, as one sort of byte
+    strings: each value's sign bit flipped and its bytes big-endian, so comparing a row's bytes
+    compares its values in order, first column first (five times as fast as 54 lexsort passes)."""
+    flipped = (rows.view(np.uint64) ^ np.uint64(1 << 63)).astype(">u8")
+    records = np.ascontiguousarray(flipped).view(np.dtype((np.void, 8 * rows.shape[1]))).reshape(-1)
+    return np.argsort(records, kind="stable")
 
 
 def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None,

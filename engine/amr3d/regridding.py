@@ -9,6 +9,7 @@ build of the new tree.
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 
@@ -17,9 +18,11 @@ from . import adapt, d3q27, interface, mesh, reference, transfer
 from . import tree as tree_mod
 from .builder import build_boundaries
 from .cases import initial_tree_state
-from .tree_stepper import synchronise_host
+from .tree_stepper import synchronise_state
 
 log = logging.getLogger("nagare")
+
+REGRID_TIMES_KEPT = 64  # the latest regrids whose times regrid_figures summarises
 
 
 class Regridding:
@@ -29,6 +32,7 @@ class Regridding:
         self._cap_said = False  # the cap's warning, once a run
         self._floor = None
         self._preset_leaf_count = None
+        self.regrid_times: list[dict] = []  # per regrid that changed the tree (regrid_figures)
 
     def preset_leaves(self) -> int:
         """Leaves of the preset's own tree (before any adaptation): what adapt.leaf_cap scales."""
@@ -95,17 +99,30 @@ class Regridding:
 
     def regrid(self, step: int | None = None) -> dict:
         """One regrid now: criterion, refine/coarsen sets, 2:1 balance, the state carried over by
-        transfer.py, then boundaries, tables or interface, tracers' lookup and stepper rebuilt as a
-        fresh build of the new tree. Returns (and keeps, for the live figures) the counts."""
+        transfer.py on the state's device, then boundaries, tables or interface, tracers' lookup and
+        stepper rebuilt as a fresh build of the new tree. Returns (and keeps, for the live figures)
+        the counts; each regrid that changes the tree adds its times to ``regrid_times``."""
         e = self.e
         with e.timer.phase("regrid", steps=0):
-            plan = self._plan(self.regrid_criterion())
+            # the steps queued before: finished first, so the regrid's wall time is its own (the
+            # criterion's per-leaf maxima would wait for them anyway)
+            e.backend.synchronize(e.stream)
+            start = time.perf_counter()
+            crit = self.regrid_criterion()
+            host = time.perf_counter()
+            plan = self._plan(crit)
             changed = not (np.array_equal(plan.forest.level, e.forest.level)
                            and np.array_equal(plan.forest.block, e.forest.block))
+            host = time.perf_counter() - host
             if changed:
-                f_old = np.asarray(e.backend.asnumpy(self.leaves()))
-                f_new = transfer.transfer(e.forest, plan.forest, f_old, e.preset.physics.tau, e.accel)
-                self.install_tree(plan.forest, f_new, synchronise=True)
+                f_new = transfer.transfer(e.forest, plan.forest, self.leaves(), e.preset.physics.tau, e.accel,
+                                          xp=self.xp)
+                host += self.install_tree(plan.forest, f_new, synchronise=True)
+                e.backend.synchronize(e.stream)
+                total = time.perf_counter() - start
+                self.regrid_times.append({"total_ms": 1e3 * total, "host_ms": 1e3 * host,
+                                          "device_ms": 1e3 * (total - host), "leaves": plan.forest.n_leaves})
+                del self.regrid_times[:-REGRID_TIMES_KEPT]
         self.regrids += 1
         self.last_regrid = {"refined": plan.refined, "coarsened": plan.coarsened,
                             "step": int(e.step_count if step is None else step), "capped": int(plan.capped)}
@@ -116,31 +133,47 @@ class Regridding:
                         e.preset.adapt.leaf_cap(self.preset_leaves()))
         return dict(self.last_regrid, leaves=e.forest.n_leaves)
 
-    def install_tree(self, forest, f_host, synchronise: bool) -> None:
-        """Make ``forest`` the engine's tree with state ``f_host`` (host, on that tree). With
+    def regrid_figures(self) -> dict:
+        """Medians over the kept regrids that changed the tree (ms): wall time with the device
+        synchronised at the end, its host part (the refine/coarsen plan and the coupling data built
+        on the host) and the rest (criterion, transfer, synchronisation, buffers and uploads: device
+        work and the launches); empty before the first such regrid."""
+        t = self.regrid_times
+        if not t:
+            return {}
+        return {"regrid_ms": float(np.median([r["total_ms"] for r in t])),
+                "regrid_host_ms": float(np.median([r["host_ms"] for r in t])),
+                "regrid_device_ms": float(np.median([r["device_ms"] for r in t])),
+                "regrids_timed": float(len(t))}
+
+    def install_tree(self, forest, f, synchronise: bool) -> float:
+        """Make ``forest`` the engine's tree with state ``f`` (on that tree; host or xp array). With
         ``synchronise`` (a transferred state): solid and inlet nodes as the step leaves them, the
         coarse copies of fine-owned nodes restricted and same-level copies set to their owner's
-        (transfer fills each new leaf on its own); without (a checkpoint): taken bit for bit."""
-        e = self.e
+        (transfer fills each new leaf on its own), on the state's device; without (a checkpoint):
+        taken bit for bit. Returns the seconds spent building the coupling data on the host."""
+        e, xp = self.e, self.xp
         self._set_forest(forest)
         self.tables = self.coupling = self.sampling = self.mass_w = None
         self.stepper = None
-        f = np.array(f_host, dtype=self.dtype)
+        f = xp.array(f, dtype=self.dtype)
+        host = time.perf_counter()
+        coupling = self.interface() if synchronise else None
+        host = time.perf_counter() - host
         if synchronise:
-            self.apply_boundaries(f)
-            coupling = self.interface()
+            self.apply_boundaries(f, xp)
             f2 = f.reshape(d3q27.Q, -1)
             m3 = self.m ** 3
             for lv in sorted(forest.levels, reverse=True):  # reference.synchronise's order
                 if lv in coupling:
-                    synchronise_host(forest, {lv: coupling[lv]}, f, e.preset.physics.tau, e.accel)
+                    synchronise_state(xp, forest, {lv: coupling[lv]}, f, e.preset.physics.tau, e.accel)
                 dst, src = interface.level_copies(forest, lv)
                 if dst.size:
                     lo = forest.level_slice(lv).start * m3
-                    f2[:, dst + lo] = f2[:, src + lo]
+                    f2[:, xp.asarray(dst + lo)] = f2[:, xp.asarray(src + lo)]
         self.pending = f
         self.select(e.selection)
-
+        return host
     def adapt_figures(self) -> dict:
         """Leaves in all and per level (levels base … max_level, zeros included, so the columns stay
         fixed), and the last regrid's refine (leaves split) and coarsen (families merged) counts."""

@@ -29,6 +29,8 @@ nodes after restriction), but a coarse copy is only time-interpolated at interme
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -37,6 +39,11 @@ from . import d3q27
 from .tree import Forest
 
 CHUNK = 32  # leaves per vectorised block while building (bounds host memory for m = 33)
+# point_tables' chunks classified in parallel: at least this many points a task (smaller ones
+# spend more in Python than in NumPy's loops), on up to 8 threads; with fewer than 4 cores one
+# (two threads on two busy cores ran slower than one)
+POINTS_PER_TASK = 2048
+_WORKERS = min(8, os.cpu_count() or 1) if (os.cpu_count() or 1) >= 4 else 1
 
 
 def shell_points(m: int) -> np.ndarray:
@@ -183,7 +190,21 @@ def _stencil(m: int, off, hc: int, interp: str):
     """Tensor-product interpolation stencil in a coarse leaf for local offsets ``off`` (K, 3)
     (finest units, coarse spacing hc): local flat indices and weights, (K, n³) each. Axes where
     the point is a coarse node get weight 1 on it (zero-weight padding elsewhere), so
-    coincident nodes are copied exactly."""
+    coincident nodes are copied exactly. Built once per distinct offset (a source position serves
+    up to 27 pulls, and the offsets inside a leaf are few), then gathered for every row."""
+    off = np.asarray(off, np.int64)
+    if not len(off):
+        return _stencil_rows(m, off, hc, interp)
+    span = int(off.max()) + 1
+    _, first, inv = np.unique((off[:, 2] * span + off[:, 1]) * span + off[:, 0], return_index=True,
+                              return_inverse=True)
+    flat, wt = _stencil_rows(m, off[first], hc, interp)
+    inv = inv.reshape(-1)
+    return flat[inv], wt[inv]
+
+
+def _stencil_rows(m: int, off, hc: int, interp: str):
+    """:func:`_stencil` computed row by row."""
     i0 = off // hc
     half = (off % hc) != 0
     n = STENCILS[interp]
@@ -242,7 +263,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     acc["ds"].append(rq[own] * N + leaf_b[own] * m3 + local_flat(m, off[own] // h))
     todo &= ~own
     # 3. a same-level leaf having the node
-    same = np.where(todo, forest.containing(lv, sw), -1)
+    same = _containing_where(forest, lv, sw, todo)
     s = same >= 0
     o = forest.local_offset(same[s], sw[s]) // h
     acc["dd"].append(dst[s])
@@ -250,7 +271,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     todo &= ~s
     # 4. a finer leaf having the node
     if lv < forest.max_level and todo.any():
-        fine = np.where(todo, forest.containing(lv + 1, sw), -1)
+        fine = _containing_where(forest, lv + 1, sw, todo)
         s = fine >= 0
         o = forest.local_offset(fine[s], sw[s]) // (h // 2)
         acc["fd"].append(dst[s])
@@ -261,7 +282,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     if todo.any():
         if lv == 0:
             raise ValueError("level-0 point without a source: the forest does not tile the domain")
-        coarse = np.where(todo, forest.containing(lv - 1, sw), -1)
+        coarse = _containing_where(forest, lv - 1, sw, todo)
         if np.any(todo & (coarse < 0)):
             raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
         s = todo
@@ -272,6 +293,15 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
         acc["cq"].append(rq[s])
         acc["cp"].append(pts)
         acc["cw"].append(wts)
+
+
+def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
+    """Forest.containing(lv, points) where ``where`` is True, −1 elsewhere: looked up for those
+    points only (after the own-leaf test, a few % of the pull sources)."""
+    out = np.full(where.shape, -1, np.int64)
+    if where.any():
+        out[where] = forest.containing(lv, points[where])
+    return out
 
 
 def _tables_from(acc, lv: int, lo: int, n: int, interp: str) -> LevelTables:
@@ -330,13 +360,29 @@ def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic"
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     sl = forest.level_slice(lv)
-    acc = _new_acc()
-    step = CHUNK * m * m * 6
-    for c0 in range(0, len(leaves), step):
+    # chunks of points classified on worker threads (NumPy releases the GIL inside its loops), each
+    # into its own lists, joined in point order: each list gets one block per chunk in point order,
+    # so the tables are those of one pass whatever the chunking (direct sources are sorted anyway)
+    step = min(CHUNK * m * m * 6, max(POINTS_PER_TASK, -(-len(leaves) // _WORKERS)))
+    # (the forest's lazily built lookups may be built twice by racing threads: the same arrays)
+
+    def chunk(c0):
+        acc = _new_acc()
         lf, pt = leaves[c0:c0 + step], ijk[c0:c0 + step]
         pid = lf * m3 + local_flat(m, pt)
         _owners(forest, lv, lf, forest.origin[lf] + pt * int(forest.spacing_of(lv)), pid, acc)
         _classify(forest, lv, lf, pt, np.arange(c0, c0 + len(lf)), len(leaves), interp, acc, solid, slip)
+        return acc
+    starts = range(0, len(leaves), step)
+    if len(starts) > 1:
+        with ThreadPoolExecutor(min(_WORKERS, len(starts))) as pool:
+            parts = list(pool.map(chunk, starts))
+    else:
+        parts = [chunk(c0) for c0 in starts]
+    acc = _new_acc()
+    for part in parts:
+        for k, v in part.items():
+            acc[k].extend(v)
     return _tables_from(acc, lv, sl.start, sl.stop - sl.start, interp)
 
 

@@ -1,5 +1,5 @@
 """State transfer when the tree changes: every leaf of the new forest takes its populations from
-the old one (host NumPy, per-leaf loop; the step never runs this).
+the old one, on the state's own device (any xp: a GPU state never leaves the GPU).
 
 - unchanged leaf → copied.
 - new leaf inside an old, coarser leaf (refinement) → prolongation: trilinear interpolation of f
@@ -7,6 +7,13 @@ the old one (host NumPy, per-leaf loop; the step never runs this).
   from the old level to the new (levels.rescale).
 - new leaf covering old, finer leaves (coarsening) → restriction: injection of the coincident
   node of the finest old leaf that has it, rescaled to the new level.
+
+The host decides only per leaf (which old leaf each new leaf copies or interpolates from: a few
+array operations over the leaves) and, for coarsened leaves, which old node each of their points
+injects (Forest.containing over those points); the points' positions, the interpolation stencils
+and weights, the gathers and the rescaling run as whole-array xp code, one batch per pair of
+levels. Every point's value is computed by the same sequence of operations as a leaf-by-leaf loop
+would (elementwise, fixed order), so the result does not depend on the batching.
 
 Mass (the trapezoidal ∫ρ dV of reference.mass): prolongation conserves it exactly (to round-off):
 ρ of the interpolated f is the interpolated ρ, rescaling leaves ρ unchanged, and the trapezoidal
@@ -20,67 +27,102 @@ from __future__ import annotations
 import numpy as np
 
 from . import d3q27, levels
-from .tree import Forest
+from .tree import CHILD_OFFSETS, Forest
+
+# new leaves interpolated per batch: bounds the float64 temporaries of the prolongation and the
+# rescaling (27 populations × m³ points × 8 bytes a leaf, about 15 such arrays alive: 16 leaves of
+# 17³ take ~250 MB at the peak). On the host a few leaves keep them in the caches (64 leaves of 17³
+# ran at half the speed of 4 on NumPy); on a GPU a batch is a few dozen launches whatever its size.
+PROLONG_BATCH = {"host": 4, "device": 16}
 
 
-def _node_positions(forest: Forest, leaf: int) -> np.ndarray:
-    m = forest.m
+def node_ijk(m: int) -> np.ndarray:
+    """(m³, 3) local (i, j, k) of a leaf's nodes in storage order ((k · m + j) · m + i)."""
     k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
-    ijk = np.stack([i.ravel(), j.ravel(), k.ravel()], axis=1)
-    return forest.origin[leaf] + ijk * forest.spacing[leaf]
+    return np.stack([i.ravel(), j.ravel(), k.ravel()], axis=1).astype(np.int64)
 
 
-def transfer(old: Forest, new: Forest, f_old: np.ndarray, tau0: float, accel0=(0.0, 0.0, 0.0)) -> np.ndarray:
-    """f on ``new`` from f_old (Q, L_old, m, m, m) on ``old`` (same roots, m, max_level, periodicity)."""
+def transfer(old: Forest, new: Forest, f_old, tau0: float, accel0=(0.0, 0.0, 0.0), xp=np):
+    """f on ``new`` from f_old (Q, L_old, m, m, m) on ``old`` (same roots, m, max_level, periodicity),
+    an xp array; returns a new xp array of f_old's dtype."""
     if (old.roots, old.m, old.max_level, old.periodic) != (new.roots, new.m, new.max_level, new.periodic):
         raise ValueError("transfer needs forests of the same roots, m, max_level and periodicity")
-    m, m3, Q = new.m, new.m ** 3, d3q27.Q
-    f_old = np.asarray(f_old)
+    m, Q = new.m, d3q27.Q
+    f_old = xp.asarray(f_old)
     src = f_old.reshape(Q, -1)
-    out = np.empty((Q, new.n_leaves, m, m, m), f_old.dtype)
+    out = xp.empty((Q, new.n_leaves, m, m, m), f_old.dtype)
     same = old.find(new.level, new.block)
-    for leaf in range(new.n_leaves):
-        lv = int(new.level[leaf])
-        if same[leaf] >= 0:
-            out[:, leaf] = f_old[:, same[leaf]]
-            continue
-        cov, cl = old.cover(lv, new.block[leaf][None])
-        pos, _ = new.wrap_points(_node_positions(new, leaf))
-        if cov[0] >= 0:  # refinement: interpolate from the old coarser leaf
-            vals = _prolong(old, int(cov[0]), pos, src)
-            vals = levels.rescale(np, vals, tau0, int(cl[0]), lv, accel0)
-        else:  # coarsening: inject from the finest old leaf having each node
-            vals = np.empty((Q, m3), f_old.dtype)
-            todo = np.ones(m3, bool)
-            for olv in range(old.max_level, lv, -1):
-                if not todo.any():
-                    break
-                hit = np.where(todo, old.containing(olv, pos), -1)
-                s = hit >= 0
-                if not s.any():
-                    continue
-                off = old.local_offset(hit[s], pos[s]) // int(old.spacing_of(olv))
-                pid = hit[s] * m3 + (off[:, 2] * m + off[:, 1]) * m + off[:, 0]
-                vals[:, s] = levels.rescale(np, src[:, pid], tau0, olv, lv, accel0)
-                todo &= ~s
-            if todo.any():
-                raise ValueError("coarsened leaf has nodes no old leaf holds: forests do not tile alike")
-        out[:, leaf] = vals.reshape(Q, m, m, m)
+    kept = np.flatnonzero(same >= 0)
+    if kept.size:
+        out[:, xp.asarray(kept)] = f_old[:, xp.asarray(same[kept])]
+    changed = np.flatnonzero(same < 0)
+    batch = PROLONG_BATCH["host" if xp is np else "device"]
+    for lv in np.unique(new.level[changed]).tolist():
+        leaves = changed[new.level[changed] == lv]
+        cov, cl = old.cover(lv, new.block[leaves])
+        inside = cov >= 0  # refinement: inside an old coarser leaf
+        for s in np.unique(cl[inside]).tolist():
+            pick = inside & (cl == s)
+            for c0 in range(0, int(pick.sum()), batch):
+                part = slice(c0, c0 + batch)
+                _prolong_into(xp, out, src, old, new, leaves[pick][part], cov[pick][part], tau0, s, lv, accel0)
+        if (~inside).any():
+            _inject_into(xp, out, src, old, new, leaves[~inside], lv, tau0, accel0)
     return out
 
 
-def _prolong(old: Forest, leaf: int, pos: np.ndarray, src: np.ndarray) -> np.ndarray:
-    """Trilinear interpolation of every population at ``pos`` inside old leaf ``leaf``."""
-    m, m3 = old.m, old.m ** 3
-    h = int(old.spacing[leaf])
-    off = old.local_offset(np.full(len(pos), leaf), pos)
-    i0 = np.minimum(off // h, m - 2)
+def _prolong_into(xp, out, src, old: Forest, new: Forest, leaves, parents, tau0, src_level: int, lv: int,
+                  accel0) -> None:
+    """New leaves ``leaves`` (all of level lv) interpolated trilinearly from their old coarser leaves
+    ``parents`` (all of level src_level), rescaled src_level → lv, into ``out``."""
+    m, m3, Q = new.m, new.m ** 3, d3q27.Q
+    n = len(leaves)
+    periodic = [d for d in range(3) if new.periodic[d]]
+    dom = xp.asarray(new.domain)
+    ijk = xp.asarray(node_ijk(m))
+    # node positions (finest units), wrapped into the domain on periodic axes (Forest.wrap_points)
+    pos = xp.asarray(new.origin[leaves])[:, None, :] + ijk[None] * int(new.spacing_of(lv))
+    for d in periodic:
+        pos[..., d] %= dom[d]
+    # offsets in the old leaf, modulo the domain on periodic axes (Forest.local_offset)
+    off = pos - xp.asarray(old.origin[parents])[:, None, :]
+    for d in periodic:
+        off[..., d] %= dom[d]
+    h = int(old.spacing_of(src_level))
+    i0 = xp.minimum(off // h, m - 2)
     frac = (off - i0 * h) / h  # in [0, 1]; exactly 0 or 1 on coincident nodes
+    base = xp.asarray(np.asarray(parents, np.int64) * m3)[:, None]
     vals = None
-    for corner in ((0, 0, 0), (1, 0, 0), (0, 1, 0), (1, 1, 0), (0, 0, 1), (1, 0, 1), (0, 1, 1), (1, 1, 1)):
-        c = np.asarray(corner)
+    for corner in CHILD_OFFSETS:
+        c = xp.asarray(corner)
         idx = i0 + c
-        w = np.prod(np.where(c == 1, frac, 1.0 - frac), axis=1)
-        term = w * src[:, leaf * m3 + (idx[:, 2] * m + idx[:, 1]) * m + idx[:, 0]]
+        w = xp.prod(xp.where(c == 1, frac, 1.0 - frac), axis=-1).reshape(-1)
+        term = w * src[:, (base + (idx[..., 2] * m + idx[..., 1]) * m + idx[..., 0]).reshape(-1)]
         vals = term if vals is None else vals + term
-    return vals
+    vals = levels.rescale(xp, vals, tau0, src_level, lv, accel0)
+    out[:, xp.asarray(leaves)] = vals.reshape(Q, n, m, m, m)
+
+
+def _inject_into(xp, out, src, old: Forest, new: Forest, leaves, lv: int, tau0, accel0) -> None:
+    """New leaves ``leaves`` (level lv) covering finer old leaves: each node injected from the finest
+    old leaf that has it (the lowest-numbered among those of that level), rescaled to lv."""
+    m, m3, Q = new.m, new.m ** 3, d3q27.Q
+    ijk = node_ijk(m)
+    pos = (new.origin[leaves][:, None, :] + ijk[None] * int(new.spacing_of(lv))).reshape(-1, 3)
+    pos, _ = new.wrap_points(pos)
+    dst = (np.asarray(leaves, np.int64)[:, None] * m3 + np.arange(m3)[None]).reshape(-1)
+    flat = out.reshape(Q, -1)
+    todo = np.ones(len(pos), bool)
+    for olv in range(old.max_level, lv, -1):
+        if not todo.any():
+            break
+        hit = np.where(todo, old.containing(olv, pos), -1)
+        s = hit >= 0
+        if not s.any():
+            continue
+        off = old.local_offset(hit[s], pos[s]) // int(old.spacing_of(olv))
+        pid = hit[s] * m3 + (off[:, 2] * m + off[:, 1]) * m + off[:, 0]
+        flat[:, xp.asarray(dst[s])] = levels.rescale(xp, src[:, xp.asarray(pid)], tau0, olv, lv, accel0)
+        todo &= ~s
+    if todo.any():
+        raise ValueError("coarsened leaf has nodes no old leaf holds: forests do not tile alike")

@@ -73,14 +73,14 @@ class Tree(Regridding, Shape):
         self.apply_boundaries(f)
         self.set_leaves(self.synchronised(f))
 
-    def apply_boundaries(self, f: np.ndarray) -> None:
-        """Solid nodes at rest, inlet nodes at the inflow equilibrium (in place on a host state)."""
+    def apply_boundaries(self, f, xp=np) -> None:
+        """Solid nodes at rest, inlet nodes at the inflow equilibrium (in place on a state of xp)."""
         bnd, forest = self.e._bnd, self.e.forest
         if bnd is None:
             return
         f2, m3 = f.reshape(d3q27.Q, -1), self.m ** 3
-        for lv, b in bnd.level.items():
-            boundaries.apply(np, f2, b, forest.level_slice(lv).start * m3, bnd.inlet_velocity)
+        for lv, b in boundaries.on_device(xp, bnd).level.items():
+            boundaries.apply(xp, f2, b, forest.level_slice(lv).start * m3, bnd.inlet_velocity)
 
     def random_state(self, rng: np.random.Generator) -> None:
         self.set_leaves(self.synchronised(cases.random_tree_state(self.e.preset, self.e.forest, rng)))
@@ -286,8 +286,8 @@ class Tree(Regridding, Shape):
 
     def min_population(self):
         xp, st = self.xp, self.stepper
-        if st is None:  # the pending host state: no copy to the device for one minimum
-            return np.min(self.pending)
+        if st is None:  # the pending state (on the host until the first selection)
+            return self.xp.min(self.xp.asarray(self.pending))
         if isinstance(st, reference.Stepper):
             return xp.min(st.f)
         # (on mother leaves the leaves' points only: provisional points are rescaled finer values, not state)
@@ -318,4 +318,5 @@ class Tree(Regridding, Shape):
                "fine_equivalent_updates_per_step": uniform * 2.0 ** (f.max_level - self.e.base_level)}
         if self.e.preset.adapt.on:
             out.update(self.adapt_figures())
+            out.update(self.regrid_figures())
         return out

@@ -270,13 +270,18 @@ def synchronise_host(forest: Forest, coupling: dict[int, LevelCoupling], f, tau0
     """In place on a host state f[Q, L, m, m, m]: every coarse copy of a fine-owned node takes the
     rescaled fine value, finest levels first (reference.synchronise's restriction, from the
     interface data): initial states start consistent and every rung then starts from the same bits."""
+    synchronise_state(np, forest, coupling, f, tau0, accel0)
+
+
+def synchronise_state(xp, forest: Forest, coupling: dict[int, LevelCoupling], f, tau0: float, accel0) -> None:
+    """:func:`synchronise_host` on a state of any xp (a regrid's, on the device)."""
     m3 = forest.m ** 3
     f2 = f.reshape(d3q27.Q, -1)
     for lv in sorted(coupling, reverse=True):
         c = coupling[lv]
         if c.restrict_dst.size:
-            src = c.restrict_src + forest.level_slice(lv + 1).start * m3
-            f2[:, c.restrict_dst + c.lo * m3] = levels.rescale(np, f2[:, src], tau0, lv + 1, lv, accel0)
+            src = xp.asarray(c.restrict_src + forest.level_slice(lv + 1).start * m3)
+            f2[:, xp.asarray(c.restrict_dst + c.lo * m3)] = levels.rescale(xp, f2[:, src], tau0, lv + 1, lv, accel0)
 
 
 class NumpyKernels:

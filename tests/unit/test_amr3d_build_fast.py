@@ -4,6 +4,7 @@ stencils): the same tables as the sorting versions (an 18.6 s build of amr3d-sph
 became 5.0 s on one core; docs/amr3d-flows.md)."""
 from __future__ import annotations
 
+import dataclasses
 import types
 
 import numpy as np
@@ -33,7 +34,7 @@ def test_unique_rows_groups_exactly_the_equal_rows(cols):
 def test_unique_rows_falls_back_on_a_hash_collision(monkeypatch):
     ones = types.SimpleNamespace(integers=lambda lo, hi, n, dtype: np.ones(n, dtype))
     monkeypatch.setattr(interface.np.random, "default_rng", lambda seed: ones)
-    key = np.array([[1, 0], [0, 1_000_003], [1, 0]], np.int64)  # equal hashes with all multipliers 1
+    key = np.array([[1, 0], [0, 1], [1, 0]], np.int64)  # equal hashes (row sums) with all multipliers 1
     first, inv = interface.unique_rows(key)
     _rows_equivalent(key, first, inv)
     assert len(first) == 2
@@ -60,3 +61,45 @@ def test_dense_block_lookup_equals_the_sorted_search(monkeypatch):
     for lv in f.levels:
         np.testing.assert_array_equal(g.containing(lv, pts), dense[lv])
         assert (dense[lv] >= 0).any()
+
+
+def test_point_tables_do_not_depend_on_the_chunking(monkeypatch):
+    """The interface points classified in parallel chunks give the tables of one pass."""
+
+    forest = refine(refine(Forest.uniform((2, 2, 1), 0, 9, 2), [0]), [3])
+    for lv in forest.levels:
+        leaves, ijk = interface.fixup_points(forest, lv)
+        monkeypatch.setattr(tables, "POINTS_PER_TASK", 10 ** 9)
+        one = tables.point_tables(forest, lv, leaves, ijk)
+        monkeypatch.setattr(tables, "POINTS_PER_TASK", 1)
+        monkeypatch.setattr(tables, "_WORKERS", 7)
+        many = tables.point_tables(forest, lv, leaves, ijk)
+        for f in dataclasses.fields(one):
+            a, b = getattr(one, f.name), getattr(many, f.name)
+            if isinstance(a, np.ndarray):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b, err_msg=f.name)
+            else:
+                assert a == b
+
+
+def test_the_byte_string_order_is_numpy_uniques_order():
+    """unique_rows sorts its distinct rows as byte strings: the lexicographic order of the values,
+    negative and extreme ones (weights enter as their float64 bits, negative as int64) included."""
+    rng = np.random.default_rng(5)
+    ext = np.array([np.iinfo(np.int64).min, -1, 0, 1, np.iinfo(np.int64).max], np.int64)
+    for cols in (1, 3, 54):
+        rows = np.concatenate([rng.choice(ext, (300, cols)), rng.integers(-2**62, 2**62, (300, cols)),
+                               rng.integers(-2, 2, (300, cols))])
+        rows = np.unique(rows, axis=0)[rng.permutation(len(np.unique(rows, axis=0)))]
+        np.testing.assert_array_equal(interface._lexicographic_order(rows), np.lexsort(rows.T[::-1]))
+
+
+@pytest.mark.parametrize("interp", ["linear", "quadratic"])
+def test_the_stencil_built_per_distinct_offset_is_the_row_by_row_one(interp):
+    rng = np.random.default_rng(3)
+    for m, hc in ((9, 2), (17, 4)):
+        off = rng.integers(0, (m - 1) * hc + 1, (4000, 3))[rng.integers(0, 4000, 20000)]
+        for got, want in zip(tables._stencil(m, off, hc, interp), tables._stencil_rows(m, off, hc, interp)):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)

@@ -1,0 +1,200 @@
+"""A regrid on the state's own device (engine/amr3d/transfer.py, regridding.py; issue 38 item 4):
+the same tree and the same populations, bit for bit on NumPy, as the host path it replaces
+(amr3d_regrid_reference.py: a per-leaf loop on the host, then the host synchronisation); the
+kernels' compilations do not depend on the tree; every regrid that changes the tree is timed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nagare.engine.amr3d import cases, d3q27, reference, transfer
+from nagare.engine.amr3d.config import AMR3DPreset
+from nagare.engine.amr3d.engine import AMR3D
+from nagare.engine.amr3d.tree import Forest, coarsen, refine
+from nagare.engine.backend import get_backend
+
+from tests.unit import amr3d_regrid_reference as old
+
+M = 9
+
+
+def vortex(**over) -> AMR3DPreset:
+    raw = {"engine": "amr3d", "description": "test", "grid": {"leaves": [4, 4, 1], "m": M},
+           "physics": {"tau": 0.56, "precision": "fp64"},
+           "initial": {"kind": "vortex", "u0": 0.04, "center": [12.0, 12.0, 4.0], "radius": 3.0},
+           "flow": {"velocity": [0.08, 0.0, 0.0]},
+           "adapt": {"every": 5, "refine_above": 0.3, "coarsen_below": 0.1, "max_level": 2, "initial": True}}
+    for k, v in over.items():
+        raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
+    return AMR3DPreset.model_validate(raw)
+
+
+def smooth_state(forest: Forest, dtype, seed: int = 0) -> np.ndarray:
+    """Post-collision populations of a smooth flow with a non-equilibrium part, equal on every copy
+    of a node (a function of position)."""
+    rng = np.random.default_rng(seed)
+    X = reference.point_coordinates(forest)
+    k = rng.uniform(0.05, 0.2, 3)
+    rho = 1 + 0.01 * np.sin(k[0] * X[..., 0] + k[1] * X[..., 1])
+    u = np.stack([0.03 * np.cos(k[1] * X[..., 1] + k[2] * X[..., 2]), 0.02 * np.sin(k[0] * X[..., 0]),
+                  0.01 * np.cos(k[2] * X[..., 2])])
+    f = reference.init_state(np, forest, reference.Physics(0.7), rho, u)
+    f = f * (1 + 0.002 * np.sin(X[..., 0] * k[2] + X[..., 1] * k[0] + X[..., 2] * k[1]))[None]
+    return f.astype(dtype)
+
+
+def tree_pairs():
+    """(old, new) forests: a refinement with its ripple, a coarsening, both at once, two levels at a
+    time, on periodic and walled axes and one root in z (the domain's far face is the near one)."""
+    out = []
+    for roots, periodic in (((2, 2, 1), (True, True, True)), ((2, 1, 2), (False, True, False)),
+                            ((1, 2, 1), (True, False, True))):
+        a = refine(Forest.uniform(roots, 0, M, 2, periodic), [0])
+        b = refine(a, [a.n_leaves - 1, 1])
+        c = coarsen(b, [int(np.flatnonzero(b.level == 2)[0])])
+        r = refine(c, [int(np.flatnonzero(c.level < c.max_level)[-1])])
+        d = coarsen(r, np.flatnonzero(r.level == r.level.max())[:9:8])
+        out += [(a, b), (b, a), (b, c), (c, d), (d, a)]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("accel", [(0.0, 0.0, 0.0), (1e-5, -2e-5, 3e-6)])
+def test_transfer_equals_the_per_leaf_host_transfer_bit_for_bit(dtype, accel):
+    for i, (a, b) in enumerate(tree_pairs()):
+        f = smooth_state(a, dtype, seed=i)
+        want = old.transfer(a, b, f, 0.62, accel)
+        got = transfer.transfer(a, b, f, 0.62, accel, xp=np)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_transfer_batches_do_not_change_the_bits(monkeypatch):
+    a, b = tree_pairs()[0]
+    f = smooth_state(a, np.float32)
+    want = transfer.transfer(a, b, f, 0.62)
+    for n in (1, 3, 1000):
+        monkeypatch.setitem(transfer.PROLONG_BATCH, "host", n)
+        np.testing.assert_array_equal(transfer.transfer(a, b, f, 0.62), want)
+
+
+def shifted(e, dx: float):
+    """Engine ``e``'s vortex moved by dx (level-0 units) on its present tree: the next regrid refines
+    ahead of it and coarsens behind it."""
+    p = e.preset
+    c = list(p.initial.center)
+    c[0] += dx
+    moved = p.model_copy(update={"initial": p.initial.model_copy(update={"center": c})})
+    return cases.initial_tree_state(moved, e.forest)
+
+
+@pytest.mark.parametrize("precision", ["fp64", "fp32"])
+def test_a_regrid_gives_the_host_paths_tree_and_populations(precision):
+    e = AMR3D(vortex(physics={"precision": precision}), get_backend("numpy"))
+    e.shape.set_leaves(shifted(e, 10.0))
+    plan = e.shape._plan(e.regrid_criterion())
+    want = old.regrid(e, plan.forest)
+    ev = e.regrid()
+    assert ev["refined"] > 0 and ev["coarsened"] > 0
+    np.testing.assert_array_equal(e.forest.level, plan.forest.level)
+    np.testing.assert_array_equal(e.forest.block, plan.forest.block)
+    np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), want)
+
+
+def test_a_regrid_next_to_a_body_gives_the_host_paths_populations():
+    """Inlet, outlet and a sphere's solid nodes: the boundaries are applied on the device too."""
+    p = vortex(grid={"leaves": [4, 2, 2], "m": M, "periodic": [False, True, True]},
+               refine=[{"lo": [0.75, 0.0, 0.0], "hi": [1.0, 0.5, 0.5], "level": 1}],
+               body=[{"kind": "sphere", "center": [10.0, 8.0, 8.0], "diameter": 2.0, "level": 1, "band": 0.5}],
+               flow={"inlet": "x-", "outlet": "x+", "velocity": [0.04, 0.0, 0.0]},
+               initial={"kind": "uniform"}, adapt={"every": 2, "refine_above": 5.0, "coarsen_below": 2.5,
+                                                     "max_level": 1, "initial": False})
+    e = AMR3D(p, get_backend("numpy"))
+    e.step(1)
+    plan = e.shape._plan(e.regrid_criterion())
+    want = old.regrid(e, plan.forest)
+    assert e.regrid()["coarsened"] > 0
+    np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), want)
+
+
+def test_the_kernels_compiled_do_not_depend_on_the_tree():
+    """A regrid changes leaf counts and tables, never a compilation: the kernel specs (sources,
+    names, prelude) of every tree rung are the same before and after."""
+    e = AMR3D(vortex(physics={"precision": "fp32"}), get_backend("numpy"))
+    rungs = ("naive", "naive-fused", "split", "sorted", "templates")
+    before = {r: e.shape.kernel_specs({"kernels": r}) for r in rungs}
+    e.shape.set_leaves(shifted(e, 10.0))
+    n = e.forest.n_leaves
+    e.regrid()
+    assert e.forest.n_leaves != n
+    assert {r: e.shape.kernel_specs({"kernels": r}) for r in rungs} == before
+
+
+def test_regrids_that_change_the_tree_are_timed():
+    e = AMR3D(vortex(), get_backend("numpy"))
+    assert "regrid_ms" not in e.timing_extra()
+    e.regrid()  # nothing to change right after the initial adaptation
+    assert e.shape.regrid_times == []
+    e.shape.set_leaves(shifted(e, 10.0))
+    e.regrid()
+    x = e.timing_extra()
+    assert x["regrids_timed"] == 1
+    assert x["regrid_ms"] >= x["regrid_host_ms"] > 0
+    np.testing.assert_allclose(x["regrid_host_ms"] + x["regrid_device_ms"], x["regrid_ms"], rtol=1e-12)
+    assert d3q27.Q == 27
+
+
+@pytest.mark.gpu
+def test_a_regrid_on_the_gpu_follows_the_numpy_one():
+    """The shipped vortex's regrid on CuPy (naive-fused, the state on the device throughout): the same
+    tree as NumPy's from the same state, populations equal to fp32 round-off."""
+    from nagare.engine.presets import load_preset  # (the shipped preset, GPU sizes)
+
+    p = load_preset("amr3d-vortex-adapt", backend="cupy")
+    g = AMR3D(p, get_backend("cupy"), variants={"kernels": "naive-fused"})
+    n = AMR3D(p, get_backend("numpy"))
+    np.testing.assert_array_equal(g.forest.block, n.forest.block)
+    f = shifted(n, 12.0).astype(np.float32)
+    g.shape.set_leaves(f)
+    n.shape.set_leaves(f)
+    a, b = g.regrid(), n.regrid()
+    assert a == b and a["refined"] > 0
+    np.testing.assert_array_equal(g.forest.block, n.forest.block)
+    np.testing.assert_allclose(np.asarray(g.backend.asnumpy(g.state_arrays()["f"])),
+                               np.asarray(n.state_arrays()["f"]), rtol=2e-6, atol=1e-7)
+    g.step(20)  # steps on the new tree, regrids again
+    assert np.isfinite(g.diagnostics()["mass"])
+
+
+def test_the_bench_report_has_the_regrid_times():
+    from nagare.engine.amr3d.cases import bench_report  # (the bench's formatting only)
+    from nagare.engine.bench import BenchResult
+
+    x = {"regrid_ms": 31.25, "regrid_host_ms": 12.5, "regrid_device_ms": 18.75, "regrids_timed": 7.0, "leaves": 130}
+    cells = [BenchResult("vortex-adapt", {"kernels": "naive-fused"}, "naive-fused", True, ms_per_step=0.5,
+                         phases={"regrid": 0.05}, extra=x),
+             BenchResult("vortex-adapt", {"kernels": "split"}, "split", True, ms_per_step=0.6, extra={}),
+             BenchResult("vortex-adapt", {"kernels": "templates"}, "templates", False, reason="cannot")]
+    report = bench_report(cells)
+    assert "## Regrids" in report
+    assert "| vortex-adapt | naive-fused | 31.2 | 12.5 | 18.8 | 7 | 130 | 10.0 |" in report
+    assert "| split |" not in report.split("## Regrids")[1]
+    assert bench_report(cells[1:]) == ""
+
+
+def test_a_regrid_on_the_emulated_gpu_gives_the_host_paths_populations(emulated_cupy):
+    """The CuPy path's glue (tree_stepper.CupyKernels, the xp transfer and synchronisation, the
+    stepper rebuilt on the new tree) on the emulated CuPy: the host path's state, then steps on."""
+    from nagare.engine.backend import Backend
+
+    p = vortex(physics={"precision": "fp32"})
+    e = AMR3D(p, Backend("cupy", emulated_cupy, _cupy=emulated_cupy), variants={"kernels": "naive-fused"})
+    e.shape.set_leaves(shifted(e, 10.0))
+    plan = e.shape._plan(e.regrid_criterion())
+    want = old.regrid(e, plan.forest)
+    ev = e.regrid()
+    assert ev["refined"] > 0 and ev["coarsened"] > 0
+    np.testing.assert_array_equal(e.forest.block, plan.forest.block)
+    np.testing.assert_array_equal(np.asarray(e.state_arrays()["f"]), want)
+    assert e.shape.regrid_figures()["regrids_timed"] == 1
+    e.step(2)
+    assert np.isfinite(np.asarray(e.state_arrays()["f"])).all()
