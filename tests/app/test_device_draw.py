@@ -152,7 +152,7 @@ def test_worker_scalars_become_host_values_with_the_packet():
     from nagare.app.packets import FramePacket
 
     pk = FramePacket(seq=1, step=1, time=0.5, field_name="f", kind="grid2d", vmin=np.float32(0), vmax=None)
-    scalars_to_host(None, pk)  # nothing on the device: no CuPy needed
+    scalars_to_host(None, pk, None)  # nothing on the device: no CuPy needed
     assert pk.time == 0.5 and pk.vmin == 0 and pk.device_scalars is None
 
 
