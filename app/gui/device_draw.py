@@ -21,6 +21,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 import numpy as np
+from nagare.engine.errors import one_line
 from vispy import gloo, scene
 from vispy.visuals import Visual
 
@@ -200,6 +201,23 @@ class DeviceVertices:
             self.interop.close()
             self.interop = None
 
+    def discard(self) -> None:
+        """Unregistered and its capacity forgotten: grown again from the rows asked next."""
+        self.close()
+        self.capacity = 0
+
+
+def reserve_all(canvas, wanted) -> list[int]:
+    """``wanted``: [(DeviceVertices, rows), …] — every buffer grown (and registered) before any is
+    written, their capacities returned. A visual's buffers must keep one size (VisPy refuses to
+    draw attributes of different sizes): where one fails, every one of them is discarded."""
+    try:
+        return [vert.reserve(canvas, rows) for vert, rows in wanted]
+    except Exception:
+        for vert, _ in wanted:
+            vert.discard()
+        raise
+
 
 class GeometryUploads:
     """A drawer's vertex buffers that CUDA writes, by role, and the packet arrays their kernels
@@ -213,6 +231,7 @@ class GeometryUploads:
         self.buffers: dict[str, DeviceVertices] = {}
         self.reads = interop.InFlight()
         self.uploads = 0
+        self.failed = False  # an upload failed: the drawer draws this geometry from the host
 
     def buffer(self, role: str, vbo, row: int, fill) -> DeviceVertices:
         v = self.buffers.get(role)
@@ -222,18 +241,36 @@ class GeometryUploads:
             v = self.buffers[role] = DeviceVertices(vbo, row, fill, self.make_interop)
         return v
 
-    def upload(self, canvas, event, reads, build) -> None:
+    def upload(self, canvas, event, reads, build) -> bool:
         """``build(xp)`` → [(DeviceVertices, array, fill), …], run after ``event`` (the packet's
         snapshot) on the geometry stream; each array padded to its buffer's capacity and copied
         into it device → device. ``reads`` (the packet arrays the kernels read) are held until
-        the kernels have run."""
+        the kernels have run.
+
+        False when this failed (a registration, a map, the build, GPU memory), said once in the
+        log: every buffer is unregistered and :attr:`failed` is set, so that the drawer draws
+        this geometry through the host from then on (an exception here would stop the frame's
+        upload every frame)."""
+        if self.failed:
+            return False
+        try:
+            self._upload(canvas, event, reads, build)
+        except Exception as exc:
+            interop.log_once(f"display: drawing geometry from the device failed ({one_line(exc)}); "
+                             f"drawing it from host copies instead")
+            self.failed = True
+            self.close()
+            return False
+        return True
+
+    def _upload(self, canvas, event, reads, build) -> None:
         if self.geometry is None:
             self.geometry = CupyGeometry()
         geo = self.geometry
         with geo.after(event):
             parts = build(geo.xp)
-            arrays = [pad_rows(geo.xp, array, vert.reserve(canvas, array.shape[0]), fill)
-                      for vert, array, fill in parts]
+            capacities = reserve_all(canvas, [(vert, array.shape[0]) for vert, array, _ in parts])
+            arrays = [pad_rows(geo.xp, array, cap, fill) for (_, array, fill), cap in zip(parts, capacities)]
             done = geo.record()
         self.reads.release_done()
         self.reads.hold(reads, done)  # the host moves on before the kernels have run
