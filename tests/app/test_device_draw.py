@@ -158,11 +158,20 @@ def test_worker_scalars_become_host_values_with_the_packet():
 
 # ---- the 3D grid view's device path on Mesa ---------------------------------------------------------------------
 class FakeBufferInterop:
-    """Registers nothing: an upload writes the GL buffer from the host, as CUDA would from the device."""
+    """Registers nothing: an upload writes the GL buffer from the host, as CUDA would from the device.
+    As cudaGraphicsGLRegisterBuffer, it takes the GL buffer as it is now: one that still has another
+    size than the bytes it will be written with is refused here (the registration would be at the
+    old size)."""
 
     made = []
 
     def __init__(self, vbo, handle, nbytes):
+        from vispy.gloo import gl
+
+        gl.glBindBuffer(gl.GL_ARRAY_BUFFER, handle)
+        size = gl.glGetBufferParameter(gl.GL_ARRAY_BUFFER, gl.GL_BUFFER_SIZE)
+        gl.glBindBuffer(gl.GL_ARRAY_BUFFER, 0)
+        assert size == nbytes, f"GL buffer {handle} has {size} bytes, registered for {nbytes}"
         self.vbo, self.nbytes, self.closed = vbo, nbytes, False
         FakeBufferInterop.made.append(self)
 
@@ -172,6 +181,21 @@ class FakeBufferInterop:
 
     def close(self):
         self.closed = True
+
+
+def failing_registration(fail_at: int):
+    """A make_interop whose ``fail_at``-th registration (from 1) raises, as a failing
+    cudaGraphicsGLRegisterBuffer would; ``.made`` holds the ones made."""
+    made = []
+
+    def make(vbo, handle, nbytes):
+        if len(made) + 1 == fail_at:
+            raise RuntimeError("cudaErrorUnknown: a fake registration failing")
+        made.append(FakeBufferInterop(vbo, handle, nbytes))
+        return made[-1]
+
+    make.made = made
+    return make
 
 
 class FakeVolumeInterop:
@@ -336,3 +360,97 @@ def test_boxes_from_the_device_draw_the_host_pixels_and_are_built_once_per_set(m
     lit = np.abs(a - a[2, 2]).max(axis=-1) > 30
     assert lit.sum() > 100
     assert (np.abs(a - b).max(axis=-1) > 8).sum() <= 0.02 * lit.sum()
+
+
+def test_a_failed_registration_during_growth_falls_back_to_the_host_geometry(make_canvas, caplog):
+    """The leaves' colour buffer fails to register while both leaf buffers grow: both are discarded
+    (none left registered at another size), the failure is logged once, the frame is drawn, and
+    this drawer draws the leaves, tracers and trails from host copies from then on — the host
+    path's pixels."""
+    if not isolated(__file__, "test_a_failed_registration_during_growth_falls_back_to_the_host_geometry"):
+        return
+    rng = np.random.default_rng(5)
+    lo = (rng.random((6, 3)) * np.float32([3, 2, 1.5])).astype(np.float32)
+    boxes_small = (lo[:2], lo[:2] + 1.0, np.array([0, 1]))
+    boxes = (lo, lo + np.float32(1.5), np.array([0, 1, 2, 1, 0, 2]))
+    trails = (np.array([1.0, 1.0, 1.0], np.float32) + np.cumsum(rng.random((5, 4, 3)), axis=0) * 0.6).astype(np.float32)
+    packets = [_volume_packet(1, None, None, boxes_small, (0, 1)), _volume_packet(2, None, None, boxes, (0, 1, 2)),
+               _volume_packet(3, trails[-1].copy(), trails, boxes, (0, 1, 2))]
+    frames = {}
+    for path in ("host", "interop"):
+        c = make_canvas(320, 260, colorbar=False)
+        c.set_view3d(planes={a: [False, 0.5] for a in "xyz"}, outline=False)
+        c.display_path = path
+        d = None
+        if path == "interop":
+            d = _device_drawer(c)
+            d.device.make_interop = make = failing_registration(4)  # leaf ends, colours; ends again, colours again ✗
+        for pk in packets:
+            caplog.clear()
+            c.show_packet(pk)
+            c.draw_now(finish=True)
+            assert "cannot draw frame" not in caplog.text, caplog.text
+            assert c.shown is pk
+            frames[path, pk.seq] = c.grab()
+            if d is not None and pk.seq == 1:
+                assert d.dev_leaves.visible and d.leaf_uploads == 1
+            if d is not None and pk.seq == 2:
+                assert "drawing geometry from the device failed" in caplog.text
+                assert d.device.failed and not d.device.buffers
+                assert all(m.closed for m in make.made) and len(make.made) == 3
+                assert d._leaves_key is None and d.leaf_uploads == 1  # the failed upload is not taken for built
+                assert d.leaves.visible and not d.dev_leaves.visible and c.legend_levels == [0, 1, 2]
+        if d is not None:
+            assert "drawing geometry from the device failed" not in caplog.text  # said once
+            assert d.tracers.visible and d.tracer_trails.visible
+            assert not (d.dev_tracers.visible or d.dev_trails.visible or d.dev_leaves.visible)
+            assert len(make.made) == 3  # nothing registered after the failure
+    for seq in (2, 3):
+        a, b = frames["host", seq].astype(int), frames["interop", seq].astype(int)
+        assert (np.abs(a - a[2, 2]).max(axis=-1) > 30).sum() > 100
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_failed_2d_device_upload_draws_the_host_geometry(make_canvas, caplog):
+    """Boxes whose colour buffer fails to register: drawn from host copies in the same frame (the
+    host path's pixels), the canvas' shown packet and legend follow; the particles after them
+    come through the host too."""
+    if not isolated(__file__, "test_a_failed_2d_device_upload_draws_the_host_geometry"):
+        return
+    from nagare.app.gui.device_draw import HostGeometry
+    from nagare.app.packets import FramePacket
+
+    rng = np.random.default_rng(6)
+    positions = rng.random((40, 2)).astype(np.float32)
+    values = rng.random(40).astype(np.float32)
+    lo = np.array([[0, 0, 0], [1, 0, 0], [1, 0.5, 0]], np.float32)
+    hi = lo + np.float32(0.5)
+    level = np.array([0, 1, 2])
+    frames = {}
+    for path in ("host", "interop"):
+        c = make_canvas(256, 192, colorbar=False, axes=False)
+        backend = "numpy"
+        if path == "interop":
+            backend = "cupy"
+            c.display_path = "interop"
+            c.device_geometry.geometry = HostGeometry()
+            c.device_geometry.make_interop = failing_registration(2)  # the boxes' colour buffer
+        pk = FramePacket(seq=1, step=1, time=0.0, field_name="b", kind="boxes", fields=("b",), backend=backend,
+                         lo=lo, hi=hi, level=level, boxes_levels=(0, 1, 2))
+        c.show_packet(pk)
+        c.draw_now(finish=True)
+        assert c.shown is pk and "cannot draw frame" not in caplog.text
+        assert c.legend_levels == [0, 1, 2] and c.lines.visible and not c.lines_device.visible
+        assert c._boxes_key is None  # the failed upload is not taken for built
+        frames[path, "boxes"] = c.grab()
+        pk = FramePacket(seq=2, step=2, time=0.0, field_name="p", kind="particles", fields=("p",), backend=backend,
+                         positions=positions, data=values, vmin=0.0, vmax=1.0, bounds=((0.0, 0.0), (1.0, 1.0)))
+        c.show_packet(pk)
+        c.draw_now(finish=True)
+        assert c.shown is pk and "cannot draw frame" not in caplog.text
+        frames[path, "particles"] = c.grab()
+        if path == "interop":
+            assert c.device_geometry.failed and not c.device_geometry.buffers
+    for what in ("particles", "boxes"):
+        a, b = frames["host", what].astype(int), frames["interop", what].astype(int)
+        assert np.abs(a - b).max() <= 2, (what, np.abs(a - b).max())
