@@ -252,6 +252,9 @@ class FieldCanvas(scene.SceneCanvas):
         self._boxes_legend = None
         self.freeze()
         self.events.resize.connect(lambda ev: self.relayout())
+        # VisPy emits close before its backend destroys the GL context: the last moment CUDA can
+        # unregister this canvas' buffers and textures against a context that still exists
+        self.events.close.connect(lambda ev: self.release_device())
         self.relayout()
 
     # ---- layout ------------------------------------------------------------------------
@@ -800,6 +803,15 @@ class FieldCanvas(scene.SceneCanvas):
         if self._interop is not None:
             self._interop.close()
             self._interop = None
+
+    def release_device(self) -> None:
+        """Unregister every CUDA–GL registration of this canvas and its drawers (the field's, the
+        device geometry's, the 3D views'), with this canvas' GL context current."""
+        self.set_current()
+        self._drop_interop()
+        self.device_geometry.close()
+        for d in self._own.values():
+            d.release_device()
 
     # ---- export ------------------------------------------------------------------------
     def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True, hud: bool = False):

@@ -645,6 +645,11 @@ class VolumeDrawer:
     def _drop_interops(self) -> None:
         _close_all(self._interops)
 
+    def release_device(self) -> None:
+        """Every CUDA registration of this drawer's GL objects released (the canvas closes)."""
+        self._drop_interops()
+        self.device.close()
+
     def _upload_leaves(self, canvas, pk) -> None:
         on = pk.boxes is not None and canvas.view3d.boxes
         self.leaves.visible = self.dev_leaves.visible = False
@@ -891,6 +896,11 @@ class Particles3DDrawer:
 
     def _drop_interops(self) -> None:
         _close_all(self._interops)
+
+    def release_device(self) -> None:
+        """Every CUDA registration of this drawer's GL objects released (the canvas closes)."""
+        self._drop_interops()
+        self.device.close()
 
     def _prepare_splat(self, quad, view) -> None:
         """Before each draw of the quad (screen or export): splat the shown packet's particles

@@ -267,6 +267,12 @@ def test_the_device_path_draws_what_the_host_path_draws(make_canvas):
             c.draw_now(finish=True)
             assert d.device.buffers["tracers"].capacity >= 12 and d.device.buffers["tracers"].registrations == 2
             assert d.device.buffers["trail ends"].capacity == 2 * 4 * 12
+            c.show_packet(_volume_packet(5, tracers[:2], trails[:, :2], boxes, (0, 1)))
+            c.draw_now(finish=True)  # far fewer than the capacity: the buffers shrink to the count
+            assert d.device.buffers["tracers"].capacity == 2 and d.device.buffers["tracers"].registrations == 3
+            assert d.device.buffers["trail ends"].capacity == d.device.buffers["trail colours"].capacity == 2 * 4 * 2
+            c.close()  # the GL context goes: every registration is released before
+            assert FakeBufferInterop.made and all(m.closed for m in FakeBufferInterop.made)
     lit = {k: (np.abs(f.astype(int) - f[2, 2].astype(int)).max(axis=-1) > 30).sum() for k, f in frames.items()}
     assert lit["interop", "all"] > lit["interop", "leaves"] + 20  # the trails and tracers are drawn
     for what in ("leaves", "all"):
@@ -454,3 +460,27 @@ def test_a_failed_2d_device_upload_draws_the_host_geometry(make_canvas, caplog):
     for what in ("particles", "boxes"):
         a, b = frames["host", what].astype(int), frames["interop", what].astype(int)
         assert np.abs(a - b).max() <= 2, (what, np.abs(a - b).max())
+
+
+def test_device_tracers_scale_with_the_pixel_scale_as_markers_do(make_canvas, monkeypatch):
+    """On a display of two device pixels per logical pixel (QT_SCALE_FACTOR=2 for the test's own
+    process) the device tracer sprites grow as VisPy's Markers (the host path) do: about the same
+    pixels lit."""
+    monkeypatch.setenv("QT_SCALE_FACTOR", "2")
+    if not isolated(__file__, "test_device_tracers_scale_with_the_pixel_scale_as_markers_do"):
+        return
+    tracers = np.array([[1, 1, 1], [3, 2, 1.5], [4, 3, 2], [2, 3, 0.5]], np.float32)
+    lit = {}
+    for path in ("host", "interop"):
+        c = make_canvas(320, 260, colorbar=False)
+        assert c.pixel_scale == 2
+        c.set_view3d(planes={a: [False, 0.5] for a in "xyz"}, outline=False)
+        c.display_path = path
+        if path == "interop":
+            _device_drawer(c)
+        c.show_packet(_volume_packet(1, tracers, None, None))
+        c.draw_now(finish=True)
+        f = c.render(alpha=False).astype(int)
+        lit[path] = (np.abs(f - f[2, 2]).max(axis=-1) > 30).sum()
+    assert lit["host"] > 4 * 40, lit
+    assert 0.6 < lit["interop"] / lit["host"] < 1.6, lit
