@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.app.frame_check import isolated
+from tests.app.frame_check import gl_buffer_rows, isolated
 
 
 class FakeDeviceArray:
@@ -258,6 +258,13 @@ def test_the_device_path_draws_what_the_host_path_draws(make_canvas):
             assert d.dev_leaves.visible and d.dev_trails.visible and d.dev_tracers.visible
             assert not (d.leaves.visible or d.tracer_trails.visible or d.tracers.visible)
             assert d.device.buffers["tracers"].capacity == 4
+            # what GL holds is the host path's geometry (the read-back the GPU test makes of CUDA's writes)
+            from nagare.app.fieldkinds.boxes import box_segments
+            from nagare.app.gui.device_draw import HIDDEN
+
+            np.testing.assert_array_equal(gl_buffer_rows(c, d.dev_leaves.positions, 48, 3), box_segments(lo, hi))
+            shown = np.where(np.isfinite(tracers).all(axis=1)[:, None], tracers, np.float32([HIDDEN, 0, 0]))
+            np.testing.assert_array_equal(gl_buffer_rows(c, d.dev_tracers.positions, 4, 3), shown)
             c.show_packet(_volume_packet(3, tracers[:2], trails[:, :2], (lo[:1], hi[:1], np.array([1])), None))
             c.draw_now(finish=True)
             assert d.leaf_uploads == 2 and c.legend_levels == [1]  # another tuple: rebuilt, levels read
