@@ -701,7 +701,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.legend_levels = sorted(int(v) for v in np.unique(level))
         self.lines.set_data(box_segments(lo, hi), color=np.repeat(level_colours(level), 24, axis=0))
 
-    def _upload_boxes_device(self, pk: FramePacket) -> None:
+    def _upload_boxes_device(self, pk: FramePacket) -> bool:
         """The boxes' lines built on the device, again only when the packet carries other arrays
         (the worker hands out one copy per engine Boxes). False where the device upload failed."""
         if pk.lo is not self._boxes_key:

@@ -659,7 +659,6 @@ class VolumeDrawer:
         if self.path == "interop" and not self.device.failed and self._upload_leaves_device(canvas, pk):
             return
         self._leaves_key = None
-        self.dev_leaves.visible = False
         self.leaves.visible = True
         lo, hi, level = (host(a, pk.backend, "leaves") for a in pk.boxes)
         level = np.zeros(len(lo), np.int64) if level is None else level
