@@ -156,6 +156,50 @@ def test_worker_scalars_become_host_values_with_the_packet():
     assert pk.time == 0.5 and pk.vmin == 0 and pk.device_scalars is None
 
 
+def test_worker_copies_the_scalars_on_the_engine_stream(monkeypatch):
+    """The pinned copy of the colour range and time goes on the stream the packet's event is
+    recorded on (the engine's), not on whichever stream is current; the values it stacks are made
+    on that stream too. A fake CuPy: the copy is a memmove, the streams record their use."""
+    import ctypes
+    import sys
+    import types
+
+    from nagare.app.gui.worker import scalars_to_host
+    from nagare.app.packets import FramePacket
+
+    used = []
+
+    class Stream:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def __enter__(self):
+            used.append(("stack on", self.ptr))
+
+        def __exit__(self, *exc):
+            return False
+
+    class DeviceStack:
+        def __init__(self, a):
+            self.a, self.nbytes = a, a.nbytes
+            self.data = types.SimpleNamespace(ptr=a.ctypes.data)
+
+    def memcpy_async(dst, src, nbytes, kind, stream_ptr):
+        used.append(("copy on", stream_ptr))
+        ctypes.memmove(dst, src, nbytes)
+
+    runtime = types.SimpleNamespace(memcpyAsync=memcpy_async, memcpyDeviceToHost=2)
+    xp = types.SimpleNamespace(float64=np.float64, stack=lambda arrays: DeviceStack(np.stack(arrays)),
+                               asarray=lambda a, dtype: np.asarray(a.a, dtype),
+                               cuda=types.SimpleNamespace(runtime=runtime, get_current_stream=lambda: Stream(7)))
+    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=np.empty))
+    pk = FramePacket(seq=1, step=1, time=FakeDeviceArray(np.float64(2.5)), field_name="f", kind="grid2d",
+                     vmin=FakeDeviceArray(np.float32(-1)), vmax=FakeDeviceArray(np.float32(3)))
+    scalars_to_host(xp, pk, Stream(1234))
+    assert used == [("stack on", 1234), ("copy on", 1234)]
+    assert (float(pk.vmin), float(pk.vmax), float(pk.time)) == (-1.0, 3.0, 2.5)
+
+
 # ---- the 3D grid view's device path on Mesa ---------------------------------------------------------------------
 class FakeBufferInterop:
     """Registers nothing: an upload writes the GL buffer from the host, as CUDA would from the device.
