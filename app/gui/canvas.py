@@ -252,6 +252,9 @@ class FieldCanvas(scene.SceneCanvas):
         self._boxes_legend = None
         self.freeze()
         self.events.resize.connect(lambda ev: self.relayout())
+        # VisPy emits close before its backend destroys the GL context: the last moment CUDA can
+        # unregister this canvas' buffers and textures against a context that still exists
+        self.events.close.connect(lambda ev: self.release_device())
         self.relayout()
 
     # ---- layout ------------------------------------------------------------------------
@@ -604,24 +607,27 @@ class FieldCanvas(scene.SceneCanvas):
         self._upload_overlay(pk)
 
     def _from_device(self, pk: FramePacket) -> bool:
-        """Geometry (tracers, particles) goes into CUDA-registered vertex buffers, not through the host."""
-        return self.display_path == "interop" and pk.backend == "cupy"
+        """Geometry (tracers, particles) goes into CUDA-registered vertex buffers, not through the host
+        (unless that failed once on this canvas: device_draw.GeometryUploads.upload)."""
+        return self.display_path == "interop" and pk.backend == "cupy" and not self.device_geometry.failed
 
     def _upload_overlay(self, pk: FramePacket) -> None:
         if pk.overlay is None:
             self.overlay.visible = False
             return
         size = OVERLAY_SIZE * self.pixel_scale
-        if self._from_device(pk) and pk.overlay.shape[0]:
-            pos = pk.overlay
-            buf = self.device_geometry.buffer("tracers", self.overlay._pos, 2, (HIDDEN, 0))
-            self.device_geometry.upload(self, pk.event, pos,
-                                        lambda xp: [(buf, point_positions(xp, pos, 2), (HIDDEN, 0))])
+        if self._from_device(pk) and pk.overlay.shape[0] and self._upload_overlay_device(pk):
             self.overlay.set_size(size)
         else:
             self.device_geometry.drop("tracers")  # the host writes that GL buffer now
             self.overlay.set_data(host(pk.overlay, pk.backend, "tracers"), size=size)
         self.overlay.visible = True
+
+    def _upload_overlay_device(self, pk: FramePacket) -> bool:
+        pos = pk.overlay
+        buf = self.device_geometry.buffer("tracers", self.overlay._pos, 2, (HIDDEN, 0))
+        return self.device_geometry.upload(self, pk.event, pos,
+                                           lambda xp: [(buf, point_positions(xp, pos, 2), (HIDDEN, 0))])
 
     def _upload_mask(self, pk: FramePacket) -> None:
         if pk.mask is None or not self.show_obstacles:
@@ -645,9 +651,7 @@ class FieldCanvas(scene.SceneCanvas):
         n = int(pk.positions.shape[0])
         size = (7 if n < 5000 else 3) * self.pixel_scale
         self._decide_path()
-        if self._from_device(pk) and n:
-            self._upload_particles_device(pk, clim, size)
-        else:
+        if not (self._from_device(pk) and n and self._upload_particles_device(pk, clim, size)):
             self.device_geometry.drop("particles", "particle values")  # the host writes those GL buffers now
             self.host_copies += pk.backend == "cupy"
             pos = host(pk.positions, pk.backend, "particles")
@@ -657,9 +661,9 @@ class FieldCanvas(scene.SceneCanvas):
             self.domain.set_data(box_segments(lo, hi))
             self.domain.visible = True
 
-    def _upload_particles_device(self, pk: FramePacket, clim, size: float) -> None:
+    def _upload_particles_device(self, pk: FramePacket, clim, size: float) -> bool:
         """2D particles: positions (z = 0) and the colouring attribute built on the device and
-        copied into the sprites' CUDA-registered vertex buffers."""
+        copied into the sprites' CUDA-registered vertex buffers. False where that failed."""
         positions, values = pk.positions, pk.data
         pos_buf = self.device_geometry.buffer("particles", self.markers._pos, 3, (HIDDEN, 0, 0))
         val_buf = self.device_geometry.buffer("particle values", self.markers._val, 1, (0,))
@@ -670,21 +674,22 @@ class FieldCanvas(scene.SceneCanvas):
             return [(pos_buf, point_positions(xp, positions, 3), (HIDDEN, 0, 0)),
                     (val_buf, vals.reshape(-1, 1), (0,))]
 
-        self.device_geometry.upload(self, pk.event, (positions, values), build)
+        if not self.device_geometry.upload(self, pk.event, (positions, values), build):
+            return False
         bounds = None
         if pk.bounds is not None:
             lo, hi = (np.zeros(3) for _ in range(2))
             lo[:2], hi[:2] = np.asarray(pk.bounds[0], np.float64)[:2], np.asarray(pk.bounds[1], np.float64)[:2]
             bounds = np.stack([lo, hi])
         self.markers.set_style(clim, size, bounds)
+        return True
 
     def _upload_boxes(self, pk: FramePacket) -> None:
         """One line visual for every leaf's 12 edges, coloured by level (legend in the colour bar)."""
         self._decide_path()
-        device = self._from_device(pk) and pk.lo.shape[0] > 0
+        device = self._from_device(pk) and pk.lo.shape[0] > 0 and self._upload_boxes_device(pk)
         self.lines.visible, self.lines_device.visible = not device, device
         if device:
-            self._upload_boxes_device(pk)
             return
         self._boxes_key = None
         self.device_geometry.drop("box ends", "box colours")
@@ -696,16 +701,14 @@ class FieldCanvas(scene.SceneCanvas):
         self.legend_levels = sorted(int(v) for v in np.unique(level))
         self.lines.set_data(box_segments(lo, hi), color=np.repeat(level_colours(level), 24, axis=0))
 
-    def _upload_boxes_device(self, pk: FramePacket) -> None:
+    def _upload_boxes_device(self, pk: FramePacket) -> bool:
         """The boxes' lines built on the device, again only when the packet carries other arrays
-        (the worker hands out one copy per engine Boxes)."""
+        (the worker hands out one copy per engine Boxes). False where the device upload failed."""
         if pk.lo is not self._boxes_key:
-            self._boxes_key = pk.lo
             lo, hi, level = pk.lo, pk.hi, pk.level
             levels = pk.boxes_levels
             if level is not None and levels is None:  # not said by the engine: read once per new boxes
                 levels = np.unique(host(level, pk.backend, "box levels")).tolist()
-            self._boxes_legend = None if level is None else sorted(int(v) for v in levels)
             ends = self.device_geometry.buffer("box ends", self.lines_device.positions, 3, (0, 0, 0))
             colours = self.device_geometry.buffer("box colours", self.lines_device.colors, 4, (0, 0, 0, 0))
 
@@ -719,8 +722,12 @@ class FieldCanvas(scene.SceneCanvas):
                 seg3[:, :seg.shape[1]] = seg  # 2D boxes lie in z = 0
                 return [(ends, seg3, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
 
-            self.device_geometry.upload(self, pk.event, (lo, hi, level), build)
+            if not self.device_geometry.upload(self, pk.event, (lo, hi, level), build):
+                return False
+            self._boxes_key = pk.lo  # only now: a failed upload is not taken for a built one
+            self._boxes_legend = None if level is None else sorted(int(v) for v in levels)
         self.legend_levels = self._boxes_legend
+        return True
 
     def _wanted_grid_step(self, pk: FramePacket) -> int:
         """k of the texture for this view: the cells per pixel it shows, ≥ 1 (grid_lod.py);
@@ -796,6 +803,15 @@ class FieldCanvas(scene.SceneCanvas):
         if self._interop is not None:
             self._interop.close()
             self._interop = None
+
+    def release_device(self) -> None:
+        """Unregister every CUDA–GL registration of this canvas and its drawers (the field's, the
+        device geometry's, the 3D views'), with this canvas' GL context current."""
+        self.set_current()
+        self._drop_interop()
+        self.device_geometry.close()
+        for d in self._own.values():
+            d.release_device()
 
     # ---- export ------------------------------------------------------------------------
     def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True, hud: bool = False):

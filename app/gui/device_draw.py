@@ -13,14 +13,16 @@ alpha 0 (lines) or at :data:`HIDDEN` (points), and the shaders (shaders/glsl/dev
 such vertices out of the clip volume. Reading back how many are valid — what boolean indexing
 does — would be a device→host copy and a wait, every frame.
 
-A buffer is sized to a capacity that only grows (:class:`DeviceVertices`): it is registered
-with CUDA once per capacity, and the rows past the current count are filled with the hidden value.
+A buffer is sized to a capacity that grows by half again and shrinks only when the count falls
+well below it (:class:`DeviceVertices`): it is registered with CUDA once per capacity, and the rows
+past the current count are filled with the hidden value.
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
 
 import numpy as np
+from nagare.engine.errors import one_line
 from vispy import gloo, scene
 from vispy.visuals import Visual
 
@@ -30,6 +32,9 @@ from . import interop
 from .overlay_style import LEVEL_COLOURS, TRACER_RGBA, TRACER_SIZE, TRAIL_ALPHA, TRAIL_RGB
 
 HIDDEN = np.float32(-3e38)  # a point's x that the points shader does not draw
+# a buffer more than this many times the rows it holds is allocated again at their count: GPU
+# memory comes back after a large count, and a count that wavers does not re-register every frame
+SHRINK_BELOW = 4
 
 
 # ---- geometry (xp-generic) ---------------------------------------------------------------------------
@@ -159,10 +164,12 @@ class HostGeometry:
 class DeviceVertices:
     """One gloo VertexBuffer of float32 rows (``row`` components) that CUDA writes.
 
-    Its capacity (rows) only grows: a larger count allocates the GL buffer again (from the host:
-    zeros, host → device) and registers it with CUDA once; a smaller one is padded on the device
-    with ``fill`` (a hidden vertex). ``make_interop(vbo, gl handle, nbytes)`` registers it (tests pass
-    a fake)."""
+    A count larger than its capacity (rows) allocates the GL buffer again (from the host: the fill,
+    host → device) at the count or half again the capacity, whichever is larger, and registers it
+    with CUDA once; a smaller one is padded on the device with ``fill`` (a hidden vertex), unless
+    the capacity is more than :data:`SHRINK_BELOW` times the count: then the buffer is allocated
+    again at the count.
+    ``make_interop(vbo, gl handle, nbytes)`` registers it (tests pass a fake)."""
 
     def __init__(self, vbo: gloo.VertexBuffer, row: int, fill, make_interop=None):
         self.vbo, self.row = vbo, int(row)
@@ -173,11 +180,13 @@ class DeviceVertices:
         self._make = make_interop or (lambda vbo, handle, nbytes: interop.BufferInterop(handle, nbytes))
 
     def reserve(self, canvas, rows: int) -> int:
-        """The capacity for ``rows`` rows, growing (and registering) the buffer if it is smaller."""
-        if rows <= self.capacity and self.interop is not None:
+        """The capacity for ``rows`` rows, the buffer allocated (and registered) again if it is
+        smaller or far larger."""
+        rows = max(int(rows), 1)
+        if self.interop is not None and rows <= self.capacity <= SHRINK_BELOW * rows:
             return self.capacity
         self.close()
-        cap = max(int(rows), self.capacity + self.capacity // 2, 1)
+        cap = rows if self.capacity > SHRINK_BELOW * rows else max(rows, self.capacity + self.capacity // 2)
         host = np.empty((cap, self.row), np.float32)
         host[:] = self.fill
         self.vbo.set_data(host)
@@ -200,6 +209,23 @@ class DeviceVertices:
             self.interop.close()
             self.interop = None
 
+    def discard(self) -> None:
+        """Unregistered and its capacity forgotten: grown again from the rows asked next."""
+        self.close()
+        self.capacity = 0
+
+
+def reserve_all(canvas, wanted) -> list[int]:
+    """``wanted``: [(DeviceVertices, rows), …] — every buffer grown (and registered) before any is
+    written, their capacities returned. A visual's buffers must keep one size (VisPy refuses to
+    draw attributes of different sizes): where one fails, every one of them is discarded."""
+    try:
+        return [vert.reserve(canvas, rows) for vert, rows in wanted]
+    except Exception:
+        for vert, _ in wanted:
+            vert.discard()
+        raise
+
 
 class GeometryUploads:
     """A drawer's vertex buffers that CUDA writes, by role, and the packet arrays their kernels
@@ -213,6 +239,7 @@ class GeometryUploads:
         self.buffers: dict[str, DeviceVertices] = {}
         self.reads = interop.InFlight()
         self.uploads = 0
+        self.failed = False  # an upload failed: the drawer draws this geometry from the host
 
     def buffer(self, role: str, vbo, row: int, fill) -> DeviceVertices:
         v = self.buffers.get(role)
@@ -222,18 +249,36 @@ class GeometryUploads:
             v = self.buffers[role] = DeviceVertices(vbo, row, fill, self.make_interop)
         return v
 
-    def upload(self, canvas, event, reads, build) -> None:
+    def upload(self, canvas, event, reads, build) -> bool:
         """``build(xp)`` → [(DeviceVertices, array, fill), …], run after ``event`` (the packet's
         snapshot) on the geometry stream; each array padded to its buffer's capacity and copied
         into it device → device. ``reads`` (the packet arrays the kernels read) are held until
-        the kernels have run."""
+        the kernels have run.
+
+        False when this failed (a registration, a map, the build, GPU memory), said once in the
+        log: every buffer is unregistered and :attr:`failed` is set, so that the drawer draws
+        this geometry through the host from then on (an exception here would stop the frame's
+        upload every frame)."""
+        if self.failed:
+            return False
+        try:
+            self._upload(canvas, event, reads, build)
+        except Exception as exc:
+            interop.log_once(f"display: drawing geometry from the device failed ({one_line(exc)}); "
+                             f"drawing it from host copies instead")
+            self.failed = True
+            self.close()
+            return False
+        return True
+
+    def _upload(self, canvas, event, reads, build) -> None:
         if self.geometry is None:
             self.geometry = CupyGeometry()
         geo = self.geometry
         with geo.after(event):
             parts = build(geo.xp)
-            arrays = [pad_rows(geo.xp, array, vert.reserve(canvas, array.shape[0]), fill)
-                      for vert, array, fill in parts]
+            capacities = reserve_all(canvas, [(vert, array.shape[0]) for vert, array, _ in parts])
+            arrays = [pad_rows(geo.xp, array, cap, fill) for (_, array, fill), cap in zip(parts, capacities)]
             done = geo.record()
         self.reads.release_done()
         self.reads.hold(reads, done)  # the host moves on before the kernels have run
@@ -284,7 +329,8 @@ class DeviceLinesVisual(Visual):
 
 
 class DevicePointsVisual(Visual):
-    """Round sprites of one colour from a positions buffer (shaders/glsl/device_points.*)."""
+    """Round sprites of one colour from a positions buffer (shaders/glsl/device_points.*); ``size``
+    in logical pixels, scaled by the canvas' pixel scale as VisPy's Markers are."""
 
     def __init__(self, color=TRACER_RGBA, size: float = TRACER_SIZE):
         super().__init__(vcode=shaders.source("glsl/device_points.vert.glsl"),
@@ -303,6 +349,9 @@ class DevicePointsVisual(Visual):
         """Host (n, 3) positions, HIDDEN rows left out (for tests and a first frame)."""
         self.positions.set_data(np.ascontiguousarray(positions, np.float32))
         self.update()
+
+    def _prepare_draw(self, view):
+        view.view_program["u_px_scale"] = view.transforms.pixel_scale
 
     def _prepare_transforms(self, view):
         view.view_program.vert["transform"] = view.get_transform()

@@ -558,11 +558,9 @@ class VolumeDrawer:
     def _upload_tracers(self, canvas, pk) -> None:
         """The packet's 3D particles (world units, as the bodies: shifted by half a sample onto the
         drawn cells) as points, with their trails; parked ones (NaN) are left out."""
-        device = self.path == "interop"
         self.dev_tracers.visible = self.dev_trails.visible = False
-        if device:
+        if self.path == "interop" and not self.device.failed and self._upload_tracers_device(canvas, pk):
             self.tracers.visible = self.tracer_trails.visible = False
-            self._upload_tracers_device(canvas, pk)
             return
         pos = None if pk.overlay is None else host(pk.overlay, pk.backend, "tracers")
         on = pos is not None and pos.ndim == 2 and pos.shape[1] == 3  # None: the View dock's overlay is off
@@ -590,10 +588,11 @@ class VolumeDrawer:
             for node in (self.dev_tracers, self.dev_trails):
                 node.transform = self._world_shift(pk)
 
-    def _upload_tracers_device(self, canvas, pk) -> None:
+    def _upload_tracers_device(self, canvas, pk) -> bool:
+        """False where the device upload failed (the host path draws them instead)."""
         pos = pk.overlay
         if pos is None or pos.ndim != 2 or pos.shape[1] != 3 or not pos.shape[0]:
-            return
+            return True
         trails = pk.trails
         if trails is not None and (trails.ndim != 3 or trails.shape[0] < 2 or not trails.shape[1]):
             trails = None
@@ -610,20 +609,20 @@ class VolumeDrawer:
                 parts += [(ends, seg, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
             return parts
 
-        self.device.upload(canvas, pk.event, (pos, trails), build)
+        if not self.device.upload(canvas, pk.event, (pos, trails), build):
+            return False
         self.dev_tracers.visible = True
         self.dev_trails.visible = trails is not None
+        return True
 
-    def _upload_leaves_device(self, canvas, pk) -> None:
+    def _upload_leaves_device(self, canvas, pk) -> bool:
         """The leaves' lines, built again only when the packet carries other boxes arrays (the worker
-        hands out the same copy until the engine regrids)."""
+        hands out the same copy until the engine regrids). False where the device upload failed."""
         if pk.boxes is not self._leaves_key:
-            self._leaves_key = pk.boxes
             lo, hi, level = pk.boxes
             levels = getattr(pk, "boxes_levels", None)
             if levels is None:  # a packet that does not say which levels it holds: read them (once)
                 levels = [0] if level is None else np.unique(host(level, pk.backend, "leaf levels")).tolist()
-            self._leaves_legend = sorted(int(v) for v in levels)
             ends = self.device.buffer("leaf ends", self.dev_leaves.positions, 3, (0, 0, 0))
             colours = self.device.buffer("leaf colours", self.dev_leaves.colors, 4, (0, 0, 0, 0))
 
@@ -631,10 +630,14 @@ class VolumeDrawer:
                 seg, rgba = device_draw.leaf_lines(xp, lo, hi, level)
                 return [(ends, seg, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
 
-            self.device.upload(canvas, pk.event, pk.boxes, build)
+            if not self.device.upload(canvas, pk.event, pk.boxes, build):
+                return False
+            self._leaves_key = pk.boxes  # only now: a failed upload is not taken for a built one
+            self._leaves_legend = sorted(int(v) for v in levels)
             self.leaf_uploads += 1
         canvas.legend_levels = self._leaves_legend
         self.dev_leaves.visible = True
+        return True
 
     def _interop(self, name, texture, canvas, shape):
         return _registered(self._interops, name, texture, canvas, lambda h: interop.VolumeInterop(h, shape))
@@ -642,14 +645,18 @@ class VolumeDrawer:
     def _drop_interops(self) -> None:
         _close_all(self._interops)
 
+    def release_device(self) -> None:
+        """Every CUDA registration of this drawer's GL objects released (the canvas closes)."""
+        self._drop_interops()
+        self.device.close()
+
     def _upload_leaves(self, canvas, pk) -> None:
         on = pk.boxes is not None and canvas.view3d.boxes
         self.leaves.visible = self.dev_leaves.visible = False
         canvas.legend_levels = None
         if not on:
             return
-        if self.path == "interop":
-            self._upload_leaves_device(canvas, pk)
+        if self.path == "interop" and not self.device.failed and self._upload_leaves_device(canvas, pk):
             return
         self._leaves_key = None
         self.leaves.visible = True
@@ -847,11 +854,9 @@ class Particles3DDrawer:
         half = None if pk.bounds is None else 0.5 * (np.asarray(pk.bounds[1], np.float64)
                                                      - np.asarray(pk.bounds[0], np.float64))
         self.dev_trails.visible = False
-        if self.path == "interop" and trails is not None and trails.ndim == 3 and trails.shape[0] >= 2 \
-                and trails.shape[1]:
+        if self.path == "interop" and not self.device.failed and trails is not None and trails.ndim == 3 \
+                and trails.shape[0] >= 2 and trails.shape[1]:
             # built on the device into CUDA-registered vertex buffers (device_draw.py): no host copy
-            self.trails.visible = False
-            self._trail_counts = None
             ends = self.device.buffer("trail ends", self.dev_trails.positions, 3, (0, 0, 0))
             colours = self.device.buffer("trail colours", self.dev_trails.colors, 4, (0, 0, 0, 0))
 
@@ -859,9 +864,11 @@ class Particles3DDrawer:
                 seg, rgba = device_draw.trail_lines(xp, trails, half)
                 return [(ends, seg, (0, 0, 0)), (colours, rgba, (0, 0, 0, 0))]
 
-            self.device.upload(canvas, pk.event, trails, build)
-            self.dev_trails.visible = True
-            return
+            if self.device.upload(canvas, pk.event, trails, build):
+                self.trails.visible = False
+                self._trail_counts = None
+                self.dev_trails.visible = True
+                return
         if trails is not None:
             # On the host path the segments are rebuilt with NumPy every frame (10⁴–10⁵ tracers ×
             # T ≈ 8–16 samples: ~3 ms at 10⁴ × 16, ~35–45 ms at 10⁵ × 16 on one core).
@@ -888,6 +895,11 @@ class Particles3DDrawer:
 
     def _drop_interops(self) -> None:
         _close_all(self._interops)
+
+    def release_device(self) -> None:
+        """Every CUDA registration of this drawer's GL objects released (the canvas closes)."""
+        self._drop_interops()
+        self.device.close()
 
     def _prepare_splat(self, quad, view) -> None:
         """Before each draw of the quad (screen or export): splat the shown packet's particles

@@ -127,7 +127,7 @@ def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None, run
                                                     field_name=name, backend=engine.backend.name, fields=names))
     pk = handler_for("snapshot", f)(f, ctx)
     if engine.backend.is_gpu:
-        pinned = scalars_to_host(engine.xp, pk)
+        pinned = scalars_to_host(engine.xp, pk, engine.stream)
         pk.event = engine.xp.cuda.Event(block=False, disable_timing=True)
         pk.event.record(engine.stream)
         if pinned is not None:
@@ -147,9 +147,10 @@ _pinned_copies = threading.local()  # per worker thread: the packets' pinned sca
 PACKET_SCALARS = ("vmin", "vmax", "time")  # what the UI reads of a packet as host floats every frame
 
 
-def scalars_to_host(xp, pk: FramePacket):
-    """The packet's device scalars (colour range, time) copied into pinned host memory on the
-    current (engine) stream, before the packet's event: once the event is done they are host
+def scalars_to_host(xp, pk: FramePacket, stream):
+    """The packet's device scalars (colour range, time) copied into pinned host memory on
+    ``stream`` (the engine's: the one the packet's event is recorded on, whichever stream is
+    current), before the packet's event: once the event is done they are host
     floats, and the UI reads them without a device→host copy of its own (which would be one
     synchronous copy per scalar per frame; the display's host bytes a frame stay 0).
 
@@ -162,10 +163,11 @@ def scalars_to_host(xp, pk: FramePacket):
         return None
     import cupyx  # optional dependency (CuPy): only a GPU engine's packets come here
 
-    dev = xp.stack([xp.asarray(getattr(pk, n), dtype=xp.float64).reshape(()) for n in names])
+    with stream:  # the stack's kernels on the copy's stream too: ordered before it
+        dev = xp.stack([xp.asarray(getattr(pk, n), dtype=xp.float64).reshape(()) for n in names])
     out = cupyx.empty_pinned((len(names),), np.float64)
     xp.cuda.runtime.memcpyAsync(out.ctypes.data, dev.data.ptr, dev.nbytes, xp.cuda.runtime.memcpyDeviceToHost,
-                                xp.cuda.get_current_stream().ptr)
+                                stream.ptr)
     for i, n in enumerate(names):
         setattr(pk, n, out[i:i + 1].reshape(()))  # a 0-d view: a host float once the event is done
     pk.device_scalars = dev  # read by the copy until the event: kept with the packet

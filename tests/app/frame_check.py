@@ -49,3 +49,20 @@ def isolated(test_file: str, name: str, timeout: float = 120) -> bool:
                        env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     return False
+
+
+def gl_buffer_rows(canvas, vbo, rows: int, row: int) -> np.ndarray:
+    """The first ``rows`` float32 rows (``row`` components) of a gloo VertexBuffer as GL holds it
+    now — what CUDA wrote into a registered buffer, read back by GL (the canvas' context made current)."""
+    from OpenGL import GL  # PyOpenGL: glGetBufferSubData, which VisPy's ES 2 API lacks
+
+    canvas.set_current()
+    canvas.context.flush_commands()
+    handle = int(canvas.context.shared.parser._objects[vbo.id].handle)
+    data = np.zeros(rows * row * 4, np.uint8)
+    GL.glBindBuffer(GL.GL_ARRAY_BUFFER, handle)
+    try:
+        GL.glGetBufferSubData(GL.GL_ARRAY_BUFFER, 0, data.nbytes, data)
+    finally:
+        GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+    return data.view(np.float32).reshape(rows, row)

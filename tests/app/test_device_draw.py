@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.app.frame_check import isolated
+from tests.app.frame_check import gl_buffer_rows, isolated
 
 
 class FakeDeviceArray:
@@ -152,17 +152,70 @@ def test_worker_scalars_become_host_values_with_the_packet():
     from nagare.app.packets import FramePacket
 
     pk = FramePacket(seq=1, step=1, time=0.5, field_name="f", kind="grid2d", vmin=np.float32(0), vmax=None)
-    scalars_to_host(None, pk)  # nothing on the device: no CuPy needed
+    scalars_to_host(None, pk, None)  # nothing on the device: no CuPy needed
     assert pk.time == 0.5 and pk.vmin == 0 and pk.device_scalars is None
+
+
+def test_worker_copies_the_scalars_on_the_engine_stream(monkeypatch):
+    """The pinned copy of the colour range and time goes on the stream the packet's event is
+    recorded on (the engine's), not on whichever stream is current; the values it stacks are made
+    on that stream too. A fake CuPy: the copy is a memmove, the streams record their use."""
+    import ctypes
+    import sys
+    import types
+
+    from nagare.app.gui.worker import scalars_to_host
+    from nagare.app.packets import FramePacket
+
+    used = []
+
+    class Stream:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def __enter__(self):
+            used.append(("stack on", self.ptr))
+
+        def __exit__(self, *exc):
+            return False
+
+    class DeviceStack:
+        def __init__(self, a):
+            self.a, self.nbytes = a, a.nbytes
+            self.data = types.SimpleNamespace(ptr=a.ctypes.data)
+
+    def memcpy_async(dst, src, nbytes, kind, stream_ptr):
+        used.append(("copy on", stream_ptr))
+        ctypes.memmove(dst, src, nbytes)
+
+    runtime = types.SimpleNamespace(memcpyAsync=memcpy_async, memcpyDeviceToHost=2)
+    xp = types.SimpleNamespace(float64=np.float64, stack=lambda arrays: DeviceStack(np.stack(arrays)),
+                               asarray=lambda a, dtype: np.asarray(a.a, dtype),
+                               cuda=types.SimpleNamespace(runtime=runtime, get_current_stream=lambda: Stream(7)))
+    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=np.empty))
+    pk = FramePacket(seq=1, step=1, time=FakeDeviceArray(np.float64(2.5)), field_name="f", kind="grid2d",
+                     vmin=FakeDeviceArray(np.float32(-1)), vmax=FakeDeviceArray(np.float32(3)))
+    scalars_to_host(xp, pk, Stream(1234))
+    assert used == [("stack on", 1234), ("copy on", 1234)]
+    assert (float(pk.vmin), float(pk.vmax), float(pk.time)) == (-1.0, 3.0, 2.5)
 
 
 # ---- the 3D grid view's device path on Mesa ---------------------------------------------------------------------
 class FakeBufferInterop:
-    """Registers nothing: an upload writes the GL buffer from the host, as CUDA would from the device."""
+    """Registers nothing: an upload writes the GL buffer from the host, as CUDA would from the device.
+    As cudaGraphicsGLRegisterBuffer, it takes the GL buffer as it is now: one that still has another
+    size than the bytes it will be written with is refused here (the registration would be at the
+    old size)."""
 
     made = []
 
     def __init__(self, vbo, handle, nbytes):
+        from vispy.gloo import gl
+
+        gl.glBindBuffer(gl.GL_ARRAY_BUFFER, handle)
+        size = gl.glGetBufferParameter(gl.GL_ARRAY_BUFFER, gl.GL_BUFFER_SIZE)
+        gl.glBindBuffer(gl.GL_ARRAY_BUFFER, 0)
+        assert size == nbytes, f"GL buffer {handle} has {size} bytes, registered for {nbytes}"
         self.vbo, self.nbytes, self.closed = vbo, nbytes, False
         FakeBufferInterop.made.append(self)
 
@@ -172,6 +225,21 @@ class FakeBufferInterop:
 
     def close(self):
         self.closed = True
+
+
+def failing_registration(fail_at: int):
+    """A make_interop whose ``fail_at``-th registration (from 1) raises, as a failing
+    cudaGraphicsGLRegisterBuffer would; ``.made`` holds the ones made."""
+    made = []
+
+    def make(vbo, handle, nbytes):
+        if len(made) + 1 == fail_at:
+            raise RuntimeError("cudaErrorUnknown: a fake registration failing")
+        made.append(FakeBufferInterop(vbo, handle, nbytes))
+        return made[-1]
+
+    make.made = made
+    return make
 
 
 class FakeVolumeInterop:
@@ -234,6 +302,13 @@ def test_the_device_path_draws_what_the_host_path_draws(make_canvas):
             assert d.dev_leaves.visible and d.dev_trails.visible and d.dev_tracers.visible
             assert not (d.leaves.visible or d.tracer_trails.visible or d.tracers.visible)
             assert d.device.buffers["tracers"].capacity == 4
+            # what GL holds is the host path's geometry (the read-back the GPU test makes of CUDA's writes)
+            from nagare.app.fieldkinds.boxes import box_segments
+            from nagare.app.gui.device_draw import HIDDEN
+
+            np.testing.assert_array_equal(gl_buffer_rows(c, d.dev_leaves.positions, 48, 3), box_segments(lo, hi))
+            shown = np.where(np.isfinite(tracers).all(axis=1)[:, None], tracers, np.float32([HIDDEN, 0, 0]))
+            np.testing.assert_array_equal(gl_buffer_rows(c, d.dev_tracers.positions, 4, 3), shown)
             c.show_packet(_volume_packet(3, tracers[:2], trails[:, :2], (lo[:1], hi[:1], np.array([1])), None))
             c.draw_now(finish=True)
             assert d.leaf_uploads == 2 and c.legend_levels == [1]  # another tuple: rebuilt, levels read
@@ -243,6 +318,12 @@ def test_the_device_path_draws_what_the_host_path_draws(make_canvas):
             c.draw_now(finish=True)
             assert d.device.buffers["tracers"].capacity >= 12 and d.device.buffers["tracers"].registrations == 2
             assert d.device.buffers["trail ends"].capacity == 2 * 4 * 12
+            c.show_packet(_volume_packet(5, tracers[:2], trails[:, :2], boxes, (0, 1)))
+            c.draw_now(finish=True)  # far fewer than the capacity: the buffers shrink to the count
+            assert d.device.buffers["tracers"].capacity == 2 and d.device.buffers["tracers"].registrations == 3
+            assert d.device.buffers["trail ends"].capacity == d.device.buffers["trail colours"].capacity == 2 * 4 * 2
+            c.close()  # the GL context goes: every registration is released before
+            assert FakeBufferInterop.made and all(m.closed for m in FakeBufferInterop.made)
     lit = {k: (np.abs(f.astype(int) - f[2, 2].astype(int)).max(axis=-1) > 30).sum() for k, f in frames.items()}
     assert lit["interop", "all"] > lit["interop", "leaves"] + 20  # the trails and tracers are drawn
     for what in ("leaves", "all"):
@@ -336,3 +417,121 @@ def test_boxes_from_the_device_draw_the_host_pixels_and_are_built_once_per_set(m
     lit = np.abs(a - a[2, 2]).max(axis=-1) > 30
     assert lit.sum() > 100
     assert (np.abs(a - b).max(axis=-1) > 8).sum() <= 0.02 * lit.sum()
+
+
+def test_a_failed_registration_during_growth_falls_back_to_the_host_geometry(make_canvas, caplog):
+    """The leaves' colour buffer fails to register while both leaf buffers grow: both are discarded
+    (none left registered at another size), the failure is logged once, the frame is drawn, and
+    this drawer draws the leaves, tracers and trails from host copies from then on — the host
+    path's pixels."""
+    if not isolated(__file__, "test_a_failed_registration_during_growth_falls_back_to_the_host_geometry"):
+        return
+    rng = np.random.default_rng(5)
+    lo = (rng.random((6, 3)) * np.float32([3, 2, 1.5])).astype(np.float32)
+    boxes_small = (lo[:2], lo[:2] + 1.0, np.array([0, 1]))
+    boxes = (lo, lo + np.float32(1.5), np.array([0, 1, 2, 1, 0, 2]))
+    trails = (np.array([1.0, 1.0, 1.0], np.float32) + np.cumsum(rng.random((5, 4, 3)), axis=0) * 0.6).astype(np.float32)
+    packets = [_volume_packet(1, None, None, boxes_small, (0, 1)), _volume_packet(2, None, None, boxes, (0, 1, 2)),
+               _volume_packet(3, trails[-1].copy(), trails, boxes, (0, 1, 2))]
+    frames = {}
+    for path in ("host", "interop"):
+        c = make_canvas(320, 260, colorbar=False)
+        c.set_view3d(planes={a: [False, 0.5] for a in "xyz"}, outline=False)
+        c.display_path = path
+        d = None
+        if path == "interop":
+            d = _device_drawer(c)
+            d.device.make_interop = make = failing_registration(4)  # leaf ends, colours; ends again, colours again ✗
+        for pk in packets:
+            caplog.clear()
+            c.show_packet(pk)
+            c.draw_now(finish=True)
+            assert "cannot draw frame" not in caplog.text, caplog.text
+            assert c.shown is pk
+            frames[path, pk.seq] = c.grab()
+            if d is not None and pk.seq == 1:
+                assert d.dev_leaves.visible and d.leaf_uploads == 1
+            if d is not None and pk.seq == 2:
+                assert "drawing geometry from the device failed" in caplog.text
+                assert d.device.failed and not d.device.buffers
+                assert all(m.closed for m in make.made) and len(make.made) == 3
+                assert d._leaves_key is None and d.leaf_uploads == 1  # the failed upload is not taken for built
+                assert d.leaves.visible and not d.dev_leaves.visible and c.legend_levels == [0, 1, 2]
+        if d is not None:
+            assert "drawing geometry from the device failed" not in caplog.text  # said once
+            assert d.tracers.visible and d.tracer_trails.visible
+            assert not (d.dev_tracers.visible or d.dev_trails.visible or d.dev_leaves.visible)
+            assert len(make.made) == 3  # nothing registered after the failure
+    for seq in (2, 3):
+        a, b = frames["host", seq].astype(int), frames["interop", seq].astype(int)
+        assert (np.abs(a - a[2, 2]).max(axis=-1) > 30).sum() > 100
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_failed_2d_device_upload_draws_the_host_geometry(make_canvas, caplog):
+    """Boxes whose colour buffer fails to register: drawn from host copies in the same frame (the
+    host path's pixels), the canvas' shown packet and legend follow; the particles after them
+    come through the host too."""
+    if not isolated(__file__, "test_a_failed_2d_device_upload_draws_the_host_geometry"):
+        return
+    from nagare.app.gui.device_draw import HostGeometry
+    from nagare.app.packets import FramePacket
+
+    rng = np.random.default_rng(6)
+    positions = rng.random((40, 2)).astype(np.float32)
+    values = rng.random(40).astype(np.float32)
+    lo = np.array([[0, 0, 0], [1, 0, 0], [1, 0.5, 0]], np.float32)
+    hi = lo + np.float32(0.5)
+    level = np.array([0, 1, 2])
+    frames = {}
+    for path in ("host", "interop"):
+        c = make_canvas(256, 192, colorbar=False, axes=False)
+        backend = "numpy"
+        if path == "interop":
+            backend = "cupy"
+            c.display_path = "interop"
+            c.device_geometry.geometry = HostGeometry()
+            c.device_geometry.make_interop = failing_registration(2)  # the boxes' colour buffer
+        pk = FramePacket(seq=1, step=1, time=0.0, field_name="b", kind="boxes", fields=("b",), backend=backend,
+                         lo=lo, hi=hi, level=level, boxes_levels=(0, 1, 2))
+        c.show_packet(pk)
+        c.draw_now(finish=True)
+        assert c.shown is pk and "cannot draw frame" not in caplog.text
+        assert c.legend_levels == [0, 1, 2] and c.lines.visible and not c.lines_device.visible
+        assert c._boxes_key is None  # the failed upload is not taken for built
+        frames[path, "boxes"] = c.grab()
+        pk = FramePacket(seq=2, step=2, time=0.0, field_name="p", kind="particles", fields=("p",), backend=backend,
+                         positions=positions, data=values, vmin=0.0, vmax=1.0, bounds=((0.0, 0.0), (1.0, 1.0)))
+        c.show_packet(pk)
+        c.draw_now(finish=True)
+        assert c.shown is pk and "cannot draw frame" not in caplog.text
+        frames[path, "particles"] = c.grab()
+        if path == "interop":
+            assert c.device_geometry.failed and not c.device_geometry.buffers
+    for what in ("particles", "boxes"):
+        a, b = frames["host", what].astype(int), frames["interop", what].astype(int)
+        assert np.abs(a - b).max() <= 2, (what, np.abs(a - b).max())
+
+
+def test_device_tracers_scale_with_the_pixel_scale_as_markers_do(make_canvas, monkeypatch):
+    """On a display of two device pixels per logical pixel (QT_SCALE_FACTOR=2 for the test's own
+    process) the device tracer sprites grow as VisPy's Markers (the host path) do: about the same
+    pixels lit."""
+    monkeypatch.setenv("QT_SCALE_FACTOR", "2")
+    if not isolated(__file__, "test_device_tracers_scale_with_the_pixel_scale_as_markers_do"):
+        return
+    tracers = np.array([[1, 1, 1], [3, 2, 1.5], [4, 3, 2], [2, 3, 0.5]], np.float32)
+    lit = {}
+    for path in ("host", "interop"):
+        c = make_canvas(320, 260, colorbar=False)
+        assert c.pixel_scale == 2
+        c.set_view3d(planes={a: [False, 0.5] for a in "xyz"}, outline=False)
+        c.display_path = path
+        if path == "interop":
+            _device_drawer(c)
+        c.show_packet(_volume_packet(1, tracers, None, None))
+        c.draw_now(finish=True)
+        f = c.render(alpha=False).astype(int)
+        lit[path] = (np.abs(f - f[2, 2]).max(axis=-1) > 30).sum()
+    assert lit["host"] > 4 * 40, lit
+    assert 0.6 < lit["interop"] / lit["host"] < 1.6, lit
