@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .tooltips import wrap_lines
+from .text_wrap import wrap_lines
 
 log = logging.getLogger("nagare")
 

@@ -6,12 +6,11 @@ tooltips get line breaks instead (wrap_lines)."""
 from __future__ import annotations
 
 import html
-import textwrap
 
 from PyQt6 import QtCore, QtWidgets
 from PyQt6.QtCore import Qt
 
-TOOLTIP_WIDTH = 80  # characters per line
+from .text_wrap import TOOLTIP_WIDTH
 
 
 def needs_wrap(text: str, width: int = TOOLTIP_WIDTH) -> bool:
@@ -21,13 +20,6 @@ def needs_wrap(text: str, width: int = TOOLTIP_WIDTH) -> bool:
 def wrap_tooltip(text: str) -> str:
     """``text`` as rich text that Qt word-wraps, keeping its own line breaks."""
     return f"<p style='white-space:pre-wrap'>{html.escape(text, quote=False)}</p>"
-
-
-def wrap_lines(text: str, width: int = TOOLTIP_WIDTH) -> str:
-    """``text`` with each of its lines broken at ``width`` characters (a word longer than that, such
-    as a path, stays whole)."""
-    return "\n".join(textwrap.fill(line, width, break_long_words=False, break_on_hyphens=False) if line else ""
-                     for line in text.split("\n"))
 
 
 def tooltip_at(obj, event) -> str:

@@ -2,7 +2,7 @@
 not on one line ~1400 px wide; the tooltip strings stay as they are, short ones are shown as given."""
 from __future__ import annotations
 
-from nagare.app.gui.tooltips import wrap_lines
+from nagare.app.gui.text_wrap import wrap_lines
 from PyQt6 import QtCore, QtGui, QtWidgets
 
 LONG = ("a variant's doc that runs on and on, " * 12).strip()
