@@ -210,7 +210,7 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     R = len(leaves)
-    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip)
+    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
     pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
     desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
     desc[0] = pid  # the rest population stays at the point
@@ -220,12 +220,14 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
     ufine = pt.fine_pts.size
     flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
-    # distinct source positions: rows with the same stencil (same coarse nodes AND weights: at a
-    # leaf's low face two positions share nodes with mirrored weights)
+    # distinct stencils: rows with the same coarse nodes AND weights (at a leaf's low face two
+    # positions share nodes with mirrored weights), grouped over the distinct source positions'
+    # stencils (compact tables), then each read takes its position's group
     if pt.coarse_dst.size:
         first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
                                                 axis=1))
         islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
+        inv = inv[pt.coarse_row]
     else:
         islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
         inv = np.zeros(0, np.int64)

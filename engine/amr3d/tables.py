@@ -79,6 +79,9 @@ class LevelTables:
     restrict_src: np.ndarray  # (R,) the level + 1 point ids they take their value from
     dup_dst: np.ndarray  # (U,) point ids on this level stored by a lower-numbered same-level leaf
     dup_src: np.ndarray  # (U,) that leaf's point ids
+    # compact tables (point_tables(..., compact=True)): coarse_slot / coarse_w hold each distinct
+    # source position's stencil once, (V, S), and coarse_row (K,) names the one of each coarse read
+    coarse_row: np.ndarray = None
 
 
 @dataclass
@@ -186,25 +189,12 @@ def _reflect_slip(forest: Forest, pos, src, q, slip):
 STENCILS = {"linear": 2, "quadratic": 3}
 
 
-def _stencil(m: int, off, hc: int, interp: str):
+def _stencil_rows(m: int, off, hc: int, interp: str):
     """Tensor-product interpolation stencil in a coarse leaf for local offsets ``off`` (K, 3)
     (finest units, coarse spacing hc): local flat indices and weights, (K, n³) each. Axes where
     the point is a coarse node get weight 1 on it (zero-weight padding elsewhere), so
-    coincident nodes are copied exactly. Built once per distinct offset (a source position serves
-    up to 27 pulls, and the offsets inside a leaf are few), then gathered for every row."""
-    off = np.asarray(off, np.int64)
-    if not len(off):
-        return _stencil_rows(m, off, hc, interp)
-    span = int(off.max()) + 1
-    _, first, inv = np.unique((off[:, 2] * span + off[:, 1]) * span + off[:, 0], return_index=True,
-                              return_inverse=True)
-    flat, wt = _stencil_rows(m, off[first], hc, interp)
-    inv = inv.reshape(-1)
-    return flat[inv], wt[inv]
-
-
-def _stencil_rows(m: int, off, hc: int, interp: str):
-    """:func:`_stencil` computed row by row."""
+    coincident nodes are copied exactly. Called once per distinct source position
+    (:func:`_coarse_stencils`)."""
     i0 = off // hc
     half = (off % hc) != 0
     n = STENCILS[interp]
@@ -287,12 +277,11 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
             raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
         s = todo
         o = forest.local_offset(coarse[s], sw[s])
-        pts, wts = _stencil(m, o, 2 * h, interp)
-        pts = coarse[s][:, None] * m3 + pts
+        # the source position as (coarse leaf, offset in it): its stencil is built once per
+        # distinct position in _tables_from (a position serves up to 27 reads)
         acc["cd"].append(dst[s])
         acc["cq"].append(rq[s])
-        acc["cp"].append(pts)
-        acc["cw"].append(wts)
+        acc["ck"].append(_position_key(coarse[s], o, 2 * h * (m - 1)))
 
 
 def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
@@ -304,25 +293,53 @@ def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
     return out
 
 
-def _tables_from(acc, lv: int, lo: int, n: int, interp: str) -> LevelTables:
+def _position_key(leaves, off, ext: int) -> np.ndarray:
+    """One int64 per (leaf, offset in its closed box (..., 3), 0 … ext): ordered by leaf, then z, y, x."""
+    e = ext + 1
+    return ((np.asarray(leaves, np.int64) * e + off[..., 2]) * e + off[..., 1]) * e + off[..., 0]
+
+
+def _coarse_stencils(forest: Forest, lv: int, keys: np.ndarray, interp: str):
+    """(stencil points (V, S) global ids on level lv − 1, weights (V, S), row (K,)) of the coarse
+    reads with position keys ``keys`` (K,): one stencil per distinct position."""
+    m, width = forest.m, STENCILS[interp] ** 3
+    if not keys.size:
+        return np.zeros((0, width), np.int64), np.zeros((0, width)), np.zeros(0, np.int64)
+    hc = 2 * int(forest.spacing_of(lv))
+    e = (m - 1) * hc + 1
+    distinct, row = np.unique(keys, return_inverse=True)
+    leaf, rest = np.divmod(distinct, e ** 3)
+    off = np.stack([rest % e, (rest // e) % e, rest // (e * e)], axis=1)
+    pts, wts = _stencil_rows(m, off, hc, interp)
+    return leaf[:, None] * forest.m ** 3 + pts, wts, row.reshape(-1)
+
+
+def _tables_from(acc, forest: Forest, lv: int, interp: str, compact: bool = False) -> LevelTables:
+    """The level's tables from the classified reads; ``compact``: the coarse stencils once per
+    distinct source position (LevelTables.coarse_row), else one row per read."""
     def cat(k, shape=(0,), dtype=np.int64):
         return np.concatenate(acc[k]) if acc[k] else np.zeros(shape, dtype)
 
+    sl = forest.level_slice(lv)
     fine_pts, fine_slot = _uniq(cat("fp"))
     width = STENCILS[interp] ** 3
-    coarse_pts, coarse_slot = _uniq(cat("cp", (0, width)))
+    cpts, cw, crow = _coarse_stencils(forest, lv, cat("ck"), interp)
+    coarse_pts, coarse_slot = _uniq(cpts)  # (every read's stencil nodes are among the distinct ones)
+    coarse_slot = coarse_slot.reshape(-1, width)
+    if not compact:
+        coarse_slot, cw, crow = coarse_slot[crow], cw[crow], None
     order = np.argsort(cat("dd"), kind="stable")  # ascending destinations: friendlier scatter
     return LevelTables(
-        level=lv, lo=lo, n=n,
+        level=lv, lo=sl.start, n=sl.stop - sl.start,
         direct_dst=cat("dd")[order], direct_src=cat("ds")[order],
         fine_dst=cat("fd"), fine_q=cat("fq"), fine_slot=fine_slot, fine_pts=fine_pts,
-        coarse_dst=cat("cd"), coarse_q=cat("cq"), coarse_slot=coarse_slot.reshape(-1, width),
-        coarse_w=cat("cw", (0, width), np.float64), coarse_pts=coarse_pts,
+        coarse_dst=cat("cd"), coarse_q=cat("cq"), coarse_slot=coarse_slot,
+        coarse_w=cw, coarse_pts=coarse_pts, coarse_row=crow,
         restrict_dst=cat("rd"), restrict_src=cat("rs"), dup_dst=cat("ud"), dup_src=cat("us"))
 
 
 def _new_acc() -> dict:
-    return {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "cp", "cw", "rd", "rs", "ud", "us")}
+    return {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "ck", "rd", "rs", "ud", "us")}
 
 
 def _build_level(forest: Forest, lv: int, interp: str, solid=None, near=None, slip=()) -> LevelTables:
@@ -345,21 +362,21 @@ def _build_level(forest: Forest, lv: int, interp: str, solid=None, near=None, sl
         lf, ijk = lf[inner], ijk[inner].reshape(-1, 3)
         if lf.size:
             _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc, solid, slip)
-    return _tables_from(acc, lv, lo, n, interp)
+    return _tables_from(acc, forest, lv, interp)
 
 
 def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None,
-                 slip=()) -> LevelTables:
+                 slip=(), compact: bool = False) -> LevelTables:
     """The tables of chosen shell points of level lv only (the GPU's interface points: the kernels
     handle the others), destinations q · P + p for the p-th point; ``restrict``/``dup`` over these
-    points only. Same classification as :func:`build`."""
+    points only. Same classification as :func:`build`. ``compact``: the coarse stencils once per
+    distinct source position (LevelTables.coarse_row)."""
     if interp not in STENCILS:
         raise ValueError(f"interp = {interp!r}: one of {sorted(STENCILS)}")
     slip = slip_sides(forest, slip)
     m, m3 = forest.m, forest.m ** 3
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
-    sl = forest.level_slice(lv)
     # chunks of points classified on worker threads (NumPy releases the GIL inside its loops), each
     # into its own lists, joined in point order: each list gets one block per chunk in point order,
     # so the tables are those of one pass whatever the chunking (direct sources are sorted anyway)
@@ -383,7 +400,7 @@ def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic"
     for part in parts:
         for k, v in part.items():
             acc[k].extend(v)
-    return _tables_from(acc, lv, sl.start, sl.stop - sl.start, interp)
+    return _tables_from(acc, forest, lv, interp, compact)
 
 
 def _owners(forest: Forest, lv: int, leaves, pos, pid, acc) -> None:
