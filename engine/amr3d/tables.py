@@ -229,14 +229,33 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     h = int(forest.spacing_of(lv))
     ext = (m - 1) * h
     dirs = np.arange(1, d3q27.Q)
+    leaves = np.asarray(leaves, np.int64)
+    row = np.asarray(row, np.int64)
     pos = forest.origin[leaves] + ijk * h  # (P, 3)
     pid = leaves * m3 + local_flat(m, ijk)  # (P,)
     src = pos[:, None, :] - d3q27.C[dirs][None] * h  # (P, 26, 3)
-    q = np.broadcast_to(dirs[None], (len(pid), dirs.size))
-    dst = q * stride + np.asarray(row, np.int64)[:, None]
-    own_pid = np.broadcast_to(pid[:, None], q.shape)
-    leaf_b = np.broadcast_to(np.asarray(leaves, np.int64)[:, None], q.shape)
-    src, rq = _reflect_slip(forest, pos, src, q, slip)  # rq: the population read (q, or R(q) at free slip)
+    # most reads stay in the own leaf: classified without the tree lookups (bounce-back from a solid
+    # node first, as below)
+    local = ijk[:, None, :] - d3q27.C[dirs][None]  # (P, 26, 3) the source's node in the own leaf
+    easy = _own_leaf_reads(forest, local, src, h)
+    ep, ed = np.nonzero(easy)
+    e_dst = dirs[ed] * stride + row[ep]
+    e_src = dirs[ed] * N + leaves[ep] * m3 + local_flat(m, local[ep, ed])
+    if solid is not None:
+        sb = solid(src[ep, ed])
+        acc["dd"].append(e_dst[sb])
+        acc["ds"].append(d3q27.OPP[dirs[ed[sb]]] * N + pid[ep[sb]])
+        e_dst, e_src = e_dst[~sb], e_src[~sb]
+    acc["dd"].append(e_dst)
+    acc["ds"].append(e_src)
+    # the other reads, one entry each, in (point, direction) order
+    gp, gd = np.nonzero(~easy)
+    q = dirs[gd]
+    dst = q * stride + row[gp]
+    own_pid = pid[gp]
+    leaf_b = leaves[gp]
+    src, rq = _reflect_slip(forest, pos[gp], src[gp, gd][:, None, :], q[:, None], slip)
+    src, rq = src[:, 0], rq[:, 0]  # rq: the population read (q, or R(q) at free slip)
     sw, inside = forest.wrap_points(src)
     todo = np.ones(q.shape, bool)
     # 0./1. bounce-back from a body's solid node or beyond a non-periodic side
@@ -277,11 +296,23 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
             raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
         s = todo
         o = forest.local_offset(coarse[s], sw[s])
-        # the source position as (coarse leaf, offset in it): its stencil is built once per
-        # distinct position in _tables_from (a position serves up to 27 reads)
+        # the source position as (coarse leaf, offset in it in this level's spacings): its stencil
+        # is built once per distinct position in _tables_from (a position serves up to 27 reads)
         acc["cd"].append(dst[s])
         acc["cq"].append(rq[s])
-        acc["ck"].append(_position_key(coarse[s], o, 2 * h * (m - 1)))
+        acc["ck"].append(_position_key(coarse[s] - forest.level_slice(lv - 1).start, o // h, 2 * (m - 1)))
+
+
+def _own_leaf_reads(forest: Forest, local, src, h: int) -> np.ndarray:
+    """(P, 26) bool: the reads whose source, the node ``local`` (P, 26, 3) of the reader's own leaf
+    at ``src`` (finest units), the general path of _classify classifies as that node of the own
+    leaf: inside it, unless the wrap moves it — on a periodic axis a source at D, or an offset of D
+    (a leaf spanning the axis), which the general path takes as the node at 0."""
+    easy = np.all((local >= 0) & (local <= forest.m - 1), axis=-1)
+    periodic = np.asarray(forest.periodic, bool)
+    if periodic.any():
+        easy &= ~np.any(periodic & ((src >= forest.domain) | (local * h >= forest.domain)), axis=-1)
+    return easy
 
 
 def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
@@ -294,29 +325,33 @@ def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
 
 
 def _position_key(leaves, off, ext: int) -> np.ndarray:
-    """One int64 per (leaf, offset in its closed box (..., 3), 0 … ext): ordered by leaf, then z, y, x."""
+    """One int64 per (leaf, offset (..., 3) in 0 … ext): ordered by leaf, then z, y, x; bounded by
+    the leaves' count · (ext + 1)³, so _uniq groups them with a mark array."""
     e = ext + 1
     return ((np.asarray(leaves, np.int64) * e + off[..., 2]) * e + off[..., 1]) * e + off[..., 0]
 
 
 def _coarse_stencils(forest: Forest, lv: int, keys: np.ndarray, interp: str):
     """(stencil points (V, S) global ids on level lv − 1, weights (V, S), row (K,)) of the coarse
-    reads with position keys ``keys`` (K,): one stencil per distinct position."""
+    reads of level lv with position keys ``keys`` (K,: _position_key of the level lv − 1 leaf
+    counted from the level's first and the offset in level lv spacings): one stencil per distinct
+    position."""
     m, width = forest.m, STENCILS[interp] ** 3
     if not keys.size:
         return np.zeros((0, width), np.int64), np.zeros((0, width)), np.zeros(0, np.int64)
-    hc = 2 * int(forest.spacing_of(lv))
-    e = (m - 1) * hc + 1
-    distinct, row = np.unique(keys, return_inverse=True)
+    h = int(forest.spacing_of(lv))
+    e = 2 * (m - 1) + 1
+    distinct, row = _uniq(keys)
     leaf, rest = np.divmod(distinct, e ** 3)
-    off = np.stack([rest % e, (rest // e) % e, rest // (e * e)], axis=1)
-    pts, wts = _stencil_rows(m, off, hc, interp)
-    return leaf[:, None] * forest.m ** 3 + pts, wts, row.reshape(-1)
+    off = np.stack([rest % e, (rest // e) % e, rest // (e * e)], axis=1) * h
+    pts, wts = _stencil_rows(m, off, 2 * h, interp)
+    return (leaf[:, None] + forest.level_slice(lv - 1).start) * forest.m ** 3 + pts, wts, row
 
 
 def _tables_from(acc, forest: Forest, lv: int, interp: str, compact: bool = False) -> LevelTables:
     """The level's tables from the classified reads; ``compact``: the coarse stencils once per
-    distinct source position (LevelTables.coarse_row), else one row per read."""
+    distinct source position (LevelTables.coarse_row) and the direct reads in classification
+    order, else one stencil row per read and the direct reads by destination."""
     def cat(k, shape=(0,), dtype=np.int64):
         return np.concatenate(acc[k]) if acc[k] else np.zeros(shape, dtype)
 
@@ -328,10 +363,13 @@ def _tables_from(acc, forest: Forest, lv: int, interp: str, compact: bool = Fals
     coarse_slot = coarse_slot.reshape(-1, width)
     if not compact:
         coarse_slot, cw, crow = coarse_slot[crow], cw[crow], None
-    order = np.argsort(cat("dd"), kind="stable")  # ascending destinations: friendlier scatter
+    direct_dst, direct_src = cat("dd"), cat("ds")
+    if not compact:  # ascending destinations: friendlier scatter (compact tables' callers only scatter)
+        order = np.argsort(direct_dst, kind="stable")
+        direct_dst, direct_src = direct_dst[order], direct_src[order]
     return LevelTables(
         level=lv, lo=sl.start, n=sl.stop - sl.start,
-        direct_dst=cat("dd")[order], direct_src=cat("ds")[order],
+        direct_dst=direct_dst, direct_src=direct_src,
         fine_dst=cat("fd"), fine_q=cat("fq"), fine_slot=fine_slot, fine_pts=fine_pts,
         coarse_dst=cat("cd"), coarse_q=cat("cq"), coarse_slot=coarse_slot,
         coarse_w=cw, coarse_pts=coarse_pts, coarse_row=crow,
@@ -370,7 +408,7 @@ def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic"
     """The tables of chosen shell points of level lv only (the GPU's interface points: the kernels
     handle the others), destinations q · P + p for the p-th point; ``restrict``/``dup`` over these
     points only. Same classification as :func:`build`. ``compact``: the coarse stencils once per
-    distinct source position (LevelTables.coarse_row)."""
+    distinct source position (LevelTables.coarse_row), the direct reads unsorted."""
     if interp not in STENCILS:
         raise ValueError(f"interp = {interp!r}: one of {sorted(STENCILS)}")
     slip = slip_sides(forest, slip)
