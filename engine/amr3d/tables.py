@@ -308,10 +308,12 @@ def _own_leaf_reads(forest: Forest, local, src, h: int) -> np.ndarray:
     at ``src`` (finest units), the general path of _classify classifies as that node of the own
     leaf: inside it, unless the wrap moves it — on a periodic axis a source at D, or an offset of D
     (a leaf spanning the axis), which the general path takes as the node at 0."""
-    easy = np.all((local >= 0) & (local <= forest.m - 1), axis=-1)
-    periodic = np.asarray(forest.periodic, bool)
-    if periodic.any():
-        easy &= ~np.any(periodic & ((src >= forest.domain) | (local * h >= forest.domain)), axis=-1)
+    easy = np.ones(local.shape[:-1], bool)
+    for d in range(3):  # (axis by axis: a reduction over a last axis of 3 costs more than the tests)
+        ld = local[..., d]
+        easy &= (ld >= 0) & (ld <= forest.m - 1)
+        if forest.periodic[d]:
+            easy &= (src[..., d] < forest.domain[d]) & (ld * h < forest.domain[d])
     return easy
 
 
