@@ -233,16 +233,15 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     row = np.asarray(row, np.int64)
     pos = forest.origin[leaves] + ijk * h  # (P, 3)
     pid = leaves * m3 + local_flat(m, ijk)  # (P,)
-    src = pos[:, None, :] - d3q27.C[dirs][None] * h  # (P, 26, 3)
+    c = d3q27.C[dirs]  # (26, 3)
     # most reads stay in the own leaf: classified without the tree lookups (bounce-back from a solid
-    # node first, as below)
-    local = ijk[:, None, :] - d3q27.C[dirs][None]  # (P, 26, 3) the source's node in the own leaf
-    easy = _own_leaf_reads(forest, local, src, h)
+    # node first, as below); the source's node there is ijk − c, local flat index lf(ijk) − lf(c)
+    easy = _own_leaf_reads(forest, ijk, pos, c, h)  # (P, 26)
     ep, ed = np.nonzero(easy)
     e_dst = dirs[ed] * stride + row[ep]
-    e_src = dirs[ed] * N + leaves[ep] * m3 + local_flat(m, local[ep, ed])
+    e_src = dirs[ed] * N + pid[ep] - local_flat(m, c)[ed]
     if solid is not None:
-        sb = solid(src[ep, ed])
+        sb = solid(pos[ep] - c[ed] * h)
         acc["dd"].append(e_dst[sb])
         acc["ds"].append(d3q27.OPP[dirs[ed[sb]]] * N + pid[ep[sb]])
         e_dst, e_src = e_dst[~sb], e_src[~sb]
@@ -254,7 +253,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     dst = q * stride + row[gp]
     own_pid = pid[gp]
     leaf_b = leaves[gp]
-    src, rq = _reflect_slip(forest, pos[gp], src[gp, gd][:, None, :], q[:, None], slip)
+    src, rq = _reflect_slip(forest, pos[gp], (pos[gp] - c[gd] * h)[:, None, :], q[:, None], slip)
     src, rq = src[:, 0], rq[:, 0]  # rq: the population read (q, or R(q) at free slip)
     sw, inside = forest.wrap_points(src)
     todo = np.ones(q.shape, bool)
@@ -303,17 +302,18 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
         acc["ck"].append(_position_key(coarse[s] - forest.level_slice(lv - 1).start, o // h, 2 * (m - 1)))
 
 
-def _own_leaf_reads(forest: Forest, local, src, h: int) -> np.ndarray:
-    """(P, 26) bool: the reads whose source, the node ``local`` (P, 26, 3) of the reader's own leaf
-    at ``src`` (finest units), the general path of _classify classifies as that node of the own
-    leaf: inside it, unless the wrap moves it — on a periodic axis a source at D, or an offset of D
-    (a leaf spanning the axis), which the general path takes as the node at 0."""
-    easy = np.ones(local.shape[:-1], bool)
-    for d in range(3):  # (axis by axis: a reduction over a last axis of 3 costs more than the tests)
-        ld = local[..., d]
+def _own_leaf_reads(forest: Forest, ijk, pos, c, h: int) -> np.ndarray:
+    """(P, 26) bool: the reads, by the points (leaf-local ``ijk``, finest-unit ``pos``, (P, 3) each)
+    in directions ``c`` (26, 3), whose source the general path of _classify classifies as the node
+    ijk − c of the reader's own leaf: inside it, unless the wrap moves it — on a periodic axis a
+    source at D, or an offset of D (a leaf spanning the axis), which the general path takes as the
+    node at 0."""
+    easy = np.ones((len(ijk), len(c)), bool)
+    for d in range(3):  # (axis by axis: no (P, 26, 3) temporaries)
+        ld = ijk[:, d, None] - c[None, :, d]
         easy &= (ld >= 0) & (ld <= forest.m - 1)
         if forest.periodic[d]:
-            easy &= (src[..., d] < forest.domain[d]) & (ld * h < forest.domain[d])
+            easy &= (pos[:, d, None] - c[None, :, d] * h < forest.domain[d]) & (ld * h < forest.domain[d])
     return easy
 
 

@@ -60,7 +60,7 @@ def test_own_leaf_shortcut_gives_the_general_paths_tables(i, monkeypatch):
     fast_cpl = interface.build(forest, "quadratic", **kw)
     ref_kw = {k: v for k, v in kw.items() if k != "links"}
     fast_ref = tables.build(forest, "quadratic", **ref_kw)
-    monkeypatch.setattr(tables, "_own_leaf_reads", lambda forest, local, src, h: np.zeros(local.shape[:-1], bool))
+    monkeypatch.setattr(tables, "_own_leaf_reads", lambda forest, ijk, pos, c, h: np.zeros((len(ijk), len(c)), bool))
     slow_cpl = interface.build(forest.replace(forest.level, forest.block), "quadratic", **kw)
     slow_ref = tables.build(forest.replace(forest.level, forest.block), "quadratic", **ref_kw)
     assert fast_cpl.keys() == slow_cpl.keys()
