@@ -25,6 +25,7 @@ Index conventions (int64), all relative to one level's arrays:
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,8 +184,15 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     descriptors read the mirrored node's reflected population (tables.point_tables) instead of
     the own point's opposite one — the fix-up kernel is the same."""
     links = links or {}
-    return {lv: level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip)
-            for lv in forest.levels}
+
+    def level(lv):
+        return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip)
+    # the levels are independent: built on threads where point_tables uses them (NumPy releases
+    # the GIL inside its loops), so the serial parts of one level overlap the others'
+    if tables._WORKERS > 1 and len(forest.levels) > 1:
+        with ThreadPoolExecutor(len(forest.levels)) as pool:
+            return dict(zip(forest.levels, pool.map(level, forest.levels)))
+    return {lv: level(lv) for lv in forest.levels}
 
 
 def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.ndarray]:

@@ -98,3 +98,16 @@ def test_compact_tables_are_the_per_read_ones(i, interp):
         np.testing.assert_array_equal(c.interp_w, full.coarse_w[first])
         want = -1 - (d3q27.Q * full.fine_pts.size + full.coarse_q * len(first) + inv)
         np.testing.assert_array_equal(c.desc.reshape(-1)[full.coarse_dst], want)
+
+
+@pytest.mark.parametrize("i", [0, len(CASES) - 1], ids=["periodic", "sphere"])
+def test_levels_built_on_threads_are_the_serial_ones(i, monkeypatch):
+    _, forest, kw = CASES[i]
+    monkeypatch.setattr(tables, "_WORKERS", 1)
+    serial = interface.build(forest, "quadratic", **kw)
+    monkeypatch.setattr(tables, "_WORKERS", 4)
+    monkeypatch.setattr(tables, "POINTS_PER_TASK", 64)
+    threaded = interface.build(forest.replace(forest.level, forest.block), "quadratic", **kw)
+    assert list(threaded) == list(serial)
+    for lv in serial:
+        _assert_same(threaded[lv], serial[lv], f"coupling level {lv}")
