@@ -25,6 +25,7 @@ Index conventions (int64), all relative to one level's arrays:
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -183,8 +184,15 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     descriptors read the mirrored node's reflected population (tables.point_tables) instead of
     the own point's opposite one — the fix-up kernel is the same."""
     links = links or {}
-    return {lv: level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip)
-            for lv in forest.levels}
+
+    def level(lv):
+        return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip)
+    # the levels are independent: built on threads where point_tables uses them (NumPy releases
+    # the GIL inside its loops), so the serial parts of one level overlap the others'
+    if tables._WORKERS > 1 and len(forest.levels) > 1:
+        with ThreadPoolExecutor(len(forest.levels)) as pool:
+            return dict(zip(forest.levels, pool.map(level, forest.levels)))
+    return {lv: level(lv) for lv in forest.levels}
 
 
 def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.ndarray]:
@@ -210,7 +218,7 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     R = len(leaves)
-    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip)
+    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
     pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
     desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
     desc[0] = pid  # the rest population stays at the point
@@ -220,12 +228,14 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
     ufine = pt.fine_pts.size
     flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
-    # distinct source positions: rows with the same stencil (same coarse nodes AND weights: at a
-    # leaf's low face two positions share nodes with mirrored weights)
+    # distinct stencils: rows with the same coarse nodes AND weights (at a leaf's low face two
+    # positions share nodes with mirrored weights), grouped over the distinct source positions'
+    # stencils (compact tables), then each read takes its position's group
     if pt.coarse_dst.size:
         first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
                                                 axis=1))
         islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
+        inv = inv[pt.coarse_row]
     else:
         islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
         inv = np.zeros(0, np.int64)

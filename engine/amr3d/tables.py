@@ -79,6 +79,9 @@ class LevelTables:
     restrict_src: np.ndarray  # (R,) the level + 1 point ids they take their value from
     dup_dst: np.ndarray  # (U,) point ids on this level stored by a lower-numbered same-level leaf
     dup_src: np.ndarray  # (U,) that leaf's point ids
+    # compact tables (point_tables(..., compact=True)): coarse_slot / coarse_w hold each distinct
+    # source position's stencil once, (V, S), and coarse_row (K,) names the one of each coarse read
+    coarse_row: np.ndarray = None
 
 
 @dataclass
@@ -186,25 +189,12 @@ def _reflect_slip(forest: Forest, pos, src, q, slip):
 STENCILS = {"linear": 2, "quadratic": 3}
 
 
-def _stencil(m: int, off, hc: int, interp: str):
+def _stencil_rows(m: int, off, hc: int, interp: str):
     """Tensor-product interpolation stencil in a coarse leaf for local offsets ``off`` (K, 3)
     (finest units, coarse spacing hc): local flat indices and weights, (K, n³) each. Axes where
     the point is a coarse node get weight 1 on it (zero-weight padding elsewhere), so
-    coincident nodes are copied exactly. Built once per distinct offset (a source position serves
-    up to 27 pulls, and the offsets inside a leaf are few), then gathered for every row."""
-    off = np.asarray(off, np.int64)
-    if not len(off):
-        return _stencil_rows(m, off, hc, interp)
-    span = int(off.max()) + 1
-    _, first, inv = np.unique((off[:, 2] * span + off[:, 1]) * span + off[:, 0], return_index=True,
-                              return_inverse=True)
-    flat, wt = _stencil_rows(m, off[first], hc, interp)
-    inv = inv.reshape(-1)
-    return flat[inv], wt[inv]
-
-
-def _stencil_rows(m: int, off, hc: int, interp: str):
-    """:func:`_stencil` computed row by row."""
+    coincident nodes are copied exactly. Called once per distinct source position
+    (:func:`_coarse_stencils`)."""
     i0 = off // hc
     half = (off % hc) != 0
     n = STENCILS[interp]
@@ -239,14 +229,32 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     h = int(forest.spacing_of(lv))
     ext = (m - 1) * h
     dirs = np.arange(1, d3q27.Q)
+    leaves = np.asarray(leaves, np.int64)
+    row = np.asarray(row, np.int64)
     pos = forest.origin[leaves] + ijk * h  # (P, 3)
     pid = leaves * m3 + local_flat(m, ijk)  # (P,)
-    src = pos[:, None, :] - d3q27.C[dirs][None] * h  # (P, 26, 3)
-    q = np.broadcast_to(dirs[None], (len(pid), dirs.size))
-    dst = q * stride + np.asarray(row, np.int64)[:, None]
-    own_pid = np.broadcast_to(pid[:, None], q.shape)
-    leaf_b = np.broadcast_to(np.asarray(leaves, np.int64)[:, None], q.shape)
-    src, rq = _reflect_slip(forest, pos, src, q, slip)  # rq: the population read (q, or R(q) at free slip)
+    c = d3q27.C[dirs]  # (26, 3)
+    # most reads stay in the own leaf: classified without the tree lookups (bounce-back from a solid
+    # node first, as below); the source's node there is ijk − c, local flat index lf(ijk) − lf(c)
+    easy = _own_leaf_reads(forest, ijk, pos, c, h)  # (P, 26)
+    ep, ed = np.nonzero(easy)
+    e_dst = dirs[ed] * stride + row[ep]
+    e_src = dirs[ed] * N + pid[ep] - local_flat(m, c)[ed]
+    if solid is not None:
+        sb = solid(pos[ep] - c[ed] * h)
+        acc["dd"].append(e_dst[sb])
+        acc["ds"].append(d3q27.OPP[dirs[ed[sb]]] * N + pid[ep[sb]])
+        e_dst, e_src = e_dst[~sb], e_src[~sb]
+    acc["dd"].append(e_dst)
+    acc["ds"].append(e_src)
+    # the other reads, one entry each, in (point, direction) order
+    gp, gd = np.nonzero(~easy)
+    q = dirs[gd]
+    dst = q * stride + row[gp]
+    own_pid = pid[gp]
+    leaf_b = leaves[gp]
+    src, rq = _reflect_slip(forest, pos[gp], (pos[gp] - c[gd] * h)[:, None, :], q[:, None], slip)
+    src, rq = src[:, 0], rq[:, 0]  # rq: the population read (q, or R(q) at free slip)
     sw, inside = forest.wrap_points(src)
     todo = np.ones(q.shape, bool)
     # 0./1. bounce-back from a body's solid node or beyond a non-periodic side
@@ -287,12 +295,26 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
             raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
         s = todo
         o = forest.local_offset(coarse[s], sw[s])
-        pts, wts = _stencil(m, o, 2 * h, interp)
-        pts = coarse[s][:, None] * m3 + pts
+        # the source position as (coarse leaf, offset in it in this level's spacings): its stencil
+        # is built once per distinct position in _tables_from (a position serves up to 27 reads)
         acc["cd"].append(dst[s])
         acc["cq"].append(rq[s])
-        acc["cp"].append(pts)
-        acc["cw"].append(wts)
+        acc["ck"].append(_position_key(coarse[s] - forest.level_slice(lv - 1).start, o // h, 2 * (m - 1)))
+
+
+def _own_leaf_reads(forest: Forest, ijk, pos, c, h: int) -> np.ndarray:
+    """(P, 26) bool: the reads, by the points (leaf-local ``ijk``, finest-unit ``pos``, (P, 3) each)
+    in directions ``c`` (26, 3), whose source the general path of _classify classifies as the node
+    ijk − c of the reader's own leaf: inside it, unless the wrap moves it — on a periodic axis a
+    source at D, or an offset of D (a leaf spanning the axis), which the general path takes as the
+    node at 0."""
+    easy = np.ones((len(ijk), len(c)), bool)
+    for d in range(3):  # (axis by axis: no (P, 26, 3) temporaries)
+        ld = ijk[:, d, None] - c[None, :, d]
+        easy &= (ld >= 0) & (ld <= forest.m - 1)
+        if forest.periodic[d]:
+            easy &= (pos[:, d, None] - c[None, :, d] * h < forest.domain[d]) & (ld * h < forest.domain[d])
+    return easy
 
 
 def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
@@ -304,25 +326,60 @@ def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
     return out
 
 
-def _tables_from(acc, lv: int, lo: int, n: int, interp: str) -> LevelTables:
+def _position_key(leaves, off, ext: int) -> np.ndarray:
+    """One int64 per (leaf, offset (..., 3) in 0 … ext): ordered by leaf, then z, y, x; bounded by
+    the leaves' count · (ext + 1)³, so _uniq groups them with a mark array."""
+    e = ext + 1
+    return ((np.asarray(leaves, np.int64) * e + off[..., 2]) * e + off[..., 1]) * e + off[..., 0]
+
+
+def _coarse_stencils(forest: Forest, lv: int, keys: np.ndarray, interp: str):
+    """(stencil points (V, S) global ids on level lv − 1, weights (V, S), row (K,)) of the coarse
+    reads of level lv with position keys ``keys`` (K,: _position_key of the level lv − 1 leaf
+    counted from the level's first and the offset in level lv spacings): one stencil per distinct
+    position."""
+    m, width = forest.m, STENCILS[interp] ** 3
+    if not keys.size:
+        return np.zeros((0, width), np.int64), np.zeros((0, width)), np.zeros(0, np.int64)
+    h = int(forest.spacing_of(lv))
+    e = 2 * (m - 1) + 1
+    distinct, row = _uniq(keys)
+    leaf, rest = np.divmod(distinct, e ** 3)
+    off = np.stack([rest % e, (rest // e) % e, rest // (e * e)], axis=1) * h
+    pts, wts = _stencil_rows(m, off, 2 * h, interp)
+    return (leaf[:, None] + forest.level_slice(lv - 1).start) * forest.m ** 3 + pts, wts, row
+
+
+def _tables_from(acc, forest: Forest, lv: int, interp: str, compact: bool = False) -> LevelTables:
+    """The level's tables from the classified reads; ``compact``: the coarse stencils once per
+    distinct source position (LevelTables.coarse_row) and the direct reads in classification
+    order, else one stencil row per read and the direct reads by destination."""
     def cat(k, shape=(0,), dtype=np.int64):
         return np.concatenate(acc[k]) if acc[k] else np.zeros(shape, dtype)
 
+    sl = forest.level_slice(lv)
     fine_pts, fine_slot = _uniq(cat("fp"))
     width = STENCILS[interp] ** 3
-    coarse_pts, coarse_slot = _uniq(cat("cp", (0, width)))
-    order = np.argsort(cat("dd"), kind="stable")  # ascending destinations: friendlier scatter
+    cpts, cw, crow = _coarse_stencils(forest, lv, cat("ck"), interp)
+    coarse_pts, coarse_slot = _uniq(cpts)  # (every read's stencil nodes are among the distinct ones)
+    coarse_slot = coarse_slot.reshape(-1, width)
+    if not compact:
+        coarse_slot, cw, crow = coarse_slot[crow], cw[crow], None
+    direct_dst, direct_src = cat("dd"), cat("ds")
+    if not compact:  # ascending destinations: friendlier scatter (compact tables' callers only scatter)
+        order = np.argsort(direct_dst, kind="stable")
+        direct_dst, direct_src = direct_dst[order], direct_src[order]
     return LevelTables(
-        level=lv, lo=lo, n=n,
-        direct_dst=cat("dd")[order], direct_src=cat("ds")[order],
+        level=lv, lo=sl.start, n=sl.stop - sl.start,
+        direct_dst=direct_dst, direct_src=direct_src,
         fine_dst=cat("fd"), fine_q=cat("fq"), fine_slot=fine_slot, fine_pts=fine_pts,
-        coarse_dst=cat("cd"), coarse_q=cat("cq"), coarse_slot=coarse_slot.reshape(-1, width),
-        coarse_w=cat("cw", (0, width), np.float64), coarse_pts=coarse_pts,
+        coarse_dst=cat("cd"), coarse_q=cat("cq"), coarse_slot=coarse_slot,
+        coarse_w=cw, coarse_pts=coarse_pts, coarse_row=crow,
         restrict_dst=cat("rd"), restrict_src=cat("rs"), dup_dst=cat("ud"), dup_src=cat("us"))
 
 
 def _new_acc() -> dict:
-    return {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "cp", "cw", "rd", "rs", "ud", "us")}
+    return {k: [] for k in ("dd", "ds", "fd", "fq", "fp", "cd", "cq", "ck", "rd", "rs", "ud", "us")}
 
 
 def _build_level(forest: Forest, lv: int, interp: str, solid=None, near=None, slip=()) -> LevelTables:
@@ -345,21 +402,21 @@ def _build_level(forest: Forest, lv: int, interp: str, solid=None, near=None, sl
         lf, ijk = lf[inner], ijk[inner].reshape(-1, 3)
         if lf.size:
             _classify(forest, lv, lf, ijk, (lf - lo) * m3 + local_flat(m, ijk), n * m3, interp, acc, solid, slip)
-    return _tables_from(acc, lv, lo, n, interp)
+    return _tables_from(acc, forest, lv, interp)
 
 
 def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None,
-                 slip=()) -> LevelTables:
+                 slip=(), compact: bool = False) -> LevelTables:
     """The tables of chosen shell points of level lv only (the GPU's interface points: the kernels
     handle the others), destinations q · P + p for the p-th point; ``restrict``/``dup`` over these
-    points only. Same classification as :func:`build`."""
+    points only. Same classification as :func:`build`. ``compact``: the coarse stencils once per
+    distinct source position (LevelTables.coarse_row), the direct reads unsorted."""
     if interp not in STENCILS:
         raise ValueError(f"interp = {interp!r}: one of {sorted(STENCILS)}")
     slip = slip_sides(forest, slip)
     m, m3 = forest.m, forest.m ** 3
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
-    sl = forest.level_slice(lv)
     # chunks of points classified on worker threads (NumPy releases the GIL inside its loops), each
     # into its own lists, joined in point order: each list gets one block per chunk in point order,
     # so the tables are those of one pass whatever the chunking (direct sources are sorted anyway)
@@ -383,7 +440,7 @@ def point_tables(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic"
     for part in parts:
         for k, v in part.items():
             acc[k].extend(v)
-    return _tables_from(acc, lv, sl.start, sl.stop - sl.start, interp)
+    return _tables_from(acc, forest, lv, interp, compact)
 
 
 def _owners(forest: Forest, lv: int, leaves, pos, pid, acc) -> None:

@@ -97,9 +97,17 @@ def test_the_byte_string_order_is_numpy_uniques_order():
 
 @pytest.mark.parametrize("interp", ["linear", "quadratic"])
 def test_the_stencil_built_per_distinct_offset_is_the_row_by_row_one(interp):
+    """Coarse reads keep (leaf, offset) keys; their stencils, built once per distinct key, are the
+    ones built row by row."""
     rng = np.random.default_rng(3)
-    for m, hc in ((9, 2), (17, 4)):
-        off = rng.integers(0, (m - 1) * hc + 1, (4000, 3))[rng.integers(0, 4000, 20000)]
-        for got, want in zip(tables._stencil(m, off, hc, interp), tables._stencil_rows(m, off, hc, interp)):
+    for m in (9, 17):
+        forest = refine(Forest.uniform((2, 2, 1), 0, m, 2), [1])
+        h = int(forest.spacing_of(2))
+        off = rng.integers(0, 2 * (m - 1) + 1, (4000, 3))[rng.integers(0, 4000, 20000)]
+        leaf = rng.integers(0, 3, len(off))  # the first three level-1 leaves
+        pts, wts, row = tables._coarse_stencils(forest, 2, tables._position_key(leaf, off, 2 * (m - 1)), interp)
+        want_pts, want_wts = tables._stencil_rows(m, off * h, 2 * h, interp)
+        lo = forest.level_slice(1).start
+        for got, want in ((pts[row], (lo + leaf[:, None]) * m ** 3 + want_pts), (wts[row], want_wts)):
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
