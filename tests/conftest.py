@@ -45,8 +45,15 @@ def _display_problem() -> str | None:
     return f"no usable display ({why}); {_NO_DISPLAY_HELP}"
 
 
+def _headless_egl(item) -> bool:
+    """A test drawn through VisPy's EGL backend (the ``egl`` fixture) with PYOPENGL_PLATFORM=egl: EGL
+    renders off screen on the GPU and needs no display server (the GPU machine has none)."""
+    return os.environ.get("PYOPENGL_PLATFORM") == "egl" and "egl" in getattr(item, "fixturenames", ())
+
+
 def _skip_qt_without_display(items) -> None:
-    gl = [it for it in items if "gui" in it.keywords or _GL_FIXTURES & set(getattr(it, "fixturenames", ()))]
+    gl = [it for it in items if ("gui" in it.keywords or _GL_FIXTURES & set(getattr(it, "fixturenames", ())))
+          and not _headless_egl(it)]
     widgets = [it for it in items if it not in gl and _QT_FIXTURES & set(getattr(it, "fixturenames", ()))]
     if not gl and not widgets:
         return
