@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("PyQt6", reason="Qt widgets need PyQt6 (the GPU machine has none)")
 from PyQt6 import QtWidgets
 
 pytestmark = pytest.mark.gui

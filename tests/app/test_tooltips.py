@@ -2,7 +2,10 @@
 not on one line ~1400 px wide; the tooltip strings stay as they are, short ones are shown as given."""
 from __future__ import annotations
 
+import pytest
 from nagare.app.gui.text_wrap import wrap_lines
+
+pytest.importorskip("PyQt6", reason="Qt widgets need PyQt6 (the GPU machine has none)")
 from PyQt6 import QtCore, QtGui, QtWidgets
 
 LONG = ("a variant's doc that runs on and on, " * 12).strip()
