@@ -40,9 +40,9 @@ alignas(16) unsigned char nagare_smem[1];
 """
 
 # The tile kernel synchronises its block and the vector kernels shuffle within warps: run them with
-# one std::thread per CUDA thread, a std::barrier for __syncthreads and a per-warp exchange slot +
-# barrier for __shfl_{up,down}_sync (tests/cuda_emu/emu.h), blocks one after another sharing one
-# NaN-poisoned shared-memory array (reads of unstaged tile elements show up as NaN).
+# one fiber per CUDA thread, a barrier over the block's fibers for __syncthreads and a per-warp
+# exchange slot + barrier for __shfl_{up,down}_sync (tests/cuda_emu/emu.h), blocks one after another
+# sharing one NaN-poisoned shared-memory array (reads of unstaged tile elements show up as NaN).
 EMU_DIR = Path(__file__).resolve().parents[1] / "cuda_emu"
 TILE_PRELUDE = """
 #include "emu.h"
@@ -68,7 +68,7 @@ def compile_shared(src: str, prefix: str, tmp_path_factory) -> ctypes.CDLL:
 
 def compile_threaded(wrapper: str, source: Path, prefix: str, tmp_path_factory) -> ctypes.CDLL:
     """Compile a hand-written CUDA file (``source``, included by ``wrapper`` next to tests/cuda_emu/emu.h)
-    with one std::thread per CUDA thread (barriers, warp shuffles), cached by the wrapper's and the
+    with one fiber per CUDA thread (barriers, warp shuffles), cached by the wrapper's and the
     source's content, and load it — the compact family's kernel tests."""
     tag = hashlib.sha256((wrapper + source.read_text()).encode()).hexdigest()[:12]
     work = tmp_path_factory.mktemp(prefix)
@@ -131,36 +131,12 @@ TILE_FLAGS = ("-std=c++20", "-pthread", "-fno-strict-aliasing", f"-I{EMU_DIR}") 
 
 
 def threaded_wrapper(name: str, params: list, call: list) -> str:
-    """``emulate(grid, block, args)`` running each block's threads concurrently (for kernels with
-    barriers or warp shuffles; compile with ``TILE_PRELUDE`` and ``TILE_FLAGS``). Warps are runs of
-    32 consecutive linear thread ids, as on the device."""
+    """``emulate(grid, block, args)`` running each block's threads as fibers that meet at barriers
+    (for kernels with barriers or warp shuffles; compile with ``TILE_PRELUDE`` and ``TILE_FLAGS``).
+    Warps are runs of 32 consecutive linear thread ids, as on the device."""
     return f"""
 extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
-    const int n = bx * by * bz;
-    for (int z = 0; z < gz; ++z)
-    for (int y = 0; y < gy; ++y)
-    for (int x = 0; x < gx; ++x) {{
-        EmuBlock blk;
-        blk.nthreads = n;
-        blk.block_bar = std::make_unique<std::barrier<>>(n);
-        for (int w = 0; w * 32 < n; ++w)
-            blk.warp_bar.push_back(std::make_unique<std::barrier<>>(std::min(32, n - w * 32)));
-        blk.slots.assign(n, 0.0);
-        emu_block = &blk;
-        std::memset(nagare_smem, 0xff, sizeof(nagare_smem));
-        std::vector<std::thread> th;
-        for (int tz = 0; tz < bz; ++tz)
-        for (int ty = 0; ty < by; ++ty)
-        for (int tx = 0; tx < bx; ++tx)
-            th.emplace_back([=] {{
-                threadIdx = {{tx, ty, tz}};
-                blockIdx = {{x, y, z}};
-                blockDim = {{bx, by, bz}};
-                emu_tid = (tz * by + ty) * bx + tx;
-                {name}({', '.join(call)});
-            }});
-        for (auto& t : th) t.join();
-    }}
+    emu_launch3(gx, gy, gz, bx, by, bz, nagare_smem, sizeof(nagare_smem), [&] {{ {name}({', '.join(call)}); }});
 }}
 """
 

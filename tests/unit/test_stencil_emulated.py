@@ -183,7 +183,7 @@ def test_plain_kernel_source_is_int32_and_branch_free_in_the_loads():
 
 @pytest.mark.parametrize("boundary", ["periodic", pytest.param("fixed", marks=pytest.mark.slow)])
 def test_tile_kernel_every_launch_configuration(boundary, rng, tmp_path):
-    """The 2.5D-blocked tile kernel (threaded emulation: one std::thread per CUDA thread, a barrier
+    """The 2.5D-blocked tile kernel (threaded emulation: one fiber per CUDA thread, a barrier
     for __syncthreads, NaN-poisoned shared memory) for every tile point of the tuner's space, on grids
     that no tile divides (x < bx, y not a multiple of by, z not a multiple of the march)."""
     configs = _tile_configs()
