@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-from nagare.engine.stencil.codegen import ctype, generate, kernel_name
+from nagare.engine.stencil.codegen import ctype, generate, kernel_name, kernel_variants
 
 PRELUDE = """
 #include <algorithm>
@@ -85,7 +85,7 @@ def available() -> bool:
     return shutil.which("g++") is not None
 
 
-def _wrapper(st, dtype, boundary, unroll) -> str:
+def _wrapper(st, dtype, boundary, unroll, entry: str = "emulate") -> str:
     T = ctype(dtype)
     name = kernel_name(st, dtype, boundary, unroll)
     params = [f"const {T}* in_{n}" for n in st.inputs] + [f"{T}* out_{n}" for n in st.outputs]
@@ -95,7 +95,7 @@ def _wrapper(st, dtype, boundary, unroll) -> str:
     call = [f"in_{n}" for n in st.inputs] + [f"out_{n}" for n in st.outputs] + [f"p_{n}" for n in st.params]
     call += dims + ["zmarch"]
     return f"""
-extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
+extern "C" void {entry}(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
     blockDim = {{(unsigned)bx, (unsigned)by, (unsigned)bz}};
     for (unsigned z = 0; z < (unsigned)gz; ++z)
     for (unsigned y = 0; y < (unsigned)gy; ++y)
@@ -117,25 +117,25 @@ def threaded(variant) -> bool:
     return isinstance(variant, str) and (variant == "tile" or variant.startswith("vec"))
 
 
-def _threaded_kernel_wrapper(st, dtype, boundary, variant) -> str:
+def _threaded_kernel_wrapper(st, dtype, boundary, variant, entry: str = "emulate") -> str:
     T = ctype(dtype)
     name = kernel_name(st, dtype, boundary, variant)
     params = [f"const {T}* in_{n}" for n in st.inputs] + [f"{T}* out_{n}" for n in st.outputs]
     params += [f"{T} p_{n}" for n in st.params] + ["int nx", "int ny", "int nz", "int zmarch"]
     call = [f"in_{n}" for n in st.inputs] + [f"out_{n}" for n in st.outputs] + [f"p_{n}" for n in st.params]
     call += ["nx", "ny", "nz", "zmarch"]
-    return threaded_wrapper(name, params, call)
+    return threaded_wrapper(name, params, call, entry)
 
 
 TILE_FLAGS = ("-std=c++20", "-pthread", "-fno-strict-aliasing", f"-I{EMU_DIR}")  # vectors: T[] viewed as structs
 
 
-def threaded_wrapper(name: str, params: list, call: list) -> str:
+def threaded_wrapper(name: str, params: list, call: list, entry: str = "emulate") -> str:
     """``emulate(grid, block, args)`` running each block's threads as fibers that meet at barriers
     (for kernels with barriers or warp shuffles; compile with ``TILE_PRELUDE`` and ``TILE_FLAGS``).
     Warps are runs of 32 consecutive linear thread ids, as on the device."""
     return f"""
-extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
+extern "C" void {entry}(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
     emu_launch3(gx, gy, gz, bx, by, bz, nagare_smem, sizeof(nagare_smem), [&] {{ {name}({', '.join(call)}); }});
 }}
 """
@@ -144,12 +144,17 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
 def build(st, dtype, boundary, workdir: Path, unroll: int | str = 1):
     """The emulated kernel of ``st`` with the given unroll (see codegen.unroll_variants), the
     plain kernel (``unroll="plain"``), the tile kernel (``unroll="tile"``) or a vector kernel
-    (``unroll="vec2"``/``"vec4"``); the last two with the threaded launch."""
+    (``unroll="vec2"``/``"vec4"``); the last two with the threaded launch. One library holds every
+    kernel of ``st`` that shares the launch (sequential or threaded), compiled once per content in
+    ``workdir`` (a compile takes seconds; the source generates every kernel anyway)."""
+    variants = [v for v in kernel_variants(st) if threaded(v) == threaded(unroll)]
+    assert unroll in variants, (unroll, variants)
+    body = generate(st, dtype, boundary)
     if threaded(unroll):
-        src = TILE_PRELUDE + generate(st, dtype, boundary) + _threaded_kernel_wrapper(st, dtype, boundary, unroll)
-        extra = list(TILE_FLAGS)
+        wrappers = [_threaded_kernel_wrapper(st, dtype, boundary, v, f"emulate_{v}") for v in variants]
+        src, extra = TILE_PRELUDE + body + "".join(wrappers), list(TILE_FLAGS)
     else:
-        src = PRELUDE + generate(st, dtype, boundary) + _wrapper(st, dtype, boundary, unroll)
+        src = PRELUDE + body + "".join(_wrapper(st, dtype, boundary, v, f"emulate_{v}") for v in variants)
         extra = []
     tag = hashlib.sha256(src.encode()).hexdigest()[:12]
     cpp, lib = workdir / f"{tag}.cpp", workdir / f"{tag}.so"
@@ -159,7 +164,7 @@ def build(st, dtype, boundary, workdir: Path, unroll: int | str = 1):
                               str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
             raise RuntimeError(res.stderr)
-    fn = ctypes.CDLL(str(lib)).emulate
+    fn = getattr(ctypes.CDLL(str(lib)), f"emulate_{unroll}")
     fn.restype = None
     return fn
 
