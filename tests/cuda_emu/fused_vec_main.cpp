@@ -1,6 +1,6 @@
 // Runs lbm_fused_vec<T, S, TRT, W>, or lbm_fused_packed<TRT, W> with -DEMU_PACKED=1, or
 // lbm_fused_pipe<TRT, EMU_PIPE, EMU_PIPE_INDEX> with -DEMU_PIPE=stages (lbm2d.cu; chosen with -D) on the host emulator
-// (one std::thread per CUDA thread, real warp shuffles through emu.h), ping-pong as LBM2D._step_cuda,
+// (one fiber per CUDA thread, real warp shuffles through emu.h), ping-pong as LBM2D._step_cuda,
 // with the open-boundary pass after each step when asked. Usage:
 //   fused_vec_emu nx ny nsteps bx by open in.bin mask.bin cls.bin seg.bin out.bin omega omega_minus fx fy uwx uwy u_in
 // For the pipe kernel `by` is the rows each warp marches (its blocks are one row of bx threads).

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-from nagare.engine.stencil.codegen import ctype, generate, kernel_name
+from nagare.engine.stencil.codegen import ctype, generate, kernel_name, kernel_variants
 
 PRELUDE = """
 #include <algorithm>
@@ -40,9 +40,9 @@ alignas(16) unsigned char nagare_smem[1];
 """
 
 # The tile kernel synchronises its block and the vector kernels shuffle within warps: run them with
-# one std::thread per CUDA thread, a std::barrier for __syncthreads and a per-warp exchange slot +
-# barrier for __shfl_{up,down}_sync (tests/cuda_emu/emu.h), blocks one after another sharing one
-# NaN-poisoned shared-memory array (reads of unstaged tile elements show up as NaN).
+# one fiber per CUDA thread, a barrier over the block's fibers for __syncthreads and a per-warp
+# exchange slot + barrier for __shfl_{up,down}_sync (tests/cuda_emu/emu.h), blocks one after another
+# sharing one NaN-poisoned shared-memory array (reads of unstaged tile elements show up as NaN).
 EMU_DIR = Path(__file__).resolve().parents[1] / "cuda_emu"
 TILE_PRELUDE = """
 #include "emu.h"
@@ -68,7 +68,7 @@ def compile_shared(src: str, prefix: str, tmp_path_factory) -> ctypes.CDLL:
 
 def compile_threaded(wrapper: str, source: Path, prefix: str, tmp_path_factory) -> ctypes.CDLL:
     """Compile a hand-written CUDA file (``source``, included by ``wrapper`` next to tests/cuda_emu/emu.h)
-    with one std::thread per CUDA thread (barriers, warp shuffles), cached by the wrapper's and the
+    with one fiber per CUDA thread (barriers, warp shuffles), cached by the wrapper's and the
     source's content, and load it — the compact family's kernel tests."""
     tag = hashlib.sha256((wrapper + source.read_text()).encode()).hexdigest()[:12]
     work = tmp_path_factory.mktemp(prefix)
@@ -85,7 +85,7 @@ def available() -> bool:
     return shutil.which("g++") is not None
 
 
-def _wrapper(st, dtype, boundary, unroll) -> str:
+def _wrapper(st, dtype, boundary, unroll, entry: str = "emulate") -> str:
     T = ctype(dtype)
     name = kernel_name(st, dtype, boundary, unroll)
     params = [f"const {T}* in_{n}" for n in st.inputs] + [f"{T}* out_{n}" for n in st.outputs]
@@ -95,7 +95,7 @@ def _wrapper(st, dtype, boundary, unroll) -> str:
     call = [f"in_{n}" for n in st.inputs] + [f"out_{n}" for n in st.outputs] + [f"p_{n}" for n in st.params]
     call += dims + ["zmarch"]
     return f"""
-extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
+extern "C" void {entry}(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
     blockDim = {{(unsigned)bx, (unsigned)by, (unsigned)bz}};
     for (unsigned z = 0; z < (unsigned)gz; ++z)
     for (unsigned y = 0; y < (unsigned)gy; ++y)
@@ -117,51 +117,26 @@ def threaded(variant) -> bool:
     return isinstance(variant, str) and (variant == "tile" or variant.startswith("vec"))
 
 
-def _threaded_kernel_wrapper(st, dtype, boundary, variant) -> str:
+def _threaded_kernel_wrapper(st, dtype, boundary, variant, entry: str = "emulate") -> str:
     T = ctype(dtype)
     name = kernel_name(st, dtype, boundary, variant)
     params = [f"const {T}* in_{n}" for n in st.inputs] + [f"{T}* out_{n}" for n in st.outputs]
     params += [f"{T} p_{n}" for n in st.params] + ["int nx", "int ny", "int nz", "int zmarch"]
     call = [f"in_{n}" for n in st.inputs] + [f"out_{n}" for n in st.outputs] + [f"p_{n}" for n in st.params]
     call += ["nx", "ny", "nz", "zmarch"]
-    return threaded_wrapper(name, params, call)
+    return threaded_wrapper(name, params, call, entry)
 
 
 TILE_FLAGS = ("-std=c++20", "-pthread", "-fno-strict-aliasing", f"-I{EMU_DIR}")  # vectors: T[] viewed as structs
 
 
-def threaded_wrapper(name: str, params: list, call: list) -> str:
-    """``emulate(grid, block, args)`` running each block's threads concurrently (for kernels with
-    barriers or warp shuffles; compile with ``TILE_PRELUDE`` and ``TILE_FLAGS``). Warps are runs of
-    32 consecutive linear thread ids, as on the device."""
+def threaded_wrapper(name: str, params: list, call: list, entry: str = "emulate") -> str:
+    """``emulate(grid, block, args)`` running each block's threads as fibers that meet at barriers
+    (for kernels with barriers or warp shuffles; compile with ``TILE_PRELUDE`` and ``TILE_FLAGS``).
+    Warps are runs of 32 consecutive linear thread ids, as on the device."""
     return f"""
-extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
-    const int n = bx * by * bz;
-    for (int z = 0; z < gz; ++z)
-    for (int y = 0; y < gy; ++y)
-    for (int x = 0; x < gx; ++x) {{
-        EmuBlock blk;
-        blk.nthreads = n;
-        blk.block_bar = std::make_unique<std::barrier<>>(n);
-        for (int w = 0; w * 32 < n; ++w)
-            blk.warp_bar.push_back(std::make_unique<std::barrier<>>(std::min(32, n - w * 32)));
-        blk.slots.assign(n, 0.0);
-        emu_block = &blk;
-        std::memset(nagare_smem, 0xff, sizeof(nagare_smem));
-        std::vector<std::thread> th;
-        for (int tz = 0; tz < bz; ++tz)
-        for (int ty = 0; ty < by; ++ty)
-        for (int tx = 0; tx < bx; ++tx)
-            th.emplace_back([=] {{
-                threadIdx = {{tx, ty, tz}};
-                blockIdx = {{x, y, z}};
-                blockDim = {{bx, by, bz}};
-                gridDim = {{gx, gy, gz}};
-                emu_tid = (tz * by + ty) * bx + tx;
-                {name}({', '.join(call)});
-            }});
-        for (auto& t : th) t.join();
-    }}
+extern "C" void {entry}(int gx, int gy, int gz, int bx, int by, int bz, {', '.join(params)}) {{
+    emu_launch3(gx, gy, gz, bx, by, bz, nagare_smem, sizeof(nagare_smem), [&] {{ {name}({', '.join(call)}); }});
 }}
 """
 
@@ -169,12 +144,17 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
 def build(st, dtype, boundary, workdir: Path, unroll: int | str = 1):
     """The emulated kernel of ``st`` with the given unroll (see codegen.unroll_variants), the
     plain kernel (``unroll="plain"``), the tile kernel (``unroll="tile"``) or a vector kernel
-    (``unroll="vec2"``/``"vec4"``); the last two with the threaded launch."""
+    (``unroll="vec2"``/``"vec4"``); the last two with the threaded launch. One library holds every
+    kernel of ``st`` that shares the launch (sequential or threaded), compiled once per content in
+    ``workdir`` (a compile takes seconds; the source generates every kernel anyway)."""
+    variants = [v for v in kernel_variants(st) if threaded(v) == threaded(unroll)]
+    assert unroll in variants, (unroll, variants)
+    body = generate(st, dtype, boundary)
     if threaded(unroll):
-        src = TILE_PRELUDE + generate(st, dtype, boundary) + _threaded_kernel_wrapper(st, dtype, boundary, unroll)
-        extra = list(TILE_FLAGS)
+        wrappers = [_threaded_kernel_wrapper(st, dtype, boundary, v, f"emulate_{v}") for v in variants]
+        src, extra = TILE_PRELUDE + body + "".join(wrappers), list(TILE_FLAGS)
     else:
-        src = PRELUDE + generate(st, dtype, boundary) + _wrapper(st, dtype, boundary, unroll)
+        src = PRELUDE + body + "".join(_wrapper(st, dtype, boundary, v, f"emulate_{v}") for v in variants)
         extra = []
     tag = hashlib.sha256(src.encode()).hexdigest()[:12]
     cpp, lib = workdir / f"{tag}.cpp", workdir / f"{tag}.so"
@@ -184,7 +164,7 @@ def build(st, dtype, boundary, workdir: Path, unroll: int | str = 1):
                               str(cpp), "-o", str(lib)], capture_output=True, text=True, timeout=120)
         if res.returncode != 0:
             raise RuntimeError(res.stderr)
-    fn = ctypes.CDLL(str(lib)).emulate
+    fn = getattr(ctypes.CDLL(str(lib)), f"emulate_{unroll}")
     fn.restype = None
     return fn
 

@@ -103,7 +103,7 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, {', '.jo
 }}
 """
         flags = []
-        # barriers/shuffles: one std::thread per CUDA thread (tests/cuda_emu/emu.h)
+        # barriers/shuffles: one fiber per CUDA thread (tests/cuda_emu/emu.h)
         if cuda_emulator.threaded(self.name.split("<", 1)[0].rsplit("_", 1)[1]):
             wrapper = cuda_emulator.threaded_wrapper(self.name, self.params, names)
             src, flags = cuda_emulator.TILE_PRELUDE + self.code + wrapper, list(cuda_emulator.TILE_FLAGS)

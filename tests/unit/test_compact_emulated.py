@@ -1,5 +1,5 @@
 """The compact family's CUDA kernels (shaders/cuda/compact/tridiag.cu) run on the CPU: the exact
-source compiled with g++ against tests/cuda_emu/emu.h (one std::thread per CUDA thread, a barrier
+source compiled with g++ against tests/cuda_emu/emu.h (one fiber per CUDA thread, a barrier
 for __syncthreads, blocks one after another, shared memory NaN-poisoned before each block), launched
 with the engine's own launch shapes (engine/compact/solvers/). Every solver, both boundary kinds, both
 precisions and both line layouts (contiguous x-lines, interleaved y-lines) must reproduce the

@@ -1,6 +1,6 @@
 """The ``scan`` solver and the ``fused`` compact derivative (engine/compact/solvers/scan.py,
 shaders/cuda/compact/scan.cu): the NumPy mirror against dense solves and Thomas, and the CUDA kernel —
-the exact source compiled with g++ against tests/cuda_emu/emu.h (one std::thread per CUDA thread,
+the exact source compiled with g++ against tests/cuda_emu/emu.h (one fiber per CUDA thread,
 barriers, warp shuffles) and launched with the engine's launch shape — against the mirror bit for bit:
 every chunk size, both boundary kinds, both schemes, both precisions, contiguous and strided lines,
 in place and not."""

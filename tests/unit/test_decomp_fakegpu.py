@@ -17,9 +17,15 @@ from tests.unit import cuda_emulator, fake_cupy
 pytestmark = pytest.mark.skipif(not cuda_emulator.available(), reason="needs g++ to emulate the kernels")
 
 
+@pytest.fixture(scope="module")
+def emu_dir(tmp_path_factory):
+    """The fake device's compiled kernels, shared by the module's tests (fake_cupy caches them by content)."""
+    return tmp_path_factory.mktemp("fake_gpu_kernels")
+
+
 @pytest.fixture
-def fcp(tmp_path, monkeypatch):
-    cp = fake_cupy.make(tmp_path)
+def fcp(emu_dir, tmp_path, monkeypatch):
+    cp = fake_cupy.make(emu_dir)
     cp.take = np.take
     cp.array = fake_cupy._aligned(np.array)  # SameDeviceTransport.put: aligned as CuPy's pool
     monkeypatch.setitem(sys.modules, "cupy", cp)
@@ -90,11 +96,11 @@ def test_prepared_launches_are_used_and_rebound_after_a_restore(fcp):
 
 
 @pytest.fixture
-def fcp_lbm(tmp_path, monkeypatch):
+def fcp_lbm(emu_dir, tmp_path, monkeypatch):
     """The fake CuPy with the NumPy functions lbm2d's engine uses beside its kernels; lbm2d.cu's
     modules are not compiled with --fmad=false (their emulation is compared with itself and with
     the NumPy reference, which the host's FMA-free arithmetic matches)."""
-    cp = fake_cupy.make(tmp_path, cost=lambda block, zmarch: 1.0, fmad_off=False)
+    cp = fake_cupy.make(emu_dir, cost=lambda block, zmarch: 1.0, fmad_off=False)
     for name in dir(np):
         if not name.startswith("_") and not hasattr(cp, name):
             setattr(cp, name, getattr(np, name))

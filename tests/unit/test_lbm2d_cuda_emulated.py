@@ -216,7 +216,7 @@ def test_row_ranges_give_the_whole_steps_bits(label, kind, storage, tmp_path_fac
     assert (b[:, outside] == 7).all() and not (b[:, 3:5] == 7).all()
 
 
-# ---- lbm_fused_vec: real warp shuffles need concurrent threads (tests/cuda_emu/emu.h) -------------
+# ---- lbm_fused_vec: real warp shuffles need one fiber per CUDA thread (tests/cuda_emu/emu.h) -------------
 EMU = Path(__file__).resolve().parents[1] / "cuda_emu"
 # (equivalence preset, storage, W, block x, block y, nx override, kernel): idle/edge lanes, wrap, segments
 VEC_CASES = [

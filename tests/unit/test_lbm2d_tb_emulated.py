@@ -1,7 +1,7 @@
 """The temporal-blocking CUDA kernels, compiled for the host with a tiny CUDA emulator.
 
-tests/cuda_emu/emu.h runs each CUDA thread as a std::thread, __syncthreads as a std::barrier and
-__shfl_{up,down}_sync through a per-warp exchange slot, and NaN-poisons shared memory before every
+tests/cuda_emu/emu.h runs each CUDA thread as a fiber, __syncthreads as a barrier over the block's
+fibers and __shfl_{up,down}_sync through a per-warp exchange slot, and NaN-poisons shared memory before every
 block. That checks the kernels' indexing, halos, periodic wrap, shrinking regions, register cones,
 shuffles and discarded warp-edge lanes on any machine with a C++20 compiler — the GPU tests in
 test_lbm2d_tb.py check the same on real hardware. On x86 without FMA contraction the host build

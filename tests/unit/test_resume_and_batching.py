@@ -23,6 +23,11 @@ SHRINK = {
     "diffusion3d": ["grid.nx=24", "grid.ny=24", "grid.nz=24"],
     "wave2d": ["grid.nx=64", "grid.ny=64"],
 }
+# Presets whose features a quicker preset of the family already carries through both tests, run with
+# `-m slow`: amr3d-sphere-re20 keeps a body with tracers, amr3d-vortex-adapt the MRT collision and a
+# regrid inside the run; the Ahmed and STL bodies differ from the sphere only in how the mask is built
+# (at construction, not in the state a checkpoint carries), and re100 only in its Reynolds number.
+SLOW = {"amr3d-ahmed", "amr3d-stl", "amr3d-sphere-re100"}
 STEPS = 10  # 5 + 5: the checkpoint falls mid tracer substep (lbm2d-cylinder: tracers.every = 2)
 BATCHES = (3, 1, 4, 2)  # irregular batches, as a frame rate that varies gives
 
@@ -36,7 +41,8 @@ def _presets():
             p = load_preset(name, over, backend="numpy")
         except Exception:
             over = []  # a preset whose grid is given another way keeps its CPU size
-        out.append(pytest.param(name, tuple(over), id=name))
+        marks = [pytest.mark.slow] if name in SLOW else []
+        out.append(pytest.param(name, tuple(over), id=name, marks=marks))
     return out
 
 

@@ -43,8 +43,14 @@ def zwide(f, g, c):
             + g[0, 0, 0] - g[0, 1, 1] + f[-1, -1, 0] * f[0, 0, 0])
 
 
-def _check(st, shape, dtype, boundary, params, configs, rng, tmp_path, unroll=None):
-    fns: dict = {}  # each emulated kernel is compiled on first use (a compile takes seconds)
+@pytest.fixture(scope="module")
+def emu_dir(tmp_path_factory):
+    """The compiled emulations, shared by the module's tests: cuda_emulator.build caches them by content."""
+    return tmp_path_factory.mktemp("stencil_emu")
+
+
+def _check(st, shape, dtype, boundary, params, configs, rng, emu_dir, unroll=None):
+    fns: dict = {}  # each emulated kernel is loaded on first use (compiled once per stencil, dtype and boundary)
     arrays = {n: (rng.random(shape) + 0.5).astype(dtype) for n in st.inputs}
     want = {n: np.full(shape, -3.0, dtype) for n in st.outputs}
     Loop(st, shape, dtype, boundary=boundary)(**arrays, **want, **params)
@@ -57,7 +63,7 @@ def _check(st, shape, dtype, boundary, params, configs, rng, tmp_path, unroll=No
         width = int(kind[len(VEC):]) if kind.startswith(VEC) else 0
         grid = launch_grid(st, shape, boundary, cfg["bx"], cfg["by"], cfg["zmarch"], width)
         if u not in fns:
-            fns[u] = cuda_emulator.build(st, dtype, boundary, tmp_path, u)
+            fns[u] = cuda_emulator.build(st, dtype, boundary, emu_dir, u)
         cuda_emulator.launch(fns[u], st, dtype, grid, block, {**arrays, **got}, params, cfg["zmarch"])
         for n in st.outputs:
             np.testing.assert_array_equal(got[n], want[n], err_msg=f"{st.name} {boundary} {cfg} unroll {u} output {n}")
@@ -73,39 +79,39 @@ def _plain_configs():
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
-def test_diffusion7_every_launch_configuration(boundary, rng, tmp_path):
+def test_diffusion7_every_launch_configuration(boundary, rng, emu_dir):
     configs = _valid_configs()
     assert len(configs) == 161
-    _check(diffusion7, (11, 9, 37), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
+    _check(diffusion7, (11, 9, 37), np.float32, boundary, {"r": 0.1}, configs, rng, emu_dir)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
 @pytest.mark.parametrize("unroll", [1, 2, 4, 8])
-def test_every_unrolled_kernel_with_any_zmarch(boundary, unroll, rng, tmp_path):
+def test_every_unrolled_kernel_with_any_zmarch(boundary, unroll, rng, emu_dir):
     """Each unroll with march lengths that are not multiples of it (remainder planes), shorter than
     it (only one-plane steps), and runs that end at the grid's z-ends (periodic wrap)."""
     configs = [{"bx": 8, "by": 4, "zmarch": z} for z in (1, 3, 5, 8, 11, 16, 29, 64)]
-    _check(diffusion7, (23, 6, 9), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path, unroll=unroll)
-    _check(diffusion7, (23, 6, 9), np.float64, boundary, {"r": 0.1}, configs[::3], rng, tmp_path, unroll=unroll)
+    _check(diffusion7, (23, 6, 9), np.float32, boundary, {"r": 0.1}, configs, rng, emu_dir, unroll=unroll)
+    _check(diffusion7, (23, 6, 9), np.float64, boundary, {"r": 0.1}, configs[::3], rng, emu_dir, unroll=unroll)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
-def test_wide_queues_and_marched_direct_loads(boundary, rng, tmp_path):
+def test_wide_queues_and_marched_direct_loads(boundary, rng, emu_dir):
     assert loads_per_plane(zwide) == 5 and unroll_variants(zwide) == (1, 2, 4, 8)
     configs = [{"bx": b, "by": y, "zmarch": z} for b, y, z in ((32, 1, 1), (8, 4, 2), (16, 2, 7), (4, 8, 8),
                                                                   (8, 8, 16), (32, 2, 64))]
     for u in unroll_variants(zwide):
-        _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path, unroll=u)
+        _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, emu_dir, unroll=u)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
-def test_wave2d_and_multi_output_stencil(boundary, rng, tmp_path):
+def test_wave2d_and_multi_output_stencil(boundary, rng, emu_dir):
     configs = _valid_configs()[::7]
-    _check(wave2d, (23, 41), np.float64, boundary, {"c2": 0.3}, configs, rng, tmp_path)
-    _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, tmp_path)
+    _check(wave2d, (23, 41), np.float64, boundary, {"c2": 0.3}, configs, rng, emu_dir)
+    _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, emu_dir)
     for u in unroll_variants(wave2d):  # 2D: the marched axis is y
         _check(wave2d, (29, 17), np.float32, boundary, {"c2": 0.3},
-               [{"bx": 32, "by": 2, "zmarch": z} for z in (1, 3, 8, 13)], rng, tmp_path, unroll=u)
+               [{"bx": 32, "by": 2, "zmarch": z} for z in (1, 3, 8, 13)], rng, emu_dir, unroll=u)
 
 
 def test_grid_covers_the_update_range():
@@ -153,22 +159,22 @@ def test_the_tuner_space_holds_the_kernel_shapes():
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
-def test_plain_kernel_every_launch_configuration(boundary, rng, tmp_path):
+def test_plain_kernel_every_launch_configuration(boundary, rng, emu_dir):
     """The plain shape (3D blocks, one thread per point, wrapped neighbour offsets at the faces) for
     every plain point of the tuner's space, on grids that no block size divides."""
     configs = _plain_configs()
-    _check(diffusion7, (11, 9, 37), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
-    _check(diffusion7, (5, 3, 33), np.float64, boundary, {"r": 0.1}, configs[::5], rng, tmp_path)
+    _check(diffusion7, (11, 9, 37), np.float32, boundary, {"r": 0.1}, configs, rng, emu_dir)
+    _check(diffusion7, (5, 3, 33), np.float64, boundary, {"r": 0.1}, configs[::5], rng, emu_dir)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
-def test_plain_kernel_wide_halos_2d_and_multi_output(boundary, rng, tmp_path):
+def test_plain_kernel_wide_halos_2d_and_multi_output(boundary, rng, emu_dir):
     """Halo 2 along the march axis (wrap by two), two inputs, 2D (block z folded into y), and several outputs."""
     configs = _plain_configs()[::3]
-    _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
-    _check(wave2d, (23, 41), np.float64, boundary, {"c2": 0.3}, configs, rng, tmp_path)
-    _check(wave2d, (29, 17), np.float32, boundary, {"c2": 0.3}, configs, rng, tmp_path)
-    _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, tmp_path)
+    _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, emu_dir)
+    _check(wave2d, (23, 41), np.float64, boundary, {"c2": 0.3}, configs, rng, emu_dir)
+    _check(wave2d, (29, 17), np.float32, boundary, {"c2": 0.3}, configs, rng, emu_dir)
+    _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, emu_dir)
 
 
 def test_plain_kernel_source_is_int32_and_branch_free_in_the_loads():
@@ -182,14 +188,14 @@ def test_plain_kernel_source_is_int32_and_branch_free_in_the_loads():
 
 
 @pytest.mark.parametrize("boundary", ["periodic", pytest.param("fixed", marks=pytest.mark.slow)])
-def test_tile_kernel_every_launch_configuration(boundary, rng, tmp_path):
-    """The 2.5D-blocked tile kernel (threaded emulation: one std::thread per CUDA thread, a barrier
+def test_tile_kernel_every_launch_configuration(boundary, rng, emu_dir):
+    """The 2.5D-blocked tile kernel (threaded emulation: one fiber per CUDA thread, a barrier
     for __syncthreads, NaN-poisoned shared memory) for every tile point of the tuner's space, on grids
     that no tile divides (x < bx, y not a multiple of by, z not a multiple of the march)."""
     configs = _tile_configs()
     assert kernel_variants(diffusion7) == (1, 2, 4, 8, PLAIN, TILE, "vec2", "vec4")
-    _check(diffusion7, (37, 9, 11), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
-    _check(diffusion7, (21, 13, 70), np.float64, boundary, {"r": 0.1}, configs[::5], rng, tmp_path)
+    _check(diffusion7, (37, 9, 11), np.float32, boundary, {"r": 0.1}, configs, rng, emu_dir)
+    _check(diffusion7, (21, 13, 70), np.float64, boundary, {"r": 0.1}, configs[::5], rng, emu_dir)
 
 
 @stencil(inputs=["f", "g"], outputs=["a", "b"], params=["c"], halo=(2, 2, 2), ndim=3)
@@ -201,16 +207,16 @@ def halo2(f, g, c):
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
-def test_tile_kernel_halo_2_corners_and_off_plane_tiles(boundary, rng, tmp_path):
+def test_tile_kernel_halo_2_corners_and_off_plane_tiles(boundary, rng, emu_dir):
     tiles, queues = tile_layout(halo2)
     assert tiles == [("f", 0), ("g", -1), ("g", 1)] and queues == {"f": (-2, 2), "g": (-1, 1)}
     assert tile_smem_bytes(halo2, np.float64, 32, 2) == 2 * 3 * 36 * 6 * 8
     configs = [{"bx": b, "by": y, "zmarch": z, "shape": TILE} for b, y, z in
                ((32, 2, 8), (64, 4, 16), (32, 8, 64), (128, 2, 32))]
-    _check(halo2, (19, 11, 7), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
-    _check(halo2, (9, 70, 5), np.float32, boundary, {"c": 0.3}, configs[:2], rng, tmp_path)
-    _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
-    _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, tmp_path)
+    _check(halo2, (19, 11, 7), np.float64, boundary, {"c": 0.3}, configs, rng, emu_dir)
+    _check(halo2, (9, 70, 5), np.float32, boundary, {"c": 0.3}, configs[:2], rng, emu_dir)
+    _check(zwide, (13, 7, 10), np.float64, boundary, {"c": 0.3}, configs, rng, emu_dir)
+    _check(mixed, (7, 9, 13), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, emu_dir)
 
 
 def test_tile_shape_is_3d_only_and_checks_shared_memory():
@@ -262,42 +268,42 @@ VEC_LAUNCHES = ((32, 1, 1), (32, 4, 3), (64, 2, 5), (128, 1, 8), (64, 4, 64))
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
 @pytest.mark.parametrize("width", [4, 2])
-def test_vec_kernel_diffusion7_with_idle_lanes_and_several_warps_per_row(boundary, width, rng, tmp_path):
+def test_vec_kernel_diffusion7_with_idle_lanes_and_several_warps_per_row(boundary, width, rng, emu_dir):
     """Rows of 66 (V = 4) / 68 (V = 2) vectors: with 32 threads in x, three blocks per row (the last one
     two active lanes and 30 idle ones that still shuffle); with 64, a fully idle warp; with 128, one block
     whose warps meet at lanes 31 / 0 (edge lanes load their neighbours). nx = 40: one partial warp."""
     assert vec_widths(diffusion7) == (2, 4)
     configs = _vec(VEC_LAUNCHES, width)
     nx = 264 if width == 4 else 136
-    _check(diffusion7, (7, 5, nx), np.float32, boundary, {"r": 0.1}, configs, rng, tmp_path)
-    _check(diffusion7, (9, 6, 40), np.float32, boundary, {"r": 0.1}, configs[:3], rng, tmp_path)
-    _check(diffusion7, (6, 4, nx), np.float64, boundary, {"r": 0.1}, configs[1:4], rng, tmp_path)
+    _check(diffusion7, (7, 5, nx), np.float32, boundary, {"r": 0.1}, configs, rng, emu_dir)
+    _check(diffusion7, (9, 6, 40), np.float32, boundary, {"r": 0.1}, configs[:3], rng, emu_dir)
+    _check(diffusion7, (6, 4, nx), np.float64, boundary, {"r": 0.1}, configs[1:4], rng, emu_dir)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
-def test_vec_kernel_halo_2_two_inputs_and_outputs_fp64(boundary, rng, tmp_path):
+def test_vec_kernel_halo_2_two_inputs_and_outputs_fp64(boundary, rng, emu_dir):
     """x-halo 2 (two shuffled elements per side), corners, rows read off the plane, two inputs and two
     outputs, a parameter; V = 4 and V = 2 (= the x-halo), fp64 (32-byte vectors) and fp32."""
     assert vec_widths(halo2) == (2, 4)
     for width in (4, 2):
         configs = _vec(VEC_LAUNCHES[1:4], width)
-        _check(halo2, (7, 9, 136), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
-        _check(halo2, (6, 11, 20), np.float32, boundary, {"c": 0.3}, configs[:2], rng, tmp_path)
-        _check(mixed, (7, 9, 136), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, tmp_path)
+        _check(halo2, (7, 9, 136), np.float64, boundary, {"c": 0.3}, configs, rng, emu_dir)
+        _check(halo2, (6, 11, 20), np.float32, boundary, {"c": 0.3}, configs[:2], rng, emu_dir)
+        _check(mixed, (7, 9, 136), np.float32, boundary, {"s": 0.3, "t": 1.7}, configs, rng, emu_dir)
 
 
 @pytest.mark.parametrize("boundary", ["periodic", "fixed"])
-def test_vec_kernel_queues_gapped_rows_and_x_halo_equal_to_v(boundary, rng, tmp_path):
+def test_vec_kernel_queues_gapped_rows_and_x_halo_equal_to_v(boundary, rng, emu_dir):
     queues, direct, xoffs = vec_layout(zwide)
     assert queues == {("f", 0): (-2, 2)} and ("g", 1, 1) in direct and xoffs[("f", 0, -1)] == (0, 1)
     queues, direct, _ = vec_layout(zonly)
     assert queues == {("h", 0): (-1, 1)} and direct == [("f", 0, -2), ("f", 0, 2), ("h", -1, 0)]
     assert vec_widths(wide4) == (4,) and vec_widths(zonly) == (2, 4)
     configs = _vec(VEC_LAUNCHES[:4], 4)
-    _check(zwide, (13, 7, 136), np.float64, boundary, {"c": 0.3}, configs, rng, tmp_path)
-    _check(wide4, (6, 5, 264), np.float32, boundary, {"a": 0.3}, configs, rng, tmp_path)
-    _check(wide4, (5, 4, 12), np.float64, boundary, {"a": 0.3}, configs[:2], rng, tmp_path)  # nx = 3 V
-    _check(zonly, (9, 5, 136), np.float32, boundary, {}, configs + _vec(VEC_LAUNCHES[:2], 2), rng, tmp_path)
+    _check(zwide, (13, 7, 136), np.float64, boundary, {"c": 0.3}, configs, rng, emu_dir)
+    _check(wide4, (6, 5, 264), np.float32, boundary, {"a": 0.3}, configs, rng, emu_dir)
+    _check(wide4, (5, 4, 12), np.float64, boundary, {"a": 0.3}, configs[:2], rng, emu_dir)  # nx = 3 V
+    _check(zonly, (9, 5, 136), np.float32, boundary, {}, configs + _vec(VEC_LAUNCHES[:2], 2), rng, emu_dir)
 
 
 def test_vec_shape_conditions_and_reasons():

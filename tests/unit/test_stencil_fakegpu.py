@@ -16,9 +16,15 @@ from tests.unit import cuda_emulator, fake_cupy
 pytestmark = pytest.mark.skipif(not cuda_emulator.available(), reason="needs g++ to emulate the kernels")
 
 
+@pytest.fixture(scope="module")
+def emu_dir(tmp_path_factory):
+    """The fake device's compiled kernels, shared by the module's tests (fake_cupy caches them by content)."""
+    return tmp_path_factory.mktemp("fake_gpu_kernels")
+
+
 @pytest.fixture
-def fcp(tmp_path, monkeypatch):
-    cp = fake_cupy.make(tmp_path)
+def fcp(emu_dir, tmp_path, monkeypatch):
+    cp = fake_cupy.make(emu_dir)
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path / "cache"))
     loops._compiled.cache_clear()  # never mix fake kernels with real ones
@@ -164,10 +170,10 @@ def test_amortisation_run_compares_fresh_tuning_with_fixed_and_best(fcp):
     assert a["overhead_steps"] == pytest.approx((a["tuned_ms"] - a["best_ms"]) / 1.0)
 
 
-def test_autotune_picks_the_plain_shape_when_it_is_fastest(tmp_path, monkeypatch, rng):
+def test_autotune_picks_the_plain_shape_when_it_is_fastest(emu_dir, tmp_path, monkeypatch, rng):
     """The tuner chooses among both kernel shapes by measurement only: with a fake cost that makes
     plain blocks of bz = 2 the cheapest, it settles on one of them, and results stay bit-identical."""
-    cp = fake_cupy.make(tmp_path, cost=lambda block, zmarch: 0.5 if len(block) > 2 and block[2] == 2 else 2.0)
+    cp = fake_cupy.make(emu_dir, cost=lambda block, zmarch: 0.5 if len(block) > 2 and block[2] == 2 else 2.0)
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path / "cache"))
     loops._compiled.cache_clear()
@@ -240,13 +246,13 @@ def test_vec_launch_refuses_what_it_cannot_run_with_the_reason(fcp, rng):
 
 
 @pytest.mark.slow  # tunes over the whole space, vector shapes included
-def test_autotune_picks_the_vec_shape_when_it_is_fastest(tmp_path, monkeypatch, rng):
+def test_autotune_picks_the_vec_shape_when_it_is_fastest(emu_dir, tmp_path, monkeypatch, rng):
     """With a fake cost that makes the vec kernel at (32, 8) / 4 the cheapest launch, the tuner settles on
     it (it competes with march and plain on measurement only), and every tuning step stayed exact."""
     def cost(block, zmarch, name):
         return 0.5 if name.endswith("_vec4") and block[:2] == (32, 8) and int(zmarch) == 4 else 2.0
 
-    cp = fake_cupy.make(tmp_path, cost=cost)
+    cp = fake_cupy.make(emu_dir, cost=cost)
     monkeypatch.setitem(sys.modules, "cupy", cp)
     monkeypatch.setenv("NAGARE_CACHE_DIR", str(tmp_path / "cache"))
     loops._compiled.cache_clear()
