@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from nagare.app.gui.plot_limits import FLAT_PAD, data_limits
+from nagare.app.gui.plot_limits import FLAT_PAD, VALUE_MARGIN, data_limits
 from nagare.app.gui.worker import Stats
 
 
@@ -20,8 +20,9 @@ def _stats(wall, phase_ms, mups):
 
 def test_data_limits_cover_every_finite_point_of_every_series():
     x = np.array([-6.0, -3.0, 0.0])
-    assert data_limits(x, [np.array([1500.0, 1400.0, 1050.0]), np.array([np.nan, 4.0, 5.0])]) == (
-        -6.0, 0.0, 4.0, 1500.0)
+    pad = VALUE_MARGIN * (1500.0 - 4.0)  # the value axis' margin: no line drawn on the plot's frame
+    assert data_limits(x, [np.array([1500.0, 1400.0, 1050.0]), np.array([np.nan, 4.0, 5.0])]) == pytest.approx(
+        (-6.0, 0.0, 4.0 - pad, 1500.0 + pad))
 
 
 def test_data_limits_skip_points_without_a_value_and_pad_a_flat_series():
@@ -63,5 +64,7 @@ def test_hud_charts_contain_the_new_samples_in_the_frame_that_draws_them(headles
             assert x0 <= x[ok].min() and x[ok].max() <= x1, (label, (x0, x1), x)
             assert y0 <= y[ok].min() and y[ok].max() <= y1, (label, (y0, y1), y)
         (_, ms_lim, *_), (_, mups_lim, *_) = drawn[0], drawn[-1]
-        assert ms_lim[3] == ms  # the newest (slowest) step is the top of the chart, not above it
-        assert math.isclose(mups_lim[2], 0.27 * 1050.0 / ms)  # its throughput the bottom
+        ms_span, mups_span = ms - 3.0, 0.27 - 0.27 * 1050.0 / ms
+        # the newest (slowest) step is the top of the chart but for the margin, not above it
+        assert math.isclose(ms_lim[3], ms + VALUE_MARGIN * ms_span)
+        assert math.isclose(mups_lim[2], 0.27 * 1050.0 / ms - VALUE_MARGIN * mups_span)  # its throughput the bottom
