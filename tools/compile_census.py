@@ -89,6 +89,9 @@ def stand_in(census: Census, workdir: Path):
             setattr(cp, name, getattr(np, name))
     cp.empty = fake_cupy._aligned(np.empty)
     cp.RawModule = census.raw_module
+    cp.__getattr__ = lambda name: getattr(np, name)  # the rest of the array API: NumPy's (PEP 562)
+    cp.cuda.runtime.memGetInfo = lambda: (2**30, 2**30)
+    cp.cuda.Device = lambda *a: types.SimpleNamespace(id=0, synchronize=lambda: None)
     cp.cuda.runtime.getDeviceCount = lambda: 1
     cp.cuda.device = types.SimpleNamespace(get_cusparse_handle=lambda: 0)
     cp.get_array_module = lambda *a: np
@@ -164,6 +167,10 @@ def main(argv=None) -> int:
 
     gtsv2.Gtsv2Device.solve = lambda self, d, x, nsys, sys_stride, elem_stride: None
     np.testing.assert_allclose = lambda *a, **k: None  # the kernels compute nothing here
+    from nagare.engine.compact import schemes
+
+    # the dense references (a 16384² matrix) are what the checks compare with: not needed for a count
+    schemes.derivative_dense = lambda f, h, boundary, delta=0.0, axis=-1: np.zeros_like(f)
     np.testing.assert_array_equal = lambda *a, **k: None
     plugin = Plugin(census)
     pargs = [args.path, "-q", "-p", "no:cacheprovider", "-p", "no:xvfb", "-o", "addopts="]
