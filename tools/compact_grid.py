@@ -3,7 +3,12 @@
 (kernel = fused) as % of the device's copy bandwidth (engine/device.copy_bandwidth: read + write), and
 each against cuSPARSE gtsv2StridedBatch (solver = gtsv2 with the stencil right-hand side: the time ratio).
 A derivative moves 2·n²·itemsize bytes (read f, write f'). Every cell: the engine's Derivative operator,
-CUDA events, the median of the timed launches after a warm-up.
+timed as the tuner and `nagare bench stencil` time kernels (engine/autotune/measure.py): batches of
+back-to-back calls between two CUDA events, a hold kernel queued in front so the batch waits in the stream
+and the events time the GPU, not Python's ~30 µs of dispatch a call (a single call between two events
+timed exactly that at 1024² and 2048²); the median per-call time of `--reps` batches. The calls rotate
+over enough (f, f') pairs that a batch's data is ≥ 4× the L2 (`--l2-mib`), so every call reads from and
+writes to DRAM, as a derivative inside a solver step does.
 
     python tools/compact_grid.py [--sizes 1024 2048 4096] [--reps 10] [--no-gtsv2]
     python tools/compact_grid.py --check     # one small case a direction (compute-sanitizer runs)
@@ -15,9 +20,12 @@ Targets (issue 39): median ≥ 80 % of copy over the grid, no cell below 65 %, y
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 
 import numpy as np
+from nagare.engine.autotune.measure import batch_size, host_ms_per_launch, time_batches
+from nagare.engine.autotune.timers import EventTimer
 from nagare.engine.backend import get_backend
 from nagare.engine.compact import schemes, tridiag
 from nagare.engine.compact.operator import Derivative
@@ -28,18 +36,28 @@ FUSED = ("scan", "scan-tile")
 
 
 def _timer(cp, reps: int):
-    def timeit(fn) -> float:
-        fn()
-        fn()
-        ev = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(reps)]
-        for a, b in ev:
-            a.record()
-            fn()
-            b.record()
-        ev[-1][1].synchronize()
-        return float(np.median([cp.cuda.get_elapsed_time(a, b) for a, b in ev]))
+    """Median per-call ms of ``reps`` held batches (engine/autotune/measure.py) of ``calls()``'s list of
+    launches, each batch about BATCH_MS of GPU time or one pass over the list, whichever is longer."""
+    timer = EventTimer(cp)
+
+    def timeit(calls: list) -> float:
+        for c in calls[:2]:
+            c()
+        cp.cuda.Device().synchronize()
+        host = host_ms_per_launch(calls[0], n=4)
+        ring = itertools.cycle(calls)
+        est = time_batches(lambda: next(ring)(), timer, batch=len(calls), batches=1, ref_ms=None, host_ms=host)[0]
+        batch = max(len(calls), batch_size(est))
+        return float(np.median(time_batches(lambda: next(ring)(), timer, batch=batch, batches=reps,
+                                            ref_ms=est, host_ms=host)))
 
     return timeit
+
+
+def _buffers(cp, f, l2_bytes: int) -> list:
+    """(f, f') pairs, copies of f, whose total is at least 4× the L2: a cycle of calls over them misses it."""
+    pairs = max(1, -(-4 * l2_bytes // (2 * f.nbytes)))
+    return [(f if k == 0 else f.copy(), cp.empty_like(f)) for k in range(pairs)]
 
 
 def _operator(be, n: int, axis: str, boundary: str, dtype, selection: dict):
@@ -77,7 +95,9 @@ def check() -> int:
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096])
-    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=10, help="timed batches a cell (their median)")
+    ap.add_argument("--l2-mib", type=int, default=60,
+                    help="the L2 the rotated buffers must exceed 4× (H100/H200: 50 MiB)")
     ap.add_argument("--dirs", nargs="+", default=["x", "y"], choices=["x", "y"])
     ap.add_argument("--precisions", nargs="+", default=["fp32", "fp64"], choices=["fp32", "fp64"])
     ap.add_argument("--boundaries", nargs="+", default=["periodic", "closures"], choices=["periodic", "closures"])
@@ -117,13 +137,13 @@ def main(argv: list[str]) -> int:
             for prec in args.precisions:
                 dtype = np.float32 if prec == "fp32" else np.float64
                 f = cp.asarray(np.random.default_rng(n).standard_normal((n, n)).astype(dtype))
-                out = cp.empty_like(f)
+                bufs = _buffers(cp, f, args.l2_mib << 20)
                 nbytes = 2 * f.nbytes
                 for boundary in args.boundaries:
                     ms = {}
                     for s in solvers:
                         op = _operator(be, n, axis, boundary, dtype, _selection(s))
-                        ms[s] = timeit(lambda op=op, f=f, out=out: op(f, out))
+                        ms[s] = timeit([lambda op=op, a=a, b=b: op(a, b) for a, b in bufs])
                     cells = [f"{ms[s]:.4f}" for s in solvers]
                     for s in FUSED:
                         pct[s][(axis, n, prec, boundary)] = 100 * nbytes / (ms[s] * 1e-3) / bw
