@@ -18,6 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from .sampled import MOMENTS
+
 
 class Shape(ABC):
     """How one shape stores, selects, steps and shows the state of the engine ``e`` (its context:
@@ -80,8 +82,8 @@ class Shape(ABC):
 
     # ---- outputs ----------------------------------------------------------------------------
     @abstractmethod
-    def macroscopic(self):
-        """(ρ, ux, uy, uz) on the display lattice."""
+    def macroscopic(self, names=MOMENTS):
+        """The moments ``names`` (default ρ, ux, uy, uz) on the display lattice."""
 
     @abstractmethod
     def sample_kw(self) -> dict:

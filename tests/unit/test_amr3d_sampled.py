@@ -1,0 +1,152 @@
+"""A tree's fields on its sampling lattice from the points the samples read (engine/amr3d/sampled.py):
+bit for bit what the whole state's moments (leafgrid.macroscopic) and the per-corner gather gave,
+for every moment, any subset of them and the fields built from them; on the reference's state, a
+TreeStepper's level buffers (mother leaves, several levels) and the pending state."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from nagare.engine.amr3d import leafgrid, mesh, reference, sampled
+from nagare.engine.amr3d.engine import AMR3D
+from nagare.engine.backend import get_backend
+from nagare.engine.presets import load_preset
+
+from tests.unit.test_amr3d_engine_tree import small_tree
+from tests.unit.test_amr3d_mothers import deep_roots, mother_stepper
+from tests.unit.test_amr3d_tree_stepper import flow_state
+
+MOMENTS = ("rho", "ux", "uy", "uz")
+
+
+def whole_state_samples(xp, forest, leaves, budget: int, dtype) -> dict:
+    """What the tree's fields were sampled with before the plan: every point's moments, then for
+    each sample w₀·a[id₀] + w₁·a[id₁] + … in corner order."""
+    smp = mesh.sampling(forest, budget)
+    ids, w = xp.asarray(smp.ids), xp.asarray(smp.weights, dtype=dtype)
+    out = {}
+    for name, a in zip(MOMENTS, leafgrid.macroscopic(xp, leaves)):
+        flat = a.reshape(-1)
+        v = w[0] * flat[ids[0]]
+        for c in range(1, 8):
+            v = v + w[c] * flat[ids[c]]
+        out[name] = v.reshape(smp.shape)
+    return out
+
+
+def assert_same_bits(got, want, name="") -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, name
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan, err_msg=name)
+    # the bit patterns elsewhere: a −0 for a +0 would pass an equality of values
+    np.testing.assert_array_equal(got[~nan].view(np.uint8), want[~nan].view(np.uint8), err_msg=name)
+
+
+def _developed(e: AMR3D, steps: int = 3) -> AMR3D:
+    e.random_state(np.random.default_rng(7))
+    e.step(steps)
+    return e
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+def test_the_plan_samples_bit_for_bit_what_the_whole_state_did(dtype):
+    e = _developed(AMR3D(small_tree(physics={"tau": 0.6, "precision": dtype}), get_backend("numpy")))
+    want = whole_state_samples(np, e.forest, e.shape.leaves(), 1 << 18, e.dtype)
+    got = e.shape.macroscopic()
+    for name, g in zip(MOMENTS, got):
+        assert_same_bits(g, want[name], name)
+    for names in (("rho",), ("uy",), ("ux", "uy", "uz"), ("uz", "rho")):
+        for name, g in zip(names, e.shape.macroscopic(names)):
+            assert_same_bits(g, want[name], f"{names}: {name}")
+    speed = np.sqrt(want["ux"] * want["ux"] + want["uy"] * want["uy"] + want["uz"] * want["uz"])
+    assert_same_bits(e.field("speed").data, speed, "speed")
+    for name in MOMENTS:
+        assert_same_bits(e.field(name).data, want[name], f"field {name}")
+
+
+def test_the_plan_reads_each_point_once_and_only_the_points_the_samples_need():
+    e = AMR3D(small_tree(), get_backend("numpy"))
+    p = e.shape.sampling_lattice()
+    smp = mesh.sampling(e.forest, 1 << 18)
+    np.testing.assert_array_equal(p.points, np.unique(smp.ids))
+    np.testing.assert_array_equal(p.points[p.local], smp.ids)
+    assert p.local.dtype == np.int32
+    assert p.shape == smp.shape and p.unit == smp.unit and p.level == smp.level
+    assert len(p.points) < e.forest.n_leaves * e.m**3  # fewer than every point of the tree
+
+
+def test_the_sphere_with_its_links_and_walls_samples_as_before():
+    """The NumPy sphere (inlet, outlet, a body at level 2, tracers): the reference's state."""
+    p = load_preset("amr3d-sphere-re100", backend="numpy")
+    e = AMR3D(p, get_backend("numpy"))
+    e.step(2)
+    want = whole_state_samples(np, e.forest, e.shape.leaves(), 1 << 18, e.dtype)
+    for name, g in zip(MOMENTS, e.shape.macroscopic()):
+        assert_same_bits(g, want[name], name)
+
+
+def test_the_pending_state_before_a_stepper_samples_as_before():
+    e = _developed(AMR3D(small_tree(), get_backend("numpy")))
+    shape = e.shape
+    shape.pending, shape.stepper = np.array(shape.leaves()), None  # as the state waits before a selection
+    want = whole_state_samples(np, e.forest, shape.leaves(), 1 << 18, e.dtype)
+    for name, g in zip(MOMENTS, shape.macroscopic()):
+        assert_same_bits(g, want[name], name)
+
+
+def test_a_tree_steppers_populations_at_the_plans_points_are_its_states():
+    """The ladder's storage (NumpyKernels): three levels on mother leaves with provisional points;
+    the plan gathers through TreeStepper.gather_plan / gathered, which must be state() at those
+    points, as populations is."""
+    forest = deep_roots()
+    phys = reference.Physics(0.57, (1e-5, 0.0, 0.0))
+    st, _ = mother_stepper(forest, phys, "quadratic", ())
+    st.set_state(flow_state(forest, phys), synchronised=False)
+    st.advance(2)
+    p = sampled.plan(np, mesh.sampling(forest, 1 << 18), forest.n_leaves * forest.m**3, np.float64)
+    want_f = st.state().reshape(27, -1)[:, p.points]
+    assert_same_bits(st.populations(p.points), want_f, "populations")
+    plan = st.gather_plan(p.host_points)
+    assert len(plan) == 3 and sum(len(i) for i in plan) == len(p.points)
+    assert_same_bits(st.gathered(plan), want_f, "gathered")
+    st.advance(1)  # the other buffer of each pair: the plan holds indices, not buffers
+    assert_same_bits(st.gathered(plan), st.state().reshape(27, -1)[:, p.points], "gathered after a step")
+    at = sampled.moments(np, st.gathered(plan))
+    want = whole_state_samples(np, forest, st.state(), 1 << 18, np.float64)
+    for name in MOMENTS:
+        assert_same_bits(sampled.sample(np, p, at[name]), want[name], name)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_gpu_kernels_compute_the_array_codes_bits(emulated_cupy, dtype):
+    """shaders/cuda/amr3d/sample.cu through the g++ emulation (its exact source, no FMA contraction):
+    the two launches after the density's sum give what sampled.moments and sampled.sample give."""
+    e = AMR3D(small_tree(), get_backend("numpy"))
+    p = sampled.plan(np, mesh.sampling(e.forest, 1 << 18), e.forest.n_leaves * e.m**3, dtype)
+    rng = np.random.default_rng(5)
+    f = (rng.uniform(0.01, 0.1, (27, len(p.points))) * (1 + rng.uniform(-0.3, 0.3, (27, 1)))).astype(dtype)
+    f[:, :7] = 0.0  # a point at rest, of zero mass: 0/0 and signed zeros take the same path too
+    f[:, 7:9] = np.nan
+    with np.errstate(invalid="ignore", divide="ignore"):
+        at = sampled.moments(np, f)
+    assert sampled.gpu_supports(p)
+    for names in (MOMENTS, ("ux", "uy", "uz"), ("rho",), ("uz", "ux")):
+        got = sampled.gpu_samples(emulated_cupy, p, f, names)
+        for name, g in zip(names, got):
+            assert_same_bits(g, sampled.sample(np, p, at[name]), f"{names}: {name}")
+
+
+@pytest.mark.gpu
+def test_the_plan_samples_bit_for_bit_on_the_gpu():
+    """The CUDA ladder (naive-fused, the sphere preset's rung) and CuPy's reductions: the plan's
+    samples equal the whole state's moments and gather, bit for bit."""
+    cp = pytest.importorskip("cupy")
+    p = load_preset("amr3d-sphere-re100", ["variants.kernels=naive-fused"], backend="cupy")
+    e = AMR3D(p, get_backend("cupy"))
+    e.step(8)
+    want = whole_state_samples(cp, e.forest, e.shape.leaves(), 1 << 21, e.dtype)
+    for name, g in zip(MOMENTS, e.shape.macroscopic()):
+        assert_same_bits(cp.asnumpy(g), cp.asnumpy(want[name]), name)
