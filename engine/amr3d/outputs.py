@@ -39,8 +39,7 @@ def field(e, name: str):
     if name not in ("speed", "rho", "ux", "uy", "uz"):
         raise KeyError(name)
     if name == "speed":  # the velocity only: a tree then neither samples nor keeps the density
-        ux, uy, uz = e.shape.macroscopic(("ux", "uy", "uz"))
-        data = e.xp.sqrt(ux * ux + uy * uy + uz * uz)
+        data = e.shape.speed()
     else:
         (data,) = e.shape.macroscopic((name,))
     return Grid3D(data, label=FIELD_LABELS[name], units="lattice", symmetric=name in ("ux", "uy", "uz"),

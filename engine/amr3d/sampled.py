@@ -114,22 +114,28 @@ def gpu_supports(p: SamplePlan) -> bool:
         and np.dtype(p.local.dtype) == np.dtype(np.int32)
 
 
-def gpu_samples(xp, p: SamplePlan, f, names=MOMENTS) -> tuple:
+def gpu_samples(xp, p: SamplePlan, f, names=MOMENTS, speed: bool = False) -> tuple:
     """:func:`moments` then :func:`sample` of each name, bit for bit, as the density's sum and two
-    kernel launches: (nz, ny, nx) arrays in the order of ``names`` (views of one (k, P) result)."""
+    kernel launches: (nz, ny, nx) arrays in the order of ``names`` (views of one (k, P) result).
+    With ``speed`` (names: the three velocities) one array, sqrt(ux·ux + uy·uy + uz·uz) of the
+    samples in that order (the speed field, without three more arrays and six launches)."""
     dtype = np.dtype(p.weights.dtype)
     f = xp.ascontiguousarray(f, dtype=dtype)
     n = f.shape[1]
     rho = f.sum(axis=0)
     mask = sum(1 << MOMENTS.index(name) for name in set(names))
     order = [name for name in MOMENTS if name in names]  # the kernel's rows
+    if speed and order != ["ux", "uy", "uz"]:
+        raise ValueError("the speed takes the three velocities")
     at = xp.empty((len(order), n), dtype)
     spec = kernel_spec(dtype)
     spec.function(template(MOMENTS_KERNEL, dtype))(
         (max(1, -(-n // BLOCK)),), (BLOCK,), (f, rho, np.int64(n), np.int32(mask), at))
     samples = p.local.shape[1]
-    out = xp.empty((len(order), samples), dtype)
+    out = xp.empty((1 if speed else len(order), samples), dtype)
     spec.function(template(CORNERS_KERNEL, dtype))(
         (max(1, -(-samples // BLOCK)),), (BLOCK,),
-        (at, np.int64(n), np.int32(len(order)), p.local, p.weights, np.int64(samples), out))
+        (at, np.int64(n), np.int32(len(order)), p.local, p.weights, np.int64(samples), np.int32(speed), out))
+    if speed:
+        return (out[0].reshape(p.shape),)
     return tuple(out[order.index(name)].reshape(p.shape) for name in names)

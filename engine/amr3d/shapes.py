@@ -85,6 +85,11 @@ class Shape(ABC):
     def macroscopic(self, names=MOMENTS):
         """The moments ``names`` (default ρ, ux, uy, uz) on the display lattice."""
 
+    def speed(self):
+        """|u| on the display lattice (the speed field), as sqrt(ux·ux + uy·uy + uz·uz)."""
+        ux, uy, uz = self.macroscopic(("ux", "uy", "uz"))
+        return self.xp.sqrt(ux * ux + uy * uy + uz * uz)
+
     @abstractmethod
     def sample_kw(self) -> dict:
         """The Grid3D keywords of the display lattice: its spacing (level-0 units) and placement."""

@@ -260,6 +260,14 @@ class Tree(Regridding, Shape):
         at = sampled.moments(self.xp, f, names)
         return tuple(sampled.sample(self.xp, p, at[n]) for n in names)
 
+    def speed(self):
+        """|u| on the sampling lattice: on the GPU from the same launches as the velocities (sampled.py),
+        otherwise Shape.speed's array code (the same bits)."""
+        p = self.sampling_lattice()
+        if self.e.backend.is_gpu and sampled.gpu_supports(p):
+            return sampled.gpu_samples(self.xp, p, self._sampled_populations(p), ("ux", "uy", "uz"), speed=True)[0]
+        return super().speed()
+
     def _sampled_populations(self, p: sampled.SamplePlan):
         """f[27, U] at the plan's points, gathered from the stepper's storage (the state is not
         assembled); a ladder's gather indices per level are kept while the stepper and plan are."""

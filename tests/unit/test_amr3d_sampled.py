@@ -123,7 +123,8 @@ def test_a_tree_steppers_populations_at_the_plans_points_are_its_states():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_gpu_kernels_compute_the_array_codes_bits(emulated_cupy, dtype):
     """shaders/cuda/amr3d/sample.cu through the g++ emulation (its exact source, no FMA contraction):
-    the two launches after the density's sum give what sampled.moments and sampled.sample give."""
+    the two launches after the density's sum give what sampled.moments and sampled.sample give, and
+    the speed what Shape.speed's array code gives."""
     e = AMR3D(small_tree(), get_backend("numpy"))
     p = sampled.plan(np, mesh.sampling(e.forest, 1 << 18), e.forest.n_leaves * e.m**3, dtype)
     rng = np.random.default_rng(5)
@@ -137,6 +138,9 @@ def test_the_gpu_kernels_compute_the_array_codes_bits(emulated_cupy, dtype):
         got = sampled.gpu_samples(emulated_cupy, p, f, names)
         for name, g in zip(names, got):
             assert_same_bits(g, sampled.sample(np, p, at[name]), f"{names}: {name}")
+    ux, uy, uz = (sampled.sample(np, p, at[name]) for name in ("ux", "uy", "uz"))
+    (speed,) = sampled.gpu_samples(emulated_cupy, p, f, ("ux", "uy", "uz"), speed=True)
+    assert_same_bits(speed, np.sqrt(ux * ux + uy * uy + uz * uz), "speed")
 
 
 @pytest.mark.gpu
@@ -150,3 +154,5 @@ def test_the_plan_samples_bit_for_bit_on_the_gpu():
     want = whole_state_samples(cp, e.forest, e.shape.leaves(), 1 << 21, e.dtype)
     for name, g in zip(MOMENTS, e.shape.macroscopic()):
         assert_same_bits(cp.asnumpy(g), cp.asnumpy(want[name]), name)
+    speed = cp.sqrt(want["ux"] * want["ux"] + want["uy"] * want["uy"] + want["uz"] * want["uz"])
+    assert_same_bits(cp.asnumpy(e.field("speed").data), cp.asnumpy(speed), "speed")

@@ -5,7 +5,9 @@
 //                            ux, uy, uz) into out (rows, n): the density copied, u_a = (0 + c f_q0 +
 //                            c f_q1 + ...) / rho over the directions with c_a != 0 in q order, as
 //                            leafgrid.macroscopic's generator sum takes them
-//   amr3d_sample_corners<T>  per sample and row: w0 a[l0] + w1 a[l1] + ... in corner order
+//   amr3d_sample_corners<T>  per sample and row: w0 a[l0] + w1 a[l1] + ... in corner order; with
+//                            `speed` (rows ux, uy, uz) the one row sqrt(ux ux + uy uy + uz uz) in
+//                            the array code's order instead (the speed field)
 //
 // T: float / double. The array code rounds every product and sum on its own, so the module is
 // compiled with --fmad=false (no product contracted into an FMA): the same bits as the ~100 CuPy
@@ -49,10 +51,11 @@ __global__ void amr3d_sample_moments(const T* __restrict__ f, const T* __restric
 template <typename T>
 __global__ void amr3d_sample_corners(const T* __restrict__ values, long long n, int rows,
                                      const int* __restrict__ local, const T* __restrict__ w, long long samples,
-                                     T* __restrict__ out)
+                                     int speed, T* __restrict__ out)
 {
     long long s = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= samples) return;
+    T sq = T(0);
     for (int r = 0; r < rows; ++r) {
         const T* a = values + (long long)r * n;
         T v = w[s] * a[local[s]];
@@ -60,6 +63,10 @@ __global__ void amr3d_sample_corners(const T* __restrict__ values, long long n, 
             long long k = (long long)c * samples + s;
             v = v + w[k] * a[local[k]];
         }
-        out[(long long)r * samples + s] = v;
+        if (!speed)
+            out[(long long)r * samples + s] = v;
+        else
+            sq = r == 0 ? v * v : sq + v * v;
     }
+    if (speed) out[s] = sqrt(sq);
 }
