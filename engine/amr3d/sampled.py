@@ -54,7 +54,7 @@ class SamplePlan:
 
 def plan(xp, smp, n_points: int, dtype) -> SamplePlan:
     """The plan of a mesh.Sampling on a tree of ``n_points`` canonical points (host work once per
-    tree: a mark and a prefix over the points, no sort)."""
+    tree: a mark over the points and an index of the marked ones, no sort)."""
     ids = np.asarray(smp.ids)
     read = np.zeros(n_points, bool)
     read[ids.reshape(-1)] = True
