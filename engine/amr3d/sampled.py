@@ -69,6 +69,9 @@ def plan(xp, smp, n_points: int, dtype) -> SamplePlan:
 def moments(xp, f, names=MOMENTS) -> dict:
     """The moments ``names`` (of rho, ux, uy, uz) of populations f[27, U]: leafgrid.macroscopic's
     arithmetic, bit for bit (the velocity needs the density, which is always computed)."""
+    # C order, as the whole state is: NumPy sums the rows of that one after another, while a
+    # gather's result (F order) would be summed pairwise down each column (other bits)
+    f = xp.ascontiguousarray(f)
     rho = f.sum(axis=0)
     out = {"rho": rho} if "rho" in names else {}
     for a, name in enumerate(("ux", "uy", "uz")):
@@ -120,7 +123,7 @@ def gpu_samples(xp, p: SamplePlan, f, names=MOMENTS, speed: bool = False) -> tup
     With ``speed`` (names: the three velocities) one array, sqrt(ux·ux + uy·uy + uz·uz) of the
     samples in that order (the speed field, without three more arrays and six launches)."""
     dtype = np.dtype(p.weights.dtype)
-    f = xp.ascontiguousarray(f, dtype=dtype)
+    f = xp.ascontiguousarray(f, dtype=dtype)  # C order: the density's sum as moments() takes it
     n = f.shape[1]
     rho = f.sum(axis=0)
     mask = sum(1 << MOMENTS.index(name) for name in set(names))

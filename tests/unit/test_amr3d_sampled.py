@@ -114,7 +114,9 @@ def test_a_tree_steppers_populations_at_the_plans_points_are_its_states():
     st.advance(1)  # the other buffer of each pair: the plan holds indices, not buffers
     assert_same_bits(st.gathered(plan), st.state().reshape(27, -1)[:, p.points], "gathered after a step")
     at = sampled.moments(np, st.gathered(plan))
-    want = whole_state_samples(np, forest, st.state(), 1 << 18, np.float64)
+    # the state in C order, as the engines hold it (NumPy's concatenation of the mother leaves'
+    # gathers keeps their F order, whose axis-0 sum NumPy takes pairwise: other bits)
+    want = whole_state_samples(np, forest, np.ascontiguousarray(st.state()), 1 << 18, np.float64)
     for name in MOMENTS:
         assert_same_bits(sampled.sample(np, p, at[name]), want[name], name)
 
