@@ -7,21 +7,16 @@ point ids the samples read and each sample's 8 indices into them; a frame gather
 at those points (no assembled state), takes the moments asked for, and interpolates.
 
 Bit for bit what leafgrid.macroscopic on the whole state followed by the per-corner gather gave:
-the same floating-point operations in the same order on every value (the moments are pointwise;
-the density is the same axis-0 sum of 27 rows), so the fields on screen are unchanged
-(tests/unit/test_amr3d_sampled.py). What changes is the work: moments at the points read, not at
-every point, and a few whole-array operations where there were a hundred and more (on the GPU the
-publishing worker is bound by launches, each taking the GIL the UI thread also wants):
+the same expressions on every value (the moments are pointwise; the density is the same axis-0
+sum of 27 rows in C order), so the fields on screen are unchanged (tests/unit/test_amr3d_sampled.py).
+What changes is the work: the moments at the points read, not at every point, only those the
+field needs (the speed: no density samples), and no assembled state.
 
-- the momentum of each axis from one gather of its 18 moving directions (sign × population),
-  summed row after row in the order leafgrid's generator sum takes them (``0 + first``, then one
-  row at a time);
-- each sampled quantity from one gather of its 8 corners and one product with the weights, then
-  the corners added in order.
-
-On the GPU (:func:`gpu_samples`) the same arithmetic is two launches of shaders/cuda/amr3d/sample.cu
-after the density's sum (compiled with --fmad=false: every product and sum rounded on its own, as
-the array code's), so a published frame of a tree costs the populations' gather and four launches.
+On the GPU (:func:`gpu_samples`) the moments and the corners are two launches of
+shaders/cuda/amr3d/sample.cu after the density's sum (compiled with --fmad=false: every product and
+sum rounded on its own, as the array code's), where the array code issued ~200 launches a frame;
+the app's publishing worker is bound by issuing launches, each needing the GIL that the UI thread
+holds while it draws.
 """
 from __future__ import annotations
 
@@ -35,63 +30,60 @@ from . import d3q27
 
 MOMENTS = ("rho", "ux", "uy", "uz")
 
-# per axis, the directions with a non-zero velocity component (in q order, as leafgrid.macroscopic
-# visits them) and that component's sign
-_MOVING = [np.flatnonzero(d3q27.C[:, a]) for a in range(3)]
-_SIGNS = [d3q27.C[q, a].astype(np.float64) for a, q in enumerate(_MOVING)]
-
-
 @dataclass
 class SamplePlan:
     level: int  # the sampling lattice's level
     shape: tuple[int, int, int]  # (nz, ny, nx)
     unit: int  # finest-lattice units per sample spacing
-    points: object  # (U,) int64 sorted distinct canonical point ids the samples read (xp)
-    local: object  # (8, P) each sample's corners as indices into ``points`` (xp, int32 where it fits)
     weights: object  # (8, P) trilinear weights in the engine's dtype (xp)
-    host_points: np.ndarray  # ``points`` on the host (a ladder's per-level gather indices are built from them)
+    ids: object = None  # array code: (8, P) canonical point ids of each sample's corners (xp, int64)
+    points: object = None  # kernels: (U,) sorted distinct canonical point ids the samples read (xp, int64)
+    local: object = None  # kernels: (8, P) the corners as indices into ``points`` (xp, int32 where it fits)
+    host_points: np.ndarray | None = None  # ``points`` on the host (a ladder's per-level gather indices)
 
 
-def plan(xp, smp, n_points: int, dtype) -> SamplePlan:
-    """The plan of a mesh.Sampling on a tree of ``n_points`` canonical points (host work once per
-    tree: a mark over the points and an index of the marked ones, no sort)."""
+def plan(xp, smp, n_points: int, dtype, by_points: bool) -> SamplePlan:
+    """The plan of a mesh.Sampling on a tree of ``n_points`` canonical points: for the array code the
+    corners' point ids; ``by_points`` (the kernels) the distinct points read and each corner's index
+    among them (host work once per tree: a mark over the points and an index of the marked ones)."""
     ids = np.asarray(smp.ids)
+    out = SamplePlan(smp.level, smp.shape, smp.unit, xp.asarray(smp.weights, dtype=dtype))
+    if not by_points:
+        out.ids = xp.asarray(ids)
+        return out
     read = np.zeros(n_points, bool)
     read[ids.reshape(-1)] = True
     points = np.flatnonzero(read)
     index_type = np.int32 if len(points) < 2**31 else np.int64
     index = np.zeros(n_points, index_type)
     index[points] = np.arange(len(points), dtype=index_type)
-    return SamplePlan(smp.level, smp.shape, smp.unit, xp.asarray(points), xp.asarray(index[ids]),
-                      xp.asarray(smp.weights, dtype=dtype), points)
-
-
-def moments(xp, f, names=MOMENTS) -> dict:
-    """The moments ``names`` (of rho, ux, uy, uz) of populations f[27, U]: leafgrid.macroscopic's
-    arithmetic, bit for bit (the velocity needs the density, which is always computed)."""
-    # C order, as the whole state is: NumPy sums the rows of that one after another, while a
-    # gather's result (F order) would be summed pairwise down each column (other bits)
-    f = xp.ascontiguousarray(f)
-    rho = f.sum(axis=0)
-    out = {"rho": rho} if "rho" in names else {}
-    for a, name in enumerate(("ux", "uy", "uz")):
-        if name not in names:
-            continue
-        moving = xp.asarray(_SIGNS[a], dtype=f.dtype)[:, None] * f[xp.asarray(_MOVING[a])]  # (18, U)
-        acc = 0 + moving[0]  # the generator sum's start, as leafgrid takes it
-        for k in range(1, moving.shape[0]):
-            acc = acc + moving[k]
-        out[name] = acc / rho
+    out.points, out.local, out.host_points = xp.asarray(points), xp.asarray(index[ids]), points
     return out
 
 
-def sample(xp, p: SamplePlan, values):
-    """(nz, ny, nx) samples of a quantity given at the plan's points (U,): the 8 corners weighted
-    and added in corner order (mesh.sampling's)."""
-    corners = p.weights * values[p.local]
-    v = corners[0]
-    for c in range(1, corners.shape[0]):
-        v = v + corners[c]
+def moments(xp, f, names=MOMENTS) -> dict:
+    """The moments ``names`` (of rho, ux, uy, uz) of populations f[27, ...]: leafgrid.macroscopic's
+    expressions, bit for bit (the velocity needs the density, which is always computed)."""
+    # C order, as the whole state is: NumPy sums the rows of that one after another, while a
+    # gather's result (F order) would be summed pairwise down each column (other bits)
+    f = xp.ascontiguousarray(f)
+    c = d3q27.C
+    rho = f.sum(axis=0)
+    out = {"rho": rho} if "rho" in names else {}
+    for a, name in enumerate(("ux", "uy", "uz")):
+        if name in names:
+            out[name] = sum(int(c[q, a]) * f[q] for q in range(d3q27.Q) if c[q, a]) / rho
+    return out
+
+
+def sample(xp, p: SamplePlan, values, corners=None):
+    """(nz, ny, nx) samples of a quantity: the 8 corners weighted and added in corner order
+    (mesh.sampling's). ``values`` at every point of the tree, read through ``p.ids``, or at the
+    points of ``corners`` (e.g. ``p.local`` for values at ``p.points``)."""
+    w, index, flat = p.weights, p.ids if corners is None else corners, values.reshape(-1)
+    v = w[0] * flat[index[0]]
+    for k in range(1, 8):
+        v = v + w[k] * flat[index[k]]
     return v.reshape(p.shape)
 
 
@@ -113,8 +105,8 @@ def kernel_spec(dtype) -> KernelSpec:
 
 
 def gpu_supports(p: SamplePlan) -> bool:
-    return np.dtype(p.weights.dtype) in (np.dtype(np.float32), np.dtype(np.float64)) \
-        and np.dtype(p.local.dtype) == np.dtype(np.int32)
+    return p.local is not None and np.dtype(p.local.dtype) == np.dtype(np.int32) \
+        and np.dtype(p.weights.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def gpu_samples(xp, p: SamplePlan, f, names=MOMENTS, speed: bool = False) -> tuple:

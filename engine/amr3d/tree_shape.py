@@ -251,20 +251,23 @@ class Tree(Regridding, Shape):
     # ---- outputs ----------------------------------------------------------------------------
     def macroscopic(self, names=sampled.MOMENTS):
         """The moments ``names`` (default ρ, ux, uy, uz) on the sampling lattice (mesh.py: each
-        sample from the finest leaf that holds it), computed at the points the samples read only
-        (sampled.py: the whole state's moments and their gather, bit for bit)."""
+        sample from the finest leaf that holds it). On the GPU from the points the samples read
+        (sampled.py: three launches after their gather, not ~200), otherwise the array code on the
+        whole state; the same bits either way."""
         p = self.sampling_lattice()
-        f = self._sampled_populations(p)
-        if self.e.backend.is_gpu and sampled.gpu_supports(p):  # three launches after the gather, not ~200
-            return sampled.gpu_samples(self.xp, p, f, names)
-        at = sampled.moments(self.xp, f, names)
+        if sampled.gpu_supports(p):
+            return sampled.gpu_samples(self.xp, p, self._sampled_populations(p), names)
+        if p.ids is None:  # a points plan the kernels do not take (int64 indices): the array code on them
+            at = sampled.moments(self.xp, self._sampled_populations(p), names)
+            return tuple(sampled.sample(self.xp, p, at[n], p.local) for n in names)
+        at = sampled.moments(self.xp, self.leaves(), names)
         return tuple(sampled.sample(self.xp, p, at[n]) for n in names)
 
     def speed(self):
         """|u| on the sampling lattice: on the GPU from the same launches as the velocities (sampled.py),
         otherwise Shape.speed's array code (the same bits)."""
         p = self.sampling_lattice()
-        if self.e.backend.is_gpu and sampled.gpu_supports(p):
+        if sampled.gpu_supports(p):
             return sampled.gpu_samples(self.xp, p, self._sampled_populations(p), ("ux", "uy", "uz"), speed=True)[0]
         return super().speed()
 
@@ -286,8 +289,10 @@ class Tree(Regridding, Shape):
         if self.sampling is None:
             budget = 1 << 21 if self.e.backend.is_gpu else 1 << 18
             forest = self.e.forest
+            # the kernels read the points the samples need; the array code (NumPy) the whole state,
+            # which it holds already (a gather of those points cost more than it saved there)
             self.sampling = sampled.plan(self.xp, mesh.sampling(forest, budget), forest.n_leaves * self.m**3,
-                                         self.dtype)
+                                         self.dtype, by_points=self.e.backend.is_gpu)
         return self.sampling
 
     def sample_kw(self) -> dict:

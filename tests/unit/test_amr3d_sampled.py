@@ -66,15 +66,30 @@ def test_the_plan_samples_bit_for_bit_what_the_whole_state_did(dtype):
         assert_same_bits(e.field(name).data, want[name], f"field {name}")
 
 
-def test_the_plan_reads_each_point_once_and_only_the_points_the_samples_need():
+def test_a_points_plan_reads_each_point_once_and_only_the_points_the_samples_need():
     e = AMR3D(small_tree(), get_backend("numpy"))
-    p = e.shape.sampling_lattice()
     smp = mesh.sampling(e.forest, 1 << 18)
+    p = sampled.plan(np, smp, e.forest.n_leaves * e.m**3, np.float32, by_points=True)
     np.testing.assert_array_equal(p.points, np.unique(smp.ids))
     np.testing.assert_array_equal(p.points[p.local], smp.ids)
-    assert p.local.dtype == np.int32
+    assert p.local.dtype == np.int32 and p.ids is None and sampled.gpu_supports(p)
     assert p.shape == smp.shape and p.unit == smp.unit and p.level == smp.level
     assert len(p.points) < e.forest.n_leaves * e.m**3  # fewer than every point of the tree
+    assert e.shape.sampling_lattice().points is None  # NumPy: the array code on the whole state
+
+
+def test_the_array_code_on_a_points_plan_samples_as_before():
+    """A points plan the kernels do not take (int64 indices): the moments at its points, the same bits."""
+    e = _developed(AMR3D(small_tree(), get_backend("numpy")))
+    want = whole_state_samples(np, e.forest, e.shape.leaves(), 1 << 18, e.dtype)
+    p = sampled.plan(np, mesh.sampling(e.forest, 1 << 18), e.forest.n_leaves * e.m**3, e.dtype, by_points=True)
+    p.local = p.local.astype(np.int64)
+    e.shape.sampling = p
+    assert not sampled.gpu_supports(p)
+    for name, g in zip(MOMENTS, e.shape.macroscopic()):
+        assert_same_bits(g, want[name], name)
+    speed = np.sqrt(want["ux"] * want["ux"] + want["uy"] * want["uy"] + want["uz"] * want["uz"])
+    assert_same_bits(e.field("speed").data, speed, "speed")
 
 
 def test_the_sphere_with_its_links_and_walls_samples_as_before():
@@ -105,7 +120,7 @@ def test_a_tree_steppers_populations_at_the_plans_points_are_its_states():
     st, _ = mother_stepper(forest, phys, "quadratic", ())
     st.set_state(flow_state(forest, phys), synchronised=False)
     st.advance(2)
-    p = sampled.plan(np, mesh.sampling(forest, 1 << 18), forest.n_leaves * forest.m**3, np.float64)
+    p = sampled.plan(np, mesh.sampling(forest, 1 << 18), forest.n_leaves * forest.m**3, np.float64, by_points=True)
     want_f = st.state().reshape(27, -1)[:, p.points]
     assert_same_bits(st.populations(p.points), want_f, "populations")
     plan = st.gather_plan(p.host_points)
@@ -118,7 +133,7 @@ def test_a_tree_steppers_populations_at_the_plans_points_are_its_states():
     # gathers keeps their F order, whose axis-0 sum NumPy takes pairwise: other bits)
     want = whole_state_samples(np, forest, np.ascontiguousarray(st.state()), 1 << 18, np.float64)
     for name in MOMENTS:
-        assert_same_bits(sampled.sample(np, p, at[name]), want[name], name)
+        assert_same_bits(sampled.sample(np, p, at[name], p.local), want[name], name)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
@@ -128,7 +143,7 @@ def test_the_gpu_kernels_compute_the_array_codes_bits(emulated_cupy, dtype):
     the two launches after the density's sum give what sampled.moments and sampled.sample give, and
     the speed what Shape.speed's array code gives."""
     e = AMR3D(small_tree(), get_backend("numpy"))
-    p = sampled.plan(np, mesh.sampling(e.forest, 1 << 18), e.forest.n_leaves * e.m**3, dtype)
+    p = sampled.plan(np, mesh.sampling(e.forest, 1 << 18), e.forest.n_leaves * e.m**3, dtype, by_points=True)
     rng = np.random.default_rng(5)
     f = (rng.uniform(0.01, 0.1, (27, len(p.points))) * (1 + rng.uniform(-0.3, 0.3, (27, 1)))).astype(dtype)
     f[:, :7] = 0.0  # a point at rest, of zero mass: 0/0 and signed zeros take the same path too
@@ -139,8 +154,8 @@ def test_the_gpu_kernels_compute_the_array_codes_bits(emulated_cupy, dtype):
     for names in (MOMENTS, ("ux", "uy", "uz"), ("rho",), ("uz", "ux")):
         got = sampled.gpu_samples(emulated_cupy, p, f, names)
         for name, g in zip(names, got):
-            assert_same_bits(g, sampled.sample(np, p, at[name]), f"{names}: {name}")
-    ux, uy, uz = (sampled.sample(np, p, at[name]) for name in ("ux", "uy", "uz"))
+            assert_same_bits(g, sampled.sample(np, p, at[name], p.local), f"{names}: {name}")
+    ux, uy, uz = (sampled.sample(np, p, at[name], p.local) for name in ("ux", "uy", "uz"))
     (speed,) = sampled.gpu_samples(emulated_cupy, p, f, ("ux", "uy", "uz"), speed=True)
     assert_same_bits(speed, np.sqrt(ux * ux + uy * uy + uz * uz), "speed")
 
