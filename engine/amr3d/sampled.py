@@ -1,22 +1,19 @@
-"""A tree's moments on its sampling lattice (mesh.sampling), computed where the samples read them.
+"""A tree's moments on its sampling lattice (mesh.sampling), only those the shown field needs.
 
 Every published frame of a tree shows a field on the sampling lattice: each sample is the
-trilinear interpolant of 8 points of the finest leaf that holds it. The moments are needed at
-those points only, so a plan (built once per tree, with the sampling) keeps the sorted distinct
-point ids the samples read and each sample's 8 indices into them; a frame gathers the populations
-at those points (no assembled state), takes the moments asked for, and interpolates.
+trilinear interpolant of 8 points of the finest leaf that holds it. The array code (NumPy, whose
+reference rung holds the whole state) takes the moments asked for on every point and gathers the
+corners by point id. The GPU reads only the points the samples read: a plan (built once per tree,
+with the sampling) keeps them, sorted, and each sample's 8 indices into them; a frame gathers the
+populations there (no assembled state) and runs shaders/cuda/amr3d/sample.cu — the moments, then
+the corners (and the speed) — two launches after the density's axis-0 sum, where the array code
+issued ~200; the app's publishing worker is bound by issuing launches, each needing the GIL that
+the UI thread holds while it draws.
 
 Bit for bit what leafgrid.macroscopic on the whole state followed by the per-corner gather gave:
-the same expressions on every value (the moments are pointwise; the density is the same axis-0
-sum of 27 rows in C order), so the fields on screen are unchanged (tests/unit/test_amr3d_sampled.py).
-What changes is the work: the moments at the points read, not at every point, only those the
-field needs (the speed: no density samples), and no assembled state.
-
-On the GPU (:func:`gpu_samples`) the moments and the corners are two launches of
-shaders/cuda/amr3d/sample.cu after the density's sum (compiled with --fmad=false: every product and
-sum rounded on its own, as the array code's), where the array code issued ~200 launches a frame;
-the app's publishing worker is bound by issuing launches, each needing the GIL that the UI thread
-holds while it draws.
+the same expressions (the kernels compiled with --fmad=false, every product and sum rounded on
+its own) on every value, the density the same axis-0 sum of 27 rows in C order, so the fields on
+screen are unchanged (tests/unit/test_amr3d_sampled.py).
 """
 from __future__ import annotations
 
