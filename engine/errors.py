@@ -19,7 +19,9 @@ class PresetError(NagareError):
         self.source, self.key, self.given, self.allowed = source, key, given, allowed
         where = f"{source}: {key}" if key else source
         given_txt = "" if given is _NOTHING else f": got {given!r}"
-        super().__init__(f"{where}{given_txt}; {allowed}")
+        # "file.toml: is not valid TOML (…)": with neither key nor value, what follows is said of the source
+        sep = "; " if key or given is not _NOTHING else ": "
+        super().__init__(f"{where}{given_txt}{sep}{allowed}")
 
 
 _NOTHING = object()

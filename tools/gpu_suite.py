@@ -18,12 +18,16 @@ Three uses (tools/gpu-suite wraps them; docs/gpu-runbook.md has the procedure):
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import multiprocessing
 import os
 import sys
 import tarfile
+import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
@@ -305,6 +309,67 @@ def measured_weights(results: dict[str, dict], planned: set[str], old: dict[str,
     return dict(sorted(new.items()))
 
 
+# --- modules compiled before the tests ---------------------------------------------------------------
+# tools/compile_census.py --manifest writes, on any machine, the NVRTC modules a test file compiles (the
+# exact source text, options and name expressions of the current tree) as JSON lines. A part compiles
+# the modules of its files once each, in parallel, before pytest starts: under xdist every worker that
+# needs a module not yet in CuPy's disk cache compiles it itself, and workers that start on neighbouring
+# tests need the same modules at the same moment.
+
+def read_manifests(paths, files: set[str] | None = None) -> list[dict]:
+    """The distinct modules of the manifests (first seen first), only those some test file in
+    ``files`` needs when given."""
+    seen: set = set()
+    out = []
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            if files is not None and not files & set(m.get("files", ())):
+                continue
+            key = (m["code"], tuple(m["options"]), tuple(m["name_expressions"]))
+            if key not in seen:
+                seen.add(key)
+                out.append(m)
+    return out
+
+
+def compile_module(m: dict) -> tuple[float, str | None]:
+    """One manifest entry through CuPy's RawModule, as the engines compile it (its binary lands in
+    CuPy's disk cache); (seconds, the error in one line or None)."""
+    import cupy  # the GPU machine only
+
+    t0 = time.perf_counter()
+    try:
+        cupy.RawModule(code=m["code"], options=tuple(m["options"]),
+                       name_expressions=list(m["name_expressions"]) or None).compile()
+    except Exception as exc:  # the test that needs it compiles it again and reports the error
+        said = str(exc).strip().splitlines()
+        return time.perf_counter() - t0, f"{type(exc).__name__}: {said[0][:200] if said else ''}"
+    return time.perf_counter() - t0, None
+
+
+def precompile(modules: list[dict], jobs: int) -> list[tuple[float, str | None]]:
+    """Every module compiled once, the largest sources first, in ``jobs`` spawned processes (CUDA
+    contexts do not survive fork), or here one after the other when ``jobs`` <= 1."""
+    order = sorted(range(len(modules)), key=lambda i: -len(modules[i]["code"]))
+    if jobs <= 1:
+        done = {i: compile_module(modules[i]) for i in order}
+    else:
+        done = {}
+        try:
+            with concurrent.futures.ProcessPoolExecutor(min(jobs, len(modules)),
+                                                        mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(compile_module, modules[i]): i for i in order}
+                for fut in concurrent.futures.as_completed(futures):
+                    done[futures[fut]] = fut.result()
+        except BrokenProcessPool:
+            pass  # a process died (host memory): what it left compiles in the tests that need it
+    return [done.get(i, (0.0, "not compiled: a compile process died")) for i in range(len(modules))]
+
+
 # --- command line -------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,6 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("src", type=Path)
     c.add_argument("archive", type=Path)
     c.add_argument("--cap-mib", type=float, default=15.0)
+    q = sub.add_parser("precompile", help="the manifests' modules compiled once each, in parallel")
+    q.add_argument("manifests", nargs="+", type=Path)
+    q.add_argument("--files", nargs="*", help="only the modules these test files need")
+    q.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     m = sub.add_parser("merge", help="one summary of the parts' results")
     m.add_argument("dirs", nargs="+", type=Path)
     m.add_argument("--weights-out", type=Path, help="write a weights table measured from these runs")
@@ -342,6 +411,18 @@ def main(argv: list[str] | None = None) -> int:
         size = args.archive.stat().st_size / 2**20
         print(f"kernel cache: {packed} files in {args.archive.name} ({size:.1f} MiB)"
               + (f"; {left} left out by the {args.cap_mib:g} MiB cap" if left else ""))
+        return 0
+
+    if args.cmd == "precompile":
+        modules = read_manifests([p for p in args.manifests if p.exists()],
+                                 set(args.files) if args.files is not None else None)
+        t0 = time.perf_counter()
+        done = precompile(modules, args.jobs) if modules else []
+        failed = [(m, why) for m, (_, why) in zip(modules, done, strict=True) if why]
+        print(f"precompiled {len(modules) - len(failed)} of {len(modules)} modules in {args.jobs} processes: "
+              f"{time.perf_counter() - t0:.0f} s wall, {sum(s for s, _ in done):.0f} s compiling")
+        for m, why in failed:
+            print(f"  could not compile ({m.get('label', '')}): {why}")
         return 0
 
     results: dict[str, dict] = {}

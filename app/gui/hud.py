@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .plot_limits import setup_fitted_axes
 from .text_wrap import wrap_lines
 
 log = logging.getLogger("nagare")
@@ -285,21 +286,20 @@ class Hud:
             keep = t >= -self.history_seconds
             t = t[keep]
             hist = [s for s, k in zip(history, keep) if k]
-            axis_fit = implot.AxisFlags_.auto_fit
             phases = sorted({p for s in hist for p in s.phase_ms})
             # the legend outside the lines, right of them, one row a phase: the plot grows with the
             # phases (inside, 5+ phases ran past the plot's bottom and covered the lines)
             height = max(130, 44 + 15 * len(phases))
             if implot.begin_plot(f"ms / step by phase, last {self.history_seconds:.0f} s", (320, height)):
                 implot.setup_legend(implot.Location_.north_east, implot.LegendFlags_.outside)
-                implot.setup_axes("", "", axis_fit, axis_fit)
-                for p in phases:
-                    y = np.array([s.phase_ms.get(p, np.nan) for s in hist], np.float64)
+                ys = [np.array([s.phase_ms.get(p, np.nan) for s in hist], np.float64) for p in phases]
+                setup_fitted_axes(implot, "", "", t, ys)
+                for p, y in zip(phases, ys):
                     implot.plot_line(p, t, y)
                 implot.end_plot()
             if implot.begin_plot("throughput, M updates/s", (320, 110), implot.Flags_.no_legend):
-                implot.setup_axes("", "", axis_fit, axis_fit)
                 y = np.array([s.updates_per_s / 1e6 for s in hist], np.float64)
+                setup_fitted_axes(implot, "", "", t, [y])
                 implot.plot_line("MUPS", t, y)
                 implot.end_plot()
         self._draw_quantities()

@@ -24,6 +24,7 @@ from nagare.app.packets import length_units
 from vispy import scene
 
 from .drawer import copy_stream, host
+from .plot_limits import setup_fitted_axes
 
 SAMPLES = 200
 CLICK_PX = 4  # a press and release closer than this is a click (else the camera's drag)
@@ -296,9 +297,9 @@ class Probes:
             imgui.text(f"probe {_fmt_point(shown_point(self.point, pk))}: {self.value:.5g}{units}")
         if self.profile is None:
             return
-        fit = implot.AxisFlags_.auto_fit
         if implot.begin_plot("line probe profile", (320, 150), implot.Flags_.no_legend):
-            implot.setup_axes("distance", "", fit, fit)
             ok = np.isfinite(self.profile)
-            implot.plot_line("profile", np.ascontiguousarray(self.distance[ok]), np.ascontiguousarray(self.profile[ok]))
+            distance, profile = np.ascontiguousarray(self.distance[ok]), np.ascontiguousarray(self.profile[ok])
+            setup_fitted_axes(implot, "distance", "", distance, [profile])  # the profile changes every frame
+            implot.plot_line("profile", distance, profile)
             implot.end_plot()

@@ -120,7 +120,9 @@ def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     sl = forest.level_slice(lv)
     _, same = level_neighbours(forest, lv)
     shell, cross = crossing_slots(forest.m)
-    fix = (cross[None, :, :] & ~same[:, None, :]).any(axis=2)  # (n, S)
+    # (n, S): a crossed slot without a same-level leaf; as a product of 0/1 matrices (exact small
+    # counts) instead of an (n, S, 27) temporary
+    fix = ((~same).astype(np.float32) @ cross.T.astype(np.float32)) > 0
     li, si = np.nonzero(fix)
     return li + sl.start, shell[si]
 
@@ -251,7 +253,7 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
               "link_w1": np.asarray(w1, np.float64), "link_w2": np.asarray(w2, np.float64)}
     if np.any(desc == np.iinfo(np.int64).min):
         raise AssertionError(f"level {lv}: an interface direction without a source")
-    if p_src.size and (np.any(p_src // m3 < lo) or np.any(p_src // m3 >= lo + n)):
+    if p_src.size and (np.any(p_src < lo * m3) or np.any(p_src >= (lo + n) * m3)):
         raise AssertionError(f"level {lv}: a direct source outside the level")
     fine_lo = forest.level_slice(lv + 1).start if pt.fine_pts.size else 0
     coarse_lo = forest.level_slice(lv - 1).start if pt.coarse_pts.size else 0

@@ -227,7 +227,6 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     free-slip sides (canonical, :func:`slip_sides`)."""
     m, m3, N = forest.m, forest.m ** 3, forest.n_leaves * forest.m ** 3
     h = int(forest.spacing_of(lv))
-    ext = (m - 1) * h
     dirs = np.arange(1, d3q27.Q)
     leaves = np.asarray(leaves, np.int64)
     row = np.asarray(row, np.int64)
@@ -249,6 +248,18 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     acc["ds"].append(e_src)
     # the other reads, one entry each, in (point, direction) order
     gp, gd = np.nonzero(~easy)
+    _other_reads(forest, lv, leaves, ijk, pos, pid, row, stride, gp, gd, acc, solid, slip)
+
+
+def _other_reads_per_read(forest: Forest, lv: int, leaves, ijk, pos, pid, row, stride: int, gp, gd, acc,
+                          solid=None, slip=()) -> None:
+    """The reads (point gp[k], direction dirs[gd[k]]) that leave the own leaf or that the wrap moves,
+    classified one by one (the general path; :func:`_other_reads_grouped` gives the same entries)."""
+    m, m3, N = forest.m, forest.m ** 3, forest.n_leaves * forest.m ** 3
+    h = int(forest.spacing_of(lv))
+    ext = (m - 1) * h
+    dirs = np.arange(1, d3q27.Q)
+    c = d3q27.C[dirs]
     q = dirs[gd]
     dst = q * stride + row[gp]
     own_pid = pid[gp]
@@ -256,6 +267,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     src, rq = _reflect_slip(forest, pos[gp], (pos[gp] - c[gd] * h)[:, None, :], q[:, None], slip)
     src, rq = src[:, 0], rq[:, 0]  # rq: the population read (q, or R(q) at free slip)
     sw, inside = forest.wrap_points(src)
+    cls = _position_class(m, ijk[gp] + (src - pos[gp]) // h)
     todo = np.ones(q.shape, bool)
     # 0./1. bounce-back from a body's solid node or beyond a non-periodic side
     b = ~inside
@@ -271,7 +283,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     acc["ds"].append(rq[own] * N + leaf_b[own] * m3 + local_flat(m, off[own] // h))
     todo &= ~own
     # 3. a same-level leaf having the node
-    same = _containing_where(forest, lv, sw, todo)
+    same = _containing_near(forest, lv, leaf_b, cls, sw, todo)
     s = same >= 0
     o = forest.local_offset(same[s], sw[s]) // h
     acc["dd"].append(dst[s])
@@ -279,7 +291,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     todo &= ~s
     # 4. a finer leaf having the node
     if lv < forest.max_level and todo.any():
-        fine = _containing_where(forest, lv + 1, sw, todo)
+        fine = _containing_near(forest, lv + 1, leaf_b, cls, sw, todo)
         s = fine >= 0
         o = forest.local_offset(fine[s], sw[s]) // (h // 2)
         acc["fd"].append(dst[s])
@@ -290,7 +302,7 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
     if todo.any():
         if lv == 0:
             raise ValueError("level-0 point without a source: the forest does not tile the domain")
-        coarse = _containing_where(forest, lv - 1, sw, todo)
+        coarse = _containing_near(forest, lv - 1, leaf_b, cls, sw, todo)
         if np.any(todo & (coarse < 0)):
             raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
         s = todo
@@ -302,27 +314,161 @@ def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: st
         acc["ck"].append(_position_key(coarse[s] - forest.level_slice(lv - 1).start, o // h, 2 * (m - 1)))
 
 
+
+
+def _other_reads_grouped(forest: Forest, lv: int, leaves, ijk, pos, pid, row, stride: int, gp, gd, acc,
+                         solid=None, slip=()) -> None:
+    """:func:`_other_reads_per_read`'s entries, in its order, with the classification done once per
+    (reader leaf, position class) on one member: every read of a group has its source in the same
+    leaf and class (bounce-back beyond a side, own leaf, same level, finer, coarser: _position_class
+    says why), and its node there is the member's node shifted by the difference of their
+    positions — the index (local flat, or position key) is linear in the position, and the wrap
+    adds the same multiple of the domain to a whole class. Only a body's solid nodes are looked up
+    per read."""
+    m, N = forest.m, forest.n_leaves * forest.m ** 3
+    h = int(forest.spacing_of(lv))
+    dirs = np.arange(1, d3q27.Q)
+    c = d3q27.C[dirs]
+    q = dirs[gd]
+    dst = q * stride + row[gp]
+    leaf_b = leaves[gp]
+    if slip:
+        src, rq = _reflect_slip(forest, pos[gp], (pos[gp] - c[gd] * h)[:, None, :], q[:, None], slip)
+        src, rq = src[:, 0], rq[:, 0]  # rq: the population read (q, or R(q) at free slip)
+        ld = ijk[gp] + (src - pos[gp]) // h  # the source in the reader leaf's spacings
+    else:
+        src, rq, ld = None, q, ijk[gp] - c[gd]
+    groups, inv = _uniq(leaf_b * POSITION_CLASSES + _position_class(m, ld))
+    rep = np.empty(len(groups), np.int64)
+    rep[inv] = np.arange(len(inv))
+    kind, base = _classify_groups(forest, lv, leaf_b[rep], ld[rep])
+    kind = kind[inv]
+    # 0./1. bounce-back from a body's solid node or beyond a non-periodic side
+    b = kind == 0
+    if solid is not None:
+        if src is None:
+            src = pos[gp] - c[gd] * h
+        sw, _ = forest.wrap_points(src)
+        b |= ~b & solid(sw)
+    acc["dd"].append(dst[b])
+    acc["ds"].append(d3q27.OPP[q[b]] * N + pid[gp[b]])
+    lf = local_flat(m, ld)
+    for k in (1, 2):  # 2. own leaf, 3. a same-level leaf having the node
+        s = ~b & (kind == k)
+        acc["dd"].append(dst[s])
+        acc["ds"].append(rq[s] * N + base[inv[s]] + lf[s])
+    s = ~b & (kind == 3)  # 4. a finer leaf having the node (its spacing h / 2)
+    if s.any():
+        acc["fd"].append(dst[s])
+        acc["fq"].append(rq[s])
+        acc["fp"].append(base[inv[s]] + 2 * lf[s])
+    s = ~b & (kind >= 4)  # 5. inside a coarser leaf: the source position's key (_tables_from)
+    if s.any():
+        if lv == 0:
+            raise ValueError("level-0 point without a source: the forest does not tile the domain")
+        if np.any(kind[s] == 5):
+            raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
+        acc["cd"].append(dst[s])
+        acc["cq"].append(rq[s])
+        acc["ck"].append(base[inv[s]] + _position_key(0, ld[s], 2 * (m - 1)))
+
+
+def _classify_groups(forest: Forest, lv: int, leaf, ld) -> tuple[np.ndarray, np.ndarray]:
+    """For one read of each group (reader leaf ``leaf`` (G,) of level lv, source ``ld`` (G, 3) in its
+    spacings): its kind — 0 beyond a non-periodic side, 1 own leaf, 2 same level, 3 finer, 4 coarser,
+    5 in no leaf within one level — and the base that a read of the group adds to its position's
+    index: the source leaf's point id − lf(ld) (finer: − 2 lf(ld), its spacing is half), or for a
+    coarser leaf the position key (_position_key) − key(0, ld)."""
+    m, m3 = forest.m, forest.m ** 3
+    h = int(forest.spacing_of(lv))
+    ext = (m - 1) * h
+    sw, inside = forest.wrap_points(forest.origin[leaf] + ld * h)
+    kind = np.zeros(len(leaf), np.int64)
+    base = np.zeros(len(leaf), np.int64)
+    lf = local_flat(m, ld)
+    off = forest.local_offset(leaf, sw)
+    s = inside & np.all((off >= 0) & (off <= ext), axis=-1)
+    kind[s] = 1
+    base[s] = leaf[s] * m3 + local_flat(m, off[s] // h) - lf[s]
+    todo = inside & ~s
+    steps = [(2, lv, h)] + ([(3, lv + 1, h // 2)] if lv < forest.max_level else [])
+    for k, target, ht in steps:
+        hit = np.full(len(leaf), -1, np.int64)
+        hit[todo] = forest.containing(target, sw[todo])
+        s = hit >= 0
+        kind[s] = k
+        base[s] = hit[s] * m3 + local_flat(m, forest.local_offset(hit[s], sw[s]) // ht) - (h // ht) * lf[s]
+        todo &= ~s
+    if lv > 0 and todo.any():
+        hit = np.full(len(leaf), -1, np.int64)
+        hit[todo] = forest.containing(lv - 1, sw[todo])
+        s = todo & (hit >= 0)
+        kind[s] = 4
+        off = forest.local_offset(hit[s], sw[s]) // h
+        base[s] = (_position_key(hit[s] - forest.level_slice(lv - 1).start, off, 2 * (m - 1))
+                   - _position_key(0, ld[s], 2 * (m - 1)))
+        todo &= ~s
+    kind[todo] = 5
+    return kind, base
+
+
+_other_reads = _other_reads_grouped
+
+
 def _own_leaf_reads(forest: Forest, ijk, pos, c, h: int) -> np.ndarray:
     """(P, 26) bool: the reads, by the points (leaf-local ``ijk``, finest-unit ``pos``, (P, 3) each)
     in directions ``c`` (26, 3), whose source the general path of _classify classifies as the node
     ijk − c of the reader's own leaf: inside it, unless the wrap moves it — on a periodic axis a
     source at D, or an offset of D (a leaf spanning the axis), which the general path takes as the
     node at 0."""
-    easy = np.ones((len(ijk), len(c)), bool)
-    for d in range(3):  # (axis by axis: no (P, 26, 3) temporaries)
-        ld = ijk[:, d, None] - c[None, :, d]
-        easy &= (ld >= 0) & (ld <= forest.m - 1)
-        if forest.periodic[d]:
-            easy &= (pos[:, d, None] - c[None, :, d] * h < forest.domain[d]) & (ld * h < forest.domain[d])
-    return easy
+    # per point and axis, which of c_d = −1, 0, 1 keep the source in the leaf (3 bits): the 26 reads'
+    # answer is then one row of a (512, 26) table, gathered once (no (P, 26) temporaries per axis)
+    code = np.zeros(len(ijk), np.int64)
+    for d in range(3):
+        for bit, cd in enumerate((-1, 0, 1)):
+            ld = ijk[:, d] - cd
+            ok = (ld >= 0) & (ld <= forest.m - 1)
+            if forest.periodic[d]:
+                ok &= (pos[:, d] - cd * h < forest.domain[d]) & (ld * h < forest.domain[d])
+            code |= ok.astype(np.int64) << (3 * d + bit)
+    codes = np.arange(512)[:, None]
+    table = np.ones((512, len(c)), bool)
+    for d in range(3):
+        table &= ((codes >> (3 * d + np.asarray(c)[None, :, d] + 1)) & 1).astype(bool)
+    return table[code]
 
 
-def _containing_where(forest: Forest, lv: int, points, where) -> np.ndarray:
-    """Forest.containing(lv, points) where ``where`` is True, −1 elsewhere: looked up for those
-    points only (after the own-leaf test, a few % of the pull sources)."""
-    out = np.full(where.shape, -1, np.int64)
-    if where.any():
-        out[where] = forest.containing(lv, points[where])
+# A position relative to a level-l leaf, per axis in the leaf's spacings ld = −1 … m (a pull
+# source or a node of the leaf), falls in one of 7 classes: −1, 0, inside the lower half, (m−1)/2,
+# inside the upper half, m−1, m. These are the intervals between the faces of level-(l+1) blocks
+# (in the leaf: 0, (m−1)/2, m−1; at ld = −1 and m only for m = 3), and the faces of level-l and
+# level-(l−1) blocks and the domain's sides are among those, so every point of one class lies in
+# the same closed blocks of levels l−1, l and l+1 (the periodic wrap shifts by whole blocks):
+# Forest.containing(l', ·) for l' = l−1 … l+1 takes one value per (leaf, class).
+POSITION_CLASSES = 7 ** 3
+
+
+def _position_class(m: int, ld) -> np.ndarray:
+    """The class (0 … 342) of leaf-local positions ``ld`` (..., 3), each component in −1 … m."""
+    half = (m - 1) // 2
+    v = np.arange(-1, m + 1)
+    lut = ((v >= 0).astype(np.int64) + (v > 0) + (v >= half) + (v > half) + (v >= m - 1) + (v > m - 1))
+    c = lut[np.asarray(ld, np.int64) + 1]
+    return (c[..., 2] * 7 + c[..., 1]) * 7 + c[..., 0]
+
+
+def _containing_near(forest: Forest, lv: int, leaves, cls, points, where=None) -> np.ndarray:
+    """Forest.containing(lv, points) (−1 where ``where`` is False) for points in class ``cls`` of
+    the leaves ``leaves`` (level lv − 1 … lv + 1: _position_class): looked up for one point of
+    each (leaf, class) present and gathered for the others (a few hundred lookups instead of one
+    per point, each a dense-grid gather per block that may hold the point)."""
+    out = np.full(len(points), -1, np.int64)
+    sel = np.flatnonzero(where) if where is not None else np.arange(len(points))
+    if sel.size:
+        groups, inv = _uniq(np.asarray(leaves, np.int64)[sel] * POSITION_CLASSES + cls[sel])
+        rep = np.empty(len(groups), np.int64)
+        rep[inv] = sel  # any member of a group stands for it
+        out[sel] = forest.containing(lv, points[rep])[inv]
     return out
 
 
@@ -450,15 +596,16 @@ def _owners(forest: Forest, lv: int, leaves, pos, pid, acc) -> None:
     m, m3 = forest.m, forest.m ** 3
     h = int(forest.spacing_of(lv))
     pw, _ = forest.wrap_points(pos)
+    cls = _position_class(m, (pos - forest.origin[leaves]) // h)
     found = np.zeros(pid.shape, bool)
     if lv < forest.max_level:
-        fine = forest.containing(lv + 1, pw)
+        fine = _containing_near(forest, lv + 1, leaves, cls, pw)
         s = fine >= 0
         o = forest.local_offset(fine[s], pw[s]) // (h // 2)
         acc["rd"].append(pid[s])
         acc["rs"].append(fine[s] * m3 + local_flat(m, o))
         found |= s
-    same = forest.containing(lv, pw)  # includes the leaf itself: a one-root periodic axis stores
+    same = _containing_near(forest, lv, leaves, cls, pw)  # includes the leaf itself: a one-root periodic axis stores
     s = ~found & (same >= 0)           # index 0 and m−1 of one node in the same leaf
     owner = same[s] * m3 + local_flat(m, forest.local_offset(same[s], pw[s]) // h)
     dup = owner != pid[s]

@@ -24,8 +24,8 @@ selection builds new operators and buffers) and Δt is fixed for an engine's lif
 written in place by restores, so their addresses — and the graphs — stay valid.
 
 Per-phase timing (the HUD's and the bench's phases): the first step of a call of :meth:`StepGraph.advance`
-(of n ≥ 2 steps: one call in :data:`PROFILE_EVERY`, and every call longer than one graph — the bench's
-batches) replays the same launches as one graph per phase region, in order, with the timer's events
+(one call in :data:`PROFILE_EVERY`, a call of one step included, and every call longer than one graph —
+the bench's batches) replays the same launches as one graph per phase region, in order, with the timer's events
 between them (samples marked ``detail``: a breakdown of the step, not added to it; the ``step`` samples
 are the whole-graph replays only). The regions are the same kernels on the same buffers, so the state
 evolves exactly as in a whole-step replay.
@@ -124,7 +124,8 @@ class StepGraph:
         e = self.engine
         if not self.warmed:
             self.warm()
-        profile = n >= 2 and (self.calls % PROFILE_EVERY == 0 or n > GRAPH_STEPS)
+        # a call of one step (the app while it records) profiles too: else its HUD would never show the phases
+        profile = n >= 1 and (self.calls % PROFILE_EVERY == 0 or n > GRAPH_STEPS)
         whole = n - 1 if profile else n
         batches = [GRAPH_STEPS] * (whole // GRAPH_STEPS) + ([whole % GRAPH_STEPS] if whole % GRAPH_STEPS else [])
         if profile and self.segments is None:

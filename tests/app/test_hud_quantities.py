@@ -12,7 +12,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from nagare.app.gui.hud import QUANTITY_SAMPLES, Hud, QuantityHistory
+from nagare.app.gui.hud import QUANTITY_SAMPLES, QuantityHistory
 from nagare.app.gui.worker import QuantitySample, SimulationWorker
 from nagare.engine.presets import load_preset
 
@@ -181,40 +181,6 @@ class _Recorder:
         monkeypatch.setattr(imgui, "collapsing_header", collapsing_header)
         monkeypatch.setattr(imgui, "text", text_)
         monkeypatch.setattr(imgui, "plot_lines", plot_lines)
-
-
-@pytest.fixture
-def headless_hud():
-    """A Hud whose _draw runs on a headless imgui context (no renderer, no GL)."""
-    imgui_bundle = pytest.importorskip("imgui_bundle")
-    imgui, implot = imgui_bundle.imgui, imgui_bundle.implot
-
-    emitter = SimpleNamespace(connect=lambda *a, **kw: None)
-    canvas = SimpleNamespace(events=SimpleNamespace(mouse_move=emitter, mouse_press=emitter, mouse_release=emitter,
-                                                    mouse_wheel=emitter),
-                             update=lambda: None, relayout=lambda: None)
-    hud = Hud(canvas, lambda: ([], {}, "running"), lambda axis, choice: None)
-    hud.ctx = imgui.create_context()
-    imgui.set_current_context(hud.ctx)
-    hud.plot_ctx = implot.create_context()
-    implot.set_current_context(hud.plot_ctx)
-    io = imgui.get_io()
-    io.set_ini_filename("")
-    io.display_size = (1000, 700)
-    io.backend_flags |= imgui.BackendFlags_.renderer_has_textures  # the font atlas needs no GL upload
-
-    def frame():
-        io.delta_time = 1 / 60
-        imgui.new_frame()
-        try:
-            hud._draw()
-        finally:
-            imgui.render()
-
-    hud.frame = frame
-    yield hud
-    implot.destroy_context(hud.plot_ctx)
-    imgui.destroy_context(hud.ctx)
 
 
 def test_hud_shows_no_quantities_section_without_quantities(headless_hud, monkeypatch):

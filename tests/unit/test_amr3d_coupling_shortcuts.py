@@ -1,7 +1,9 @@
 """The coupling builders' shortcuts give the tables of the general path, bit for bit, over a run of
 regridded trees (refine, coarsen, walls, free slip, a one-root periodic axis, a sphere with an inlet
 and an outflow): reads inside the own leaf classified without the tree lookups
-(tables._own_leaf_reads), and the coarse stencils built and grouped once per distinct source
+(tables._own_leaf_reads), the tree lookups done once per (leaf, position class)
+(tables._containing_near) and the other reads classified once per such group
+(tables._other_reads_grouped), and the coarse stencils built and grouped once per distinct source
 position (compact point tables) instead of once per read."""
 from __future__ import annotations
 
@@ -111,3 +113,60 @@ def test_levels_built_on_threads_are_the_serial_ones(i, monkeypatch):
     assert list(threaded) == list(serial)
     for lv in serial:
         _assert_same(threaded[lv], serial[lv], f"coupling level {lv}")
+
+
+def _containing_per_point(forest, lv, leaves, cls, points, where=None):
+    """The general path's lookup: Forest.containing for every point."""
+    out = np.full(len(points), -1, np.int64)
+    sel = np.ones(len(points), bool) if where is None else where
+    if sel.any():
+        out[sel] = forest.containing(lv, points[sel])
+    return out
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)])
+def test_lookups_per_position_class_give_the_general_paths_tables(i, monkeypatch):
+    """Reads classified per (leaf, position class) and the owners looked up per class: the tables of
+    the per-read classification with a lookup for every point."""
+    _, forest, kw = CASES[i]
+    fast_cpl = interface.build(forest, "quadratic", **kw)
+    ref_kw = {k: v for k, v in kw.items() if k != "links"}
+    fast_ref = tables.build(forest, "quadratic", **ref_kw)
+    monkeypatch.setattr(tables, "_containing_near", _containing_per_point)
+    monkeypatch.setattr(tables, "_other_reads", tables._other_reads_per_read)
+    slow_cpl = interface.build(forest.replace(forest.level, forest.block), "quadratic", **kw)
+    slow_ref = tables.build(forest.replace(forest.level, forest.block), "quadratic", **ref_kw)
+    assert fast_cpl.keys() == slow_cpl.keys()
+    for lv in fast_cpl:
+        _assert_same(fast_cpl[lv], slow_cpl[lv], f"coupling level {lv}")
+        _assert_same(fast_ref.level[lv], slow_ref.level[lv], f"reference tables level {lv}")
+
+
+def _near_trees():
+    for m in (3, 5, 9):
+        for periodic, roots in (((True, True, True), (2, 2, 1)), ((False, True, False), (2, 1, 2))):
+            f = refine(Forest.uniform(roots, 0, m, 2, periodic), [0])
+            yield f"m{m}-{'p' if periodic[0] else 'w'}", refine(f, [f.n_leaves - 1, 1])
+
+
+@pytest.mark.parametrize("name,forest", list(_near_trees()))
+def test_containing_near_is_containing_for_every_position_class(name, forest):
+    """Every position −1 … m per axis around every leaf, looked up in the levels l − 1 … l + 1: the
+    per-class lookup gives Forest.containing's leaf (the lowest-numbered that has the point)."""
+    m = forest.m
+    r = np.arange(-1, m + 1)
+    ld = np.stack(np.meshgrid(r, r, r, indexing="ij"), axis=-1).reshape(-1, 3)
+    for lv in forest.levels:
+        sl = forest.level_slice(lv)
+        leaves = np.repeat(np.arange(sl.start, sl.stop), len(ld))
+        pos = forest.origin[leaves] + np.tile(ld, (sl.stop - sl.start, 1)) * int(forest.spacing_of(lv))
+        pw, inside = forest.wrap_points(pos)
+        cls = tables._position_class(m, np.tile(ld, (sl.stop - sl.start, 1)))
+        for target in (lv - 1, lv, lv + 1):
+            if not 0 <= target <= forest.max_level:
+                continue
+            got = tables._containing_near(forest, target, leaves, cls, pw, inside)
+            want = np.where(inside, forest.containing(target, pw), -1)
+            np.testing.assert_array_equal(got, want, err_msg=f"{name}: level {lv} → {target}")
+            if target == lv:
+                assert (got[inside] >= 0).any()

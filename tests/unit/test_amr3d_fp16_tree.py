@@ -119,7 +119,9 @@ def test_every_tree_kernel_on_fp16_storage_rounds_the_fp32_kernel(emulated_cupy,
 @needs_gxx
 @pytest.mark.parametrize("label,rungs", [("fp32-tree2-m9", ("naive", "naive-fused")),
                                          ("fp32-tree2-slip-m9", ("naive", "naive-fused")),
-                                         ("fp32-tree3-m9", ("naive-fused",))])
+                                         # three levels: 40 s of emulation, in the slow step (the quick
+                                         # run keeps every kernel on two levels, walls and free slip)
+                                         pytest.param("fp32-tree3-m9", ("naive-fused",), marks=pytest.mark.slow)])
 def test_fp16_tree_rungs_follow_the_rounded_reference(emulated_cupy, label, rungs):
     """Two and three levels, walls and free slip, as the registry test runs them (its steps, its
     seed): naive and naive-fused on fp16 storage (bit for bit alike) within the registry's fp16

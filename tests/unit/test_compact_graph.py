@@ -243,16 +243,16 @@ def test_step_graph_replays_the_steps_the_host_would_run():
         total += n
         np.testing.assert_array_equal(e.state, _host_steps(start, total))
     assert e.warm_steps == 1  # one warm-up step, its effect undone
-    # calls: 1 (too short to profile), 19 (longer than a graph: its first step profiled, then 16 + 2), 5, 2, 1
-    # (one call in PROFILE_EVERY would profile: the first, too short) — whole graphs cached by length
+    # calls: 1 (the first of PROFILE_EVERY: its one step profiled, no whole graph), 19 (longer than a graph: its
+    # first step profiled, then 16 + 2), 5, 2, 1 — whole graphs cached by length
     assert set(g.graphs) == {1, graph.GRAPH_STEPS, 2, 5}
     # the profiled step's regions, in launch order: other, update and the untimed gaps
     assert [name for name, _ in g.segments] == ["untimed", "other", "untimed", "update", "untimed"]
     samples = e.timer.collect(wait=True)
     detail = [s.phase for s in samples if s.detail]
     steps = sum(s.steps for s in samples if s.phase == "step")
-    assert detail == ["other", "update"]  # one profiled step, its phases as detail samples
-    assert steps + 1 == total  # every other step in the whole-graph replays' samples
+    assert detail == ["other", "update"] * 2  # two profiled steps, their phases as detail samples
+    assert steps + 2 == total  # every other step in the whole-graph replays' samples
 
 
 def test_an_allocation_inside_the_capture_is_refused():

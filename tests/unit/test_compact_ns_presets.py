@@ -60,12 +60,13 @@ def test_the_numpy_run_of_a_preset_at_scale_is_the_512_presets_numpy_run(name):
 
 @pytest.mark.parametrize("name", SCALED)
 def test_a_preset_at_scale_estimates_its_gpu_memory_from_its_grid(name):
-    """The estimate scales with the grid (72 values a point in fp64; read before anything is allocated,
-    so it needs only the preset): 4096² stays far inside one GPU."""
+    """The estimate scales with the grid (72 values a point in fp64 and two arrays of room for the memory
+    pool's growth past the live peak; read before anything is allocated, so it needs only the preset):
+    4096² stays far inside one GPU."""
     n = int(name.rsplit("-", 1)[1])
     big = load_preset(name, backend=None)
     est = engine_class_for(big).estimated_bytes(SimpleNamespace(preset=big, selection={}))
-    assert 72 * n * n * 8 <= est <= 73 * n * n * 8, est
+    assert 74 * n * n * 8 <= est <= 75 * n * n * 8, est
     assert est < 16 * 2**30
 
 

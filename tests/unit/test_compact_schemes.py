@@ -181,3 +181,19 @@ def test_the_solver_axis_is_the_registry_of_strategies():
     assert [name for name, s in solvers.SOLVERS.items() if s.contiguous_only] == ["gtsv2"]
     with pytest.raises(ValueError, match="unknown solver 'lu'.*thomas"):
         solvers.get("lu")
+
+
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+@pytest.mark.parametrize("delta", [0.0, -schemes.DELTA, schemes.DELTA])
+def test_ground_truth_is_the_dense_solve_by_either_route(boundary, delta):
+    """derivative_dense by SciPy's sparse LU (when installed) equals np.linalg.solve of the dense matrix to
+    round-off, lines along either axis: the GPU tests' ground truth does not depend on which route ran."""
+    rng = np.random.default_rng(11)
+    for n in (8, 37, 257, 1000):
+        f = rng.standard_normal((3, n))
+        want = np.linalg.solve(schemes.dense(n, boundary, delta), schemes.rhs(np, f, 0.37, boundary, delta).T).T
+        scale = float(np.max(np.abs(want)))
+        np.testing.assert_allclose(schemes.derivative_dense(f, 0.37, boundary, delta), want, rtol=0,
+                                   atol=1e-14 * scale)
+        np.testing.assert_allclose(schemes.derivative_dense(f.T, 0.37, boundary, delta, axis=0), want.T, rtol=0,
+                                   atol=1e-14 * scale)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import tarfile
+import types
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,42 @@ def test_the_kernel_cache_archive_keeps_to_its_cap(tmp_path, rng):
     with tarfile.open(archive) as tar:
         names = sorted(tar.getnames())
     assert names == ["0.cubin", "2.cubin", "3.cubin"] and (packed, left) == (3, 1)
+
+
+def _manifest(path: Path, entries) -> Path:
+    path.write_text("".join(json.dumps({"label": code, "files": files, "options": ["--fmad=false"],
+                                        "name_expressions": names, "code": code}) + "\n"
+                            for code, names, files in entries) + "a line cut by a kill {\n")
+    return path
+
+
+def test_manifests_give_each_module_once_and_only_those_of_the_parts_files(tmp_path):
+    a = _manifest(tmp_path / "a.jsonl", [("k1", ["f<float>"], ["tests/t1.py"]), ("k2", [], ["tests/t2.py"])])
+    b = _manifest(tmp_path / "b.jsonl", [("k1", ["f<float>"], ["tests/t1.py", "tests/t3.py"]),
+                                         ("k1", ["f<double>"], ["tests/t3.py"])])
+    everything = gpu_suite.read_manifests([a, b])
+    assert [(m["code"], m["name_expressions"]) for m in everything] == [("k1", ["f<float>"]), ("k2", []),
+                                                                        ("k1", ["f<double>"])]
+    mine = gpu_suite.read_manifests([a, b], {"tests/t3.py"})
+    assert [(m["code"], m["name_expressions"]) for m in mine] == [("k1", ["f<float>"]), ("k1", ["f<double>"])]
+
+
+def test_precompile_compiles_each_module_as_the_engines_do_and_reports_failures(tmp_path, monkeypatch):
+    built = []
+
+    class RawModule:
+        def __init__(self, code, options, name_expressions):
+            self.args = (code, options, name_expressions)
+
+        def compile(self):
+            if self.args[0] == "bad":
+                raise RuntimeError("NVRTC_ERROR_COMPILATION\nline 2")
+            built.append(self.args)
+
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(RawModule=RawModule))
+    manifest = _manifest(tmp_path / "m.jsonl", [("short", ["f<float>"], ["t.py"]), ("bad", [], ["t.py"]),
+                                                ("the longest", [], ["t.py"])])
+    done = gpu_suite.precompile(gpu_suite.read_manifests([manifest]), jobs=1)
+    assert built == [("the longest", ("--fmad=false",), None), ("short", ("--fmad=false",), ["f<float>"])]
+    assert [why for _, why in done] == [None, "RuntimeError: NVRTC_ERROR_COMPILATION", None]
+    assert gpu_suite.main(["precompile", str(manifest), str(tmp_path / "absent.jsonl"), "--jobs", "1"]) == 0

@@ -94,6 +94,16 @@ def test_error_names_key_value_and_allowed(path, key, fragment):
     assert fragment in msg, msg
 
 
+def test_a_refusal_of_the_whole_file_reads_as_said_of_the_file():
+    """With no key and no value to name, the message follows the file name after a colon
+    ("malformed.toml: is not valid TOML …"), not a semicolon."""
+    with pytest.raises(PresetError) as info:
+        load_preset(BROKEN / "malformed.toml", backend="numpy")
+    assert str(info.value).startswith(f"{info.value.source}: is not valid TOML ("), str(info.value)
+    with pytest.raises(PresetError, match=r"^no-such-preset: no such preset file or name; known presets: "):
+        resolve_path("no-such-preset")
+
+
 def test_missing_file_lists_known_presets():
     with pytest.raises(PresetError, match="no such preset file or name; known presets: .*diffusion3d"):
         resolve_path("no-such-preset")

@@ -5,7 +5,7 @@ solve the current one (shaders/cuda/compact/tile.cu). ``solver = scan`` stays se
 Why: the scan kernel solves one line (or one tile) per block in phases — load, barrier, right-hand side,
 two scans with barriers, store — and a block has bytes in flight only in its load phase. With three
 resident blocks an SM the SM's loads come in bursts, and on average too few bytes are in flight to cover
-the DRAM latency at an H200's bandwidth: the fraction of copy bandwidth falls as the card's bandwidth
+the DRAM latency at several TB/s of bandwidth: the fraction of copy bandwidth falls as the card's bandwidth
 rises (docs/compact.md, "Solvers"). Here each block loops over tiles of W lines and issues the
 asynchronous copies (cp.async: global to shared, no registers held) of its next tile before it solves the
 current one, so every resident block has a whole tile in flight at all times: for 4096-point fp64 lines,

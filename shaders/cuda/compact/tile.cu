@@ -6,7 +6,7 @@
 // Why: compact_scan runs a line per block in phases — load, barrier, right-hand side, two scans with
 // barriers, store — and a block has no bytes in flight outside its load phase. At 3 resident blocks an
 // SM the loads of the SM come in bursts, too few bytes in flight on average to cover the DRAM latency at
-// the H200's bandwidth (latency-bound: docs/compact.md, "Solvers"). Here a block owns a tile of W lines
+// several TB/s of bandwidth (latency-bound: docs/compact.md, "Solvers"). Here a block owns a tile of W lines
 // at a time and loops over the tiles (tile = blockIdx.x, + gridDim.x, ...): before it solves tile k it
 // issues the asynchronous copies (cp.async: global to shared without registers) of tile k + gridDim.x
 // into its second buffer, so each resident block has a whole tile in flight for the whole of its solve.
