@@ -3,10 +3,10 @@
 Every published frame of a tree shows a field on the sampling lattice: each sample is the
 trilinear interpolant of 8 points of the finest leaf that holds it. The array code (NumPy, whose
 reference rung holds the whole state) takes the moments asked for on every point and gathers the
-corners by point id. The GPU reads only the points the samples read: a plan (built once per tree,
-with the sampling) keeps them, sorted, and each sample's 8 indices into them; a frame gathers the
-populations there (no assembled state) and runs shaders/cuda/amr3d/sample.cu — the moments, then
-the corners (and the speed) — two launches after the density's axis-0 sum, where the array code
+corners by point id. The GPU reads only the points the samples read: a plan (built on the device
+once per tree, with the sampling) keeps them, sorted, and each sample's 8 indices into them; a
+frame gathers the populations there (no assembled state) and runs shaders/cuda/amr3d/sample.cu —
+the moments, then the corners (and the speed) — two launches after the density's axis-0 sum, where the array code
 issued ~200; the app's publishing worker is bound by issuing launches, each needing the GIL that
 the UI thread holds while it draws.
 
@@ -36,25 +36,25 @@ class SamplePlan:
     ids: object = None  # array code: (8, P) canonical point ids of each sample's corners (xp, int64)
     points: object = None  # kernels: (U,) sorted distinct canonical point ids the samples read (xp, int64)
     local: object = None  # kernels: (8, P) the corners as indices into ``points`` (xp, int32 where it fits)
-    host_points: np.ndarray | None = None  # ``points`` on the host (a ladder's per-level gather indices)
 
 
 def plan(xp, smp, n_points: int, dtype, by_points: bool) -> SamplePlan:
-    """The plan of a mesh.Sampling on a tree of ``n_points`` canonical points: for the array code the
-    corners' point ids; ``by_points`` (the kernels) the distinct points read and each corner's index
-    among them (host work once per tree: a mark over the points and an index of the marked ones)."""
-    ids = np.asarray(smp.ids)
+    """The plan of a mesh.Sampling (its arrays on ``xp``) on a tree of ``n_points`` canonical points:
+    for the array code the corners' point ids; ``by_points`` (the kernels) the distinct points read
+    and each corner's index among them: a mark over the points and an index of the marked ones,
+    array code on ``xp`` (on the GPU: device work, not the host's, each time the tree changes)."""
+    ids = xp.asarray(smp.ids)
     out = SamplePlan(smp.level, smp.shape, smp.unit, xp.asarray(smp.weights, dtype=dtype))
     if not by_points:
-        out.ids = xp.asarray(ids)
+        out.ids = ids
         return out
-    read = np.zeros(n_points, bool)
+    read = xp.zeros(n_points, bool)
     read[ids.reshape(-1)] = True
-    points = np.flatnonzero(read)
+    points = xp.flatnonzero(read)
     index_type = np.int32 if len(points) < 2**31 else np.int64
-    index = np.zeros(n_points, index_type)
-    index[points] = np.arange(len(points), dtype=index_type)
-    out.points, out.local, out.host_points = xp.asarray(points), xp.asarray(index[ids]), points
+    index = xp.zeros(n_points, index_type)
+    index[points] = xp.arange(len(points), dtype=index_type)
+    out.points, out.local = points, index[ids]
     return out
 
 

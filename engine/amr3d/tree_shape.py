@@ -282,7 +282,7 @@ class Tree(Regridding, Shape):
         key = getattr(self, "_gather", None)
         if key is None or key[0]() is not st or key[1]() is not p:
             # weak: a regrid's or a switch's old stepper (a state's worth of buffers) is not kept
-            key = self._gather = (weakref.ref(st), weakref.ref(p), st.gather_plan(p.host_points))
+            key = self._gather = (weakref.ref(st), weakref.ref(p), st.gather_plan(p.points))
         return st.gathered(key[2])
 
     def sampling_lattice(self) -> sampled.SamplePlan:
@@ -290,9 +290,10 @@ class Tree(Regridding, Shape):
             budget = 1 << 21 if self.e.backend.is_gpu else 1 << 18
             forest = self.e.forest
             # the kernels read the points the samples need; the array code (NumPy) the whole state,
-            # which it holds already (a gather of those points cost more than it saved there)
-            self.sampling = sampled.plan(self.xp, mesh.sampling(forest, budget), forest.n_leaves * self.m**3,
-                                         self.dtype, by_points=self.e.backend.is_gpu)
+            # which it holds already (a gather of those points cost more than it saved there). Built
+            # on the state's device: each regrid of an adaptive run builds it again
+            self.sampling = sampled.plan(self.xp, mesh.sampling(forest, budget, self.xp),
+                                         forest.n_leaves * self.m**3, self.dtype, by_points=self.e.backend.is_gpu)
         return self.sampling
 
     def sample_kw(self) -> dict:

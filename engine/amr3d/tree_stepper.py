@@ -161,17 +161,19 @@ class TreeStepper:
             xp.copyto(out, b[:, at(i)], where=(level == i)[None])
         return self._fp32(out).reshape((q,) + ids.shape)
 
-    def gather_plan(self, ids: np.ndarray) -> tuple:
-        """For sorted canonical point ids (host NumPy), each level's storage indices of its ids within
-        its buffer (self.levels order; device arrays, built once): :meth:`gathered` is then
-        populations(ids) as one gather per level, without the per-call search, clamps and selects.
-        The levels are contiguous runs of canonical ids in this order, so sorted ids split into runs."""
+    def gather_plan(self, ids) -> tuple:
+        """For sorted canonical point ids (xp int64, e.g. a sampled.SamplePlan's points), each level's
+        storage indices of its ids within its buffer (self.levels order; device arrays, built once):
+        :meth:`gathered` is then populations(ids) as one gather per level, without the per-call
+        search, clamps and selects. The levels are contiguous runs of canonical ids in this order, so
+        sorted ids split into runs (where: one search on the ids' device, a few ints to the host)."""
         m3, xp = self.forest.m ** 3, self.xp
+        ids = xp.asarray(ids)
         first = [self.coupling[lv].lo * m3 for lv in self.levels]
-        cuts = np.searchsorted(ids, first[1:] + [np.iinfo(np.int64).max])
+        cuts = xp.searchsorted(ids, xp.asarray(first[1:] + [np.iinfo(np.int64).max], dtype=np.int64)).tolist()
         plan, start = [], 0
         for lv, f0, stop in zip(self.levels, first, cuts):
-            local = xp.asarray(ids[start:stop] - f0)
+            local = ids[start:stop] - f0
             plan.append(local if lv not in self._maps else self._maps[lv][local])
             start = stop
         return tuple(plan)

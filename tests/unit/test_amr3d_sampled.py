@@ -8,7 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
-from nagare.engine.amr3d import leafgrid, mesh, reference, sampled
+from nagare.engine.amr3d import builder, leafgrid, mesh, reference, sampled, tree
 from nagare.engine.amr3d.engine import AMR3D
 from nagare.engine.backend import get_backend
 from nagare.engine.presets import load_preset
@@ -20,10 +20,41 @@ from tests.unit.test_amr3d_tree_stepper import flow_state
 MOMENTS = ("rho", "ux", "uy", "uz")
 
 
+def lattice_by_lookups(forest: tree.Forest, budget: int) -> mesh.Sampling:
+    """mesh.sampling as it was built before (host NumPy, one lookup of every sample per level,
+    finest first: Forest.containing), the reference the painted lattice must equal bit for bit."""
+    m = forest.m
+    lv = min(forest.levels)
+    while lv < forest.max_level and np.prod(mesh._counts(forest, lv + 1)) <= budget:
+        lv += 1
+    unit = int(forest.spacing_of(lv))
+    n = mesh._counts(forest, lv)
+    z, y, x = np.meshgrid(*(np.arange(k, dtype=np.int64) * unit for k in n[::-1]), indexing="ij")
+    pts = np.stack([x.ravel(), y.ravel(), z.ravel()], axis=1)
+    leaf = np.full(len(pts), -1, np.int64)
+    for level in sorted(forest.levels, reverse=True):
+        todo = leaf < 0
+        if not todo.any():
+            break
+        leaf[todo] = forest.containing(level, pts[todo])
+    assert np.all(leaf >= 0)
+    h = forest.spacing[leaf]
+    off = forest.local_offset(leaf, pts)
+    i0 = np.minimum(off // h[:, None], m - 2)
+    frac = (off - i0 * h[:, None]) / h[:, None]
+    ids = np.empty((8, len(pts)), np.int64)
+    w = np.empty((8, len(pts)), np.float64)
+    for c, (dx, dy, dz) in enumerate((x, y, z) for z in (0, 1) for y in (0, 1) for x in (0, 1)):
+        ijk = i0 + np.array([dx, dy, dz])
+        ids[c] = leaf * m**3 + (ijk[:, 2] * m + ijk[:, 1]) * m + ijk[:, 0]
+        w[c] = np.prod(np.where(np.array([dx, dy, dz]) == 1, frac, 1.0 - frac), axis=1)
+    return mesh.Sampling(lv, (int(n[2]), int(n[1]), int(n[0])), ids, w, unit)
+
+
 def whole_state_samples(xp, forest, leaves, budget: int, dtype) -> dict:
     """What the tree's fields were sampled with before the plan: every point's moments, then for
-    each sample w₀·a[id₀] + w₁·a[id₁] + … in corner order."""
-    smp = mesh.sampling(forest, budget)
+    each sample w₀·a[id₀] + w₁·a[id₁] + … in corner order, on the lattice built by lookups."""
+    smp = lattice_by_lookups(forest, budget)
     ids, w = xp.asarray(smp.ids), xp.asarray(smp.weights, dtype=dtype)
     out = {}
     for name, a in zip(MOMENTS, leafgrid.macroscopic(xp, leaves)):
@@ -78,6 +109,66 @@ def test_a_points_plan_reads_each_point_once_and_only_the_points_the_samples_nee
     assert e.shape.sampling_lattice().points is None  # NumPy: the array code on the whole state
 
 
+def _preset_forest(name: str, backend: str = "numpy") -> tree.Forest:
+    p = load_preset(name, backend=backend)
+    return mesh.build_forest(p, builder.make_bodies(p))
+
+
+def _refined_at_random(periodic, seed: int, rounds: int = 3) -> tree.Forest:
+    rng = np.random.default_rng(seed)
+    f = tree.Forest.uniform((3, 2, 2), m=9, max_level=rounds, periodic=periodic)
+    for _ in range(rounds):
+        f = tree.refine(f, rng.choice(f.n_leaves, size=max(1, f.n_leaves // 6), replace=False))
+    return f
+
+
+def _finer_than_a_sample() -> tree.Forest:
+    """Leaves of 5³ down to level 4 sampled on level 0: leaves smaller than a sample spacing, some
+    holding no sample, refined at the far faces of the periodic axes (whose far face is sample 0)."""
+    f = tree.Forest.uniform((2, 1, 2), m=5, max_level=4, periodic=(True, False, True))
+    for corner in ((0, 0, 0), (1, 0, 1), (1, 0, 0)):
+        for _ in range(4):
+            lv = int(f.level.max())
+            at = np.asarray(corner) * (f.blocks_per_axis(lv) - 1)
+            pick = np.flatnonzero((f.level == lv) & np.all(f.block == at, axis=1))
+            f = tree.refine(f, pick[:1])
+    return f
+
+
+LATTICES = {
+    "two levels, periodic": lambda: mesh.build_forest(small_tree()),
+    "two levels, walls in x and z": lambda: mesh.build_forest(
+        small_tree(grid={"leaves": [4, 2, 2], "m": 9, "periodic": [False, True, False]})),
+    "sphere (three levels, a body)": lambda: _preset_forest("amr3d-sphere-re100"),
+    "vortex box": lambda: _preset_forest("amr3d-vortex-adapt"),
+    "three levels, mother leaves": deep_roots,
+    "three levels, walls in y and z": lambda: deep_roots((True, False, False)),
+    "random refinement, periodic": lambda: _refined_at_random((True, True, True), 3),
+    "random refinement, mixed": lambda: _refined_at_random((False, True, False), 4),
+    "leaves finer than a sample": _finer_than_a_sample,
+}
+
+
+@pytest.mark.parametrize("budget", [1 << 18, 1 << 11, 1])
+@pytest.mark.parametrize("name", list(LATTICES))
+def test_the_painted_lattice_is_the_one_the_lookups_built(name, budget):
+    """mesh.sampling paints each sample's leaf leaf by leaf and builds the ids and weights per axis:
+    the same lattice, ids and weights (bit for bit) as one lookup of every sample per level."""
+    forest = LATTICES[name]()
+    want, got = lattice_by_lookups(forest, budget), mesh.sampling(forest, budget)
+    assert (got.level, got.shape, got.unit) == (want.level, want.shape, want.unit)
+    assert got.ids.dtype == np.int64 and got.weights.dtype == np.float64
+    np.testing.assert_array_equal(got.ids, want.ids)
+    assert_same_bits(got.weights, want.weights, "weights")
+
+
+def test_a_forest_with_a_hole_is_refused():
+    forest = mesh.build_forest(small_tree())
+    holed = forest.replace(forest.level[1:], forest.block[1:])
+    with pytest.raises(AssertionError, match="outside every leaf"):
+        mesh.sampling(holed, 1 << 18)
+
+
 def test_the_array_code_on_a_points_plan_samples_as_before():
     """A points plan the kernels do not take (int64 indices): the moments at its points, the same bits."""
     e = _developed(AMR3D(small_tree(), get_backend("numpy")))
@@ -123,7 +214,7 @@ def test_a_tree_steppers_populations_at_the_plans_points_are_its_states():
     p = sampled.plan(np, mesh.sampling(forest, 1 << 18), forest.n_leaves * forest.m**3, np.float64, by_points=True)
     want_f = st.state().reshape(27, -1)[:, p.points]
     assert_same_bits(st.populations(p.points), want_f, "populations")
-    plan = st.gather_plan(p.host_points)
+    plan = st.gather_plan(p.points)
     assert len(plan) == 3 and sum(len(i) for i in plan) == len(p.points)
     assert_same_bits(st.gathered(plan), want_f, "gathered")
     st.advance(1)  # the other buffer of each pair: the plan holds indices, not buffers
