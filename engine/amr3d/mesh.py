@@ -62,18 +62,19 @@ class Sampling:
     level: int
     shape: tuple[int, int, int]  # (nz, ny, nx)
     ids: object  # (8, P) point ids (leaf · m³ + local), int64 (xp)
-    weights: object  # (8, P) float64 (xp)
+    weights: object  # (8, P) float64 unless asked for another dtype (xp)
     unit: int  # finest-lattice units per sample spacing
 
 
 CORNERS = tuple((dx, dy, dz) for dz in (0, 1) for dy in (0, 1) for dx in (0, 1))
 
 
-def sampling(forest: Forest, budget: int, xp=np) -> Sampling:
+def sampling(forest: Forest, budget: int, xp=np, dtype=np.float64) -> Sampling:
     """The sampling lattice (see module doc); periodic axes exclude the far face, walled ones keep it.
     Which leaf holds each sample is painted on the host (a loop over the leaves, not over the
     samples); the per-sample ids and weights are array code on ``xp`` (on the GPU: a few dozen
-    launches, where the host's NumPy would spend its time on 8 values a sample)."""
+    launches, where the host's NumPy would spend its time on 8 values a sample). The weights are
+    taken in float64 and rounded once to ``dtype`` (the engine's: no float64 copy of all 8 kept)."""
     m = forest.m
     lv = min(forest.levels)
     while lv < forest.max_level and np.prod(_counts(forest, lv + 1)) <= budget:
@@ -96,16 +97,18 @@ def sampling(forest: Forest, budget: int, xp=np) -> Sampling:
         lower.append(i0)
         frac.append((off - i0 * h) / h)
     base = leaf.astype(np.int64) * m**3 + (lower[2] * m + lower[1]) * m + lower[0]
+    del lower, leaf, h  # (device memory: up to 2^21 samples on the GPU)
     ids = xp.empty((8,) + owner.shape, np.int64)
-    w = xp.empty((8,) + owner.shape, np.float64)
-    # the weight (w_x · w_y) · w_z, the order of the product over the axes the lattice always took
+    w = xp.empty((8,) + owner.shape, dtype)
+    # the weight (w_x · w_y) · w_z in float64, the order of the product over the axes the lattice
+    # always took, then rounded to dtype
     wx = (1.0 - frac[0], frac[0])
     wy = (1.0 - frac[1], frac[1])
     wz = (1.0 - frac[2], frac[2])
     wxy = {(dx, dy): wx[dx] * wy[dy] for dx in (0, 1) for dy in (0, 1)}
     for c, (dx, dy, dz) in enumerate(CORNERS):
         xp.add(base, (dz * m + dy) * m + dx, out=ids[c])
-        xp.multiply(wxy[dx, dy], wz[dz], out=w[c])
+        w[c] = wxy[dx, dy] * wz[dz]
     return Sampling(lv, (int(n[2]), int(n[1]), int(n[0])), ids.reshape(8, -1), w.reshape(8, -1), unit)
 
 

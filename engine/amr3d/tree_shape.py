@@ -292,8 +292,9 @@ class Tree(Regridding, Shape):
             # the kernels read the points the samples need; the array code (NumPy) the whole state,
             # which it holds already (a gather of those points cost more than it saved there). Built
             # on the state's device: each regrid of an adaptive run builds it again
-            self.sampling = sampled.plan(self.xp, mesh.sampling(forest, budget, self.xp),
-                                         forest.n_leaves * self.m**3, self.dtype, by_points=self.e.backend.is_gpu)
+            smp = mesh.sampling(forest, budget, self.xp, self.dtype)
+            self.sampling = sampled.plan(self.xp, smp, forest.n_leaves * self.m**3, self.dtype,
+                                         by_points=self.e.backend.is_gpu)
         return self.sampling
 
     def sample_kw(self) -> dict:

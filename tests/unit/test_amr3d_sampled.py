@@ -8,6 +8,7 @@ import shutil
 
 import numpy as np
 import pytest
+from nagare.app.fieldkinds.grids import slice3d
 from nagare.engine.amr3d import builder, leafgrid, mesh, reference, sampled, tree
 from nagare.engine.amr3d.engine import AMR3D
 from nagare.engine.backend import get_backend
@@ -160,6 +161,8 @@ def test_the_painted_lattice_is_the_one_the_lookups_built(name, budget):
     assert got.ids.dtype == np.int64 and got.weights.dtype == np.float64
     np.testing.assert_array_equal(got.ids, want.ids)
     assert_same_bits(got.weights, want.weights, "weights")
+    # in the engine's fp32: the float64 weights rounded once
+    assert_same_bits(mesh.sampling(forest, budget, dtype=np.float32).weights, want.weights.astype(np.float32), "fp32")
 
 
 def test_a_forest_with_a_hole_is_refused():
@@ -249,6 +252,121 @@ def test_the_gpu_kernels_compute_the_array_codes_bits(emulated_cupy, dtype):
     ux, uy, uz = (sampled.sample(np, p, at[name], p.local) for name in ("ux", "uy", "uz"))
     (speed,) = sampled.gpu_samples(emulated_cupy, p, f, ("ux", "uy", "uz"), speed=True)
     assert_same_bits(speed, np.sqrt(ux * ux + uy * uy + uz * uz), "speed")
+
+
+def body_tree(levels: int, rung: str):
+    """The NumPy sphere (leaves of 9³; inlet, outlet, periodic sides, a sphere with interpolated
+    walls, tracers) with the body meshed at level 1 (a tree of two levels) or 2 (three)."""
+    return load_preset("amr3d-sphere-re100", [f"body[0].level={levels - 1}", f"variants.kernels={rung}"],
+                       backend="numpy")
+
+
+def assert_published_fields_are_the_old_paths(e: AMR3D, budget: int) -> dict:
+    """Every sampled field of the engine (each moment, any subset of them, the speed, outputs.fields,
+    the three middle planes of each) against the old path on the engine's device: the whole state's
+    moments sampled on the lattice the lookups built, bit for bit. Returns the old path's moments."""
+    xp, asnumpy = e.xp, e.backend.asnumpy
+    want = whole_state_samples(xp, e.forest, e.shape.leaves(), budget, e.dtype)
+    want["speed"] = xp.sqrt(want["ux"] * want["ux"] + want["uy"] * want["uy"] + want["uz"] * want["uz"])
+    want = {k: asnumpy(v) for k, v in want.items()}
+    for name, g in zip(MOMENTS, e.shape.macroscopic()):
+        assert_same_bits(asnumpy(g), want[name], name)
+    for names in (("rho",), ("ux", "uy", "uz"), ("uz", "rho")):
+        for name, g in zip(names, e.shape.macroscopic(names)):
+            assert_same_bits(asnumpy(g), want[name], f"{names}: {name}")
+    every = e.fields()
+    for name in ("speed",) + MOMENTS:
+        for label, got in (("field", asnumpy(e.field(name).data)), ("fields", asnumpy(every[name].data))):
+            assert_same_bits(got, want[name], f"{label} {name}")
+            for axis in "xyz":  # the slice planes the app and the headless frames cut from them
+                assert_same_bits(slice3d(got, axis), slice3d(want[name], axis), f"{label} {name}, {axis} plane")
+    return want
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
+@pytest.mark.parametrize("rung", ["naive-fused", "mother-leaf"])
+@pytest.mark.parametrize("levels", [2, 3])
+def test_the_engine_on_the_emulated_gpu_publishes_the_old_fields(emulated_cupy, levels, rung):
+    """The CuPy path end to end (emulated): the plan built on the device, the ladder's gather
+    indices (leaf and mother-leaf storage), the density's sum and sample.cu's two launches: every
+    field as the old path gave it (the emulation's sum is NumPy's, so the old path is NumPy's)."""
+    from nagare.engine.backend import Backend
+
+    dev = Backend("cupy", emulated_cupy, _cupy=emulated_cupy)
+    e = AMR3D(body_tree(levels, rung), dev)
+    e._roofline = 1e12  # (no copy bandwidth to measure)
+    assert e.forest.levels == list(range(levels)) and e.selection["kernels"] == rung
+    e.random_state(np.random.default_rng(11))
+    p = e.shape.sampling_lattice()
+    assert sampled.gpu_supports(p) and p.ids is None
+    assert_published_fields_are_the_old_paths(e, 1 << 21)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rung", ["naive-fused", "mother-leaf"])
+@pytest.mark.parametrize("levels", [2, 3])
+def test_the_engine_on_the_gpu_publishes_the_old_fields(levels, rung):
+    """sample.cu's two launches with CuPy on a developed flow past a body (two and three levels,
+    leaf and mother-leaf storage): every field and plane bit for bit what the old path gives on
+    the GPU (CuPy's reductions on the whole state); the NumPy path on the host's copy of the state
+    agrees to rounding (CuPy sums the density's 27 rows as a tree, NumPy one after another)."""
+    cp = pytest.importorskip("cupy")
+    e = AMR3D(body_tree(levels, rung), get_backend("cupy"))
+    assert e.forest.levels == list(range(levels)) and e.selection["kernels"] == rung
+    e.step(8)
+    p = e.shape.sampling_lattice()
+    assert sampled.gpu_supports(p) and isinstance(p.local, cp.ndarray)
+    want = assert_published_fields_are_the_old_paths(e, 1 << 21)
+    host = whole_state_samples(np, e.forest, cp.asnumpy(e.shape.leaves()), 1 << 21, e.dtype)
+    for name in MOMENTS:
+        np.testing.assert_allclose(want[name], host[name], rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(LATTICES))
+def test_the_lattice_and_plan_built_on_the_gpu_are_the_hosts(name):
+    """mesh.sampling and sampled.plan on CuPy (integer division and modulo, float64 division and
+    products, the mark, the index): the host's lattice and plan bit for bit."""
+    cp = pytest.importorskip("cupy")
+    forest = LATTICES[name]()
+    want = lattice_by_lookups(forest, 1 << 18)
+    got = mesh.sampling(forest, 1 << 18, cp)
+    assert (got.level, got.shape, got.unit) == (want.level, want.shape, want.unit)
+    np.testing.assert_array_equal(cp.asnumpy(got.ids), want.ids)
+    assert_same_bits(cp.asnumpy(got.weights), want.weights, "weights")
+    n = forest.n_leaves * forest.m**3
+    for dtype in (np.float32, np.float64):
+        got = mesh.sampling(forest, 1 << 18, cp, dtype)
+        host, dev = sampled.plan(np, want, n, dtype, True), sampled.plan(cp, got, n, dtype, True)
+        np.testing.assert_array_equal(cp.asnumpy(dev.points), host.points)
+        np.testing.assert_array_equal(cp.asnumpy(dev.local), host.local)
+        assert dev.local.dtype == np.int32
+        assert_same_bits(cp.asnumpy(dev.weights), host.weights, "plan weights")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("preset", ["amr3d-sphere-re100", "amr3d-vortex-adapt"])
+def test_a_tree_change_rebuilds_the_plan_within_20_ms_of_host_time(preset):
+    """What a regrid adds to the next published frame: the lattice, the plan and the ladder's gather
+    indices for the preset's tree at its GPU size (the vortex after its initial adaptation), the
+    device synchronised; median of five after a first build (CuPy's elementwise kernels compile)."""
+    import time
+
+    cp = pytest.importorskip("cupy")
+    e = AMR3D(load_preset(preset, backend="cupy"), get_backend("cupy"))
+    shape, times = e.shape, []
+    for _ in range(6):
+        cp.cuda.Device().synchronize()
+        start = time.perf_counter()
+        shape.sampling = None
+        p = shape.sampling_lattice()
+        shape.stepper.gather_plan(p.points)
+        cp.cuda.Device().synchronize()
+        times.append(time.perf_counter() - start)
+    ms = 1e3 * float(np.median(times[1:]))
+    print(f"{preset}: {e.forest.n_leaves} leaves, {int(np.prod(p.shape))} samples, {len(p.points)} points read: "
+          f"plan {ms:.2f} ms (first {1e3 * times[0]:.1f} ms)")
+    assert ms <= 20.0
 
 
 @pytest.mark.gpu
