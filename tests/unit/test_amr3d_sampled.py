@@ -256,9 +256,11 @@ def test_the_gpu_kernels_compute_the_array_codes_bits(emulated_cupy, dtype):
 
 def body_tree(levels: int, rung: str):
     """The NumPy sphere (leaves of 9³; inlet, outlet, periodic sides, a sphere with interpolated
-    walls, tracers) with the body meshed at level 1 (a tree of two levels) or 2 (three)."""
-    return load_preset("amr3d-sphere-re100", [f"body[0].level={levels - 1}", f"variants.kernels={rung}"],
-                       backend="numpy")
+    walls, tracers) with the body meshed at level 1 (a tree of two levels) or 2 (three); ``rung``
+    a kernels rung, "+fp16" for half-precision storage."""
+    kernels, _, half = rung.partition("+")
+    over = [f"body[0].level={levels - 1}", f"variants.kernels={kernels}"] + (["variants.storage=fp16"] if half else [])
+    return load_preset("amr3d-sphere-re100", over, backend="numpy")
 
 
 def assert_published_fields_are_the_old_paths(e: AMR3D, budget: int) -> dict:
@@ -284,18 +286,19 @@ def assert_published_fields_are_the_old_paths(e: AMR3D, budget: int) -> dict:
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
-@pytest.mark.parametrize("rung", ["naive-fused", "mother-leaf"])
+@pytest.mark.parametrize("rung", ["naive-fused", "mother-leaf", "naive+fp16"])
 @pytest.mark.parametrize("levels", [2, 3])
 def test_the_engine_on_the_emulated_gpu_publishes_the_old_fields(emulated_cupy, levels, rung):
     """The CuPy path end to end (emulated): the plan built on the device, the ladder's gather
-    indices (leaf and mother-leaf storage), the density's sum and sample.cu's two launches: every
+    indices (leaf and mother-leaf storage, fp16 storage widened), the density's sum and sample.cu's two launches: every
     field as the old path gave it (the emulation's sum is NumPy's, so the old path is NumPy's)."""
     from nagare.engine.backend import Backend
 
     dev = Backend("cupy", emulated_cupy, _cupy=emulated_cupy)
     e = AMR3D(body_tree(levels, rung), dev)
     e._roofline = 1e12  # (no copy bandwidth to measure)
-    assert e.forest.levels == list(range(levels)) and e.selection["kernels"] == rung
+    assert e.forest.levels == list(range(levels)) and e.selection["kernels"] == rung.partition("+")[0]
+    assert e.selection.get("storage", "native") == ("fp16" if rung.endswith("+fp16") else "native")
     e.random_state(np.random.default_rng(11))
     p = e.shape.sampling_lattice()
     assert sampled.gpu_supports(p) and p.ids is None
@@ -303,16 +306,16 @@ def test_the_engine_on_the_emulated_gpu_publishes_the_old_fields(emulated_cupy, 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rung", ["naive-fused", "mother-leaf"])
+@pytest.mark.parametrize("rung", ["naive-fused", "mother-leaf", "naive+fp16"])
 @pytest.mark.parametrize("levels", [2, 3])
 def test_the_engine_on_the_gpu_publishes_the_old_fields(levels, rung):
     """sample.cu's two launches with CuPy on a developed flow past a body (two and three levels,
-    leaf and mother-leaf storage): every field and plane bit for bit what the old path gives on
+    leaf, mother-leaf and fp16 storage): every field and plane bit for bit what the old path gives on
     the GPU (CuPy's reductions on the whole state); the NumPy path on the host's copy of the state
     agrees to rounding (CuPy sums the density's 27 rows as a tree, NumPy one after another)."""
     cp = pytest.importorskip("cupy")
     e = AMR3D(body_tree(levels, rung), get_backend("cupy"))
-    assert e.forest.levels == list(range(levels)) and e.selection["kernels"] == rung
+    assert e.forest.levels == list(range(levels)) and e.selection["kernels"] == rung.partition("+")[0]
     e.step(8)
     p = e.shape.sampling_lattice()
     assert sampled.gpu_supports(p) and isinstance(p.local, cp.ndarray)
