@@ -6,9 +6,9 @@ reference rung holds the whole state) takes the moments asked for on every point
 corners by point id. The GPU reads only the points the samples read: a plan (built on the device
 once per tree, with the sampling) keeps them, sorted, and each sample's 8 indices into them; a
 frame gathers the populations there (no assembled state) and runs shaders/cuda/amr3d/sample.cu —
-the moments, then the corners (and the speed) — two launches after the density's axis-0 sum, where the array code
-issued ~200; the app's publishing worker is bound by issuing launches, each needing the GIL that
-the UI thread holds while it draws.
+the moments, then the corners (and the speed) — two launches after the density's axis-0 sum,
+where the array code issued ~200; the app's publishing worker is bound by issuing launches, each
+needing the GIL that the UI thread holds while it draws.
 
 Bit for bit what leafgrid.macroscopic on the whole state followed by the per-corner gather gave:
 the same expressions (the kernels compiled with --fmad=false, every product and sum rounded on
@@ -26,6 +26,7 @@ from ..cuda import KernelSpec, template
 from . import d3q27
 
 MOMENTS = ("rho", "ux", "uy", "uz")
+
 
 @dataclass
 class SamplePlan:
