@@ -137,16 +137,16 @@ def _finer_than_a_sample() -> tree.Forest:
 
 
 LATTICES = {
-    "two levels, periodic": lambda: mesh.build_forest(small_tree()),
-    "two levels, walls in x and z": lambda: mesh.build_forest(
+    "two-levels-periodic": lambda: mesh.build_forest(small_tree()),
+    "two-levels-walls-xz": lambda: mesh.build_forest(
         small_tree(grid={"leaves": [4, 2, 2], "m": 9, "periodic": [False, True, False]})),
-    "sphere (three levels, a body)": lambda: _preset_forest("amr3d-sphere-re100"),
-    "vortex box": lambda: _preset_forest("amr3d-vortex-adapt"),
-    "three levels, mother leaves": deep_roots,
-    "three levels, walls in y and z": lambda: deep_roots((True, False, False)),
-    "random refinement, periodic": lambda: _refined_at_random((True, True, True), 3),
-    "random refinement, mixed": lambda: _refined_at_random((False, True, False), 4),
-    "leaves finer than a sample": _finer_than_a_sample,
+    "sphere-three-levels-body": lambda: _preset_forest("amr3d-sphere-re100"),
+    "vortex-box": lambda: _preset_forest("amr3d-vortex-adapt"),
+    "three-levels-mothers": deep_roots,
+    "three-levels-walls-yz": lambda: deep_roots((True, False, False)),
+    "random-refinement-periodic": lambda: _refined_at_random((True, True, True), 3),
+    "random-refinement-mixed": lambda: _refined_at_random((False, True, False), 4),
+    "leaves-finer-than-a-sample": _finer_than_a_sample,
 }
 
 
