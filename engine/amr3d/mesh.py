@@ -72,7 +72,7 @@ CORNERS = tuple((dx, dy, dz) for dz in (0, 1) for dy in (0, 1) for dx in (0, 1))
 def sampling(forest: Forest, budget: int, xp=np, dtype=np.float64) -> Sampling:
     """The sampling lattice (see module doc); periodic axes exclude the far face, walled ones keep it.
     Which leaf holds each sample is painted on the host (a loop over the leaves, not over the
-    samples); the per-sample ids and weights are array code on ``xp`` (on the GPU: a few dozen
+    samples); the per-sample ids and weights are array code on ``xp`` (on the GPU: ~75 CuPy
     launches, where the host's NumPy would spend its time on 8 values a sample). The weights are
     taken in float64 and rounded once to ``dtype`` (the engine's: no float64 copy of all 8 kept)."""
     m = forest.m
