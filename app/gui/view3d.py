@@ -97,6 +97,7 @@ class SlicePlanesVisual(_LutColormap, Visual):
         self.shared_program["u_clim"] = (0.0, 1.0)
         self.set_colormap(colormap)
         self.shape = None  # (nz, ny, nx) of the texture
+        self._planes_key = None  # (planes, spacing, shape) the vertex buffers hold
         self._bounds = np.zeros((2, 3))
         self._n = 0
         self._draw_mode = "triangles"
@@ -112,7 +113,13 @@ class SlicePlanesVisual(_LutColormap, Visual):
         self.update()
 
     def set_planes(self, planes: dict, spacing: float) -> None:
-        """planes: axis name → fraction, for the planes that are on."""
+        """planes: axis name → fraction, for the planes that are on. Unchanged planes keep their
+        vertex buffers: the drawer asks with every packet, and a new upload each frame is GL work
+        and UI-thread time that the simulation's thread waits for (the GIL)."""
+        key = (tuple(planes.items()), float(spacing), self.shape)
+        if key == self._planes_key:
+            return
+        self._planes_key = key
         nz, ny, nx = self.shape
         n = np.array([nx, ny, nz], np.float64)
         ext = n * spacing

@@ -11,6 +11,7 @@ import numpy as np
 
 from . import cases, d3q27, ladder, leafgrid, storage
 from .gpu import LadderStepper, kernel_spec
+from .sampled import MOMENTS
 from .shapes import Shape
 from .variants import RUNG_KERNELS, RUNG_STORAGE
 
@@ -131,8 +132,9 @@ class Box(Shape):
         m, shape = self._stored()
         return storage.uniform_from_leaves(self.xp, self.f, m, shape)
 
-    def macroscopic(self):
-        return leafgrid.macroscopic(self.xp, self.uniform())
+    def macroscopic(self, names=MOMENTS):
+        m = dict(zip(MOMENTS, leafgrid.macroscopic(self.xp, self.uniform())))
+        return tuple(m[n] for n in names)
 
     def sample_kw(self) -> dict:
         return {"spacing": 1.0}

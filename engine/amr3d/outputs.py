@@ -38,10 +38,10 @@ def field(e, name: str):
         return tracer_field(e)
     if name not in ("speed", "rho", "ux", "uy", "uz"):
         raise KeyError(name)
-    rho, ux, uy, uz = e.shape.macroscopic()
-    data = {"rho": rho, "ux": ux, "uy": uy, "uz": uz}.get(name)
-    if name == "speed":
-        data = e.xp.sqrt(ux * ux + uy * uy + uz * uz)
+    if name == "speed":  # the velocity only: a tree then neither samples nor keeps the density
+        data = e.shape.speed()
+    else:
+        (data,) = e.shape.macroscopic((name,))
     return Grid3D(data, label=FIELD_LABELS[name], units="lattice", symmetric=name in ("ux", "uy", "uz"),
                   **grid_kw(e))
 

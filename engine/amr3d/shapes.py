@@ -18,6 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from .sampled import MOMENTS
+
 
 class Shape(ABC):
     """How one shape stores, selects, steps and shows the state of the engine ``e`` (its context:
@@ -80,8 +82,13 @@ class Shape(ABC):
 
     # ---- outputs ----------------------------------------------------------------------------
     @abstractmethod
-    def macroscopic(self):
-        """(ρ, ux, uy, uz) on the display lattice."""
+    def macroscopic(self, names=MOMENTS):
+        """The moments ``names`` (default ρ, ux, uy, uz) on the display lattice."""
+
+    def speed(self):
+        """|u| on the display lattice (the speed field), as sqrt(ux·ux + uy·uy + uz·uz)."""
+        ux, uy, uz = self.macroscopic(("ux", "uy", "uz"))
+        return self.xp.sqrt(ux * ux + uy * uy + uz * uz)
 
     @abstractmethod
     def sample_kw(self) -> dict:

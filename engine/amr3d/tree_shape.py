@@ -14,9 +14,11 @@ IEEE half (tree_stepper.py); the reference rounds its fp32 state where those buf
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
-from . import boundaries, cases, d3q27, interface, leafgrid, mesh, mothers, reference, storage, tables, variants
+from . import boundaries, cases, d3q27, interface, mesh, mothers, reference, sampled, storage, tables, variants
 from .builder import tracer_bytes
 from .gpu import coupling_spec, kernel_spec
 from .regridding import Regridding
@@ -231,9 +233,10 @@ class Tree(Regridding, Shape):
     def kernel_specs(self, selection: dict) -> list:
         """The ladder's kernels for leaves of m³ and the level-coupling kernels; the ladder's for
         mother leaves too where a rung stores them (level 0 may keep leaves of m³); the fused
-        tracer step with tracers (on the TreeStepper's buffers: the engine's dtype)."""
+        tracer step with tracers (on the TreeStepper's buffers: the engine's dtype); the sampled
+        fields' kernels (sampled.py: every published frame)."""
         e = self.e
-        specs = [kernel_spec(self.m, e.collision), coupling_spec(e.collision)]
+        specs = [kernel_spec(self.m, e.collision), coupling_spec(e.collision), sampled.kernel_spec(self.dtype)]
         if self.storage_of(selection["kernels"]) == "mothers":
             specs.append(kernel_spec(storage.mother_size(self.m), e.collision))
         if e._tracers is not None:
@@ -246,26 +249,52 @@ class Tree(Regridding, Shape):
         return self.stepper.body_force()
 
     # ---- outputs ----------------------------------------------------------------------------
-    def macroscopic(self):
-        """(ρ, ux, uy, uz) on the sampling lattice (mesh.py: each sample from the finest leaf that
-        holds it)."""
-        s = self.sampling_lattice()
-        rho, ux, uy, uz = leafgrid.macroscopic(self.xp, self.leaves())
-        out = []
-        for a in (rho, ux, uy, uz):
-            flat = a.reshape(-1)
-            v = s["w"][0] * flat[s["ids"][0]]
-            for c in range(1, 8):
-                v = v + s["w"][c] * flat[s["ids"][c]]
-            out.append(v.reshape(s["shape"]))
-        return tuple(out)
+    def macroscopic(self, names=sampled.MOMENTS):
+        """The moments ``names`` (default ρ, ux, uy, uz) on the sampling lattice (mesh.py: each
+        sample from the finest leaf that holds it). On the GPU from the points the samples read
+        (sampled.py: three launches after their gather, not ~200), otherwise the array code on the
+        whole state; the same bits either way."""
+        p = self.sampling_lattice()
+        if sampled.gpu_supports(p):
+            return sampled.gpu_samples(self.xp, p, self._sampled_populations(p), names)
+        if p.ids is None:  # a points plan the kernels do not take (int64 indices): the array code on them
+            at = sampled.moments(self.xp, self._sampled_populations(p), names)
+            return tuple(sampled.sample(self.xp, p, at[n], p.local) for n in names)
+        at = sampled.moments(self.xp, self.leaves(), names)
+        return tuple(sampled.sample(self.xp, p, at[n]) for n in names)
 
-    def sampling_lattice(self) -> dict:
+    def speed(self):
+        """|u| on the sampling lattice: on the GPU from the same launches as the velocities (sampled.py),
+        otherwise Shape.speed's array code (the same bits)."""
+        p = self.sampling_lattice()
+        if sampled.gpu_supports(p):
+            return sampled.gpu_samples(self.xp, p, self._sampled_populations(p), ("ux", "uy", "uz"), speed=True)[0]
+        return super().speed()
+
+    def _sampled_populations(self, p: sampled.SamplePlan):
+        """f[27, U] at the plan's points, gathered from the stepper's storage (the state is not
+        assembled); a ladder's gather indices per level are kept while the stepper and plan are."""
+        st = self.stepper
+        if st is None:
+            return self.xp.asarray(self.pending).reshape(d3q27.Q, -1)[:, p.points]
+        if isinstance(st, reference.Stepper):
+            return st.populations(p.points)
+        key = getattr(self, "_gather", None)
+        if key is None or key[0]() is not st or key[1]() is not p:
+            # weak: a regrid's or a switch's old stepper (a state's worth of buffers) is not kept
+            key = self._gather = (weakref.ref(st), weakref.ref(p), st.gather_plan(p.points))
+        return st.gathered(key[2])
+
+    def sampling_lattice(self) -> sampled.SamplePlan:
         if self.sampling is None:
             budget = 1 << 21 if self.e.backend.is_gpu else 1 << 18
-            smp = mesh.sampling(self.e.forest, budget)
-            self.sampling = {"ids": self.xp.asarray(smp.ids), "w": self.xp.asarray(smp.weights, dtype=self.dtype),
-                             "shape": smp.shape, "unit": smp.unit, "level": smp.level}
+            forest = self.e.forest
+            # the kernels read the points the samples need; the array code (NumPy) the whole state,
+            # which it holds already (a gather of those points cost more than it saved there). Built
+            # on the state's device: each regrid of an adaptive run builds it again
+            smp = mesh.sampling(forest, budget, self.xp, self.dtype)
+            self.sampling = sampled.plan(self.xp, smp, forest.n_leaves * self.m**3, self.dtype,
+                                         by_points=self.e.backend.is_gpu)
         return self.sampling
 
     def sample_kw(self) -> dict:
@@ -273,7 +302,7 @@ class Tree(Regridding, Shape):
         the domain as the extent."""
         forest = self.e.forest
         unit = float(1 << forest.max_level)
-        return {"spacing": self.sampling_lattice()["unit"] / unit, "centering": "node",
+        return {"spacing": self.sampling_lattice().unit / unit, "centering": "node",
                 "extent": tuple(float(d) / unit for d in forest.domain)}
 
     def mass(self, rho):

@@ -161,6 +161,29 @@ class TreeStepper:
             xp.copyto(out, b[:, at(i)], where=(level == i)[None])
         return self._fp32(out).reshape((q,) + ids.shape)
 
+    def gather_plan(self, ids) -> tuple:
+        """For sorted canonical point ids (xp int64, e.g. a sampled.SamplePlan's points), each level's
+        storage indices of its ids within its buffer (self.levels order; device arrays, built once):
+        :meth:`gathered` is then populations(ids) as one gather per level, without the per-call
+        search, clamps and selects. The levels are contiguous runs of canonical ids in this order, so
+        sorted ids split into runs (where: one search on the ids' device, a few ints to the host)."""
+        m3, xp = self.forest.m ** 3, self.xp
+        ids = xp.asarray(ids)
+        first = [self.coupling[lv].lo * m3 for lv in self.levels]
+        cuts = xp.searchsorted(ids, xp.asarray(first[1:] + [np.iinfo(np.int64).max], dtype=np.int64)).tolist()
+        plan, start = [], 0
+        for lv, f0, stop in zip(self.levels, first, cuts):
+            local = ids[start:stop] - f0
+            plan.append(local if lv not in self._maps else self._maps[lv][local])
+            start = stop
+        return tuple(plan)
+
+    def gathered(self, plan: tuple):
+        """f (Q, len(ids)) at the ids of a :meth:`gather_plan`: populations(ids), bit for bit."""
+        q = d3q27.Q
+        parts = [self.bufs[lv][0].reshape(q, -1)[:, idx] for lv, idx in zip(self.levels, plan)]
+        return self._fp32(parts[0] if len(parts) == 1 else self.xp.concatenate(parts, axis=1))
+
     def _fp32(self, g):
         """Gathered populations g[Q, ...] as fp32 (from fp16 storage: + w, load_pop's arithmetic)."""
         return storage.from_fp16(self.xp, g) if self.fp16 else g
