@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import d3q27, tables
+from . import d3q27, group_desc, tables
 from .ladder import shared_copies
 from .tree import SELF_SLOT, Forest
 
@@ -220,16 +220,25 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     R = len(leaves)
-    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
     pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
-    desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
-    desc[0] = pid  # the rest population stays at the point
+    if solid is None and link is None and not slip:
+        # no body, no free slip: the descriptors written per (leaf, position class) group
+        pt = group_desc.descriptors(forest, lv, leaves, ijk, interp)
+        desc = pt.desc
+        restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
+        p_src = np.zeros(0, np.int64)
+    else:
+        pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
+        restrict_dst, restrict_src = pt.restrict_dst, pt.restrict_src
+        desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
+        desc[0] = pid  # the rest population stays at the point
+        flat = desc.reshape(-1)
+        # direct sources: global q'·N + pid → this level's buffer (all on this level)
+        q_src, p_src = np.divmod(pt.direct_src, N)
+        flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
+        flat[pt.fine_dst] = -1 - (pt.fine_q * pt.fine_pts.size + pt.fine_slot)
     flat = desc.reshape(-1)
-    # direct sources: global q'·N + pid → this level's buffer (all on this level)
-    q_src, p_src = np.divmod(pt.direct_src, N)
-    flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
     ufine = pt.fine_pts.size
-    flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
     # distinct stencils: rows with the same coarse nodes AND weights (at a leaf's low face two
     # positions share nodes with mirrored weights), grouped over the distinct source positions'
     # stencils (compact tables), then each read takes its position's group
@@ -261,5 +270,14 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
         fine_pts=pt.fine_pts - fine_lo * m3, coarse_pts=pt.coarse_pts - coarse_lo * m3,
         interp_slot=islot, interp_w=iw,
-        restrict_dst=pt.restrict_dst - lo * m3,
-        restrict_src=pt.restrict_src - (forest.level_slice(lv + 1).start * m3 if pt.restrict_src.size else 0), **lk)
+        restrict_dst=restrict_dst - lo * m3,
+        restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
+
+
+def _restriction(forest: Forest, lv: int, leaves, ijk) -> tuple[np.ndarray, np.ndarray]:
+    """(restrict_dst, restrict_src) global point ids of tables.point_tables over these points: those
+    of them that coincide with a node of a level lv + 1 leaf, and that node."""
+    acc = {"rd": [], "rs": [], "ud": [], "us": []}
+    pid = leaves * forest.m ** 3 + tables.local_flat(forest.m, ijk)
+    tables._owners(forest, lv, leaves, forest.origin[leaves] + ijk * int(forest.spacing_of(lv)), pid, acc)
+    return acc["rd"][0] if acc["rd"] else np.zeros(0, np.int64), acc["rs"][0] if acc["rs"] else np.zeros(0, np.int64)
