@@ -221,8 +221,7 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     R = len(leaves)
     pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
-    if solid is None and link is None and not slip:
-        # no body, no free slip: the descriptors written per (leaf, position class) group
+    if _by_groups(solid, link, slip):
         pt = group_desc.descriptors(forest, lv, leaves, ijk, interp)
         desc = pt.desc
         restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
@@ -272,6 +271,12 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         interp_slot=islot, interp_w=iw,
         restrict_dst=restrict_dst - lo * m3,
         restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
+
+
+def _by_groups(solid, link, slip) -> bool:
+    """Whether a level's descriptors are written per (leaf, position class) group (group_desc.py):
+    without a body or a free-slip side, where no read needs its own lookup or a reflected population."""
+    return solid is None and link is None and not slip
 
 
 def _restriction(forest: Forest, lv: int, leaves, ijk) -> tuple[np.ndarray, np.ndarray]:
