@@ -135,7 +135,7 @@ def _union(m: int, a, b):
     return lf[first], ijk[first]
 
 
-def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def unique_rows(key: np.ndarray, lead=None) -> tuple[np.ndarray, np.ndarray]:
     """(first, inverse) of the distinct rows of an int64 matrix, exactly as ``np.unique(key,
     axis=0, return_index=True, return_inverse=True)`` gives them (same groups, same lexicographic
     order), faster: rows are hashed to one int64 each (a dot product with odd random weights, wrapping),
@@ -144,11 +144,19 @@ def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     np.unique over all rows sorts them as structured records: 4 s of an 18 s build. The order
     matters on the GPU: the interpolated buffer follows it, and in hash order the coupling kernels
     would gather the coarse points at random (about three times the coupling phase's time on the
-    sphere bench: docs/benchmarks/amr3d-design-figures/README.md)."""
+    sphere bench: docs/benchmarks/amr3d-design-figures/README.md).
+    ``lead``: columns that order the rows where the caller expects them all distinct
+    (:func:`_distinct_order`): tried first, the hashing only where that finds equal rows."""
     key = np.ascontiguousarray(key, np.int64)
     if key.ndim != 2 or not len(key):
         _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
         return first, inv.reshape(-1)
+    if lead is not None:
+        order = _distinct_order(key, np.asarray(lead, np.int64))
+        if order is not None:
+            rank = np.empty_like(order)
+            rank[order] = np.arange(len(order))
+            return order, rank
     mult = np.random.default_rng(0x6E61676172).integers(1, 2 ** 62, key.shape[1], dtype=np.int64) | 1
     h = key @ mult  # wrapping int64 dot product: one pass over the rows (a column loop took 20× as long)
     _, first, inv = np.unique(h, return_index=True, return_inverse=True)
@@ -165,6 +173,31 @@ def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 _CHECK_ROWS = 4096  # rows compared at a time by unique_rows' collision check
+
+
+def _distinct_order(rows: np.ndarray, lead: np.ndarray):
+    """np.unique's order of the rows if they are all distinct, else None: sorted by the ``lead``
+    columns (a few int64 sorts), the runs those leave tied sorted as whole rows
+    (:func:`_lexicographic_order`), then every neighbour pair checked — the first column where
+    they differ increases — so a wrong guess of the leading columns costs time, never a wrong order."""
+    order = np.lexsort(rows[:, lead[::-1]].T)
+    ld = rows[order][:, lead]
+    tied = np.zeros(len(order), bool)
+    same = (ld[1:] == ld[:-1]).all(axis=1)
+    tied[1:] |= same
+    tied[:-1] |= same
+    if tied.any():
+        at = np.flatnonzero(tied)
+        run = np.cumsum(~np.concatenate([[False], same]))[at]  # the run each tied row is in
+        sub = order[at]
+        order[at] = sub[_lexicographic_order(np.concatenate([run[:, None], rows[sub]], axis=1))]
+    srt = rows[order]
+    diff = srt[1:] != srt[:-1]
+    col = diff.argmax(axis=1)
+    i = np.arange(len(col))
+    if not (diff[i, col].all() and (srt[1:][i, col] > srt[:-1][i, col]).all()):
+        return None
+    return order
 
 
 def _lexicographic_order(rows: np.ndarray) -> np.ndarray:
@@ -243,7 +276,7 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     # stencils (compact tables), then each read takes its position's group
     if pt.coarse_dst.size:
         first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
-                                                axis=1))
+                                                axis=1), _stencil_lead(pt.coarse_slot.shape[1]))
         islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
         inv = inv[pt.coarse_row]
     else:
@@ -271,6 +304,15 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         interp_slot=islot, interp_w=iw,
         restrict_dst=restrict_dst - lo * m3,
         restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
+
+
+def _stencil_lead(width: int) -> np.ndarray:
+    """The stencil columns where a distinct position's row first differs from another's: a stencil
+    of n³ nodes (x slowest, tables._stencil_rows) meets each new node index of an axis at column
+    k · n^d; the compact tables hold one row per distinct position, so rows that tie there differ
+    in the weights (at a leaf's low face two positions share nodes with mirrored weights)."""
+    n = round(width ** (1 / 3))
+    return np.array(sorted({k * n ** d for d in range(3) for k in range(n)}), np.int64)
 
 
 def _by_groups(solid, link, slip) -> bool:
