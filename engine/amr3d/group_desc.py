@@ -97,10 +97,9 @@ def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str) -> GroupDescr
     mark = np.zeros(n * tables.POSITION_CLASSES, bool)
     mark[group] = True
     kind_g, base_g = _group_tables(forest, lv, np.flatnonzero(mark))
-    kind = kind_g[group]
-    if lv == 0 and np.any(kind >= 4):
+    if lv == 0 and np.any(kind_g >= 4):
         raise ValueError("level-0 point without a source: the forest does not tile the domain")
-    if np.any(kind == 5):
+    if np.any(kind_g == 5):
         raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
     lfc = tables.local_flat(m, d3q27.C[_DIRS])  # (26,)
     desc = np.empty((d3q27.Q, R), np.int64)
@@ -110,23 +109,24 @@ def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str) -> GroupDescr
     np.take(base_g - lo * m3, group, out=body)
     body += lf[None, :]
     body += (_DIRS * (n * m3) - lfc)[:, None]
-    other = kind != 1
-    other &= kind != 2
-    qi, p = np.nonzero(other)
-    k = kind[qi, p]
-    q = _DIRS[qi]
+    # the other reads, by flat index r = (q − 1) · R + p into the (26, R) grid
+    at = np.flatnonzero(((kind_g != 1) & (kind_g != 2))[group])
+    g = group.reshape(-1)[at]
+    k = kind_g[g]
+    qi, p = np.divmod(at, R)
+    flat = body.reshape(-1)
     s = k == 0  # beyond a non-periodic side: bounce-back, the own point's opposite population
-    body[qi[s], p[s]] = d3q27.OPP[q[s]] * (n * m3) + pid[p[s]]
+    flat[at[s]] = d3q27.OPP[qi[s] + 1] * (n * m3) + pid[p[s]]
     s = k == 3  # a finer leaf having the node (its spacing h / 2)
-    fine_pts, fine_slot = tables._uniq(base_g[group[qi[s], p[s]]] + 2 * (lf[p[s]] - lfc[qi[s]]))
-    body[qi[s], p[s]] = -1 - (q[s] * fine_pts.size + fine_slot)
+    fine_pts, fine_slot = tables._uniq(base_g[g[s]] + 2 * (lf[p[s]] - lfc[qi[s]]))
+    flat[at[s]] = -1 - ((qi[s] + 1) * fine_pts.size + fine_slot)
     s = k == 4  # inside a coarser leaf: the source position's key (tables._tables_from)
     ext = 2 * (m - 1)
-    keys = (base_g[group[qi[s], p[s]]] + tables._position_key(0, ijk[p[s]], ext)
+    keys = (base_g[g[s]] + tables._position_key(0, ijk[p[s]], ext)
             - tables._position_key(0, d3q27.C[_DIRS], ext)[qi[s]])
     cpts, cw, crow = tables._coarse_stencils(forest, lv, keys, interp)
     coarse_pts, coarse_slot = tables._uniq(cpts)
     return GroupDescriptors(desc=desc, fine_pts=fine_pts, coarse_pts=coarse_pts,
-                            coarse_dst=q[s] * R + p[s], coarse_q=q[s],
+                            coarse_dst=at[s] + R, coarse_q=qi[s] + 1,
                             coarse_slot=coarse_slot.reshape(-1, tables.STENCILS[interp] ** 3), coarse_w=cw,
                             coarse_row=crow)

@@ -109,14 +109,18 @@ def on_device(xp, t: Tables) -> Tables:
 
 def _uniq(ids: np.ndarray):
     """``np.unique(ids, return_inverse=True)`` for non-negative point ids, without a sort when the
-    ids are bounded by a few times their count (a mark array and its running count): the same
+    ids are bounded by a few times their count (a mark array, ranks at the marked ids): the same
     sorted unique ids and inverse."""
     flat = np.asarray(ids, np.int64).reshape(-1)
     if flat.size and flat.min() >= 0 and int(flat.max()) < 8 * flat.size + (1 << 20):
         mark = np.zeros(int(flat.max()) + 1, bool)
         mark[flat] = True
-        rank = np.cumsum(mark, dtype=np.int64) - 1
-        return np.flatnonzero(mark), rank[flat].reshape(ids.shape)
+        u = np.flatnonzero(mark)
+        # ranks written at the marked ids only (a running count over the whole range touched every
+        # page of an int64 array as long as that range)
+        rank = np.empty(mark.size, np.int64)
+        rank[u] = np.arange(u.size)
+        return u, rank[flat].reshape(ids.shape)
     u, inv = np.unique(flat, return_inverse=True)
     return u, inv.reshape(ids.shape)
 
