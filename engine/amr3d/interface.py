@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -83,16 +84,29 @@ class LevelCoupling:
                                       self.interp_slot, self.interp_w, self.restrict_dst, self.restrict_src))
 
 
+@lru_cache(maxsize=8)
 def crossing_slots(m: int) -> tuple[np.ndarray, np.ndarray]:
     """Shell points (S, 3) of a leaf and, per point, the neighbour slots its 27 pull directions
-    cross (S, 27) bool — the slot the ladder kernels read for that direction (ladder.cu source_of)."""
+    cross (S, 27) bool — the slot the ladder kernels read for that direction (ladder.cu source_of).
+    Kept per m (read-only): every level of every regrid asks for it."""
     shell = tables.shell_points(m)
     cross = np.zeros((len(shell), 27), bool)
     for q in range(d3q27.Q):
         s = shell - d3q27.C[q][None, :]
         n = np.where(s < 0, -1, np.where(s > m - 1, 1, 0))
         cross[np.arange(len(shell)), (n[:, 2] + 1) * 9 + (n[:, 1] + 1) * 3 + (n[:, 0] + 1)] = True
+    shell.flags.writeable = False
+    cross.flags.writeable = False
     return shell, cross
+
+
+@lru_cache(maxsize=8)
+def _crossing_matrix(m: int) -> np.ndarray:
+    """(27, S) float32 0/1: crossing_slots' table transposed, the right factor of interface_points'
+    product."""
+    out = crossing_slots(m)[1].T.astype(np.float32)
+    out.flags.writeable = False
+    return out
 
 
 def level_neighbours(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
@@ -119,10 +133,10 @@ def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     direction that crosses into a slot without a same-level leaf."""
     sl = forest.level_slice(lv)
     _, same = level_neighbours(forest, lv)
-    shell, cross = crossing_slots(forest.m)
+    shell = crossing_slots(forest.m)[0]
     # (n, S): a crossed slot without a same-level leaf; as a product of 0/1 matrices (exact small
     # counts) instead of an (n, S, 27) temporary
-    fix = ((~same).astype(np.float32) @ cross.T.astype(np.float32)) > 0
+    fix = ((~same).astype(np.float32) @ _crossing_matrix(forest.m)) > 0
     li, si = np.nonzero(fix)
     return li + sl.start, shell[si]
 
