@@ -19,12 +19,12 @@ The descriptors, buffers and stencils are those of the general path, bit for bit
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
 from functools import lru_cache
 
 import numpy as np
 
-from . import d3q27, tables
+from . import d3q27, distinct_rows, tables
 from .tree import Forest
 
 _DIRS = np.arange(1, d3q27.Q)
@@ -67,66 +67,127 @@ def _group_tables(forest: Forest, lv: int, present: np.ndarray):
     return kind, base
 
 
-@dataclass
-class GroupDescriptors:
-    """A level's descriptors (27, R) with their direct, bounce-back and fine entries written, and
-    the coarse reads in ``tables.point_tables(..., compact=True)``'s form for level_coupling to
-    group and write: flat descriptor index q · R + p, population, distinct stencils, each read's."""
-    desc: np.ndarray
-    fine_pts: np.ndarray  # (UF,) global point ids on level lv + 1
-    coarse_pts: np.ndarray  # (UC,) global point ids on level lv − 1
-    coarse_dst: np.ndarray  # (K,)
-    coarse_q: np.ndarray  # (K,)
-    coarse_slot: np.ndarray  # (V, S) into coarse_pts
-    coarse_w: np.ndarray  # (V, S)
-    coarse_row: np.ndarray  # (K,)
-
-
-def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str) -> GroupDescriptors:
-    """The descriptors of the level's fix-up points (leaves global, ijk (R, 3), ascending point id)
-    as ``interface.level_coupling`` writes them from ``tables.point_tables``, for a flow without
-    bodies or free-slip sides."""
+def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing: dict | None = None):
+    """(desc (27, R), fine_pts (UF,), coarse_pts (UC,) global point ids, interp_slot (U, S),
+    interp_w (U, S)) of the level's fix-up points (leaves global, ijk (R, 3), ascending point id),
+    NumPy arrays: what ``interface.level_coupling`` builds from ``tables.point_tables`` for a flow
+    without bodies or free-slip sides. The passes over the (direction, point) grid and the
+    stencils run on xp's device (the same array code on NumPy and CuPy: the same tables bit for
+    bit); the groups' classification (a few hundred tree lookups) runs on the host. ``timing``:
+    with a device, its part (the passes, their launches and the waits for them) is added to
+    ``timing["device_s"]`` (seconds): the rest of the call is host work."""
+    start = time.perf_counter()
     m, m3 = forest.m, forest.m ** 3
     sl = forest.level_slice(lv)
     lo, n = sl.start, sl.stop - sl.start
     R = len(leaves)
-    lf = tables.local_flat(m, ijk)
-    pid = (leaves - lo) * m3 + lf  # level-relative point ids
-    group = _class_of_reads(m)[:, lf]  # (26, R) the read's position class …
-    group += ((leaves - lo) * tables.POSITION_CLASSES)[None, :]  # … and its group
-    mark = np.zeros(n * tables.POSITION_CLASSES, bool)
+    lf_h = tables.local_flat(m, ijk)
+    lf = xp.asarray(lf_h)
+    pid = xp.asarray((leaves - lo) * m3 + lf_h)  # level-relative point ids
+    group = xp.asarray(_class_of_reads(m))[:, lf]  # (26, R) the read's position class …
+    group += xp.asarray((leaves - lo) * tables.POSITION_CLASSES)[None, :]  # … and its group
+    mark = xp.zeros(n * tables.POSITION_CLASSES, bool)
     mark[group] = True
-    kind_g, base_g = _group_tables(forest, lv, np.flatnonzero(mark))
-    if lv == 0 and np.any(kind_g >= 4):
+    present = _host(xp, xp.flatnonzero(mark))
+    host = time.perf_counter()
+    kind_h, base_h = _group_tables(forest, lv, present)
+    host = time.perf_counter() - host
+    if lv == 0 and np.any(kind_h >= 4):
         raise ValueError("level-0 point without a source: the forest does not tile the domain")
-    if np.any(kind_g == 5):
+    if np.any(kind_h == 5):
         raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
+    kind_g, base_g = xp.asarray(kind_h), xp.asarray(base_h)
     lfc = tables.local_flat(m, d3q27.C[_DIRS])  # (26,)
-    desc = np.empty((d3q27.Q, R), np.int64)
+    desc = xp.empty((d3q27.Q, R), np.int64)
     desc[0] = pid  # the rest population stays at the point
     body = desc[1:]
     # own leaf and same level (most reads): base − lo m³ + lf(ijk) + (q n m³ − lf(c_q))
-    np.take(base_g - lo * m3, group, out=body)
+    xp.take(base_g - lo * m3, group, out=body)
     body += lf[None, :]
-    body += (_DIRS * (n * m3) - lfc)[:, None]
+    body += xp.asarray(_DIRS * (n * m3) - lfc)[:, None]
     # the other reads, by flat index r = (q − 1) · R + p into the (26, R) grid
-    at = np.flatnonzero(((kind_g != 1) & (kind_g != 2))[group])
+    at = xp.flatnonzero(xp.asarray((kind_h != 1) & (kind_h != 2))[group])
     g = group.reshape(-1)[at]
     k = kind_g[g]
-    qi, p = np.divmod(at, R)
+    qi, p = xp.divmod(at, R)
     flat = body.reshape(-1)
     s = k == 0  # beyond a non-periodic side: bounce-back, the own point's opposite population
-    flat[at[s]] = d3q27.OPP[qi[s] + 1] * (n * m3) + pid[p[s]]
+    flat[at[s]] = xp.asarray(d3q27.OPP)[qi[s] + 1] * (n * m3) + pid[p[s]]
     s = k == 3  # a finer leaf having the node (its spacing h / 2)
-    fine_pts, fine_slot = tables._uniq(base_g[g[s]] + 2 * (lf[p[s]] - lfc[qi[s]]))
+    fine_pts, fine_slot = _uniq(xp, base_g[g[s]] + 2 * (lf[p[s]] - xp.asarray(lfc)[qi[s]]))
     flat[at[s]] = -1 - ((qi[s] + 1) * fine_pts.size + fine_slot)
-    s = k == 4  # inside a coarser leaf: the source position's key (tables._tables_from)
+    s = k == 4  # inside a coarser leaf: the source position's stencil among the distinct ones
     ext = 2 * (m - 1)
-    keys = (base_g[g[s]] + tables._position_key(0, ijk[p[s]], ext)
-            - tables._position_key(0, d3q27.C[_DIRS], ext)[qi[s]])
-    cpts, cw, crow = tables._coarse_stencils(forest, lv, keys, interp)
-    coarse_pts, coarse_slot = tables._uniq(cpts)
-    return GroupDescriptors(desc=desc, fine_pts=fine_pts, coarse_pts=coarse_pts,
-                            coarse_dst=at[s] + R, coarse_q=qi[s] + 1,
-                            coarse_slot=coarse_slot.reshape(-1, tables.STENCILS[interp] ** 3), coarse_w=cw,
-                            coarse_row=crow)
+    keys = (base_g[g[s]] + tables._position_key(0, xp.asarray(ijk)[p[s]], ext)
+            - xp.asarray(tables._position_key(0, d3q27.C[_DIRS], ext))[qi[s]])
+    coarse_pts, islot, iw, inv = _distinct_stencils(xp, forest, lv, keys, interp)
+    flat[at[s]] = -1 - (d3q27.Q * fine_pts.size + (qi[s] + 1) * len(islot) + inv)
+    out = tuple(_host(xp, a) for a in (desc, fine_pts, coarse_pts, islot, iw))
+    if timing is not None and xp is not np:
+        timing["device_s"] = timing.get("device_s", 0.0) + time.perf_counter() - start - host
+    return out
+
+
+def _host(xp, a) -> np.ndarray:
+    return a if xp is np else xp.asnumpy(a)
+
+
+def _uniq(xp, ids):
+    """tables._uniq in xp: (sorted distinct ids, inverse), by a mark array where the ids are bounded
+    by a few times their count."""
+    flat = ids.reshape(-1)
+    if not flat.size:
+        return xp.zeros(0, np.int64), xp.zeros(ids.shape, np.int64)
+    if int(flat.min()) >= 0 and int(flat.max()) < 8 * flat.size + (1 << 20):
+        mark = xp.zeros(int(flat.max()) + 1, bool)
+        mark[flat] = True
+        u = xp.flatnonzero(mark)
+        rank = xp.empty(mark.size, np.int64)
+        rank[u] = xp.arange(u.size)
+        return u, rank[flat].reshape(ids.shape)
+    u, inv = xp.unique(flat, return_inverse=True)
+    return u, inv.reshape(ids.shape)
+
+
+def _distinct_stencils(xp, forest: Forest, lv: int, keys, interp: str):
+    """(coarse_pts (UC,) global ids on level lv − 1, interp_slot (U, S), interp_w (U, S), the
+    stencil of each read (K,)) for the coarse reads with position keys ``keys``: tables'
+    _coarse_stencils (one stencil per distinct position, 1D stencils per axis gathered from
+    tables._axis_stencils) and interface.level_coupling's grouping of the distinct rows
+    (distinct_rows.unique_rows), in xp."""
+    m, width = forest.m, tables.STENCILS[interp] ** 3
+    if not keys.size:
+        return (xp.zeros(0, np.int64), xp.zeros((0, width), np.int64), xp.zeros((0, width)),
+                xp.zeros(0, np.int64))
+    h = int(forest.spacing_of(lv))
+    e = 2 * (m - 1) + 1
+    distinct, row = _uniq(xp, keys)
+    leaf, rest = xp.divmod(distinct, e ** 3)
+    off = xp.stack([rest % e, (rest // e) % e, rest // (e * e)], axis=1) * h
+    idx1, w1 = (xp.asarray(a) for a in tables._axis_stencils(m, 2 * h, interp))
+    idx, w = idx1[off], w1[off]  # (V, 3 axes, n): tables._stencil_rows
+    ix = idx[:, 0, :, None, None]
+    iy = idx[:, 1, None, :, None]
+    iz = idx[:, 2, None, None, :]
+    pts = ((iz * m + iy) * m + ix).reshape(len(off), -1)
+    cw = (w[:, 0, :, None, None] * w[:, 1, None, :, None] * w[:, 2, None, None, :]).reshape(len(off), -1)
+    cpts = (leaf[:, None] + forest.level_slice(lv - 1).start) * m ** 3 + pts
+    coarse_pts, slot = _uniq(xp, cpts)
+    key = xp.concatenate([slot, cw.view(np.int64)], axis=1)
+    order = distinct_rows.distinct_order(xp, key, stencil_lead(width))
+    if order is None:  # rows not all distinct (never seen): NumPy's grouping on the host
+        first, inv = (xp.asarray(a) for a in distinct_rows.unique_rows(_host(xp, key)))
+    else:
+        first = order
+        inv = xp.empty_like(order)
+        inv[order] = xp.arange(len(order))
+    return coarse_pts, slot[first], cw[first], inv[row]
+
+
+def stencil_lead(width: int) -> np.ndarray:
+    """The stencil columns where a distinct position's row first differs from another's: a stencil
+    of n³ nodes (x slowest, tables._stencil_rows) meets each new node index of an axis at column
+    k · n^d; the compact tables hold one row per distinct position, so rows that tie there differ
+    in the weights (at a leaf's low face two positions share nodes with mirrored weights)."""
+    n = round(width ** (1 / 3))
+    return np.array(sorted({k * n ** d for d in range(3) for k in range(n)}), np.int64)

@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import d3q27, group_desc, tables
+from .distinct_rows import unique_rows
 from .ladder import shared_copies
 from .tree import SELF_SLOT, Forest
 
@@ -149,96 +150,26 @@ def _union(m: int, a, b):
     return lf[first], ijk[first]
 
 
-def unique_rows(key: np.ndarray, lead=None) -> tuple[np.ndarray, np.ndarray]:
-    """(first, inverse) of the distinct rows of an int64 matrix, exactly as ``np.unique(key,
-    axis=0, return_index=True, return_inverse=True)`` gives them (same groups, same lexicographic
-    order), faster: rows are hashed to one int64 each (a dot product with odd random weights, wrapping),
-    the hashes made unique, every row compared with its group's first — a collision (never seen)
-    falls back to ``np.unique(axis=0)`` — and only the distinct rows are then sorted (as byte strings).
-    np.unique over all rows sorts them as structured records: 4 s of an 18 s build. The order
-    matters on the GPU: the interpolated buffer follows it, and in hash order the coupling kernels
-    would gather the coarse points at random (about three times the coupling phase's time on the
-    sphere bench: docs/benchmarks/amr3d-design-figures/README.md).
-    ``lead``: columns that order the rows where the caller expects them all distinct
-    (:func:`_distinct_order`): tried first, the hashing only where that finds equal rows."""
-    key = np.ascontiguousarray(key, np.int64)
-    if key.ndim != 2 or not len(key):
-        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-        return first, inv.reshape(-1)
-    if lead is not None:
-        order = _distinct_order(key, np.asarray(lead, np.int64))
-        if order is not None:
-            rank = np.empty_like(order)
-            rank[order] = np.arange(len(order))
-            return order, rank
-    mult = np.random.default_rng(0x6E61676172).integers(1, 2 ** 62, key.shape[1], dtype=np.int64) | 1
-    h = key @ mult  # wrapping int64 dot product: one pass over the rows (a column loop took 20× as long)
-    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    rep = key[first]
-    for c0 in range(0, len(key), _CHECK_ROWS):  # (in cache-sized blocks: no K × columns temporaries)
-        if not np.array_equal(rep[inv[c0:c0 + _CHECK_ROWS]], key[c0:c0 + _CHECK_ROWS]):
-            _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-            return first, inv.reshape(-1)
-    order = _lexicographic_order(rep)  # the distinct rows in np.unique's order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    return first[order], rank[inv]
-
-
-_CHECK_ROWS = 4096  # rows compared at a time by unique_rows' collision check
-
-
-def _distinct_order(rows: np.ndarray, lead: np.ndarray):
-    """np.unique's order of the rows if they are all distinct, else None: sorted by the ``lead``
-    columns (a few int64 sorts), the runs those leave tied sorted as whole rows
-    (:func:`_lexicographic_order`), then every neighbour pair checked — the first column where
-    they differ increases — so a wrong guess of the leading columns costs time, never a wrong order."""
-    order = np.lexsort(rows[:, lead[::-1]].T)
-    ld = rows[order][:, lead]
-    tied = np.zeros(len(order), bool)
-    same = (ld[1:] == ld[:-1]).all(axis=1)
-    tied[1:] |= same
-    tied[:-1] |= same
-    if tied.any():
-        at = np.flatnonzero(tied)
-        run = np.cumsum(~np.concatenate([[False], same]))[at]  # the run each tied row is in
-        sub = order[at]
-        order[at] = sub[_lexicographic_order(np.concatenate([run[:, None], rows[sub]], axis=1))]
-    srt = rows[order]
-    diff = srt[1:] != srt[:-1]
-    col = diff.argmax(axis=1)
-    i = np.arange(len(col))
-    if not (diff[i, col].all() and (srt[1:][i, col] > srt[:-1][i, col]).all()):
-        return None
-    return order
-
-
-def _lexicographic_order(rows: np.ndarray) -> np.ndarray:
-    """The order ``np.lexsort(rows.T[::-1])`` gives for distinct int64 rows, as one sort of byte
-    strings: each value's sign bit flipped and its bytes big-endian, so comparing a row's bytes
-    compares its values in order, first column first (five times as fast as 54 lexsort passes)."""
-    flipped = (rows.view(np.uint64) ^ np.uint64(1 << 63)).astype(">u8")
-    records = np.ascontiguousarray(flipped).view(np.dtype((np.void, 8 * rows.shape[1]))).reshape(-1)
-    return np.argsort(records, kind="stable")
-
-
 def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None,
-          slip=()) -> dict[int, LevelCoupling]:
+          slip=(), xp=np, timing: dict | None = None) -> dict[int, LevelCoupling]:
     """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search).
     ``solid`` and ``near`` (boundaries.py): the points next to a body join the fix-up list, their
     solid sources bounced back; ``links`` (Boundaries.links()) replace those bounce-backs by the link
     buffer's interpolated values. ``slip``: free-slip sides (Boundaries.slip): the side points are
     interface points already (they cross a slot without a neighbour, as at a wall), and their
     descriptors read the mirrored node's reflected population (tables.point_tables) instead of
-    the own point's opposite one — the fix-up kernel is the same."""
+    the own point's opposite one — the fix-up kernel is the same. ``xp``: CuPy builds a flow's
+    descriptors without bodies or free slip on its device (level_coupling); the data is on the
+    host either way. ``timing``: the device's part of the build in ``timing["device_s"]``."""
     links = links or {}
 
     def level(lv):
-        return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip)
+        return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip, xp,
+                              timing)
     # the levels are independent: built on threads where point_tables uses them (NumPy releases
-    # the GIL inside its loops), so the serial parts of one level overlap the others'
-    if tables._WORKERS > 1 and len(forest.levels) > 1:
+    # the GIL inside its loops), so the serial parts of one level overlap the others'; with a
+    # device, one after the other on the caller's thread (its current stream)
+    if xp is np and tables._WORKERS > 1 and len(forest.levels) > 1:
         with ThreadPoolExecutor(len(forest.levels)) as pool:
             return dict(zip(forest.levels, pool.map(level, forest.levels)))
     return {lv: level(lv) for lv in forest.levels}
@@ -254,11 +185,13 @@ def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.nda
 
 
 def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None, link=None,
-                   slip=()) -> LevelCoupling:
+                   slip=(), xp=np, timing: dict | None = None) -> LevelCoupling:
     """The coupling of one level whose fix-up list is the given points (leaves global, ijk (R, 3),
     each point once, ascending point id): their descriptors from the reference's classification
     (tables.point_tables), and the restriction of those of them that coincide with a finer node.
-    ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links()."""
+    ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links(). ``xp``: the array
+    module whose device builds the descriptors of a flow without bodies or free-slip sides
+    (group_desc.py; the result is on the host either way), adding its time to ``timing``."""
     m3 = forest.m ** 3
     N = forest.n_leaves * m3
     sl = forest.level_slice(lv)
@@ -269,34 +202,37 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     R = len(leaves)
     pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
     if _by_groups(solid, link, slip):
-        pt = group_desc.descriptors(forest, lv, leaves, ijk, interp)
-        desc = pt.desc
+        # no body, no free slip: the descriptors written per (leaf, position class) group
+        desc, fine_pts, coarse_pts, islot, iw = group_desc.descriptors(forest, lv, leaves, ijk, interp, xp,
+                                                                                timing)
         restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
         p_src = np.zeros(0, np.int64)
     else:
         pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
         restrict_dst, restrict_src = pt.restrict_dst, pt.restrict_src
+        fine_pts, coarse_pts = pt.fine_pts, pt.coarse_pts
         desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
         desc[0] = pid  # the rest population stays at the point
         flat = desc.reshape(-1)
         # direct sources: global q'·N + pid → this level's buffer (all on this level)
         q_src, p_src = np.divmod(pt.direct_src, N)
         flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
-        flat[pt.fine_dst] = -1 - (pt.fine_q * pt.fine_pts.size + pt.fine_slot)
+        ufine = pt.fine_pts.size
+        flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
+        # distinct stencils: rows with the same coarse nodes AND weights (at a leaf's low face two
+        # positions share nodes with mirrored weights), grouped over the distinct source positions'
+        # stencils (compact tables), then each read takes its position's group
+        if pt.coarse_dst.size:
+            first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
+                                                    axis=1), group_desc.stencil_lead(pt.coarse_slot.shape[1]))
+            islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
+            inv = inv[pt.coarse_row]
+        else:
+            islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
+            inv = np.zeros(0, np.int64)
+        flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
     flat = desc.reshape(-1)
-    ufine = pt.fine_pts.size
-    # distinct stencils: rows with the same coarse nodes AND weights (at a leaf's low face two
-    # positions share nodes with mirrored weights), grouped over the distinct source positions'
-    # stencils (compact tables), then each read takes its position's group
-    if pt.coarse_dst.size:
-        first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
-                                                axis=1), _stencil_lead(pt.coarse_slot.shape[1]))
-        islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
-        inv = inv[pt.coarse_row]
-    else:
-        islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
-        inv = np.zeros(0, np.int64)
-    flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
+    ufine = fine_pts.size
     lk = {}
     if link is not None:
         lpts, lq, i1, i2, w1, w2 = link
@@ -310,23 +246,14 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         raise AssertionError(f"level {lv}: an interface direction without a source")
     if p_src.size and (np.any(p_src < lo * m3) or np.any(p_src >= (lo + n) * m3)):
         raise AssertionError(f"level {lv}: a direct source outside the level")
-    fine_lo = forest.level_slice(lv + 1).start if pt.fine_pts.size else 0
-    coarse_lo = forest.level_slice(lv - 1).start if pt.coarse_pts.size else 0
+    fine_lo = forest.level_slice(lv + 1).start if fine_pts.size else 0
+    coarse_lo = forest.level_slice(lv - 1).start if coarse_pts.size else 0
     return LevelCoupling(
         level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
-        fine_pts=pt.fine_pts - fine_lo * m3, coarse_pts=pt.coarse_pts - coarse_lo * m3,
+        fine_pts=fine_pts - fine_lo * m3, coarse_pts=coarse_pts - coarse_lo * m3,
         interp_slot=islot, interp_w=iw,
         restrict_dst=restrict_dst - lo * m3,
         restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
-
-
-def _stencil_lead(width: int) -> np.ndarray:
-    """The stencil columns where a distinct position's row first differs from another's: a stencil
-    of n³ nodes (x slowest, tables._stencil_rows) meets each new node index of an axis at column
-    k · n^d; the compact tables hold one row per distinct position, so rows that tie there differ
-    in the weights (at a leaf's low face two positions share nodes with mirrored weights)."""
-    n = round(width ** (1 / 3))
-    return np.array(sorted({k * n ** d for d in range(3) for k in range(n)}), np.int64)
 
 
 def _by_groups(solid, link, slip) -> bool:
