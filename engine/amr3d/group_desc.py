@@ -61,10 +61,29 @@ def _group_tables(forest: Forest, lv: int, present: np.ndarray):
     if not present.size:
         return kind, base
     leaf, cls = np.divmod(present, tables.POSITION_CLASSES)
-    k, b = tables._classify_groups(forest, lv, leaf + lo, _class_members(forest.m)[cls])
-    kind[present] = k
-    base[present] = b
+    leaf += lo
+    ld = _class_members(forest.m)[cls]
+    own = _inside_own_leaf(forest, lv, leaf, ld)
+    kind[present[own]] = 1  # the node ld of the reader's own leaf: base = its first point id
+    base[present[own]] = leaf[own] * forest.m ** 3
+    k, b = tables._classify_groups(forest, lv, leaf[~own], ld[~own])
+    kind[present[~own]] = k
+    base[present[~own]] = b
     return kind, base
+
+
+def _inside_own_leaf(forest: Forest, lv: int, leaf, ld) -> np.ndarray:
+    """(G,) bool: the groups whose positions ``ld`` (G, 3) lie in the reader leaf (0 … m − 1 on
+    every axis) and stay there through the wrap — on a periodic axis the position m − 1 of a leaf
+    that ends at the domain's side is wrapped to 0 (tables._own_leaf_reads): _classify_groups'
+    own-leaf outcome without its tree lookups."""
+    m, h = forest.m, int(forest.spacing_of(lv))
+    ok = np.all((ld >= 0) & (ld <= m - 1), axis=1)
+    end = forest.origin[leaf] + (m - 1) * h  # (G, 3)
+    for d in range(3):
+        if forest.periodic[d]:
+            ok &= (ld[:, d] < m - 1) | (end[:, d] < forest.domain[d])
+    return ok
 
 
 def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing: dict | None = None):

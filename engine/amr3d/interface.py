@@ -263,9 +263,15 @@ def _by_groups(solid, link, slip) -> bool:
 
 
 def _restriction(forest: Forest, lv: int, leaves, ijk) -> tuple[np.ndarray, np.ndarray]:
-    """(restrict_dst, restrict_src) global point ids of tables.point_tables over these points: those
-    of them that coincide with a node of a level lv + 1 leaf, and that node."""
-    acc = {"rd": [], "rs": [], "ud": [], "us": []}
-    pid = leaves * forest.m ** 3 + tables.local_flat(forest.m, ijk)
-    tables._owners(forest, lv, leaves, forest.origin[leaves] + ijk * int(forest.spacing_of(lv)), pid, acc)
-    return acc["rd"][0] if acc["rd"] else np.zeros(0, np.int64), acc["rs"][0] if acc["rs"] else np.zeros(0, np.int64)
+    """(restrict_dst, restrict_src) global point ids, as tables.point_tables gives them over these
+    points (tables._owners' level lv + 1 part): those of them that coincide with a node of a level
+    lv + 1 leaf, and that node."""
+    if lv >= forest.max_level:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    m, m3 = forest.m, forest.m ** 3
+    h = int(forest.spacing_of(lv))
+    pw, _ = forest.wrap_points(forest.origin[leaves] + ijk * h)
+    fine = tables._containing_near(forest, lv + 1, leaves, tables._position_class(m, ijk), pw)
+    s = fine >= 0
+    o = forest.local_offset(fine[s], pw[s]) // (h // 2)
+    return leaves[s] * m3 + tables.local_flat(m, ijk[s]), fine[s] * m3 + tables.local_flat(m, o)
