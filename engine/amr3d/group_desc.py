@@ -137,14 +137,20 @@ def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing
     flat[at[s]] = -1 - ((qi[s] + 1) * fine_pts.size + fine_slot)
     s = k == 4  # inside a coarser leaf: the source position's stencil among the distinct ones
     ext = 2 * (m - 1)
-    keys = (base_g[g[s]] + tables._position_key(0, xp.asarray(ijk)[p[s]], ext)
-            - xp.asarray(tables._position_key(0, d3q27.C[_DIRS], ext))[qi[s]])
+    keys = (base_g[g[s]] + _offset_key(xp.asarray(ijk)[p[s]], ext)
+            - xp.asarray(_offset_key(d3q27.C[_DIRS], ext))[qi[s]])
     coarse_pts, islot, iw, inv = _distinct_stencils(xp, forest, lv, keys, interp)
     flat[at[s]] = -1 - (d3q27.Q * fine_pts.size + (qi[s] + 1) * len(islot) + inv)
     out = tuple(_host(xp, a) for a in (desc, fine_pts, coarse_pts, islot, iw))
     if timing is not None and xp is not np:
         timing["device_s"] = timing.get("device_s", 0.0) + time.perf_counter() - start - host
     return out
+
+
+def _offset_key(off, ext: int):
+    """tables._position_key(0, off, ext) in the array's own module: the key is linear in the offset."""
+    e = ext + 1
+    return (off[..., 2] * e + off[..., 1]) * e + off[..., 0]
 
 
 def _host(xp, a) -> np.ndarray:
