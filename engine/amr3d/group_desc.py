@@ -14,8 +14,9 @@ finer / coarser         the slot of base + 2 lf(ijk − c_q) among the fine poin
                         position's stencil among the distinct stencils (as ``level_coupling``).
 Only flows without bodies or free-slip sides take this path (their reads need per-read lookups or
 a reflected population); ``interface.level_coupling`` builds the others through ``point_tables``.
-The descriptors, buffers and stencils are those of the general path, bit for bit
-(tests/unit/test_amr3d_group_desc.py).
+The passes, the stencils and their grouping are xp code, run on the GPU by a CuPy engine (a regrid
+then keeps only the groups' classification on the host) and on NumPy elsewhere. The descriptors,
+buffers and stencils are those of the general path, bit for bit (tests/unit/test_amr3d_group_desc.py).
 """
 from __future__ import annotations
 

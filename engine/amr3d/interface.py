@@ -188,7 +188,9 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
                    slip=(), xp=np, timing: dict | None = None) -> LevelCoupling:
     """The coupling of one level whose fix-up list is the given points (leaves global, ijk (R, 3),
     each point once, ascending point id): their descriptors from the reference's classification
-    (tables.point_tables), and the restriction of those of them that coincide with a finer node.
+    (tables.point_tables; written per (leaf, position class) group by group_desc.py where no body
+    or free-slip side needs a read of its own), and the restriction of those of them that
+    coincide with a finer node.
     ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links(). ``xp``: the array
     module whose device builds the descriptors of a flow without bodies or free-slip sides
     (group_desc.py; the result is on the host either way), adding its time to ``timing``."""
