@@ -5,7 +5,8 @@
 Builds the preset, moves its vortex by --shift level-0 units on the present tree (so the regrid
 refines ahead of it and coarsens behind it, as a run's regrids do), and times each part of that
 regrid on its own, the device synchronised after each (median of --repeats): the criterion, the
-refine/coarsen plan, the populations' transfer, the coupling tables (serial and on threads), the
+refine/coarsen plan, the populations' transfer, the coupling tables (serial and on threads; with a device,
+also with their descriptors' passes there, and that part), the same-level copies, the
 synchronisation of the new state; then whole regrids (Regridding.regrid, fresh engines).
 """
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+
+import numpy as np
 
 
 def main(argv=None) -> int:
@@ -71,6 +74,13 @@ def main(argv=None) -> int:
         tables._WORKERS = workers
         coupling = timed(f"coupling tables, {workers} threads (host)",
                          lambda: interface.build(new.replace(new.level, new.block), p.physics.interp))
+        if xp is not np:
+            timing = {}
+            timed("coupling tables, descriptors on the device",
+                  lambda: interface.build(new.replace(new.level, new.block), p.physics.interp, xp=xp, timing=timing))
+            device = 1e3 * timing["device_s"] / a.repeats
+            print(f"  of which the device's passes {device:.1f} ms (median wall time above; mean device part)")
+        timed("same-level copies' ids (host)", lambda: [interface.level_copies(new, lv) for lv in new.levels])
 
         def sync():
             g = xp.array(f_new)

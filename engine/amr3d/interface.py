@@ -27,10 +27,12 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
-from . import d3q27, tables
+from . import d3q27, group_desc, tables
+from .distinct_rows import unique_rows
 from .ladder import shared_copies
 from .tree import SELF_SLOT, Forest
 
@@ -83,16 +85,29 @@ class LevelCoupling:
                                       self.interp_slot, self.interp_w, self.restrict_dst, self.restrict_src))
 
 
+@lru_cache(maxsize=8)
 def crossing_slots(m: int) -> tuple[np.ndarray, np.ndarray]:
     """Shell points (S, 3) of a leaf and, per point, the neighbour slots its 27 pull directions
-    cross (S, 27) bool — the slot the ladder kernels read for that direction (ladder.cu source_of)."""
+    cross (S, 27) bool — the slot the ladder kernels read for that direction (ladder.cu source_of).
+    Kept per m (read-only): every level of every regrid asks for it."""
     shell = tables.shell_points(m)
     cross = np.zeros((len(shell), 27), bool)
     for q in range(d3q27.Q):
         s = shell - d3q27.C[q][None, :]
         n = np.where(s < 0, -1, np.where(s > m - 1, 1, 0))
         cross[np.arange(len(shell)), (n[:, 2] + 1) * 9 + (n[:, 1] + 1) * 3 + (n[:, 0] + 1)] = True
+    shell.flags.writeable = False
+    cross.flags.writeable = False
     return shell, cross
+
+
+@lru_cache(maxsize=8)
+def _crossing_matrix(m: int) -> np.ndarray:
+    """(27, S) float32 0/1: crossing_slots' table transposed, the right factor of interface_points'
+    product."""
+    out = crossing_slots(m)[1].T.astype(np.float32)
+    out.flags.writeable = False
+    return out
 
 
 def level_neighbours(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
@@ -119,10 +134,10 @@ def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     direction that crosses into a slot without a same-level leaf."""
     sl = forest.level_slice(lv)
     _, same = level_neighbours(forest, lv)
-    shell, cross = crossing_slots(forest.m)
+    shell = crossing_slots(forest.m)[0]
     # (n, S): a crossed slot without a same-level leaf; as a product of 0/1 matrices (exact small
     # counts) instead of an (n, S, 27) temporary
-    fix = ((~same).astype(np.float32) @ cross.T.astype(np.float32)) > 0
+    fix = ((~same).astype(np.float32) @ _crossing_matrix(forest.m)) > 0
     li, si = np.nonzero(fix)
     return li + sl.start, shell[si]
 
@@ -135,63 +150,26 @@ def _union(m: int, a, b):
     return lf[first], ijk[first]
 
 
-def unique_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(first, inverse) of the distinct rows of an int64 matrix, exactly as ``np.unique(key,
-    axis=0, return_index=True, return_inverse=True)`` gives them (same groups, same lexicographic
-    order), faster: rows are hashed to one int64 each (a dot product with odd random weights, wrapping),
-    the hashes made unique, every row compared with its group's first — a collision (never seen)
-    falls back to ``np.unique(axis=0)`` — and only the distinct rows are then sorted (as byte strings).
-    np.unique over all rows sorts them as structured records: 4 s of an 18 s build. The order
-    matters on the GPU: the interpolated buffer follows it, and in hash order the coupling kernels
-    would gather the coarse points at random (about three times the coupling phase's time on the
-    sphere bench: docs/benchmarks/amr3d-design-figures/README.md)."""
-    key = np.ascontiguousarray(key, np.int64)
-    if key.ndim != 2 or not len(key):
-        _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-        return first, inv.reshape(-1)
-    mult = np.random.default_rng(0x6E61676172).integers(1, 2 ** 62, key.shape[1], dtype=np.int64) | 1
-    h = key @ mult  # wrapping int64 dot product: one pass over the rows (a column loop took 20× as long)
-    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
-    inv = inv.reshape(-1)
-    rep = key[first]
-    for c0 in range(0, len(key), _CHECK_ROWS):  # (in cache-sized blocks: no K × columns temporaries)
-        if not np.array_equal(rep[inv[c0:c0 + _CHECK_ROWS]], key[c0:c0 + _CHECK_ROWS]):
-            _, first, inv = np.unique(key, axis=0, return_index=True, return_inverse=True)
-            return first, inv.reshape(-1)
-    order = _lexicographic_order(rep)  # the distinct rows in np.unique's order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    return first[order], rank[inv]
-
-
-_CHECK_ROWS = 4096  # rows compared at a time by unique_rows' collision check
-
-
-def _lexicographic_order(rows: np.ndarray) -> np.ndarray:
-    """The order ``np.lexsort(rows.T[::-1])`` gives for distinct int64 rows, as one sort of byte
-    strings: each value's sign bit flipped and its bytes big-endian, so comparing a row's bytes
-    compares its values in order, first column first (five times as fast as 54 lexsort passes)."""
-    flipped = (rows.view(np.uint64) ^ np.uint64(1 << 63)).astype(">u8")
-    records = np.ascontiguousarray(flipped).view(np.dtype((np.void, 8 * rows.shape[1]))).reshape(-1)
-    return np.argsort(records, kind="stable")
-
-
 def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None,
-          slip=()) -> dict[int, LevelCoupling]:
+          slip=(), xp=np, timing: dict | None = None) -> dict[int, LevelCoupling]:
     """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search).
     ``solid`` and ``near`` (boundaries.py): the points next to a body join the fix-up list, their
     solid sources bounced back; ``links`` (Boundaries.links()) replace those bounce-backs by the link
     buffer's interpolated values. ``slip``: free-slip sides (Boundaries.slip): the side points are
     interface points already (they cross a slot without a neighbour, as at a wall), and their
     descriptors read the mirrored node's reflected population (tables.point_tables) instead of
-    the own point's opposite one — the fix-up kernel is the same."""
+    the own point's opposite one — the fix-up kernel is the same. ``xp``: CuPy builds a flow's
+    descriptors without bodies or free slip on its device (level_coupling); the data is on the
+    host either way. ``timing``: the device's part of the build in ``timing["device_s"]``."""
     links = links or {}
 
     def level(lv):
-        return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip)
+        return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip, xp,
+                              timing)
     # the levels are independent: built on threads where point_tables uses them (NumPy releases
-    # the GIL inside its loops), so the serial parts of one level overlap the others'
-    if tables._WORKERS > 1 and len(forest.levels) > 1:
+    # the GIL inside its loops), so the serial parts of one level overlap the others'; with a
+    # device, one after the other on the caller's thread (its current stream)
+    if xp is np and tables._WORKERS > 1 and len(forest.levels) > 1:
         with ThreadPoolExecutor(len(forest.levels)) as pool:
             return dict(zip(forest.levels, pool.map(level, forest.levels)))
     return {lv: level(lv) for lv in forest.levels}
@@ -207,11 +185,15 @@ def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.nda
 
 
 def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None, link=None,
-                   slip=()) -> LevelCoupling:
+                   slip=(), xp=np, timing: dict | None = None) -> LevelCoupling:
     """The coupling of one level whose fix-up list is the given points (leaves global, ijk (R, 3),
     each point once, ascending point id): their descriptors from the reference's classification
-    (tables.point_tables), and the restriction of those of them that coincide with a finer node.
-    ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links()."""
+    (tables.point_tables; written per (leaf, position class) group by group_desc.py where no body
+    or free-slip side needs a read of its own), and the restriction of those of them that
+    coincide with a finer node.
+    ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links(). ``xp``: the array
+    module whose device builds the descriptors of a flow without bodies or free-slip sides
+    (group_desc.py; the result is on the host either way), adding its time to ``timing``."""
     m3 = forest.m ** 3
     N = forest.n_leaves * m3
     sl = forest.level_slice(lv)
@@ -220,28 +202,39 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     leaves = np.asarray(leaves, np.int64)
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     R = len(leaves)
-    pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
     pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
-    desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
-    desc[0] = pid  # the rest population stays at the point
-    flat = desc.reshape(-1)
-    # direct sources: global q'·N + pid → this level's buffer (all on this level)
-    q_src, p_src = np.divmod(pt.direct_src, N)
-    flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
-    ufine = pt.fine_pts.size
-    flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
-    # distinct stencils: rows with the same coarse nodes AND weights (at a leaf's low face two
-    # positions share nodes with mirrored weights), grouped over the distinct source positions'
-    # stencils (compact tables), then each read takes its position's group
-    if pt.coarse_dst.size:
-        first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
-                                                axis=1))
-        islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
-        inv = inv[pt.coarse_row]
+    if _by_groups(solid, link, slip):
+        # no body, no free slip: the descriptors written per (leaf, position class) group
+        desc, fine_pts, coarse_pts, islot, iw = group_desc.descriptors(forest, lv, leaves, ijk, interp, xp,
+                                                                                timing)
+        restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
+        p_src = np.zeros(0, np.int64)
     else:
-        islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
-        inv = np.zeros(0, np.int64)
-    flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
+        pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
+        restrict_dst, restrict_src = pt.restrict_dst, pt.restrict_src
+        fine_pts, coarse_pts = pt.fine_pts, pt.coarse_pts
+        desc = np.full((d3q27.Q, R), np.iinfo(np.int64).min, np.int64)
+        desc[0] = pid  # the rest population stays at the point
+        flat = desc.reshape(-1)
+        # direct sources: global q'·N + pid → this level's buffer (all on this level)
+        q_src, p_src = np.divmod(pt.direct_src, N)
+        flat[pt.direct_dst] = q_src * (n * m3) + p_src - lo * m3
+        ufine = pt.fine_pts.size
+        flat[pt.fine_dst] = -1 - (pt.fine_q * ufine + pt.fine_slot)
+        # distinct stencils: rows with the same coarse nodes AND weights (at a leaf's low face two
+        # positions share nodes with mirrored weights), grouped over the distinct source positions'
+        # stencils (compact tables), then each read takes its position's group
+        if pt.coarse_dst.size:
+            first, inv = unique_rows(np.concatenate([pt.coarse_slot, np.ascontiguousarray(pt.coarse_w).view(np.int64)],
+                                                    axis=1), group_desc.stencil_lead(pt.coarse_slot.shape[1]))
+            islot, iw = pt.coarse_slot[first], pt.coarse_w[first]
+            inv = inv[pt.coarse_row]
+        else:
+            islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
+            inv = np.zeros(0, np.int64)
+        flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
+    flat = desc.reshape(-1)
+    ufine = fine_pts.size
     lk = {}
     if link is not None:
         lpts, lq, i1, i2, w1, w2 = link
@@ -255,11 +248,32 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         raise AssertionError(f"level {lv}: an interface direction without a source")
     if p_src.size and (np.any(p_src < lo * m3) or np.any(p_src >= (lo + n) * m3)):
         raise AssertionError(f"level {lv}: a direct source outside the level")
-    fine_lo = forest.level_slice(lv + 1).start if pt.fine_pts.size else 0
-    coarse_lo = forest.level_slice(lv - 1).start if pt.coarse_pts.size else 0
+    fine_lo = forest.level_slice(lv + 1).start if fine_pts.size else 0
+    coarse_lo = forest.level_slice(lv - 1).start if coarse_pts.size else 0
     return LevelCoupling(
         level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
-        fine_pts=pt.fine_pts - fine_lo * m3, coarse_pts=pt.coarse_pts - coarse_lo * m3,
+        fine_pts=fine_pts - fine_lo * m3, coarse_pts=coarse_pts - coarse_lo * m3,
         interp_slot=islot, interp_w=iw,
-        restrict_dst=pt.restrict_dst - lo * m3,
-        restrict_src=pt.restrict_src - (forest.level_slice(lv + 1).start * m3 if pt.restrict_src.size else 0), **lk)
+        restrict_dst=restrict_dst - lo * m3,
+        restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
+
+
+def _by_groups(solid, link, slip) -> bool:
+    """Whether a level's descriptors are written per (leaf, position class) group (group_desc.py):
+    without a body or a free-slip side, where no read needs its own lookup or a reflected population."""
+    return solid is None and link is None and not slip
+
+
+def _restriction(forest: Forest, lv: int, leaves, ijk) -> tuple[np.ndarray, np.ndarray]:
+    """(restrict_dst, restrict_src) global point ids, as tables.point_tables gives them over these
+    points (tables._owners' level lv + 1 part): those of them that coincide with a node of a level
+    lv + 1 leaf, and that node."""
+    if lv >= forest.max_level:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    m, m3 = forest.m, forest.m ** 3
+    h = int(forest.spacing_of(lv))
+    pw, _ = forest.wrap_points(forest.origin[leaves] + ijk * h)
+    fine = tables._containing_near(forest, lv + 1, leaves, tables._position_class(m, ijk), pw)
+    s = fine >= 0
+    o = forest.local_offset(fine[s], pw[s]) // (h // 2)
+    return leaves[s] * m3 + tables.local_flat(m, ijk[s]), fine[s] * m3 + tables.local_flat(m, o)

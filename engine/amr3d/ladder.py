@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -99,12 +100,30 @@ def shared_copies(nbr: np.ndarray, same: np.ndarray | None, m: int) -> tuple[np.
     nbr = np.asarray(nbr, np.int64)
     n, m3 = nbr.shape[0], m ** 3
     same = np.ones(nbr.shape, bool) if same is None else np.asarray(same, bool)
+    local, slots = _shared_node_slots(m)
+    own = np.arange(n, dtype=np.int64)[:, None] * m3 + local[None, :]  # (n, S)
+    best = own.copy()
+    for slot, on, their_local in slots:
+        rows = same[:, slot]
+        if not rows.any():
+            continue
+        theirs = nbr[rows, slot][:, None] * m3 + their_local[None, :]
+        sub = best[np.ix_(rows, on)]
+        best[np.ix_(rows, on)] = np.minimum(sub, theirs)
+    moved = best != own
+    return own[moved], best[moved]
+
+
+@lru_cache(maxsize=8)
+def _shared_node_slots(m: int):
+    """A leaf's shell (local flat ids (S,), x, y, z order) and, for each neighbour slot whose leaf
+    shares nodes with it, (slot, which shell points (S,) bool, their local ids in that neighbour):
+    shared_copies' geometry, the same for every level and regrid of one m."""
     k, j, i = np.meshgrid(np.arange(m), np.arange(m), np.arange(m), indexing="ij")
     shell = ((i == 0) | (i == m - 1) | (j == 0) | (j == m - 1) | (k == 0) | (k == m - 1)).ravel()
     ijk = np.stack([i.ravel(), j.ravel(), k.ravel()], axis=1)[shell]  # (S, 3) x, y, z
     local = ((ijk[:, 2] * m + ijk[:, 1]) * m + ijk[:, 0]).astype(np.int64)
-    own = np.arange(n, dtype=np.int64)[:, None] * m3 + local[None, :]  # (n, S)
-    best = own.copy()
+    slots = []
     for nz, ny, nx in itertools.product((-1, 0, 1), repeat=3):
         if nx == ny == nz == 0:
             continue
@@ -112,16 +131,15 @@ def shared_copies(nbr: np.ndarray, same: np.ndarray | None, m: int) -> tuple[np.
         for g, col in ((nx, 0), (ny, 1), (nz, 2)):
             if g:
                 on &= ijk[:, col] == (m - 1 if g > 0 else 0)
-        slot = (nz + 1) * 9 + (ny + 1) * 3 + (nx + 1)
-        rows = same[:, slot]
-        if not on.any() or not rows.any():
+        if not on.any():
             continue
         o = ijk[on] - np.array([nx, ny, nz]) * (m - 1)
-        theirs = nbr[rows, slot][:, None] * m3 + ((o[:, 2] * m + o[:, 1]) * m + o[:, 0])[None, :]
-        sub = best[np.ix_(rows, on)]
-        best[np.ix_(rows, on)] = np.minimum(sub, theirs)
-    moved = best != own
-    return own[moved], best[moved]
+        their = (o[:, 2] * m + o[:, 1]) * m + o[:, 0]
+        for a in (on, their):
+            a.flags.writeable = False
+        slots.append(((nz + 1) * 9 + (ny + 1) * 3 + (nx + 1), on, their))
+    local.flags.writeable = False
+    return local, tuple(slots)
 
 
 # ---- plain periodic leaf grids (P0's benchmark box; the uniform-level test) ---------------------

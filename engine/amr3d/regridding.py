@@ -33,6 +33,7 @@ class Regridding:
         self._floor = None
         self._preset_leaf_count = None
         self.regrid_times: list[dict] = []  # per regrid that changed the tree (regrid_figures)
+        self.coupling_device_s = 0.0  # the device's part of the last coupling build (Tree.interface)
 
     def preset_leaves(self) -> int:
         """Leaves of the preset's own tree (before any adaptation): what adapt.leaf_cap scales."""
@@ -135,9 +136,10 @@ class Regridding:
 
     def regrid_figures(self) -> dict:
         """Medians over the kept regrids that changed the tree (ms): wall time with the device
-        synchronised at the end, its host part (the refine/coarsen plan and the coupling data built
-        on the host) and the rest (criterion, transfer, synchronisation, buffers and uploads: device
-        work and the launches); empty before the first such regrid."""
+        synchronised at the end, its host part (the refine/coarsen plan, the coupling data built on
+        the host and the same-level copies' ids) and the rest (criterion, transfer, synchronisation,
+        the coupling's passes on a device, buffers and uploads: device work and the launches, and
+        the transfer's per-leaf decisions on the host, a few ms); empty before the first such regrid."""
         t = self.regrid_times
         if not t:
             return {}
@@ -151,7 +153,8 @@ class Regridding:
         ``synchronise`` (a transferred state): solid and inlet nodes as the step leaves them, the
         coarse copies of fine-owned nodes restricted and same-level copies set to their owner's
         (transfer fills each new leaf on its own), on the state's device; without (a checkpoint):
-        taken bit for bit. Returns the seconds spent building the coupling data on the host."""
+        taken bit for bit. Returns the seconds spent building the coupling data and the same-level
+        copies on the host (the coupling's passes on a device not counted: they are device time)."""
         e, xp = self.e, self.xp
         self._set_forest(forest)
         self.tables = self.coupling = self.sampling = self.mass_w = None
@@ -159,7 +162,7 @@ class Regridding:
         f = xp.array(f, dtype=self.dtype)
         host = time.perf_counter()
         coupling = self.interface() if synchronise else None
-        host = time.perf_counter() - host
+        host = time.perf_counter() - host - (self.coupling_device_s if synchronise else 0.0)
         if synchronise:
             self.apply_boundaries(f, xp)
             f2 = f.reshape(d3q27.Q, -1)
@@ -167,7 +170,9 @@ class Regridding:
             for lv in sorted(forest.levels, reverse=True):  # reference.synchronise's order
                 if lv in coupling:
                     synchronise_state(xp, forest, {lv: coupling[lv]}, f, e.preset.physics.tau, e.accel)
-                dst, src = interface.level_copies(forest, lv)
+                t = time.perf_counter()
+                dst, src = interface.level_copies(forest, lv)  # (host NumPy: host time)
+                host += time.perf_counter() - t
                 if dst.size:
                     lo = forest.level_slice(lv).start * m3
                     f2[:, xp.asarray(dst + lo)] = f2[:, xp.asarray(src + lo)]

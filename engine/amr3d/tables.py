@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -108,14 +109,18 @@ def on_device(xp, t: Tables) -> Tables:
 
 def _uniq(ids: np.ndarray):
     """``np.unique(ids, return_inverse=True)`` for non-negative point ids, without a sort when the
-    ids are bounded by a few times their count (a mark array and its running count): the same
+    ids are bounded by a few times their count (a mark array, ranks at the marked ids): the same
     sorted unique ids and inverse."""
     flat = np.asarray(ids, np.int64).reshape(-1)
     if flat.size and flat.min() >= 0 and int(flat.max()) < 8 * flat.size + (1 << 20):
         mark = np.zeros(int(flat.max()) + 1, bool)
         mark[flat] = True
-        rank = np.cumsum(mark, dtype=np.int64) - 1
-        return np.flatnonzero(mark), rank[flat].reshape(ids.shape)
+        u = np.flatnonzero(mark)
+        # ranks written at the marked ids only (a running count over the whole range touched every
+        # page of an int64 array as long as that range)
+        rank = np.empty(mark.size, np.int64)
+        rank[u] = np.arange(u.size)
+        return u, rank[flat].reshape(ids.shape)
     u, inv = np.unique(flat, return_inverse=True)
     return u, inv.reshape(ids.shape)
 
@@ -194,29 +199,43 @@ def _stencil_rows(m: int, off, hc: int, interp: str):
     (finest units, coarse spacing hc): local flat indices and weights, (K, n³) each. Axes where
     the point is a coarse node get weight 1 on it (zero-weight padding elsewhere), so
     coincident nodes are copied exactly. Called once per distinct source position
-    (:func:`_coarse_stencils`)."""
-    i0 = off // hc
-    half = (off % hc) != 0
-    n = STENCILS[interp]
-    idx = np.repeat(i0[:, :, None], n, axis=2)  # (K, 3 axes, n)
-    w = np.zeros(idx.shape)
-    w[:, :, 0] = 1.0
-    if interp == "linear":
-        idx[:, :, 1] = np.minimum(i0 + 1, m - 1)
-        w[:, :, 0] = np.where(half, 0.5, 1.0)
-        w[:, :, 1] = np.where(half, 0.5, 0.0)
-    else:
-        left = half & (i0 >= 1)
-        right = half & (i0 < 1)
-        for k, (dl, wl, dr, wr) in enumerate(((-1, -0.125, 0, 0.375), (0, 0.75, 1, 0.75), (1, 0.375, 2, -0.125))):
-            idx[:, :, k] = np.where(left, i0 + dl, np.where(right, i0 + dr, i0))
-            w[:, :, k] = np.where(left, wl, np.where(right, wr, 1.0 if k == 0 else 0.0))
+    (:func:`_coarse_stencils`); each axis's 1D stencil is gathered from :func:`_axis_stencils`."""
+    idx1, w1 = _axis_stencils(m, hc, interp)
+    off = np.asarray(off, np.int64)
+    idx, w = idx1[off], w1[off]  # (K, 3 axes, n)
     ix = idx[:, 0, :, None, None]
     iy = idx[:, 1, None, :, None]
     iz = idx[:, 2, None, None, :]
     flat = (iz * m + iy) * m + ix  # (K, n, n, n)
     wt = w[:, 0, :, None, None] * w[:, 1, None, :, None] * w[:, 2, None, None, :]
     return flat.reshape(len(off), -1), wt.reshape(len(off), -1)
+
+
+@lru_cache(maxsize=32)
+def _axis_stencils(m: int, hc: int, interp: str) -> tuple[np.ndarray, np.ndarray]:
+    """The 1D stencil (node indices, weights; (E, n) each) at every local offset 0 … (m − 1) hc of
+    a coarse leaf (finest units, coarse spacing hc): a few dozen offsets, gathered per axis of each
+    stencil by :func:`_stencil_rows`."""
+    off = np.arange((m - 1) * hc + 1)
+    i0 = off // hc
+    half = (off % hc) != 0
+    n = STENCILS[interp]
+    idx = np.repeat(i0[:, None], n, axis=1)  # (E, n)
+    w = np.zeros(idx.shape)
+    w[:, 0] = 1.0
+    if interp == "linear":
+        idx[:, 1] = np.minimum(i0 + 1, m - 1)
+        w[:, 0] = np.where(half, 0.5, 1.0)
+        w[:, 1] = np.where(half, 0.5, 0.0)
+    else:
+        left = half & (i0 >= 1)
+        right = half & (i0 < 1)
+        for k, (dl, wl, dr, wr) in enumerate(((-1, -0.125, 0, 0.375), (0, 0.75, 1, 0.75), (1, 0.375, 2, -0.125))):
+            idx[:, k] = np.where(left, i0 + dl, np.where(right, i0 + dr, i0))
+            w[:, k] = np.where(left, wl, np.where(right, wr, 1.0 if k == 0 else 0.0))
+    idx.flags.writeable = False
+    w.flags.writeable = False
+    return idx, w
 
 
 def _classify(forest: Forest, lv: int, leaves, ijk, row, stride: int, interp: str, acc, solid=None,

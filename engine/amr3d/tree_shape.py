@@ -166,14 +166,18 @@ class Tree(Regridding, Shape):
     def interface(self):
         """The level coupling of the tree (interface.build) on leaves of m³."""
         if self.coupling is None:
-            # built on the host (seconds to tens of seconds for a flow's tree): engines of the same
-            # tree (bench cells, a restarted run) share the last one built
+            # built on the host (seconds to tens of seconds for a flow's tree; a flow without bodies
+            # or free slip has its descriptors' passes on the device): engines of the same tree
+            # (bench cells, a restarted run) share the last one built
             key = self._coupling_key()
+            self.coupling_device_s = 0.0
             if key not in _COUPLING_CACHE:
                 solid, near, links, slip = self._body_tables()
                 _COUPLING_CACHE.clear()
+                timing = {}
                 _COUPLING_CACHE[key] = interface.build(self.e.forest, self.e.preset.physics.interp, solid, near,
-                                                       links, slip)
+                                                       links, slip, xp=self.xp, timing=timing)
+                self.coupling_device_s = timing.get("device_s", 0.0)
             self.coupling = _COUPLING_CACHE[key]
         return self.coupling
 

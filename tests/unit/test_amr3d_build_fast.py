@@ -9,7 +9,7 @@ import types
 
 import numpy as np
 import pytest
-from nagare.engine.amr3d import interface, tables
+from nagare.engine.amr3d import distinct_rows, interface, tables
 from nagare.engine.amr3d.tree import Forest, refine
 
 
@@ -23,7 +23,7 @@ def test_unique_rows_groups_exactly_the_equal_rows(cols):
     rng = np.random.default_rng(cols)
     key = rng.integers(-3, 3, (5000, cols)).astype(np.int64)
     key[::7] = key[3]  # many repeats of one row
-    first, inv = interface.unique_rows(key)
+    first, inv = distinct_rows.unique_rows(key)
     _rows_equivalent(key, first, inv)
     want_rows, want_inv = np.unique(key, axis=0, return_inverse=True)
     # the same order as np.unique: the GPU's interpolated buffer follows it (coalesced gathers)
@@ -33,9 +33,9 @@ def test_unique_rows_groups_exactly_the_equal_rows(cols):
 
 def test_unique_rows_falls_back_on_a_hash_collision(monkeypatch):
     ones = types.SimpleNamespace(integers=lambda lo, hi, n, dtype: np.ones(n, dtype))
-    monkeypatch.setattr(interface.np.random, "default_rng", lambda seed: ones)
+    monkeypatch.setattr(distinct_rows.np.random, "default_rng", lambda seed: ones)
     key = np.array([[1, 0], [0, 1], [1, 0]], np.int64)  # equal hashes (row sums) with all multipliers 1
-    first, inv = interface.unique_rows(key)
+    first, inv = distinct_rows.unique_rows(key)
     _rows_equivalent(key, first, inv)
     assert len(first) == 2
 
@@ -92,7 +92,7 @@ def test_the_byte_string_order_is_numpy_uniques_order():
         rows = np.concatenate([rng.choice(ext, (300, cols)), rng.integers(-2**62, 2**62, (300, cols)),
                                rng.integers(-2, 2, (300, cols))])
         rows = np.unique(rows, axis=0)[rng.permutation(len(np.unique(rows, axis=0)))]
-        np.testing.assert_array_equal(interface._lexicographic_order(rows), np.lexsort(rows.T[::-1]))
+        np.testing.assert_array_equal(distinct_rows._lexicographic_order(rows), np.lexsort(rows.T[::-1]))
 
 
 @pytest.mark.parametrize("interp", ["linear", "quadratic"])

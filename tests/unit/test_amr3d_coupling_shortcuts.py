@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from nagare.engine.amr3d import boundaries, d3q27, interface, tables
+from nagare.engine.amr3d import boundaries, d3q27, distinct_rows, interface, tables
 from nagare.engine.amr3d.tree import Forest, coarsen, refine
 
 from tests.unit.test_amr3d_flows import sphere_tree
@@ -95,7 +95,7 @@ def test_compact_tables_are_the_per_read_ones(i, interp):
         if not full.coarse_dst.size:
             assert c.interp_slot.shape[0] == 0
             continue
-        first, inv = interface.unique_rows(np.concatenate([full.coarse_slot, full.coarse_w.view(np.int64)], axis=1))
+        first, inv = distinct_rows.unique_rows(np.concatenate([full.coarse_slot, full.coarse_w.view(np.int64)], axis=1))
         np.testing.assert_array_equal(c.interp_slot, full.coarse_slot[first])
         np.testing.assert_array_equal(c.interp_w, full.coarse_w[first])
         want = -1 - (d3q27.Q * full.fine_pts.size + full.coarse_q * len(first) + inv)
