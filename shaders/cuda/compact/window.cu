@@ -1,0 +1,192 @@
+// The compact derivative in independent segments: each thread solves S rows of one line from the
+// right-hand side on its segment and a halo around it, long enough that the truncated sweeps differ
+// from the whole line's by less than round-off. Host side, the NumPy mirror of every operation and the
+// reasoning (the decay rates, the halo's length, S): engine/compact/solvers/window.py.
+//
+// Block (32, WARPS): threadIdx.x = the line in a group of 32 adjacent lines (for the y-lines of a
+// row-major field, 32 adjacent x-columns: every load and store of a warp is one row segment of 128
+// (fp32) or 256 (fp64) contiguous bytes), threadIdx.y = the segment; grid (line groups, segment groups).
+// No barriers: a thread leaves as soon as it has no line or no segment. Per thread, segment [s0, s1):
+//   1. backward elimination h_i = r_i - mu_i h_{i+1} from 0 at row b-1 down to s1 (the right halo);
+//   2. forward sweep g_i = r_i - l_i g_{i-1} from 0 at row a up to s1-1, g of the segment's rows kept in
+//      shared memory (slot k of every thread of the block side by side: conflict-free);
+//   3. the twist x_{s1} = (h_{s1} - l_{s1} g_{s1-1}) inv_t_{s1} (0 where s1 is a closed line's end), then
+//      back substitution x_i = (g_i - u_i x_{i+1}) inv_d_i down the segment, stored.
+// Periodic lines wrap every index (a window longer than the line wraps more than once); closed lines
+// start a halo at the end when it would reach the unconverged rows next to P4's closures (the host's
+// plan: a = 0, b = n there). r_i is the right-hand side (FUSED: computed from f in the same order as
+// schemes.rhs, from a five-value register window that slides one row a step: one load a row), else
+// the line's own value.
+// fac = [l | inv_d | u | mu | inv_t | 5 converged values], each band n long; rows lo <= i < hi read the
+// converged values (one address for the whole warp) instead of their bands (periodic: lo = 0, hi = n).
+// coef = [A/2, B/4, delta d, delta e / 2, 2, c0, c1, c2, c3, pa, 1/h] (solvers/scan.py: coefficients).
+// Compiled with --fmad=false: the mirror's bits. in may not be out (a halo reads rows a neighbouring
+// segment writes): the host gives an in-place call a work array.
+
+#ifndef NAGARE_COMPACT_WINDOW
+#define NAGARE_COMPACT_WINDOW
+
+typedef long long nagare_window_i64;
+
+template <typename T>
+__device__ __forceinline__ T compact_window_fac(const T* __restrict__ fac, int k, int i, int n, int lo, int hi)
+{
+    return (i >= lo && i < hi) ? fac[5 * n + k] : fac[k * n + i];
+}
+
+// f at row j of the line (j may be up to 3 rows outside [0, n): periodic lines wrap, closed ones read 0)
+template <typename T, bool PERIODIC>
+__device__ __forceinline__ T compact_window_f(const T* __restrict__ base, nagare_window_i64 es, int j, int n)
+{
+    if (PERIODIC) {
+        if (j < 0) j += n;
+        if (j >= n) j -= n;
+    } else if (j < 0 || j >= n) {
+        return T(0);
+    }
+    return base[(nagare_window_i64)j * es];
+}
+
+// The right-hand side of row i from its window f[i-2 .. i+2] (schemes.interior's order), or P4's
+// closure rows (schemes.closure_rows') read directly at a closed line's first and last two rows.
+template <typename T, bool PERIODIC, bool DISS>
+__device__ __forceinline__ T compact_window_rhs(const T* __restrict__ base, nagare_window_i64 es, int i, int n,
+                                                const T* __restrict__ coef, T fm2, T fm1, T c, T fp1, T fp2)
+{
+    const T ih = coef[10];
+    if (!PERIODIC && (i < 2 || i > n - 3)) {
+        const T c0 = coef[5], c1 = coef[6], c2 = coef[7], c3 = coef[8], pa = coef[9];
+#define NAGARE_F(k) base[(nagare_window_i64)(k) * es]
+        if (i == 0)
+            return (((c0 * NAGARE_F(0) + c1 * NAGARE_F(1)) + c2 * NAGARE_F(2)) + c3 * NAGARE_F(3)) * ih;
+        if (i == 1) return pa * (NAGARE_F(2) - NAGARE_F(0)) * ih;
+        if (i == n - 2) return pa * (NAGARE_F(n - 1) - NAGARE_F(n - 3)) * ih;
+        return -((((c0 * NAGARE_F(n - 1) + c1 * NAGARE_F(n - 2)) + c2 * NAGARE_F(n - 3)) + c3 * NAGARE_F(n - 4))) * ih;
+#undef NAGARE_F
+    }
+    T r = coef[0] * (fp1 - fm1) + coef[1] * (fp2 - fm2);
+    if (DISS) {
+        const T two = coef[4];
+        r = r + (coef[2] * ((fp1 + fm1) - two * c) + coef[3] * ((fp2 + fm2) - two * c));
+    }
+    return r * ih;
+}
+
+__device__ __forceinline__ int compact_window_wrap(int i, int n)
+{
+    const int w = i % n;
+    return w < 0 ? w + n : w;
+}
+
+// Where line s starts: s · sys_stride, or — lines in groups of `per` (group_stride != 0: the y-lines of a
+// stack of variables, one group per variable) — (s / per) · group_stride + (s % per) · sys_stride.
+__device__ __forceinline__ nagare_window_i64 compact_window_line(int s, nagare_window_i64 sys_stride, int per,
+                                                                 nagare_window_i64 group_stride)
+{
+    if (group_stride == 0) return (nagare_window_i64)s * sys_stride;
+    return (nagare_window_i64)(s / per) * group_stride + (nagare_window_i64)(s % per) * sys_stride;
+}
+
+#ifndef NAGARE_WINDOW_MAX_THREADS
+#define NAGARE_WINDOW_MAX_THREADS 256
+#endif
+// Dynamic shared memory: S values a thread (g of its segment), blockDim.x · blockDim.y · S values.
+template <typename T, bool PERIODIC, bool FUSED, bool DISS>
+__global__ void __launch_bounds__(NAGARE_WINDOW_MAX_THREADS)
+compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restrict__ fac, const T* __restrict__ coef,
+               int n, int nsys, nagare_window_i64 sys_stride, nagare_window_i64 elem_stride, int per,
+               nagare_window_i64 group_stride, int seg, int halo_f, int halo_b, int lo, int hi)
+{
+#ifndef NAGARE_EMU
+    extern __shared__ __align__(16) unsigned char nagare_smem[];
+#endif
+    const int line = blockIdx.x * blockDim.x + threadIdx.x;
+    const int sg = blockIdx.y * blockDim.y + threadIdx.y;
+    const int s0 = sg * seg;
+    if (line >= nsys || s0 >= n) return;
+    const int threads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    T* const keep = reinterpret_cast<T*>(nagare_smem) + tid;  // slot k at keep[k · threads]
+    const nagare_window_i64 es = elem_stride;
+    const T* __restrict__ base = in + compact_window_line(line, sys_stride, per, group_stride);
+    const int s1 = min(n, s0 + seg);
+    int a = s0 - halo_f, b = s1 + halo_b;
+    if (!PERIODIC) {
+        if (a <= lo) a = 0;
+        if (b >= hi) b = n;
+    }
+    const bool twist = PERIODIC || s1 < n;
+
+    // 1. backward elimination over the right halo, rows b-1 down to s1
+    T h = T(0);
+    if (twist) {
+        int w = compact_window_wrap(b - 1, n);
+        T fm2 = T(0), fm1 = T(0), c = T(0), fp1 = T(0), fp2 = T(0);
+        if (FUSED) {
+            fm2 = compact_window_f<T, PERIODIC>(base, es, w - 2, n);
+            fm1 = compact_window_f<T, PERIODIC>(base, es, w - 1, n);
+            c = compact_window_f<T, PERIODIC>(base, es, w, n);
+            fp1 = compact_window_f<T, PERIODIC>(base, es, w + 1, n);
+            fp2 = compact_window_f<T, PERIODIC>(base, es, w + 2, n);
+        }
+        for (int k = b - 1 - s1; k >= 0; --k) {
+            T r;
+            if (FUSED) {
+                r = compact_window_rhs<T, PERIODIC, DISS>(base, es, w, n, coef, fm2, fm1, c, fp1, fp2);
+                fp2 = fp1;
+                fp1 = c;
+                c = fm1;
+                fm1 = fm2;
+                fm2 = compact_window_f<T, PERIODIC>(base, es, w - 3, n);
+            } else {
+                r = base[(nagare_window_i64)w * es];
+            }
+            h = r - compact_window_fac(fac, 3, w, n, lo, hi) * h;
+            w = w == 0 ? n - 1 : w - 1;
+        }
+    }
+
+    // 2. forward sweep, rows a up to s1-1; g of rows s0 .. s1-1 kept
+    T g = T(0);
+    {
+        int w = compact_window_wrap(a, n);
+        T fm2 = T(0), fm1 = T(0), c = T(0), fp1 = T(0), fp2 = T(0);
+        if (FUSED) {
+            fm2 = compact_window_f<T, PERIODIC>(base, es, w - 2, n);
+            fm1 = compact_window_f<T, PERIODIC>(base, es, w - 1, n);
+            c = compact_window_f<T, PERIODIC>(base, es, w, n);
+            fp1 = compact_window_f<T, PERIODIC>(base, es, w + 1, n);
+            fp2 = compact_window_f<T, PERIODIC>(base, es, w + 2, n);
+        }
+        for (int i = a; i < s1; ++i) {
+            T r;
+            if (FUSED) {
+                r = compact_window_rhs<T, PERIODIC, DISS>(base, es, w, n, coef, fm2, fm1, c, fp1, fp2);
+                fm2 = fm1;
+                fm1 = c;
+                c = fp1;
+                fp1 = fp2;
+                fp2 = compact_window_f<T, PERIODIC>(base, es, w + 3, n);
+            } else {
+                r = base[(nagare_window_i64)w * es];
+            }
+            g = r - compact_window_fac(fac, 0, w, n, lo, hi) * g;
+            if (i >= s0) keep[(i - s0) * threads] = g;
+            w = w == n - 1 ? 0 : w + 1;
+        }
+    }
+
+    // 3. the twist at s1, then back substitution down the segment
+    T xn = T(0);
+    if (twist) {
+        const int w1 = s1 == n ? 0 : s1;
+        xn = (h - compact_window_fac(fac, 0, w1, n, lo, hi) * g) * compact_window_fac(fac, 4, w1, n, lo, hi);
+    }
+    T* const dst = out + compact_window_line(line, sys_stride, per, group_stride);
+    for (int i = s1 - 1; i >= s0; --i) {
+        xn = (keep[(i - s0) * threads] - compact_window_fac(fac, 2, i, n, lo, hi) * xn)
+             * compact_window_fac(fac, 1, i, n, lo, hi);
+        dst[(nagare_window_i64)i * es] = xn;
+    }
+}
+
+#endif
