@@ -58,6 +58,7 @@ from ...cuda import KernelSpec, ctype, template
 from .. import schemes
 from ..tridiag import Factors
 from .base import Solver
+from .scan import coefficients  # the fused kernel's coef: the scan kernel's layout (the same right-hand side)
 
 SAFETY = 8.0  # the halo leaves the truncation ε/SAFETY of the line's values: the back substitution and the
 #               twist amplify a g or h error by 1/(D - c) ≈ 1.9 (compact6) to ≈ 2.5 (dissipative5)
@@ -261,13 +262,6 @@ def spec(dtype) -> KernelSpec:
 @cache
 def _spec(dtype_str: str) -> KernelSpec:
     return KernelSpec(SOURCE, kernel_names(np.dtype(dtype_str)), OPTIONS)
-
-
-def coefficients(dtype, h: float, delta: float = 0.0) -> np.ndarray:
-    """The fused kernel's ``coef``: scan.coefficients' layout (the same right-hand side)."""
-    from .scan import coefficients as scan_coefficients
-
-    return scan_coefficients(dtype, h, delta)
 
 
 class DeviceWindow:
