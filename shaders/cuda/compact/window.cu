@@ -28,10 +28,19 @@
 
 typedef long long nagare_window_i64;
 
-template <typename T>
-__device__ __forceinline__ T compact_window_fac(const T* __restrict__ fac, int k, int i, int n, int lo, int hi)
+__device__ __forceinline__ int compact_window_wrap(int i, int n)
 {
-    return (i >= lo && i < hi) ? fac[5 * n + k] : fac[k * n + i];
+    const int w = i % n;
+    return w < 0 ? w + n : w;
+}
+
+// A thread's factor k (0 l, 1 inv_d, 2 u, 3 mu, 4 inv_t) of row i: the converged value held in a register
+// (ic, read once) on rows lo <= i < hi, its band's row elsewhere.
+template <typename T>
+__device__ __forceinline__ T compact_window_fac(const T* __restrict__ fac, const T* ic, int k, int i, int n, int lo,
+                                                int hi)
+{
+    return (i >= lo && i < hi) ? ic[k] : fac[k * n + i];
 }
 
 // f at row j of the line (j may be up to 3 rows outside [0, n): periodic lines wrap, closed ones read 0)
@@ -46,6 +55,51 @@ __device__ __forceinline__ T compact_window_f(const T* __restrict__ base, nagare
     }
     return base[(nagare_window_i64)j * es];
 }
+
+#ifndef NAGARE_WINDOW_AHEAD
+// Rows a thread's loads run ahead of its sweep: each load is issued this many rows before its value is
+// used, so a thread keeps that many loads in flight instead of one behind a dependent chain of
+// arithmetic (the bytes in flight an SM needs: latency × bandwidth, ~25 KiB on a 4 TB/s card).
+#define NAGARE_WINDOW_AHEAD 8
+#endif
+
+// The rows of one line in order (DIR = +1 up, -1 down) from `row` on, AHEAD rows loaded ahead in a register
+// ring: take(j) for j = 0, 1, .., AHEAD-1, 0, .. (unrolled: j a constant) returns the next row's value and
+// loads the one AHEAD rows after it. Rows outside a closed line read 0; a periodic line's wrap.
+template <typename T, bool PERIODIC, int DIR>
+struct compact_window_stream {
+    T q[NAGARE_WINDOW_AHEAD];
+    int nxt;  // the next row to load (periodic: wrapped; closed: may leave [0, n))
+
+    __device__ __forceinline__ void step(int n)
+    {
+        if (PERIODIC) nxt = DIR > 0 ? (nxt == n - 1 ? 0 : nxt + 1) : (nxt == 0 ? n - 1 : nxt - 1);
+        else nxt += DIR;
+    }
+
+    __device__ __forceinline__ T load(const T* __restrict__ base, nagare_window_i64 es, int n) const
+    {
+        return (PERIODIC || (nxt >= 0 && nxt < n)) ? base[(nagare_window_i64)nxt * es] : T(0);
+    }
+
+    __device__ __forceinline__ void start(const T* __restrict__ base, nagare_window_i64 es, int row, int n)
+    {
+        nxt = PERIODIC ? compact_window_wrap(row, n) : row;
+#pragma unroll
+        for (int j = 0; j < NAGARE_WINDOW_AHEAD; ++j) {
+            q[j] = load(base, es, n);
+            step(n);
+        }
+    }
+
+    __device__ __forceinline__ T take(int j, const T* __restrict__ base, nagare_window_i64 es, int n)
+    {
+        const T v = q[j];
+        q[j] = load(base, es, n);
+        step(n);
+        return v;
+    }
+};
 
 // The right-hand side of row i from its window f[i-2 .. i+2] (schemes.interior's order), or P4's
 // closure rows (schemes.closure_rows') read directly at a closed line's first and last two rows.
@@ -70,12 +124,6 @@ __device__ __forceinline__ T compact_window_rhs(const T* __restrict__ base, naga
         r = r + (coef[2] * ((fp1 + fm1) - two * c) + coef[3] * ((fp2 + fm2) - two * c));
     }
     return r * ih;
-}
-
-__device__ __forceinline__ int compact_window_wrap(int i, int n)
-{
-    const int w = i % n;
-    return w < 0 ? w + n : w;
 }
 
 // Where line s starts: s · sys_stride, or — lines in groups of `per` (group_stride != 0: the y-lines of a
@@ -115,8 +163,13 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
         if (b >= hi) b = n;
     }
     const bool twist = PERIODIC || s1 < n;
+    T ic[5];
+#pragma unroll
+    for (int k = 0; k < 5; ++k) ic[k] = fac[5 * n + k];
+    constexpr int AHEAD = NAGARE_WINDOW_AHEAD;
 
-    // 1. backward elimination over the right halo, rows b-1 down to s1
+    // 1. backward elimination over the right halo, rows b-1 down to s1. FUSED: the window f[w-2 .. w+2]
+    // slides down a row a step, its new bottom value from the stream (rows b-4, b-5, ..)
     T h = T(0);
     if (twist) {
         int w = compact_window_wrap(b - 1, n);
@@ -128,24 +181,32 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
             fp1 = compact_window_f<T, PERIODIC>(base, es, w + 1, n);
             fp2 = compact_window_f<T, PERIODIC>(base, es, w + 2, n);
         }
-        for (int k = b - 1 - s1; k >= 0; --k) {
-            T r;
-            if (FUSED) {
-                r = compact_window_rhs<T, PERIODIC, DISS>(base, es, w, n, coef, fm2, fm1, c, fp1, fp2);
-                fp2 = fp1;
-                fp1 = c;
-                c = fm1;
-                fm1 = fm2;
-                fm2 = compact_window_f<T, PERIODIC>(base, es, w - 3, n);
-            } else {
-                r = base[(nagare_window_i64)w * es];
+        compact_window_stream<T, PERIODIC, -1> st;
+        st.start(base, es, FUSED ? b - 4 : b - 1, n);
+        const int count = b - s1;
+        for (int k0 = 0; k0 < count; k0 += AHEAD) {
+#pragma unroll
+            for (int j = 0; j < AHEAD; ++j) {
+                if (k0 + j >= count) break;
+                T r;
+                if (FUSED) {
+                    r = compact_window_rhs<T, PERIODIC, DISS>(base, es, w, n, coef, fm2, fm1, c, fp1, fp2);
+                    fp2 = fp1;
+                    fp1 = c;
+                    c = fm1;
+                    fm1 = fm2;
+                    fm2 = st.take(j, base, es, n);
+                } else {
+                    r = st.take(j, base, es, n);
+                }
+                h = r - compact_window_fac(fac, ic, 3, w, n, lo, hi) * h;
+                w = w == 0 ? n - 1 : w - 1;
             }
-            h = r - compact_window_fac(fac, 3, w, n, lo, hi) * h;
-            w = w == 0 ? n - 1 : w - 1;
         }
     }
 
-    // 2. forward sweep, rows a up to s1-1; g of rows s0 .. s1-1 kept
+    // 2. forward sweep, rows a up to s1-1; g of rows s0 .. s1-1 kept. FUSED: the window slides up, its new
+    // top value from the stream (rows a+3, a+4, ..)
     T g = T(0);
     {
         int w = compact_window_wrap(a, n);
@@ -157,21 +218,29 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
             fp1 = compact_window_f<T, PERIODIC>(base, es, w + 1, n);
             fp2 = compact_window_f<T, PERIODIC>(base, es, w + 2, n);
         }
-        for (int i = a; i < s1; ++i) {
-            T r;
-            if (FUSED) {
-                r = compact_window_rhs<T, PERIODIC, DISS>(base, es, w, n, coef, fm2, fm1, c, fp1, fp2);
-                fm2 = fm1;
-                fm1 = c;
-                c = fp1;
-                fp1 = fp2;
-                fp2 = compact_window_f<T, PERIODIC>(base, es, w + 3, n);
-            } else {
-                r = base[(nagare_window_i64)w * es];
+        compact_window_stream<T, PERIODIC, 1> st;
+        st.start(base, es, FUSED ? a + 3 : a, n);
+        const int count = s1 - a;
+        for (int k0 = 0; k0 < count; k0 += AHEAD) {
+#pragma unroll
+            for (int j = 0; j < AHEAD; ++j) {
+                if (k0 + j >= count) break;
+                const int i = a + k0 + j;
+                T r;
+                if (FUSED) {
+                    r = compact_window_rhs<T, PERIODIC, DISS>(base, es, w, n, coef, fm2, fm1, c, fp1, fp2);
+                    fm2 = fm1;
+                    fm1 = c;
+                    c = fp1;
+                    fp1 = fp2;
+                    fp2 = st.take(j, base, es, n);
+                } else {
+                    r = st.take(j, base, es, n);
+                }
+                g = r - compact_window_fac(fac, ic, 0, w, n, lo, hi) * g;
+                if (i >= s0) keep[(i - s0) * threads] = g;
+                w = w == n - 1 ? 0 : w + 1;
             }
-            g = r - compact_window_fac(fac, 0, w, n, lo, hi) * g;
-            if (i >= s0) keep[(i - s0) * threads] = g;
-            w = w == n - 1 ? 0 : w + 1;
         }
     }
 
@@ -179,12 +248,12 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
     T xn = T(0);
     if (twist) {
         const int w1 = s1 == n ? 0 : s1;
-        xn = (h - compact_window_fac(fac, 0, w1, n, lo, hi) * g) * compact_window_fac(fac, 4, w1, n, lo, hi);
+        xn = (h - compact_window_fac(fac, ic, 0, w1, n, lo, hi) * g) * compact_window_fac(fac, ic, 4, w1, n, lo, hi);
     }
     T* const dst = out + compact_window_line(line, sys_stride, per, group_stride);
     for (int i = s1 - 1; i >= s0; --i) {
-        xn = (keep[(i - s0) * threads] - compact_window_fac(fac, 2, i, n, lo, hi) * xn)
-             * compact_window_fac(fac, 1, i, n, lo, hi);
+        xn = (keep[(i - s0) * threads] - compact_window_fac(fac, ic, 2, i, n, lo, hi) * xn)
+             * compact_window_fac(fac, ic, 1, i, n, lo, hi);
         dst[(nagare_window_i64)i * es] = xn;
     }
 }
