@@ -119,16 +119,18 @@ def test_a_short_closed_line_is_thomas_exactly():
 
 WRAPPER = r"""
 #include "emu.h"
+// a warp's barrier: emu.h's per-warp barrier (the one its shuffles use)
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_arrive_and_wait(emu_block->warp_bar[emu_tid / 32]); }
 #define nagare_smem tb_smem  // emu_launch NaN-poisons tb_smem before each block
 #include "window.cu"
 #define KARGS in, out, fac, coef, n, nsys, ss, es, per, gs, seg, hf, hb, lo, hi
 
-template <typename T>
+template <typename T, bool S>
 static void go(int periodic, int fused, int diss, int gx, int gy, int by, const T* in, T* out, const T* fac,
                const T* coef, int n, int nsys, long long ss, long long es, int per, long long gs, int seg, int hf,
                int hb, int lo, int hi)
 {
-#define NAGARE_GO(P, F, D) emu_launch(gx, gy, 32, by, [=] { compact_window<T, P, F, D>(KARGS); })
+#define NAGARE_GO(P, F, D) emu_launch(gx, gy, 32, by, [=] { compact_window<T, P, F, D, S>(KARGS); })
     if (periodic) {
         if (!fused) NAGARE_GO(true, false, false);
         else if (diss) NAGARE_GO(true, true, true);
@@ -142,10 +144,11 @@ static void go(int periodic, int fused, int diss, int gx, int gy, int by, const 
 }
 
 #define WINDOW(T, S) \
-extern "C" void window_##S(int periodic, int fused, int diss, int gx, int gy, int by, const T* in, T* out, \
+extern "C" void window_##S(int stage, int periodic, int fused, int diss, int gx, int gy, int by, const T* in, T* out, \
                            const T* fac, const T* coef, int n, int nsys, long long ss, long long es, int per, \
                            long long gs, int seg, int hf, int hb, int lo, int hi) { \
-    go<T>(periodic, fused, diss, gx, gy, by, KARGS); }
+    if (stage) go<T, true>(periodic, fused, diss, gx, gy, by, KARGS); \
+    else go<T, false>(periodic, fused, diss, gx, gy, by, KARGS); }
 
 WINDOW(double, d)
 WINDOW(float, f)
@@ -166,16 +169,17 @@ def _p(a):
 
 
 def run(lib, p, dtype, fused, delta, src, dst, nsys, ss, es, *, h=0.3, group=None):
-    """One emulated launch as window.DeviceWindow makes it (window.launch_shape)."""
-    grid, block, smem = window.launch_shape(p, dtype, nsys)
+    """One emulated launch as window.DeviceWindow makes it (window.staged, window.launch_shape)."""
+    stage = window.staged(es, group)
+    grid, block, smem = window.launch_shape(p, dtype, nsys, stage)
     assert block[0] == window.LANES and smem <= 400_000
     per, gs = group or (nsys, 0)
     fac, coef = p.packed().astype(dtype), window.coefficients(dtype, h, delta)
     fn = getattr(lib, "window_d" if np.dtype(dtype) == np.float64 else "window_f")
     i, ll = ctypes.c_int, ctypes.c_longlong
-    fn(i(p.periodic), i(fused), i(bool(delta)), i(grid[0]), i(grid[1]), i(block[1]), _p(src), _p(dst), _p(fac),
-       _p(coef), i(p.n), i(nsys), ll(ss), ll(es), i(per), ll(gs), i(p.segment), i(p.halo_f), i(p.halo_b), i(p.lo),
-       i(p.hi))
+    fn(i(stage), i(p.periodic), i(fused), i(bool(delta)), i(grid[0]), i(grid[1]), i(block[1]), _p(src), _p(dst),
+       _p(fac), _p(coef), i(p.n), i(nsys), ll(ss), ll(es), i(per), ll(gs), i(p.segment), i(p.halo_f), i(p.halo_b),
+       i(p.lo), i(p.hi))
 
 
 def _want(p, lines, fused, boundary, delta, dtype, h=0.3):

@@ -237,21 +237,30 @@ def derivative(p: WindowPlan, f, h: float, boundary: str, delta: float = 0.0, dt
     return solve(p, schemes.rhs(np, np.asarray(f, dtype=dt), h, boundary, delta), dt)
 
 
-def launch_shape(p: WindowPlan, dtype, nsys: int):
-    """(grid, block, dynamic shared bytes) of one launch over nsys lines."""
+def staged(elem_stride: int, group) -> bool:
+    """Whether a launch stages its rows through a shared tile a warp: contiguous lines (x-lines), where a
+    lane's own rows are 8 bytes of a different sector each; y-lines (adjacent lines, a row's lanes
+    contiguous) read their rows directly, coalesced."""
+    return elem_stride == 1 and (group is None or group[1] == 0)
+
+
+def launch_shape(p: WindowPlan, dtype, nsys: int, stage: bool = False):
+    """(grid, block, dynamic shared bytes) of one launch over nsys lines: g of every thread's segment, and
+    ``stage``: a 32 × 33 tile a warp."""
     segs = p.segments
     warps = min(WARPS, segs)
     grid = (-(-nsys // LANES), -(-segs // warps))
-    return grid, (LANES, warps), LANES * warps * p.segment * np.dtype(dtype).itemsize
+    values = LANES * warps * p.segment + (warps * LANES * (LANES + 1) if stage else 0)
+    return grid, (LANES, warps), values * np.dtype(dtype).itemsize
 
 
-def kernel_name(dtype, periodic: bool, fused: bool, dissipative: bool) -> str:
-    return template("compact_window", ctype(dtype), periodic, fused, dissipative)
+def kernel_name(dtype, periodic: bool, fused: bool, dissipative: bool, stage: bool) -> str:
+    return template("compact_window", ctype(dtype), periodic, fused, dissipative, stage)
 
 
 def kernel_names(dtype) -> tuple[str, ...]:
-    """The instances of one dtype: solve, fused, fused dissipative, for both boundary kinds."""
-    return tuple(kernel_name(dtype, periodic, fused, diss)
+    """The instances of one dtype: solve, fused, fused dissipative, for both boundary kinds, staged or not."""
+    return tuple(kernel_name(dtype, periodic, fused, diss, stage) for stage in (False, True)
                  for periodic in (False, True) for fused, diss in ((False, False), (True, False), (True, True)))
 
 
@@ -281,11 +290,11 @@ class DeviceWindow:
         self._coefs: dict = {}
         self._work: dict = {}
 
-    def _function(self, fused: bool, dissipative: bool):
-        key = (fused, dissipative)
+    def _function(self, fused: bool, dissipative: bool, stage: bool):
+        key = (fused, dissipative, stage)
         fn = self._fns.get(key)
         if fn is None:
-            name = kernel_name(self.dtype, self.plan.periodic, fused, dissipative)
+            name = kernel_name(self.dtype, self.plan.periodic, fused, dissipative, stage)
             fn = self._fns[key] = spec(self.dtype).function(name)
         return fn
 
@@ -301,8 +310,9 @@ class DeviceWindow:
             if out is None:
                 out = self._work[dst.size] = self.cp.empty(dst.size, dtype=self.dtype)
         p = self.plan
-        grid, block, smem = launch_shape(p, self.dtype, nsys)
-        fn = self._function(fused, dissipative)
+        stage = staged(elem_stride, group)
+        grid, block, smem = launch_shape(p, self.dtype, nsys, stage)
+        fn = self._function(fused, dissipative, stage)
         if smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
         fn(grid, block, (src, out, self.fac_dev, coef, np.int32(p.n), np.int32(nsys), np.int64(sys_stride),

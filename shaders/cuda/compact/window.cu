@@ -101,6 +101,85 @@ struct compact_window_stream {
     }
 };
 
+// The same rows of 32 contiguous lines at once, for a warp whose lanes are those lines (x-lines of a row-
+// major field, STAGED): the warp loads 32 rows of the 32 lines a chunk — one load instruction per line,
+// the lanes its 32 consecutive values (256 bytes fp64) — into registers, writes them transposed into its
+// shared tile (row-major, rows padded to 33 values: the transposed writes hit different banks) and each lane
+// reads its line's rows from the tile. The next chunk's loads are issued before the current one is used:
+// 32 rows a lane in flight. Every lane of the warp takes the same rows (the segment is the warp's), lanes
+// past the last line load nothing and are never stored.
+template <typename T, bool PERIODIC, int DIR>
+struct compact_window_staged {
+    T ld[32];
+    T* tile;
+    const T* __restrict__ line0;  // the warp's first line
+    nagare_window_i64 ss;         // line to line
+    int valid, lane, nxt, pos;    // lines that exist, this lane, the chunk in flight's first row, next row read
+
+    __device__ __forceinline__ void fetch(int n)
+    {
+        int r = nxt + DIR * lane;
+        bool ok = true;
+        if (PERIODIC) r = compact_window_wrap(r, n);
+        else ok = r >= 0 && r < n;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) ld[j] = (ok && j < valid) ? line0[(nagare_window_i64)j * ss + r] : T(0);
+        nxt = PERIODIC ? compact_window_wrap(nxt + 32 * DIR, n) : nxt + 32 * DIR;
+    }
+
+    __device__ __forceinline__ void commit()
+    {
+        __syncwarp();  // every lane has read the tile's last chunk
+#pragma unroll
+        for (int j = 0; j < 32; ++j) tile[lane * 33 + j] = ld[j];
+        __syncwarp();
+    }
+
+    __device__ __forceinline__ void start(const T* __restrict__, nagare_window_i64, int row, int n)
+    {
+        nxt = row;
+        fetch(n);
+        commit();
+        fetch(n);
+        pos = 0;
+    }
+
+    __device__ __forceinline__ T take(int, const T* __restrict__, nagare_window_i64, int n)
+    {
+        if (pos == 32) {
+            commit();
+            fetch(n);
+            pos = 0;
+        }
+        return tile[(pos++) * 33 + lane];
+    }
+};
+
+template <typename T, bool PERIODIC, int DIR>
+__device__ __forceinline__ void compact_window_stage(compact_window_stream<T, PERIODIC, DIR>&, T*, const T*,
+                                                     nagare_window_i64, int)
+{
+}
+template <typename T, bool PERIODIC, int DIR>
+__device__ __forceinline__ void compact_window_stage(compact_window_staged<T, PERIODIC, DIR>& st, T* tile,
+                                                     const T* line0, nagare_window_i64 ss, int valid)
+{
+    st.tile = tile;
+    st.line0 = line0;
+    st.ss = ss;
+    st.valid = valid < 32 ? valid : 32;
+    st.lane = threadIdx.x;
+}
+
+template <typename T, bool PERIODIC, int DIR, bool STAGED>
+struct compact_window_rows {
+    typedef compact_window_stream<T, PERIODIC, DIR> type;
+};
+template <typename T, bool PERIODIC, int DIR>
+struct compact_window_rows<T, PERIODIC, DIR, true> {
+    typedef compact_window_staged<T, PERIODIC, DIR> type;
+};
+
 // The right-hand side of row i from its window f[i-2 .. i+2] (schemes.interior's order), or P4's
 // closure rows (schemes.closure_rows') read directly at a closed line's first and last two rows.
 template <typename T, bool PERIODIC, bool DISS>
@@ -138,8 +217,9 @@ __device__ __forceinline__ nagare_window_i64 compact_window_line(int s, nagare_w
 #ifndef NAGARE_WINDOW_MAX_THREADS
 #define NAGARE_WINDOW_MAX_THREADS 256
 #endif
-// Dynamic shared memory: S values a thread (g of its segment), blockDim.x · blockDim.y · S values.
-template <typename T, bool PERIODIC, bool FUSED, bool DISS>
+// Dynamic shared memory: S values a thread (g of its segment), blockDim.x · blockDim.y · S values; STAGED
+// (contiguous lines: elem_stride 1, no groups) a 32 × 33 tile a warp after them.
+template <typename T, bool PERIODIC, bool FUSED, bool DISS, bool STAGED>
 __global__ void __launch_bounds__(NAGARE_WINDOW_MAX_THREADS)
 compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restrict__ fac, const T* __restrict__ coef,
                int n, int nsys, nagare_window_i64 sys_stride, nagare_window_i64 elem_stride, int per,
@@ -151,11 +231,14 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
     const int line = blockIdx.x * blockDim.x + threadIdx.x;
     const int sg = blockIdx.y * blockDim.y + threadIdx.y;
     const int s0 = sg * seg;
-    if (line >= nsys || s0 >= n) return;
+    if (s0 >= n || (!STAGED && line >= nsys)) return;  // STAGED: whole warps only (the tile is shared)
     const int threads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
     T* const keep = reinterpret_cast<T*>(nagare_smem) + tid;  // slot k at keep[k · threads]
     const nagare_window_i64 es = elem_stride;
-    const T* __restrict__ base = in + compact_window_line(line, sys_stride, per, group_stride);
+    // a lane past the last line (STAGED only) computes on the last line's values and stores nothing
+    const T* __restrict__ base = in + compact_window_line(min(line, nsys - 1), sys_stride, per, group_stride);
+    const int line0 = blockIdx.x * blockDim.x;
+    T* const tile = reinterpret_cast<T*>(nagare_smem) + (nagare_window_i64)threads * seg + threadIdx.y * 32 * 33;
     const int s1 = min(n, s0 + seg);
     int a = s0 - halo_f, b = s1 + halo_b;
     if (!PERIODIC) {
@@ -181,7 +264,8 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
             fp1 = compact_window_f<T, PERIODIC>(base, es, w + 1, n);
             fp2 = compact_window_f<T, PERIODIC>(base, es, w + 2, n);
         }
-        compact_window_stream<T, PERIODIC, -1> st;
+        typename compact_window_rows<T, PERIODIC, -1, STAGED>::type st;
+        if (STAGED) compact_window_stage(st, tile, in + (nagare_window_i64)line0 * sys_stride, sys_stride, nsys - line0);
         st.start(base, es, FUSED ? b - 4 : b - 1, n);
         const int count = b - s1;
         for (int k0 = 0; k0 < count; k0 += AHEAD) {
@@ -218,7 +302,8 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
             fp1 = compact_window_f<T, PERIODIC>(base, es, w + 1, n);
             fp2 = compact_window_f<T, PERIODIC>(base, es, w + 2, n);
         }
-        compact_window_stream<T, PERIODIC, 1> st;
+        typename compact_window_rows<T, PERIODIC, 1, STAGED>::type st;
+        if (STAGED) compact_window_stage(st, tile, in + (nagare_window_i64)line0 * sys_stride, sys_stride, nsys - line0);
         st.start(base, es, FUSED ? a + 3 : a, n);
         const int count = s1 - a;
         for (int k0 = 0; k0 < count; k0 += AHEAD) {
@@ -250,6 +335,7 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
         const int w1 = s1 == n ? 0 : s1;
         xn = (h - compact_window_fac(fac, ic, 0, w1, n, lo, hi) * g) * compact_window_fac(fac, ic, 4, w1, n, lo, hi);
     }
+    if (line >= nsys) return;
     T* const dst = out + compact_window_line(line, sys_stride, per, group_stride);
     for (int i = s1 - 1; i >= s0; --i) {
         xn = (keep[(i - s0) * threads] - compact_window_fac(fac, ic, 2, i, n, lo, hi) * xn)
