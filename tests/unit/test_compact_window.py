@@ -246,3 +246,69 @@ def test_emulated_window_kernel_on_a_stack_of_y_lines(lib, nx):
                 out = np.full_like(f, np.nan)
                 run(lib, p, dtype, fused, delta, f.copy(), out, nv * nx, 1, nx, group=(nx, ny * nx))
                 np.testing.assert_array_equal(out, want)
+
+
+class _EmulatedWindowDevice:
+    """The device side of solver = window (lines.device_solver's signature) on the emulated window.cu, one
+    launch per call (lines in groups included), every launch logged as (fused, nsys, sys_stride, elem_stride)."""
+
+    lib = None
+    log: list = []
+    groups = True
+
+    def __init__(self, kind, fac, prepared, dtype, stream=None):
+        assert kind == "window"
+        self.plan, self.dtype = prepared, np.dtype(dtype)
+
+    def _run(self, src, dst, nsys, ss, es, fused, h, delta, group):
+        assert src.flags.c_contiguous and dst.flags.c_contiguous  # a kernel sees only the pointer
+        out = np.empty_like(dst) if np.shares_memory(src, dst) else dst  # DeviceWindow's work array
+        run(self.lib, self.plan, self.dtype, fused, delta, src, out, nsys, ss, es, h=h, group=group)
+        if out is not dst:
+            dst[...] = out
+        self.log.append((fused, nsys, ss, es))
+
+    def solve(self, d, x, nsys, ss, es, group=None):
+        self._run(d, x, nsys, ss, es, False, 1.0, 0.0, group)
+
+    def derivative(self, f, out, nsys, ss, es, h, delta=0.0, group=None):
+        self._run(f, out, nsys, ss, es, True, h, delta, group)
+
+
+@pytest.mark.parametrize("sides", ["periodic", "bounded"])
+def test_fused_navier_stokes_evaluation_on_the_emulated_window_kernel(lib, monkeypatch, sides):
+    """solver = window, kernel = fused on the GPU path (emulated kernel, strided y-lines): one evaluation of
+    dU/dt equals the NumPy engine's (Thomas, separate right-hand side) to round-off, in 4 fused launches — a
+    stack's y-lines are one launch of lines in groups."""
+    import types
+
+    from nagare.engine.backend import get_backend
+    from nagare.engine.compact import filter as filt
+    from nagare.engine.compact import lines
+    from nagare.engine.compact import navier_stokes as ns
+    from nagare.engine.compact.config import CompactPreset
+    from nagare.engine.families import create_engine
+
+    monkeypatch.setattr(_EmulatedWindowDevice, "lib", lib)
+    monkeypatch.setattr(_EmulatedWindowDevice, "log", [])
+    monkeypatch.setattr(lines, "device_solver", _EmulatedWindowDevice)
+    monkeypatch.setattr(filt, "DeviceFilterRhs", lambda *a, **k: None)  # (its kernel: test_compact_closure.py)
+    n = 36
+    bounded = {"west": "hold", "east": "nscbc", "south": "nscbc", "north": "nscbc"}
+    mixed = {"west": "hold", "east": "nscbc", "south": "periodic", "north": "periodic"}
+    pre = CompactPreset.model_validate({
+        "engine": "compact", "description": "test", "initial": {"kind": "random"},
+        "grid": {"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1},
+        "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 200.0},
+        "boundaries": bounded if sides == "bounded" else mixed})
+    ref = create_engine(pre, get_backend("numpy"))
+    eq = ns.NavierStokes(pre, np, np.float64)
+    sel = dict(ref.selection, solver="window", kernel="fused", batching="stacked", **{"y-direction": "strided"})
+    eq.build(sel, types.SimpleNamespace(xp=np, is_gpu=True, name="cupy"))
+    got, want = np.empty_like(ref.U), np.empty_like(ref.U)
+    eq.rate(ref.U, got)
+    ref.ns.rate(ref.U, want)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-11 * np.max(np.abs(want)))
+    log = _EmulatedWindowDevice.log
+    assert len(log) == 4 == eq.launches_per_rate() and all(fused for fused, *_ in log)
+    assert (True, 3 * n, 1, n) in log and (True, 4 * n, 1, n) in log

@@ -41,10 +41,15 @@ rows with closures is one segment with no halo: Thomas' exact sweeps.
 
 The kernel's launch: blocks of (32, WARPS) threads, threadIdx.x the line in a group of 32 adjacent lines,
 threadIdx.y the segment; g of a segment is kept in shared memory (S values a thread, consecutive lanes
-in consecutive words: no bank conflicts). S per dtype (:data:`SEGMENT`): the halo costs (H_f + H_b) / S
-extra rows of work and of (L2-served) reads, shared memory S·itemsize a thread bounds the warps an SM
-holds; 64 fp64 / 128 fp32 rows is 512 bytes a thread, 14 warps an SM at 2 warps a block, with a halo
-overhead of ~1.25× (fp64) and ~0.3× (fp32).
+in consecutive words: no bank conflicts). y-lines (adjacent lines) read their rows directly — a warp's
+load is one row segment of 32 columns — with each thread's loads 8 rows ahead of its sweep (a register
+ring). x-lines (contiguous, :func:`staged`) go through a 32 × 33 shared tile a warp: 32 rows of the warp's
+32 lines a chunk, one coalesced 256-byte (fp64) load per line, the next chunk in flight while the current
+one is read. S per dtype (:data:`SEGMENT`): the halo costs (H_f + H_b) / S extra rows of work (the
+right-hand side and a sweep step each) and of reads, served mostly by L2 (the neighbouring segment's rows);
+S·itemsize of shared memory a thread bounds the warps an SM holds. 64 fp64 / 128 fp32 rows is 512 bytes a
+thread (14 warps an SM at 2 warps a block; the x tile adds 8.4 KiB a warp) with ~1.25× (fp64) and ~0.3×
+(fp32) extra rows: the A/B is ``tools/compact_grid.py --window-segment``, to be measured.
 """
 from __future__ import annotations
 
@@ -320,7 +325,7 @@ class DeviceWindow:
                          np.int32(p.halo_f), np.int32(p.halo_b), np.int32(p.lo), np.int32(p.hi)),
            shared_mem=smem)
         if out is not dst:
-            dst.reshape(-1)[...] = out.reshape(dst.shape).reshape(-1)
+            dst[...] = out.reshape(dst.shape)
 
     def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int, group=None) -> None:
         self._launch(False, False, d, x, self.fac_dev, nsys, sys_stride, elem_stride, group)

@@ -6,7 +6,10 @@
 // Block (32, WARPS): threadIdx.x = the line in a group of 32 adjacent lines (for the y-lines of a
 // row-major field, 32 adjacent x-columns: every load and store of a warp is one row segment of 128
 // (fp32) or 256 (fp64) contiguous bytes), threadIdx.y = the segment; grid (line groups, segment groups).
-// No barriers: a thread leaves as soon as it has no line or no segment. Per thread, segment [s0, s1):
+// y-lines read their rows straight from memory, 8 rows ahead (compact_window_stream); x-lines (STAGED)
+// through a shared tile a warp (compact_window_staged). No block barriers: a thread leaves as soon as it
+// has no segment or (not STAGED) no line; STAGED warps stay whole for their __syncwarp. Per thread,
+// segment [s0, s1):
 //   1. backward elimination h_i = r_i - mu_i h_{i+1} from 0 at row b-1 down to s1 (the right halo);
 //   2. forward sweep g_i = r_i - l_i g_{i-1} from 0 at row a up to s1-1, g of the segment's rows kept in
 //      shared memory (slot k of every thread of the block side by side: conflict-free);
