@@ -13,12 +13,13 @@ hide the DRAM latency without any on-chip line.
 The property it rests on: away from P4's closure rows the matrix is constant-coefficient and strictly
 diagonally dominant (a x_{i-1} + d x_i + c x_{i+1}, |a| + |c| < |d|), so Thomas' factors converge
 (:func:`limits`) and a value of the forward sweep g forgets where the sweep started like
-ρ_f^k (ρ_f = |l_∞|, the small root's modulus of c z² + d z + a = 0: 0.382 for Lele's α = 1/3, 0.472 for
-the dissipative scheme's δ = ±¼), and one of the backward elimination (the UL sweep from the right) like
-ρ_b^k (ρ_b = |c / E_∞|). Starting a sweep H rows before the segment from zero changes the segment's
+ρ_f^k (ρ_f = |l_∞|, the small root's modulus of c z² + d z + a = 0: 0.382 for Lele's α = 1/3), and one of
+the backward elimination (the UL sweep from the right) like ρ_b^k (ρ_b = |c / E_∞| = 1 / the large root's
+modulus; for compact6 ρ_b = ρ_f, for the dissipative rows α(1 ∓ δ) with δ = -¼ ρ_f = 0.472, ρ_b = 0.283,
+and the other way round for δ = +¼). Starting a sweep H rows before the segment from zero changes the segment's
 values by ρ^H of the line's values: H = ⌈log(ε / SAFETY) / log ρ⌉ (:func:`halo`) puts that below the
-dtype's round-off — fp64 ≈ 40 rows, fp32 ≈ 19 for compact6 (the dissipative scheme's slower side ≈ 52
-and 24). The plan derives ρ from the scheme's matrix; nothing here knows α.
+dtype's round-off — fp64 40 rows, fp32 19 for compact6 (the dissipative scheme's slower side 51
+and 25). The plan derives ρ from the scheme's matrix; nothing here knows α.
 
 One segment [s0, s1) of a line, every row's factor from the plan (the exact per-row factors near the
 ends, the converged values in between):
