@@ -1,5 +1,5 @@
 """The fused compact derivative's target grid (issue 39) as one table, on the GPU (CuPy): x and y lines ×
-1024², 2048², 4096² × fp32, fp64 × periodic, closures — GB/s of ``solver = scan`` and ``solver = scan-tile``
+1024², 2048², 4096² × fp32, fp64 × periodic, closures — GB/s of ``solver = scan``, ``scan-tile`` and ``window``
 (kernel = fused) as % of the device's copy bandwidth (engine/device.copy_bandwidth: read + write), and
 each against cuSPARSE gtsv2StridedBatch (solver = gtsv2 with the stencil right-hand side: the time ratio).
 A derivative moves 2·n²·itemsize bytes (read f, write f'). Every cell: the engine's Derivative operator,
@@ -13,7 +13,8 @@ writes to DRAM, as a derivative inside a solver step does.
     python tools/compact_grid.py [--sizes 1024 2048 4096] [--reps 10] [--no-gtsv2]
     python tools/compact_grid.py --check     # one small case a direction (compute-sanitizer runs)
     ncu -k regex:compact_ ... python tools/compact_grid.py --sizes 4096 --precisions fp64 --boundaries closures \
-        --reps 1 --no-gtsv2                   # 12 launches: scan and scan-tile, x and y (3 each)
+        --reps 1 --no-gtsv2                   # 18 launches: scan, scan-tile and window, x and y (3 each)
+    python tools/compact_grid.py --window-segment 128 256   # an A/B of window's rows a thread (fp64, fp32)
 
 Targets (issue 39): median ≥ 80 % of copy over the grid, no cell below 65 %, y ≥ 0.9× x, ≥ 1.5× gtsv2.
 """
@@ -29,10 +30,10 @@ from nagare.engine.autotune.timers import EventTimer
 from nagare.engine.backend import get_backend
 from nagare.engine.compact import schemes, tridiag
 from nagare.engine.compact.operator import Derivative
-from nagare.engine.compact.solvers import scan, tile
+from nagare.engine.compact.solvers import scan, tile, window
 from nagare.engine.device import copy_bandwidth, device_info
 
-FUSED = ("scan", "scan-tile")
+FUSED = ("scan", "scan-tile", "window")
 
 
 def _timer(cp, reps: int):
@@ -72,7 +73,8 @@ def _selection(solver: str) -> dict:
 
 def check() -> int:
     """One small case a direction and boundary (fp64, odd sizes, more tiles than one block holds): the
-    tile kernel's output against the scan mirror — what compute-sanitizer's memcheck/racecheck run."""
+    tile kernel's output against the scan mirror, the window kernel's (several segments, in place too)
+    against the window mirror — what compute-sanitizer's memcheck/racecheck run."""
     cp = get_backend("cupy").xp
     rng = np.random.default_rng(1)
     n, nsys = 97, 13
@@ -89,6 +91,21 @@ def check() -> int:
             want = scan.derivative(p, a if layout == "x" else a.T, 0.1, boundary)
             np.testing.assert_array_equal(got if layout == "x" else got.T, want)
             print(f"check {layout}-lines {boundary}: ok")
+    n = 300
+    for boundary in schemes.BOUNDARIES:
+        wp = window.plan(tridiag.factorise(*schemes.bands(n, boundary), boundary == "periodic"), np.float64)
+        dev = window.DeviceWindow(wp, np.float64)
+        for layout in ("x", "y"):
+            shape = (nsys, n) if layout == "x" else (n, nsys)
+            a = rng.standard_normal(shape)
+            ss, es = (n, 1) if layout == "x" else (1, nsys)
+            want = window.derivative(wp, a if layout == "x" else a.T, 0.1, boundary)
+            src = cp.asarray(a)
+            for dst in (cp.empty(shape), src):  # out of place, then in place (the work array)
+                dev.derivative(src, dst, nsys, ss, es, 0.1)
+                got = cp.asnumpy(dst)
+                np.testing.assert_array_equal(got if layout == "x" else got.T, want)
+            print(f"check window {layout}-lines {boundary}: ok")
     return 0
 
 
@@ -106,6 +123,9 @@ def main(argv: list[str]) -> int:
                     help=f"scan-tile's cap on a block's threads (default {tile.MAX_THREADS})")
     ap.add_argument("--tile-smem-kib", type=int, help=f"scan-tile's cap on a block's two buffers, KiB "
                                                      f"(default {tile.TILE_SMEM // 1024})")
+    ap.add_argument("--window-segment", type=int, nargs=2, metavar=("FP64", "FP32"),
+                    help="window's rows a thread (default "
+                         f"{window.SEGMENT[np.dtype(np.float64)]} {window.SEGMENT[np.dtype(np.float32)]})")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -119,19 +139,22 @@ def main(argv: list[str]) -> int:
         tile.MAX_THREADS = args.tile_threads
     if args.tile_smem_kib:
         tile.TILE_SMEM = args.tile_smem_kib * 1024
+    if args.window_segment:
+        window.SEGMENT[np.dtype(np.float64)], window.SEGMENT[np.dtype(np.float32)] = args.window_segment
     be = get_backend("cupy")
     bw = copy_bandwidth(be)
     timeit = _timer(cp, args.reps)
     print(f"{device_info(be).name}: copy bandwidth {bw / 1e9:.1f} GB/s (read + write); CuPy {cp.__version__}; "
-          f"scan-tile caps: {tile.MAX_THREADS} threads, {tile.TILE_SMEM // 1024} KiB a block")
+          f"scan-tile caps: {tile.MAX_THREADS} threads, {tile.TILE_SMEM // 1024} KiB a block; window rows a thread "
+          f"{window.SEGMENT[np.dtype(np.float64)]} fp64, {window.SEGMENT[np.dtype(np.float32)]} fp32")
     solvers = FUSED + (() if args.no_gtsv2 else ("gtsv2",))
     head = "| dir | n² | prec | boundary | " + " | ".join(f"{s} ms" for s in solvers)
     head += " | " + " | ".join(f"{s} % copy" for s in FUSED)
-    head += " | tile / scan" + ("" if args.no_gtsv2 else " | tile × gtsv2") + " |"
+    head += " | tile / scan | window / scan" + ("" if args.no_gtsv2 else " | tile × gtsv2 | window × gtsv2") + " |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     pct: dict = {s: {} for s in FUSED}
-    worst_gtsv2 = np.inf
+    worst_gtsv2 = {"scan-tile": np.inf, "window": np.inf}
     for axis in args.dirs:
         for n in args.sizes:
             for prec in args.precisions:
@@ -148,11 +171,12 @@ def main(argv: list[str]) -> int:
                     for s in FUSED:
                         pct[s][(axis, n, prec, boundary)] = 100 * nbytes / (ms[s] * 1e-3) / bw
                     cells += [f"{pct[s][(axis, n, prec, boundary)]:.1f}" for s in FUSED]
-                    cells.append(f"{ms['scan'] / ms['scan-tile']:.2f}")
+                    cells += [f"{ms['scan'] / ms[s]:.2f}" for s in worst_gtsv2]
                     if not args.no_gtsv2:
-                        ratio = ms["gtsv2"] / ms["scan-tile"]
-                        worst_gtsv2 = min(worst_gtsv2, ratio)
-                        cells.append(f"{ratio:.1f}")
+                        for s in worst_gtsv2:
+                            ratio = ms["gtsv2"] / ms[s]
+                            worst_gtsv2[s] = min(worst_gtsv2[s], ratio)
+                            cells.append(f"{ratio:.1f}")
                     print(f"| {axis} | {n} | {prec} | {boundary} | " + " | ".join(cells) + " |", flush=True)
     for s in FUSED:
         vals = np.array(list(pct[s].values()))
@@ -162,7 +186,8 @@ def main(argv: list[str]) -> int:
         print(f"{s}: median {np.median(vals):.1f} % of copy (target ≥ 80), lowest cell {vals.min():.1f} % "
               f"(target ≥ 65), y / x median {ratio} (target ≥ 0.9)")
     if not args.no_gtsv2:
-        print(f"scan-tile against gtsv2: at least {worst_gtsv2:.1f}× in every cell (target ≥ 1.5×)")
+        for s, worst in worst_gtsv2.items():
+            print(f"{s} against gtsv2: at least {worst:.1f}× in every cell (target ≥ 1.5×)")
     return 0
 
 
