@@ -245,7 +245,8 @@ compact_window(const T* __restrict__ in, T* __restrict__ out, const T* __restric
     const int s1 = min(n, s0 + seg);
     int a = s0 - halo_f, b = s1 + halo_b;
     if (!PERIODIC) {
-        if (a <= lo) a = 0;
+        // lo = hi = 0: no converged interior (a short line) — no truncation at all, the whole line
+        if (a <= lo || hi <= lo) a = 0;
         if (b >= hi) b = n;
     }
     const bool twist = PERIODIC || s1 < n;
