@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from nagare.engine.bench import BenchResult, bench_case_list, check_only, run_bench
+from nagare.engine.bench import BenchResult, bench_case_list, check_only, parse_with, run_bench
 from nagare.engine.device import copy_bandwidth
 from nagare.engine.families import engine_class, family_module
 
@@ -100,7 +100,8 @@ def slug(text: str) -> str:
 
 @output_writer("the benchmark's results (.json, .md)")
 def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | None, min_time: float,
-                  argv: list[str], only: list[str] | None = None, jobs: int = 0) -> int:
+                  argv: list[str], only: list[str] | None = None, jobs: int = 0,
+                  with_choices: list[str] | None = None) -> int:
     """Measure, print each cell as it is done, and keep ``FAMILY.json`` up to date after every cell
     (``"complete": false`` until the end): a long matrix that is stopped (Ctrl-C, a time limit, a
     crash) keeps every cell already measured. A write that fails (full disk) is said in one line
@@ -109,7 +110,8 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
     family_module(family)
     # a bad --case, or a --only that selects nothing, fails before measuring
     case_list = bench_case_list(family, engine_class(family), backend.name, cases)
-    check_only(family, backend.name, case_list, only)
+    extra = parse_with(family, with_choices)
+    check_only(family, backend.name, case_list, only, extra)
     info = backend.device_info()
     bw = copy_bandwidth(backend)
     print(f"nagare bench {family}: {info.name} ({backend.name}); roofline {bw / 1e9:.1f} GB/s copy bandwidth")
@@ -160,7 +162,7 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
 
     try:
         results = run_bench(family, backend, cases=cases, min_time=min_time, only=only, jobs=jobs,
-                            on_result=on_result)
+                            on_result=on_result, with_choices=extra)
     except KeyboardInterrupt:
         if not done:
             print("nagare bench: interrupted before the first cell was measured; nothing written")

@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--min-time", type=_positive_seconds, default=0.5, help="seconds measured per cell (> 0)")
     b.add_argument("--only", action="append", metavar="TEXT",
                    help="only variants whose label contains TEXT (repeatable)")
+    b.add_argument("--with", dest="with_choices", action="append", metavar="AXIS=CHOICE",
+                   help="add this variant choice to every measured cell (repeatable), e.g. --with graph=on: "
+                        "the other choices measured together with it")
     b.add_argument("--jobs", type=_non_negative_int, default=0,
                    help="compile the matrix's kernels first in this many processes (families that "
                         "compile one module per configuration, e.g. lbm2d's temporal-blocking grid)")
@@ -277,6 +280,8 @@ def cmd_bench(args) -> int:
     # heavy start-up import (pydantic presets)
     from .bench_report import bench_command
 
+    if args.with_choices and args.family in ("stencil", "scale"):
+        raise NagareError(f"bench {args.family}: --with applies to a family's variant matrix; this bench has its own")
     if args.family == "stencil":  # P2's launch-configuration experiment (engine/stencil/bench.py)
         from nagare.engine.stencil.bench import main as stencil_bench  # heavy: the stencil compiler
 
@@ -297,7 +302,7 @@ def cmd_bench(args) -> int:
     if args.family not in FAMILIES:
         raise NagareError(f"unknown family {args.family!r}; known: {', '.join(FAMILIES)}")
     return bench_command(args.family, get_backend(args.backend), args.out, args.case, args.min_time,
-                         ["nagare", *sys.argv[1:]], only=args.only, jobs=args.jobs)
+                         ["nagare", *sys.argv[1:]], only=args.only, jobs=args.jobs, with_choices=args.with_choices)
 
 
 # Preset sections that do not change the simulation: a checkpoint may resume under other values.

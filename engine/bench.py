@@ -39,18 +39,41 @@ class BenchResult:
         return asdict(self)
 
 
-def selections(family: str, backend: str, preset) -> list[tuple[str, dict]]:
-    """The default selection first, then each registered choice of each axis changed alone."""
+def selections(family: str, backend: str, preset, with_choices: dict | None = None) -> list[tuple[str, dict]]:
+    """The default selection first, then each registered choice of each axis changed alone.
+    ``with_choices`` ({axis: choice}, ``nagare bench --with``): added to every cell, its label suffixed
+    " + axis=choice"; a cell that changes one of those axes itself would repeat another and is left out."""
     base = registry.default_selection(family, backend)
-    out = [("default", dict(base))]
     listed = engine_class(family).bench_spec().selections
     if listed is not None:
-        return [(lbl, dict(base, **sel)) for lbl, sel in listed(backend)]
-    for axis, ax in registry.axes(family).items():
-        for name in ax.choices:
-            if name == base[axis]:
-                continue
-            out.append((f"{axis}={name}", dict(base, **{axis: name})))
+        out = [(lbl, dict(base, **sel)) for lbl, sel in listed(backend)]
+    else:
+        out = [("default", dict(base))]
+        for axis, ax in registry.axes(family).items():
+            for name in ax.choices:
+                if name == base[axis]:
+                    continue
+                out.append((f"{axis}={name}", dict(base, **{axis: name})))
+    if not with_choices:
+        return out
+    suffix = " + " + ",".join(f"{a}={c}" for a, c in with_choices.items())
+    return [(lbl + suffix, dict(sel, **with_choices)) for lbl, sel in out
+            if not any(sel[a] != base[a] for a in with_choices)]
+
+
+def parse_with(family: str, items: list[str] | None) -> dict:
+    """``--with AXIS=CHOICE`` items as {axis: choice}, each checked against the family's registry."""
+    out: dict = {}
+    axes = registry.axes(family)
+    for item in items or []:
+        axis, eq, choice = item.partition("=")
+        if not eq or axis not in axes:
+            raise NagareError(f"bench {family}: --with {item!r}: expected AXIS=CHOICE, AXIS one of "
+                              f"{', '.join(axes)}")
+        if choice not in axes[axis].choices:
+            raise NagareError(f"bench {family}: --with {item!r}: {axis} has no choice {choice!r}; its choices: "
+                              f"{', '.join(axes[axis].choices)}")
+        out[axis] = choice
     return out
 
 
@@ -128,7 +151,7 @@ def case_preset(spec: BenchSpec, overrides: list[str]):
     return load_preset(base, overrides, backend=None)
 
 
-def check_only(family: str, backend: str, case_list, only: list[str] | None) -> None:
+def check_only(family: str, backend: str, case_list, only: list[str] | None, with_choices: dict | None = None) -> None:
     """Every ``--only`` text must be in some cell's variant label: one that selects nothing would
     measure nothing and say so only by an empty table (the CLI asks before measuring)."""
     if not only:
@@ -136,7 +159,7 @@ def check_only(family: str, backend: str, case_list, only: list[str] | None) -> 
     spec = engine_class(family).bench_spec()
     labels = set()
     for _, overrides in case_list:
-        labels.update(lab for lab, _ in selections(family, backend, case_preset(spec, overrides)))
+        labels.update(lab for lab, _ in selections(family, backend, case_preset(spec, overrides), with_choices))
     lost = [s for s in dict.fromkeys(only) if not any(s in lab for lab in labels)]
     if lost:
         raise NagareError(f"bench {family}: --only {', '.join(map(repr, lost))} matches no variant label; "
@@ -145,8 +168,10 @@ def check_only(family: str, backend: str, case_list, only: list[str] | None) -> 
 
 def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time: float = 0.5,
               warmup_steps: int = 5, batch: int | None = None, max_steps: int = 20000, progress=None,
-              only: list[str] | None = None, on_result=None, jobs: int = 0) -> list[BenchResult]:
+              only: list[str] | None = None, on_result=None, jobs: int = 0,
+              with_choices: dict | None = None) -> list[BenchResult]:
     """``only``: keep the selections whose label contains one of these substrings.
+    ``with_choices``: {axis: choice} added to every selection (:func:`selections`).
     ``on_result(result)`` is called as each cell is measured (long matrices show progress).
     ``batch``: steps per ``engine.step`` call; by default the family's ``BenchSpec.batch``.
     ``jobs`` > 1: a family whose BenchSpec has ``precompile`` compiles the kernels of the selected
@@ -161,7 +186,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
     precompile = spec.precompile
     if jobs > 1 and precompile is not None and backend.is_gpu:
         preset = load_preset(spec.preset, [], backend=None)
-        sels = [sel for label, sel in selections(family, backend.name, preset)
+        sels = [sel for label, sel in selections(family, backend.name, preset, with_choices)
                 if not only or any(s in label for s in only)]
         if progress:
             progress(f"compiling the kernels of {len(sels)} cells in {jobs} processes")
@@ -169,7 +194,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
     for label, overrides in case_list:
         preset = case_preset(spec, overrides)
         baseline = None
-        for sel_label, sel in selections(family, backend.name, preset):
+        for sel_label, sel in selections(family, backend.name, preset, with_choices):
             if only and not any(s in sel_label for s in only):
                 continue
             if progress:
