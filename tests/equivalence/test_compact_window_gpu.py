@@ -30,8 +30,8 @@ def test_window_kernel_equals_its_mirror_on_the_target_sizes(n, nsys, layout, bo
     rng = np.random.default_rng(n)
     for dtype in (np.float64, np.float32):
         for delta in (0.0, -0.25) if dtype == np.float64 else (0.0,):
-            p = window.plan(_fac(n, boundary, delta), dtype)
-            dev = window.DeviceWindow(p, dtype)
+            dev = window.DeviceWindow(window.plan(_fac(n, boundary, delta), dtype), dtype)
+            p = window.for_lines(dev.plan, nsys)  # the launch's segments (shorter: 45 lines are few)
             shape = (nsys, n) if layout == "x" else (n, nsys)
             a = rng.standard_normal(shape).astype(dtype)
             lines = a if layout == "x" else a.T
@@ -61,8 +61,8 @@ def test_window_kernel_on_a_stack_of_y_lines():
     rng = np.random.default_rng(2)
     for boundary in schemes.BOUNDARIES:
         for dtype in (np.float64, np.float32):
-            p = window.plan(_fac(ny, boundary, -0.25), dtype)
-            dev = window.DeviceWindow(p, dtype)
+            dev = window.DeviceWindow(window.plan(_fac(ny, boundary, -0.25), dtype), dtype)
+            p = window.for_lines(dev.plan, nv * nx)  # one launch over the stack's lines: its segments
             f = rng.standard_normal((nv, ny, nx)).astype(dtype)
             out = cp.full(f.shape, cp.nan, dtype=dtype)
             dev.derivative(cp.asarray(f), out, nv * nx, 1, nx, 0.01, -0.25, group=(nx, ny * nx))
