@@ -526,4 +526,14 @@ def test_navier_stokes_evaluation_with_window_y_lines(lib, monkeypatch, sides):
     assert sorted(e for e in log if e[0] == "scan") == [("scan", True, 3 * n, n, 1), ("scan", True, 4 * n, n, 1)]
     window_launches = [e for e in log if len(e) == 4]  # the emulated kernel's entries: (fused, nsys, ss, es)
     assert sorted(window_launches) == [(True, 3 * n, 1, n), (True, 4 * n, 1, n)]
-    assert eq.filters and [f.solver.solver for f in eq.filters] == [{"x": "scan", "y": "window"}[f.axis] for f in eq.filters]
+    assert eq.filters
+    assert [f.solver.solver for f in eq.filters] == [{"x": "scan", "y": "window"}[f.axis] for f in eq.filters]
+
+
+def test_the_bench_has_a_window_y_cell():
+    """`nagare bench compact` runs y-direction = window beside the default (scan for the x-lines), no
+    companion needed: the ns-vortex cases measure the hook in the Navier–Stokes step."""
+    from nagare.engine.compact import Engine
+
+    cells = dict(Engine.bench_selections("cupy"))
+    assert cells["y-direction=window"] == {"y-direction": "window"}
