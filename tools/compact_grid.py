@@ -99,7 +99,7 @@ def check() -> int:
             shape = (nsys, n) if layout == "x" else (n, nsys)
             a = rng.standard_normal(shape)
             ss, es = (n, 1) if layout == "x" else (1, nsys)
-            want = window.derivative(wp, a if layout == "x" else a.T, 0.1, boundary)
+            want = window.derivative(window.for_lines(wp, nsys), a if layout == "x" else a.T, 0.1, boundary)
             src = cp.asarray(a)
             for dst in (cp.empty(shape), src):  # out of place, then in place (the work array)
                 dev.derivative(src, dst, nsys, ss, es, 0.1)
@@ -124,8 +124,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--tile-smem-kib", type=int, help=f"scan-tile's cap on a block's two buffers, KiB "
                                                      f"(default {tile.TILE_SMEM // 1024})")
     ap.add_argument("--window-segment", type=int, nargs=2, metavar=("FP64", "FP32"),
-                    help="window's rows a thread (default "
-                         f"{window.SEGMENT[np.dtype(np.float64)]} {window.SEGMENT[np.dtype(np.float32)]})")
+                    help="window's rows a thread in every launch (default: "
+                         f"{window.SEGMENT[np.dtype(np.float64)]} {window.SEGMENT[np.dtype(np.float32)]}, shorter "
+                         "in a launch over few lines: window.for_lines)")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -141,6 +142,7 @@ def main(argv: list[str]) -> int:
         tile.TILE_SMEM = args.tile_smem_kib * 1024
     if args.window_segment:
         window.SEGMENT[np.dtype(np.float64)], window.SEGMENT[np.dtype(np.float32)] = args.window_segment
+        window.LAUNCH_WARPS = 0  # every launch at these rows a thread: the A/B measures the length it names
     be = get_backend("cupy")
     bw = copy_bandwidth(be)
     timeit = _timer(cp, args.reps)

@@ -183,8 +183,9 @@ class Compact(Engine):
         specs = [gpu.spec(self.dtype)]
         if str(sel.get("kernel", "")).startswith("cuda"):  # the closure rows' kernel (rhs.DeviceClosure)
             specs.append(closure_spec(self.dtype))
-        if sel.get("solver") is not None:  # the solver's own modules (the fused derivative's too)
-            specs += solvers.get(sel["solver"]).kernel_specs(self.dtype, sel, self.preset.shape)
+        if sel.get("solver") is not None:  # the solvers' own modules (the fused derivative's too; y-direction =
+            for name in solvers.names(sel):  # window: the window solver's for the y-lines)
+                specs += solvers.get(name).kernel_specs(self.dtype, sel, self.preset.shape)
         return specs
 
     # ---- timing: phases recorded many times per step count the step once ----

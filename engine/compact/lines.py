@@ -25,14 +25,15 @@ def device_solver(name: str, fac, prepared, dtype, stream=None):
 
 class LineSolver:
     """Solves A x = d on every line along ``axis`` of (nv, ny, nx) stacks for one factorised matrix,
-    with the selection's ``solver``, ``y-direction`` and ``batching``."""
+    with the selection's ``solver``, ``y-direction`` and ``batching`` (``y-direction = window``: the y-lines
+    with the window solver, solvers.for_axis)."""
 
     def __init__(self, fac, *, shape, axis: str, dtype, selection: dict, backend, stream=None, phase=None):
         self.fac, self.shape, self.axis = fac, tuple(shape), axis
         self.dtype = np.dtype(dtype)
         self.xp, self.gpu = backend.xp, backend.is_gpu
         self.phase = phase or (lambda name: nullcontext())
-        self.solver = selection["solver"]
+        self.solver = solvers.for_axis(selection, axis)
         self.strategy = solvers.get(self.solver)
         # grouped batches whole stacks too (GroupedDerivative pairs them; a lone stack is one batch)
         self.stacked = selection.get("batching", "stacked") != "per-variable"

@@ -5,8 +5,10 @@
   (engine/compact/solvers/: ``thomas``, ``cr``, ``pcr``, ``cr-pcr``, ``scan`` — the GPU default —,
   ``scan-tile``, ``window``, ``cgs``, ``bicgstab``, ``gtsv2``), each with its own doc and availability check. The
   reference is ``thomas`` on NumPy; every solver must match it to round-off.
-- ``y-direction``: ``strided`` (solve the y-lines in place, element stride nx) or ``transpose``
-  (transpose, solve contiguous lines, transpose back — P4's finding). No effect on NumPy or in 1D.
+- ``y-direction``: ``strided`` (solve the y-lines in place, element stride nx), ``transpose``
+  (transpose, solve contiguous lines, transpose back — P4's finding) or ``window`` (the y-lines in place
+  by the window solver, the x-lines by ``solver``). strided and transpose: no effect on NumPy or in 1D;
+  window runs the window solver's NumPy mirror there.
 - ``kernel``: the explicit right-hand side — ``array`` (whole-array slices, the reference) or the
   stencil framework's loop engines (``stencil-host``, ``cuda``, ``cuda-autotune``: P2's auto-tuner
   picks the launch of the generated kernel on live steps), or ``fused`` — computed inside the scan
@@ -48,14 +50,24 @@ def register() -> None:
     # block.
     registry.register_axis(FAMILY, "y-direction", default={"numpy": "strided", "cupy": "strided"},
                            doc="y-derivatives: strided (solve the y-lines in place, element stride nx; the "
-                               "default) or transpose (tiled transpose, contiguous solve, transpose back; P4's "
-                               "choice)")
+                               "default), transpose (tiled transpose, contiguous solve, transpose back; P4's "
+                               "choice) or window (the y-lines in place by the window solver, x by the selected "
+                               "solver)")
     registry.register_choice(FAMILY, "y-direction", "strided", doc="y-lines solved in place",
                              reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
                              check=_strided_check)
     registry.register_choice(FAMILY, "y-direction", "transpose", doc="transpose, solve, transpose back",
                              reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
                              check=_transpose_check)
+    # window for y, the selected solver (scan by default) for x: the window kernel reads a strided y-line's
+    # rows as one coalesced row segment a warp and has lines × segments threads, 2–4× the scan kernel's
+    # bandwidth on y-lines at 2048² and 4096²; on x-lines (staged through shared memory) it is 4× slower
+    # than scan (docs/compact.md, "solver = window")
+    registry.register_choice(FAMILY, "y-direction", solvers.Y_WINDOW,
+                             doc="y-lines solved in place by the window solver (segments with halos, a warp per 32 "
+                                 "adjacent columns: coalesced rows), x-lines by the selected solver",
+                             reference={"y-direction": "strided"}, rtol=SOLVER_RTOL, atol=SOLVER_ATOL,
+                             check=_window_check)
 
     registry.register_axis(FAMILY, "kernel", default={"numpy": "array", "cupy": "fused"},
                            doc="explicit right-hand side: array (whole-array slices, the reference), the stencil "
@@ -99,13 +111,29 @@ def _transpose_check(backend, selection, config):
     """Transposing is a way to solve y-lines: a problem without them has nothing to transpose (a request
     is refused with this line instead of being accepted and doing nothing). ``strided``, the default,
     stays available everywhere: it names no work of its own."""
+    missing = _no_y_lines(config)
+    return None if missing is None else f"{missing} to transpose"
+
+
+def _no_y_lines(config) -> str | None:
     physics = getattr(config, "physics", None)
     if physics is None:
         return None
     if physics.problem == "advection1d":
-        return "a 1D problem has no y-lines to transpose"
+        return "a 1D problem has no y-lines"
     if physics.problem == "derivative" and physics.direction == "x":
-        return "this benchmark differentiates along x: no y-lines to transpose"
+        return "this benchmark differentiates along x: no y-lines"
+    return None
+
+
+def _window_check(backend, selection, config):
+    """The window solver on the y-lines: something to solve there (as transpose), and strided lines, which
+    batching = grouped does not batch."""
+    missing = _no_y_lines(config)
+    if missing is not None:
+        return f"{missing} for the window solver"
+    if selection.get("batching") == "grouped":
+        return "batching = grouped batches transposed y-lines (choose another batching first)"
     return None
 
 

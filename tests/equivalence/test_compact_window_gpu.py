@@ -30,8 +30,8 @@ def test_window_kernel_equals_its_mirror_on_the_target_sizes(n, nsys, layout, bo
     rng = np.random.default_rng(n)
     for dtype in (np.float64, np.float32):
         for delta in (0.0, -0.25) if dtype == np.float64 else (0.0,):
-            p = window.plan(_fac(n, boundary, delta), dtype)
-            dev = window.DeviceWindow(p, dtype)
+            dev = window.DeviceWindow(window.plan(_fac(n, boundary, delta), dtype), dtype)
+            p = window.for_lines(dev.plan, nsys)  # the launch's segments (shorter: 45 lines are few)
             shape = (nsys, n) if layout == "x" else (n, nsys)
             a = rng.standard_normal(shape).astype(dtype)
             lines = a if layout == "x" else a.T
@@ -61,8 +61,8 @@ def test_window_kernel_on_a_stack_of_y_lines():
     rng = np.random.default_rng(2)
     for boundary in schemes.BOUNDARIES:
         for dtype in (np.float64, np.float32):
-            p = window.plan(_fac(ny, boundary, -0.25), dtype)
-            dev = window.DeviceWindow(p, dtype)
+            dev = window.DeviceWindow(window.plan(_fac(ny, boundary, -0.25), dtype), dtype)
+            p = window.for_lines(dev.plan, nv * nx)  # one launch over the stack's lines: its segments
             f = rng.standard_normal((nv, ny, nx)).astype(dtype)
             out = cp.full(f.shape, cp.nan, dtype=dtype)
             dev.derivative(cp.asarray(f), out, nv * nx, 1, nx, 0.01, -0.25, group=(nx, ny * nx))
@@ -95,3 +95,30 @@ def test_window_derivative_against_dense(axis, kernel, boundary, dtype):
         want = schemes.derivative_dense(f, h, boundary, delta, axis=-1 if axis == "x" else 0)
         np.testing.assert_allclose(cp.asnumpy(out), want, rtol=0, atol=TOL[dtype] * np.max(np.abs(want)),
                                    err_msg=f"{axis} {kernel} {boundary} δ={delta} {shape}")
+
+
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_y_direction_window_in_the_derivative_operators(boundary, dtype):
+    """y-direction = window with solver = scan: a y-derivative of a 1024² field is one window launch whose
+    segments for_lines shortens (1024 lines: fp64 40 rows, fp32 19) — the mirror at that plan bit for bit —, an
+    x-derivative is the scan kernel's; both against the dense reference."""
+    be = get_backend("cupy")
+    cp = be.xp
+    n = 1024
+    f = np.random.default_rng(9).standard_normal((n, n))
+    h = 1.0 / n
+    sel = {"solver": "scan", "y-direction": "window", "kernel": "fused"}
+    for axis in ("x", "y"):
+        op = Derivative(shape=(n, n), axis=axis, h=h, boundary=boundary, delta=0.0, dtype=dtype, selection=sel,
+                        backend=be, stream=None)
+        assert op.solver.solver == ("window" if axis == "y" else "scan")
+        out = cp.full((n, n), cp.nan, dtype=dtype)
+        op(cp.asarray(f.astype(dtype)), out)
+        got = cp.asnumpy(out)
+        want = schemes.derivative_dense(f, h, boundary, axis=-1 if axis == "x" else 0)
+        np.testing.assert_allclose(got, want, rtol=0, atol=TOL[dtype] * np.max(np.abs(want)), err_msg=axis)
+        if axis == "y":
+            q = window.for_lines(op.solver.prepared, n)
+            assert q.segment == {np.float64: 40, np.float32: 19}[dtype]
+            np.testing.assert_array_equal(got, window.derivative(q, f.astype(dtype).T, h, boundary, 0.0, dtype).T)

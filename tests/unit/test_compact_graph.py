@@ -74,6 +74,21 @@ def test_the_captured_step_is_the_host_step():
         np.testing.assert_array_equal(acc, want)
 
 
+def test_the_captured_step_with_window_y_lines_is_the_host_step():
+    """y-direction = window: the body graph.py captures (n steps of _step_once) leaves the state of stepping one
+    at a time bit for bit, on NumPy (the window mirror on the y-lines); the GPU replay:
+    tests/equivalence/test_compact_graph_gpu.py."""
+    pre = load_preset("compact-vortex-outflow", OVER + ['initial.kind="random"'], backend="numpy")
+    a, b = (create_engine(pre, NUMPY, variants={"y-direction": "window"}) for _ in range(2))
+    assert a.ns.dy.solver.solver == "window" and a.ns.dx.solver.solver == "thomas"
+    start = a.U.copy()
+    a.step(4)
+    for _ in range(4):
+        b.step(1)
+    assert not np.array_equal(a.U, start)
+    np.testing.assert_array_equal(a.U, b.U)
+
+
 def test_traffic_is_modelled_only_for_the_fused_gpu_path():
     from nagare.engine.compact import traffic
 

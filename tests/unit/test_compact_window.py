@@ -169,7 +169,8 @@ def _p(a):
 
 
 def run(lib, p, dtype, fused, delta, src, dst, nsys, ss, es, *, h=0.3, group=None):
-    """One emulated launch as window.DeviceWindow makes it (window.staged, window.launch_shape)."""
+    """One emulated launch of plan ``p`` as window.DeviceWindow makes it (window.staged, window.launch_shape;
+    DeviceWindow's plan for the launch is window.for_lines of its own)."""
     stage = window.staged(es, group)
     grid, block, smem = window.launch_shape(p, dtype, nsys, stage)
     assert block[0] == window.LANES and smem <= 400_000
@@ -263,7 +264,8 @@ class _EmulatedWindowDevice:
     def _run(self, src, dst, nsys, ss, es, fused, h, delta, group):
         assert src.flags.c_contiguous and dst.flags.c_contiguous  # a kernel sees only the pointer
         out = np.empty_like(dst) if np.shares_memory(src, dst) else dst  # DeviceWindow's work array
-        run(self.lib, self.plan, self.dtype, fused, delta, src, out, nsys, ss, es, h=h, group=group)
+        p = window.for_lines(self.plan, nsys)  # DeviceWindow's segments for this launch
+        run(self.lib, p, self.dtype, fused, delta, src, out, nsys, ss, es, h=h, group=group)
         if out is not dst:
             dst[...] = out
         self.log.append((fused, nsys, ss, es))
@@ -312,3 +314,226 @@ def test_fused_navier_stokes_evaluation_on_the_emulated_window_kernel(lib, monke
     log = _EmulatedWindowDevice.log
     assert len(log) == 4 == eq.launches_per_rate() and all(fused for fused, *_ in log)
     assert (True, 3 * n, 1, n) in log and (True, 4 * n, 1, n) in log
+
+
+# ---- the segment length per launch ------------------------------------------------------------------
+@pytest.mark.parametrize("n,lines,dtype,want", [
+    (1024, 1024, np.float64, 40),   # 32 warps of lines: segments down to the halo (40 rows, fp64)
+    (1024, 1024, np.float32, 19),   # fp32's halo
+    (2048, 2048, np.float64, 40),   # 64 warps of lines want 66 segments of 32 rows: the halo is longer
+    (2048, 2048, np.float32, 31),   # 67 segments of 31 rows (32 would be 64): the warps LAUNCH_WARPS asks for
+    (4096, 4096, np.float32, 127),  # 33 segments of 127 rows: just shorter than the plan's 128
+    (4096, 4096, np.float64, 64),   # 128 warps of lines × 64 segments: enough at the plan's length
+    (2048, 3 * 2048, np.float64, 64),  # a stack of 3 at 2048² (the Navier–Stokes gradients): enough
+    (512, 3 * 512, np.float64, 40),  # ... at 512²: few lines, the halo's length
+])
+def test_a_launch_over_few_lines_takes_shorter_segments(n, lines, dtype, want):
+    """for_lines: the plan's segment while lines × segments give LAUNCH_WARPS warps, else the length that gives
+    them, never below the longer halo; the windows of the shorter plan still match the dense solve."""
+    p = window.plan(_fac(n, "periodic"), dtype)
+    q = window.for_lines(p, lines)
+    assert q.segment == want
+    assert (q is p) == (want == p.segment)
+    warps = -(-lines // window.LANES) * q.segments
+    assert warps >= window.LAUNCH_WARPS or q.segment == max(p.halo_f, p.halo_b)
+    assert dataclasses.replace(q, segment=p.segment) == p  # only the segment changes
+    if q is not p:  # the longest that gives them: a row more a segment would give too few (or the halo's)
+        more = -(-lines // window.LANES) * -(-n // (q.segment + 1))
+        assert q.segment == max(p.halo_f, p.halo_b) or more < window.LAUNCH_WARPS
+
+
+def test_the_segment_rule_never_lengthens_and_can_be_switched_off(monkeypatch):
+    """A plan of explicit short segments (below the halo) keeps them; LAUNCH_WARPS = 0 (compact_grid.py's
+    --window-segment) keeps the plan's segment in every launch; many lines keep it too."""
+    p16 = window.plan(_fac(1000, "closures"), np.float64, 16)
+    assert window.for_lines(p16, 1) is p16
+    p = window.plan(_fac(1000, "closures"), np.float64)
+    assert window.for_lines(p, 10**6) is p
+    assert window.for_lines(p, 1).segment == 40
+    monkeypatch.setattr(window, "LAUNCH_WARPS", 0)
+    assert window.for_lines(p, 1) is p
+
+
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+def test_the_numpy_solver_takes_the_launchs_segments(boundary):
+    """solver = window on NumPy (the mirror a LineSolver runs) solves with the segments the device's launch
+    over the same lines takes: the mirror at for_lines' plan bit for bit, and the dense solve to round-off."""
+    n = 500
+    fac = _fac(n, boundary)
+    strategy = solvers.get("window")
+    for dtype in (np.float64, np.float32):
+        p = strategy.prepare(fac, dtype, np)
+        d = np.random.default_rng(3).standard_normal((2, 9, n)).astype(dtype)
+        q = window.for_lines(p, 18)
+        assert q.segment < p.segment
+        got = strategy.solve(fac, p, d, dtype)
+        np.testing.assert_array_equal(got, window.solve(q, d, dtype))
+        want = np.linalg.solve(schemes.dense(n, boundary), d.astype(np.float64).reshape(-1, n).T).T.reshape(d.shape)
+        np.testing.assert_allclose(got, want, rtol=0, atol=_tol(dtype, want))
+
+
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+@pytest.mark.parametrize("layout", ["x", "y"])
+def test_emulated_kernel_at_the_launchs_shorter_segments(lib, boundary, layout):
+    """A launch over 37 lines of 230 points takes segments of the halo's length (fp64 40 rows: 6 segments;
+    fp32 19: 13, the last short): the emulated kernel at that plan equals the mirror bit for bit, fused and
+    solve."""
+    n, other = 230, 37
+    rng = np.random.default_rng(11)
+    for dtype, segment in ((np.float64, 40), (np.float32, 19)):
+        p = window.for_lines(window.plan(_fac(n, boundary), dtype), other)
+        assert p.segment == segment
+        shape = (other, n) if layout == "x" else (n, other)
+        a2 = rng.standard_normal(shape).astype(dtype)
+        lines = a2 if layout == "x" else a2.T
+        nsys, ss, es = (other, n, 1) if layout == "x" else (other, 1, other)
+        for fused in (False, True):
+            dst = np.full(shape, np.nan, dtype)
+            run(lib, p, dtype, fused, 0.0, a2.copy(), dst, nsys, ss, es)
+            got = dst if layout == "x" else dst.T
+            np.testing.assert_array_equal(got, _want(p, lines, fused, boundary, 0.0, dtype),
+                                          err_msg=f"{layout} {np.dtype(dtype).name} fused {fused}")
+
+
+# ---- y-direction = window: the y-lines by the window solver, the x-lines by the selected one ---------------
+def test_y_direction_window_is_a_registered_choice_with_its_reasons():
+    from nagare.engine import registry
+    from nagare.engine.compact import variants
+    from nagare.engine.presets import load_preset
+
+    for backend in ("numpy", "cupy"):
+        assert "window" in registry.axes("compact")["y-direction"].choices
+        assert registry.default_selection("compact", backend)["y-direction"] == "strided"
+    sel = {"solver": "scan", "y-direction": "window"}
+    assert [solvers.for_axis(sel, a) for a in ("x", "y")] == ["scan", "window"]
+    assert solvers.names(sel) == ("scan", "window") and solvers.names(dict(sel, solver="window")) == ("window",)
+    # a solver of contiguous lines only (gtsv2) transposes its y-lines, unless the window solver takes them
+    assert solvers.transposes_y({"solver": "gtsv2", "y-direction": "strided"})
+    assert not solvers.transposes_y({"solver": "gtsv2", "y-direction": "window"})
+    pre = load_preset("compact-vortex-outflow", ["grid.nx=24", "grid.ny=24"], backend="numpy")
+    assert variants._window_check("cupy", dict(sel, batching="stacked"), pre) is None
+    assert "grouped" in variants._window_check("cupy", dict(sel, batching="grouped"), pre)
+    line1d = load_preset("compact-square1d", [], backend="numpy")
+    assert variants._window_check("numpy", sel, line1d) == "a 1D problem has no y-lines for the window solver"
+
+
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+def test_derivative_operators_solve_their_y_lines_with_the_window_solver(boundary):
+    """NumPy: a y-derivative under y-direction = window solves with the window mirror (at the segments a launch
+    over its lines takes), an x-derivative with the selected solver; both match the dense reference."""
+    from nagare.engine.backend import get_backend
+    from nagare.engine.compact.batched import StackDerivative
+    from nagare.engine.compact.operator import Derivative
+
+    be = get_backend("numpy")
+    sel = {"solver": "thomas", "y-direction": "window", "kernel": "array", "batching": "stacked"}
+    rng = np.random.default_rng(4)
+    shape = (230, 37)
+    f = rng.standard_normal(shape)
+    h = 0.2
+    for axis in ("x", "y"):
+        op = Derivative(shape=shape, axis=axis, h=h, boundary=boundary, delta=0.0, dtype=np.float64,
+                        selection=sel, backend=be)
+        assert op.solver.solver == ("window" if axis == "y" else "thomas") and not op.transpose
+        out = np.empty(shape)
+        op(f, out)
+        want = schemes.derivative_dense(f, h, boundary, axis=-1 if axis == "x" else 0)
+        np.testing.assert_allclose(out, want, rtol=0, atol=_tol(np.float64, want), err_msg=axis)
+        if axis == "y":  # the mirror at the launch's segments (37 lines: the halo's 40 rows), bit for bit
+            q = window.for_lines(op.solver.prepared, shape[1])
+            assert q.segment == 40
+            np.testing.assert_array_equal(out, window.derivative(q, f.T, h, boundary).T)
+    stack = rng.standard_normal((3,) + shape)
+    sd = StackDerivative(shape=shape, axis="y", h=h, boundary=boundary, dtype=np.float64, selection=sel, backend=be)
+    out = np.empty_like(stack)
+    sd(stack, out)
+    q = window.for_lines(sd.solver.prepared, 3 * shape[1])  # one launch over the stack's y-lines
+    np.testing.assert_array_equal(out, np.stack([window.derivative(q, v.T, h, boundary).T for v in stack]))
+
+
+class _MirrorLineDevice:
+    """A device side that solves on the lines a launch addresses with a solver's NumPy mirror (the fused
+    derivative: schemes.rhs first) — the x-lines' solver in the test below, whose kernel is tested elsewhere."""
+
+    groups = True
+
+    def __init__(self, kind, fac, prepared, dtype):
+        self.kind, self.fac, self.prepared, self.dtype = kind, fac, prepared, np.dtype(dtype)
+
+    def _lines(self, a, nsys, ss, es, group):
+        per, gs = group or (nsys, 0)
+        s = np.arange(nsys)
+        start = (s // per) * gs + (s % per) * ss
+        return start[:, None] + np.arange(self.fac.n)[None, :] * es
+
+    def _run(self, src, dst, nsys, ss, es, fused, h, delta, group):
+        idx = self._lines(src, nsys, ss, es, group)
+        d = src.reshape(-1)[idx]
+        if fused:
+            d = schemes.rhs(np, d, h, "periodic" if self.fac.periodic else "closures", delta)
+        dst.reshape(-1)[idx] = solvers.get(self.kind).solve(self.fac, self.prepared, d, self.dtype)
+        _EmulatedWindowDevice.log.append((self.kind, fused, nsys, ss, es))
+
+    def solve(self, d, x, nsys, ss, es, group=None):
+        self._run(d, x, nsys, ss, es, False, 1.0, 0.0, group)
+
+    def derivative(self, f, out, nsys, ss, es, h, delta=0.0, group=None):
+        self._run(f, out, nsys, ss, es, True, h, delta, group)
+
+
+@pytest.mark.parametrize("sides", ["periodic", "bounded"])
+def test_navier_stokes_evaluation_with_window_y_lines(lib, monkeypatch, sides):
+    """y-direction = window, solver = scan, kernel = fused on the GPU path: the y-lines' 2 fused launches a
+    evaluation on the emulated window kernel (a stack's y-lines one launch of lines in groups), the x-lines' 2
+    with the scan solver; dU/dt equals the NumPy engine's (Thomas, separate right-hand side) to round-off.
+    The filter's y-lines go to the window solver too."""
+    import types
+
+    from nagare.engine.backend import get_backend
+    from nagare.engine.compact import filter as filt
+    from nagare.engine.compact import lines
+    from nagare.engine.compact import navier_stokes as ns
+    from nagare.engine.compact.config import CompactPreset
+    from nagare.engine.families import create_engine
+
+    def device(kind, fac, prepared, dtype, stream=None):
+        if kind == "window":
+            return _EmulatedWindowDevice(kind, fac, prepared, dtype)
+        return _MirrorLineDevice(kind, fac, prepared, dtype)
+
+    monkeypatch.setattr(_EmulatedWindowDevice, "lib", lib)
+    monkeypatch.setattr(_EmulatedWindowDevice, "log", [])
+    monkeypatch.setattr(lines, "device_solver", device)
+    monkeypatch.setattr(filt, "DeviceFilterRhs", lambda *a, **k: None)  # (its kernel: test_compact_closure.py)
+    n = 36
+    bounded = {"west": "hold", "east": "nscbc", "south": "nscbc", "north": "nscbc"}
+    mixed = {"west": "hold", "east": "nscbc", "south": "periodic", "north": "periodic"}
+    pre = CompactPreset.model_validate({
+        "engine": "compact", "description": "test", "initial": {"kind": "random"},
+        "grid": {"nx": n, "ny": n, "x0": -1, "x1": 1, "y0": -1, "y1": 1},
+        "physics": {"problem": "navier-stokes", "dt": 0.01, "reynolds": 200.0},
+        "boundaries": bounded if sides == "bounded" else mixed})
+    ref = create_engine(pre, get_backend("numpy"))
+    eq = ns.NavierStokes(pre, np, np.float64)
+    sel = dict(ref.selection, solver="scan", kernel="fused", batching="stacked", **{"y-direction": "window"})
+    eq.build(sel, types.SimpleNamespace(xp=np, is_gpu=True, name="cupy"))
+    got, want = np.empty_like(ref.U), np.empty_like(ref.U)
+    eq.rate(ref.U, got)
+    ref.ns.rate(ref.U, want)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-11 * np.max(np.abs(want)))
+    log = _EmulatedWindowDevice.log
+    assert len(log) == 4 == eq.launches_per_rate()
+    assert sorted(e for e in log if e[0] == "scan") == [("scan", True, 3 * n, n, 1), ("scan", True, 4 * n, n, 1)]
+    window_launches = [e for e in log if len(e) == 4]  # the emulated kernel's entries: (fused, nsys, ss, es)
+    assert sorted(window_launches) == [(True, 3 * n, 1, n), (True, 4 * n, 1, n)]
+    assert eq.filters
+    assert [f.solver.solver for f in eq.filters] == [{"x": "scan", "y": "window"}[f.axis] for f in eq.filters]
+
+
+def test_the_bench_has_a_window_y_cell():
+    """`nagare bench compact` runs y-direction = window beside the default (scan for the x-lines), no
+    companion needed: the ns-vortex cases measure the hook in the Navier–Stokes step."""
+    from nagare.engine.compact import Engine
+
+    cells = dict(Engine.bench_selections("cupy"))
+    assert cells["y-direction=window"] == {"y-direction": "window"}

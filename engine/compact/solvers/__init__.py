@@ -36,10 +36,32 @@ def contiguous_only(name: str | None) -> bool:
     return solver is not None and solver.contiguous_only
 
 
+# ``y-direction = window``: the y-lines go to this solver whatever ``solver`` says (its strided y-lines are
+# coalesced row segments; the scan kernels' are not — variants.py says why)
+Y_WINDOW = "window"
+
+
+def for_axis(selection: dict, axis: str) -> str:
+    """The solver of the lines along ``axis``: the selection's ``solver``, except y-lines under
+    ``y-direction = window``."""
+    if axis == "y" and selection.get("y-direction") == Y_WINDOW:
+        return Y_WINDOW
+    return selection["solver"]
+
+
+def names(selection: dict) -> tuple[str, ...]:
+    """Every solver a selection runs (the x-lines' first): what its warm-up compiles."""
+    return tuple(dict.fromkeys(for_axis(selection, a) for a in ("x", "y")))
+
+
 def transposes_y(selection: dict) -> bool:
     """Whether y-lines go through a transpose: ``y-direction = transpose``, or a solver that takes
-    contiguous lines only."""
-    return selection.get("y-direction") == "transpose" or contiguous_only(selection.get("solver"))
+    contiguous lines only (unless the y-lines go to the window solver, which takes them strided)."""
+    ydir = selection.get("y-direction")
+    if ydir == Y_WINDOW:
+        return False
+    return ydir == "transpose" or contiguous_only(selection.get("solver"))
 
 
-__all__ = ["SOLVERS", "Solver", "contiguous_only", "fusing", "get", "solve", "transposes_y"]
+__all__ = ["SOLVERS", "Solver", "Y_WINDOW", "contiguous_only", "for_axis", "fusing", "get", "names", "solve",
+           "transposes_y"]

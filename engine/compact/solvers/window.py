@@ -50,13 +50,15 @@ one is read. S per dtype (:data:`SEGMENT`): the halo costs (H_f + H_b) / S extra
 right-hand side and a sweep step each) and of reads, served mostly by L2 (the neighbouring segment's rows);
 S·itemsize of shared memory a thread bounds the warps an SM holds. 64 fp64 / 128 fp32 rows is 512 bytes a
 thread (14 warps an SM at 2 warps a block; the x tile adds 8.4 KiB a warp) with ~1.25× (fp64) and ~0.3×
-(fp32) extra rows: the A/B is ``tools/compact_grid.py --window-segment``, to be measured.
+(fp32) extra rows: the A/B is ``tools/compact_grid.py --window-segment``, to be measured. That S is the
+longest; a launch over few lines takes shorter segments (:func:`for_lines`): at 1024 lines, 32 warps of
+lines × 16 segments of 64 rows is 512 warps for 132 SMs, where the DRAM latency wants thousands.
 """
 from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -72,6 +74,12 @@ SAFETY = 8.0  # the halo leaves the truncation ε/SAFETY of the line's values: t
 SEGMENT = {np.dtype(np.float64): 64, np.dtype(np.float32): 128}  # rows a thread (see the module's why)
 WARPS = 2  # segments a block (threadIdx.y): 64-thread blocks, 32 KiB of g at 512 bytes a thread
 LANES = 32  # lines a block (threadIdx.x): one warp's coalesced row segment
+# Warps of work a launch should have for the DRAM latency to be hidden: 4 waves of 8 warps on each of 132 SMs
+# (H100, H200). Few lines (1024², a stack of 512² fields) give too few at the plan's segment length, so a
+# launch over them cuts its lines into shorter segments (:func:`for_lines`). A constant, not the device's SM
+# count: a launch's segments — and so its round-off — are the same on every card, and the NumPy mirror
+# computes them without a device. 0: every launch at the plan's segment (tools/compact_grid.py's A/B).
+LAUNCH_WARPS = 4 * 132 * 8
 CONVERGED_ULPS = 4  # per-row factors within this many float64 ulps of the limit count as converged
 SOURCE = "cuda/compact/window.cu"
 OPTIONS = ("--fmad=false",)
@@ -190,6 +198,21 @@ def _converged_rows(bands, interior, lower, upper, lim) -> tuple[int, int]:
     return lo, hi
 
 
+def for_lines(p: WindowPlan, nsys: int) -> WindowPlan:
+    """The plan of one launch over ``nsys`` lines: ``p`` when its segments give :data:`LAUNCH_WARPS` warps
+    (a warp is 32 lines × one segment), else the longest segment length that gives them — never shorter than the
+    longer halo (below it a thread's halo rows outnumber its segment's, work that buys no more warps than a
+    segment of halo length does), never longer than the plan's. The device's launches and the mirror
+    (:meth:`Window.solve`) both take their segments from here, so they agree bit for bit."""
+    line_warps = -(-max(nsys, 1) // LANES)
+    want = -(-LAUNCH_WARPS // line_warps)
+    if LAUNCH_WARPS <= 0 or p.segments >= want:
+        return p
+    shortest = min(p.segment, max(p.halo_f, p.halo_b))
+    s = max(shortest, -(-p.n // (want - 1)) - 1)  # the longest with ⌈n / s⌉ ≥ want (want ≥ 2 here)
+    return p if s >= p.segment else replace(p, segment=s)
+
+
 def solve(p: WindowPlan, r, dtype=None):
     """x = A⁻¹ r on the last axis by the kernel's operations in its order, vectorised over every (line,
     segment): the three passes of the module's docstring, rows outside a segment's window masked off."""
@@ -297,6 +320,7 @@ class DeviceWindow:
         self._coefs: dict = {}
         self._work: dict = {}
         self._opted: dict = {}  # id(function) -> the dynamic shared memory it was opted in to
+        self._plans: dict = {}  # lines a launch -> its plan (for_lines)
 
     def _function(self, fused: bool, dissipative: bool, stage: bool):
         key = (fused, dissipative, stage)
@@ -321,7 +345,9 @@ class DeviceWindow:
             out = self._work.get(dst.size)
             if out is None:
                 out = self._work[dst.size] = self.cp.empty(dst.size, dtype=self.dtype)
-        p = self.plan
+        p = self._plans.get(nsys)
+        if p is None:
+            p = self._plans[nsys] = for_lines(self.plan, nsys)
         stage = staged(elem_stride, group)
         grid, block, smem = launch_shape(p, self.dtype, nsys, stage)
         fn = self._function(fused, dissipative, stage)
@@ -329,12 +355,11 @@ class DeviceWindow:
             fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
             self._opted[id(fn)] = fn.max_dynamic_shared_size_bytes
         with self.stream if self.stream is not None else contextlib.nullcontext():
-            self._run(fn, grid, block, smem, src, out, coef, nsys, sys_stride, elem_stride, per, group_stride)
+            self._run(p, fn, grid, block, smem, src, out, coef, nsys, sys_stride, elem_stride, per, group_stride)
             if out is not dst:
                 dst[...] = out.reshape(dst.shape)
 
-    def _run(self, fn, grid, block, smem, src, out, coef, nsys, sys_stride, elem_stride, per, group_stride) -> None:
-        p = self.plan
+    def _run(self, p, fn, grid, block, smem, src, out, coef, nsys, sys_stride, elem_stride, per, group_stride) -> None:
         fn(grid, block, (src, out, self.fac_dev, coef, np.int32(p.n), np.int32(nsys), np.int64(sys_stride),
                          np.int64(elem_stride), np.int32(per), np.int64(group_stride), np.int32(p.segment),
                          np.int32(p.halo_f), np.int32(p.halo_b), np.int32(p.lo), np.int32(p.hi)),
@@ -365,7 +390,8 @@ class Window(Solver):
     def solve(self, fac, prepared, d, dtype=None):
         dt = np.dtype(dtype or np.asarray(d).dtype)
         p = prepared if prepared is not None and np.dtype(prepared.dtype) == dt else plan(fac, dt)
-        return solve(p, d, dt)
+        lines = int(np.prod(np.shape(d)[:-1]))  # the device's launch over these lines: the same segments
+        return solve(for_lines(p, lines), d, dt)
 
     def device(self, fac, prepared, dtype, stream=None):
         return DeviceWindow(prepared, dtype, stream)
