@@ -196,6 +196,29 @@ def test_a_regrid_s_parts_add_up_to_its_wall_time():
         np.testing.assert_allclose(x[f"regrid_{p}_ms"], np.median([t[f"{p}_ms"] for t in e.shape.regrid_times[1:]]))
 
 
+@pytest.mark.gpu
+def test_a_warm_regrid_compiles_nothing(tmp_path, monkeypatch):
+    """CuPy compiles the regrid's elementwise, reduction and indexing kernels at their first use, so
+    on the engine's first regrid that changes the tree (those the engine's build did not use); the
+    regrids after it compile nothing: a fresh CuPy cache directory gets no new file (CuPy writes one
+    per kernel it compiles; a kernel it has in memory never reaches the compiler)."""
+    import os
+
+    from nagare.engine.presets import load_preset  # (the shipped preset, GPU sizes)
+
+    p = load_preset("amr3d-vortex-adapt", backend="cupy")
+    g = AMR3D(p, get_backend("cupy"), variants={"kernels": "naive-fused"})
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(tmp_path))
+    seen = []
+    for dx in (12.0, 0.0, 12.0, 0.0):
+        g.shape.set_leaves(shifted(g, dx).astype(np.float32))
+        n = g.forest.n_leaves
+        g.regrid()
+        assert g.forest.n_leaves != n
+        seen.append(set(os.listdir(tmp_path)))
+    assert seen[1:] == [seen[0]] * 3, f"compiled after the first regrid: {sorted(seen[-1] - seen[0])}"
+
+
 def test_the_bench_report_has_the_regrid_times():
     from nagare.engine.amr3d.cases import bench_report  # (the bench's formatting only)
     from nagare.engine.amr3d.regrid_clock import REGRID_PARTS
