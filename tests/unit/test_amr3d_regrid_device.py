@@ -4,11 +4,14 @@ the same tree and the same populations, bit for bit on NumPy, as the host path i
 kernels' compilations do not depend on the tree; every regrid that changes the tree is timed."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from nagare.engine.amr3d import cases, d3q27, reference, transfer
 from nagare.engine.amr3d.config import AMR3DPreset
 from nagare.engine.amr3d.engine import AMR3D
+from nagare.engine.amr3d.regrid_clock import REGRID_PARTS
 from nagare.engine.amr3d.tree import Forest, coarsen, refine
 from nagare.engine.backend import get_backend
 
@@ -168,10 +171,6 @@ def test_a_regrid_on_the_gpu_follows_the_numpy_one():
 def test_a_regrid_s_parts_add_up_to_its_wall_time():
     """Every part of REGRID_PARTS is timed and reported; the parts of one regrid add up to its wall
     time within the timer's resolution; the first regrid is reported apart from the later ones."""
-    import time
-
-    from nagare.engine.amr3d.regrid_clock import REGRID_PARTS
-
     e = AMR3D(vortex(), get_backend("numpy"))
     e.shape.set_leaves(shifted(e, 10.0))
     e.regrid()
@@ -227,7 +226,6 @@ def test_a_warm_regrid_compiles_nothing(monkeypatch):
 
 def test_the_bench_report_has_the_regrid_times():
     from nagare.engine.amr3d.cases import bench_report  # (the bench's formatting only)
-    from nagare.engine.amr3d.regrid_clock import REGRID_PARTS
     from nagare.engine.bench import BenchResult
 
     x = {"regrid_ms": 31.25, "regrid_host_ms": 12.5, "regrid_device_ms": 18.75, "regrids_timed": 7.0, "leaves": 130,
