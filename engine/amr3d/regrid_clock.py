@@ -15,9 +15,9 @@ REGRID_PARTS = ("criterion", "plan", "coupling_host", "coupling_device", "transf
 class RegridClock:
     """Splits one regrid's wall time into REGRID_PARTS: ``lap(part)`` waits for the device, then adds
     the time since the previous lap to ``part``, so the device work a part queued counts for it.
-    The waits cost next to nothing: every part but the transfer and the synchronisation ends in a
-    wait of its own (per-leaf maxima or the coupling's tables copied back, a rebuilt stepper's
-    uploads), and the regrid waits at its start and end anyway."""
+    The waits cost little: the criterion and the coupling end in a wait of their own (per-leaf
+    maxima, the tables copied back), the regrid waits at its start and end anyway, and the other
+    parts lose only the overlap of their device work with the host work of the part after them."""
 
     def __init__(self, synchronize=None):
         self._synchronize = synchronize
