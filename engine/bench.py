@@ -77,8 +77,9 @@ def parse_with(family: str, items: list[str] | None) -> dict:
     return out
 
 
-def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: int) -> dict:
-    """Time whole batches for about ``min_time`` seconds of device time.
+def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: int, min_steps: int = 0) -> dict:
+    """Time whole batches for about ``min_time`` seconds of device time, and at least ``min_steps``
+    steps (rounded up to whole batches).
 
     Steps are queued asynchronously on a GPU, so the host's clock says when launches were queued,
     not when they ran: fast launches (a CUDA graph of 16 steps) queue seconds of work in a fraction
@@ -94,11 +95,13 @@ def measure(engine, warmup_steps: int, batch: int, min_time: float, max_steps: i
     if not per_batch > 0:  # no device time came back: the host's time of that synchronised batch
         per_batch = time.perf_counter() - t
     want = batch * max(1, min(max_steps // batch, math.ceil(min_time / max(per_batch, 1e-9))))
+    least = batch * math.ceil(min_steps / batch)
+    want = max(want, least)
     done, t0 = 0, time.perf_counter()
     while done < want:
         engine.step(batch)
         done += batch
-        if time.perf_counter() - t0 > min_time:
+        if done >= least and time.perf_counter() - t0 > min_time:
             break
     rep = engine.batch_report(wait=True)
     return {"steps": rep.steps, "ms_per_step": rep.ms_per_step, "updates_per_s": rep.updates_per_s,
@@ -209,7 +212,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
                 continue
             try:
                 engine = create_engine(preset, backend, variants=sel)
-                m = measure(engine, warmup_steps, batch, min_time, max_steps)
+                m = measure(engine, warmup_steps, batch, min_time, max_steps, spec.min_steps(label))
                 engine.diagnostics()  # a variant that diverges is reported, not timed
             except NagareError as exc:
                 results.append(BenchResult(label, sel, sel_label, False, reason=str(exc)))

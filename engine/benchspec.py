@@ -22,6 +22,10 @@ def no_cases(backend: str) -> list[tuple[str, list[str]]]:
     return []
 
 
+def no_min_steps(case: str) -> int:
+    return 0
+
+
 @dataclass(frozen=True)
 class BenchSpec:
     # The preset every case overrides ("" = the family has no benchmark).
@@ -39,3 +43,6 @@ class BenchSpec:
     # What one "update" of the M updates/s column is, where it is not one grid point (or particle)
     # advanced one step: printed under the table and in its Markdown.
     update_unit: str = ""
+    # case label -> steps a cell of that case runs at least, past ``min_time`` (a case whose figures
+    # need events that come every so many steps: an adaptive tree's regrids)
+    min_steps: Callable[[str], int] = no_min_steps

@@ -31,10 +31,14 @@ from .tree import CHILD_OFFSETS, Forest, _unbalanced_coarse_leaves, refine
 def level_criterion(xp, f, accel=(0.0, 0.0, 0.0)):
     """max |ω|·h over each leaf of f[Q, n, m, m, m] (one level's leaves; ω in index units): (n,) on xp."""
     _, ux, uy, uz = d3q27.fluid_velocity(xp, f, accel)
-    d = leaf_derivative  # axes of u[n, k, j, i]: x = −1, y = −2, z = −3
-    wx = d(xp, uz, -2) - d(xp, uy, -3)
-    wy = d(xp, ux, -3) - d(xp, uz, -1)
-    wz = d(xp, uy, -1) - d(xp, ux, -2)
+    # the two components each axis's derivative enters, stacked: one leaf_derivative per axis
+    # (elementwise, so each component's derivative has the same bits as on its own)
+    ddx = leaf_derivative(xp, xp.stack([uy, uz]), -1)  # axes of u[n, k, j, i]: x = −1, y = −2, z = −3
+    ddy = leaf_derivative(xp, xp.stack([ux, uz]), -2)
+    ddz = leaf_derivative(xp, xp.stack([ux, uy]), -3)
+    wx = ddy[1] - ddz[1]
+    wy = ddz[0] - ddx[1]
+    wz = ddx[0] - ddy[0]
     w2 = wx * wx + wy * wy + wz * wz
     return xp.sqrt(w2.reshape(w2.shape[0], -1).max(axis=1))
 

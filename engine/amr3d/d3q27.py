@@ -48,15 +48,47 @@ def viscosity(tau: float) -> float:
     return CS2 * (tau - 0.5)
 
 
+def _moment_terms():
+    """moments' additions in their order: ρ's directions, then per axis (+ directions, − directions)."""
+    axes = [([a for a in range(Q) if C[a, d] == 1], [a for a in range(Q) if C[a, d] == -1]) for d in range(3)]
+    return list(range(Q)), axes
+
+
+def _moments_source() -> str:
+    """The fused kernel's body: moments' additions and subtractions, one variable each, in order
+    (additions only: no contraction into FMAs, so the same bits as the array code)."""
+    rho, axes = _moment_terms()
+    lines = ["T r = f0;"] + [f"r = r + f{a};" for a in rho[1:]] + ["rho = r;"]
+    for name, (plus, minus) in zip(("jx", "jy", "jz"), axes):
+        lines += [f"T {name}_ = f{plus[0]};"] + [f"{name}_ = {name}_ + f{a};" for a in plus[1:]]
+        lines += [f"{name}_ = {name}_ - f{a};" for a in minus] + [f"{name} = {name}_;"]
+    return "\n".join(lines)
+
+
+_FUSED_MOMENTS: dict = {}  # per CuPy module: moments as one elementwise kernel (compiled at first use)
+
+
+def _fused_moments(xp):
+    k = _FUSED_MOMENTS.get(xp)
+    if k is None:
+        k = _FUSED_MOMENTS[xp] = xp.ElementwiseKernel(", ".join(f"T f{a}" for a in range(Q)),
+                                                        "T rho, T jx, T jy, T jz", _moments_source(),
+                                                        "nagare_d3q27_moments")
+    return k
+
+
 def moments(xp, f):
-    """ρ = Σ f_α and j = Σ c_α f_α (P0 eqs. 6, 7 before the division), fixed summation order."""
+    """ρ = Σ f_α and j = Σ c_α f_α (P0 eqs. 6, 7 before the division), fixed summation order. On
+    CuPy one elementwise kernel does the 77 additions in the same order (the same bits), instead
+    of 77 launches (the regrid's criterion and rescaling call this per level and batch)."""
+    if getattr(xp, "ElementwiseKernel", None) is not None and f.dtype.char in "fd":
+        return _fused_moments(xp)(*(f[a] for a in range(Q)))
+    terms, axes = _moment_terms()
     rho = f[0]
-    for a in range(1, Q):
+    for a in terms[1:]:
         rho = rho + f[a]
     j = []
-    for d in range(3):
-        plus = [a for a in range(Q) if C[a, d] == 1]
-        minus = [a for a in range(Q) if C[a, d] == -1]
+    for plus, minus in axes:
         acc = f[plus[0]]
         for a in plus[1:]:
             acc = acc + f[a]
@@ -87,8 +119,29 @@ def equilibrium_a(a, rho, ux, uy, uz, usq):
 
 
 def equilibrium(xp, rho, ux, uy, uz):
+    """All 27 f_eq (Q, ...) at once: equilibrium_a's operations on whole (Q, ...) arrays, a dozen
+    array operations instead of ~11 per direction (on a GPU each is a launch; a regrid's rescaling
+    calls this a few times). The same bits as equilibrium_a for finite velocities: c·u is summed
+    over all three components in equilibrium_a's order, and a zero component adds 0·u = ±0, which
+    can flip only the sign of a zero c·u, which 1 + 3 c·u and (c·u)² do not see; the operations are
+    in place, so the temporaries are the (Q, ...) result and two more, as the stacked directions."""
+    t = rho.dtype.type
+    ax = (Q,) + (1,) * np.ndim(rho)
+    cx, cy, cz = (xp.asarray(C[:, d].astype(t).reshape(ax)) for d in range(3))
     usq = ux * ux + uy * uy + uz * uz
-    return xp.stack([equilibrium_a(a, rho, ux, uy, uz, usq) for a in range(Q)])
+    cu = cx * ux
+    cu += cy * uy
+    cu += cz * uz
+    sq = t(4.5) * cu
+    sq *= cu
+    cu *= t(3)
+    cu += t(1)  # 1 + 3 c·u
+    cu += sq
+    del sq
+    cu -= t(1.5) * usq
+    out = xp.asarray(W.astype(t).reshape(ax)) * rho
+    out *= cu
+    return out
 
 
 def force_a(a, rho, accel):

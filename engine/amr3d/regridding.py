@@ -18,12 +18,12 @@ from . import adapt, d3q27, interface, mesh, reference, transfer
 from . import tree as tree_mod
 from .builder import build_boundaries
 from .cases import initial_tree_state
+from .regrid_clock import REGRID_PARTS, RegridClock
 from .tree_stepper import synchronise_state
 
 log = logging.getLogger("nagare")
 
 REGRID_TIMES_KEPT = 64  # the latest regrids whose times regrid_figures summarises
-
 
 class Regridding:
     def init_regridding(self) -> None:
@@ -33,6 +33,7 @@ class Regridding:
         self._floor = None
         self._preset_leaf_count = None
         self.regrid_times: list[dict] = []  # per regrid that changed the tree (regrid_figures)
+        self.first_regrid = None  # the first of them (its CuPy kernels compiled at their first use)
         self.coupling_device_s = 0.0  # the device's part of the last coupling build (Tree.interface)
 
     def preset_leaves(self) -> int:
@@ -108,22 +109,19 @@ class Regridding:
             # the steps queued before: finished first, so the regrid's wall time is its own (the
             # criterion's per-leaf maxima would wait for them anyway)
             e.backend.synchronize(e.stream)
-            start = time.perf_counter()
+            clock = RegridClock(lambda: e.backend.synchronize(e.stream))
             crit = self.regrid_criterion()
-            host = time.perf_counter()
+            clock.lap("criterion")
             plan = self._plan(crit)
             changed = not (np.array_equal(plan.forest.level, e.forest.level)
                            and np.array_equal(plan.forest.block, e.forest.block))
-            host = time.perf_counter() - host
+            clock.lap("plan")
             if changed:
                 f_new = transfer.transfer(e.forest, plan.forest, self.leaves(), e.preset.physics.tau, e.accel,
                                           xp=self.xp)
-                host += self.install_tree(plan.forest, f_new, synchronise=True)
-                e.backend.synchronize(e.stream)
-                total = time.perf_counter() - start
-                self.regrid_times.append({"total_ms": 1e3 * total, "host_ms": 1e3 * host,
-                                          "device_ms": 1e3 * (total - host), "leaves": plan.forest.n_leaves})
-                del self.regrid_times[:-REGRID_TIMES_KEPT]
+                clock.lap("transfer")
+                host = clock.seconds["plan"] + self.install_tree(plan.forest, f_new, synchronise=True, clock=clock)
+                self._record_regrid(clock, host, plan.forest.n_leaves)
         self.regrids += 1
         self.last_regrid = {"refined": plan.refined, "coarsened": plan.coarsened,
                             "step": int(e.step_count if step is None else step), "capped": int(plan.capped)}
@@ -134,35 +132,64 @@ class Regridding:
                         e.preset.adapt.leaf_cap(self.preset_leaves()))
         return dict(self.last_regrid, leaves=e.forest.n_leaves)
 
+    def _record_regrid(self, clock: RegridClock, host: float, leaves: int) -> None:
+        """Keep a regrid's times (ms): total, host part (plan, the coupling's host part, the
+        same-level copies' ids), the rest, and each of REGRID_PARTS; the engine's first such regrid
+        also apart (it compiles CuPy's elementwise and reduction kernels at their first use)."""
+        total = clock.total
+        rec = {"total_ms": 1e3 * total, "host_ms": 1e3 * host, "device_ms": 1e3 * (total - host), "leaves": leaves,
+               **{f"{k}_ms": 1e3 * v for k, v in clock.seconds.items()}}
+        if self.first_regrid is None:
+            self.first_regrid = rec
+        self.regrid_times.append(rec)
+        del self.regrid_times[:-REGRID_TIMES_KEPT]
+
     def regrid_figures(self) -> dict:
         """Medians over the kept regrids that changed the tree (ms): wall time with the device
         synchronised at the end, its host part (the refine/coarsen plan, the coupling data built on
         the host and the same-level copies' ids) and the rest (criterion, transfer, synchronisation,
         the coupling's passes on a device, buffers and uploads: device work and the launches, and
-        the transfer's per-leaf decisions on the host, a few ms); empty before the first such regrid."""
+        the transfer's per-leaf decisions on the host, a few ms); the engine's first such regrid
+        apart (``regrid_first_ms``: CuPy compiles then), and the later ones' wall time
+        (``regrid_warm_ms``, over ``regrids_warm`` of them) and parts (``regrid_<part>_ms``,
+        REGRID_PARTS; over the first alone while it is the only one); empty before the first."""
         t = self.regrid_times
         if not t:
             return {}
-        return {"regrid_ms": float(np.median([r["total_ms"] for r in t])),
-                "regrid_host_ms": float(np.median([r["host_ms"] for r in t])),
-                "regrid_device_ms": float(np.median([r["device_ms"] for r in t])),
-                "regrids_timed": float(len(t))}
+        warm = [r for r in t if r is not self.first_regrid]
+        out = {"regrid_ms": float(np.median([r["total_ms"] for r in t])),
+               "regrid_host_ms": float(np.median([r["host_ms"] for r in t])),
+               "regrid_device_ms": float(np.median([r["device_ms"] for r in t])),
+               "regrids_timed": float(len(t)), "regrids_warm": float(len(warm))}
+        if self.first_regrid is not None:
+            out["regrid_first_ms"] = self.first_regrid["total_ms"]
+        if warm:
+            out["regrid_warm_ms"] = float(np.median([r["total_ms"] for r in warm]))
+        for part in REGRID_PARTS:
+            out[f"regrid_{part}_ms"] = float(np.median([r[f"{part}_ms"] for r in warm or t]))
+        return out
 
-    def install_tree(self, forest, f, synchronise: bool) -> float:
+    def install_tree(self, forest, f, synchronise: bool, clock: RegridClock | None = None) -> float:
         """Make ``forest`` the engine's tree with state ``f`` (on that tree; host or xp array). With
         ``synchronise`` (a transferred state): solid and inlet nodes as the step leaves them, the
         coarse copies of fine-owned nodes restricted and same-level copies set to their owner's
         (transfer fills each new leaf on its own), on the state's device; without (a checkpoint):
         taken bit for bit. Returns the seconds spent building the coupling data and the same-level
-        copies on the host (the coupling's passes on a device not counted: they are device time)."""
+        copies on the host (the coupling's passes on a device not counted: they are device time).
+        ``clock``: a regrid's parts (coupling, synchronise, select, other) lapped on it."""
         e, xp = self.e, self.xp
+        clock = clock if clock is not None else RegridClock()
         self._set_forest(forest)
         self.tables = self.coupling = self.sampling = self.mass_w = None
         self.stepper = None
         f = xp.array(f, dtype=self.dtype)
+        clock.lap("other")
         host = time.perf_counter()
         coupling = self.interface() if synchronise else None
-        host = time.perf_counter() - host - (self.coupling_device_s if synchronise else 0.0)
+        device = self.coupling_device_s if synchronise else 0.0
+        host = time.perf_counter() - host - device
+        clock.lap("coupling_host")
+        clock.move(device, "coupling_host", "coupling_device")
         if synchronise:
             self.apply_boundaries(f, xp)
             f2 = f.reshape(d3q27.Q, -1)
@@ -176,9 +203,12 @@ class Regridding:
                 if dst.size:
                     lo = forest.level_slice(lv).start * m3
                     f2[:, xp.asarray(dst + lo)] = f2[:, xp.asarray(src + lo)]
+            clock.lap("synchronise")
         self.pending = f
         self.select(e.selection)
+        clock.lap("select")
         return host
+
     def adapt_figures(self) -> dict:
         """Leaves in all and per level (levels base … max_level, zeros included, so the columns stay
         fixed), and the last regrid's refine (leaves split) and coarsen (families merged) counts."""

@@ -30,8 +30,9 @@ from . import d3q27, levels
 from .tree import CHILD_OFFSETS, Forest
 
 # new leaves interpolated per batch: bounds the float64 temporaries of the prolongation and the
-# rescaling (27 populations × m³ points × 8 bytes a leaf, about 15 such arrays alive: 16 leaves of
-# 17³ take ~250 MB at the peak). On the host a few leaves keep them in the caches (64 leaves of 17³
+# rescaling (27 populations × m³ points × 8 bytes a leaf, about 15 such arrays alive) and the 8
+# corners' gathers (8 × 27 × m³ values of the state's dtype a leaf): 16 leaves of 17³ take ~340 MB
+# at the peak. On the host a few leaves keep them in the caches (64 leaves of 17³
 # ran at half the speed of 4 on NumPy); on a GPU a batch is a few dozen launches whatever its size.
 PROLONG_BATCH = {"host": 4, "device": 16}
 
@@ -92,13 +93,16 @@ def _prolong_into(xp, out, src, old: Forest, new: Forest, leaves, parents, tau0,
     i0 = xp.minimum(off // h, m - 2)
     frac = (off - i0 * h) / h  # in [0, 1]; exactly 0 or 1 on coincident nodes
     base = xp.asarray(np.asarray(parents, np.int64) * m3)[:, None]
-    vals = None
-    for corner in CHILD_OFFSETS:
-        c = xp.asarray(corner)
-        idx = i0 + c
-        w = xp.prod(xp.where(c == 1, frac, 1.0 - frac), axis=-1).reshape(-1)
-        term = w * src[:, (base + (idx[..., 2] * m + idx[..., 1]) * m + idx[..., 0]).reshape(-1)]
-        vals = term if vals is None else vals + term
+    # the 8 corners' indices, weights and gathers as (8, …) arrays (a few launches instead of a
+    # dozen per corner), the terms then summed corner by corner in CHILD_OFFSETS' order
+    c = xp.asarray(np.asarray(CHILD_OFFSETS, np.int64))[:, None, None, :]
+    idx = i0[None] + c
+    w = xp.prod(xp.where(c == 1, frac[None], (1.0 - frac)[None]), axis=-1).reshape(len(CHILD_OFFSETS), -1)
+    g = src[:, (base[None] + (idx[..., 2] * m + idx[..., 1]) * m + idx[..., 0]).reshape(-1)]
+    g = g.reshape(Q, len(CHILD_OFFSETS), -1)
+    vals = w[0] * g[:, 0]
+    for k in range(1, len(CHILD_OFFSETS)):
+        vals = vals + w[k] * g[:, k]
     vals = levels.rescale(xp, vals, tau0, src_level, lv, accel0)
     out[:, xp.asarray(leaves)] = vals.reshape(Q, n, m, m, m)
 

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 from nagare.engine.amr3d import adapt, d3q27, mesh, reference, tree
+from nagare.engine.amr3d.collision import leaf_derivative
 from nagare.engine.amr3d.config import AMR3DPreset
 from nagare.engine.amr3d.engine import AMR3D
 from nagare.engine.backend import get_backend
@@ -350,3 +351,21 @@ def test_the_shipped_vortex_is_followed_downstream():
     speed = np.sqrt(ux * ux + uy * uy + uz * uz)
     assert np.isfinite(speed).all()
     np.testing.assert_array_less(speed.max(), (abs(U) + p.initial.u0) * 1.001)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_criterion_is_the_curl_component_by_component(dtype):
+    """level_criterion takes each axis's derivative of two stacked velocity components at once: the
+    bits of the curl written one derivative at a time."""
+    d = leaf_derivative
+
+    rng = np.random.default_rng(3)
+    u = 0.05 * rng.standard_normal((3, 5, 9, 9, 9))
+    f = np.asarray(d3q27.equilibrium(np, 1 + 0.01 * rng.standard_normal((5, 9, 9, 9)), *u), dtype)
+    _, ux, uy, uz = d3q27.fluid_velocity(np, f)
+    wx = d(np, uz, -2) - d(np, uy, -3)
+    wy = d(np, ux, -3) - d(np, uz, -1)
+    wz = d(np, uy, -1) - d(np, ux, -2)
+    want = np.sqrt((wx * wx + wy * wy + wz * wz).reshape(5, -1).max(axis=1))
+    got = adapt.level_criterion(np, f)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))

@@ -24,6 +24,50 @@ def test_velocity_set_is_p0():
     np.testing.assert_allclose(t4, iso, atol=1e-15)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(), (7,), (5, 3, 4)])
+def test_equilibrium_of_all_directions_is_each_direction_s_bits(rng, dtype, shape):
+    """d3q27.equilibrium (whole (Q, ...) arrays: a dozen launches on a GPU) gives equilibrium_a's
+    bits direction by direction, zero and negative-zero velocity components included."""
+    rho = np.asarray(1 + 0.05 * rng.standard_normal(shape), dtype)
+    u = [np.asarray(0.1 * rng.standard_normal(shape), dtype) for _ in range(3)]
+    if shape:
+        u[0].reshape(-1)[0] = 0.0
+        u[1].reshape(-1)[0] = -0.0
+        u[2].reshape(-1)[-1] = -0.0
+    usq = u[0] * u[0] + u[1] * u[1] + u[2] * u[2]
+    want = np.stack([d3q27.equilibrium_a(a, rho, *u, usq) for a in range(Q)])
+    got = d3q27.equilibrium(np, rho, *u)
+    assert got.dtype == want.dtype and got.shape == want.shape == (Q,) + shape
+    np.testing.assert_array_equal(np.ascontiguousarray(got).view(np.uint8), np.ascontiguousarray(want).view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_fused_moments_kernel_does_the_array_code_s_additions(rng, dtype):
+    """CuPy's one-launch moments (d3q27._moments_source, C with T the array's type) runs the array
+    code's additions in its order: its body read as Python on NumPy arrays gives the same bits."""
+    f = np.asarray(rng.standard_normal((Q, 40)), dtype)
+    env = {f"f{a}": f[a] for a in range(Q)}
+    for line in d3q27._moments_source().splitlines():
+        exec(line.removeprefix("T ").rstrip(";"), {}, env)
+    want = d3q27.moments(np, f)
+    for name, w in zip(("rho", "jx", "jy", "jz"), want):
+        assert env[name].dtype == f.dtype
+        np.testing.assert_array_equal(env[name].view(np.uint8), w.view(np.uint8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_moments_on_cupy_are_numpy_s_bits(rng, dtype):
+    import cupy  # (gpu test)
+
+    f = np.asarray(rng.standard_normal((Q, 3, 5, 7)), dtype)
+    for got, want in zip(d3q27.moments(cupy, cupy.asarray(f)), d3q27.moments(np, f)):
+        np.testing.assert_array_equal(cupy.asnumpy(got).view(np.uint8), want.view(np.uint8))
+    rho, ux, uy, uz = d3q27.velocity(cupy, cupy.asarray(f))
+    np.testing.assert_array_equal(cupy.asnumpy(ux), d3q27.velocity(np, f)[1])
+
+
 def test_equilibrium_and_force_moments(rng):
     rho = 1 + 0.05 * rng.standard_normal(50)
     u = 0.05 * rng.standard_normal((3, 50))

@@ -4,11 +4,14 @@ the same tree and the same populations, bit for bit on NumPy, as the host path i
 kernels' compilations do not depend on the tree; every regrid that changes the tree is timed."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from nagare.engine.amr3d import cases, d3q27, reference, transfer
 from nagare.engine.amr3d.config import AMR3DPreset
 from nagare.engine.amr3d.engine import AMR3D
+from nagare.engine.amr3d.regrid_clock import REGRID_PARTS
 from nagare.engine.amr3d.tree import Forest, coarsen, refine
 from nagare.engine.backend import get_backend
 
@@ -165,20 +168,86 @@ def test_a_regrid_on_the_gpu_follows_the_numpy_one():
     assert np.isfinite(g.diagnostics()["mass"])
 
 
+def test_a_regrid_s_parts_add_up_to_its_wall_time():
+    """Every part of REGRID_PARTS is timed and reported; the parts of one regrid add up to its wall
+    time within the timer's resolution; the first regrid is reported apart from the later ones."""
+    e = AMR3D(vortex(), get_backend("numpy"))
+    e.shape.set_leaves(shifted(e, 10.0))
+    e.regrid()
+    x = e.timing_extra()
+    assert x["regrids_warm"] == 0 and "regrid_warm_ms" not in x
+    assert x["regrid_first_ms"] == x["regrid_ms"]
+    for shift in (-10.0, 10.0):
+        e.shape.set_leaves(shifted(e, shift))
+        e.regrid()
+    r = e.shape.regrid_times[-1]
+    parts = [r[f"{p}_ms"] for p in REGRID_PARTS]
+    assert all(v >= 0 for v in parts)
+    assert min(r[f"{p}_ms"] for p in ("criterion", "plan", "coupling_host", "transfer", "synchronise",
+                                      "select")) > 0
+    resolution_ms = 1e3 * time.get_clock_info("perf_counter").resolution
+    np.testing.assert_allclose(sum(parts), r["total_ms"], rtol=0, atol=len(parts) * resolution_ms + 1e-9)
+    x = e.timing_extra()
+    assert x["regrids_timed"] == 3 and x["regrids_warm"] == 2
+    assert x["regrid_first_ms"] == e.shape.first_regrid["total_ms"]
+    np.testing.assert_allclose(x["regrid_warm_ms"], np.median([t["total_ms"] for t in e.shape.regrid_times[1:]]))
+    for p in REGRID_PARTS:
+        np.testing.assert_allclose(x[f"regrid_{p}_ms"], np.median([t[f"{p}_ms"] for t in e.shape.regrid_times[1:]]))
+
+
+@pytest.mark.gpu
+def test_a_warm_regrid_compiles_nothing(monkeypatch):
+    """CuPy compiles the regrid's elementwise, reduction and indexing kernels at their first use, so
+    on the engine's first regrid that changes the tree (those the engine's build and steps did not
+    use); the regrids after it compile nothing. Every kernel CuPy does not hold in memory (compiled,
+    or loaded from its disk cache) goes through cupy.cuda.compiler._compile_module_with_cache."""
+    import cupy  # (gpu test)
+    from nagare.engine.presets import load_preset  # (the shipped preset, GPU sizes)
+
+    p = load_preset("amr3d-vortex-adapt", backend="cupy")
+    g = AMR3D(p, get_backend("cupy"), variants={"kernels": "naive-fused"})
+    g.step(2)
+    compiled = []
+    inner = cupy.cuda.compiler._compile_module_with_cache
+
+    def counting(source, *a, **k):
+        compiled.append(source.splitlines()[-1][:120] if source else "")
+        return inner(source, *a, **k)
+    monkeypatch.setattr(cupy.cuda.compiler, "_compile_module_with_cache", counting)
+    seen = []
+    for dx in (12.0, 0.0, 12.0, 0.0):
+        g.shape.set_leaves(shifted(g, dx).astype(np.float32))
+        n = g.forest.n_leaves
+        g.regrid()
+        assert g.forest.n_leaves != n
+        seen.append(len(compiled))
+    assert seen[1:] == [seen[0]] * 3, f"compiled after the first regrid: {compiled[seen[0]:]}"
+
+
 def test_the_bench_report_has_the_regrid_times():
     from nagare.engine.amr3d.cases import bench_report  # (the bench's formatting only)
     from nagare.engine.bench import BenchResult
 
-    x = {"regrid_ms": 31.25, "regrid_host_ms": 12.5, "regrid_device_ms": 18.75, "regrids_timed": 7.0, "leaves": 130}
+    x = {"regrid_ms": 31.25, "regrid_host_ms": 12.5, "regrid_device_ms": 18.75, "regrids_timed": 7.0, "leaves": 130,
+         "regrid_first_ms": 180.25, "regrid_warm_ms": 30.5, "regrids_warm": 6.0,
+         **{f"regrid_{p}_ms": 1.0 + i for i, p in enumerate(REGRID_PARTS)}}
+    first_only = {"regrid_ms": 180.25, "regrid_host_ms": 12.5, "regrid_device_ms": 167.75, "regrids_timed": 1.0,
+                  "leaves": 130, "regrid_first_ms": 180.25, "regrids_warm": 0.0,
+                  **{f"regrid_{p}_ms": 1.0 for p in REGRID_PARTS}}
     cells = [BenchResult("vortex-adapt", {"kernels": "naive-fused"}, "naive-fused", True, ms_per_step=0.5,
                          phases={"regrid": 0.05}, extra=x),
              BenchResult("vortex-adapt", {"kernels": "split"}, "split", True, ms_per_step=0.6, extra={}),
-             BenchResult("vortex-adapt", {"kernels": "templates"}, "templates", False, reason="cannot")]
+             BenchResult("vortex-adapt", {"kernels": "templates"}, "templates", False, reason="cannot"),
+             BenchResult("vortex-adapt", {"kernels": "naive"}, "naive", True, ms_per_step=0.5, extra=first_only)]
     report = bench_report(cells)
     assert "## Regrids" in report
-    assert "| vortex-adapt | naive-fused | 31.2 | 12.5 | 18.8 | 7 | 130 | 10.0 |" in report
+    assert ("| vortex-adapt | naive-fused | 180.2 | 30.5 | 1.0 | 2.0 | 3.0 | 4.0 | 5.0 | 6.0 | 7.0 | 8.0 | 6 | 130 "
+            "| 10.0 |") in report
+    assert "| vortex-adapt | naive | 180.2 | — | — | — | — | — | — | — | — | — | 0 | 130 | — |" in report
     assert "| split |" not in report.split("## Regrids")[1]
-    assert bench_report(cells[1:]) == ""
+    assert ("| first (compiles) ms | regrid ms | criterion | plan | coupling host | coupling device | transfer "
+            in report)
+    assert bench_report(cells[1:3]) == ""
 
 
 def test_a_regrid_on_the_emulated_gpu_gives_the_host_paths_populations(emulated_cupy):

@@ -11,7 +11,7 @@ from nagare.engine.backend import get_backend
 def test_bench_uses_the_family_batch(monkeypatch, family, case, only, expected):
     seen = []
 
-    def fake_measure(engine, warmup_steps, batch, min_time, max_steps):
+    def fake_measure(engine, warmup_steps, batch, min_time, max_steps, min_steps=0):
         seen.append(batch)
         return {"steps": batch, "ms_per_step": 1.0, "updates_per_s": 1.0, "gbytes_per_s": 1.0,
                 "roofline_pct": 0.0, "phases": {}, "extra": {}}
@@ -86,3 +86,22 @@ def test_measure_queues_whole_batches_up_to_max_steps():
     e = QueueingEngine()
     m = bench.measure(e, warmup_steps=5, batch=16, min_time=100.0, max_steps=40)
     assert m["steps"] == 32  # whole batches, never past max_steps
+
+
+def test_measure_runs_a_case_s_least_steps_past_min_time():
+    """A case whose figures need events every so many steps (an adaptive tree's regrids) runs at least
+    BenchSpec.min_steps, in whole batches, even after min_time and past max_steps."""
+    e = QueueingEngine()
+    m = bench.measure(e, warmup_steps=5, batch=16, min_time=0.0, max_steps=40, min_steps=100)
+    assert m["steps"] == 112
+    assert e.queued == 5 + 16 + 112
+
+
+def test_the_vortex_case_runs_enough_steps_for_its_regrids():
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.presets import load_preset
+
+    spec = AMR3D.bench_spec()
+    every = load_preset("amr3d-vortex-adapt", backend="cupy").adapt.every
+    assert spec.min_steps("vortex-adapt") >= 100 * every
+    assert spec.min_steps("three-levels") == 0
