@@ -39,7 +39,7 @@ def test_a_bad_with_is_one_error_naming_it(item, says):
 def test_run_bench_measures_the_cells_with_the_choice(monkeypatch):
     seen = []
 
-    def fake_measure(engine, warmup_steps, batch, min_time, max_steps):
+    def fake_measure(engine, warmup_steps, batch, min_time, max_steps, min_steps=0):
         seen.append(dict(engine.selection))
         return {"steps": batch, "ms_per_step": 1.0, "updates_per_s": 1.0, "gbytes_per_s": 1.0,
                 "roofline_pct": 0.0, "phases": {}, "extra": {}}
