@@ -176,3 +176,70 @@ def test_laid_out_text_draws_the_pixels_of_vispy_text(make_canvas):
     a, b = (f.astype(int) for f in frames.values())
     assert (np.abs(a - a[0, 0]).max(axis=-1) > 60).sum() > 50  # text is drawn
     np.testing.assert_array_equal(a, b)
+
+
+def test_repeated_gl_state_is_left_out_and_the_frames_stay_the_same(make_canvas, monkeypatch):
+    """The canvas' GLIR parser runs a state command only where GL does not have that state yet:
+    most of them are left out of a frame, and the frames (a 3D grid with leaves, tracers, a body,
+    the colour bar; a 2D grid with tracers and axes) are the pixels of every command run."""
+    if not isolated(__file__, "test_repeated_gl_state_is_left_out_and_the_frames_stay_the_same"):
+        return
+    from nagare.app.gui.gl_state import RedundantStateFilter
+    from nagare.app.packets import FramePacket
+
+    def frames(filtered: bool):
+        if not filtered:
+            monkeypatch.setattr(RedundantStateFilter, "_needed", lambda self, command: True)
+        c = make_canvas(420, 320)
+        rng = np.random.default_rng(8)
+        c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True)
+        for seq in range(3):
+            c.show_packet(_volume_packet(seq, rng))
+            c.draw_now(finish=True)
+        dropped = c.gl_state().dropped
+        shots = [c.grab()]
+        field = rng.random((40, 56)).astype(np.float32)
+        tracers = (rng.random((30, 2)) * [56, 40]).astype(np.float32)
+        for seq in range(3, 5):
+            c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                      data=field, overlay=tracers, vmin=0.0, vmax=1.0))
+            c.draw_now(finish=True)
+        shots.append(c.grab())
+        c.close()
+        monkeypatch.undo()
+        return shots, dropped
+
+    with_filter, dropped = frames(True)
+    without, none_dropped = frames(False)
+    assert dropped > 100 and none_dropped == 0
+    for a, b in zip(with_filter, without):
+        assert (np.abs(a.astype(int) - a[2, 2].astype(int)).max(axis=-1) > 30).sum() > 500  # a scene is drawn
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_state_filter_drops_only_what_gl_has():
+    """Unit: a repeated capability or value is dropped, a changed one runs, string and integer
+    enums are the same state, an alias and CURRENT forget, other commands always run."""
+    from nagare.app.gui.gl_state import RedundantStateFilter
+    from vispy.gloo import gl
+
+    ran = []
+    parser = type("Parser", (), {"parse": lambda self, commands: ran.extend(commands)})()
+    f = RedundantStateFilter.install(parser)
+    assert RedundantStateFilter.install(parser) is f
+    blend = ("FUNC", "glEnable", "blend")
+    func = ("FUNC", "glBlendFuncSeparate", "src_alpha", "one_minus_src_alpha", "one", "one")
+    parser.parse([blend, func, ("DRAW", 1, "triangles"), blend, ("FUNC", "glEnable", gl.GL_BLEND), func,
+                  ("DRAW", 1, "triangles")])
+    assert ran == [blend, func, ("DRAW", 1, "triangles"), ("DRAW", 1, "triangles")]
+    ran.clear()
+    parser.parse([("FUNC", "glDisable", gl.GL_BLEND), blend, ("FUNC", "glBlendFunc", "one", "zero"), func,
+                  ("FUNC", "glLineWidth", 2.0), ("FUNC", "glLineWidth", 2.0)])
+    assert ran == [("FUNC", "glDisable", gl.GL_BLEND), blend, ("FUNC", "glBlendFunc", "one", "zero"), func,
+                   ("FUNC", "glLineWidth", 2.0)]
+    ran.clear()
+    parser.parse([("CURRENT", 0, 0), blend])
+    f.forget()
+    parser.parse([blend, ("FUNC", "glViewport", 0, 0, 4, 4), ("FUNC", "glViewport", 0, 0, 4, 4)])
+    assert ran == [("CURRENT", 0, 0), blend, blend, ("FUNC", "glViewport", 0, 0, 4, 4),
+                   ("FUNC", "glViewport", 0, 0, 4, 4)]
