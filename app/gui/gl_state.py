@@ -6,15 +6,20 @@ visual left GL that way: about two thirds of a frame's commands. Each command is
 and a ctypes call lets go of the GIL: with the simulation's thread running Python (amr3d's launch
 loop) the UI thread waits to get it back after every one of them, and the worker waits on the UI
 thread in turn. :class:`RedundantStateFilter` sits in front of a context's GLIR parser and drops a
-state command whose value GL has from an earlier command. Everything else passes as it is.
+state command whose value GL has from an earlier command, and a uniform set again to the value
+its program holds (the text visuals set their atlas, scale and size uniforms with every draw).
+Everything else passes as it is.
 
 What it knows is only what went through the parser: the canvas calls :meth:`forget` where GL
 is touched around it (a new frame: Qt and the imgui HUD make raw GL calls between frames; after
 the HUD; before an export's render), and a ``CURRENT`` command (the context made current again,
-VisPy initialises it) clears it too.
+VisPy initialises it) clears it too. A program's uniforms are set only through the parser (the HUD
+draws with a program of its own), so they are kept across frames and forgotten when the program
+is linked again (GL resets its uniforms then), created or deleted.
 """
 from __future__ import annotations
 
+import numpy as np
 from vispy.gloo.glir import as_enum
 
 # state set by value (the same arguments leave GL as it was); glEnable/glDisable by capability
@@ -31,6 +36,7 @@ class RedundantStateFilter:
     def __init__(self, parser):
         self._inner = parser.parse
         self.known: dict = {}
+        self.uniforms: dict = {}  # program id → {uniform name: (type, value)} as GL has them
         self.dropped = 0  # commands left out so far (tests, benchmarks)
         parser.parse = self.parse
 
@@ -51,8 +57,14 @@ class RedundantStateFilter:
 
     def _needed(self, command) -> bool:
         kind = command[0]
+        if kind == "UNIFORM":
+            return self._uniform_needed(command)
         if kind == "CURRENT":
             self.known.clear()
+            self.uniforms.clear()
+            return True
+        if kind in ("LINK", "CREATE", "DELETE"):
+            self.uniforms.pop(command[1], None)
             return True
         if kind != "FUNC":
             return True
@@ -73,4 +85,14 @@ class RedundantStateFilter:
             self.dropped += 1
             return False
         self.known[key] = value
+        return True
+
+    def _uniform_needed(self, command) -> bool:
+        program, name, type_, value = command[1:5]
+        held = self.uniforms.setdefault(program, {})
+        was = held.get(name)
+        if was is not None and was[0] == type_ and np.array_equal(was[1], value):
+            self.dropped += 1
+            return False
+        held[name] = (type_, value)
         return True

@@ -243,3 +243,26 @@ def test_the_state_filter_drops_only_what_gl_has():
     parser.parse([blend, ("FUNC", "glViewport", 0, 0, 4, 4), ("FUNC", "glViewport", 0, 0, 4, 4)])
     assert ran == [("CURRENT", 0, 0), blend, blend, ("FUNC", "glViewport", 0, 0, 4, 4),
                    ("FUNC", "glViewport", 0, 0, 4, 4)]
+
+
+def test_the_state_filter_drops_a_uniform_its_program_holds():
+    """Unit: a uniform set again to the same value is dropped (across frames: forget() is for GL
+    state others may touch); another value, another program, or the program linked, created or
+    deleted since, lets it through."""
+    from nagare.app.gui.gl_state import RedundantStateFilter
+
+    ran = []
+    parser = type("Parser", (), {"parse": lambda self, commands: ran.extend(commands)})()
+    f = RedundantStateFilter.install(parser)
+
+    def uniform(program, value):
+        return ("UNIFORM", program, "u_npix", "float", np.array([value], np.float32))
+
+    parser.parse([uniform(3, 12.0), uniform(3, 12.0), uniform(4, 12.0)])
+    f.forget()
+    parser.parse([uniform(3, 12.0), uniform(3, 13.0), uniform(3, 13.0)])
+    assert [(c[1], float(c[4][0])) for c in ran] == [(3, 12.0), (4, 12.0), (3, 13.0)]
+    ran.clear()
+    for reset in (("LINK", 3), ("DELETE", 3), ("CREATE", 3, "Program"), ("CURRENT", 0, 0)):
+        parser.parse([reset, uniform(3, 13.0), uniform(3, 13.0)])
+    assert [c[0] for c in ran] == ["LINK", "UNIFORM", "DELETE", "UNIFORM", "CREATE", "UNIFORM", "CURRENT", "UNIFORM"]
