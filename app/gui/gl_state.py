@@ -14,8 +14,9 @@ What it knows is only what went through the parser: the canvas calls :meth:`forg
 is touched around it (a new frame: Qt and the imgui HUD make raw GL calls between frames; after
 the HUD; before an export's render), and a ``CURRENT`` command (the context made current again,
 VisPy initialises it) clears it too. A program's uniforms are set only through the parser (the HUD
-draws with a program of its own), so they are kept across frames and forgotten when the program
-is linked again (GL resets its uniforms then), created or deleted.
+draws with a program of its own) and stay with the program while the context lives, so they are
+kept across frames and forgotten when the program is linked again (GL resets its uniforms then),
+created or deleted.
 """
 from __future__ import annotations
 
@@ -59,9 +60,8 @@ class RedundantStateFilter:
         kind = command[0]
         if kind == "UNIFORM":
             return self._uniform_needed(command)
-        if kind == "CURRENT":
+        if kind == "CURRENT":  # made current (every frame): a program keeps its uniforms
             self.known.clear()
-            self.uniforms.clear()
             return True
         if kind in ("LINK", "CREATE", "DELETE"):
             self.uniforms.pop(command[1], None)

@@ -246,9 +246,9 @@ def test_the_state_filter_drops_only_what_gl_has():
 
 
 def test_the_state_filter_drops_a_uniform_its_program_holds():
-    """Unit: a uniform set again to the same value is dropped (across frames: forget() is for GL
-    state others may touch); another value, another program, or the program linked, created or
-    deleted since, lets it through."""
+    """Unit: a uniform set again to the same value is dropped (across frames and makes-current:
+    forget() is for GL state others may touch); another value, another program, or the program
+    linked, created or deleted since, lets it through."""
     from nagare.app.gui.gl_state import RedundantStateFilter
 
     ran = []
@@ -263,6 +263,7 @@ def test_the_state_filter_drops_a_uniform_its_program_holds():
     parser.parse([uniform(3, 12.0), uniform(3, 13.0), uniform(3, 13.0)])
     assert [(c[1], float(c[4][0])) for c in ran] == [(3, 12.0), (4, 12.0), (3, 13.0)]
     ran.clear()
-    for reset in (("LINK", 3), ("DELETE", 3), ("CREATE", 3, "Program"), ("CURRENT", 0, 0)):
+    for reset in (("LINK", 3), ("DELETE", 3), ("CREATE", 3, "Program")):
         parser.parse([reset, uniform(3, 13.0), uniform(3, 13.0)])
-    assert [c[0] for c in ran] == ["LINK", "UNIFORM", "DELETE", "UNIFORM", "CREATE", "UNIFORM", "CURRENT", "UNIFORM"]
+    parser.parse([("CURRENT", 0, 0), uniform(3, 13.0)])  # made current again: the program keeps its uniforms
+    assert [c[0] for c in ran] == ["LINK", "UNIFORM", "DELETE", "UNIFORM", "CREATE", "UNIFORM", "CURRENT"]
