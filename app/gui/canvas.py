@@ -43,6 +43,7 @@ from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
 from .device_draw import HIDDEN, DeviceLines, GeometryUploads, leaf_lines, point_positions
 from .drawer import Drawer, HostBytes, counting_host_bytes, host
+from .gl_state import RedundantStateFilter
 from .grid_lod import block_mean, grid_step
 from .shared_texture import SharedTexture
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
@@ -441,7 +442,12 @@ class FieldCanvas(scene.SceneCanvas):
         if finish:
             gl.glFinish()
 
+    def gl_state(self) -> RedundantStateFilter:
+        """The filter of repeated GL state in front of this canvas' GLIR parser (gl_state.py)."""
+        return RedundantStateFilter.install(self.context.shared.parser)
+
     def on_draw(self, event):
+        self.gl_state().forget()  # Qt and the HUD made GL calls of their own since the last frame
         self.prepare()
         if self._drawer is not None and hasattr(self._drawer, "before_draw"):
             self._drawer.before_draw(self)
@@ -462,6 +468,7 @@ class FieldCanvas(scene.SceneCanvas):
         if self.hud is not None and self.hud.visible:
             self.context.flush_commands()
             self.hud.render(self.physical_size, self.pixel_scale)
+            self.gl_state().forget()  # imgui sets GL state directly, not through VisPy
         self.frames_drawn += 1
 
     def shown_time(self) -> str:
@@ -826,6 +833,8 @@ class FieldCanvas(scene.SceneCanvas):
         fbo = gloo.FrameBuffer(color=gloo.RenderBuffer(size[::-1]),
                                depth=gloo.RenderBuffer(size[::-1], format=GL_DEPTH_COMPONENT24))
         self.push_fbo(fbo, offset, csize)
+        state = self.gl_state()
+        state.forget()
         try:
             self._draw_scene(bgcolor=bgcolor)
             if hud and region is None and self.hud is not None and self.hud.visible:
@@ -833,6 +842,7 @@ class FieldCanvas(scene.SceneCanvas):
                 self.hud.render(size, s)
             result = fbo.read(crop=crop)
         finally:
+            state.forget()
             self.pop_fbo()
         return result if alpha else result[..., :3]
 

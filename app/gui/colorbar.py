@@ -23,6 +23,7 @@ from vispy import scene
 from vispy.color import Colormap
 from vispy.visuals.transforms import STTransform
 
+from .laid_out_text import LaidOutText
 from .ticks import fmt_any, nice_ticks, text_size
 
 WIDTH = 100  # logical px of the column at ordinary dpi (wider where the text is larger: width())
@@ -74,8 +75,9 @@ class ColorBar:
                                          interpolation="nearest", parent=self.view.scene)
         self.title = scene.visuals.Text("", color="white", font_size=TITLE_PT, anchor_x="center", anchor_y="center",
                                         parent=self.view.scene)
-        self.ticks = scene.visuals.Text("", color=(0.9, 0.9, 0.9, 1), font_size=TICK_PT, anchor_x="left",
-                                        anchor_y="center", parent=self.view.scene)
+        # the labels follow an automatic range, most frames: their strings' layouts are kept
+        self.ticks = LaidOutText("", color=(0.9, 0.9, 0.9, 1), font_size=TICK_PT, anchor_x="left",
+                                 anchor_y="center", parent=self.view.scene)
         self.tick_marks = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 1), parent=self.view.scene)
         self.legend_swatches = scene.visuals.Mesh(parent=self.view.scene)
         self.legend_text = scene.visuals.Text("", color="white", font_size=LEGEND_PT, anchor_x="left",
@@ -91,6 +93,10 @@ class ColorBar:
         self.tick_pos = np.zeros((0, 2))  # where the tick labels are centred (y up), logical px
         self._tick_labels: list[str] | None = None  # what self.ticks shows (set again only on a change)
         self._title_state: tuple | None = None  # (text, pos) of self.title
+        # (bottom, height, column width) of the bar as last placed; None: placed without a bar
+        self._bar_geometry: tuple[float, float, float] | None = None
+        self._legend_state: tuple | None = None  # (legend, height, dpi) the legend is laid out for
+        self._legend_height = 0.0
         self.legend_rows: list[float] = []  # centre heights (y up) of the legend's rows, title first
         self.show_bar = True
 
@@ -124,8 +130,12 @@ class ColorBar:
         text = label + (f" [{units}]" if units else "")
         if (lo, hi) == self.range and text == self.label:
             return
+        relabelled = text != self.label
         self.range, self.label = (lo, hi), text
-        self._place()
+        if relabelled or not self.show_bar or self._bar_geometry is None:
+            self._place()
+        else:  # a new range alone (an automatic one moves most frames): only the ticks move
+            self._place_ticks(*self._bar_geometry)
 
     def set_legend(self, legend: Legend | None) -> None:
         if legend == self.legend:
@@ -159,7 +169,7 @@ class ColorBar:
         self.image.visible = self.ticks.visible = self.tick_marks.visible = self.show_bar
         if not self.show_bar:
             self.title.text = ""
-            self._title_state = self._tick_labels = None
+            self._title_state = self._tick_labels = self._bar_geometry = None
             self.tick_pos = np.zeros((0, 2))
             return
         chars = max(4, int((w - 2 * MARGIN) / text_size("0", TITLE_PT, dpi)[0]))
@@ -185,6 +195,7 @@ class ColorBar:
         else:
             self.image.transform = STTransform(scale=(BAR_W, bar_h / 256), translate=(X0, bottom))
         self.bar_rect = (X0, int(round(h - (bottom + bar_h))), BAR_W, int(round(bar_h)))
+        self._bar_geometry = (bottom, bar_h, w)
         self._place_ticks(bottom, bar_h, w)
 
     def _place_ticks(self, bottom: float, bar_h: float, w: float) -> None:
@@ -213,9 +224,17 @@ class ColorBar:
         self.tick_marks.set_data(segs.astype(np.float32))
 
     def _place_legend(self, w: float, h: float) -> float:
-        """Lay the legend out from the column's bottom up; returns the height it takes."""
+        """Lay the legend out from the column's bottom up; returns the height it takes.
+
+        Only when the legend, the column's height or the dpi changed: new swatch data makes VisPy's
+        Mesh choose its colour source again, which rebuilds (recompiles) its shader program, and new
+        text lays every row out again (the bar is placed again whenever its label changes)."""
         lg = self.legend
         on = lg is not None and bool(lg.entries)
+        state = (lg, h, self.dpi)
+        if state == self._legend_state:
+            return self._legend_height
+        self._legend_state, self._legend_height = state, 0.0
         self.legend_swatches.visible = self.legend_text.visible = on
         self.legend_rows = []
         if not on:
@@ -243,7 +262,8 @@ class ColorBar:
                                       vertex_colors=np.array(cols, np.float32))
         self.legend_text.text = texts
         self.legend_text.pos = np.array(pos, np.float32)
-        return MARGIN + pitch * n
+        self._legend_height = MARGIN + pitch * n
+        return self._legend_height
 
 
 def _wrap(text: str, width: int) -> str:

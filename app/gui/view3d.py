@@ -468,6 +468,7 @@ class VolumeDrawer:
         self._leaves_key = None  # the packet's boxes tuple the device leaves were built from
         self._leaves_legend = None
         self._device_shift = None  # (spacing, node) the device visuals' transforms were set for
+        self._host_shift = None  # the same for the host path's tracers and trails
         self.leaf_uploads = 0
 
     def three_d(self, pk):
@@ -549,6 +550,7 @@ class VolumeDrawer:
 
     volume_shape = None
     _node = False
+    _volume_look = None  # (method, colour map) the volume's shader was built for
 
     @staticmethod
     def _box_size(pk) -> np.ndarray:
@@ -576,16 +578,21 @@ class VolumeDrawer:
         self.tracer_trails.visible = False
         if not self.tracers.visible:
             return
-        shift = self._world_shift(pk)
-        self.tracers.transform = shift
+        self._set_host_shift(pk)
         self.tracers.set_data(pts, face_color=TRACER_RGBA, edge_width=0, size=TRACER_SIZE)
         if pk.trails is not None:
             half = 0.5 * np.array(self._shape[::-1], np.float64) * pk.spacing
             seg, counts = trail_points(host(pk.trails, pk.backend, "trails"), half)
             if len(seg):
-                self.tracer_trails.transform = shift
                 self.tracer_trails.set_data(seg, color=trail_colours(counts))
                 self.tracer_trails.visible = True
+
+    def _set_host_shift(self, pk) -> None:
+        key = (pk.spacing, self._node)
+        if key != self._host_shift:  # only on change: a new transform relinks the visual's program
+            self._host_shift = key
+            for node in (self.tracers, self.tracer_trails):
+                node.transform = self._world_shift(pk)
 
     # --- the tracers, their trails and the leaves from the device (interop path)
     def _set_device_shift(self, pk) -> None:
@@ -731,9 +738,15 @@ class VolumeDrawer:
             # stays whole (the planes show where the transfer window leaves the MIP empty); the
             # translucent mode keeps the depth test, so the planes cut it where they are.
             v.set_gl_state("translucent", cull_face=False, depth_test=st.volume != "mip")
-        v.method = st.volume
-        v.cmap = _translucent_cmap(canvas.colormap_name) if st.volume == "translucent" else Colormap(
-            colormaps.lut(canvas.colormap_name))
+        look = (st.volume, canvas.colormap_name)
+        if first or look != self._volume_look:
+            # only on a change: VisPy's Volume swaps shader snippets for a method and a Function
+            # for a colour map, either of which rebuilds (recompiles) its program; this runs for
+            # every packet
+            self._volume_look = look
+            v.method = st.volume
+            v.cmap = _translucent_cmap(canvas.colormap_name) if st.volume == "translucent" else Colormap(
+                colormaps.lut(canvas.colormap_name))
         v.clim = (lo_v + a * (hi_v - lo_v), lo_v + max(b, a + 1e-6) * (hi_v - lo_v))
 
     def set_colormap(self, canvas, name: str) -> None:

@@ -51,3 +51,219 @@ def test_frames_with_a_changing_range_rebuild_no_shader_program(make_canvas, mon
     c.draw_now(finish=True)
     assert c.colorbar.image.transform is tr and float(tr.scale[1]) < scale0 - 0.1
     assert builds == []
+
+
+def _volume_packet(seq, rng):
+    """An amr3d-like frame: a node-centred volume, tracers with trails, octree leaves of three
+    levels (a legend in the colour bar), a solid body; a new automatic range every frame."""
+    from nagare.app.packets import FramePacket
+
+    vol = rng.random((6, 8, 10)).astype(np.float32)
+    trails = (1.0 + np.cumsum(rng.random((5, 7, 3)), axis=0) * 0.4).astype(np.float32)
+    pk = FramePacket(seq=seq, step=seq, time=0.0, field_name="speed", kind="volume3d", fields=("speed",),
+                     data=vol, vmin=np.float32(0.1 * rng.random()), vmax=np.float32(1 + rng.random()),
+                     spacing=0.5, slice_count=6, centering="node", overlay=trails[-1].copy(), trails=trails,
+                     boxes=_BOXES, boxes_levels=(0, 1, 2))
+    pk.surfaces = _SURFACES
+    return pk
+
+
+_BOXES = (np.array([[0, 0, 0], [2, 0, 0], [2, 1, 0]], np.float32), np.array([[2, 4, 3], [4, 2, 1.5], [3, 2, 1]],
+                                                                              np.float32), np.array([0, 1, 2]))
+_SURFACES = ((np.array([[1, 1, 1], [2, 1, 1], [1, 2, 1], [1, 1, 2]], np.float32),
+              np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]], np.uint32)),)
+
+
+@pytest.mark.parametrize("path,volume", [("host", "off"), ("interop", "off"), ("host", "mip"),
+                                         ("host", "translucent")])
+def test_3d_grid_frames_rebuild_no_shader_program(make_canvas, monkeypatch, path, volume):
+    """The amr3d view (planes, leaves with their legend, tracers and trails, a body, the volume
+    rendering) under an automatic range: after the first frames no visual changes its shader source
+    (the legend's swatches, the tracers' transform and the volume's method and colour map were set
+    again with every packet, each a program rebuild)."""
+    name = f"test_3d_grid_frames_rebuild_no_shader_program[{path}-{volume}]"
+    if not isolated(__file__, name):
+        return
+    from vispy.visuals.shaders.program import ModularProgram
+
+    from tests.app.test_device_draw import _device_drawer
+
+    c = make_canvas(480, 360)
+    c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True, volume=volume)
+    if path == "interop":
+        c.display_path = "interop"
+        _device_drawer(c)  # NumPy standing for CuPy, a fake buffer registration (test_device_draw.py)
+    rng = np.random.default_rng(5)
+    for seq in range(3):
+        c.show_packet(_volume_packet(seq, rng))
+        c.draw_now(finish=True)
+    assert c.colorbar.levels == [0, 1, 2]
+    builds = []
+    inner = ModularProgram._build
+    monkeypatch.setattr(ModularProgram, "_build", lambda self: (builds.append(self), inner(self))[1])
+    for seq in range(3, 10):
+        c.show_packet(_volume_packet(seq, rng))
+        c.draw_now(finish=True)
+    assert builds == []
+    if volume != "off":  # a change of the volume's look still reaches its shader
+        c.set_view3d(volume="translucent" if volume == "mip" else "mip")
+        c.draw_now(finish=True)
+        assert len(builds) == 1
+
+
+def test_colour_bar_moves_only_its_ticks_for_a_new_range(make_canvas, monkeypatch):
+    """A new range alone re-places the ticks, not the title, bar or legend; a range whose labels
+    were shown before lays no string out again; a new label or size places the whole bar."""
+    if not isolated(__file__, "test_colour_bar_moves_only_its_ticks_for_a_new_range"):
+        return
+    from nagare.app.gui import colorbar as colorbar_module
+    from nagare.app.gui.colorbar import ColorBar, level_legend
+    from nagare.app.gui.view3d import level_colours
+    from vispy.visuals.text import text as vispy_text
+
+    c = make_canvas(480, 360)
+    c._colorbar_wanted = True  # shown without a packet: what _update_colorbar decides for a ranged one
+    c.relayout()
+    bar = c.colorbar
+    bar.set_legend(level_legend([0, 1, 2], level_colours([0, 1, 2])))
+    bar.set(0.0, 1.0, "speed", "m/s")
+    c.draw_now(finish=True)
+    places, legends, layouts = [], [], []
+    inner_place, inner_legend_set = ColorBar._place, bar.legend_swatches.set_data
+    monkeypatch.setattr(ColorBar, "_place", lambda self: (places.append(1), inner_place(self))[1])
+    monkeypatch.setattr(bar.legend_swatches, "set_data", lambda *a, **k: (legends.append(1), inner_legend_set(*a, **k)))
+    inner_layout = vispy_text._text_to_vbo
+    monkeypatch.setattr(vispy_text, "_text_to_vbo", lambda t, *a: (layouts.append(t), inner_layout(t, *a))[1])
+    title, rows = bar._title_state, list(bar.legend_rows)
+    for hi in (1.5, 2.0, 1.5):
+        bar.set(0.0, hi, "speed", "m/s")
+        bar.set_legend(level_legend([0, 1, 2], level_colours([0, 1, 2])))  # equal: nothing to do
+        c.draw_now(finish=True)
+        assert bar._tick_labels[-1] == colorbar_module.range_labels(0.0, hi)[1]
+    assert places == [] and legends == [] and bar._title_state == title and bar.legend_rows == rows
+    first = list(layouts)
+    assert first  # the new labels of 1.5 and 2.0 were laid out …
+    bar.set(0.0, 2.0, "speed", "m/s")
+    c.draw_now(finish=True)
+    assert layouts == first  # … and 2.0's again: none
+    bar.set(0.0, 2.0, "pressure", "Pa")
+    assert places == [1]
+    bar.resize(bar.size[0], bar.size[1] - 40)
+    assert places == [1, 1] and legends == [1]  # a new height lays the legend out again
+
+
+def test_laid_out_text_draws_the_pixels_of_vispy_text(make_canvas):
+    """The colour bar's tick labels (LaidOutText, layouts kept) draw what VisPy's Text draws, also
+    after their strings were changed and changed back."""
+    if not isolated(__file__, "test_laid_out_text_draws_the_pixels_of_vispy_text"):
+        return
+    from nagare.app.gui.laid_out_text import LaidOutText
+    from vispy import scene
+
+    frames = {}
+    for cls in (scene.visuals.Text, LaidOutText):
+        c = make_canvas(240, 160, colorbar=False, axes=False)
+        c.view.camera = scene.PanZoomCamera(aspect=None)
+        c.view.camera.rect = (0, 0, 240, 160)
+        t = cls(["0.0619", "-1.5e-03", "2"], color="white", font_size=9, anchor_x="left", anchor_y="center",
+                pos=np.array([[10, 30], [10, 80], [120, 120]], np.float32), parent=c.view.scene)
+        c.draw_now(finish=True)
+        t.text = ["7", "x", "y"]
+        c.draw_now(finish=True)
+        t.text = ["0.0619", "-1.5e-03", "2"]
+        frames[cls] = c.grab()
+        c.close()
+    a, b = (f.astype(int) for f in frames.values())
+    assert (np.abs(a - a[0, 0]).max(axis=-1) > 60).sum() > 50  # text is drawn
+    np.testing.assert_array_equal(a, b)
+
+
+def test_repeated_gl_state_is_left_out_and_the_frames_stay_the_same(make_canvas, monkeypatch):
+    """The canvas' GLIR parser runs a state command only where GL does not have that state yet:
+    most of them are left out of a frame, and the frames (a 3D grid with leaves, tracers, a body,
+    the colour bar; a 2D grid with tracers and axes) are the pixels of every command run."""
+    if not isolated(__file__, "test_repeated_gl_state_is_left_out_and_the_frames_stay_the_same"):
+        return
+    from nagare.app.gui.gl_state import RedundantStateFilter
+    from nagare.app.packets import FramePacket
+
+    def frames(filtered: bool):
+        if not filtered:
+            monkeypatch.setattr(RedundantStateFilter, "_needed", lambda self, command: True)
+        c = make_canvas(420, 320)
+        rng = np.random.default_rng(8)
+        c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True)
+        for seq in range(3):
+            c.show_packet(_volume_packet(seq, rng))
+            c.draw_now(finish=True)
+        dropped = c.gl_state().dropped
+        shots = [c.grab()]
+        field = rng.random((40, 56)).astype(np.float32)
+        tracers = (rng.random((30, 2)) * [56, 40]).astype(np.float32)
+        for seq in range(3, 5):
+            c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                      data=field, overlay=tracers, vmin=0.0, vmax=1.0))
+            c.draw_now(finish=True)
+        shots.append(c.grab())
+        c.close()
+        monkeypatch.undo()
+        return shots, dropped
+
+    with_filter, dropped = frames(True)
+    without, none_dropped = frames(False)
+    assert dropped > 100 and none_dropped == 0
+    for a, b in zip(with_filter, without):
+        assert (np.abs(a.astype(int) - a[2, 2].astype(int)).max(axis=-1) > 30).sum() > 500  # a scene is drawn
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_state_filter_drops_only_what_gl_has():
+    """Unit: a repeated capability or value is dropped, a changed one runs, string and integer
+    enums are the same state, an alias and CURRENT forget, other commands always run."""
+    from nagare.app.gui.gl_state import RedundantStateFilter
+    from vispy.gloo import gl
+
+    ran = []
+    parser = type("Parser", (), {"parse": lambda self, commands: ran.extend(commands)})()
+    f = RedundantStateFilter.install(parser)
+    assert RedundantStateFilter.install(parser) is f
+    blend = ("FUNC", "glEnable", "blend")
+    func = ("FUNC", "glBlendFuncSeparate", "src_alpha", "one_minus_src_alpha", "one", "one")
+    parser.parse([blend, func, ("DRAW", 1, "triangles"), blend, ("FUNC", "glEnable", gl.GL_BLEND), func,
+                  ("DRAW", 1, "triangles")])
+    assert ran == [blend, func, ("DRAW", 1, "triangles"), ("DRAW", 1, "triangles")]
+    ran.clear()
+    parser.parse([("FUNC", "glDisable", gl.GL_BLEND), blend, ("FUNC", "glBlendFunc", "one", "zero"), func,
+                  ("FUNC", "glLineWidth", 2.0), ("FUNC", "glLineWidth", 2.0)])
+    assert ran == [("FUNC", "glDisable", gl.GL_BLEND), blend, ("FUNC", "glBlendFunc", "one", "zero"), func,
+                   ("FUNC", "glLineWidth", 2.0)]
+    ran.clear()
+    parser.parse([("CURRENT", 0, 0), blend])
+    f.forget()
+    parser.parse([blend, ("FUNC", "glViewport", 0, 0, 4, 4), ("FUNC", "glViewport", 0, 0, 4, 4)])
+    assert ran == [("CURRENT", 0, 0), blend, blend, ("FUNC", "glViewport", 0, 0, 4, 4),
+                   ("FUNC", "glViewport", 0, 0, 4, 4)]
+
+
+def test_the_state_filter_drops_a_uniform_its_program_holds():
+    """Unit: a uniform set again to the same value is dropped (across frames and makes-current:
+    forget() is for GL state others may touch); another value, another program, or the program
+    linked, created or deleted since, lets it through."""
+    from nagare.app.gui.gl_state import RedundantStateFilter
+
+    ran = []
+    parser = type("Parser", (), {"parse": lambda self, commands: ran.extend(commands)})()
+    f = RedundantStateFilter.install(parser)
+
+    def uniform(program, value):
+        return ("UNIFORM", program, "u_npix", "float", np.array([value], np.float32))
+
+    parser.parse([uniform(3, 12.0), uniform(3, 12.0), uniform(4, 12.0)])
+    f.forget()
+    parser.parse([uniform(3, 12.0), uniform(3, 13.0), uniform(3, 13.0)])
+    assert [(c[1], float(c[4][0])) for c in ran] == [(3, 12.0), (4, 12.0), (3, 13.0)]
+    ran.clear()
+    for reset in (("LINK", 3), ("DELETE", 3), ("CREATE", 3, "Program")):
+        parser.parse([reset, uniform(3, 13.0), uniform(3, 13.0)])
+    parser.parse([("CURRENT", 0, 0), uniform(3, 13.0)])  # made current again: the program keeps its uniforms
+    assert [c[0] for c in ran] == ["LINK", "UNIFORM", "DELETE", "UNIFORM", "CREATE", "UNIFORM", "CURRENT"]

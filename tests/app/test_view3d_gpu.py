@@ -113,3 +113,51 @@ def test_particles_go_into_their_vertex_buffers_through_interop(egl, monkeypatch
     d.spheres.set_data(pos, val, c.current_range)
     np.testing.assert_array_equal(frame, c.render(alpha=False))
     c.close()
+
+
+@pytest.mark.parametrize("kind", ["volume3d", "particles"])
+def test_steady_interop_frames_rebuild_no_shader_and_leave_repeated_gl_state_out(egl, monkeypatch, caplog, kind):
+    """The targets' views on the interop path (an amr3d-like volume with leaves, tracers and trails,
+    two planes; splatted 3D particles), the colour bar on and an automatic range that moves every
+    frame: after the first frames no program is rebuilt and the GL state filter leaves commands out."""
+    import cupy as cp
+    from nagare.app.gui.canvas import FieldCanvas
+    from vispy.visuals.shaders.program import ModularProgram
+
+    c = FieldCanvas(size=(480, 360), show=False)
+    c.set_backend("cupy")
+    c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True)
+    rng = np.random.default_rng(6)
+    boxes = (cp.asarray(np.array([[0, 0, 0], [2, 0, 0]], np.float32)),  # one tuple: the leaves are built once
+             cp.asarray(np.array([[2, 4, 3], [4, 2, 1.5]], np.float32)), cp.asarray(np.array([0, 1])))
+
+    def packet(seq):
+        if kind == "volume3d":
+            trails = (1.0 + np.cumsum(rng.random((5, 40, 3)), axis=0) * 0.4).astype(np.float32)
+            pk = _packet(cp, "volume3d", seq, spacing=0.5, data=rng.random((8, 10, 12)).astype(np.float32),
+                         overlay=trails[-1], trails=trails)
+            pk.boxes, pk.boxes_levels, pk.centering = boxes, (0, 1), "node"
+        else:
+            n = 5000
+            pk = _packet(cp, "particles", seq, positions=(rng.random((n, 3)) * 0.5).astype(np.float32),
+                         data=rng.random(n).astype(np.float32))
+            pk.bounds, pk.radius = ((0.0, 0.0, 0.0), (0.5, 0.5, 0.5)), 0.005
+        pk.vmin, pk.vmax = np.float32(0.1 * rng.random()), np.float32(1 + rng.random())  # host floats, as the worker's
+        return pk
+
+    for seq in range(4):
+        c.show_packet(packet(seq))
+        c.draw_now(finish=True)
+    assert c.display_path == "interop", c.path_reason
+    builds = []
+    inner_build = ModularProgram._build
+    monkeypatch.setattr(ModularProgram, "_build", lambda self: (builds.append(self), inner_build(self))[1])
+    dropped = c.gl_state().dropped
+    for seq in range(4, 14):
+        c.show_packet(packet(seq))
+        c.draw_now(finish=True)
+    assert "cannot draw frame" not in caplog.text, caplog.text[-2000:]
+    assert builds == []
+    assert c.gl_state().dropped - dropped > 10 * 20
+    c.close()
+
