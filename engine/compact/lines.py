@@ -33,12 +33,12 @@ class LineSolver:
         self.dtype = np.dtype(dtype)
         self.xp, self.gpu = backend.xp, backend.is_gpu
         self.phase = phase or (lambda name: nullcontext())
-        self.solver = solvers.for_axis(selection, axis)
+        self.solver = solvers.for_axis(selection, axis, fac, dtype)
         self.strategy = solvers.get(self.solver)
         # grouped batches whole stacks too (GroupedDerivative pairs them; a lone stack is one batch)
         self.stacked = selection.get("batching", "stacked") != "per-variable"
         self.calls = 0  # solver launches so far (NumPy: solve calls); launches() is their model
-        self.transpose = axis == "y" and solvers.transposes_y(selection)
+        self.transpose = axis == "y" and solvers.transposes_y(selection, self.solver)
         self.prepared = self.strategy.prepare(fac, self.dtype, self.xp, stream)
         self.device = device_solver(self.solver, fac, self.prepared, self.dtype, stream) if self.gpu else None
         self._twork: dict = {}

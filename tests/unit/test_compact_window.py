@@ -486,7 +486,8 @@ def test_navier_stokes_evaluation_with_window_y_lines(lib, monkeypatch, sides):
     """y-direction = window, solver = scan, kernel = fused on the GPU path: the y-lines' 2 fused launches a
     evaluation on the emulated window kernel (a stack's y-lines one launch of lines in groups), the x-lines' 2
     with the scan solver; dU/dt equals the NumPy engine's (Thomas, separate right-hand side) to round-off.
-    The filter's y-lines go to the window solver too."""
+    The filter's y-lines keep the scan solver: its matrix (α = 0.49) needs a halo longer than a segment
+    (solvers.for_axis)."""
     import types
 
     from nagare.engine.backend import get_backend
@@ -527,7 +528,9 @@ def test_navier_stokes_evaluation_with_window_y_lines(lib, monkeypatch, sides):
     window_launches = [e for e in log if len(e) == 4]  # the emulated kernel's entries: (fused, nsys, ss, es)
     assert sorted(window_launches) == [(True, 3 * n, 1, n), (True, 4 * n, 1, n)]
     assert eq.filters
-    assert [f.solver.solver for f in eq.filters] == [{"x": "scan", "y": "window"}[f.axis] for f in eq.filters]
+    assert {f.axis for f in eq.filters} == {"x", "y"}
+    assert [f.solver.solver for f in eq.filters] == ["scan"] * len(eq.filters)
+    assert not [f for f in eq.filters if window.halo_fits(f.solver.fac, np.float64)]
 
 
 def test_the_bench_has_a_window_y_cell():
@@ -537,3 +540,21 @@ def test_the_bench_has_a_window_y_cell():
 
     cells = dict(Engine.bench_selections("cupy"))
     assert cells["y-direction=window"] == {"y-direction": "window"}
+
+
+def test_y_lines_keep_the_solver_where_the_halo_is_longer_than_a_segment():
+    """y-direction = window gives the window kernel the y-lines of a matrix whose halo fits a segment (the
+    derivatives' compact6, ~40 rows in fp64); the filter's nearly singular matrix (α = 0.49: ~190 rows in
+    fp64, more than the 64-row segment) keeps the selection's solver, x-lines always do."""
+    from nagare.engine.compact import filter as filt
+
+    sel = {"solver": "scan", "y-direction": "window"}
+    deriv = tridiag.factorise(*schemes.bands(512, "closures"), False)
+    filt_fac = tridiag.factorise(*filt.bands(512, 0.49, "closures"), False)
+    assert solvers.for_axis(sel, "y", deriv, np.float64) == "window"
+    assert solvers.for_axis(sel, "x", deriv, np.float64) == "scan"
+    p = window.plan(filt_fac, np.float64)
+    assert max(p.halo_f, p.halo_b) > p.segment
+    assert solvers.for_axis(sel, "y", filt_fac, np.float64) == "scan"
+    assert not solvers.transposes_y(sel, "scan")
+    assert solvers.transposes_y({"solver": "gtsv2", "y-direction": "window"}, "gtsv2")

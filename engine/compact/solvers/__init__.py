@@ -41,11 +41,15 @@ def contiguous_only(name: str | None) -> bool:
 Y_WINDOW = "window"
 
 
-def for_axis(selection: dict, axis: str) -> str:
+def for_axis(selection: dict, axis: str, fac=None, dtype=None) -> str:
     """The solver of the lines along ``axis``: the selection's ``solver``, except y-lines under
-    ``y-direction = window``."""
+    ``y-direction = window`` — where the matrix (``fac``, in ``dtype``) has a halo no longer than a window
+    segment. A nearly singular matrix (the filter's, α = 0.49: ~190 rows of halo in fp64 against 64-row
+    segments) would read each row ~7 times: its y-lines keep the selection's solver (the NS step at 2048²
+    ran 1.6× slower with the filter's y-lines on the window kernel, docs/benchmarks/session-h200-2026-12-02b)."""
     if axis == "y" and selection.get("y-direction") == Y_WINDOW:
-        return Y_WINDOW
+        if fac is None or window.halo_fits(fac, dtype):
+            return Y_WINDOW
     return selection["solver"]
 
 
@@ -54,13 +58,15 @@ def names(selection: dict) -> tuple[str, ...]:
     return tuple(dict.fromkeys(for_axis(selection, a) for a in ("x", "y")))
 
 
-def transposes_y(selection: dict) -> bool:
+def transposes_y(selection: dict, solver: str | None = None) -> bool:
     """Whether y-lines go through a transpose: ``y-direction = transpose``, or a solver that takes
-    contiguous lines only (unless the y-lines go to the window solver, which takes them strided)."""
+    contiguous lines only (``solver``: the one the y-lines get, :func:`for_axis`; the window solver takes
+    them strided)."""
     ydir = selection.get("y-direction")
-    if ydir == Y_WINDOW:
+    name = solver if solver is not None else (Y_WINDOW if ydir == Y_WINDOW else selection.get("solver"))
+    if name == Y_WINDOW:
         return False
-    return ydir == "transpose" or contiguous_only(selection.get("solver"))
+    return ydir == "transpose" or contiguous_only(name)
 
 
 __all__ = ["SOLVERS", "Solver", "Y_WINDOW", "contiguous_only", "for_axis", "fusing", "get", "names", "solve",

@@ -151,6 +151,13 @@ class WindowPlan:
         return a, s1, b
 
 
+def halo_fits(fac: Factors, dtype) -> bool:
+    """Whether ``fac``'s halo (both sides) is no longer than a segment in ``dtype``: a longer one reads each
+    row more than three times (segment + two halos), which the other solvers beat (solvers.for_axis)."""
+    p = plan(fac, dtype or np.float64)
+    return max(p.halo_f, p.halo_b) <= p.segment
+
+
 def plan(fac: Factors, dtype, segment: int | None = None) -> WindowPlan:
     """The window kernel's constants for ``fac`` (tridiag.factorise) in ``dtype``."""
     dt = np.dtype(dtype)
