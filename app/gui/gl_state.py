@@ -39,6 +39,7 @@ class RedundantStateFilter:
         self.known: dict = {}
         self.uniforms: dict = {}  # program id → {uniform name: (type, value)} as GL has them
         self.dropped = 0  # commands left out so far (tests, benchmarks)
+        self._deleted: set = set()  # program ids deleted (VisPy never reuses an id)
         parser.parse = self.parse
 
     @classmethod
@@ -54,7 +55,15 @@ class RedundantStateFilter:
         self.known.clear()
 
     def parse(self, commands) -> None:
-        self._inner([c for c in commands if self._needed(c)])
+        kept = [c for c in commands if self._needed(c)]
+        try:
+            self._inner(kept)
+        except BaseException:
+            # the values recorded for the commands after the failing one never reached GL (a caught
+            # glTexBuffer or shader error, then the fallback path): VisPy sends them all again next draw
+            self.known.clear()
+            self.uniforms.clear()
+            raise
 
     def _needed(self, command) -> bool:
         kind = command[0]
@@ -65,6 +74,10 @@ class RedundantStateFilter:
             return True
         if kind in ("LINK", "CREATE", "DELETE"):
             self.uniforms.pop(command[1], None)
+            if kind == "DELETE":
+                self._deleted.add(command[1])
+            elif kind == "CREATE":
+                self._deleted.discard(command[1])
             return True
         if kind != "FUNC":
             return True
@@ -89,6 +102,8 @@ class RedundantStateFilter:
 
     def _uniform_needed(self, command) -> bool:
         program, name, type_, value = command[1:5]
+        if program in self._deleted:  # after its DELETE in the same batch: nothing to remember
+            return True
         held = self.uniforms.setdefault(program, {})
         was = held.get(name)
         if was is not None and was[0] == type_ and np.array_equal(was[1], value):

@@ -74,8 +74,10 @@ _SURFACES = ((np.array([[1, 1, 1], [2, 1, 1], [1, 2, 1], [1, 1, 2]], np.float32)
               np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]], np.uint32)),)
 
 
-@pytest.mark.parametrize("path,volume", [("host", "off"), ("interop", "off"), ("host", "mip"),
-                                         ("host", "translucent")])
+# the host path with the volume off and the translucent volume in the slow step: the interop path and
+# the MIP volume (a volume shader) keep the quick one's coverage of both
+@pytest.mark.parametrize("path,volume", [pytest.param("host", "off", marks=pytest.mark.slow), ("interop", "off"),
+                                         ("host", "mip"), pytest.param("host", "translucent", marks=pytest.mark.slow)])
 def test_3d_grid_frames_rebuild_no_shader_program(make_canvas, monkeypatch, path, volume):
     """The amr3d view (planes, leaves with their legend, tracers and trails, a body, the volume
     rendering) under an automatic range: after the first frames no visual changes its shader source
@@ -266,4 +268,31 @@ def test_the_state_filter_drops_a_uniform_its_program_holds():
     for reset in (("LINK", 3), ("DELETE", 3), ("CREATE", 3, "Program")):
         parser.parse([reset, uniform(3, 13.0), uniform(3, 13.0)])
     parser.parse([("CURRENT", 0, 0), uniform(3, 13.0)])  # made current again: the program keeps its uniforms
-    assert [c[0] for c in ran] == ["LINK", "UNIFORM", "DELETE", "UNIFORM", "CREATE", "UNIFORM", "CURRENT"]
+    # after its DELETE a program holds nothing: what is sent to it passes and is not remembered
+    assert [c[0] for c in ran] == ["LINK", "UNIFORM", "DELETE", "UNIFORM", "UNIFORM", "CREATE", "UNIFORM",
+                                   "CURRENT"]
+
+
+def test_the_state_filter_forgets_what_a_failed_batch_may_not_have_sent():
+    """Unit: when the parser raises in mid-batch (a glTexBuffer or shader error the canvas catches before
+    its fallback), the values recorded for that batch may never have reached GL: the next batch sends
+    them again."""
+    from nagare.app.gui.gl_state import RedundantStateFilter
+
+    ran, fail = [], [True]
+
+    def parse(self, commands):
+        for c in commands:
+            if fail[0] and c[0] == "FUNC" and c[1] == "glTexBuffer":
+                raise RuntimeError("GL error")
+            ran.append(c)
+
+    parser = type("Parser", (), {"parse": parse})()
+    RedundantStateFilter.install(parser)
+    blend = ("FUNC", "glEnable", "blend")
+    uniform = ("UNIFORM", 3, "u_npix", "float", np.array([12.0], np.float32))
+    with pytest.raises(RuntimeError):
+        parser.parse([("FUNC", "glTexBuffer", 1), blend, uniform])
+    fail[0] = False
+    parser.parse([blend, uniform])
+    assert ran == [blend, uniform]

@@ -60,6 +60,9 @@ def sphere_engine(cp, fused: bool = True):
     return e
 
 
+# The two engine runs below (~20 s of emulated kernels) run in the slow step; the quick one keeps the
+# three-level stepper's fused tracers in every dtype and storage, and the GPU suite runs the engine itself.
+@pytest.mark.slow
 def test_engine_fused_tracers_are_the_array_code_bit_for_bit(emulated_cupy):
     """The sphere on the emulated GPU, fused against array-code tracers (the same fluid bits, the
     ladder and coupling kernels): every state array equal after every one of 36 coarse steps, while
@@ -94,6 +97,7 @@ def test_engine_fused_tracers_are_the_array_code_bit_for_bit(emulated_cupy):
     np.testing.assert_array_equal(np.asarray(fused.state_arrays()["f"]), np.asarray(ref.state_arrays()["f"]))
 
 
+@pytest.mark.slow
 def test_engine_fused_tracers_batch_and_resume_bit_for_bit(emulated_cupy, monkeypatch):
     """step(N) = N × step(1) and a checkpoint resumes bit for bit on the fused path, which never
     runs the array code's velocity (patched to fail)."""
