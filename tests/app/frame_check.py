@@ -45,7 +45,10 @@ def isolated(test_file: str, name: str, timeout: float = 120) -> bool:
 
     if os.environ.get("NAGARE_GL_ISOLATED") == name:
         return True
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", f"{test_file}::{name}"],
+    # -m "": the test runs whatever its marks (a slow-marked one from the slow step; the default addopts
+    # deselect slow tests, and the child would then collect nothing)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "-m", "",
+                        f"{test_file}::{name}"],
                        env={**os.environ, "NAGARE_GL_ISOLATED": name}, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     return False
