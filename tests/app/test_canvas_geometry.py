@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.app.frame_check import RANGE, assert_frame_shows_field, one_pixel_per_cell, random_field
+from tests.app.frame_check import RANGE, assert_frame_shows_field, isolated, one_pixel_per_cell, random_field
 
 pytestmark = pytest.mark.gui
 
@@ -19,20 +19,32 @@ def _packet(field, seq, **kw):
                        vmin=np.float32(RANGE[0]), vmax=np.float32(RANGE[1]), fields=("f",), **kw)
 
 
+# Each test draws in a fresh process (frame_check.isolated): in CI a shader of this file's canvas once failed
+# to compile (an empty info log) in a worker process that had drawn and closed many canvases before — the
+# Mesa instability of long-lived GL processes that tests/app/test_view3d.py describes.
 @pytest.fixture
-def canvas(_vispy_on_qt, qtbot):
+def make_canvas_here(_vispy_on_qt, qtbot):
     from nagare.app.gui.canvas import FieldCanvas
 
-    c = FieldCanvas(size=(N_X, N_Y), show=False, colorbar=False, axes=False)
-    c.show()  # a real window on Xvfb: a hidden Qt canvas has no usable GL surface to draw into
-    qtbot.waitExposed(c.native)
-    c.set_range(RANGE)
-    yield c
-    c.close()
+    made = []
+
+    def make():
+        c = FieldCanvas(size=(N_X, N_Y), show=False, colorbar=False, axes=False)
+        c.show()  # a real window on Xvfb: a hidden Qt canvas has no usable GL surface to draw into
+        qtbot.waitExposed(c.native)
+        c.set_range(RANGE)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
 
 
-def test_host_path_frame_equals_colour_mapped_field(canvas):
-    c = canvas
+def test_host_path_frame_equals_colour_mapped_field(make_canvas_here):
+    if not isolated(__file__, "test_host_path_frame_equals_colour_mapped_field"):
+        return
+    c = make_canvas_here()
     c.show_packet(_packet(random_field(N_Y, N_X, 1), 1))
     c.draw_now(finish=True)
     one_pixel_per_cell(c, N_X, N_Y)
@@ -43,9 +55,11 @@ def test_host_path_frame_equals_colour_mapped_field(canvas):
     assert_frame_shows_field(frame, field)
 
 
-def test_frame_check_sees_a_shifted_or_clipped_frame(canvas):
+def test_frame_check_sees_a_shifted_or_clipped_frame(make_canvas_here):
     """The comparison itself: one cell of shift, or a background ring, must fail it."""
-    c = canvas
+    if not isolated(__file__, "test_frame_check_sees_a_shifted_or_clipped_frame"):
+        return
+    c = make_canvas_here()
     field = random_field(N_Y, N_X, 3)
     c.show_packet(_packet(field, 1))
     c.draw_now(finish=True)
@@ -60,9 +74,11 @@ def test_frame_check_sees_a_shifted_or_clipped_frame(canvas):
         assert_frame_shows_field(ringed, field)
 
 
-def test_obstacles_and_overlay_points_land_on_their_cells(canvas, monkeypatch):
+def test_obstacles_and_overlay_points_land_on_their_cells(make_canvas_here, monkeypatch):
     """The mask texture (uint8, uploaded once per mask object) and the tracer overlay's points."""
-    c = canvas
+    if not isolated(__file__, "test_obstacles_and_overlay_points_land_on_their_cells"):
+        return
+    c = make_canvas_here()
     field = random_field(N_Y, N_X, 4)
     mask = np.zeros((N_Y, N_X), bool)
     mask[40:60, 100:130] = True
