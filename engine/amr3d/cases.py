@@ -78,7 +78,7 @@ def equivalence_companions(axis, choice):
 # Steps a vortex-adapt cell runs at least: its tree changes about every 200 steps as the vortex
 # moves (the stream carries the core one level-2 leaf per 100 steps; refinement ahead and
 # coarsening behind come in the same regrids), so the Regrids table has the first regrid
-# (compiles) and several after it (17 on an H200).
+# (compiles) and several after it.
 VORTEX_MIN_STEPS = 2000
 
 

@@ -75,10 +75,11 @@ SEGMENT = {np.dtype(np.float64): 64, np.dtype(np.float32): 128}  # rows a thread
 WARPS = 2  # segments a block (threadIdx.y): 64-thread blocks, 32 KiB of g at 512 bytes a thread
 LANES = 32  # lines a block (threadIdx.x): one warp's coalesced row segment
 # Warps of work a launch should have for the DRAM latency to be hidden: 4 waves of 8 warps on each of 132 SMs
-# (H100, H200). Few lines (1024², a stack of 512² fields) give too few at the plan's segment length, so a
-# launch over them cuts its lines into shorter segments (:func:`for_lines`). A constant, not the device's SM
-# count: a launch's segments — and so its round-off — are the same on every card, and the NumPy mirror
-# computes them without a device. 0: every launch at the plan's segment (tools/compact_grid.py's A/B).
+# (a large Hopper part's count). Few lines (1024², a stack of 512² fields) give too few at the plan's
+# segment length, so a launch over them cuts its lines into shorter segments (:func:`for_lines`). A
+# constant, not the device's SM count: a launch's segments — and so its round-off — are the same on every
+# card, and the NumPy mirror computes them without a device. 0: every launch at the plan's segment
+# (tools/compact_grid.py's A/B).
 LAUNCH_WARPS = 4 * 132 * 8
 CONVERGED_ULPS = 4  # per-row factors within this many float64 ulps of the limit count as converged
 SOURCE = "cuda/compact/window.cu"
