@@ -98,7 +98,21 @@ class ColorBar:
         self._legend_state: tuple | None = None  # (legend, height, dpi) the legend is laid out for
         self._legend_height = 0.0
         self.legend_rows: list[float] = []  # centre heights (y up) of the legend's rows, title first
-        self.show_bar = True
+        self._show_bar = True
+
+    @property
+    def show_bar(self) -> bool:
+        """Whether the colour ramp, its ticks and title are shown (a ranged field); the legend alone
+        otherwise. A change re-places the column: ``set`` keeps its layout while its range and label
+        stay, so a kind switch with the same range would leave the bar as it was."""
+        return self._show_bar
+
+    @show_bar.setter
+    def show_bar(self, on: bool) -> None:
+        on = bool(on)
+        if on != self._show_bar:
+            self._show_bar = on
+            self._place()
 
     @property
     def visible(self) -> bool:

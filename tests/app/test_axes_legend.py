@@ -88,6 +88,21 @@ def test_nice_ticks_choose_round_values_whose_labels_fit():
     assert nice_ticks(0.0, 1.0, 5, 8, 96) == ([], [])  # a bar too short for one label: none
 
 
+def test_the_bar_follows_show_bar_when_range_and_label_stay(colorbar):
+    """A switch between a ranged and an unranged kind with the same range and label: the ramp and its ticks
+    hide and come back (``set`` alone keeps the layout while range and label are unchanged)."""
+    cb = colorbar
+    cb.resize(cb.width(96.0), 400)
+    cb.set(0.0, 1.0, "speed", "m/s")
+    assert cb.image.visible and cb.ticks.visible and len(cb.tick_pos)
+    cb.show_bar = False
+    cb.set(0.0, 1.0, "speed", "m/s")
+    assert not cb.image.visible and not cb.ticks.visible and len(cb.tick_pos) == 0
+    cb.show_bar = True
+    cb.set(0.0, 1.0, "speed", "m/s")
+    assert cb.image.visible and cb.ticks.visible and len(cb.tick_pos)
+
+
 # ---- the legend (defect 4) ------------------------------------------------------------------------
 @pytest.mark.parametrize("dpi", [96.0, 150.0, 192.0])
 @pytest.mark.parametrize("height", [160, 700])
