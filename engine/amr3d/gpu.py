@@ -14,7 +14,7 @@ from ..cuda import KernelSpec
 from . import d3q27, ladder
 from . import kernel_names as names_of
 
-GRAPH_STEPS = 16  # steps per captured graph (an even number: the buffers swap every step)
+GRAPH_STEPS = 16  # steps per captured graph (a batch's remainder gets a graph of its own)
 
 
 def _prelude(model) -> str:
@@ -209,9 +209,9 @@ class LadderStepper:
                 self.launch(bufs[0], bufs[1], timed=True)
                 bufs.reverse()
             return
-        with self.timer.phase("step", steps=n - n % 2):
-            while n >= 2:
-                c = min(n - n % 2, GRAPH_STEPS)
+        with self.timer.phase("step", steps=n):
+            while n:
+                c = min(n, GRAPH_STEPS)
                 # both buffers: a restore allocates a new pair, and the pool may give one of them an
                 # old address (a graph keyed on bufs[0] alone could replay into a freed bufs[1])
                 key = (c, int(bufs[0].data.ptr), int(bufs[1].data.ptr))
@@ -230,10 +230,9 @@ class LadderStepper:
                         raise
                     g = self._graphs[key] = self.stream.end_capture()
                 g.launch(self.stream)
+                if c % 2:  # the roles swap every step: an odd replay leaves them swapped
+                    bufs.reverse()
                 n -= c
-        if n:  # an odd step count ends with one plain step
-            self.launch(bufs[0], bufs[1], timed=True)
-            bufs.reverse()
 
 
 class _NoPhase:

@@ -38,7 +38,7 @@ from .interface import LevelCoupling
 from .tracer_kernels import LevelBuffers
 from .tree import Forest
 
-GRAPH_STEPS = 16  # coarse steps per captured graph (even: every level's buffer pair returns)
+GRAPH_STEPS = 16  # coarse steps per captured graph (a batch's remainder gets a graph of its own)
 
 
 def _scale(tau0: float, accel0, src: int, dst: int):
@@ -263,17 +263,25 @@ class TreeStepper:
             for _ in range(n):
                 self._step(timed=True)
             return
-        with self.timer.phase("step", steps=n - n % 2):
-            while n >= 2:
-                c = min(n - n % 2, GRAPH_STEPS)
+        with self.timer.phase("step", steps=n):
+            while n:
+                c = min(n, GRAPH_STEPS)
                 key = (c,) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
                 g = self._graphs.get(key)
-                if g is None:
+                if g is None:  # the capture runs the steps' Python once: their buffer swaps are done
                     g = self._graphs[key] = self.kernels.capture(lambda c=c: [self._step(False) for _ in range(c)])
+                else:
+                    self._swap_as_steps(c)
                 g.launch(self.kernels.stream)
                 n -= c
-        for _ in range(n):
-            self._step(timed=True)
+
+    def _swap_as_steps(self, n: int) -> None:
+        """The buffer roles after n coarse steps replayed from a graph, as stepping leaves them: a
+        level's pair swaps at each of its level steps, and level l steps 2^(l − l₀) times a coarse
+        step, so only the coarsest level's pair swaps, and only after an odd n. Odd counts can
+        then be replayed too (one step a batch, as the tracers step, is one launch)."""
+        if n % 2:
+            self.bufs[self.levels[0]].reverse()
 
     @property
     def dt(self) -> float:

@@ -49,6 +49,36 @@ def test_graph_replays_the_same_steps(kernels):
     np.testing.assert_array_equal(a.backend.asnumpy(a.state_arrays()["f"]), b.backend.asnumpy(b.state_arrays()["f"]))
 
 
+BATCHES = (1, 1, 3, 16, 1, 2, 17, 1)  # odd replays (either buffer parity), a graph's length, its remainder
+
+
+@pytest.mark.parametrize("kernels", ["templates", "uniform"])
+def test_graph_replays_odd_batches_as_plain_steps(kernels):
+    """One step a batch (as the tracers step) replays a graph too: the buffer roles after it
+    are the plain steps', bit for bit."""
+    a, b = engine(kernels, graph="on"), engine(kernels)
+    for n in BATCHES:
+        a.step(n)
+    b.step(sum(BATCHES))
+    np.testing.assert_array_equal(a.backend.asnumpy(a.state_arrays()["f"]), b.backend.asnumpy(b.state_arrays()["f"]))
+
+
+@pytest.mark.parametrize("kernels", ["naive-fused", "mother-leaf"])
+def test_tree_graph_replays_odd_batches_as_plain_steps(kernels):
+    """On a tree of five levels (the sphere with its tracers, which step one coarse step a batch):
+    graph replays of odd batches equal the plain steps bit for bit, tracers included."""
+    def sphere(graph):
+        p = load_preset("amr3d-sphere-re100", ["grid.m=9", "tracers.count=20"], backend="cupy")
+        return create_engine(p, get_backend("cupy"), variants={"kernels": kernels, "graph": graph})
+
+    a, b = sphere("on"), sphere("off")
+    for n in BATCHES:
+        a.step(n)
+    b.step(sum(BATCHES))
+    for key, got in a.state_arrays().items():
+        np.testing.assert_array_equal(a.backend.asnumpy(got), b.backend.asnumpy(b.state_arrays()[key]), err_msg=key)
+
+
 @pytest.mark.parametrize("kernels", ["naive", "uniform"])
 def test_fp16_storage_follows_the_rounded_reference(kernels):
     """storage = fp16: 20 steps of the fp16 kernels equal the reference that rounds its state to
