@@ -164,7 +164,10 @@ class TimingLog:
         self._json_size = self._json_end + len(tail)
 
     # ---- recording -----------------------------------------------------------------------
-    def record(self, wait: bool = False) -> dict | None:
+    def record(self, wait: bool = False, quantities: dict | None = None) -> dict | None:
+        """One row of the samples since the last; ``quantities``: the logged quantities to write
+        (a caller that must not wait for the device passes its newest reading), else the engine's
+        logged_quantities() now."""
         rep = self.engine.batch_report(wait=wait)
         if rep.steps == 0:
             return None
@@ -173,7 +176,8 @@ class TimingLog:
             if ph not in self.phases:
                 self.phases.append(ph)
                 new_phase = True
-        quantities = self.engine.logged_quantities()
+        if quantities is None:
+            quantities = self.engine.logged_quantities()
         for name in quantities:
             if name not in self.quantities:
                 self.quantities.append(name)

@@ -407,6 +407,14 @@ class Engine(ABC):
         batch, so they may synchronise. Empty by default."""
         return {}
 
+    def device_quantities(self):
+        """:meth:`logged_quantities` in two halves, for a caller that must not wait for the device
+        (the app's worker): ``(values, finish)``, where ``values`` are device arrays launched on the
+        stream now (no host sync) and ``finish(host)`` turns their host copies (same keys, NumPy
+        arrays) into logged_quantities()' dict, the same floats. None (the default): only
+        logged_quantities() gives them (a GPU caller then waits for the stream)."""
+        return None
+
     @property
     def timings(self) -> TimingReport:
         """Sliding-window summary of what the device has finished so far (never waits)."""

@@ -98,18 +98,23 @@ _read_streams = threading.local()
 
 
 def _read_float(x) -> float:
-    """A diagnostics value as a host float; device scalars are read on this thread's private
-    non-blocking stream (their event is done: the copy must not queue behind the engine's steps)."""
+    """A diagnostics value as a host float (see :func:`_to_host`)."""
     if isinstance(x, int | float):
         return float(x)
+    return float(_to_host(x))
+
+
+def _to_host(x) -> np.ndarray:
+    """A device value whose event is done, as a NumPy array, read on this thread's private
+    non-blocking stream (the copy must not queue behind the engine's steps)."""
     if type(x).__module__.startswith("numpy"):
-        return float(x)
+        return np.asarray(x)
     s = getattr(_read_streams, "stream", None)
     if s is None:
         import cupy  # optional dependency (CuPy): only a CuPy engine gets here
 
         s = _read_streams.stream = cupy.cuda.Stream(non_blocking=True)
-    return float(x.get(stream=s))
+    return x.get(stream=s)
 
 
 def snapshot(engine, view: ViewRequest, seq: int, cache: dict | None = None, run: int = 0) -> FramePacket:
@@ -200,8 +205,9 @@ class SimulationWorker:
     poll_s = 2e-4  # sleep between queries of a fence the worker waits for
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
     checkpoint_share = 0.01  # last-good checkpoints may take at most this share of the run time
-    # engine.logged_quantities() may synchronise the GPU (a force summed on the device, copied
-    # out): a few readings a second, never one per step.
+    # Logged quantities a few times a second, never one per step: on the GPU launched on the stream
+    # (engine.device_quantities) and read at a later frame once done; engines without that path
+    # make logged_quantities() wait for the stream.
     quantities_interval = 0.25
     # Samples kept for the UI: as many as the HUD's plots show, so a HUD that was hidden for a
     # while still finds its whole history here; bounded, so hours of running stay small.
@@ -215,6 +221,7 @@ class SimulationWorker:
         self._ckpt_every = checkpoint_interval
         self._fences: deque = deque()  # (event, host time) per loop iteration, GPU only
         self._diag_pending: deque = deque()  # (step, device diagnostics, event)
+        self._quant_pending: tuple | None = None  # (step, device values, finish, event): quantities on their way
         self._snapshot_cache: dict = {}  # per engine: the mask copy and tracer field snapshot() reuse
         self.publish_s = 0.0  # worker time spent in _publish (bench_display reports it)
         self.checkpoints_taken = 0  # last-good checkpoints so far, and the worker time they took
@@ -374,6 +381,7 @@ class SimulationWorker:
         # costs a wait for the stream, see _stream_idle).
         self._asks_quantities = type(engine).logged_quantities is not Engine.logged_quantities
         self.quantity_feed = (self.run_id, deque(maxlen=self.quantity_slots))
+        self._quant_pending = None
         self._t_quant = 0.0
         self._publish(force=True)
         # a snapshot of the variant table, not the engine: only this thread touches the engine
@@ -625,9 +633,11 @@ class SimulationWorker:
         except Diverged as exc:
             self._fail(exc)
             return
-        if self._asks_quantities and (force or now - self._t_quant >= self.quantities_interval):
-            self._t_quant = now  # the state just passed the NaN check: its quantities are worth showing
-            self._read_quantities()
+        if self._asks_quantities:
+            self._collect_quantities(wait=False)
+            if force or now - self._t_quant >= self.quantities_interval:
+                self._t_quant = now  # the state just passed the NaN check: its quantities are worth showing
+                self._read_quantities(wait=not deferred)
         self._t_publish = publish_schedule(self._t_publish, now, self.display_interval)
         self._seq += 1
         with eng.on_stream():
@@ -693,24 +703,74 @@ class SimulationWorker:
             pending.popleft()
             self.engine.check_finite({k: _read_float(v) for k, v in d.items()}, step)
 
-    def _read_quantities(self) -> None:
-        """Append engine.logged_quantities() to the feed (at most one sample per step)."""
+    def _read_quantities(self, wait: bool) -> None:
+        """A sample of engine.logged_quantities() for the feed (at most one per step). On the GPU
+        through engine.device_quantities() where the engine has it: launched now, appended by a
+        later publish once its event is done (with ``wait``: now); otherwise logged_quantities()
+        once the stream is idle."""
         eng = self.engine
+        if wait:
+            self._collect_quantities(wait=True)  # an earlier launch first: samples stay in step order
         samples = self.quantity_feed[1]
         if samples and samples[-1].step == eng.step_count:
             return  # a forced publish at the same step (view change, slice drag): nothing new
-        if eng.backend.is_gpu and not self._stream_idle():
-            return
         try:
+            if self._quant_pending is None and eng.backend.is_gpu:
+                with eng.on_stream():
+                    dev = eng.device_quantities()
+                    if dev is not None:
+                        ev = eng.xp.cuda.Event(block=False, disable_timing=True)
+                        ev.record(eng.stream)
+                        self._quant_pending = (eng.step_count, *dev, ev)
+            if self._quant_pending is not None:
+                self._collect_quantities(wait)
+                return
+            if eng.backend.is_gpu and not self._stream_idle():
+                return
             values = {str(k): float(v) for k, v in eng.logged_quantities().items()}
-        except Exception as exc:  # a broken quantity must not stop the simulation: stop asking
-            log.exception("nagare: logged_quantities failed")
-            self._asks_quantities = False
-            self._notify("error", "quantities not shown: " + one_line(exc))
+        except Exception as exc:
+            self._quantities_failed(exc)
             return
-        if values:
+        self._append_quantities(eng.step_count, values)
+
+    def _collect_quantities(self, wait: bool) -> None:
+        """The launched quantities into the feed once their event is done (polled with the GIL
+        released when ``wait``)."""
+        pending = self._quant_pending
+        if pending is None:
+            return
+        step, values, finish, ev = pending
+        if not ev.done:
+            if not wait or not poll_until_done(ev, self.poll_s, stop=self._stop):
+                return
+        self._quant_pending = None
+        try:
+            out = {str(k): float(v) for k, v in finish({k: _to_host(v) for k, v in values.items()}).items()}
+        except Exception as exc:
+            self._quantities_failed(exc)
+            return
+        self._append_quantities(step, out)
+
+    def _append_quantities(self, step: int, values: dict) -> None:
+        samples = self.quantity_feed[1]
+        if values and not (samples and samples[-1].step == step):
             self._q_seq += 1
-            samples.append(QuantitySample(self._q_seq, eng.step_count, values))
+            samples.append(QuantitySample(self._q_seq, step, values))
+
+    def _quantities_failed(self, exc: Exception) -> None:
+        """A broken quantity must not stop the simulation: stop asking, say so."""
+        log.exception("nagare: logged_quantities failed", exc_info=exc)
+        self._asks_quantities = False
+        self._quant_pending = None
+        self._notify("error", "quantities not shown: " + one_line(exc))
+
+    def _latest_quantities(self) -> dict | None:
+        """The newest sample's values for a timing-log row (read without waiting for the device);
+        None when the engine logs none, so the log asks the engine itself."""
+        if not self._asks_quantities:
+            return None
+        samples = self.quantity_feed[1]
+        return dict(samples[-1].values) if samples else {}
 
     def _stream_idle(self) -> bool:
         """Wait, polling with the GIL released, until the engine's stream has run everything
@@ -734,7 +794,8 @@ class SimulationWorker:
                 self._sps = sps
         rep = eng.timings
         if self.timing_log is not None and now - self._t_log >= self.log_interval:
-            self.timing_log.record()  # one row per second: an hour-long session stays small
+            # one row per second (an hour-long session stays small), with the newest quantities
+            self.timing_log.record(quantities=self._latest_quantities())
             self._t_log = now
         st = Stats(wall=time.time(), step=eng.step_count, steps_per_s=sps if self._sps is None else self._sps,
                    updates_per_s=rep.updates_per_s, gbytes_per_s=rep.gbytes_per_s,

@@ -193,6 +193,17 @@ class AMR3D(Engine):
             out.update(self.adapt_figures())
         return out
 
+    def device_quantities(self):
+        """The force summed on the device now, the coefficients from its host copy later; the
+        tree's figures (host values) as they are at this step."""
+        if not self.backend.is_gpu:
+            return None
+        figures = self.adapt_figures() if self.preset.adapt.on else {}
+        if not outputs.has_force_coefficients(self):
+            return {}, lambda host: dict(figures)
+        return ({"force": self.body_force()},
+                lambda host: {**outputs.coefficients_of_force(self, host["force"]), **figures})
+
     # ---- throughput -------------------------------------------------------------------------
     @property
     def updates_per_step(self):

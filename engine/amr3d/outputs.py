@@ -153,13 +153,23 @@ def force_coefficients(e) -> dict:
     """C_d along the inflow, and the two transverse coefficients: C_l on ``flow.lift`` (default:
     the axis after the inflow's — flow along x, lift along y), C_s on the remaining axis; with the
     first body's frontal area and ρ = 1: C = F / (½ |u_in|² A)."""
+    if not has_force_coefficients(e):
+        return {}
+    return coefficients_of_force(e, e.backend.asnumpy(e.body_force()))
+
+
+def has_force_coefficients(e) -> bool:
+    """Bodies in a flow: the coefficients need both."""
+    return bool(e.bodies) and bool(np.any(np.asarray(e.preset.flow.velocity, np.float64)))
+
+
+def coefficients_of_force(e, force) -> dict:
+    """:func:`force_coefficients` of a body force (3,) already on the host."""
     p = e.preset
     u = np.asarray(p.flow.velocity, np.float64)
     speed = float(np.linalg.norm(u))
-    if not e.bodies or speed == 0.0:
-        return {}
     axis = int(np.argmax(np.abs(u)))
-    F = e.backend.asnumpy(e.body_force()).astype(np.float64)
+    F = np.asarray(force).astype(np.float64)
     q = 0.5 * speed * speed * e.bodies[0].frontal_area(axis)
     unit = u / speed
     lift = (axis + 1) % 3 if p.flow.lift is None else "xyz".index(p.flow.lift)

@@ -49,6 +49,11 @@ class Tree(Regridding, Shape):
             # sample (mesh.sampling, 2^21 samples) (+ 4 bytes a point: naive-fused's fix-up rank of
             # each point)
             work += 27 * points * item + (1 << 21) * 8 * (8 + item + 4) + 4 * points
+            # a published frame (sampled.py): the populations of the points its samples read (at
+            # most 8 a sample, at most every point), gathered per level and joined, then the moments
+            # of those points and the frame's grids with the speed's temporaries (12 a sample)
+            gathered = 27 * min(points, 8 << 21) * item
+            work += 2 * gathered + (1 << 21) * item * 12
         # NumPy: the reference's gather tables over every shell point and the classification's
         # temporaries while they are built (measured peak on amr3d-periodic: 0.9 of this);
         # GPU: the interface descriptors (a few % of the points, 27 indices each)

@@ -371,8 +371,17 @@ class Compact(Engine):
         ex = self._exact()
         if ex is None:
             return {}
+        return {"l2_error": float(self._l2_error(ex))}
+
+    def device_quantities(self):
+        ex = self._exact() if self.backend.is_gpu else None
+        if ex is None:
+            return None
+        return {"l2_error": self._l2_error(ex)}, lambda host: {"l2_error": float(host["l2_error"])}
+
+    def _l2_error(self, ex):
         diff = (self.phi - ex).astype(self.xp.float64)
-        return {"l2_error": float(self.xp.sqrt(self.xp.mean(diff * diff)))}
+        return self.xp.sqrt(self.xp.mean(diff * diff))
 
     @property
     def updates_per_step(self):

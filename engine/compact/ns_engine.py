@@ -98,6 +98,7 @@ class CompactNavierStokes(Compact):
 
     # no exact solution to log against: the contract's default (the app then never asks)
     logged_quantities = Engine.logged_quantities
+    device_quantities = Engine.device_quantities
 
     def sanity_bounds(self):
         """Density and pressure stay positive; the Mach number stays below 3 × the free stream's (and at

@@ -6,11 +6,13 @@ HUD's drawing is checked on a headless imgui context (no GL: nothing is rasteris
 are recorded); the wiring in the real window runs in a fresh process (see _isolated)."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import time
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from nagare.app.gui.hud import QUANTITY_SAMPLES, QuantityHistory
 from nagare.app.gui.worker import QuantitySample, SimulationWorker
@@ -126,16 +128,86 @@ def test_gpu_read_waits_for_the_stream_by_polling_first():
         stream = None
         step_count = 12
 
+        def on_stream(self):
+            return contextlib.nullcontext()
+
+        def device_quantities(self):
+            return None  # no device path: logged_quantities() after the stream is idle
+
         def logged_quantities(self):
             order.append(("read", Event.polls))
             return {"cd": 2.75}
 
     w = SimulationWorker(SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z")), "numpy")
     w.engine = StubGpuEngine()
-    w._read_quantities()
-    w._read_quantities()  # the same step: not asked again
+    w._read_quantities(wait=False)
+    w._read_quantities(wait=False)  # the same step: not asked again
     assert order == ["record", ("read", 4)]
     assert [(s.step, s.values) for s in w.quantities()[1]] == [(12, {"cd": 2.75})]
+
+
+def _device_quantities_worker(polls_to_done: int):
+    """A worker on a stub GPU engine with device_quantities(): the force launched at a step, its
+    event done after ``polls_to_done`` queries; returns (worker, engine, log of what happened)."""
+    order = []
+
+    class Event:
+        def __init__(self, **kw):
+            self.polls = 0
+
+        def record(self, stream=None):
+            order.append("record")
+
+        @property
+        def done(self):
+            self.polls += 1
+            return self.polls > polls_to_done
+
+    class StubGpuEngine:
+        backend = SimpleNamespace(is_gpu=True)
+        xp = SimpleNamespace(cuda=SimpleNamespace(Event=Event))
+        stream = None
+        step_count = 12
+
+        def on_stream(self):
+            return contextlib.nullcontext()
+
+        def device_quantities(self):
+            order.append(("launch", self.step_count))
+            force = np.array([float(self.step_count), 0.5, 0.0])
+            return {"force": force}, lambda host: {"cd": host["force"][0] / 10, "cl": host["force"][1]}
+
+        def logged_quantities(self):
+            raise AssertionError("the device path never waits for the stream")
+
+    w = SimulationWorker(SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z")), "numpy")
+    w.engine = StubGpuEngine()
+    w._asks_quantities = True
+    return w, w.engine, order
+
+
+def test_gpu_quantities_are_launched_and_read_at_a_later_frame():
+    """The force is launched on the stream and read once its event is done, at a later publish,
+    as the sample of the step it was launched at; no second launch while one is on its way."""
+    w, eng, order = _device_quantities_worker(polls_to_done=3)
+    w._read_quantities(wait=False)  # launched; poll 1
+    assert w.quantities()[1] == [] and order == [("launch", 12), "record"]
+    eng.step_count = 20
+    w._read_quantities(wait=False)  # still on its way (poll 2): nothing new launched
+    w._collect_quantities(wait=False)  # poll 3
+    assert w.quantities()[1] == [] and order == [("launch", 12), "record"]
+    w._collect_quantities(wait=False)  # done
+    assert [(s.step, s.values) for s in w.quantities()[1]] == [(12, {"cd": 1.2, "cl": 0.5})]
+    w._read_quantities(wait=False)
+    assert order[-2:] == [("launch", 20), "record"]
+
+
+def test_gpu_quantities_with_wait_are_read_at_once():
+    """A forced publish (a step, a view change) waits for its own launch, by polling."""
+    w, eng, order = _device_quantities_worker(polls_to_done=3)
+    w._read_quantities(wait=True)
+    assert [(s.step, s.values) for s in w.quantities()[1]] == [(12, {"cd": 1.2, "cl": 0.5})]
+    assert w._quant_pending is None
 
 
 # ---- HUD ---------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def test_tree_graph_replays_odd_batches_as_plain_steps(kernels):
     """On a tree of five levels (the sphere with its tracers, which step one coarse step a batch):
     graph replays of odd batches equal the plain steps bit for bit, tracers included."""
     def sphere(graph):
-        p = load_preset("amr3d-sphere-re100", ["grid.m=9", "tracers.count=20"], backend="cupy")
+        p = load_preset("amr3d-sphere-re100", ["tracers.count=20"], backend="cupy")
         return create_engine(p, get_backend("cupy"), variants={"kernels": kernels, "graph": graph})
 
     a, b = sphere("on"), sphere("off")

@@ -99,21 +99,26 @@ def test_sphere_re20_drag():
     np.testing.assert_allclose(cd, 2.71, rtol=0.03)
 
 
-_RE100_CD: dict = {}  # storage → C_d of this session's runs (fp16 against fp32)
+_RE100_CD: dict = {}  # storage → C_d of this process's runs (fp16 against fp32)
+
+
+def _re100_cd(storage: str) -> tuple[float, float, int]:
+    """C_d, L/D and steps of the Re 100 run with ``storage``; C_d kept for the fp16 comparison."""
+    eng, hist = run_to_steady("amr3d-sphere-re100", max_steps=6000, variants={"storage": storage})
+    _RE100_CD[storage] = hist[-1]
+    return hist[-1], recirculation_length(eng), eng.step_count
 
 
 @pytest.mark.parametrize("storage", ["native", "fp16"])
 def test_sphere_re100_drag_and_recirculation(storage):
-    eng, hist = run_to_steady("amr3d-sphere-re100", max_steps=6000, variants={"storage": storage})
-    cd = hist[-1]
-    L = recirculation_length(eng)
-    _RE100_CD[storage] = cd
-    print(f"Re 100 ({storage} storage): C_d = {cd:.4f}, L/D = {L:.3f} after {eng.step_count} steps "
+    cd, L, steps = _re100_cd(storage)
+    print(f"Re 100 ({storage} storage): C_d = {cd:.4f}, L/D = {L:.3f} after {steps} steps "
           "(reference 1.09, 0.87–0.88)")
     np.testing.assert_allclose(cd, 1.09, rtol=0.03)
     assert 0.84 <= L <= 0.91
-    if storage == "fp16" and "native" in _RE100_CD:
-        np.testing.assert_allclose(cd, _RE100_CD["native"], rtol=0.01)
+    if storage == "fp16":  # within 1 % of fp32 (issue 38), whichever process ran the native case
+        native = _RE100_CD["native"] if "native" in _RE100_CD else _re100_cd("native")[0]
+        np.testing.assert_allclose(cd, native, rtol=0.01)
 
 
 def _timed_run(preset, until_convective: float, log=sys.stdout):
