@@ -27,6 +27,7 @@ import numpy as np
 
 from . import d3q27, distinct_rows, tables
 from .tree import Forest
+from .uploads import upload_together
 
 _DIRS = np.arange(1, d3q27.Q)
 
@@ -87,7 +88,8 @@ def _inside_own_leaf(forest: Forest, lv: int, leaf, ld) -> np.ndarray:
     return ok
 
 
-def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing: dict | None = None):
+def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing: dict | None = None,
+                device: dict | None = None):
     """(desc (27, R), fine_pts (UF,), coarse_pts (UC,) global point ids, interp_slot (U, S),
     interp_w (U, S)) of the level's fix-up points (leaves global, ijk (R, 3), ascending point id),
     NumPy arrays: what ``interface.level_coupling`` builds from ``tables.point_tables`` for a flow
@@ -95,17 +97,23 @@ def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing
     stencils run on xp's device (the same array code on NumPy and CuPy: the same tables bit for
     bit); the groups' classification (a few hundred tree lookups) runs on the host. ``timing``:
     with a device, its part (the passes, their launches and the waits for them) is added to
-    ``timing["device_s"]`` (seconds): the rest of the call is host work."""
+    ``timing["device_s"]`` (seconds): the rest of the call is host work. ``device``: with a
+    device, filled with the five arrays as they are there (the same values; a stepper takes them
+    without uploading the host copies again)."""
     start = time.perf_counter()
     m, m3 = forest.m, forest.m ** 3
     sl = forest.level_slice(lv)
     lo, n = sl.start, sl.stop - sl.start
     R = len(leaves)
     lf_h = tables.local_flat(m, ijk)
-    lf = xp.asarray(lf_h)
-    pid = xp.asarray((leaves - lo) * m3 + lf_h)  # level-relative point ids
-    group = xp.asarray(_class_of_reads(m))[:, lf]  # (26, R) the read's position class …
-    group += xp.asarray((leaves - lo) * tables.POSITION_CLASSES)[None, :]  # … and its group
+    lfc_h = tables.local_flat(m, d3q27.C[_DIRS])  # (26,)
+    ext = 2 * (m - 1)
+    # the level's host inputs cross in one upload (uploads.py: one copy instead of one per table)
+    lf, pid, leaf_group, ijk_d, dir_term, opp, lfc, dir_key = upload_together(xp, (
+        lf_h, (leaves - lo) * m3 + lf_h, (leaves - lo) * tables.POSITION_CLASSES, np.asarray(ijk, np.int64),
+        _DIRS * (n * m3) - lfc_h, d3q27.OPP, lfc_h, _offset_key(d3q27.C[_DIRS], ext)))
+    group = _device_class_of_reads(xp, m)[:, lf]  # (26, R) the read's position class …
+    group += leaf_group[None, :]  # … and its group
     mark = xp.zeros(n * tables.POSITION_CLASSES, bool)
     mark[group] = True
     present = _host(xp, xp.flatnonzero(mark))
@@ -116,36 +124,62 @@ def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing
         raise ValueError("level-0 point without a source: the forest does not tile the domain")
     if np.any(kind_h == 5):
         raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
-    kind_g, base_g = xp.asarray(kind_h), xp.asarray(base_h)
-    lfc = tables.local_flat(m, d3q27.C[_DIRS])  # (26,)
+    kind_g, base_g, other = upload_together(xp, (kind_h, base_h, (kind_h != 1) & (kind_h != 2)))
     desc = xp.empty((d3q27.Q, R), np.int64)
     desc[0] = pid  # the rest population stays at the point
     body = desc[1:]
     # own leaf and same level (most reads): base − lo m³ + lf(ijk) + (q n m³ − lf(c_q))
     xp.take(base_g - lo * m3, group, out=body)
     body += lf[None, :]
-    body += xp.asarray(_DIRS * (n * m3) - lfc)[:, None]
+    body += dir_term[:, None]
     # the other reads, by flat index r = (q − 1) · R + p into the (26, R) grid
-    at = xp.flatnonzero(xp.asarray((kind_h != 1) & (kind_h != 2))[group])
+    at = xp.flatnonzero(other[group])
     g = group.reshape(-1)[at]
     k = kind_g[g]
     qi, p = xp.divmod(at, R)
     flat = body.reshape(-1)
-    s = k == 0  # beyond a non-periodic side: bounce-back, the own point's opposite population
-    flat[at[s]] = xp.asarray(d3q27.OPP)[qi[s] + 1] * (n * m3) + pid[p[s]]
-    s = k == 3  # a finer leaf having the node (its spacing h / 2)
-    fine_pts, fine_slot = _uniq(xp, base_g[g[s]] + 2 * (lf[p[s]] - xp.asarray(lfc)[qi[s]]))
-    flat[at[s]] = -1 - ((qi[s] + 1) * fine_pts.size + fine_slot)
-    s = k == 4  # inside a coarser leaf: the source position's stencil among the distinct ones
-    ext = 2 * (m - 1)
-    keys = (base_g[g[s]] + _offset_key(xp.asarray(ijk)[p[s]], ext)
-            - xp.asarray(_offset_key(d3q27.C[_DIRS], ext))[qi[s]])
+
+    def of_kind(value):  # the reads of one outcome: (at, g, qi, p) of them, gathered by their positions
+        s = xp.flatnonzero(k == value)  # (one read-back of its size; boolean masks would take one each)
+        return at[s], g[s], qi[s], p[s]
+
+    a, _, q, pp = of_kind(0)  # beyond a non-periodic side: bounce-back, the own point's opposite population
+    flat[a] = opp[q + 1] * (n * m3) + pid[pp]
+    a, gg, q, pp = of_kind(3)  # a finer leaf having the node (its spacing h / 2)
+    fine_pts, fine_slot = _uniq(xp, base_g[gg] + 2 * (lf[pp] - lfc[q]))
+    flat[a] = -1 - ((q + 1) * fine_pts.size + fine_slot)
+    a, gg, q, pp = of_kind(4)  # inside a coarser leaf: the source position's stencil among the distinct ones
+    keys = base_g[gg] + _offset_key(ijk_d[pp], ext) - dir_key[q]
     coarse_pts, islot, iw, inv = _distinct_stencils(xp, forest, lv, keys, interp)
-    flat[at[s]] = -1 - (d3q27.Q * fine_pts.size + (qi[s] + 1) * len(islot) + inv)
-    out = tuple(_host(xp, a) for a in (desc, fine_pts, coarse_pts, islot, iw))
+    flat[a] = -1 - (d3q27.Q * fine_pts.size + (q + 1) * len(islot) + inv)
+    arrays = (desc, fine_pts, coarse_pts, islot, iw)
+    out = _download_together(xp, arrays)
+    if device is not None and xp is not np:
+        device.update(zip(("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w"), arrays))
     if timing is not None and xp is not np:
         timing["device_s"] = timing.get("device_s", 0.0) + time.perf_counter() - start - host
     return out
+
+
+@lru_cache(maxsize=4)
+def _device_class_of_reads(xp, m: int):
+    """_class_of_reads(m) on xp's device, uploaded once (1 MB for leaves of 17³: every level of every
+    regrid reads it). Never written."""
+    return xp.asarray(_class_of_reads(m))
+
+
+def _download_together(xp, arrays) -> tuple:
+    """The int64 / float64 arrays on the host (NumPy arrays of their shapes and dtypes) in one copy
+    back: their bytes joined on the device, one read-back, then split (views of one host buffer)."""
+    if xp is np:
+        return tuple(arrays)
+    flat = xp.concatenate([a.reshape(-1).view(np.int64) for a in arrays])
+    host = xp.asnumpy(flat)
+    out, at = [], 0
+    for a in arrays:
+        out.append(host[at:at + a.size].view(a.dtype).reshape(a.shape))
+        at += a.size
+    return tuple(out)
 
 
 def _offset_key(off, ext: int):
@@ -164,8 +198,9 @@ def _uniq(xp, ids):
     flat = ids.reshape(-1)
     if not flat.size:
         return xp.zeros(0, np.int64), xp.zeros(ids.shape, np.int64)
-    if int(flat.min()) >= 0 and int(flat.max()) < 8 * flat.size + (1 << 20):
-        mark = xp.zeros(int(flat.max()) + 1, bool)
+    lo, hi = (int(v) for v in _host(xp, xp.stack([flat.min(), flat.max()])))  # (one read-back for both)
+    if lo >= 0 and hi < 8 * flat.size + (1 << 20):
+        mark = xp.zeros(hi + 1, bool)
         mark[flat] = True
         u = xp.flatnonzero(mark)
         rank = xp.empty(mark.size, np.int64)

@@ -63,6 +63,10 @@ class LevelCoupling:
     block: int = 0
     leaf_map: np.ndarray = None
     n_prov: int = 0
+    # (not a field) the arrays built on a device (group_desc.descriptors with CuPy): desc,
+    # fine_pts, coarse_pts, interp_slot, interp_w there, equal to the fields above (the
+    # stepper takes them instead of uploading the fields again); None where built on the host
+    device = None
 
     def __post_init__(self):
         for name in ("link_i1", "link_i2"):
@@ -203,10 +207,12 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     R = len(leaves)
     pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
+    on_device = None
     if _by_groups(solid, link, slip):
         # no body, no free slip: the descriptors written per (leaf, position class) group
+        on_device = {}
         desc, fine_pts, coarse_pts, islot, iw = group_desc.descriptors(forest, lv, leaves, ijk, interp, xp,
-                                                                                timing)
+                                                                       timing, on_device)
         restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
         p_src = np.zeros(0, np.int64)
     else:
@@ -250,12 +256,17 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         raise AssertionError(f"level {lv}: a direct source outside the level")
     fine_lo = forest.level_slice(lv + 1).start if fine_pts.size else 0
     coarse_lo = forest.level_slice(lv - 1).start if coarse_pts.size else 0
-    return LevelCoupling(
+    if on_device:
+        on_device["fine_pts"] = on_device["fine_pts"] - fine_lo * m3
+        on_device["coarse_pts"] = on_device["coarse_pts"] - coarse_lo * m3
+    out = LevelCoupling(
         level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
         fine_pts=fine_pts - fine_lo * m3, coarse_pts=coarse_pts - coarse_lo * m3,
         interp_slot=islot, interp_w=iw,
         restrict_dst=restrict_dst - lo * m3,
         restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
+    out.device = on_device or None
+    return out
 
 
 def _by_groups(solid, link, slip) -> bool:
