@@ -229,6 +229,23 @@ class _Kernel:
         COUNTS.add("kernel")
 
 
+class _ElementwiseKernel:
+    """One launch; computed by the NumPy code it replaces (d3q27.moments' fused kernel is the only
+    one the engine makes: its loop of additions in the same order)."""
+
+    def __init__(self, in_params, out_params, operation, name, **kw):
+        if name != "nagare_d3q27_moments":
+            raise NotImplementedError(f"the counting stand-in does not run the elementwise kernel {name}")
+        self.name = name
+
+    def __call__(self, *args):
+        from nagare.engine.amr3d import d3q27
+
+        COUNTS.add("kernel")
+        host = np.stack([_unwrap(a) for a in args])
+        return _wrap(tuple(d3q27.moments(np, host)))
+
+
 class _RawModule:
     def __init__(self, code="", options=(), name_expressions=None):
         self.code = code
@@ -287,6 +304,7 @@ def counting_cupy():
                  "ones_like", "full_like"):
         setattr(cp, name, _creation(getattr(np, name)))
     cp.RawModule = _RawModule
+    cp.ElementwiseKernel = _ElementwiseKernel
     runtime = types.SimpleNamespace(
         getDevice=lambda: 0, memGetInfo=lambda: (1 << 36, 1 << 37), getDeviceCount=lambda: 1,
         getDeviceProperties=lambda i: {"name": b"counting stand-in", "multiProcessorCount": 132,
