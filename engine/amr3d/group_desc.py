@@ -27,7 +27,7 @@ import numpy as np
 
 from . import d3q27, distinct_rows, tables
 from .tree import Forest
-from .uploads import upload_together
+from .uploads import constant, upload_together
 
 _DIRS = np.arange(1, d3q27.Q)
 
@@ -161,11 +161,10 @@ def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing
     return out
 
 
-@lru_cache(maxsize=4)
 def _device_class_of_reads(xp, m: int):
     """_class_of_reads(m) on xp's device, uploaded once (1 MB for leaves of 17³: every level of every
     regrid reads it). Never written."""
-    return xp.asarray(_class_of_reads(m))
+    return constant(xp, ("class of reads", m), lambda: _class_of_reads(m))
 
 
 def _download_together(xp, arrays) -> tuple:
@@ -225,7 +224,8 @@ def _distinct_stencils(xp, forest: Forest, lv: int, keys, interp: str):
     distinct, row = _uniq(xp, keys)
     leaf, rest = xp.divmod(distinct, e ** 3)
     off = xp.stack([rest % e, (rest // e) % e, rest // (e * e)], axis=1) * h
-    idx1, w1 = (xp.asarray(a) for a in tables._axis_stencils(m, 2 * h, interp))
+    idx1, w1 = (constant(xp, ("axis stencils", m, 2 * h, interp, i),  # (on the device once)
+                         lambda i=i: tables._axis_stencils(m, 2 * h, interp)[i]) for i in range(2))
     idx, w = idx1[off], w1[off]  # (V, 3 axes, n): tables._stencil_rows
     ix = idx[:, 0, :, None, None]
     iy = idx[:, 1, None, :, None]

@@ -28,6 +28,7 @@ import numpy as np
 
 from . import d3q27, levels
 from .tree import CHILD_OFFSETS, Forest
+from .uploads import constant
 
 # new leaves interpolated per batch: bounds the float64 temporaries of the prolongation and the
 # rescaling (27 populations × m³ points × 8 bytes a leaf, about 15 such arrays alive) and the 8
@@ -80,7 +81,7 @@ def _prolong_into(xp, out, src, old: Forest, new: Forest, leaves, parents, tau0,
     n = len(leaves)
     periodic = [d for d in range(3) if new.periodic[d]]
     dom = xp.asarray(new.domain)
-    ijk = xp.asarray(node_ijk(m))
+    ijk = constant(xp, ("node ijk", m), lambda: node_ijk(m))  # (on the device once)
     # node positions (finest units), wrapped into the domain on periodic axes (Forest.wrap_points)
     pos = xp.asarray(new.origin[leaves])[:, None, :] + ijk[None] * int(new.spacing_of(lv))
     for d in periodic:
@@ -95,7 +96,7 @@ def _prolong_into(xp, out, src, old: Forest, new: Forest, leaves, parents, tau0,
     base = xp.asarray(np.asarray(parents, np.int64) * m3)[:, None]
     # the 8 corners' indices, weights and gathers as (8, …) arrays (a few launches instead of a
     # dozen per corner), the terms then summed corner by corner in CHILD_OFFSETS' order
-    c = xp.asarray(np.asarray(CHILD_OFFSETS, np.int64))[:, None, None, :]
+    c = constant(xp, "child offsets", lambda: np.asarray(CHILD_OFFSETS, np.int64))[:, None, None, :]
     idx = i0[None] + c
     w = xp.prod(xp.where(c == 1, frac[None], (1.0 - frac)[None]), axis=-1).reshape(len(CHILD_OFFSETS), -1)
     g = src[:, (base[None] + (idx[..., 2] * m + idx[..., 1]) * m + idx[..., 0]).reshape(-1)]

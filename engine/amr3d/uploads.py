@@ -34,3 +34,20 @@ def upload_together(xp, arrays) -> list:
         else:
             out.append(dev[s:s + a.nbytes].view(a.dtype).reshape(a.shape))
     return out
+
+
+_CONSTANTS: dict = {}
+
+
+def constant(xp, key, make):
+    """A read-only table on xp's current device, uploaded at its first use there and kept: ``make()``
+    gives it on the host, ``key`` (hashable) names it. For tables that depend only on constants
+    (the velocity set, a leaf's node positions), which a regrid's passes would otherwise upload at
+    every call. Never write into the result. On NumPy ``make()`` itself, kept alike."""
+    device = xp.cuda.runtime.getDevice() if xp is not np else None
+    k = (xp.__name__, id(xp), device, key)
+    if k not in _CONSTANTS:
+        host = np.array(make(), order="C")
+        host.flags.writeable = False
+        _CONSTANTS[k] = host if xp is np else xp.asarray(host)
+    return _CONSTANTS[k]
