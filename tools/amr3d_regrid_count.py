@@ -356,6 +356,8 @@ def main(argv=None) -> int:
     from nagare.engine.presets import load_preset
 
     backend = Backend("cupy", cp, _cupy=cp)
+    # (Backend.asnumpy takes any NumPy array as a host array: the stand-in's arrays are NumPy arrays)
+    backend.asnumpy = lambda a: a.get() if isinstance(a, DeviceArray) else np.asarray(a)
     p = load_preset("amr3d-vortex-adapt", backend="cupy")
     c = list(p.initial.center)
     c[0] += a.shift

@@ -46,8 +46,10 @@ def level_criterion(xp, f, accel=(0.0, 0.0, 0.0)):
 def criterion(xp, chunks, accel0, u_ref: float, to_host) -> np.ndarray:
     """Per-leaf criterion (L,) float64 on the host from ``chunks`` [(level, f of that level's leaves)]
     in leaf order; ``to_host``: the backend's asnumpy (only the per-leaf maxima travel)."""
-    out = [np.asarray(to_host(level_criterion(xp, f, levels.accel_at(accel0, lv))), np.float64)
-           for lv, f in chunks]
+    parts = [level_criterion(xp, f, levels.accel_at(accel0, lv)) for lv, f in chunks]
+    if xp is not np and len(parts) > 1 and len({p.dtype for p in parts}) == 1:
+        parts = [xp.concatenate(parts)]  # one read-back (a wait for the device) instead of one a level
+    out = [np.asarray(to_host(p), np.float64) for p in parts]
     return (np.concatenate(out) if out else np.zeros(0)) / float(u_ref)
 
 
