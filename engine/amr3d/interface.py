@@ -133,6 +133,25 @@ def level_copies(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     return shared_copies(nbr, same, forest.m)
 
 
+def forest_copies(forest: Forest) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """level_copies of every level, as state point ids (leaf · m³ + local, leaves global): one
+    shared_copies pass over the whole forest instead of one a level (a regrid's synchronisation
+    asks for all of them). The same pairs in the same order: a copy's owner is a same-level leaf,
+    and the owner rule (the lowest point id) orders a level's ids alike when shifted by its start."""
+    nt = forest.neighbours
+    same = (nt.dlevel == 0) & ~nt.outside & (nt.leaf >= 0)
+    same[:, SELF_SLOT] = True
+    own = np.arange(forest.n_leaves)[:, None]
+    dst, src = shared_copies(np.where(same, nt.leaf, own), same, forest.m)
+    m3 = forest.m ** 3
+    cuts = np.searchsorted(dst, [forest.level_slice(lv).stop * m3 for lv in forest.levels])
+    out, start = {}, 0
+    for lv, stop in zip(forest.levels, cuts):
+        out[lv] = dst[start:stop], src[start:stop]
+        start = stop
+    return out
+
+
 def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     """(leaves (R,) global, ijk (R, 3)) of the level's interface points: shell points with a pull
     direction that crosses into a slot without a same-level leaf."""

@@ -194,13 +194,11 @@ class Regridding:
         if synchronise:
             self.apply_boundaries(f, xp)
             f2 = f.reshape(d3q27.Q, -1)
-            m3 = self.m ** 3
             order = sorted(forest.levels, reverse=True)  # reference.synchronise's order
             t = time.perf_counter()
-            copies = []  # every level's (dst, src) state indices (host NumPy: host time), in one upload
-            for lv in order:
-                lo = forest.level_slice(lv).start * m3
-                copies += [a + lo for a in interface.level_copies(forest, lv)]
+            # every level's (dst, src) state indices (host NumPy: host time), in one upload
+            by_level = interface.forest_copies(forest)
+            copies = [a for lv in order for a in by_level[lv]]
             host += time.perf_counter() - t
             copies = upload_together(xp, copies)
             for i, lv in enumerate(order):
