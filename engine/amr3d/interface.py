@@ -106,10 +106,9 @@ def crossing_slots(m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=8)
-def _crossing_matrix(m: int) -> np.ndarray:
-    """(27, S) float32 0/1: crossing_slots' table transposed, the right factor of interface_points'
-    product."""
-    out = crossing_slots(m)[1].T.astype(np.float32)
+def _crossing_bits(m: int) -> np.ndarray:
+    """(S,) int32: crossing_slots' table as one bit per slot (bit s: the point's pulls cross slot s)."""
+    out = (crossing_slots(m)[1].astype(np.int32) << np.arange(27, dtype=np.int32)).sum(axis=1, dtype=np.int32)
     out.flags.writeable = False
     return out
 
@@ -158,9 +157,10 @@ def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     sl = forest.level_slice(lv)
     _, same = level_neighbours(forest, lv)
     shell = crossing_slots(forest.m)[0]
-    # (n, S): a crossed slot without a same-level leaf; as a product of 0/1 matrices (exact small
-    # counts) instead of an (n, S, 27) temporary
-    fix = ((~same).astype(np.float32) @ _crossing_matrix(forest.m)) > 0
+    # (n, S): a crossed slot without a same-level leaf, as 27-bit masks (the leaf's missing slots
+    # and the point's crossed ones) instead of an (n, S, 27) temporary or a BLAS product
+    missing = ((~same).astype(np.int32) << np.arange(27, dtype=np.int32)).sum(axis=1, dtype=np.int32)
+    fix = (missing[:, None] & _crossing_bits(forest.m)[None, :]) != 0
     li, si = np.nonzero(fix)
     return li + sl.start, shell[si]
 
