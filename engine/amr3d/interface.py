@@ -185,6 +185,14 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     descriptors without bodies or free slip on its device (level_coupling); the data is on the
     host either way. ``timing``: the device's part of the build in ``timing["device_s"]``."""
     links = links or {}
+    if xp is not np and _by_groups(solid, None, slip) and not any(links.values()):
+        # on a device every level's descriptors in one set of passes (group_desc.level_descriptors):
+        # a pass costs its launch there, whatever its size
+        points = {lv: fixup_points(forest, lv, near) for lv in forest.levels}
+        on_device = {lv: {} for lv in forest.levels}
+        built = group_desc.level_descriptors(forest, points, interp, xp, timing, on_device)
+        return {lv: level_coupling(forest, lv, *points[lv], interp, solid, None, slip, xp, timing,
+                                   built=(built[lv], on_device[lv])) for lv in forest.levels}
 
     def level(lv):
         return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip, xp,
@@ -208,7 +216,7 @@ def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.nda
 
 
 def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None, link=None,
-                   slip=(), xp=np, timing: dict | None = None) -> LevelCoupling:
+                   slip=(), xp=np, timing: dict | None = None, built=None) -> LevelCoupling:
     """The coupling of one level whose fix-up list is the given points (leaves global, ijk (R, 3),
     each point once, ascending point id): their descriptors from the reference's classification
     (tables.point_tables; written per (leaf, position class) group by group_desc.py where no body
@@ -216,7 +224,9 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     coincide with a finer node.
     ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links(). ``xp``: the array
     module whose device builds the descriptors of a flow without bodies or free-slip sides
-    (group_desc.py; the result is on the host either way), adding its time to ``timing``."""
+    (group_desc.py; the result is on the host either way), adding its time to ``timing``.
+    ``built``: the level's (descriptors, device arrays) of group_desc.level_descriptors, built
+    with the other levels' (a flow without bodies or free-slip sides)."""
     m3 = forest.m ** 3
     N = forest.n_leaves * m3
     sl = forest.level_slice(lv)
@@ -229,9 +239,10 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     on_device = None
     if _by_groups(solid, link, slip):
         # no body, no free slip: the descriptors written per (leaf, position class) group
-        on_device = {}
-        desc, fine_pts, coarse_pts, islot, iw = group_desc.descriptors(forest, lv, leaves, ijk, interp, xp,
-                                                                       timing, on_device)
+        if built is None:
+            on_device = {}
+            built = (group_desc.descriptors(forest, lv, leaves, ijk, interp, xp, timing, on_device), on_device)
+        (desc, fine_pts, coarse_pts, islot, iw), on_device = built
         restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
         p_src = np.zeros(0, np.int64)
     else:
