@@ -16,7 +16,7 @@ def upload_together(xp, arrays) -> list:
     """``[xp.asarray(a) for a in arrays]`` (host arrays, any dtypes; each made C-contiguous) as one
     upload: views of one device buffer, each starting at a multiple of ALIGN bytes. On NumPy the
     arrays themselves (C-contiguous), as xp.asarray gives them."""
-    arrays = [np.ascontiguousarray(a) for a in arrays]
+    arrays = [np.asarray(a, order="C") for a in arrays]
     if xp is np:
         return arrays
     starts, end = [], 0

@@ -55,6 +55,25 @@ def test_a_constant_is_uploaded_once_and_read_only():
         a[0, 0] = 1
 
 
+def _check_stepper_tables(e, asnumpy):
+    st = e.shape.stepper
+    for lv, c in st.coupling.items():
+        assert c.device is not None
+        for k in ("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w"):
+            np.testing.assert_array_equal(asnumpy(c.device[k]), getattr(c, k), err_msg=f"level {lv} {k}")
+        d = st.kernels.dev[lv]
+        idx = np.int64 if d["fixup"] == "fixup64" else np.int32
+        for k, dtype in (("desc", idx), ("fix_pts", idx), ("fine_pts", np.int64), ("coarse_pts", np.int64),
+                         ("interp_slot", np.int64), ("interp_w", np.float32), ("restrict_dst", np.int64),
+                         ("restrict_src", np.int64)):
+            assert d[k].dtype == dtype and d[k].flags.c_contiguous, (lv, k)
+            np.testing.assert_array_equal(asnumpy(d[k]), np.asarray(getattr(c, k), dtype), err_msg=f"level {lv} {k}")
+        if c.n_fix:
+            want = np.full(c.n * e.forest.m ** 3, -1, np.int32)
+            want[c.fix_pts] = np.arange(c.n_fix)
+            np.testing.assert_array_equal(asnumpy(d["fix_of"]), want)
+
+
 def test_the_stepper_takes_the_device_built_descriptors(emulated_cupy):
     """A CuPy engine's coupling keeps its device-built arrays (LevelCoupling.device), equal to the
     host fields; the stepper's tables are those values in the kernels' dtypes."""
@@ -67,18 +86,26 @@ def test_the_stepper_takes_the_device_built_descriptors(emulated_cupy):
               variants={"kernels": "naive-fused"})
     e.shape.set_leaves(shifted(e, 10.0))
     e.regrid()
-    st = e.shape.stepper
-    for lv, c in st.coupling.items():
-        assert c.device is not None
-        for k in ("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w"):
-            np.testing.assert_array_equal(c.device[k], getattr(c, k), err_msg=f"level {lv} {k}")
-        d = st.kernels.dev[lv]
-        idx = np.int64 if d["fixup"] == "fixup64" else np.int32
-        for k, dtype in (("desc", idx), ("fix_pts", idx), ("fine_pts", np.int64), ("coarse_pts", np.int64),
-                         ("interp_slot", np.int64), ("interp_w", np.float32), ("restrict_dst", np.int64)):
-            assert d[k].dtype == dtype and d[k].flags.c_contiguous, (lv, k)
-            np.testing.assert_array_equal(d[k], np.asarray(getattr(c, k), dtype), err_msg=f"level {lv} {k}")
-        if c.n_fix:
-            want = np.full(c.n * e.forest.m ** 3, -1, np.int32)
-            want[c.fix_pts] = np.arange(c.n_fix)
-            np.testing.assert_array_equal(d["fix_of"], want)
+    _check_stepper_tables(e, np.asarray)
+
+
+@pytest.mark.gpu
+def test_the_stepper_takes_the_device_built_descriptors_on_the_gpu():
+    """The same on CuPy, the shipped vortex at its GPU size after a regrid (the stepper's tables are
+    views of one upload, or the device-built arrays in the kernels' dtypes)."""
+    import cupy  # (gpu test)
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.backend import get_backend
+    from nagare.engine.presets import load_preset  # (the shipped preset, GPU sizes)
+
+    from tests.unit.test_amr3d_regrid_device import shifted
+
+    p = load_preset("amr3d-vortex-adapt", backend="cupy")
+    e = AMR3D(p, get_backend("cupy"), variants={"kernels": "naive-fused"})
+    e.shape.set_leaves(shifted(e, 12.0).astype(np.float32))
+    assert e.regrid()["refined"] > 0
+    _check_stepper_tables(e, cupy.asnumpy)
+    host = [np.arange(5, dtype=np.int64), np.zeros(0, np.float32), np.ones((3, 27), np.float32)]
+    for h, d in zip(host, uploads.upload_together(cupy, host)):
+        assert isinstance(d, cupy.ndarray) and d.dtype == h.dtype and d.shape == h.shape and d.flags.c_contiguous
+        np.testing.assert_array_equal(cupy.asnumpy(d), h)
