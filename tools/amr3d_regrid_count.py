@@ -326,15 +326,15 @@ KINDS = ("op", "alloc", "view", "kernel", "upload", "sync")
 
 def report(title: str, parts: dict, seconds: dict) -> None:
     print(f"\n{title}")
-    print(f"{'part':16s} {'Python ms':>10s} " + " ".join(f"{k:>7s}" for k in KINDS) + f" {'up kB':>8s}")
+    print(f"{'part':16s} {'Python ms':>10s} " + " ".join(f"{k:>7s}" for k in KINDS) + f" {'up kB':>8s} {'down kB':>8s}")
     tot = collections.Counter()
     for part in list(seconds):
         c = parts.get(part, collections.Counter())
         tot.update(c)
         print(f"{part:16s} {1e3 * seconds[part]:10.1f} " + " ".join(f"{c[k]:7d}" for k in KINDS)
-              + f" {c['upload_bytes'] / 1024:8.0f}")
+              + f" {c['upload_bytes'] / 1024:8.0f} {c['download_bytes'] / 1024:8.0f}")
     print(f"{'total':16s} {1e3 * sum(seconds.values()):10.1f} " + " ".join(f"{tot[k]:7d}" for k in KINDS)
-          + f" {tot['upload_bytes'] / 1024:8.0f}")
+          + f" {tot['upload_bytes'] / 1024:8.0f} {tot['download_bytes'] / 1024:8.0f}")
 
 
 def main(argv=None) -> int:
