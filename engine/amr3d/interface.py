@@ -64,8 +64,9 @@ class LevelCoupling:
     leaf_map: np.ndarray = None
     n_prov: int = 0
     # (not a field) the arrays built on a device (group_desc.descriptors with CuPy): desc,
-    # fine_pts, coarse_pts, interp_slot, interp_w there, equal to the fields above (the
-    # stepper takes them instead of uploading the fields again); None where built on the host
+    # fine_pts, coarse_pts, interp_slot, interp_w there, equal to the fields above (the first
+    # stepper takes them instead of uploading the fields again, then drops them); None where built
+    # on the host or once taken
     device = None
 
     def __post_init__(self):

@@ -496,6 +496,8 @@ class CupyKernels:
                 fix_of[d["fix_pts"]] = xp.arange(c.n_fix, dtype=np.int32)
                 d["fix_of"] = fix_of
             self.dev[lv] = d
+        for c in st.coupling.values():  # taken: the device copies the stepper does not hold are freed
+            c.device = None
         self.m3 = {lv: b ** 3 for lv, b in st.block.items()}  # points per block of each level
         self._inlet_values = got(None, "inlet")
         self._rest_values = got(None, "rest")

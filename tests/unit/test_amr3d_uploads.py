@@ -58,9 +58,7 @@ def test_a_constant_is_uploaded_once_and_read_only():
 def _check_stepper_tables(e, asnumpy):
     st = e.shape.stepper
     for lv, c in st.coupling.items():
-        assert c.device is not None
-        for k in ("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w"):
-            np.testing.assert_array_equal(asnumpy(c.device[k]), getattr(c, k), err_msg=f"level {lv} {k}")
+        assert c.device is None  # taken by the stepper, then dropped
         d = st.kernels.dev[lv]
         idx = np.int64 if d["fixup"] == "fixup64" else np.int32
         for k, dtype in (("desc", idx), ("fix_pts", idx), ("fine_pts", np.int64), ("coarse_pts", np.int64),
@@ -74,9 +72,24 @@ def _check_stepper_tables(e, asnumpy):
             np.testing.assert_array_equal(asnumpy(d["fix_of"]), want)
 
 
+def test_a_device_build_keeps_its_arrays_there(emulated_cupy):
+    """interface.build on a device keeps each level's device-built arrays (LevelCoupling.device),
+    equal to the host fields; a build on the host has none."""
+    from nagare.engine.amr3d import interface
+    from nagare.engine.amr3d.tree import Forest, refine
+
+    f = refine(Forest.uniform((2, 2, 1), 0, 5, 2, (True, True, True)), [0])
+    f = refine(f, [f.n_leaves - 1])
+    for lv, c in interface.build(f, "quadratic", xp=emulated_cupy).items():
+        assert c.device is not None
+        for k in ("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w"):
+            np.testing.assert_array_equal(c.device[k], getattr(c, k), err_msg=f"level {lv} {k}")
+    assert all(c.device is None for c in interface.build(f.replace(f.level, f.block), "quadratic").values())
+
+
 def test_the_stepper_takes_the_device_built_descriptors(emulated_cupy):
-    """A CuPy engine's coupling keeps its device-built arrays (LevelCoupling.device), equal to the
-    host fields; the stepper's tables are those values in the kernels' dtypes."""
+    """A CuPy engine's stepper takes the coupling's device-built arrays (then drops them from the
+    coupling): its tables are the host fields' values in the kernels' dtypes."""
     from nagare.engine.amr3d.engine import AMR3D
     from nagare.engine.backend import Backend
 
