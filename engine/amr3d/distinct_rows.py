@@ -75,7 +75,8 @@ def distinct_order(xp, rows, lead):
     diff = srt[1:] != srt[:-1]
     col = diff.argmax(axis=1)
     i = xp.arange(len(col))
-    if not bool(diff[i, col].all()) or not bool((srt[1:][i, col] > srt[:-1][i, col]).all()):
+    # every neighbour pair differs, and increases where it first differs (one read-back for both)
+    if not bool(diff[i, col].all() & (srt[1:][i, col] > srt[:-1][i, col]).all()):
         return None
     return order
 
