@@ -337,6 +337,55 @@ def report(title: str, parts: dict, seconds: dict) -> None:
           + f" {tot['upload_bytes'] / 1024:8.0f} {tot['download_bytes'] / 1024:8.0f}")
 
 
+def count_regrids(cp, preset, shift: float, rung: str = "naive-fused", regrids: int = 2, say=print) -> list:
+    """Per regrid (fresh engines on the counting stand-in ``cp``, which ``sys.modules["cupy"]`` must
+    be): (counts per part, seconds per part, counts per call site), for ``preset``'s vortex moved by
+    ``shift`` level-0 units on its present tree."""
+    from nagare.engine.amr3d import cases, regrid_clock
+    from nagare.engine.amr3d import tree_shape as tree_shape_mod
+    from nagare.engine.amr3d.engine import AMR3D
+    from nagare.engine.backend import Backend
+
+    backend = Backend("cupy", cp, _cupy=cp)
+    # (Backend.asnumpy takes any NumPy array as a host array: the stand-in's arrays are NumPy arrays)
+    backend.asnumpy = lambda a: a.get() if isinstance(a, DeviceArray) else np.asarray(a)
+    c = list(preset.initial.center)
+    c[0] += shift
+    moved = preset.model_copy(update={"initial": preset.initial.model_copy(update={"center": c})})
+    lap = regrid_clock.RegridClock.lap
+
+    def counted_lap(clock, part):  # the counts up to a lap belong to that part, as its time does
+        lap(clock, part)
+        COUNTS.close(part)
+
+    regrid_clock.RegridClock.lap = counted_lap
+    runs = []
+    try:
+        for i in range(regrids):
+            tree_shape_mod._COUPLING_CACHE.clear()  # a regrid builds its new tree's coupling (never cached)
+            e = AMR3D(preset, backend, variants={"kernels": rung})
+            e.shape.set_leaves(cases.initial_tree_state(moved, e.forest))
+            COUNTS.by_part.clear()
+            COUNTS.sites.clear()
+            COUNTS.part, COUNTS.enabled = "_running", True
+            t = time.perf_counter()
+            try:
+                with e.on_stream():
+                    ev = e.regrid()
+            finally:
+                COUNTS.enabled = False
+            wall = time.perf_counter() - t
+            rec = e.shape.regrid_times[-1]
+            parts = {k: v for k, v in COUNTS.by_part.items() if k != "_running"}
+            seconds = {k: rec[f"{k}_ms"] / 1e3 for k in regrid_clock.REGRID_PARTS}
+            runs.append((parts, seconds, dict(COUNTS.sites)))
+            say(f"regrid {i}: {ev['refined']} split, {ev['coarsened']} merged → {ev['leaves']} leaves; "
+                f"wall {1e3 * wall:.1f} ms")
+    finally:
+        regrid_clock.RegridClock.lap = lap
+    return runs
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shift", type=float, default=12.0)
@@ -348,47 +397,9 @@ def main(argv=None) -> int:
         sys.path.insert(0, _HERE)
     cp = counting_cupy()
     sys.modules["cupy"] = cp
-
-    from nagare.engine.amr3d import cases, regrid_clock
-    from nagare.engine.amr3d import tree_shape as tree_shape_mod
-    from nagare.engine.amr3d.engine import AMR3D
-    from nagare.engine.backend import Backend
     from nagare.engine.presets import load_preset
 
-    backend = Backend("cupy", cp, _cupy=cp)
-    # (Backend.asnumpy takes any NumPy array as a host array: the stand-in's arrays are NumPy arrays)
-    backend.asnumpy = lambda a: a.get() if isinstance(a, DeviceArray) else np.asarray(a)
-    p = load_preset("amr3d-vortex-adapt", backend="cupy")
-    c = list(p.initial.center)
-    c[0] += a.shift
-    moved = p.model_copy(update={"initial": p.initial.model_copy(update={"center": c})})
-
-    lap = regrid_clock.RegridClock.lap
-
-    def counted_lap(clock, part):  # the counts up to a lap belong to that part, as its time does
-        lap(clock, part)
-        COUNTS.close(part)
-
-    regrid_clock.RegridClock.lap = counted_lap
-    runs = []
-    for i in range(a.regrids):
-        tree_shape_mod._COUPLING_CACHE.clear()  # a regrid builds its new tree's coupling (never cached)
-        e = AMR3D(p, backend, variants={"kernels": a.rung})
-        e.shape.set_leaves(cases.initial_tree_state(moved, e.forest))
-        COUNTS.by_part.clear()
-        COUNTS.sites.clear()
-        COUNTS.part, COUNTS.enabled = "_running", True
-        t = time.perf_counter()
-        with e.on_stream():
-            ev = e.regrid()
-        wall = time.perf_counter() - t
-        COUNTS.enabled = False
-        rec = e.shape.regrid_times[-1]
-        parts = {k: v for k, v in COUNTS.by_part.items() if k != "_running"}
-        seconds = {k: rec[f"{k}_ms"] / 1e3 for k in regrid_clock.REGRID_PARTS}
-        runs.append((parts, seconds, dict(COUNTS.sites)))
-        print(f"regrid {i}: {ev['refined']} split, {ev['coarsened']} merged → {ev['leaves']} leaves; "
-              f"wall {1e3 * wall:.1f} ms")
+    runs = count_regrids(cp, load_preset("amr3d-vortex-adapt", backend="cupy"), a.shift, a.rung, a.regrids)
     parts, seconds, sites = runs[-1]
     report(f"per part (the last of {a.regrids} regrids; rung {a.rung})", parts, seconds)
     if a.top:
