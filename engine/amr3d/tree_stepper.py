@@ -96,8 +96,7 @@ class TreeStepper:
         # canonical point ids (leaf · m³ + local) of each level's first point, in self.levels order
         # (state() concatenates the levels in this order): populations() finds an id's level with them
         first = np.array([coupling[lv].lo * m**3 for lv in self.levels], np.int64)
-        self._level_first = xp.asarray(first)
-        self._level_bounds = xp.asarray(first[1:])
+        self._level_first, self._level_bounds = upload_together(xp, (first, first[1:]))
         kernels.prepare(self)
 
     # ---- state --------------------------------------------------------------------------------
