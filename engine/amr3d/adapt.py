@@ -27,6 +27,10 @@ from . import d3q27, levels
 from .collision import leaf_derivative
 from .tree import CHILD_OFFSETS, Forest, _unbalanced_coarse_leaves, refine
 
+# a device's criterion takes every level in one batch while the state is at most this big (the
+# batch is a copy of it, beside the per-level temporaries)
+CRITERION_BATCH_BYTES = 256 << 20
+
 
 def level_criterion(xp, f, accel=(0.0, 0.0, 0.0)):
     """max |ω|·h over each leaf of f[Q, n, m, m, m] (one level's leaves; ω in index units): (n,) on xp."""
@@ -46,8 +50,18 @@ def level_criterion(xp, f, accel=(0.0, 0.0, 0.0)):
 def criterion(xp, chunks, accel0, u_ref: float, to_host) -> np.ndarray:
     """Per-leaf criterion (L,) float64 on the host from ``chunks`` [(level, f of that level's leaves)]
     in leaf order; ``to_host``: the backend's asnumpy (only the per-leaf maxima travel)."""
-    out = [np.asarray(to_host(level_criterion(xp, f, levels.accel_at(accel0, lv))), np.float64)
-           for lv, f in chunks]
+    accels = {levels.accel_at(accel0, lv) for lv, _ in chunks}
+    if (xp is not np and len(chunks) > 1 and len(accels) == 1 and len({f.dtype for _, f in chunks}) == 1
+            and sum(f.nbytes for _, f in chunks) <= CRITERION_BATCH_BYTES):
+        # on a device the levels as one batch of leaves: each pass one launch for all of them (the
+        # criterion is elementwise within each leaf, so the same bits), at the cost of one copy of
+        # the state
+        chunks = [(None, xp.concatenate([f for _, f in chunks], axis=1))]
+    parts = [level_criterion(xp, f, accels.pop() if lv is None else levels.accel_at(accel0, lv))
+             for lv, f in chunks]
+    if xp is not np and len(parts) > 1 and len({p.dtype for p in parts}) == 1:
+        parts = [xp.concatenate(parts)]  # one read-back (a wait for the device) instead of one a level
+    out = [np.asarray(to_host(p), np.float64) for p in parts]
     return (np.concatenate(out) if out else np.zeros(0)) / float(u_ref)
 
 

@@ -16,6 +16,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from .uploads import constant
+
 Q = 27
 _AXIS = [(1, 0, 0), (-1, 0, 0), (0, 1, 0), (0, -1, 0), (0, 0, 1), (0, 0, -1)]
 _PLANAR = [(1, 1, 0), (-1, -1, 0), (1, -1, 0), (-1, 1, 0),
@@ -127,7 +129,8 @@ def equilibrium(xp, rho, ux, uy, uz):
     in place, so the temporaries are the (Q, ...) result and two more, as the stacked directions."""
     t = rho.dtype.type
     ax = (Q,) + (1,) * np.ndim(rho)
-    cx, cy, cz = (xp.asarray(C[:, d].astype(t).reshape(ax)) for d in range(3))
+    # (the velocity set's columns on the device once: uploads.constant)
+    cx, cy, cz = (constant(xp, ("d3q27 C", d, t, ax), lambda d=d: C[:, d].astype(t).reshape(ax)) for d in range(3))
     usq = ux * ux + uy * uy + uz * uz
     cu = cx * ux
     cu += cy * uy
@@ -139,7 +142,7 @@ def equilibrium(xp, rho, ux, uy, uz):
     cu += sq
     del sq
     cu -= t(1.5) * usq
-    out = xp.asarray(W.astype(t).reshape(ax)) * rho
+    out = constant(xp, ("d3q27 W", t, ax), lambda: W.astype(t).reshape(ax)) * rho
     out *= cu
     return out
 

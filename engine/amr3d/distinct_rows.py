@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .uploads import constant
+
 
 def unique_rows(key: np.ndarray, lead=None) -> tuple[np.ndarray, np.ndarray]:
     """(first, inverse) of the distinct rows of an int64 matrix, exactly as ``np.unique(key,
@@ -53,8 +55,9 @@ def distinct_order(xp, rows, lead):
     wrong guess of the leading columns costs time, never a wrong order. The same array code on
     NumPy and CuPy (the tied runs sorted as byte strings on NumPy, by CuPy's lexsort on a device)."""
     lead = np.asarray(lead, np.int64)
-    order = xp.lexsort(rows[:, xp.asarray(lead[::-1])].T)
-    ld = rows[order][:, xp.asarray(lead)]
+    key = tuple(lead.tolist())  # (the columns' indices on the device once)
+    order = xp.lexsort(rows[:, constant(xp, ("lead reversed", key), lambda: lead[::-1])].T)
+    ld = rows[order][:, constant(xp, ("lead", key), lambda: lead)]
     tied = xp.zeros(len(order), bool)
     same = (ld[1:] == ld[:-1]).all(axis=1)
     tied[1:] |= same
@@ -72,7 +75,8 @@ def distinct_order(xp, rows, lead):
     diff = srt[1:] != srt[:-1]
     col = diff.argmax(axis=1)
     i = xp.arange(len(col))
-    if not bool(diff[i, col].all()) or not bool((srt[1:][i, col] > srt[:-1][i, col]).all()):
+    # every neighbour pair differs, and increases where it first differs (one read-back for both)
+    if not bool(diff[i, col].all() & (srt[1:][i, col] > srt[:-1][i, col]).all()):
         return None
     return order
 

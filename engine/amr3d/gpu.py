@@ -90,7 +90,7 @@ class LadderStepper:
     """
 
     def __init__(self, xp, stream, rung: str, m: int, shape, omega: float, accel, timer, uniform_shape=None,
-                 nbr=None, model=None, coef=None, copies=None, fp16: bool = False):
+                 nbr=None, model=None, coef=None, copies=None, fp16: bool = False, uploaded=None):
         self.xp, self.stream, self.rung, self.m, self.timer = xp, stream, rung, m, timer
         if fp16 and rung not in ("naive", "uniform"):
             raise ValueError(f"fp16 storage runs the naive and uniform kernels, not {rung}")
@@ -108,10 +108,12 @@ class LadderStepper:
         # otherwise the periodic arrangement ``shape`` of P0's box
         table = ladder.periodic_neighbours(tuple(shape)) if nbr is None else np.asarray(nbr, np.int32)
         self.nleaf = int(table.shape[0])
-        self.nbr = xp.asarray(table)
-        self.shell = xp.asarray(ladder.shell_list(m))
         seg = ladder.sorted_segments(m, self.nleaf)
-        self.seg, self.sorted_threads = xp.asarray(seg), int(seg[-1])
+        self.sorted_threads = int(seg[-1])
+        if uploaded is None:
+            self.nbr, self.shell, self.seg = xp.asarray(table), xp.asarray(ladder.shell_list(m)), xp.asarray(seg)
+        else:  # the caller's one upload of many tables (uploads.py): ladder_tables' arrays on the device
+            self.nbr, self.shell, self.seg = uploaded
         self.uniform_shape = uniform_shape
         self.coef = None
         if self.csm:
@@ -125,6 +127,13 @@ class LadderStepper:
             self.copy_dst, self.copy_src = (xp.asarray(np.ascontiguousarray(a, np.int64)) for a in copies)
         self._class_streams = None
         self._graphs: dict = {}
+
+    @staticmethod
+    def ladder_tables(m: int, nbr) -> tuple:
+        """The host tables a stepper with neighbour table ``nbr`` uploads (nbr, shell, seg), for a
+        caller that uploads them with others (``uploaded``)."""
+        table = np.asarray(nbr, np.int32)
+        return table, ladder.shell_list(m), ladder.sorted_segments(m, int(table.shape[0]))
 
     # ---- the CSM's pre-pass (collision.py, ladder.cu) -----------------------------------------
     def csm_velocity(self, f, fn) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from . import d3q27, distinct_rows, tables
 from .tree import Forest
+from .uploads import constant, upload_together
 
 _DIRS = np.arange(1, d3q27.Q)
 
@@ -87,65 +88,165 @@ def _inside_own_leaf(forest: Forest, lv: int, leaf, ld) -> np.ndarray:
     return ok
 
 
-def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing: dict | None = None):
+def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing: dict | None = None,
+                device: dict | None = None):
     """(desc (27, R), fine_pts (UF,), coarse_pts (UC,) global point ids, interp_slot (U, S),
     interp_w (U, S)) of the level's fix-up points (leaves global, ijk (R, 3), ascending point id),
     NumPy arrays: what ``interface.level_coupling`` builds from ``tables.point_tables`` for a flow
-    without bodies or free-slip sides. The passes over the (direction, point) grid and the
-    stencils run on xp's device (the same array code on NumPy and CuPy: the same tables bit for
-    bit); the groups' classification (a few hundred tree lookups) runs on the host. ``timing``:
-    with a device, its part (the passes, their launches and the waits for them) is added to
-    ``timing["device_s"]`` (seconds): the rest of the call is host work."""
+    without bodies or free-slip sides. One level of :func:`level_descriptors` (its ``timing``;
+    ``device``: this level's dict there)."""
+    return level_descriptors(forest, {lv: (leaves, ijk)}, interp, xp, timing,
+                             None if device is None else {lv: device})[lv]
+
+
+def level_descriptors(forest: Forest, points: dict, interp: str, xp=np, timing: dict | None = None,
+                      device: dict | None = None) -> dict:
+    """:func:`descriptors` of several levels at once: ``points`` {level: (leaves global, ijk (R, 3))}
+    → {level: (desc, fine_pts, coarse_pts, interp_slot, interp_w)}, each level's arrays those of
+    its own call. The levels' reads are one (direction, point) grid, so each pass is one launch for
+    all of them (a regrid builds every level: on a GPU a pass costs its launch, not its points);
+    what differs per level (its first leaf, its leaf count, its fine and coarse points, its distinct
+    stencils) is a per-point or per-row table. The passes and the stencils run on xp's device (the
+    same array code on NumPy and CuPy: the same tables bit for bit); the groups' classification (a
+    few hundred tree lookups a level) runs on the host. ``timing``: with a device, its part (the
+    passes, their launches and the waits for them) is added to ``timing["device_s"]`` (seconds):
+    the rest of the call is host work. ``device``: {level: dict} filled, with a device, with each
+    level's five arrays as they are there (the same values; a stepper takes them without
+    uploading the host copies again)."""
     start = time.perf_counter()
     m, m3 = forest.m, forest.m ** 3
-    sl = forest.level_slice(lv)
-    lo, n = sl.start, sl.stop - sl.start
-    R = len(leaves)
+    lvs = sorted(points)
+    k = len(lvs)
+    sizes = np.array([len(points[lv][0]) for lv in lvs], np.int64)
+    cut = np.concatenate([[0], np.cumsum(sizes)])  # each level's columns of the grid
+    P = int(cut[-1])
+    leaves = np.concatenate([np.asarray(points[lv][0], np.int64) for lv in lvs])
+    ijk = np.concatenate([np.asarray(points[lv][1], np.int64).reshape(-1, 3) for lv in lvs])
+    lo = np.array([forest.level_slice(lv).start for lv in lvs], np.int64)
+    n = np.array([forest.level_slice(lv).stop for lv in lvs], np.int64) - lo
+    at_level = np.repeat(np.arange(k), sizes)  # each point's level (index into lvs)
     lf_h = tables.local_flat(m, ijk)
-    lf = xp.asarray(lf_h)
-    pid = xp.asarray((leaves - lo) * m3 + lf_h)  # level-relative point ids
-    group = xp.asarray(_class_of_reads(m))[:, lf]  # (26, R) the read's position class …
-    group += xp.asarray((leaves - lo) * tables.POSITION_CLASSES)[None, :]  # … and its group
-    mark = xp.zeros(n * tables.POSITION_CLASSES, bool)
+    lfc_h = tables.local_flat(m, d3q27.C[_DIRS])  # (26,)
+    ext = 2 * (m - 1)
+    e = ext + 1
+    # each level's fine points lie on the next finer level's leaves, its coarse points on the next
+    # coarser level's: their ranges of global point ids split the distinct points of all levels
+    def span(lv):
+        sl = forest.level_slice(lv) if lv in forest.levels else slice(0, 0)
+        return sl.start * m3, sl.stop * m3
+    fine_span = np.array([span(lv + 1) for lv in lvs], np.int64).reshape(k, 2)
+    coarse_span = np.array([span(lv - 1) for lv in lvs], np.int64).reshape(k, 2)
+    # the coarse reads' positions are keyed by their coarse leaf (global): that leaf's level + 1 is
+    # the reading level (its index in lvs, the spacing h of its positions, its axis stencils' rows)
+    reader = np.full(forest.n_leaves, -1, np.int64)
+    for i, lv in enumerate(lvs):
+        if lv > 0 and lv - 1 in forest.levels:
+            reader[forest.level_slice(lv - 1)] = i
+    h_of = np.array([int(forest.spacing_of(lv)) for lv in lvs], np.int64)
+    axis_rows = np.array([(m - 1) * 2 * h + 1 for h in h_of], np.int64)
+    axis_first = np.concatenate([[0], np.cumsum(axis_rows)[:-1]]).astype(np.int64)
+    # the host inputs cross in one upload (uploads.py: one copy instead of one per table)
+    (lf, pid, leaf_group, ijk_d, nm3, lfc, opp, dir_key, level_d, dirs, fine_span_d, coarse_span_d, reader_d,
+     h_d, axis_first_d) = upload_together(xp, (
+        lf_h, (leaves - lo[at_level]) * m3 + lf_h, leaves * tables.POSITION_CLASSES, ijk, n[at_level] * m3, lfc_h,
+        d3q27.OPP, _offset_key(d3q27.C[_DIRS], ext), at_level, _DIRS, fine_span, coarse_span, reader, h_of,
+        axis_first))
+    group = _device_class_of_reads(xp, m)[:, lf]  # (26, P) the read's position class …
+    group += leaf_group[None, :]  # … and its group (global leaf)
+    mark = xp.zeros(forest.n_leaves * tables.POSITION_CLASSES, bool)
     mark[group] = True
     present = _host(xp, xp.flatnonzero(mark))
     host = time.perf_counter()
-    kind_h, base_h = _group_tables(forest, lv, present)
+    kind_h = np.zeros(forest.n_leaves * tables.POSITION_CLASSES, np.int64)
+    base_h = np.zeros_like(kind_h)  # the base of a group's reads in global terms (coarser: global leaf keys)
+    body_h = np.zeros_like(kind_h)  # … and for the own-leaf and same-level reads, level-relative
+    for i, lv in enumerate(lvs):
+        g0, g1 = lo[i] * tables.POSITION_CLASSES, (lo[i] + n[i]) * tables.POSITION_CLASSES
+        mine = present[np.searchsorted(present, g0):np.searchsorted(present, g1)] - g0
+        kind_l, base_l = _group_tables(forest, lv, mine)
+        if lv == 0 and np.any(kind_l >= 4):
+            raise ValueError("level-0 point without a source: the forest does not tile the domain")
+        if np.any(kind_l == 5):
+            raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
+        kind_h[g0:g1] = kind_l
+        body_h[g0:g1] = base_l - lo[i] * m3
+        if lv > 0:
+            base_l = np.where(kind_l == 4, base_l + forest.level_slice(lv - 1).start * e ** 3, base_l)
+        base_h[g0:g1] = base_l
     host = time.perf_counter() - host
-    if lv == 0 and np.any(kind_h >= 4):
-        raise ValueError("level-0 point without a source: the forest does not tile the domain")
-    if np.any(kind_h == 5):
-        raise ValueError("a pull source lies in no leaf within one level: forest not 2:1 balanced")
-    kind_g, base_g = xp.asarray(kind_h), xp.asarray(base_h)
-    lfc = tables.local_flat(m, d3q27.C[_DIRS])  # (26,)
-    desc = xp.empty((d3q27.Q, R), np.int64)
+    kind_g, base_g, body_g, other = upload_together(xp, (kind_h, base_h, body_h, (kind_h != 1) & (kind_h != 2)))
+    desc = xp.empty((d3q27.Q, P), np.int64)
     desc[0] = pid  # the rest population stays at the point
     body = desc[1:]
     # own leaf and same level (most reads): base − lo m³ + lf(ijk) + (q n m³ − lf(c_q))
-    xp.take(base_g - lo * m3, group, out=body)
+    xp.take(body_g, group, out=body)
     body += lf[None, :]
-    body += xp.asarray(_DIRS * (n * m3) - lfc)[:, None]
-    # the other reads, by flat index r = (q − 1) · R + p into the (26, R) grid
-    at = xp.flatnonzero(xp.asarray((kind_h != 1) & (kind_h != 2))[group])
+    body += dirs[:, None] * nm3[None, :]
+    body -= lfc[:, None]
+    # the other reads, by flat index r = (q − 1) · P + p into the (26, P) grid
+    at = xp.flatnonzero(other[group])
     g = group.reshape(-1)[at]
-    k = kind_g[g]
-    qi, p = xp.divmod(at, R)
+    kd = kind_g[g]
+    qi, p = xp.divmod(at, P) if P else (at, at)
     flat = body.reshape(-1)
-    s = k == 0  # beyond a non-periodic side: bounce-back, the own point's opposite population
-    flat[at[s]] = xp.asarray(d3q27.OPP)[qi[s] + 1] * (n * m3) + pid[p[s]]
-    s = k == 3  # a finer leaf having the node (its spacing h / 2)
-    fine_pts, fine_slot = _uniq(xp, base_g[g[s]] + 2 * (lf[p[s]] - xp.asarray(lfc)[qi[s]]))
-    flat[at[s]] = -1 - ((qi[s] + 1) * fine_pts.size + fine_slot)
-    s = k == 4  # inside a coarser leaf: the source position's stencil among the distinct ones
-    ext = 2 * (m - 1)
-    keys = (base_g[g[s]] + _offset_key(xp.asarray(ijk)[p[s]], ext)
-            - xp.asarray(_offset_key(d3q27.C[_DIRS], ext))[qi[s]])
-    coarse_pts, islot, iw, inv = _distinct_stencils(xp, forest, lv, keys, interp)
-    flat[at[s]] = -1 - (d3q27.Q * fine_pts.size + (qi[s] + 1) * len(islot) + inv)
-    out = tuple(_host(xp, a) for a in (desc, fine_pts, coarse_pts, islot, iw))
+
+    def of_kind(value):  # the reads of one outcome: (at, g, qi, p) of them, gathered by their positions
+        s = xp.flatnonzero(kd == value)  # (one read-back of its size; boolean masks would take one each)
+        return at[s], g[s], qi[s], p[s]
+
+    a, _, q, pp = of_kind(0)  # beyond a non-periodic side: bounce-back, the own point's opposite population
+    flat[a] = opp[q + 1] * nm3[pp] + pid[pp]
+    a, gg, q, pp = of_kind(3)  # a finer leaf having the node (its spacing h / 2)
+    fine_all, fine_rank = _uniq(xp, base_g[gg] + 2 * (lf[pp] - lfc[q]))
+    fine_cut = xp.searchsorted(fine_all, fine_span_d)  # (k, 2) each level's fine points among them
+    uf = fine_cut[:, 1] - fine_cut[:, 0]
+    lv_a = level_d[pp]
+    flat[a] = -1 - ((q + 1) * uf[lv_a] + (fine_rank - fine_cut[lv_a, 0]))
+    a, gg, q, pp = of_kind(4)  # inside a coarser leaf: the source position's stencil among the distinct ones
+    keys = base_g[gg] + _offset_key(ijk_d[pp], ext) - dir_key[q]
+    coarse_all, coarse_cut, islot, iw, u_first, u_count, inv = _distinct_stencils(
+        xp, forest, keys, interp, k, coarse_span_d, reader_d, h_d, axis_first_d, tuple(h_of.tolist()))
+    lv_a = level_d[pp]
+    flat[a] = -1 - (d3q27.Q * uf[lv_a] + (q + 1) * u_count[lv_a] + (inv - u_first[lv_a]))
+    # each level's descriptors as its own (27, R) array; the levels' counts read back with the arrays
+    descs = [desc if k == 1 else xp.ascontiguousarray(desc[:, cut[i]:cut[i + 1]]) for i in range(k)]
+    counts = xp.concatenate([fine_cut.reshape(-1), coarse_cut.reshape(-1), u_first, u_count])
+    host_arrays = _download_together(xp, [counts, *descs, fine_all, coarse_all, islot, iw])
+    fc, cc, u0, un = np.split(np.asarray(host_arrays[0]), [2 * k, 4 * k, 5 * k])
+    fc, cc = fc.reshape(k, 2), cc.reshape(k, 2)
+    out = {}
+    for i, lv in enumerate(lvs):
+        parts = (slice(fc[i, 0], fc[i, 1]), slice(cc[i, 0], cc[i, 1]), slice(u0[i], u0[i] + un[i]))
+        level = (host_arrays[1 + i], host_arrays[1 + k][parts[0]], host_arrays[2 + k][parts[1]],
+                 host_arrays[3 + k][parts[2]], host_arrays[4 + k][parts[2]])
+        out[lv] = level
+        if device is not None and lv in device and xp is not np:
+            device[lv].update(zip(("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w"),
+                                  (descs[i], fine_all[parts[0]], coarse_all[parts[1]], islot[parts[2]],
+                                   iw[parts[2]])))
     if timing is not None and xp is not np:
         timing["device_s"] = timing.get("device_s", 0.0) + time.perf_counter() - start - host
     return out
+
+
+def _device_class_of_reads(xp, m: int):
+    """_class_of_reads(m) on xp's device, uploaded once (1 MB for leaves of 17³: every level of every
+    regrid reads it). Never written."""
+    return constant(xp, ("class of reads", m), lambda: _class_of_reads(m))
+
+
+def _download_together(xp, arrays) -> tuple:
+    """The int64 / float64 arrays on the host (NumPy arrays of their shapes and dtypes) in one copy
+    back: their bytes joined on the device, one read-back, then split (views of one host buffer)."""
+    if xp is np:
+        return tuple(arrays)
+    flat = xp.concatenate([a.reshape(-1).view(np.int64) for a in arrays])
+    host = xp.asnumpy(flat)
+    out, at = [], 0
+    for a in arrays:
+        out.append(host[at:at + a.size].view(a.dtype).reshape(a.shape))
+        at += a.size
+    return tuple(out)
 
 
 def _offset_key(off, ext: int):
@@ -164,8 +265,9 @@ def _uniq(xp, ids):
     flat = ids.reshape(-1)
     if not flat.size:
         return xp.zeros(0, np.int64), xp.zeros(ids.shape, np.int64)
-    if int(flat.min()) >= 0 and int(flat.max()) < 8 * flat.size + (1 << 20):
-        mark = xp.zeros(int(flat.max()) + 1, bool)
+    lo, hi = (int(v) for v in _host(xp, xp.stack([flat.min(), flat.max()])))  # (one read-back for both)
+    if lo >= 0 and hi < 8 * flat.size + (1 << 20):
+        mark = xp.zeros(hi + 1, bool)
         mark[flat] = True
         u = xp.flatnonzero(mark)
         rank = xp.empty(mark.size, np.int64)
@@ -175,39 +277,53 @@ def _uniq(xp, ids):
     return u, inv.reshape(ids.shape)
 
 
-def _distinct_stencils(xp, forest: Forest, lv: int, keys, interp: str):
-    """(coarse_pts (UC,) global ids on level lv − 1, interp_slot (U, S), interp_w (U, S), the
-    stencil of each read (K,)) for the coarse reads with position keys ``keys``: tables'
-    _coarse_stencils (one stencil per distinct position, 1D stencils per axis gathered from
-    tables._axis_stencils) and interface.level_coupling's grouping of the distinct rows
-    (distinct_rows.unique_rows), in xp."""
+def _distinct_stencils(xp, forest: Forest, keys, interp: str, k: int, coarse_span, reader, h, axis_first, hs):
+    """The coarse reads' stencils of :func:`level_descriptors`' k levels at once, from their
+    position keys ``keys`` (K,) (global coarse leaf): (coarse points (UC,) global ids, (k, 2) each
+    level's range of them, interp_slot (U, S) (slots within the level's coarse points), interp_w
+    (U, S), the first row (k,) and row count (k,) of each level's distinct stencils, the stencil
+    row of each read (K,)). tables' _coarse_stencils (one stencil per distinct position, 1D
+    stencils per axis gathered from tables._axis_stencils) and interface.level_coupling's
+    grouping of the distinct rows (distinct_rows.unique_rows), per level — the level a leading
+    column of the rows — in xp. ``coarse_span`` (k, 2), ``reader`` (leaves,), ``h`` (k,),
+    ``axis_first`` (k,) on the device: each level's coarse point ids, the reading level of a
+    coarse leaf, its spacing, its rows in the levels' axis tables; ``hs``: the spacings (host)."""
     m, width = forest.m, tables.STENCILS[interp] ** 3
     if not keys.size:
-        return (xp.zeros(0, np.int64), xp.zeros((0, width), np.int64), xp.zeros((0, width)),
-                xp.zeros(0, np.int64))
-    h = int(forest.spacing_of(lv))
+        zero = xp.zeros(k, np.int64)
+        return (xp.zeros(0, np.int64), xp.zeros((k, 2), np.int64), xp.zeros((0, width), np.int64),
+                xp.zeros((0, width)), zero, zero, xp.zeros(0, np.int64))
     e = 2 * (m - 1) + 1
     distinct, row = _uniq(xp, keys)
     leaf, rest = xp.divmod(distinct, e ** 3)
-    off = xp.stack([rest % e, (rest // e) % e, rest // (e * e)], axis=1) * h
-    idx1, w1 = (xp.asarray(a) for a in tables._axis_stencils(m, 2 * h, interp))
-    idx, w = idx1[off], w1[off]  # (V, 3 axes, n): tables._stencil_rows
+    level = reader[leaf]  # each distinct position's reading level
+    off = xp.stack([rest % e, (rest // e) % e, rest // (e * e)], axis=1) * h[level][:, None]
+    # the levels' 1D stencils (tables._axis_stencils at each coarse spacing 2h) as one table
+    idx1, w1 = (constant(xp, ("axis stencils", m, hs, interp, i),  # (on the device once)
+                         lambda i=i: np.concatenate([tables._axis_stencils(m, 2 * hl, interp)[i] for hl in hs]))
+                for i in range(2))
+    at = off + axis_first[level][:, None]
+    idx, w = idx1[at], w1[at]  # (V, 3 axes, n): tables._stencil_rows
     ix = idx[:, 0, :, None, None]
     iy = idx[:, 1, None, :, None]
     iz = idx[:, 2, None, None, :]
     pts = ((iz * m + iy) * m + ix).reshape(len(off), -1)
     cw = (w[:, 0, :, None, None] * w[:, 1, None, :, None] * w[:, 2, None, None, :]).reshape(len(off), -1)
-    cpts = (leaf[:, None] + forest.level_slice(lv - 1).start) * m ** 3 + pts
-    coarse_pts, slot = _uniq(xp, cpts)
-    key = xp.concatenate([slot, cw.view(np.int64)], axis=1)
-    order = distinct_rows.distinct_order(xp, key, stencil_lead(width))
+    cpts = leaf[:, None] * m ** 3 + pts
+    coarse_pts, rank = _uniq(xp, cpts)
+    coarse_cut = xp.searchsorted(coarse_pts, coarse_span)  # (k, 2)
+    slot = rank - coarse_cut[level, 0][:, None]  # within the level's coarse points
+    key = xp.concatenate([level[:, None], slot, cw.view(np.int64)], axis=1)
+    order = distinct_rows.distinct_order(xp, key, np.concatenate([[0], stencil_lead(width) + 1]))
     if order is None:  # rows not all distinct (never seen): NumPy's grouping on the host
         first, inv = (xp.asarray(a) for a in distinct_rows.unique_rows(_host(xp, key)))
     else:
         first = order
         inv = xp.empty_like(order)
         inv[order] = xp.arange(len(order))
-    return coarse_pts, slot[first], cw[first], inv[row]
+    u_count = xp.bincount(level, minlength=k)
+    u_first = xp.cumsum(u_count) - u_count
+    return coarse_pts, coarse_cut, slot[first], cw[first], u_first, u_count, inv[row]
 
 
 def stencil_lead(width: int) -> np.ndarray:

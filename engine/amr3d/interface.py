@@ -63,6 +63,11 @@ class LevelCoupling:
     block: int = 0
     leaf_map: np.ndarray = None
     n_prov: int = 0
+    # (not a field) the arrays built on a device (group_desc.descriptors with CuPy): desc,
+    # fine_pts, coarse_pts, interp_slot, interp_w there, equal to the fields above (the first
+    # stepper takes them instead of uploading the fields again, then drops them); None where built
+    # on the host or once taken
+    device = None
 
     def __post_init__(self):
         for name in ("link_i1", "link_i2"):
@@ -102,10 +107,9 @@ def crossing_slots(m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=8)
-def _crossing_matrix(m: int) -> np.ndarray:
-    """(27, S) float32 0/1: crossing_slots' table transposed, the right factor of interface_points'
-    product."""
-    out = crossing_slots(m)[1].T.astype(np.float32)
+def _crossing_bits(m: int) -> np.ndarray:
+    """(S,) int32: crossing_slots' table as one bit per slot (bit s: the point's pulls cross slot s)."""
+    out = (crossing_slots(m)[1].astype(np.int32) << np.arange(27, dtype=np.int32)).sum(axis=1, dtype=np.int32)
     out.flags.writeable = False
     return out
 
@@ -129,15 +133,35 @@ def level_copies(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     return shared_copies(nbr, same, forest.m)
 
 
+def forest_copies(forest: Forest) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """level_copies of every level, as state point ids (leaf · m³ + local, leaves global): one
+    shared_copies pass over the whole forest instead of one a level (a regrid's synchronisation
+    asks for all of them). The same pairs in the same order: a copy's owner is a same-level leaf,
+    and the owner rule (the lowest point id) orders a level's ids alike when shifted by its start."""
+    nt = forest.neighbours
+    same = (nt.dlevel == 0) & ~nt.outside & (nt.leaf >= 0)
+    same[:, SELF_SLOT] = True
+    own = np.arange(forest.n_leaves)[:, None]
+    dst, src = shared_copies(np.where(same, nt.leaf, own), same, forest.m)
+    m3 = forest.m ** 3
+    cuts = np.searchsorted(dst, [forest.level_slice(lv).stop * m3 for lv in forest.levels])
+    out, start = {}, 0
+    for lv, stop in zip(forest.levels, cuts):
+        out[lv] = dst[start:stop], src[start:stop]
+        start = stop
+    return out
+
+
 def interface_points(forest: Forest, lv: int) -> tuple[np.ndarray, np.ndarray]:
     """(leaves (R,) global, ijk (R, 3)) of the level's interface points: shell points with a pull
     direction that crosses into a slot without a same-level leaf."""
     sl = forest.level_slice(lv)
     _, same = level_neighbours(forest, lv)
     shell = crossing_slots(forest.m)[0]
-    # (n, S): a crossed slot without a same-level leaf; as a product of 0/1 matrices (exact small
-    # counts) instead of an (n, S, 27) temporary
-    fix = ((~same).astype(np.float32) @ _crossing_matrix(forest.m)) > 0
+    # (n, S): a crossed slot without a same-level leaf, as 27-bit masks (the leaf's missing slots
+    # and the point's crossed ones) instead of an (n, S, 27) temporary or a BLAS product
+    missing = ((~same).astype(np.int32) << np.arange(27, dtype=np.int32)).sum(axis=1, dtype=np.int32)
+    fix = (missing[:, None] & _crossing_bits(forest.m)[None, :]) != 0
     li, si = np.nonzero(fix)
     return li + sl.start, shell[si]
 
@@ -162,6 +186,14 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     descriptors without bodies or free slip on its device (level_coupling); the data is on the
     host either way. ``timing``: the device's part of the build in ``timing["device_s"]``."""
     links = links or {}
+    if xp is not np and _by_groups(solid, None, slip) and not any(links.values()):
+        # on a device every level's descriptors in one set of passes (group_desc.level_descriptors):
+        # a pass costs its launch there, whatever its size
+        points = {lv: fixup_points(forest, lv, near) for lv in forest.levels}
+        on_device = {lv: {} for lv in forest.levels}
+        built = group_desc.level_descriptors(forest, points, interp, xp, timing, on_device)
+        return {lv: level_coupling(forest, lv, *points[lv], interp, solid, None, slip, xp, timing,
+                                   built=(built[lv], on_device[lv])) for lv in forest.levels}
 
     def level(lv):
         return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip, xp,
@@ -185,7 +217,7 @@ def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.nda
 
 
 def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None, link=None,
-                   slip=(), xp=np, timing: dict | None = None) -> LevelCoupling:
+                   slip=(), xp=np, timing: dict | None = None, built=None) -> LevelCoupling:
     """The coupling of one level whose fix-up list is the given points (leaves global, ijk (R, 3),
     each point once, ascending point id): their descriptors from the reference's classification
     (tables.point_tables; written per (leaf, position class) group by group_desc.py where no body
@@ -193,7 +225,9 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     coincide with a finer node.
     ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links(). ``xp``: the array
     module whose device builds the descriptors of a flow without bodies or free-slip sides
-    (group_desc.py; the result is on the host either way), adding its time to ``timing``."""
+    (group_desc.py; the result is on the host either way), adding its time to ``timing``.
+    ``built``: the level's (descriptors, device arrays) of group_desc.level_descriptors, built
+    with the other levels' (a flow without bodies or free-slip sides)."""
     m3 = forest.m ** 3
     N = forest.n_leaves * m3
     sl = forest.level_slice(lv)
@@ -203,10 +237,13 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     ijk = np.asarray(ijk, np.int64).reshape(-1, 3)
     R = len(leaves)
     pid = (leaves - lo) * m3 + tables.local_flat(forest.m, ijk)
+    on_device = None
     if _by_groups(solid, link, slip):
         # no body, no free slip: the descriptors written per (leaf, position class) group
-        desc, fine_pts, coarse_pts, islot, iw = group_desc.descriptors(forest, lv, leaves, ijk, interp, xp,
-                                                                                timing)
+        if built is None:
+            on_device = {}
+            built = (group_desc.descriptors(forest, lv, leaves, ijk, interp, xp, timing, on_device), on_device)
+        (desc, fine_pts, coarse_pts, islot, iw), on_device = built
         restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
         p_src = np.zeros(0, np.int64)
     else:
@@ -250,12 +287,17 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         raise AssertionError(f"level {lv}: a direct source outside the level")
     fine_lo = forest.level_slice(lv + 1).start if fine_pts.size else 0
     coarse_lo = forest.level_slice(lv - 1).start if coarse_pts.size else 0
-    return LevelCoupling(
+    if on_device:
+        on_device["fine_pts"] = on_device["fine_pts"] - fine_lo * m3
+        on_device["coarse_pts"] = on_device["coarse_pts"] - coarse_lo * m3
+    out = LevelCoupling(
         level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
         fine_pts=fine_pts - fine_lo * m3, coarse_pts=coarse_pts - coarse_lo * m3,
         interp_slot=islot, interp_w=iw,
         restrict_dst=restrict_dst - lo * m3,
         restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
+    out.device = on_device or None
+    return out
 
 
 def _by_groups(solid, link, slip) -> bool:

@@ -18,6 +18,7 @@ see engine/amr3d/storage.py.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -60,7 +61,7 @@ def velocity_prelude(c: np.ndarray, w, model=None) -> str:
 
 def class_points(m: int, g: tuple[int, int, int]) -> int:
     """Points of shell class g in one leaf of m³ points."""
-    return int(np.prod([1 if gi else m - 2 for gi in g]))
+    return math.prod(1 if gi else m - 2 for gi in g)  # (plain ints: a stepper asks for 26 classes a level)
 
 
 def shell_list(m: int) -> np.ndarray:

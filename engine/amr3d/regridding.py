@@ -20,6 +20,7 @@ from .builder import build_boundaries
 from .cases import initial_tree_state
 from .regrid_clock import REGRID_PARTS, RegridClock
 from .tree_stepper import synchronise_state
+from .uploads import upload_together
 
 log = logging.getLogger("nagare")
 
@@ -193,16 +194,19 @@ class Regridding:
         if synchronise:
             self.apply_boundaries(f, xp)
             f2 = f.reshape(d3q27.Q, -1)
-            m3 = self.m ** 3
-            for lv in sorted(forest.levels, reverse=True):  # reference.synchronise's order
+            order = sorted(forest.levels, reverse=True)  # reference.synchronise's order
+            t = time.perf_counter()
+            # every level's (dst, src) state indices (host NumPy: host time), in one upload
+            by_level = interface.forest_copies(forest)
+            copies = [a for lv in order for a in by_level[lv]]
+            host += time.perf_counter() - t
+            copies = upload_together(xp, copies)
+            for i, lv in enumerate(order):
                 if lv in coupling:
                     synchronise_state(xp, forest, {lv: coupling[lv]}, f, e.preset.physics.tau, e.accel)
-                t = time.perf_counter()
-                dst, src = interface.level_copies(forest, lv)  # (host NumPy: host time)
-                host += time.perf_counter() - t
+                dst, src = copies[2 * i], copies[2 * i + 1]
                 if dst.size:
-                    lo = forest.level_slice(lv).start * m3
-                    f2[:, xp.asarray(dst + lo)] = f2[:, xp.asarray(src + lo)]
+                    f2[:, dst] = f2[:, src]
             clock.lap("synchronise")
         self.pending = f
         self.select(e.selection)

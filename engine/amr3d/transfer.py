@@ -28,6 +28,7 @@ import numpy as np
 
 from . import d3q27, levels
 from .tree import CHILD_OFFSETS, Forest
+from .uploads import constant, upload_together
 
 # new leaves interpolated per batch: bounds the float64 temporaries of the prolongation and the
 # rescaling (27 populations × m³ points × 8 bytes a leaf, about 15 such arrays alive) and the 8
@@ -79,23 +80,25 @@ def _prolong_into(xp, out, src, old: Forest, new: Forest, leaves, parents, tau0,
     m, m3, Q = new.m, new.m ** 3, d3q27.Q
     n = len(leaves)
     periodic = [d for d in range(3) if new.periodic[d]]
-    dom = xp.asarray(new.domain)
-    ijk = xp.asarray(node_ijk(m))
+    # the batch's host tables in one upload (uploads.py)
+    dom, new_origin, old_origin, base, at = upload_together(xp, (
+        new.domain, new.origin[leaves], old.origin[parents], (np.asarray(parents, np.int64) * m3)[:, None],
+        np.asarray(leaves)))
+    ijk = constant(xp, ("node ijk", m), lambda: node_ijk(m))  # (on the device once)
     # node positions (finest units), wrapped into the domain on periodic axes (Forest.wrap_points)
-    pos = xp.asarray(new.origin[leaves])[:, None, :] + ijk[None] * int(new.spacing_of(lv))
+    pos = new_origin[:, None, :] + ijk[None] * int(new.spacing_of(lv))
     for d in periodic:
         pos[..., d] %= dom[d]
     # offsets in the old leaf, modulo the domain on periodic axes (Forest.local_offset)
-    off = pos - xp.asarray(old.origin[parents])[:, None, :]
+    off = pos - old_origin[:, None, :]
     for d in periodic:
         off[..., d] %= dom[d]
     h = int(old.spacing_of(src_level))
     i0 = xp.minimum(off // h, m - 2)
     frac = (off - i0 * h) / h  # in [0, 1]; exactly 0 or 1 on coincident nodes
-    base = xp.asarray(np.asarray(parents, np.int64) * m3)[:, None]
     # the 8 corners' indices, weights and gathers as (8, …) arrays (a few launches instead of a
     # dozen per corner), the terms then summed corner by corner in CHILD_OFFSETS' order
-    c = xp.asarray(np.asarray(CHILD_OFFSETS, np.int64))[:, None, None, :]
+    c = constant(xp, "child offsets", lambda: np.asarray(CHILD_OFFSETS, np.int64))[:, None, None, :]
     idx = i0[None] + c
     w = xp.prod(xp.where(c == 1, frac[None], (1.0 - frac)[None]), axis=-1).reshape(len(CHILD_OFFSETS), -1)
     g = src[:, (base[None] + (idx[..., 2] * m + idx[..., 1]) * m + idx[..., 0]).reshape(-1)]
@@ -104,7 +107,7 @@ def _prolong_into(xp, out, src, old: Forest, new: Forest, leaves, parents, tau0,
     for k in range(1, len(CHILD_OFFSETS)):
         vals = vals + w[k] * g[:, k]
     vals = levels.rescale(xp, vals, tau0, src_level, lv, accel0)
-    out[:, xp.asarray(leaves)] = vals.reshape(Q, n, m, m, m)
+    out[:, at] = vals.reshape(Q, n, m, m, m)
 
 
 def _inject_into(xp, out, src, old: Forest, new: Forest, leaves, lv: int, tau0, accel0) -> None:

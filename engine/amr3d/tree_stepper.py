@@ -37,6 +37,7 @@ from .gpu import LadderStepper, _no_phase, coupling_kernels  # (gpu.py imports n
 from .interface import LevelCoupling
 from .tracer_kernels import LevelBuffers
 from .tree import Forest
+from .uploads import upload_together
 
 GRAPH_STEPS = 16  # coarse steps per captured graph (a batch's remainder gets a graph of its own)
 
@@ -95,8 +96,7 @@ class TreeStepper:
         # canonical point ids (leaf · m³ + local) of each level's first point, in self.levels order
         # (state() concatenates the levels in this order): populations() finds an id's level with them
         first = np.array([coupling[lv].lo * m**3 for lv in self.levels], np.int64)
-        self._level_first = xp.asarray(first)
-        self._level_bounds = xp.asarray(first[1:])
+        self._level_first, self._level_bounds = upload_together(xp, (first, first[1:]))
         kernels.prepare(self)
 
     # ---- state --------------------------------------------------------------------------------
@@ -437,35 +437,69 @@ class CupyKernels:
         xp = st.xp
         self.k = coupling_kernels(st.collision)
         self.half = "_16" if st.fp16 else ""  # the fp16 storage's kernels (kernel_names.COUPLING)
+        # every level's tables cross to the device in one upload (uploads.py): a regrid rebuilds
+        # them all, and one upload per table cost more than their bytes
+        host, at = [], {}
+
+        def put(lv, key, a):
+            at[lv, key] = len(host)
+            host.append(a)
+
+        wide = {}
+        for lv, c in st.coupling.items():
+            on_device = c.device or {}  # (built there: converted there, not uploaded again)
+            for k in ("fine_pts", "coarse_pts", "interp_slot", "restrict_dst", "restrict_src", "link_i1", "link_i2"):
+                if k not in on_device:
+                    put(lv, k, np.asarray(getattr(c, k), np.int64))
+            put(lv, "link_w1", np.asarray(c.link_w1, np.float32))
+            put(lv, "link_w2", np.asarray(c.link_w2, np.float32))
+            # the fix-up's descriptors in 32 bits where every index of the level fits (half the bytes);
+            # |x| ≥ 2³¹ − 1 as max and min (no temporary: the descriptors never hold INT64_MIN)
+            top = 2**31 - 1
+            wide[lv] = (int(c.desc.max(initial=0)) >= top or int(c.desc.min(initial=0)) <= -top
+                        or int(c.fix_pts.max(initial=0)) >= top)
+            idx = np.int64 if wide[lv] else np.int32
+            put(lv, "fix_pts", np.asarray(c.fix_pts, idx))
+            if "desc" not in on_device:
+                put(lv, "desc", np.asarray(c.desc, idx))
+            if "interp_w" not in on_device:
+                put(lv, "interp_w", np.asarray(c.interp_w, np.float32))
+            for k, a in zip(("nbr", "shell", "seg"), LadderStepper.ladder_tables(st.block[lv], c.nbr)):
+                put(lv, k, a)
+        u_in = st.bnd.inlet_velocity if st.bnd is not None else (0.0, 0.0, 0.0)
+        put(None, "inlet", boundaries.rest_values(np.float32, u_in))
+        put(None, "rest", boundaries.rest_values(np.float32))
+        dev = upload_together(xp, host)
+
+        def got(lv, key):
+            if (lv, key) in at:
+                return dev[at[lv, key]]
+            a = st.coupling[lv].device[key]  # the device's own copy, in the dtype the kernels take
+            dtype = {"desc": np.int64 if wide[lv] else np.int32, "interp_w": np.float32}.get(key, np.int64)
+            return a if a.dtype == dtype else a.astype(dtype)
+
         self.steppers = {lv: LadderStepper(xp, self.stream, self.rung, st.block[lv], None,
                                            1.0 / levels.tau_at(st.tau0, lv),
                                            levels.accel_at(st.accel0, lv), st.timer, nbr=c.nbr, model=st.collision,
                                            coef=st.csm_coef[lv].reshape(-1) if st.collision.csm else None,
-                                           copies=st.csm_copies.get(lv), fp16=st.fp16)
+                                           copies=st.csm_copies.get(lv), fp16=st.fp16,
+                                           uploaded=tuple(got(lv, k) for k in ("nbr", "shell", "seg")))
                          for lv, c in st.coupling.items()}
         self.dev = {}
         for lv, c in st.coupling.items():
-            d = {k: xp.asarray(np.ascontiguousarray(getattr(c, k), np.int64))
-                 for k in ("fine_pts", "coarse_pts", "interp_slot", "restrict_dst", "restrict_src", "link_i1",
-                           "link_i2")}
-            d["link_w1"] = xp.asarray(np.ascontiguousarray(c.link_w1, np.float32))
-            d["link_w2"] = xp.asarray(np.ascontiguousarray(c.link_w2, np.float32))
-            # the fix-up's descriptors in 32 bits where every index of the level fits (half the bytes)
-            wide = max(int(np.abs(c.desc).max(initial=0)), int(c.fix_pts.max(initial=0))) >= 2**31 - 1
-            idx = np.int64 if wide else np.int32
-            d["fix_pts"] = xp.asarray(np.ascontiguousarray(c.fix_pts, idx))
-            d["desc"] = xp.asarray(np.ascontiguousarray(c.desc, idx))
-            d["fixup"] = "fixup64" if wide else "fixup32"
-            d["interp_w"] = xp.asarray(np.ascontiguousarray(c.interp_w, np.float32))
-            if self.fused and c.n_fix:  # each point's rank in the fix-up's list, or -1
-                fix_of = np.full(c.n * st.block[lv]**3, -1, np.int32)
-                fix_of[np.asarray(c.fix_pts, np.int64)] = np.arange(c.n_fix, dtype=np.int32)
-                d["fix_of"] = xp.asarray(fix_of)
+            d = {k: got(lv, k) for k in ("fine_pts", "coarse_pts", "interp_slot", "restrict_dst", "restrict_src",
+                                         "link_i1", "link_i2", "link_w1", "link_w2", "fix_pts", "desc", "interp_w")}
+            d["fixup"] = "fixup64" if wide[lv] else "fixup32"
+            if self.fused and c.n_fix:  # each point's rank in the fix-up's list, or -1 (on the device: no upload)
+                fix_of = xp.full(c.n * st.block[lv]**3, -1, np.int32)
+                fix_of[d["fix_pts"]] = xp.arange(c.n_fix, dtype=np.int32)
+                d["fix_of"] = fix_of
             self.dev[lv] = d
+        for c in st.coupling.values():  # taken: the device copies the stepper does not hold are freed
+            c.device = None
         self.m3 = {lv: b ** 3 for lv, b in st.block.items()}  # points per block of each level
-        u_in = st.bnd.inlet_velocity if st.bnd is not None else (0.0, 0.0, 0.0)
-        self._inlet_values = xp.asarray(boundaries.rest_values(np.float32, u_in))
-        self._rest_values = xp.asarray(boundaries.rest_values(np.float32))
+        self._inlet_values = got(None, "inlet")
+        self._rest_values = got(None, "rest")
 
     @staticmethod
     def _grid(n: int):

@@ -73,6 +73,35 @@ def test_criterion_is_vorticity_times_spacing_over_u_ref():
     np.testing.assert_allclose(crit, want, rtol=1e-9)
 
 
+@pytest.mark.parametrize("accel", [(0.0, 0.0, 0.0), (1e-5, 0.0, -2e-5)])
+def test_the_device_criterion_batches_the_levels_to_the_same_bits(accel, emulated_cupy, monkeypatch):
+    """adapt.criterion on a device (the emulated CuPy) takes the levels as one batch of leaves where
+    they share an acceleration (one copy of the state, bounded by CRITERION_BATCH_BYTES), level
+    by level otherwise or above the bound: NumPy's per-level values bit for bit either way."""
+    e = engine(vortex(adapt={"max_level": 2}))
+    f = tree.refine(e.forest, [0])
+    X = reference.point_coordinates(f)
+    u = np.stack([0.02 * np.sin(0.3 * X[..., 1]), 0.01 * np.cos(0.2 * X[..., 0] + 0.1 * X[..., 2]),
+                  0.005 * np.sin(0.25 * X[..., 0])])
+    state = reference.init_state(np, f, reference.Physics(0.56), 1 + 0.01 * np.cos(0.1 * X[..., 0]), u)
+    state = state.astype(np.float32)
+    chunks = [(lv, state[:, f.level_slice(lv)]) for lv in f.levels]
+    assert len(chunks) >= 2
+    want = adapt.criterion(np, chunks, accel, 0.08, np.asarray)
+    concatenated = []
+    real = emulated_cupy.concatenate
+    monkeypatch.setattr(emulated_cupy, "concatenate", lambda arrays, *a, **k: (concatenated.append(arrays[0].ndim),
+                                                                                 real(arrays, *a, **k))[1])
+    for bound in (adapt.CRITERION_BATCH_BYTES, 0):
+        monkeypatch.setattr(adapt, "CRITERION_BATCH_BYTES", bound)
+        concatenated.clear()
+        got = adapt.criterion(emulated_cupy, chunks, accel, 0.08, np.asarray)
+        np.testing.assert_array_equal(got, want)
+        batched = bound > 0 and not any(accel)
+        # batched: the levels' states (Q, n, m, m, m) joined; else the levels' maxima (n,) at the end
+        assert concatenated == ([5] if batched else [1])
+
+
 def test_vortex_refines_where_it_is_and_coarsens_behind_it():
     e = engine()
     e.regrid()

@@ -64,6 +64,26 @@ def test_class_members_lie_in_their_classes(m):
     assert members.min() >= -1 and members.max() <= m
 
 
+@pytest.mark.parametrize("fallback", [False, True])
+def test_all_levels_at_once_are_each_levels_own(fallback, monkeypatch):
+    """group_desc.level_descriptors over every level (one set of passes, as a device build takes
+    them) gives each level's own descriptors call, array for array; also through the host grouping
+    of the stencil rows (unique_rows) that a failed distinct_order falls back to."""
+    if fallback:
+        monkeypatch.setattr(distinct_rows, "distinct_order", lambda xp, rows, lead: None)
+    for interp in ("quadratic", "linear"):
+        for name, forest in CASES:
+            points = {lv: interface.fixup_points(forest, lv) for lv in forest.levels}
+            together = group_desc.level_descriptors(forest, points, interp)
+            assert list(together) == list(forest.levels)
+            for lv in forest.levels:
+                alone = group_desc.descriptors(forest, lv, *points[lv], interp)
+                for what, x, y in zip(("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w"),
+                                      together[lv], alone):
+                    assert x.dtype == y.dtype and x.shape == y.shape, (name, lv, what)
+                    np.testing.assert_array_equal(x, y, err_msg=f"{name} {interp} level {lv}: {what}")
+
+
 def _device_cases():
     for name, forest in CASES:
         if "-m5-" in name or "-m9-1" in name:

@@ -80,6 +80,23 @@ def test_transfer_batches_do_not_change_the_bits(monkeypatch):
         np.testing.assert_array_equal(transfer.transfer(a, b, f, 0.62), want)
 
 
+def test_forest_copies_are_every_levels_copies():
+    """interface.forest_copies (one pass over the forest, state point ids) gives each level's
+    level_copies shifted by the level's first point, pair for pair in the same order."""
+    from nagare.engine.amr3d import interface
+
+    for a, b in tree_pairs():
+        for forest in (a, b):
+            got = interface.forest_copies(forest)
+            assert list(got) == list(forest.levels)
+            for lv in forest.levels:
+                lo = forest.level_slice(lv).start * M ** 3
+                dst, src = interface.level_copies(forest, lv)
+                assert dst.size > 0
+                np.testing.assert_array_equal(got[lv][0], dst + lo)
+                np.testing.assert_array_equal(got[lv][1], src + lo)
+
+
 def shifted(e, dx: float):
     """Engine ``e``'s vortex moved by dx (level-0 units) on its present tree: the next regrid refines
     ahead of it and coarsens behind it."""
