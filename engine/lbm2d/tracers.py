@@ -106,10 +106,12 @@ class Tracers:
     def velocity(self, ux, uy, p):
         """Bilinear interpolation of (ux, uy) at positions p (n, 2), clamped to the box."""
         xp = self.xp
-        x = xp.clip(p[:, 0], 0, self.nx - 1.000001)
-        y = xp.clip(p[:, 1], 0, self.ny - 1.000001)
-        i0 = xp.floor(x).astype(xp.int64)
-        j0 = xp.floor(y).astype(xp.int64)
+        x = xp.clip(p[:, 0], 0, self.nx - 1)
+        y = xp.clip(p[:, 1], 0, self.ny - 1)
+        # the cell's lower corner; on the last node line the last cell's, at t = 1 (a clamp just below
+        # n − 1 is n − 1 itself in float32, and its i0 + 1 would read past the row)
+        i0 = xp.minimum(xp.floor(x).astype(xp.int64), self.nx - 2)
+        j0 = xp.minimum(xp.floor(y).astype(xp.int64), self.ny - 2)
         tx = (x - i0).astype(ux.dtype)
         ty = (y - j0).astype(ux.dtype)
         i1, j1 = i0 + 1, j0 + 1

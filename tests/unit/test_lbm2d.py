@@ -136,6 +136,23 @@ def test_tracers_move_with_the_flow_and_recycle():
     assert (t.pos[:, 0] <= 39).all() and (t.pos[:, 0] >= 0).all()  # left the box → recycled
 
 
+def test_tracer_velocity_on_the_box_edges_is_the_edge_nodes():
+    """On the last node lines (x = nx − 1, y = ny − 1, and just inside them in float32) the bilinear
+    velocity is the edge nodes' own, never a node past the row (an IndexError on NumPy, a read
+    past the row on the GPU): a long-lived tracer reaches the outlet."""
+    p = preset(grid={"nx": 40, "ny": 20}, tracers={"count": 4, "rate": 1, "every": 1})
+    ny, nx = p.shape
+    t = Tracers(np, p.tracers, p.shape, np.zeros(p.shape, bool))
+    ux = np.arange(ny * nx, dtype=np.float32).reshape(ny, nx)
+    uy = -ux
+    pos = np.array([[nx - 1, 3.0], [5.0, ny - 1], [nx - 1, ny - 1], [np.nextafter(np.float32(nx - 1), 0), 3.0]],
+                   np.float32)
+    v = t.velocity(ux, uy, pos)
+    want = np.array([ux[3, nx - 1], ux[ny - 1, 5], ux[ny - 1, nx - 1], ux[3, nx - 1]], np.float32)
+    np.testing.assert_allclose(v[:, 0], want, rtol=1e-6)
+    np.testing.assert_allclose(v[:, 1], -want, rtol=1e-6)
+
+
 def test_tracer_integrator_is_second_order_in_a_vortex():
     """Midpoint rule in solid-body rotation: radius drift is O(dt³) per step (Euler: O(dt²))."""
     p = preset(grid={"nx": 41, "ny": 41}, tracers={"count": 1, "rate": 1})

@@ -496,6 +496,11 @@ def test_emulated_tracer_kernels_match_the_array_path(release, tmp_path_factory)
     # three tracer updates, kernel vs array path from the same state; the kernel keeps the ring's
     # counters in two device slots used in turn
     ref = e.tracers
+    # a few on the box's last node lines (x = nx − 1, y = ny − 1, just inside them in float32):
+    # their cells are the last ones, read at t = 1, never a node past the row
+    edge = np.array([[nx - 1, 20.5], [30.25, ny - 1], [nx - 1, ny - 1], [np.nextafter(np.float32(nx - 1), 0), 7.0]],
+                    np.float32)
+    ref.pos[-len(edge):], ref.age[-len(edge):] = edge, 5.0
     pos, age = ref.pos.copy(), ref.age.copy()
     solid = np.ascontiguousarray(ref.solid)
     ring, pts = _ring_and_points(p, ref, release)

@@ -94,8 +94,9 @@ template <typename T, typename S> struct LatticeNodes {
 template <typename U, typename Nodes>
 __device__ __forceinline__ void tracer_velocity(const Nodes& nodes, int nx, int ny, float px, float py, float& vx,
                                                 float& vy) {
-    const float x = fminf(fmaxf(px, 0.0f), float(nx - 1.000001)), y = fminf(fmaxf(py, 0.0f), float(ny - 1.000001));
-    const int i0 = int(floorf(x)), j0 = int(floorf(y)), i1 = i0 + 1, j1 = j0 + 1;
+    const float x = fminf(fmaxf(px, 0.0f), float(nx - 1)), y = fminf(fmaxf(py, 0.0f), float(ny - 1));
+    // on the last node line the last cell, at t = 1 (its i0 + 1 must stay in the row)
+    const int i0 = min(int(floorf(x)), nx - 2), j0 = min(int(floorf(y)), ny - 2), i1 = i0 + 1, j1 = j0 + 1;
     const U tx = U(x - float(i0)), ty = U(y - float(j0));
     const idx_t r0 = idx_t(j0) * nx, r1 = idx_t(j1) * nx;
     const U a = (U(1) - tx) * (U(1) - ty), b = tx * (U(1) - ty), c = (U(1) - tx) * ty, d = tx * ty;
