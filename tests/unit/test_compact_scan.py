@@ -596,3 +596,29 @@ def test_engine_picks_only_compiled_chunks():
     for n in (5, 8, 100, 512, 2048, 4096, 4097, 8192, 8193, 16384):
         assert scan.chunk_size(n) in scan.COMPILED
     assert {int(name.split(", ")[1]) for name in scan.kernel_names(np.float32)} == set(scan.COMPILED)
+
+
+def test_shared_memory_opt_in_is_raised_once_and_never_lowered():
+    """The solvers' opt-in above 48 KiB (solvers/base.py): one driver call per function and size
+    increase, none below the default limit, never lowered by a smaller plan."""
+    from nagare.engine.compact.solvers.base import SharedMemoryOptIn
+
+    class Fn:
+        def __init__(self):
+            self.sets = []
+            self._max = 0
+
+        @property
+        def max_dynamic_shared_size_bytes(self):
+            return self._max
+
+        @max_dynamic_shared_size_bytes.setter
+        def max_dynamic_shared_size_bytes(self, v):
+            self.sets.append(v)
+            self._max = v
+
+    opt_in, a, b = SharedMemoryOptIn(), Fn(), Fn()
+    for fn, smem in ((a, 40 * 1024), (a, 64 * 1024), (a, 64 * 1024), (a, 56 * 1024), (b, 56 * 1024),
+                     (a, 100 * 1024)):
+        opt_in(fn, smem)
+    assert a.sets == [64 * 1024, 100 * 1024] and b.sets == [56 * 1024]

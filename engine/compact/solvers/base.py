@@ -28,6 +28,22 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 
+class SharedMemoryOptIn:
+    """Dynamic shared memory above 48 KiB needs the function's opt-in (a driver call): raised once per
+    function to the largest size it is launched with, never lowered — the function object is shared by
+    every plan of its instance name, and another plan's larger lines may launch it next."""
+
+    DEFAULT_LIMIT = 48 * 1024
+
+    def __init__(self):
+        self._opted: dict = {}  # id(function) -> the dynamic shared memory it was opted in to
+
+    def __call__(self, fn, smem: int) -> None:
+        if smem > self.DEFAULT_LIMIT and smem > self._opted.get(id(fn), 0):
+            fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
+            self._opted[id(fn)] = fn.max_dynamic_shared_size_bytes
+
+
 class Solver(ABC):
     name: str
     doc: str

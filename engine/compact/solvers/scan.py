@@ -44,7 +44,7 @@ import numpy as np
 from ...cuda import KernelSpec, ctype, template
 from .. import schemes
 from ..tridiag import Factors
-from .base import Solver
+from .base import SharedMemoryOptIn, Solver
 
 CHUNKS = (4, 8, 16, 32)  # plannable chunk sizes (4: the emulation tests' many-warp teams)
 COMPILED = (8, 16, 32)  # the instances the GPU module holds: what chunk_size picks
@@ -331,7 +331,7 @@ class DeviceScan:
         self.plan = p
         self.fac_dev = cp.asarray(self.plan.packed().astype(self.dtype))
         self._fns: dict = {}
-        self._opted: dict = {}  # id(function) -> the dynamic shared memory it was opted in to
+        self._opt_in = SharedMemoryOptIn()
         self._coefs: dict = {}
 
     def _function(self, fused: bool, dissipative: bool, lines: int = 1):
@@ -358,11 +358,7 @@ class DeviceScan:
     def _launch_one(self, fused, dissipative, src, dst, coef, nsys, sys_stride, elem_stride, per, group_stride):
         w, grid, block, smem = launch_shape(self.plan, self.dtype, nsys, sys_stride, elem_stride)
         fn = self._function(fused, dissipative, w)
-        if smem > 48 * 1024 and smem > self._opted.get(id(fn), 0):
-            # the function object is shared by every plan of this instance name: raise its opt-in,
-            # never lower it (another plan's larger lines may launch it next)
-            fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
-            self._opted[id(fn)] = fn.max_dynamic_shared_size_bytes
+        self._opt_in(fn, smem)
         fn(
             grid, block, (src, dst, self.fac_dev, coef, np.int32(self.plan.n), np.int32(nsys), np.int64(sys_stride),
                           np.int64(elem_stride), np.int32(self.plan.t_lo), np.int32(self.plan.t_hi), np.int32(per),

@@ -168,9 +168,7 @@ class DeviceTile(scan.DeviceScan):
         w = tile_lines(p, self.dtype, nsys)
         fn = self._function(fused, dissipative, w)
         smem = tile_smem(p, w, self.dtype)
-        if smem > 48 * 1024 and smem > self._opted.get(id(fn), 0):
-            fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
-            self._opted[id(fn)] = fn.max_dynamic_shared_size_bytes
+        self._opt_in(fn, smem)
         resident = resident_blocks(p.team * w, smem, fn.num_regs, fn.shared_size_bytes, self._sm)
         grid = persistent_grid(-(-nsys // w), resident, self._sm["multiProcessorCount"])
         fn((grid,), (p.team, w),

@@ -66,7 +66,7 @@ import numpy as np
 from ...cuda import KernelSpec, ctype, template
 from .. import schemes
 from ..tridiag import Factors
-from .base import Solver
+from .base import SharedMemoryOptIn, Solver
 from .scan import coefficients  # the fused kernel's coef: the scan kernel's layout (the same right-hand side)
 
 SAFETY = 8.0  # the halo leaves the truncation ε/SAFETY of the line's values: the back substitution and the
@@ -327,7 +327,7 @@ class DeviceWindow:
         self._fns: dict = {}
         self._coefs: dict = {}
         self._work: dict = {}
-        self._opted: dict = {}  # id(function) -> the dynamic shared memory it was opted in to
+        self._opt_in = SharedMemoryOptIn()
         self._plans: dict = {}  # lines a launch -> its plan (for_lines)
 
     def _function(self, fused: bool, dissipative: bool, stage: bool):
@@ -359,9 +359,7 @@ class DeviceWindow:
         stage = staged(elem_stride, group)
         grid, block, smem = launch_shape(p, self.dtype, nsys, stage)
         fn = self._function(fused, dissipative, stage)
-        if smem > 48 * 1024 and smem > self._opted.get(id(fn), 0):  # a driver call, once per function
-            fn.max_dynamic_shared_size_bytes = max(smem, fn.max_dynamic_shared_size_bytes)
-            self._opted[id(fn)] = fn.max_dynamic_shared_size_bytes
+        self._opt_in(fn, smem)
         with self.stream if self.stream is not None else contextlib.nullcontext():
             self._run(p, fn, grid, block, smem, src, out, coef, nsys, sys_stride, elem_stride, per, group_stride)
             if out is not dst:
