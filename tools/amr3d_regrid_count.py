@@ -157,7 +157,7 @@ class DeviceArray(np.ndarray):
 
 
 # NumPy functions whose result's size depends on the device's data (CuPy synchronises for it)
-_SIZED = {"nonzero", "flatnonzero", "argwhere", "unique", "compress", "extract"}
+_SIZED = {"nonzero", "flatnonzero", "argwhere", "unique", "compress", "extract", "bincount"}
 
 
 def _masked(idx) -> bool:
@@ -269,6 +269,9 @@ class _Stream:
 
     def wait_event(self, ev):
         pass
+
+    def is_capturing(self):  # no graphs here
+        return False
 
     def synchronize(self):
         COUNTS.add("stream_sync")

@@ -14,7 +14,14 @@ from ..cuda import KernelSpec
 from . import d3q27, ladder
 from . import kernel_names as names_of
 
-GRAPH_STEPS = 16  # steps per captured graph (a batch's remainder gets a graph of its own)
+GRAPH_STEPS = 16  # steps per captured graph at most
+
+
+def graph_batch(n: int) -> int:
+    """The steps of the next graph replay of n: the largest power of two ≤ n, at most GRAPH_STEPS.
+    Whatever the batches, a stepper captures 1, 2, 4, 8 and 16 steps (each for both buffer roles of
+    an odd count) and no more: a capture of a deep tree's 16 steps is thousands of nodes."""
+    return min(GRAPH_STEPS, 1 << (n.bit_length() - 1))
 
 
 def _prelude(model) -> str:
@@ -220,7 +227,7 @@ class LadderStepper:
             return
         with self.timer.phase("step", steps=n):
             while n:
-                c = min(n, GRAPH_STEPS)
+                c = graph_batch(n)
                 # both buffers: a restore allocates a new pair, and the pool may give one of them an
                 # old address (a graph keyed on bufs[0] alone could replay into a freed bufs[1])
                 key = (c, int(bufs[0].data.ptr), int(bufs[1].data.ptr))

@@ -240,6 +240,8 @@ def _download_together(xp, arrays) -> tuple:
     back: their bytes joined on the device, one read-back, then split (views of one host buffer)."""
     if xp is np:
         return tuple(arrays)
+    if any(a.dtype.itemsize != 8 for a in arrays):  # (a narrower one would shift every later slice)
+        raise TypeError("_download_together joins 8-byte items: " + ", ".join(str(a.dtype) for a in arrays))
     flat = xp.concatenate([a.reshape(-1).view(np.int64) for a in arrays])
     host = xp.asnumpy(flat)
     out, at = [], 0
@@ -321,8 +323,11 @@ def _distinct_stencils(xp, forest: Forest, keys, interp: str, k: int, coarse_spa
         first = order
         inv = xp.empty_like(order)
         inv[order] = xp.arange(len(order))
-    u_count = xp.bincount(level, minlength=k)
-    u_first = xp.cumsum(u_count) - u_count
+    # each level's rows: level leads the rows' order, so a search (no bincount: it reads the
+    # counts' range back, twice) and per row, not per position (rows may repeat positions' stencils)
+    ends = xp.searchsorted(level[first], xp.arange(1, k + 1, dtype=level.dtype))
+    u_first = xp.concatenate([xp.zeros(1, ends.dtype), ends[:-1]])
+    u_count = ends - u_first
     return coarse_pts, coarse_cut, slot[first], cw[first], u_first, u_count, inv[row]
 
 

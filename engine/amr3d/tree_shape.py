@@ -129,6 +129,7 @@ class Tree(Regridding, Shape):
                                                                              collision=e.collision),
                                              xp.array(leaves, dtype=self.dtype), self.tables, synchronised=True,
                                              bnd=bnd, half=fp16)
+            self._drop_device_copies()
             return
         mothered = self.storage_of(rung) == "mothers"
         coupling, bnd = self.mother_interface() if mothered else (self.interface(), bnd)
@@ -136,6 +137,14 @@ class Tree(Regridding, Shape):
                                    CupyKernels(RUNG_KERNELS[rung] if mothered else rung, e.stream),
                                    e.timer, dtype=self.dtype, bnd=bnd, collision=e.collision, fp16=fp16)
         self.stepper.set_state(leaves)
+        self._drop_device_copies()
+
+    def _drop_device_copies(self) -> None:
+        """The coupling's device-built tables (a regrid builds them there) once a stepper has taken
+        what it needs: a rung that does not use them (the reference, mother leaves) would keep them
+        on the device until the next build. The host fields stay (a later switch uploads from them)."""
+        for c in (self.coupling or {}).values():
+            c.device = None
 
     def storage_of(self, rung: str) -> str:
         """A tree's storage for a rung: P0's mother leaves (mothers.py) for the rungs that use them on a

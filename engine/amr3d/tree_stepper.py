@@ -33,13 +33,11 @@ import numpy as np
 
 from . import boundaries, collision, d3q27, interface, leafgrid, levels, storage
 from .collision import Collision
-from .gpu import LadderStepper, _no_phase, coupling_kernels  # (gpu.py imports no CuPy at module level)
+from .gpu import LadderStepper, _no_phase, coupling_kernels, graph_batch  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
 from .tracer_kernels import LevelBuffers
 from .tree import Forest
 from .uploads import upload_together
-
-GRAPH_STEPS = 16  # coarse steps per captured graph (a batch's remainder gets a graph of its own)
 
 
 def _scale(tau0: float, accel0, src: int, dst: int):
@@ -265,7 +263,7 @@ class TreeStepper:
             return
         with self.timer.phase("step", steps=n):
             while n:
-                c = min(n, GRAPH_STEPS)
+                c = graph_batch(n)
                 key = (c,) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
                 g = self._graphs.get(key)
                 if g is None:  # the capture runs the steps' Python once: their buffer swaps are done

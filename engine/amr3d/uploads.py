@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-ALIGN = 256  # bytes between the tables' starts: every dtype's alignment, and CuPy's allocation granularity
+ALIGN = 256  # bytes between the tables' starts: every dtype's alignment (CuPy's allocations are 512-byte aligned)
 
 
 def upload_together(xp, arrays) -> list:
@@ -49,5 +49,14 @@ def constant(xp, key, make):
     if k not in _CONSTANTS:
         host = np.array(make(), order="C")
         host.flags.writeable = False
-        _CONSTANTS[k] = host if xp is np else xp.asarray(host)
+        if xp is np:
+            _CONSTANTS[k] = host
+        else:
+            stream = xp.cuda.get_current_stream()
+            if stream.is_capturing():  # a captured copy would fill the table only when the graph replays
+                raise RuntimeError(f"amr3d: the constant table {key!r} is first asked for inside a CUDA graph "
+                                   "capture; ask for it before capturing")
+            dev = xp.asarray(host)
+            stream.synchronize()  # every stream may read it from now on (the app reads on its own streams)
+            _CONSTANTS[k] = dev
     return _CONSTANTS[k]

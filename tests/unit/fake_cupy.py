@@ -54,6 +54,9 @@ class _Stream:
     def wait_event(self, ev):  # launches run when made: nothing to wait for
         pass
 
+    def is_capturing(self):  # no graphs here
+        return False
+
     def synchronize(self):
         pass
 

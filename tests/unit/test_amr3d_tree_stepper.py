@@ -152,3 +152,17 @@ def test_timing_phases_count_one_step_per_coarse_step():
     for s in samples:
         per[s.phase] = per.get(s.phase, 0) + s.steps
     assert per == {"step": 3, "coupling": 3}
+
+
+def test_graph_batches_are_powers_of_two_at_most_graph_steps():
+    """A batch of n steps replays graphs of 1, 2, 4, 8 or 16 steps (so a stepper holds at most five
+    lengths, each for both buffer roles), the largest first, summing to n."""
+    from nagare.engine.amr3d.gpu import GRAPH_STEPS, graph_batch
+
+    for n in range(1, 80):
+        parts, left = [], n
+        while left:
+            parts.append(graph_batch(left))
+            left -= parts[-1]
+        assert sum(parts) == n and parts == sorted(parts, reverse=True)
+        assert set(parts) <= {1, 2, 4, 8, GRAPH_STEPS} and parts.count(1) <= 1
