@@ -23,7 +23,7 @@ applies lists:
   pressure) held at 1 — as lbm2d's pressure outlet. A plain copy leaves the density level of the
   whole flow undetermined (the velocity inlet does not fix it either: a uniform offset of ρ in the
   domain stays for good), so the smallest bias of the step moves it for as long as the run lasts:
-  fp16 storage's rounding (f − w in IEEE half) lowered it by ~1.5e-7 a step on a one-level sphere
+  fp16 storage's rounding (f − w in IEEE half) lowered it by ~2.5e-7 a step on a one-level sphere
   and raised C_d with it (docs/amr3d-flows.md, tests/unit/test_amr3d_outflow.py).
 - **Free-slip sides** (``slip``): specular reflection at the half-way wall instead of bounce-back,
   c' = c − 2(c·n)n. Nothing is applied after the step: the pull itself reads the mirrored node's
