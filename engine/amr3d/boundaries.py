@@ -18,7 +18,13 @@ applies lists:
   equilibrium at (ρ = 1, u_in) after each step of its level (an equilibrium boundary: first order
   in the non-equilibrium part, robust, and the usual choice for a far-field inflow).
 - **Outflow** on one side: every stored copy of a node on that side takes all 27 populations of
-  the next node inwards, in the same leaf (zero normal gradient, first order), after each step.
+  the next node inwards, in the same leaf (zero normal gradient, first order), scaled by 1/ρ of
+  that node: the velocity and the shape of the populations extrapolated, the density (the
+  pressure) held at 1 — as lbm2d's pressure outlet. A plain copy leaves the density level of the
+  whole flow undetermined (the velocity inlet does not fix it either: a uniform offset of ρ in the
+  domain stays for good), so the smallest bias of the step moves it for as long as the run lasts:
+  fp16 storage's rounding (f − w in IEEE half) lowered it by ~2.5e-7 a step on a one-level sphere
+  and raised C_d with it (docs/amr3d-flows.md, tests/unit/test_amr3d_outflow.py).
 - **Free-slip sides** (``slip``): specular reflection at the half-way wall instead of bounce-back,
   c' = c − 2(c·n)n. Nothing is applied after the step: the pull itself reads the mirrored node's
   reflected population, classified once per tree like every pull source (tables.py
@@ -284,12 +290,22 @@ def rest_values(dtype, velocity=(0.0, 0.0, 0.0)) -> np.ndarray:
     return d3q27.equilibrium(np, np.array(1.0), *u).astype(dtype)
 
 
+def outflow_values(xp, src):
+    """The outlet's populations (Q, n) from those of the nodes inwards, ``src`` (Q, n): src / ρ(src),
+    in src's precision and the kernels' order (ρ summed over q in index order, one reciprocal, one
+    rounded product per population: coupling.cu amr3d_outflow_points)."""
+    rho = src[0].copy()
+    for q in range(1, d3q27.Q):
+        rho = rho + src[q]
+    return src * (src.dtype.type(1.0) / rho)
+
+
 def apply(xp, f2, b: LevelBoundary, offset: int, inlet_velocity) -> None:
-    """In place on f2 (Q, N): the lists of one level (point ids + ``offset``): outlet copies, the
-    inlet equilibrium, solid nodes to rest — in this order, so an inlet or solid node on the outlet
-    side keeps its own value."""
+    """In place on f2 (Q, N): the lists of one level (point ids + ``offset``): the outflow
+    (:func:`outflow_values`), the inlet equilibrium, solid nodes to rest — in this order, so an
+    inlet or solid node on the outlet side keeps its own value."""
     if b.outlet_dst.size:
-        f2[:, b.outlet_dst + offset] = f2[:, b.outlet_src + offset]
+        f2[:, b.outlet_dst + offset] = outflow_values(xp, f2[:, b.outlet_src + offset])
     if b.inlet_pts.size:
         f2[:, b.inlet_pts + offset] = xp.asarray(rest_values(f2.dtype, inlet_velocity))[:, None]
     if b.solid_pts.size:

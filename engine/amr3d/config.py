@@ -181,7 +181,7 @@ class Flow(Strict):
     """An open flow: a velocity inlet and an outflow on non-periodic sides (docs/amr3d-flows.md)."""
     inlet: Side = Field("none", description="side with a velocity inlet (the equilibrium at `velocity`, ρ = 1)")
     outlet: Side = Field("none", description="side with a zero-gradient outflow (populations copied from the "
-                                             "next node inwards)")
+                                             "next node inwards, scaled to ρ = 1: the pressure held)")
     velocity: tuple[float, float, float] = Field((0.0, 0.0, 0.0),
                                                  description="inflow velocity, and the initial flow (lattice units)")
     wall: Literal["halfway", "interpolated"] = Field(

@@ -42,11 +42,11 @@ def csm(m: int) -> dict[str, str]:
 # store_pop)
 COUPLING = {"rescale": "amr3d_rescale_points<float>", "restrict": "amr3d_restrict<float>",
             "fixup32": "amr3d_fixup<int>", "fixup64": "amr3d_fixup<long long>",
-            "copy_points": "amr3d_copy_points<float>", "set_points": "amr3d_set_points<float>",
+            "outflow": "amr3d_outflow_points<float>", "set_points": "amr3d_set_points<float>",
             "links": "amr3d_links<float>",
             "rescale_16": "amr3d_rescale_points<unsigned short>", "restrict_16": "amr3d_restrict<unsigned short>",
             "fixup32_16": "amr3d_fixup<int,unsigned short>", "fixup64_16": "amr3d_fixup<long long,unsigned short>",
-            "copy_points_16": "amr3d_copy_points<unsigned short>", "set_points_16": "amr3d_set_points<unsigned short>",
+            "outflow_16": "amr3d_outflow_points<unsigned short>", "set_points_16": "amr3d_set_points<unsigned short>",
             "links_16": "amr3d_links<unsigned short>"}
 
 

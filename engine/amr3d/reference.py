@@ -17,7 +17,8 @@ for the shell points.
 
 fp16 storage (``half``, the registry's reference for the kernels' fp16 storage): the state is
 rounded to what the kernels' level buffers keep (storage.round_fp16) wherever they store it — a
-level's new state after its collision and boundaries, the coarse copies after a restriction —
+level's new state after its collision and again after its boundaries (which read the stored step:
+the outflow scales its source node's populations), the coarse copies after a restriction —
 and the arithmetic stays in the state's fp32, as the kernels' (rounding a rounded value returns it).
 """
 from __future__ import annotations
@@ -165,6 +166,8 @@ def _advance(xp, f, f_prev, tables: Tables, lv: int, theta: float, physics: Phys
     f[:, sl] = collision.collide(xp, g, levels.tau_at(physics.tau0, lv), levels.accel_at(physics.accel0, lv),
                                  physics.collision, coef)
     if bnd is not None and lv in bnd.level:
+        if half:  # the boundaries read the stored step (the outflow computes with its source node)
+            f[:, sl] = storage.round_fp16(xp, f[:, sl])
         boundaries.apply(xp, f.reshape(d3q27.Q, -1), bnd.level[lv], lt.lo * tables.forest.m ** 3, bnd.inlet_velocity)
     if half:
         f[:, sl] = storage.round_fp16(xp, f[:, sl])

@@ -598,7 +598,7 @@ class CupyKernels:
         plane = np.int64(st.coupling[lv].n * self.m3[lv])
         if b.outlet_dst.size:
             g, t = self._grid(b.outlet_dst.size)
-            self.k["copy_points" + self.half](g, t, (buf, b.outlet_dst, b.outlet_src, np.int32(b.outlet_dst.size),
+            self.k["outflow" + self.half](g, t, (buf, b.outlet_dst, b.outlet_src, np.int32(b.outlet_dst.size),
                                                      plane), stream=self.stream)
         for pts, vals in ((b.inlet_pts, self._inlet_values), (b.solid_pts, self._rest_values)):
             if pts.size:

@@ -23,8 +23,9 @@ C, Q, OPP = d3q27.C, d3q27.Q, d3q27.OPP
 # ---- one level: a np.roll lattice with a solid mask ---------------------------------------------
 def roll_flow_step(G, tau, solid, periodic, inlet_u):
     """Uniform lattice G[q, z, y, x]: np.roll pull streaming; half-way bounce-back from solid nodes
-    and beyond walls; BGK; then the outflow (x = end copies x = end − 1), the inflow equilibrium at
-    x = 0, solid nodes at rest — written independently of boundaries.py."""
+    and beyond walls; BGK; then the outflow (x = end takes x = end − 1 divided by its density,
+    summed over q in order), the inflow equilibrium at x = 0, solid nodes at rest — written
+    independently of boundaries.py."""
     g = np.empty_like(G)
     for q in range(Q):
         r = np.roll(G[q], (C[q, 2], C[q, 1], C[q, 0]), axis=(0, 1, 2))
@@ -38,7 +39,11 @@ def roll_flow_step(G, tau, solid, periodic, inlet_u):
         r = np.where(src_solid & ~solid, G[OPP[q]], r)
         g[q] = r
     out = d3q27.collide(np, g, tau)
-    out[:, :, :, -1] = out[:, :, :, -2]
+    inward = out[:, :, :, -2]
+    rho = inward[0].copy()
+    for q in range(1, Q):
+        rho = rho + inward[q]
+    out[:, :, :, -1] = inward * (G.dtype.type(1) / rho)
     one = np.ones(1)
     out[:, :, :, 0] = d3q27.equilibrium(np, one, *(np.full(1, v) for v in inlet_u)).astype(G.dtype)[:, :, None]
     rest = d3q27.equilibrium(np, one, *(np.zeros(1),) * 3).astype(G.dtype)

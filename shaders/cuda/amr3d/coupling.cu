@@ -201,19 +201,28 @@ __global__ void amr3d_csm_fix_velocity(const float* __restrict__ src, float* __r
 #endif
 
 // Flow boundaries (engine/amr3d/boundaries.py, applied after the fix-up of a level step, in this
-// order): outflow nodes copy all populations of the next node inwards; inlet and solid nodes take
-// a fixed population vector (the inflow equilibrium, or rest). A thread per point. On fp16 storage
-// a copy moves the stored bits (the value the reference copies) and a set stores values[q] as
-// store_pop does.
+// order): outflow nodes take all populations of the next node inwards scaled by 1/rho of that node
+// (boundaries.outflow_values: the pressure held at the outlet, so the density level of the flow is
+// fixed); inlet and solid nodes take a fixed population vector (the inflow equilibrium, or rest). A
+// thread per point. The outflow's product is __fmul_rn (never contracted into the store's - w on
+// fp16 storage), so fp16 gives the fp32 kernel's value rounded; a set stores values[q] as store_pop
+// does.
 template <typename S = float>
-__global__ void amr3d_copy_points(S* __restrict__ f, const long long* __restrict__ dst,
-                                             const long long* __restrict__ src, int n, long long plane)
+__global__ void amr3d_outflow_points(S* __restrict__ f, const long long* __restrict__ dst,
+                                     const long long* __restrict__ src, int n, long long plane)
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
     const idx_t d = (idx_t)dst[r], s = (idx_t)src[r];
+    float v[Q];
 #pragma unroll
-    for (int q = 0; q < Q; ++q) f[q * plane + d] = f[q * plane + s];
+    for (int q = 0; q < Q; ++q) v[q] = d3q27::load_pop(f, q * plane + s, q);
+    float rho = v[0];
+#pragma unroll
+    for (int q = 1; q < Q; ++q) rho += v[q];
+    const float inv = 1.f / rho;
+#pragma unroll
+    for (int q = 0; q < Q; ++q) d3q27::store_pop(f, q * plane + d, q, __fmul_rn(v[q], inv));
 }
 
 template <typename S = float>
