@@ -46,6 +46,7 @@ from nagare import shaders
 
 from . import device_draw, interop, splat
 from .drawer import host
+from .laid_out_text import LaidOutText
 from .overlay_style import LEVEL_COLOURS, TRACER_RGBA, TRACER_SIZE, TRAIL_ALPHA, TRAIL_RGB
 from .probe import register_geometry
 from .slice_drag import SlicePlaneGeometry
@@ -387,7 +388,7 @@ class Frame3D:
     def __init__(self, canvas, prefix: str):
         self.outline = scene.visuals.Line(connect="segments", color=(0.75, 0.75, 0.8, 1.0), antialias=False)
         self.axes = scene.visuals.Line(connect="segments", width=2.0)
-        self.labels = scene.visuals.Text("", color="white", font_size=9, anchor_x="left", anchor_y="bottom")
+        self.labels = LaidOutText("", color="white", font_size=9, anchor_x="left", anchor_y="bottom")
         self.names = [f"{prefix}_outline", f"{prefix}_axes", f"{prefix}_labels"]
         for name, node in zip(self.names, (self.outline, self.axes, self.labels)):
             canvas.add_visual(name, node)
