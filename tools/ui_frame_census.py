@@ -212,6 +212,10 @@ def measure(case: str, frames: int, warmup: int = 8, profile_out: str | None = N
         t_total += time.perf_counter() - t
     calls = dict(gl_calls.calls)
     names = dict(gl_calls.names)
+    # hud_gl.LeanRenderer calls OpenGL's unwrapped entry points (not counted above): its own count
+    lean_calls = getattr(canvas.hud.renderer, "gl_calls", None) if canvas.hud is not None else None
+    if lean_calls is not None:
+        calls["pyopengl"] = lean_calls * frames
     out = {"case": case, "frames": frames, "ms_per_frame": 1e3 * t_total / frames,
            "glFinish_ms": 1e3 * t_finish / frames,
            # the UI thread's own CPU time up to glFinish (Mesa rasterises on threads of its own)

@@ -467,7 +467,7 @@ class FieldCanvas(scene.SceneCanvas):
             self._pending = self._pending or self.shown
         if self.hud is not None and self.hud.visible:
             self.context.flush_commands()
-            self.hud.render(self.physical_size, self.pixel_scale)
+            self.hud.render(self.physical_size, self.pixel_scale, self.gl_state().known)
             self.gl_state().forget()  # imgui sets GL state directly, not through VisPy
         self.frames_drawn += 1
 
@@ -839,7 +839,7 @@ class FieldCanvas(scene.SceneCanvas):
             self._draw_scene(bgcolor=bgcolor)
             if hud and region is None and self.hud is not None and self.hud.visible:
                 self.context.flush_commands()  # the fbo bound before imgui's raw GL calls
-                self.hud.render(size, s)
+                self.hud.render(size, s, state.known)
             result = fbo.read(crop=crop)
         finally:
             state.forget()

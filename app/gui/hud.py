@@ -207,7 +207,8 @@ class Hud:
         try:
             # imgui-bundle (≈0.5 s) loads when the HUD is first drawn: a window without it never pays
             from imgui_bundle import imgui, implot
-            from imgui_bundle.python_backends.opengl_backend_programmable import ProgrammablePipelineRenderer
+
+            from .hud_gl import LeanRenderer
 
             self.ctx = imgui.create_context()
             imgui.set_current_context(self.ctx)
@@ -216,14 +217,16 @@ class Hud:
             io = imgui.get_io()
             io.set_ini_filename("")  # no imgui.ini littering the user's folder
             imgui.style_colors_dark()
-            self.renderer = ProgrammablePipelineRenderer()
+            self.renderer = LeanRenderer()
         except Exception as exc:  # missing PyOpenGL, GL too old: the app runs without the HUD
             self.error = f"HUD unavailable ({type(exc).__name__}: {exc})"
             log.warning("nagare: %s", self.error)
             return False
         return True
 
-    def render(self, physical_size, pixel_scale: float = 1.0) -> None:
+    def render(self, physical_size, pixel_scale: float = 1.0, gl_known: dict | None = None) -> None:
+        """One HUD frame over what is drawn; ``gl_known``: GL state the caller knows GL has now
+        (the canvas' state filter's record: hud_gl.py asks GL only for the rest)."""
         if not self._ensure():
             return
         # imgui-bundle: deferred as in _ensure (≈0.5 s, only once the HUD is drawn)
@@ -243,7 +246,7 @@ class Hud:
             self._draw()
         finally:
             imgui.render()
-        self.renderer.render(imgui.get_draw_data())
+        self.renderer.render(imgui.get_draw_data(), gl_known)
         self.frames += 1
 
     # ---- content -----------------------------------------------------------------------

@@ -296,3 +296,58 @@ def test_the_state_filter_forgets_what_a_failed_batch_may_not_have_sent():
     fail[0] = False
     parser.parse([blend, uniform])
     assert ran == [blend, uniform]
+
+
+def test_the_lean_hud_renderer_draws_the_stock_renderers_pixels(make_canvas, monkeypatch):
+    """hud_gl.LeanRenderer against imgui-bundle's renderer: the same HUD pixels, and the same scene
+    in the frame after it (VisPy's first visuals inherit the GL state the HUD leaves), for a 2D
+    grid with axes and a 3D view; a frame's HUD takes at most 50 GL calls (the stock renderer: about
+    30 to save and restore state, one glGetError after each call, 3 a draw command: some 150)."""
+    if not isolated(__file__, "test_the_lean_hud_renderer_draws_the_stock_renderers_pixels"):
+        return
+    from types import SimpleNamespace
+
+    from imgui_bundle.python_backends.opengl_backend_programmable import ProgrammablePipelineRenderer
+    from nagare.app.gui import hud_gl
+    from nagare.app.gui.hud import Hud
+    from nagare.app.packets import FramePacket
+
+    class Stock(ProgrammablePipelineRenderer):
+        def render(self, draw_data, known=None):
+            super().render(draw_data)
+
+    history = [SimpleNamespace(wall=0.25 * i, step=10 * i, steps_per_s=40.0, updates_per_s=4e6 + 1e4 * i,
+                               gbytes_per_s=1.5, roofline_pct=12.0, phase_ms={"step": 2.0 + 0.1 * (i % 5)})
+               for i in range(40)]
+
+    def frames(renderer):
+        monkeypatch.setattr(hud_gl, "LeanRenderer", renderer)
+        c = make_canvas(720, 420)
+        c.hud = Hud(c, lambda: (history, {}, "running · step 100"), lambda axis, choice: None)
+        c.relayout()
+        rng = np.random.default_rng(4)
+        shots = []
+        field = rng.random((40, 56)).astype(np.float32)
+        tracers = (rng.random((30, 2)) * [56, 40]).astype(np.float32)
+        for seq in range(3):
+            c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                      data=field, overlay=tracers, vmin=0.0, vmax=1.0 + seq))
+            c.draw_now(finish=True)
+        shots += [c.grab(hud=True), c.grab()]
+        c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True)
+        for seq in range(3, 6):
+            c.show_packet(_volume_packet(seq, rng))
+            c.draw_now(finish=True)
+        shots += [c.grab(hud=True), c.grab()]
+        calls = getattr(c.hud.renderer, "gl_calls", None)
+        c.close()
+        monkeypatch.undo()
+        return shots, calls
+
+    stock, _ = frames(Stock)
+    lean, calls = frames(hud_gl.LeanRenderer)
+    assert calls is not None and calls <= 50
+    for with_hud, without in zip(lean[0::2], lean[1::2]):  # the HUD is drawn in its column
+        assert (np.abs(with_hud[:, :300].astype(int) - without[:, :300]).max(axis=-1) > 30).sum() > 500
+    for a, b in zip(stock, lean):
+        np.testing.assert_array_equal(a, b)
