@@ -45,6 +45,7 @@ from .device_draw import HIDDEN, DeviceLines, GeometryUploads, leaf_lines, point
 from .drawer import Drawer, HostBytes, counting_host_bytes, host
 from .gl_state import RedundantStateFilter
 from .grid_lod import block_mean, grid_step
+from .held_uniforms import HeldUniforms
 from .shared_texture import SharedTexture
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
 
@@ -79,8 +80,9 @@ class ParticleVisual(Visual):
         self._bounds = np.zeros((2, 3))
         self.shared_program["a_position"] = self._pos
         self.shared_program["a_value"] = self._val
-        self.shared_program["u_size"] = 6.0
-        self.shared_program["u_clim"] = (0.0, 1.0)
+        self._uniforms = HeldUniforms(self.shared_program)
+        self._uniforms.set("u_size", 6.0)
+        self._uniforms.set("u_clim", (0.0, 1.0))
         self.set_colormap(colormap)
         self._draw_mode = "points"
         self.set_gl_state("translucent", depth_test=True)
@@ -103,8 +105,8 @@ class ParticleVisual(Visual):
         """Colour range and sprite size (and the bounds, when known) of buffers CUDA wrote."""
         if bounds is not None:
             self._bounds = np.asarray(bounds, np.float64)
-        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
-        self.shared_program["u_size"] = float(size)
+        self._uniforms.set("u_clim", tuple(float(c) for c in clim))
+        self._uniforms.set("u_size", float(size))
         self.update()
 
     def _prepare_transforms(self, view):
@@ -131,7 +133,8 @@ class OverlayVisual(Visual):
                          fcode=shaders.source("glsl/overlay.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 2), np.float32))
         self.shared_program["a_position"] = self._pos
-        self.shared_program["u_size"] = 4.0
+        self._uniforms = HeldUniforms(self.shared_program)
+        self._uniforms.set("u_size", 4.0)
         self.shared_program["u_color"] = tuple(color)
         self.shared_program["u_halo"] = tuple(halo)
         self.shared_program["u_core"] = float(core)
@@ -144,7 +147,7 @@ class OverlayVisual(Visual):
         self.set_size(size)
 
     def set_size(self, size: float) -> None:
-        self.shared_program["u_size"] = float(size)
+        self._uniforms.set("u_size", float(size))
         self.update()
 
     def _prepare_transforms(self, view):

@@ -23,6 +23,8 @@ from vispy import scene
 from vispy.gloo import IndexBuffer, VertexBuffer
 from vispy.visuals.text import text as vispy_text
 
+from .held_uniforms import HeldUniforms
+
 KEPT_LAYOUTS = 512  # strings kept per visual; past that the cache starts again (ticks of many ranges)
 
 
@@ -32,8 +34,10 @@ class LaidOutTextVisual(vispy_text.TextVisual):
 
     def __init__(self, *args, **kwargs):
         self._layouts: dict = {}
-        self._uniforms: dict = {}  # name → the value last given to the program
         super().__init__(*args, **kwargs)
+        self.unfreeze()
+        self._uniforms = HeldUniforms(self.shared_program)
+        self.freeze()
 
     def _layout(self, string: str) -> np.ndarray:
         key = (string, self._font, self._anchors, self._font._lowres_size, self._line_height)
@@ -45,15 +49,6 @@ class LaidOutTextVisual(vispy_text.TextVisual):
                                                                self._anchors[1], self._font._lowres_size,
                                                                self._line_height)
         return vbo
-
-    def _set_uniform(self, name: str, value, by_identity: bool = False) -> None:
-        """``shared_program[name] = value`` unless the program holds that value (an object such as
-        the atlas texture or the kernel array: the same object)."""
-        held = self._uniforms.get(name, self)  # self: nothing set yet
-        if held is not self and (held is value if by_identity else np.array_equal(held, value)):
-            return
-        self.shared_program[name] = value
-        self._uniforms[name] = value
 
     def _prepare_draw(self, view):
         # TextVisual._prepare_draw, with the layouts taken from the cache and the uniforms set on change
@@ -97,13 +92,13 @@ class LaidOutTextVisual(vispy_text.TextVisual):
             self._color_changed = False
         transforms = self.transforms
         tr = transforms.get_transform("document", "render")
-        self._set_uniform("u_npix", (self._font_size / 72.0) * transforms.dpi)  # logical px
-        self._set_uniform("u_px_scale", (tr.map((1, 0)) - tr.map((0, 1)))[:2])
-        self._set_uniform("u_scaling", self._scaling)
-        self._set_uniform("u_kernel", self._font._kernel, by_identity=True)
-        self._set_uniform("u_color", self._color.rgba)
-        self._set_uniform("u_font_atlas", self._font._atlas, by_identity=True)
-        self._set_uniform("u_font_atlas_shape", self._font._atlas.shape[:2])
+        self._uniforms.set("u_npix", (self._font_size / 72.0) * transforms.dpi)  # logical px
+        self._uniforms.set("u_px_scale", (tr.map((1, 0)) - tr.map((0, 1)))[:2])
+        self._uniforms.set("u_scaling", self._scaling)
+        self._uniforms.set("u_kernel", self._font._kernel, by_identity=True)
+        self._uniforms.set("u_color", self._color.rgba)
+        self._uniforms.set("u_font_atlas", self._font._atlas, by_identity=True)
+        self._uniforms.set("u_font_atlas_shape", self._font._atlas.shape[:2])
 
 
 LaidOutText = scene.visuals.create_visual_node(LaidOutTextVisual)

@@ -46,6 +46,7 @@ from nagare import shaders
 
 from . import device_draw, interop, splat
 from .drawer import host
+from .held_uniforms import HeldUniforms
 from .laid_out_text import LaidOutText
 from .overlay_style import LEVEL_COLOURS, TRACER_RGBA, TRACER_SIZE, TRAIL_ALPHA, TRAIL_RGB
 from .probe import register_geometry
@@ -95,7 +96,8 @@ class SlicePlanesVisual(_LutColormap, Visual):
         self.shared_program["a_position"] = self._pos
         self.shared_program["a_texcoord"] = self._tc
         self.shared_program["u_volume"] = self.texture
-        self.shared_program["u_clim"] = (0.0, 1.0)
+        self._uniforms = HeldUniforms(self.shared_program)
+        self._uniforms.set("u_clim", (0.0, 1.0))
         self.set_colormap(colormap)
         self.shape = None  # (nz, ny, nx) of the texture
         self._planes_key = None  # (planes, spacing, shape) the vertex buffers hold
@@ -105,7 +107,7 @@ class SlicePlanesVisual(_LutColormap, Visual):
         self.set_gl_state("opaque", depth_test=True, cull_face=False)
 
     def set_clim(self, clim) -> None:
-        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
+        self._uniforms.set("u_clim", tuple(float(c) for c in clim))
         self.update()
 
     def set_volume(self, data: np.ndarray) -> None:
@@ -167,10 +169,11 @@ class SphereVisual(_LutColormap, Visual):
         self.values = gloo.VertexBuffer(np.zeros(1, np.float32))
         self.shared_program["a_position"] = self.positions
         self.shared_program["a_value"] = self.values
-        self.shared_program["u_size_ref"] = 4.0
-        self.shared_program["u_w_ref"] = 1.0
+        self._uniforms = HeldUniforms(self.shared_program)  # the point scale is set before every draw
+        self._uniforms.set("u_size_ref", 4.0)
+        self._uniforms.set("u_w_ref", 1.0)
         self.shared_program["u_min_size"] = 1.5
-        self.shared_program["u_clim"] = (0.0, 1.0)
+        self._uniforms.set("u_clim", (0.0, 1.0))
         self.set_colormap(colormap)
         self.count = 0
         self.diameter = 1.0  # world units
@@ -188,12 +191,12 @@ class SphereVisual(_LutColormap, Visual):
                 self._bounds = np.stack([pos.min(axis=0), pos.max(axis=0)])
         if values is not None:
             self.values.set_data(np.ascontiguousarray(values, np.float32))
-        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
+        self._uniforms.set("u_clim", tuple(float(c) for c in clim))
         self.update()
 
     def set_point_scale(self, size_ref: float, w_ref: float) -> None:
-        self.shared_program["u_size_ref"] = float(size_ref)
-        self.shared_program["u_w_ref"] = float(w_ref)
+        self._uniforms.set("u_size_ref", float(size_ref))
+        self._uniforms.set("u_w_ref", float(w_ref))
 
     def _prepare_transforms(self, view):
         view.view_program.vert["transform"] = view.get_transform()
