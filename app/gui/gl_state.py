@@ -39,6 +39,7 @@ class RedundantStateFilter:
         self.known: dict = {}
         self.uniforms: dict = {}  # program id → {uniform name: (type, value)} as GL has them
         self.dropped = 0  # commands left out so far (tests, benchmarks)
+        self.passed = 0  # commands handed to the parser so far (benchmarks: GLIR commands a frame)
         self._deleted: set = set()  # program ids deleted (VisPy never reuses an id)
         parser.parse = self.parse
 
@@ -56,6 +57,7 @@ class RedundantStateFilter:
 
     def parse(self, commands) -> None:
         kept = [c for c in commands if self._needed(c)]
+        self.passed += len(kept)
         try:
             self._inner(kept)
         except BaseException:

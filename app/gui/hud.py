@@ -42,6 +42,7 @@ class QtImguiBridge:
 
     def __init__(self, canvas, hud: Hud):
         self.hud = hud
+        self._over = False  # the pointer was over the HUD's window at the last move
         ev = canvas.events
         ev.mouse_move.connect(self.on_mouse_move, position="first")
         ev.mouse_press.connect(self.on_mouse_press, position="first")
@@ -61,17 +62,24 @@ class QtImguiBridge:
         x, y = event.pos[:2]
         io.add_mouse_pos_event(float(x), float(y))
 
-    def _capture(self, io, event):
+    def _capture(self, io, event, redraw: bool = True):
         if io.want_capture_mouse:
             event.handled = True
             event.blocked = True
-        self.hud.canvas.update()
+        if redraw:
+            self.hud.canvas.update()
 
     def on_mouse_move(self, event):
         io = self._io()
         if io is not None:
             self._pos(io, event)
-            self._capture(io, event)
+            # A frame for imgui only where it can show something new: the pointer over the HUD's
+            # window or just off it (hover highlights, tooltips), or a drag imgui holds. A move
+            # over the scene alone redraws nothing: a redraw holds the GIL the simulation needs,
+            # and the camera, probes and slice drags ask for their own frames when they change.
+            over = self.hud.covers(event.pos)
+            self._capture(io, event, redraw=over or self._over or io.want_capture_mouse)
+            self._over = over
 
     def on_mouse_press(self, event):
         io = self._io()
@@ -192,6 +200,11 @@ class Hud:
         """Collapse (or expand) the HUD from the next frame on, as its title-bar arrow does."""
         self._want_collapsed = on
         self.canvas.update()
+
+    def covers(self, pos) -> bool:
+        """Whether the canvas point ``pos`` (logical px) lies on the HUD's window as last drawn."""
+        x, y, w, h = self.rect
+        return x <= pos[0] < x + w and y <= pos[1] < y + h
 
     def reserved(self) -> tuple[float, float]:
         """(left column, top strip) the field must keep clear of, in logical px."""

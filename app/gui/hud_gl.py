@@ -46,6 +46,7 @@ class LeanRenderer(ProgrammablePipelineRenderer):
         self._sampler_set = False
         self._index_type = gl.GL_UNSIGNED_SHORT if imgui.INDEX_SIZE == 2 else gl.GL_UNSIGNED_INT
         self.gl_calls = 0  # GL calls of the last frame (tests, the frame census)
+        self.gl_calls_total = 0  # ... and of all frames (bench_display: a frame's mean)
 
     def render(self, draw_data: imgui.ImDrawData, known: dict | None = None) -> None:
         """Draw ``draw_data``; ``known``: GL state the caller knows GL has now (RedundantStateFilter.known)."""
@@ -144,5 +145,6 @@ class LeanRenderer(ProgrammablePipelineRenderer):
         error = GL_1_1.glGetError()
         calls += 5
         self.gl_calls = calls
+        self.gl_calls_total += calls
         if error != gl.GL_NO_ERROR:
             raise RuntimeError(f"OpenGL error 0x{int(error):04x} while drawing the HUD")
