@@ -43,7 +43,7 @@ from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
 from .device_draw import HIDDEN, DeviceLines, GeometryUploads, leaf_lines, point_positions
 from .drawer import Drawer, HostBytes, counting_host_bytes, host
-from .gl_state import RedundantStateFilter
+from .gl_state import RedundantStateFilter, install_visual_state_skip
 from .grid_lod import block_mean, grid_step
 from .held_uniforms import HeldUniforms
 from .shared_texture import SharedTexture
@@ -175,6 +175,7 @@ class FieldCanvas(scene.SceneCanvas):
     def __init__(self, size=(900, 700), colorbar: bool = True, axes: bool = True, **kwargs):
         super().__init__(keys=None, size=size, bgcolor=(0.08, 0.08, 0.1, 1), **kwargs)
         self.unfreeze()
+        install_visual_state_skip()  # visuals leave out state GL has (gl_state.py)
         # border_width=0: a ViewBox clips its scene to ``inner_rect``, which VisPy insets by the
         # border width (1 px by default) while the camera maps its rect onto the full widget rect;
         # the outermost pixel ring of the view would show the background instead of the field.

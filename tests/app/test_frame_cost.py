@@ -351,3 +351,64 @@ def test_the_lean_hud_renderer_draws_the_stock_renderers_pixels(make_canvas, mon
         assert (np.abs(with_hud[:, :300].astype(int) - without[:, :300]).max(axis=-1) > 30).sum() > 500
     for a, b in zip(stock, lean):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_visuals_state_commands_are_the_ones_vispys_set_state_queues():
+    """Unit: gl_state.state_commands(state) is the command list VisPy's set_state queues for it
+    (presets, overrides, line width, an enum-valued setter); an unhashable state has none."""
+    from nagare.app.gui.gl_state import state_commands
+    from vispy.gloo.context import FakeCanvas
+
+    canvas = FakeCanvas()
+    for state in ({"preset": "translucent", "depth_test": False},
+                  {"blend": True, "depth_test": False, "cull_face": False, "preset": None,
+                   "blend_func": ("src_alpha", "one_minus_src_alpha")},
+                  {"preset": "opaque", "line_width": np.float64(2.0), "line_smooth": False},
+                  {"preset": "additive", "cull_face": "back", "polygon_offset": (1, 1)}):
+        canvas.context.glir.clear()
+        canvas.context.set_state(**state)  # VisPy's set_state, into this context's queue
+        assert state_commands(state) == canvas.context.glir.clear()
+    assert state_commands({"preset": None, "blend_color": [0, 0, 0, 1]}) is None
+
+
+def test_visuals_run_the_state_commands_vispy_would(make_canvas, monkeypatch):
+    """A visual queues its state from the list made once, less what GL has: GL gets the state
+    commands it got from VisPy's set_state after the filter, in the same order (a 2D grid with
+    tracers, axes and the colour bar; a 3D grid with leaves, tracers, a body)."""
+    if not isolated(__file__, "test_visuals_run_the_state_commands_vispy_would"):
+        return
+    from nagare.app.gui import gl_state
+    from nagare.app.packets import FramePacket
+    from vispy.visuals.visual import Visual
+
+    def state_commands_run(skip: bool):
+        if not skip:
+            monkeypatch.setattr(Visual, "_configure_gl_state", Visual._configure_gl_state.vispy)
+        c = make_canvas(420, 320)
+        rng = np.random.default_rng(8)
+        field = rng.random((40, 56)).astype(np.float32)
+        tracers = (rng.random((30, 2)) * [56, 40]).astype(np.float32)
+        ran = []
+        for seq in range(4):
+            if seq == 2:  # after the first frames: what a steady frame runs
+                f = c.gl_state()
+                inner = f._inner
+                f._inner = lambda commands, inner=inner: (ran.extend(x for x in commands if x[0] == "FUNC"),
+                                                          inner(commands))[1]
+            c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                      data=field, overlay=tracers, vmin=0.0, vmax=1.0 + seq))
+            c.draw_now(finish=True)
+        c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True)
+        for seq in range(4, 7):
+            c.show_packet(_volume_packet(seq, rng))
+            c.draw_now(finish=True)
+        c.close()
+        monkeypatch.undo()
+        return ran
+
+    with_skip = state_commands_run(True)
+    assert Visual._configure_gl_state is not Visual._configure_gl_state.vispy  # installed by the canvas
+    vispy = state_commands_run(False)
+    assert len(vispy) > 50
+    assert [repr(x) for x in with_skip] == [repr(x) for x in vispy]
+    assert gl_state.state_commands({"preset": "opaque"})  # made once, kept
