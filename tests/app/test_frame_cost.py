@@ -377,13 +377,15 @@ def test_visuals_run_the_state_commands_vispy_would(make_canvas, monkeypatch):
     tracers, axes and the colour bar; a 3D grid with leaves, tracers, a body)."""
     if not isolated(__file__, "test_visuals_run_the_state_commands_vispy_would"):
         return
+    from nagare.app.gui import canvas as canvas_module
     from nagare.app.gui import gl_state
     from nagare.app.packets import FramePacket
     from vispy.visuals.visual import Visual
 
     def state_commands_run(skip: bool):
-        if not skip:
+        if not skip:  # VisPy's set_state, not installed again by the new canvas
             monkeypatch.setattr(Visual, "_configure_gl_state", Visual._configure_gl_state.vispy)
+            monkeypatch.setattr(canvas_module, "install_visual_state_skip", lambda: None)
         c = make_canvas(420, 320)
         rng = np.random.default_rng(8)
         field = rng.random((40, 56)).astype(np.float32)
