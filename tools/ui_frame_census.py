@@ -240,7 +240,7 @@ def measure(case: str, frames: int, warmup: int = 8, profile_out: str | None = N
         out[label] = sum(v[0] for (f, _, fn), v in stats.items() if fn == name and f.endswith(suffix)) / frames
     if profile_out:
         buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats(SORT).print_stats(60)
+        pstats.Stats(prof, stream=buf).sort_stats(SORT).print_stats(150)
         with open(profile_out, "w") as fh:
             fh.write(buf.getvalue())
     canvas.close()

@@ -160,23 +160,30 @@ class _Recorder(BaseGlooFunctions):
         self.commands.append(args)
 
 
-_STATE_COMMANDS: dict = {}  # a visual's gl_state (as a hashable key) → the commands set_state queues for it
+# a visual's gl_state (as a hashable key) → [(command, its (key, value) for the filter or None)] that
+# set_state queues for it
+_STATE_COMMANDS: dict = {}
 
 
-def state_commands(state: dict) -> list | None:
-    """The GLIR commands ``gloo.set_state(**state)`` queues (the same for the same arguments),
-    None when the state has a value that cannot be a dictionary key."""
+def _state_plan(state: dict) -> list | None:
     try:
         key = tuple(sorted(state.items()))
         hash(key)
     except TypeError:
         return None
-    commands = _STATE_COMMANDS.get(key)
-    if commands is None:
+    plan = _STATE_COMMANDS.get(key)
+    if plan is None:
         rec = _Recorder()
         rec.set_state(**state)
-        commands = _STATE_COMMANDS[key] = rec.commands
-    return commands
+        plan = _STATE_COMMANDS[key] = [(c, _state_of(c) if c[0] == "FUNC" else None) for c in rec.commands]
+    return plan
+
+
+def state_commands(state: dict) -> list | None:
+    """The GLIR commands ``gloo.set_state(**state)`` queues (the same for the same arguments),
+    None when the state has a value that cannot be a dictionary key."""
+    plan = _state_plan(state)
+    return None if plan is None else [c for c, _ in plan]
 
 
 def install_visual_state_skip() -> None:
@@ -192,17 +199,21 @@ def install_visual_state_skip() -> None:
     def configure_gl_state(self):
         canvas = gloo.get_current_canvas()
         f = None if canvas is None else getattr(canvas.context.shared.parser, "_nagare_state_filter", None)
-        commands = None if f is None else state_commands(self._vshare.gl_state)
-        if commands is None:
+        plan = None if f is None else _state_plan(self._vshare.gl_state)
+        if plan is None:
             inner(self)
             return
         glir = canvas.context.glir
-        if not any(c[0] == "FUNC" for c in glir._shared._commands):
-            kept = [c for c in commands if not f.redundant((c,))]
-            f.dropped += len(commands) - len(kept)
-            commands = kept
-        for c in commands:
-            glir.command(*c)
+        if any(c[0] == "FUNC" for c in glir._shared._commands):
+            for c, _ in plan:
+                glir.command(*c)
+            return
+        known = f.known
+        for c, state in plan:
+            if state is not None and known.get(state[0], _UNKNOWN) == state[1]:
+                f.dropped += 1  # GL has it: the filter would leave it out
+            else:
+                glir.command(*c)
 
     configure_gl_state._nagare_skip = True
     configure_gl_state.vispy = inner  # VisPy's own (tests compare the two)
