@@ -22,6 +22,7 @@ import numpy as np
 from vispy import scene
 from vispy.gloo import IndexBuffer, VertexBuffer
 from vispy.visuals.text import text as vispy_text
+from vispy.visuals.transforms import ChainTransform, NullTransform, STTransform
 
 from .held_uniforms import HeldUniforms
 
@@ -37,6 +38,7 @@ class LaidOutTextVisual(vispy_text.TextVisual):
         super().__init__(*args, **kwargs)
         self.unfreeze()
         self._uniforms = HeldUniforms(self.shared_program)
+        self._px_key = self._px_value = None
         self.freeze()
 
     def _layout(self, string: str) -> np.ndarray:
@@ -49,6 +51,16 @@ class LaidOutTextVisual(vispy_text.TextVisual):
                                                                self._anchors[1], self._font._lowres_size,
                                                                self._line_height)
         return vbo
+
+    def _px_scale(self, transforms) -> np.ndarray:
+        """TextVisual's pixel scale (document → render), computed again only when one of the
+        transforms it is made of changed (a resize, an export's framebuffer): mapping through a
+        chain built anew for every draw was most of a steady text draw's time."""
+        key = _document_to_render_key(transforms)
+        if key is None or key != self._px_key:
+            tr = transforms.get_transform("document", "render")
+            self._px_key, self._px_value = key, (tr.map((1, 0)) - tr.map((0, 1)))[:2]
+        return self._px_value
 
     def _prepare_draw(self, view):
         # TextVisual._prepare_draw, with the layouts taken from the cache and the uniforms set on change
@@ -91,14 +103,31 @@ class LaidOutTextVisual(vispy_text.TextVisual):
             self.shared_program.vert["color"] = self._color_vbo
             self._color_changed = False
         transforms = self.transforms
-        tr = transforms.get_transform("document", "render")
         self._uniforms.set("u_npix", (self._font_size / 72.0) * transforms.dpi)  # logical px
-        self._uniforms.set("u_px_scale", (tr.map((1, 0)) - tr.map((0, 1)))[:2])
+        self._uniforms.set("u_px_scale", self._px_scale(transforms))
         self._uniforms.set("u_scaling", self._scaling)
         self._uniforms.set("u_kernel", self._font._kernel, by_identity=True)
         self._uniforms.set("u_color", self._color.rgba)
         self._uniforms.set("u_font_atlas", self._font._atlas, by_identity=True)
         self._uniforms.set("u_font_atlas_shape", self._font._atlas.shape[:2])
+
+
+def _document_to_render_key(transforms) -> tuple | None:
+    """The parameters of the transforms document → render (VisPy's TransformSystem: chains, nested,
+    of null and scale-translate transforms), None where one is of another kind (not cached)."""
+    key: list = []
+    stack = [transforms.framebuffer_transform, transforms.canvas_transform, transforms.document_transform]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, ChainTransform):
+            stack.extend(reversed(t.transforms))
+        elif isinstance(t, NullTransform):
+            key.append(None)
+        elif type(t) is STTransform:
+            key.append((*t.scale, *t.translate))
+        else:
+            return None
+    return tuple(key)
 
 
 LaidOutText = scene.visuals.create_visual_node(LaidOutTextVisual)
