@@ -22,9 +22,9 @@ import numpy as np
 from vispy import scene
 from vispy.gloo import IndexBuffer, VertexBuffer
 from vispy.visuals.text import text as vispy_text
-from vispy.visuals.transforms import ChainTransform, NullTransform, STTransform
 
 from .held_uniforms import HeldUniforms
+from .transform_key import transform_key
 
 KEPT_LAYOUTS = 512  # strings kept per visual; past that the cache starts again (ticks of many ranges)
 
@@ -56,7 +56,8 @@ class LaidOutTextVisual(vispy_text.TextVisual):
         """TextVisual's pixel scale (document → render), computed again only when one of the
         transforms it is made of changed (a resize, an export's framebuffer): mapping through a
         chain built anew for every draw was most of a steady text draw's time."""
-        key = _document_to_render_key(transforms)
+        key = transform_key(transforms.document_transform, transforms.canvas_transform,
+                            transforms.framebuffer_transform)
         if key is None or key != self._px_key:
             tr = transforms.get_transform("document", "render")
             self._px_key, self._px_value = key, (tr.map((1, 0)) - tr.map((0, 1)))[:2]
@@ -110,24 +111,6 @@ class LaidOutTextVisual(vispy_text.TextVisual):
         self._uniforms.set("u_color", self._color.rgba)
         self._uniforms.set("u_font_atlas", self._font._atlas, by_identity=True)
         self._uniforms.set("u_font_atlas_shape", self._font._atlas.shape[:2])
-
-
-def _document_to_render_key(transforms) -> tuple | None:
-    """The parameters of the transforms document → render (VisPy's TransformSystem: chains, nested,
-    of null and scale-translate transforms), None where one is of another kind (not cached)."""
-    key: list = []
-    stack = [transforms.framebuffer_transform, transforms.canvas_transform, transforms.document_transform]
-    while stack:
-        t = stack.pop()
-        if isinstance(t, ChainTransform):
-            stack.extend(reversed(t.transforms))
-        elif isinstance(t, NullTransform):
-            key.append(None)
-        elif type(t) is STTransform:
-            key.append((*t.scale, *t.translate))
-        else:
-            return None
-    return tuple(key)
 
 
 LaidOutText = scene.visuals.create_visual_node(LaidOutTextVisual)

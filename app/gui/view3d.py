@@ -53,6 +53,7 @@ from .probe import register_geometry
 from .slice_drag import SlicePlaneGeometry
 from .slice_pick import slice_index
 from .splat import SplatQuad
+from .transform_key import transform_key
 
 log = logging.getLogger("nagare")
 
@@ -785,6 +786,7 @@ class Particles3DDrawer:
         self.quad = None
         self.splatter = None
         self._splat_src = None  # (positions, values, event, clim, diameter, centre) of the packet shown
+        self._view = self._view_key = None  # the splat's (view matrix, point size, w) and what they were for
         self._canvas = None
         self.frame = None
         self.solids = None
@@ -968,9 +970,16 @@ class Particles3DDrawer:
         if self.splatter is None:
             self.splatter = splat.CudaSplatter()
         self.splatter.set_colormap(canvas.colormap_name)
-        size, w = point_scale(canvas.view, view, centre, diameter)
-        params = splat.view_params(splat.view_matrix(view.get_transform("visual", "render")), width, height,
-                                   size, w, clim)
+        to_render = view.get_transform("visual", "render")
+        # the view matrix and the sprites' point scale, mapped again only when a transform changed
+        key = transform_key(to_render, canvas.view.camera.transform)
+        centre_key = np.asarray(centre, np.float64).tobytes()
+        if key is None or (key, centre_key, diameter) != self._view_key:
+            size, w = point_scale(canvas.view, view, centre, diameter)
+            self._view = (splat.view_matrix(to_render), size, w)
+            self._view_key = None if key is None else (key, centre_key, diameter)
+        matrix, size, w = self._view
+        params = splat.view_params(matrix, width, height, size, w, clim)
         import cupy  # optional dependency (CuPy): splatting runs on the interop path only
 
         stream = cupy.cuda.ExternalStream(int(tex.stream))
