@@ -380,7 +380,12 @@ def main(argv=None) -> int:
                    help="run issue 41's three cases in turn (1M-particle SPH dam break at a cap of 60, "
                         "amr3d-sphere-re100 with tracers, leaves and two planes at 30, lbm2d 2048² at 30); "
                         "--preset, --set and --fps are not used")
+    p.add_argument("--switch-interval", type=float, metavar="SECONDS",
+                   help="experiment: Python's thread switch interval (sys.setswitchinterval; 0.005 by default): "
+                        "how long a thread waiting for the GIL (the UI after each GL call) waits for the other")
     a = p.parse_args(argv)
+    if a.switch_interval is not None:
+        sys.setswitchinterval(a.switch_interval)
     worker_attrs = {}
     for item in a.worker_attrs:
         key, _, value = item.partition("=")
