@@ -1,5 +1,5 @@
-"""The HUD's GL renderer: imgui-bundle's programmable-pipeline renderer with a frame's GL calls cut
-from about 76 to about 30.
+"""The HUD's GL renderer: imgui-bundle's programmable-pipeline renderer with a frame's ctypes GL
+calls cut from about 150 to about 50.
 
 The stock renderer asks GL for seventeen pieces of state before it draws (to put them back after)
 and sets every one back whether it changed or not; it goes through PyOpenGL's wrappers, which call
@@ -8,11 +8,13 @@ simulation thread is waiting for, and the HUD is drawn every frame. Here:
 
 - the blend, cull, depth and scissor switches and the blend function and equation are taken from
   what the canvas' state filter saw VisPy set this frame (gl_state.py), and asked of GL only where
-  it saw nothing; a switch the HUD leaves as it was is not set, nor set back;
+  it saw nothing (five queries a frame remain: the scissor switch, program, vertex array, viewport
+  and scissor box); a switch the HUD leaves as it was is not set, nor set back;
 - the sampler unit and the projection are set when they change, not every frame; the font atlas
   is bound when a command's texture differs from the last one's;
-- the draw loop calls the unwrapped entry points (``OpenGL.raw``), and one ``glGetError`` after
-  the HUD raises what the wrappers would have raised.
+- the calls go to GL's entry points through ctypes prototypes of our own (:class:`BareGL`), not
+  PyOpenGL's functions, raw ones included, which each call ``glGetError`` after themselves; one
+  ``glGetError`` after the HUD raises what they would have raised.
 
 What the HUD leaves is what the stock renderer left, so VisPy's next frame starts from the same
 state: the switches, the blend function (its RGB pair for both, as ``glBlendFunc`` with the
@@ -25,11 +27,43 @@ no glPolygonMode).
 from __future__ import annotations
 
 import ctypes
+from ctypes import POINTER, c_float, c_int, c_ssize_t, c_ubyte, c_uint, c_void_p
 
 import OpenGL.GL as gl
 from imgui_bundle import imgui
 from imgui_bundle.python_backends.opengl_backend_programmable import ProgrammablePipelineRenderer
-from OpenGL.raw.GL.VERSION import GL_1_1, GL_1_5, GL_2_0
+from OpenGL import platform
+
+# the entry points the HUD calls every frame: name → (result, argument types)
+SIGNATURES = {
+    "glEnable": (None, c_uint),
+    "glDisable": (None, c_uint),
+    "glBlendEquationSeparate": (None, c_uint, c_uint),
+    "glBlendFunc": (None, c_uint, c_uint),
+    "glActiveTexture": (None, c_uint),
+    "glViewport": (None, c_int, c_int, c_int, c_int),
+    "glScissor": (None, c_int, c_int, c_int, c_int),
+    "glUseProgram": (None, c_uint),
+    "glUniform1i": (None, c_int, c_int),
+    "glUniformMatrix4fv": (None, c_int, c_int, c_ubyte, POINTER(c_float)),
+    "glBindVertexArray": (None, c_uint),
+    "glBindBuffer": (None, c_uint, c_uint),
+    "glBufferData": (None, c_uint, c_ssize_t, c_void_p, c_uint),
+    "glBindTexture": (None, c_uint, c_uint),
+    "glDrawElements": (None, c_uint, c_int, c_uint, c_void_p),
+    "glGetError": (c_uint,),
+}
+
+
+class BareGL:
+    """GL entry points as plain ctypes functions (no error check after each call), looked up with
+    the HUD's context current; one PyOpenGL could not look up is PyOpenGL's own."""
+
+    def __init__(self):
+        for name, (result, *args) in SIGNATURES.items():
+            address = platform.PLATFORM.getExtensionProcedure(name.encode())
+            fn = ctypes.CFUNCTYPE(result, *args)(address) if address else getattr(gl, name)
+            setattr(self, name, fn)
 
 SWITCHES = (gl.GL_BLEND, gl.GL_CULL_FACE, gl.GL_DEPTH_TEST, gl.GL_SCISSOR_TEST)
 HUD_SWITCHES = {gl.GL_BLEND: True, gl.GL_CULL_FACE: False, gl.GL_DEPTH_TEST: False, gl.GL_SCISSOR_TEST: True}
@@ -44,6 +78,7 @@ class LeanRenderer(ProgrammablePipelineRenderer):
         super().__init__()
         self._projection_for = None  # the display size the program's ProjMtx was set for
         self._sampler_set = False
+        self._bare = None  # BareGL, made at the first frame (a context current)
         self._index_type = gl.GL_UNSIGNED_SHORT if imgui.INDEX_SIZE == 2 else gl.GL_UNSIGNED_INT
         self.gl_calls = 0  # GL calls of the last frame (tests, the frame census)
         self.gl_calls_total = 0  # ... and of all frames (bench_display: a frame's mean)
@@ -59,6 +94,9 @@ class LeanRenderer(ProgrammablePipelineRenderer):
             return
         draw_data.scale_clip_rects(fb_scale)
         known = known or {}
+        if self._bare is None:
+            self._bare = BareGL()
+        bare = self._bare
         calls = 0
         switches = {}
         for cap in SWITCHES:
@@ -82,67 +120,67 @@ class LeanRenderer(ProgrammablePipelineRenderer):
 
         for cap, on in HUD_SWITCHES.items():
             if switches[cap] != on:
-                (GL_1_1.glEnable if on else GL_1_1.glDisable)(cap)
+                (bare.glEnable if on else bare.glDisable)(cap)
                 calls += 1
-        GL_2_0.glBlendEquationSeparate(*HUD_EQUATION)
-        GL_1_1.glBlendFunc(*HUD_FUNC)
-        gl.glActiveTexture(gl.GL_TEXTURE0)
+        bare.glBlendEquationSeparate(*HUD_EQUATION)
+        bare.glBlendFunc(*HUD_FUNC)
+        bare.glActiveTexture(gl.GL_TEXTURE0)
         hud_viewport = (0, 0, fb_w, fb_h)
         if viewport != hud_viewport:
-            GL_1_1.glViewport(*hud_viewport)
+            bare.glViewport(*hud_viewport)
             calls += 1
-        GL_2_0.glUseProgram(self._shader_handle)
+        bare.glUseProgram(self._shader_handle)
         calls += 4
         if not self._sampler_set:
-            GL_2_0.glUniform1i(self._attrib_location_tex, 0)
+            bare.glUniform1i(self._attrib_location_tex, 0)
             self._sampler_set, calls = True, calls + 1
         if self._projection_for != (display_w, display_h):
             self._projection_for = (display_w, display_h)
             ortho = (ctypes.c_float * 16)(2.0 / display_w, 0.0, 0.0, 0.0, 0.0, 2.0 / -display_h, 0.0, 0.0,
                                           0.0, 0.0, -1.0, 0.0, -1.0, 1.0, 0.0, 1.0)
-            GL_2_0.glUniformMatrix4fv(self._attrib_proj_mtx, 1, gl.GL_FALSE, ortho)
+            bare.glUniformMatrix4fv(self._attrib_proj_mtx, 1, gl.GL_FALSE, ortho)
             calls += 1
-        gl.glBindVertexArray(self._vao_handle)
+        bare.glBindVertexArray(self._vao_handle)
         calls += 1
 
         bound_texture = None
         index_type, index_size, vertex_size = self._index_type, imgui.INDEX_SIZE, imgui.VERTEX_SIZE
         for commands in draw_data.cmd_lists:
-            GL_1_5.glBindBuffer(gl.GL_ARRAY_BUFFER, self._vbo_handle)
-            GL_1_5.glBufferData(gl.GL_ARRAY_BUFFER, commands.vtx_buffer.size() * vertex_size,
+            bare.glBindBuffer(gl.GL_ARRAY_BUFFER, self._vbo_handle)
+            bare.glBufferData(gl.GL_ARRAY_BUFFER, commands.vtx_buffer.size() * vertex_size,
                                 ctypes.c_void_p(commands.vtx_buffer.data_address()), gl.GL_STREAM_DRAW)
-            GL_1_5.glBindBuffer(gl.GL_ELEMENT_ARRAY_BUFFER, self._elements_handle)
-            GL_1_5.glBufferData(gl.GL_ELEMENT_ARRAY_BUFFER, commands.idx_buffer.size() * index_size,
+            bare.glBindBuffer(gl.GL_ELEMENT_ARRAY_BUFFER, self._elements_handle)
+            bare.glBufferData(gl.GL_ELEMENT_ARRAY_BUFFER, commands.idx_buffer.size() * index_size,
                                 ctypes.c_void_p(commands.idx_buffer.data_address()), gl.GL_STREAM_DRAW)
             calls += 4
             for command in commands.cmd_buffer:
                 texture = command.tex_ref.get_tex_id()
                 if texture != bound_texture:
-                    GL_1_1.glBindTexture(gl.GL_TEXTURE_2D, texture)
+                    bare.glBindTexture(gl.GL_TEXTURE_2D, texture)
                     bound_texture, calls = texture, calls + 1
                 x, y, z, w = command.clip_rect
-                GL_1_1.glScissor(int(x), int(fb_h - w), int(z - x), int(w - y))
-                GL_1_1.glDrawElements(gl.GL_TRIANGLES, command.elem_count, index_type,
+                bare.glScissor(int(x), int(fb_h - w), int(z - x), int(w - y))
+                bare.glDrawElements(gl.GL_TRIANGLES, command.elem_count, index_type,
                                       ctypes.c_void_p(command.idx_offset * index_size))
                 calls += 2
 
         # back as the stock renderer leaves it (module doc)
-        GL_1_1.glBindTexture(gl.GL_TEXTURE_2D, 0)
-        GL_2_0.glBlendEquationSeparate(*equation)
-        GL_1_1.glBlendFunc(func[0], func[1])
+        bare.glBindTexture(gl.GL_TEXTURE_2D, 0)
+        bare.glBlendEquationSeparate(*equation)
+        bare.glBlendFunc(func[0], func[1])
         calls += 3
         for cap, on in HUD_SWITCHES.items():
             if switches[cap] != on:
-                (GL_1_1.glEnable if switches[cap] else GL_1_1.glDisable)(cap)
+                (bare.glEnable if switches[cap] else bare.glDisable)(cap)
                 calls += 1
-        GL_1_1.glScissor(*scissor_box)
+        bare.glScissor(*scissor_box)
         if viewport != hud_viewport:
-            GL_1_1.glViewport(*viewport)
+            bare.glViewport(*viewport)
             calls += 1
-        GL_2_0.glUseProgram(program)
-        gl.glBindVertexArray(vertex_array)
-        GL_1_5.glBindBuffer(gl.GL_ARRAY_BUFFER, 0)
-        error = GL_1_1.glGetError()
+        bare.glUseProgram(program)
+        bare.glBindVertexArray(vertex_array)
+        bare.glBindBuffer(gl.GL_ARRAY_BUFFER, 0)
+        error = bare.glGetError()
         calls += 5
         self.gl_calls = calls
         self.gl_calls_total += calls

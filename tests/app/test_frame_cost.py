@@ -302,7 +302,8 @@ def test_the_lean_hud_renderer_draws_the_stock_renderers_pixels(make_canvas, mon
     """hud_gl.LeanRenderer against imgui-bundle's renderer: the same HUD pixels, and the same scene
     in the frame after it (VisPy's first visuals inherit the GL state the HUD leaves), for a 2D
     grid with axes and a 3D view; a frame's HUD takes at most 50 GL calls (the stock renderer: about
-    30 to save and restore state, one glGetError after each call, 3 a draw command: some 150)."""
+    30 to save and restore state and 3 a draw command, each followed by PyOpenGL's glGetError: some
+    150)."""
     if not isolated(__file__, "test_the_lean_hud_renderer_draws_the_stock_renderers_pixels"):
         return
     from types import SimpleNamespace
