@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from nagare.engine.errors import one_line
 
 from .plot_limits import setup_fitted_axes
 from .text_wrap import wrap_lines
@@ -259,7 +260,19 @@ class Hud:
             self._draw()
         finally:
             imgui.render()
-        self.renderer.render(imgui.get_draw_data(), gl_known)
+        try:
+            self.renderer.render(imgui.get_draw_data(), gl_known)
+        except Exception as exc:
+            if getattr(self.renderer, "lean", False):
+                # the lean renderer's own GL entry points or state record failed on this GL:
+                # imgui-bundle's renderer from the next frame on, said once
+                from .hud_gl import StockRenderer
+
+                log.warning("nagare: the HUD's GL renderer failed (%s); imgui-bundle's renderer from now on",
+                            one_line(exc))
+                self.renderer = StockRenderer()
+                return
+            raise
         self.frames += 1
 
     # ---- content -----------------------------------------------------------------------

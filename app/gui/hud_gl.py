@@ -71,8 +71,17 @@ HUD_EQUATION = (gl.GL_FUNC_ADD, gl.GL_FUNC_ADD)
 HUD_FUNC = (gl.GL_SRC_ALPHA, gl.GL_ONE_MINUS_SRC_ALPHA)
 
 
+class StockRenderer(ProgrammablePipelineRenderer):
+    """imgui-bundle's renderer with LeanRenderer's call signature (the fallback, and tests)."""
+
+    def render(self, draw_data: imgui.ImDrawData, known: dict | None = None) -> None:
+        super().render(draw_data)
+
+
 class LeanRenderer(ProgrammablePipelineRenderer):
     """ProgrammablePipelineRenderer drawing the same triangles with fewer GL calls (module doc)."""
+
+    lean = True  # Hud.render falls back to StockRenderer when this one fails
 
     def __init__(self):
         super().__init__()
@@ -118,68 +127,68 @@ class LeanRenderer(ProgrammablePipelineRenderer):
         scissor_box = tuple(int(v) for v in gl.glGetIntegerv(gl.GL_SCISSOR_BOX))
         calls += 4
 
-        for cap, on in HUD_SWITCHES.items():
-            if switches[cap] != on:
-                (bare.glEnable if on else bare.glDisable)(cap)
-                calls += 1
-        bare.glBlendEquationSeparate(*HUD_EQUATION)
-        bare.glBlendFunc(*HUD_FUNC)
-        bare.glActiveTexture(gl.GL_TEXTURE0)
         hud_viewport = (0, 0, fb_w, fb_h)
-        if viewport != hud_viewport:
-            bare.glViewport(*hud_viewport)
-            calls += 1
-        bare.glUseProgram(self._shader_handle)
-        calls += 4
-        if not self._sampler_set:
-            bare.glUniform1i(self._attrib_location_tex, 0)
-            self._sampler_set, calls = True, calls + 1
-        if self._projection_for != (display_w, display_h):
-            self._projection_for = (display_w, display_h)
-            ortho = (ctypes.c_float * 16)(2.0 / display_w, 0.0, 0.0, 0.0, 0.0, 2.0 / -display_h, 0.0, 0.0,
-                                          0.0, 0.0, -1.0, 0.0, -1.0, 1.0, 0.0, 1.0)
-            bare.glUniformMatrix4fv(self._attrib_proj_mtx, 1, gl.GL_FALSE, ortho)
-            calls += 1
-        bare.glBindVertexArray(self._vao_handle)
-        calls += 1
-
-        bound_texture = None
-        index_type, index_size, vertex_size = self._index_type, imgui.INDEX_SIZE, imgui.VERTEX_SIZE
-        for commands in draw_data.cmd_lists:
-            bare.glBindBuffer(gl.GL_ARRAY_BUFFER, self._vbo_handle)
-            bare.glBufferData(gl.GL_ARRAY_BUFFER, commands.vtx_buffer.size() * vertex_size,
-                                ctypes.c_void_p(commands.vtx_buffer.data_address()), gl.GL_STREAM_DRAW)
-            bare.glBindBuffer(gl.GL_ELEMENT_ARRAY_BUFFER, self._elements_handle)
-            bare.glBufferData(gl.GL_ELEMENT_ARRAY_BUFFER, commands.idx_buffer.size() * index_size,
-                                ctypes.c_void_p(commands.idx_buffer.data_address()), gl.GL_STREAM_DRAW)
-            calls += 4
-            for command in commands.cmd_buffer:
-                texture = command.tex_ref.get_tex_id()
-                if texture != bound_texture:
-                    bare.glBindTexture(gl.GL_TEXTURE_2D, texture)
-                    bound_texture, calls = texture, calls + 1
-                x, y, z, w = command.clip_rect
-                bare.glScissor(int(x), int(fb_h - w), int(z - x), int(w - y))
-                bare.glDrawElements(gl.GL_TRIANGLES, command.elem_count, index_type,
-                                      ctypes.c_void_p(command.idx_offset * index_size))
-                calls += 2
-
-        # back as the stock renderer leaves it (module doc)
-        bare.glBindTexture(gl.GL_TEXTURE_2D, 0)
-        bare.glBlendEquationSeparate(*equation)
-        bare.glBlendFunc(func[0], func[1])
-        calls += 3
-        for cap, on in HUD_SWITCHES.items():
-            if switches[cap] != on:
-                (bare.glEnable if switches[cap] else bare.glDisable)(cap)
+        try:
+            for cap, on in HUD_SWITCHES.items():
+                if switches[cap] != on:
+                    (bare.glEnable if on else bare.glDisable)(cap)
+                    calls += 1
+            bare.glBlendEquationSeparate(*HUD_EQUATION)
+            bare.glBlendFunc(*HUD_FUNC)
+            bare.glActiveTexture(gl.GL_TEXTURE0)
+            if viewport != hud_viewport:
+                bare.glViewport(*hud_viewport)
                 calls += 1
-        bare.glScissor(*scissor_box)
-        if viewport != hud_viewport:
-            bare.glViewport(*viewport)
+            bare.glUseProgram(self._shader_handle)
+            calls += 4
+            if not self._sampler_set:
+                bare.glUniform1i(self._attrib_location_tex, 0)
+                self._sampler_set, calls = True, calls + 1
+            if self._projection_for != (display_w, display_h):
+                self._projection_for = (display_w, display_h)
+                ortho = (ctypes.c_float * 16)(2.0 / display_w, 0.0, 0.0, 0.0, 0.0, 2.0 / -display_h, 0.0, 0.0,
+                                              0.0, 0.0, -1.0, 0.0, -1.0, 1.0, 0.0, 1.0)
+                bare.glUniformMatrix4fv(self._attrib_proj_mtx, 1, gl.GL_FALSE, ortho)
+                calls += 1
+            bare.glBindVertexArray(self._vao_handle)
             calls += 1
-        bare.glUseProgram(program)
-        bare.glBindVertexArray(vertex_array)
-        bare.glBindBuffer(gl.GL_ARRAY_BUFFER, 0)
+
+            bound_texture = None
+            index_type, index_size, vertex_size = self._index_type, imgui.INDEX_SIZE, imgui.VERTEX_SIZE
+            for commands in draw_data.cmd_lists:
+                bare.glBindBuffer(gl.GL_ARRAY_BUFFER, self._vbo_handle)
+                bare.glBufferData(gl.GL_ARRAY_BUFFER, commands.vtx_buffer.size() * vertex_size,
+                                  ctypes.c_void_p(commands.vtx_buffer.data_address()), gl.GL_STREAM_DRAW)
+                bare.glBindBuffer(gl.GL_ELEMENT_ARRAY_BUFFER, self._elements_handle)
+                bare.glBufferData(gl.GL_ELEMENT_ARRAY_BUFFER, commands.idx_buffer.size() * index_size,
+                                  ctypes.c_void_p(commands.idx_buffer.data_address()), gl.GL_STREAM_DRAW)
+                calls += 4
+                for command in commands.cmd_buffer:
+                    texture = command.tex_ref.get_tex_id()
+                    if texture != bound_texture:
+                        bare.glBindTexture(gl.GL_TEXTURE_2D, texture)
+                        bound_texture, calls = texture, calls + 1
+                    x, y, z, w = command.clip_rect
+                    bare.glScissor(int(x), int(fb_h - w), int(z - x), int(w - y))
+                    bare.glDrawElements(gl.GL_TRIANGLES, command.elem_count, index_type,
+                                        ctypes.c_void_p(command.idx_offset * index_size))
+                    calls += 2
+        finally:  # back as the stock renderer leaves it (module doc), also after a failed call
+            bare.glBindTexture(gl.GL_TEXTURE_2D, 0)
+            bare.glBlendEquationSeparate(*equation)
+            bare.glBlendFunc(func[0], func[1])
+            calls += 3
+            for cap, on in HUD_SWITCHES.items():
+                if switches[cap] != on:
+                    (bare.glEnable if switches[cap] else bare.glDisable)(cap)
+                    calls += 1
+            bare.glScissor(*scissor_box)
+            if viewport != hud_viewport:
+                bare.glViewport(*viewport)
+                calls += 1
+            bare.glUseProgram(program)
+            bare.glBindVertexArray(vertex_array)
+            bare.glBindBuffer(gl.GL_ARRAY_BUFFER, 0)
         error = bare.glGetError()
         calls += 5
         self.gl_calls = calls

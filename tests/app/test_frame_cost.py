@@ -415,3 +415,30 @@ def test_visuals_run_the_state_commands_vispy_would(make_canvas, monkeypatch):
     assert len(vispy) > 50
     assert [repr(x) for x in with_skip] == [repr(x) for x in vispy]
     assert gl_state.state_commands({"preset": "opaque"})  # made once, kept
+
+
+def test_a_failing_lean_hud_renderer_gives_way_to_imgui_bundles(make_canvas, monkeypatch, caplog):
+    """Where hud_gl.LeanRenderer fails (its GL entry points on some GL), the HUD says so once and
+    draws with imgui-bundle's renderer from the next frame on; the scene is drawn all along."""
+    if not isolated(__file__, "test_a_failing_lean_hud_renderer_gives_way_to_imgui_bundles"):
+        return
+    from nagare.app.gui import hud_gl
+    from nagare.app.gui.hud import Hud
+    from nagare.app.packets import FramePacket
+
+    def broken():
+        raise RuntimeError("no such entry point")
+
+    monkeypatch.setattr(hud_gl, "BareGL", broken)
+    c = make_canvas(640, 360)
+    c.hud = Hud(c, lambda: ([], {}, "running"), lambda axis, choice: None)
+    c.relayout()
+    field = np.random.default_rng(2).random((40, 56)).astype(np.float32)
+    for seq in range(3):
+        c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                  data=field, vmin=0.0, vmax=1.0))
+        c.draw_now(finish=True)
+    assert isinstance(c.hud.renderer, hud_gl.StockRenderer) and c.hud.frames == 2
+    assert caplog.text.count("the HUD's GL renderer failed") == 1 and "no such entry point" in caplog.text
+    with_hud, without = c.grab(hud=True), c.grab()
+    assert (np.abs(with_hud[:, :300].astype(int) - without[:, :300]).max(axis=-1) > 30).sum() > 500
