@@ -107,14 +107,6 @@ class RedundantStateFilter:
         self.known[key] = value
         return True
 
-    def redundant(self, commands) -> bool:
-        """Whether each of ``commands`` sets state GL has (the filter would leave every one out)."""
-        for command in commands:
-            state = _state_of(command) if command[0] == "FUNC" else None
-            if state is None or self.known.get(state[0], _UNKNOWN) != state[1]:
-                return False
-        return True
-
     def _uniform_needed(self, command) -> bool:
         program, name, type_, value = command[1:5]
         if program in self._deleted:  # after its DELETE in the same batch: nothing to remember
@@ -204,7 +196,8 @@ def install_visual_state_skip() -> None:
             inner(self)
             return
         glir = canvas.context.glir
-        if any(c[0] == "FUNC" for c in glir._shared._commands):
+        queued = getattr(getattr(glir, "_shared", None), "_commands", None)  # VisPy's queue (private)
+        if queued is None or any(c[0] == "FUNC" for c in queued):
             for c, _ in plan:
                 glir.command(*c)
             return
