@@ -58,11 +58,11 @@ class _Strip:
         self.view.camera.interactive = False
         self.lines = scene.visuals.Line(connect="segments", color=COLOUR, parent=self.view.scene)
         self.labels = LaidOutText("", color=COLOUR, font_size=TICK_PT, parent=self.view.scene,
-                                         anchor_x="right" if vertical else "center",
-                                         # under the axis: VisPy's anchors are for y down, the strip's y is up
-                                         anchor_y="center" if vertical else "bottom")
+                                  anchor_x="right" if vertical else "center",
+                                  # under the axis: VisPy's anchors are for y down, the strip's y is up
+                                  anchor_y="center" if vertical else "bottom")
         self.title = LaidOutText("", color="white", font_size=TITLE_PT, parent=self.view.scene,
-                                        anchor_x="center", anchor_y="center", rotation=-90.0 if vertical else 0.0)
+                                 anchor_x="center", anchor_y="center", rotation=-90.0 if vertical else 0.0)
         self.size = (1, 1)
         self.values: list[float] = []
         self.texts: list[str] = []

@@ -74,14 +74,14 @@ class ColorBar:
                                          cmap=Colormap(colormaps.lut("viridis")), clim=(0, 1),
                                          interpolation="nearest", parent=self.view.scene)
         self.title = LaidOutText("", color="white", font_size=TITLE_PT, anchor_x="center", anchor_y="center",
-                                        parent=self.view.scene)
+                                 parent=self.view.scene)
         # the labels follow an automatic range, most frames: their strings' layouts are kept
         self.ticks = LaidOutText("", color=(0.9, 0.9, 0.9, 1), font_size=TICK_PT, anchor_x="left",
                                  anchor_y="center", parent=self.view.scene)
         self.tick_marks = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 1), parent=self.view.scene)
         self.legend_swatches = scene.visuals.Mesh(parent=self.view.scene)
         self.legend_text = LaidOutText("", color="white", font_size=LEGEND_PT, anchor_x="left",
-                                              anchor_y="center", parent=self.view.scene)
+                                       anchor_y="center", parent=self.view.scene)
         self.legend_swatches.visible = self.legend_text.visible = False
         self.size = (WIDTH, 100)
         self.dpi = 96.0

@@ -114,7 +114,7 @@ class Probes:
         self.marker = scene.visuals.Markers(pos=np.zeros((1, 2), np.float32), parent=view.scene)
         self.marker.order = 10
         self.label = LaidOutText("", color="white", font_size=9, anchor_x="left", anchor_y="bottom",
-                                        parent=view.scene)
+                                 parent=view.scene)
         self.label.order = 11
         self.segment = scene.visuals.Line(color=(1, 1, 1, 0.9), width=2, parent=view.scene)
         self.segment.order = 10
