@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 from vispy import scene
 
+from .laid_out_text import LaidOutText
 from .ticks import nice_ticks, text_size
 
 TICK_PT, TITLE_PT = 8, 9
 TICK_LEN = 5
 LABEL_CHARS = 8  # the left strip fits tick labels this long ("-1.0e-05"); longer steps are passed over
-BG = (0.08, 0.08, 0.1, 1)  # the canvas's background
 COLOUR = (0.85, 0.85, 0.88, 1)
 
 
@@ -51,16 +51,18 @@ class _Strip:
 
     def __init__(self, parent, vertical: bool):
         self.vertical = vertical
-        self.view = scene.widgets.ViewBox(parent=parent, border_width=0, bgcolor=BG)
+        # no background of its own: the strip shows the canvas' clear colour, which is what its
+        # background was painted in (nothing else draws there), and a background is a draw a frame
+        self.view = scene.widgets.ViewBox(parent=parent, border_width=0)
         self.view.camera = scene.PanZoomCamera(aspect=None)
         self.view.camera.interactive = False
         self.lines = scene.visuals.Line(connect="segments", color=COLOUR, parent=self.view.scene)
-        self.labels = scene.visuals.Text("", color=COLOUR, font_size=TICK_PT, parent=self.view.scene,
-                                         anchor_x="right" if vertical else "center",
-                                         # under the axis: VisPy's anchors are for y down, the strip's y is up
-                                         anchor_y="center" if vertical else "bottom")
-        self.title = scene.visuals.Text("", color="white", font_size=TITLE_PT, parent=self.view.scene,
-                                        anchor_x="center", anchor_y="center", rotation=-90.0 if vertical else 0.0)
+        self.labels = LaidOutText("", color=COLOUR, font_size=TICK_PT, parent=self.view.scene,
+                                  anchor_x="right" if vertical else "center",
+                                  # under the axis: VisPy's anchors are for y down, the strip's y is up
+                                  anchor_y="center" if vertical else "bottom")
+        self.title = LaidOutText("", color="white", font_size=TITLE_PT, parent=self.view.scene,
+                                 anchor_x="center", anchor_y="center", rotation=-90.0 if vertical else 0.0)
         self.size = (1, 1)
         self.values: list[float] = []
         self.texts: list[str] = []

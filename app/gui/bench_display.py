@@ -262,6 +262,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         pub0, waits0, seq0 = worker.publish_s, worker.throttle_waits, worker._seq
         ck0, cks0 = worker.checkpoints_taken, worker.checkpoint_s
         hb0, hby0 = canvas.host_bytes.total, dict(canvas.host_bytes.by)
+        glir0, hud_gl0 = _ui_counts(canvas)
         if tl is not None:
             tl.on = True
         draw_loop(seconds)
@@ -271,6 +272,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         pub1, waits1, seq1 = worker.publish_s, worker.throttle_waits, worker._seq
         ck1, cks1 = worker.checkpoints_taken, worker.checkpoint_s
         hb1 = canvas.host_bytes.total
+        glir1, hud_gl1 = _ui_counts(canvas)
         host_by = {k: (v - hby0.get(k, 0)) / max(frames, 1) for k, v in canvas.host_bytes.by.items()
                    if v != hby0.get(k, 0)}
         vendor = f"{gl.glGetParameter(gl.GL_VENDOR)} / {gl.glGetParameter(gl.GL_RENDERER)}"
@@ -301,7 +303,19 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             # last-good checkpoints in the window: each one a synchronous copy of the state to the
             # host (≤ 1 % of a long run by design, but one in an 8 s window weighs more)
             "worker_checkpoints": ck1 - ck0, "worker_checkpoint_ms": (cks1 - cks0) * 1e3,
+            # the UI thread's GL work a drawn frame: GLIR commands run and left out by the state
+            # filter, and the HUD's GL calls (each a ctypes call that lets go of the GIL)
+            "glir_commands_per_frame": (glir1[0] - glir0[0]) / frames if frames else None,
+            "glir_dropped_per_frame": (glir1[1] - glir0[1]) / frames if frames else None,
+            "hud_gl_calls_per_frame": (hud_gl1 - hud_gl0) / frames if frames and hud_gl1 is not None else None,
             "hud": hud_state, "gpu_timeline": tl.summary(frames) if tl is not None else None}
+
+
+def _ui_counts(canvas) -> tuple[tuple[int, int], int | None]:
+    """((GLIR commands run, left out) so far, the HUD's GL calls so far or None)."""
+    f = canvas.gl_state()
+    renderer = getattr(canvas.hud, "renderer", None)
+    return (f.passed, f.dropped), getattr(renderer, "gl_calls_total", None)
 
 
 def _breakdown(name, overrides, backend, seconds) -> dict:
@@ -366,7 +380,12 @@ def main(argv=None) -> int:
                    help="run issue 41's three cases in turn (1M-particle SPH dam break at a cap of 60, "
                         "amr3d-sphere-re100 with tracers, leaves and two planes at 30, lbm2d 2048² at 30); "
                         "--preset, --set and --fps are not used")
+    p.add_argument("--switch-interval", type=float, metavar="SECONDS",
+                   help="experiment: Python's thread switch interval (sys.setswitchinterval; 0.005 by default): "
+                        "how long a thread waiting for the GIL (the UI after each GL call) waits for the other")
     a = p.parse_args(argv)
+    if a.switch_interval is not None:
+        sys.setswitchinterval(a.switch_interval)
     worker_attrs = {}
     for item in a.worker_attrs:
         key, _, value = item.partition("=")
@@ -460,6 +479,11 @@ def run_case(a, backend, worker_attrs: dict, preset: str, overrides: list, fps: 
           f"path {disp['display_label']}, HUD {disp['hud']})")
     print(f"  draw/frame    mean {ms(disp['draw_ms_mean'])} ms, median {ms(disp['draw_ms_median'])} ms, "
           f"max {ms(disp['draw_ms_max'])} ms; UI thread busy drawing {100 * disp['ui_busy_share']:.1f} % of the time")
+    if disp["glir_commands_per_frame"] is not None:
+        hud_calls = disp["hud_gl_calls_per_frame"]
+        print(f"  UI GL work    {disp['glir_commands_per_frame']:.0f} GLIR commands a frame run, "
+              f"{disp['glir_dropped_per_frame']:.0f} left out as repeats"
+              + ("" if hud_calls is None else f"; HUD {hud_calls:.0f} GL calls a frame"))
     hb = disp["host_bytes_per_frame"]
     print(f"  host bytes    {'—' if hb is None else f'{hb:.0f}'} a frame (device → host)"
           + (f", by what: {disp['host_bytes_per_frame_by']}" if disp["host_bytes_per_frame_by"] else ""))

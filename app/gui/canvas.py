@@ -43,8 +43,9 @@ from .buffer_field import register as register_buffer_texture
 from .colorbar import ColorBar, Legend, level_legend
 from .device_draw import HIDDEN, DeviceLines, GeometryUploads, leaf_lines, point_positions
 from .drawer import Drawer, HostBytes, counting_host_bytes, host
-from .gl_state import RedundantStateFilter
+from .gl_state import RedundantStateFilter, install_visual_state_skip
 from .grid_lod import block_mean, grid_step
+from .held_uniforms import HeldUniforms
 from .shared_texture import SharedTexture
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
 
@@ -79,8 +80,9 @@ class ParticleVisual(Visual):
         self._bounds = np.zeros((2, 3))
         self.shared_program["a_position"] = self._pos
         self.shared_program["a_value"] = self._val
-        self.shared_program["u_size"] = 6.0
-        self.shared_program["u_clim"] = (0.0, 1.0)
+        self._uniforms = HeldUniforms(self.shared_program)
+        self._uniforms.set("u_size", 6.0)
+        self._uniforms.set("u_clim", (0.0, 1.0))
         self.set_colormap(colormap)
         self._draw_mode = "points"
         self.set_gl_state("translucent", depth_test=True)
@@ -103,8 +105,8 @@ class ParticleVisual(Visual):
         """Colour range and sprite size (and the bounds, when known) of buffers CUDA wrote."""
         if bounds is not None:
             self._bounds = np.asarray(bounds, np.float64)
-        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
-        self.shared_program["u_size"] = float(size)
+        self._uniforms.set("u_clim", tuple(float(c) for c in clim))
+        self._uniforms.set("u_size", float(size))
         self.update()
 
     def _prepare_transforms(self, view):
@@ -131,7 +133,8 @@ class OverlayVisual(Visual):
                          fcode=shaders.source("glsl/overlay.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 2), np.float32))
         self.shared_program["a_position"] = self._pos
-        self.shared_program["u_size"] = 4.0
+        self._uniforms = HeldUniforms(self.shared_program)
+        self._uniforms.set("u_size", 4.0)
         self.shared_program["u_color"] = tuple(color)
         self.shared_program["u_halo"] = tuple(halo)
         self.shared_program["u_core"] = float(core)
@@ -144,7 +147,7 @@ class OverlayVisual(Visual):
         self.set_size(size)
 
     def set_size(self, size: float) -> None:
-        self.shared_program["u_size"] = float(size)
+        self._uniforms.set("u_size", float(size))
         self.update()
 
     def _prepare_transforms(self, view):
@@ -172,6 +175,7 @@ class FieldCanvas(scene.SceneCanvas):
     def __init__(self, size=(900, 700), colorbar: bool = True, axes: bool = True, **kwargs):
         super().__init__(keys=None, size=size, bgcolor=(0.08, 0.08, 0.1, 1), **kwargs)
         self.unfreeze()
+        install_visual_state_skip()  # visuals leave out state GL has (gl_state.py)
         # border_width=0: a ViewBox clips its scene to ``inner_rect``, which VisPy insets by the
         # border width (1 px by default) while the camera maps its rect onto the full widget rect;
         # the outermost pixel ring of the view would show the background instead of the field.
@@ -467,7 +471,7 @@ class FieldCanvas(scene.SceneCanvas):
             self._pending = self._pending or self.shown
         if self.hud is not None and self.hud.visible:
             self.context.flush_commands()
-            self.hud.render(self.physical_size, self.pixel_scale)
+            self.hud.render(self.physical_size, self.pixel_scale, self.gl_state().known)
             self.gl_state().forget()  # imgui sets GL state directly, not through VisPy
         self.frames_drawn += 1
 
@@ -839,7 +843,7 @@ class FieldCanvas(scene.SceneCanvas):
             self._draw_scene(bgcolor=bgcolor)
             if hud and region is None and self.hud is not None and self.hud.visible:
                 self.context.flush_commands()  # the fbo bound before imgui's raw GL calls
-                self.hud.render(size, s)
+                self.hud.render(size, s, state.known)
             result = fbo.read(crop=crop)
         finally:
             state.forget()

@@ -73,15 +73,15 @@ class ColorBar:
         self.image = scene.visuals.Image(np.linspace(0, 1, 256, dtype=np.float32)[:, None], texture_format="r32f",
                                          cmap=Colormap(colormaps.lut("viridis")), clim=(0, 1),
                                          interpolation="nearest", parent=self.view.scene)
-        self.title = scene.visuals.Text("", color="white", font_size=TITLE_PT, anchor_x="center", anchor_y="center",
-                                        parent=self.view.scene)
+        self.title = LaidOutText("", color="white", font_size=TITLE_PT, anchor_x="center", anchor_y="center",
+                                 parent=self.view.scene)
         # the labels follow an automatic range, most frames: their strings' layouts are kept
         self.ticks = LaidOutText("", color=(0.9, 0.9, 0.9, 1), font_size=TICK_PT, anchor_x="left",
                                  anchor_y="center", parent=self.view.scene)
         self.tick_marks = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 1), parent=self.view.scene)
         self.legend_swatches = scene.visuals.Mesh(parent=self.view.scene)
-        self.legend_text = scene.visuals.Text("", color="white", font_size=LEGEND_PT, anchor_x="left",
-                                              anchor_y="center", parent=self.view.scene)
+        self.legend_text = LaidOutText("", color="white", font_size=LEGEND_PT, anchor_x="left",
+                                       anchor_y="center", parent=self.view.scene)
         self.legend_swatches.visible = self.legend_text.visible = False
         self.size = (WIDTH, 100)
         self.dpi = 96.0

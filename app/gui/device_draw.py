@@ -29,6 +29,7 @@ from vispy.visuals import Visual
 from nagare import shaders
 
 from . import interop
+from .held_uniforms import HeldUniforms
 from .overlay_style import LEVEL_COLOURS, TRACER_RGBA, TRACER_SIZE, TRAIL_ALPHA, TRAIL_RGB
 
 HIDDEN = np.float32(-3e38)  # a point's x that the points shader does not draw
@@ -338,12 +339,13 @@ class DevicePointsVisual(Visual):
         self.positions = gloo.VertexBuffer(np.full((1, 3), HIDDEN, np.float32))
         self.shared_program["a_position"] = self.positions
         self.shared_program["u_color"] = tuple(float(c) for c in color)
-        self.shared_program["u_size"] = float(size)
+        self._uniforms = HeldUniforms(self.shared_program)
+        self._uniforms.set("u_size", float(size))
         self._draw_mode = "points"
         self.set_gl_state("translucent", depth_test=True)
 
     def set_size(self, size: float) -> None:
-        self.shared_program["u_size"] = float(size)
+        self._uniforms.set("u_size", float(size))
 
     def set_data(self, positions: np.ndarray) -> None:
         """Host (n, 3) positions, HIDDEN rows left out (for tests and a first frame)."""

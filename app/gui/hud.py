@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from nagare.engine.errors import one_line
 
 from .plot_limits import setup_fitted_axes
 from .text_wrap import wrap_lines
@@ -42,6 +43,7 @@ class QtImguiBridge:
 
     def __init__(self, canvas, hud: Hud):
         self.hud = hud
+        self._over = False  # the pointer was over the HUD's window at the last move
         ev = canvas.events
         ev.mouse_move.connect(self.on_mouse_move, position="first")
         ev.mouse_press.connect(self.on_mouse_press, position="first")
@@ -61,17 +63,24 @@ class QtImguiBridge:
         x, y = event.pos[:2]
         io.add_mouse_pos_event(float(x), float(y))
 
-    def _capture(self, io, event):
+    def _capture(self, io, event, redraw: bool = True):
         if io.want_capture_mouse:
             event.handled = True
             event.blocked = True
-        self.hud.canvas.update()
+        if redraw:
+            self.hud.canvas.update()
 
     def on_mouse_move(self, event):
         io = self._io()
         if io is not None:
             self._pos(io, event)
-            self._capture(io, event)
+            # A frame for imgui only where it can show something new: the pointer over the HUD's
+            # window or just off it (hover highlights, tooltips), or a drag imgui holds. A move
+            # over the scene alone redraws nothing: a redraw holds the GIL the simulation needs,
+            # and the camera, probes and slice drags ask for their own frames when they change.
+            over = self.hud.covers(event.pos)
+            self._capture(io, event, redraw=over or self._over or io.want_capture_mouse)
+            self._over = over
 
     def on_mouse_press(self, event):
         io = self._io()
@@ -193,6 +202,11 @@ class Hud:
         self._want_collapsed = on
         self.canvas.update()
 
+    def covers(self, pos) -> bool:
+        """Whether the canvas point ``pos`` (logical px) lies on the HUD's window as last drawn."""
+        x, y, w, h = self.rect
+        return x <= pos[0] < x + w and y <= pos[1] < y + h
+
     def reserved(self) -> tuple[float, float]:
         """(left column, top strip) the field must keep clear of, in logical px."""
         if self.error is not None:
@@ -207,7 +221,8 @@ class Hud:
         try:
             # imgui-bundle (≈0.5 s) loads when the HUD is first drawn: a window without it never pays
             from imgui_bundle import imgui, implot
-            from imgui_bundle.python_backends.opengl_backend_programmable import ProgrammablePipelineRenderer
+
+            from .hud_gl import LeanRenderer
 
             self.ctx = imgui.create_context()
             imgui.set_current_context(self.ctx)
@@ -216,14 +231,16 @@ class Hud:
             io = imgui.get_io()
             io.set_ini_filename("")  # no imgui.ini littering the user's folder
             imgui.style_colors_dark()
-            self.renderer = ProgrammablePipelineRenderer()
+            self.renderer = LeanRenderer()
         except Exception as exc:  # missing PyOpenGL, GL too old: the app runs without the HUD
             self.error = f"HUD unavailable ({type(exc).__name__}: {exc})"
             log.warning("nagare: %s", self.error)
             return False
         return True
 
-    def render(self, physical_size, pixel_scale: float = 1.0) -> None:
+    def render(self, physical_size, pixel_scale: float = 1.0, gl_known: dict | None = None) -> None:
+        """One HUD frame over what is drawn; ``gl_known``: GL state the caller knows GL has now
+        (the canvas' state filter's record: hud_gl.py asks GL only for the rest)."""
         if not self._ensure():
             return
         # imgui-bundle: deferred as in _ensure (≈0.5 s, only once the HUD is drawn)
@@ -243,7 +260,19 @@ class Hud:
             self._draw()
         finally:
             imgui.render()
-        self.renderer.render(imgui.get_draw_data())
+        try:
+            self.renderer.render(imgui.get_draw_data(), gl_known)
+        except Exception as exc:
+            if getattr(self.renderer, "lean", False):
+                # the lean renderer's own GL entry points or state record failed on this GL:
+                # imgui-bundle's renderer from the next frame on, said once
+                from .hud_gl import StockRenderer
+
+                log.warning("nagare: the HUD's GL renderer failed (%s); imgui-bundle's renderer from now on",
+                            one_line(exc))
+                self.renderer = StockRenderer()
+                return
+            raise
         self.frames += 1
 
     # ---- content -----------------------------------------------------------------------

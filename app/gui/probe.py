@@ -24,6 +24,7 @@ from nagare.app.packets import length_units
 from vispy import scene
 
 from .drawer import copy_stream, host
+from .laid_out_text import LaidOutText
 from .plot_limits import setup_fitted_axes
 
 SAMPLES = 200
@@ -112,8 +113,8 @@ class Probes:
         view = canvas.view
         self.marker = scene.visuals.Markers(pos=np.zeros((1, 2), np.float32), parent=view.scene)
         self.marker.order = 10
-        self.label = scene.visuals.Text("", color="white", font_size=9, anchor_x="left", anchor_y="bottom",
-                                        parent=view.scene)
+        self.label = LaidOutText("", color="white", font_size=9, anchor_x="left", anchor_y="bottom",
+                                 parent=view.scene)
         self.label.order = 11
         self.segment = scene.visuals.Line(color=(1, 1, 1, 0.9), width=2, parent=view.scene)
         self.segment.order = 10

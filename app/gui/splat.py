@@ -29,6 +29,8 @@ from nagare.engine.cuda import KernelSpec
 from vispy import gloo, scene
 from vispy.visuals import Visual
 
+from .held_uniforms import HeldUniforms
+
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 # struct SplatView of the kernel, in order
 VIEW_FIELDS = tuple(f"m{i}" for i in range(16)) + ("width", "height", "size_ref", "w_ref", "min_size", "max_size",
@@ -235,8 +237,9 @@ class SplatQuadVisual(Visual):
         quad = np.array([(-1, -1), (1, -1), (1, 1), (-1, -1), (1, 1), (-1, 1)], np.float32)
         self.shared_program["a_position"] = gloo.VertexBuffer(quad)
         self.shared_program["u_image"] = self.texture
-        self.shared_program["u_size"] = (2.0, 2.0)
-        self.shared_program["u_origin"] = (0.0, 0.0)
+        self._uniforms = HeldUniforms(self.shared_program)  # the origin is set before every draw
+        self._uniforms.set("u_size", (2.0, 2.0))
+        self._uniforms.set("u_origin", (0.0, 0.0))
         self._draw_mode = "triangles"
         self.prepare = None
         self.set_gl_state("opaque", depth_test=True, cull_face=False)
@@ -246,11 +249,11 @@ class SplatQuadVisual(Visual):
         if self.texture.shape[:2] == (height, width):
             return False
         self.texture.resize((height, width, 4))  # storage only: every frame writes all of it
-        self.shared_program["u_size"] = (float(width), float(height))
+        self._uniforms.set("u_size", (float(width), float(height)))
         return True
 
     def set_origin(self, x: int, y: int) -> None:
-        self.shared_program["u_origin"] = (float(x), float(y))
+        self._uniforms.set("u_origin", (float(x), float(y)))
 
     def _prepare_transforms(self, view):
         pass

@@ -46,11 +46,14 @@ from nagare import shaders
 
 from . import device_draw, interop, splat
 from .drawer import host
+from .held_uniforms import HeldUniforms
+from .laid_out_text import LaidOutText
 from .overlay_style import LEVEL_COLOURS, TRACER_RGBA, TRACER_SIZE, TRAIL_ALPHA, TRAIL_RGB
 from .probe import register_geometry
 from .slice_drag import SlicePlaneGeometry
 from .slice_pick import slice_index
 from .splat import SplatQuad
+from .transform_key import transform_key
 
 log = logging.getLogger("nagare")
 
@@ -94,7 +97,8 @@ class SlicePlanesVisual(_LutColormap, Visual):
         self.shared_program["a_position"] = self._pos
         self.shared_program["a_texcoord"] = self._tc
         self.shared_program["u_volume"] = self.texture
-        self.shared_program["u_clim"] = (0.0, 1.0)
+        self._uniforms = HeldUniforms(self.shared_program)
+        self._uniforms.set("u_clim", (0.0, 1.0))
         self.set_colormap(colormap)
         self.shape = None  # (nz, ny, nx) of the texture
         self._planes_key = None  # (planes, spacing, shape) the vertex buffers hold
@@ -104,7 +108,7 @@ class SlicePlanesVisual(_LutColormap, Visual):
         self.set_gl_state("opaque", depth_test=True, cull_face=False)
 
     def set_clim(self, clim) -> None:
-        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
+        self._uniforms.set("u_clim", tuple(float(c) for c in clim))
         self.update()
 
     def set_volume(self, data: np.ndarray) -> None:
@@ -166,10 +170,11 @@ class SphereVisual(_LutColormap, Visual):
         self.values = gloo.VertexBuffer(np.zeros(1, np.float32))
         self.shared_program["a_position"] = self.positions
         self.shared_program["a_value"] = self.values
-        self.shared_program["u_size_ref"] = 4.0
-        self.shared_program["u_w_ref"] = 1.0
+        self._uniforms = HeldUniforms(self.shared_program)  # the point scale is set before every draw
+        self._uniforms.set("u_size_ref", 4.0)
+        self._uniforms.set("u_w_ref", 1.0)
         self.shared_program["u_min_size"] = 1.5
-        self.shared_program["u_clim"] = (0.0, 1.0)
+        self._uniforms.set("u_clim", (0.0, 1.0))
         self.set_colormap(colormap)
         self.count = 0
         self.diameter = 1.0  # world units
@@ -187,12 +192,12 @@ class SphereVisual(_LutColormap, Visual):
                 self._bounds = np.stack([pos.min(axis=0), pos.max(axis=0)])
         if values is not None:
             self.values.set_data(np.ascontiguousarray(values, np.float32))
-        self.shared_program["u_clim"] = tuple(float(c) for c in clim)
+        self._uniforms.set("u_clim", tuple(float(c) for c in clim))
         self.update()
 
     def set_point_scale(self, size_ref: float, w_ref: float) -> None:
-        self.shared_program["u_size_ref"] = float(size_ref)
-        self.shared_program["u_w_ref"] = float(w_ref)
+        self._uniforms.set("u_size_ref", float(size_ref))
+        self._uniforms.set("u_w_ref", float(w_ref))
 
     def _prepare_transforms(self, view):
         view.view_program.vert["transform"] = view.get_transform()
@@ -387,7 +392,7 @@ class Frame3D:
     def __init__(self, canvas, prefix: str):
         self.outline = scene.visuals.Line(connect="segments", color=(0.75, 0.75, 0.8, 1.0), antialias=False)
         self.axes = scene.visuals.Line(connect="segments", width=2.0)
-        self.labels = scene.visuals.Text("", color="white", font_size=9, anchor_x="left", anchor_y="bottom")
+        self.labels = LaidOutText("", color="white", font_size=9, anchor_x="left", anchor_y="bottom")
         self.names = [f"{prefix}_outline", f"{prefix}_axes", f"{prefix}_labels"]
         for name, node in zip(self.names, (self.outline, self.axes, self.labels)):
             canvas.add_visual(name, node)
@@ -781,6 +786,7 @@ class Particles3DDrawer:
         self.quad = None
         self.splatter = None
         self._splat_src = None  # (positions, values, event, clim, diameter, centre) of the packet shown
+        self._view = self._view_key = None  # the splat's (view matrix, point size, w) and what they were for
         self._canvas = None
         self.frame = None
         self.solids = None
@@ -964,9 +970,16 @@ class Particles3DDrawer:
         if self.splatter is None:
             self.splatter = splat.CudaSplatter()
         self.splatter.set_colormap(canvas.colormap_name)
-        size, w = point_scale(canvas.view, view, centre, diameter)
-        params = splat.view_params(splat.view_matrix(view.get_transform("visual", "render")), width, height,
-                                   size, w, clim)
+        to_render = view.get_transform("visual", "render")
+        # the view matrix and the sprites' point scale, mapped again only when a transform changed
+        key = transform_key(to_render, canvas.view.camera.transform)
+        centre_key = np.asarray(centre, np.float64).tobytes()
+        if key is None or (key, centre_key, diameter) != self._view_key:
+            size, w = point_scale(canvas.view, view, centre, diameter)
+            self._view = (splat.view_matrix(to_render), size, w)
+            self._view_key = None if key is None else (key, centre_key, diameter)
+        matrix, size, w = self._view
+        params = splat.view_params(matrix, width, height, size, w, clim)
         import cupy  # optional dependency (CuPy): splatting runs on the interop path only
 
         stream = cupy.cuda.ExternalStream(int(tex.stream))

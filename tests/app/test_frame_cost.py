@@ -296,3 +296,149 @@ def test_the_state_filter_forgets_what_a_failed_batch_may_not_have_sent():
     fail[0] = False
     parser.parse([blend, uniform])
     assert ran == [blend, uniform]
+
+
+def test_the_lean_hud_renderer_draws_the_stock_renderers_pixels(make_canvas, monkeypatch):
+    """hud_gl.LeanRenderer against imgui-bundle's renderer: the same HUD pixels, and the same scene
+    in the frame after it (VisPy's first visuals inherit the GL state the HUD leaves), for a 2D
+    grid with axes and a 3D view; a frame's HUD takes at most 50 GL calls (the stock renderer: about
+    30 to save and restore state and 3 a draw command, each followed by PyOpenGL's glGetError: some
+    150)."""
+    if not isolated(__file__, "test_the_lean_hud_renderer_draws_the_stock_renderers_pixels"):
+        return
+    from types import SimpleNamespace
+
+    from imgui_bundle.python_backends.opengl_backend_programmable import ProgrammablePipelineRenderer
+    from nagare.app.gui import hud_gl
+    from nagare.app.gui.hud import Hud
+    from nagare.app.packets import FramePacket
+
+    class Stock(ProgrammablePipelineRenderer):
+        def render(self, draw_data, known=None):
+            super().render(draw_data)
+
+    history = [SimpleNamespace(wall=0.25 * i, step=10 * i, steps_per_s=40.0, updates_per_s=4e6 + 1e4 * i,
+                               gbytes_per_s=1.5, roofline_pct=12.0, phase_ms={"step": 2.0 + 0.1 * (i % 5)})
+               for i in range(40)]
+
+    def frames(renderer):
+        monkeypatch.setattr(hud_gl, "LeanRenderer", renderer)
+        c = make_canvas(720, 420)
+        c.hud = Hud(c, lambda: (history, {}, "running · step 100"), lambda axis, choice: None)
+        c.relayout()
+        rng = np.random.default_rng(4)
+        shots = []
+        field = rng.random((40, 56)).astype(np.float32)
+        tracers = (rng.random((30, 2)) * [56, 40]).astype(np.float32)
+        for seq in range(3):
+            c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                      data=field, overlay=tracers, vmin=0.0, vmax=1.0 + seq))
+            c.draw_now(finish=True)
+        shots += [c.grab(hud=True), c.grab()]
+        c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True)
+        for seq in range(3, 6):
+            c.show_packet(_volume_packet(seq, rng))
+            c.draw_now(finish=True)
+        shots += [c.grab(hud=True), c.grab()]
+        calls = getattr(c.hud.renderer, "gl_calls", None)
+        c.close()
+        monkeypatch.undo()
+        return shots, calls
+
+    stock, _ = frames(Stock)
+    lean, calls = frames(hud_gl.LeanRenderer)
+    assert calls is not None and calls <= 50
+    for with_hud, without in zip(lean[0::2], lean[1::2]):  # the HUD is drawn in its column
+        assert (np.abs(with_hud[:, :300].astype(int) - without[:, :300]).max(axis=-1) > 30).sum() > 500
+    for a, b in zip(stock, lean):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_visuals_state_commands_are_the_ones_vispys_set_state_queues():
+    """Unit: gl_state.state_commands(state) is the command list VisPy's set_state queues for it
+    (presets, overrides, line width, an enum-valued setter); an unhashable state has none."""
+    from nagare.app.gui.gl_state import state_commands
+    from vispy.gloo.context import FakeCanvas
+
+    canvas = FakeCanvas()
+    for state in ({"preset": "translucent", "depth_test": False},
+                  {"blend": True, "depth_test": False, "cull_face": False, "preset": None,
+                   "blend_func": ("src_alpha", "one_minus_src_alpha")},
+                  {"preset": "opaque", "line_width": np.float64(2.0), "line_smooth": False},
+                  {"preset": "additive", "cull_face": "back", "polygon_offset": (1, 1)}):
+        canvas.context.glir.clear()
+        canvas.context.set_state(**state)  # VisPy's set_state, into this context's queue
+        assert state_commands(state) == canvas.context.glir.clear()
+    assert state_commands({"preset": None, "blend_color": [0, 0, 0, 1]}) is None
+
+
+def test_visuals_run_the_state_commands_vispy_would(make_canvas, monkeypatch):
+    """A visual queues its state from the list made once, less what GL has: GL gets the state
+    commands it got from VisPy's set_state after the filter, in the same order (a 2D grid with
+    tracers, axes and the colour bar; a 3D grid with leaves, tracers, a body)."""
+    if not isolated(__file__, "test_visuals_run_the_state_commands_vispy_would"):
+        return
+    from nagare.app.gui import canvas as canvas_module
+    from nagare.app.gui import gl_state
+    from nagare.app.packets import FramePacket
+    from vispy.visuals.visual import Visual
+
+    def state_commands_run(skip: bool):
+        if not skip:  # VisPy's set_state, not installed again by the new canvas
+            monkeypatch.setattr(Visual, "_configure_gl_state", Visual._configure_gl_state.vispy)
+            monkeypatch.setattr(canvas_module, "install_visual_state_skip", lambda: None)
+        c = make_canvas(420, 320)
+        rng = np.random.default_rng(8)
+        field = rng.random((40, 56)).astype(np.float32)
+        tracers = (rng.random((30, 2)) * [56, 40]).astype(np.float32)
+        ran = []
+        for seq in range(4):
+            if seq == 2:  # after the first frames: what a steady frame runs
+                f = c.gl_state()
+                inner = f._inner
+                f._inner = lambda commands, inner=inner: (ran.extend(x for x in commands if x[0] == "FUNC"),
+                                                          inner(commands))[1]
+            c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                      data=field, overlay=tracers, vmin=0.0, vmax=1.0 + seq))
+            c.draw_now(finish=True)
+        c.set_view3d(planes={"x": [True, 0.5], "y": [False, 0.5], "z": [True, 0.5]}, boxes=True)
+        for seq in range(4, 7):
+            c.show_packet(_volume_packet(seq, rng))
+            c.draw_now(finish=True)
+        c.close()
+        monkeypatch.undo()
+        return ran
+
+    with_skip = state_commands_run(True)
+    assert Visual._configure_gl_state is not Visual._configure_gl_state.vispy  # installed by the canvas
+    vispy = state_commands_run(False)
+    assert len(vispy) > 50
+    assert [repr(x) for x in with_skip] == [repr(x) for x in vispy]
+    assert gl_state.state_commands({"preset": "opaque"})  # made once, kept
+
+
+def test_a_failing_lean_hud_renderer_gives_way_to_imgui_bundles(make_canvas, monkeypatch, caplog):
+    """Where hud_gl.LeanRenderer fails (its GL entry points on some GL), the HUD says so once and
+    draws with imgui-bundle's renderer from the next frame on; the scene is drawn all along."""
+    if not isolated(__file__, "test_a_failing_lean_hud_renderer_gives_way_to_imgui_bundles"):
+        return
+    from nagare.app.gui import hud_gl
+    from nagare.app.gui.hud import Hud
+    from nagare.app.packets import FramePacket
+
+    def broken():
+        raise RuntimeError("no such entry point")
+
+    monkeypatch.setattr(hud_gl, "BareGL", broken)
+    c = make_canvas(640, 360)
+    c.hud = Hud(c, lambda: ([], {}, "running"), lambda axis, choice: None)
+    c.relayout()
+    field = np.random.default_rng(2).random((40, 56)).astype(np.float32)
+    for seq in range(3):
+        c.show_packet(FramePacket(seq=seq, step=seq, time=0.0, field_name="f", kind="grid2d", fields=("f",),
+                                  data=field, vmin=0.0, vmax=1.0))
+        c.draw_now(finish=True)
+    assert isinstance(c.hud.renderer, hud_gl.StockRenderer) and c.hud.frames == 2
+    assert caplog.text.count("the HUD's GL renderer failed") == 1 and "no such entry point" in caplog.text
+    with_hud, without = c.grab(hud=True), c.grab()
+    assert (np.abs(with_hud[:, :300].astype(int) - without[:, :300]).max(axis=-1) > 30).sum() > 500

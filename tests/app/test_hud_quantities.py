@@ -322,3 +322,30 @@ def test_headless_run_writes_the_coefficients_into_the_timing_log(tmp_path):
     assert rows and {"cd", "cl", "cs"} <= set(rows[0])
     assert all(math.isfinite(float(r[k])) for r in rows for k in ("cd", "cl", "cs"))
     assert float(rows[-1]["cd"]) > 0
+
+
+def test_a_mouse_move_over_the_scene_alone_asks_for_no_frame(headless_hud):
+    """The Qt→imgui bridge asks for a redraw on a move over the HUD's window and on the move that
+    leaves it (imgui clears its hover there), not for moves over the scene: a frame holds the GIL
+    the simulation thread needs."""
+    from types import SimpleNamespace
+
+    hud = headless_hud
+    hud.frame()  # the HUD's window placed: hud.rect
+    x, y, w, h = hud.rect
+    assert w > 100 and h > 100
+    asked = []
+    hud.canvas.update = lambda: asked.append(1)
+
+    def move(pos):
+        asked.clear()
+        hud.bridge.on_mouse_move(SimpleNamespace(pos=pos, handled=False, blocked=False))
+        hud.frame()
+        return bool(asked)
+
+    assert not move((x + w + 200, y + 50))  # the scene
+    assert move((x + 20, y + 50))  # onto the HUD
+    assert move((x + 40, y + 60))  # over it
+    assert move((x + w + 200, y + 60))  # off it: one frame
+    assert not move((x + w + 250, y + 80))  # the scene again
+    assert hud.covers((x + 1, y + 1)) and not hud.covers((x + w + 1, y + 1))

@@ -171,3 +171,71 @@ def test_a_failing_splat_falls_back_to_gl_sprites_once(make_canvas, monkeypatch,
     np.testing.assert_array_equal(c.grab(), sprites)  # the sprites again, the splat not retried
     assert calls == [1]
     assert frame.shape == sprites.shape
+
+
+def test_the_splat_maps_its_view_again_only_when_a_transform_changed(make_canvas, monkeypatch):
+    """The interop path's splat (its CUDA half stubbed: the parameters it is handed are recorded)
+    gets the view matrix and point scale it got when they were mapped for every draw; they are
+    mapped again after the camera turned, not for a new packet under the same camera."""
+    if not isolated(__file__, "test_the_splat_maps_its_view_again_only_when_a_transform_changed"):
+        return
+    import sys
+    import types
+
+    from nagare.app.gui import interop, view3d
+
+    class FakeTexture:
+        stream, rt = 0, None
+
+        def __init__(self, handle, shape):
+            self.in_flight = interop.InFlight()
+
+        def _record_event(self):
+            return None
+
+        def upload(self, image, event=None):
+            pass
+
+        def close(self):
+            pass
+
+    def run(cached: bool):
+        params, scales = [], []
+
+        class Recorder:
+            def set_colormap(self, name):
+                pass
+
+            def render(self, positions, values, p, stream):
+                params.append(np.array(p))
+                return None, ()
+
+        monkeypatch.setattr(interop, "TextureInterop", FakeTexture)
+        monkeypatch.setattr(splat, "CudaSplatter", Recorder)
+        monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(
+            ExternalStream=lambda p: None)))
+        inner = view3d.point_scale
+        monkeypatch.setattr(view3d, "point_scale", lambda *a: (scales.append(1), inner(*a))[1])
+        if not cached:
+            monkeypatch.setattr(view3d, "transform_key", lambda *t: None)
+        c = make_canvas(320, 240, colorbar=False, axes=False)
+        c.display_path = "interop"
+        rng = np.random.default_rng(3)
+        lo, hi = np.zeros(3), np.array([1.6, 0.6, 0.4])
+        for frame in range(6):
+            if frame == 4:
+                c.view.camera.azimuth += 25.0
+            pos = (rng.random((50, 3)) * hi).astype(np.float32)
+            c.show_packet(_particles_packet(pos, rng.random(50).astype(np.float32), lo, hi, radius=0.02))
+            c.draw_now(finish=True)
+        c.close()
+        monkeypatch.undo()
+        return params, len(scales)
+
+    cached, mapped = run(True)
+    every_draw, mapped_every_draw = run(False)
+    assert len(cached) == len(every_draw) == 6 and mapped_every_draw == 6
+    assert mapped == 2  # the first frame (the camera framed before it) and the one after the turn
+    assert not np.array_equal(cached[3], cached[4])  # the camera turned
+    for a, b in zip(cached, every_draw):
+        np.testing.assert_array_equal(a, b)
