@@ -43,7 +43,7 @@ from vispy.gloo import gl
 
 from .canvas import FieldCanvas
 from .hud import Hud
-from .pacing import UI_POLL_S, FramePacer
+from .pacing import FramePacer, poll_interval
 from .shared_texture import SharedTexture
 from .view3d import Particles3DDrawer
 from .worker import SimulationWorker
@@ -222,7 +222,8 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
         while worker.engine.step_count < 2 * preset.run.steps_per_frame:
             time.sleep(0.005)
         frames, last_seq = 0, -1
-        pacer = FramePacer(fps, UI_POLL_S)  # as the main window: a timer every UI_POLL_S, at most fps frames/s
+        poll = poll_interval(fps)
+        pacer = FramePacer(fps, poll)  # as the main window: a timer every poll, at most fps frames/s
         draw_ms = []
 
         def draw_loop(duration):
@@ -246,7 +247,7 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
                             draw_prof[0].disable()
                     draw_ms.append((time.perf_counter() - t_draw) * 1e3)
                     frames += 1
-                sleep = UI_POLL_S - (time.perf_counter() - now)
+                sleep = poll - (time.perf_counter() - now)
                 if sleep > 0:
                     time.sleep(sleep)
 

@@ -26,7 +26,7 @@ from ..headless import vtkhdf_fields
 from . import export
 from .canvas import FieldCanvas
 from .hud import Hud, choice_tooltip
-from .pacing import UI_POLL_S, FramePacer
+from .pacing import FramePacer, poll_interval
 from .probe import Probes
 from .slice_drag import SliceDrag
 from .tooltips import TooltipWrapper
@@ -278,7 +278,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self._last_seq = -1
         self._recorded_seq = -1  # the last packet put into the video
         self._pending_ckpt_path: Path | None = None
-        self._pacer = FramePacer(self.max_fps, UI_POLL_S)  # when the next new frame may be drawn
+        self._pacer = FramePacer(self.max_fps, poll_interval(self.max_fps))  # when the next new frame may be drawn
         self._range_shown_for = (None, None)  # (packet, range) the range boxes show
         self._t_status = 0.0  # ... and of the last status-bar update
         self._result_callbacks: dict = {}  # "call" tag → callback(result), see _call
@@ -326,7 +326,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.timer = QtCore.QTimer(self)
         self.timer.timeout.connect(self._tick)
-        self.timer.start(int(round(UI_POLL_S * 1000)))
+        self.timer.start(max(1, int(round(poll_interval(self.max_fps) * 1000))))
 
     # ---- layout ------------------------------------------------------------------------
     def _dock(self, title: str, widget: QtWidgets.QWidget, area=Qt.DockWidgetArea.LeftDockWidgetArea):
@@ -558,7 +558,9 @@ class MainWindow(QtWidgets.QMainWindow):
         1 … the display's refresh rate; returns the cap in force."""
         fps = min(max(float(fps), 1.0), self.refresh_rate())
         self.max_fps = fps
-        self._pacer = FramePacer(fps, UI_POLL_S)
+        self._pacer = FramePacer(fps, poll_interval(fps))
+        if getattr(self, "timer", None) is not None:
+            self.timer.setInterval(max(1, int(round(poll_interval(fps) * 1000))))
         self.worker.display_interval = 1.0 / fps  # a float the worker reads before each publish
         for cap, a in getattr(self, "fps_actions", {}).items():
             a.setChecked(cap == fps)

@@ -43,6 +43,7 @@ import numpy as np
 from . import d3q27
 from .tables import local_flat, slip_sides
 from .tree import Forest
+from .uploads import constant
 
 AXES = {"x": 0, "y": 1, "z": 2}
 
@@ -62,7 +63,8 @@ class LevelBoundary:
     link_q2: np.ndarray  # values of this level; half-way: w1 = 1, w2 = 0)
     link_p2: np.ndarray
     link_w2: np.ndarray
-    link_owner: np.ndarray  # bool: the copy its node's owner stores (the force counts these)
+    link_owner: np.ndarray  # bool: the copy its node's owner stores (the force counts these); on a
+    # device its indices instead (on_device): a boolean mask read there waits for the device's queue
     near_leaves: np.ndarray  # fluid points with a solid source (global leaf, ijk): bounce-back
     near_ijk: np.ndarray
 
@@ -277,8 +279,12 @@ def on_device(xp, bnd: Boundaries) -> Boundaries:
         return bnd
 
     def move(b):
-        return replace(b, **{f.name: xp.asarray(getattr(b, f.name)) for f in fields(b)
-                             if isinstance(getattr(b, f.name), np.ndarray) and not f.name.startswith("near")})
+        moved = {f.name: xp.asarray(getattr(b, f.name)) for f in fields(b)
+                 if isinstance(getattr(b, f.name), np.ndarray) and not f.name.startswith("near")}
+        # the force selects the owners' links with a gather, not a mask: the app reads the force
+        # while the GPU runs ahead, and a boolean mask's count would wait for all of it
+        moved["link_owner"] = xp.asarray(np.flatnonzero(b.link_owner))
+        return replace(b, **moved)
     return Boundaries(bnd.forest, {lv: move(b) for lv, b in bnd.level.items()}, bnd.inlet_velocity, bnd.solid,
                       bnd.interpolated, bnd.slip)
 
@@ -318,11 +324,11 @@ def force(xp, f2, b: LevelBoundary, offset: int, level: int):
     the population the wall sends back at the next step (2 f*_o(x) c_o for half-way bounce-back)."""
     if not b.link_pts.size:
         return xp.zeros(3, np.float64)
-    own = b.link_owner
-    opp = xp.asarray(d3q27.OPP)[b.link_q[own]]
+    own = b.link_owner  # a mask on the host, its indices on a device (on_device): the same links, in order
+    opp = constant(xp, "d3q27 opposites", lambda: d3q27.OPP)[b.link_q[own]]
     fo = f2[opp, b.link_pts[own] + offset].astype(np.float64)
     back = b.link_w1[own] * fo + b.link_w2[own] * f2[b.link_q2[own], b.link_p2[own] + offset].astype(np.float64)
-    c = xp.asarray(d3q27.C.astype(np.float64))[opp]
+    c = constant(xp, "d3q27 velocities fp64", lambda: d3q27.C.astype(np.float64))[opp]
     return (2.0 ** -level) ** 2 * ((fo + back)[:, None] * c).sum(axis=0)
 
 

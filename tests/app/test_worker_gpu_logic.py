@@ -236,6 +236,34 @@ def test_the_ui_draws_its_full_frame_rate_whatever_its_timer_phase(poll_ms):
     assert (np.diff(later) < short).sum() <= 1 and 29 <= len(later) <= 31
 
 
+def _drawn_per_s(fps: float, poll: float, seconds: float = 10.0) -> float:
+    """Frames a UI timer every ``poll`` s draws at a cap of ``fps`` when a packet is published every
+    1/fps s and its event is done 0–60 % of an interval later (the GPU runs behind the worker)."""
+    from nagare.app.gui.pacing import FramePacer
+
+    rng = np.random.default_rng(7)
+    ready = np.arange(0.0, seconds, 1 / fps) + rng.uniform(0, 0.6 / fps, int(np.ceil(seconds * fps)))
+    pacer, last, drawn, t = FramePacer(fps, poll), -1, 0, 0.0
+    while t < seconds:
+        newest = int(np.searchsorted(ready, t, side="right")) - 1  # the newest packet whose event is done
+        if newest > last and pacer.due(t):
+            pacer.drawn(t)
+            last, drawn = newest, drawn + 1
+        t += poll
+    return drawn / seconds
+
+
+def test_the_ui_polls_often_enough_for_a_cap_of_60():
+    """At a cap of 60 the window polls every 8 ms (pacing.poll_interval), not 16: a 16 ms timer
+    misses a frame whenever a packet is ready just after a poll."""
+    from nagare.app.gui.pacing import UI_POLL_S, poll_interval
+
+    assert poll_interval(30.0) == UI_POLL_S and poll_interval(60.0) < 1 / 60 / 1.9
+    assert _drawn_per_s(60.0, poll_interval(60.0)) >= 0.95 * 60
+    assert _drawn_per_s(60.0, UI_POLL_S) < 0.95 * 60  # the 16 ms timer falls short of the cap
+    assert _drawn_per_s(30.0, poll_interval(30.0)) >= 0.95 * 30
+
+
 class FakePending:
     """A PendingCheckpoint whose copies finish when the test says so."""
 
