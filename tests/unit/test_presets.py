@@ -224,6 +224,22 @@ def test_nonsense_compact_initial_states_are_refused(name, overrides, fragment):
         load_preset(name, overrides, backend="numpy")
 
 
+@pytest.mark.parametrize("name,overrides,fragment", [
+    ("sph-piston2d", ["geometry.piston_amplitude=5.0"], "geometry.piston_amplitude = 5 reaches the far wall"),
+    ("sph-piston2d", ["geometry.piston_amplitude=3.0"], "of the 3 m tank"),
+    ("sph-dambreak2d", ["physics.gravity=0"], "physics.gravity = 0 gives the sound speed"),
+    ("sph-hydrostatic", ["physics.gravity=0.0"], "physics.gravity = 0 gives the sound speed"),
+])
+def test_nonsense_sph_overrides_are_refused(name, overrides, fragment):
+    with pytest.raises(PresetError, match=re.escape(fragment)):
+        load_preset(name, overrides, backend="numpy")
+
+
+def test_sph_settings_at_the_edge_still_load():
+    assert load_preset("sph-piston2d", ["geometry.piston_amplitude=2.9"], backend="numpy")
+    assert load_preset("sph-dambreak2d", ["physics.gravity=1e-3"], backend="numpy")
+
+
 def test_compact_initial_states_at_the_edge_still_load():
     assert load_preset("compact-derivative", ["initial.mode=63"], backend="numpy").initial.mode == 63
     assert load_preset("compact-vortex-outflow", ["initial.center=[1.0, -1.0]"], backend="numpy")
