@@ -118,6 +118,25 @@ def test_a_vtkhdf_dump_on_a_full_disk_is_one_line_not_a_crash(small_disk):
     assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]  # no temporary or lock left
 
 
+def test_a_video_on_a_full_disk_is_one_line_saying_so(small_disk):
+    """ffmpeg writes the MP4 in its own process: its full disk reached the app as a broken pipe with
+    ffmpeg's command line appended (a dialog of many lines that did not say why)."""
+    from nagare.app.gui.export import ExportError, VideoRecorder
+
+    _fill(small_disk, 256)
+    rec = VideoRecorder(small_disk / "v.mp4", fps=10)
+    noise = np.random.default_rng(0).integers(0, 256, (240, 320, 4), dtype=np.uint8)  # incompressible
+    with pytest.raises(ExportError) as info:
+        for _ in range(400):
+            rec.append(noise)
+            noise = np.roll(noise, 7, axis=1)
+        rec.close()
+    said = str(info.value)
+    assert "\n" not in said, said
+    assert "the disk is full (No space left on device)" in said and "no v.mp4 was left" in said, said
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]  # no temporary or lock left
+
+
 def test_rows_stop_whole_when_the_disk_fills(small_disk, capsys):
     _fill(small_disk, 40)
     status = main(["run", *CAVITY, "--steps", "600", "--batch", "1", "--timings", str(small_disk / "t.csv"), "--quiet"])
