@@ -150,13 +150,19 @@ def _points3(pos) -> np.ndarray:
     return pos
 
 
+def _placed_points(positions) -> tuple[np.ndarray, np.ndarray]:
+    """(the points (n, 3) a particle file holds, which of the particles they are): those without a
+    position (parked tracers: NaN) are left out — NaN points break bounds and camera resets in ParaView."""
+    pos = _points3(positions)
+    keep = np.isfinite(pos).all(axis=1)
+    return pos[keep], keep
+
+
 @output_writer("a VTKHDF file")
 def write_polydata_particles(p: Particles, tmp, name: str = "particles", meta: dict | None = None) -> None:
     """Vertices with the attributes as point data; particles without a position (parked tracers:
     NaN) are left out — NaN points break bounds and camera resets in ParaView."""
-    pos = _points3(p.positions)
-    keep = np.isfinite(pos).all(axis=1)
-    pos = pos[keep]
+    pos, keep = _placed_points(p.positions)
     n = len(pos)
     with new_file(tmp) as f:
         root = _root(f, "PolyData")
@@ -211,7 +217,7 @@ def what_it_holds(name: str, f, resampled: bool = False) -> str:
         return (f"PolyData lines, {name}: the outlines of {len(np.asarray(f.lo))} boxes (an octree's leaves) "
                 f"with their level as cell data")
     if isinstance(f, Particles):
-        return (f"PolyData vertices, {name}: {len(np.asarray(f.positions))} points"
+        return (f"PolyData vertices, {name}: {len(_placed_points(f.positions)[0])} points"
                 + (f" with {', '.join(f.attributes)}" if f.attributes else ""))
     if isinstance(f, Profile1D):
         return f"PolyData polyline, the 1-D profile {name}"
