@@ -130,6 +130,15 @@ def test_bad_set_override_is_one_line(capsys):
     assert err.startswith("nagare: --set grid.nx=-1 (on ") and "diffusion3d.toml" in err
 
 
+def test_a_bad_set_on_a_numpy_run_names_the_key_as_typed(capsys):
+    """On NumPy a --set lands on the preset's [cpu_overrides] variant; the refusal named the key
+    cpu_overrides.grid.nx, a key the user did not type, whose value in the file is another."""
+    assert main(["run", "lbm2d-cylinder", "--set", "grid.nx=1", "--steps", "1", "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nagare: --set grid.nx=1 (on ") and ": grid.nx: got 1; expected greater than or " \
+        "equal to 4" in err and "cpu_overrides" not in err, err
+
+
 def test_a_bad_value_from_the_file_names_the_file_not_an_innocent_set(tmp_path):
     """A --set of a neighbouring key (grid.nx) is not blamed for the file's own bad grid.dx."""
     bad = tmp_path / "bad.toml"
