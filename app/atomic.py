@@ -2,6 +2,7 @@
 from nagare.engine.atomic import (
     ExportError,
     describe_cause,
+    free_bytes,
     fsync_and_replace,
     make_folder,
     output_writer,
@@ -12,5 +13,5 @@ from nagare.engine.atomic import (
     write_text_atomic,
 )
 
-__all__ = ["ExportError", "describe_cause", "fsync_and_replace", "make_folder", "output_writer",
+__all__ = ["ExportError", "describe_cause", "free_bytes", "fsync_and_replace", "make_folder", "output_writer",
            "remove_stale_temporaries", "temp_path", "write_atomic", "write_atomic_group", "write_text_atomic"]

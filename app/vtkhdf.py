@@ -26,7 +26,7 @@ from .atomic import ExportError, output_writer, write_atomic
 from .fieldkinds import FieldTypeError, lookup, register
 from .fieldkinds.boxes import box_segments
 from .fieldkinds.vtkio import safe_name
-from .vtkhdf_format import field_data, h5py_module
+from .vtkhdf_format import field_data, h5py_module, new_file
 
 VERSION = (2, 2)
 
@@ -115,9 +115,8 @@ def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
 @output_writer("a VTKHDF file")
 def write_image(grids: dict, tmp, meta: dict | None = None) -> None:
     """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing as one ImageData."""
-    h5py = h5py_module()
     attrs, arrays = image_layout(grids)
-    with h5py.File(tmp, "w") as f:
+    with new_file(tmp) as f:
         root = _root(f, "ImageData")
         for k, v in attrs.items():
             root.attrs[k] = v
@@ -151,16 +150,21 @@ def _points3(pos) -> np.ndarray:
     return pos
 
 
+def _placed_points(positions) -> tuple[np.ndarray, np.ndarray]:
+    """(the points (n, 3) a particle file holds, which of the particles they are): those without a
+    position (parked tracers: NaN) are left out — NaN points break bounds and camera resets in ParaView."""
+    pos = _points3(positions)
+    keep = np.isfinite(pos).all(axis=1)
+    return pos[keep], keep
+
+
 @output_writer("a VTKHDF file")
 def write_polydata_particles(p: Particles, tmp, name: str = "particles", meta: dict | None = None) -> None:
     """Vertices with the attributes as point data; particles without a position (parked tracers:
     NaN) are left out — NaN points break bounds and camera resets in ParaView."""
-    h5py = h5py_module()
-    pos = _points3(p.positions)
-    keep = np.isfinite(pos).all(axis=1)
-    pos = pos[keep]
+    pos, keep = _placed_points(p.positions)
     n = len(pos)
-    with h5py.File(tmp, "w") as f:
+    with new_file(tmp) as f:
         root = _root(f, "PolyData")
         root.create_dataset("NumberOfPoints", data=np.array([n], np.int64))
         root.create_dataset("Points", data=pos)
@@ -177,10 +181,9 @@ def write_polydata_particles(p: Particles, tmp, name: str = "particles", meta: d
 
 @output_writer("a VTKHDF file")
 def write_polydata_boxes(b: Boxes, tmp, name: str = "boxes", meta: dict | None = None) -> None:
-    h5py = h5py_module()
     pts = _points3(box_segments(np.asarray(b.lo, np.float32), np.asarray(b.hi, np.float32)))
     m = len(pts) // 2
-    with h5py.File(tmp, "w") as f:
+    with new_file(tmp) as f:
         root = _root(f, "PolyData")
         root.create_dataset("NumberOfPoints", data=np.array([len(pts)], np.int64))
         root.create_dataset("Points", data=pts)
@@ -214,7 +217,7 @@ def what_it_holds(name: str, f, resampled: bool = False) -> str:
         return (f"PolyData lines, {name}: the outlines of {len(np.asarray(f.lo))} boxes (an octree's leaves) "
                 f"with their level as cell data")
     if isinstance(f, Particles):
-        return (f"PolyData vertices, {name}: {len(np.asarray(f.positions))} points"
+        return (f"PolyData vertices, {name}: {len(_placed_points(f.positions)[0])} points"
                 + (f" with {', '.join(f.attributes)}" if f.attributes else ""))
     if isinstance(f, Profile1D):
         return f"PolyData polyline, the 1-D profile {name}"
@@ -257,11 +260,10 @@ def write_vtkhdf_described(fields: dict, path: str | Path, time: float | None = 
 def write_polydata_profile(p: Profile1D, tmp, name: str = "value", meta: dict | None = None) -> None:
     """A 1-D profile as one polyline along x, its values as point data named as the field (and the .npz
     dump: ``name``; the exact solution ``name_exact``, the .npz's ``name/exact``)."""
-    h5py = h5py_module()
     x = np.asarray(p.x, np.float32)
     pts = np.zeros((len(x), 3), np.float32)
     pts[:, 0] = x
-    with h5py.File(tmp, "w") as f:
+    with new_file(tmp) as f:
         root = _root(f, "PolyData")
         root.create_dataset("NumberOfPoints", data=np.array([len(pts)], np.int64))
         root.create_dataset("Points", data=pts)

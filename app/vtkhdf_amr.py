@@ -30,7 +30,7 @@ import numpy as np
 from .atomic import output_writer
 from .fieldkinds import register
 from .fieldkinds.vtkio import safe_name
-from .vtkhdf_format import field_data, h5py_module
+from .vtkhdf_format import field_data, h5py_module, new_file
 
 VERSION = (2, 3)  # 2.3: the temporal OverlappingAMR datasets' names (AMRBoxOffsets, NumberOfAMRBoxes)
 
@@ -101,7 +101,7 @@ def _root(f):
 @output_writer("a VTKHDF OverlappingAMR file")
 def write_overlapping_amr(t: OctreeLeaves, tmp, name: str = "octree", meta: dict | None = None) -> None:
     """One OverlappingAMR file: Level0 … LevelN, each with Spacing, AMRBox and PointData."""
-    with h5py_module().File(tmp, "w") as f:
+    with new_file(tmp) as f:
         root = _root(f)
         for lv in range(t.n_levels):
             g = root.create_group(f"Level{lv}")

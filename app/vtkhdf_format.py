@@ -2,9 +2,15 @@
 app/vtkhdf_amr.py, the time series of app/vtkhdf_series.py): h5py, and the FieldData block."""
 from __future__ import annotations
 
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
 import numpy as np
 
-from .atomic import ExportError
+from .atomic import ExportError, output_writer
 
 
 def h5py_module():
@@ -15,6 +21,26 @@ def h5py_module():
     except ImportError as exc:
         raise ExportError(f"VTKHDF export needs h5py (pip install h5py): {exc}") from None
     return h5py
+
+
+@output_writer("a VTKHDF file")
+@contextmanager
+def new_file(tmp: Path | BinaryIO) -> Iterator:
+    """A new HDF5 file at ``tmp``, built in memory and written by Python when the block ends.
+
+    HDF5 does not survive a write the disk refuses: after a failed flush its close crashes the
+    process (SIGSEGV; h5py issue 914), so a full disk must never reach it. Python's write fails
+    cleanly (OSError, which write_atomic turns into one line). The cost is one copy of the file in
+    memory while it is written. (A time series reserves its space up front instead:
+    app/vtkhdf_series.py.)"""
+    buf = io.BytesIO()
+    with h5py_module().File(buf, "w") as f:
+        yield f
+    if hasattr(tmp, "write"):  # a file object given instead of a path (an in-memory export)
+        tmp.write(buf.getbuffer())
+        return
+    with open(tmp, "wb") as out:
+        out.write(buf.getbuffer())
 
 
 def field_data(root, meta: dict | None) -> None:

@@ -36,14 +36,13 @@ summary and exit status 4.
 """
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
 from nagare.engine.fields import Grid2D, Grid3D
 
-from .atomic import ExportError, describe_cause, make_folder, output_writer, write_atomic
+from .atomic import ExportError, describe_cause, free_bytes, make_folder, output_writer, write_atomic
 from .fieldkinds import host_copies
 from .fieldkinds.vtkio import safe_name
 from .vtkhdf import _grid_key, _root, image_layout
@@ -52,22 +51,6 @@ from .vtkhdf_amr import _root as _amr_root
 from .vtkhdf_format import h5py_module
 
 MARGIN = 1 << 20  # bytes beyond the arrays a file needs (HDF5 metadata; a few kB in practice)
-
-
-def free_bytes(folder: Path) -> tuple[int, str]:
-    """(bytes a new file in ``folder`` may take, what limits it): the free space there, or the
-    process's file-size limit (RLIMIT_FSIZE) where that is smaller."""
-    st = os.statvfs(folder)
-    free, what = st.f_bavail * st.f_frsize, "the disk is full"
-    try:
-        import resource  # Unix only (RLIMIT_FSIZE): Windows has no such module
-
-        soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-        if soft != resource.RLIM_INFINITY and soft < free:
-            free, what = soft, "the file-size limit of this process (ulimit -f) is too small"
-    except (ImportError, OSError, ValueError):
-        pass
-    return int(free), what
 
 
 @output_writer("a VTKHDF time series")

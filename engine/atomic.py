@@ -99,6 +99,22 @@ def intact_note(path: Path, existed: bool) -> str:
     return f"the previous {path.name} is kept unchanged" if existed else f"no {path.name} was left"
 
 
+def free_bytes(folder: Path) -> tuple[int, str]:
+    """(bytes a new file in ``folder`` may take, what limits it): the free space there, or the
+    process's file-size limit (RLIMIT_FSIZE) where that is smaller."""
+    st = os.statvfs(folder)
+    free, what = st.f_bavail * st.f_frsize, "the disk is full"
+    try:
+        import resource  # Unix only (RLIMIT_FSIZE): Windows has no such module
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if soft != resource.RLIM_INFINITY and soft < free:
+            free, what = soft, "the file-size limit of this process (ulimit -f) is too small"
+    except (ImportError, OSError, ValueError):
+        pass
+    return int(free), what
+
+
 def temp_path(path: Path, suffix: str = "") -> Path:
     """``.NAME.PID-N.tmp`` beside ``path``, N counting this process's writes (two threads writing
     the same file each get their own; with one shared name one rename took the other's file away);

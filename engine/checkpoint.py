@@ -134,6 +134,14 @@ def load_checkpoint(path) -> dict[str, Any]:
     if not stat.S_ISREG(st.st_mode):
         raise CheckpointError(f"{where}: not a regular file (a checkpoint is a .npz file)")
     try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise CheckpointError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    if head[:2] != b"PK":  # np.load takes anything else for a pickle and refuses it as one
+        raise CheckpointError(f"{where}: not a nagare checkpoint (not an .npz archive: it does not begin "
+                              "as a zip file does)")
+    try:
         with np.load(Path(path), allow_pickle=False) as z:
             if "meta" not in z.files:
                 raise CheckpointError(f"{where}: not a nagare checkpoint (no 'meta' entry)")

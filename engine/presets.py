@@ -511,7 +511,10 @@ def validate(raw: dict, source: str, backend: str | None = None,
             key, given, allowed = _friendly(exc.errors()[0], model)
             if prefix and not key.startswith(prefix):
                 key = prefix + key if key else prefix.rstrip(".")
-            raise PresetError(_blame(source, key, overrides, prefix), key, given, allowed) from None
+            where = _blame(source, key, overrides, prefix)
+            if where != source and key.startswith(prefix) and not where.startswith(f"--set {prefix}"):
+                key = key[len(prefix):]  # the key as the --set wrote it: the file's [cpu_overrides] did not give it
+            raise PresetError(where, key, given, allowed) from None
     preset = validated["cpu_overrides." if runs_cpu else ""]
     _check_variants(preset, source)
     preset._source = source

@@ -6,13 +6,14 @@ failing write raises :class:`ExportError` with one line; the window shows it and
 """
 from __future__ import annotations
 
+import errno
 import os
 import time
 from pathlib import Path
 
 import numpy as np
 from nagare.app import atomic
-from nagare.app.atomic import ExportError, describe_cause, output_writer, write_atomic
+from nagare.app.atomic import ExportError, describe_cause, free_bytes, output_writer, write_atomic
 from nagare.app.fieldkinds import FieldTypeError, handler_for, host_copies
 from nagare.app.fieldkinds.vtkio import safe_name
 from nagare.app.vtkhdf import write_vtkhdf, write_vtkhdf_described
@@ -36,6 +37,9 @@ def write_checkpoint(ckpt: dict, path: str | Path) -> Path:
 
 
 DEFAULT_VIDEO_FPS = 30  # an MP4's playback rate unless the user picks another (Export dock)
+
+
+FULL_BYTES = 1 << 20  # free space below which a recording that stopped met a full disk (a few frames)
 
 
 @output_writer("an MP4 video")
@@ -92,8 +96,9 @@ class VideoRecorder:
         try:
             self._writer.append_data(np.ascontiguousarray(frame[:h, :w]))
         except Exception as exc:
+            cause, kept = self._cause(exc), self._kept()  # before abort() frees the temporary's space
             self.abort()
-            raise ExportError(f"video recording to {self.path} stopped: {exc}") from None
+            raise ExportError(f"video recording to {self.path} stopped: {cause}; {kept}") from None
         self.frames += 1
 
     def summary(self) -> str:
@@ -109,17 +114,37 @@ class VideoRecorder:
         if self._writer is None:
             self._release()
             return None
-        existed = os.path.lexists(self.path)
         try:
             self._writer.close()
             self._writer = None
             atomic.fsync_and_replace(self.tmp, self.path)
         except Exception as exc:  # ffmpeg's own failure (its disk full) comes as another exception type
+            cause, kept = self._cause(exc), self._kept()
             self.abort()
-            kept = f"the previous {self.path.name} is kept unchanged" if existed else f"no {self.path.name} was left"
-            raise ExportError(f"cannot write {self.path}: {describe_cause(exc)}; {kept}") from None
+            raise ExportError(f"cannot write {self.path}: {cause}; {kept}") from None
         self._release()
         return self.path
+
+    def _kept(self) -> str:
+        return (f"the previous {self.path.name} is kept unchanged" if os.path.lexists(self.path)
+                else f"no {self.path.name} was left")
+
+    def _cause(self, exc: BaseException) -> str:
+        """Why the video could not be written, in one line. ffmpeg writes the file in its own process,
+        so its full disk reaches this one as a broken pipe, its own words going to the terminal: a
+        folder with less than FULL_BYTES left, or a file at the file-size limit ffmpeg inherits, says
+        why; anything else is the error's first line."""
+        try:
+            free, what = free_bytes(self.path.parent)
+            size = self.tmp.stat().st_size if self.tmp.exists() else 0
+        except OSError:
+            return describe_cause(exc)
+        if what.startswith("the disk is full"):
+            if free < FULL_BYTES:
+                return describe_cause(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        elif size + FULL_BYTES > free:  # free: the size limit itself
+            return describe_cause(OSError(errno.EFBIG, os.strerror(errno.EFBIG)))
+        return describe_cause(exc)
 
     def _release(self) -> None:
         if self._lock is not None:

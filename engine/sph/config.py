@@ -87,6 +87,14 @@ class SPHPreset(PresetBase):
                              f"geometry.tank_height ({g.tank_height})")
         if g.column_width < 2 * self.particles.dp or g.column_height < 2 * self.particles.dp:
             raise ValueError("the water column must be at least 2 particles (particles.dp) wide and high")
+        if self.physics.gravity == 0:
+            # the weakly compressible fluid's stiffness comes from gravity: without it c0 = 0, no
+            # pressure ever builds and the CFL step grows to hundreds of seconds
+            raise ValueError("physics.gravity = 0 gives the sound speed c0 = coefsound·√(g·H) = 0 (a fluid with no "
+                             "pressure); give gravity > 0")
+        if g.kind == "piston2d" and g.piston_amplitude >= g.tank_length:
+            raise ValueError(f"geometry.piston_amplitude = {g.piston_amplitude:g} reaches the far wall of the "
+                             f"{g.tank_length:g} m tank (geometry.tank_length); give a stroke shorter than the tank")
         dt = self.time.dt_fixed
         if dt > 0:  # the explicit scheme's limits with the largest CFL number allowed (0.5)
             c0 = self.physics.coefsound * (self.physics.gravity * g.column_height) ** 0.5

@@ -73,6 +73,19 @@ def test_particles_without_a_position_are_left_out(tmp_path):
     np.testing.assert_array_equal(to_np(out.GetPointData().GetArray("age")), age[[0, 2]])
 
 
+def test_the_line_on_what_a_file_holds_counts_the_particles_written(tmp_path):
+    """An amr3d dump said "tracers: 6000 points" for a file of 282: the parked tracers (NaN), left
+    out of the file, were counted."""
+    from nagare.app.vtkhdf import write_vtkhdf_described
+
+    pos = np.array([[0.0, 1.0, 2.0], [np.nan, np.nan, np.nan], [3.0, 4.0, 5.0]], np.float32)
+    [(path, said)] = write_vtkhdf_described({"tracers": Particles(pos, {"age": np.zeros(3, np.float32)})},
+                                            tmp_path / "t.vtkhdf")
+    assert said == "PolyData vertices, tracers: 2 points with age"
+    out, _ = _read(path)
+    assert out.GetNumberOfPoints() == 2
+
+
 def test_grids_particles_and_boxes_read_back_with_vtk(tmp_path):
     from nagare.app.vtkhdf import write_vtkhdf
 

@@ -104,6 +104,39 @@ def test_a_disk_filling_mid_run_keeps_every_output_complete(small_disk, capsys):
     assert not [p.name for p in small_disk.rglob(".*")], "temporaries or locks left"
 
 
+def test_a_vtkhdf_dump_on_a_full_disk_is_one_line_not_a_crash(small_disk):
+    """HDF5 does not survive a write the disk refuses: the file's close crashed the process
+    (SIGSEGV, h5py issue 914). In a child process, so a crash fails this test only."""
+    _fill(small_disk, 8)
+    code = "import sys; from nagare.app.cli import main; sys.exit(main(sys.argv[1:]))"
+    r = subprocess.run([sys.executable, "-c", code, "run", *CAVITY, "--steps", "4", "--quiet",
+                        "--dump", str(small_disk / "d.vtkhdf")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 4, (r.returncode, r.stderr[-3000:])
+    lines = _one_line_failures(r.stderr)
+    assert any("dump not written" in ln and "the disk is full" in ln and "no d.vtkhdf was left" in ln
+               for ln in lines), r.stderr
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]  # no temporary or lock left
+
+
+def test_a_video_on_a_full_disk_is_one_line_saying_so(small_disk):
+    """ffmpeg writes the MP4 in its own process: its full disk reached the app as a broken pipe with
+    ffmpeg's command line appended (a dialog of many lines that did not say why)."""
+    from nagare.app.gui.export import ExportError, VideoRecorder
+
+    _fill(small_disk, 256)
+    rec = VideoRecorder(small_disk / "v.mp4", fps=10)
+    noise = np.random.default_rng(0).integers(0, 256, (240, 320, 4), dtype=np.uint8)  # incompressible
+    with pytest.raises(ExportError) as info:
+        for _ in range(400):
+            rec.append(noise)
+            noise = np.roll(noise, 7, axis=1)
+        rec.close()
+    said = str(info.value)
+    assert "\n" not in said, said
+    assert "the disk is full (No space left on device)" in said and "no v.mp4 was left" in said, said
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]  # no temporary or lock left
+
+
 def test_rows_stop_whole_when_the_disk_fills(small_disk, capsys):
     _fill(small_disk, 40)
     status = main(["run", *CAVITY, "--steps", "600", "--batch", "1", "--timings", str(small_disk / "t.csv"), "--quiet"])

@@ -63,6 +63,17 @@ def test_broken_checkpoint_file_is_one_clear_error(tmp_path):
         load_checkpoint(tmp_path / "missing.npz")
 
 
+def test_a_text_file_as_checkpoint_is_not_called_pickled_data(tmp_path):
+    """np.load takes a file that is neither .npz nor .npy for a pickle: its refusal told the user
+    to load the file unsafely with allow_pickle."""
+    bad = tmp_path / "notes.npz"
+    bad.write_text("garbage\n")
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(bad)
+    assert str(info.value) == (f"{bad}: not a nagare checkpoint (not an .npz archive: it does not begin as a "
+                               "zip file does)")
+
+
 def test_diagnostics_raise_diverged_on_nan():
     e = small()
     e.step(2)

@@ -130,6 +130,15 @@ def test_bad_set_override_is_one_line(capsys):
     assert err.startswith("nagare: --set grid.nx=-1 (on ") and "diffusion3d.toml" in err
 
 
+def test_a_bad_set_on_a_numpy_run_names_the_key_as_typed(capsys):
+    """On NumPy a --set lands on the preset's [cpu_overrides] variant; the refusal named the key
+    cpu_overrides.grid.nx, a key the user did not type, whose value in the file is another."""
+    assert main(["run", "lbm2d-cylinder", "--set", "grid.nx=1", "--steps", "1", "--backend", "numpy"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("nagare: --set grid.nx=1 (on ") and ": grid.nx: got 1; expected greater than or " \
+        "equal to 4" in err and "cpu_overrides" not in err, err
+
+
 def test_a_bad_value_from_the_file_names_the_file_not_an_innocent_set(tmp_path):
     """A --set of a neighbouring key (grid.nx) is not blamed for the file's own bad grid.dx."""
     bad = tmp_path / "bad.toml"
@@ -222,6 +231,22 @@ def test_nonsense_compact_ns_overrides_are_refused(overrides, fragment):
 def test_nonsense_compact_initial_states_are_refused(name, overrides, fragment):
     with pytest.raises(PresetError, match=re.escape(fragment)):
         load_preset(name, overrides, backend="numpy")
+
+
+@pytest.mark.parametrize("name,overrides,fragment", [
+    ("sph-piston2d", ["geometry.piston_amplitude=5.0"], "geometry.piston_amplitude = 5 reaches the far wall"),
+    ("sph-piston2d", ["geometry.piston_amplitude=3.0"], "of the 3 m tank"),
+    ("sph-dambreak2d", ["physics.gravity=0"], "physics.gravity = 0 gives the sound speed"),
+    ("sph-hydrostatic", ["physics.gravity=0.0"], "physics.gravity = 0 gives the sound speed"),
+])
+def test_nonsense_sph_overrides_are_refused(name, overrides, fragment):
+    with pytest.raises(PresetError, match=re.escape(fragment)):
+        load_preset(name, overrides, backend="numpy")
+
+
+def test_sph_settings_at_the_edge_still_load():
+    assert load_preset("sph-piston2d", ["geometry.piston_amplitude=2.9"], backend="numpy")
+    assert load_preset("sph-dambreak2d", ["physics.gravity=1e-3"], backend="numpy")
 
 
 def test_compact_initial_states_at_the_edge_still_load():
