@@ -61,6 +61,14 @@ def default_preset_name() -> str:
     return names[0]
 
 
+def throughput_text(updates_per_s: float, gbytes_per_s: float) -> str:
+    """The status line's throughput: million updates a second with three significant digits below 1
+    (a NumPy SPH run's 0.025 MUPS read "0.0 MUPS"), one decimal below 10, none above."""
+    mups = updates_per_s / 1e6
+    digits = f"{mups:,.0f}" if mups >= 10 else f"{mups:.1f}" if mups >= 1 else f"{mups:.3g}"
+    return f"{digits} MUPS · {gbytes_per_s:.2f} GB/s"
+
+
 class ParameterForm(QtWidgets.QWidget):
     """A form generated from the preset's pydantic model: one editor per leaf of each section."""
 
@@ -1006,7 +1014,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.status_labels["state"].setText(state)
         if st is not None:
             self.status_labels["steps"].setText(f"step {self._shown_step(st)} · {st.steps_per_s:,.0f} steps/s")
-            self.status_labels["throughput"].setText(f"{st.updates_per_s / 1e6:,.1f} MUPS · {st.gbytes_per_s:.2f} GB/s")
+            self.status_labels["throughput"].setText(throughput_text(st.updates_per_s, st.gbytes_per_s))
             self.status_labels["roofline"].setText(
                 "roofline —" if st.roofline_pct is None else f"{st.roofline_pct:.1f} % roofline")
         self.status_labels["display"].setText(f"display: {self.canvas.display_label}")

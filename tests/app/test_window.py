@@ -444,3 +444,12 @@ def test_s_and_v_keys_write_into_the_output_folder(make_window, qtbot, tmp_path)
     assert w.recorder is None
     assert len(list((tmp_path / "keys").glob("*.mp4"))) == 1
     assert not list((tmp_path / "keys").glob(".*tmp*"))
+
+
+def test_status_throughput_keeps_three_digits_below_one_mups():
+    """A NumPy SPH run updates ~25 000 particles a second: the status line says 0.025 MUPS, not 0.0."""
+    from nagare.app.gui.window import throughput_text
+
+    assert throughput_text(25_400, 0.004) == "0.0254 MUPS · 0.00 GB/s"
+    assert throughput_text(3.94e6, 0.28) == "3.9 MUPS · 0.28 GB/s"
+    assert throughput_text(7.02e9, 1234.5) == "7,020 MUPS · 1234.50 GB/s"
