@@ -344,6 +344,10 @@ def run(engine, opts: RunOptions) -> int:
                 say_what_each_holds(described)
         elif status == 0 and opts.dump is not None:
             out.attempt("dump", engine.step_count, opts.dump, dump_fields, engine, opts.dump, final=True)
+        elif opts.dump is not None:  # said, not skipped in silence: the user asked for it
+            why = ("the state diverged (its fields are not worth keeping)" if status == 3
+                   else "the run was interrupted (run it again to the end, or resume its checkpoint)")
+            print(f"nagare: --dump {opts.dump} not written: {why}, step {engine.step_count}", file=sys.stderr)
         if status != 3 and opts.checkpoint is not None and checkpoint_tried == engine.step_count:
             # the periodic checkpoint of this very step: written (said in the summary) or said to have failed
             if out.checkpoint_step == engine.step_count:

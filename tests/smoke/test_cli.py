@@ -321,10 +321,12 @@ def test_divergence_stops_with_status_3_and_keeps_the_last_good_checkpoint(tmp_p
     good = load_checkpoint(ck)
     e.f[0, 0, 0] = np.inf  # poison the state: the next batch must stop the run
     status = run(e, RunOptions(steps=20, checkpoint=ck, checkpoint_every=5, batch=5, quiet=True,
-                               timings=tmp_path / "t.csv"))
+                               timings=tmp_path / "t.csv", dump=tmp_path / "end.npz"))
     err = capsys.readouterr().err
     assert status == 3
     assert "diffusion3d diverged at step 15" in err and "last good checkpoint" in err
+    assert f"--dump {tmp_path / 'end.npz'} not written: the state diverged" in err  # said, not skipped silently
+    assert not (tmp_path / "end.npz").exists()
     assert load_checkpoint(ck)["meta"]["step"] == good["meta"]["step"] == 10
     assert (tmp_path / "t.csv").exists()  # the timing log of what ran is kept
 
