@@ -36,6 +36,7 @@ from .text_wrap import wrap_lines
 log = logging.getLogger("nagare")
 
 _BUTTONS = {1: 0, 2: 1, 3: 2}  # VisPy: 1 left, 2 right, 3 middle → imgui 0 left, 1 right, 2 middle
+PHASE_PLOT_ID = "##ms by phase"  # the phase chart's id; its title is drawn above it (Hud._draw)
 
 
 class QtImguiBridge:
@@ -319,7 +320,10 @@ class Hud:
             # the legend outside the lines, right of them, one row a phase: the plot grows with the
             # phases (inside, 5+ phases ran past the plot's bottom and covered the lines)
             height = max(130, 44 + 15 * len(phases))
-            if implot.begin_plot(f"ms / step by phase, last {self.history_seconds:.0f} s", (320, height)):
+            # the title above the plot, not in it: implot centres a title over the plot area, which
+            # the legend outside narrows until the title is cut ("last 20")
+            imgui.text(f"ms / step by phase, last {self.history_seconds:.0f} s")
+            if implot.begin_plot(PHASE_PLOT_ID, (320, height)):
                 implot.setup_legend(implot.Location_.north_east, implot.LegendFlags_.outside)
                 ys = [np.array([s.phase_ms.get(p, np.nan) for s in hist], np.float64) for p in phases]
                 setup_fitted_axes(implot, "", "", t, ys)

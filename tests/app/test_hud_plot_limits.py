@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from nagare.app.gui.hud import PHASE_PLOT_ID
 from nagare.app.gui.plot_limits import FLAT_PAD, VALUE_MARGIN, data_limits
 from nagare.app.gui.worker import Stats
 
@@ -58,7 +59,7 @@ def test_hud_charts_contain_the_new_samples_in_the_frame_that_draws_them(headles
         history.append(_stats(wall, {"step": ms, "tracers": 3.0}, 0.27 * 1050.0 / ms))
         drawn.clear()
         headless_hud.frame()
-        assert {label for label, *_ in drawn} == {"ms / step by phase, last 20 s", "throughput, M updates/s"}
+        assert {label for label, *_ in drawn} == {PHASE_PLOT_ID, "throughput, M updates/s"}
         for label, (x0, x1, y0, y1), x, y in drawn:
             ok = np.isfinite(y)
             assert x0 <= x[ok].min() and x[ok].max() <= x1, (label, (x0, x1), x)
