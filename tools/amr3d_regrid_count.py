@@ -235,7 +235,8 @@ class _ElementwiseKernel:
 
     def __init__(self, in_params, out_params, operation, name, **kw):
         if name != "nagare_d3q27_moments":
-            raise NotImplementedError(f"the counting stand-in does not run the elementwise kernel {name}")
+            # a refusal, not a gap: counting another kernel needs its NumPy equivalent written here
+            raise ValueError(f"the counting stand-in runs one elementwise kernel (nagare_d3q27_moments), not {name}")
         self.name = name
 
     def __call__(self, *args):

@@ -103,52 +103,10 @@ def test_engine_without_quantities_is_never_asked(start_worker, fake_preset):
     assert not w._asks_quantities and w.quantities()[1] == []
 
 
-def test_gpu_read_waits_for_the_stream_by_polling_first():
-    """On the GPU the read first lets the stream run dry (an event polled, GIL released), so the
-    engine's device→host copy does not spin in a synchronising wait; then one sample per step."""
-    order = []
-
-    class Event:
-        polls = 0
-
-        def __init__(self, **kw):
-            pass
-
-        def record(self, stream=None):
-            order.append("record")
-
-        @property
-        def done(self):
-            Event.polls += 1
-            return Event.polls > 3  # the "GPU" finishes after a few polls
-
-    class StubGpuEngine:
-        backend = SimpleNamespace(is_gpu=True)
-        xp = SimpleNamespace(cuda=SimpleNamespace(Event=Event))
-        stream = None
-        step_count = 12
-
-        def on_stream(self):
-            return contextlib.nullcontext()
-
-        def device_quantities(self):
-            return None  # no device path: logged_quantities() after the stream is idle
-
-        def logged_quantities(self):
-            order.append(("read", Event.polls))
-            return {"cd": 2.75}
-
-    w = SimulationWorker(SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z")), "numpy")
-    w.engine = StubGpuEngine()
-    w._read_quantities(wait=False)
-    w._read_quantities(wait=False)  # the same step: not asked again
-    assert order == ["record", ("read", 4)]
-    assert [(s.step, s.values) for s in w.quantities()[1]] == [(12, {"cd": 2.75})]
-
-
-def _device_quantities_worker(polls_to_done: int):
-    """A worker on a stub GPU engine with device_quantities(): the force launched at a step, its
-    event done after ``polls_to_done`` queries; returns (worker, engine, log of what happened)."""
+def _stub_gpu_worker(polls_to_done: int, device_path: bool):
+    """A worker on a stub GPU engine whose events are done after ``polls_to_done`` queries; with
+    ``device_path`` its device_quantities() launches the force at the step, without it the worker
+    falls back to logged_quantities(). Returns (worker, engine, log of what happened)."""
     order = []
 
     class Event:
@@ -157,6 +115,7 @@ def _device_quantities_worker(polls_to_done: int):
 
         def record(self, stream=None):
             order.append("record")
+            StubGpuEngine.last_event = self
 
         @property
         def done(self):
@@ -168,17 +127,22 @@ def _device_quantities_worker(polls_to_done: int):
         xp = SimpleNamespace(cuda=SimpleNamespace(Event=Event))
         stream = None
         step_count = 12
+        last_event = None
 
         def on_stream(self):
             return contextlib.nullcontext()
 
         def device_quantities(self):
+            if not device_path:
+                return None  # no device path: logged_quantities() after the stream is idle
             order.append(("launch", self.step_count))
             force = np.array([float(self.step_count), 0.5, 0.0])
             return {"force": force}, lambda host: {"cd": host["force"][0] / 10, "cl": host["force"][1]}
 
         def logged_quantities(self):
-            raise AssertionError("the device path never waits for the stream")
+            assert not device_path, "the device path never waits for the stream"
+            order.append(("read", self.last_event.polls))
+            return {"cd": 2.75}
 
     w = SimulationWorker(SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z")), "numpy")
     w.engine = StubGpuEngine()
@@ -186,10 +150,21 @@ def _device_quantities_worker(polls_to_done: int):
     return w, w.engine, order
 
 
+def test_gpu_read_waits_for_the_stream_by_polling_first():
+    """On the GPU, without a device path, the read first lets the stream run dry (an event polled,
+    GIL released), so the engine's device→host copy does not spin in a synchronising wait; then one
+    sample per step."""
+    w, _, order = _stub_gpu_worker(polls_to_done=3, device_path=False)
+    w._read_quantities(wait=False)
+    w._read_quantities(wait=False)  # the same step: not asked again
+    assert order == ["record", ("read", 4)]
+    assert [(s.step, s.values) for s in w.quantities()[1]] == [(12, {"cd": 2.75})]
+
+
 def test_gpu_quantities_are_launched_and_read_at_a_later_frame():
     """The force is launched on the stream and read once its event is done, at a later publish,
     as the sample of the step it was launched at; no second launch while one is on its way."""
-    w, eng, order = _device_quantities_worker(polls_to_done=3)
+    w, eng, order = _stub_gpu_worker(polls_to_done=3, device_path=True)
     w._read_quantities(wait=False)  # launched; poll 1
     assert w.quantities()[1] == [] and order == [("launch", 12), "record"]
     eng.step_count = 20
@@ -204,7 +179,7 @@ def test_gpu_quantities_are_launched_and_read_at_a_later_frame():
 
 def test_gpu_quantities_with_wait_are_read_at_once():
     """A forced publish (a step, a view change) waits for its own launch, by polling."""
-    w, eng, order = _device_quantities_worker(polls_to_done=3)
+    w, eng, order = _stub_gpu_worker(polls_to_done=3, device_path=True)
     w._read_quantities(wait=True)
     assert [(s.step, s.values) for s in w.quantities()[1]] == [(12, {"cd": 1.2, "cl": 0.5})]
     assert w._quant_pending is None

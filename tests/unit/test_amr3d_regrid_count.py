@@ -4,7 +4,6 @@ read-backs stay batched: the stepper's tables one upload, the coupling's levels 
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,16 +16,8 @@ _spec.loader.exec_module(count)
 
 
 @pytest.fixture
-def counting_cupy(monkeypatch):
-    from nagare.engine import cuda as nagare_cuda
-
-    cp = count.counting_cupy()
-    monkeypatch.setitem(sys.modules, "cupy", cp)
-    nagare_cuda._compiled.cache_clear()
-    nagare_cuda._function.cache_clear()
-    yield cp
-    nagare_cuda._compiled.cache_clear()
-    nagare_cuda._function.cache_clear()
+def counting_cupy(install_cupy):
+    return install_cupy(count.counting_cupy())
 
 
 def test_the_stand_in_refuses_host_arrays_and_counts(counting_cupy):
