@@ -230,8 +230,8 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             nonlocal frames, last_seq
             t_start = time.perf_counter()
             while (now := time.perf_counter()) - t_start < duration:
-                pk = worker.latest_packet()
-                if pk is not None and pk.seq != last_seq and pacer.due(now) and pk.ready():
+                pk = worker.next_packet(last_seq)
+                if pk is not None and pacer.due(now):
                     pacer.drawn(now)
                     last_seq = pk.seq
                     t_draw = time.perf_counter()

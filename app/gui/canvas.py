@@ -47,6 +47,7 @@ from .gl_state import RedundantStateFilter, install_visual_state_skip
 from .grid_lod import block_mean, grid_step
 from .held_uniforms import HeldUniforms
 from .shared_texture import SharedTexture
+from .shared_vertices import FrameFence
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
 
 log = logging.getLogger("nagare")
@@ -253,6 +254,7 @@ class FieldCanvas(scene.SceneCanvas):
         # the interop path once a shape's first frame is drawn (bench_display reports it per frame)
         self.host_bytes = HostBytes()
         self.device_geometry = GeometryUploads()  # 2D tracers, particles and boxes on the interop path
+        self.frame_fence = FrameFence()  # after each frame: when GL is done reading shared vertex buffers
         self._boxes_key = None  # the packet's lo array the device boxes were built from
         self._boxes_legend = None
         self.freeze()
@@ -473,6 +475,7 @@ class FieldCanvas(scene.SceneCanvas):
             self.context.flush_commands()
             self.hud.render(self.physical_size, self.pixel_scale, self.gl_state().known)
             self.gl_state().forget()  # imgui sets GL state directly, not through VisPy
+        self.frame_fence.mark()  # sent with this frame's work: the next write into a shared vertex buffer waits for it
         self.frames_drawn += 1
 
     def shown_time(self) -> str:
@@ -823,6 +826,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.device_geometry.close()
         for d in self._own.values():
             d.release_device()
+        self.frame_fence.close()
 
     # ---- export ------------------------------------------------------------------------
     def render(self, region=None, size=None, bgcolor=None, crop=None, alpha=True, hud: bool = False):

@@ -3,8 +3,9 @@
 The 3D grid view's tracers, their trails and the octree leaves (and 3D particles' trails, the 2D
 view's tracers and particles, boxes shown on their own) reach GL without the host on the interop
 path: their vertex arrays are built with ``xp`` (CuPy there; the same functions run on NumPy,
-which is how they are tested without a GPU) and copied device → device into CUDA-registered GL
-buffers (:class:`interop.BufferInterop`).
+which is how they are tested without a GPU) and copied device → device into GL buffers whose
+memory CUDA shares (:mod:`shared_vertices`), or where that is not offered, CUDA-registered GL buffers
+mapped around each copy (:class:`interop.BufferInterop`).
 
 The arrays have a size known without reading the device: a trail ring of T samples of n
 tracers gives 2·(T−1)·n segment ends whether or not every sample is written. What the host path
@@ -178,7 +179,7 @@ class DeviceVertices:
         self.capacity = 0
         self.registrations = 0
         self.interop = None
-        self._make = make_interop or (lambda vbo, handle, nbytes: interop.BufferInterop(handle, nbytes))
+        self._make = make_interop
 
     def reserve(self, canvas, rows: int) -> int:
         """The capacity for ``rows`` rows, the buffer allocated (and registered) again if it is
@@ -196,7 +197,9 @@ class DeviceVertices:
         canvas.context.glir.associate(self.vbo.glir)
         canvas.context.flush_commands()
         handle = int(canvas.context.shared.parser._objects[self.vbo.id].handle)
-        self.interop = self._make(self.vbo, handle, cap * self.row * 4)
+        nbytes = cap * self.row * 4
+        self.interop = (self._make(self.vbo, handle, nbytes) if self._make is not None
+                        else device_buffer(canvas, self.vbo, handle, nbytes))
         self.capacity = cap
         self.registrations += 1
         return cap
@@ -214,6 +217,22 @@ class DeviceVertices:
         """Unregistered and its capacity forgotten: grown again from the rows asked next."""
         self.close()
         self.capacity = 0
+
+
+def device_buffer(canvas, vbo, handle: int, nbytes: int):
+    """The way CUDA writes this vertex buffer: memory GL and CUDA share (no map or unmap a frame,
+    shared_vertices.py) where the canvas' shared uploads work, else the buffer registered and
+    mapped around each copy (interop.BufferInterop)."""
+    if getattr(canvas, "shared_uploads", False):
+        from .shared_vertices import SharedVertexBuffer
+
+        try:
+            return SharedVertexBuffer(vbo, nbytes, canvas)
+        except Exception as exc:
+            interop.log_once(f"display: no shared vertex buffers ({one_line(exc)}); "
+                             f"mapping each vertex buffer around its copy instead")
+            canvas.shared_uploads = False  # the field's shared buffers would fail the same way
+    return interop.BufferInterop(handle, nbytes)
 
 
 def reserve_all(canvas, wanted) -> list[int]:

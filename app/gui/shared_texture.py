@@ -175,10 +175,16 @@ class _Slot:
 
         if self.fence is None:
             return
-        flags = GL_SYNC_FLUSH_COMMANDS_BIT
-        while (r := GL.glClientWaitSync(self.fence, flags, 0)) == GL_TIMEOUT_EXPIRED:
-            flags = 0
+        # Asked first without a flush: the fence went to the GPU with the frame that followed it,
+        # and a flush here would send the GL commands queued since — the fence just made for
+        # the other buffer — as work of their own, one more switch of the GPU between the
+        # simulation's context and GL's in every frame. Flushed only when it is not signalled.
+        r = GL.glClientWaitSync(self.fence, 0, 0)
+        if r == GL_TIMEOUT_EXPIRED:
+            r = GL.glClientWaitSync(self.fence, GL_SYNC_FLUSH_COMMANDS_BIT, 0)
+        while r == GL_TIMEOUT_EXPIRED:
             time.sleep(poll_s)
+            r = GL.glClientWaitSync(self.fence, 0, 0)
         GL.glDeleteSync(self.fence)
         self.fence = None
         if r == GL_WAIT_FAILED:

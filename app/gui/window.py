@@ -896,7 +896,7 @@ class MainWindow(QtWidgets.QMainWindow):
             self._show_auto_range()
         if self.recorder is not None:
             self._record_published()
-        pk = self.worker.latest_packet()
+        pk = self.worker.next_packet(self._last_seq)
         if pk is not None:
             self._last_run = max(self._last_run, pk.run)
         if pk is not None and self._loading_run is not None:
@@ -907,7 +907,7 @@ class MainWindow(QtWidgets.QMainWindow):
         now = time.perf_counter()
         # At most max_fps new frames a second: every draw holds the GIL the simulation thread
         # needs to launch its kernels. Without a new packet nothing is redrawn at all.
-        if pk is not None and pk.seq != self._last_seq and self._pacer.due(now) and pk.ready():
+        if pk is not None and self._pacer.due(now):
             self._pacer.drawn(now)
             self._last_seq = pk.seq
             if list(pk.fields) != [self.field_combo.itemText(i) for i in range(self.field_combo.count())]:

@@ -535,3 +535,42 @@ def test_device_tracers_scale_with_the_pixel_scale_as_markers_do(make_canvas, mo
         lit[path] = (np.abs(f - f[2, 2]).max(axis=-1) > 30).sum()
     assert lit["host"] > 4 * 40, lit
     assert 0.6 < lit["interop"] / lit["host"] < 1.6, lit
+
+
+def test_repointing_a_buffer_changes_only_the_attributes_bound_to_it():
+    """VisPy's programs keep the GL handle an attribute was bound to and bind it before each draw:
+    a shared vertex buffer that replaces VisPy's storage must change exactly those (and back)."""
+    from types import SimpleNamespace
+
+    from nagare.app.gui.shared_vertices import repoint_attributes
+
+    draw = object()
+    prog_a = SimpleNamespace(_attributes={"a_position": (7, 0, draw, (2,), None), "a_size": (0, 1, draw, (), None)})
+    prog_b = SimpleNamespace(_attributes={"a_position": (9, 0, draw, (2,), None)})
+    parser = SimpleNamespace(_objects={1: prog_a, 2: prog_b, 3: SimpleNamespace(_handle=7)})
+    assert repoint_attributes(parser, 7, 42) == 1
+    assert prog_a._attributes["a_position"] == (42, 0, draw, (2,), None)
+    assert prog_a._attributes["a_size"][0] == 0 and prog_b._attributes["a_position"][0] == 9
+    assert repoint_attributes(parser, 42, 7) == 1 and prog_a._attributes["a_position"][0] == 7
+
+
+def test_vertex_buffers_fall_back_to_mapping_when_shared_memory_fails(monkeypatch, caplog):
+    """Where GL cannot import CUDA's memory, a vertex buffer is registered and mapped around each
+    copy, said once, and the canvas stops trying shared uploads."""
+    from types import SimpleNamespace
+
+    from nagare.app.gui import device_draw, interop, shared_vertices
+
+    def refuse(*a, **k):
+        raise RuntimeError("the GL context lacks GL_EXT_memory_object_fd")
+
+    made = []
+    monkeypatch.setattr(shared_vertices, "SharedVertexBuffer", refuse)
+    monkeypatch.setattr(interop, "BufferInterop", lambda handle, nbytes: made.append((handle, nbytes)) or "mapped")
+    monkeypatch.setattr(interop, "_logged", set(), raising=False)
+    canvas = SimpleNamespace(shared_uploads=True)
+    with caplog.at_level("WARNING"):
+        assert device_draw.device_buffer(canvas, object(), 5, 64) == "mapped"
+    assert made == [(5, 64)] and canvas.shared_uploads is False
+    assert "no shared vertex buffers" in caplog.text
+    assert device_draw.device_buffer(canvas, object(), 6, 32) == "mapped"  # not tried again

@@ -164,3 +164,48 @@ def test_a_field_finer_than_the_screen_is_drawn_from_its_block_means(egl_canvas,
     assert c._grid_k == 1
     assert_frame_shows_field(frame, fields[2][:N_Y, :N_X])
     c._drop_interop()
+
+
+def test_tracers_are_drawn_from_vertex_memory_cuda_shares(egl_canvas, caplog):
+    """The tracers over a field reach GL through a vertex buffer whose memory CUDA writes (no map
+    or unmap a frame): three frames in a row, each with the tracers moved, equal the same frames
+    drawn through the host; VisPy's own buffer is back in place once the shared one is closed."""
+    import cupy as cp
+    from nagare.app.gui.shared_vertices import SharedVertexBuffer
+
+    c = egl_canvas
+    c._drop_interop()
+    c.device_geometry.close()
+    c.shared_uploads, c.buffer_sampling = True, True
+    c.set_colormap(CMAP)
+    c.set_range(RANGE)
+    rng = np.random.default_rng(7)
+    field = random_field(N_Y, N_X, 3)
+    frames = []
+    for seq in range(3):
+        pk = _packet(cp, field, 10 + seq)
+        pts = rng.uniform((2, 2), (N_X - 2, N_Y - 2), size=(400, 2)).astype(np.float32)
+        pts[::37] = np.nan  # parked tracers: hidden on both paths
+        pk.overlay = cp.asarray(pts)
+        pk.event.synchronize()
+        c.show_packet(pk)
+        frames.append((c.grab(), pts))
+        assert "cannot draw frame" not in caplog.text, caplog.text[-2000:]
+        shared = c.device_geometry.buffers["tracers"].interop
+        assert isinstance(shared, SharedVertexBuffer) and shared.copies == seq + 1
+    vbo = c.overlay._pos
+    parser = c.context.shared.parser
+    assert int(parser._objects[vbo.id].handle) == shared.buffer
+    shared_handle = shared.buffer
+    c.device_geometry.close()
+    assert shared.buffer is None and int(parser._objects[vbo.id].handle) != shared_handle
+    c.device_geometry.failed = True  # the host path from here on
+    try:
+        for seq, (frame, pts) in enumerate(frames):
+            pk = _packet(cp, field, 20 + seq)
+            pk.overlay = cp.asarray(pts)
+            pk.event.synchronize()
+            c.show_packet(pk)
+            np.testing.assert_array_equal(frame, c.grab(), err_msg=f"frame {seq}")
+    finally:
+        c.device_geometry.failed = False

@@ -166,6 +166,62 @@ def test_latest_packet_is_the_newest_complete_one():
     assert w.latest_packet() is pks[3]
 
 
+def test_next_packet_draws_packets_completed_together_in_turn():
+    """Two packets whose snapshots complete at once are drawn one after the other (the older is not
+    dropped); a backlog of more is cut to one, and a new run's frame replaces the old run's."""
+    import threading
+    from collections import deque
+    from types import SimpleNamespace
+
+    from nagare.app.gui.worker import SimulationWorker
+
+    w = SimulationWorker.__new__(SimulationWorker)
+    w._packets, w._packet_lock = deque(maxlen=SimulationWorker.packet_slots), threading.Lock()
+    pks = [SimpleNamespace(seq=i, run=1, done=False) for i in range(6)]
+    for pk in pks:
+        pk.ready = (lambda p: lambda: p.done)(pk)
+        w._packets.append(pk)
+    assert w.next_packet(-1) is None  # nothing complete
+    pks[0].done = pks[1].done = True
+    assert w.next_packet(-1) is pks[0]  # both complete: the older first ...
+    assert w.next_packet(0) is pks[1]  # ... and the newer at the next draw
+    assert w.next_packet(1) is None
+    for pk in pks[2:5]:
+        pk.done = True
+    assert w.next_packet(1) is pks[3]  # three behind: skip to one frame of backlog
+    assert w.next_packet(3) is pks[4]
+    pks[5].done, pks[5].run = True, 2
+    assert w.next_packet(3) is pks[5]  # the new run's frame, not the old run's 4
+
+
+def test_batches_are_cut_to_half_a_frame_interval_when_the_cap_is_within_reach():
+    """Frames are published at the end of a batch: batches between half and a whole frame interval
+    long publish below the cap, so they are halved; a longer batch (the step rate cannot reach the
+    cap at steps_per_frame) and a short one keep steps_per_frame."""
+    from types import SimpleNamespace
+
+    from nagare.app.gui.worker import SimulationWorker
+
+    w = SimulationWorker.__new__(SimulationWorker)
+    w._preset = SimpleNamespace(run=SimpleNamespace(steps_per_frame=4))
+    w.display_interval, w.recording, w._step_s, w._iter_step_s = 1 / 60, False, None, None
+    assert w._batch_steps() == 4  # no step timed yet
+    w._step_s = 0.0037  # 14.8 ms batches at a 16.7 ms interval
+    assert w._batch_steps() == 2
+    w._step_s = 0.0003  # 1.2 ms batches
+    assert w._batch_steps() == 4
+    w._step_s = 0.005  # 20 ms batches: the cap is out of reach at 4 steps a frame
+    assert w._batch_steps() == 4
+    w.recording = True  # a recording steps at most an interval a batch (3 steps), then halved
+    assert w._batch_steps() == 1
+    w._step_s = 0.05  # a step longer than the interval: one a batch while recording, else 4
+    assert w._batch_steps() == 1
+    w.recording = False
+    assert w._batch_steps() == 4
+    w._step_s, w._iter_step_s = 0.002, 0.0039  # launches take 2 ms a step, the GPU 3.9: the loop's pace counts
+    assert w._batch_steps() == 2
+
+
 def test_warm_up_lists_the_kernels_one_live_switch_away(fake_preset):
     from nagare.app.gui.worker import warm_up_specs
     from nagare.engine.backend import get_backend
