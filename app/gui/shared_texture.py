@@ -137,16 +137,38 @@ class ExportedAllocation:
             self.handle = None
 
 
-class _Slot:
-    """One shared buffer: CUDA's allocation, GL's memory object and unpack buffer, GL's last read."""
+def wait_fence(fence, poll_s: float, what: str) -> None:
+    """Until the GL fence is signalled, polling (the GIL released between polls).
 
-    def __init__(self, nbytes: int, cudart):
+    Asked first without a flush: a fence made before a frame's end went to the GPU with that frame,
+    and a flush here would send the GL commands queued since as work of their own — one more switch
+    of the GPU between the simulation's CUDA context and GL's. Flushed once where it is not yet
+    signalled (it may not have been sent)."""
+    # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
+    from OpenGL import GL
+
+    r = GL.glClientWaitSync(fence, 0, 0)
+    if r == GL_TIMEOUT_EXPIRED:
+        r = GL.glClientWaitSync(fence, GL_SYNC_FLUSH_COMMANDS_BIT, 0)
+    while r == GL_TIMEOUT_EXPIRED:
+        time.sleep(poll_s)
+        r = GL.glClientWaitSync(fence, 0, 0)
+    if r == GL_WAIT_FAILED:
+        raise RuntimeError(f"glClientWaitSync failed on {what}")
+
+
+class ImportedBuffer:
+    """Memory CUDA allocated (:class:`ExportedAllocation`) that GL imports as a memory object and
+    makes a buffer of: GL's ``buffer`` (bound to ``target`` while its storage is set) and CUDA's
+    ``alloc.address`` are the same bytes, mapped in both APIs for the buffer's whole life."""
+
+    def __init__(self, nbytes: int, target: int, cudart):
         # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
         from OpenGL import GL
         from OpenGL.GL.EXT.memory_object import glBufferStorageMemEXT, glCreateMemoryObjectsEXT
         from OpenGL.GL.EXT.memory_object_fd import glImportMemoryFdEXT
 
-        self.memory = self.buffer = self.fence = None
+        self.memory = self.buffer = None
         self.alloc = ExportedAllocation(nbytes, cudart)
         try:
             ids = np.zeros(1, np.uint32)
@@ -159,14 +181,39 @@ class _Slot:
                 os.close(fd)  # a successful import hands the descriptor to GL; a failed one does not
                 raise
             self.buffer = int(GL.glGenBuffers(1))
-            GL.glBindBuffer(GL_PIXEL_UNPACK_BUFFER, self.buffer)
+            GL.glBindBuffer(target, self.buffer)
             try:
-                glBufferStorageMemEXT(GL_PIXEL_UNPACK_BUFFER, nbytes, self.memory, 0)
+                glBufferStorageMemEXT(target, nbytes, self.memory, 0)
             finally:
-                GL.glBindBuffer(GL_PIXEL_UNPACK_BUFFER, 0)
+                GL.glBindBuffer(target, 0)
         except Exception:
             self.close()
             raise
+
+    def close(self) -> None:
+        """GL's buffer and memory object, then CUDA's memory (the caller makes sure neither API still
+        uses it)."""
+        # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
+        from OpenGL import GL
+
+        if self.buffer is not None:
+            GL.glDeleteBuffers(1, [self.buffer])
+            self.buffer = None
+        if self.memory is not None:
+            from OpenGL.GL.EXT.memory_object import glDeleteMemoryObjectsEXT
+
+            glDeleteMemoryObjectsEXT(1, np.array([self.memory], np.uint32))
+            self.memory = None
+        self.alloc.close()
+
+
+class _Slot:
+    """One shared buffer: CUDA's allocation and GL's pixel unpack buffer of it, GL's last read."""
+
+    def __init__(self, nbytes: int, cudart):
+        self.fence = None
+        self.shared = ImportedBuffer(nbytes, GL_PIXEL_UNPACK_BUFFER, cudart)
+        self.alloc, self.buffer = self.shared.alloc, self.shared.buffer
 
     def wait_gl_done(self, poll_s: float) -> None:
         """Until GL has run the last copy out of this buffer (its fence), polling."""
@@ -175,20 +222,11 @@ class _Slot:
 
         if self.fence is None:
             return
-        # Asked first without a flush: the fence went to the GPU with the frame that followed it,
-        # and a flush here would send the GL commands queued since — the fence just made for
-        # the other buffer — as work of their own, one more switch of the GPU between the
-        # simulation's context and GL's in every frame. Flushed only when it is not signalled.
-        r = GL.glClientWaitSync(self.fence, 0, 0)
-        if r == GL_TIMEOUT_EXPIRED:
-            r = GL.glClientWaitSync(self.fence, GL_SYNC_FLUSH_COMMANDS_BIT, 0)
-        while r == GL_TIMEOUT_EXPIRED:
-            time.sleep(poll_s)
-            r = GL.glClientWaitSync(self.fence, 0, 0)
-        GL.glDeleteSync(self.fence)
-        self.fence = None
-        if r == GL_WAIT_FAILED:
-            raise RuntimeError("glClientWaitSync failed on a shared display buffer")
+        try:
+            wait_fence(self.fence, poll_s, "a shared display buffer")
+        finally:
+            GL.glDeleteSync(self.fence)
+            self.fence = None
 
     def close(self) -> None:
         # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
@@ -197,16 +235,7 @@ class _Slot:
         if self.fence is not None:
             GL.glDeleteSync(self.fence)
             self.fence = None
-        if self.buffer is not None:
-            GL.glDeleteBuffers(1, [self.buffer])
-            self.buffer = None
-        if self.memory is not None:
-            # PyOpenGL (≈0.2 s) loads on the shared-buffer (interop) display path only
-            from OpenGL.GL.EXT.memory_object import glDeleteMemoryObjectsEXT
-
-            glDeleteMemoryObjectsEXT(1, np.array([self.memory], np.uint32))
-            self.memory = None
-        self.alloc.close()
+        self.shared.close()
 
 
 class SharedTexture:

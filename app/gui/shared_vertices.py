@@ -22,23 +22,16 @@ that copy (tens of microseconds, the GIL released) before GL draws from the buff
 """
 from __future__ import annotations
 
-import time
-
-import numpy as np
-
 from .interop import _check, _cupy_event_recorder, plan_buffer, poll_until_done, require_runtime
 from .shared_texture import (
-    GL_SYNC_FLUSH_COMMANDS_BIT,
     GL_SYNC_GPU_COMMANDS_COMPLETE,
-    GL_TIMEOUT_EXPIRED,
-    GL_WAIT_FAILED,
     REQUIRED_EXTENSIONS,
-    ExportedAllocation,
+    ImportedBuffer,
     gl_extensions,
+    wait_fence,
 )
 
 GL_ARRAY_BUFFER = 0x8892
-GL_HANDLE_TYPE_OPAQUE_FD_EXT = 0x9586
 
 
 class FrameFence:
@@ -64,18 +57,8 @@ class FrameFence:
 
     def wait(self, poll_s: float) -> None:
         """Until GL has run every frame drawn so far (polling, the GIL released between polls)."""
-        if self.fence is None:
-            return
-        from OpenGL import GL
-
-        r = GL.glClientWaitSync(self.fence, 0, 0)
-        if r == GL_TIMEOUT_EXPIRED:  # not sent yet (no swap since): send it, once
-            r = GL.glClientWaitSync(self.fence, GL_SYNC_FLUSH_COMMANDS_BIT, 0)
-        while r == GL_TIMEOUT_EXPIRED:
-            time.sleep(poll_s)
-            r = GL.glClientWaitSync(self.fence, 0, 0)
-        if r == GL_WAIT_FAILED:
-            raise RuntimeError("glClientWaitSync failed on a frame that drew shared vertex buffers")
+        if self.fence is not None:
+            wait_fence(self.fence, poll_s, "a frame that drew shared vertex buffers")
 
     def close(self) -> None:
         if self.fence is not None:
@@ -108,10 +91,6 @@ class SharedVertexBuffer:
     poll_s = 5e-5  # the copy takes microseconds: poll finely
 
     def __init__(self, vbo, nbytes: int, canvas, cudart=None, record_event=None):
-        from OpenGL import GL
-        from OpenGL.GL.EXT.memory_object import glBufferStorageMemEXT, glCreateMemoryObjectsEXT
-        from OpenGL.GL.EXT.memory_object_fd import glImportMemoryFdEXT
-
         missing = [e for e in REQUIRED_EXTENSIONS if e not in gl_extensions()]
         if missing:
             raise RuntimeError(f"the GL context lacks {', '.join(missing)}")
@@ -120,30 +99,14 @@ class SharedVertexBuffer:
         self.parser = canvas.context.shared.parser
         self.glir_object = self.parser._objects[vbo.id]
         self.fence: FrameFence = canvas.frame_fence
-        self.memory = self.buffer = self.stream = self.original = None
-        self.alloc = ExportedAllocation(self.nbytes, cudart)
+        self.stream = self.original = None
+        self.shared = ImportedBuffer(self.nbytes, GL_ARRAY_BUFFER, cudart)
+        self.buffer = self.shared.buffer
         try:
-            ids = np.zeros(1, np.uint32)
-            glCreateMemoryObjectsEXT(1, ids)
-            self.memory = int(ids[0])
-            fd = self.alloc.export_fd()
-            try:
-                glImportMemoryFdEXT(self.memory, self.alloc.size, GL_HANDLE_TYPE_OPAQUE_FD_EXT, fd)
-            except Exception:
-                import os
-
-                os.close(fd)  # a successful import hands the descriptor to GL; a failed one does not
-                raise
-            self.buffer = int(GL.glGenBuffers(1))
-            GL.glBindBuffer(GL_ARRAY_BUFFER, self.buffer)
-            try:
-                glBufferStorageMemEXT(GL_ARRAY_BUFFER, self.nbytes, self.memory, 0)
-            finally:
-                GL.glBindBuffer(GL_ARRAY_BUFFER, 0)
             self.stream = _check(cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking),
                                  "cudaStreamCreate")
         except Exception:
-            self.close()
+            self.shared.close()
             raise
         self._record_event = record_event or _cupy_event_recorder(self.stream)
         # VisPy's buffer object draws from the imported storage from now on
@@ -160,7 +123,7 @@ class SharedVertexBuffer:
         self.fence.wait(self.poll_s)
         if event is not None:
             _check(rt.cudaStreamWaitEvent(self.stream, event.ptr, 0), "cudaStreamWaitEvent")
-        _check(rt.cudaMemcpyAsync(self.alloc.address, array.data.ptr, n,
+        _check(rt.cudaMemcpyAsync(self.shared.alloc.address, array.data.ptr, n,
                                   rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice, self.stream), "cudaMemcpyAsync")
         poll_until_done(self._record_event(), self.poll_s)  # done before GL draws from the buffer
         self.fence.armed = True
@@ -179,14 +142,7 @@ class SharedVertexBuffer:
             self.rt.cudaStreamSynchronize(self.stream)
             self.rt.cudaStreamDestroy(self.stream)
             self.stream = None
-        if self.buffer is not None or self.memory is not None:
-            GL.glFinish()  # every draw that read the imported memory is done before it goes
         if self.buffer is not None:
-            GL.glDeleteBuffers(1, [self.buffer])
+            GL.glFinish()  # every draw that read the imported memory is done before it goes
+            self.shared.close()
             self.buffer = None
-        if self.memory is not None:
-            from OpenGL.GL.EXT.memory_object import glDeleteMemoryObjectsEXT
-
-            glDeleteMemoryObjectsEXT(1, np.array([self.memory], np.uint32))
-            self.memory = None
-        self.alloc.close()

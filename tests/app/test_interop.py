@@ -348,3 +348,76 @@ def test_shared_buffers_drawn_directly_fence_each_buffer_before_cuda_writes_it_a
     log.clear()
     tex.close()  # back to the texture, then the shown buffer (A) fenced; both waited for before freeing
     assert log[:2] == ["draw None", "fence"] and "wait A (fence3)" in log and "wait B (fence2)" in log
+
+
+def test_a_fence_is_asked_without_a_flush_first_and_flushed_once_only_when_unsignalled(monkeypatch):
+    """A fence sent with the frame after it is normally signalled: asking with the flush bit would
+    send the GL commands queued since as work of their own (one more GPU context switch a frame)."""
+    from nagare.app.gui import shared_texture as st
+
+    calls = []
+    answers = iter([st.GL_TIMEOUT_EXPIRED, st.GL_TIMEOUT_EXPIRED, st.GL_TIMEOUT_EXPIRED, 0x911A])
+
+    def wait(fence, flags, timeout):
+        calls.append(flags)
+        return next(answers)
+
+    monkeypatch.setattr("OpenGL.GL.glClientWaitSync", wait)
+    st.wait_fence("f", 0.0, "a test")
+    assert calls == [0, st.GL_SYNC_FLUSH_COMMANDS_BIT, 0, 0]
+    calls.clear()
+    monkeypatch.setattr("OpenGL.GL.glClientWaitSync", lambda f, flags, t: calls.append(flags) or 0x911A)
+    st.wait_fence("f", 0.0, "a test")  # already signalled: no flush at all
+    assert calls == [0]
+    monkeypatch.setattr("OpenGL.GL.glClientWaitSync", lambda f, flags, t: st.GL_WAIT_FAILED)
+    with pytest.raises(RuntimeError, match="glClientWaitSync failed on a test"):
+        st.wait_fence("f", 0.0, "a test")
+
+
+def test_a_shared_vertex_buffer_is_written_after_the_last_frame_and_drawn_after_its_copy(monkeypatch):
+    """Each write waits for the fence set after the last drawn frame, then copies and waits for the
+    copy before GL draws; the frame fence is set only once a buffer was written, each new one
+    replacing the old; close() gives VisPy its own buffer back before the shared memory goes."""
+    from types import SimpleNamespace
+
+    from nagare.app.gui import shared_vertices as sv
+
+    log = []
+    monkeypatch.setattr(sv, "wait_fence", lambda fence, poll_s, what: log.append(f"wait {fence}"))
+    monkeypatch.setattr(sv, "poll_until_done", lambda ev, poll_s, **k: log.append("copy done") or True)
+    monkeypatch.setattr(sv, "_check", lambda r, what: log.append(what))
+    made = iter(["fence1", "fence2"])
+    monkeypatch.setattr("OpenGL.GL.glFenceSync", lambda *a: next(made))
+    monkeypatch.setattr("OpenGL.GL.glDeleteSync", lambda f: log.append(f"delete {f}"))
+    monkeypatch.setattr("OpenGL.GL.glFinish", lambda: log.append("finish"))
+
+    frame = sv.FrameFence()
+    frame.mark()  # nothing written yet: no GL call
+    assert frame.fence is None and log == []
+    prog = SimpleNamespace(_attributes={"a_position": (5, 0, None, (), None)})
+    obj = SimpleNamespace(_handle=5)
+    buf = sv.SharedVertexBuffer.__new__(sv.SharedVertexBuffer)
+    buf.rt = SimpleNamespace(cudaStreamWaitEvent=lambda *a: None, cudaMemcpyAsync=lambda *a: None,
+                             cudaMemcpyKind=SimpleNamespace(cudaMemcpyDeviceToDevice=3),
+                             cudaStreamSynchronize=lambda s: log.append("stream sync"),
+                             cudaStreamDestroy=lambda s: None)
+    buf.nbytes, buf.fence, buf.stream, buf.copies = 32, frame, "stream", 0
+    buf.parser, buf.glir_object = SimpleNamespace(_objects={1: prog, 2: obj}), obj
+    buf.shared = SimpleNamespace(alloc=SimpleNamespace(address=0), close=lambda: log.append("free"))
+    buf._record_event = lambda: None
+    buf.original, buf.buffer = 5, 9
+    obj._handle = 9
+    sv.repoint_attributes(buf.parser, 5, 9)
+    array = SimpleNamespace(nbytes=32, flags=SimpleNamespace(c_contiguous=True), data=SimpleNamespace(ptr=1))
+    buf.upload(array, SimpleNamespace(ptr=2))  # the first write: no frame drawn yet, nothing to wait for
+    assert log == ["cudaStreamWaitEvent", "cudaMemcpyAsync", "copy done"] and frame.armed
+    frame.mark()
+    log.clear()
+    buf.upload(array, SimpleNamespace(ptr=2))
+    assert log == ["wait fence1", "cudaStreamWaitEvent", "cudaMemcpyAsync", "copy done"]
+    frame.mark()  # the newer fence replaces the older one
+    assert log[-1] == "delete fence1" and frame.fence == "fence2"
+    log.clear()
+    buf.close()
+    assert obj._handle == 5 and prog._attributes["a_position"][0] == 5
+    assert log == ["stream sync", "finish", "free"] and buf.buffer is None
