@@ -203,6 +203,12 @@ class SimulationWorker:
     # late and in bursts), 16 keeps it at 28–29 with the same throughput (docs/decisions.md D20).
     max_fences = 16
     poll_s = 2e-4  # sleep between queries of a fence the worker waits for
+    # An experiment (bench_display --worker pace_by_steps=1), off in the app: frames published every
+    # whole number of batches whose steps fill a frame interval at the loop's measured pace, rather
+    # than at the first batch end past a schedule kept in the worker's time. The worker's time runs
+    # ahead of the GPU's in bursts (the GIL shared with the UI thread), so frames published a
+    # constant interval apart in it hold uneven numbers of steps and reach the screen unevenly.
+    pace_by_steps = False
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
     checkpoint_share = 0.01  # last-good checkpoints may take at most this share of the run time
     # Logged quantities a few times a second, never one per step: on the GPU launched on the stream
@@ -281,6 +287,8 @@ class SimulationWorker:
         self.recording = False
         self._step_s: float | None = None  # host seconds per step of the last batch
         self._iter_step_s: float | None = None  # seconds per step of the run's loop iterations (smoothed)
+        self._last_batch = 0  # steps of the run's last loop iteration
+        self._published_step = 0  # the engine's step at the last published frame
         self._thread = threading.Thread(target=self._main, name="nagare-sim", daemon=True)
 
     # ---- UI side ------------------------------------------------------------------------
@@ -456,6 +464,7 @@ class SimulationWorker:
                                      f"{float(self.engine.time):.6g} — Space runs on")
             self._publish(force=pending_steps > 0 or end is not None and self.engine.step_count >= end)
             if not pending_steps:  # a run's iteration: waiting for the GPU, stepping and publishing
+                self._last_batch = n
                 per_step = (time.perf_counter() - t_iter) / n
                 self._iter_step_s = per_step if self._iter_step_s is None else 0.8 * self._iter_step_s + 0.2 * per_step
 
@@ -646,7 +655,7 @@ class SimulationWorker:
 
     def _publish(self, force: bool = False) -> None:
         now = time.perf_counter()
-        if not force and now < self._t_publish + self.display_interval:
+        if not force and not self._publish_due(now):
             return
         eng = self.engine
         deferred = eng.backend.is_gpu and not force  # GPU: no wait for the device in this frame
@@ -675,6 +684,7 @@ class SimulationWorker:
                 self._t_quant = now  # the state just passed the NaN check: its quantities are worth showing
                 self._read_quantities(wait=not deferred)
         self._t_publish = publish_schedule(self._t_publish, now, self.display_interval)
+        self._published_step = eng.step_count
         self._seq += 1
         with eng.on_stream():
             pk = snapshot(eng, self.view, self._seq, self._snapshot_cache, self.run_id)
@@ -698,6 +708,20 @@ class SimulationWorker:
             self._ckpt_every = max(self.checkpoint_interval, cost / self.checkpoint_share)
             self._t_last_ckpt = time.perf_counter()
         self.publish_s += time.perf_counter() - now
+
+    def _publish_due(self, now: float) -> bool:
+        """Whether an unforced frame is due: on the schedule (one a frame interval in the worker's
+        time), or with pace_by_steps every whole number of batches that fills an interval."""
+        interval = self.display_interval
+        if not self.pace_by_steps or not self._iter_step_s:
+            return now >= self._t_publish + interval
+        if now >= self._t_publish + 2 * interval:
+            return True  # the pace is stale (a stall, a slower phase): on time again
+        batch = max(1, self._last_batch)
+        every = max(1, int(interval / (batch * self._iter_step_s))) * batch
+        # at least a quarter interval apart in the worker's time: a pace misread low cannot flood
+        return (self.engine.step_count - self._published_step >= every
+                and now >= self._t_publish + 0.25 * interval)
 
     def _promote_checkpoint(self, wait: bool = False) -> None:
         """The pending checkpoint becomes last good once its copies are done (waited for with

@@ -473,3 +473,64 @@ def test_restoring_after_a_divergence_does_not_read_the_diverged_runs_later_chec
     worker._cmd_restore({})
     assert worker.diverged is None and eng.step_count == 10
     assert [n.kind for n in worker.drain_notices()] == ["info"]
+
+
+def _pacing_worker(batch: int, step_s: float, fps: float, pace_by_steps: bool):
+    from types import SimpleNamespace
+
+    from nagare.app.gui.worker import SimulationWorker
+
+    w = SimulationWorker.__new__(SimulationWorker)
+    w.display_interval, w.pace_by_steps = 1 / fps, pace_by_steps
+    w._iter_step_s, w._last_batch, w._published_step, w._t_publish = step_s, batch, 0, 0.0
+    w.engine = SimpleNamespace(step_count=0)
+    return w
+
+
+def test_paced_by_steps_a_frame_is_due_every_whole_number_of_batches_that_fills_an_interval():
+    w = _pacing_worker(batch=2, step_s=0.004, fps=60, pace_by_steps=True)  # 8 ms batches, 16.7 ms frames
+    w.engine.step_count = 2
+    assert not w._publish_due(0.010)
+    w.engine.step_count = 4  # two batches: 16 ms of steps
+    assert w._publish_due(0.010)
+    assert not w._publish_due(0.003)  # but not within a quarter interval of the last frame
+    w.engine.step_count = 0
+    assert w._publish_due(2 / 60)  # two intervals without a frame: due whatever the count
+    lbm = _pacing_worker(batch=20, step_s=0.000135, fps=30, pace_by_steps=False)
+    lbm.engine.step_count = 10_000
+    assert not lbm._publish_due(0.03) and lbm._publish_due(1 / 30)  # off: the schedule alone
+    lbm.pace_by_steps = True
+    lbm.engine.step_count = 239
+    assert not lbm._publish_due(0.03)
+    lbm.engine.step_count = 240  # 12 batches of 20 fill 33 ms
+    assert lbm._publish_due(0.03)
+
+
+@pytest.mark.parametrize("pace_by_steps", [False, True])
+def test_frames_paced_by_steps_hold_equal_steps_when_the_worker_runs_in_bursts(pace_by_steps):
+    """The GPU runs 4 ms steps steadily; the worker queues 2-step batches in bursts (it waits for
+    the GIL while the UI draws, then catches up). Frames on the worker's schedule hold uneven step
+    counts; paced by steps, every frame holds 4 steps (16 ms of the GPU's time: 62.5 frames/s)."""
+    w = _pacing_worker(batch=2, step_s=0.004, fps=60, pace_by_steps=pace_by_steps)
+    from nagare.app.gui.pacing import publish_schedule
+
+    rng = np.random.default_rng(5)
+    t, counts = 0.0, []
+    while t < 5.0:
+        # a burst: 1–4 batches queued back to back, then a stall as long as their GPU time
+        burst = int(rng.integers(1, 5))
+        for _i in range(burst):
+            t += 0.0005
+            w.engine.step_count += 2
+            if w._publish_due(t):
+                counts.append(w.engine.step_count - w._published_step)
+                w._t_publish = publish_schedule(w._t_publish, t, w.display_interval)
+                w._published_step = w.engine.step_count
+        t += burst * 2 * 0.004 - burst * 0.0005
+    steps = np.array(counts[1:])
+    share = float(np.mean(steps == 4))
+    print(f"pace_by_steps={pace_by_steps}: {share:.3f} of {steps.size} frames hold 4 steps, mean {steps.mean():.2f}")
+    if pace_by_steps:  # the quarter-interval guard lets a burst's frame slip a batch now and then
+        assert share >= 0.99 and steps.mean() <= 4.05, (share, steps.mean())
+    else:  # the schedule in the worker's time: frames of 2, 4, 6 steps
+        assert share < 0.9 and steps.mean() > 4.2, (share, steps.mean())
