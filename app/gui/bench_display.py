@@ -294,6 +294,9 @@ def display_rate(preset, backend_name: str, seconds: float, fps: float, size=(12
             "host_bytes_per_frame": (hb1 - hb0) / frames if frames else None, "host_bytes_per_frame_by": host_by,
             "view3d": {"planes": sorted(canvas.view3d.active_planes()), "leaves": canvas.view3d.boxes},
             "interop_upload": type(canvas._interop).__name__ if canvas._interop is not None else None,
+            # how the device geometry's vertex buffers were written (SharedVertexBuffer / BufferInterop)
+            "vertex_upload": sorted({type(v.interop).__name__ for v in canvas.device_geometry.buffers.values()
+                                     if v.interop is not None}),
             "field_drawn_from_buffer": bool(canvas.image.samples_buffer),
             "texture_shape": list(canvas._image_shape) if canvas._image_shape else None,
             "draw_ms_mean": sum(draw_ms) / len(draw_ms) if draw_ms else None,

@@ -255,6 +255,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.host_bytes = HostBytes()
         self.device_geometry = GeometryUploads()  # 2D tracers, particles and boxes on the interop path
         self.frame_fence = FrameFence()  # after each frame: when GL is done reading shared vertex buffers
+        self.shared_vertex_uploads = True  # device geometry through memory CUDA and GL share; off after a failure
         self._boxes_key = None  # the packet's lo array the device boxes were built from
         self._boxes_legend = None
         self.freeze()
@@ -453,6 +454,14 @@ class FieldCanvas(scene.SceneCanvas):
         return RedundantStateFilter.install(self.context.shared.parser)
 
     def on_draw(self, event):
+        try:
+            self._draw_frame(event)
+        finally:
+            # sent with this frame's work, even a frame that failed part-way (its draws may read
+            # shared vertex buffers): the next write into one waits for it
+            self.frame_fence.mark()
+
+    def _draw_frame(self, event):
         self.gl_state().forget()  # Qt and the HUD made GL calls of their own since the last frame
         self.prepare()
         if self._drawer is not None and hasattr(self._drawer, "before_draw"):
@@ -475,7 +484,6 @@ class FieldCanvas(scene.SceneCanvas):
             self.context.flush_commands()
             self.hud.render(self.physical_size, self.pixel_scale, self.gl_state().known)
             self.gl_state().forget()  # imgui sets GL state directly, not through VisPy
-        self.frame_fence.mark()  # sent with this frame's work: the next write into a shared vertex buffer waits for it
         self.frames_drawn += 1
 
     def shown_time(self) -> str:

@@ -221,9 +221,9 @@ class DeviceVertices:
 
 def device_buffer(canvas, vbo, handle: int, nbytes: int):
     """The way CUDA writes this vertex buffer: memory GL and CUDA share (no map or unmap a frame,
-    shared_vertices.py) where the canvas' shared uploads work, else the buffer registered and
+    shared_vertices.py) until that fails once on this canvas, else the buffer registered and
     mapped around each copy (interop.BufferInterop)."""
-    if getattr(canvas, "shared_uploads", False):
+    if getattr(canvas, "shared_vertex_uploads", False):
         from .shared_vertices import SharedVertexBuffer
 
         try:
@@ -231,7 +231,8 @@ def device_buffer(canvas, vbo, handle: int, nbytes: int):
         except Exception as exc:
             interop.log_once(f"display: no shared vertex buffers ({one_line(exc)}); "
                              f"mapping each vertex buffer around its copy instead")
-            canvas.shared_uploads = False  # the field's shared buffers would fail the same way
+            # vertex buffers only: the field's shared texture has its own flag and fallback
+            canvas.shared_vertex_uploads = False
     return interop.BufferInterop(handle, nbytes)
 
 
@@ -336,7 +337,9 @@ class DeviceLinesVisual(Visual):
         self.set_gl_state("translucent", depth_test=True, line_width=width)
 
     def set_data(self, positions: np.ndarray, colors: np.ndarray) -> None:
-        """Host arrays (the same layout CUDA writes): for tests and a first frame."""
+        """Host arrays (the same layout CUDA writes): for tests and a first frame. Only while no
+        device upload holds these buffers (GeometryUploads.drop their roles first): a shared vertex
+        buffer's storage is CUDA's, immutable to GL."""
         self.positions.set_data(np.ascontiguousarray(positions, np.float32))
         self.colors.set_data(np.ascontiguousarray(colors, np.float32))
         self.update()
@@ -367,7 +370,8 @@ class DevicePointsVisual(Visual):
         self._uniforms.set("u_size", float(size))
 
     def set_data(self, positions: np.ndarray) -> None:
-        """Host (n, 3) positions, HIDDEN rows left out (for tests and a first frame)."""
+        """Host (n, 3) positions, HIDDEN rows left out (for tests and a first frame). Only while no
+        device upload holds the buffer (GeometryUploads.drop its role first)."""
         self.positions.set_data(np.ascontiguousarray(positions, np.float32))
         self.update()
 

@@ -105,10 +105,12 @@ class SharedVertexBuffer:
         try:
             self.stream = _check(cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking),
                                  "cudaStreamCreate")
+            self._record_event = record_event or _cupy_event_recorder(self.stream)
         except Exception:
+            if self.stream is not None:
+                cudart.cudaStreamDestroy(self.stream)
             self.shared.close()
             raise
-        self._record_event = record_event or _cupy_event_recorder(self.stream)
         # VisPy's buffer object draws from the imported storage from now on
         self.original = int(self.glir_object._handle)
         self.glir_object._handle = self.buffer

@@ -1097,6 +1097,8 @@ class MainWindow(QtWidgets.QMainWindow):
             self._last_seq = packets[-1].seq  # drawn already: the screen shows the newest of them
             self._pacer.drawn(time.perf_counter())
             self.canvas.update()
+            if self._loading_run is not None:  # the new run's first frame was recorded (and shown)
+                self._end_loading()
 
     def _call(self, tag: str, fn, callback) -> None:
         self._result_callbacks[tag] = callback

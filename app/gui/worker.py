@@ -283,7 +283,7 @@ class SimulationWorker:
         # while a video is recorded, a slow run (NumPy) steps in batches of about one display
         # interval, so the video gets a frame per interval where a step allows it, not one per
         # run.steps_per_frame steps (4 frames in 12 s of a slow run); the GPU's batches are
-        # launched in far less than an interval and stay whole
+        # launched in far less than an interval and stay whole (but for _batch_steps' half-interval rule)
         self.recording = False
         self._step_s: float | None = None  # host seconds per step of the last batch
         self._iter_step_s: float | None = None  # seconds per step of the run's loop iterations (smoothed)
@@ -387,6 +387,7 @@ class SimulationWorker:
             release_checkpoint_buffers(self.engine)
         engine = create_engine(preset, backend, variants=variants)
         self.engine, self._preset = engine, preset
+        self._forget_pace()
         # before the first packet: the window draws this run's packets only. A preset switch from
         # the window names the id (the window cannot read this thread's counter safely); never
         # below an id already used, so a stale packet is never taken for the new run's
@@ -468,15 +469,19 @@ class SimulationWorker:
                 per_step = (time.perf_counter() - t_iter) / n
                 self._iter_step_s = per_step if self._iter_step_s is None else 0.8 * self._iter_step_s + 0.2 * per_step
 
+    def _forget_pace(self) -> None:
+        """A new engine or variant: batches are sized from its own steps again."""
+        self._step_s = self._iter_step_s = None
+
     def _batch_steps(self) -> int:
         n = self._preset.run.steps_per_frame
         # a step's share of a loop iteration (the GPU's pace when the worker waits for it, the
         # host's when the host is slower), else its host time alone before one is measured
+        if self.recording and self._step_s:  # by the host's time: a slow (NumPy) run's steps
+            n = max(1, min(n, int(self.display_interval / self._step_s)))
         step_s = self._iter_step_s or self._step_s
         if not step_s:
             return n
-        if self.recording:
-            n = max(1, min(n, int(self.display_interval / step_s)))
         batch_s = n * step_s
         if 0.5 * self.display_interval < batch_s <= self.display_interval:
             # The step rate allows the cap at steps_per_frame, but frames are published only at
@@ -600,6 +605,7 @@ class SimulationWorker:
                 # so no row mixes two variants' phases (graph = on times phases as details of a step)
                 self.timing_log.record(wait=True)
             eng.set_variant(**change)
+            self._forget_pace()  # another kernel: another pace
             self._publish(force=True)
         self._notify("variant", f"{a['axis']} = {a['choice']}{also}", payload=dict(self.engine.selection))
 

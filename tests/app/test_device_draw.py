@@ -556,21 +556,26 @@ def test_repointing_a_buffer_changes_only_the_attributes_bound_to_it():
 
 def test_vertex_buffers_fall_back_to_mapping_when_shared_memory_fails(monkeypatch, caplog):
     """Where GL cannot import CUDA's memory, a vertex buffer is registered and mapped around each
-    copy, said once, and the canvas stops trying shared uploads."""
+    copy, said once, and the canvas stops trying shared vertex buffers (only those)."""
     from types import SimpleNamespace
 
     from nagare.app.gui import device_draw, interop, shared_vertices
 
+    refused = []
+
     def refuse(*a, **k):
+        refused.append(a)
         raise RuntimeError("the GL context lacks GL_EXT_memory_object_fd")
 
     made = []
     monkeypatch.setattr(shared_vertices, "SharedVertexBuffer", refuse)
     monkeypatch.setattr(interop, "BufferInterop", lambda handle, nbytes: made.append((handle, nbytes)) or "mapped")
     monkeypatch.setattr(interop, "_logged", set(), raising=False)
-    canvas = SimpleNamespace(shared_uploads=True)
+    canvas = SimpleNamespace(shared_uploads=True, shared_vertex_uploads=True)
     with caplog.at_level("WARNING"):
         assert device_draw.device_buffer(canvas, object(), 5, 64) == "mapped"
-    assert made == [(5, 64)] and canvas.shared_uploads is False
+    assert made == [(5, 64)] and canvas.shared_vertex_uploads is False
+    assert canvas.shared_uploads is True  # the field's shared texture keeps its own path
     assert "no shared vertex buffers" in caplog.text
-    assert device_draw.device_buffer(canvas, object(), 6, 32) == "mapped"  # not tried again
+    assert device_draw.device_buffer(canvas, object(), 6, 32) == "mapped"
+    assert len(refused) == 1 and made == [(5, 64), (6, 32)]  # not tried again

@@ -220,6 +220,11 @@ def test_batches_are_cut_to_half_a_frame_interval_when_the_cap_is_within_reach()
     assert w._batch_steps() == 4
     w._step_s, w._iter_step_s = 0.002, 0.0039  # launches take 2 ms a step, the GPU 3.9: the loop's pace counts
     assert w._batch_steps() == 2
+    w._step_s, w._iter_step_s = 0.0005, 0.02  # a heavy GPU step: 80 ms batches, the cap out of reach ...
+    w.recording = True  # ... and a recording keeps them whole (its cap is for a slow host's steps)
+    assert w._batch_steps() == 4
+    w._forget_pace()
+    assert w._step_s is None and w._iter_step_s is None and w._batch_steps() == 4
 
 
 def test_warm_up_lists_the_kernels_one_live_switch_away(fake_preset):
