@@ -418,13 +418,25 @@ def _apply_gpus(args) -> None:
     args.overrides = [*args.overrides, f"decomp.parts={gpus}"]
 
 
-def _gpus_in_message(args, exc: PresetError) -> None:
-    """A refusal of decomp.parts that --gpus N set says so: `--gpus N (decomp.parts)`."""
+def _origins(args) -> dict[str, str]:
+    """The overrides an option made, as the user typed that option (a refusal names `--gpus N`,
+    never a `--set decomp.parts=N` nobody typed)."""
     gpus = getattr(args, "gpus", None)
-    marker = f"decomp.parts = {gpus}"
-    if gpus is not None and marker in exc.allowed:
-        raise PresetError(exc.source, exc.key, exc.given,
-                          exc.allowed.replace(marker, f"--gpus {gpus} (decomp.parts)", 1)) from None
+    return {} if gpus is None else {f"decomp.parts={gpus}": f"--gpus {gpus}"}
+
+
+def _gpus_in_message(args, exc: PresetError) -> None:
+    """A refusal that --gpus N caused (the loader names it as the cause) speaks of N sub-domains,
+    not of the preset key decomp.parts the option sets."""
+    gpus = getattr(args, "gpus", None)
+    if gpus is None or f"--gpus {gpus}" not in exc.source:
+        return
+    allowed = exc.allowed.replace(f"decomp.parts = {gpus}: ", "", 1)
+    key = exc.key
+    if key == "decomp.parts":  # a bound of the key itself, e.g. at most 64: that many sub-domains
+        key, allowed = None, f"{allowed} sub-domains"
+    if (key, allowed) != (exc.key, exc.allowed):
+        raise PresetError(exc.source, key, exc.given, allowed) from None
 
 
 def _explain_gpus(args, backend, exc) -> None:
@@ -436,7 +448,7 @@ def _explain_gpus(args, backend, exc) -> None:
 
     others = [o for o in args.overrides if not o.startswith("decomp.parts=")]
     try:
-        family = load_preset(args.preset, others, backend=backend.name).engine
+        family = load_preset(args.preset, others, backend=backend.name, origins=_origins(args)).engine
     except PresetError:
         return
     decomposable = decomposable_families()
@@ -447,8 +459,9 @@ def _explain_gpus(args, backend, exc) -> None:
 
 def build_engine(args, backend, ckpt: dict | None = None):
     """The validated preset and its engine for ``run``/``soak`` (restored from ``ckpt`` if given)."""
-    # heavy start-up import (pydantic presets)
-    from nagare.engine.presets import load_preset, validate
+    # heavy start-up imports (pydantic presets)
+    from nagare.engine.decomp.config import DecompError
+    from nagare.engine.presets import blame_refusal, load_preset, validate
 
     variants = variant_choices(args)
     _apply_gpus(args)  # multi-GPU: --gpus N
@@ -459,13 +472,13 @@ def build_engine(args, backend, ckpt: dict | None = None):
         # The stored preset already holds the values it ran with: no [cpu_overrides] again.
         stored = {k: v for k, v in ckpt["meta"]["preset"].items() if k != "cpu_overrides"}
         try:
-            preset = validate(stored, f"{args.resume} (preset)", None, args.overrides)
+            preset = validate(stored, f"{args.resume} (preset)", None, args.overrides, _origins(args))
         except PresetError as exc:
             _gpus_in_message(args, exc)
             raise
     else:
         try:
-            preset = load_preset(args.preset, args.overrides, backend=backend.name)
+            preset = load_preset(args.preset, args.overrides, backend=backend.name, origins=_origins(args))
         except PresetError as exc:
             _explain_gpus(args, backend, exc)
             _gpus_in_message(args, exc)
@@ -475,7 +488,19 @@ def build_engine(args, backend, ckpt: dict | None = None):
         # The checkpoint's variants are defaults, not demands: a GPU run's checkpoint resumes on
         # NumPy with the NumPy choices (one log line says so).
         preset = preset.model_copy(update={"variants": {**preset.variants, **ckpt["meta"]["variants"]}})
-    engine = create_engine(preset, backend, variants=variants)
+    try:
+        engine = create_engine(preset, backend, variants=variants)
+    except PresetError as exc:  # a build check (amr3d: a body too small for its level) a --set may have caused
+        raise blame_refusal(exc, preset.source, args.overrides, _origins(args)) from None
+    except DecompError as exc:  # the split --gpus asked for cannot be built here (NCCL without GPUs …)
+        if getattr(args, "gpus", None) is None:
+            raise
+        transport = getattr(getattr(preset, "decomp", None), "transport", "auto")
+        by = next((f"--set {o.strip()}" for o in args.overrides if o.strip().startswith("decomp.transport")),
+                  f"the preset's decomp.transport = {transport!r}")
+        why = f" ({by} asks for it; 'auto' runs the sub-domains on one device when fewer GPUs are " \
+              "there)" if transport != "auto" else ""
+        raise DecompError(f"--gpus {args.gpus} (on {preset.source}): {exc}{why}") from None
     if ckpt is not None:
         try:
             engine.restore(ckpt)

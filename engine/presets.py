@@ -7,7 +7,8 @@ optional ``[cpu_overrides]`` table merged in when the run uses the NumPy backend
 showcase picks a size a laptop can animate).
 
 Every problem is reported as one :class:`PresetError` line naming the file, the key, the given
-value and what is allowed.
+value and what is allowed — or, where overrides (``--set``) caused it, those overrides instead of
+the file (:func:`validate`).
 """
 from __future__ import annotations
 
@@ -438,7 +439,7 @@ def _step_into(node: Any, path: list, depth: int, value: Any, text: str) -> Any:
         raise PresetError(f"--set {text.strip()}", override_key(path), value,
                           f"'{part}' is a list of tables; name an item, e.g. {part}[0].{path[depth + 1]}")
     if not isinstance(node.get(part, {}), dict):
-        raise PresetError("--set", override_key(path), value, f"'{part}' is a value, not a section")
+        raise PresetError(f"--set {text.strip()}", override_key(path), value, f"'{part}' is a value, not a section")
     return node.setdefault(part, {})
 
 
@@ -460,8 +461,8 @@ def _friendly(err: dict, model: type[BaseModel]) -> tuple[str, Any, str]:
         return ".".join(str(x) for x in err["loc"][:-1]), NOTHING, f"too few items (item {err['loc'][-1]} is missing)"
     if kind == "missing":
         return loc, NOTHING, "required key is missing"
-    if not err["loc"]:  # a check across several keys: its message names them
-        given = NOTHING
+    if not err["loc"] or (kind == "value_error" and isinstance(given, dict)):
+        given = NOTHING  # a check across several keys (of the preset, of one table): its message names them
     msg = err["msg"]
     msg = msg[0].lower() + msg[1:] if msg else msg
     msg = msg.replace("input should be", "expected").replace("value error, ", "")
@@ -481,9 +482,25 @@ def _allowed_keys(model: type[BaseModel], loc: tuple) -> list[str]:
 
 
 def validate(raw: dict, source: str, backend: str | None = None,
-             overrides: list[str] | tuple[str, ...] = ()) -> PresetBase:
+             overrides: list[str] | tuple[str, ...] = (), origins: dict[str, str] | None = None) -> PresetBase:
     """Validate a merged preset dict. Order of precedence: file ← [cpu_overrides] (NumPy
-    backend) ← ``overrides`` (``--set``), so the command line always wins."""
+    backend) ← ``overrides`` (``--set``), so the command line always wins.
+
+    A refusal names its cause: the file, or the override(s) without which the preset passes that
+    check — ``--set KEY=VALUE``, or how ``origins`` says the command line gave it ({override text:
+    e.g. "--gpus 4"} for an override an option made)."""
+    try:
+        return _validate(raw, source, backend, overrides)
+    except PresetError as exc:
+        if exc.source != source or not overrides:
+            raise  # a malformed --set says so itself; with no override the file is the cause
+        culprits = _culprits(exc, raw, source, backend, list(overrides))
+        if not culprits:
+            raise
+        raise _blamed(exc, culprits, raw, source, list(overrides), origins or {}) from None
+
+
+def _validate(raw: dict, source: str, backend: str | None, overrides) -> PresetBase:
     engine = apply_overrides(raw, overrides).get("engine")
     if engine is None:
         raise PresetError(source, "engine", NOTHING, "required key is missing; name an engine family")
@@ -511,10 +528,7 @@ def validate(raw: dict, source: str, backend: str | None = None,
             key, given, allowed = _friendly(exc.errors()[0], model)
             if prefix and not key.startswith(prefix):
                 key = prefix + key if key else prefix.rstrip(".")
-            where = _blame(source, key, overrides, prefix)
-            if where != source and key.startswith(prefix) and not where.startswith(f"--set {prefix}"):
-                key = key[len(prefix):]  # the key as the --set wrote it: the file's [cpu_overrides] did not give it
-            raise PresetError(where, key, given, allowed) from None
+            raise PresetError(source, key, given, allowed) from None
     preset = validated["cpu_overrides." if runs_cpu else ""]
     _check_variants(preset, source)
     preset._source = source
@@ -523,19 +537,88 @@ def validate(raw: dict, source: str, backend: str | None = None,
     return preset
 
 
-def _blame(source: str, key: str, overrides, prefix: str) -> str:
-    """Where a bad value came from: the ``--set`` that gave ``key`` (or a table above it), naming the
-    preset it was applied to, else the preset file."""
-    bare = key[len(prefix):] if prefix and key.startswith(prefix) else key
-    for ov in reversed(list(overrides)):  # the last --set of a key is the one that counts
+def _refusal(raw: dict, source: str, backend: str | None, overrides) -> PresetError | None:
+    """The refusal of ``raw`` under ``overrides``, or None when it passes."""
+    try:
+        _validate(raw, source, backend, overrides)
+    except PresetError as exc:
+        return exc
+    return None
+
+
+def _check(exc: PresetError | None) -> tuple | None:
+    """Which check a refusal is, whatever values it quotes: its key and its words."""
+    if exc is None:
+        return None
+    return exc.key, re.sub(r"-?\d+(?:\.\d*)?(?:e[+-]?\d+)?", "#", exc.allowed)
+
+
+def _culprits(exc: PresetError, raw: dict, source: str, backend: str | None, overrides: list[str]) -> list[str]:
+    """The overrides that ``exc`` (a refusal said of the file) comes from, or none when it is the
+    file's: each override without which this check passes (a value it set, a table it made, one
+    side of a check across keys); else one that gave the refused key; else, when the file alone
+    passes, those that change what the check says (two that each break it)."""
+    said, check = str(exc), _check(exc)
+    without = [_refusal(raw, source, backend, overrides[:i] + overrides[i + 1:]) for i in range(len(overrides))]
+    strong = [ov for ov, other in zip(overrides, without) if _check(other) != check]
+    if strong:
+        return strong
+    weak = [ov for ov, other in zip(overrides, without) if str(other) != said]
+    keys = {exc.key or "", (exc.key or "").removeprefix("cpu_overrides.")}  # as the NumPy variant names it too
+    gave = [ov for ov in weak if any(key == _dotted_key(ov) or key.startswith(_dotted_key(ov) + ".") for key in keys)]
+    if gave:
+        return gave
+    if _check(_refusal(raw, source, backend, [])) == check:
+        return []
+    return weak or overrides
+
+
+def _blamed(exc: PresetError, culprits: list[str], raw: dict, source: str, overrides: list[str],
+            origins: dict[str, str]) -> PresetError:
+    """``exc`` said of the override(s) that caused it, naming the preset they were applied to."""
+    names = [origins.get(ov, f"--set {ov.strip()}") for ov in culprits]
+    key = exc.key
+    to_cpu = any(parse_override(ov)[0][0] == "cpu_overrides" for ov in culprits)
+    on = source
+    if key and key.startswith("cpu_overrides") and not to_cpu:
+        # the NumPy variant ([cpu_overrides] merged in) refused the --set: name the key as typed
+        key = key.removeprefix("cpu_overrides").lstrip(".") or None
+        if exc.given is NOTHING:  # a check across keys: say so where values it names come from [cpu_overrides]
+            without = _refusal(raw, source, None, overrides)  # the overrides on the file without them
+            if without is None or without.allowed != exc.allowed:
+                on = f"{source} with its [cpu_overrides], as a NumPy run takes it"
+    for ov in culprits:  # pydantic's body.0.level as the override wrote it: body[0].level
+        dotted = _dotted_key(ov)
+        if key and (key == dotted or key.startswith(dotted + ".")):
+            key = override_key(parse_override(ov)[0]) + key[len(dotted):]
+    return PresetError(f"{' and '.join(names)} (on {on})", key, exc.given, exc.allowed)
+
+
+def _dotted_key(override: str) -> str:
+    """An override's key as pydantic's error locations write it: ``body.0.level``."""
+    return ".".join(str(p) for p in parse_override(override)[0])
+
+
+def blame_refusal(exc: PresetError, source: str, overrides: list[str] | tuple[str, ...],
+                  origins: dict[str, str] | None = None) -> PresetError:
+    """A refusal of a validated preset (an engine's build check, e.g. amr3d's body resolution) said
+    of ``source``, said instead of the override(s) that set its key, a table above it or a key
+    inside it; ``exc`` itself when none did. (The loader's own refusals are attributed by
+    :func:`validate`, which can try the preset without each override; a build is too costly for that.)"""
+    if exc.source != source or not exc.key:
+        return exc
+    key = re.sub(r"\[(\d+)\]", r".\1", exc.key)  # body[0].diameter as body.0.diameter
+    gave = []
+    for ov in overrides:
         try:
-            path, _ = parse_override(ov)
+            k = _dotted_key(ov)
         except PresetError:
             continue
-        k = ".".join(str(part) for part in path)   # as pydantic's error location writes it: body.0.level
-        if k and (bare == k or bare.startswith(k + ".") or key == k or key.startswith(k + ".")):
-            return f"--set {ov} (on {source})"
-    return source
+        if key == k or key.startswith(k + ".") or k.startswith(key + "."):
+            gave.append(origins.get(ov, f"--set {ov.strip()}") if origins else f"--set {ov.strip()}")
+    if not gave:
+        return exc
+    return PresetError(f"{' and '.join(gave)} (on {source})", exc.key, exc.given, exc.allowed)
 
 
 def _check_variants(preset: PresetBase, source: str) -> None:
@@ -551,9 +634,11 @@ def _check_variants(preset: PresetBase, source: str) -> None:
 
 
 def load_preset(name_or_path: str | Path, overrides: list[str] | tuple[str, ...] = (),
-                backend: str | None = None) -> PresetBase:
+                backend: str | None = None, origins: dict[str, str] | None = None) -> PresetBase:
+    """A preset by name or path with ``overrides`` (``--set`` texts) applied; ``origins`` as in
+    :func:`validate`."""
     path = resolve_path(name_or_path)
-    return validate(load_raw(path), str(_display_path(path)), backend, overrides)
+    return validate(load_raw(path), str(_display_path(path)), backend, overrides, origins)
 
 
 def _display_path(path: Path) -> Path:

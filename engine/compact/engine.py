@@ -478,16 +478,20 @@ class Compact(Engine):
     def bench_selections(cls, backend: str = "cupy"):
         """The default selection, then each registered choice changed alone — with the companions it
         needs to run (batching = grouped: y-direction = transpose), so the
-        cell measures the choice instead of reporting it unavailable."""
+        cell measures the choice instead of reporting it unavailable. A choice this backend cannot run
+        (kernel = cuda on NumPy) stays a cell, listed unavailable with the reason."""
         base = registry.default_selection(FAMILY, backend)
+        kernels = registry.axes(FAMILY)["kernel"].choices
         out = [("default", {})]
         for axis, ax in registry.axes(FAMILY).items():
             for name in ax.choices:
                 if name == base[axis]:
                     continue
                 comp = cls.equivalence_companions(axis, name)
-                if comp.get("kernel") == "array" and "cuda" in registry.axes(FAMILY)["kernel"].choices:
-                    comp["kernel"] = "cuda"  # a solver's own cell: the GPU's separate right-hand side
+                if comp.get("kernel") == "array" and "cuda" in kernels and backend in kernels["cuda"].backends:
+                    # a solver's own cell: the GPU's separate right-hand side (NumPy keeps its array one, so
+                    # a solver that runs there is measured, not refused for a kernel it was never asked for)
+                    comp["kernel"] = "cuda"
                 sel = {axis: name, **{a: c for a, c in comp.items() if base[a] != c}}
                 out.append((",".join(f"{a}={c}" for a, c in sel.items()), sel))
         return out

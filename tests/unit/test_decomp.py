@@ -354,7 +354,10 @@ def test_gpus_too_many_names_the_option_the_preset_and_the_axis(capsys):
                  "--gpus", "9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert "diffusion3d.toml" in err[0] and "--gpus 9 (decomp.parts): grid.nz = 8 z planes cannot be split" in err[0]
+    # both options the check needs are named as typed (no --set decomp.parts=9 nobody typed), then the preset
+    assert err[0].startswith("nagare: --set grid.nz=8 and --gpus 9 (on "), err[0]
+    assert "diffusion3d.toml): grid.nz = 8 z planes cannot be split into 9 sub-domains" in err[0], err[0]
+    assert "decomp.parts" not in err[0], err[0]
 
 
 def test_gpus_and_a_different_decomp_parts_are_refused_in_one_line(capsys, tmp_path):
