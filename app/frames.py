@@ -1,8 +1,9 @@
 """Headless frames: the engine's displayed field rendered to an RGB image with no display.
 
-It follows the app's view rules (same colormap tables, y up, obstacles drawn in grey, a 3D grid
-shown as its middle slice across ``view.slice_axis``, particles as dots coloured by an attribute)
-so a headless run's PNGs look like the window.
+It follows the app's view rules (same colormap tables, y up, obstacles drawn in grey, a 2D grid's
+tracers drawn over it as the window's markers unless ``view.particles_overlay`` is off, a 3D grid
+shown as its middle slice across ``view.slice_axis``, particles as dots coloured by an attribute
+in a frame of the domain's shape) so a headless run's PNGs look like the window.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from PIL import Image, ImageDraw, ImageFont
 from . import colormaps
 from .atomic import output_writer, write_atomic
 from .fieldkinds import handler_for
-from .fieldkinds.grids import SLICE_PLANE_AXES, grid_plane, grid_range
+from .fieldkinds.grids import SLICE_PLANE_AXES, grid_plane, grid_range, tracers_over
+from .frame_markers import draw_markers
 from .gui.ticks import axis_title, fmt_any, nice_ticks
 
 MIN_SIZE = 512
@@ -32,7 +34,10 @@ def field_image(engine, name: str | None = None, vrange=None) -> np.ndarray:
 
     The field type's ``png`` handler (nagare.app.fieldkinds) draws it; only that field is asked for."""
     name = name or default_field(engine)
-    fld = engine.field(name)
+    return _png(engine, engine.field(name), vrange)
+
+
+def _png(engine, fld, vrange=None) -> np.ndarray:
     return handler_for("png", fld)(fld, engine.backend, engine.preset.view, vrange)
 
 
@@ -42,20 +47,38 @@ def upscale(img: np.ndarray, min_size: int = MIN_SIZE) -> np.ndarray:
     return img.repeat(f, axis=0).repeat(f, axis=1) if f > 1 else img
 
 
+def with_tracers(img: np.ndarray, engine, fld, name: str, cache: dict | None = None) -> np.ndarray:
+    """``img`` (the upscaled frame of the field ``name``) with what the window draws over a 2D grid:
+    the engine's tracers (its first 2D Particles field) as the overlay's markers, unless the
+    preset's ``view.particles_overlay`` is off. Positions are the view's: cell (i, j) covers
+    [i, i+1)·spacing. ``cache`` (one dict per engine) keeps which field holds the tracers."""
+    if not isinstance(fld, Grid2D) or not engine.preset.view.particles_overlay:
+        return img
+    tracers = tracers_over(engine, name, cache)
+    if tracers is None:
+        return img
+    cells = img.shape[1] // fld.data.shape[-1]  # the upscale factor: image pixels per cell
+    return draw_markers(img, engine.backend.asnumpy(tracers.positions), cells / fld.spacing)
+
+
 @output_writer("a PNG frame")
 def save_png(img: np.ndarray, path: str | Path) -> Path:
     return write_atomic(path, lambda p: Image.fromarray(img).save(p, format="PNG"))
 
 
-def save_frame(engine, path: str | Path, name: str | None = None, legend: bool = False) -> Path:
+def save_frame(engine, path: str | Path, name: str | None = None, legend: bool = False,
+               cache: dict | None = None) -> Path:
     """One headless frame; with ``legend``, a grid field gets the app's colour bar beside it (the
     field's label and units, its range ends and round ticks between them) and axes with units left
-    of and under it, as the window's 2D view."""
+    of and under it, as the window's 2D view. ``cache``: one dict per engine, kept between frames."""
     if legend:
-        img = framed_with_legend(engine, name)
+        img = framed_with_legend(engine, name, cache)
         if img is not None:
             return save_png(img, path)
-    return save_png(upscale(field_image(engine, name)), path)
+    name = name or default_field(engine)
+    fld = engine.field(name)
+    img = upscale(_png(engine, fld))
+    return save_png(with_tracers(img, engine, fld, name, cache), path)
 
 
 # ---- the colour bar of a headless frame --------------------------------------------------------
@@ -66,7 +89,7 @@ LEGEND_PT = 9.0  # label size in points at LEGEND_DPI
 LEGEND_DPI = 96.0
 
 
-def framed_with_legend(engine, name: str | None = None) -> np.ndarray | None:
+def framed_with_legend(engine, name: str | None = None, cache: dict | None = None) -> np.ndarray | None:
     """The upscaled frame of a grid field with a colour-bar column on its right; None for fields
     that are not grids (particles, profiles, boxes keep their plain frame)."""
     name = name or default_field(engine)
@@ -76,7 +99,7 @@ def framed_with_legend(engine, name: str | None = None) -> np.ndarray | None:
     view = engine.preset.view
     data, mask = grid_plane(fld, engine.backend, view)
     lo, hi = grid_range(fld, data, view)
-    img = upscale(colormaps.apply(data, view.colormap, (lo, hi), mask=mask))
+    img = with_tracers(upscale(colormaps.apply(data, view.colormap, (lo, hi), mask=mask)), engine, fld, name, cache)
     panel = legend_panel(img.shape[0], lo, hi, view.colormap, fld.label or name, fld.units)
     # the window's axes: world coordinates of the cells (a grid's own origin; a slice of a
     # node-centred 3D grid is drawn from −spacing/2, as the view draws it)

@@ -261,12 +261,13 @@ def run(engine, opts: RunOptions) -> int:
     status = 0
 
     frames_written = 0
+    frame_cache: dict = {}  # which field holds the tracers drawn over a frame, found once
 
     def frame():
         nonlocal frames_written
         path = opts.frames_dir / f"frame_{engine.step_count:08d}.png"
         if out.attempt("frame", engine.step_count, path, frames.save_frame, engine, path, None,
-                       opts.frame_legend) is not None:
+                       opts.frame_legend, frame_cache) is not None:
             frames_written += 1
 
     series = None

@@ -71,6 +71,8 @@ class ViewConfig(Strict):
         None, description="3D grids: the slice planes shown first (default: all three); e.g. [\"z\"] so a "
                           "body stays visible")
     leaves: bool = Field(True, description="3D grids: draw the octree leaves (Boxes) at first")
+    particles_overlay: bool = Field(True, description="2D grids: draw the engine's particles (lbm2d's tracers) "
+                                                      "over the field, in the window at first and in headless frames")
 
 
 class RunConfig(Strict):

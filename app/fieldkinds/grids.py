@@ -95,12 +95,15 @@ _NONE = object()
 
 
 def _first_field(ctx: SnapshotContext, key: str, accept) -> object | None:
-    """The engine's first field (other than the shown one) that ``accept`` takes, e.g. the tracers
+    return first_field(ctx.engine, ctx.common["field_name"], ctx.cache, key, accept)
+
+
+def first_field(eng, shown: str, cache: dict | None, key: str, accept) -> object | None:
+    """The engine's first field other than ``shown`` that ``accept`` takes, e.g. the tracers
     drawn over a 2D grid or the octree leaves drawn around a volume.
 
-    Found by asking each field by name once per engine (``ctx.cache[key]`` keeps the name, or that
+    Found by asking each field by name once per engine (``cache[key]`` keeps the name, or that
     there is none): afterwards a frame asks for the shown field and this one only."""
-    eng, cache = ctx.engine, ctx.cache
     known = _NONE if cache is None else cache.get(key, _NONE)
     if known is None:
         return None
@@ -109,7 +112,7 @@ def _first_field(ctx: SnapshotContext, key: str, accept) -> object | None:
         if accept(f):
             return f
     for name in eng.field_names():
-        if name == ctx.common["field_name"]:
+        if name == shown:
             continue
         f = eng.field(name)
         if accept(f):
@@ -124,6 +127,12 @@ def _first_field(ctx: SnapshotContext, key: str, accept) -> object | None:
 def overlay_particles(ctx: SnapshotContext) -> Particles | None:
     """The engine's first 2D Particles field (tracers), drawn over a 2D grid."""
     return _first_field(ctx, "overlay", _is_overlay)
+
+
+def tracers_over(engine, shown: str, cache: dict | None = None) -> Particles | None:
+    """What a headless frame of the 2D grid ``shown`` draws over it: the field the window's
+    overlay shows (:func:`overlay_particles`)."""
+    return first_field(engine, shown, cache, "overlay", _is_overlay)
 
 
 def overlay_boxes(ctx: SnapshotContext) -> Boxes | None:

@@ -10,7 +10,7 @@ from ..packets import SnapshotContext
 from .registry import register
 from .vtkio import be_bytes, safe_name
 
-PNG_SIZE = 512  # side of the headless image (as nagare.app.frames.MIN_SIZE)
+PNG_SIZE = 512  # the headless image's longer side (as nagare.app.frames.MIN_SIZE)
 HIDDEN = -3.0e38  # a particle value the 3D sphere shader does not draw (walls shown as outlines)
 
 
@@ -83,21 +83,35 @@ def png_particles(f: Particles, backend, view, vrange) -> np.ndarray:
 
 
 def particles_image(pos, attrs, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndarray:
-    img = np.full((size, size, 3), 16, np.uint8)
-    if len(pos) == 0:
+    """Particles as dots coloured by their first attribute, in an image of the domain's shape (x, y
+    of ``bounds``, else of the placed particles): the longer side ``size`` pixels, y up, as the
+    window's view frames the domain. Parked particles (non-finite rows) are not drawn."""
+    pos = np.asarray(pos, np.float64).reshape(len(pos), -1) if len(pos) else np.zeros((0, 2))
+    placed = np.isfinite(pos[:, :2]).all(axis=1)
+    xy = pos[placed, :2]
+    if bounds:
+        lo, hi = np.asarray(bounds[0][:2], np.float64), np.asarray(bounds[1][:2], np.float64)
+    elif len(xy):
+        lo, hi = xy.min(axis=0).astype(np.float64), xy.max(axis=0).astype(np.float64)
+    else:
+        return np.full((size, size, 3), 16, np.uint8)
+    extent = np.maximum(hi - lo, 0.0)
+    span = max(float(extent.max()), 1e-12)
+    w, h = (max(1, int(round(size * float(e) / span))) for e in extent)
+    img = np.full((h, w, 3), 16, np.uint8)
+    if len(xy) == 0:
         return img
-    xy = pos[:, :2]
-    lo = np.asarray(bounds[0][:2]) if bounds else xy.min(axis=0)
-    hi = np.asarray(bounds[1][:2]) if bounds else xy.max(axis=0)
-    span = np.maximum(hi - lo, 1e-12).max()
-    ij = ((xy - lo) / span * (size - 1)).astype(np.int64)
-    ok = (ij >= 0).all(axis=1) & (ij < size).all(axis=1)
-    values = next(iter(attrs.values())) if attrs else np.zeros(len(pos))
+    # inside the domain up to float32 round-off (particles on its walls); pixel k covers
+    # lo + [k, k + 1)·span/size, the last one up to hi (the pixel count is rounded)
+    tol = 4 * np.finfo(np.float32).eps * max(span, float(np.abs(lo).max()), float(np.abs(hi).max()))
+    ok = ((xy >= lo - tol) & (xy <= hi + tol)).all(axis=1)
+    ij = np.clip(np.floor((xy[ok] - lo) / span * size).astype(np.int64), 0, np.array([w, h]) - 1)
+    values = np.asarray(next(iter(attrs.values())))[placed] if attrs else np.zeros(len(xy))
     lo_v, hi_v = vrange or colormaps.auto_range(values)
     lut = colormaps.lut(cmap)
     k = (np.clip((values - lo_v) / (hi_v - lo_v), 0, 1) * 255).astype(np.int64)
     rgb = (lut[k] * 255).astype(np.uint8)
-    img[size - 1 - ij[ok, 1], ij[ok, 0]] = rgb[ok]
+    img[h - 1 - ij[:, 1], ij[:, 0]] = rgb[ok]
     return img
 
 

@@ -46,6 +46,7 @@ from .drawer import Drawer, HostBytes, counting_host_bytes, host
 from .gl_state import RedundantStateFilter, install_visual_state_skip
 from .grid_lod import block_mean, grid_step
 from .held_uniforms import HeldUniforms
+from .overlay_style import OVERLAY_CORE, OVERLAY_HALO_RGBA, OVERLAY_RGBA, OVERLAY_SIZE
 from .shared_texture import SharedTexture
 from .shared_vertices import FrameFence
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
@@ -120,16 +121,13 @@ class ParticleVisual(Visual):
 Particles3D = scene.visuals.create_visual_node(ParticleVisual)
 
 
-OVERLAY_SIZE = 6.0  # logical px: a 3.6 px light core in a dark ring 1.2 px wide
-
-
 class OverlayVisual(Visual):
     """2D points over a grid field (shaders/glsl/overlay.*.glsl): a light core in a dark ring, so
     they show on every colour map. Unlike VisPy's Markers (which builds a per-point record of size,
     colours and edge on the host for every upload: ~5 ms for 200 000 tracers), an upload here is
     the (n, 2) float32 positions as they are."""
 
-    def __init__(self, color=(1.0, 1.0, 1.0, 0.9), halo=(0.0, 0.0, 0.0, 0.85), core: float = 0.6):
+    def __init__(self, color=OVERLAY_RGBA, halo=OVERLAY_HALO_RGBA, core: float = OVERLAY_CORE):
         super().__init__(vcode=shaders.source("glsl/overlay.vert.glsl"),
                          fcode=shaders.source("glsl/overlay.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 2), np.float32))

@@ -624,6 +624,7 @@ class MainWindow(QtWidgets.QMainWindow):
         for axis, box in self.plane_boxes.items():
             box.setChecked(planes is None or axis in planes)
         self.leaves_box.setChecked(preset.view.leaves)
+        self.particles_overlay.setChecked(preset.view.particles_overlay)
 
     def open_preset(self, name_or_path: str | Path) -> bool:
         """Validate first; only a valid preset replaces the running simulation."""

@@ -236,7 +236,8 @@ class SimulationWorker:
         self.log_interval = 1.0
         self.commands: queue.Queue[Command] = queue.Queue()
         self.notices: queue.Queue[Notice] = queue.Queue()
-        self.view = ViewRequest(field=preset.view.field, slice_axis=preset.view.slice_axis)
+        self.view = ViewRequest(field=preset.view.field, slice_axis=preset.view.slice_axis,
+                                particles_overlay=preset.view.particles_overlay)
         self._preset = preset
         # The last few packets: the worker runs up to max_lag_s ahead of the GPU, so the newest
         # packet's snapshot is usually still queued; the UI shows the newest one that is complete.

@@ -433,6 +433,18 @@ def test_particles_overlay_on_grid_fields(make_window, qtbot, fake_preset):
     assert not w.canvas.overlay.visible
 
 
+def test_a_preset_can_start_with_the_particles_overlay_off(make_window, qtbot, fake_preset):
+    """[view] particles_overlay = false (what headless frames follow too): the box starts unticked and
+    the worker's packets carry no overlay; ticking it draws the tracers."""
+    w = make_window(fake_preset(text="[view]\nfield = \"rho\"\nparticles_overlay = false\n"))
+    qtbot.waitUntil(lambda: w.canvas.shown is not None and w.canvas.shown.field_name == "rho", timeout=10000)
+    assert not w.particles_overlay.isChecked() and w.canvas.shown.overlay is None
+    w.canvas.native.repaint()
+    assert not w.canvas.overlay.visible
+    w.particles_overlay.setChecked(True)
+    qtbot.waitUntil(lambda: w.canvas.shown.overlay is not None, timeout=5000)
+
+
 def test_s_and_v_keys_write_into_the_output_folder(make_window, qtbot, tmp_path):
     w = make_window(output_dir=tmp_path / "keys")
     qtbot.waitUntil(lambda: w.canvas.shown is not None, timeout=10000)
