@@ -166,13 +166,17 @@ def test_a_field_finer_than_the_screen_is_drawn_from_its_block_means(egl_canvas,
     c._drop_interop()
 
 
-def test_tracers_are_drawn_from_vertex_memory_cuda_shares(egl_canvas, caplog):
+def test_tracers_are_drawn_from_vertex_memory_cuda_shares(egl_canvas, caplog, monkeypatch):
     """The tracers over a field reach GL through a vertex buffer whose memory CUDA writes (no map
     or unmap a frame): three frames in a row, each with the tracers moved, equal the same frames
-    drawn through the host; VisPy's own buffer is back in place once the shared one is closed."""
+    drawn through the host; each write after the first waits for the fence of the frame drawn
+    before it; VisPy's own buffer is back in place once the shared one is closed."""
     import cupy as cp
-    from nagare.app.gui.shared_vertices import SharedVertexBuffer
+    from nagare.app.gui.shared_vertices import FrameFence, SharedVertexBuffer
 
+    waited = []
+    plain_wait = FrameFence.wait
+    monkeypatch.setattr(FrameFence, "wait", lambda self, poll_s: (waited.append(self.fence), plain_wait(self, poll_s)))
     c = egl_canvas
     c._drop_interop()
     c.device_geometry.close()
@@ -193,12 +197,15 @@ def test_tracers_are_drawn_from_vertex_memory_cuda_shares(egl_canvas, caplog):
         assert "cannot draw frame" not in caplog.text, caplog.text[-2000:]
         shared = c.device_geometry.buffers["tracers"].interop
         assert isinstance(shared, SharedVertexBuffer) and shared.copies == seq + 1
+        c.draw_now()  # a frame on screen (on_draw): its fence is what the next write waits for
+        assert c.frame_fence.fence is not None
+    assert len(waited) == 3 and all(f is not None for f in waited[1:]), waited
     vbo = c.overlay._pos
     parser = c.context.shared.parser
     assert int(parser._objects[vbo.id].handle) == shared.buffer
-    shared_handle = shared.buffer
+    vispy_handle = shared.original
     c.device_geometry.close()
-    assert shared.buffer is None and int(parser._objects[vbo.id].handle) != shared_handle
+    assert shared.buffer is None and int(parser._objects[vbo.id].handle) == vispy_handle
     c.device_geometry.failed = True  # the host path from here on
     try:
         for seq, (frame, pts) in enumerate(frames):
