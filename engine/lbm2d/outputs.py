@@ -110,9 +110,13 @@ def _mask(e, m):
 
 
 def _tracers(e, m):
+    # The tracers move in lattice units with node centres at integers (tracers.py); the fields are
+    # grids whose node i is the cell [i, i+1) (Grid2D: in the view, the exports and the probes), so
+    # a tracer at node i's centre is at i + ½ in the fields' coordinates.
     ny, nx = e.preset.shape
-    return Particles(e.tracers.pos, {"age": e.tracers.age}, label="tracers",
-                     bounds=((0.0, 0.0), (float(nx - 1), float(ny - 1))))
+    pos = e.tracers.pos
+    return Particles(pos + pos.dtype.type(0.5), {"age": e.tracers.age}, label="tracers",
+                     bounds=((0.5, 0.5), (nx - 0.5, ny - 0.5)))
 
 
 FIELDS = {"speed": _speed, "vorticity": _vorticity, "rho": _rho, "ux": _ux, "uy": _uy, "mask": _mask,
