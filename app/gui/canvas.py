@@ -847,12 +847,29 @@ class FieldCanvas(scene.SceneCanvas):
             self._draw_scene(bgcolor=bgcolor)
             if hud and region is None and self.hud is not None and self.hud.visible:
                 self.context.flush_commands()  # the fbo bound before imgui's raw GL calls
-                self.hud.render(size, s, state.known)
+                self.hud.render(size, size[0] / csize[0], state.known)  # framebuffer px per logical px
             result = fbo.read(crop=crop)
         finally:
             state.forget()
             self.pop_fbo()
         return result if alpha else result[..., :3]
+
+    def _update_transforms(self):
+        """VisPy's mapping of the canvas onto a framebuffer pushed by :meth:`render`, made right for an
+        image of another size than the region's: VisPy maps the region onto the framebuffer's
+        *logical* size (the region's own), while the viewport covers the framebuffer's pixels, so a
+        larger image showed the scene in its lower left part and a smaller one a corner of it. Here
+        the region (logical px, y down) maps onto every pixel of the framebuffer."""
+        if not self._fb_stack:
+            return super()._update_transforms()
+        fbo, offset, csize = self._fb_stack[-1]
+        h, w = fbo.color_buffer.shape[:2]
+        s = self.pixel_scale
+        ph = self.physical_size[1]
+        # the region in the canvas' framebuffer pixels, whose y runs up from the bottom
+        rect = (offset[0] * s, ph - (offset[1] + csize[1]) * s, csize[0] * s, csize[1] * s)
+        viewport = self._vp_stack[-1] if self._vp_stack else None
+        self.transforms.configure(viewport=viewport, fbo_size=(w, h), fbo_rect=rect)
 
     def export_region(self) -> tuple[int, int, int, int] | None:
         """(x, y, w, h) in logical px of what a PNG or MP4 frame shows: the canvas minus the HUD's
