@@ -57,3 +57,25 @@ def test_render_at_other_sizes_shows_the_field_as_framed(framed_canvas):
     # and the screen's own render is unchanged afterwards
     assert_frame_shows_field(c.render(alpha=False), _cells(field, 4))
 
+
+
+def test_render_at_another_size_scales_the_tracers_with_the_image(framed_canvas):
+    """A tracer covers the same share of the image at any export size (its sprite size follows
+    the framebuffer's pixels per logical pixel)."""
+    if not isolated(__file__, "test_render_at_another_size_scales_the_tracers_with_the_image"):
+        return
+    c = framed_canvas
+    field = np.zeros((NY, NX), np.float32)
+    cells = np.array([[16.0, 12.0], [40.0, 30.0]])
+    c.show_packet(_packet(field, overlay=(cells + 0.5).astype(np.float32)))
+    c.draw_now(finish=True)
+    c.view.camera.rect = (0, 0, NX, NY)
+
+    def marked(img):  # pixels a tracer changed
+        under = img[2, 2].astype(int)
+        return int(np.count_nonzero(np.abs(img.astype(int) - under).sum(axis=-1) > 30))
+
+    screen = marked(c.render(alpha=False))
+    big = marked(c.render(alpha=False, size=(2 * W, 2 * H)))
+    assert screen > 0
+    np.testing.assert_allclose(big / screen, 4.0, rtol=0.25)  # twice the size each way
