@@ -46,7 +46,7 @@ from .drawer import Drawer, HostBytes, counting_host_bytes, host
 from .gl_state import RedundantStateFilter, install_visual_state_skip
 from .grid_lod import block_mean, grid_step
 from .held_uniforms import HeldUniforms
-from .overlay_style import OVERLAY_CORE, OVERLAY_HALO_RGBA, OVERLAY_RGBA, OVERLAY_SIZE
+from .overlay_style import OVERLAY_HALO_RGBA, OVERLAY_RGBA, overlay_marker
 from .shared_texture import SharedTexture
 from .shared_vertices import FrameFence
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
@@ -125,29 +125,37 @@ class OverlayVisual(Visual):
     """2D points over a grid field (shaders/glsl/overlay.*.glsl): a light core in a dark ring, so
     they show on every colour map. Unlike VisPy's Markers (which builds a per-point record of size,
     colours and edge on the host for every upload: ~5 ms for 200 000 tracers), an upload here is
-    the (n, 2) float32 positions as they are."""
+    the (n, 2) float32 positions as they are. The sprite's size is in logical px (the canvas sets it
+    from overlay_style.overlay_marker), drawn at the framebuffer's px per logical px: HiDPI screens
+    and exports at another size than the screen's show the markers as on screen."""
 
-    def __init__(self, color=OVERLAY_RGBA, halo=OVERLAY_HALO_RGBA, core: float = OVERLAY_CORE):
+    def __init__(self, color=OVERLAY_RGBA, halo_rgb=OVERLAY_HALO_RGBA[:3]):
         super().__init__(vcode=shaders.source("glsl/overlay.vert.glsl"),
                          fcode=shaders.source("glsl/overlay.frag.glsl"))
         self._pos = gloo.VertexBuffer(np.zeros((1, 2), np.float32))
         self.shared_program["a_position"] = self._pos
         self._uniforms = HeldUniforms(self.shared_program)
-        self._uniforms.set("u_size", 4.0)
+        self._halo_rgb = tuple(float(c) for c in halo_rgb)
         self.shared_program["u_color"] = tuple(color)
-        self.shared_program["u_halo"] = tuple(halo)
-        self.shared_program["u_core"] = float(core)
+        self.size = 0.0
+        self.set_marker(*overlay_marker(0, 0.0))
         self._draw_mode = "points"
         self.set_gl_state("translucent", depth_test=False)
 
-    def set_data(self, positions: np.ndarray, size: float = 4.0) -> None:
+    def set_data(self, positions: np.ndarray) -> None:
         pos = np.ascontiguousarray(positions, dtype=np.float32)
         self._pos.set_data(pos if len(pos) else np.zeros((1, 2), np.float32))
-        self.set_size(size)
-
-    def set_size(self, size: float) -> None:
-        self._uniforms.set("u_size", float(size))
         self.update()
+
+    def set_marker(self, size: float, core: float, ring_alpha: float) -> None:
+        """Diameter in logical px, the core's radius as a fraction of it, the dark ring's opacity."""
+        self.size = float(size)
+        self._uniforms.set("u_core", float(core))
+        self._uniforms.set("u_halo", (*self._halo_rgb, float(ring_alpha)))
+        self.update()
+
+    def _prepare_draw(self, view):
+        self._uniforms.set("u_size", self.size * float(view.transforms.pixel_scale))
 
     def _prepare_transforms(self, view):
         view.view_program.vert["transform"] = view.get_transform()
@@ -246,6 +254,7 @@ class FieldCanvas(scene.SceneCanvas):
         self._lod_reads = interop.InFlight()  # fields the block means may still read
         self._mask_key = None
         self._spacing = None
+        self._overlay_count = 0  # rows of the tracers on screen (their marker's size rule)
         self.frames_drawn = 0
         self.host_copies = 0
         # every device→host byte the display copies (uploads, draws, the time label): 0 a frame on
@@ -465,6 +474,8 @@ class FieldCanvas(scene.SceneCanvas):
         if self._drawer is not None and hasattr(self._drawer, "before_draw"):
             self._drawer.before_draw(self)
         self.axes.update(self.view, self.dpi)  # the ticks follow this frame's pan and zoom
+        if self.overlay.visible:
+            self._size_overlay()  # the tracers' marker follows the zoom too
         try:
             super().on_draw(event)
         except Exception as exc:
@@ -635,13 +646,22 @@ class FieldCanvas(scene.SceneCanvas):
         if pk.overlay is None:
             self.overlay.visible = False
             return
-        size = OVERLAY_SIZE * self.pixel_scale
-        if self._from_device(pk) and pk.overlay.shape[0] and self._upload_overlay_device(pk):
-            self.overlay.set_size(size)
-        else:
+        if not (self._from_device(pk) and pk.overlay.shape[0] and self._upload_overlay_device(pk)):
             self.device_geometry.drop("tracers")  # the host writes that GL buffer now
-            self.overlay.set_data(host(pk.overlay, pk.backend, "tracers"), size=size)
+            self.overlay.set_data(host(pk.overlay, pk.backend, "tracers"))
+        self._overlay_count = int(pk.overlay.shape[0])  # rows, not a device read: the same on both paths
         self.overlay.visible = True
+        self._size_overlay()
+
+    def _size_overlay(self) -> None:
+        """The tracers' marker for their number over the field's area on screen now (a zoom out
+        crowds them: smaller markers), by overlay_style.overlay_marker."""
+        if self._field_shape is None or self._spacing is None or len(self._field_shape) != 2:
+            return
+        ny, nx = self._field_shape
+        world = np.array([[0.0, 0.0], [nx * self._spacing, ny * self._spacing]])
+        (x0, y0), (x1, y1) = self.view.scene.node_transform(self.view).map(world)[:, :2]
+        self.overlay.set_marker(*overlay_marker(self._overlay_count, abs((x1 - x0) * (y1 - y0))))
 
     def _upload_overlay_device(self, pk: FramePacket) -> bool:
         pos = pk.overlay
@@ -853,12 +873,29 @@ class FieldCanvas(scene.SceneCanvas):
             self._draw_scene(bgcolor=bgcolor)
             if hud and region is None and self.hud is not None and self.hud.visible:
                 self.context.flush_commands()  # the fbo bound before imgui's raw GL calls
-                self.hud.render(size, s, state.known)
+                self.hud.render(size, size[0] / csize[0], state.known)  # framebuffer px per logical px
             result = fbo.read(crop=crop)
         finally:
             state.forget()
             self.pop_fbo()
         return result if alpha else result[..., :3]
+
+    def _update_transforms(self):
+        """VisPy's mapping of the canvas onto a framebuffer pushed by :meth:`render`, made right for an
+        image of another size than the region's: VisPy maps the region onto the framebuffer's
+        *logical* size (the region's own), while the viewport covers the framebuffer's pixels, so a
+        larger image showed the scene in its lower left part and a smaller one a corner of it. Here
+        the region (logical px, y down) maps onto every pixel of the framebuffer."""
+        if not self._fb_stack:
+            return super()._update_transforms()
+        fbo, offset, csize = self._fb_stack[-1]
+        h, w = fbo.color_buffer.shape[:2]
+        s = self.pixel_scale
+        ph = self.physical_size[1]
+        # the region in the canvas' framebuffer pixels, whose y runs up from the bottom
+        rect = (offset[0] * s, ph - (offset[1] + csize[1]) * s, csize[0] * s, csize[1] * s)
+        viewport = self._vp_stack[-1] if self._vp_stack else None
+        self.transforms.configure(viewport=viewport, fbo_size=(w, h), fbo_rect=rect)
 
     def export_region(self) -> tuple[int, int, int, int] | None:
         """(x, y, w, h) in logical px of what a PNG or MP4 frame shows: the canvas minus the HUD's

@@ -88,6 +88,22 @@ def test_nice_ticks_choose_round_values_whose_labels_fit():
     assert nice_ticks(0.0, 1.0, 5, 8, 96) == ([], [])  # a bar too short for one label: none
 
 
+@pytest.mark.parametrize("dpi", [96, 100, 150, 192])
+def test_the_rotating_cones_x_axis_gets_several_ticks_at_every_width_the_axes_show(dpi):
+    """compact-rotating-cone's domain [-1, 1] (128² or 256² cells from origin -1, the camera's 2 %
+    margin around it) along an x axis as narrow as the canvas still draws axes for, up to a wide
+    one: several distinct round labels, 0 among them, never a lone one."""
+    from nagare.app.gui.axes2d import TICK_PT, strip_sizes
+    from nagare.app.gui.ticks import nice_ticks
+
+    lo, hi = -1.0 - 0.02 * 2.0, 1.0 + 0.02 * 2.0 + 0.016  # as the view frames it (rect −0.04 … 2.056)
+    lw, _ = strip_sizes(dpi)
+    for length in range(2 * lw, 1600, 7):  # relayout draws axes only for a view wider than 3 strips
+        values, labels = nice_ticks(lo, hi, length, TICK_PT, dpi, along="x", spacing_em=4.0)
+        assert len(values) >= 3 and len(set(labels)) == len(labels), (length, labels)
+        assert "0" in labels and lo <= min(values) and max(values) <= hi, (length, labels)
+
+
 def test_the_bar_follows_show_bar_when_range_and_label_stay(colorbar):
     """A switch between a ranged and an unranged kind with the same range and label: the ramp and its ticks
     hide and come back (``set`` alone keeps the layout while range and label are unchanged)."""

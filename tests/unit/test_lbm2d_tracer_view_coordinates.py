@@ -4,7 +4,6 @@ engine recycles one whose nearest node is solid. A tracer it keeps must be drawn
 from __future__ import annotations
 
 import numpy as np
-
 from nagare.engine.backend import get_backend
 from nagare.engine.families import create_engine
 from nagare.engine.presets import load_preset
