@@ -1,9 +1,12 @@
-"""Particles drawn over a headless frame as the window's overlay draws them over a 2D grid
-(OverlayVisual in app/gui/canvas.py, shaders/glsl/overlay.*.glsl): round sprites OVERLAY_SIZE
-pixels wide, a light core in a dark ring, blended over the field with the overlay's alpha.
+"""Points drawn into a headless frame as the window draws them, pixel for pixel:
 
-A frame's pixel is one logical pixel of the window, and the markers go on the upscaled frame, so a
-tracer is a dot the window's size whatever the grid's resolution, not a block of cells.
+- ``draw_markers``: tracers over a 2D grid, as the window's overlay (OverlayVisual in
+  app/gui/canvas.py, shaders/glsl/overlay.*.glsl): round sprites OVERLAY_SIZE pixels wide, a light
+  core in a dark ring, blended over the field with the overlay's alpha. A frame's pixel is one logical
+  pixel of the window, and the markers go on the upscaled frame, so a tracer is a dot the window's
+  size whatever the grid's resolution, not a block of cells.
+- ``draw_particles``: a 2D particle field, as the window's sprites (ParticleVisual,
+  shaders/glsl/particles.*.glsl): opaque round dots, each its own colour, lightly shaded.
 """
 from __future__ import annotations
 
@@ -21,36 +24,74 @@ def draw_markers(img: np.ndarray, positions, scale: float, size: float = OVERLAY
     As a GL point sprite: the pixels whose centres lie within size/2 of the point, the core those
     within OVERLAY_CORE of that radius. Where markers overlap, the later one is on top (the window
     draws them in order). Rows with a non-finite coordinate (parked tracers) are not drawn."""
-    pos = np.asarray(positions, dtype=np.float64)
-    if pos.ndim != 2 or pos.shape[1] != 2:
-        raise ValueError(f"draw_markers: positions must be (n, 2) x, y; got shape {pos.shape}")
-    if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
-        raise ValueError(f"draw_markers: the image must be (H, W, 3) uint8; got {img.shape} {img.dtype}")
-    h, w = img.shape[:2]
-    r = 0.5 * size
-    pos = pos[np.isfinite(pos).all(axis=1)]
-    cx = pos[:, 0] * scale  # pixels from the left edge
-    cy = h - pos[:, 1] * scale  # pixels from the top edge (y up)
-    near = (cx > -r) & (cx < w + r) & (cy > -r) & (cy < h + r)  # far-off points: no int overflow below
-    cx, cy = cx[near], cy[near]
-    # the last marker over each pixel (the one on top): the highest point index among those covering it
-    top = np.full(h * w, -1, np.int64)
-    for start in range(0, len(cx), CHUNK):
-        pixel, point = _covered(cx[start:start + CHUNK], cy[start:start + CHUNK], r, h, w)
-        np.maximum.at(top, pixel, point + start)
+    _check_image(img, "draw_markers")
+    pixel, _, d2 = _sprite_pixels(img.shape[:2], positions, scale, size, "draw_markers", first_on_top=False)
     out = img.copy()
-    pixel = np.flatnonzero(top >= 0)
     if pixel.size == 0:
         return out
-    k = top[pixel]
-    row, col = np.divmod(pixel, w)
-    core = (col + 0.5 - cx[k]) ** 2 + (row + 0.5 - cy[k]) ** 2 <= (OVERLAY_CORE * r) ** 2
+    core = d2 <= (OVERLAY_CORE * 0.5 * size) ** 2
     flat = out.reshape(-1, 3)
     under = flat[pixel].astype(np.float64)
     for sel, rgba in ((core, OVERLAY_RGBA), (~core, OVERLAY_HALO_RGBA)):
         colour, alpha = np.asarray(rgba[:3]) * 255.0, rgba[3]
         flat[pixel[sel]] = np.rint(alpha * colour + (1.0 - alpha) * under[sel]).astype(np.uint8)
     return out
+
+
+PARTICLE_SHADE = (0.75, 0.25)  # particles.frag.glsl: colour × (0.75 + 0.25·√(1 − (d/r)²)), a hint of a sphere
+
+
+def draw_particles(img: np.ndarray, positions, scale: float, size: float, rgb) -> np.ndarray:
+    """A copy of ``img`` ((H, W, 3) uint8, drawn y up) with a dot of colour ``rgb[i]`` ((n, 3), 0–255)
+    at each row i of ``positions`` ((n, 2) as for :func:`draw_markers`), ``size`` pixels wide.
+
+    As the window's particle sprite: the pixels whose centres lie within size/2 of the point, opaque,
+    shaded toward the rim as particles.frag.glsl shades them. Where dots overlap, the earlier one is on
+    top (the window's depth test keeps the first of sprites at the same depth). Rows with a non-finite
+    coordinate (parked particles) are not drawn."""
+    _check_image(img, "draw_particles")
+    rgb = np.asarray(rgb, dtype=np.float64)
+    if rgb.shape != (len(positions), 3):
+        raise ValueError(f"draw_particles: colours must be (n, 3) for {len(positions)} positions; got {rgb.shape}")
+    pixel, point, d2 = _sprite_pixels(img.shape[:2], positions, scale, size, "draw_particles", first_on_top=True)
+    out = img.copy()
+    shade = PARTICLE_SHADE[0] + PARTICLE_SHADE[1] * np.sqrt(np.clip(1.0 - d2 / (0.5 * size) ** 2, 0.0, 1.0))
+    out.reshape(-1, 3)[pixel] = np.clip(np.rint(rgb[point] * shade[:, None]), 0, 255).astype(np.uint8)
+    return out
+
+
+def _check_image(img: np.ndarray, who: str) -> None:
+    if img.ndim != 3 or img.shape[2] != 3 or img.dtype != np.uint8:
+        raise ValueError(f"{who}: the image must be (H, W, 3) uint8; got {img.shape} {img.dtype}")
+
+
+def _sprite_pixels(shape: tuple[int, int], positions, scale: float, size: float, who: str,
+                   first_on_top: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flat pixel index, row of ``positions``, squared distance in px² from the point) of each
+    image pixel a sprite covers, for the sprite on top there: the last row drawn, or with
+    ``first_on_top`` the first. A pixel is covered when its centre lies within size/2 of the point."""
+    pos = np.asarray(positions, dtype=np.float64)
+    if pos.ndim != 2 or pos.shape[1] != 2:
+        raise ValueError(f"{who}: positions must be (n, 2) x, y; got shape {pos.shape}")
+    h, w = shape
+    r = 0.5 * size
+    rows = np.flatnonzero(np.isfinite(pos).all(axis=1))
+    cx = pos[rows, 0] * scale  # pixels from the left edge
+    cy = h - pos[rows, 1] * scale  # pixels from the top edge (y up)
+    near = (cx > -r) & (cx < w + r) & (cy > -r) & (cy < h + r)  # far-off points: no int overflow below
+    rows, cx, cy = rows[near], cx[near], cy[near]
+    # the sprite on top of each pixel: the highest rank among those covering it
+    n = len(cx)
+    top = np.full(h * w, -1, np.int64)
+    for start in range(0, n, CHUNK):
+        pixel, point = _covered(cx[start:start + CHUNK], cy[start:start + CHUNK], r, h, w)
+        point = point + start
+        np.maximum.at(top, pixel, n - 1 - point if first_on_top else point)
+    pixel = np.flatnonzero(top >= 0)
+    k = n - 1 - top[pixel] if first_on_top else top[pixel]
+    row, col = np.divmod(pixel, w)
+    d2 = (col + 0.5 - cx[k]) ** 2 + (row + 0.5 - cy[k]) ** 2
+    return pixel, rows[k], d2
 
 
 def _covered(cx: np.ndarray, cy: np.ndarray, r: float, h: int, w: int) -> tuple[np.ndarray, np.ndarray]:

@@ -2,8 +2,8 @@
 
 It follows the app's view rules (same colormap tables, y up, obstacles drawn in grey, a 2D grid's
 tracers drawn over it as the window's markers unless ``view.particles_overlay`` is off, a 3D grid
-shown as its middle slice across ``view.slice_axis``, particles as dots coloured by an attribute
-in a frame of the domain's shape) so a headless run's PNGs look like the window.
+shown as its middle slice across ``view.slice_axis``, particles as the window's dots over the
+domain's outline in a frame of the domain's shape) so a headless run's PNGs look like the window.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Particles: snapshot, headless PNG (dots coloured by the first attribute), host copy, .npz
+"""Particles: snapshot, headless PNG (the window's 2D view: its dots over the domain's outline), host copy, .npz
 arrays and VTK (POLYDATA vertices with one scalar per attribute)."""
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import numpy as np
 from nagare.engine.fields import Particles
 
 from .. import colormaps
+from ..frame_markers import draw_particles
+from ..gui.overlay_style import CANVAS_RGB, DOMAIN_RGBA, particle_size
 from ..packets import SnapshotContext
 from .registry import register
 from .vtkio import be_bytes, safe_name
@@ -78,41 +80,89 @@ def preset_solids(engine) -> tuple:
 @register("png", Particles)
 def png_particles(f: Particles, backend, view, vrange) -> np.ndarray:
     pos = backend.asnumpy(f.positions)
-    attrs = {k: backend.asnumpy(v) for k, v in f.attributes.items()}
-    return particles_image(pos, attrs, f.bounds, view.colormap, vrange or view.range)
+    name = getattr(view, "attribute", None)  # the window's choice; by default its first attribute, as here
+    name = name if name in f.attributes else next(iter(f.attributes), None)
+    values = None if name is None else backend.asnumpy(f.attributes[name])
+    return particles_image(pos, values, f.bounds, view.colormap, vrange or view.range)
 
 
-def particles_image(pos, attrs, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndarray:
-    """Particles as dots coloured by their first attribute, in an image of the domain's shape (x, y
-    of ``bounds``, else of the placed particles): the longer side ``size`` pixels, y up, as the
-    window's view frames the domain. Parked particles (non-finite rows) are not drawn."""
+def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndarray:
+    """Particles as the window's 2D view draws them: round, shaded dots of the window's size rule
+    (overlay_style.particle_size) coloured by ``values`` through ``cmap`` over ``vrange`` (None: the
+    placed particles' min to max, the window's auto range), over the outline of the domain.
+
+    The image frames the domain (x, y of ``bounds``, else of the placed particles) as the window fits
+    it, with FRAME_MARGIN of its extent on each side, so it keeps the domain's shape: the longer side
+    ``size`` pixels, y up. At ``size`` = PNG_SIZE a pixel is a logical px of the window (as a grid's
+    frame); another size scales the dots and the outline with it. Parked particles (non-finite rows)
+    are not drawn."""
     pos = np.asarray(pos, np.float64).reshape(len(pos), -1) if len(pos) else np.zeros((0, 2))
-    placed = np.isfinite(pos[:, :2]).all(axis=1)
-    xy = pos[placed, :2]
+    if pos.shape[1] < 2:
+        raise ValueError(f"particles_image: positions must have x and y columns; got shape {pos.shape}")
+    n = len(pos)
+    values = np.zeros(n) if values is None else np.asarray(values, np.float64).reshape(-1)
+    if len(values) != n:
+        raise ValueError(f"particles_image: {len(values)} values for {n} particles")
+    xy = pos[:, :2]
+    placed = np.isfinite(xy).all(axis=1)
     if bounds:
         lo, hi = np.asarray(bounds[0][:2], np.float64), np.asarray(bounds[1][:2], np.float64)
-    elif len(xy):
-        lo, hi = xy.min(axis=0).astype(np.float64), xy.max(axis=0).astype(np.float64)
+    elif placed.any():
+        lo, hi = xy[placed].min(axis=0), xy[placed].max(axis=0)
     else:
-        return np.full((size, size, 3), 16, np.uint8)
+        return np.full((size, size, 3), BACKGROUND, np.uint8)
     extent = np.maximum(hi - lo, 0.0)
-    span = max(float(extent.max()), 1e-12)
-    w, h = (max(1, int(round(size * float(e) / span))) for e in extent)
-    img = np.full((h, w, 3), 16, np.uint8)
-    if len(xy) == 0:
+    origin = lo - FRAME_MARGIN * extent
+    framed = (1.0 + 2.0 * FRAME_MARGIN) * extent
+    span = max(float(framed.max()), 1e-12)
+    w, h = (max(1, int(round(size * float(e) / span))) for e in framed)
+    scale = size / span  # pixels per unit of length
+    px = size / PNG_SIZE  # pixels per logical px of the window
+    img = np.full((h, w, 3), BACKGROUND, np.uint8)
+    _outline(img, (lo - origin) * scale, (hi - origin) * scale, max(1, int(round(px))))
+    if not placed.any():
         return img
-    # inside the domain up to float32 round-off (particles on its walls); pixel k covers
-    # lo + [k, k + 1)·span/size, the last one up to hi (the pixel count is rounded)
-    tol = 4 * np.finfo(np.float32).eps * max(span, float(np.abs(lo).max()), float(np.abs(hi).max()))
-    ok = ((xy >= lo - tol) & (xy <= hi + tol)).all(axis=1)
-    ij = np.clip(np.floor((xy[ok] - lo) / span * size).astype(np.int64), 0, np.array([w, h]) - 1)
-    values = np.asarray(next(iter(attrs.values())))[placed] if attrs else np.zeros(len(xy))
-    lo_v, hi_v = vrange or colormaps.auto_range(values)
-    lut = colormaps.lut(cmap)
-    k = (np.clip((values - lo_v) / (hi_v - lo_v), 0, 1) * 255).astype(np.int64)
-    rgb = (lut[k] * 255).astype(np.uint8)
-    img[h - 1 - ij[:, 1], ij[:, 0]] = rgb[ok]
-    return img
+    if vrange is None:
+        finite = values[placed & np.isfinite(values)]
+        vrange = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    lo_v, hi_v = (float(v) for v in vrange)
+    if not hi_v > lo_v:  # as the window's colour_range: a constant field gets the map's low end
+        hi_v = lo_v + (abs(lo_v) * 1e-6 or 1.0)
+    return draw_particles(img, xy - origin, scale, particle_size(n) * px, _colours(values, cmap, lo_v, hi_v))
+
+
+FRAME_MARGIN = 0.05  # the share of the domain's extent the window's view leaves on each side (fit_bounds)
+BACKGROUND = tuple(int(round(c * 255)) for c in CANVAS_RGB)
+OUTLINE = tuple(int(round(c * 255)) for c in DOMAIN_RGBA[:3])
+
+
+def _colours(values: np.ndarray, cmap: str, lo: float, hi: float) -> np.ndarray:
+    """(n, 3) RGB 0–255 of ``values`` as colormap.glsl gives them: the map's 8-bit table sampled
+    linearly between its entries (a value that is not finite takes the low end)."""
+    table = (colormaps.lut(cmap) * 255 + 0.5).astype(np.uint8).astype(np.float64)
+    t = np.nan_to_num(np.clip((values - lo) / (hi - lo), 0.0, 1.0), nan=0.0) * (len(table) - 1)
+    i = np.minimum(np.floor(t).astype(np.int64), len(table) - 2)
+    f = (t - i)[:, None]
+    return table[i] * (1.0 - f) + table[i + 1] * f
+
+
+def _outline(img: np.ndarray, lo, hi, width: int) -> None:
+    """The domain's box lo..hi (pixels from the image's lower-left corner) as the window's lines:
+    each edge in the pixels just left of / below its coordinate (where GL puts a 1 px line that runs
+    along a pixel boundary), ``width`` px wide, inward."""
+    h, w = img.shape[:2]
+    c0, c1 = (int(np.ceil(v)) - 1 for v in (lo[0], hi[0]))  # columns of the left and right edges
+    r0, r1 = (h - int(np.ceil(v)) for v in (lo[1], hi[1]))  # rows (from the top) of the bottom and top edges
+    colour = np.asarray(OUTLINE, np.uint8)
+
+    def fill(rows, cols):
+        rows, cols = slice(max(rows[0], 0), min(rows[1], h)), slice(max(cols[0], 0), min(cols[1], w))
+        img[rows, cols] = colour
+
+    fill((r1, r0 + 1), (c0, c0 + width))  # left
+    fill((r1, r0 + 1), (c1 - width + 1, c1 + 1))  # right
+    fill((r0 - width + 1, r0 + 1), (c0, c1 + 1))  # bottom
+    fill((r1, r1 + width), (c0, c1 + 1))  # top
 
 
 @register("host_copy", Particles)

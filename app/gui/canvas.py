@@ -46,7 +46,7 @@ from .drawer import Drawer, HostBytes, counting_host_bytes, host
 from .gl_state import RedundantStateFilter, install_visual_state_skip
 from .grid_lod import block_mean, grid_step
 from .held_uniforms import HeldUniforms
-from .overlay_style import OVERLAY_HALO_RGBA, OVERLAY_RGBA, overlay_marker
+from .overlay_style import CANVAS_RGB, DOMAIN_RGBA, OVERLAY_HALO_RGBA, OVERLAY_RGBA, overlay_marker, particle_size
 from .shared_texture import SharedTexture
 from .shared_vertices import FrameFence
 from .view3d import LEVEL_COLOURS, Particles3DDrawer, View3DState, level_colours, register_drawers
@@ -72,7 +72,9 @@ def _host_scalar(x, what: str = "scalar") -> float:
 
 
 class ParticleVisual(Visual):
-    """Point sprites coloured on the GPU by one attribute (shaders/glsl/particles.*.glsl)."""
+    """Point sprites coloured on the GPU by one attribute (shaders/glsl/particles.*.glsl). The
+    sprite's size is in logical px, drawn at the framebuffer's px per logical px (as the tracer
+    overlay): HiDPI screens and exports at another size than the screen's show them as on screen."""
 
     def __init__(self, colormap: str = "viridis"):
         super().__init__(vcode=shaders.source("glsl/particles.vert.glsl"),
@@ -83,7 +85,7 @@ class ParticleVisual(Visual):
         self.shared_program["a_position"] = self._pos
         self.shared_program["a_value"] = self._val
         self._uniforms = HeldUniforms(self.shared_program)
-        self._uniforms.set("u_size", 6.0)
+        self.size = 6.0
         self._uniforms.set("u_clim", (0.0, 1.0))
         self.set_colormap(colormap)
         self._draw_mode = "points"
@@ -104,12 +106,15 @@ class ParticleVisual(Visual):
         self.set_style(clim, size)
 
     def set_style(self, clim, size: float, bounds=None) -> None:
-        """Colour range and sprite size (and the bounds, when known) of buffers CUDA wrote."""
+        """Colour range and sprite size in logical px (and the bounds, when known) of buffers CUDA wrote."""
         if bounds is not None:
             self._bounds = np.asarray(bounds, np.float64)
         self._uniforms.set("u_clim", tuple(float(c) for c in clim))
-        self._uniforms.set("u_size", float(size))
+        self.size = float(size)
         self.update()
+
+    def _prepare_draw(self, view):
+        self._uniforms.set("u_size", self.size * float(view.transforms.pixel_scale))
 
     def _prepare_transforms(self, view):
         view.view_program.vert["transform"] = view.get_transform()
@@ -180,7 +185,7 @@ class FieldCanvas(scene.SceneCanvas):
     (pixel tests use it)."""
 
     def __init__(self, size=(900, 700), colorbar: bool = True, axes: bool = True, **kwargs):
-        super().__init__(keys=None, size=size, bgcolor=(0.08, 0.08, 0.1, 1), **kwargs)
+        super().__init__(keys=None, size=size, bgcolor=(*CANVAS_RGB, 1), **kwargs)
         self.unfreeze()
         install_visual_state_skip()  # visuals leave out state GL has (gl_state.py)
         # border_width=0: a ViewBox clips its scene to ``inner_rect``, which VisPy insets by the
@@ -222,7 +227,7 @@ class FieldCanvas(scene.SceneCanvas):
         self.overlay.order = 2
         self.lines = scene.visuals.Line(connect="segments", color=(0.9, 0.9, 0.9, 0.6), parent=self.view.scene)
         self.lines_device = DeviceLines(parent=self.view.scene)  # the boxes from the device (interop path)
-        self.domain = scene.visuals.Line(connect="segments", color=(0.6, 0.6, 0.65, 1), parent=self.view.scene)
+        self.domain = scene.visuals.Line(connect="segments", color=DOMAIN_RGBA, parent=self.view.scene)
         for v in (self.markers, self.lines, self.lines_device, self.domain, self.mask_image, self.overlay):
             v.visible = False
         # every visual a Drawer may show, by name; hidden together when the packet kind changes
@@ -689,7 +694,7 @@ class FieldCanvas(scene.SceneCanvas):
         if pk.data is not None:
             clim = self.current_range = self.colour_range(pk)
         n = int(pk.positions.shape[0])
-        size = (7 if n < 5000 else 3) * self.pixel_scale
+        size = particle_size(n)  # logical px (the visual draws it at the framebuffer's scale)
         self._decide_path()
         if not (self._from_device(pk) and n and self._upload_particles_device(pk, clim, size)):
             self.device_geometry.drop("particles", "particle values")  # the host writes those GL buffers now

@@ -1,7 +1,9 @@
 """Colours of the geometry drawn over the views (octree leaves, tracers, trails), shared by the
 host path (view3d.py), the device path (device_draw.py) and the headless frames (frame_markers.py),
-so all draw the same picture; and the marker of the tracers over a 2D field (canvas.py), one rule for
-the tracers the host uploads and those the device writes into the same vertex buffer."""
+so all draw the same picture; the 2D particles' sprite size and the view's background, which the
+headless particle frames (fieldkinds/particles.py) share with the window; and the marker of the tracers
+over a 2D field (canvas.py), one rule for the tracers the host uploads and those the device writes into
+the same vertex buffer."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,10 +12,25 @@ import numpy as np
 LEVEL_COLOURS = np.array([(0.85, 0.85, 0.85, 1), (0.25, 0.75, 1.0, 1), (1.0, 0.75, 0.2, 1), (0.95, 0.3, 0.45, 1),
                           (0.5, 0.95, 0.45, 1), (0.75, 0.5, 1.0, 1), (1.0, 1.0, 0.4, 1), (0.4, 1.0, 0.9, 1)],
                          np.float32)
+CANVAS_RGB = (0.08, 0.08, 0.1)  # the view's background (and a headless particle frame's)
+DOMAIN_RGBA = (0.6, 0.6, 0.65, 1.0)  # the outline of a 2D particle field's domain (its bounds)
 TRACER_RGBA = (1.0, 1.0, 1.0, 0.9)  # 3D particles drawn inside a volume (white: readable on any colormap)
 TRACER_SIZE = 4.0  # their sprite diameter, logical px
 TRAIL_RGB = (0.88, 0.92, 1.0)  # particle trails: a light colour, alpha fading toward the oldest sample
 TRAIL_ALPHA = (0.12, 0.85)  # (oldest, newest)
+
+# 2D particles (shaders/glsl/particles.*.glsl): round sprites coloured by an attribute, smaller for a
+# crowd so the flow's shape shows rather than a solid blob
+PARTICLE_SIZE = 7.0  # sprite diameter, logical px
+PARTICLE_SIZE_CROWD = 3.0  # logical px, from PARTICLE_CROWD particles on
+PARTICLE_CROWD = 5000
+
+
+def particle_size(count: int) -> float:
+    """The 2D particles' sprite diameter in logical px for a field of ``count`` rows (parked ones
+    included: the window sizes them from the packet's row count, known without reading the device)."""
+    return PARTICLE_SIZE if int(count) < PARTICLE_CROWD else PARTICLE_SIZE_CROWD
+
 
 # particles over a 2D grid (shaders/glsl/overlay.frag.glsl): a light core in a dark ring, so a marker
 # shows on every colour map (white alone vanished on a diverging map's white middle, black alone on

@@ -36,7 +36,7 @@ EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 VIEW_FIELDS = tuple(f"m{i}" for i in range(16)) + ("width", "height", "size_ref", "w_ref", "min_size", "max_size",
                                                    "lo", "inv_span")
 MAX_SPRITE_PX = 256.0  # a sprite wider than this is drawn this wide (the loop per particle is s²)
-MIN_SPRITE_PX = 1.5  # as SphereVisual's u_min_size
+MIN_SPRITE_PX = 1.5  # the least sprite, px (SphereVisual: logical px, drawn at the framebuffer's scale)
 _F = np.float32
 
 

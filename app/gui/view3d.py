@@ -162,7 +162,9 @@ SlicePlanes = scene.visuals.create_visual_node(SlicePlanesVisual)
 
 
 class SphereVisual(_LutColormap, Visual):
-    """3D particles as lit sphere sprites of a world diameter (shaders/glsl/spheres.*)."""
+    """3D particles as lit sphere sprites of a world diameter (shaders/glsl/spheres.*). Their size
+    reference is held in logical px and drawn at the framebuffer's px per logical px (as the tracer
+    overlay): measured from the camera before a screen frame, it holds for an export at another size."""
 
     def __init__(self, colormap: str = "viridis"):
         super().__init__(vcode=shaders.source("glsl/spheres.vert.glsl"), fcode=shaders.source("glsl/spheres.frag.glsl"))
@@ -171,9 +173,8 @@ class SphereVisual(_LutColormap, Visual):
         self.shared_program["a_position"] = self.positions
         self.shared_program["a_value"] = self.values
         self._uniforms = HeldUniforms(self.shared_program)  # the point scale is set before every draw
-        self._uniforms.set("u_size_ref", 4.0)
+        self.size_ref = 4.0  # logical px: one diameter at clip w = u_w_ref
         self._uniforms.set("u_w_ref", 1.0)
-        self.shared_program["u_min_size"] = 1.5
         self._uniforms.set("u_clim", (0.0, 1.0))
         self.set_colormap(colormap)
         self.count = 0
@@ -196,8 +197,14 @@ class SphereVisual(_LutColormap, Visual):
         self.update()
 
     def set_point_scale(self, size_ref: float, w_ref: float) -> None:
-        self._uniforms.set("u_size_ref", float(size_ref))
+        """One diameter is ``size_ref`` logical px at clip w = ``w_ref``."""
+        self.size_ref = float(size_ref)
         self._uniforms.set("u_w_ref", float(w_ref))
+
+    def _prepare_draw(self, view):
+        px = float(view.transforms.pixel_scale)
+        self._uniforms.set("u_size_ref", self.size_ref * px)
+        self._uniforms.set("u_min_size", splat.MIN_SPRITE_PX * px)  # logical px, as the splat's least sprite
 
     def _prepare_transforms(self, view):
         view.view_program.vert["transform"] = view.get_transform()
@@ -999,7 +1006,7 @@ class Particles3DDrawer:
             return
         b = self.spheres._bounds
         size, w = point_scale(canvas.view, self.spheres, (b[0] + b[1]) / 2, self.spheres.diameter)
-        self.spheres.set_point_scale(size, w)
+        self.spheres.set_point_scale(size / canvas.pixel_scale, w)  # the screen's framebuffer px → logical px
 
     def set_colormap(self, canvas, name: str) -> None:
         if self.spheres is not None:

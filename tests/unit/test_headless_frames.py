@@ -118,16 +118,91 @@ def test_a_framed_grid_frame_draws_the_markers_too(tmp_path):
     assert rows.min() >= frames.AXIS_TOP
 
 
-@pytest.mark.parametrize("bounds,shape", [(((0.0, 0.0), (4.0, 2.0)), (PNG_SIZE // 2, PNG_SIZE)),
-                                          (((-1.0, 0.5), (0.5, 5.0)), (PNG_SIZE, 171))])  # 512 / 3 rounded
-def test_particles_fill_a_frame_of_the_domain_s_shape(bounds, shape):
-    (x0, y0), (x1, y1) = bounds
-    corners = np.array([[x0, y0], [x1, y0], [x0, y1], [x1, y1], [np.nan, 0.0]], np.float32)
-    img = particles_image(corners, {"v": np.arange(5.0)}, bounds, "viridis", (0.0, 4.0))
-    assert img.shape == (*shape, 3)
-    h, w = shape
-    lit = {tuple(p) for p in np.argwhere((img != 16).any(axis=2))}
-    assert lit == {(h - 1, 0), (h - 1, w - 1), (0, 0), (0, w - 1)}  # y up, walls in the edge pixels
+# ---- particle frames: the window's 2D particle view -------------------------------------------------
+BG = np.array([20, 20, 26])  # the canvas' background, (0.08, 0.08, 0.1)
+EDGE = np.array([153, 153, 166])  # the domain's outline, (0.6, 0.6, 0.65)
+MARGIN = 0.05  # the window's view leaves 5 % of the domain's extent on each side
+
+
+def _framing(bounds, size=PNG_SIZE):
+    """(world point at the image's lower-left corner, px per unit) of a particle frame."""
+    lo, hi = (np.asarray(b, np.float64)[:2] for b in bounds)
+    return lo - MARGIN * (hi - lo), size / ((1 + 2 * MARGIN) * (hi - lo).max())
+
+
+def _disc(img, x, y, bounds, diameter, size=PNG_SIZE):
+    """(rows, cols, distance in px) of the pixels whose centres lie within diameter/2 of world (x, y)."""
+    origin, scale = _framing(bounds, size)
+    cx, cy = (x - origin[0]) * scale, img.shape[0] - (y - origin[1]) * scale  # px from the top left
+    rows, cols = np.mgrid[0:img.shape[0], 0:img.shape[1]]
+    d = np.hypot(cols + 0.5 - cx, rows + 0.5 - cy)
+    inside = d <= diameter / 2
+    return rows[inside], cols[inside], d[inside]
+
+
+def _box(img, bounds, width=1, size=PNG_SIZE):
+    """The outline's pixels as the window's GL lines put them: each edge in the pixels just left of /
+    below its coordinate, ``width`` px inward."""
+    origin, scale = _framing(bounds, size)
+    (x0, y0), (x1, y1) = ((np.asarray(b, np.float64)[:2] - origin) * scale for b in bounds)
+    h = img.shape[0]
+    c0, c1 = int(np.ceil(x0)) - 1, int(np.ceil(x1)) - 1
+    r0, r1 = h - int(np.ceil(y0)), h - int(np.ceil(y1))  # bottom and top rows, from the top
+    box = np.zeros(img.shape[:2], bool)
+    box[r1:r0 + 1, c0:c0 + width] = box[r1:r0 + 1, c1 - width + 1:c1 + 1] = True
+    box[r0 - width + 1:r0 + 1, c0:c1 + 1] = box[r1:r1 + width, c0:c1 + 1] = True
+    return box
+
+
+def _shaded(rgb, d, diameter):
+    """particles.frag.glsl: the colour × (0.75 + 0.25·√(1 − (d/r)²))."""
+    return np.asarray(rgb, float)[None] * (0.75 + 0.25 * np.sqrt(np.clip(1 - (2 * d / diameter) ** 2, 0, 1)))[:, None]
+
+
+def _lut8(cmap, k):
+    return (colormaps.lut(cmap)[k] * 255 + 0.5).astype(np.uint8).astype(float)  # the window's 8-bit table
+
+
+@pytest.mark.parametrize("size,diameter,width", [(PNG_SIZE, 7, 1), (2 * PNG_SIZE, 14, 2)])
+def test_a_particle_frame_draws_the_window_s_dots_and_the_domain_outline(size, diameter, width):
+    """Round dots the window's diameter (7 logical px under 5000 particles; a frame of PNG_SIZE is a
+    logical px a pixel, a larger one scales them) at the particles' positions, shaded as the window's
+    sprites, in their colour-map colour; the domain's outline; nothing else, not the parked particle."""
+    bounds = ((0.0, 0.0), (4.0, 2.0))
+    pos = np.array([[0.5, 0.5], [3.0, 1.5], [2.0, 1.0], [3.5, 0.25], [np.nan, 1.0]], np.float32)
+    values = np.array([0.0, 1.0, 2.0, 3.0, 3.0])  # on the table's entries 0, 85, 170, 255
+    img = particles_image(pos, values, bounds, "viridis", (0.0, 3.0), size=size)
+    assert img.shape == (size // 2, size, 3)  # the domain's shape, with the window's margins
+    drawn = np.zeros(img.shape[:2], bool)
+    for (x, y), v in zip(pos[:4], values[:4]):
+        rows, cols, d = _disc(img, x, y, bounds, diameter, size)
+        want = _shaded(_lut8("viridis", int(v * 85)), d, diameter)
+        np.testing.assert_allclose(img[rows, cols], want, atol=1)  # every pixel of the dot, its shade
+        drawn[rows, cols] = True
+    box = _box(img, bounds, width, size)
+    assert not (box & drawn).any()  # the dots lie inside the box here
+    np.testing.assert_array_equal(img[box], np.broadcast_to(EDGE, img[box].shape))
+    rest = ~(box | drawn)
+    np.testing.assert_array_equal(img[rest], np.broadcast_to(BG, img[rest].shape))
+
+
+def test_a_crowd_of_particles_gets_the_window_s_small_dots_the_first_on_top():
+    """From 5000 particles on (parked ones counted, as the window counts the rows) the dots are 3 px;
+    where dots overlap, the earlier particle's is whole (the window's depth test keeps the first)."""
+    bounds = ((0.0, 0.0), (1.0, 1.0))
+    pos = np.full((5000, 2), np.nan)
+    pos[:2] = [[0.5, 0.5], [0.5 + 2.0 / _framing(bounds)[1], 0.5]]  # 2 px apart
+    values = np.zeros(5000)
+    values[1] = 1.0
+    img = particles_image(pos, values, bounds, "viridis", (0.0, 1.0))
+    first_rows, first_cols, d0 = _disc(img, *pos[0], bounds, 3)
+    np.testing.assert_allclose(img[first_rows, first_cols], _shaded(_lut8("viridis", 0), d0, 3), atol=1)
+    rows, cols, d1 = _disc(img, *pos[1], bounds, 3)
+    own = ~np.isin(rows * img.shape[1] + cols, first_rows * img.shape[1] + first_cols)
+    assert own.sum() >= 3
+    np.testing.assert_allclose(img[rows[own], cols[own]], _shaded(_lut8("viridis", 255), d1[own], 3), atol=1)
+    lit = ((img != BG).any(axis=2) & ~_box(img, bounds)).sum()
+    assert lit == len(first_rows) + own.sum()  # the two dots and nothing else
 
 
 def test_an_sph_2d_frame_keeps_the_tank_s_aspect_ratio():
@@ -138,4 +213,47 @@ def test_an_sph_2d_frame_keeps_the_tank_s_aspect_ratio():
     h, w = img.shape[:2]
     assert w == PNG_SIZE and w > h  # the longer side
     assert h == round(PNG_SIZE * (y1 - y0) / (x1 - x0))  # the ratio to the pixel
-    assert (img != 16).any(axis=2).sum() > 0.5 * len(f.positions)  # the particles are in it
+    assert (img != BG).any(axis=2).sum() > 0.5 * len(f.positions)  # the particles are in it
+
+
+def test_an_sph_frame_shows_the_window_s_dots_at_the_particles_and_the_tank_s_outline():
+    """The dam break after a few steps: each particle's dot of the window's diameter shows in its
+    colour (speed on the preset's map, over the placed particles' min to max, as the window's auto
+    range) wherever no earlier particle's dot lies over it, walls and fluid alike; the tank's outline."""
+    e = create_engine(load_preset("sph-dambreak2d", backend="numpy"), get_backend("numpy"))
+    e.step(20)
+    f = e.field("particles")
+    pos = np.asarray(f.positions, np.float64)
+    speed, kind = np.asarray(f.attributes["speed"], np.float64), np.asarray(f.attributes["kind"])
+    assert len(pos) < 5000  # the CPU size: the window's 7 px dots
+    img = field_image(e)
+    box = _box(img, f.bounds)
+    np.testing.assert_array_equal(img[box], np.broadcast_to(EDGE, img[box].shape))
+    origin, scale = _framing(f.bounds)
+    centres = np.stack([(pos[:, 0] - origin[0]) * scale, img.shape[0] - (pos[:, 1] - origin[1]) * scale], axis=1)
+    t = (speed - speed.min()) / (speed.max() - speed.min()) * 255
+    table = _lut8("turbo", np.arange(256))
+    checked = {0: 0, 1: 0}
+    for i in range(0, len(pos), 5):
+        rows, cols, d = _disc(img, *pos[i], f.bounds, 7)
+        earlier = centres[:i][np.hypot(*(centres[:i] - centres[i]).T) < 8]
+        own = np.ones(len(rows), bool)  # the pixels no earlier particle's dot covers
+        for cx, cy in earlier:
+            own &= np.hypot(cols + 0.5 - cx, rows + 0.5 - cy) > 3.5
+        if own.sum() < 4:
+            continue
+        k = int(np.floor(t[i]))
+        rgb = table[k] + (t[i] - k) * (table[min(k + 1, 255)] - table[k])  # the map's table, sampled linearly
+        np.testing.assert_allclose(img[rows[own], cols[own]], _shaded(rgb, d[own], 7), atol=1, err_msg=f"particle {i}")
+        checked[int(kind[i] != 0)] += 1
+    assert checked[0] >= 20 and checked[1] >= 20, checked  # fluid and wall particles
+
+
+def test_particle_frames_refuse_mismatched_input_in_one_line():
+    from nagare.app.frame_markers import draw_particles
+
+    img = np.zeros((8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match=r"draw_particles: colours must be \(n, 3\) for 2 positions; got \(3, 3\)"):
+        draw_particles(img, np.zeros((2, 2)), 1.0, 3.0, np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="particles_image: 3 values for 2 particles"):
+        particles_image(np.zeros((2, 2)), np.zeros(3), ((0, 0), (1, 1)), "viridis", None)
