@@ -144,7 +144,8 @@ def _stub_gpu_worker(polls_to_done: int, device_path: bool):
             order.append(("read", self.last_event.polls))
             return {"cd": 2.75}
 
-    w = SimulationWorker(SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z")), "numpy")
+    w = SimulationWorker(
+        SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z", particles_overlay=True)), "numpy")
     w.engine = StubGpuEngine()
     w._asks_quantities = True
     return w, w.engine, order

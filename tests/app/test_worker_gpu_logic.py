@@ -78,7 +78,8 @@ class StubGpuEngine:
 
 @pytest.fixture
 def worker():
-    w = SimulationWorker(SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z")), "numpy")
+    w = SimulationWorker(
+        SimpleNamespace(view=SimpleNamespace(field=None, slice_axis="z", particles_overlay=True)), "numpy")
     w.engine = StubGpuEngine()
     return w
 
