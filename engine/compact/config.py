@@ -278,7 +278,8 @@ class CompactPreset(PresetBase):
         (x0 + i·h, y0 + j·h), which the view draws as the cell of width h centred on it (the image
         uses the x spacing for both axes, as the square presets have it)."""
         g, h = self.grid, self.spacing("x")
-        return {"spacing": h, "origin": (g.x0 - h / 2, g.y0 - h / 2), "length_units": self.length_units}
+        return {"spacing": h, "origin": (g.x0 - h / 2, g.y0 - h / 2), "length_units": self.length_units,
+                "centering": "node"}
 
     def coordinates(self, axis: str):
         g = self.grid
