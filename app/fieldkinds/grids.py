@@ -50,7 +50,7 @@ def snapshot_grid(f: Grid2D | Grid3D, ctx: SnapshotContext):
                     vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
                     slice_count=slice_count, spacing=f.spacing, label=f.label, units=f.units,
                     length_units=f.length_units, origin=tuple(float(o) for o in origin), axis_names=names,
-                    centering=f.centering)
+                    centering=getattr(f, "centering", "cell"), domain=getattr(f, "domain", None))
     if isinstance(f, Grid2D) and view.particles_overlay:
         tracers = overlay_particles(ctx)
         if tracers is not None:

@@ -950,8 +950,11 @@ class GridDrawer(Drawer):
         canvas.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
 
     def extent(self, pk):
-        """The cells' extent; a node-centred grid's from its first node to its last (the centres of
-        the first and last cells the image draws)."""
+        """The field's domain when the packet gives one, else the cells' extent; a slice of a
+        node-centred 3D grid from its first node to its last (the centres of the image's first and
+        last cells)."""
+        if pk.domain is not None:
+            return tuple((float(lo) - o, float(hi) - o) for (lo, hi), o in zip(pk.domain, pk.origin))
         ny, nx = pk.data.shape[:2]
         h = float(pk.spacing)
         inset = h / 2 if pk.centering == "node" else 0.0
