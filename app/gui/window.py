@@ -286,6 +286,7 @@ class MainWindow(QtWidgets.QMainWindow):
         # while a new preset is built: the variant table of the engine still loaded, put aside (its
         # controls are gone; back if the build fails); None: no build under way
         self._variants_held: dict | None = None
+        self._building_preset = None  # the preset whose engine is awaited (while building)
         self._last_seq = -1
         self._recorded_seq = -1  # the last packet put into the video
         self._pending_ckpt_path: Path | None = None
@@ -648,6 +649,7 @@ class MainWindow(QtWidgets.QMainWindow):
         build is to carry."""
         self._loading_run = max(self._last_run, self._loading_run or 0) + 1
         self._loading_name = Path(preset.source).stem
+        self._building_preset = preset
         self.canvas.clear_scene()
         self._hold_variants()
         self.probes.clear()
@@ -979,6 +981,11 @@ class MainWindow(QtWidgets.QMainWindow):
         return (-1, []) if self.building else self.worker.quantities()
 
     def _on_engine(self, n) -> None:
+        if self.building and n.preset is not self._building_preset:
+            # an engine built before the one awaited (a reset queued ahead of the switch, or a switch
+            # replaced by a later one): the run that goes on if the awaited build fails; still no controls
+            self._variants_held = n.payload
+            return
         self._release_variants(n.payload)
         self.message(f"loaded {n.text}")
         self._ask_tracer_capacity()

@@ -14,9 +14,20 @@ pytest.importorskip("PyQt6", reason="the window needs PyQt6 (the GPU machine has
 pytestmark = pytest.mark.gui
 
 
-def _held_build(monkeypatch, fake_family, fail: bool = False) -> threading.Event:
+@pytest.fixture
+def gates():
+    """Gates a test holds builds with, all opened when it ends (a failed test leaves no build
+    waiting: the window's worker must stop). Ask for it after make_window: torn down first."""
+    made: list[threading.Event] = []
+    yield made
+    for g in made:
+        g.set()
+
+
+def _held_build(monkeypatch, fake_family, gates, fail: bool = False) -> threading.Event:
     """The fake engine's next builds wait for the returned gate (and then raise when ``fail``)."""
     gate = threading.Event()
+    gates.append(gate)
     allocate = fake_family.FakeEngine._allocate
 
     def held(self):
@@ -37,11 +48,11 @@ def _sent(monkeypatch, w) -> list[str]:
 
 
 def test_variant_controls_go_while_a_preset_is_built_and_come_back_for_the_new_engine(
-        make_window, qtbot, fake_preset, fake_family, monkeypatch):
+        make_window, gates, qtbot, fake_preset, fake_family, monkeypatch):
     w = make_window(fake_preset())
     qtbot.waitUntil(lambda: "kernel" in w.variant_combos and w.canvas.shown is not None, timeout=10000)
     qtbot.waitUntil(lambda: len(w._hud_model()[0]) > 0, timeout=10000)  # the old engine's timings on show
-    gate = _held_build(monkeypatch, fake_family)
+    gate = _held_build(monkeypatch, fake_family, gates)
     sent = _sent(monkeypatch, w)
     assert w.open_preset(fake_preset("wider", "[grid]\nnx = 80\n"))
     # at once, before any notice of the build: no controls for the engine that is going away
@@ -71,14 +82,14 @@ def test_variant_controls_go_while_a_preset_is_built_and_come_back_for_the_new_e
     assert w.worker.engine.selection["kernel"] == "slices"
 
 
-def test_a_build_that_fails_gives_the_old_runs_variant_controls_back(make_window, qtbot, fake_preset, fake_family,
-                                                                     monkeypatch):
+def test_a_build_that_fails_gives_the_old_runs_variant_controls_back(make_window, gates, qtbot, fake_preset,
+                                                                     fake_family, monkeypatch):
     w = make_window(fake_preset())
     qtbot.waitUntil(lambda: "kernel" in w.variant_combos, timeout=10000)
     w.set_variant("kernel", "slices")
     qtbot.waitUntil(lambda: w.variant_combos["kernel"].currentText() == "slices", timeout=5000)
     old_engine = w.worker.engine
-    gate = _held_build(monkeypatch, fake_family, fail=True)
+    gate = _held_build(monkeypatch, fake_family, gates, fail=True)
     assert w.apply_parameters()  # the same family rebuilt: a click would have switched the new engine
     assert w.building and w.variant_combos == {}
     gate.set()
@@ -88,3 +99,32 @@ def test_a_build_that_fails_gives_the_old_runs_variant_controls_back(make_window
     assert w.worker.engine is old_engine and w.variants_host.isEnabled()
     assert set(w.variant_combos) == {"kernel", "layout"}
     assert w.variant_combos["kernel"].currentText() == "slices"  # the old run's table, as it was
+
+
+def test_an_engine_built_before_the_awaited_one_brings_no_controls(make_window, gates, qtbot, fake_preset,
+                                                                   fake_family, monkeypatch):
+    """Two switches in a row: the first one's engine is built while the second is awaited; its
+    notice brings no controls (a click would reach the second engine)."""
+    w = make_window(fake_preset())
+    qtbot.waitUntil(lambda: "kernel" in w.variant_combos, timeout=10000)
+    by_nx = {80: threading.Event(), 96: threading.Event()}
+    gates.extend(by_nx.values())
+    allocate = fake_family.FakeEngine._allocate
+
+    def held(self):
+        assert by_nx[self.preset.grid.nx].wait(30), "the test never opened the gate"
+        allocate(self)
+
+    monkeypatch.setattr(fake_family.FakeEngine, "_allocate", held)
+    sent = _sent(monkeypatch, w)
+    assert w.open_preset(fake_preset("first", "[grid]\nnx = 80\n"))
+    assert w.open_preset(fake_preset("second", "[grid]\nnx = 96\n"))
+    by_nx[80].set()
+    qtbot.waitUntil(lambda: w.worker.engine.preset.grid.nx == 80, timeout=10000)
+    qtbot.wait(400)  # the UI ticks through its engine notice
+    assert w.building and w.variant_combos == {} and w.variant_info == {}
+    w.set_variant("kernel", "slices")
+    assert "variant" not in sent
+    by_nx[96].set()
+    qtbot.waitUntil(lambda: not w.building and "kernel" in w.variant_combos, timeout=10000)
+    assert w.worker.engine.preset.grid.nx == 96 and w.worker.engine.selection["kernel"] == "roll"
