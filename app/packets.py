@@ -39,8 +39,9 @@ class FramePacket:
     mask: Any = None
     positions: Any = None
     length_units: str | None = None  # what positions are in (the field's length_units; None: see length_units())
-    centering: str = "cell"  # volume3d: Grid3D.centering ("node": samples on points, drawn centred on them)
+    centering: str = "cell"  # grids: the field's centering ("node": samples on points, drawn centred on them)
     extent: Any = None  # volume3d: the domain's world size (x, y, z) when not shape × spacing
+    domain: Any = None  # grid2d: Grid2D.domain (the axes' ranges, origin added) when not the cells' extent
     lo: Any = None  # boxes
     hi: Any = None
     level: Any = None

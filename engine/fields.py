@@ -23,6 +23,10 @@ class Grid2D:
     # the coordinates (x, y) of cell (0, 0)'s lower-left corner: the view draws cell (i, j) over
     # [i, i+1)·spacing and labels its axes (and probes) from here (a domain on [-1, 1]² reads -1)
     origin: tuple[float, float] = (0.0, 0.0)
+    # the domain ((x lo, x hi), (y lo, y hi)) in the coordinates the axes read (origin added), when it
+    # is not the cells' extent: a finite-difference grid's samples are nodes drawn as the cells centred
+    # on them, and its domain [-1, 1]² ends at the first and last node, half a cell inside the image
+    domain: tuple[tuple[float, float], tuple[float, float]] | None = None
 
 
 @dataclass

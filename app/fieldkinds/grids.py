@@ -49,7 +49,8 @@ def snapshot_grid(f: Grid2D | Grid3D, ctx: SnapshotContext):
                     mask=mask_copy(xp, f.mask, ax, slice_index, ctx.cache),
                     vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
                     slice_count=slice_count, spacing=f.spacing, label=f.label, units=f.units,
-                    length_units=f.length_units, origin=tuple(float(o) for o in origin), axis_names=names)
+                    length_units=f.length_units, origin=tuple(float(o) for o in origin), axis_names=names,
+                    centering=getattr(f, "centering", "cell"), domain=getattr(f, "domain", None))
     if isinstance(f, Grid2D) and view.particles_overlay:
         tracers = overlay_particles(ctx)
         if tracers is not None:

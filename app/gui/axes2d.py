@@ -5,7 +5,10 @@ Every 2D kind gets them the same way: its Drawer says what the axes are (:meth:`
 <nagare.app.gui.drawer.Drawer.axes>` returns an :class:`AxesSpec`, None for the 3D views, which
 draw their own box axes), the canvas keeps a strip left of and one under the field for them
 (:meth:`FieldCanvas.relayout`), and before every draw the ticks follow what the pan/zoom camera
-shows, so they stay right while the user pans and zooms.
+shows, so they stay right while the user pans and zooms. Ticks, labels and the axis line cover the
+field's extent (the domain, :attr:`AxesSpec.extent`) only: a view taller than the domain leaves the
+strip beside the empty part bare. A label that would stick out of its strip's end (the domain's end
+label at the field's edge) is moved inward to fit, unless it would then touch its neighbour.
 
 Tick values and labels come from :mod:`.ticks` (nice steps, labels that never overlap). The strips
 are ViewBoxes in pixel units (like the colour bar), so nothing here is scaled by the camera.
@@ -19,22 +22,27 @@ import numpy as np
 from vispy import scene
 
 from .laid_out_text import LaidOutText
-from .ticks import nice_ticks, text_size
+from .ticks import fmt_end, nice_ticks, text_size
 
 TICK_PT, TITLE_PT = 8, 9
 TICK_LEN = 5
 LABEL_CHARS = 8  # the left strip fits tick labels this long ("-1.0e-05"); longer steps are passed over
 COLOUR = (0.85, 0.85, 0.88, 1)
+GAP_PX = 4.0  # the least room between two tick labels (as nice_ticks keeps it)
+SPACING_EM = 4.0  # the least distance between neighbouring ticks, in em of the tick labels
 
 
 @dataclass(frozen=True)
 class AxesSpec:
-    """What a 2D view's axes show: their titles (with units) and the offset of the world
-    coordinates the labels add (a grid drawn from 0 whose first cell is at x0 labels x0)."""
+    """What a 2D view's axes show: their titles (with units), the offset of the world
+    coordinates the labels add (a grid drawn from 0 whose first cell is at x0 labels x0) and the
+    field's extent along x and y in world coordinates (before the offset): ticks only there. None
+    along an axis: no bound (a profile's values)."""
 
     x_title: str
     y_title: str
     origin: tuple[float, float] = (0.0, 0.0)
+    extent: tuple[tuple[float, float] | None, tuple[float, float] | None] = (None, None)
 
 
 def strip_sizes(dpi: float) -> tuple[int, int]:
@@ -67,43 +75,116 @@ class _Strip:
         self.values: list[float] = []
         self.texts: list[str] = []
         self.positions = np.zeros(0)  # px of each tick along the axis (strip coordinates)
+        self.label_positions = np.zeros(0)  # px of each label's centre (an end label moved inward to fit)
 
     def place(self, pos, size) -> None:
         self.view.pos, self.view.size = pos, size
         self.size = (max(size[0], 1), max(size[1], 1))
         self.view.camera.rect = (0, 0, *self.size)
 
-    def draw(self, lo: float, hi: float, offset_px: float, length_px: float, title: str, dpi: float) -> None:
-        """Ticks for world values lo..hi along ``length_px`` px that start ``offset_px`` into the strip."""
+    def draw(self, lo: float, hi: float, offset_px: float, length_px: float, title: str, dpi: float,
+             title_px: float, ends: tuple[bool, bool] = (False, False)) -> None:
+        """Ticks for world values lo..hi along ``length_px`` px that start ``offset_px`` into the strip
+        (nothing when ``length_px`` ≤ 0: the domain is out of view); the title centred ``title_px``
+        along the strip. ``ends``: lo, hi are the domain's ends (labelled where they fit)."""
         w, h = self.size
         along = "y" if self.vertical else "x"
         max_w = (w - 4 - 1.3 * TITLE_PT / 72 * dpi - 4 - TICK_LEN) if self.vertical else None
-        values, texts = nice_ticks(lo, hi, length_px, TICK_PT, dpi, along=along, spacing_em=4.0,
-                                   max_width_px=max_w)
+        values, texts = [], []
+        if length_px > 0 and hi > lo:
+            values, texts = nice_ticks(lo, hi, length_px, TICK_PT, dpi, along=along, spacing_em=SPACING_EM,
+                                       max_width_px=max_w)
+            values, texts = with_ends(values, texts, lo, hi, ends, length_px, dpi, along, max_w)
         pos = offset_px + (np.asarray(values, np.float64) - lo) / (hi - lo) * length_px
-        # a label that would stick out of the strip's ends is left out (never drawn half)
-        half = np.array([text_size(t, TICK_PT, dpi)[0 if along == "x" else 1] / 2 for t in texts])
-        end = h if self.vertical else w
-        keep = (pos - half >= 0) & (pos + half <= end) if len(pos) else np.zeros(0, bool)
+        sizes = np.array([text_size(t, TICK_PT, dpi)[0 if along == "x" else 1] for t in texts])
+        keep, centres = fit_labels(pos, sizes, h if self.vertical else w)
         self.values = [v for v, k in zip(values, keep) if k]
         self.texts = [t for t, k in zip(texts, keep) if k]
         self.positions = pos[keep]
+        self.label_positions = centres[keep]
+        segs = []
         if self.vertical:  # axis line along the strip's right edge, ticks pointing left
             x = w - 0.5
-            segs = [[(x, offset_px), (x, offset_px + length_px)]]
+            if length_px > 0:
+                segs = [[(x, offset_px), (x, offset_px + length_px)]]
             segs += [[(x, p), (x - TICK_LEN, p)] for p in self.positions]
-            label_pos = [(x - TICK_LEN - 3, p) for p in self.positions]
-            self.title.pos = (4 + 0.65 * TITLE_PT / 72 * dpi, offset_px + length_px / 2)
+            label_pos = [(x - TICK_LEN - 3, p) for p in self.label_positions]
+            self.title.pos = (4 + 0.65 * TITLE_PT / 72 * dpi, title_px)
         else:  # axis line along the strip's top edge, ticks pointing down
             y = h - 0.5
-            segs = [[(offset_px, y), (offset_px + length_px, y)]]
+            if length_px > 0:
+                segs = [[(offset_px, y), (offset_px + length_px, y)]]
             segs += [[(p, y), (p, y - TICK_LEN)] for p in self.positions]
-            label_pos = [(p, y - TICK_LEN - 3) for p in self.positions]
-            self.title.pos = (offset_px + length_px / 2, 2 + 0.65 * TITLE_PT / 72 * dpi)
-        self.lines.set_data(np.array(segs, np.float32).reshape(-1, 2))
+            label_pos = [(p, y - TICK_LEN - 3) for p in self.label_positions]
+            self.title.pos = (title_px, 2 + 0.65 * TITLE_PT / 72 * dpi)
+        self.lines.visible = bool(segs)
+        self.lines.set_data(np.array(segs or [[(0.0, 0.0), (0.0, 0.0)]], np.float32).reshape(-1, 2))
         self.labels.text = self.texts if self.texts else [""]
         self.labels.pos = np.array(label_pos or [(0.0, 0.0)], np.float32)
         self.title.text = title
+
+
+def fit_labels(pos, sizes, end: float, gap_px: float = GAP_PX) -> tuple[np.ndarray, np.ndarray]:
+    """Which tick labels a strip ``end`` px long shows, and their centres: a label that would stick
+    out of either end (an end tick at the field's edge) moves inward until it fits; one that then
+    comes closer than ``gap_px`` to its neighbour's label, or is longer than the strip, is left
+    out (of two that touch, the one moved further). ``pos``: the ticks (px, ascending); ``sizes``:
+    the labels' extents along the strip."""
+    pos = np.asarray(pos, np.float64)
+    half = np.asarray(sizes, np.float64) / 2
+    centres = np.clip(pos, half, end - half) if len(pos) else pos.copy()
+    keep = 2 * half <= end
+    moved = np.abs(centres - pos)
+    prev = None
+    for i in range(len(pos)):
+        if not keep[i]:
+            continue
+        if prev is not None and centres[i] - half[i] < centres[prev] + half[prev] + gap_px:
+            drop = i if moved[i] >= moved[prev] else prev
+            keep[drop] = False
+            if drop == i:
+                continue
+        prev = i
+    return keep, centres
+
+
+def with_ends(values: list[float], texts: list[str], lo: float, hi: float, ends: tuple[bool, bool],
+              length_px: float, dpi: float, along: str, max_w: float | None) -> tuple[list[float], list[str]]:
+    """The ticks ``values``/``texts`` over lo..hi (``length_px`` long) with the domain's ends added
+    where ``ends`` says lo or hi is one and no tick is there already (96 on a y axis of 0 … 80):
+    the extent is read off the axis. A round tick too near an end's label makes way for it, as the
+    colour bar's range ends do."""
+    if not any(ends):
+        return values, texts
+    scale = length_px / (hi - lo)
+    em = TICK_PT / 72 * dpi
+    step = values[1] - values[0] if len(values) > 1 else hi - lo
+    biggest = max(abs(lo), abs(hi))
+    scientific = biggest >= 1e5 or biggest < 1e-3  # the notation nice_ticks chose for the axis
+
+    def extent(t: str) -> float:
+        return text_size(t, TICK_PT, dpi)[0 if along == "x" else 1]
+
+    ticks = list(zip(values, texts))
+    for end, on in zip((lo, hi), ends):
+        if not on or any(abs(v - end) <= 1e-6 * step for v, _ in ticks):
+            continue  # not the domain's end, or a round tick there already
+        label = fmt_end(end, step, scientific)
+        if max_w is not None and text_size(label, TICK_PT, dpi)[0] > max_w:
+            continue
+        room = extent(label) / 2
+        ticks = [(v, t) for v, t in ticks
+                 if abs(v - end) * scale >= max(room + extent(t) / 2 + GAP_PX, SPACING_EM * em / 2)]
+        ticks.append((end, label))
+    ticks.sort()
+    return [v for v, _ in ticks], [t for _, t in ticks]
+
+
+def _within(lo: float, hi: float, bound: tuple[float, float] | None) -> tuple[float, float]:
+    """lo..hi cut to ``bound`` (None: not cut); empty (lo ≥ hi) when they do not meet."""
+    if bound is None:
+        return lo, hi
+    return max(lo, float(bound[0])), min(hi, float(bound[1]))
 
 
 class Axes2D:
@@ -148,9 +229,22 @@ class Axes2D:
             return
         self._key = key
         lw = self.y.size[0]
+        ex, ey = self.spec.extent
         if x1 > x0:
-            self.x.draw(x0 + ox, x1 + ox, lw, fw, self.spec.x_title, dpi)
-        lo, hi = sorted((y_bottom + oy, y_top + oy))
+            # along the strip, which starts under the left strip: px of world x
+            a, b = _within(x0, x1, ex)
+            pa, pb = (lw + (v - x0) / (x1 - x0) * fw for v in (a, b))
+            self.x.draw(a + ox, b + ox, pa, pb - pa, self.spec.x_title, dpi, lw + fw / 2, _ends(a, b, ex))
+        lo, hi = sorted((y_bottom, y_top))
         if hi > lo:
             # the strip's y is up from its bottom: world lo at the field's bottom edge
-            self.y.draw(lo, hi, 0.0, fh, self.spec.y_title, dpi)
+            a, b = _within(lo, hi, ey)
+            pa, pb = ((v - lo) / (hi - lo) * fh for v in (a, b))
+            self.y.draw(a + oy, b + oy, pa, pb - pa, self.spec.y_title, dpi, fh / 2, _ends(a, b, ey))
+
+
+def _ends(a: float, b: float, bound: tuple[float, float] | None) -> tuple[bool, bool]:
+    """Whether a, b (cut by _within) are the domain's own ends, not the view's edges."""
+    if bound is None:
+        return False, False
+    return a == float(bound[0]), b == float(bound[1])

@@ -951,8 +951,19 @@ class GridDrawer(Drawer):
         canvas._upload_grid(pk)
 
     def fit(self, canvas, pk):
-        ny, nx = pk.data.shape
+        ny, nx = pk.data.shape[:2]  # cell (i, j) covers [i, i+1)·spacing: the image spans nx·spacing
         canvas.view.camera.set_range(x=(0, nx * pk.spacing), y=(0, ny * pk.spacing), margin=0.02)
+
+    def extent(self, pk):
+        """The field's domain when the packet gives one, else the cells' extent; a slice of a
+        node-centred 3D grid from its first node to its last (the centres of the image's first and
+        last cells)."""
+        if pk.domain is not None:
+            return tuple((float(lo) - o, float(hi) - o) for (lo, hi), o in zip(pk.domain, pk.origin))
+        ny, nx = pk.data.shape[:2]
+        h = float(pk.spacing)
+        inset = h / 2 if pk.centering == "node" else 0.0
+        return (inset, nx * h - inset), (inset, ny * h - inset)
 
     def display_label(self, canvas):
         # the field through shared buffers or a mapped texture (its tracers through vertex buffers)
@@ -988,6 +999,14 @@ class GeometryDrawer(Drawer):
                 return
             lo, hi = pts.min(axis=0), pts.max(axis=0)
         canvas.fit_bounds(lo, hi)
+
+    def extent(self, pk):
+        # the domain's box when the packet has one; without it the points move every frame and
+        # would move the axes' ends with them: no bound
+        if pk.bounds is None:
+            return None, None
+        lo, hi = (np.asarray(b, np.float64) for b in pk.bounds)
+        return (float(lo[0]), float(hi[0])), (float(lo[1]), float(hi[1]))
 
 
 class ParticlesDrawer(GeometryDrawer):

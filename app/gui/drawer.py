@@ -101,13 +101,19 @@ class Drawer(ABC):
         """Frame the data once the kind or the shape changed (canvas.fit_bounds helps)."""
 
     def axes(self, pk: FramePacket) -> AxesSpec | None:
-        """The axes beside a 2D view: the packet's axis names in its length units, from its origin.
-        None (no axes) for the 3D views, which draw their own."""
+        """The axes beside a 2D view: the packet's axis names in its length units, from its origin,
+        over the field's :meth:`extent`. None (no axes) for the 3D views, which draw their own."""
         if self.three_d(pk):
             return None
         u = length_units(pk)
         (xn, yn), origin = pk.axis_names, pk.origin
-        return AxesSpec(axis_title(xn, u), axis_title(yn, u), (float(origin[0]), float(origin[1])))
+        return AxesSpec(axis_title(xn, u), axis_title(yn, u), (float(origin[0]), float(origin[1])),
+                        self.extent(pk))
+
+    def extent(self, pk: FramePacket) -> tuple:
+        """The field's (x, y) extent in world coordinates, each (lo, hi) or None (unbounded): the
+        axes label it and nothing beyond it."""
+        return None, None
 
     def display_label(self, canvas) -> str:
         return self.label

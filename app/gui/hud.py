@@ -309,7 +309,7 @@ class Hud:
         frac = (last.roofline_pct or 0.0) / 100 if last else 0.0
         imgui.text("roofline (measured copy bandwidth)")
         imgui.progress_bar(min(max(frac, 0.0), 1.0), (320, 0),
-                           f"{100 * frac:.1f} %  ({last.gbytes_per_s:.2f} GB/s)" if last else "—")
+                           f"{100 * frac:.1f} %  ({last.gbytes_per_s:.2f} GB/s)" if last else "no timings yet")
         if history:
             t_now = history[-1].wall
             t = np.array([s.wall - t_now for s in history], np.float64)

@@ -58,7 +58,11 @@ class ProfileDrawer(Drawer):
 
     def axes(self, pk) -> AxesSpec:
         # x is the engine's own coordinate: no unit unless the profile declares one (not "cells")
-        return AxesSpec(axis_title("x", pk.length_units), axis_title(pk.label or pk.field_name, pk.units))
+        # ticks along x only where the profile has points; its values are not bounded
+        x = np.asarray(host(pk.positions, pk.backend, "profile"), np.float64)
+        extent = ((float(x.min()), float(x.max())) if len(x) else None), None
+        return AxesSpec(axis_title("x", pk.length_units), axis_title(pk.label or pk.field_name, pk.units),
+                        extent=extent)
 
 
 def legend(pk) -> Legend:

@@ -49,6 +49,18 @@ def fmt_step(v: float, step: float, scientific: bool | None = None) -> str:
     return f"{v:.{max(0, -k + extra)}f}"
 
 
+def fmt_end(v: float, step: float, scientific: bool) -> str:
+    """A domain's end that is no tick (96 cells on an axis of 0, 20, … 80): the decimals the tick
+    ``step`` shows and two more, trailing zeros dropped ("96", "0.333", "2.2")."""
+    if scientific:
+        return fmt_any(v)
+    digits = max(0, -int(math.floor(math.log10(step) + 1e-9)) + 2)
+    s = f"{float(v):.{digits}f}"
+    if "." in s:
+        s = s.rstrip("0").rstrip(".")
+    return "0" if s == "-0" else s
+
+
 def _whole(x: float) -> bool:
     return abs(x - round(x)) < 1e-6
 

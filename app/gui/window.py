@@ -283,6 +283,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.messages: list[str] = []
         self.last_error_box: QtWidgets.QMessageBox | None = None
         self.variant_info: dict = {}
+        # while a new preset is built: the variant table of the engine still loaded, put aside (its
+        # controls are gone; back if the build fails); None: no build under way
+        self._variants_held: dict | None = None
+        self._building_preset = None  # the preset whose engine is awaited (while building)
         self._last_seq = -1
         self._recorded_seq = -1  # the last packet put into the video
         self._pending_ckpt_path: Path | None = None
@@ -316,7 +320,7 @@ class MainWindow(QtWidgets.QMainWindow):
 
         self.preset = load_preset(preset or default_preset_name(), backend=self.backend.name)
         self.worker = SimulationWorker(self.preset, self.backend.name, display_interval=1 / self.max_fps).start()
-        self.hud.quantity_source = self.worker.quantities  # the engine's logged quantities (C_d, ...)
+        self.hud.quantity_source = self._hud_quantities  # the engine's logged quantities (C_d, ...)
         self._build_docks()
         self._build_actions()
         # a focused list, line edit, spin box or combo takes bare printable keys, not the shortcuts
@@ -645,7 +649,9 @@ class MainWindow(QtWidgets.QMainWindow):
         build is to carry."""
         self._loading_run = max(self._last_run, self._loading_run or 0) + 1
         self._loading_name = Path(preset.source).stem
+        self._building_preset = preset
         self.canvas.clear_scene()
+        self._hold_variants()
         self.probes.clear()
         self._show_progress(f"building {preset.engine}: {Path(preset.source).stem}", 0.0)
         return self._loading_run
@@ -710,8 +716,37 @@ class MainWindow(QtWidgets.QMainWindow):
         return PresetError(f"Parameters form (applied to {self.preset.source})", exc.key, exc.given, exc.allowed)
 
     # ---- variants ----------------------------------------------------------------------
+    @property
+    def building(self) -> bool:
+        """A new preset's engine is being built (from _begin_loading until its "engine" notice, or
+        the notice that the old run was kept)."""
+        return self._variants_held is not None
+
     def set_variant(self, axis: str, choice: str) -> None:
+        if self.building:
+            # the worker would apply it after the build, to the new engine (or fail on an axis it
+            # lacks): nothing is sent while the engine the choice was made for is going away
+            self.message(f"variant {axis} = {choice} not switched: {self._loading_name} is being built "
+                         f"(its variants come when it is loaded)")
+            return
         self.worker.send("variant", axis=axis, choice=choice)
+
+    def _hold_variants(self) -> None:
+        """A new engine is being built: the HUD's quick toggles and the Variants dock lose the old
+        engine's choices at once (the dock says why); its table is kept aside for a failed build."""
+        if self._variants_held is None:
+            self._variants_held = self.variant_info
+        self._rebuild_variants({})
+        note = QtWidgets.QLabel(f"building {self._loading_name}:\nits variants come when it is loaded")
+        note.setEnabled(False)
+        self.variants_form.addRow(note)
+        self.variants_host.setEnabled(False)
+
+    def _release_variants(self, variants: dict) -> None:
+        """The build is over: the controls for ``variants`` (the new engine's, or the kept run's)."""
+        self._variants_held = None
+        self.variants_host.setEnabled(True)
+        self._rebuild_variants(variants)
 
     def _rebuild_variants(self, variants: dict) -> None:
         """variants: the engine's variant table (a copy the worker sent)."""
@@ -740,9 +775,12 @@ class MainWindow(QtWidgets.QMainWindow):
             self.variant_combos[axis] = cb
 
     def _variant_changed(self, selection: dict) -> None:
+        # a switch the old engine made before the build began goes into its table put aside too
+        tables = [self.variant_info] + ([self._variants_held] if self.building else [])
         for axis, choice in selection.items():
-            if axis in self.variant_info:
-                self.variant_info[axis]["current"] = choice
+            for table in tables:
+                if axis in table:
+                    table[axis]["current"] = choice
             cb = self.variant_combos.get(axis)
             if cb is not None:
                 cb.setCurrentText(choice)
@@ -878,6 +916,8 @@ class MainWindow(QtWidgets.QMainWindow):
         self.help_box = box
 
     def _hud_model(self):
+        if self.building:  # the old engine's timings and status are not the new one's
+            return [], self.variant_info, f"building {self._loading_name}"
         st = self.worker.latest_stats()
         state = "running" if self.worker.running else ("DIVERGED" if self.worker.diverged else "paused")
         shown = self.canvas.shown_time()
@@ -935,8 +975,18 @@ class MainWindow(QtWidgets.QMainWindow):
         else:
             handler(n)
 
+    def _hud_quantities(self):
+        """The worker's logged quantities for the HUD; none while a new engine is built (a run id
+        no run has: the old run's history goes)."""
+        return (-1, []) if self.building else self.worker.quantities()
+
     def _on_engine(self, n) -> None:
-        self._rebuild_variants(n.payload)
+        if self.building and n.preset is not self._building_preset:
+            # an engine built before the one awaited (a reset queued ahead of the switch, or a switch
+            # replaced by a later one): the run that goes on if the awaited build fails; still no controls
+            self._variants_held = n.payload
+            return
+        self._release_variants(n.payload)
         self.message(f"loaded {n.text}")
         self._ask_tracer_capacity()
 
@@ -978,6 +1028,8 @@ class MainWindow(QtWidgets.QMainWindow):
 
     def _on_preset_kept(self, n) -> None:
         """A preset the worker could not build: the UI shows the preset of the run still loaded."""
+        if self.building:  # that run's variants come back (none when no engine is loaded)
+            self._release_variants(self._variants_held if n.payload is not None else {})
         if n.payload is not None and n.payload is not self.preset:
             self._apply_preset_to_ui(n.payload)
 
@@ -1013,7 +1065,11 @@ class MainWindow(QtWidgets.QMainWindow):
         if self.recorder is not None:
             state += f" · REC {self.recorder.frames}"
         self.status_labels["state"].setText(state)
-        if st is not None:
+        if self.building:  # the old engine's figures are not the new one's
+            self.status_labels["steps"].setText(f"building {self._loading_name}")
+            self.status_labels["throughput"].setText("")
+            self.status_labels["roofline"].setText("")
+        elif st is not None:
             self.status_labels["steps"].setText(f"step {self._shown_step(st)} · {st.steps_per_s:,.0f} steps/s")
             self.status_labels["throughput"].setText(throughput_text(st.updates_per_s, st.gbytes_per_s))
             self.status_labels["roofline"].setText(

@@ -69,6 +69,7 @@ class Notice:
     kind: str  # info | error | diverged | engine | variant | checkpoint | result
     text: str = ""
     payload: Any = None
+    preset: Any = None  # engine: the preset object it was built from (the window's, passed through)
 
 
 @dataclass
@@ -377,8 +378,8 @@ class SimulationWorker:
                 return out
 
     # ---- worker side --------------------------------------------------------------------
-    def _notify(self, kind: str, text: str = "", payload=None) -> None:
-        self.notices.put(Notice(kind, text, payload))
+    def _notify(self, kind: str, text: str = "", payload=None, preset=None) -> None:
+        self.notices.put(Notice(kind, text, payload, preset))
 
     def _build(self, preset, variants: dict | None = None, run: int | None = None) -> None:
         backend = get_backend(self.backend_name)
@@ -414,7 +415,8 @@ class SimulationWorker:
         self._t_quant = 0.0
         self._publish(force=True)
         # a snapshot of the variant table, not the engine: only this thread touches the engine
-        self._notify("engine", f"{engine.family} on {backend.name}", payload=copy.deepcopy(engine.variants))
+        self._notify("engine", f"{engine.family} on {backend.name}", payload=copy.deepcopy(engine.variants),
+                     preset=preset)
         if backend.is_gpu:
             self._warm_up(engine)
 

@@ -278,7 +278,11 @@ class CompactPreset(PresetBase):
         (x0 + i·h, y0 + j·h), which the view draws as the cell of width h centred on it (the image
         uses the x spacing for both axes, as the square presets have it)."""
         g, h = self.grid, self.spacing("x")
-        return {"spacing": h, "origin": (g.x0 - h / 2, g.y0 - h / 2), "length_units": self.length_units}
+        # the first to the last node (a periodic axis' last node is one spacing short of x1)
+        ends = [(lo, hi - self.spacing(axis) if self.axis_periodic(axis) else hi)
+                for axis, lo, hi in (("x", g.x0, g.x1), ("y", g.y0, g.y1))]
+        return {"spacing": h, "origin": (g.x0 - h / 2, g.y0 - h / 2), "length_units": self.length_units,
+                "domain": tuple(ends)}
 
     def coordinates(self, axis: str):
         g = self.grid
