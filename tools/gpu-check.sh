@@ -28,6 +28,9 @@
 #                 table (scan, scan-tile, gtsv2 × x/y × 1024²..4096² × fp32/fp64 × periodic/closures)
 #   ncu-compact   ncu of scan and scan-tile on 4096² x and y fp64 closures (DRAM throughput, occupancy,
 #                 warp stall reasons, L2 sectors)
+#   display-ab    issue 41, < 7 min: the app's gpu files under EGL, then `bench_display --targets` as the app
+#                 runs and with --worker pace_by_steps=1 (frames every whole number of batches filling an
+#                 interval); everything packed into $OUT/display-ab.tgz (the device returns 8 files at most)
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -172,6 +175,20 @@ PY
         --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sectors_op_read.sum,lts__t_requests_op_read.sum \
         python3 tools/compact_grid.py --sizes 4096 --precisions fp64 --boundaries closures --reps 1 --no-gtsv2 \
         2>&1 | tee "$d/ncu.txt" | grep -E "compact_(scan|tile)|DRAM Throughput|dram__throughput|Achieved Occupancy|warps_active|Stall|lts__t_|Registers|Duration" | head -120 ;;
+    display-ab)
+      d="$OUT/display-ab"
+      export PYOPENGL_PLATFORM=egl __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+      export FONTCONFIG_PATH=${FONTCONFIG_PATH:-/opt/device-fonts/etc/fonts}
+      for f in test_interop_gpu test_host_bytes_gpu test_view3d_gpu test_splat_gpu; do
+        timeout 100 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs tests/app/$f.py \
+          > "$d/$f.log" 2>&1
+        echo "$f: $(tail -n 1 "$d/$f.log")"
+      done
+      B="python3 -m nagare.app.gui.bench_display --app egl --backend cupy --targets --timeline --seconds 6"
+      timeout 170 $B --out "$d/targets-schedule.json" > "$d/targets-schedule.log" 2>&1
+      timeout 170 $B --worker pace_by_steps=1 --out "$d/targets-pace-by-steps.json" > "$d/targets-pace-by-steps.log" 2>&1
+      grep -h "overhead\|display on\|ratio" "$d"/targets-*.log
+      tar czf "$OUT/display-ab.tgz" -C "$OUT" display-ab && rm -rf "$d" ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done
