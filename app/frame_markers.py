@@ -1,7 +1,7 @@
 """Points drawn into a headless frame as the window draws them, pixel for pixel:
 
 - ``draw_markers``: tracers over a 2D grid, as the window's overlay (OverlayVisual in
-  app/gui/canvas.py, shaders/glsl/overlay.*.glsl): round sprites OVERLAY_SIZE pixels wide, a light
+  app/gui/canvas.py, shaders/glsl/overlay.*.glsl): round sprites of the window's size rule, a light
   core in a dark ring, blended over the field with the overlay's alpha. A frame's pixel is one logical
   pixel of the window, and the markers go on the upscaled frame, so a tracer is a dot the window's
   size whatever the grid's resolution, not a block of cells.
@@ -12,27 +12,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from .gui.overlay_style import OVERLAY_CORE, OVERLAY_HALO_RGBA, OVERLAY_RGBA, OVERLAY_SIZE
+from .gui.overlay_style import OVERLAY_CORE, OVERLAY_HALO_RGBA, OVERLAY_RGBA, overlay_marker
 
 CHUNK = 1 << 16  # points stamped at once: bounds the (points × sprite pixels) temporaries
 
 
-def draw_markers(img: np.ndarray, positions, scale: float, size: float = OVERLAY_SIZE) -> np.ndarray:
+def draw_markers(img: np.ndarray, positions, scale: float, size: float | None = None) -> np.ndarray:
     """A copy of ``img`` ((H, W, 3) uint8, drawn y up) with a marker at each row of ``positions``
     ((n, 2): x, y in the units where the image spans W/scale × H/scale, from its lower-left corner).
 
     As a GL point sprite: the pixels whose centres lie within size/2 of the point, the core those
-    within OVERLAY_CORE of that radius. Where markers overlap, the later one is on top (the window
-    draws them in order). Rows with a non-finite coordinate (parked tracers) are not drawn."""
+    within the core's radius. The size, core and ring follow the window's rule for the tracers over
+    the field (overlay_style.overlay_marker: smaller and lighter-ringed as they crowd the image; a
+    sparse set gets OVERLAY_SIZE) unless ``size`` is given. Where markers overlap, the later one is
+    on top (the window draws them in order). Rows with a non-finite coordinate (parked tracers) are
+    not drawn."""
     _check_image(img, "draw_markers")
+    core_frac, halo = OVERLAY_CORE, OVERLAY_HALO_RGBA
+    if size is None:
+        size, core_frac, ring_alpha = overlay_marker(len(positions), float(img.shape[0] * img.shape[1]))
+        halo = (*OVERLAY_HALO_RGBA[:3], ring_alpha)
     pixel, _, d2 = _sprite_pixels(img.shape[:2], positions, scale, size, "draw_markers", first_on_top=False)
     out = img.copy()
     if pixel.size == 0:
         return out
-    core = d2 <= (OVERLAY_CORE * 0.5 * size) ** 2
+    core = d2 <= (core_frac * 0.5 * size) ** 2
     flat = out.reshape(-1, 3)
     under = flat[pixel].astype(np.float64)
-    for sel, rgba in ((core, OVERLAY_RGBA), (~core, OVERLAY_HALO_RGBA)):
+    for sel, rgba in ((core, OVERLAY_RGBA), (~core, halo)):
         colour, alpha = np.asarray(rgba[:3]) * 255.0, rgba[3]
         flat[pixel[sel]] = np.rint(alpha * colour + (1.0 - alpha) * under[sel]).astype(np.uint8)
     return out

@@ -257,3 +257,24 @@ def test_particle_frames_refuse_mismatched_input_in_one_line():
         draw_particles(img, np.zeros((2, 2)), 1.0, 3.0, np.zeros((3, 3)))
     with pytest.raises(ValueError, match="particles_image: 3 values for 2 particles"):
         particles_image(np.zeros((2, 2)), np.zeros(3), ((0, 0), (1, 1)), "viridis", None)
+
+
+def test_crowded_tracers_get_the_windows_smaller_marker_in_a_frame():
+    """The frame sizes its tracer markers by the window's rule (overlay_style.overlay_marker): one
+    tracer alone is the full 6 px sprite; the same tracer among 399 others (parked ones count, as in
+    the window, which sizes from the packet's rows) shrinks to the rule's size over the frame's area."""
+    from nagare.app.frame_markers import draw_markers
+    from nagare.app.gui.overlay_style import OVERLAY_MAX, overlay_marker
+
+    img = np.full((64, 64, 3), 128, np.uint8)
+    alone = np.array([[32.0, 32.0]])
+    crowd = np.full((400, 2), np.nan)
+    crowd[0] = alone[0]
+    changed_alone = (draw_markers(img, alone, 1.0) != img).any(axis=2).sum()
+    changed_crowd = (draw_markers(img, crowd, 1.0) != img).any(axis=2).sum()
+    size = overlay_marker(400, 64 * 64)[0]
+    assert size < OVERLAY_MAX
+    # a GL point sprite covers the pixels whose centres lie within size/2: about π(size/2)²
+    assert abs(changed_alone - np.pi * (OVERLAY_MAX / 2) ** 2) <= 0.3 * np.pi * (OVERLAY_MAX / 2) ** 2
+    assert abs(changed_crowd - np.pi * (size / 2) ** 2) <= 0.5 * np.pi * (size / 2) ** 2 + 1
+    assert changed_crowd < changed_alone / 2
