@@ -153,11 +153,15 @@ class OverlayVisual(Visual):
         self.update()
 
     def set_marker(self, size: float, core: float, ring_alpha: float) -> None:
-        """Diameter in logical px, the core's radius as a fraction of it, the dark ring's opacity."""
+        """Diameter in logical px, the core's radius as a fraction of it, the dark ring's opacity.
+        A redraw is asked for only when one of them changed: the canvas sets the marker in every
+        frame it draws, and an update() there would ask for the next frame, and so on for ever."""
+        changed = float(size) != self.size
         self.size = float(size)
-        self._uniforms.set("u_core", float(core))
-        self._uniforms.set("u_halo", (*self._halo_rgb, float(ring_alpha)))
-        self.update()
+        changed |= self._uniforms.set("u_core", float(core))
+        changed |= self._uniforms.set("u_halo", (*self._halo_rgb, float(ring_alpha)))
+        if changed:
+            self.update()
 
     def _prepare_draw(self, view):
         self._uniforms.set("u_size", self.size * float(view.transforms.pixel_scale))

@@ -77,6 +77,24 @@ def test_the_canvas_sizes_tracers_by_zoom_and_the_device_path_by_the_same_rule(m
     np.testing.assert_allclose(c.overlay.size, host_size)
 
 
+def test_a_steady_view_does_not_ask_for_frames_of_its_own(make_canvas):
+    """The marker is set in every frame drawn; a frame with the same zoom and tracers must not ask for
+    another (an update() per frame would redraw for ever, holding the GIL the simulation needs)."""
+    c = make_canvas(480, 192, colorbar=False, axes=False)
+    c.show_packet(_packet(3000))
+    c.draw_now(finish=True)
+    c.draw_now(finish=True)
+    asked = []
+    c.overlay.events.update.connect(lambda event: asked.append(event))
+    c.draw_now(finish=True)
+    c.draw_now(finish=True)
+    assert asked == []
+    c.view.camera.rect = (0, 0, 30, 12)  # a zoom changes the marker: one more frame is asked for
+    asked.clear()
+    c.draw_now(finish=True)
+    assert len(asked) >= 1
+
+
 @pytest.mark.gui
 @pytest.mark.parametrize("value", [-1.0, 0.0, 1.0])  # both ends of each map and the diverging maps' white middle
 def test_the_smallest_marker_shows_on_every_colour_map(make_canvas, value):
