@@ -457,6 +457,10 @@ class FieldCanvas(scene.SceneCanvas):
                     self._upload(pk)
             except Exception:
                 log.exception("nagare: cannot draw frame %s", pk.seq)
+        if self.overlay.visible:
+            # after the upload (a first packet fits the camera only after its overlay is in) and in
+            # every frame or export (the marker follows the zoom)
+            self._size_overlay()
 
     def draw_now(self, finish: bool = False) -> None:
         """Draw a frame immediately on any VisPy backend (Qt, EGL); optionally wait for GL."""
@@ -483,8 +487,6 @@ class FieldCanvas(scene.SceneCanvas):
         if self._drawer is not None and hasattr(self._drawer, "before_draw"):
             self._drawer.before_draw(self)
         self.axes.update(self.view, self.dpi)  # the ticks follow this frame's pan and zoom
-        if self.overlay.visible:
-            self._size_overlay()  # the tracers' marker follows the zoom too
         try:
             super().on_draw(event)
         except Exception as exc:
@@ -659,8 +661,7 @@ class FieldCanvas(scene.SceneCanvas):
             self.device_geometry.drop("tracers")  # the host writes that GL buffer now
             self.overlay.set_data(host(pk.overlay, pk.backend, "tracers"))
         self._overlay_count = int(pk.overlay.shape[0])  # rows, not a device read: the same on both paths
-        self.overlay.visible = True
-        self._size_overlay()
+        self.overlay.visible = True  # its marker is sized in prepare(), once the camera is fitted
 
     def _size_overlay(self) -> None:
         """The tracers' marker for their number over the field's area on screen now (a zoom out

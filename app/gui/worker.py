@@ -204,12 +204,13 @@ class SimulationWorker:
     # late and in bursts), 16 keeps it at 28–29 with the same throughput (docs/decisions.md D20).
     max_fences = 16
     poll_s = 2e-4  # sleep between queries of a fence the worker waits for
-    # An experiment (bench_display --worker pace_by_steps=1), off in the app: frames published every
-    # whole number of batches whose steps fill a frame interval at the loop's measured pace, rather
-    # than at the first batch end past a schedule kept in the worker's time. The worker's time runs
-    # ahead of the GPU's in bursts (the GIL shared with the UI thread), so frames published a
-    # constant interval apart in it hold uneven numbers of steps and reach the screen unevenly.
-    pace_by_steps = False
+    # Frames are published every whole number of batches whose steps fill a frame interval at the
+    # loop's measured pace, not at the first batch end past a schedule kept in the worker's time:
+    # that time runs ahead of the GPU's in bursts (the GIL shared with the UI thread), so frames
+    # published a constant interval apart in it hold uneven numbers of steps and reach the screen
+    # unevenly (SPH 1M at a cap of 60 on an H200: 0.892 of the cap on the schedule, 0.963 paced by
+    # steps, the other display targets kept; docs/decisions.md D50). False: the schedule alone.
+    pace_by_steps = True
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
     checkpoint_share = 0.01  # last-good checkpoints may take at most this share of the run time
     # Logged quantities a few times a second, never one per step: on the GPU launched on the stream

@@ -77,6 +77,20 @@ def test_the_canvas_sizes_tracers_by_zoom_and_the_device_path_by_the_same_rule(m
     np.testing.assert_allclose(c.overlay.size, host_size)
 
 
+@pytest.mark.gui
+def test_a_first_packet_grabbed_before_any_frame_has_the_fitted_views_marker(make_canvas):
+    """The first packet fits the camera after its tracers are uploaded: an export grabbed before any
+    frame was drawn sizes the marker for the fitted view, as the next frame on screen does."""
+    c = make_canvas(480, 192, colorbar=False, axes=False)
+    c.view.camera.rect = (0, 0, 24, 10)  # a view from before the packet: zoomed far in
+    c.show_packet(_packet(3000))
+    first = c.grab()
+    grabbed = c.overlay.size
+    c.draw_now(finish=True)
+    np.testing.assert_allclose(grabbed, c.overlay.size)
+    np.testing.assert_array_equal(first, c.grab())
+
+
 def test_a_steady_view_does_not_ask_for_frames_of_its_own(make_canvas):
     """The marker is set in every frame drawn; a frame with the same zoom and tracers must not ask for
     another (an update() per frame would redraw for ever, holding the GIL the simulation needs)."""

@@ -502,6 +502,9 @@ def test_paced_by_steps_a_frame_is_due_every_whole_number_of_batches_that_fills_
     assert not w._publish_due(0.003)  # but not within a quarter interval of the last frame
     w.engine.step_count = 0
     assert w._publish_due(2 / 60)  # two intervals without a frame: due whatever the count
+    from nagare.app.gui.worker import SimulationWorker
+
+    assert SimulationWorker.pace_by_steps  # the app's default (docs/decisions.md D50)
     lbm = _pacing_worker(batch=20, step_s=0.000135, fps=30, pace_by_steps=False)
     lbm.engine.step_count = 10_000
     assert not lbm._publish_due(0.03) and lbm._publish_due(1 / 30)  # off: the schedule alone
