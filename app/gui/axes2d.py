@@ -195,6 +195,7 @@ class Axes2D:
         self.y = _Strip(parent, vertical=True)
         self.spec: AxesSpec | None = None
         self._key = None
+        self._field = None  # (x, y, w, h, left strip's width, bottom strip's height) of the last place()
         self.visible = False
 
     @property
@@ -209,12 +210,36 @@ class Axes2D:
 
     def place(self, field_pos, field_size, dpi: float) -> None:
         """Strips beside a field view at ``field_pos`` (logical px, y down) of ``field_size``: the
-        left one as tall as the field, the bottom one from the left strip's edge to the field's right."""
+        left one as tall as the field, the bottom one from the left strip's edge to the field's right.
+        :meth:`update` moves them in to the domain's edges where the view shows margin beside it."""
         lw, bh = strip_sizes(dpi)
         (fx, fy), (fw, fh) = field_pos, field_size
+        self._field = (float(fx), float(fy), float(fw), float(fh), lw, bh)
         self.y.place((fx - lw, fy), (lw, fh))
         self.x.place((fx - lw, fy + fh), (fw + lw, bh))
         self._key = None
+
+    def _hug_domain(self, tr) -> None:
+        """The x axis right under the domain's lower edge, the y axis right beside its left edge,
+        where those edges lie inside the view (a domain wider than the view's shape leaves bands above
+        and below it: an axis at the view's bottom would stand apart from the field by a band);
+        at the view's edges otherwise (zoomed in, or the edge panned out of view). Only the strips'
+        positions move: the ticks along them keep their coordinates."""
+        if self.spec is None or self._field is None:
+            return
+        fx, fy, fw, fh, lw, _bh = self._field
+        ex, ey = self.spec.extent
+        dy = dx = 0.0
+        if ey is not None:
+            edge = float(tr.map(np.array([[0.0, float(ey[0])]]))[0, 1])  # view px, y down
+            if 0.0 < edge < fh:
+                dy = edge - fh
+        if ex is not None:
+            edge = float(tr.map(np.array([[float(ex[0]), 0.0]]))[0, 0])
+            if 0.0 < edge < fw:
+                dx = edge
+        self.x.view.pos = (fx - lw, fy + fh + dy)
+        self.y.view.pos = (fx - lw + dx, fy)
 
     def update(self, view, dpi: float) -> None:
         """Ticks for what ``view`` (the field's ViewBox, pan/zoom camera) shows now."""
@@ -228,6 +253,7 @@ class Axes2D:
         if key == self._key:
             return
         self._key = key
+        self._hug_domain(tr)
         lw = self.y.size[0]
         ex, ey = self.spec.extent
         if x1 > x0:

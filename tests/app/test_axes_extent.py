@@ -114,4 +114,17 @@ def test_each_presets_ticks_lie_in_its_domain_and_its_end_labels_show_in_tall_an
             np.testing.assert_allclose(sorted(seg), want, atol=1.0)
             if h > w:  # the tall view shows far more than the domain: the strip beyond it stays bare
                 assert want[1] - want[0] < 0.8 * fh
+            # the strips stand at the domain's edges where the view shows margin beside it, not at the
+            # view's edges a band away from the field
+            (vx, vy), fw = c.view.pos, c.view.size[0]
+            bottom = vy + tr.map([0.0, y0 - oy])[1]  # canvas px (y down) of the domain's lower edge
+            left = vx + tr.map([x0 - ox, 0.0])[0]
+            np.testing.assert_allclose(c.axes.x.view.pos[1], min(bottom, vy + fh), atol=1.0)
+            np.testing.assert_allclose(c.axes.y.view.pos[0] + c.axes.y.size[0], max(left, vx), atol=1.0)
+            if h > w:  # the axis line is drawn right under the field
+                frame = c.grab()
+                row = int(round(bottom))
+                right = vx + tr.map([x1 - ox, 0.0])[0]
+                line = frame[row - 1:row + 2, int(left) + 2:int(right) - 2].max(axis=(0, 2))
+                assert (line > 150).mean() > 0.9, (preset, row, bottom)
 
