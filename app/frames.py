@@ -18,6 +18,7 @@ from .atomic import output_writer, write_atomic
 from .fieldkinds import handler_for
 from .fieldkinds.grids import SLICE_PLANE_AXES, grid_plane, grid_range, tracers_over
 from .frame_markers import draw_markers
+from .gui.overlay_style import CANVAS_RGB
 from .gui.ticks import axis_title, fmt_any, nice_ticks
 
 MIN_SIZE = 512
@@ -83,7 +84,7 @@ def save_frame(engine, path: str | Path, name: str | None = None, legend: bool =
 
 # ---- the colour bar of a headless frame --------------------------------------------------------
 LEGEND_WIDTH = 120  # px beside the field
-LEGEND_BG = (30, 30, 34)  # the canvas's dark background
+LEGEND_BG = tuple(int(round(255 * c)) for c in CANVAS_RGB)  # the window's view background
 LEGEND_FG = (225, 225, 225)
 LEGEND_PT = 9.0  # label size in points at LEGEND_DPI
 LEGEND_DPI = 96.0
