@@ -116,7 +116,7 @@ def test_each_presets_ticks_lie_in_its_domain_and_its_end_labels_show_in_tall_an
                 assert want[1] - want[0] < 0.8 * fh
             # the strips stand at the domain's edges where the view shows margin beside it, not at the
             # view's edges a band away from the field
-            (vx, vy), fw = c.view.pos, c.view.size[0]
+            vx, vy = c.view.pos
             bottom = vy + tr.map([0.0, y0 - oy])[1]  # canvas px (y down) of the domain's lower edge
             left = vx + tr.map([x0 - ox, 0.0])[0]
             np.testing.assert_allclose(c.axes.x.view.pos[1], min(bottom, vy + fh), atol=1.0)
