@@ -68,6 +68,11 @@ class LevelCoupling:
     # stepper takes them instead of uploading the fields again, then drops them); None where built
     # on the host or once taken
     device = None
+    # (not fields) descriptors left on the device (group_desc.level_descriptors with CuPy): the
+    # host copy is read back at its first use (``desc``), and ``desc_bounds`` is known without it
+    _desc_host = None
+    _desc_device = None
+    _desc_range = None
 
     def __post_init__(self):
         for name in ("link_i1", "link_i2"):
@@ -76,6 +81,19 @@ class LevelCoupling:
         for name in ("link_w1", "link_w2"):
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(0))
+
+    def keep_desc_on_device(self, desc, bounds: tuple[int, int], to_host) -> None:
+        """``desc`` (27, R) int64 on its device stands for the descriptors (``to_host(desc)`` at the
+        first host use), with ``bounds`` their (min, max) over 0 and the entries: a CuPy stepper
+        takes the device copy and desc_bounds, so a regrid reads none of the ~20 MB back."""
+        self._desc_device, self._desc_range, self._desc_host = (desc, to_host), bounds, None
+
+    def desc_bounds(self) -> tuple[int, int]:
+        """(min, max) of 0 and the descriptors (the fix-up's index width)."""
+        if self._desc_range is None:
+            d = self.desc
+            self._desc_range = (int(d.min(initial=0)), int(d.max(initial=0)))
+        return self._desc_range
 
     @property
     def n_fix(self) -> int:
@@ -175,7 +193,7 @@ def _union(m: int, a, b):
 
 
 def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None,
-          slip=(), xp=np, timing: dict | None = None) -> dict[int, LevelCoupling]:
+          slip=(), xp=np, timing: dict | None = None, early=None) -> dict[int, LevelCoupling]:
     """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search).
     ``solid`` and ``near`` (boundaries.py): the points next to a body join the fix-up list, their
     solid sources bounced back; ``links`` (Boundaries.links()) replace those bounce-backs by the link
@@ -184,20 +202,25 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     descriptors read the mirrored node's reflected population (tables.point_tables) instead of
     the own point's opposite one — the fix-up kernel is the same. ``xp``: CuPy builds a flow's
     descriptors without bodies or free slip on its device (level_coupling); the data is on the
-    host either way. ``timing``: the device's part of the build in ``timing["device_s"]``."""
+    host either way. ``timing``: the device's part of the build in ``timing["device_s"]``.
+    ``early``: :func:`early_restriction`'s (points, restriction) of this forest, taken instead of
+    computing them again (a regrid computes them first, to queue the state's synchronisation)."""
     links = links or {}
+    points, restriction = early if early is not None else ({}, {})
     if xp is not np and _by_groups(solid, None, slip) and not any(links.values()):
         # on a device every level's descriptors in one set of passes (group_desc.level_descriptors):
         # a pass costs its launch there, whatever its size
-        points = {lv: fixup_points(forest, lv, near) for lv in forest.levels}
+        points = {lv: points[lv] if lv in points else fixup_points(forest, lv, near) for lv in forest.levels}
         on_device = {lv: {} for lv in forest.levels}
         built = group_desc.level_descriptors(forest, points, interp, xp, timing, on_device)
         return {lv: level_coupling(forest, lv, *points[lv], interp, solid, None, slip, xp, timing,
-                                   built=(built[lv], on_device[lv])) for lv in forest.levels}
+                                   built=(built[lv], on_device[lv]), restriction=restriction.get(lv))
+                for lv in forest.levels}
 
     def level(lv):
-        return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip, xp,
-                              timing)
+        pts = points[lv] if lv in points else fixup_points(forest, lv, near)
+        return level_coupling(forest, lv, *pts, interp, solid, links.get(lv), slip, xp, timing,
+                              restriction=restriction.get(lv))
     # the levels are independent: built on threads where point_tables uses them (NumPy releases
     # the GIL inside its loops), so the serial parts of one level overlap the others'; with a
     # device, one after the other on the caller's thread (its current stream)
@@ -205,6 +228,18 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
         with ThreadPoolExecutor(len(forest.levels)) as pool:
             return dict(zip(forest.levels, pool.map(level, forest.levels)))
     return {lv: level(lv) for lv in forest.levels}
+
+
+def early_restriction(forest: Forest, solid=None, near=None, links=None, slip=()):
+    """({level: fix-up points}, {level: (restrict_dst, restrict_src) global point ids}) of the
+    coupling :func:`build` would make, before it: the restriction of a flow without bodies or
+    free-slip sides depends only on the fix-up points (level_coupling's ``_restriction``), so a
+    regrid can queue the state's synchronisation on the device and build the rest of the coupling
+    while it runs. None for the other flows (their restriction comes out of tables.point_tables)."""
+    if not _by_groups(solid, None, slip) or any((links or {}).values()):
+        return None
+    points = {lv: fixup_points(forest, lv, near) for lv in forest.levels}
+    return points, {lv: _restriction(forest, lv, *points[lv]) for lv in forest.levels}
 
 
 def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.ndarray]:
@@ -217,7 +252,7 @@ def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.nda
 
 
 def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None, link=None,
-                   slip=(), xp=np, timing: dict | None = None, built=None) -> LevelCoupling:
+                   slip=(), xp=np, timing: dict | None = None, built=None, restriction=None) -> LevelCoupling:
     """The coupling of one level whose fix-up list is the given points (leaves global, ijk (R, 3),
     each point once, ascending point id): their descriptors from the reference's classification
     (tables.point_tables; written per (leaf, position class) group by group_desc.py where no body
@@ -227,7 +262,8 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     module whose device builds the descriptors of a flow without bodies or free-slip sides
     (group_desc.py; the result is on the host either way), adding its time to ``timing``.
     ``built``: the level's (descriptors, device arrays) of group_desc.level_descriptors, built
-    with the other levels' (a flow without bodies or free-slip sides)."""
+    with the other levels' (a flow without bodies or free-slip sides); ``restriction``: its
+    (restrict_dst, restrict_src) global point ids of :func:`early_restriction` (the same flows)."""
     m3 = forest.m ** 3
     N = forest.n_leaves * m3
     sl = forest.level_slice(lv)
@@ -244,7 +280,7 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
             on_device = {}
             built = (group_desc.descriptors(forest, lv, leaves, ijk, interp, xp, timing, on_device), on_device)
         (desc, fine_pts, coarse_pts, islot, iw), on_device = built
-        restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
+        restrict_dst, restrict_src = restriction if restriction is not None else _restriction(forest, lv, leaves, ijk)
         p_src = np.zeros(0, np.int64)
     else:
         pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
@@ -270,7 +306,6 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
             islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
             inv = np.zeros(0, np.int64)
         flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
-    flat = desc.reshape(-1)
     ufine = fine_pts.size
     lk = {}
     if link is not None:
@@ -278,10 +313,13 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         row = np.searchsorted(pid, lpts) if R else np.zeros(len(lpts), np.int64)
         if R == 0 or np.any(pid[np.minimum(row, R - 1)] != lpts):
             raise AssertionError(f"level {lv}: a bounce-back link at a point outside the fix-up list")
-        flat[lq * R + row] = -1 - (d3q27.Q * ufine + d3q27.Q * len(islot) + np.arange(len(lpts)))
+        desc.reshape(-1)[lq * R + row] = -1 - (d3q27.Q * ufine + d3q27.Q * len(islot) + np.arange(len(lpts)))
         lk = {"link_i1": np.asarray(i1, np.int64), "link_i2": np.asarray(i2, np.int64),
               "link_w1": np.asarray(w1, np.float64), "link_w2": np.asarray(w2, np.float64)}
-    if np.any(desc == np.iinfo(np.int64).min):
+    # (descriptors left on the device: their minimum tells, as every entry is written or INT64_MIN)
+    unset = (on_device["desc_bounds"][0] == np.iinfo(np.int64).min if desc is None
+             else np.any(desc == np.iinfo(np.int64).min))
+    if unset:
         raise AssertionError(f"level {lv}: an interface direction without a source")
     if p_src.size and (np.any(p_src < lo * m3) or np.any(p_src >= (lo + n) * m3)):
         raise AssertionError(f"level {lv}: a direct source outside the level")
@@ -296,8 +334,26 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         interp_slot=islot, interp_w=iw,
         restrict_dst=restrict_dst - lo * m3,
         restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
+    if desc is None:
+        out.keep_desc_on_device(on_device["desc"], on_device.pop("desc_bounds"), xp.asnumpy)
     out.device = on_device or None
     return out
+
+
+def _desc_get(self: LevelCoupling) -> np.ndarray:
+    if self._desc_host is None and self._desc_device is not None:
+        desc, to_host = self._desc_device
+        self._desc_host = np.asarray(to_host(desc))
+        self._desc_device = None
+    return self._desc_host
+
+
+def _desc_set(self: LevelCoupling, value) -> None:
+    self._desc_host, self._desc_device, self._desc_range = value, None, None
+
+
+# ``desc`` a property over the dataclass field: the host copy, or the device's read back at first use
+LevelCoupling.desc = property(_desc_get, _desc_set)
 
 
 def _by_groups(solid, link, slip) -> bool:

@@ -454,8 +454,8 @@ class CupyKernels:
             # the fix-up's descriptors in 32 bits where every index of the level fits (half the bytes);
             # |x| ≥ 2³¹ − 1 as max and min (no temporary: the descriptors never hold INT64_MIN)
             top = 2**31 - 1
-            wide[lv] = (int(c.desc.max(initial=0)) >= top or int(c.desc.min(initial=0)) <= -top
-                        or int(c.fix_pts.max(initial=0)) >= top)
+            d_min, d_max = c.desc_bounds()  # (known without the descriptors on the host)
+            wide[lv] = d_max >= top or d_min <= -top or int(c.fix_pts.max(initial=0)) >= top
             idx = np.int64 if wide[lv] else np.int32
             put(lv, "fix_pts", np.asarray(c.fix_pts, idx))
             if "desc" not in on_device:
