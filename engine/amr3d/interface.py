@@ -25,6 +25,7 @@ Index conventions (int64), all relative to one level's arrays:
 """
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -68,10 +69,10 @@ class LevelCoupling:
     # stepper takes them instead of uploading the fields again, then drops them); None where built
     # on the host or once taken
     device = None
-    # (not fields) descriptors left on the device (group_desc.level_descriptors with CuPy): the
-    # host copy is read back at its first use (``desc``), and ``desc_bounds`` is known without it
-    _desc_host = None
-    _desc_device = None
+    # (not fields) the arrays of LAZY_ARRAYS left on the device (group_desc.level_descriptors with
+    # CuPy): {name: device array} until read back at their first host use (keep_on_device)
+    _lazy = None
+    _to_host = None
     _desc_range = None
 
     def __post_init__(self):
@@ -82,11 +83,24 @@ class LevelCoupling:
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(0))
 
-    def keep_desc_on_device(self, desc, bounds: tuple[int, int], to_host) -> None:
-        """``desc`` (27, R) int64 on its device stands for the descriptors (``to_host(desc)`` at the
-        first host use), with ``bounds`` their (min, max) over 0 and the entries: a CuPy stepper
-        takes the device copy and desc_bounds, so a regrid reads none of the ~20 MB back."""
-        self._desc_device, self._desc_range, self._desc_host = (desc, to_host), bounds, None
+    def keep_on_device(self, arrays: dict, to_host, desc_bounds: tuple[int, int]) -> None:
+        """``arrays`` {name of LAZY_ARRAYS: its array on a device} stand for those fields: each is
+        ``to_host(array)`` at its first host use, its shape known before (shape_of). ``desc_bounds``:
+        the descriptors' (min, max) over 0 and the entries. A CuPy stepper takes the device copies,
+        their shapes and desc_bounds, so a regrid reads none of them back."""
+        self._lazy, self._to_host, self._desc_range = dict(arrays), to_host, desc_bounds
+
+    def held_on_device(self) -> tuple:
+        """The LAZY_ARRAYS not read back yet."""
+        return tuple(self._lazy or ())
+
+    def shape_of(self, name: str) -> tuple:
+        """The shape of a field of LAZY_ARRAYS, without reading it back."""
+        lazy = self._lazy or {}
+        return tuple(lazy[name].shape) if name in lazy else getattr(self, name).shape
+
+    def size_of(self, name: str) -> int:
+        return math.prod(self.shape_of(name))
 
     def desc_bounds(self) -> tuple[int, int]:
         """(min, max) of 0 and the descriptors (the fix-up's index width)."""
@@ -101,7 +115,7 @@ class LevelCoupling:
 
     @property
     def stencil(self) -> int:
-        return int(self.interp_w.shape[1])
+        return int(self.shape_of("interp_w")[1])
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.nbr, self.fix_pts, self.desc, self.fine_pts, self.coarse_pts,
@@ -306,9 +320,10 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
             islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
             inv = np.zeros(0, np.int64)
         flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
-    ufine = fine_pts.size
+    lazy = desc is None  # (group_desc left the five arrays on the device: LevelCoupling.keep_on_device)
     lk = {}
     if link is not None:
+        ufine = fine_pts.size
         lpts, lq, i1, i2, w1, w2 = link
         row = np.searchsorted(pid, lpts) if R else np.zeros(len(lpts), np.int64)
         if R == 0 or np.any(pid[np.minimum(row, R - 1)] != lpts):
@@ -323,37 +338,51 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
         raise AssertionError(f"level {lv}: an interface direction without a source")
     if p_src.size and (np.any(p_src < lo * m3) or np.any(p_src >= (lo + n) * m3)):
         raise AssertionError(f"level {lv}: a direct source outside the level")
-    fine_lo = forest.level_slice(lv + 1).start if fine_pts.size else 0
-    coarse_lo = forest.level_slice(lv - 1).start if coarse_pts.size else 0
+    sized = on_device if lazy else {"fine_pts": fine_pts, "coarse_pts": coarse_pts}
+    fine_lo = forest.level_slice(lv + 1).start if sized["fine_pts"].size else 0
+    coarse_lo = forest.level_slice(lv - 1).start if sized["coarse_pts"].size else 0
     if on_device:
         on_device["fine_pts"] = on_device["fine_pts"] - fine_lo * m3
         on_device["coarse_pts"] = on_device["coarse_pts"] - coarse_lo * m3
     out = LevelCoupling(
         level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
-        fine_pts=fine_pts - fine_lo * m3, coarse_pts=coarse_pts - coarse_lo * m3,
+        fine_pts=None if lazy else fine_pts - fine_lo * m3, coarse_pts=None if lazy else coarse_pts - coarse_lo * m3,
         interp_slot=islot, interp_w=iw,
         restrict_dst=restrict_dst - lo * m3,
         restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
-    if desc is None:
-        out.keep_desc_on_device(on_device["desc"], on_device.pop("desc_bounds"), xp.asnumpy)
+    if lazy:
+        out.keep_on_device({k: on_device[k] for k in LAZY_ARRAYS}, xp.asnumpy, on_device.pop("desc_bounds"))
     out.device = on_device or None
     return out
 
 
-def _desc_get(self: LevelCoupling) -> np.ndarray:
-    if self._desc_host is None and self._desc_device is not None:
-        desc, to_host = self._desc_device
-        self._desc_host = np.asarray(to_host(desc))
-        self._desc_device = None
-    return self._desc_host
+# the fields group_desc.level_descriptors may leave on its device (LevelCoupling.keep_on_device)
+LAZY_ARRAYS = ("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w")
 
 
-def _desc_set(self: LevelCoupling, value) -> None:
-    self._desc_host, self._desc_device, self._desc_range = value, None, None
+def _lazy_field(name: str) -> property:
+    """A field of LAZY_ARRAYS as a property: the host array, read back from the device at the first
+    use where keep_on_device left it there."""
+    key = "_host_" + name
+
+    def get(self):
+        lazy = self.__dict__.get("_lazy")
+        if lazy and name in lazy:
+            self.__dict__[key] = np.asarray(self._to_host(lazy.pop(name)))
+        return self.__dict__.get(key)
+
+    def put(self, value):
+        lazy = self.__dict__.get("_lazy")
+        if lazy:
+            lazy.pop(name, None)
+        if name == "desc":
+            self.__dict__["_desc_range"] = None
+        self.__dict__[key] = value
+    return property(get, put)
 
 
-# ``desc`` a property over the dataclass field: the host copy, or the device's read back at first use
-LevelCoupling.desc = property(_desc_get, _desc_set)
+for _name in LAZY_ARRAYS:
+    setattr(LevelCoupling, _name, _lazy_field(_name))
 
 
 def _by_groups(solid, link, slip) -> bool:

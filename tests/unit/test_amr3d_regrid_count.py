@@ -4,6 +4,7 @@ read-backs stay batched: the stepper's tables one upload, the coupling's levels 
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 
 import numpy as np
@@ -94,27 +95,30 @@ def test_a_regrid_queues_the_populations_before_the_coupling_without_waiting(cou
         assert sum(c[kind] for c in serial.values()) == sum(c[kind] for c in parts.values()), kind
 
 
-def test_the_descriptors_stay_on_the_device(counting_cupy):
-    """The coupling's descriptors (27 × fix-up points int64, most of its bytes) are not read back by
-    a regrid: the stepper takes the device copy and its index width from the bounds read back with
-    the counts; the host copy, read at its first use, has those bounds."""
-    from nagare.engine.amr3d import tree_shape
+def test_the_coupling_tables_stay_on_the_device(counting_cupy):
+    """The coupling's tables built on the device (descriptors, fine and coarse points, the distinct
+    stencils: ~20 MB at the GPU size) are not read back by a regrid: the stepper takes the device
+    copies, their shapes, and its index width from the descriptors' bounds read back with the counts.
+    Each host copy is read at its first use, of the shape given before, the descriptors within those
+    bounds (the values: the host build's, tests/unit/test_amr3d_group_desc.py's device branch)."""
+    from nagare.engine.amr3d import interface, tree_shape
 
     from tests.unit.test_amr3d_regrid_device import vortex
 
     p = vortex(physics={"precision": "fp32"})
     parts, _, _ = count.count_regrids(counting_cupy, p, 10.0, regrids=1, say=lambda *a: None)[-1]
     (coupling,) = tree_shape._COUPLING_CACHE.values()
-    desc_bytes = sum(27 * 8 * c.n_fix for c in coupling.values())
-    others = sum(8 * (c.fine_pts.size + c.coarse_pts.size + c.interp_slot.size + c.interp_w.size)
-                 for c in coupling.values())  # (read back: the host's tables)
-    assert desc_bytes > 0
-    # the other tables, the counts and bounds, the groups present, the criterion's per-leaf maxima:
-    # not the descriptors (here 500 kB)
-    assert others <= sum(c["download_bytes"] for c in parts.values()) < others + desc_bytes // 4
-    for c in coupling.values():
-        assert c._desc_host is None
+    shapes = {lv: {k: c.shape_of(k) for k in interface.LAZY_ARRAYS} for lv, c in coupling.items()}
+    tables = sum(8 * math.prod(s) for by in shapes.values() for s in by.values())
+    assert tables > 500_000
+    # the counts and bounds, the groups present, the criterion's per-leaf maxima: not the tables
+    assert sum(c["download_bytes"] for c in parts.values()) < tables // 16
+    for lv, c in coupling.items():
+        assert set(c.held_on_device()) == set(interface.LAZY_ARRAYS)
         bounds = c.desc_bounds()
         d = c.desc  # read back now
-        assert type(d) is np.ndarray and d.shape == (27, c.n_fix)
+        assert type(d) is np.ndarray and d.shape == shapes[lv]["desc"] == (27, c.n_fix)
         assert bounds == (min(int(d.min(initial=0)), 0), max(int(d.max(initial=0)), 0))
+        for k in interface.LAZY_ARRAYS:
+            assert type(getattr(c, k)) is np.ndarray and getattr(c, k).shape == shapes[lv][k]
+        assert c.held_on_device() == ()
