@@ -215,8 +215,9 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     interface points already (they cross a slot without a neighbour, as at a wall), and their
     descriptors read the mirrored node's reflected population (tables.point_tables) instead of
     the own point's opposite one — the fix-up kernel is the same. ``xp``: CuPy builds a flow's
-    descriptors without bodies or free slip on its device (level_coupling); the data is on the
-    host either way. ``timing``: the device's part of the build in ``timing["device_s"]``.
+    descriptors without bodies or free slip on its device (level_coupling), whose tables then stay
+    there until their first host use (LevelCoupling.keep_on_device). ``timing``: the device's part
+    of the build in ``timing["device_s"]``.
     ``early``: :func:`early_restriction`'s (points, restriction) of this forest, taken instead of
     computing them again (a regrid computes them first, to queue the state's synchronisation)."""
     links = links or {}
@@ -274,7 +275,8 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     coincide with a finer node.
     ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links(). ``xp``: the array
     module whose device builds the descriptors of a flow without bodies or free-slip sides
-    (group_desc.py; the result is on the host either way), adding its time to ``timing``.
+    (group_desc.py; its tables left there until their first host use, LevelCoupling.keep_on_device),
+    adding its time to ``timing``.
     ``built``: the level's (descriptors, device arrays) of group_desc.level_descriptors, built
     with the other levels' (a flow without bodies or free-slip sides); ``restriction``: its
     (restrict_dst, restrict_src) global point ids of :func:`early_restriction` (the same flows)."""
