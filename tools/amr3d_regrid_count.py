@@ -41,9 +41,14 @@ class Counts:
         self.sites = collections.Counter()
         self.running_sites = collections.Counter()
         self.enabled = False
+        # in order: ("lap", part) at each lap, ("sync", site) at each wait for the device (a read-back
+        # or a stream / device synchronisation): what the host waited for between which parts
+        self.events = []
 
     def close(self, part: str) -> None:
         """The counts since the last close belong to ``part`` (a regrid's lap)."""
+        if self.enabled:
+            self.events.append(("lap", part))
         self.by_part[part].update(self.by_part.pop(self.part, collections.Counter()))
         for (kind, site), n in self.running_sites.items():
             self.sites[(part, kind, site)] += n
@@ -56,6 +61,8 @@ class Counts:
             self.add("op", n)
             kind = "sync"
         self.by_part[self.part][kind] += n
+        if kind in ("sync", "stream_sync", "device_sync"):
+            self.events.append(("sync", _site()))
         if kind in ("op", "upload", "sync", "kernel", "alloc"):
             self.running_sites[(kind, _site())] += n
 
@@ -325,7 +332,21 @@ def counting_cupy():
     return cp
 
 
-KINDS = ("op", "alloc", "view", "kernel", "upload", "sync")
+def timeline(events) -> str:
+    """Counts.events as one line: each lap's part, and ``wait×n`` for n waits in a row before it."""
+    out, waits = [], 0
+    for kind, what in events:
+        if kind == "sync":
+            waits += 1
+            continue
+        if waits:
+            out.append(f"wait×{waits}")
+            waits = 0
+        out.append(what)
+    return " → ".join(out + ([f"wait×{waits}"] if waits else []))
+
+
+KINDS = ("op", "alloc", "view", "kernel", "upload", "sync", "waits")  # waits: stream / device synchronisations
 
 
 def report(title: str, parts: dict, seconds: dict) -> None:
@@ -333,7 +354,8 @@ def report(title: str, parts: dict, seconds: dict) -> None:
     print(f"{'part':16s} {'Python ms':>10s} " + " ".join(f"{k:>7s}" for k in KINDS) + f" {'up kB':>8s} {'down kB':>8s}")
     tot = collections.Counter()
     for part in list(seconds):
-        c = parts.get(part, collections.Counter())
+        c = collections.Counter(parts.get(part, collections.Counter()))
+        c["waits"] = c["stream_sync"] + c["device_sync"]
         tot.update(c)
         print(f"{part:16s} {1e3 * seconds[part]:10.1f} " + " ".join(f"{c[k]:7d}" for k in KINDS)
               + f" {c['upload_bytes'] / 1024:8.0f} {c['download_bytes'] / 1024:8.0f}")
@@ -341,7 +363,8 @@ def report(title: str, parts: dict, seconds: dict) -> None:
           + f" {tot['upload_bytes'] / 1024:8.0f} {tot['download_bytes'] / 1024:8.0f}")
 
 
-def count_regrids(cp, preset, shift: float, rung: str = "naive-fused", regrids: int = 2, say=print) -> list:
+def count_regrids(cp, preset, shift: float, rung: str = "naive-fused", regrids: int = 2, say=print,
+                  serial: bool = False) -> list:
     """Per regrid (fresh engines on the counting stand-in ``cp``, which ``sys.modules["cupy"]`` must
     be): (counts per part, seconds per part, counts per call site), for ``preset``'s vortex moved by
     ``shift`` level-0 units on its present tree."""
@@ -369,8 +392,10 @@ def count_regrids(cp, preset, shift: float, rung: str = "naive-fused", regrids: 
             tree_shape_mod._COUPLING_CACHE.clear()  # a regrid builds its new tree's coupling (never cached)
             e = AMR3D(preset, backend, variants={"kernels": rung})
             e.shape.set_leaves(cases.initial_tree_state(moved, e.forest))
+            e.shape.regrid_serial = serial
             COUNTS.by_part.clear()
             COUNTS.sites.clear()
+            COUNTS.events.clear()
             COUNTS.part, COUNTS.enabled = "_running", True
             t = time.perf_counter()
             try:
@@ -396,6 +421,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rung", default="naive-fused")
     ap.add_argument("--regrids", type=int, default=2)
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--serial", action="store_true", help="the device waited for between the parts (as a profile)")
     a = ap.parse_args(argv)
     if _HERE not in sys.path:
         sys.path.insert(0, _HERE)
@@ -403,9 +429,12 @@ def main(argv=None) -> int:
     sys.modules["cupy"] = cp
     from nagare.engine.presets import load_preset
 
-    runs = count_regrids(cp, load_preset("amr3d-vortex-adapt", backend="cupy"), a.shift, a.rung, a.regrids)
+    runs = count_regrids(cp, load_preset("amr3d-vortex-adapt", backend="cupy"), a.shift, a.rung, a.regrids,
+                         serial=a.serial)
     parts, seconds, sites = runs[-1]
-    report(f"per part (the last of {a.regrids} regrids; rung {a.rung})", parts, seconds)
+    report(f"per part (the last of {a.regrids} regrids; rung {a.rung}{'; serial' if a.serial else ''})",
+           parts, seconds)
+    print("\nin order (laps, and the host's waits for the device between them):\n  " + timeline(COUNTS.events))
     if a.top:
         print(f"\ncall sites with the most counts (part, kind, site: count), top {a.top}")
         for (part, kind, site), n in sorted(sites.items(), key=lambda kv: -kv[1])[:a.top]:

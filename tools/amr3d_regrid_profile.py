@@ -9,7 +9,9 @@ refine/coarsen plan, the populations' transfer, the coupling tables (serial and 
 also with their descriptors' passes there, and that part), the same-level copies, the
 synchronisation of the new state; then whole regrids (Regridding.regrid, fresh engines): the first of
 the process apart (CuPy compiles its kernels then), the later ones' medians in all and per part
-(regrid_clock.REGRID_PARTS).
+(regrid_clock.REGRID_PARTS): as a run regrids (no wait for the device between the parts: a part's
+time is its host time and its own waits) and serial (RegridClock's serial: each part's device time
+its own; the sum is slower, it loses the overlap).
 """
 from __future__ import annotations
 
@@ -89,17 +91,22 @@ def main(argv=None) -> int:
             g = xp.array(f_new)
             synchronise_state(xp, new, coupling, g, p.physics.tau, e.accel)
         timed("synchronisation of the new state (device)", sync)
-    whole = []
-    for _ in range(a.repeats):
-        e = engine()
-        with e.on_stream():
-            e.regrid()
-        whole.append(e.shape.regrid_times[-1])
-    # the first of a process compiles CuPy's kernels; the medians are over fresh engines after it
-    later = whole[1:] or whole
-    print(f"whole regrid, first of the process (compiles) {whole[0]['total_ms']:9.1f} ms")
-    for k in ("total_ms", "host_ms", "device_ms") + tuple(f"{p}_ms" for p in REGRID_PARTS):
-        print(f"whole regrid, {k[:-3]:38s} {statistics.median(r[k] for r in later):9.1f} ms")
+    for serial in (False, True):
+        # as a run regrids (the host goes on while the device works), then serial: the device waited
+        # for between the parts, so each part's device time counts for it (slower in all)
+        whole = []
+        for _ in range(a.repeats):
+            e = engine()
+            e.shape.regrid_serial = serial
+            with e.on_stream():
+                e.regrid()
+            whole.append(e.shape.regrid_times[-1])
+        # the first of a process compiles CuPy's kernels; the medians are over fresh engines after it
+        later = whole[1:] or whole
+        name = "whole regrid, serial" if serial else "whole regrid"
+        print(f"{name + ', first of these (compiles)':44s} {whole[0]['total_ms']:9.1f} ms")
+        for k in ("total_ms", "host_ms", "device_ms") + tuple(f"{p}_ms" for p in REGRID_PARTS):
+            print(f"{name + ', ' + k[:-3]:44s} {statistics.median(r[k] for r in later):9.1f} ms")
     return 0
 
 

@@ -31,6 +31,11 @@
 #   display-ab    issue 41, < 5 min: the app's gpu files under EGL, then `bench_display --targets` as the app
 #                 runs (and, with DISPLAY_AB_SCHEDULE=1, on the worker's old schedule: --worker
 #                 pace_by_steps=0); everything packed into $OUT/display-ab.tgz (the device returns 8 files)
+#   regrid        issue 38 item 4, < 190 s (timeouts 60 + 75 + 40): the regrid's gpu tests
+#                 (test_amr3d_regrid_device, _group_desc, _uploads),
+#                 `nagare bench amr3d --case vortex-adapt --only naive-fused` (its Regrids table:
+#                 the warm regrid < 50 ms?), tools/amr3d_regrid_profile.py --backend cupy (parts alone, then
+#                 whole regrids as a run does them and serial); everything packed into $OUT/regrid.tgz
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -190,6 +195,20 @@ PY
         > "$d/targets-schedule.log" 2>&1
       for f in "$d"/targets-*.log; do echo "== $(basename "$f")"; grep -h "overhead\|display on\|ratio" "$f"; done
       tar czf "$OUT/display-ab.tgz" -C "$OUT" display-ab && rm -rf "$d" ;;
+    regrid)
+      d="$OUT/regrid"
+      # (a fresh machine compiles CuPy's kernels in the tests; the bench and the profile then load them)
+      timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs \
+        tests/unit/test_amr3d_regrid_device.py tests/unit/test_amr3d_group_desc.py tests/unit/test_amr3d_uploads.py \
+        > "$d/gpu-tests.log" 2>&1
+      echo "regrid gpu tests: $(tail -n 1 "$d/gpu-tests.log")"
+      # a vortex-adapt cell runs >= 2000 steps (cases.VORTEX_MIN_STEPS, ~0.7 ms each): 4 cells of ~15 s
+      timeout 75 nagare bench amr3d --backend cupy --case vortex-adapt --only naive-fused --out "$d" \
+        > "$d/bench.log" 2>&1
+      echo "bench exit $?"; grep -h -A9 "^## Regrids" "$d"/*.md | tail -n 6
+      timeout 40 python3 tools/amr3d_regrid_profile.py --backend cupy > "$d/profile.txt" 2>&1
+      echo "profile exit $?"; grep "^whole regrid" "$d/profile.txt" | grep -v serial
+      tar czf "$OUT/regrid.tgz" -C "$OUT" regrid && rm -rf "$d" ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done

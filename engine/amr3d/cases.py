@@ -121,19 +121,21 @@ def regrid_report(results: list) -> str:
         return ""
     return "\n".join(["", "## Regrids", "",
                       "ms a regrid that changed the tree during the cell's run, the device synchronised at its "
-                      "end and between its parts. First: the engine's first such regrid (CuPy compiles its "
+                      "end only (the host queues a part's device work and goes on: a part's time is its host "
+                      "time and the waits it does itself). First: the engine's first such regrid (CuPy compiles its "
                       "elementwise and reduction kernels at their first use). Regrid and its parts: medians "
                       "over the later ones (the parts' medians need not add up to the regrid's): criterion "
                       "(per-leaf vorticity maxima), plan (refine, coarsen, 2:1 balance on the host), coupling "
                       "host / device (the level coupling's tables: host part, descriptors' passes on the "
                       "device), transfer (the populations onto the new tree), synchronise + copies "
                       "(boundaries, restriction, same-level copies), select (the stepper rebuilt: buffers, "
-                      "uploads), other. Share: the regrid phase's part of the measured time (every regrid, "
+                      "uploads), other, drain (the wait at the end for the device work still queued). Share: "
+                      "the regrid phase's part of the measured time (every regrid, "
                       "changed or not).", "",
                       "| case | rung | first (compiles) ms | regrid ms | criterion | plan | coupling host "
-                      "| coupling device | transfer | synchronise + copies | select | other | regrids "
+                      "| coupling device | transfer | synchronise + copies | select | other | drain | regrids "
                       "| leaves | share of run % |",
-                      "|" + "---|" * 15, *rows]) + "\n"
+                      "|" + "---|" * 16, *rows]) + "\n"
 
 
 def p0_table(results: list) -> str:

@@ -112,7 +112,8 @@ def level_descriptors(forest: Forest, points: dict, interp: str, xp=np, timing: 
     passes, their launches and the waits for them) is added to ``timing["device_s"]`` (seconds):
     the rest of the call is host work. ``device``: {level: dict} filled, with a device, with each
     level's five arrays as they are there (the same values; a stepper takes them without
-    uploading the host copies again)."""
+    uploading the host copies again); then nothing but the counts is read back: a level's result is
+    five None, and its dict also has the descriptors' (min, max) over 0 and them as "desc_bounds")."""
     start = time.perf_counter()
     m, m3 = forest.m, forest.m ** 3
     lvs = sorted(points)
@@ -210,20 +211,30 @@ def level_descriptors(forest: Forest, points: dict, interp: str, xp=np, timing: 
     flat[a] = -1 - (d3q27.Q * uf[lv_a] + (q + 1) * u_count[lv_a] + (inv - u_first[lv_a]))
     # each level's descriptors as its own (27, R) array; the levels' counts read back with the arrays
     descs = [desc if k == 1 else xp.ascontiguousarray(desc[:, cut[i]:cut[i + 1]]) for i in range(k)]
-    counts = xp.concatenate([fine_cut.reshape(-1), coarse_cut.reshape(-1), u_first, u_count])
-    host_arrays = _download_together(xp, [counts, *descs, fine_all, coarse_all, islot, iw])
-    fc, cc, u0, un = np.split(np.asarray(host_arrays[0]), [2 * k, 4 * k, 5 * k])
+    counts = [fine_cut.reshape(-1), coarse_cut.reshape(-1), u_first, u_count]
+    # with ``device`` the arrays stay there: each level's descriptors' (min, max) comes back with the
+    # counts (the stepper's index width; the host copies are read at their first use)
+    keep = device is not None and xp is not np
+    bounded = [i for i in range(k) if sizes[i]] if keep else []
+    if bounded:
+        counts.append(xp.stack([r for i in bounded for r in (descs[i].min(), descs[i].max())]))
+    # (with ``device`` only the counts: every array stays there, LevelCoupling.keep_on_device)
+    host_arrays = _download_together(xp, [xp.concatenate(counts)] if keep else
+                                     [xp.concatenate(counts), *descs, fine_all, coarse_all, islot, iw])
+    fc, cc, u0, un, dr = np.split(np.asarray(host_arrays[0]), [2 * k, 4 * k, 5 * k, 6 * k])
     fc, cc = fc.reshape(k, 2), cc.reshape(k, 2)
+    bounds = {i: (min(int(dr[2 * j]), 0), max(int(dr[2 * j + 1]), 0)) for j, i in enumerate(bounded)}
     out = {}
     for i, lv in enumerate(lvs):
         parts = (slice(fc[i, 0], fc[i, 1]), slice(cc[i, 0], cc[i, 1]), slice(u0[i], u0[i] + un[i]))
-        level = (host_arrays[1 + i], host_arrays[1 + k][parts[0]], host_arrays[2 + k][parts[1]],
-                 host_arrays[3 + k][parts[2]], host_arrays[4 + k][parts[2]])
-        out[lv] = level
+        out[lv] = (None,) * 5 if keep else (
+            host_arrays[1 + i], host_arrays[1 + k][parts[0]], host_arrays[2 + k][parts[1]],
+            host_arrays[3 + k][parts[2]], host_arrays[4 + k][parts[2]])
         if device is not None and lv in device and xp is not np:
             device[lv].update(zip(("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w"),
                                   (descs[i], fine_all[parts[0]], coarse_all[parts[1]], islot[parts[2]],
                                    iw[parts[2]])))
+            device[lv]["desc_bounds"] = bounds.get(i, (0, 0))
     if timing is not None and xp is not np:
         timing["device_s"] = timing.get("device_s", 0.0) + time.perf_counter() - start - host
     return out

@@ -25,6 +25,7 @@ Index conventions (int64), all relative to one level's arrays:
 """
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -68,6 +69,11 @@ class LevelCoupling:
     # stepper takes them instead of uploading the fields again, then drops them); None where built
     # on the host or once taken
     device = None
+    # (not fields) the arrays of LAZY_ARRAYS left on the device (group_desc.level_descriptors with
+    # CuPy): {name: device array} until read back at their first host use (keep_on_device)
+    _lazy = None
+    _to_host = None
+    _desc_range = None
 
     def __post_init__(self):
         for name in ("link_i1", "link_i2"):
@@ -77,13 +83,39 @@ class LevelCoupling:
             if getattr(self, name) is None:
                 setattr(self, name, np.zeros(0))
 
+    def keep_on_device(self, arrays: dict, to_host, desc_bounds: tuple[int, int]) -> None:
+        """``arrays`` {name of LAZY_ARRAYS: its array on a device} stand for those fields: each is
+        ``to_host(array)`` at its first host use, its shape known before (shape_of). ``desc_bounds``:
+        the descriptors' (min, max) over 0 and the entries. A CuPy stepper takes the device copies,
+        their shapes and desc_bounds, so a regrid reads none of them back."""
+        self._lazy, self._to_host, self._desc_range = dict(arrays), to_host, desc_bounds
+
+    def held_on_device(self) -> tuple:
+        """The LAZY_ARRAYS not read back yet."""
+        return tuple(self._lazy or ())
+
+    def shape_of(self, name: str) -> tuple:
+        """The shape of a field of LAZY_ARRAYS, without reading it back."""
+        lazy = self._lazy or {}
+        return tuple(lazy[name].shape) if name in lazy else getattr(self, name).shape
+
+    def size_of(self, name: str) -> int:
+        return math.prod(self.shape_of(name))
+
+    def desc_bounds(self) -> tuple[int, int]:
+        """(min, max) of 0 and the descriptors (the fix-up's index width)."""
+        if self._desc_range is None:
+            d = self.desc
+            self._desc_range = (int(d.min(initial=0)), int(d.max(initial=0)))
+        return self._desc_range
+
     @property
     def n_fix(self) -> int:
         return int(self.fix_pts.size)
 
     @property
     def stencil(self) -> int:
-        return int(self.interp_w.shape[1])
+        return int(self.shape_of("interp_w")[1])
 
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.nbr, self.fix_pts, self.desc, self.fine_pts, self.coarse_pts,
@@ -175,7 +207,7 @@ def _union(m: int, a, b):
 
 
 def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, links=None,
-          slip=(), xp=np, timing: dict | None = None) -> dict[int, LevelCoupling]:
+          slip=(), xp=np, timing: dict | None = None, early=None) -> dict[int, LevelCoupling]:
     """Per level, everything the GPU stepper uploads (plain arrays; the kernels never search).
     ``solid`` and ``near`` (boundaries.py): the points next to a body join the fix-up list, their
     solid sources bounced back; ``links`` (Boundaries.links()) replace those bounce-backs by the link
@@ -183,21 +215,27 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
     interface points already (they cross a slot without a neighbour, as at a wall), and their
     descriptors read the mirrored node's reflected population (tables.point_tables) instead of
     the own point's opposite one — the fix-up kernel is the same. ``xp``: CuPy builds a flow's
-    descriptors without bodies or free slip on its device (level_coupling); the data is on the
-    host either way. ``timing``: the device's part of the build in ``timing["device_s"]``."""
+    descriptors without bodies or free slip on its device (level_coupling), whose tables then stay
+    there until their first host use (LevelCoupling.keep_on_device). ``timing``: the device's part
+    of the build in ``timing["device_s"]``.
+    ``early``: :func:`early_restriction`'s (points, restriction) of this forest, taken instead of
+    computing them again (a regrid computes them first, to queue the state's synchronisation)."""
     links = links or {}
+    points, restriction = early if early is not None else ({}, {})
     if xp is not np and _by_groups(solid, None, slip) and not any(links.values()):
         # on a device every level's descriptors in one set of passes (group_desc.level_descriptors):
         # a pass costs its launch there, whatever its size
-        points = {lv: fixup_points(forest, lv, near) for lv in forest.levels}
+        points = {lv: points[lv] if lv in points else fixup_points(forest, lv, near) for lv in forest.levels}
         on_device = {lv: {} for lv in forest.levels}
         built = group_desc.level_descriptors(forest, points, interp, xp, timing, on_device)
         return {lv: level_coupling(forest, lv, *points[lv], interp, solid, None, slip, xp, timing,
-                                   built=(built[lv], on_device[lv])) for lv in forest.levels}
+                                   built=(built[lv], on_device[lv]), restriction=restriction.get(lv))
+                for lv in forest.levels}
 
     def level(lv):
-        return level_coupling(forest, lv, *fixup_points(forest, lv, near), interp, solid, links.get(lv), slip, xp,
-                              timing)
+        pts = points[lv] if lv in points else fixup_points(forest, lv, near)
+        return level_coupling(forest, lv, *pts, interp, solid, links.get(lv), slip, xp, timing,
+                              restriction=restriction.get(lv))
     # the levels are independent: built on threads where point_tables uses them (NumPy releases
     # the GIL inside its loops), so the serial parts of one level overlap the others'; with a
     # device, one after the other on the caller's thread (its current stream)
@@ -205,6 +243,18 @@ def build(forest: Forest, interp: str = "quadratic", solid=None, near=None, link
         with ThreadPoolExecutor(len(forest.levels)) as pool:
             return dict(zip(forest.levels, pool.map(level, forest.levels)))
     return {lv: level(lv) for lv in forest.levels}
+
+
+def early_restriction(forest: Forest, solid=None, near=None, links=None, slip=()):
+    """({level: fix-up points}, {level: (restrict_dst, restrict_src) global point ids}) of the
+    coupling :func:`build` would make, before it: the restriction of a flow without bodies or
+    free-slip sides depends only on the fix-up points (level_coupling's ``_restriction``), so a
+    regrid can queue the state's synchronisation on the device and build the rest of the coupling
+    while it runs. None for the other flows (their restriction comes out of tables.point_tables)."""
+    if not _by_groups(solid, None, slip) or any((links or {}).values()):
+        return None
+    points = {lv: fixup_points(forest, lv, near) for lv in forest.levels}
+    return points, {lv: _restriction(forest, lv, *points[lv]) for lv in forest.levels}
 
 
 def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.ndarray]:
@@ -217,7 +267,7 @@ def fixup_points(forest: Forest, lv: int, near=None) -> tuple[np.ndarray, np.nda
 
 
 def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadratic", solid=None, link=None,
-                   slip=(), xp=np, timing: dict | None = None, built=None) -> LevelCoupling:
+                   slip=(), xp=np, timing: dict | None = None, built=None, restriction=None) -> LevelCoupling:
     """The coupling of one level whose fix-up list is the given points (leaves global, ijk (R, 3),
     each point once, ascending point id): their descriptors from the reference's classification
     (tables.point_tables; written per (leaf, position class) group by group_desc.py where no body
@@ -225,9 +275,11 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
     coincide with a finer node.
     ``link``: the level's (points, q, i1, i2, w1, w2) of Boundaries.links(). ``xp``: the array
     module whose device builds the descriptors of a flow without bodies or free-slip sides
-    (group_desc.py; the result is on the host either way), adding its time to ``timing``.
+    (group_desc.py; its tables left there until their first host use, LevelCoupling.keep_on_device),
+    adding its time to ``timing``.
     ``built``: the level's (descriptors, device arrays) of group_desc.level_descriptors, built
-    with the other levels' (a flow without bodies or free-slip sides)."""
+    with the other levels' (a flow without bodies or free-slip sides); ``restriction``: its
+    (restrict_dst, restrict_src) global point ids of :func:`early_restriction` (the same flows)."""
     m3 = forest.m ** 3
     N = forest.n_leaves * m3
     sl = forest.level_slice(lv)
@@ -244,7 +296,7 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
             on_device = {}
             built = (group_desc.descriptors(forest, lv, leaves, ijk, interp, xp, timing, on_device), on_device)
         (desc, fine_pts, coarse_pts, islot, iw), on_device = built
-        restrict_dst, restrict_src = _restriction(forest, lv, leaves, ijk)
+        restrict_dst, restrict_src = restriction if restriction is not None else _restriction(forest, lv, leaves, ijk)
         p_src = np.zeros(0, np.int64)
     else:
         pt = tables.point_tables(forest, lv, leaves, ijk, interp, solid, slip, compact=True)
@@ -270,34 +322,69 @@ def level_coupling(forest: Forest, lv: int, leaves, ijk, interp: str = "quadrati
             islot, iw = np.zeros((0, pt.coarse_slot.shape[1]), np.int64), np.zeros((0, pt.coarse_w.shape[1]))
             inv = np.zeros(0, np.int64)
         flat[pt.coarse_dst] = -1 - (d3q27.Q * ufine + pt.coarse_q * len(islot) + inv.reshape(-1))
-    flat = desc.reshape(-1)
-    ufine = fine_pts.size
+    lazy = desc is None  # (group_desc left the five arrays on the device: LevelCoupling.keep_on_device)
     lk = {}
     if link is not None:
+        ufine = fine_pts.size
         lpts, lq, i1, i2, w1, w2 = link
         row = np.searchsorted(pid, lpts) if R else np.zeros(len(lpts), np.int64)
         if R == 0 or np.any(pid[np.minimum(row, R - 1)] != lpts):
             raise AssertionError(f"level {lv}: a bounce-back link at a point outside the fix-up list")
-        flat[lq * R + row] = -1 - (d3q27.Q * ufine + d3q27.Q * len(islot) + np.arange(len(lpts)))
+        desc.reshape(-1)[lq * R + row] = -1 - (d3q27.Q * ufine + d3q27.Q * len(islot) + np.arange(len(lpts)))
         lk = {"link_i1": np.asarray(i1, np.int64), "link_i2": np.asarray(i2, np.int64),
               "link_w1": np.asarray(w1, np.float64), "link_w2": np.asarray(w2, np.float64)}
-    if np.any(desc == np.iinfo(np.int64).min):
+    # (descriptors left on the device: their minimum tells, as every entry is written or INT64_MIN)
+    unset = (on_device["desc_bounds"][0] == np.iinfo(np.int64).min if desc is None
+             else np.any(desc == np.iinfo(np.int64).min))
+    if unset:
         raise AssertionError(f"level {lv}: an interface direction without a source")
     if p_src.size and (np.any(p_src < lo * m3) or np.any(p_src >= (lo + n) * m3)):
         raise AssertionError(f"level {lv}: a direct source outside the level")
-    fine_lo = forest.level_slice(lv + 1).start if fine_pts.size else 0
-    coarse_lo = forest.level_slice(lv - 1).start if coarse_pts.size else 0
+    sized = on_device if lazy else {"fine_pts": fine_pts, "coarse_pts": coarse_pts}
+    fine_lo = forest.level_slice(lv + 1).start if sized["fine_pts"].size else 0
+    coarse_lo = forest.level_slice(lv - 1).start if sized["coarse_pts"].size else 0
     if on_device:
         on_device["fine_pts"] = on_device["fine_pts"] - fine_lo * m3
         on_device["coarse_pts"] = on_device["coarse_pts"] - coarse_lo * m3
     out = LevelCoupling(
         level=lv, lo=lo, n=n, nbr=nbr, fix_pts=pid, desc=desc,
-        fine_pts=fine_pts - fine_lo * m3, coarse_pts=coarse_pts - coarse_lo * m3,
+        fine_pts=None if lazy else fine_pts - fine_lo * m3, coarse_pts=None if lazy else coarse_pts - coarse_lo * m3,
         interp_slot=islot, interp_w=iw,
         restrict_dst=restrict_dst - lo * m3,
         restrict_src=restrict_src - (forest.level_slice(lv + 1).start * m3 if restrict_src.size else 0), **lk)
+    if lazy:
+        out.keep_on_device({k: on_device[k] for k in LAZY_ARRAYS}, xp.asnumpy, on_device.pop("desc_bounds"))
     out.device = on_device or None
     return out
+
+
+# the fields group_desc.level_descriptors may leave on its device (LevelCoupling.keep_on_device)
+LAZY_ARRAYS = ("desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w")
+
+
+def _lazy_field(name: str) -> property:
+    """A field of LAZY_ARRAYS as a property: the host array, read back from the device at the first
+    use where keep_on_device left it there."""
+    key = "_host_" + name
+
+    def get(self):
+        lazy = self.__dict__.get("_lazy")
+        if lazy and name in lazy:
+            self.__dict__[key] = np.asarray(self._to_host(lazy.pop(name)))
+        return self.__dict__.get(key)
+
+    def put(self, value):
+        lazy = self.__dict__.get("_lazy")
+        if lazy:
+            lazy.pop(name, None)
+        if name == "desc":
+            self.__dict__["_desc_range"] = None
+        self.__dict__[key] = value
+    return property(get, put)
+
+
+for _name in LAZY_ARRAYS:
+    setattr(LevelCoupling, _name, _lazy_field(_name))
 
 
 def _by_groups(solid, link, slip) -> bool:

@@ -14,12 +14,11 @@ import time
 import numpy as np
 
 from ..errors import CheckpointError
-from . import adapt, d3q27, interface, mesh, reference, transfer
+from . import adapt, d3q27, interface, levels, mesh, reference, transfer
 from . import tree as tree_mod
 from .builder import build_boundaries
 from .cases import initial_tree_state
 from .regrid_clock import REGRID_PARTS, RegridClock
-from .tree_stepper import synchronise_state
 from .uploads import upload_together
 
 log = logging.getLogger("nagare")
@@ -36,6 +35,9 @@ class Regridding:
         self.regrid_times: list[dict] = []  # per regrid that changed the tree (regrid_figures)
         self.first_regrid = None  # the first of them (its CuPy kernels compiled at their first use)
         self.coupling_device_s = 0.0  # the device's part of the last coupling build (Tree.interface)
+        # the device waited for between a regrid's parts (RegridClock's serial: each part's device
+        # time its own, for a profile); by default the host goes on while the device runs a part
+        self.regrid_serial = False
 
     def preset_leaves(self) -> int:
         """Leaves of the preset's own tree (before any adaptation): what adapt.leaf_cap scales."""
@@ -110,7 +112,7 @@ class Regridding:
             # the steps queued before: finished first, so the regrid's wall time is its own (the
             # criterion's per-leaf maxima would wait for them anyway)
             e.backend.synchronize(e.stream)
-            clock = RegridClock(lambda: e.backend.synchronize(e.stream))
+            clock = RegridClock(lambda: e.backend.synchronize(e.stream), serial=self.regrid_serial)
             crit = self.regrid_criterion()
             clock.lap("criterion")
             plan = self._plan(crit)
@@ -122,6 +124,7 @@ class Regridding:
                                           xp=self.xp)
                 clock.lap("transfer")
                 host = clock.seconds["plan"] + self.install_tree(plan.forest, f_new, synchronise=True, clock=clock)
+                clock.finish()
                 self._record_regrid(clock, host, plan.forest.n_leaves)
         self.regrids += 1
         self.last_regrid = {"refined": plan.refined, "coarsened": plan.coarsened,
@@ -177,7 +180,12 @@ class Regridding:
         (transfer fills each new leaf on its own), on the state's device; without (a checkpoint):
         taken bit for bit. Returns the seconds spent building the coupling data and the same-level
         copies on the host (the coupling's passes on a device not counted: they are device time).
-        ``clock``: a regrid's parts (coupling, synchronise, select, other) lapped on it."""
+        ``clock``: a regrid's parts (coupling, synchronise, select, other) lapped on it.
+
+        Where the restriction is known before the coupling (interface.early_restriction: a flow
+        without bodies or free slip) the synchronisation is queued first, so on a device it runs
+        (after the transfer) while the host builds the rest of the coupling: nothing between them
+        waits for the device. The same operations in the same order either way."""
         e, xp = self.e, self.xp
         clock = clock if clock is not None else RegridClock()
         self._set_forest(forest)
@@ -185,32 +193,54 @@ class Regridding:
         self.stepper = None
         f = xp.array(f, dtype=self.dtype)
         clock.lap("other")
-        host = time.perf_counter()
-        coupling = self.interface() if synchronise else None
+        t = time.perf_counter()
+        early = self.early_restriction() if synchronise else None
+        host = time.perf_counter() - t  # (the coupling's host work, done first)
+        if early is not None:
+            clock.lap("coupling_host")
+            host += self._synchronise_state(forest, f, early[1])
+            clock.lap("synchronise")
+        t = time.perf_counter()
+        coupling = self.interface(early) if synchronise else None
         device = self.coupling_device_s if synchronise else 0.0
-        host = time.perf_counter() - host - device
+        host += time.perf_counter() - t - device
         clock.lap("coupling_host")
         clock.move(device, "coupling_host", "coupling_device")
-        if synchronise:
-            self.apply_boundaries(f, xp)
-            f2 = f.reshape(d3q27.Q, -1)
-            order = sorted(forest.levels, reverse=True)  # reference.synchronise's order
-            t = time.perf_counter()
-            # every level's (dst, src) state indices (host NumPy: host time), in one upload
-            by_level = interface.forest_copies(forest)
-            copies = [a for lv in order for a in by_level[lv]]
-            host += time.perf_counter() - t
-            copies = upload_together(xp, copies)
-            for i, lv in enumerate(order):
-                if lv in coupling:
-                    synchronise_state(xp, forest, {lv: coupling[lv]}, f, e.preset.physics.tau, e.accel)
-                dst, src = copies[2 * i], copies[2 * i + 1]
-                if dst.size:
-                    f2[:, dst] = f2[:, src]
+        if synchronise and early is None:
+            m3 = forest.m ** 3
+            restriction = {lv: (c.restrict_dst + c.lo * m3,
+                                c.restrict_src + (forest.level_slice(lv + 1).start * m3 if c.restrict_src.size else 0))
+                           for lv, c in coupling.items()}
+            host += self._synchronise_state(forest, f, restriction)
             clock.lap("synchronise")
         self.pending = f
         self.select(e.selection)
         clock.lap("select")
+        return host
+
+    def _synchronise_state(self, forest, f, restriction: dict) -> float:
+        """Queue a transferred state's synchronisation on its device: boundaries, then level by level
+        from the finest (reference.synchronise's order) the restriction of fine-owned coarse copies
+        (``restriction`` {level: (dst, src) global point ids}: tree_stepper.synchronise_state's
+        operations) and the same-level copies. Their indices cross in one upload. Returns the host
+        seconds spent on the copies' ids."""
+        e, xp = self.e, self.xp
+        self.apply_boundaries(f, xp)
+        f2 = f.reshape(d3q27.Q, -1)
+        order = sorted(forest.levels, reverse=True)
+        t = time.perf_counter()
+        # every level's (dst, src) state indices (host NumPy: host time)
+        by_level = interface.forest_copies(forest)
+        host = time.perf_counter() - t
+        empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        ids = upload_together(xp, [a for lv in order for a in (*restriction.get(lv, empty), *by_level[lv])])
+        tau, accel = e.preset.physics.tau, e.accel
+        for i, lv in enumerate(order):
+            r_dst, r_src, dst, src = ids[4 * i:4 * i + 4]
+            if r_dst.size:
+                f2[:, r_dst] = levels.rescale(xp, f2[:, r_src], tau, lv + 1, lv, accel)
+            if dst.size:
+                f2[:, dst] = f2[:, src]
         return host
 
     def adapt_figures(self) -> dict:

@@ -32,10 +32,12 @@ from .uploads import constant, upload_together
 
 # new leaves interpolated per batch: bounds the float64 temporaries of the prolongation and the
 # rescaling (27 populations × m³ points × 8 bytes a leaf, about 15 such arrays alive) and the 8
-# corners' gathers (8 × 27 × m³ values of the state's dtype a leaf): 16 leaves of 17³ take ~340 MB
+# corners' gathers (8 × 27 × m³ values of the state's dtype a leaf): 32 leaves of 17³ take ~680 MB
 # at the peak. On the host a few leaves keep them in the caches (64 leaves of 17³
-# ran at half the speed of 4 on NumPy); on a GPU a batch is a few dozen launches whatever its size.
-PROLONG_BATCH = {"host": 4, "device": 16}
+# ran at half the speed of 4 on NumPy); on a GPU a batch is a few dozen launches whatever its size,
+# so a batch holds the leaves a regrid usually splits from one level (vortex-adapt: 48 new leaves
+# in groups of at most 32 per source level; 16 a batch took 254 operations, 32 take 180).
+PROLONG_BATCH = {"host": 4, "device": 32}
 
 
 def node_ijk(m: int) -> np.ndarray:

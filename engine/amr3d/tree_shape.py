@@ -177,8 +177,17 @@ class Tree(Regridding, Shape):
         b = self.e._bnd
         return (b.solid, b.near(), b.links(), b.slip) if b is not None else (None, None, None, ())
 
-    def interface(self):
-        """The level coupling of the tree (interface.build) on leaves of m³."""
+    def early_restriction(self):
+        """interface.early_restriction of the tree (None where its coupling is cached already: that
+        one's restriction serves)."""
+        if self.coupling is not None or self._coupling_key() in _COUPLING_CACHE:
+            return None
+        solid, near, links, slip = self._body_tables()
+        return interface.early_restriction(self.e.forest, solid, near, links, slip)
+
+    def interface(self, early=None):
+        """The level coupling of the tree (interface.build) on leaves of m³; ``early``: this tree's
+        early_restriction, taken by the build."""
         if self.coupling is None:
             # built on the host (seconds to tens of seconds for a flow's tree; a flow without bodies
             # or free slip has its descriptors' passes on the device): engines of the same tree
@@ -190,7 +199,7 @@ class Tree(Regridding, Shape):
                 _COUPLING_CACHE.clear()
                 timing = {}
                 _COUPLING_CACHE[key] = interface.build(self.e.forest, self.e.preset.physics.interp, solid, near,
-                                                       links, slip, xp=self.xp, timing=timing)
+                                                       links, slip, xp=self.xp, timing=timing, early=early)
                 self.coupling_device_s = timing.get("device_s", 0.0)
             self.coupling = _COUPLING_CACHE[key]
         return self.coupling

@@ -79,9 +79,10 @@ class TreeStepper:
         self._maps = {lv: xp.asarray(c.leaf_map) for lv, c in coupling.items() if c.leaf_map is not None}
         self._tracer_map = None  # (planes, map) of level_buffers on mother leaves, built on first use
         # interface buffers, allocated once (the CUDA graph captures their addresses)
-        self.fine_buf = {lv: xp.zeros((d3q27.Q, c.fine_pts.size), dtype) for lv, c in coupling.items()}
-        self.coarse_buf = {lv: xp.zeros((d3q27.Q, c.coarse_pts.size), dtype) for lv, c in coupling.items()}
-        self.interp_buf = {lv: xp.zeros((d3q27.Q, c.interp_slot.shape[0]), dtype) for lv, c in coupling.items()}
+        # (sizes by shape_of: the tables may still be on the device only, interface.LevelCoupling)
+        self.fine_buf = {lv: xp.zeros((d3q27.Q, c.size_of("fine_pts")), dtype) for lv, c in coupling.items()}
+        self.coarse_buf = {lv: xp.zeros((d3q27.Q, c.size_of("coarse_pts")), dtype) for lv, c in coupling.items()}
+        self.interp_buf = {lv: xp.zeros((d3q27.Q, c.shape_of("interp_slot")[0]), dtype) for lv, c in coupling.items()}
         self.link_buf = {lv: xp.zeros(c.link_i1.size, dtype) for lv, c in coupling.items()}
         # the CSM's coefficient C per point of each level (one value a point; collision.py) and the
         # copies of shared nodes that take their owner's C (ladder.shared_copies)
@@ -228,10 +229,10 @@ class TreeStepper:
     def _advance(self, lv: int, theta: float, phase) -> None:
         c, k = self.coupling[lv], self.kernels
         with phase("coupling"):
-            if c.coarse_pts.size:
+            if c.size_of("coarse_pts"):
                 k.rescale_points(self, lv, lv - 1, theta, *_scale(self.tau0, self.accel0, lv - 1, lv))
                 k.interpolate(self, lv)
-            if c.fine_pts.size:
+            if c.size_of("fine_pts"):
                 k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
         if c.link_i1.size:  # (reads the level's current buffer only: before the ladder, for the CSM's pre-pass)
             with phase("boundary"):
@@ -454,8 +455,8 @@ class CupyKernels:
             # the fix-up's descriptors in 32 bits where every index of the level fits (half the bytes);
             # |x| ≥ 2³¹ − 1 as max and min (no temporary: the descriptors never hold INT64_MIN)
             top = 2**31 - 1
-            wide[lv] = (int(c.desc.max(initial=0)) >= top or int(c.desc.min(initial=0)) <= -top
-                        or int(c.fix_pts.max(initial=0)) >= top)
+            d_min, d_max = c.desc_bounds()  # (known without the descriptors on the host)
+            wide[lv] = d_max >= top or d_min <= -top or int(c.fix_pts.max(initial=0)) >= top
             idx = np.int64 if wide[lv] else np.int32
             put(lv, "fix_pts", np.asarray(c.fix_pts, idx))
             if "desc" not in on_device:
@@ -548,9 +549,9 @@ class CupyKernels:
 
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]
-        n = c.interp_slot.shape[0]
+        n = c.shape_of("interp_slot")[0]
         g, b = self._grid(n)  # a thread per position, 27 populations each
-        self.k[f"interp{c.stencil}"](g, b, (st.coarse_buf[lv], np.int32(c.coarse_pts.size), d["interp_slot"],
+        self.k[f"interp{c.stencil}"](g, b, (st.coarse_buf[lv], np.int32(c.size_of("coarse_pts")), d["interp_slot"],
                                             d["interp_w"], np.int32(n), st.interp_buf[lv]), stream=self.stream)
 
     def restrict(self, st, lv, alpha, a_s, a_t, forced, provisional=False):
