@@ -198,15 +198,15 @@ PY
     regrid)
       d="$OUT/regrid"
       # (a fresh machine compiles CuPy's kernels in the tests; the bench and the profile then load them)
-      timeout 60 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs \
+      timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs \
         tests/unit/test_amr3d_regrid_device.py tests/unit/test_amr3d_group_desc.py tests/unit/test_amr3d_uploads.py \
         > "$d/gpu-tests.log" 2>&1
       echo "regrid gpu tests: $(tail -n 1 "$d/gpu-tests.log")"
       # a vortex-adapt cell runs >= 2000 steps (cases.VORTEX_MIN_STEPS, ~0.7 ms each): 4 cells of ~15 s
-      timeout 75 nagare bench amr3d --backend cupy --case vortex-adapt --only naive-fused --out "$d" \
+      timeout 150 nagare bench amr3d --backend cupy --case vortex-adapt --only naive-fused --out "$d" \
         > "$d/bench.log" 2>&1
       echo "bench exit $?"; grep -h -A9 "^## Regrids" "$d"/*.md | tail -n 6
-      timeout 40 python3 tools/amr3d_regrid_profile.py --backend cupy > "$d/profile.txt" 2>&1
+      timeout 60 python3 tools/amr3d_regrid_profile.py --backend cupy > "$d/profile.txt" 2>&1
       echo "profile exit $?"; grep "^whole regrid" "$d/profile.txt" | grep -v serial
       tar czf "$OUT/regrid.tgz" -C "$OUT" regrid && rm -rf "$d" ;;
     *) echo "gpu-check: unknown stage $stage" ;;
