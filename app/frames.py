@@ -10,13 +10,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from nagare.engine.fields import Grid2D, Grid3D
+from nagare.engine.fields import Grid2D, Grid3D, Particles
 from PIL import Image, ImageDraw, ImageFont
 
 from . import colormaps
 from .atomic import output_writer, write_atomic
 from .fieldkinds import handler_for
 from .fieldkinds.grids import SLICE_PLANE_AXES, grid_plane, grid_range, tracers_over
+from .fieldkinds.particles import (
+    PARTICLE_UNITS,
+    frame_box,
+    framed_extent,
+    particles_image,
+    shown_particles,
+    value_range,
+    view_columns,
+)
 from .frame_markers import draw_markers
 from .gui.overlay_style import CANVAS_RGB
 from .gui.ticks import axis_title, fmt_any, nice_ticks
@@ -95,6 +104,8 @@ def framed_with_legend(engine, name: str | None = None, cache: dict | None = Non
     that are not grids (particles, profiles, boxes keep their plain frame)."""
     name = name or default_field(engine)
     fld = engine.field(name)
+    if isinstance(fld, Particles):
+        return _particles_with_legend(engine, fld)
     if not isinstance(fld, (Grid2D, Grid3D)):
         return None
     view = engine.preset.view
@@ -117,6 +128,33 @@ def framed_with_legend(engine, name: str | None = None, cache: dict | None = Non
     top = np.full((AXIS_TOP, panel.shape[1], 3), LEGEND_BG, np.uint8)  # the bar beside the field's rows
     pad = np.full((framed.shape[0] - img.shape[0] - AXIS_TOP, panel.shape[1], 3), LEGEND_BG, np.uint8)
     return np.concatenate([framed, np.concatenate([top, panel, pad], axis=0)], axis=1)
+
+
+def _particles_with_legend(engine, fld: Particles) -> np.ndarray:
+    """A particle frame (the window's dots; a 3D set from the front) with axes in the positions'
+    units and, where the particles carry the view's attribute, its colour bar."""
+    view = engine.preset.view
+    pos, values, name = shown_particles(fld, engine.backend, view)
+    pos = np.asarray(pos, np.float64).reshape(len(pos), -1) if len(pos) else np.zeros((0, 2))
+    img = particles_image(pos, values, fld.bounds, view.colormap, view.range)
+    framed = img
+    box = frame_box(pos, fld.bounds)
+    if box is not None:
+        origin, size = framed_extent(*box)
+        cols, _ = view_columns(pos.shape[1])
+        names = [("x", "y", "z")[c] for c in cols]
+        framed = with_axes(img, (origin[0], origin[0] + size[0]), (origin[1], origin[1] + size[1]),
+                           axis_title(names[0], fld.length_units), axis_title(names[1], fld.length_units))
+    if values is None:
+        return framed
+    values = np.asarray(values, np.float64).reshape(-1)
+    lo, hi = value_range(values, np.isfinite(pos).all(axis=1), view.range)
+    units = fld.attribute_units.get(name) or PARTICLE_UNITS.get(name, "")
+    top = AXIS_TOP if framed is not img else 0
+    panel = legend_panel(img.shape[0], lo, hi, view.colormap, name, units)
+    column = [np.full((top, panel.shape[1], 3), LEGEND_BG, np.uint8), panel,
+              np.full((framed.shape[0] - img.shape[0] - top, panel.shape[1], 3), LEGEND_BG, np.uint8)]
+    return np.concatenate([framed, np.concatenate(column, axis=0)], axis=1)
 
 
 AXIS_LEFT, AXIS_BOTTOM = 72, 40  # px: the y axis's strip (tick labels + title) and the x axis's

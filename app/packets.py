@@ -25,7 +25,7 @@ class ViewRequest:
     particles_overlay: bool = True  # draw the engine's particles (e.g. tracers) over a grid field
     mode: str = "3d"  # Grid3D: "3d" (the whole volume: slice planes in place, volume rendering) | "slice"
     boxes_overlay: bool = True  # 3D grids: draw the engine's Boxes (octree leaves) around the volume
-    hide_walls: bool = True  # 3D particles with a "kind" attribute: draw the fluid (kind 0) only
+    hide_walls: bool = True  # 3D particles with a "kind" attribute: draw the fluid (kind 0) only (headless frames too)
 
 
 @dataclass

@@ -79,11 +79,60 @@ def preset_solids(engine) -> tuple:
 
 @register("png", Particles)
 def png_particles(f: Particles, backend, view, vrange) -> np.ndarray:
+    pos, values, _name = shown_particles(f, backend, view)
+    return particles_image(pos, values, f.bounds, view.colormap, vrange or view.range)
+
+
+def shown_particles(f: Particles, backend, view) -> tuple[np.ndarray, np.ndarray | None, str | None]:
+    """(positions, values of the view's attribute, its name) on the host of the particles a headless frame
+    draws: in 3D without the walls' and obstacles' particles where the view hides them (the window
+    draws those as outlines and surfaces, and in a side view the front wall would cover the fluid)."""
     pos = backend.asnumpy(f.positions)
     name = getattr(view, "attribute", None)  # the window's choice; by default its first attribute, as here
     name = name if name in f.attributes else next(iter(f.attributes), None)
     values = None if name is None else backend.asnumpy(f.attributes[name])
-    return particles_image(pos, values, f.bounds, view.colormap, vrange or view.range)
+    if np.ndim(pos) == 2 and np.shape(pos)[1] == 3 and getattr(view, "hide_walls", True) and "kind" in f.attributes:
+        fluid = np.asarray(backend.asnumpy(f.attributes["kind"])).reshape(-1) == 0
+        pos, values = pos[fluid], None if values is None else np.asarray(values).reshape(-1)[fluid]
+    return pos, values, name
+
+
+def view_columns(ndim: int) -> tuple[tuple[int, int], int | None]:
+    """The position columns a headless frame puts across and up, and the one it looks along: a 2D
+    set as the window's 2D view (x, y); a 3D set from the front, x across and z up (gravity, −z in the
+    3D presets, points down the image), looking along +y (nearer particles, smaller y, on top)."""
+    return ((0, 1), None) if ndim < 3 else ((0, 2), 1)
+
+
+def frame_box(pos: np.ndarray, bounds) -> tuple[np.ndarray, np.ndarray] | None:
+    """(lo, hi) across and up of what a headless frame frames: the domain's box (``bounds``), else
+    the placed particles' extent; None when neither is known."""
+    cols, _ = view_columns(pos.shape[1])
+    if bounds:
+        return (np.asarray(bounds[0], np.float64)[list(cols)], np.asarray(bounds[1], np.float64)[list(cols)])
+    xy = pos[:, list(cols)]
+    placed = np.isfinite(xy).all(axis=1)
+    if not placed.any():
+        return None
+    return xy[placed].min(axis=0), xy[placed].max(axis=0)
+
+
+def framed_extent(lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    """(origin, size) in world units of the image around the box lo..hi (FRAME_MARGIN each side)."""
+    extent = np.maximum(np.asarray(hi, np.float64) - np.asarray(lo, np.float64), 0.0)
+    return np.asarray(lo, np.float64) - FRAME_MARGIN * extent, (1.0 + 2.0 * FRAME_MARGIN) * extent
+
+
+def value_range(values: np.ndarray, placed: np.ndarray, vrange) -> tuple[float, float]:
+    """The colour range as the window's colour_range gives it: ``vrange``, else the placed
+    particles' finite min to max; a constant field gets the map's low end."""
+    if vrange is None:
+        finite = values[placed & np.isfinite(values)]
+        vrange = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    lo_v, hi_v = (float(v) for v in vrange)
+    if not hi_v > lo_v:
+        hi_v = lo_v + (abs(lo_v) * 1e-6 or 1.0)
+    return lo_v, hi_v
 
 
 def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndarray:
@@ -91,11 +140,12 @@ def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndar
     (overlay_style.particle_size) coloured by ``values`` through ``cmap`` over ``vrange`` (None: the
     placed particles' min to max, the window's auto range), over the outline of the domain.
 
-    The image frames the domain (x, y of ``bounds``, else of the placed particles) as the window fits
-    it, with FRAME_MARGIN of its extent on each side, so it keeps the domain's shape: the longer side
-    ``size`` pixels, y up. At ``size`` = PNG_SIZE a pixel is a logical px of the window (as a grid's
-    frame); another size scales the dots and the outline with it. Parked particles (non-finite rows)
-    are not drawn."""
+    A 3D set is seen from the front (:func:`view_columns`: x across, z up, the nearest on top). The
+    image frames the domain (``bounds``, else the placed particles) as the window fits it, with
+    FRAME_MARGIN of its extent on each side, so it keeps the domain's shape: the longer side ``size``
+    pixels, up as up. At ``size`` = PNG_SIZE a pixel is a logical px of the window (as a grid's frame);
+    another size scales the dots and the outline with it. Parked particles (non-finite rows) are not
+    drawn."""
     pos = np.asarray(pos, np.float64).reshape(len(pos), -1) if len(pos) else np.zeros((0, 2))
     if pos.shape[1] < 2:
         raise ValueError(f"particles_image: positions must have x and y columns; got shape {pos.shape}")
@@ -103,17 +153,17 @@ def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndar
     values = np.zeros(n) if values is None else np.asarray(values, np.float64).reshape(-1)
     if len(values) != n:
         raise ValueError(f"particles_image: {len(values)} values for {n} particles")
-    xy = pos[:, :2]
-    placed = np.isfinite(xy).all(axis=1)
-    if bounds:
-        lo, hi = np.asarray(bounds[0][:2], np.float64), np.asarray(bounds[1][:2], np.float64)
-    elif placed.any():
-        lo, hi = xy[placed].min(axis=0), xy[placed].max(axis=0)
-    else:
+    cols, depth = view_columns(pos.shape[1])
+    if depth is not None:  # the nearest first: where dots overlap the earlier is on top
+        order = np.argsort(np.where(np.isfinite(pos[:, depth]), pos[:, depth], np.inf), kind="stable")
+        pos, values = pos[order], values[order]
+    xy = pos[:, list(cols)]
+    placed = np.isfinite(pos).all(axis=1)
+    box = frame_box(pos, bounds)
+    if box is None:
         return np.full((size, size, 3), BACKGROUND, np.uint8)
-    extent = np.maximum(hi - lo, 0.0)
-    origin = lo - FRAME_MARGIN * extent
-    framed = (1.0 + 2.0 * FRAME_MARGIN) * extent
+    lo, hi = box
+    origin, framed = framed_extent(lo, hi)
     span = max(float(framed.max()), 1e-12)
     w, h = (max(1, int(round(size * float(e) / span))) for e in framed)
     scale = size / span  # pixels per unit of length
@@ -122,12 +172,8 @@ def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndar
     _outline(img, (lo - origin) * scale, (hi - origin) * scale, max(1, int(round(px))))
     if not placed.any():
         return img
-    if vrange is None:
-        finite = values[placed & np.isfinite(values)]
-        vrange = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    lo_v, hi_v = (float(v) for v in vrange)
-    if not hi_v > lo_v:  # as the window's colour_range: a constant field gets the map's low end
-        hi_v = lo_v + (abs(lo_v) * 1e-6 or 1.0)
+    lo_v, hi_v = value_range(values, placed, vrange)
+    xy = np.where(placed[:, None], xy, np.nan)
     return draw_particles(img, xy - origin, scale, particle_size(n) * px, _colours(values, cmap, lo_v, hi_v))
 
 

@@ -278,3 +278,64 @@ def test_crowded_tracers_get_the_windows_smaller_marker_in_a_frame():
     assert abs(changed_alone - np.pi * (OVERLAY_MAX / 2) ** 2) <= 0.3 * np.pi * (OVERLAY_MAX / 2) ** 2
     assert abs(changed_crowd - np.pi * (size / 2) ** 2) <= 0.5 * np.pi * (size / 2) ** 2 + 1
     assert changed_crowd < changed_alone / 2
+
+
+def test_a_3d_particle_frame_is_seen_from_the_front_nearest_on_top():
+    """A 3D set: x across, z up (gravity points down the image), looking along +y: of two particles
+    at the same (x, z) the nearer (smaller y) is drawn, whatever their order; y does not move a dot."""
+    bounds3 = ((0.0, 0.0, 0.0), (4.0, 1.0, 2.0))
+    side = ((0.0, 0.0), (4.0, 2.0))  # x and z of the box: the frame's extent
+    pos = np.array([[1.0, 0.9, 1.5], [1.0, 0.1, 1.5], [3.0, 0.5, 0.5]])  # the far one first
+    values = np.array([0.0, 1.0, 0.5])
+    img = particles_image(pos, values, bounds3, "viridis", (0.0, 1.0))
+    assert img.shape == (PNG_SIZE // 2, PNG_SIZE, 3)  # x by z, not x by y
+    rows, cols, d = _disc(img, 1.0, 1.5, side, 7)
+    np.testing.assert_allclose(img[rows, cols], _shaded(_lut8("viridis", 255), d, 7), atol=1)  # the near one
+    rows, cols, d = _disc(img, 3.0, 0.5, side, 7)  # low in the box: in the lower half of the image
+    assert rows.min() > img.shape[0] // 2
+    np.testing.assert_allclose(img[rows, cols], _shaded(_lut8("viridis", 128), d, 7), atol=2)
+
+
+def test_a_3d_frame_hides_the_wall_particles_as_the_window_does():
+    """The window draws walls as outlines: their particles stay out of a headless 3D frame and of its
+    colour range (in a front view the front wall would cover the fluid)."""
+    from types import SimpleNamespace
+
+    from nagare.app.fieldkinds.particles import shown_particles
+    from nagare.engine.fields import Particles
+
+    pos = np.array([[0.5, 0.5, 0.5], [0.5, 0.0, 0.5], [0.2, 0.5, 0.1]])
+    f = Particles(pos, {"speed": np.array([1.0, 9.0, 2.0]), "kind": np.array([0, 1, 0])},
+                  bounds=((0, 0, 0), (1, 1, 1)))
+    backend = get_backend("numpy")
+    shown, values, name = shown_particles(f, backend, ViewConfig())
+    np.testing.assert_array_equal(shown, pos[[0, 2]])
+    np.testing.assert_array_equal(values, [1.0, 2.0])
+    assert name == "speed"
+    every, values, _ = shown_particles(f, backend, SimpleNamespace(hide_walls=False, attribute="kind"))
+    np.testing.assert_array_equal(every, pos)
+    np.testing.assert_array_equal(values, [0, 1, 0])
+
+
+def test_an_sph_3d_frame_with_legend_has_axes_x_and_z_and_the_speed_bar(tmp_path):
+    """`nagare run --frames --legend` of the 3D dam break: the front view with axes in metres (x across,
+    z up) and the colour bar of the particles' speed beside it, as the window's 2D frames have."""
+    import nagare.app.frames as frames
+
+    e = create_engine(load_preset("sph-dambreak3d", backend="numpy"), get_backend("numpy"))
+    plain = field_image(e)
+    titles = []
+    real_axes, real_panel = frames.with_axes, frames.legend_panel
+    try:
+        frames.with_axes = lambda img, xr, yr, xt, yt: titles.append((xt, yt)) or real_axes(img, xr, yr, xt, yt)
+        frames.legend_panel = lambda h, lo, hi, cmap, label, units: (titles.append((label, units))
+                                                                      or real_panel(h, lo, hi, cmap, label, units))
+        path = save_frame(e, tmp_path / "f.png", legend=True)
+    finally:
+        frames.with_axes, frames.legend_panel = real_axes, real_panel
+    framed = np.asarray(Image.open(path).convert("RGB"))
+    assert titles == [("x [m]", "z [m]"), ("speed", "m/s")]
+    assert framed.shape[0] > plain.shape[0] and framed.shape[1] > plain.shape[1] + frames.LEGEND_WIDTH - 1
+    (x0, _, z0), (x1, _, z1) = e.field("particles").bounds
+    h, w = plain.shape[:2]
+    assert w == PNG_SIZE and h == round(PNG_SIZE * (z1 - z0) / (x1 - x0))  # x by z
