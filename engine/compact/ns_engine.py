@@ -205,7 +205,7 @@ class CompactNavierStokes(Compact):
         return ns.primitives(self.xp, self.U, self.ns.gas.gamma)
 
     def field_names(self):
-        return ["density", "vorticity", "pressure"]
+        return ["density", "vorticity", "pressure", "u", "v", "mach"]
 
     def field(self, name):
         if name not in self.field_names():
@@ -215,7 +215,15 @@ class CompactNavierStokes(Compact):
             return Grid2D(self.U[0] - 1.0, label="(ρ - ρ∞)/ρ∞", symmetric=True, **view)
         if name == "vorticity":
             return Grid2D(self.ns.vorticity(self.U), label="ω = ∂v/∂x - ∂u/∂y", symmetric=True, **view)
-        _, _, _, p = self._primitives()
+        rho, u, v, p = self._primitives()
+        if name == "u":  # the velocity in the free stream's sound speed (the scale of every output here)
+            return Grid2D(u, label="u/c∞", symmetric=True, **view)
+        if name == "v":
+            return Grid2D(v, label="v/c∞", symmetric=True, **view)
+        if name == "mach":  # local: |u| over the local sound speed √(γp/ρ)
+            xp = self.xp
+            return Grid2D(xp.sqrt((u * u + v * v) * rho / (self.ns.gas.gamma * p)), label="local Mach number |u|/c",
+                          **view)
         return Grid2D(p - self.ns.gas.p_inf, label="(p - p∞)/(ρ∞c∞²)", symmetric=True, **view)
 
     def fields(self):
