@@ -26,6 +26,10 @@
 #   compact-tile  issue 39 item 1, < 150 s: the gpu tests of solver = scan-tile (mirror bit for bit, dense,
 #                 registry), memcheck + racecheck of one small case a direction, the target grid as one
 #                 table (scan, scan-tile, gtsv2 × x/y × 1024²..4096² × fp32/fp64 × periodic/closures)
+#   compact-stream issue 39 item 1, < 180 s: the gpu tests of solver = stream (mirror bit for bit, dense,
+#                 registry), memcheck + racecheck of one small case a direction, the target grid as one table
+#                 (scan, window, stream, gtsv2; STREAM_GRID="--sizes 4096 ..." narrows it), all in one archive
+#                 $OUT/compact-stream.tgz
 #   ncu-compact   ncu of scan and scan-tile on 4096² x and y fp64 closures (DRAM throughput, occupancy,
 #                 warp stall reasons, L2 sectors)
 #   display-ab    issue 41, < 5 min: the app's gpu files under EGL, then `bench_display --targets` as the app
@@ -168,6 +172,20 @@ PY
           2>&1 | tee "$d/sanitizer-$tool.txt" | tail -3
       done
       timeout 55 python3 tools/compact_grid.py 2>&1 | tee "$d/grid.md" | tail -32 ;;
+    compact-stream)
+      d="$OUT/compact-stream"
+      timeout 70 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_compact_stream_gpu.py \
+        tests/equivalence/test_compact_gpu.py tests/equivalence/test_registry.py -k "stream" 2>&1 \
+        | tee "$d/gpu-tests.log" | tail -8
+      for tool in memcheck racecheck; do
+        timeout 25 compute-sanitizer --tool $tool --error-exitcode 3 python3 tools/compact_grid.py --check \
+          --solvers stream 2>&1 | tee "$d/sanitizer-$tool.txt" | tail -3
+      done
+      # shellcheck disable=SC2086
+      timeout 80 python3 tools/compact_grid.py --solvers scan window stream --reps 5 ${STREAM_GRID:-} 2>&1 \
+        | tee "$d/grid.md" | tail -34
+      cp "$OUT/info.txt" "$d/" 2>/dev/null
+      tar czf "$OUT/compact-stream.tgz" -C "$OUT" compact-stream && rm -rf "$d" ;;
     ncu-compact)
       d="$OUT/ncu-compact"
       timeout 240 ncu --clock-control none --kernel-name regex:"compact_(scan|tile)" \
