@@ -145,6 +145,12 @@ def main(argv: list[str]) -> int:
                     help="window's rows a thread in every launch (default: "
                          f"{window.SEGMENT[np.dtype(np.float64)]} {window.SEGMENT[np.dtype(np.float32)]}, shorter "
                          "in a launch over few lines: window.for_lines)")
+    ap.add_argument("--stream-rows", type=int, nargs=2, metavar=("FP64", "FP32"), choices=(16, 32),
+                    help="stream's rows a thread (default: "
+                         f"{stream.ROWS[np.dtype(np.float64)]} {stream.ROWS[np.dtype(np.float32)]})")
+    ap.add_argument("--stream-window", type=int, nargs=2, metavar=("ROWS", "FEW"),
+                    help=f"stream's rows a block (default: {stream.WINDOW} {stream.WINDOW_FEW}; at most 512 at 32 "
+                         "rows a thread, 1024 at 16)")
     ap.add_argument("--solvers", nargs="+", default=list(FUSED), choices=FUSED,
                     help="the fused solvers timed (the first is the base of the ratios) and --check'ed")
     ap.add_argument("--check", action="store_true")
@@ -163,13 +169,18 @@ def main(argv: list[str]) -> int:
     if args.window_segment:
         window.SEGMENT[np.dtype(np.float64)], window.SEGMENT[np.dtype(np.float32)] = args.window_segment
         window.LAUNCH_WARPS = 0  # every launch at these rows a thread: the A/B measures the length it names
+    if args.stream_rows:
+        stream.ROWS[np.dtype(np.float64)], stream.ROWS[np.dtype(np.float32)] = args.stream_rows
+    if args.stream_window:
+        stream.WINDOW, stream.WINDOW_FEW = args.stream_window
     be = get_backend("cupy")
     bw = copy_bandwidth(be)
     timeit = _timer(cp, args.reps)
     print(f"{device_info(be).name}: copy bandwidth {bw / 1e9:.1f} GB/s (read + write); CuPy {cp.__version__}; "
           f"scan-tile caps: {tile.MAX_THREADS} threads, {tile.TILE_SMEM // 1024} KiB a block; window rows a thread "
           f"{window.SEGMENT[np.dtype(np.float64)]} fp64, {window.SEGMENT[np.dtype(np.float32)]} fp32; stream "
-          f"{stream.ROWS} rows a thread, {stream.WARPS} warps a block ({stream.WARPS_FEW} for few lines)")
+          f"rows a thread {stream.ROWS[np.dtype(np.float64)]} fp64, {stream.ROWS[np.dtype(np.float32)]} fp32 in "
+          f"windows of {stream.WINDOW} rows ({stream.WINDOW_FEW} for few lines)")
     fused = tuple(args.solvers)
     base = fused[0]
     solvers = fused + (() if args.no_gtsv2 else ("gtsv2",))

@@ -41,11 +41,12 @@ def test_stream_is_a_registered_solver_that_fuses():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_windows_partition_the_line_with_their_halos(n, boundary, delta, dtype):
     p = window.plan(_fac(n, boundary, delta), dtype)
-    for warps in (stream.WARPS, stream.WARPS_FEW):
-        win = stream.windows(p, warps)
+    rows = stream.rows_of(p)
+    for warps in (stream.WINDOW // rows, stream.WINDOW_FEW // rows):
+        win = stream.windows(p, warps, rows)
         a, o0, o1, b = win.T
         assert o0[0] == 0 and o1[-1] == n and np.all(o0[1:] == o1[:-1]) and np.all(o1 > o0)
-        assert np.all(b - a <= warps * stream.ROWS)
+        assert np.all(b - a <= warps * rows)
         if boundary == "periodic":
             np.testing.assert_array_equal(o0 - a, p.halo_f)
             np.testing.assert_array_equal(b - o1, p.halo_b)
@@ -57,14 +58,15 @@ def test_windows_partition_the_line_with_their_halos(n, boundary, delta, dtype):
 def test_a_halo_longer_than_a_window_is_refused_in_one_line():
     p = window.plan(_fac(4096, "periodic"), np.float64)
     with pytest.raises(ValueError, match="stream solver: halos of 40 \\+ 40 rows .* window of 2 × 32 rows"):
-        stream.windows(p, 2)
+        stream.windows(p, 2, 32)
 
 
 def test_few_lines_take_the_shorter_windows():
     p = window.plan(_fac(1024, "periodic"), np.float64)
-    assert stream.layout(p, 1024)[1] == stream.WARPS_FEW  # 32 strips × 3 windows of 512 rows: too few blocks
+    rows = stream.rows_of(p)
+    assert stream.layout(p, 1024)[1] == stream.WINDOW_FEW // rows  # 32 strips × 3 windows of 512 rows: too few
     p = window.plan(_fac(4096, "periodic"), np.float64)
-    assert stream.layout(p, 4096)[1] == stream.WARPS
+    assert stream.layout(p, 4096)[1] == stream.WINDOW // rows
 
 
 @pytest.mark.parametrize("n,nsys", [(9, 5), (60, 7), (300, 40), (1000, 3), (4096, 4)])
@@ -143,7 +145,8 @@ extern "C" void stream_##S(int stage, int periodic, int fused, int diss, int gx,
 STREAM(double, d)
 STREAM(float, f)
 """
-EMU_ROWS = 8  # the emulated instance's rows a thread: several warps and windows on short lines
+EMU_ROWS = 8  # the emulated instance's rows a thread, in windows of 128 rows (fp32 and few lines: 64): several
+#              windows of several warps on short lines
 
 
 @pytest.fixture(scope="module")
@@ -153,6 +156,13 @@ def lib(tmp_path_factory):
     from tests.unit.cuda_emulator import compile_threaded
 
     return compile_threaded(WRAPPER, SOURCE, "stream_emu", tmp_path_factory)
+
+
+@pytest.fixture(autouse=True)
+def short_windows(monkeypatch, request):
+    if "lib" in request.fixturenames:
+        monkeypatch.setattr(stream, "WINDOW", 128)
+        monkeypatch.setattr(stream, "WINDOW_FEW", 64)
 
 
 def _p(a):

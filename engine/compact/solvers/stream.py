@@ -46,9 +46,11 @@ from .base import SharedMemoryOptIn, Solver
 from .scan import coefficients
 from .window import LANES, WindowPlan, plan
 
-ROWS = 32  # rows a thread (the kernel's template R): 36 values in registers with the stencil's reach
-WARPS = 16  # warps a block: a window of 512 rows (fp64: 432 output rows between 40-row halos)
-WARPS_FEW = 8  # a launch over few lines (1024²: 96 blocks of 16 warps for 132 SMs) takes 256-row windows
+# Rows a thread (the kernel's template R): 36 values in registers with the stencil's reach, 128 registers at
+# 512 threads a block (fp64, no spills); 16 rows take 1024-thread blocks at 64 registers
+ROWS = {np.dtype(np.float64): 32, np.dtype(np.float32): 32}
+WINDOW = 512  # rows a block: 16 warps of 32 rows (fp64: 432 output rows between 40-row halos)
+WINDOW_FEW = 256  # a launch over few lines (1024²: 96 blocks of 512 rows for 132 SMs) takes 256-row windows
 # Blocks a launch should have before it takes 16-warp windows: two per SM of a large Hopper part. A constant,
 # not the device's SM count: a launch's windows, and so its round-off, are the same on every card and the
 # NumPy mirror computes them without a device.
@@ -57,7 +59,12 @@ SOURCES = ("cuda/compact/window.cu", "cuda/compact/stream.cu")
 OPTIONS = ("--fmad=false",)
 
 
-def windows(p: WindowPlan, warps: int, rows: int = ROWS) -> np.ndarray:
+def rows_of(p: WindowPlan) -> int:
+    """Rows a thread in the plan's dtype (:data:`ROWS`)."""
+    return ROWS[np.dtype(p.dtype)]
+
+
+def windows(p: WindowPlan, warps: int, rows: int) -> np.ndarray:
     """(a, o0, o1, b) of every window of a line (int32, one row each): outputs [o0, o1) of equal length (the
     last shorter), the sweeps over [a, b) — the window plan's halos around the outputs, or a closed line's
     end where a halo would reach its unconverged rows — at most warps · rows rows. Periodic rows unwrapped."""
@@ -83,27 +90,29 @@ def windows(p: WindowPlan, warps: int, rows: int = ROWS) -> np.ndarray:
                      f"window of {warps} × {rows} rows")
 
 
-def launch_warps(p: WindowPlan, nsys: int, rows: int = ROWS) -> int:
-    """Warps a block of a launch over ``nsys`` lines: :data:`WARPS`, or :data:`WARPS_FEW` where that gives
-    fewer than :data:`BLOCKS_WANTED` blocks (and the halos leave the shorter windows outputs)."""
+def launch_warps(p: WindowPlan, nsys: int, rows: int) -> int:
+    """Warps a block of a launch over ``nsys`` lines: :data:`WINDOW` rows, or :data:`WINDOW_FEW` where the
+    long windows give fewer than :data:`BLOCKS_WANTED` blocks (and the halos leave the shorter ones outputs)."""
     strips = -(-max(nsys, 1) // LANES)
-    if strips * len(windows(p, WARPS, rows)) >= BLOCKS_WANTED:
-        return WARPS
+    warps, few = max(1, WINDOW // rows), max(1, WINDOW_FEW // rows)
+    if strips * len(windows(p, warps, rows)) >= BLOCKS_WANTED:
+        return warps
     try:
-        windows(p, WARPS_FEW, rows)
+        windows(p, few, rows)
     except ValueError:
-        return WARPS
-    return WARPS_FEW
+        return warps
+    return few
 
 
-def layout(p: WindowPlan, nsys: int, rows: int = ROWS) -> tuple[np.ndarray, int]:
+def layout(p: WindowPlan, nsys: int, rows: int | None = None) -> tuple[np.ndarray, int]:
     """(windows, warps a block) of one launch over ``nsys`` lines — the warps the longest window needs: the
-    device and the mirror take both from here, so they agree bit for bit."""
+    device and the mirror take both from here, so they agree bit for bit (``rows``: :func:`rows_of`)."""
+    rows = rows or rows_of(p)
     win = windows(p, launch_warps(p, nsys, rows), rows)
     return win, -(-int((win[:, 3] - win[:, 0]).max()) // rows)
 
 
-def solve(p: WindowPlan, r, dtype=None, rows: int = ROWS):
+def solve(p: WindowPlan, r, dtype=None, rows: int | None = None):
     """x = A⁻¹ r on the last axis by the kernel's operations in its order, vectorised over every (line,
     window, warp): the module docstring's steps 2–4."""
     dt = np.dtype(dtype or np.asarray(r).dtype)
@@ -112,6 +121,7 @@ def solve(p: WindowPlan, r, dtype=None, rows: int = ROWS):
     if r.shape[-1] != n:
         raise ValueError(f"lines of {r.shape[-1]} points for a plan of {n}")
     lead = r.shape[:-1]
+    rows = rows or rows_of(p)
     win, warps = layout(p, int(np.prod(lead)), rows)
     a, o0, o1, b = (win[:, i, None, None] for i in range(4))
     row = a + (np.arange(warps)[:, None] * rows + np.arange(rows))[None]  # (windows, warps, rows), unwrapped
@@ -172,29 +182,30 @@ def staged(elem_stride: int, group) -> bool:
     return elem_stride == 1 and (group is None or group[1] == 0)
 
 
-def shared_bytes(warps: int, dtype, stage: bool, rows: int = ROWS) -> int:
+def shared_bytes(warps: int, dtype, stage: bool, rows: int) -> int:
     """Dynamic shared memory of a block: the carries (value and product a thread) and, staged, a 32 ×
     (rows + 5) tile a warp."""
     values = 2 * warps * LANES + (warps * LANES * (rows + 5) if stage else 0)
     return values * np.dtype(dtype).itemsize
 
 
-def kernel_name(dtype, periodic: bool, fused: bool, dissipative: bool, stage: bool, rows: int = ROWS) -> str:
+def kernel_name(dtype, periodic: bool, fused: bool, dissipative: bool, stage: bool, rows: int) -> str:
     return template("compact_stream", ctype(dtype), periodic, fused, dissipative, stage, rows)
 
 
-def kernel_names(dtype) -> tuple[str, ...]:
-    return tuple(kernel_name(dtype, periodic, fused, diss, stage) for stage in (False, True)
+def kernel_names(dtype, rows: int) -> tuple[str, ...]:
+    return tuple(kernel_name(dtype, periodic, fused, diss, stage, rows) for stage in (False, True)
                  for periodic in (False, True) for fused, diss in ((False, False), (True, False), (True, True)))
 
 
-def spec(dtype) -> KernelSpec:
-    return _spec(np.dtype(dtype).str)
+def spec(dtype, rows: int | None = None) -> KernelSpec:
+    """The module of one dtype's instances at ``rows`` a thread (default :data:`ROWS`): only those compile."""
+    return _spec(np.dtype(dtype).str, rows or ROWS[np.dtype(dtype)])
 
 
 @cache
-def _spec(dtype_str: str) -> KernelSpec:
-    return KernelSpec(SOURCES, kernel_names(np.dtype(dtype_str)), OPTIONS)
+def _spec(dtype_str: str, rows: int) -> KernelSpec:
+    return KernelSpec(SOURCES, kernel_names(np.dtype(dtype_str), rows), OPTIONS)
 
 
 class DeviceStream:
@@ -208,6 +219,7 @@ class DeviceStream:
         import cupy as cp  # optional dependency: the GPU backend only
 
         self.cp, self.dtype, self.stream, self.plan = cp, np.dtype(dtype), stream, p
+        self.rows = rows_of(p)  # fixed at construction: the instance and the windows agree
         self.fac_dev = cp.asarray(p.packed().astype(self.dtype))
         self._fns: dict = {}
         self._coefs: dict = {}
@@ -219,8 +231,8 @@ class DeviceStream:
         key = (fused, dissipative, stage)
         fn = self._fns.get(key)
         if fn is None:
-            name = kernel_name(self.dtype, self.plan.periodic, fused, dissipative, stage)
-            fn = self._fns[key] = spec(self.dtype).function(name)
+            name = kernel_name(self.dtype, self.plan.periodic, fused, dissipative, stage, self.rows)
+            fn = self._fns[key] = spec(self.dtype, self.rows).function(name)
         return fn
 
     def _launch(self, fused, dissipative, src, dst, coef, nsys, sys_stride, elem_stride, group) -> None:
@@ -240,11 +252,15 @@ class DeviceStream:
                 out = self._work[dst.size] = self.cp.empty(dst.size, dtype=self.dtype)
         lay = self._layouts.get(nsys)
         if lay is None:
-            win, warps = layout(self.plan, nsys)
+            win, warps = layout(self.plan, nsys, self.rows)
             lay = self._layouts[nsys] = (self.cp.asarray(win.ravel()), len(win), warps)
         win_dev, count, warps = lay
+        limit = 512 if self.rows >= 32 else 1024  # the kernel's __launch_bounds__
+        if LANES * warps > limit:
+            raise ValueError(f"stream solver: windows of {warps} warps × {self.rows} rows need {LANES * warps} threads "
+                             f"a block, above the kernel's {limit} (stream.WINDOW)")
         stage = staged(elem_stride, group)
-        smem = shared_bytes(warps, self.dtype, stage)
+        smem = shared_bytes(warps, self.dtype, stage, self.rows)
         fn = self._function(fused, dissipative, stage)
         self._opt_in(fn, smem)
         p = self.plan

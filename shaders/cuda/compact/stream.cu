@@ -76,7 +76,7 @@ __device__ __forceinline__ void compact_stream_stage(T* tile, const T* __restric
 }
 
 template <typename T, bool PERIODIC, bool FUSED, bool DISS, bool STAGED, int R>
-__global__ void __launch_bounds__(NAGARE_STREAM_MAX_THREADS)
+__global__ void __launch_bounds__(R >= 32 ? NAGARE_STREAM_MAX_THREADS : 2 * NAGARE_STREAM_MAX_THREADS)
 compact_stream(const T* __restrict__ in, T* __restrict__ out, const T* __restrict__ fac, const T* __restrict__ coef,
                const int* __restrict__ win, int n, int nsys, nagare_window_i64 sys_stride,
                nagare_window_i64 elem_stride, int per, nagare_window_i64 group_stride, int lo, int hi)
