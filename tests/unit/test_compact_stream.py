@@ -117,12 +117,12 @@ inline void __syncwarp(unsigned = 0xffffffffu) { emu_arrive_and_wait(emu_block->
 #include "stream.cu"
 #define KARGS in, out, fac, coef, win, n, nsys, ss, es, per, gs, lo, hi
 
-template <typename T, bool S>
+template <typename T, bool S, int R>
 static void go(int periodic, int fused, int diss, int gx, int gy, int by, const T* in, T* out, const T* fac,
                const T* coef, const int* win, int n, int nsys, long long ss, long long es, int per, long long gs,
                int lo, int hi)
 {
-#define NAGARE_GO(P, F, D) emu_launch(gx, gy, 32, by, [=] { compact_stream<T, P, F, D, S, 8>(KARGS); })
+#define NAGARE_GO(P, F, D) emu_launch(gx, gy, 32, by, [=] { compact_stream<T, P, F, D, S, R>(KARGS); })
     if (periodic) {
         if (!fused) NAGARE_GO(true, false, false);
         else if (diss) NAGARE_GO(true, true, true);
@@ -135,15 +135,16 @@ static void go(int periodic, int fused, int diss, int gx, int gy, int by, const 
 #undef NAGARE_GO
 }
 
-#define STREAM(T, S) \
-extern "C" void stream_##S(int stage, int periodic, int fused, int diss, int gx, int gy, int by, const T* in, T* out, \
-                           const T* fac, const T* coef, const int* win, int n, int nsys, long long ss, long long es, \
-                           int per, long long gs, int lo, int hi) { \
-    if (stage) go<T, true>(periodic, fused, diss, gx, gy, by, KARGS); \
-    else go<T, false>(periodic, fused, diss, gx, gy, by, KARGS); }
+#define STREAM(T, S, R) \
+extern "C" void stream_##S##R(int stage, int periodic, int fused, int diss, int gx, int gy, int by, const T* in, \
+                              T* out, const T* fac, const T* coef, const int* win, int n, int nsys, long long ss, \
+                              long long es, int per, long long gs, int lo, int hi) { \
+    if (stage) go<T, true, R>(periodic, fused, diss, gx, gy, by, KARGS); \
+    else go<T, false, R>(periodic, fused, diss, gx, gy, by, KARGS); }
 
-STREAM(double, d)
-STREAM(float, f)
+STREAM(double, d, 8)
+STREAM(float, f, 8)
+STREAM(double, d, 32)
 """
 EMU_ROWS = 8  # the emulated instance's rows a thread, in windows of 128 rows (fp32 and few lines: 64): several
 #              windows of several warps on short lines
@@ -160,7 +161,7 @@ def lib(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def short_windows(monkeypatch, request):
-    if "lib" in request.fixturenames:
+    if "lib" in request.fixturenames and "shipped" not in request.node.name:
         monkeypatch.setattr(stream, "WINDOW", 128)
         monkeypatch.setattr(stream, "WINDOW_FEW", 64)
 
@@ -169,23 +170,23 @@ def _p(a):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
-def run(lib, p, dtype, fused, delta, src, dst, nsys, ss, es, *, h=0.3, group=None):
+def run(lib, p, dtype, fused, delta, src, dst, nsys, ss, es, *, h=0.3, group=None, rows=EMU_ROWS):
     """One emulated launch as stream.DeviceStream makes it (stream.layout, stream.staged, stream.shared_bytes)."""
-    win, warps = stream.layout(p, nsys, EMU_ROWS)
+    win, warps = stream.layout(p, nsys, rows)
     stage = stream.staged(es, group)
-    assert stream.shared_bytes(warps, dtype, stage, EMU_ROWS) <= 400_000
+    assert stream.shared_bytes(warps, dtype, stage, rows) <= 400_000
     per, gs = group or (nsys, 0)
     fac, coef = p.packed().astype(dtype), stream.coefficients(dtype, h, delta)
     win = np.ascontiguousarray(win.ravel(), dtype=np.int32)
-    fn = getattr(lib, "stream_d" if np.dtype(dtype) == np.float64 else "stream_f")
+    fn = getattr(lib, ("stream_d" if np.dtype(dtype) == np.float64 else "stream_f") + str(rows))
     i, ll = ctypes.c_int, ctypes.c_longlong
     fn(i(stage), i(p.periodic), i(fused), i(bool(delta)), i(len(win) // 4), i(-(-nsys // 32)), i(warps), _p(src),
        _p(dst), _p(fac), _p(coef), _p(win), i(p.n), i(nsys), ll(ss), ll(es), i(per), ll(gs), i(p.lo), i(p.hi))
 
 
-def _want(p, lines, fused, boundary, delta, dtype, h=0.3):
+def _want(p, lines, fused, boundary, delta, dtype, h=0.3, rows=EMU_ROWS):
     r = schemes.rhs(np, lines.astype(dtype), h, boundary, delta) if fused else lines
-    return stream.solve(p, r, dtype, rows=EMU_ROWS)
+    return stream.solve(p, r, dtype, rows=rows)
 
 
 @pytest.mark.parametrize("n,other", [(13, 7), (150, 37), (9, 3), (300, 5)], ids=lambda v: str(v))
@@ -232,3 +233,20 @@ def test_emulated_stream_kernel_on_a_stack_of_y_lines_against_dense(lib, boundar
     for v in range(nv):
         want = schemes.derivative_dense(f[v], h, boundary, -0.25, axis=0)
         np.testing.assert_allclose(out[v], want, rtol=0, atol=_tol(np.float64, want))
+
+
+@pytest.mark.parametrize("boundary", schemes.BOUNDARIES)
+@pytest.mark.parametrize("layout", ["x", "y"])
+def test_emulated_shipped_instance_equals_the_mirror(lib, boundary, layout):
+    """The fp64 instance the device runs (32 rows a thread, the module's windows: 1100-point lines in 256-row
+    windows of 8 warps, 6 or 7 of them), fused dissipative derivative of 40 lines: the mirror bit for bit."""
+    n, other = 1100, 40
+    a2 = np.random.default_rng(7).standard_normal((other, n) if layout == "x" else (n, other))
+    p = window.plan(_fac(n, boundary, -0.25), np.float64)
+    assert len(stream.layout(p, other)[0]) >= 6
+    nsys, ss, es = (other, n, 1) if layout == "x" else (other, 1, other)
+    dst = np.full_like(a2, np.nan)
+    run(lib, p, np.float64, True, -0.25, a2, dst, nsys, ss, es, rows=32)
+    lines = a2 if layout == "x" else a2.T
+    np.testing.assert_array_equal(dst if layout == "x" else dst.T,
+                                  _want(p, lines, True, boundary, -0.25, np.float64, rows=32))
