@@ -1,6 +1,7 @@
 """The fused compact derivative's target grid (issue 39) as one table, on the GPU (CuPy): x and y lines ×
-1024², 2048², 4096² × fp32, fp64 × periodic, closures — GB/s of ``solver = scan``, ``scan-tile`` and ``window``
-(kernel = fused) as % of the device's copy bandwidth (engine/device.copy_bandwidth: read + write), and
+1024², 2048², 4096² × fp32, fp64 × periodic, closures — GB/s of ``solver = scan``, ``scan-tile``, ``window``
+and ``stream`` (kernel = fused; ``--solvers`` picks) as % of the device's copy bandwidth
+(engine/device.copy_bandwidth: read + write), and
 each against cuSPARSE gtsv2StridedBatch (solver = gtsv2 with the stencil right-hand side: the time ratio).
 A derivative moves 2·n²·itemsize bytes (read f, write f'). Every cell: the engine's Derivative operator,
 timed as the tuner and `nagare bench stencil` time kernels (engine/autotune/measure.py): batches of
@@ -15,6 +16,7 @@ writes to DRAM, as a derivative inside a solver step does.
     ncu -k regex:compact_ ... python tools/compact_grid.py --sizes 4096 --precisions fp64 --boundaries closures \
         --reps 1 --no-gtsv2                   # 18 launches: scan, scan-tile and window, x and y (3 each)
     python tools/compact_grid.py --window-segment 128 256   # an A/B of window's rows a thread (fp64, fp32)
+    python tools/compact_grid.py --solvers scan window stream   # some of the fused solvers (and --check: theirs)
 
 Targets (issue 39): median ≥ 80 % of copy over the grid, no cell below 65 %, y ≥ 0.9× x, ≥ 1.5× gtsv2.
 """
@@ -30,10 +32,10 @@ from nagare.engine.autotune.timers import EventTimer
 from nagare.engine.backend import get_backend
 from nagare.engine.compact import schemes, tridiag
 from nagare.engine.compact.operator import Derivative
-from nagare.engine.compact.solvers import scan, tile, window
+from nagare.engine.compact.solvers import scan, stream, tile, window
 from nagare.engine.device import copy_bandwidth, device_info
 
-FUSED = ("scan", "scan-tile", "window")
+FUSED = ("scan", "scan-tile", "window", "stream")
 
 
 def _timer(cp, reps: int):
@@ -71,14 +73,15 @@ def _selection(solver: str) -> dict:
     return {"solver": solver, "y-direction": "strided", "kernel": kernel}
 
 
-def check() -> int:
+def check(which=FUSED) -> int:
     """One small case a direction and boundary (fp64, odd sizes, more tiles than one block holds): the
     tile kernel's output against the scan mirror, the window kernel's (several segments, in place too)
-    against the window mirror — what compute-sanitizer's memcheck/racecheck run."""
+    against the window mirror, the stream kernel's (several windows of several warps, in place too) against
+    the stream mirror — what compute-sanitizer's memcheck/racecheck run. ``which``: the solvers checked."""
     cp = get_backend("cupy").xp
     rng = np.random.default_rng(1)
     n, nsys = 97, 13
-    for boundary in schemes.BOUNDARIES:
+    for boundary in schemes.BOUNDARIES if "scan-tile" in which else ():
         p = scan.plan(tridiag.factorise(*schemes.bands(n, boundary), boundary == "periodic"))
         dev = tile.DeviceTile(p, np.float64)
         for layout in ("x", "y"):
@@ -92,7 +95,7 @@ def check() -> int:
             np.testing.assert_array_equal(got if layout == "x" else got.T, want)
             print(f"check {layout}-lines {boundary}: ok")
     n = 300
-    for boundary in schemes.BOUNDARIES:
+    for boundary in schemes.BOUNDARIES if "window" in which else ():
         wp = window.plan(tridiag.factorise(*schemes.bands(n, boundary), boundary == "periodic"), np.float64)
         dev = window.DeviceWindow(wp, np.float64)
         for layout in ("x", "y"):
@@ -106,6 +109,21 @@ def check() -> int:
                 got = cp.asnumpy(dst)
                 np.testing.assert_array_equal(got if layout == "x" else got.T, want)
             print(f"check window {layout}-lines {boundary}: ok")
+    n, nsys = 1300, 45  # 45 lines: 8-warp windows of 256 rows, 6 of them; a second, partial group of lanes
+    for boundary in schemes.BOUNDARIES if "stream" in which else ():
+        sp = window.plan(tridiag.factorise(*schemes.bands(n, boundary), boundary == "periodic"), np.float64)
+        dev = stream.DeviceStream(sp, np.float64)
+        for layout in ("x", "y"):
+            shape = (nsys, n) if layout == "x" else (n, nsys)
+            a = rng.standard_normal(shape)
+            ss, es = (n, 1) if layout == "x" else (1, nsys)
+            want = stream.derivative(sp, a if layout == "x" else a.T, 0.1, boundary)
+            src = cp.asarray(a)
+            for dst in (cp.empty(shape), src):  # out of place, then in place (the work array)
+                dev.derivative(src, dst, nsys, ss, es, 0.1)
+                got = cp.asnumpy(dst)
+                np.testing.assert_array_equal(got if layout == "x" else got.T, want)
+            print(f"check stream {layout}-lines {boundary}: ok")
     return 0
 
 
@@ -127,6 +145,14 @@ def main(argv: list[str]) -> int:
                     help="window's rows a thread in every launch (default: "
                          f"{window.SEGMENT[np.dtype(np.float64)]} {window.SEGMENT[np.dtype(np.float32)]}, shorter "
                          "in a launch over few lines: window.for_lines)")
+    ap.add_argument("--stream-rows", type=int, nargs=2, metavar=("FP64", "FP32"), choices=(16, 32),
+                    help="stream's rows a thread (default: "
+                         f"{stream.ROWS[np.dtype(np.float64)]} {stream.ROWS[np.dtype(np.float32)]})")
+    ap.add_argument("--stream-window", type=int, nargs=2, metavar=("ROWS", "FEW"),
+                    help=f"stream's rows a block (default: {stream.WINDOW} {stream.WINDOW_FEW}; at most 512 at 32 "
+                         "rows a thread, 1024 at 16)")
+    ap.add_argument("--solvers", nargs="+", default=list(FUSED), choices=FUSED,
+                    help="the fused solvers timed (the first is the base of the ratios) and --check'ed")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     try:
@@ -135,7 +161,7 @@ def main(argv: list[str]) -> int:
         print("compact_grid: needs CuPy and an NVIDIA GPU (pip install nagare[gpu])", file=sys.stderr)
         return 2
     if args.check:
-        return check()
+        return check(tuple(args.solvers))
     if args.tile_threads:  # an A/B of the tile rule's caps (wider y-tiles: whole sectors, fewer blocks an SM)
         tile.MAX_THREADS = args.tile_threads
     if args.tile_smem_kib:
@@ -143,20 +169,29 @@ def main(argv: list[str]) -> int:
     if args.window_segment:
         window.SEGMENT[np.dtype(np.float64)], window.SEGMENT[np.dtype(np.float32)] = args.window_segment
         window.LAUNCH_WARPS = 0  # every launch at these rows a thread: the A/B measures the length it names
+    if args.stream_rows:
+        stream.ROWS[np.dtype(np.float64)], stream.ROWS[np.dtype(np.float32)] = args.stream_rows
+    if args.stream_window:
+        stream.WINDOW, stream.WINDOW_FEW = args.stream_window
     be = get_backend("cupy")
     bw = copy_bandwidth(be)
     timeit = _timer(cp, args.reps)
     print(f"{device_info(be).name}: copy bandwidth {bw / 1e9:.1f} GB/s (read + write); CuPy {cp.__version__}; "
           f"scan-tile caps: {tile.MAX_THREADS} threads, {tile.TILE_SMEM // 1024} KiB a block; window rows a thread "
-          f"{window.SEGMENT[np.dtype(np.float64)]} fp64, {window.SEGMENT[np.dtype(np.float32)]} fp32")
-    solvers = FUSED + (() if args.no_gtsv2 else ("gtsv2",))
+          f"{window.SEGMENT[np.dtype(np.float64)]} fp64, {window.SEGMENT[np.dtype(np.float32)]} fp32; stream "
+          f"rows a thread {stream.ROWS[np.dtype(np.float64)]} fp64, {stream.ROWS[np.dtype(np.float32)]} fp32 in "
+          f"windows of {stream.WINDOW} rows ({stream.WINDOW_FEW} for few lines)")
+    fused = tuple(args.solvers)
+    base = fused[0]
+    solvers = fused + (() if args.no_gtsv2 else ("gtsv2",))
     head = "| dir | n² | prec | boundary | " + " | ".join(f"{s} ms" for s in solvers)
-    head += " | " + " | ".join(f"{s} % copy" for s in FUSED)
-    head += " | tile / scan | window / scan" + ("" if args.no_gtsv2 else " | tile × gtsv2 | window × gtsv2") + " |"
+    head += " | " + " | ".join(f"{s} % copy" for s in fused)
+    head += "".join(f" | {s} / {base}" for s in fused[1:])
+    head += "".join("" if args.no_gtsv2 else f" | {s} × gtsv2" for s in fused) + " |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
-    pct: dict = {s: {} for s in FUSED}
-    worst_gtsv2 = {"scan-tile": np.inf, "window": np.inf}
+    pct: dict = {s: {} for s in fused}
+    worst_gtsv2 = {s: np.inf for s in fused}
     for axis in args.dirs:
         for n in args.sizes:
             for prec in args.precisions:
@@ -170,17 +205,17 @@ def main(argv: list[str]) -> int:
                         op = _operator(be, n, axis, boundary, dtype, _selection(s))
                         ms[s] = timeit([lambda op=op, a=a, b=b: op(a, b) for a, b in bufs])
                     cells = [f"{ms[s]:.4f}" for s in solvers]
-                    for s in FUSED:
+                    for s in fused:
                         pct[s][(axis, n, prec, boundary)] = 100 * nbytes / (ms[s] * 1e-3) / bw
-                    cells += [f"{pct[s][(axis, n, prec, boundary)]:.1f}" for s in FUSED]
-                    cells += [f"{ms['scan'] / ms[s]:.2f}" for s in worst_gtsv2]
+                    cells += [f"{pct[s][(axis, n, prec, boundary)]:.1f}" for s in fused]
+                    cells += [f"{ms[base] / ms[s]:.2f}" for s in fused[1:]]
                     if not args.no_gtsv2:
-                        for s in worst_gtsv2:
+                        for s in fused:
                             ratio = ms["gtsv2"] / ms[s]
                             worst_gtsv2[s] = min(worst_gtsv2[s], ratio)
                             cells.append(f"{ratio:.1f}")
                     print(f"| {axis} | {n} | {prec} | {boundary} | " + " | ".join(cells) + " |", flush=True)
-    for s in FUSED:
+    for s in fused:
         vals = np.array(list(pct[s].values()))
         xs = np.array([v for k, v in pct[s].items() if k[0] == "x"])
         ys = np.array([v for k, v in pct[s].items() if k[0] == "y"])

@@ -26,6 +26,12 @@
 #   compact-tile  issue 39 item 1, < 150 s: the gpu tests of solver = scan-tile (mirror bit for bit, dense,
 #                 registry), memcheck + racecheck of one small case a direction, the target grid as one
 #                 table (scan, scan-tile, gtsv2 × x/y × 1024²..4096² × fp32/fp64 × periodic/closures)
+#   compact-stream issue 39 item 1, < 180 s: the gpu tests of solver = stream (mirror bit for bit, dense,
+#                 registry), memcheck + racecheck of one small case a direction, the target grid (scan, window,
+#                 stream; no gtsv2; 60 s: on an H200 ~16 of its 24 cells, STREAM_GRID="--sizes 4096 ..." narrows
+#                 it, STREAM_TESTS the test files), all in one archive $OUT/compact-stream.tgz
+#   compact-stream-grid  < 180 s: the whole grid alone (scan, window, stream, gtsv2 × 24 cells) as one table,
+#                 $OUT/compact-stream-grid/grid.md (not yet run: its time is estimated from compact-stream's)
 #   ncu-compact   ncu of scan and scan-tile on 4096² x and y fp64 closures (DRAM throughput, occupancy,
 #                 warp stall reasons, L2 sectors)
 #   display-ab    issue 41, < 5 min: the app's gpu files under EGL, then `bench_display --targets` as the app
@@ -173,6 +179,26 @@ PY
           2>&1 | tee "$d/sanitizer-$tool.txt" | tail -3
       done
       timeout 55 python3 tools/compact_grid.py 2>&1 | tee "$d/grid.md" | tail -32 ;;
+    compact-stream)
+      d="$OUT/compact-stream"
+      # shellcheck disable=SC2086
+      timeout 75 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu ${STREAM_TESTS:-tests/equivalence/test_compact_stream_gpu.py \
+        tests/equivalence/test_compact_gpu.py tests/equivalence/test_registry.py} -k "stream" 2>&1 \
+        | tee "$d/gpu-tests.log" | tail -8
+      for tool in memcheck racecheck; do
+        timeout 20 compute-sanitizer --tool $tool --error-exitcode 3 python3 tools/compact_grid.py --check \
+          --solvers stream 2>&1 | tee "$d/sanitizer-$tool.txt" | tail -3
+      done
+      # shellcheck disable=SC2086
+      timeout 60 python3 tools/compact_grid.py --solvers scan window stream --reps 3 --no-gtsv2 ${STREAM_GRID:-} 2>&1 \
+        | tee "$d/grid.md" | tail -34
+      cp "$OUT/info.txt" "$d/" 2>/dev/null
+      tar czf "$OUT/compact-stream.tgz" -C "$OUT" compact-stream && rm -rf "$d" ;;
+    compact-stream-grid)
+      d="$OUT/compact-stream-grid"
+      # shellcheck disable=SC2086
+      timeout 165 python3 tools/compact_grid.py --solvers scan window stream --reps 3 ${STREAM_GRID:-} 2>&1 \
+        | tee "$d/grid.md" | tail -34 ;;
     ncu-compact)
       d="$OUT/ncu-compact"
       timeout 240 ncu --clock-control none --kernel-name regex:"compact_(scan|tile)" \

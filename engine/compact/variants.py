@@ -3,8 +3,8 @@
 
 - ``solver``: how the tridiagonal systems are solved — one choice per strategy of the solver registry
   (engine/compact/solvers/: ``thomas``, ``cr``, ``pcr``, ``cr-pcr``, ``scan`` — the GPU default —,
-  ``scan-tile``, ``window``, ``cgs``, ``bicgstab``, ``gtsv2``), each with its own doc and availability check. The
-  reference is ``thomas`` on NumPy; every solver must match it to round-off.
+  ``scan-tile``, ``window``, ``stream``, ``cgs``, ``bicgstab``, ``gtsv2``), each with its own doc and availability
+  check. The reference is ``thomas`` on NumPy; every solver must match it to round-off.
 - ``y-direction``: ``strided`` (solve the y-lines in place, element stride nx), ``transpose``
   (transpose, solve contiguous lines, transpose back — P4's finding) or ``window`` (the y-lines in place
   by the window solver, the x-lines by ``solver``). strided and transpose: no effect on NumPy or in 1D;

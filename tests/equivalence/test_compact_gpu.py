@@ -18,7 +18,7 @@ from nagare.engine.presets import load_preset
 
 pytestmark = pytest.mark.gpu
 
-SOLVERS = ("thomas", "cr", "pcr", "cr-pcr", "scan", "window", "gtsv2")
+SOLVERS = ("thomas", "cr", "pcr", "cr-pcr", "scan", "window", "stream", "gtsv2")
 TOL = {np.float64: 1e-11, np.float32: 2e-4}  # relative to the derivative's max
 
 

@@ -10,7 +10,7 @@ import pytest
 from nagare.engine.compact import reference, schemes, solvers, tridiag
 from nagare.engine.compact.solvers import reduction, thomas
 
-DIRECT = ("thomas", "cr", "pcr", "cr-pcr", "scan", "window")  # the direct solvers NumPy runs
+DIRECT = ("thomas", "cr", "pcr", "cr-pcr", "scan", "window", "stream")  # the direct solvers NumPy runs
 
 
 def _periodic_grid(n):

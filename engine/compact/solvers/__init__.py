@@ -5,10 +5,10 @@ and their registry: variants.py registers the axis' choices from :data:`SOLVERS`
 """
 from __future__ import annotations
 
-from . import gtsv2, iterative, reduction, scan, thomas, tile, window
+from . import gtsv2, iterative, reduction, scan, stream, thomas, tile, window
 from .base import Solver
 
-MODULES = (thomas, reduction, scan, tile, window, iterative, gtsv2)
+MODULES = (thomas, reduction, scan, tile, window, stream, iterative, gtsv2)
 SOLVERS: dict[str, Solver] = {s.name: s for module in MODULES for s in module.STRATEGIES}
 
 

@@ -68,7 +68,7 @@ class Solver(ABC):
         ones needs a separate right-hand side."""
         if selection.get("kernel") == "fused" and not self.fuses_rhs:
             return (f"solver = {self.name} needs a separate right-hand side (kernel = fused runs on "
-                    f"solver = scan, scan-tile or window only: choose another kernel first)")
+                    f"solver = scan, scan-tile, window or stream only: choose another kernel first)")
         return None
 
     def kernel_specs(self, dtype, selection: dict, shape) -> list:
