@@ -77,7 +77,11 @@ class ViewConfig(Strict):
 
 class RunConfig(Strict):
     steps: int = Field(500, ge=1, description="steps of a headless run when --steps is not given")
-    steps_per_frame: int = Field(10, ge=1, description="steps advanced between displayed frames")
+    steps_per_frame: int = Field(10, ge=1, description="steps advanced between displayed frames when the app "
+                                                        "runs paced (`paced`); else the batch it steps at a time")
+    paced: bool = Field(False, description="the app starts at steps_per_frame steps a frame (Run ▸ Speed), not "
+                                           "as fast as it runs: for solvers so fast that frames at full speed "
+                                           "skip the motion (a standing wave, a decay)")
     pause_at_end: bool = Field(False, description="the app pauses once at `steps` (a test problem with an end "
                                                   "time: its comparison holds there); Space runs on")
 

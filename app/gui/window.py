@@ -298,7 +298,7 @@ class MainWindow(QtWidgets.QMainWindow):
             "engine": self._on_engine, "variant": self._on_variant, "diverged": self._on_diverged,
             "error": self._on_error, "checkpoint": self._on_checkpoint, "result": self._on_result,
             "progress": self._on_progress,
-            "preset-kept": self._on_preset_kept,
+            "preset-kept": self._on_preset_kept, "speed": self._on_speed,
         }
         # a preset switch: the run id the window gave the new build; packets of earlier runs are not
         # drawn until its first one (None: no switch under way)
@@ -531,6 +531,7 @@ class MainWindow(QtWidgets.QMainWindow):
         act(runm, "Single step", "N", lambda: self.worker.send("step", n=1))
         act(runm, "Reset", "R", lambda: self.worker.send("reset"))
         act(runm, "Restore last good state", "", self.restore_last_good)
+        self._build_speed_menu(runm.addMenu("Speed"))
         act(viewm, "Screenshot", "S", self.screenshot)
         act(viewm, "Record video", "V", self.toggle_recording)
         act(viewm, "HUD", "F1", self.toggle_hud)
@@ -564,6 +565,47 @@ class MainWindow(QtWidgets.QMainWindow):
             group.addAction(a)
             menu.addAction(a)
             self.fps_actions[cap] = a
+
+    def _build_speed_menu(self, menu: QtWidgets.QMenu) -> None:
+        """As fast as the run goes (frames at the cap), or a fixed number of steps a frame: the
+        preset's run.steps_per_frame and a few decades (the worker's frame_steps)."""
+        self.speed_menu = menu
+        menu.aboutToShow.connect(self._fill_speed_menu)
+        self._fill_speed_menu()
+
+    def _fill_speed_menu(self) -> None:
+        menu = self.speed_menu
+        menu.clear()
+        group = QtGui.QActionGroup(menu)
+        preset = getattr(self, "preset", None)
+        preset_n = preset.run.steps_per_frame if preset is not None else None
+        current = self.worker.frame_steps
+        choices = [None] + sorted({1, 10, 100, 1000} | ({preset_n} if preset_n else set()) |
+                                  ({current} if current else set()))
+        self.speed_actions: dict = {}
+        for n in choices:
+            text = ("As fast as it runs (frames at the cap)" if n is None
+                    else f"{n} step{'s' if n != 1 else ''} a frame" + (" (the preset's)" if n == preset_n else ""))
+            a = QtGui.QAction(text, menu)
+            a.setCheckable(True)
+            a.setChecked(n == current)
+            a.triggered.connect(lambda _=False, n=n: self.set_speed(n))
+            group.addAction(a)
+            menu.addAction(a)
+            self.speed_actions[n] = a
+
+    def set_speed(self, steps: int | None) -> None:
+        """Run at ``steps`` steps a frame (at most the frame cap's frames a second), or as fast as it
+        goes (None)."""
+        self.worker.send("speed", steps=steps)
+
+    def _on_speed(self, n) -> None:
+        steps = n.payload
+        for k, a in getattr(self, "speed_actions", {}).items():
+            a.setChecked(k == steps)
+        plural = "s" if steps != 1 else ""
+        self.message("speed: as fast as it runs" if steps is None else
+                     f"speed: {steps} step{plural} a frame, at most {steps * self.max_fps:g} steps/s")
 
     def set_frame_cap(self, fps: float) -> float:
         """At most ``fps`` new frames a second on screen (and published by the worker), clamped to

@@ -211,6 +211,11 @@ class SimulationWorker:
     # unevenly (SPH 1M at a cap of 60 on an H200: 0.892 of the cap on the schedule, 0.963 paced by
     # steps, the other display targets kept; docs/decisions.md D50). False: the schedule alone.
     pace_by_steps = True
+    # Speed (Run ▸ Speed, run.paced): None runs as fast as it goes, frames at the cap; N advances
+    # exactly N steps a frame and waits for the next frame's time, so a fast solver is watched at
+    # N × the cap steps a second (a standing wave of 282 steps a period, stepped 141 steps a frame
+    # at full speed, showed its opposite phase in every frame).
+    frame_steps: int | None = None
     stats_interval = 0.2  # s between Stats records (status bar, HUD charts) unless forced
     checkpoint_share = 0.01  # last-good checkpoints may take at most this share of the run time
     # Logged quantities a few times a second, never one per step: on the GPU launched on the stream
@@ -262,6 +267,7 @@ class SimulationWorker:
         self._ckpt_pending = None
         self.engine = None
         self._pause_at: int | None = None  # run.pause_at_end: the step to pause at once
+        self._t_next_frame = 0.0  # with frame_steps: when the next frame's steps may start
         self.timing_log = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -281,8 +287,9 @@ class SimulationWorker:
             "pause": self._cmd_pause, "toggle": self._cmd_toggle, "step": self._cmd_step,
             "reset": self._cmd_reset, "variant": self._cmd_variant, "checkpoint": self._cmd_checkpoint,
             "restore": self._cmd_restore, "call": self._cmd_call, "recording": self._cmd_recording,
+            "speed": self._cmd_speed,
         }
-        self._engine_free = frozenset({"preset", "view", "recording"})
+        self._engine_free = frozenset({"preset", "view", "recording", "speed"})
         # while a video is recorded, a slow run (NumPy) steps in batches of about one display
         # interval, so the video gets a frame per interval where a step allows it, not one per
         # run.steps_per_frame steps (4 frames in 12 s of a slow run); the GPU's batches are
@@ -397,6 +404,8 @@ class SimulationWorker:
         self.run_id = max(self.run_id + 1, run or 0)
         # a test problem with an end time pauses there once (run.pause_at_end)
         self._pause_at = preset.run.steps if preset.run.pause_at_end else None
+        self.frame_steps = preset.run.steps_per_frame if preset.run.paced else None  # the preset's speed
+        self._notify("speed", payload=self.frame_steps)
         self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
         self.diverged = None
         self.last_good = None
@@ -448,7 +457,14 @@ class SimulationWorker:
                 self._wake.wait(0.05)
                 self._wake.clear()
                 continue
-            n = pending_steps or self._batch_steps()
+            paced = self.frame_steps is not None and not pending_steps
+            if paced:
+                wait = self._t_next_frame - time.perf_counter()
+                if wait > 0:  # the next frame's time: commands are still taken meanwhile
+                    self._wake.wait(min(wait, 0.05))
+                    self._wake.clear()
+                    continue
+            n = pending_steps or (self.frame_steps if paced else self._batch_steps())
             end = self._pause_at
             if end is not None and not pending_steps and self.engine.step_count < end:
                 n = min(n, end - self.engine.step_count)  # land on the preset's end exactly
@@ -467,7 +483,9 @@ class SimulationWorker:
                 self.running = False
                 self._notify("info", f"paused at the preset's end: step {end} (run.steps), t = "
                                      f"{float(self.engine.time):.6g} — Space runs on")
-            self._publish(force=pending_steps > 0 or end is not None and self.engine.step_count >= end)
+            self._publish(force=pending_steps > 0 or paced or end is not None and self.engine.step_count >= end)
+            if paced:  # a frame an interval after the last one began (at once where the steps took longer)
+                self._t_next_frame = max(t_iter + self.display_interval, time.perf_counter() - self.display_interval)
             if not pending_steps:  # a run's iteration: waiting for the GPU, stepping and publishing
                 self._last_batch = n
                 per_step = (time.perf_counter() - t_iter) / n
@@ -559,6 +577,15 @@ class SimulationWorker:
         self.running = bool(a.get("play"))
         if a.get("view"):
             self._publish(force=True)
+
+    def _cmd_speed(self, a: dict) -> None:
+        """``steps``: N steps a frame (paced), or None: as fast as the run goes."""
+        steps = a.get("steps")
+        if steps is not None and (int(steps) != steps or steps < 1):
+            raise NagareError(f"speed: steps a frame must be a whole number ≥ 1 (got {steps!r})")
+        self.frame_steps = None if steps is None else int(steps)
+        self._t_next_frame = 0.0
+        self._notify("speed", payload=self.frame_steps)
 
     def _cmd_view(self, a: dict) -> None:
         for k, v in a.items():

@@ -82,6 +82,26 @@ def test_frame_cap_is_a_setting_up_to_the_refresh_rate(make_window, qtbot):
     assert above.max_fps == limit and any("refresh rate" in m for m in above.messages)
 
 
+def test_run_speed_is_a_setting_and_a_paced_preset_starts_paced(make_window, qtbot):
+    """Run ▸ Speed: as fast as it runs, or N steps a frame (the preset's run.steps_per_frame marked);
+    wave2d (run.paced) starts at its 20 steps a frame, a choice reaches the worker and the menu follows."""
+    from tests.app.waiting import wait_until
+
+    w = make_window("wave2d")
+    qtbot.waitUntil(lambda: w.worker.frame_steps == 20, timeout=20000)
+    w._fill_speed_menu()
+    assert w.speed_actions[20].isChecked() and "(the preset's)" in w.speed_actions[20].text()
+    assert None in w.speed_actions and {1, 10, 100, 1000} <= set(w.speed_actions)
+    w.speed_actions[None].trigger()
+    wait_until(lambda: w.worker.frame_steps is None)
+    qtbot.waitUntil(lambda: any("as fast as it runs" in m for m in w.messages), timeout=20000)
+    assert w.speed_actions[None].isChecked()
+    w.set_speed(100)
+    qtbot.waitUntil(lambda: any("100 steps a frame" in m for m in w.messages), timeout=20000)
+    assert w.speed_actions[100].isChecked()
+    assert w.worker.frame_steps == 100
+
+
 @pytest.mark.parametrize("name", ["lbm2d-cylinder", "amr3d-sphere-re100", "sph-dambreak2d", "compact-rotating-cone",
                                   "compact-vortex-outflow", "diffusion3d", "wave2d"])
 def test_every_parameter_has_its_schema_description_as_tooltip(qtbot, name):

@@ -247,3 +247,38 @@ def test_a_live_variant_switch_closes_the_timing_row_of_the_old_choice(worker):
     wait_until(lambda: worker.timing_log.count > rows_before)
     assert "kernel=roll" in worker.timing_log.last_row["variant"]
     assert worker.timing_log.last_row["step"] == 7
+
+
+def test_a_paced_run_advances_its_steps_a_frame_at_the_frame_rate():
+    """Run ▸ Speed (the worker's frame_steps, run.paced): every published frame is exactly N steps
+    after the last, at most a frame interval's rate, so a fast solver is watched at N × the cap steps a
+    second; "as fast as it runs" lifts the limit; a preset with run.paced starts paced."""
+    from nagare.app.gui.worker import SimulationWorker
+    from nagare.engine.presets import load_preset
+
+    p = load_preset("wave2d", ["grid.nx=32", "grid.ny=32", "run.steps_per_frame=3"], backend="numpy")
+    assert p.run.paced
+    w = SimulationWorker(p, "numpy", display_interval=0.05).start()
+    try:
+        wait_until(lambda: w.latest_packet() is not None)
+        assert w.frame_steps == 3
+        notes = w.drain_notices()
+        assert [n.payload for n in notes if n.kind == "speed"] == [3]
+        w.send("play")
+        seen = []
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:
+            pk = w.latest_packet()
+            if not seen or pk.step != seen[-1]:
+                seen.append(pk.step)
+            time.sleep(0.005)
+        rate = (w.engine.step_count - seen[0]) / (time.perf_counter() - t0)
+        steps = np.diff(seen[1:])
+        assert len(steps) >= 5 and set(steps.tolist()) == {3}, seen  # every frame 3 steps on
+        assert rate <= 1.2 * 3 / 0.05, rate  # at most 60 steps/s at 20 frames/s (a 32² wave runs thousands)
+        w.send("speed", steps=None)
+        wait_until(lambda: w.engine.step_count > seen[-1] + 1000)  # unpaced: as fast as it runs
+        w.send("speed", steps=0)
+        wait_until(lambda: any(n.kind == "error" and "speed" in n.text for n in w.drain_notices()))
+    finally:
+        w.stop()
