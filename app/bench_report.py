@@ -39,10 +39,12 @@ def format_table(rows: list[list[str]]) -> str:
 
 def markdown(meta: dict, rows: list[list[str]]) -> str:
     dev = meta["device"]
+    # what the device reports (a CPU run has no SMs, driver, CUDA or CuPy: those are left out, not "None")
+    facts = [("SMs", "multiprocessors"), ("driver", "driver_version"), ("CUDA runtime", "cuda_runtime"),
+             ("CuPy", "cupy_version"), ("NumPy", "numpy_version")]
+    known = "".join(f", {label} {dev[key]}" for label, key in facts if dev.get(key) is not None)
     out = [f"# nagare bench {meta['family']}", "",
-           f"- device: {dev['name']} (backend {meta['backend']}, SMs {dev.get('multiprocessors')}, "
-           f"driver {dev.get('driver_version')}, CUDA runtime {dev.get('cuda_runtime')}, "
-           f"CuPy {dev.get('cupy_version')}, NumPy {dev.get('numpy_version')})",
+           f"- device: {dev['name']} (backend {meta['backend']}{known})",
            f"- measured copy bandwidth (roofline): {meta['roofline_gbytes_per_s']:.1f} GB/s (read + write)",
            f"- date: {meta['date']}; nagare {meta['nagare']}; command: `{meta['command']}`",
            "- speed-up is relative to the first (default) variant of the same case; "

@@ -158,6 +158,9 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+SHORT_SOAK_S = 300  # a soak shorter than this gets its fitted hourly rate with a caveat
+
+
 def report_lines(s: dict) -> list[str]:
     lines = [f"soak: {s['steps']} steps in {s['seconds']:.1f} s; growth measured after a {s['warmup_s']:.1f} s warm-up"]
     for key, name in (("rss", "RSS"), ("gpu", "GPU memory")):
@@ -165,8 +168,12 @@ def report_lines(s: dict) -> list[str]:
             if key == "rss":
                 lines.append("soak: RSS could not be measured on this system")
             continue
+        # an hour's rate fitted over seconds says little (a pool's first growth reads as a leak): said so
+        fit = (f"{s[f'{key}_mib_per_hour']:+,.2f} MiB/hour fitted" if s["seconds"] >= SHORT_SOAK_S else
+               f"{s[f'{key}_mib_per_hour']:+,.2f} MiB/hour fitted over only {s['seconds']:.0f} s: "
+               f"soak {SHORT_SOAK_S // 60} minutes or more for a rate")
         lines.append(f"soak: {name} {s[f'{key}_start_mib']:,.1f} → {s[f'{key}_end_mib']:,.1f} MiB: "
-                     f"{s[f'{key}_growth_mib']:+,.2f} MiB ({s[f'{key}_mib_per_hour']:+,.2f} MiB/hour fitted)"
+                     f"{s[f'{key}_growth_mib']:+,.2f} MiB ({fit})"
                      + ("" if s.get(f"{key}_late_growth_mib") is None else
                         f"; {s[f'{key}_late_growth_mib']:+,.2f} MiB over the second half"))
     return lines
