@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.action == "list":
             for name, st in sorted(LIBRARY.items()):
-                doc = (st.fn.__doc__ or "").strip().splitlines()
-                print(f"{name:12s} {st.ndim}D  {', '.join(st.inputs)} -> {', '.join(st.outputs)}  "
-                      f"{doc[0] if doc else ''}")
+                # the docstring's first paragraph, whole (its first line alone stopped mid-sentence)
+                summary = " ".join((st.fn.__doc__ or "").strip().split("\n\n")[0].split())
+                print(f"{name:12s} {st.ndim}D  {', '.join(st.inputs)} -> {', '.join(st.outputs)}  {summary}")
             return 0
         st = resolve(args.name)
         print("/*\n" + st.describe() + "\n*/")
