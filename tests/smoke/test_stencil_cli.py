@@ -39,7 +39,9 @@ def test_stencil_list_and_show(capsys):
     assert "diffusion7" in listed
     # each stencil's summary whole, on its own line (a docstring's first line alone ended mid-sentence)
     assert "Same summation order as engine/diffusion3d/reference.py, so the results agree bit for bit." in listed
-    assert len(listed.strip().splitlines()) == 2
+    from nagare.engine.stencil.library import LIBRARY
+
+    assert len(listed.strip().splitlines()) == len(LIBRARY)
     assert main(["stencil", "show", "wave2d", "--dtype", "float64", "--boundary", "fixed"]) == 0
     out = capsys.readouterr().out
     assert 'extern "C" __global__ void nagare_wave2d_fixed_double_u8(' in out and "u_next = " in out
