@@ -149,9 +149,13 @@ outputs refused together (exit 2, before the first step; docs/export.md):
   S_octree.vtkhdf); --dump-dir DIR writes DIR/FAMILY_<step>.npz and --frames DIR writes
   DIR/frame_<step>.png, so --dump, --checkpoint or --timings may not take one of those names;
   an output that would replace the --resume checkpoint (--checkpoint may: it continues it);
-  an output another live nagare run is writing (the refusal names its PID).
-a write that fails (full disk, ulimit -f, read-only folder) is one line naming the file, the cause
-and what is still there; the run goes on with its other outputs and exits with status 4."""
+  an output another live nagare run is writing (the refusal names its PID);
+  an output whose folder cannot be made or takes no files (a file in the way, /proc, read-only),
+  or whose name is too long; --frames DIR holding another run's frames (--resume: frames up to the
+  checkpoint's step are its own run's).
+a write that fails later (full disk, ulimit -f, a folder removed while running) is one line naming
+the file, the cause and what is still there; the run goes on with its other outputs and exits with
+status 4."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timing log, streamed as the run goes: FILE.csv and FILE.json (metadata + the same rows) "
                         "are both written; any other suffix is refused")
     r.add_argument("--frames", type=Path, metavar="DIR", help="write PNG frames here")
-    r.add_argument("--every", type=int, metavar="K", help="a frame every K steps (default: 10 frames a run)")
+    r.add_argument("--every", type=int, metavar="K", help="a frame every K steps (default: 10 frames a run), and "
+                   "one of the last state")
     r.add_argument("--legend", action="store_true",
                    help="draw the colour bar (label, units, range) and the axes with units beside each --frames PNG "
                         "(grids and particles)")
