@@ -669,7 +669,8 @@ def _without_user_keys(raw: dict, overrides: list[str]) -> dict:
             path, _value = parse_override(text)
         except PresetError:
             continue
-        given.append([str(p) for p in path])
+        keys = [str(p) for p in path]
+        given.append(keys[1:] if keys[0] == "cpu_overrides" else keys)  # --set cpu_overrides.X is the user's too
 
     def prune(table: dict, prefix: list[str]) -> dict:
         out = {}

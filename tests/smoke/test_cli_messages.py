@@ -44,6 +44,10 @@ def test_a_set_is_not_called_the_presets_cpu_override(capsys):
     assert main(["run", "lbm2d-cavity", "--steps", "1", "--backend", "numpy"]) == 0
     note = [x for x in capsys.readouterr().err.splitlines() if "[cpu_overrides]" in x]
     assert note == ["nagare: the preset's [cpu_overrides] apply (96² on CPU; physics.reynolds = 400.0)"], note
+    assert main(["run", "lbm2d-cavity", "--steps", "1", "--backend", "numpy",
+                 "--set", "cpu_overrides.physics.reynolds=300"]) == 0
+    note = [x for x in capsys.readouterr().err.splitlines() if "[cpu_overrides]" in x]
+    assert note == ["nagare: the preset's [cpu_overrides] apply (96² on CPU)"], note
     # the user's whole table replaces the preset's: nothing of it is the preset's
     assert main(["run", "lbm2d-cavity", "--steps", "1", "--backend", "numpy", "--set", "grid.n=32",
                  "--set", "physics.reynolds=100"]) == 0
