@@ -543,7 +543,7 @@ def _estimated_bytes(preset, backend, variants) -> int | None:
                                                                                       variants=variants)
     except _Estimated as done:
         return done.need
-    except NagareError:
+    except Exception:  # a variant of the preset that cannot be built: no figure, and no culprit found by it
         return None
     return None
 

@@ -278,6 +278,11 @@ def run(engine, opts: RunOptions) -> int:
                        opts.frame_legend, frame_cache) is not None:
             frames_written += 1
 
+    def drawn_before() -> bool:
+        """A resumed run's first state is its checkpoint's, whose frame the run that wrote it drew
+        (the only frame of this step --frames lets a resumed run find there: app/run_outputs.py)."""
+        return engine.step_count == start and (opts.frames_dir / f"frame_{start:08d}.png").exists()
+
     def dump_into_folder():
         nonlocal dump_step, dumps_written
         dump_step = engine.step_count
@@ -298,9 +303,7 @@ def run(engine, opts: RunOptions) -> int:
             out.attempt("series", engine.step_count, opts.series, series.append, engine)
 
     try:
-        # a resumed run's first state is its checkpoint's, whose frame the run that wrote it drew
-        # (the only frame --frames lets a resumed run find there: app/run_outputs.py)
-        if opts.frames_dir is not None and not (opts.frames_dir / f"frame_{engine.step_count:08d}.png").exists():
+        if opts.frames_dir is not None and not drawn_before():
             frame()
         if series is not None:
             series_append()
@@ -343,7 +346,7 @@ def run(engine, opts: RunOptions) -> int:
                 if t_end is not None and time.perf_counter() >= t_end:
                     break
         if status != 3:  # the state the run ends on, when the period did not end there (not a diverged one)
-            if opts.frames_dir is not None and frame_step != engine.step_count:
+            if opts.frames_dir is not None and frame_step != engine.step_count and not drawn_before():
                 frame()
             if opts.dump_every and opts.dump_dir is not None and dump_step != engine.step_count:
                 dump_into_folder()
@@ -392,8 +395,8 @@ def run(engine, opts: RunOptions) -> int:
     if dumps_written:
         out.written.append(f"{dumps_written} dump{'s' if dumps_written != 1 else ''} in {opts.dump_dir}/")
     if out.written and not opts.quiet:
-        final = f"step {engine.step_count}, {time_label(engine.time, getattr(engine, 'time_units', ''))}"
-        print("nagare: wrote " + ", ".join(dict.fromkeys(map(str, out.written))) + f" (the last state: {final})",
+        end = f"step {engine.step_count}, {time_label(engine.time, getattr(engine, 'time_units', ''))}"
+        print("nagare: wrote " + ", ".join(dict.fromkeys(map(str, out.written))) + f" (the run ended at {end})",
               file=sys.stderr)
     for line in out.summary():
         print(line, file=sys.stderr)

@@ -32,7 +32,7 @@ def test_progress_and_summary_give_the_simulated_time(tmp_path, capsys, preset, 
     assert m, line
     np.testing.assert_allclose(float(m.group(1)), t, rtol=1e-5)
     summary = [x for x in err.splitlines() if x.startswith("nagare: wrote ")]
-    assert len(summary) == 1 and summary[0].endswith(f"(the last state: step 6, t = {t:.6g} {units})"), summary
+    assert len(summary) == 1 and summary[0].endswith(f"(the run ended at step 6, t = {t:.6g} {units})"), summary
 
 
 def test_a_set_is_not_called_the_presets_cpu_override(capsys):
