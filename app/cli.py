@@ -149,9 +149,13 @@ outputs refused together (exit 2, before the first step; docs/export.md):
   S_octree.vtkhdf); --dump-dir DIR writes DIR/FAMILY_<step>.npz and --frames DIR writes
   DIR/frame_<step>.png, so --dump, --checkpoint or --timings may not take one of those names;
   an output that would replace the --resume checkpoint (--checkpoint may: it continues it);
-  an output another live nagare run is writing (the refusal names its PID).
-a write that fails (full disk, ulimit -f, read-only folder) is one line naming the file, the cause
-and what is still there; the run goes on with its other outputs and exits with status 4."""
+  an output another live nagare run is writing (the refusal names its PID);
+  an output whose folder cannot be made or takes no files (a file in the way, /proc, read-only),
+  or whose name is too long; --frames DIR holding another run's frames (--resume: frames up to the
+  checkpoint's step are its own run's).
+a write that fails later (full disk, ulimit -f, a folder removed while running) is one line naming
+the file, the cause and what is still there; the run goes on with its other outputs and exits with
+status 4."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timing log, streamed as the run goes: FILE.csv and FILE.json (metadata + the same rows) "
                         "are both written; any other suffix is refused")
     r.add_argument("--frames", type=Path, metavar="DIR", help="write PNG frames here")
-    r.add_argument("--every", type=int, metavar="K", help="a frame every K steps (default: 10 frames a run)")
+    r.add_argument("--every", type=int, metavar="K", help="a frame every K steps (default: 10 frames a run), and "
+                   "one of the last state")
     r.add_argument("--legend", action="store_true",
                    help="draw the colour bar (label, units, range) and the axes with units beside each --frames PNG "
                         "(grids and particles)")
@@ -460,6 +465,7 @@ def _explain_gpus(args, backend, exc) -> None:
 def build_engine(args, backend, ckpt: dict | None = None):
     """The validated preset and its engine for ``run``/``soak`` (restored from ``ckpt`` if given)."""
     # heavy start-up imports (pydantic presets)
+    from nagare.engine.contract import OutOfMemory
     from nagare.engine.decomp.config import DecompError
     from nagare.engine.presets import blame_refusal, load_preset, validate
 
@@ -492,6 +498,13 @@ def build_engine(args, backend, ckpt: dict | None = None):
         engine = create_engine(preset, backend, variants=variants)
     except PresetError as exc:  # a build check (amr3d: a body too small for its level) a --set may have caused
         raise blame_refusal(exc, preset.source, args.overrides, _origins(args)) from None
+    except OutOfMemory as exc:  # too large for this machine: because of a --set?
+        culprits = [] if ckpt is not None else _memory_culprits(args, backend, variants, preset)
+        if not culprits or not str(exc).startswith(f"{preset.source}: "):
+            raise
+        origins = _origins(args)
+        named = " and ".join(origins.get(ov, f"--set {ov.strip()}") for ov in culprits)
+        raise OutOfMemory(f"{named} (on {preset.source}): {str(exc).removeprefix(f'{preset.source}: ')}") from None
     except DecompError as exc:  # the split --gpus asked for cannot be built here (NCCL without GPUs …)
         if getattr(args, "gpus", None) is None:
             raise
@@ -510,6 +523,57 @@ def build_engine(args, backend, ckpt: dict | None = None):
     return preset, engine
 
 
+class _Estimated(Exception):
+    def __init__(self, need: int):
+        super().__init__(need)
+        self.need = need
+
+
+def _estimated_bytes(preset, backend, variants) -> int | None:
+    """What the engine of ``preset`` says it needs (its memory check's figure), without allocating
+    anything: the engine is built up to that check and stopped there. None if it cannot tell."""
+    from nagare.engine.families import engine_class_for
+
+    def stop_at_the_check(engine):
+        raise _Estimated(engine.estimated_bytes())
+
+    try:
+        cls = engine_class_for(preset)
+        type(f"{cls.__name__}Estimate", (cls,), {"_check_memory": stop_at_the_check})(preset, backend,
+                                                                                      variants=variants)
+    except _Estimated as done:
+        return done.need
+    except Exception:  # a variant of the preset that cannot be built: no figure, and no culprit found by it
+        return None
+    return None
+
+
+def _memory_culprits(args, backend, variants, preset) -> list[str]:
+    """The --set overrides a memory refusal comes from (D47's rule for a refused preset, with the
+    engine's estimate as the check): those without which the preset fits; else those without
+    which it needs less."""
+    # heavy start-up import (pydantic presets)
+    from nagare.engine.contract import available_memory
+    from nagare.engine.presets import load_preset
+
+    overrides = list(args.overrides)
+    if not overrides:
+        return []
+    full, free = _estimated_bytes(preset, backend, variants), available_memory(backend)
+    needs = {}
+    for i, ov in enumerate(overrides):
+        try:
+            other = load_preset(args.preset, overrides[:i] + overrides[i + 1:], backend=backend.name,
+                                origins=_origins(args))
+        except PresetError:
+            continue
+        needs[ov] = _estimated_bytes(other, backend, variants)
+    fits = [ov for ov, need in needs.items() if need is not None and free is not None and need <= free]
+    if fits or full is None:
+        return fits
+    return [ov for ov, need in needs.items() if need is not None and need < full]
+
+
 def cmd_run(args, argv: list[str]) -> int:
     # heavy start-up import (presets, writers)
     from .headless import RunOptions
@@ -526,8 +590,18 @@ def cmd_run(args, argv: list[str]) -> int:
         raise PresetError("--series", None, str(args.series), "expected a FILE.vtkhdf")
     if args.checkpoint_every and not args.checkpoint:
         raise PresetError("--checkpoint-every", None, args.checkpoint_every, "needs --checkpoint FILE")
+    if args.every and not args.frames:
+        raise PresetError("--every", None, args.every, "needs --frames DIR (it is the period of the frames)")
+    if args.legend and not args.frames:
+        raise PresetError("--legend", None, PresetError.NOTHING, "needs --frames DIR (it draws on the frames)")
+    # heavy start-up import (writers)
+    from .run_outputs import check_frames_folder, check_places, output_places
+
+    check_places(output_places(args))  # before anything is built or run
     backend = get_backend(args.backend)
     ckpt = load_checkpoint(args.resume) if args.resume else None
+    if args.frames is not None:
+        check_frames_folder(args.frames, None if ckpt is None else int(ckpt["meta"]["step"]))
     preset, engine = build_engine(args, backend, ckpt)
     if args.series:
         # an octree is offered by leaf_blocks (app/vtkhdf_amr.py): asked whether it exists, not
@@ -543,6 +617,8 @@ def cmd_run(args, argv: list[str]) -> int:
                               f"a VTKHDF time series needs one layout for every step, and {changing}; "
                               "use --dump-every K --dump-dir DIR (one file per dump)")
     steps = args.steps or preset.run.steps
+    if args.dump_dir is not None and not args.dump_every:  # as --series: about 10 dumps a run
+        args.dump_every = max(1, steps // 10)
     every = args.every or (max(1, steps // 10) if args.frames else None)
     opts = RunOptions(steps=steps, timings=args.timings, dump=args.dump, dump_every=args.dump_every,
                       dump_dir=args.dump_dir, frames_dir=args.frames, frame_every=every, frame_legend=args.legend,
@@ -550,7 +626,7 @@ def cmd_run(args, argv: list[str]) -> int:
                       batch=args.batch or preset.run.steps_per_frame, quiet=args.quiet, argv=argv,
                       series=args.series,
                       series_every=(args.dump_every or max(1, steps // 10)) if args.series else None)
-    from .run_outputs import check_collisions, lock_outputs, plan_outputs  # heavy start-up import (writers)
+    from .run_outputs import check_collisions, lock_outputs, plan_outputs
 
     outputs = plan_outputs(args, engine)
     check_collisions(outputs, args.resume)
@@ -571,10 +647,41 @@ def _run_locked(args, argv, preset, engine, backend, opts) -> int:
             # heavy start-up import (pydantic presets)
             from .presetinfo import cpu_note
 
-            note = cpu_note(preset.model_dump(mode="json"), effective=True)
+            note = cpu_note(_without_user_keys(preset.model_dump(mode="json"), args.overrides), effective=True)
             if note:  # the run is not the size the description names
                 print(f"nagare: the preset's [cpu_overrides] apply ({note})", file=sys.stderr)
     return run(engine, opts)
+
+
+def _without_user_keys(raw: dict, overrides: list[str]) -> dict:
+    """``raw`` with the [cpu_overrides] keys that a --set also gave taken out of that table: the
+    value that runs is the user's, not the preset's, and the note on the overrides names only the
+    preset's own (a --set of a whole table, e.g. grid, takes the keys inside it)."""
+    # heavy start-up import (pydantic presets)
+    from nagare.engine.presets import parse_override
+
+    cpu = raw.get("cpu_overrides")
+    if not isinstance(cpu, dict) or not overrides:
+        return raw
+    given = []
+    for text in overrides:
+        try:
+            path, _value = parse_override(text)
+        except PresetError:
+            continue
+        keys = [str(p) for p in path]
+        given.append(keys[1:] if keys[0] == "cpu_overrides" else keys)  # --set cpu_overrides.X is the user's too
+
+    def prune(table: dict, prefix: list[str]) -> dict:
+        out = {}
+        for k, v in table.items():
+            here = [*prefix, str(k)]
+            if any(here[:len(g)] == g for g in given):
+                continue  # the user's own value (or a table the user replaced)
+            out[k] = prune(v, here) if isinstance(v, dict) else v
+        return {k: v for k, v in out.items() if v != {}}
+
+    return {**raw, "cpu_overrides": prune(cpu, [])}
 
 
 def cmd_soak(args, argv: list[str]) -> int:
@@ -586,6 +693,10 @@ def cmd_soak(args, argv: list[str]) -> int:
     if args.samples < 2:
         raise PresetError("--samples", None, args.samples, "expected at least 2 samples")
     args.resume = None
+    # heavy start-up import (writers)
+    from .run_outputs import check_places, output_places
+
+    check_places(output_places(args))
     backend = get_backend(args.backend)
     preset, engine = build_engine(args, backend)
     return soak(engine, minutes=args.minutes, batch=args.batch or preset.run.steps_per_frame,

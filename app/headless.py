@@ -23,6 +23,7 @@ from nagare.engine.errors import Diverged
 
 from . import fieldkinds, frames
 from .atomic import ExportError, output_writer, write_atomic
+from .packets import time_label
 from .timinglog import TimingLog
 from .vtkhdf import write_vtkhdf_described
 from .vtkhdf_amr import octree_leaves
@@ -134,7 +135,10 @@ class Progress:
             thr = f"  {rep.updates_per_s / 1e6:,.1f} M upd/s  {rep.gbytes_per_s:,.1f} GB/s"
             if rep.roofline_fraction is not None:
                 thr += f" ({100 * rep.roofline_fraction:.0f}% roofline)"
-        line = f"[{bar:<24}] {done}/{self.total} steps  {rate:,.1f} steps/s{thr}"
+        # the simulated time as the window's status line gives it, in the engine's units (read
+        # here, after the batch's diagnostics have waited for the device anyway)
+        sim = time_label(engine.time, getattr(engine, "time_units", ""))
+        line = f"[{bar:<24}] {done}/{self.total} steps  {sim}  {rate:,.1f} steps/s{thr}"
         if failures:
             line += f"  !! {failures} write{'s' if failures > 1 else ''} FAILED"
         if self.tty:
@@ -262,13 +266,29 @@ def run(engine, opts: RunOptions) -> int:
 
     frames_written = 0
     frame_cache: dict = {}  # which field holds the tracers drawn over a frame, found once
+    frame_step = None  # the step of the last frame attempted
+    dump_step = None  # … and of the last --dump-dir dump
+    dumps_written = 0
 
     def frame():
-        nonlocal frames_written
+        nonlocal frames_written, frame_step
+        frame_step = engine.step_count
         path = opts.frames_dir / f"frame_{engine.step_count:08d}.png"
         if out.attempt("frame", engine.step_count, path, frames.save_frame, engine, path, None,
                        opts.frame_legend, frame_cache) is not None:
             frames_written += 1
+
+    def drawn_before() -> bool:
+        """A resumed run's first state is its checkpoint's, whose frame the run that wrote it drew
+        (the only frame of this step --frames lets a resumed run find there: app/run_outputs.py)."""
+        return engine.step_count == start and (opts.frames_dir / f"frame_{start:08d}.png").exists()
+
+    def dump_into_folder():
+        nonlocal dump_step, dumps_written
+        dump_step = engine.step_count
+        path = opts.dump_dir / f"{engine.family}_{engine.step_count:08d}.npz"
+        if out.attempt("dump", engine.step_count, path, dump_fields, engine, path) is not None:
+            dumps_written += 1
 
     series = None
     if opts.series is not None:
@@ -283,7 +303,7 @@ def run(engine, opts: RunOptions) -> int:
             out.attempt("series", engine.step_count, opts.series, series.append, engine)
 
     try:
-        if opts.frames_dir is not None:
+        if opts.frames_dir is not None and not drawn_before():
             frame()
         if series is not None:
             series_append()
@@ -308,8 +328,7 @@ def run(engine, opts: RunOptions) -> int:
                 if opts.frame_every and opts.frames_dir is not None and done % opts.frame_every == 0:
                     frame()
                 if opts.dump_every and opts.dump_dir is not None and done % opts.dump_every == 0:
-                    path = opts.dump_dir / f"{engine.family}_{engine.step_count:08d}.npz"
-                    out.attempt("dump", engine.step_count, path, dump_fields, engine, path)
+                    dump_into_folder()
                 if series is not None and opts.series_every and done % opts.series_every == 0:
                     series_append()
                 if opts.checkpoint_every and opts.checkpoint is not None and done % opts.checkpoint_every == 0:
@@ -326,6 +345,11 @@ def run(engine, opts: RunOptions) -> int:
                     break
                 if t_end is not None and time.perf_counter() >= t_end:
                     break
+        if status != 3:  # the state the run ends on, when the period did not end there (not a diverged one)
+            if opts.frames_dir is not None and frame_step != engine.step_count and not drawn_before():
+                frame()
+            if opts.dump_every and opts.dump_dir is not None and dump_step != engine.step_count:
+                dump_into_folder()
         log.record(wait=True)
         if log.error is not None and not log_failed and opts.timings is not None:
             out.fail("timing log", engine.step_count, str(opts.timings), log.error)
@@ -368,8 +392,12 @@ def run(engine, opts: RunOptions) -> int:
         log.close()
     if frames_written:  # the summary says where the frames went, as it does for every other output
         out.written.append(f"{frames_written} frame{'s' if frames_written != 1 else ''} in {opts.frames_dir}/")
+    if dumps_written:
+        out.written.append(f"{dumps_written} dump{'s' if dumps_written != 1 else ''} in {opts.dump_dir}/")
     if out.written and not opts.quiet:
-        print("nagare: wrote " + ", ".join(dict.fromkeys(map(str, out.written))), file=sys.stderr)
+        end = f"step {engine.step_count}, {time_label(engine.time, getattr(engine, 'time_units', ''))}"
+        print("nagare: wrote " + ", ".join(dict.fromkeys(map(str, out.written))) + f" (the run ended at {end})",
+              file=sys.stderr)
     for line in out.summary():
         print(line, file=sys.stderr)
     if status == 0 and out.failures:

@@ -6,15 +6,23 @@ for the options that write a file per step, a folder and the pattern of its name
 that would write one file are refused (one would destroy the other), and so is an output that
 would replace the checkpoint ``--resume`` reads. Then every output is locked
 (engine/outputlock.py), so a second run writing any of them is refused while this one lives.
+
+Before all that, before the preset is even built, every output's folder is checked
+(:func:`check_places`): a folder that cannot exist or take files (a file in its place, /proc,
+a read-only file system) and a name too long for its folder are refused in one line, so a run
+never computes for nothing. A folder of ``--frames`` that holds another run's frames is
+refused too (:func:`check_frames_folder`).
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nagare.engine.atomic import make_folder
+from nagare.engine.atomic import describe_cause, error_errno, make_folder
 from nagare.engine.errors import NagareError
 from nagare.engine.fields import Grid2D, Grid3D
 from nagare.engine.outputlock import OutputLocks
@@ -25,6 +33,93 @@ from .vtkhdf import vtkhdf_targets
 
 class OutputCollision(NagareError):
     """Two outputs of one run would write the same file."""
+
+
+class OutputRefused(NagareError):
+    """An output that cannot be written where it was asked, found before the run."""
+
+
+# A full disk or an exhausted quota at the start is left to the writes: each says so in one line
+# and the run's other outputs go on (docs/export.md); the space may also be freed while it runs.
+_LEFT_TO_THE_WRITES = {errno.ENOSPC, errno.EDQUOT}
+_TEMP_EXTRA = len(".") + len(".4194304-999.tmp")  # write_atomic's temporary: .NAME.PID-N.tmp beside NAME
+
+
+def place_problem(path: Path, folder: bool = False) -> str | None:
+    """Why ``path`` (a file, or with ``folder`` a folder to fill with files) cannot be written,
+    or None. Checks its folder, or the nearest one that exists when the rest is to be made, by
+    making and removing an empty folder there (what a write needs: a folder that exists, takes
+    new entries and is not a file), and the name's length against that file system's limit."""
+    target = Path(path)  # as given: the refusal names what the user typed
+    if os.path.isdir(target) and not folder:  # (False, not an error, for a name too long to look up)
+        return f"{target} is a folder, not a file"
+    where = target if folder else target.parent
+    existing = where
+    while not os.path.lexists(existing):
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    try:
+        probe = tempfile.mkdtemp(prefix=".nagare-probe-", dir=existing)
+    except OSError as exc:
+        if error_errno(exc) in _LEFT_TO_THE_WRITES:
+            return None
+        return f"{existing} takes no new files ({describe_cause(exc)})"
+    os.rmdir(probe)
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return None
+    if not folder and len(target.name.encode()) + _TEMP_EXTRA > name_max:  # its temporary's name is longer
+        return (f"the file name is too long for this file system ({len(target.name.encode())} bytes; at most "
+                f"{name_max - _TEMP_EXTRA}, as it is written under a temporary name .NAME.PID-N.tmp first)")
+    for p in [where, *where.parents]:  # the folders still to make
+        if not os.path.lexists(p) and len(p.name.encode()) > name_max:
+            return f"the folder name {p.name[:16]}… is too long ({len(p.name.encode())} bytes; at most {name_max})"
+    return None
+
+
+def check_places(places: list[tuple[str, Path, bool]]) -> None:
+    """OutputRefused (one line naming the option and the path) for the first of ``places``
+    ((option, path, is a folder)) that cannot be written; see :func:`place_problem`."""
+    for option, path, folder in places:
+        why = place_problem(Path(path), folder)
+        if why is not None:
+            raise OutputRefused(f"{option} {path}: cannot write there: {why}; nothing was run")
+
+
+FRAME_NAME = re.compile(r"frame_(\d{8})\.png")
+
+
+def check_frames_folder(folder: Path, resume_step: int | None) -> None:
+    """OutputRefused when ``folder`` holds frames of another run, which new frames would mix with
+    (frames are named by step, so an old frame of a step the new run skips stays among its own).
+    A new run wants no ``frame_<step>.png`` there. A ``--resume`` run continues the run its
+    checkpoint was made by, up to the checkpoint's step: frames up to that step are taken as that
+    run's, and it adds its own after them. A frame past that step was drawn by another run, or by
+    the checkpoint's run after the checkpoint (killed later): either way not this run's, and it
+    is not removed without being asked."""
+    try:
+        steps = sorted(int(m.group(1)) for m in map(FRAME_NAME.fullmatch, os.listdir(folder)) if m)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    except OSError:
+        return  # unreadable: the writes will say what is wrong
+    if resume_step is None:
+        clash = steps
+    else:
+        clash = [s for s in steps if s > resume_step]
+    if not clash:
+        return
+    shown = f"frame_{clash[0]:08d}.png" + (f" … frame_{clash[-1]:08d}.png" if len(clash) > 1 else "")
+    n = f"{len(clash)} frame{'s' if len(clash) > 1 else ''}"
+    if resume_step is None:
+        raise OutputRefused(f"--frames {folder} already holds {n} of another run ({shown}): new frames would mix "
+                            "with them; give an empty or new folder, or remove them (a --resume run may add to "
+                            "its own run's frames)")
+    raise OutputRefused(f"--frames {folder} holds {n} past step {resume_step}, the step of the checkpoint --resume "
+                        f"reads ({shown}): drawn by another run, or after that checkpoint; remove them (this run "
+                        "draws those steps again) or give an empty or new folder")
 
 
 @dataclass
@@ -70,6 +165,25 @@ def _companions(targets: dict[str, Path], path: Path) -> dict[Path, str]:
         if target != path:
             out[target] = "the octree's leaves" if name == "octree" else f"the field {name}"
     return out
+
+
+def output_places(args) -> list[tuple[str, Path, bool]]:
+    """(option, path, is a folder) for every output ``nagare run`` or ``nagare soak`` was asked
+    for; the files an option writes beside its own lie in the same folder."""
+    places = []
+    for name, flag in (("timings", "--timings"), ("dump", "--dump"), ("series", "--series"),
+                       ("checkpoint", "--checkpoint"), ("json", "--json")):
+        path = getattr(args, name, None)
+        if path is not None:
+            places.append((flag, Path(path), False))
+    if getattr(args, "timings", None) is not None:  # its other half: the same folder, a name of its own
+        csv_path, json_path = timing_paths(args.timings)
+        places.append(("--timings", json_path if _real(csv_path) == _real(args.timings) else csv_path, False))
+    for name, flag in (("dump_dir", "--dump-dir"), ("frames", "--frames")):
+        path = getattr(args, name, None)
+        if path is not None:
+            places.append((flag, Path(path), True))
+    return places
 
 
 def plan_outputs(args, engine) -> list[Output]:

@@ -1,8 +1,9 @@
 """Timing logs, streamed to disk: one CSV row per measured batch, and a JSON file with metadata
 and the same rows.
 
-CSV columns: wall_time, step, steps_measured, engine, variant, phase_<name>_ms (per step, one
-column per phase), ms_per_step, updates_per_s, gbytes_per_s, roofline_pct.
+CSV columns: wall_time, step, time (the simulated time at that step, in the metadata's
+``time_units``), steps_measured, engine, variant, phase_<name>_ms (per step, one column per
+phase), ms_per_step, updates_per_s, gbytes_per_s, roofline_pct.
 
 JSON: ``{"metadata": {...}, "rows": [{...}, ...], "columns": [...]}`` — one document, one row per
 line. Rows go to disk as they are recorded (nothing is kept in memory, so a run of days stays
@@ -75,6 +76,8 @@ def run_metadata(engine, argv: list[str] | None = None) -> dict:
         "roofline_bytes_per_s": engine.roofline_bytes_per_s(),
         "bytes_per_update": engine.bytes_per_update(),
         "updates_per_step": engine.updates_per_step,
+        # what the rows' simulated "time" is in, as the window's status line says it ("–": none)
+        "time_units": getattr(engine, "time_units", ""),
     }
     return meta
 
@@ -176,6 +179,7 @@ class TimingLog:
             if ph not in self.phases:
                 self.phases.append(ph)
                 new_phase = True
+        caller_waits = quantities is None  # a caller that must not wait passes its quantities
         if quantities is None:
             quantities = self.engine.logged_quantities()
         for name in quantities:
@@ -185,6 +189,7 @@ class TimingLog:
         row = {
             "wall_time": round(time.time(), 3),
             "step": self.engine.step_count,
+            "time": self._sim_time(may_wait=wait or caller_waits),
             "steps_measured": rep.steps,
             "engine": self.engine.family,
             "variant": variant_label(self.engine.selection),
@@ -205,6 +210,14 @@ class TimingLog:
             except (OSError, ExportError, ValueError) as exc:
                 self._fail(exc)
         return row
+
+    def _sim_time(self, may_wait: bool) -> float | None:
+        """The engine's simulated time; None (an empty cell) where it lives on the device (SPH's
+        adaptive Δt on a GPU) and the caller must not wait for it."""
+        t = self.engine.device_time()
+        if isinstance(t, (int, float, np.floating)):
+            return float(t)
+        return float(t) if may_wait else None
 
     def _append(self, row: dict) -> None:
         """The row at the end of the CSV and in the JSON's list; on a failure both are put back."""
@@ -241,7 +254,7 @@ class TimingLog:
             self._damaged = f"; restoring them failed too ({describe_cause(exc)}): they may end mid-row"
 
     def columns(self) -> list[str]:
-        return (["wall_time", "step", "steps_measured", "engine", "variant"]
+        return (["wall_time", "step", "time", "steps_measured", "engine", "variant"]
                 + [f"phase_{p}_ms" for p in self.phases]
                 + ["ms_per_step", "updates_per_s", "gbytes_per_s", "roofline_pct"] + list(self.quantities))
 

@@ -52,6 +52,18 @@ from .presets import PresetBase, raw_dict
 from .timing import PhaseTimer, TimingReport, TimingWindow, summarise
 
 
+def bound_text(name: str, lo: float, hi: float) -> str:
+    """A sanity bound as a plain statement: "max_speed < 0.577", "min_density > 0",
+    "-2 < max < 2"; a side that is infinite is left out."""
+    if math.isinf(lo) and math.isinf(hi):
+        return f"{name} finite"
+    if math.isinf(lo):
+        return f"{name} < {hi:.3g}"
+    if math.isinf(hi):
+        return f"{name} > {lo:.3g}"
+    return f"{lo:.3g} < {name} < {hi:.3g}"
+
+
 class OutOfMemory(NagareError):
     """The preset does not fit in the backend's memory."""
 
@@ -301,14 +313,18 @@ class Engine(ABC):
         bad = [k for k, v in d.items() if not math.isfinite(v)]
         if bad:
             raise Diverged(self.family, step,
-                           f"{', '.join(bad)} is not finite (NaN/Inf); lower the time step or the "
-                           f"velocity, or raise the resolution/viscosity")
+                           f"{', '.join(bad)} is not finite (NaN/Inf); {self.divergence_advice()}")
         for k, (lo, hi) in self.sanity_bounds().items():
             if k in d and not lo < d[k] < hi:
                 raise Diverged(self.family, step,
-                               f"{k} = {d[k]:.4g} is outside its physical range ({lo:g}, {hi:g}); lower the "
-                               f"time step or the velocity, or raise the resolution/viscosity")
+                               f"{k} = {d[k]:.4g} is outside its physical range ({bound_text(k, lo, hi)}); "
+                               f"{self.divergence_advice()}")
         return d
+
+    def divergence_advice(self) -> str:
+        """What to change when a run diverges, in the family's own knobs (the Diverged line ends
+        with it). Default: for the explicit schemes, whose time step bounds their stability."""
+        return "lower the time step or the velocity, or raise the resolution/viscosity"
 
     # variants ------------------------------------------------------------------------------
     @property

@@ -181,6 +181,11 @@ class AMR3D(Engine):
     def sanity_bounds(self):
         return outputs.sanity_bounds(self.preset)
 
+    def divergence_advice(self):
+        """Lattice Boltzmann: no time step to lower; stable for τ well above ½ and |u| ≪ 1/√3."""
+        return ("raise physics.tau towards 1 (or lower flow.reynolds where it is given), or lower flow.velocity, "
+                "or raise the resolution (grid.leaves, grid.m)")
+
     def body_force(self):
         return outputs.body_force(self)
 

@@ -138,7 +138,7 @@ def sanity_bounds(p) -> dict:
     # populations: a distribution is never negative; an under-resolved start dips a little below
     # 0 and recovers, a diverging run goes far below while its speed still looks plausible, so a
     # population below −MIN_POPULATION_SLACK (−2/27, measured: see there) is a divergence.
-    return {"min_density": (0.0, math.inf), "max_density": (-math.inf, MAX_DENSITY), "max_speed": (-1.0, top),
+    return {"min_density": (0.0, math.inf), "max_density": (-math.inf, MAX_DENSITY), "max_speed": (-math.inf, top),
             "min_population": (-MIN_POPULATION_SLACK, math.inf)}
 
 

@@ -282,7 +282,17 @@ class LBM2D(Engine):
         whose populations are all 1e30); speed below the lattice sound speed 1/√3 (Mach 1: far beyond
         what the lattice Boltzmann equation resolves; a run there is blowing up)."""
         return {"min_density": (0.0, math.inf), "max_density": (-math.inf, MAX_DENSITY),
-                "max_speed": (-1.0, LATTICE_SOUND_SPEED)}
+                "max_speed": (-math.inf, LATTICE_SOUND_SPEED)}
+
+    def divergence_advice(self):
+        """A lattice Boltzmann run has no time step to lower: it is stable for τ well above ½ and
+        a small lattice Mach number (|u| ≪ 1/√3)."""
+        p = self.preset
+        if p.physics.reynolds is not None:
+            return (f"τ = {p.tau:.4g}: lower physics.reynolds or raise the resolution (both bring τ closer to 1, away "
+                    "from the unstable ½), or lower the velocity (the lid or inlet)")
+        return (f"τ = {p.tau:.4g}: raise physics.tau towards 1 (away from the unstable ½), or lower the velocity "
+                "(the lid or inlet)")
 
     @property
     def updates_per_step(self):

@@ -394,7 +394,7 @@ class SPH(Engine):
         g = self.preset.geometry
         size = max(g.tank_length, g.tank_height, g.tank_width if self.preset.dim == 3 else 0.0)
         return {"rho_min": (0.0, math.inf), "rho_max": (-math.inf, 10.0 * self.preset.physics.rho0),
-                "max_distance": (-1.0, 4.0 * size), "max_speed": (-1.0, 10.0 * self.k.c0)}
+                "max_distance": (-math.inf, 4.0 * size), "max_speed": (-math.inf, 10.0 * self.k.c0)}
 
     def timing_extra(self) -> dict:
         return self.search_stats()

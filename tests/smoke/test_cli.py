@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,12 +23,14 @@ def test_run_writes_timings_dump_frames(tmp_path, capsys):
                    "--dump", str(tmp_path / "d.npz"), "--frames", str(tmp_path / "fr"), "--every", "25", *SMALL])
     assert status == 0
     rows = list(csv.DictReader(open(tmp_path / "t.csv")))
-    assert rows and set(rows[0]) == {"wall_time", "step", "steps_measured", "engine", "variant", "phase_diffuse_ms",
-                                     "ms_per_step", "updates_per_s", "gbytes_per_s", "roofline_pct"}
+    assert rows and set(rows[0]) == {"wall_time", "step", "time", "steps_measured", "engine", "variant",
+                                     "phase_diffuse_ms", "ms_per_step", "updates_per_s", "gbytes_per_s", "roofline_pct"}
     assert sum(int(r["steps_measured"]) for r in rows) == 50
+    # the simulated time of each row's step (diffusion3d's Δt is 0.1 at this size)
+    np.testing.assert_allclose([float(r["time"]) for r in rows], [0.1 * int(r["step"]) for r in rows], rtol=1e-12)
     assert rows[-1]["engine"] == "diffusion3d" and rows[-1]["variant"] == "kernel=array"
     meta = json.load(open(tmp_path / "t.json"))["metadata"]
-    for key in ("device", "numpy", "preset_hash", "command_line", "roofline_bytes_per_s"):
+    for key in ("device", "numpy", "preset_hash", "command_line", "roofline_bytes_per_s", "time_units"):
         assert key in meta
     d = np.load(tmp_path / "d.npz")
     assert d["f"].shape == (12, 16, 24) and int(d["step"]) == 50
@@ -151,15 +154,29 @@ def test_a_variant_with_nothing_to_act_on_is_refused(capsys, preset, said):
                      "--quiet", "--set", 'physics.direction="y"']) == 0
 
 
-def test_unwritable_frames_folder_does_not_stop_the_run(tmp_path, capsys):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")  # a file where a folder should be: every frame write fails
-    assert main(["run", "diffusion3d", "--steps", "10", "--frames", str(blocker / "frames"), "--every", "5",
+def test_a_frames_folder_lost_while_running_does_not_stop_the_run(tmp_path, capsys, monkeypatch):
+    """The folder was fine at the start (else the run is refused: below) and becomes a file after
+    the first frame: every later frame fails, said once, summed up, and the run goes on."""
+    from nagare.app import headless
+
+    folder, real = tmp_path / "frames", headless.frames.save_frame
+
+    def save_then_lose_the_folder(engine, path, *a):
+        out = real(engine, path, *a)
+        if folder.is_dir():
+            for p in folder.iterdir():
+                p.unlink()
+            folder.rmdir()
+            folder.write_text("x")  # a file where the folder was
+        return out
+
+    monkeypatch.setattr(headless.frames, "save_frame", save_then_lose_the_folder)
+    assert main(["run", "diffusion3d", "--steps", "10", "--frames", str(folder), "--every", "5",
                  "--dump", str(tmp_path / "d.npz"), "--quiet", *SMALL]) == 4  # ran, but frames are missing
     err = capsys.readouterr().err
     assert "frame not written: cannot write" in err and "is a file, not a folder" in err
     assert err.count("frame not written") == 1  # the same failure is said once, then summed up
-    assert "NOT WRITTEN: frame at steps 0, 5, 10" in err
+    assert "NOT WRITTEN: frame at steps 5, 10" in err
     assert int(np.load(tmp_path / "d.npz")["step"]) == 10  # the run went on
 
 
@@ -337,16 +354,6 @@ def test_timings_name_with_dots_keeps_its_stem(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r_0.5.csv", "r_0.5.json"]
 
 
-def test_checkpoint_write_failure_is_one_line(tmp_path, capsys):
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    assert main(["run", "diffusion3d", "--steps", "5", "--checkpoint", str(blocker / "c.npz"), "--quiet",
-                 *SMALL]) == 4
-    err = capsys.readouterr().err
-    assert "checkpoint at step 5 NOT written: cannot write" in err and "Traceback" not in err
-    assert "NOT WRITTEN: no checkpoint of this run is on disk" in err
-
-
 def test_checkpoint_every_needs_checkpoint(capsys):
     assert main(["run", "diffusion3d", "--steps", "5", "--checkpoint-every", "2", *SMALL]) == 2
     assert "needs --checkpoint FILE" in capsys.readouterr().err
@@ -386,18 +393,53 @@ def test_bench_measures_a_grid_size_the_family_does_not_list(tmp_path, capsys):
 
 
 # ---- exit codes and lost outputs (issue 19) ------------------------------------------------
-@pytest.mark.parametrize("option", ["--dump", "--timings", "--checkpoint", "--frames"])
-def test_an_output_that_cannot_be_written_exits_4_with_a_summary(tmp_path, capsys, option):
+@pytest.mark.parametrize("option,name", [("--dump", "out.npz"), ("--dump", "out.vtkhdf"), ("--timings", "out.csv"),
+                                         ("--checkpoint", "out.npz"), ("--frames", "fr"), ("--dump-dir", "dd"),
+                                         ("--series", "s.vtkhdf")])
+@pytest.mark.parametrize("where", ["under a file", "in /proc"])
+def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path, capsys, monkeypatch, option, name,
+                                                                      where):
+    """A folder that cannot be (a file in its place) or that takes no files (/proc) is found before
+    anything runs: one line naming the option and the path, exit 2, nothing computed or written."""
     blocker = tmp_path / "file"
-    blocker.write_text("x")  # a file where a folder should be
-    target = blocker / ("out.csv" if option == "--timings" else "out.npz" if option != "--frames" else "fr")
-    status = main(["run", "diffusion3d", "--steps", "6", "--batch", "3", option, str(target), "--quiet", *SMALL])
-    err = capsys.readouterr().err
-    assert status == 4, err
-    assert "Traceback" not in err
-    what = {"--dump": "dump", "--timings": "timing log", "--checkpoint": "checkpoint", "--frames": "frame"}[option]
-    assert f"NOT WRITTEN: {what} at step" in err and f"{blocker} is a file, not a folder" in err, err
+    blocker.write_text("x")
+    target = blocker / name if where == "under a file" else Path("/proc") / f"nagare-{os.getpid()}" / name
+    if where == "in /proc" and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    from nagare.app import cli
+
+    built = []
+    monkeypatch.setattr(cli, "create_engine", lambda *a, **k: built.append(a))  # must not be reached
+    extra = ["--dump-every", "2"] if option == "--dump-dir" else []
+    status = main(["run", "diffusion3d", "--steps", "6", option, str(target), *extra, *SMALL])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1, err
+    assert err[0].startswith(f"nagare: {option} {target}: cannot write there: ") and "nothing was run" in err[0]
+    said = f"{blocker} is a file, not a folder" if where == "under a file" else "/proc takes no new files"
+    assert said in err[0], err
+    assert not built and sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no lock, no folder made
     assert blocker.read_text() == "x"
+
+
+def test_a_name_too_long_is_refused_before_the_run(tmp_path, capsys):
+    """A name its file system cannot hold (with the temporary's name around it) is found before the
+    run, not after it."""
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+    for n in (limit, limit - 10):  # too long itself; fits, but its temporary .NAME.PID-N.tmp does not
+        target = tmp_path / ("d" * (n - 4) + ".npz")
+        assert main(["run", "diffusion3d", "--steps", "3", "--dump", str(target), "--quiet", *SMALL]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "the file name is too long for this file system" in err[0], err
+    assert not list(tmp_path.iterdir())
+    assert main(["run", "diffusion3d", "--steps", "3", "--dump", str(tmp_path / ("d" * (limit - 30) + ".npz")),
+                 "--quiet", *SMALL]) == 0
+
+
+def test_an_output_path_that_is_a_folder_is_refused(tmp_path, capsys):
+    (tmp_path / "d.npz").mkdir()
+    assert main(["run", "diffusion3d", "--steps", "3", "--dump", str(tmp_path / "d.npz"), "--quiet", *SMALL]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tmp_path / 'd.npz'} is a folder, not a file" in err[0]
 
 
 def test_a_filling_disk_is_said_loudly_while_running_and_at_the_end(tmp_path, capsys, monkeypatch):
@@ -464,13 +506,6 @@ def test_atomic_write_fsyncs_the_file_and_its_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic.os, "fsync", spy)
     atomic.write_text_atomic(tmp_path / "sub" / "t.txt", "x")
     assert synced == [False, True]  # the temporary file before the rename, the folder after it
-
-
-def test_a_name_too_long_is_one_line(tmp_path, capsys):
-    assert main(["run", "diffusion3d", "--steps", "3", "--dump", str(tmp_path / ("d" * 300 + ".npz")), "--quiet",
-                 *SMALL]) == 4
-    err = capsys.readouterr().err
-    assert "dump not written: cannot write" in err and "File name too long" in err and "Traceback" not in err
 
 
 # ---- timing logs are streamed ---------------------------------------------------------------
@@ -915,13 +950,15 @@ def test_bench_refuses_an_only_that_selects_nothing(tmp_path, capsys):
 
 def test_set_on_the_cpu_is_checked_against_the_grid_that_runs(tmp_path, capsys):
     """On NumPy a preset's [cpu_overrides] give another grid and Δt: a --set physics.dt is checked
-    against the CPU grid's stability limit, not the GPU grid's, and the run's note states the values that
-    run; the GPU variant is still checked as the file gives it."""
+    against the CPU grid's stability limit, not the GPU grid's, and the run's note on the preset's
+    overrides names only those that run as the preset gives them (the user's --set values are not
+    the preset's); the GPU variant is still checked as the file gives it."""
     dump = tmp_path / "v.npz"
     assert main(["run", "compact-vortex-outflow", "--steps", "1", "--backend", "numpy", "--set", "physics.dt=0.006",
                  "--set", "grid.nx=64", "--set", "grid.ny=64", "--dump", str(dump)]) == 0
     err = capsys.readouterr().err
-    assert "[cpu_overrides] apply (64² on CPU; physics.dt = 0.006, run.steps = 350)" in err
+    note = [line for line in err.splitlines() if "[cpu_overrides]" in line]
+    assert note == ["nagare: the preset's [cpu_overrides] apply (on CPU: run.steps = 350)"], err
     np.testing.assert_allclose(float(np.load(dump)["time"]), 0.006)
     # above the CPU grid's own limit: refused, with that grid's spacing
     assert main(["run", "compact-vortex-outflow", "--steps", "1", "--backend", "numpy",

@@ -70,7 +70,8 @@ def test_a_run_stopped_early_ends_with_one_line(capsys, monkeypatch):
 
     from nagare.app import headless
 
-    engine = SimpleNamespace(timings=SimpleNamespace(steps=0))  # no measured batch yet: no throughput part
+    # no measured batch yet: no throughput part
+    engine = SimpleNamespace(timings=SimpleNamespace(steps=0), time=0.75, time_units="s")
 
     clock = itertools.count(0.0, 3.0)
     monkeypatch.setattr(headless.time, "perf_counter", lambda: float(next(clock)))
@@ -78,4 +79,4 @@ def test_a_run_stopped_early_ends_with_one_line(capsys, monkeypatch):
     p.tty = False
     p.update(30, engine)
     p.update(30, engine, final=True)
-    assert capsys.readouterr().err.count("30/100 steps") == 1
+    assert capsys.readouterr().err.count("30/100 steps  t = 0.75 s  ") == 1
