@@ -402,7 +402,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.component_combo = QtWidgets.QComboBox()
         self.component_combo.addItems(["magnitude", "x", "y", "z"])
         self.component_combo.currentTextChanged.connect(lambda t: self.worker.send("view", component=t))
+        self.component_combo.setToolTip("what of a vector field is drawn")
         f.addRow("component", self.component_combo)
+        f.setRowVisible(self.component_combo, False)  # shown for vector fields only (_tick)
+        self.view_form = f
         self.attr_combo = QtWidgets.QComboBox()
         self.attr_combo.setToolTip("particle attribute that sets the colour")
         self.attr_combo.activated.connect(lambda i: self.worker.send("view", attribute=self.attr_combo.itemText(i)))
@@ -960,6 +963,8 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.field_combo.clear()
                 self.field_combo.addItems(pk.fields)
             self.field_combo.setCurrentText(pk.field_name)
+            # a scalar (vorticity, u, φ) is drawn as it is: "component: magnitude" beside it was wrong
+            self.view_form.setRowVisible(self.component_combo, bool(pk.vector))
             if list(pk.attributes) != [self.attr_combo.itemText(i) for i in range(self.attr_combo.count())]:
                 self.attr_combo.clear()
                 self.attr_combo.addItems(pk.attributes)
