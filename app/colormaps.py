@@ -21,6 +21,23 @@ _ANCHORS = {
     "turbo": ((0.1900,0.0718,0.2322),(0.2250,0.1635,0.4510),(0.2511,0.2524,0.6337),(0.2682,0.3382,0.7805),(0.2763,0.4212,0.8912),(0.2754,0.5011,0.9659),(0.2586,0.5796,0.9988),(0.2138,0.6589,0.9796),(0.1584,0.7355,0.9231),(0.1117,0.8057,0.8452),(0.0927,0.8655,0.7623),(0.1201,0.9119,0.6866),(0.1966,0.9490,0.5947),(0.3051,0.9770,0.4899),(0.4278,0.9942,0.3857),(0.5466,0.9991,0.2958),(0.6436,0.9900,0.2336),(0.7260,0.9647,0.2064),(0.8047,0.9245,0.2046),(0.8753,0.8727,0.2155),(0.9330,0.8124,0.2267),(0.9732,0.7468,0.2254),(0.9931,0.6741,0.2035),(0.9959,0.5870,0.1690),(0.9836,0.4929,0.1285),(0.9580,0.3996,0.0883),(0.9211,0.3149,0.0548),(0.8742,0.2453,0.0330),(0.8161,0.1846,0.0181),(0.7462,0.1310,0.0085),(0.6645,0.0844,0.0042),(0.5710,0.0447,0.0053),(0.4796,0.0158,0.0106)),}
 
 NAMES = tuple(_ANCHORS)
+# maps whose middle colour means zero: a field that asks for it (vorticity, a velocity component)
+# gets a range symmetric about 0 in these; a sequential map (viridis, ...) gets the data's range,
+# else a field of one sign (Poiseuille's ux > 0) used half the map
+DIVERGING = frozenset({"coolwarm", "rdbu"})
+
+
+def symmetric_for(name: str, field_symmetric: bool) -> bool:
+    """Whether a field's colour range is made symmetric about 0 under colour map ``name``."""
+    return bool(field_symmetric) and name in DIVERGING
+
+
+def view_range(lo: float, hi: float, name: str, field_symmetric: bool) -> tuple[float, float]:
+    """The colour range shown for a field whose data range is lo..hi (see :data:`DIVERGING`)."""
+    if symmetric_for(name, field_symmetric):
+        m = max(abs(lo), abs(hi))
+        return -m, m
+    return lo, hi
 
 
 @cache
@@ -53,7 +70,7 @@ def apply(data: np.ndarray, name: str, vrange: tuple[float, float] | None = None
           symmetric: bool = False, mask: np.ndarray | None = None,
           mask_rgb: tuple[float, float, float] = (0.35, 0.35, 0.38)) -> np.ndarray:
     """Colour-map a 2D array to uint8 RGB (rows flipped so y points up, as in the app's view)."""
-    lo, hi = vrange if vrange is not None else auto_range(data, symmetric)
+    lo, hi = vrange if vrange is not None else auto_range(data, symmetric_for(name, symmetric))
     table = lut(name)
     idx = np.clip((data - lo) / (hi - lo), 0.0, 1.0)
     idx = np.nan_to_num(idx, nan=0.0) * (len(table) - 1)

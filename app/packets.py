@@ -47,7 +47,8 @@ class FramePacket:
     level: Any = None
     vmin: Any = None  # device scalars computed on the engine stream (read after `event`)
     vmax: Any = None
-    symmetric: bool = False
+    vector: bool = False  # grids: the field is a vector (the View dock's component control applies)
+    symmetric: bool = False  # the field asks for a range symmetric about 0 (diverging colour maps: view_range)
     slice_index: int = 0
     slice_count: int = 1
     bounds: Any = None
@@ -134,21 +135,22 @@ def _percentiles(xp, a, qs):
 VOLUME_TAIL = 0.01  # % cut at each end of a 3D volume's range (a 2D field's: 0.5)
 
 
-def display_range(xp, data, symmetric: bool, tail: float = 0.5):
+def display_range(xp, data, tail: float = 0.5):
     """Robust auto range as device scalars: the ``tail``–(100 − ``tail``) percentiles (0.5–99.5 as
     the headless PNG writer), estimated on a strided subsample of ≤ 65 536 points so it stays
     cheap at 2048² and above. Peaks at walls (vorticity at a cylinder) would otherwise wash out the
     whole picture. A 3D volume passes :data:`VOLUME_TAIL`: a body and its wake fill far less than
-    0.5 % of a flow's volume, and a 0.5 % cut would paint both in the lowest colour."""
+    0.5 % of a flow's volume, and a 0.5 % cut would paint both in the lowest colour.
+
+    The range is the data's, also for a field that asks for a symmetric one (the packet's
+    ``symmetric``): the view makes it symmetric about 0 where its colour map is a diverging one
+    (colormaps.view_range), which the user may change without a new packet."""
     stride = 1
     while data.size // (stride * stride) > RANGE_SAMPLE:
         stride *= 2
     sample = data[::stride, ::stride].ravel()
     sample = xp.where(xp.isfinite(sample), sample, xp.float32(0))
     lo, hi = _percentiles(xp, sample, (tail, 100.0 - tail))
-    if symmetric:
-        m = xp.maximum(xp.abs(lo), xp.abs(hi))
-        return -m, m
     return lo, hi
 
 

@@ -44,10 +44,10 @@ def snapshot_grid(f: Grid2D | Grid3D, ctx: SnapshotContext):
         # node samples are values on the points i·spacing, drawn as the cells [i, i+1)·spacing
         origin = (-0.5 * f.spacing,) * 2 if f.centering == "node" else (0.0, 0.0)
     data = xp.ascontiguousarray(data, dtype=xp.float32).copy()
-    vmin, vmax = display_range(xp, data, f.symmetric)
+    vmin, vmax = display_range(xp, data)
     pk = ctx.packet("grid3d" if isinstance(f, Grid3D) else "grid2d", data=data,
                     mask=mask_copy(xp, f.mask, ax, slice_index, ctx.cache),
-                    vmin=vmin, vmax=vmax, symmetric=f.symmetric, slice_index=slice_index,
+                    vmin=vmin, vmax=vmax, symmetric=f.symmetric, vector=f.kind == "vector", slice_index=slice_index,
                     slice_count=slice_count, spacing=f.spacing, label=f.label, units=f.units,
                     length_units=f.length_units, origin=tuple(float(o) for o in origin), axis_names=names,
                     centering=getattr(f, "centering", "cell"), domain=getattr(f, "domain", None))
@@ -64,7 +64,7 @@ def snapshot_volume(f: Grid3D, data, ctx: SnapshotContext):
     moving a plane needs no new packet."""
     xp = ctx.xp
     data = xp.ascontiguousarray(data, dtype=xp.float32).copy()
-    vmin, vmax = display_range(xp, data, f.symmetric, VOLUME_TAIL)
+    vmin, vmax = display_range(xp, data, VOLUME_TAIL)
     if f.mask is not None:  # solid cells: one texture carries them (the slice shader draws them grey)
         data = xp.where(xp.asarray(f.mask, dtype=bool), xp.float32(SOLID), data)
     pk = ctx.packet("volume3d", data=data, mask=mask_copy(xp, f.mask, None, 0, ctx.cache), vmin=vmin,
@@ -168,12 +168,14 @@ def grid_range(f: Grid2D | Grid3D, data: np.ndarray, view, vrange=None) -> tuple
     """The colour range a headless frame uses: the one asked for, else the preset view's, else the
     robust automatic range of what is shown."""
     rng = vrange or view.range
-    return tuple(float(v) for v in rng) if rng is not None else colormaps.auto_range(data, f.symmetric)
+    if rng is not None:
+        return tuple(float(v) for v in rng)
+    return colormaps.auto_range(data, colormaps.symmetric_for(view.colormap, f.symmetric))
 
 
 def png_grid(f: Grid2D | Grid3D, backend, view, vrange) -> np.ndarray:
     data, mask = grid_plane(f, backend, view)
-    return colormaps.apply(data, view.colormap, grid_range(f, data, view, vrange), symmetric=f.symmetric, mask=mask)
+    return colormaps.apply(data, view.colormap, grid_range(f, data, view, vrange), mask=mask)
 
 
 # ---- exports -----------------------------------------------------------------------------------

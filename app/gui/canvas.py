@@ -393,7 +393,10 @@ class FieldCanvas(scene.SceneCanvas):
         self.colorbar.set_colormap(name)
         for d in self._own.values():
             d.set_colormap(self, name)
-        self.update()
+        if self.shown is not None and self.shown.symmetric:
+            self.refresh()  # its range is symmetric about 0 in a diverging map only (colormaps.view_range)
+        else:
+            self.update()
 
     def set_range(self, rng: tuple[float, float] | None) -> None:
         self.fixed_range = rng
@@ -527,6 +530,7 @@ class FieldCanvas(scene.SceneCanvas):
         if pk.vmin is None:
             return 0.0, 1.0
         lo, hi = _host_scalar(pk.vmin, "colour range"), _host_scalar(pk.vmax, "colour range")  # event done
+        lo, hi = colormaps.view_range(lo, hi, self.colormap_name, pk.symmetric)
         if not hi > lo:
             hi = lo + (abs(lo) * 1e-6 or 1.0)
         return lo, hi

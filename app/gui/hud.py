@@ -26,10 +26,12 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from nagare.engine.errors import one_line
 
+from .hud_fonts import load_fonts, spelled
 from .plot_limits import setup_fitted_axes
 from .text_wrap import wrap_lines
 
@@ -196,6 +198,7 @@ class Hud:
         self.quantities = QuantityHistory()
         self._want_collapsed: bool | None = None
         self.toggle_rows_fit = True  # every quick toggle drawn inside the HUD's width (the last frame)
+        self.status_shown = ""  # the status line of the last frame drawn
         self.bridge = QtImguiBridge(canvas, self)
 
     def set_collapsed(self, on: bool) -> None:
@@ -231,6 +234,7 @@ class Hud:
             implot.set_current_context(self.plot_ctx)
             io = imgui.get_io()
             io.set_ini_filename("")  # no imgui.ini littering the user's folder
+            load_fonts(io)  # ∞, ², Greek, "·" (hud_fonts.py)
             imgui.style_colors_dark()
             self.renderer = LeanRenderer()
         except Exception as exc:  # missing PyOpenGL, GL too old: the app runs without the HUD
@@ -304,6 +308,7 @@ class Hud:
         if not expanded:
             imgui.end()
             return
+        self.status_shown = status = spelled(status)  # what the HUD's status line reads (tests)
         imgui.text(status)
         last = history[-1] if history else None
         frac = (last.roofline_pct or 0.0) / 100 if last else 0.0
@@ -343,7 +348,7 @@ class Hud:
             for axis, info in variants.items():
                 imgui.text(axis)
                 if imgui.is_item_hovered():
-                    imgui.set_tooltip(wrap_lines(f"{axis}: {info.get('doc', '')}"))
+                    imgui.set_tooltip(spelled(wrap_lines(f"{axis}: {info.get('doc', '')}")))
                 for choice, reason in info["choices"].items():
                     # a choice that does not fit beside the last one starts a new line (one row of
                     # radio buttons ran past the HUD's right edge, cut off)
@@ -356,7 +361,7 @@ class Hud:
                     if reason:
                         imgui.end_disabled()
                     if imgui.is_item_hovered(imgui.HoveredFlags_.allow_when_disabled):
-                        imgui.set_tooltip(wrap_lines(choice_tooltip(info, choice)))
+                        imgui.set_tooltip(spelled(wrap_lines(choice_tooltip(info, choice))))
                     self.toggle_rows_fit &= imgui.get_item_rect_max().x <= right + 0.5
                     if clicked and not reason and info["current"] != choice:
                         self.on_variant(axis, choice)
@@ -376,18 +381,57 @@ class Hud:
         imgui.text(f"step {q.step}, last {len(next(iter(q.values.values())))} readings")
         for name, hist in q.values.items():
             y = np.fromiter(hist, np.float32, len(hist))
-            imgui.text(f"{quantity_label(name)}: {y[-1]:.4g}")
-            ok = np.isfinite(y)
-            if not ok.any():
+            imgui.text(spelled(f"{quantity_label(name)}: {y[-1]:.4g}"))
+            scale = quantity_scale(y)
+            if scale is None:
                 continue
-            # the scale from the newer three quarters of the history: an impulsive start's spike
-            # (C_d of 85 at step 1, 1.1 later) would flatten the live curve to the bottom line
-            recent = y[len(y) // 4:] if len(y) >= 8 else y
-            recent = recent[np.isfinite(recent)] if np.isfinite(recent).any() else y[ok]
-            vmin, vmax = float(recent.min()), float(recent.max())
-            pad = 0.05 * (vmax - vmin) or max(abs(vmax) * 1e-3, 1e-12)  # a constant quantity: a flat line mid-plot
-            lo, hi = vmin - pad, vmax + pad
-            y = np.where(ok, y, lo)  # a NaN reading (diverged run) sits at the bottom, not off the scale
+            y = np.clip(np.where(np.isfinite(y), y, scale.lo), scale.lo, scale.hi)  # NaN (diverged): the bottom
             # the overlay gives the plot's scale (plot_lines draws no axes)
-            imgui.plot_lines(f"##quantity-{name}", y, scale_min=lo, scale_max=hi, graph_size=(320, 44),
-                             overlay_text=f"{vmin:.4g} .. {vmax:.4g}")
+            imgui.plot_lines(f"##quantity-{name}", y, scale_min=scale.lo, scale_max=scale.hi, graph_size=(320, 44),
+                             overlay_text=scale.label)
+            if scale.off_scale:
+                imgui.text(scale.off_scale)
+
+
+class QuantityScale(NamedTuple):
+    lo: float  # the plot's scale (the data's range with a margin)
+    hi: float
+    label: str  # the range of the data the scale shows, with digits enough to tell its ends apart
+    off_scale: str  # "" or what of the older readings lies outside the scale
+
+
+def distinct_range(vmin: float, vmax: float, digits: int = 4) -> str:
+    """"vmin .. vmax" with the fewest significant digits (≥ ``digits``) that make two different
+    ends read differently: a step from 141.99 to 142 read "142 .. 142" at 4 digits."""
+    for n in range(digits, 10):
+        a, b = f"{vmin:.{n}g}", f"{vmax:.{n}g}"
+        if a != b or vmin == vmax:
+            break
+    return f"{a} .. {b}"
+
+
+def quantity_scale(y: np.ndarray) -> QuantityScale | None:
+    """The scale of a quantity's plot (oldest reading first); None when no reading is finite.
+
+    The scale covers every finite reading, unless the oldest quarter holds an excursion (an
+    impulsive start's C_d of 85 at step 1, 1.1 later) that would squeeze the newer three quarters
+    into less than a quarter of the plot: then it covers the newer readings only, and
+    ``off_scale`` says how many older ones lie outside it and how far."""
+    finite = y[np.isfinite(y)]
+    if finite.size == 0:
+        return None
+    vmin, vmax = float(finite.min()), float(finite.max())
+    off = ""
+    if len(y) >= 8:
+        recent = y[len(y) // 4:]
+        recent = recent[np.isfinite(recent)]
+        if recent.size:
+            rmin, rmax = float(recent.min()), float(recent.max())
+            if rmax > rmin and (rmax - rmin) < 0.25 * (vmax - vmin):
+                older = y[:len(y) // 4]
+                older = older[np.isfinite(older)]
+                n_out = int(np.count_nonzero((older < rmin) | (older > rmax)))
+                off = f"{n_out} older off scale (all readings: {distinct_range(vmin, vmax)})"
+                vmin, vmax = rmin, rmax
+    pad = 0.05 * (vmax - vmin) or max(abs(vmax) * 1e-3, 1e-12)  # a constant quantity: a flat line mid-plot
+    return QuantityScale(vmin - pad, vmax + pad, distinct_range(vmin, vmax), off)

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from nagare.app.atomic import ExportError, output_writer, write_atomic
+from nagare.engine.errors import NagareError, one_line
 
 
 def main(argv=None) -> int:
@@ -23,6 +24,17 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--size", default="1400x860")
     a = p.parse_args(argv)
+    # checked before Qt and VisPy load: a bad size raised inside Qt's window code and the process then
+    # died in Qt's teardown (a traceback, then "Segmentation fault"); an unknown preset printed a traceback
+    try:
+        size = parse_size(a.size)
+        if a.preset is not None:
+            from nagare.engine.presets import resolve_path
+
+            resolve_path(a.preset)
+    except (ValueError, NagareError) as exc:
+        print(f"{p.prog}: {exc}", file=sys.stderr)
+        return 2
 
     # PyQt6 and VisPy (≈2 s) load after the arguments are parsed: `--help` and usage errors stay instant
     from PyQt6 import QtWidgets
@@ -32,8 +44,12 @@ def main(argv=None) -> int:
     qapp = QtWidgets.QApplication.instance() or QtWidgets.QApplication(sys.argv[:1])
     from .window import MainWindow  # PyQt6 too: loaded with the window, as above
 
-    w = MainWindow(a.preset, a.backend, output_dir="nagare-output")
-    w.resize(*(int(x) for x in a.size.split("x")))
+    try:
+        w = MainWindow(a.preset, a.backend, output_dir="nagare-output")
+    except NagareError as exc:  # a preset that names a file but does not validate: one line
+        print(f"{p.prog}: {one_line(exc)}", file=sys.stderr)
+        return 2
+    w.resize(*size)
     w.show()
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < a.seconds:
@@ -48,6 +64,20 @@ def main(argv=None) -> int:
         return 4
     print(f"written: {a.out}")
     return 0
+
+
+MAX_SIDE = 16384  # px: beyond what a GL surface (and Xvfb's screen) can hold
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``WIDTHxHEIGHT`` in pixels (e.g. 1400x860) as (width, height); a ValueError naming the option."""
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"--size {text!r}: expected WIDTHxHEIGHT in pixels, e.g. 1400x860")
+    w, h = (int(p) for p in parts)
+    if not (1 <= w <= MAX_SIDE and 1 <= h <= MAX_SIDE):
+        raise ValueError(f"--size {text!r}: each side must be 1 to {MAX_SIDE} pixels")
+    return w, h
 
 
 @output_writer("a screenshot of the window")

@@ -393,39 +393,197 @@ def _translucent_cmap(name: str) -> Colormap:
     return Colormap(np.concatenate([rgb, alpha[:, None]], axis=1))
 
 
+LABEL_PT = 9  # the box labels' font size (points)
+LABEL_GAP = 6.0  # logical px between a box edge and its label's nearest side
+
+
 class Frame3D:
-    """Box outline, coloured axes and their labels (value ticks with units) of a 3D view."""
+    """Box outline, coloured axes and their labels (each axis' range with units) of a 3D view.
+
+    An axis label lay at the end of the axis from the box's origin corner: looking down on the box,
+    the y axis runs into the picture and "y 32" sat over the middle of the data, and "z 0.52 m" on
+    its own axis line. Now :meth:`place` (before each frame the camera moved) puts each axis' line
+    on the one of the box's four edges along that axis that lies farthest out on the screen, and
+    its label outside the box beside that edge's middle, clear of the outline. The outline and
+    axes are depth tested: a back edge is hidden behind what is drawn in front of it."""
 
     def __init__(self, canvas, prefix: str):
         self.outline = scene.visuals.Line(connect="segments", color=(0.75, 0.75, 0.8, 1.0), antialias=False)
         self.axes = scene.visuals.Line(connect="segments", width=2.0)
-        self.labels = LaidOutText("", color="white", font_size=9, anchor_x="left", anchor_y="bottom")
+        for line in (self.outline, self.axes):
+            line.set_gl_state("translucent", depth_test=True)
+        self.labels = LaidOutText("", color="white", font_size=LABEL_PT, anchor_x="center", anchor_y="center")
         self.names = [f"{prefix}_outline", f"{prefix}_axes", f"{prefix}_labels"]
         for name, node in zip(self.names, (self.outline, self.axes, self.labels)):
             canvas.add_visual(name, node)
         self.box = None
+        self.texts: list[str] = []
+        self.edges: list[tuple[int, int]] = []  # per axis: the corners (box_corners' index) of its edge
+        self._placed_for = None  # the projected corners the labels were placed for
 
     def set_box(self, lo, hi, units: str) -> None:
         lo, hi = np.asarray(lo, np.float32), np.asarray(hi, np.float32)
         if self.box is not None and np.array_equal(self.box[0], lo) and np.array_equal(self.box[1], hi):
             return
         self.box = (lo, hi)
+        self._placed_for = None
         self.outline.set_data(box_segments(lo[None], hi[None]))
-        ext = hi - lo
-        seg, col, texts, pos = [], [], [], []
         u = f" {units}" if units else ""
-        for a in range(3):
-            end = lo.copy()
-            end[a] = hi[a]
-            seg += [lo, end]
-            col += [AXIS_COLOURS[a]] * 2
-            texts.append(f"{AXES[a]} {_fmt(hi[a])}{u}")
-            pos.append(end + 0.02 * ext.max() * np.eye(3)[a])
-        texts.append(f"{_fmt(lo[0])}, {_fmt(lo[1])}, {_fmt(lo[2])}{u}")
-        pos.append(lo - 0.04 * ext.max())
+        # per axis: its range, and its far end alone for a view too narrow for the range
+        self.texts = [(f"{AXES[a]} {_fmt(lo[a])} .. {_fmt(hi[a])}{u}", f"{AXES[a]} {_fmt(hi[a])}{u}")
+                      for a in range(3)]
+        self.labels.text = [t[0] for t in self.texts]
+        # until the first place(): the axes from the origin corner, labels at their middles
+        self._set_axes([(0, 1 << a) for a in range(3)], [(lo + _unit(a) * (hi - lo) / 2) for a in range(3)])
+
+    def _set_axes(self, edges, label_pos) -> None:
+        corners = box_corners(*self.box).astype(np.float32)
+        self.edges = list(edges)
+        seg = [corners[i] for e in edges for i in e]
+        col = [AXIS_COLOURS[a] for a in range(3) for _ in range(2)]
         self.axes.set_data(np.array(seg, np.float32), color=np.array(col, np.float32))
-        self.labels.text = texts
-        self.labels.pos = np.array(pos, np.float32)
+        self.labels.pos = np.array(label_pos, np.float32)
+
+    def place(self, view, dpi: float = 96.0) -> None:
+        """Put the axes and their labels on the box's outer edges for the camera as it is now."""
+        if self.box is None:
+            return
+        corners = box_corners(*self.box)
+        screen = project(view, corners)
+        if not np.isfinite(screen).all():
+            return
+        if self._placed_for is not None and np.allclose(screen, self._placed_for, atol=0.25):
+            return
+        self._placed_for = screen
+        centre = screen.mean(axis=0)
+        size = np.asarray(view.size, np.float64)  # the view box, logical px (project's frame)
+        char_w, line_h = 0.6 * LABEL_PT * dpi / 72, 1.2 * LABEL_PT * dpi / 72  # px, DejaVu-like widths
+        hull = _convex_hull(screen)
+        edges, pos, taken, texts = [], [], [], []
+        for a in range(3):
+            choice = None
+            for text in self.texts[a]:  # the whole range; the short form where that does not fit
+                half = 0.5 * np.array([char_w * len(text), line_h])
+                best = self._best_spot(screen, centre, hull, a, half, size, taken)
+                if choice is None or best[0] > choice[0][0]:
+                    choice = (best, text, half)
+                if best[0][0]:
+                    break
+            (_, (i, j), target), text, half = choice
+            taken.append((target - half, target + half))
+            edges.append((i, j))
+            texts.append(text)
+            pos.append(_unproject_near(view, (corners[i] + corners[j]) / 2, a, target, self.box))
+        if texts != self.labels.text:
+            self.labels.text = texts
+        self._set_axes(edges, pos)
+
+    @staticmethod
+    def _best_spot(screen, centre, hull, a, half, size, taken):
+        """(key, edge, label centre) of the best place for axis ``a``'s label of half-size ``half``:
+        beside one of the axis' edges on the box's outline or past one of its ends, inside the
+        view, clear of the box and of the labels placed before (key[0]: all of that holds)."""
+        best = None
+        for i, j in ((k, k | (1 << a)) for k in range(8) if not (k >> a) & 1):
+            if not _on_outline(screen, i, j):
+                continue  # an inner edge: a label beside it would lie on the data
+            mid = (screen[i] + screen[j]) / 2
+            out = mid - centre
+            n = float(np.linalg.norm(out))
+            out = out / n if n > 1e-6 else np.array([0.0, 1.0])
+            # beside the edge's middle, outward; or past either end (an edge that runs up the
+            # screen has room above or below it where a line of text beside it has none)
+            # (a spot pushed back into the view may meet the box: the same spots a line or two further out)
+            dirs = [(mid, out)]
+            for end, other in ((screen[i], screen[j]), (screen[j], screen[i])):
+                along = end - other
+                m = float(np.linalg.norm(along))
+                if m > 1e-6:
+                    dirs.append((end, along / m))
+            spots = [p + d * (LABEL_GAP + extra * half[1] + abs(d[0]) * half[0] + abs(d[1]) * half[1])
+                     for extra in (0, 2, 4) for p, d in dirs]
+            for rank, target in enumerate(spots):
+                target = np.clip(target, half, np.maximum(size - half, half))  # never off the view
+                rect = (target - half, target + half)
+                clear = not _rect_meets_polygon(rect, hull) and not any(_rects_meet(rect, r) for r in taken)
+                key = (clear, -rank, round(n, 1), float(mid[1]))
+                if best is None or key > best[0]:
+                    best = (key, (i, j), target)
+        if best is None:  # every edge along this axis seen end-on: the one from the origin corner
+            best = ((False,), (0, 1 << a), (screen[0] + screen[1 << a]) / 2)
+        return best
+
+
+def _convex_hull(points: np.ndarray) -> np.ndarray:
+    """The convex hull of 2D points, counter-clockwise (monotone chain)."""
+    pts = sorted(map(tuple, np.asarray(points, np.float64)))
+
+    def half(seq):
+        out = []
+        for p in seq:
+            while len(out) >= 2 and ((out[-1][0] - out[-2][0]) * (p[1] - out[-2][1])
+                                     - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0])) <= 0:
+                out.pop()
+            out.append(p)
+        return out[:-1]
+
+    return np.array(half(pts) + half(pts[::-1]))
+
+
+def _rects_meet(a, b) -> bool:
+    return bool((a[0] < b[1]).all() and (b[0] < a[1]).all())
+
+
+def _rect_meets_polygon(rect, poly: np.ndarray) -> bool:
+    """Whether an axis-aligned rectangle (lo, hi) and a convex polygon overlap (separating axes)."""
+    lo, hi = rect
+    box = np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]])
+    if len(poly) < 3:
+        return False
+    axes = [np.array([1.0, 0.0]), np.array([0.0, 1.0])]
+    axes += [np.array([-(q[1] - p[1]), q[0] - p[0]]) for p, q in zip(poly, np.roll(poly, -1, axis=0))]
+    for ax in axes:
+        a, b = box @ ax, poly @ ax
+        if a.max() <= b.min() or b.max() <= a.min():
+            return False
+    return True
+
+
+def _on_outline(screen: np.ndarray, i: int, j: int) -> bool:
+    """Whether the box edge from corner i to corner j lies on the outline of the box's projection
+    (every corner on one side of its line); an edge seen end-on is not."""
+    d = screen[j] - screen[i]
+    if float(np.hypot(*d)) < 1e-6:
+        return False
+    r = screen - screen[i]
+    cross = d[0] * r[:, 1] - d[1] * r[:, 0]
+    tol = 1e-6 * float(np.abs(cross).max() or 1.0)
+    return bool((cross >= -tol).all() or (cross <= tol).all())
+
+
+def _unit(a: int) -> np.ndarray:
+    return np.eye(3, dtype=np.float32)[a]
+
+
+def _unproject_near(view, world, axis: int, target, box) -> np.ndarray:
+    """A scene point in the plane through ``world`` across ``axis`` that projects to the screen
+    point ``target`` (two Newton steps on the projection; the box's size sets the step for the
+    derivatives)."""
+    h = 1e-3 * float(np.max(box[1] - box[0]) or 1.0)
+    others = [d for d in range(3) if d != axis]
+    p = np.asarray(world, np.float64).copy()
+    for _ in range(2):
+        base = project(view, p[None])[0]
+        jac = np.stack([(project(view, (p + h * _unit(d))[None])[0] - base) / h for d in others], axis=1)
+        try:
+            step = np.linalg.lstsq(jac, np.asarray(target, np.float64) - base, rcond=None)[0]
+        except np.linalg.LinAlgError:
+            break
+        if not np.isfinite(step).all():
+            break
+        for d, t in zip(others, step):
+            p[d] += t
+    return p.astype(np.float32)
 
 
 def _fmt(v: float) -> str:
@@ -771,6 +929,8 @@ class VolumeDrawer:
         frame_box(canvas.view, (0, 0, 0), self._box_size(pk))
 
     def before_draw(self, canvas) -> None:
+        if self.frame is not None:
+            self.frame.place(canvas.view, canvas.dpi / canvas.pixel_scale)
         if self.bodies is None or not self.bodies.visible:
             return
         light = headlight(canvas.view.camera)
@@ -1002,6 +1162,8 @@ class Particles3DDrawer:
         frame_box(canvas.view, lo, hi)
 
     def before_draw(self, canvas) -> None:
+        if self.frame is not None:
+            self.frame.place(canvas.view, canvas.dpi / canvas.pixel_scale)
         if self.spheres is None or not self.spheres.visible or self.spheres.count == 0:
             return
         b = self.spheres._bounds

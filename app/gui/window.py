@@ -402,7 +402,10 @@ class MainWindow(QtWidgets.QMainWindow):
         self.component_combo = QtWidgets.QComboBox()
         self.component_combo.addItems(["magnitude", "x", "y", "z"])
         self.component_combo.currentTextChanged.connect(lambda t: self.worker.send("view", component=t))
+        self.component_combo.setToolTip("what of a vector field is drawn")
         f.addRow("component", self.component_combo)
+        f.setRowVisible(self.component_combo, False)  # shown for vector fields only (_tick)
+        self.view_form = f
         self.attr_combo = QtWidgets.QComboBox()
         self.attr_combo.setToolTip("particle attribute that sets the colour")
         self.attr_combo.activated.connect(lambda i: self.worker.send("view", attribute=self.attr_combo.itemText(i)))
@@ -651,6 +654,7 @@ class MainWindow(QtWidgets.QMainWindow):
         except Exception:
             dev = "?"
         self.status_labels["device"].setText(f"device: {dev}")
+        sb.messageChanged.connect(self._status_message_changed)
 
     # ---- presets & parameters ---------------------------------------------------------
     def _apply_preset_to_ui(self, preset) -> None:
@@ -963,7 +967,11 @@ class MainWindow(QtWidgets.QMainWindow):
         st = self.worker.latest_stats()
         state = "running" if self.worker.running else ("DIVERGED" if self.worker.diverged else "paused")
         shown = self.canvas.shown_time()
-        status = (f"{state} · step {self._shown_step(st)} · {st.steps_per_s if st else 0:.0f} steps/s"
+        step = self._shown_step(st)
+        # the HUD is drawn with each new frame, the status line refreshed at 5 Hz: without this the
+        # status line showed a frame or two before the HUD's (step 6191 beside the HUD's 6256)
+        self._show_frame_labels(step, st, shown)
+        status = (f"{state} · step {step} · {st.steps_per_s if st else 0:.0f} steps/s"
                   + (f"\n{shown} (frame on screen)" if shown else ""))
         return list(self.worker.history), self.variant_info, status
 
@@ -997,6 +1005,8 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.field_combo.clear()
                 self.field_combo.addItems(pk.fields)
             self.field_combo.setCurrentText(pk.field_name)
+            # a scalar (vorticity, u, φ) is drawn as it is: "component: magnitude" beside it was wrong
+            self.view_form.setRowVisible(self.component_combo, bool(pk.vector))
             if list(pk.attributes) != [self.attr_combo.itemText(i) for i in range(self.attr_combo.count())]:
                 self.attr_combo.clear()
                 self.attr_combo.addItems(pk.attributes)
@@ -1112,18 +1122,45 @@ class MainWindow(QtWidgets.QMainWindow):
             self.status_labels["throughput"].setText("")
             self.status_labels["roofline"].setText("")
         elif st is not None:
-            self.status_labels["steps"].setText(f"step {self._shown_step(st)} · {st.steps_per_s:,.0f} steps/s")
+            self._show_frame_labels(self._shown_step(st), st, self.canvas.shown_time())
             self.status_labels["throughput"].setText(throughput_text(st.updates_per_s, st.gbytes_per_s))
             self.status_labels["roofline"].setText(
                 "roofline —" if st.roofline_pct is None else f"{st.roofline_pct:.1f} % roofline")
         self.status_labels["display"].setText(f"display: {self.canvas.display_label}")
-        self.status_labels["time"].setText(self.canvas.shown_time())
+        if st is None or self.building:
+            self.status_labels["time"].setText(self.canvas.shown_time())
+
+    def _show_frame_labels(self, step: int, st, shown_time: str) -> None:
+        """The status line's step and simulated time: those of the frame on screen, as the HUD's."""
+        if self.building or st is None:
+            return
+        for key, text in (("steps", f"step {step} · {st.steps_per_s:,.0f} steps/s"), ("time", shown_time)):
+            if self.status_labels[key].text() != text:
+                self.status_labels[key].setText(text)
 
     # ---- messages ----------------------------------------------------------------------
     def message(self, text: str) -> None:
         self.messages.append(text)
-        self.statusBar().showMessage(text, 6000)
+        sb = self.statusBar()
+        shown = self._elided_message(text)
+        sb.showMessage(shown, 6000)
+        # QStatusBar clips a message at the first permanent label, mid-word ("…22.8 ("): one that
+        # does not fit ends in "…" and its whole text is the status bar's tooltip while it is shown
+        sb.setToolTip(text if shown != text else "")
         log.info("nagare: %s", text)
+
+    def _elided_message(self, text: str) -> str:
+        """``text`` on one line, elided with "…" to the room the status bar's permanent labels leave."""
+        sb = self.statusBar()
+        line = " ".join(text.split())
+        lefts = [lab.geometry().left() for lab in getattr(self, "status_labels", {}).values()
+                 if lab.isVisible() and lab.text()]
+        room = (min(lefts) if lefts else sb.width()) - 12  # the message's own margins
+        return sb.fontMetrics().elidedText(line, Qt.TextElideMode.ElideRight, max(room, 40))
+
+    def _status_message_changed(self, text: str) -> None:
+        if not text:  # the message timed out or was replaced by none: its tooltip goes with it
+            self.statusBar().setToolTip("")
 
     def error(self, title: str, text: str) -> None:
         """A non-blocking error dialog (the run goes on) and a status-bar line."""

@@ -15,13 +15,16 @@ from PIL import Image
 from pydantic import Field, field_validator, model_validator
 
 from ..decomp.config import DecomposablePreset, SplitAxis
-from ..presets import Strict
+from ..presets import Strict, applies_when
 from . import d2q9
 
 
 class Grid(Strict):
-    nx: int = Field(320, ge=4, le=32768, description="lattice nodes along x (fastest axis)")
-    ny: int = Field(320, ge=4, le=32768, description="lattice nodes along y")
+    # a form shows only the knobs a preset reads (PresetBase.inapplicable_keys): grid.n replaces nx and ny
+    nx: int = Field(320, ge=4, le=32768, description="lattice nodes along x (fastest axis)",
+                    json_schema_extra=applies_when({"grid.n": [None]}))
+    ny: int = Field(320, ge=4, le=32768, description="lattice nodes along y",
+                    json_schema_extra=applies_when({"grid.n": [None]}))
     n: int | None = Field(None, ge=4, le=32768, description="square grid: sets nx = ny = n (cavity)")
 
     @model_validator(mode="after")
@@ -39,8 +42,10 @@ class Grid(Strict):
 class Physics(Strict):
     tau: float | None = Field(None, gt=0.5, le=10.0, description="BGK relaxation time τ (ν = (τ−½)/3)")
     reynolds: float | None = Field(None, gt=0, le=1e5, description="Reynolds number U·L/ν (instead of tau)")
-    lid_velocity: float = Field(0.1, ge=-0.3, le=0.3, description="moving-lid velocity (x), lattice units")
-    inlet_velocity: float = Field(0.05, ge=-0.3, le=0.3, description="velocity inlet u_x, lattice units")
+    lid_velocity: float = Field(0.1, ge=-0.3, le=0.3, description="moving-lid velocity (x), lattice units",
+                                json_schema_extra=applies_when({"boundaries.y": ["lid"]}))
+    inlet_velocity: float = Field(0.05, ge=-0.3, le=0.3, description="velocity inlet u_x, lattice units",
+                                  json_schema_extra=applies_when({"boundaries.x": ["inlet-outlet"]}))
     force: tuple[float, float] = Field((0.0, 0.0), description="body-force density (Fx, Fy), Guo forcing")
     precision: Literal["fp32", "fp64"] = Field("fp32",
                                                  description="floating-point type of the state")
@@ -65,18 +70,28 @@ class Boundaries(Strict):
         "periodic", description="bottom/top: periodic, bounce-back walls, or walls with the top one moving (lid)")
 
 
+def _for_kinds(*kinds: str) -> dict:
+    return applies_when({"obstacle.kind": kinds})
+
+
 class Obstacle(Strict):
     kind: Literal["none", "circle", "rectangle", "image"] = Field(
         "none", description="none; circle (center, diameter); rectangle (center, width, height); image (a mask "
                             "from the picture at path)")
-    center: tuple[float, float] = Field((0.25, 0.5), description="centre (x, y) as fractions of (nx, ny)")
-    diameter: float = Field(20.0, gt=0, description="circle diameter in lattice nodes")
-    width: float = Field(20.0, gt=0, description="rectangle width (x) in lattice nodes")
-    height: float = Field(20.0, gt=0, description="rectangle height (y) in lattice nodes")
+    # (the wake kick of initial.kick is placed from the centre of any kind of obstacle)
+    center: tuple[float, float] = Field((0.25, 0.5), description="centre (x, y) as fractions of (nx, ny)",
+                                        json_schema_extra=_for_kinds("circle", "rectangle", "image"))
+    diameter: float = Field(20.0, gt=0, description="circle diameter in lattice nodes",
+                            json_schema_extra=_for_kinds("circle"))
+    width: float = Field(20.0, gt=0, description="rectangle width (x) in lattice nodes",
+                         json_schema_extra=_for_kinds("rectangle"))
+    height: float = Field(20.0, gt=0, description="rectangle height (y) in lattice nodes",
+                          json_schema_extra=_for_kinds("rectangle"))
     path: str | None = Field(None, description="image mask: dark pixels (luminance < threshold) are solid; "
-                                               "scaled to the grid, top row of the image = top of the domain")
+                                               "scaled to the grid, top row of the image = top of the domain",
+                             json_schema_extra=_for_kinds("image"))
     threshold: float = Field(0.5, gt=0, lt=1, description="image mask: pixels darker than this luminance "
-                                                           "(0 … 1) are solid")
+                                                           "(0 … 1) are solid", json_schema_extra=_for_kinds("image"))
 
     @field_validator("path")
     @classmethod

@@ -50,11 +50,41 @@ def test_navier_stokes_shows_its_knobs_and_the_form_follows_an_edited_problem(qt
 
 def test_the_hook_is_the_models_own_declaration():
     """inapplicable_keys reads applies_when() declarations only: a family without any hides nothing."""
-    lbm = load_preset("lbm2d-cylinder", backend="numpy")
-    assert type(lbm).inapplicable_keys(raw_dict(lbm)) == set()
+    wave = load_preset("wave2d", backend="numpy")
+    assert type(wave).inapplicable_keys(raw_dict(wave)) == set()
     adv = load_preset("compact-advection1d", backend="numpy")
     keys = type(adv).inapplicable_keys(raw_dict(adv))
     assert set(NS_KNOBS) <= keys and ("physics", "speed") not in keys
+
+
+LBM_OBSTACLE = [("obstacle", k) for k in ("center", "diameter", "width", "height", "path", "threshold")]
+
+
+def test_lbm2d_form_hides_the_knobs_its_boundaries_and_obstacle_do_not_read(qtbot):
+    """The walk: lbm2d-cavity showed nx, ny beside n, the inlet velocity and an obstacle's geometry
+    with kind = none; lbm2d-cylinder the lid velocity and a rectangle's width and height."""
+    from nagare.app.gui.window import ParameterForm
+
+    form = ParameterForm()
+    qtbot.addWidget(form)
+    form.load(load_preset("lbm2d-cavity", backend="numpy"))
+    gone = [("grid", "nx"), ("grid", "ny"), ("physics", "inlet_velocity"), *LBM_OBSTACLE]
+    assert [k for k in gone if _shown(form, k)] == []
+    for key in [("grid", "n"), ("physics", "lid_velocity"), ("physics", "reynolds"), ("obstacle", "kind")]:
+        assert _shown(form, key), key
+    cyl = load_preset("lbm2d-cylinder", backend="numpy")
+    form.load(cyl)
+    assert not any(_shown(form, k) for k in [("physics", "lid_velocity"), ("obstacle", "width"),
+                                              ("obstacle", "height"), ("obstacle", "path")])
+    for key in [("grid", "nx"), ("grid", "ny"), ("physics", "inlet_velocity"), ("obstacle", "center"),
+                ("obstacle", "diameter")]:
+        assert _shown(form, key), key
+    kind, _ = form.editors[("obstacle", "kind")]
+    kind.setCurrentText("rectangle")  # the form follows the edit before it is applied
+    assert _shown(form, ("obstacle", "width")) and _shown(form, ("obstacle", "height"))
+    assert not _shown(form, ("obstacle", "diameter"))
+    kind.setCurrentText("circle")
+    assert validate(form.values(), cyl.source, "numpy").obstacle.width == cyl.obstacle.width  # kept as loaded
 
 
 def test_the_smagorinsky_constant_shows_only_with_its_model():
