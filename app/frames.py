@@ -135,7 +135,8 @@ def _particles_with_legend(engine, fld: Particles) -> np.ndarray:
     units and, where the particles carry the view's attribute, its colour bar."""
     view = engine.preset.view
     pos, values, name = shown_particles(fld, engine.backend, view)
-    pos = np.asarray(pos, np.float64).reshape(len(pos), -1) if len(pos) else np.zeros((0, 2))
+    pos = np.asarray(pos, np.float64)
+    pos = pos.reshape(len(pos), -1) if len(pos) else np.zeros((0, pos.shape[1] if pos.ndim == 2 else 2))
     img = particles_image(pos, values, fld.bounds, view.colormap, view.range)
     framed = img
     box = frame_box(pos, fld.bounds)

@@ -146,7 +146,8 @@ def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndar
     pixels, up as up. At ``size`` = PNG_SIZE a pixel is a logical px of the window (as a grid's frame);
     another size scales the dots and the outline with it. Parked particles (non-finite rows) are not
     drawn."""
-    pos = np.asarray(pos, np.float64).reshape(len(pos), -1) if len(pos) else np.zeros((0, 2))
+    pos = np.asarray(pos, np.float64)
+    pos = pos.reshape(len(pos), -1) if len(pos) else np.zeros((0, pos.shape[1] if pos.ndim == 2 else 2))
     if pos.shape[1] < 2:
         raise ValueError(f"particles_image: positions must have x and y columns; got shape {pos.shape}")
     n = len(pos)

@@ -460,6 +460,8 @@ def run_case(a, backend, worker_attrs: dict, preset: str, overrides: list, fps: 
     """One case: headless from the start, the display run, headless over the display run's steps."""
     name = preset
     preset = load_preset(name, overrides, backend=backend.name)
+    if preset.run.paced:  # the display's cost at full speed: a paced run is capped by design (Run ▸ Speed)
+        preset = load_preset(name, [*overrides, "run.paced=false"], backend=backend.name)
     print(f"display overhead: {name} {' '.join(overrides)} on {backend.name}, cap {fps:g} frames/s, "
           f"{a.seconds:.0f} s each", flush=True)
     head_start = headless_rate(preset, backend, a.seconds)

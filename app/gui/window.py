@@ -579,7 +579,9 @@ class MainWindow(QtWidgets.QMainWindow):
     def _fill_speed_menu(self) -> None:
         menu = self.speed_menu
         menu.clear()
-        group = QtGui.QActionGroup(menu)
+        if getattr(self, "_speed_group", None) is not None:
+            self._speed_group.deleteLater()  # menu.clear() deletes the actions, not their group
+        group = self._speed_group = QtGui.QActionGroup(menu)
         preset = getattr(self, "preset", None)
         preset_n = preset.run.steps_per_frame if preset is not None else None
         current = self.worker.frame_steps

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import numbers
 import queue
 import sys
 import threading
@@ -268,6 +269,7 @@ class SimulationWorker:
         self.engine = None
         self._pause_at: int | None = None  # run.pause_at_end: the step to pause at once
         self._t_next_frame = 0.0  # with frame_steps: when the next frame's steps may start
+        self._speed_source: str | None = None  # the preset file whose run.paced set the speed
         self.timing_log = None
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -396,6 +398,8 @@ class SimulationWorker:
             self._ckpt_pending = None
             release_checkpoint_buffers(self.engine)
         engine = create_engine(preset, backend, variants=variants)
+        other_preset = preset.source != self._speed_source  # (the first build too)
+        self._speed_source = preset.source
         self.engine, self._preset = engine, preset
         self._forget_pace()
         # before the first packet: the window draws this run's packets only. A preset switch from
@@ -404,8 +408,11 @@ class SimulationWorker:
         self.run_id = max(self.run_id + 1, run or 0)
         # a test problem with an end time pauses there once (run.pause_at_end)
         self._pause_at = preset.run.steps if preset.run.pause_at_end else None
-        self.frame_steps = preset.run.steps_per_frame if preset.run.paced else None  # the preset's speed
-        self._notify("speed", payload=self.frame_steps)
+        if other_preset:  # the preset's speed; a reset, a variant rebuild or Apply keeps the user's
+            steps = preset.run.steps_per_frame if preset.run.paced else None
+            if steps != self.frame_steps or self._seq == 0:  # said once at the start, then on a change
+                self.frame_steps = steps
+                self._notify("speed", payload=steps)
         self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
         self.diverged = None
         self.last_good = None
@@ -483,9 +490,10 @@ class SimulationWorker:
                 self.running = False
                 self._notify("info", f"paused at the preset's end: step {end} (run.steps), t = "
                                      f"{float(self.engine.time):.6g} — Space runs on")
-            self._publish(force=pending_steps > 0 or paced or end is not None and self.engine.step_count >= end)
-            if paced:  # a frame an interval after the last one began (at once where the steps took longer)
-                self._t_next_frame = max(t_iter + self.display_interval, time.perf_counter() - self.display_interval)
+            self._publish(force=pending_steps > 0 or end is not None and self.engine.step_count >= end, due=paced)
+            if paced:  # a fixed cadence; after steps that took longer than a frame, at most one frame behind
+                self._t_next_frame = max(self._t_next_frame + self.display_interval,
+                                         time.perf_counter() - self.display_interval)
             if not pending_steps:  # a run's iteration: waiting for the GPU, stepping and publishing
                 self._last_batch = n
                 per_step = (time.perf_counter() - t_iter) / n
@@ -581,10 +589,11 @@ class SimulationWorker:
     def _cmd_speed(self, a: dict) -> None:
         """``steps``: N steps a frame (paced), or None: as fast as the run goes."""
         steps = a.get("steps")
-        if steps is not None and (int(steps) != steps or steps < 1):
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1):
             raise NagareError(f"speed: steps a frame must be a whole number ≥ 1 (got {steps!r})")
         self.frame_steps = None if steps is None else int(steps)
         self._t_next_frame = 0.0
+        self._forget_pace()  # batches and the publish pace from the new speed's own iterations
         self._notify("speed", payload=self.frame_steps)
 
     def _cmd_view(self, a: dict) -> None:
@@ -690,9 +699,11 @@ class SimulationWorker:
             log.exception("nagare: step failed")
             self._notify("error", one_line(exc))
 
-    def _publish(self, force: bool = False) -> None:
+    def _publish(self, force: bool = False, due: bool = False) -> None:
+        """A frame if ``force`` (an explicit step, view or variant change: checked at once) or ``due``
+        (a paced frame: published like a scheduled one, its checks deferred on a GPU) or on schedule."""
         now = time.perf_counter()
-        if not force and not self._publish_due(now):
+        if not (force or due) and not self._publish_due(now):
             return
         eng = self.engine
         deferred = eng.backend.is_gpu and not force  # GPU: no wait for the device in this frame

@@ -92,8 +92,9 @@ def descriptors(forest: Forest, lv: int, leaves, ijk, interp: str, xp=np, timing
                 device: dict | None = None):
     """(desc (27, R), fine_pts (UF,), coarse_pts (UC,) global point ids, interp_slot (U, S),
     interp_w (U, S)) of the level's fix-up points (leaves global, ijk (R, 3), ascending point id),
-    NumPy arrays: what ``interface.level_coupling`` builds from ``tables.point_tables`` for a flow
-    without bodies or free-slip sides. One level of :func:`level_descriptors` (its ``timing``;
+    NumPy arrays — or, with a device and ``device``, five None, the arrays left in ``device`` (see
+    :func:`level_descriptors`): what ``interface.level_coupling`` builds from ``tables.point_tables``
+    for a flow without bodies or free-slip sides. One level of :func:`level_descriptors` (its ``timing``;
     ``device``: this level's dict there)."""
     return level_descriptors(forest, {lv: (leaves, ijk)}, interp, xp, timing,
                              None if device is None else {lv: device})[lv]

@@ -370,7 +370,10 @@ def _lazy_field(name: str) -> property:
     def get(self):
         lazy = self.__dict__.get("_lazy")
         if lazy and name in lazy:
-            self.__dict__[key] = np.asarray(self._to_host(lazy.pop(name)))
+            # copied first, dropped after: a copy that fails (a device error surfacing at this wait)
+            # leaves the device array in place for the next read, not a None in its stead
+            self.__dict__[key] = np.asarray(self._to_host(lazy[name]))
+            lazy.pop(name, None)
         return self.__dict__.get(key)
 
     def put(self, value):

@@ -494,7 +494,10 @@ class CupyKernels:
                 fix_of[d["fix_pts"]] = xp.arange(c.n_fix, dtype=np.int32)
                 d["fix_of"] = fix_of
             self.dev[lv] = d
-        for c in st.coupling.values():  # taken: the device copies the stepper does not hold are freed
+        # taken: the device copies the stepper does not hold are dropped here; the tables a device build
+        # left on the device for their first host use (LevelCoupling.keep_on_device: the descriptors in
+        # int64, the weights in float64) stay with the coupling, which the interface cache keeps
+        for c in st.coupling.values():
             c.device = None
         self.m3 = {lv: b ** 3 for lv, b in st.block.items()}  # points per block of each level
         self._inlet_values = got(None, "inlet")

@@ -216,10 +216,13 @@ class CompactNavierStokes(Compact):
         if name == "vorticity":
             return Grid2D(self.ns.vorticity(self.U), label="ω = ∂v/∂x - ∂u/∂y", symmetric=True, **view)
         rho, u, v, p = self._primitives()
-        if name == "u":  # the velocity in the free stream's sound speed (the scale of every output here)
-            return Grid2D(u, label="u/c∞", symmetric=True, **view)
+        # the velocity's departure from the free stream, in its sound speed (as density and pressure:
+        # at Mach 1.1 the velocity itself is ~1.1 everywhere and a colour map would not show the vortex)
+        g = self.ns.gas
+        if name == "u":
+            return Grid2D(u - g.u_inf, label="(u - u∞)/c∞", symmetric=True, **view)
         if name == "v":
-            return Grid2D(v, label="v/c∞", symmetric=True, **view)
+            return Grid2D(v - g.v_inf, label="(v - v∞)/c∞", symmetric=True, **view)
         if name == "mach":  # local: |u| over the local sound speed √(γp/ρ)
             xp = self.xp
             return Grid2D(xp.sqrt((u * u + v * v) * rho / (self.ns.gas.gamma * p)), label="local Mach number |u|/c",

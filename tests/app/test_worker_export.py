@@ -275,7 +275,16 @@ def test_a_paced_run_advances_its_steps_a_frame_at_the_frame_rate():
         assert rate <= 1.2 * 3 / 0.05, rate  # at most 60 steps/s at 20 frames/s (a 32² wave runs thousands)
         w.send("speed", steps=None)
         wait_until(lambda: w.engine.step_count > seen[-1] + 1000)  # unpaced: as fast as it runs
-        w.send("speed", steps=0)
-        wait_until(lambda: any(n.kind == "error" and "speed" in n.text for n in w.drain_notices()))
+        for bad in (0, 2.5, float("nan"), True):  # one line each, the speed kept
+            w.send("speed", steps=bad)
+            wait_until(lambda: any(n.kind == "error" and "speed: steps a frame" in n.text for n in w.drain_notices()))
+        assert w.frame_steps is None
+        # a reset (and any rebuild of the same preset) keeps the user's speed; another preset brings its own
+        w.send("speed", steps=7)
+        w.send("reset")
+        wait_until(lambda: any("reset" in n.text for n in w.drain_notices()))
+        assert w.frame_steps == 7
+        w.send("preset", preset=load_preset("lbm2d-cavity", ["grid.n=16"], backend="numpy"))
+        wait_until(lambda: w.frame_steps is None)
     finally:
         w.stop()

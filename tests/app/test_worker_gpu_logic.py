@@ -50,6 +50,7 @@ class StubGpuEngine:
     family = "stub"
     check_finite = Engine.check_finite
     sanity_bounds = Engine.sanity_bounds  # none: the stub checks finiteness only
+    divergence_advice = Engine.divergence_advice
 
     def __init__(self):
         self.backend = SimpleNamespace(is_gpu=True)

@@ -296,6 +296,14 @@ def test_a_3d_particle_frame_is_seen_from_the_front_nearest_on_top():
     np.testing.assert_allclose(img[rows, cols], _shaded(_lut8("viridis", 128), d, 7), atol=2)
 
 
+def test_a_3d_frame_without_particles_keeps_its_front_view():
+    """No particle to draw (every one a wall's): the frame of a 3D box is still x by z, as with them."""
+    bounds3 = ((0.0, 0.0, 0.0), (4.0, 1.0, 2.0))
+    empty = particles_image(np.zeros((0, 3)), np.zeros(0), bounds3, "viridis", None)
+    full = particles_image(np.array([[1.0, 0.5, 1.0]]), np.zeros(1), bounds3, "viridis", None)
+    assert empty.shape == full.shape == (PNG_SIZE // 2, PNG_SIZE, 3)
+
+
 def test_a_3d_frame_hides_the_wall_particles_as_the_window_does():
     """The window draws walls as outlines: their particles stay out of a headless 3D frame and of its
     colour range (in a front view the front wall would cover the fluid)."""
