@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -59,26 +60,44 @@ def markdown(meta: dict, rows: list[list[str]]) -> str:
 
 @output_writer("the benchmark's roofline plot")
 def roofline_plot(results: list[BenchResult], bw: float, title: str, path: Path) -> None:
+    """The figure of :func:`roofline_figure` as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = roofline_figure(results, bw, title)
+    try:
+        write_atomic(path, lambda p: fig.savefig(p, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
+
+
+TITLE_PT = 9
+CHAR_EM = 0.62  # a DejaVu Sans character's mean advance in em, rounded up: the caption's wrap width
+
+
+def roofline_figure(results: list[BenchResult], bw: float, title: str):
     """Effective GB/s of every measured variant against the copy bandwidth: one panel per case,
     one horizontal bar per variant (a family's matrix can hold a hundred variants, whose names
-    must stay readable), cells that could not run left out."""
+    must stay readable), cells that could not run left out. The caption names what is drawn (the
+    orange of a bar above the copy bandwidth only where there is one) and is wrapped to the
+    figure's width, so a one-case figure keeps its whole title."""
     # matplotlib (≈0.3 s) loads only when a bench writes its PNG
     import matplotlib
 
     matplotlib.use("Agg")
-    # matplotlib (≈0.3 s) loads only when a bench writes its PNG
     import matplotlib.pyplot as plt
 
     ok = [r for r in results if r.ok]
     cases = list(dict.fromkeys(r.case for r in ok)) or ["(no cell ran)"]
     labels = list(dict.fromkeys(r.label for r in ok))
     value = {(r.case, r.label): r.gbytes_per_s for r in ok}
-    height = max(3.0, 0.9 + 0.16 * len(labels))
-    fig, axes = plt.subplots(1, len(cases), figsize=(2.0 + 3.2 * len(cases), height), sharey=True, squeeze=False)
+    width = 2.0 + 3.2 * len(cases)
+    fig, axes = plt.subplots(1, len(cases), figsize=(width, 1.0), sharey=True, squeeze=False)
     ys = range(len(labels))
+    above = False
     for ax, case in zip(axes[0], cases):
         vals = [value.get((case, lab), 0.0) for lab in labels]
         colors = ["tab:orange" if v > bw / 1e9 else "tab:blue" for v in vals]
+        above = above or "tab:orange" in colors
         ax.barh(list(ys), vals, height=0.75, color=colors)
         ax.axvline(bw / 1e9, color="k", ls="--", lw=1)
         ax.set_title(case, fontsize=9)
@@ -87,13 +106,16 @@ def roofline_plot(results: list[BenchResult], bw: float, title: str, path: Path)
         ax.grid(axis="x", lw=0.3)
     axes[0][0].set_yticks(list(ys), labels, fontsize=7)
     axes[0][0].invert_yaxis()
-    fig.suptitle(f"{title}\n(bars: the engine's bytes-per-update model; dashed: copy bandwidth "
-                 f"{bw / 1e9:.0f} GB/s; orange: above it)", fontsize=9)
+    key = f"bars: effective GB/s from the engine's bytes-per-update model; dashed: copy bandwidth {bw / 1e9:.0f} GB/s"
+    if above:
+        key += "; orange: a bar above it"
+    chars = max(20, int(0.92 * width * 72 / (CHAR_EM * TITLE_PT)))  # what fits across the figure
+    lines = textwrap.wrap(title, chars) + textwrap.wrap(f"({key})", chars)
+    fig.suptitle("\n".join(lines), fontsize=TITLE_PT)
+    # room for the caption's lines above the panels
+    fig.set_figheight(max(3.0, 0.9 + 0.16 * len(labels)) + 0.18 * max(0, len(lines) - 2))
     fig.tight_layout()
-    try:
-        write_atomic(path, lambda p: fig.savefig(p, dpi=110, format="png"))
-    finally:
-        plt.close(fig)
+    return fig
 
 
 def slug(text: str) -> str:

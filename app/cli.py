@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "one of the last state")
     r.add_argument("--legend", action="store_true",
                    help="draw the colour bar (label, units, range) and the axes with units beside each --frames PNG "
-                        "(grids and particles)")
+                        "(a 1-D profile: axes and the legend of its curves; octree leaves: axes)")
     r.add_argument("--checkpoint", type=Path, metavar="FILE", help="write a checkpoint at the end")
     r.add_argument("--checkpoint-every", type=int, metavar="K", help="…and every K steps")
     r.add_argument("--resume", type=Path, metavar="FILE", help="continue from a checkpoint")

@@ -70,7 +70,7 @@ def snapshot_volume(f: Grid3D, data, ctx: SnapshotContext):
     pk = ctx.packet("volume3d", data=data, mask=mask_copy(xp, f.mask, None, 0, ctx.cache), vmin=vmin,
                     vmax=vmax, symmetric=f.symmetric, slice_count=data.shape[0], spacing=f.spacing,
                     label=f.label, units=f.units, surfaces=tuple(f.surfaces), centering=f.centering,
-                    extent=f.extent)
+                    extent=f.extent, length_units=f.length_units)
     if ctx.view.particles_overlay:  # 3D particles (amr3d's tracers) drawn inside the volume, with trails
         tracers = _first_field(ctx, "overlay3d", _is_overlay3d)
         if tracers is not None:

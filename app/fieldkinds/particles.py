@@ -80,7 +80,7 @@ def preset_solids(engine) -> tuple:
 @register("png", Particles)
 def png_particles(f: Particles, backend, view, vrange) -> np.ndarray:
     pos, values, _name = shown_particles(f, backend, view)
-    return particles_image(pos, values, f.bounds, view.colormap, vrange or view.range)
+    return particles_image(pos, values, f.bounds, view.colormap, vrange or view.range, solids=f.solids)
 
 
 def shown_particles(f: Particles, backend, view) -> tuple[np.ndarray, np.ndarray | None, str | None]:
@@ -135,7 +135,7 @@ def value_range(values: np.ndarray, placed: np.ndarray, vrange) -> tuple[float, 
     return lo_v, hi_v
 
 
-def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndarray:
+def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE, solids=()) -> np.ndarray:
     """Particles as the window's 2D view draws them: round, shaded dots of the window's size rule
     (overlay_style.particle_size) coloured by ``values`` through ``cmap`` over ``vrange`` (None: the
     placed particles' min to max, the window's auto range), over the outline of the domain.
@@ -145,7 +145,11 @@ def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndar
     FRAME_MARGIN of its extent on each side, so it keeps the domain's shape: the longer side ``size``
     pixels, up as up. At ``size`` = PNG_SIZE a pixel is a logical px of the window (as a grid's frame);
     another size scales the dots and the outline with it. Parked particles (non-finite rows) are not
-    drawn."""
+    drawn.
+
+    ``solids`` (a 3D set: the field's or the preset's obstacles, boxes (lo, hi)) are drawn as the window
+    draws them from the front: the box's front face, filled in its grey, over the particles behind it
+    and under those in front."""
     pos = np.asarray(pos, np.float64)
     pos = pos.reshape(len(pos), -1) if len(pos) else np.zeros((0, pos.shape[1] if pos.ndim == 2 else 2))
     if pos.shape[1] < 2:
@@ -175,12 +179,35 @@ def particles_image(pos, values, bounds, cmap, vrange, size=PNG_SIZE) -> np.ndar
         return img
     lo_v, hi_v = value_range(values, placed, vrange)
     xy = np.where(placed[:, None], xy, np.nan)
-    return draw_particles(img, xy - origin, scale, particle_size(n) * px, _colours(values, cmap, lo_v, hi_v))
+    rgb, diameter = _colours(values, cmap, lo_v, hi_v), particle_size(n) * px
+    if depth is None or not solids:
+        return draw_particles(img, xy - origin, scale, diameter, rgb)
+    # the painter's order of the window's depth test: the particles behind a body's front face, the
+    # body, then those in front of it (bodies taken from the farthest front face to the nearest)
+    todo = np.ones(n, bool)
+    for s_lo, s_hi in sorted(solids, key=lambda b: -float(b[0][depth])):
+        s_lo, s_hi = np.asarray(s_lo, np.float64), np.asarray(s_hi, np.float64)
+        behind = todo & ~(pos[:, depth] < s_lo[depth])  # parked rows (NaN) go with the first group
+        img = draw_particles(img, np.where(behind[:, None], xy, np.nan) - origin, scale, diameter, rgb)
+        _fill(img, (s_lo[list(cols)] - origin) * scale, (s_hi[list(cols)] - origin) * scale, SOLID_FRONT)
+        todo &= ~behind
+    return draw_particles(img, np.where(todo[:, None], xy, np.nan) - origin, scale, diameter, rgb)
+
+
+def _fill(img: np.ndarray, lo, hi, colour) -> None:
+    """The pixels whose centres lie in the box lo..hi (pixels from the image's lower-left corner)."""
+    h, w = img.shape[:2]
+    c0, c1 = (int(np.clip(np.ceil(v - 0.5), 0, w)) for v in (lo[0], hi[0]))
+    r0, r1 = (int(np.clip(np.ceil(h - v - 0.5), 0, h)) for v in (hi[1], lo[1]))  # rows from the top
+    img[r0:r1, c0:c1] = colour
 
 
 FRAME_MARGIN = 0.05  # the share of the domain's extent the window's view leaves on each side (fit_bounds)
 BACKGROUND = tuple(int(round(c * 255)) for c in CANVAS_RGB)
 OUTLINE = tuple(int(round(c * 255)) for c in DOMAIN_RGBA[:3])
+# a body's face toward the viewer of a front view (y = lo) as the window shades it: view3d.box_faces'
+# SOLID_RGB × 0.55 (view3d loads VisPy, which a headless frame does not)
+SOLID_FRONT = tuple(int(round(255 * 0.55 * c)) for c in (0.55, 0.56, 0.6))
 
 
 def _colours(values: np.ndarray, cmap: str, lo: float, hi: float) -> np.ndarray:

@@ -10,12 +10,25 @@ import dataclasses
 import numpy as np
 from nagare.engine.fields import Profile1D
 
+from ..gui.overlay_style import CANVAS_RGB
 from ..packets import SnapshotContext
 from .registry import register
 from .vtkio import be_bytes
 
 PNG_SIZE = (512, 320)  # width, height of the headless image
-_BG, _DATA, _EXACT, _AXIS = (16, 16, 16), (240, 200, 80), (120, 170, 255), (90, 90, 90)
+# the curves as the window draws them (nagare.app.gui.profile1d uses these): the computed values an
+# opaque amber line on top, the exact solution a wider, translucent blue band under it, so where the
+# two agree the amber runs inside the band and where they part both show (a wide opaque exact line
+# on equal terms hid the computed one wherever they agreed)
+DATA_RGB, EXACT_RGB = (240, 200, 80), (120, 170, 255)
+DATA_WIDTH, EXACT_WIDTH = 3, 7  # logical px: the band shows 2 px either side of the computed line
+EXACT_ALPHA = 0.6
+_BG = tuple(int(round(255 * c)) for c in CANVAS_RGB)  # the window's view background
+# the band's colour over that background (the window draws it opaque in this colour: its line
+# visual's alpha blending is not dependable, and an opaque band under an opaque line looks the same)
+EXACT_ON_BG = tuple(int(round(EXACT_ALPHA * c + (1 - EXACT_ALPHA) * g)) for c, g in zip(EXACT_RGB, _BG))
+_AXIS = (90, 90, 90)
+_DATA, _EXACT = DATA_RGB, EXACT_RGB
 
 
 @register("snapshot", Profile1D)
@@ -45,36 +58,59 @@ def png_profile(f: Profile1D, backend, view, vrange) -> np.ndarray:
     return profile_image(x, y, ex, vrange if vrange is not None and vrange[0] < vrange[1] else None)
 
 
-def profile_image(x, y, exact=None, vrange=None, size=PNG_SIZE) -> np.ndarray:
-    """A plain raster line plot: the exact solution (blue) under the computed values (amber), a
-    zero line (grey) when zero is in range."""
+def profile_image(x, y, exact=None, vrange=None, size=PNG_SIZE, background=_BG) -> np.ndarray:
+    """A raster line plot as the window draws it: the exact solution a translucent blue band
+    (EXACT_WIDTH px, EXACT_ALPHA) under the computed values, an opaque amber line (DATA_WIDTH px) on
+    top; a zero line (grey) when zero is in range. x spans the columns (first to last sample), the
+    values ``vrange`` (default :func:`profile_range`) the rows, high at the top."""
     w, h = size
     img = np.empty((h, w, 3), np.uint8)
-    img[...] = _BG
+    img[...] = background
     if len(x) < 2:
         return img
     lo, hi = vrange if vrange is not None else profile_range(y, exact)
     x0, x1 = float(np.min(x)), float(np.max(x))
 
     def px(xv):
-        return np.clip(((xv - x0) / ((x1 - x0) or 1.0) * (w - 1)).round().astype(int), 0, w - 1)
+        return (xv - x0) / ((x1 - x0) or 1.0) * (w - 1)
 
     def py(yv):
-        return np.clip(((hi - yv) / ((hi - lo) or 1.0) * (h - 1)).round().astype(int), 0, h - 1)
+        return (hi - yv) / ((hi - lo) or 1.0) * (h - 1)
 
     if lo < 0 < hi:
-        img[py(np.array([0.0]))[0], :] = _AXIS
-    for vals, colour in ((exact, _EXACT), (y, _DATA)):
-        if vals is None:
-            continue
-        cols, rows = px(np.asarray(x, np.float64)), py(np.asarray(vals, np.float64))
-        for i in range(len(cols) - 1):  # connect consecutive samples column by column
-            c0, c1 = cols[i], cols[i + 1]
-            r0, r1 = rows[i], rows[i + 1]
-            n = max(abs(c1 - c0), abs(r1 - r0), 1)
-            t = np.linspace(0.0, 1.0, n + 1)
-            img[(r0 + (r1 - r0) * t).round().astype(int), (c0 + (c1 - c0) * t).round().astype(int)] = colour
+        img[int(round(py(0.0))), :] = _AXIS
+    cols = px(np.asarray(x, np.float64))
+    if exact is not None:
+        band = _stroke(cols, py(np.asarray(exact, np.float64)), EXACT_WIDTH, h, w)
+        under = img[band].astype(np.float64)
+        img[band] = np.rint(EXACT_ALPHA * np.asarray(EXACT_RGB) + (1 - EXACT_ALPHA) * under).astype(np.uint8)
+    img[_stroke(cols, py(np.asarray(y, np.float64)), DATA_WIDTH, h, w)] = DATA_RGB
     return img
+
+
+def _stroke(cols: np.ndarray, rows: np.ndarray, width: int, h: int, w: int) -> np.ndarray:
+    """(h, w) bool: the polyline through the points (rows, cols) in pixels, ``width`` px wide (a
+    square stamp of that side on every pixel of the one-pixel line); the parts outside the image
+    are cut off, a non-finite sample breaks the line."""
+    line = np.zeros((h, w), bool)
+    far = 4.0 * (h + w)  # a segment is cut to this far outside the image before it is stepped
+    for i in range(len(cols) - 1):  # connect consecutive samples pixel by pixel
+        c0, c1, r0, r1 = cols[i], cols[i + 1], rows[i], rows[i + 1]
+        if not np.isfinite([c0, c1, r0, r1]).all():
+            continue
+        c0, c1, r0, r1 = (float(np.clip(v, -far, far)) for v in (c0, c1, r0, r1))
+        n = int(np.ceil(max(abs(c1 - c0), abs(r1 - r0), 1)))
+        t = np.linspace(0.0, 1.0, n + 1)
+        rr, cc = (r0 + (r1 - r0) * t).round().astype(int), (c0 + (c1 - c0) * t).round().astype(int)
+        keep = (rr >= 0) & (rr < h) & (cc >= 0) & (cc < w)
+        line[rr[keep], cc[keep]] = True
+    out = np.zeros_like(line)
+    first = -(width // 2)
+    for dr in range(first, first + width):
+        for dc in range(first, first + width):
+            out[max(dr, 0):h + min(dr, 0), max(dc, 0):w + min(dc, 0)] |= \
+                line[max(-dr, 0):h - max(dr, 0), max(-dc, 0):w - max(dc, 0)]
+    return out
 
 
 @register("host_copy", Profile1D)

@@ -22,7 +22,8 @@ import numpy as np
 from vispy import scene
 
 from .laid_out_text import LaidOutText
-from .ticks import fmt_end, nice_ticks, text_size
+from .ticks import nice_ticks, text_size
+from .ticks import with_ends as ticks_with_ends
 
 TICK_PT, TITLE_PT = 8, 9
 TICK_LEN = 5
@@ -151,33 +152,8 @@ def fit_labels(pos, sizes, end: float, gap_px: float = GAP_PX) -> tuple[np.ndarr
 def with_ends(values: list[float], texts: list[str], lo: float, hi: float, ends: tuple[bool, bool],
               length_px: float, dpi: float, along: str, max_w: float | None) -> tuple[list[float], list[str]]:
     """The ticks ``values``/``texts`` over lo..hi (``length_px`` long) with the domain's ends added
-    where ``ends`` says lo or hi is one and no tick is there already (96 on a y axis of 0 … 80):
-    the extent is read off the axis. A round tick too near an end's label makes way for it, as the
-    colour bar's range ends do."""
-    if not any(ends):
-        return values, texts
-    scale = length_px / (hi - lo)
-    em = TICK_PT / 72 * dpi
-    step = values[1] - values[0] if len(values) > 1 else hi - lo
-    biggest = max(abs(lo), abs(hi))
-    scientific = biggest >= 1e5 or biggest < 1e-3  # the notation nice_ticks chose for the axis
-
-    def extent(t: str) -> float:
-        return text_size(t, TICK_PT, dpi)[0 if along == "x" else 1]
-
-    ticks = list(zip(values, texts))
-    for end, on in zip((lo, hi), ends):
-        if not on or any(abs(v - end) <= 1e-6 * step for v, _ in ticks):
-            continue  # not the domain's end, or a round tick there already
-        label = fmt_end(end, step, scientific)
-        if max_w is not None and text_size(label, TICK_PT, dpi)[0] > max_w:
-            continue
-        room = extent(label) / 2
-        ticks = [(v, t) for v, t in ticks
-                 if abs(v - end) * scale >= max(room + extent(t) / 2 + GAP_PX, SPACING_EM * em / 2)]
-        ticks.append((end, label))
-    ticks.sort()
-    return [v for v, _ in ticks], [t for _, t in ticks]
+    where ``ends`` says lo or hi is one (ticks.with_ends, at this strip's font and spacing)."""
+    return ticks_with_ends(values, texts, lo, hi, ends, length_px, TICK_PT, dpi, along, max_w, GAP_PX, SPACING_EM)
 
 
 def _within(lo: float, hi: float, bound: tuple[float, float] | None) -> tuple[float, float]:

@@ -2,21 +2,24 @@
 computed values as an amber line over the exact solution in blue, pan/zoom camera framing both,
 axes (x with its units, the value) and a legend naming the two curves in the colour bar's column.
 
-The exact line is drawn wider, under the computed one: where the two agree (most of a good run)
-the blue still shows as a rim on both sides of the amber, so neither curve hides the other."""
+The computed line is opaque and on top; the exact one is a wider, dimmer band under it (the widths
+and colours are the headless frames', fieldkinds.profiles): where the two agree (most of a
+good run) the amber runs inside the blue band, where they part both show, and the numerical
+solution is never covered (an opaque exact line five px wide dominated it)."""
 from __future__ import annotations
 
 import numpy as np
 from vispy import scene
 
 from ..fieldkinds import register
-from ..fieldkinds.profiles import profile_range
+from ..fieldkinds.profiles import DATA_RGB, DATA_WIDTH, EXACT_ON_BG, EXACT_WIDTH, profile_range
 from .axes2d import AxesSpec
 from .colorbar import Legend, LegendEntry
 from .drawer import Drawer, host
 from .ticks import axis_title
 
-DATA_COLOUR, EXACT_COLOUR = (0.94, 0.78, 0.31, 1.0), (0.47, 0.67, 1.0, 0.9)
+DATA_COLOUR = (*(c / 255 for c in DATA_RGB), 1.0)
+EXACT_COLOUR = (*(c / 255 for c in EXACT_ON_BG), 1.0)  # the headless frames' translucent band, blended
 
 
 class ProfileDrawer(Drawer):
@@ -26,8 +29,8 @@ class ProfileDrawer(Drawer):
 
     def setup(self, canvas) -> None:
         if "profile_data" not in canvas.visuals:
-            exact = scene.visuals.Line(color=EXACT_COLOUR, width=5, method="agg")
-            data = scene.visuals.Line(color=DATA_COLOUR, width=2, method="agg")
+            exact = scene.visuals.Line(color=EXACT_COLOUR, width=EXACT_WIDTH, method="agg")
+            data = scene.visuals.Line(color=DATA_COLOUR, width=DATA_WIDTH, method="gl", antialias=True)
             for order, line in enumerate((exact, data)):
                 # both lie in z = 0: without the depth test the later (computed) line is drawn over
                 line.set_gl_state("translucent", depth_test=False)

@@ -127,6 +127,40 @@ def nice_ticks(lo: float, hi: float, length_px: float, font_pt: float, dpi: floa
     return [], []  # pragma: no cover  (_steps is endless: the loop returns)
 
 
+def with_ends(values: list[float], texts: list[str], lo: float, hi: float, ends: tuple[bool, bool],
+              length_px: float, font_pt: float, dpi: float, along: str, max_w: float | None,
+              gap_px: float = 4.0, spacing_em: float = 3.0) -> tuple[list[float], list[str]]:
+    """The ticks ``values``/``texts`` (from :func:`nice_ticks`) over lo..hi (``length_px`` long) with
+    the domain's ends added where ``ends`` says lo or hi is one and no tick is there already (96 on a
+    y axis of 0 … 80): the extent is read off the axis. A round tick too near an end's label makes
+    way for it, as the colour bar's range ends do. The window's axes (axes2d) and the headless
+    frames' (nagare.app.frames) both label their domains this way."""
+    if not any(ends):
+        return values, texts
+    scale = length_px / (hi - lo)
+    em = font_pt / 72 * dpi
+    step = values[1] - values[0] if len(values) > 1 else hi - lo
+    biggest = max(abs(lo), abs(hi))
+    scientific = biggest >= 1e5 or biggest < 1e-3  # the notation nice_ticks chose for the axis
+
+    def extent(t: str) -> float:
+        return text_size(t, font_pt, dpi)[0 if along == "x" else 1]
+
+    ticks = list(zip(values, texts))
+    for end, on in zip((lo, hi), ends):
+        if not on or any(abs(v - end) <= 1e-6 * step for v, _ in ticks):
+            continue  # not the domain's end, or a round tick there already
+        label = fmt_end(end, step, scientific)
+        if max_w is not None and text_size(label, font_pt, dpi)[0] > max_w:
+            continue
+        room = extent(label) / 2
+        ticks = [(v, t) for v, t in ticks
+                 if abs(v - end) * scale >= max(room + extent(t) / 2 + gap_px, spacing_em * em / 2)]
+        ticks.append((end, label))
+    ticks.sort()
+    return [v for v, _ in ticks], [t for _, t in ticks]
+
+
 def fmt_any(v: float) -> str:
     """A value on its own (a range end): three significant digits."""
     v = float(v)

@@ -25,6 +25,9 @@ MIN_POPULATION_SLACK = 2.0 / 27.0
 # that never was a flow (a checkpoint whose populations are all 1e30 has ρ = 2.7e31 and u = 0).
 MAX_DENSITY = 10.0
 
+# what every position the fields give is in: level-0 lattice units (a level-0 cell is 1 long)
+LENGTH_UNITS = "lattice (level 0)"
+
 
 # ---- fields -----------------------------------------------------------------------------------
 def field_names(e) -> list[str]:
@@ -60,8 +63,8 @@ def fields(e) -> dict:
 
 
 def grid_kw(e) -> dict:
-    """Spacing, placement and bodies of the sampled fields (the shape's display lattice)."""
-    return {**e.shape.sample_kw(), "surfaces": surfaces(e)}
+    """Spacing, placement, units and bodies of the sampled fields (the shape's display lattice)."""
+    return {**e.shape.sample_kw(), "surfaces": surfaces(e), "length_units": LENGTH_UNITS}
 
 
 def surfaces(e) -> tuple:
@@ -78,7 +81,7 @@ def tracer_field(e) -> Particles:
     dom = tuple(float(d) / unit for d in forest.domain)
     return Particles(t.positions(), {"age": t.age}, label="tracers (age)", bounds=((0.0, 0.0, 0.0), dom),
                      spacing=float(forest.spacing_of(forest.max_level)) / unit, trails=t.trails(),
-                     length_units="lattice (level 0)", attribute_units={"age": "level-0 steps"})
+                     length_units=LENGTH_UNITS, attribute_units={"age": "level-0 steps"})
 
 
 def boxes(e) -> Boxes:

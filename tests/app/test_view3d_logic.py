@@ -196,6 +196,7 @@ def test_amr3d_volume_packet_carries_the_tracers_and_their_trails():
     assert nx * pk.spacing > pk.extent[0]  # n × h overshoots the walled x axis by one sample
     tp = snapshot(eng, ViewRequest(field="tracers"), 3, cache={})
     assert length_units(tp) == "lattice (level 0)" and tp.units == "level-0 steps"
+    assert length_units(pk) == "lattice (level 0)"  # the volume's box is in the tracers' units
     placed = np.isfinite(np.asarray(tr.positions)).all(axis=1)
     assert (~placed).any() and placed.any()
     assert float(tp.vmin) == float(np.asarray(tr.attributes["age"])[placed].min())

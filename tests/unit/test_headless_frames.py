@@ -335,7 +335,7 @@ def test_an_sph_3d_frame_with_legend_has_axes_x_and_z_and_the_speed_bar(tmp_path
     titles = []
     real_axes, real_panel = frames.with_axes, frames.legend_panel
     try:
-        frames.with_axes = lambda img, xr, yr, xt, yt: titles.append((xt, yt)) or real_axes(img, xr, yr, xt, yt)
+        frames.with_axes = lambda img, xr, yr, xt, yt, *a: titles.append((xt, yt)) or real_axes(img, xr, yr, xt, yt, *a)
         frames.legend_panel = lambda h, lo, hi, cmap, label, units: (titles.append((label, units))
                                                                       or real_panel(h, lo, hi, cmap, label, units))
         path = save_frame(e, tmp_path / "f.png", legend=True)
@@ -347,3 +347,177 @@ def test_an_sph_3d_frame_with_legend_has_axes_x_and_z_and_the_speed_bar(tmp_path
     (x0, _, z0), (x1, _, z1) = e.field("particles").bounds
     h, w = plain.shape[:2]
     assert w == PNG_SIZE and h == round(PNG_SIZE * (z1 - z0) / (x1 - x0))  # x by z
+
+
+def _spy(monkeypatch, name):
+    """Record the arguments of nagare.app.frames.<name> and call it."""
+    import nagare.app.frames as frames
+
+    calls, real = [], getattr(frames, name)
+    monkeypatch.setattr(frames, name, lambda *a, **kw: calls.append((a, kw)) or real(*a, **kw))
+    return calls
+
+
+# ---- 1-D profiles: the window's line plot ----------------------------------------------------------
+def _colour_mask(img, rgb, tol=0):
+    return np.abs(img.astype(int) - np.asarray(rgb)).max(axis=-1) <= tol
+
+
+def test_a_profile_frame_draws_the_computed_line_over_the_exact_band():
+    """Where the computed values equal the exact ones the frame shows both: in every column the
+    computed line (amber, DATA_WIDTH px) with the exact band (EXACT_WIDTH px) beside it above and below;
+    where they part (an overshoot) the computed line leaves the band."""
+    from nagare.app.fieldkinds.profiles import DATA_RGB, DATA_WIDTH, EXACT_ON_BG, EXACT_WIDTH, profile_image
+
+    x = np.linspace(0.0, 1.0, 256)
+    exact = 0.5 * (1 - np.cos(2 * np.pi * x))
+    img = profile_image(x, exact, exact)
+    amber, band = _colour_mask(img, DATA_RGB), _colour_mask(img, EXACT_ON_BG)
+    side = (EXACT_WIDTH - DATA_WIDTH) // 2
+    for c in range(0, img.shape[1], 7):
+        rows = np.flatnonzero(amber[:, c])
+        assert len(rows) >= DATA_WIDTH, c
+        assert band[rows.min() - side:rows.min(), c].all() and band[rows.max() + 1:rows.max() + 1 + side, c].all(), c
+    bumped = exact + np.where(np.abs(x - 0.5) < 0.02, 0.3, 0.0)
+    img = profile_image(x, bumped, exact)
+    amber, band = _colour_mask(img, DATA_RGB), _colour_mask(img, EXACT_ON_BG)
+    c = img.shape[1] // 2
+    assert amber[:, c].any() and band[:, c].any()
+    assert np.flatnonzero(amber[:, c]).max() < np.flatnonzero(band[:, c]).min() - 5  # above the band
+
+
+def test_a_plain_profile_frame_shows_the_exact_curve_too(tmp_path):
+    """`--frames` without --legend of compact-advection1d: the exact band beside the computed line
+    (they agree: the band shows above and below it), not a bare line."""
+    from nagare.app.fieldkinds.profiles import DATA_RGB, EXACT_ON_BG
+
+    e = create_engine(load_preset("compact-advection1d", backend="numpy"), get_backend("numpy"))
+    e.step(20)
+    img = np.asarray(Image.open(save_frame(e, tmp_path / "f.png")).convert("RGB"))
+    assert _colour_mask(img, DATA_RGB).sum() > img.shape[1] and _colour_mask(img, EXACT_ON_BG).sum() > img.shape[1]
+
+
+def test_a_profile_frame_with_legend_has_titled_axes_and_names_its_curves(tmp_path, monkeypatch):
+    """`--frames --legend` of compact-square1d: axes titled as the window's ("x [–]", "φ") over the
+    plot's extent, and a legend naming the computed and the exact curve in their colours."""
+    import nagare.app.frames as frames
+    from nagare.app.fieldkinds.profiles import DATA_RGB, EXACT_ON_BG
+
+    e = create_engine(load_preset("compact-square1d", backend="numpy"), get_backend("numpy"))
+    e.step(10)
+    axes, panels = _spy(monkeypatch, "with_axes"), _spy(monkeypatch, "curves_panel")
+    framed = np.asarray(Image.open(save_frame(e, tmp_path / "f.png", legend=True)).convert("RGB"))
+    plain = field_image(e)
+    (args, kw), = axes
+    assert args[3:5] == ("x [–]", "φ")
+    x = np.asarray(e.field("phi").x)
+    np.testing.assert_allclose(kw["x_extent"], (x.min(), x.max()))
+    (args, _), = panels
+    assert [(text, rgb) for text, rgb, _ in args[1]][0] == ("φ computed", DATA_RGB)
+    assert [text for text, _, _ in args[1]] == ["φ computed", "φ exact"]
+    assert framed.shape[1] == frames.AXIS_LEFT + plain.shape[1] + frames.AXIS_RIGHT + frames.LEGEND_WIDTH
+    column = framed[:, -frames.LEGEND_WIDTH:]
+    assert _colour_mask(column, DATA_RGB).sum() >= 16 and _colour_mask(column, EXACT_ON_BG, 1).sum() >= 16  # swatches
+    field = framed[frames.AXIS_TOP:frames.AXIS_TOP + plain.shape[0], frames.AXIS_LEFT:frames.AXIS_LEFT + plain.shape[1]]
+    np.testing.assert_array_equal(field, plain)
+
+
+# ---- grids: the window's axis titles and domain ends ------------------------------------------------
+def test_amr3d_frames_title_their_axes_in_level_0_lattice_units(tmp_path, monkeypatch):
+    calls = _spy(monkeypatch, "with_axes")
+    e = create_engine(load_preset("amr3d-periodic", backend="numpy"), get_backend("numpy"))
+    save_frame(e, tmp_path / "f.png", legend=True)
+    (args, _), = calls
+    assert args[3:5] == ("x [lattice (level 0)]", "y [lattice (level 0)]")
+
+
+def test_the_lbm2d_frame_labels_the_domain_s_top_as_the_window_does(tmp_path):
+    """lbm2d-cylinder is 96 cells high: the round ticks stop at 80 and the y axis labels 96 at the
+    field's top row too (a tick mark there and its label left of it), as the window's axes do."""
+    import nagare.app.frames as frames
+    from nagare.app.gui.ticks import nice_ticks, with_ends
+
+    e = create_engine(load_preset("lbm2d-cylinder", backend="numpy"), get_backend("numpy"))
+    assert e.field(e.preset.view.field).data.shape[-2] == 96
+    img = np.asarray(Image.open(save_frame(e, tmp_path / "f.png", legend=True)).convert("RGB"))
+    h = upscale(field_image(e)).shape[0]
+    fg, bg = np.asarray(frames.LEGEND_FG), np.asarray(frames.LEGEND_BG)
+    tick = img[frames.AXIS_TOP, frames.AXIS_LEFT - 1 - frames.TICK_LEN:frames.AXIS_LEFT - 1]
+    np.testing.assert_array_equal(tick, np.broadcast_to(fg, tick.shape))  # the tick mark at y = 96
+    label = img[frames.AXIS_TOP - 3:frames.AXIS_TOP + 4, 20:frames.AXIS_LEFT - frames.TICK_LEN - 2]
+    assert (np.abs(label.astype(int) - bg).max(axis=-1) > 60).sum() > 10  # its label's glyphs
+    below = img[frames.AXIS_TOP + 2:frames.AXIS_TOP + 8, frames.AXIS_LEFT - 1 - frames.TICK_LEN:frames.AXIS_LEFT - 1]
+    assert (np.abs(below.astype(int) - bg).max(axis=-1) == 0).all()  # a mark, not the strip's clutter
+    values, texts = nice_ticks(0.0, 96.0, h - 1, frames.LEGEND_PT, frames.LEGEND_DPI, along="y")
+    assert 96.0 not in values  # the round ticks alone would leave the top unlabelled
+    values, texts = with_ends(values, texts, 0.0, 96.0, (True, True), h - 1, frames.LEGEND_PT, frames.LEGEND_DPI,
+                              "y", None)
+    assert values[-1] == 96.0 and texts[-1] == "96"
+
+
+# ---- 3D particles: the obstacle as the window draws it --------------------------------------------
+def test_a_3d_particle_frame_draws_an_obstacle_between_the_particles_behind_and_in_front():
+    """A box seen from the front is its front face, filled in the window's grey (view3d.box_faces:
+    SOLID_RGB × 0.55); a particle behind it is hidden, one in front of it is drawn over it."""
+    from nagare.app.fieldkinds.particles import SOLID_FRONT
+    from nagare.app.gui.view3d import SOLID_RGB
+
+    np.testing.assert_allclose(SOLID_FRONT, np.rint(255 * 0.55 * SOLID_RGB), atol=0)
+    bounds3 = ((0.0, 0.0, 0.0), (4.0, 1.0, 2.0))
+    side = ((0.0, 0.0), (4.0, 2.0))
+    solid = ((1.5, 0.4, 0.0), (2.5, 0.6, 1.5))  # x 1.5–2.5, z 0–1.5, its front face at y = 0.4
+    pos = np.array([[1.8, 0.9, 0.5], [2.2, 0.1, 0.5], [3.5, 0.9, 0.5]])  # behind, in front, clear of it
+    values = np.array([0.0, 1.0, 0.5])
+    img = particles_image(pos, values, bounds3, "viridis", (0.0, 1.0), solids=(solid,))
+    origin, scale = _framing(side)
+    c0, c1 = ((np.array([1.5, 2.5]) - origin[0]) * scale).astype(int)
+    r_top, r_bottom = (img.shape[0] - (np.array([1.5, 0.0]) - origin[1]) * scale).astype(int)
+    face = img[r_top + 1:r_bottom - 1, c0 + 1:c1 - 1]
+    behind_rows, behind_cols, _ = _disc(img, 1.8, 0.5, side, 7)
+    np.testing.assert_array_equal(img[behind_rows, behind_cols], np.broadcast_to(SOLID_FRONT, (len(behind_rows), 3)))
+    rows, cols, d = _disc(img, 2.2, 0.5, side, 7)
+    np.testing.assert_allclose(img[rows, cols], _shaded(_lut8("viridis", 255), d, 7), atol=1)
+    grey = _colour_mask(face, SOLID_FRONT)
+    assert grey.mean() > 0.9  # the rest of the face: the obstacle's grey
+    rows, cols, d = _disc(img, 3.5, 0.5, side, 7)
+    np.testing.assert_allclose(img[rows, cols], _shaded(_lut8("viridis", 128), d, 7), atol=2)
+
+
+def test_the_sph_3d_dam_break_frame_shows_the_preset_s_column(tmp_path):
+    """sph-dambreak3d's obstacle (geometry.obstacle: x 0.9–1.02, the tank's full height) in the front
+    view, with --legend and without, where the window draws it."""
+    from nagare.app.fieldkinds.particles import SOLID_FRONT, framed_extent
+
+    e = create_engine(load_preset("sph-dambreak3d", backend="numpy"), get_backend("numpy"))
+    x0, _, sx, _ = e.preset.geometry.obstacle
+    img = np.asarray(Image.open(save_frame(e, tmp_path / "f.png")).convert("RGB"))
+    (lo, hi) = (np.asarray(b, np.float64)[[0, 2]] for b in e.field("particles").bounds)
+    origin, size = framed_extent(lo, hi)
+    scale = img.shape[1] / size[0]
+    mid = int((x0 + sx / 2 - origin[0]) * scale)
+    z_mid = img.shape[0] - int((0.5 * e.preset.geometry.tank_height - origin[1]) * scale)
+    np.testing.assert_array_equal(img[z_mid - 3:z_mid + 4, mid - 3:mid + 4],
+                                  np.broadcast_to(SOLID_FRONT, (7, 7, 3)))
+    framed = np.asarray(Image.open(save_frame(e, tmp_path / "g.png", legend=True)).convert("RGB"))
+    assert _colour_mask(framed, SOLID_FRONT).sum() == _colour_mask(img, SOLID_FRONT).sum()
+
+
+def test_an_octree_leaves_frame_with_legend_gets_axes_in_the_grids_units(tmp_path, monkeypatch):
+    """`--legend` on the leaves (amr3d's Boxes) is not ignored: the plain frame with axes over the
+    leaves' extent, in the units of the engine's grids."""
+    import nagare.app.frames as frames
+
+    calls = _spy(monkeypatch, "with_axes")
+    e = create_engine(load_preset("amr3d-periodic", overrides=["view.field=leaves"], backend="numpy"),
+                      get_backend("numpy"))
+    framed = np.asarray(Image.open(save_frame(e, tmp_path / "f.png", legend=True)).convert("RGB"))
+    plain = field_image(e)
+    (args, _), = calls
+    assert args[3:5] == ("x [lattice (level 0)]", "y [lattice (level 0)]")
+    leaves = e.field("leaves")
+    lo, hi = np.asarray(leaves.lo), np.asarray(leaves.hi)
+    np.testing.assert_allclose(args[5:7], [(lo[:, 0].min(), hi[:, 0].max()), (lo[:, 1].min(), hi[:, 1].max())])
+    np.testing.assert_allclose((args[1][1] - args[1][0]) / (plain.shape[1] - 1),
+                               (hi[:, :2].max(axis=0) - lo[:, :2].min(axis=0)).max() / (plain.shape[1] - 1))
+    field = framed[frames.AXIS_TOP:frames.AXIS_TOP + plain.shape[0], frames.AXIS_LEFT:frames.AXIS_LEFT + plain.shape[1]]
+    np.testing.assert_array_equal(field, plain)
