@@ -200,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true",
                    help="print errors only (no progress, summary or notes such as the backend fallback)")
 
-    sub.add_parser("presets", help="list presets")
+    pr = sub.add_parser("presets", help="list presets (on a CPU with what their [cpu_overrides] change)")
+    pr.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
 
     i = sub.add_parser("info", help="backend, device and measured bandwidth")
     i.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
@@ -249,15 +250,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ---------------------------------------------------------------------------------------------
-def cmd_presets(_args) -> int:
+def cmd_presets(args) -> int:
     # heavy start-up import (pydantic presets)
+    from nagare.engine.backend import get_backend
     from nagare.engine.presets import load_preset, preset_names
 
+    from . import presetinfo
+
+    # on NumPy a preset's [cpu_overrides] change what runs: said as the window's list says it
+    on_cpu = get_backend(getattr(args, "backend", "auto")).name == "numpy"
     names = preset_names()
     width = max(map(len, names))
     for name in names:
         try:
             desc = load_preset(name).description
+            note = presetinfo.cpu_note(presetinfo.raw_preset(name)) if on_cpu else ""
+            desc += f" ({note})" if note else ""
         except NagareError as exc:
             desc = f"(broken: {exc})"
         print(f"{name:<{width}}  {desc}")
@@ -800,6 +808,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         print("nagare: interrupted" + (" (SIGTERM)" if isinstance(exc, Terminated) else ""), file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
+    except BrokenPipeError:
+        # the reader went away (`nagare presets | head`): nothing more to say to it, and no traceback;
+        # stdout pointed at /dev/null so the interpreter's own flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     finally:
         restore()
     return 0

@@ -89,3 +89,26 @@ def test_bounds_read_as_plain_inequalities():
     assert bound_text("max_speed", -math.inf, 1 / math.sqrt(3)) == "max_speed < 0.577"
     assert bound_text("min_density", 0.0, math.inf) == "min_density > 0"
     assert bound_text("max", -2.0, 2.0) == "-2 < max < 2"
+
+
+def test_presets_on_a_cpu_say_what_their_cpu_overrides_change(capsys):
+    """`nagare presets` on NumPy: a preset whose [cpu_overrides] change what runs says so, as the
+    window's list does; on a GPU backend the line is the description alone."""
+    assert main(["presets", "--backend", "numpy"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "(64³ on CPU)" in lines["diffusion3d"] or "on CPU" in lines["diffusion3d"], lines["diffusion3d"]
+    assert "on CPU" not in lines["compact-advection1d"]  # no [cpu_overrides]
+
+
+def test_a_reader_that_goes_away_gets_no_traceback():
+    """`nagare presets | head -1`: the list meets a closed pipe; the command stops quietly (exit 141,
+    as a shell reports SIGPIPE), with no traceback. The child's stdout is a pipe whose reader is
+    already gone, unbuffered (-u), so the first line written fails inside the command."""
+    import subprocess
+    import sys
+
+    child = ("import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1); "
+             "from nagare.app.cli import main; sys.exit(main(['presets', '--backend', 'numpy']))")
+    p = subprocess.run([sys.executable, "-u", "-c", child], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 141, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr, p.stderr
