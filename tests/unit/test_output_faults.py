@@ -53,6 +53,8 @@ def _is_write(call: ast.Call) -> bool:
     if name in WRITE_CALLS:
         return True
     if name in ("open", "File"):
+        if call.args and ast.unparse(call.args[0]) == "os.devnull":
+            return False  # the null device: nothing is written anywhere (a closed pipe's stdout silenced)
         mode = _mode(call)
         if mode is None:
             return False
@@ -610,3 +612,11 @@ def test_hdf5_errors_are_one_line_with_the_errno_s_words():
     assert is_write_failure(exc)
     assert describe_cause(exc) == "the file is larger than this process may write (ulimit -f) (File too large)"
     assert describe_cause(OSError(errno.ENAMETOOLONG, "File name too long")) == "File name too long"
+
+
+def test_the_walk_counts_writes_but_not_the_null_device():
+    def call(src):
+        return ast.parse(src).body[0].value
+
+    assert _is_write(call("os.open(path, os.O_WRONLY)")) and _is_write(call("open(p, 'w')"))
+    assert not _is_write(call("os.open(os.devnull, os.O_WRONLY)")) and not _is_write(call("open(p)"))
