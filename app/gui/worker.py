@@ -209,8 +209,7 @@ class SimulationWorker:
     # loop's measured pace, not at the first batch end past a schedule kept in the worker's time:
     # that time runs ahead of the GPU's in bursts (the GIL shared with the UI thread), so frames
     # published a constant interval apart in it hold uneven numbers of steps and reach the screen
-    # unevenly (SPH 1M at a cap of 60 on an H200: 0.892 of the cap on the schedule, 0.963 paced by
-    # steps, the other display targets kept; docs/decisions.md D50). False: the schedule alone.
+    # unevenly, below the cap (the measurements: docs/decisions.md D50). False: the schedule alone.
     pace_by_steps = True
     # Speed (Run ▸ Speed, run.paced): None runs as fast as it goes, frames at the cap; N advances
     # exactly N steps a frame and waits for the next frame's time, so a fast solver is watched at

@@ -316,7 +316,30 @@ def _spec(dtype_str: str, chunk, lines: int):
     return KernelSpec(SOURCE, kernel_names(np.dtype(dtype_str), chunk, lines), OPTIONS)
 
 
-class DeviceScan:
+class LineKernels:
+    """``solve`` and ``derivative`` of a device solver whose kernels take any line batch in one launch
+    (DeviceScan, window.DeviceWindow, stream.DeviceStream): each subclass gives ``_launch(fused,
+    dissipative, src, dst, coef, nsys, sys_stride, elem_stride, group)`` and holds ``fac_dev``, ``cp``,
+    ``dtype`` and ``_coefs`` (the fused derivative's coefficients by (h, delta), uploaded once)."""
+
+    def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int, group: tuple[int, int] | None = None) -> None:
+        """x = A⁻¹ d on nsys lines (d may be x). ``group = (per, group_stride)``: the lines come in groups
+        of ``per`` (line s at (s // per)·group_stride + (s % per)·sys_stride) — the y-lines of a stack of
+        variables in one launch."""
+        self._launch(False, False, d, x, self.fac_dev, nsys, sys_stride, elem_stride, group)
+
+    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0,
+                   group: tuple[int, int] | None = None) -> None:
+        """out = ∂f along the lines: right-hand side and solve in one launch (f may be out); ``group`` as
+        in :meth:`solve`."""
+        key = (float(h), float(delta))
+        coef = self._coefs.get(key)
+        if coef is None:
+            coef = self._coefs[key] = self.cp.asarray(coefficients(self.dtype, h, delta))
+        self._launch(True, bool(delta), f, out, coef, nsys, sys_stride, elem_stride, group)
+
+
+class DeviceScan(LineKernels):
     """The scan kernels for one factorised matrix on the device: ``solve`` (the lines hold right-hand
     sides) and ``derivative`` (the lines hold f: the fused compact derivative, one launch)."""
 
@@ -364,22 +387,6 @@ class DeviceScan:
                           np.int64(elem_stride), np.int32(self.plan.t_lo), np.int32(self.plan.t_hi), np.int32(per),
                           np.int64(group_stride)),
             shared_mem=smem)
-
-    def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int, group: tuple[int, int] | None = None) -> None:
-        """x = A⁻¹ d on nsys lines (d may be x). ``group = (per, group_stride)``: the lines come in groups
-        of ``per`` (line s at (s // per)·group_stride + (s % per)·sys_stride) — the y-lines of a stack of
-        variables in one launch."""
-        self._launch(False, False, d, x, self.fac_dev, nsys, sys_stride, elem_stride, group)
-
-    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0,
-                   group: tuple[int, int] | None = None) -> None:
-        """out = ∂f along the lines: right-hand side and solve in one launch (f may be out); ``group`` as
-        in :meth:`solve`."""
-        key = (float(h), float(delta))
-        coef = self._coefs.get(key)
-        if coef is None:
-            coef = self._coefs[key] = self.cp.asarray(coefficients(self.dtype, h, delta))
-        self._launch(True, bool(delta), f, out, coef, nsys, sys_stride, elem_stride, group)
 
 
 def derivative(p: ScanPlan, f, h: float, boundary: str, delta: float = 0.0, dtype=None):

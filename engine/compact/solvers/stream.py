@@ -43,7 +43,7 @@ import numpy as np
 from ...cuda import KernelSpec, ctype, template
 from .. import schemes
 from .base import SharedMemoryOptIn, Solver
-from .scan import coefficients
+from .scan import LineKernels, coefficients  # noqa: F401 (the fused kernel's coef layout, as the scan kernel's)
 from .window import LANES, WindowPlan, plan
 
 # Rows a thread (the kernel's template R): 36 values in registers with the stencil's reach, 128 registers at
@@ -208,7 +208,7 @@ def _spec(dtype_str: str, rows: int) -> KernelSpec:
     return KernelSpec(SOURCES, kernel_names(np.dtype(dtype_str), rows), OPTIONS)
 
 
-class DeviceStream:
+class DeviceStream(LineKernels):
     """The stream kernel for one factorised matrix on the device: ``solve`` and ``derivative`` on any line
     batch (x-lines, strided y-lines, a stack's y-lines in groups), one launch each. A window's halo rows are
     other windows' outputs, so an in-place call solves into a work array kept per size and copies back."""
@@ -272,16 +272,6 @@ class DeviceStream:
             if out is not dst:
                 dst[...] = out.reshape(dst.shape)
 
-    def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int, group=None) -> None:
-        self._launch(False, False, d, x, self.fac_dev, nsys, sys_stride, elem_stride, group)
-
-    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0,
-                   group=None) -> None:
-        key = (float(h), float(delta))
-        coef = self._coefs.get(key)
-        if coef is None:
-            coef = self._coefs[key] = self.cp.asarray(coefficients(self.dtype, h, delta))
-        self._launch(True, bool(delta), f, out, coef, nsys, sys_stride, elem_stride, group)
 
 
 class Stream(Solver):

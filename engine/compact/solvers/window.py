@@ -67,7 +67,7 @@ from ...cuda import KernelSpec, ctype, template
 from .. import schemes
 from ..tridiag import Factors
 from .base import SharedMemoryOptIn, Solver
-from .scan import coefficients  # the fused kernel's coef: the scan kernel's layout (the same right-hand side)
+from .scan import LineKernels, coefficients  # noqa: F401 (the fused kernel's coef layout, as the scan kernel's)
 
 SAFETY = 8.0  # the halo leaves the truncation ε/SAFETY of the line's values: the back substitution and the
 #               twist amplify a g or h error by 1/(D - c) ≈ 1.9 (compact6) to ≈ 2.5 (dissipative5)
@@ -311,7 +311,7 @@ def _spec(dtype_str: str) -> KernelSpec:
     return KernelSpec(SOURCE, kernel_names(np.dtype(dtype_str)), OPTIONS)
 
 
-class DeviceWindow:
+class DeviceWindow(LineKernels):
     """The window kernel for one factorised matrix on the device: ``solve`` and ``derivative`` on any line
     batch (x-lines, strided y-lines, a stack's y-lines in groups), one launch each. A segment's halo reads
     rows its neighbours write, so an in-place call (the source is the destination) solves into a work
@@ -371,16 +371,6 @@ class DeviceWindow:
                          np.int32(p.halo_f), np.int32(p.halo_b), np.int32(p.lo), np.int32(p.hi)),
            shared_mem=smem)
 
-    def solve(self, d, x, nsys: int, sys_stride: int, elem_stride: int, group=None) -> None:
-        self._launch(False, False, d, x, self.fac_dev, nsys, sys_stride, elem_stride, group)
-
-    def derivative(self, f, out, nsys: int, sys_stride: int, elem_stride: int, h: float, delta: float = 0.0,
-                   group=None) -> None:
-        key = (float(h), float(delta))
-        coef = self._coefs.get(key)
-        if coef is None:
-            coef = self._coefs[key] = self.cp.asarray(coefficients(self.dtype, h, delta))
-        self._launch(True, bool(delta), f, out, coef, nsys, sys_stride, elem_stride, group)
 
 
 class Window(Solver):
