@@ -132,6 +132,15 @@ def coefficient_table(alpha: float, alpha_b: float | None, dtype) -> np.ndarray:
     return tab
 
 
+def lines_fastest(layout) -> bool:
+    """Whether the kernel should give consecutive threads consecutive lines rather than consecutive
+    points of a line: when a line's points are strided and its neighbouring line is the next element
+    (y-lines of a C-ordered array or stack), so that either way a warp touches consecutive addresses."""
+    lines, inner, outer, inner_stride, elem = layout
+    step = inner_stride if inner > 1 else outer
+    return elem != 1 and step == 1 and lines > 1
+
+
 class DeviceFilterRhs:
     """:func:`rhs` as one CUDA launch over every point of a stack (shaders/cuda/compact/filter.cu)."""
 
@@ -152,7 +161,7 @@ class DeviceFilterRhs:
         i64 = np.int64
         self.kernel(((lines * n + FILTER_BLOCK - 1) // FILTER_BLOCK,), (FILTER_BLOCK,),
                     (fv, ov, self.table, np.int32(n), self.periodic, i64(lines), i64(inner), i64(outer),
-                     i64(inner_stride), i64(elem)))
+                     i64(inner_stride), i64(elem), np.int32(lines_fastest(lay))))
         return True
 
 

@@ -70,6 +70,7 @@ def bench_selections(backend: str = "cupy"):
     out = [("two-kernel", {"kernel": "two-kernel"}), ("fused", {"kernel": "fused"}),
            ("fused graph", {"kernel": "fused", "graph": "on"}),
            ("fused aa", {"kernel": "fused", "streaming": "aa"}),
+           ("fused aa graph", {"kernel": "fused", "streaming": "aa", "graph": "on"}),
            ("fused fp16", {"kernel": "fused", "storage": "fp16"}),
            ("fused fp16 aa graph", {"kernel": "fused", "storage": "fp16", "streaming": "aa", "graph": "on"})]
     for tile in ("8x8", "10x10", "16x16", "32x8"):  # 10x10: P1's best s8r0tb tile

@@ -129,3 +129,25 @@ def test_the_filtered_navier_stokes_step_keeps_numpys_bits_with_one_filter_launc
     cand.step(2)
     np.testing.assert_array_equal(cand.U, ref.U)
     assert _filter_launches(fcp) - before == 2 * 2
+
+
+@pytest.mark.parametrize("boundary", ["closures", "periodic"])
+def test_filter_rhs_of_one_field_along_y_walks_lines_fastest_and_keeps_the_bits(fcp, boundary):
+    """A single (ny, nx) field's y-lines (their neighbours one element apart, the points nx apart) are
+    walked a line a thread, lines fastest, so a warp reads consecutive addresses; the stack's y-lines
+    too; x-lines walk their own points. The result is the array rhs's bit for bit either way."""
+    from nagare.engine.compact import filter as filt
+    from nagare.engine.compact.rhs import line_layout
+
+    rng = np.random.default_rng(7)
+    f2 = rng.standard_normal((13, 17))
+    stack = rng.standard_normal((3, 13, 17))
+    assert filt.lines_fastest(line_layout(f2.swapaxes(-2, -1)))
+    assert filt.lines_fastest(line_layout(stack.swapaxes(-2, -1)))
+    assert not filt.lines_fastest(line_layout(f2))
+    assert not filt.lines_fastest(line_layout(stack))
+    dev = filt.DeviceFilterRhs(np, 0.49, 0.4999, boundary, np.float64)
+    got, want = np.full_like(f2, np.nan), np.full_like(f2, np.nan)
+    assert dev(np, f2, got, -2)
+    filt.rhs(np, f2, 0.49, boundary, axis=-2, out=want, alpha_b=0.4999)
+    np.testing.assert_array_equal(got, want)

@@ -8,19 +8,23 @@
 // ctab[r * (HALF + 1) + n]: the coefficients of the centred sum with r neighbours a side, already cast
 // to T as NumPy casts them: n = 0 → a_0, n ≥ 1 → a_n / 2. The sum is the reference's, in its order
 // (a_0 f_i, then + (a_n/2)(f_{i+n} + f_{i-n}) for n = 1 … r), rounded term by term (--fmad=false): the
-// NumPy code's bits. Lines as compact_closure's (closure.cu).
+// NumPy code's bits. Lines as compact_closure's (closure.cu). Threads walk the points of a line one
+// after the other (lines_fastest = 0: x-lines, whose points are contiguous) or the lines one after the
+// other at each point (lines_fastest = 1: y-lines, whose neighbouring lines are contiguous), so a warp's
+// loads and stores are always consecutive addresses; walking a y-line's points put every thread of a
+// warp on its own row (32 sectors a load), which made the y pass 4.5x the x pass at 512².
 typedef long long nagare_filter_i64;
 
 template <typename T, int HALF>
 __global__ void compact_filter_rhs(const T* __restrict__ f, T* __restrict__ out, const T* __restrict__ ctab, int n,
                                    int periodic, nagare_filter_i64 lines, nagare_filter_i64 inner,
                                    nagare_filter_i64 outer_stride, nagare_filter_i64 inner_stride,
-                                   nagare_filter_i64 elem_stride)
+                                   nagare_filter_i64 elem_stride, int lines_fastest)
 {
     const nagare_filter_i64 t = (nagare_filter_i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= lines * n) return;
-    const nagare_filter_i64 l = t / n;
-    const int i = (int)(t % n);
+    const nagare_filter_i64 l = lines_fastest ? t % lines : t / n;
+    const int i = (int)(lines_fastest ? t / lines : t % n);
     const nagare_filter_i64 s = elem_stride;
     const T* a = f + (l / inner) * outer_stride + (l % inner) * inner_stride;
     T* o = out + (l / inner) * outer_stride + (l % inner) * inner_stride;
