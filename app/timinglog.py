@@ -167,10 +167,13 @@ class TimingLog:
         self._json_size = self._json_end + len(tail)
 
     # ---- recording -----------------------------------------------------------------------
-    def record(self, wait: bool = False, quantities: dict | None = None) -> dict | None:
+    def record(self, wait: bool = False, quantities: dict | None = None,
+               at: tuple[int, float] | None = None) -> dict | None:
         """One row of the samples since the last; ``quantities``: the logged quantities to write
         (a caller that must not wait for the device passes its newest reading), else the engine's
-        logged_quantities() now."""
+        logged_quantities() now. ``at``: the (step, simulated time) the row is stamped with, read
+        together by a caller that must not wait for a time kept on the device; else the engine's
+        step and time now."""
         rep = self.engine.batch_report(wait=wait)
         if rep.steps == 0:
             return None
@@ -186,10 +189,12 @@ class TimingLog:
             if name not in self.quantities:
                 self.quantities.append(name)
                 new_phase = True
+        step, sim_time = at if at is not None else (
+            self.engine.step_count, self._sim_time(may_wait=wait or caller_waits))
         row = {
             "wall_time": round(time.time(), 3),
-            "step": self.engine.step_count,
-            "time": self._sim_time(may_wait=wait or caller_waits),
+            "step": step,
+            "time": sim_time,
             "steps_measured": rep.steps,
             "engine": self.engine.family,
             "variant": variant_label(self.engine.selection),

@@ -270,6 +270,8 @@ class SimulationWorker:
         self._t_next_frame = 0.0  # with frame_steps: when the next frame's steps may start
         self._speed_source: str | None = None  # the preset file whose run.paced set the speed
         self.timing_log = None
+        # a timing-log row waiting for its simulated time's device→host copy: (step, time, event)
+        self._log_pending: tuple | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._seq = 0
@@ -413,6 +415,7 @@ class SimulationWorker:
                 self.frame_steps = steps
                 self._notify("speed", payload=steps)
         self.timing_log = TimingLog(engine, argv=["nagare", "gui", preset.source])
+        self._log_pending = None
         self.diverged = None
         self.last_good = None
         self._ckpt_pending = None
@@ -642,6 +645,7 @@ class SimulationWorker:
             if self.timing_log is not None:
                 # the samples so far belong to the old choice: their row is written before the switch,
                 # so no row mixes two variants' phases (graph = on times phases as details of a step)
+                self._log_pending = None  # this row, read now, supersedes it
                 self.timing_log.record(wait=True)
             eng.set_variant(**change)
             self._forget_pace()  # another kernel: another pace
@@ -871,6 +875,29 @@ class SimulationWorker:
         self._quant_pending = None
         self._notify("error", "quantities not shown: " + one_line(exc))
 
+    def _start_log_row(self) -> None:
+        """A timing-log row stamped with this step's simulated time. Where the time lives on the
+        device (SPH's adaptive Δt on a GPU) its copy is launched now and the row is written once
+        the copy's event is done (_finish_log_row): the row's step and time belong together, and
+        the worker does not wait for the device."""
+        eng = self.engine
+        t = eng.device_time()
+        if isinstance(t, int | float | np.floating):
+            self.timing_log.record(quantities=self._latest_quantities(), at=(eng.step_count, float(t)))
+            return
+        ev = eng.xp.cuda.Event(block=False, disable_timing=True)
+        ev.record(eng.stream)
+        self._log_pending = (eng.step_count, t, ev)
+        self._finish_log_row()
+
+    def _finish_log_row(self) -> None:
+        pending = self._log_pending
+        if pending is None or not pending[2].done:
+            return
+        self._log_pending = None
+        step, t, _ = pending
+        self.timing_log.record(quantities=self._latest_quantities(), at=(step, float(_to_host(t))))
+
     def _latest_quantities(self) -> dict | None:
         """The newest sample's values for a timing-log row (read without waiting for the device);
         None when the engine logs none, so the log asks the engine itself."""
@@ -900,10 +927,12 @@ class SimulationWorker:
             if eng.step_count >= s0 and dt > 0:
                 self._sps = sps
         rep = eng.timings
-        if self.timing_log is not None and now - self._t_log >= self.log_interval:
-            # one row per second (an hour-long session stays small), with the newest quantities
-            self.timing_log.record(quantities=self._latest_quantities())
-            self._t_log = now
+        if self.timing_log is not None:
+            self._finish_log_row()
+            if now - self._t_log >= self.log_interval and self._log_pending is None:
+                # one row per second (an hour-long session stays small), with the newest quantities
+                self._start_log_row()
+                self._t_log = now
         st = Stats(wall=time.time(), step=eng.step_count, steps_per_s=sps if self._sps is None else self._sps,
                    updates_per_s=rep.updates_per_s, gbytes_per_s=rep.gbytes_per_s,
                    roofline_pct=None if rep.roofline_fraction is None else 100 * rep.roofline_fraction,

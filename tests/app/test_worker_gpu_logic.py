@@ -544,3 +544,42 @@ def test_frames_paced_by_steps_hold_equal_steps_when_the_worker_runs_in_bursts(p
         assert share >= 0.99 and steps.mean() <= 4.05, (share, steps.mean())
     else:  # the schedule in the worker's time: frames of 2, 4, 6 steps
         assert share < 0.9 and steps.mean() > 4.2, (share, steps.mean())
+
+
+class RowLog:
+    """Stands in for the TimingLog: keeps what record() was called with."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def record(self, wait=False, quantities=None, at=None):
+        self.rows.append({"wait": wait, "at": at})
+
+
+def test_a_timing_row_waits_for_its_device_time_and_keeps_the_step_it_was_read_at(worker):
+    """SPH keeps its adaptive time on the device: the row's time is copied behind the step it
+    belongs to and the row is written once that copy is done, with that step — never an empty
+    time cell, never the worker waiting."""
+    eng = worker.engine
+    eng.device_time = lambda: np.array(0.125)  # a device scalar: not a host float
+    worker.timing_log = RowLog()
+    eng.step_count = 5
+    worker._start_log_row()
+    assert worker.timing_log.rows == []  # its copy's event is not done: nothing written, no wait
+    eng.step_count = 9
+    worker._finish_log_row()
+    assert worker.timing_log.rows == [] and not eng.events[-1].waited
+    eng.events[-1].done = True
+    worker._finish_log_row()
+    assert worker.timing_log.rows == [{"wait": False, "at": (5, 0.125)}]
+    worker._finish_log_row()
+    assert len(worker.timing_log.rows) == 1  # written once
+
+
+def test_a_host_time_is_stamped_at_once(worker):
+    eng = worker.engine
+    eng.device_time = lambda: 2.5
+    worker.timing_log = RowLog()
+    eng.step_count = 7
+    worker._start_log_row()
+    assert worker.timing_log.rows == [{"wait": False, "at": (7, 2.5)}]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 
+import numpy as np
+
 from nagare.app.cli import main
 from nagare.engine.backend import DeviceInfo
 
@@ -80,3 +82,27 @@ def test_a_run_stopped_early_ends_with_one_line(capsys, monkeypatch):
     p.update(30, engine)
     p.update(30, engine, final=True)
     assert capsys.readouterr().err.count("30/100 steps  t = 0.75 s  ") == 1
+
+
+def test_a_row_stamped_at_an_earlier_step_keeps_that_step_and_time(tmp_path):
+    """A caller that read the simulated time on the device passes the step it read it at: the row
+    says that step and that time together, not the engine's later step."""
+    import csv
+
+    from nagare.app.timinglog import TimingLog
+    from nagare.engine.backend import get_backend
+    from nagare.engine.families import create_engine
+    from nagare.engine.presets import load_preset
+
+    e = create_engine(load_preset("compact-advection1d", ["grid.nx=64"], "numpy"), get_backend("numpy"),
+                      variants={"solver": "cr"})
+    log = TimingLog(e, ["nagare", "test"], tmp_path / "t.csv")
+    e.step(3)
+    stamped_time = e.time
+    e.step(2)
+    row = log.record(at=(3, stamped_time))
+    assert row["step"] == 3 and row["time"] == stamped_time
+    log.close()
+    rows = list(csv.DictReader((tmp_path / "t.csv").open()))
+    assert int(rows[-1]["step"]) == 3
+    np.testing.assert_allclose(float(rows[-1]["time"]), stamped_time, rtol=1e-12)
