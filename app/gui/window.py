@@ -797,30 +797,49 @@ class MainWindow(QtWidgets.QMainWindow):
         self._rebuild_variants(variants)
 
     def _rebuild_variants(self, variants: dict) -> None:
-        """variants: the engine's variant table (a copy the worker sent)."""
+        """variants: the engine's variant table (a copy the worker sent). Axes with another choice
+        to switch to come first; axes whose every other choice is unavailable here (GPU kernels on
+        the NumPy backend) follow under one line that says why, their boxes greyed, so the dock
+        leads with what can be switched."""
         self.variant_info = variants
         while self.variants_form.rowCount():
             self.variants_form.removeRow(0)
         self.variant_combos.clear()
-        for axis, info in self.variant_info.items():
-            cb = QtWidgets.QComboBox()
-            model = cb.model()
-            for i, (choice, reason) in enumerate(info["choices"].items()):
-                cb.addItem(choice)
-                tip = choice_tooltip(info, choice)
-                cb.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
-                if reason:
-                    item = model.item(i)
-                    item.setEnabled(False)
-                    item.setToolTip(tip)
-            cb.setCurrentText(info["current"])
-            axis_tip = f"{axis}: {info['doc']}" + ("" if info["live"] else "  (switching resets the run)")
-            cb.setToolTip(axis_tip)
-            cb.activated.connect(lambda i, axis=axis, cb=cb: self.set_variant(axis, cb.itemText(i)))
-            label = axis if info["live"] else f"{axis} (resets)"
-            self.variants_form.addRow(label, cb)
-            self.variants_form.labelForField(cb).setToolTip(axis_tip)
-            self.variant_combos[axis] = cb
+        fixed = {axis for axis, info in variants.items() if _only_current_available(info)}
+        for axis, info in variants.items():
+            if axis not in fixed:
+                self._add_variant_row(axis, info)
+        if fixed:
+            reasons = {r for axis in fixed for c, r in variants[axis]["choices"].items() if r}
+            why = reasons.pop() if len(reasons) == 1 else "their other choices are unavailable here"
+            note = QtWidgets.QLabel(f"fixed here ({why}):")
+            note.setWordWrap(True)
+            note.setEnabled(False)
+            self.variants_form.addRow(note)
+            for axis in variants:
+                if axis in fixed:
+                    self._add_variant_row(axis, variants[axis]).setEnabled(False)
+
+    def _add_variant_row(self, axis: str, info: dict) -> QtWidgets.QComboBox:
+        cb = QtWidgets.QComboBox()
+        model = cb.model()
+        for i, (choice, reason) in enumerate(info["choices"].items()):
+            cb.addItem(choice)
+            tip = choice_tooltip(info, choice)
+            cb.setItemData(i, tip, Qt.ItemDataRole.ToolTipRole)
+            if reason:
+                item = model.item(i)
+                item.setEnabled(False)
+                item.setToolTip(tip)
+        cb.setCurrentText(info["current"])
+        axis_tip = f"{axis}: {info['doc']}" + ("" if info["live"] else "  (switching resets the run)")
+        cb.setToolTip(axis_tip)
+        cb.activated.connect(lambda i, axis=axis, cb=cb: self.set_variant(axis, cb.itemText(i)))
+        label = axis if info["live"] else f"{axis} (resets)"
+        self.variants_form.addRow(label, cb)
+        self.variants_form.labelForField(cb).setToolTip(axis_tip)
+        self.variant_combos[axis] = cb
+        return cb
 
     def _variant_changed(self, selection: dict) -> None:
         # a switch the old engine made before the build began goes into its table put aside too
@@ -1318,3 +1337,9 @@ class MainWindow(QtWidgets.QMainWindow):
             self.toggle_recording()
         self.worker.stop()
         super().closeEvent(event)
+
+
+def _only_current_available(info: dict) -> bool:
+    """An axis with choices besides its current one, every one of them unavailable here."""
+    others = [r for c, r in info["choices"].items() if c != info["current"]]
+    return bool(others) and all(others)

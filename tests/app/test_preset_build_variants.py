@@ -128,3 +128,29 @@ def test_an_engine_built_before_the_awaited_one_brings_no_controls(make_window, 
     by_nx[96].set()
     qtbot.waitUntil(lambda: not w.building and "kernel" in w.variant_combos, timeout=10000)
     assert w.worker.engine.preset.grid.nx == 96 and w.worker.engine.selection["kernel"] == "roll"
+
+
+def test_axes_with_nothing_to_switch_to_here_follow_the_switchable_ones_under_one_reason(
+        make_window, qtbot, fake_preset):
+    """On the NumPy backend the GPU-only axes (every other choice unavailable) are not mixed with
+    the ones a user can switch: they come after a line that says why, greyed."""
+    w = make_window(fake_preset())
+    qtbot.waitUntil(lambda: "kernel" in w.variant_combos, timeout=10000)
+    gpu = "needs a CUDA GPU (CuPy backend)"
+
+    def axis(current, **choices):
+        return {"current": current, "choices": choices, "doc": "", "live": True}
+
+    w._rebuild_variants({
+        "graph": axis("off", off=None, on=gpu),
+        "kernel": axis("reference", reference=None, fused=gpu, tiled=None),
+        "streaming": axis("two-lattice", **{"two-lattice": None, "aa": gpu}),
+        "storage": axis("native", native=None),  # one choice: nothing unavailable, stays first
+    })
+    form = w.variants_form
+    labels = [form.itemAt(i, form.ItemRole.LabelRole).widget().text() if form.itemAt(i, form.ItemRole.LabelRole)
+              else form.itemAt(i, form.ItemRole.SpanningRole).widget().text() for i in range(form.rowCount())]
+    assert labels == ["kernel", "storage", f"fixed here ({gpu}):", "graph", "streaming"]
+    assert w.variant_combos["kernel"].isEnabled() and w.variant_combos["storage"].isEnabled()
+    assert not w.variant_combos["graph"].isEnabled() and not w.variant_combos["streaming"].isEnabled()
+    assert w.variant_combos["graph"].currentText() == "off"
