@@ -55,16 +55,19 @@ PROBE_LAG = 2  # steps the host may run ahead of the last dmax copy it has read
 SLOT = 4  # reduction slot stride in `red`: [max|a|², max c, max|μ|, pad]; slots 0/1 by step parity, 2 scratch
 
 
-def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool) -> cuda.KernelSpec:
+def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool, fast: bool = False) -> cuda.KernelSpec:
     """The sph.cu module of one (scalar type, dimension, position layout, smoothing kernel, Verlet
-    list layout): every kernel of the GPU path as a name expression, in :data:`ROLES` order (the
-    plain kernel too: with name expressions CuPy looks names up)."""
+    list layout, pair math): every kernel of the GPU path as a name expression, in :data:`ROLES`
+    order (the plain kernel too: with name expressions CuPy looks names up). ``fast``: the
+    interaction kernels of the fast pair (sph.cuh pair_fast), which take their constants as
+    arguments instead of ``prm``."""
     t = cuda.template
+    f = "_fast" if fast else ""
     return cuda.KernelSpec(SOURCE, (
         t("sph_cell_keys", T, D), t("sph_cell_starts"), t("sph_gather", T, D, L),
-        t("sph_interact_cells", T, D, L, K, 1), t("sph_interact_cells", T, D, L, K, 2),
+        t("sph_interact_cells" + f, T, D, L, K, 1), t("sph_interact_cells" + f, T, D, L, K, 2),
         t("sph_verlet_count", T, D, L, 2), t("sph_verlet_fill", T, D, L, 2, interleaved),
-        t("sph_interact_verlet", T, D, L, K, interleaved), t("sph_integrate_verlet", T, D),
+        t("sph_interact_verlet" + f, T, D, L, K, interleaved), t("sph_integrate_verlet", T, D),
         t("sph_symplectic_predict", T, D), t("sph_symplectic_correct", T, D)))
 
 
@@ -90,6 +93,18 @@ class GpuSPH:
                   k.delta * k.h * k.c0, k.gravity, k.rho0 * k.gravity / k.B, 1.0 / k.gamma,
                   1.0 if k.diffusion == "fourtakas" else 0.0]
         self.prm = cupy.asarray(prm.astype(self.dtype))
+        self.fast = self.sel.get("pair", "exact") == "fast"
+        # The fast pair's constants, passed by value (sph.cu SPH_FAST_ARGS order).
+        T = self.dtype.type
+        if k.kernel == "wendland":
+            cf = -5.0 * knorm / (k.h * k.h)
+        else:
+            cf = knorm / (k.h * k.h)
+        dcoef = 2.0 * k.delta * k.h * k.c0 * k.mass if k.delta > 0 else 0.0
+        self.fast_args = (T(k.h), T(1.0 / k.h), T(cf), T(k.eta2), T(e.rc * e.rc), T(k.mass), T(k.alpha), T(dcoef),
+                          T(k.rho0), T(k.rho0 * k.gravity / k.B), T(1.0 / k.gamma), T(k.gravity),
+                          np.int32(1 if k.diffusion == "fourtakas" else 0))
+        self.prm_args = self.fast_args if self.fast else (self.prm,)
         n = self.n
         T = self.dtype
         if self.layout == 1:
@@ -125,7 +140,8 @@ class GpuSPH:
 
     # ---- kernels ----
     def _compile(self):
-        self.spec = kernel_spec(self.T, self.dim, self.layout, KERNEL_CODE[self.e.k.kernel], self.interleaved)
+        self.spec = kernel_spec(self.T, self.dim, self.layout, KERNEL_CODE[self.e.k.kernel], self.interleaved,
+                                self.fast)
         self.names = dict(zip(ROLES, self.spec.name_expressions, strict=True))
         self.kern = {k: self.spec.function(v) for k, v in self.names.items()}
 
@@ -160,7 +176,8 @@ class GpuSPH:
         k = self.e.k
         T = self.dtype.type
         self._launch("gather", np.int32(self.n), self.order, self.e.pos, self.e.vel, self.e.rho, self.e.kind,
-                     T(k.B), T(k.rho0), T(k.gamma), T(k.c0), T(0.5 * (k.gamma - 1.0)), self.p, self.pz, self.v,
+                     T(k.B), T(k.rho0), T(k.gamma), T(k.c0), T(0.5 * (k.gamma - 1.0)), np.int32(self.fast),
+                     self.p, self.pz, self.v,
                      self.cs, self.kind_s)
 
     def _nc(self):
@@ -217,7 +234,7 @@ class GpuSPH:
             vl = self.e.vlist
             with timer.phase("interaction", steps=steps):
                 self._launch("verlet", np.int32(self.n), self.p, self.pz, self.v, self.cs, self.kind_s, self.counts,
-                             self.base, self.list, self.order, self.prm, self.ace, self.arho, red, self.dmax,
+                             self.base, self.list, self.order, *self.prm_args, self.ace, self.arho, red, self.dmax,
                              self.dtype.type(0.5 * vl.skin), self.skey, self.start, *self._nc(),
                              self.dtype.type(self.build_cell), self.stale)
             return
@@ -229,7 +246,7 @@ class GpuSPH:
             self._gather()
         with timer.phase("interaction", steps=steps):
             self._launch("cells1" if method == "cell-full" else "cells2", np.int32(self.n), self.p, self.pz,
-                         self.v, self.cs, self.kind_s, self.skey, self.start, *self._nc(), self.order, self.prm,
+                         self.v, self.cs, self.kind_s, self.skey, self.start, *self._nc(), self.order, *self.prm_args,
                          self.ace, self.arho, red)
 
     # ---- integration (no host reads) ----

@@ -46,3 +46,17 @@ def register() -> None:
                        ("float4", "positions packed float4 (fp32) or double2 + z (fp64), the rest SoA")):
         registry.register_choice(FAMILY, "layout", name, backends=("cupy",), doc=doc_,
                                  reference={"layout": "soa"}, rtol=1e-11, atol=1e-12)
+
+    # The pair math of the CUDA interaction. Only round-off separates the two (SFU reciprocals and
+    # rsqrt in fp32, exp2/log2 for the Fourtakas term's pow, another order of products), so they
+    # share the search axis's tolerances: in fp64 every reciprocal and root stays exact.
+    registry.register_axis(
+        FAMILY, "pair", default="exact",
+        doc="the CUDA pair math: exact (IEEE divisions, sqrt, pow per pair) or fast (per-particle 1/ρ and wall "
+            "flag, reciprocals shared across terms, exp2/log2 for the Fourtakas term, constants as kernel "
+            "arguments: 54 registers instead of 72 in fp32 3D)")
+    registry.register_choice(FAMILY, "pair", "exact", backends=("numpy", "cupy"),
+                             doc="the reference's operations pair by pair", reference=None, rtol=1e-11, atol=1e-12)
+    registry.register_choice(FAMILY, "pair", "fast", backends=("cupy",),
+                             doc="divisions and pow replaced by shared reciprocals and exp2/log2 (sph.cuh pair_fast)",
+                             reference={"pair": "exact"}, rtol=1e-11, atol=1e-12)

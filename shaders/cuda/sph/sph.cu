@@ -78,7 +78,7 @@ template <typename T, int DIM, int LAYOUT>
 __global__ void __launch_bounds__(SPH_BLOCK) sph_gather(
     const int n, const int* __restrict__ order, const T* __restrict__ pos, const T* __restrict__ vel,
     const T* __restrict__ rho, const signed char* __restrict__ kind, const T B, const T rho0, const T gamma,
-    const T c0, const T csexp, T* __restrict__ p, T* __restrict__ pz, T* __restrict__ v,
+    const T c0, const T csexp, const int mark_walls, T* __restrict__ p, T* __restrict__ pz, T* __restrict__ v,
     T* __restrict__ cs, signed char* __restrict__ kind_s)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
@@ -86,10 +86,13 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_gather(
     const int i = order[s];
     const T x = pos[DIM * i], y = pos[DIM * i + 1], z = DIM == 3 ? pos[DIM * i + 2] : T(0);
     const T vx = vel[DIM * i], vy = vel[DIM * i + 1], vz = DIM == 3 ? vel[DIM * i + 2] : T(0);
-    const T r = rho[i];
-    const T press = B * (pow(r / rho0, gamma) - T(1));
-    kind_s[s] = kind[i];
-    cs[s] = c0 * pow(r / rho0, csexp);
+    const T rho_i = rho[i];
+    const T press = B * (pow(rho_i / rho0, gamma) - T(1));
+    const signed char k = kind[i];
+    kind_s[s] = k;
+    cs[s] = c0 * pow(rho_i / rho0, csexp);
+    // mark_walls (the fast pair): walls store −ρ, so the pair loop reads j's kind from its density
+    const T r = mark_walls && k != 0 ? -rho_i : rho_i;
     if (LAYOUT == SPH_AOS) {
         T* q = p + 8 * s;
         q[0] = x; q[1] = y; q[2] = z; q[3] = vx; q[4] = vy; q[5] = vz; q[6] = r; q[7] = press;
@@ -304,6 +307,120 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_interact_verlet(
             if (i == 0) atomicAdd(stale_launches, 1);
         }
         store<T, DIM>(i, order, acc, a, s.gravity, ace, arho, rv);
+    }
+    block_max<T, 3>(rv, red);
+}
+
+// ---- the fast pair (variant pair = fast; sph.cuh pair_fast) ----------------------------------
+// Its constants come as kernel arguments (constant bank), not from prm[] into registers.
+#define SPH_FAST_ARGS(T) const T f_h, const T f_invh, const T f_cf, const T f_eta2, const T f_rc2, const T f_mass, \
+    const T f_alpha, const T f_dcoef, const T f_rho0, const T f_kz, const T f_inva, const T f_gravity, \
+    const int f_fourtakas
+#define SPH_FAST_MAKE(T) FastParams<T>{f_h, f_invh, f_cf, f_eta2, f_rc2, f_mass, f_alpha, f_dcoef, f_rho0, f_kz, \
+    f_inva, f_gravity, f_fourtakas}
+
+template <typename T, int DIM, int LAYOUT>
+__device__ __forceinline__ SelfFast<T> load_self_fast(const T* p, const T* pz, const T* v, const T* cs,
+                                                      const signed char* kind_s, const int n, const int i)
+{
+    SelfFast<T> a;
+    T rho;
+    load_pos<T, LAYOUT, DIM>(p, pz, n, i, a.x, a.y, a.z);
+    load_vel<T, LAYOUT, DIM>(p, v, n, i, a.vx, a.vy, a.vz, rho, a.press);
+    a.rho = fabs(rho);
+    a.invrho = FastMath<T>::rcp(a.rho);
+    a.cs = cs[i];
+    a.fluid = kind_s[i] == 0;
+    return a;
+}
+
+// One candidate j of particle i: the filters a cell search needs (FILTER), the distance test first
+// on squared distances, then j's velocity and density only for pairs within r_c.
+template <typename T, int DIM, int LAYOUT, int KERNEL, bool FILTER>
+__device__ __forceinline__ void candidate_fast(const int i, const int j, const int n, const T* __restrict__ p,
+                                               const T* __restrict__ pz, const T* __restrict__ v,
+                                               const T* __restrict__ cs, const SelfFast<T>& a,
+                                               const FastParams<T>& s, Accum<T>& acc)
+{
+    if (FILTER && j == i) return;
+    T xj, yj, zj;
+    load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+    const T dx = a.x - xj, dy = a.y - yj, dz = a.z - zj;
+    const T r2 = dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0));
+    if (r2 >= s.rc2) return;
+    T vxj, vyj, vzj, rhoj, pressj;
+    load_vel<T, LAYOUT, DIM>(p, v, n, j, vxj, vyj, vzj, rhoj, pressj);
+    const bool fluidj = rhoj > T(0);
+    if (FILTER && !a.fluid && !fluidj) return;  // boundary–boundary pairs never interact
+    pair_fast<T, KERNEL, DIM>(a, dx, dy, dz, r2, vxj, vyj, vzj, fabs(rhoj), pressj, cs, j, fluidj, s, acc);
+}
+
+template <typename T, int DIM>
+__device__ __forceinline__ void store_fast(const int i, const int* __restrict__ order, const Accum<T>& acc,
+                                           const SelfFast<T>& a, const T gravity, T* __restrict__ ace,
+                                           T* __restrict__ arho, T (&rv)[3])
+{
+    Self<T> b;
+    b.fluid = a.fluid;
+    b.cs = a.cs;
+    store<T, DIM>(i, order, acc, b, gravity, ace, arho, rv);
+}
+
+template <typename T, int DIM, int LAYOUT, int KERNEL, int REACH>
+__global__ void __launch_bounds__(SPH_BLOCK) sph_interact_cells_fast(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const T* __restrict__ v,
+    const T* __restrict__ cs, const signed char* __restrict__ kind_s, const int* __restrict__ skey,
+    const int* __restrict__ start, const int ncx, const int ncy, const int ncz, const int* __restrict__ order,
+    SPH_FAST_ARGS(T), T* __restrict__ ace, T* __restrict__ arho, T* __restrict__ red)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    T rv[3] = {T(0), T(0), T(0)};
+    if (i < n) {
+        const FastParams<T> s = SPH_FAST_MAKE(T);
+        const SelfFast<T> a = load_self_fast<T, DIM, LAYOUT>(p, pz, v, cs, kind_s, n, i);
+        Accum<T> acc{T(0), T(0), T(0), T(0), T(0)};
+        for_candidates<DIM, REACH>(skey[i], ncx, ncy, ncz, start, [&](const int j) {
+            candidate_fast<T, DIM, LAYOUT, KERNEL, true>(i, j, n, p, pz, v, cs, a, s, acc);
+        });
+        store_fast<T, DIM>(i, order, acc, a, s.gravity, ace, arho, rv);
+    }
+    block_max<T, 3>(rv, red);
+}
+
+// sph_interact_verlet with the fast pair: the same list walk and stale-list fallback. The lists
+// hold no j == i and no boundary–boundary pair, so the list loop runs without candidate filters.
+template <typename T, int DIM, int LAYOUT, int KERNEL, bool WARP_INTERLEAVED>
+__global__ void __launch_bounds__(SPH_BLOCK) sph_interact_verlet_fast(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const T* __restrict__ v,
+    const T* __restrict__ cs, const signed char* __restrict__ kind_s, const int* __restrict__ counts,
+    const long long* __restrict__ base, const int* __restrict__ list, const int* __restrict__ order,
+    SPH_FAST_ARGS(T), T* __restrict__ ace, T* __restrict__ arho, T* __restrict__ red,
+    const T* __restrict__ dmax, const T half_skin, const int* __restrict__ skey, const int* __restrict__ start,
+    const int ncx, const int ncy, const int ncz, const T cell, int* __restrict__ stale_launches)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    T rv[3] = {T(0), T(0), T(0)};
+    if (i < n) {
+        const FastParams<T> s = SPH_FAST_MAKE(T);
+        const SelfFast<T> a = load_self_fast<T, DIM, LAYOUT>(p, pz, v, cs, kind_s, n, i);
+        Accum<T> acc{T(0), T(0), T(0), T(0), T(0)};
+        const T travel = *dmax;
+        if (travel <= half_skin) {
+            const int* __restrict__ li = list + (WARP_INTERLEAVED ? base[i >> 5] + (i & 31) : base[i]);
+            const int stride = WARP_INTERLEAVED ? 32 : 1;
+            const int cnt = counts[i];
+            for (int k = 0; k < cnt; ++k)
+                candidate_fast<T, DIM, LAYOUT, KERNEL, false>(i, li[stride * k], n, p, pz, v, cs, a, s, acc);
+        } else {  // also for a NaN travel
+            const int ncmax = max(ncx, max(ncy, ncz));
+            const T want = ceil((sqrt(s.rc2) + T(2) * travel) / cell) + T(1);
+            const int reach = want < T(ncmax) ? (int)want : ncmax;
+            for_candidates_r<DIM>(skey[i], reach, ncx, ncy, ncz, start, [&](const int j) {
+                candidate_fast<T, DIM, LAYOUT, KERNEL, true>(i, j, n, p, pz, v, cs, a, s, acc);
+            });
+            if (i == 0) atomicAdd(stale_launches, 1);
+        }
+        store_fast<T, DIM>(i, order, acc, a, s.gravity, ace, arho, rv);
     }
     block_max<T, 3>(rv, red);
 }
