@@ -19,6 +19,11 @@
 #   bench-lbm2d-small | bench-lbm2d-8192   nagare bench lbm2d split in two calls (320², 1024², 4096² | 8192²)
 #   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
 #                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
+#   sph-fast      issue 42 (SPH step toward 1.5 ms), < 180 s (timeouts 55 + 25 + 25 + 10 + 55): the gpu tests of
+#                 pair = fast (NumPy reference, fp64 and fp32, the stale-list fallback, registry), memcheck +
+#                 racecheck of a 3-step 3D dam break with it, registers of the interaction kernels as NVRTC built
+#                 them, `nagare bench sph` 3D dam break 1M fp32 Verlet float4 exact vs fast (per-phase ms);
+#                 everything packed into $OUT/sph-fast.tgz
 #   amr3d         P0 (issue 15): amr3d gpu tests + registry, memcheck of the ladder kernels, nagare bench amr3d
 #   stencil-perf  P2 (issue 5), < 4 min: gpu tests of the stencil framework / auto-tuner / diffusion3d
 #                 kernels, `nagare bench stencil` (P2's five meshes, exhaustive vs live tuner, run-off,
@@ -158,6 +163,37 @@ for r in json.load(open(sys.argv[1]))["results"]:
           f"rebuilds={x.get('rebuilds')} late={x.get('verlet_late_interactions')} list={x.get('mean_list_length')}")
 PY
       ;;
+    sph-fast)
+      d="$OUT/sph-fast"
+      timeout -k 5 55 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
+        tests/equivalence/test_registry.py -k "fast_pair or (sph and pair and fast)" 2>&1 | tee "$d/gpu-tests.log" | tail -8
+      for tool in memcheck racecheck; do
+        timeout -k 5 25 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -o addopts="" \
+          -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py -k "fast_pair_sanitizer_case" 2>&1 \
+          | tee "$d/sanitizer-$tool.txt" | tail -3
+      done
+      timeout -k 5 10 python3 - <<'PY' 2>&1 | tee "$d/registers.txt"
+from nagare.engine.backend import get_backend
+from nagare.engine.sph import Engine, Preset
+from tests.equivalence.test_sph_gpu import DAM3D, _preset
+for pair in ("exact", "fast"):
+    e = Engine(_preset(DAM3D, "fp32"), get_backend("cupy"), variants={"search": "verlet", "layout": "float4", "pair": pair})
+    f = e.gpu.kern["verlet"]
+    print(f"pair={pair:5s} {e.gpu.names['verlet']}: {getattr(f, 'num_regs', '?')} registers, "
+          f"{getattr(f, 'local_size_bytes', '?')} B local")
+PY
+      timeout -k 5 55 nagare bench sph --backend cupy --out "$d" --min-time 0.5 --case dambreak3d-1M-fp32 \
+        --only "VL float4" --only "VL float4 fast" 2>&1 | tail -8
+      python3 - "$d/sph.json" <<'PY' 2>&1 | tee "$d/phases.txt"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    x = r.get("extra", {})
+    ph = " ".join(f"{k}={v:.3f}" for k, v in r.get("phases", {}).items())
+    print(f"{r['case']:22s} {r['label']:18s} {r.get('ms_per_step', float('nan')):7.3f} ms/step  {ph}  "
+          f"rebuilds={x.get('rebuilds')} late={x.get('verlet_late_interactions')} list={x.get('mean_list_length')}")
+PY
+      cp "$OUT/info.txt" "$d/" 2>/dev/null
+      tar czf "$OUT/sph-fast.tgz" -C "$OUT" sph-fast && rm -rf "$d" ;;
     stencil-perf)
       d="$OUT/stencil-perf"
       timeout 200 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/unit/test_stencil_gpu.py \

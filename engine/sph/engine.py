@@ -483,4 +483,7 @@ class SPH(Engine):
         for layout in ("aos", "float4"):
             out.append((f"CL cell-full {layout}", {"search": "cell-full", "layout": layout}))
             out.append((f"VL {layout}", {"search": "verlet", "layout": layout}))
+        # the fast pair math (variants.py, axis pair) on the fastest search and layout
+        out.append(("VL float4 fast", {"search": "verlet", "layout": "float4", "pair": "fast"}))
+        out.append(("VL fast", {"search": "verlet", "pair": "fast"}))
         return out

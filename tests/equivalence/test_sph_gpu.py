@@ -120,3 +120,62 @@ def test_gpu_time_and_dt_on_device_match_numpy(search):
         np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
     np.testing.assert_allclose(e.time, ref.time, rtol=1e-12)
     np.testing.assert_allclose(e.dt, ref.dt, rtol=1e-11)
+
+
+FAST = list(itertools.product(["cell-full", "verlet"], ["soa", "aos", "float4"]))
+
+
+@pytest.mark.parametrize("search,layout", FAST)
+@pytest.mark.parametrize("geom", ["tank2d", "dam3d"])
+def test_gpu_fast_pair_fp64_matches_numpy(search, layout, geom):
+    """pair = fast in fp64 keeps sqrt and exact reciprocals: only the order of products and the
+    Fourtakas term's exp2/log2 (≤ 2 ulp of 1 vs pow's 1) differ, so the registry's tolerances hold."""
+    preset = _preset(TANK2D if geom == "tank2d" else DAM3D, "fp64")
+    steps = 100 if geom == "tank2d" else 40
+    _, want = _run(preset, "numpy", {"search": "cell-full"}, steps)
+    _, got = _run(preset, "cupy", {"search": search, "layout": layout, "pair": "fast"}, steps)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("kernel,scheme", [("cubic", "verlet"), ("wendland", "symplectic")])
+def test_gpu_fast_pair_kernel_and_scheme_options(kernel, scheme):
+    preset = _preset(TANK2D, "fp64", kernel, scheme)
+    _, want = _run(preset, "numpy", {"search": "cell-full"}, 60)
+    _, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": "fast"}, 60)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("layout", ["soa", "aos", "float4"])
+def test_gpu_fast_pair_fp32_matches_numpy_fp32(layout):
+    """fp32 with the SFU forms (rsqrt, rcp ≤ 2 ulp): the same bounds as the exact pair's fp32 test."""
+    preset = _preset(TANK2D, "fp32")
+    _, want = _run(preset, "numpy", {"search": "cell-full"}, 100)
+    _, got = _run(preset, "cupy", {"search": "verlet", "layout": layout, "pair": "fast"}, 100)
+    np.testing.assert_allclose(got["pos"], want["pos"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got["rho"], want["rho"], rtol=1e-5, atol=0)
+    np.testing.assert_allclose(got["vel"], want["vel"], rtol=0, atol=1e-5)
+
+
+def test_gpu_fast_pair_late_rebuilds_stay_exact(monkeypatch):
+    """The stale-list fallback of sph_interact_verlet_fast (filters on: the cell search meets j == i and
+    wall–wall candidates) against the reference, as test_verlet_late_rebuilds_stay_exact."""
+    from nagare.engine.sph.gpu import GpuSPH
+
+    monkeypatch.setattr(GpuSPH, "_rebuild_due", lambda self: False)
+    preset = _preset(DAM3D, "fp64")
+    _, want = _run(preset, "numpy", {"search": "cell-full"}, 40)
+    e, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": "fast"}, 40)
+    assert e.gpu.stale_launches(wait=True) > 0
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
+
+
+def test_gpu_fast_pair_sanitizer_case():
+    """A few steps of the 3D dam break with the fast pair on float4 Verlet lists: the small case
+    tools/gpu-check.sh sph-fast runs under compute-sanitizer memcheck and racecheck."""
+    preset = _preset(DAM3D, "fp32")
+    e, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": "fast"}, 3)
+    assert all(np.all(np.isfinite(v)) for v in got.values())
+    assert e.stats["rebuilds"] >= 1
