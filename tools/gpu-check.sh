@@ -19,7 +19,7 @@
 #   bench-lbm2d-small | bench-lbm2d-8192   nagare bench lbm2d split in two calls (320², 1024², 4096² | 8192²)
 #   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
 #                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
-#   sph-fast      issue 42 (SPH step toward 1.5 ms), < 180 s (timeouts 55 + 25 + 25 + 10 + 55): the gpu tests of
+#   sph-fast      issue 42 (SPH step toward 1.5 ms), < 180 s (timeouts 65 + 22 + 22 + 16 + 50): the gpu tests of
 #                 pair = fast (NumPy reference, fp64 and fp32, the stale-list fallback, registry), memcheck +
 #                 racecheck of a 3-step 3D dam break with it, registers of the interaction kernels as NVRTC built
 #                 them, `nagare bench sph` 3D dam break 1M fp32 Verlet float4 exact vs fast (per-phase ms);
@@ -165,16 +165,16 @@ PY
       ;;
     sph-fast)
       d="$OUT/sph-fast"
-      timeout -k 5 55 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
+      timeout -k 5 65 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
         tests/equivalence/test_registry.py -k "fast_pair or (sph and pair and fast)" 2>&1 | tee "$d/gpu-tests.log" | tail -8
       for tool in memcheck racecheck; do
-        timeout -k 5 25 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -o addopts="" \
+        timeout -k 5 22 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -o addopts="" \
           -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py -k "fast_pair_sanitizer_case" 2>&1 \
           | tee "$d/sanitizer-$tool.txt" | tail -3
       done
-      timeout -k 5 10 python3 - <<'PY' 2>&1 | tee "$d/registers.txt"
+      timeout -k 5 16 python3 - <<'PY' 2>&1 | tee "$d/registers.txt"
 from nagare.engine.backend import get_backend
-from nagare.engine.sph import Engine, Preset
+from nagare.engine.sph import Engine
 from tests.equivalence.test_sph_gpu import DAM3D, _preset
 for pair in ("exact", "fast"):
     e = Engine(_preset(DAM3D, "fp32"), get_backend("cupy"), variants={"search": "verlet", "layout": "float4", "pair": pair})
@@ -182,7 +182,7 @@ for pair in ("exact", "fast"):
     print(f"pair={pair:5s} {e.gpu.names['verlet']}: {getattr(f, 'num_regs', '?')} registers, "
           f"{getattr(f, 'local_size_bytes', '?')} B local")
 PY
-      timeout -k 5 55 nagare bench sph --backend cupy --out "$d" --min-time 0.5 --case dambreak3d-1M-fp32 \
+      timeout -k 5 50 nagare bench sph --backend cupy --out "$d" --min-time 0.5 --case dambreak3d-1M-fp32 \
         --only "VL float4" --only "VL float4 fast" 2>&1 | tail -8
       python3 - "$d/sph.json" <<'PY' 2>&1 | tee "$d/phases.txt"
 import json, sys

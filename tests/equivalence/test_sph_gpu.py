@@ -123,6 +123,17 @@ def test_gpu_time_and_dt_on_device_match_numpy(search):
 
 
 FAST = list(itertools.product(["cell-full", "verlet"], ["soa", "aos", "float4"]))
+_REF: dict = {}
+
+
+def _reference(geom: str, precision: str, steps: int, kernel: str = "wendland", scheme: str = "verlet"):
+    """The NumPy reference state, computed once per module for the fast-pair tests (they share
+    it; the 3D one takes seconds on the host)."""
+    key = (geom, precision, steps, kernel, scheme)
+    if key not in _REF:
+        preset = _preset(TANK2D if geom == "tank2d" else DAM3D, precision, kernel, scheme)
+        _REF[key] = _run(preset, "numpy", {"search": "cell-full"}, steps)[1]
+    return _REF[key]
 
 
 @pytest.mark.parametrize("search,layout", FAST)
@@ -132,7 +143,7 @@ def test_gpu_fast_pair_fp64_matches_numpy(search, layout, geom):
     Fourtakas term's exp2/log2 (≤ 2 ulp of 1 vs pow's 1) differ, so the registry's tolerances hold."""
     preset = _preset(TANK2D if geom == "tank2d" else DAM3D, "fp64")
     steps = 100 if geom == "tank2d" else 40
-    _, want = _run(preset, "numpy", {"search": "cell-full"}, steps)
+    want = _reference(geom, "fp64", steps)
     _, got = _run(preset, "cupy", {"search": search, "layout": layout, "pair": "fast"}, steps)
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
@@ -141,7 +152,7 @@ def test_gpu_fast_pair_fp64_matches_numpy(search, layout, geom):
 @pytest.mark.parametrize("kernel,scheme", [("cubic", "verlet"), ("wendland", "symplectic")])
 def test_gpu_fast_pair_kernel_and_scheme_options(kernel, scheme):
     preset = _preset(TANK2D, "fp64", kernel, scheme)
-    _, want = _run(preset, "numpy", {"search": "cell-full"}, 60)
+    want = _reference("tank2d", "fp64", 60, kernel, scheme)
     _, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": "fast"}, 60)
     for k in want:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
@@ -151,7 +162,7 @@ def test_gpu_fast_pair_kernel_and_scheme_options(kernel, scheme):
 def test_gpu_fast_pair_fp32_matches_numpy_fp32(layout):
     """fp32 with the SFU forms (rsqrt, rcp ≤ 2 ulp): the same bounds as the exact pair's fp32 test."""
     preset = _preset(TANK2D, "fp32")
-    _, want = _run(preset, "numpy", {"search": "cell-full"}, 100)
+    want = _reference("tank2d", "fp32", 100)
     _, got = _run(preset, "cupy", {"search": "verlet", "layout": layout, "pair": "fast"}, 100)
     np.testing.assert_allclose(got["pos"], want["pos"], rtol=0, atol=1e-6)
     np.testing.assert_allclose(got["rho"], want["rho"], rtol=1e-5, atol=0)
@@ -165,7 +176,7 @@ def test_gpu_fast_pair_late_rebuilds_stay_exact(monkeypatch):
 
     monkeypatch.setattr(GpuSPH, "_rebuild_due", lambda self: False)
     preset = _preset(DAM3D, "fp64")
-    _, want = _run(preset, "numpy", {"search": "cell-full"}, 40)
+    want = _reference("dam3d", "fp64", 40)
     e, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": "fast"}, 40)
     assert e.gpu.stale_launches(wait=True) > 0
     for k in want:
