@@ -483,7 +483,11 @@ class SPH(Engine):
         for layout in ("aos", "float4"):
             out.append((f"CL cell-full {layout}", {"search": "cell-full", "layout": layout}))
             out.append((f"VL {layout}", {"search": "verlet", "layout": layout}))
-        # the fast pair math (variants.py, axis pair) on the fastest search and layout
-        out.append(("VL float4 fast", {"search": "verlet", "layout": "float4", "pair": "fast"}))
-        out.append(("VL fast", {"search": "verlet", "pair": "fast"}))
+        # The pair math (variants.py, axis pair; the cells above run the default, fast) on the fastest
+        # search and layout: exact named explicitly so it stays the old kernel, then the fast pair's
+        # list-walk shapes. The labels share the prefix "VL float4 " (with the space), which no other
+        # label contains, so `--only "VL float4 "` selects exactly these.
+        for pair in ("exact", "fast", "fast-u2", "fast-u4", "fast-lb12"):
+            out.append((f"VL float4 {pair}", {"search": "verlet", "layout": "float4", "pair": pair}))
+        out.append(("VL soa exact", {"search": "verlet", "pair": "exact"}))
         return out

@@ -55,19 +55,32 @@ PROBE_LAG = 2  # steps the host may run ahead of the last dmax copy it has read
 SLOT = 4  # reduction slot stride in `red`: [max|a|², max c, max|μ|, pad]; slots 0/1 by step parity, 2 scratch
 
 
-def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool, fast: bool = False) -> cuda.KernelSpec:
+# The fast pair's choices (variants.py, axis pair) as the Verlet interaction's template shape:
+# (neighbours per step of the list walk, launch-bound blocks per SM in fp32, in fp64). nvcc -Xptxas -v,
+# fp32 3D float4: U = 1 55 registers (9 blocks of 128 per SM), U = 2 64 (8 blocks, two gathers in
+# flight), U = 4 92 (5 blocks, four); 12 blocks caps U = 1 at 40 registers (12 bytes spilled). fp64
+# spills 384 bytes under that cap, so fp64 keeps no bound (1).
+PAIR_SHAPE = {"fast": (1, 1, 1), "fast-u2": (2, 1, 1), "fast-u4": (4, 1, 1), "fast-lb12": (1, 12, 1)}
+
+
+def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool, fast: bool | str = False) -> cuda.KernelSpec:
     """The sph.cu module of one (scalar type, dimension, position layout, smoothing kernel, Verlet
     list layout, pair math): every kernel of the GPU path as a name expression, in :data:`ROLES`
     order (the plain kernel too: with name expressions CuPy looks names up). ``fast``: the
     interaction kernels of the fast pair (sph.cuh pair_fast), which take their constants as
-    arguments instead of ``prm``."""
+    arguments instead of ``prm``; True or a choice of :data:`PAIR_SHAPE` (True: ``fast``)."""
     t = cuda.template
     f = "_fast" if fast else ""
+    if fast:
+        u, minb32, minb64 = PAIR_SHAPE["fast" if fast is True else fast]
+        verlet = t("sph_interact_verlet_fast", T, D, L, K, interleaved, u, minb32 if T == "float" else minb64)
+    else:
+        verlet = t("sph_interact_verlet", T, D, L, K, interleaved)
     return cuda.KernelSpec(SOURCE, (
         t("sph_cell_keys", T, D), t("sph_cell_starts"), t("sph_gather", T, D, L),
         t("sph_interact_cells" + f, T, D, L, K, 1), t("sph_interact_cells" + f, T, D, L, K, 2),
         t("sph_verlet_count", T, D, L, 2), t("sph_verlet_fill", T, D, L, 2, interleaved),
-        t("sph_interact_verlet" + f, T, D, L, K, interleaved), t("sph_integrate_verlet", T, D),
+        verlet, t("sph_integrate_verlet", T, D),
         t("sph_symplectic_predict", T, D), t("sph_symplectic_correct", T, D)))
 
 
@@ -93,7 +106,8 @@ class GpuSPH:
                   k.delta * k.h * k.c0, k.gravity, k.rho0 * k.gravity / k.B, 1.0 / k.gamma,
                   1.0 if k.diffusion == "fourtakas" else 0.0]
         self.prm = cupy.asarray(prm.astype(self.dtype))
-        self.fast = self.sel.get("pair", "exact") == "fast"
+        self.pair = self.sel.get("pair", "exact")
+        self.fast = self.pair != "exact"
         # The fast pair's constants, passed by value (sph.cu SPH_FAST_ARGS order).
         T = self.dtype.type
         if k.kernel == "wendland":
@@ -141,7 +155,7 @@ class GpuSPH:
     # ---- kernels ----
     def _compile(self):
         self.spec = kernel_spec(self.T, self.dim, self.layout, KERNEL_CODE[self.e.k.kernel], self.interleaved,
-                                self.fast)
+                                self.pair if self.fast else False)
         self.names = dict(zip(ROLES, self.spec.name_expressions, strict=True))
         self.kern = {k: self.spec.function(v) for k, v in self.names.items()}
 

@@ -63,6 +63,21 @@ extern "C" void fast_{tag}(int n, const {T}* p, const {T}* pz, const {T}* v, con
         out[5 * i + 3] = acc.drho; out[5 * i + 4] = acc.mumax;
     }}
 }}
+extern "C" void walk_{tag}(int n, const {T}* p, const {T}* pz, const {T}* v, const {T}* cs,
+                          const signed char* kind_s, const {T}* f, int fourtakas, const int* list,
+                          const int* counts, int width, int stride, int unroll, {T}* out) {{
+    const FastParams<{T}> s{{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], fourtakas}};
+    for (int i = 0; i < n; ++i) {{
+        const SelfFast<{T}> a = load_self_fast<{T}, {D}, {L}>(p, pz, v, cs, kind_s, n, i);
+        Accum<{T}> acc{{0, 0, 0, 0, 0}};
+        const int* li = list + (stride == 1 ? i * width : i);
+        if (unroll == 1) verlet_walk_fast<{T}, {D}, {L}, {K}, 1>(li, stride, counts[i], n, p, pz, v, cs, a, s, acc);
+        if (unroll == 2) verlet_walk_fast<{T}, {D}, {L}, {K}, 2>(li, stride, counts[i], n, p, pz, v, cs, a, s, acc);
+        if (unroll == 4) verlet_walk_fast<{T}, {D}, {L}, {K}, 4>(li, stride, counts[i], n, p, pz, v, cs, a, s, acc);
+        out[5 * i] = acc.ax; out[5 * i + 1] = acc.ay; out[5 * i + 2] = acc.az;
+        out[5 * i + 3] = acc.drho; out[5 * i + 4] = acc.mumax;
+    }}
+}}
 """
 
 
@@ -175,3 +190,46 @@ def test_fast_pair_matches_exact_pair(lib, T, D, L, K):
             continue
         scale = np.abs(want[:, c]).max()
         np.testing.assert_allclose(got[:, c], want[:, c], rtol=0, atol=50 * eps * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("T,D,L,K", COMBOS)
+@pytest.mark.parametrize("stride", [1, "interleaved"])
+def test_unrolled_list_walk_equals_fast_pair_bit_for_bit(lib, T, D, L, K, stride):
+    """verlet_walk_fast (pair = fast-u2 / fast-u4) sums the same pairs in the same order with the
+    same operations as the one-at-a-time walk (pair = fast), only loading ahead: equal to the bit.
+    Lists as the Verlet
+    build writes them (ascending j, no j == i, no wall–wall pair), of every length mod 4 (the tail
+    loop), CSR rows (stride 1) or one list per column (stride n, the interleaved layout's shape)."""
+    dtype = np.float32 if T == "float" else np.float64
+    pos, vel, rho, press, cs, kind, k = _state(D, dtype, np.random.default_rng(3 + D + 10 * L + 100 * K))
+    n = len(rho)
+    h = k["h"]
+    cf = (-5 if K == 0 else 1) * (7 / (4 * np.pi * h * h) if D == 2 else 21 / (16 * np.pi * h ** 3)) / (h * h)
+    kz = k["rho0"] * k["g"] / k["B"]
+    fpar = np.array([h, 1 / h, cf, k["eta2"], k["rc2"], k["mass"], k["alpha"], 2 * k["delta"] * h * k["c0"] * k["mass"],
+                     k["rho0"], kz, 1 / k["gamma"], k["g"]], dtype)
+    p, pz, v = _layout(L, D, pos, vel, rho, press, kind != 0)
+    # candidates within 1.2 r_c (a skin: some beyond r_c), minus the dropped ones at random so the
+    # counts cover every residue mod 4
+    rng = np.random.default_rng(11)
+    d2 = ((pos[:, None, :].astype(np.float64) - pos[None, :, :]) ** 2).sum(-1)
+    keep = (d2 < 1.44 * k["rc2"]) & ~np.eye(n, dtype=bool) & ~((kind[:, None] != 0) & (kind[None, :] != 0))
+    keep &= rng.random((n, n)) < 0.9
+    counts = keep.sum(1).astype(np.int32)
+    assert len(set(counts % 4)) == 4
+    width = int(counts.max())
+    rows = np.zeros((n, width), np.int32)
+    for i in range(n):
+        rows[i, :counts[i]] = np.flatnonzero(keep[i])
+    lst, st = (rows.ravel(), 1) if stride == 1 else (np.ascontiguousarray(rows.T).ravel(), n)
+    tag = f"{T}_{D}_{L}_{K}"
+    outs = {}
+    for u in (1, 2, 4):
+        out = np.zeros(5 * n, dtype)
+        getattr(lib, f"walk_{tag}")(ctypes.c_int(n), _ptr(p), _ptr(pz), _ptr(v), _ptr(cs), _ptr(kind), _ptr(fpar),
+                                    ctypes.c_int(1), _ptr(lst), _ptr(counts), ctypes.c_int(width), ctypes.c_int(st),
+                                    ctypes.c_int(u), _ptr(out))
+        outs[u] = out
+    assert np.any(outs[1] != 0)
+    np.testing.assert_array_equal(outs[2], outs[1])
+    np.testing.assert_array_equal(outs[4], outs[1])

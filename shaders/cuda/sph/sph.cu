@@ -387,10 +387,61 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_interact_cells_fast(
     block_max<T, 3>(rv, red);
 }
 
-// sph_interact_verlet with the fast pair: the same list walk and stale-list fallback. The lists
-// hold no j == i and no boundary–boundary pair, so the list loop runs without candidate filters.
-template <typename T, int DIM, int LAYOUT, int KERNEL, bool WARP_INTERLEAVED>
-__global__ void __launch_bounds__(SPH_BLOCK) sph_interact_verlet_fast(
+// The list walk of the fast Verlet interaction, U neighbours at a time. The kernel is latency-bound
+// on the neighbours' gathers (ncu: L1TEX stalls, < 1 eligible warp per scheduler), so the next
+// group's list indices are loaded before the current group is computed, and the U positions and the
+// velocities of those within r_c are all issued before the first pair uses them: U gathers per
+// thread in flight instead of one. The pairs are summed in list order, as U = 1 does, so the result
+// is the same to the bit. The lists hold no j == i and no boundary–boundary pair: no filters.
+template <typename T, int DIM, int LAYOUT, int KERNEL, int U>
+__device__ __forceinline__ void verlet_walk_fast(const int* __restrict__ li, const int stride, const int cnt,
+                                                 const int n, const T* __restrict__ p, const T* __restrict__ pz,
+                                                 const T* __restrict__ v, const T* __restrict__ cs,
+                                                 const SelfFast<T>& a, const FastParams<T>& s, Accum<T>& acc)
+{
+    int k = 0;
+    if (U > 1 && cnt >= U) {
+        int jn[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) jn[u] = li[stride * u];
+        for (; k + U <= cnt; k += U) {
+            int j[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                j[u] = jn[u];
+                // the next group's indices (clamped into the list: the tail re-reads them)
+                jn[u] = li[stride * min(k + U + u, cnt - 1)];
+            }
+            T dx[U], dy[U], dz[U], r2[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                T xj, yj, zj;
+                load_pos<T, LAYOUT, DIM>(p, pz, n, j[u], xj, yj, zj);
+                dx[u] = a.x - xj; dy[u] = a.y - yj; dz[u] = a.z - zj;
+            }
+            T vxj[U], vyj[U], vzj[U], rhoj[U], pj[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                r2[u] = dx[u] * dx[u] + dy[u] * dy[u] + (DIM == 3 ? dz[u] * dz[u] : T(0));
+                vxj[u] = vyj[u] = vzj[u] = pj[u] = T(0);
+                rhoj[u] = T(1);
+                if (r2[u] < s.rc2) load_vel<T, LAYOUT, DIM>(p, v, n, j[u], vxj[u], vyj[u], vzj[u], rhoj[u], pj[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (r2[u] < s.rc2)
+                    pair_fast<T, KERNEL, DIM>(a, dx[u], dy[u], dz[u], r2[u], vxj[u], vyj[u], vzj[u], fabs(rhoj[u]),
+                                              pj[u], cs, j[u], rhoj[u] > T(0), s, acc);
+        }
+    }
+    for (; k < cnt; ++k) candidate_fast<T, DIM, LAYOUT, KERNEL, false>(0, li[stride * k], n, p, pz, v, cs, a, s, acc);
+}
+
+// sph_interact_verlet with the fast pair: the same list walk and stale-list fallback. U: neighbours
+// per step of the list walk (verlet_walk_fast); MINB: the launch bound's blocks per SM (1: none
+// beyond the block size; more caps the registers for occupancy, see gpu.py PAIR_SHAPE).
+template <typename T, int DIM, int LAYOUT, int KERNEL, bool WARP_INTERLEAVED, int U, int MINB>
+__global__ void __launch_bounds__(SPH_BLOCK, MINB) sph_interact_verlet_fast(
     const int n, const T* __restrict__ p, const T* __restrict__ pz, const T* __restrict__ v,
     const T* __restrict__ cs, const signed char* __restrict__ kind_s, const int* __restrict__ counts,
     const long long* __restrict__ base, const int* __restrict__ list, const int* __restrict__ order,
@@ -407,10 +458,8 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_interact_verlet_fast(
         const T travel = *dmax;
         if (travel <= half_skin) {
             const int* __restrict__ li = list + (WARP_INTERLEAVED ? base[i >> 5] + (i & 31) : base[i]);
-            const int stride = WARP_INTERLEAVED ? 32 : 1;
-            const int cnt = counts[i];
-            for (int k = 0; k < cnt; ++k)
-                candidate_fast<T, DIM, LAYOUT, KERNEL, false>(i, li[stride * k], n, p, pz, v, cs, a, s, acc);
+            verlet_walk_fast<T, DIM, LAYOUT, KERNEL, U>(li, WARP_INTERLEAVED ? 32 : 1, counts[i], n, p, pz, v, cs,
+                                                        a, s, acc);
         } else {  // also for a NaN travel
             const int ncmax = max(ncx, max(ncy, ncz));
             const T want = ceil((sqrt(s.rc2) + T(2) * travel) / cell) + T(1);
