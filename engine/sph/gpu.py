@@ -60,6 +60,7 @@ SLOT = 4  # reduction slot stride in `red`: [max|a|², max c, max|μ|, pad]; slo
 # fp32 3D float4: U = 1 55 registers (9 blocks of 128 per SM), U = 2 64 (8 blocks, two gathers in
 # flight), U = 4 92 (5 blocks, four); 12 blocks caps U = 1 at 40 registers (12 bytes spilled). fp64
 # spills 384 bytes under that cap, so fp64 keeps no bound (1).
+BUILD_UNROLL = 4
 PAIR_SHAPE = {"fast": (1, 1, 1), "fast-u2": (2, 1, 1), "fast-u4": (4, 1, 1), "fast-lb12": (1, 12, 1)}
 
 
@@ -76,10 +77,13 @@ def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool, fast: bool | 
         verlet = t("sph_interact_verlet_fast", T, D, L, K, interleaved, u, minb32 if T == "float" else minb64)
     else:
         verlet = t("sph_interact_verlet", T, D, L, K, interleaved)
+    # the list build's candidate positions loaded BUILD_UNROLL at a time with the fast pair, one at a
+    # time with the exact one (the lists are the same; the bench's list phase compares the two)
+    bu = BUILD_UNROLL if fast else 1
     return cuda.KernelSpec(SOURCE, (
         t("sph_cell_keys", T, D), t("sph_cell_starts"), t("sph_gather", T, D, L),
         t("sph_interact_cells" + f, T, D, L, K, 1), t("sph_interact_cells" + f, T, D, L, K, 2),
-        t("sph_verlet_count", T, D, L, 2), t("sph_verlet_fill", T, D, L, 2, interleaved),
+        t("sph_verlet_count", T, D, L, 2, bu), t("sph_verlet_fill", T, D, L, 2, interleaved, bu),
         verlet, t("sph_integrate_verlet", T, D),
         t("sph_symplectic_predict", T, D), t("sph_symplectic_correct", T, D)))
 

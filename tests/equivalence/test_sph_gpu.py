@@ -190,3 +190,63 @@ def test_gpu_fast_pair_sanitizer_case():
     e, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": "fast"}, 3)
     assert all(np.all(np.isfinite(v)) for v in got.values())
     assert e.stats["rebuilds"] >= 1
+
+
+SHAPES = ["fast-u2", "fast-u4", "fast-lb12"]
+
+
+@pytest.mark.parametrize("pair", SHAPES)
+@pytest.mark.parametrize("geom", ["tank2d", "dam3d"])
+def test_gpu_fast_shapes_fp64_match_numpy(pair, geom):
+    """The fast pair's list-walk shapes (gpu.py PAIR_SHAPE) sum the fast pair's terms in its order:
+    the registry's fp64 tolerances, on both list layouts."""
+    preset = _preset(TANK2D if geom == "tank2d" else DAM3D, "fp64")
+    steps = 100 if geom == "tank2d" else 40
+    want = _reference(geom, "fp64", steps)
+    for vlayout in ("warp-interleaved", "per-particle"):
+        _, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "verlet_layout": vlayout,
+                                       "pair": pair}, steps)
+        for k in want:
+            np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=f"{k} {vlayout}")
+
+
+@pytest.mark.parametrize("pair", SHAPES)
+def test_gpu_fast_shapes_fp32_match_numpy_fp32(pair):
+    """fp32: the same bounds as the exact and fast pairs' fp32 tests."""
+    preset = _preset(TANK2D, "fp32")
+    want = _reference("tank2d", "fp32", 100)
+    _, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": pair}, 100)
+    np.testing.assert_allclose(got["pos"], want["pos"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got["rho"], want["rho"], rtol=1e-5, atol=0)
+    np.testing.assert_allclose(got["vel"], want["vel"], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64"])
+def test_gpu_unrolled_list_build_writes_the_same_lists(precision):
+    """pair = fast builds the lists with the candidates' positions loaded 4 at a time (gpu.py
+    BUILD_UNROLL), exact one at a time: from one state, the same counts and the same lists, entry
+    for entry (the candidates reach the test in the same order)."""
+    preset = _preset(DAM3D, precision)
+    lists = {}
+    for pair in ("exact", "fast"):
+        e = Engine(preset, get_backend("cupy"), variants={"search": "verlet", "layout": "float4", "pair": pair})
+        e.random_state(np.random.default_rng(1234))
+        e.step(1)
+        g = e.gpu
+        counts, base = g.counts.get(), g.base.get()
+        lst = g.list.get()
+        idx = [lst[base[i >> 5] + (i & 31) + 32 * np.arange(counts[i])] for i in range(len(counts))]
+        lists[pair] = (counts, np.concatenate(idx))
+    assert lists["exact"][0].sum() > 0
+    np.testing.assert_array_equal(lists["fast"][0], lists["exact"][0])
+    np.testing.assert_array_equal(lists["fast"][1], lists["exact"][1])
+
+
+@pytest.mark.parametrize("pair", ["fast-u2", "fast-u4", "fast-lb12"])
+def test_gpu_fast_shapes_sanitizer_case(pair):
+    """A few steps of the 3D dam break with each list-walk shape (and the unrolled build): the small
+    cases tools/gpu-check.sh sph-fast2 runs under compute-sanitizer memcheck and racecheck."""
+    preset = _preset(DAM3D, "fp32")
+    e, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": pair}, 3)
+    assert all(np.all(np.isfinite(v)) for v in got.values())
+    assert e.stats["rebuilds"] >= 1

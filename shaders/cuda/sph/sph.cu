@@ -212,9 +212,45 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_interact_cells(
 }
 
 // ---- Verlet lists (P3 §3) --------------------------------------------------------------------
+// Visit every j in the (2*REACH+1)^DIM cells around i's cell with its position: f(j, xj, yj, zj).
+// The build is latency-bound on these loads like the interaction on its gathers, so with B > 1 each
+// row's positions (consecutive j) are loaded B at a time before f sees the first of them; the
+// candidates reach f in the same order for every B, so the lists are the same.
+template <typename T, int DIM, int LAYOUT, int REACH, int B, typename F>
+__device__ __forceinline__ void for_candidates_pos(const int key, const int ncx, const int ncy, const int ncz,
+                                                   const int* __restrict__ start, const T* __restrict__ p,
+                                                   const T* __restrict__ pz, const int n, F&& f)
+{
+    const int cx = key % ncx, cy = (key / ncx) % ncy, cz = DIM == 3 ? key / (ncx * ncy) : 0;
+    const int x0 = max(cx - REACH, 0), x1 = min(cx + REACH, ncx - 1);
+    const int z0 = DIM == 3 ? max(cz - REACH, 0) : 0, z1 = DIM == 3 ? min(cz + REACH, ncz - 1) : 0;
+    for (int z = z0; z <= z1; ++z) {
+        for (int y = max(cy - REACH, 0); y <= min(cy + REACH, ncy - 1); ++y) {
+            const int row = ncx * (y + ncy * z);
+            const int j1 = start[row + x1 + 1];
+            int j = start[row + x0];
+            if (B > 1) {
+                for (; j + B <= j1; j += B) {
+                    T xs[B], ys[B], zs[B];
+#pragma unroll
+                    for (int u = 0; u < B; ++u) load_pos<T, LAYOUT, DIM>(p, pz, n, j + u, xs[u], ys[u], zs[u]);
+#pragma unroll
+                    for (int u = 0; u < B; ++u) f(j + u, xs[u], ys[u], zs[u]);
+                }
+            }
+            for (; j < j1; ++j) {
+                T xj, yj, zj;
+                load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+                f(j, xj, yj, zj);
+            }
+        }
+    }
+}
+
 // Phases 1+2: count each list (pairs within R_c that can interact; boundary-boundary pairs never
-// do, so they are left out) and the warp's longest list by warp shuffle.
-template <typename T, int DIM, int LAYOUT, int REACH>
+// do, so they are left out) and the warp's longest list by warp shuffle. Squared distances first;
+// a wall i reads j's kind only for candidates within R_c.
+template <typename T, int DIM, int LAYOUT, int REACH, int B>
 __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_count(
     const int n, const T* __restrict__ p, const T* __restrict__ pz, const signed char* __restrict__ kind_s,
     const int* __restrict__ skey, const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
@@ -226,12 +262,10 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_count(
         T x, y, z;
         load_pos<T, LAYOUT, DIM>(p, pz, n, i, x, y, z);
         const bool fluid = kind_s[i] == 0;
-        for_candidates<DIM, REACH>(skey[i], ncx, ncy, ncz, start, [&](const int j) {
-            if (j == i || (!fluid && kind_s[j] != 0)) return;
-            T xj, yj, zj;
-            load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+        for_candidates_pos<T, DIM, LAYOUT, REACH, B>(skey[i], ncx, ncy, ncz, start, p, pz, n,
+                                                     [&](const int j, const T xj, const T yj, const T zj) {
             const T dx = x - xj, dy = y - yj, dz = z - zj;
-            if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2) ++c;
+            if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2 && j != i && (fluid || kind_s[j] == 0)) ++c;
         });
         counts[i] = c;
     }
@@ -242,7 +276,7 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_count(
 
 // Phase 4: fill. WARP_INTERLEAVED: element k of lane l's list at base[warp] + 32k + l, so the 32
 // threads of a warp read their k-th neighbours in one coalesced access; else at base[i] + k.
-template <typename T, int DIM, int LAYOUT, int REACH, bool WARP_INTERLEAVED>
+template <typename T, int DIM, int LAYOUT, int REACH, bool WARP_INTERLEAVED, int B>
 __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_fill(
     const int n, const T* __restrict__ p, const T* __restrict__ pz, const signed char* __restrict__ kind_s,
     const int* __restrict__ skey, const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
@@ -255,13 +289,12 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_fill(
     const bool fluid = kind_s[i] == 0;
     const long long b = WARP_INTERLEAVED ? base[i >> 5] + (i & 31) : base[i];
     const int stride = WARP_INTERLEAVED ? 32 : 1;
-    long long k = 0;
-    for_candidates<DIM, REACH>(skey[i], ncx, ncy, ncz, start, [&](const int j) {
-        if (j == i || (!fluid && kind_s[j] != 0)) return;
-        T xj, yj, zj;
-        load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+    int k = 0;  // one particle's list length (a few hundred at most)
+    for_candidates_pos<T, DIM, LAYOUT, REACH, B>(skey[i], ncx, ncy, ncz, start, p, pz, n,
+                                                 [&](const int j, const T xj, const T yj, const T zj) {
         const T dx = x - xj, dy = y - yj, dz = z - zj;
-        if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2) list[b + stride * (k++)] = j;
+        if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2 && j != i && (fluid || kind_s[j] == 0))
+            list[b + (long long)stride * (k++)] = j;
     });
 }
 
