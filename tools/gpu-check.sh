@@ -18,7 +18,8 @@
 #                 (speed of light, occupancy, warp states, executed instructions)
 #   bench-lbm2d-small | bench-lbm2d-8192   nagare bench lbm2d split in two calls (320², 1024², 4096² | 8192²)
 #   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
-#                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
+#                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4 exact; the
+#                 unsuffixed cells run the default pair, fast), per-phase ms
 #   sph-fast      issue 42 (SPH step toward 1.5 ms), < 180 s (timeouts 65 + 22 + 22 + 16 + 50): the gpu tests of
 #                 pair = fast (NumPy reference, fp64 and fp32, the stale-list fallback, registry), memcheck +
 #                 racecheck of a 3-step 3D dam break with it, registers of the interaction kernels as NVRTC built
@@ -161,7 +162,7 @@ for stage in "$@"; do
         2>&1 | tail -3
       timeout 80 nagare bench sph --backend cupy --out "$OUT/sph-perf" --min-time 0.5 \
         --case dambreak3d-1M-fp32 --case dambreak2d-21k-fp32 \
-        --only "CL cell-full" --only "VL warp-interleaved" --only "VL float4" 2>&1 | tail -12
+        --only "CL cell-full" --only "VL warp-interleaved" --only "VL float4 exact" 2>&1 | tail -12
       python3 - "$OUT/sph-perf/sph.json" <<'PY' 2>&1 | tee "$OUT/sph-perf/phases.txt"
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
