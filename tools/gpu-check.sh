@@ -25,14 +25,16 @@
 #                 racecheck of a 3-step 3D dam break with it, registers of the interaction kernels as NVRTC built
 #                 them, `nagare bench sph` 3D dam break 1M fp32 Verlet float4 exact vs fast (per-phase ms);
 #                 everything packed into $OUT/sph-fast.tgz
-#   sph-fast2     issue 42 (SPH step <= 1.5 ms), < 170 s (timeouts 58 + 20 + 20 + 12 + 55): the gpu tests of
+#   sph-fast2     issue 42 (SPH step <= 1.5 ms), < 170 s (timeouts 56 + 20 + 20 + 12 + 60): the gpu tests of
 #                 the fast pair's list-walk shapes (fast-u2, fast-u4, fast-lb12: NumPy reference fp64 both list
-#                 layouts and fp32), the unrolled list build (same lists as exact's), the registry's sph pair
-#                 cells, the OOM fallback and device Δt with fast as the default; memcheck + racecheck of a
-#                 3-step 3D dam break with fast-u4 (unrolled walk and build); registers of every Verlet
-#                 interaction and build kernel as NVRTC built them; `nagare bench sph` 3D dam break 1M fp32
-#                 "VL float4 " exact / fast / fast-u2 / fast-u4 / fast-lb12 (per-phase ms); all in
-#                 $OUT/sph-fast2.tgz
+#                 layouts and fp32), the unrolled build and the one-pass build (verlet_build = one-pass: the
+#                 two-pass build's lists entry for entry, the cap-overflow rerun, fp64 3D vs NumPy), the
+#                 registry's sph pair / verlet_build cells, the OOM fallback and device Δt with fast as the
+#                 default; memcheck + racecheck of a 3-step 3D dam break with fast-u4 (two-pass and one-pass);
+#                 registers of every fp32 Verlet interaction and build kernel as NVRTC built them;
+#                 `nagare bench sph` 3D dam break 1M fp32, the "VL float4 " cells (exact, fast, fast-u2,
+#                 fast-u4, fast-u2 one-pass, fast one-pass, fast-lb12; per-phase ms, list ms per rebuild);
+#                 all in $OUT/sph-fast2.tgz
 #   amr3d         P0 (issue 15): amr3d gpu tests + registry, memcheck of the ladder kernels, nagare bench amr3d
 #   stencil-perf  P2 (issue 5), < 4 min: gpu tests of the stencil framework / auto-tuner / diffusion3d
 #                 kernels, `nagare bench stencil` (P2's five meshes, exhaustive vs live tuner, run-off,
@@ -205,9 +207,9 @@ PY
       tar czf "$OUT/sph-fast.tgz" -C "$OUT" sph-fast && rm -rf "$d" ;;
     sph-fast2)
       d="$OUT/sph-fast2"
-      timeout -k 5 58 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
-        tests/equivalence/test_registry.py -k "fast_shapes or unrolled_list_build or out_of_memory or time_and_dt \
-        or (registry and sph and pair)" 2>&1 | tee "$d/gpu-tests.log" | tail -8
+      timeout -k 5 56 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
+        tests/equivalence/test_registry.py -k "fast_shapes or list_build or one_pass or out_of_memory \
+        or time_and_dt or (registry and sph and (pair or verlet_build))" 2>&1 | tee "$d/gpu-tests.log" | tail -8
       for tool in memcheck racecheck; do
         timeout -k 5 20 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -o addopts="" \
           -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py -k "shapes_sanitizer_case and u4" 2>&1 \
@@ -217,23 +219,25 @@ PY
 from nagare.engine.backend import get_backend
 from nagare.engine.sph import Engine
 from tests.equivalence.test_sph_gpu import DAM3D, _preset
-for prec in ("fp32", "fp64"):
-    for pair in ("exact", "fast", "fast-u2", "fast-u4", "fast-lb12"):
-        e = Engine(_preset(DAM3D, prec), get_backend("cupy"), variants={"search": "verlet", "layout": "float4", "pair": pair})
-        for role in ("verlet", "count", "fill"):
+for pair, build in (("exact", "two-pass"), ("fast", "two-pass"), ("fast-u2", "two-pass"), ("fast-u4", "two-pass"),
+                    ("fast-lb12", "two-pass"), ("fast", "one-pass")):
+    e = Engine(_preset(DAM3D, "fp32"), get_backend("cupy"),
+               variants={"search": "verlet", "layout": "float4", "pair": pair, "verlet_build": build})
+    for role in ("verlet", "count", "fill", "fill_cap"):
+        if role in e.gpu.kern:
             f = e.gpu.kern[role]
-            print(f"{prec} pair={pair:9s} {e.gpu.names[role]}: {getattr(f, 'num_regs', '?')} registers, "
+            print(f"fp32 pair={pair:9s} {build} {e.gpu.names[role]}: {getattr(f, 'num_regs', '?')} registers, "
                   f"{getattr(f, 'local_size_bytes', '?')} B local")
 PY
-      timeout -k 5 55 nagare bench sph --backend cupy --out "$d" --min-time 0.3 --case dambreak3d-1M-fp32 \
-        --only "VL float4 " 2>&1 | tail -10
+      timeout -k 5 60 nagare bench sph --backend cupy --out "$d" --min-time 0.25 --case dambreak3d-1M-fp32 \
+        --only "VL float4 " 2>&1 | tail -12
       python3 - "$d/sph.json" <<'PY' 2>&1 | tee "$d/phases.txt"
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
     x = r.get("extra", {})
     ph = " ".join(f"{k}={v:.3f}" for k, v in r.get("phases", {}).items())
     per = (r.get("phases", {}).get("list", 0.0) * r.get("steps", 0) / x["rebuilds"]) if x.get("rebuilds") else float("nan")
-    print(f"{r['case']:22s} {r['label']:20s} {r.get('ms_per_step', float('nan')):7.3f} ms/step  {ph}  "
+    print(f"{r['case']:22s} {r['label']:26s} {r.get('ms_per_step', float('nan')):7.3f} ms/step  {ph}  "
           f"rebuilds={x.get('rebuilds')} list/rebuild≈{per:.3f} ms late={x.get('verlet_late_interactions')} "
           f"list={x.get('mean_list_length')}")
 PY

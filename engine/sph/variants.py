@@ -36,6 +36,19 @@ def register() -> None:
     registry.register_choice(FAMILY, "verlet_layout", "warp-interleaved", backends=("cupy",),
                              doc="P3 §3.1–3.3: coalesced list reads, variable per-warp regions",
                              reference={"verlet_layout": "per-particle"}, rtol=1e-11, atol=1e-12)
+    # How the lists are built. Both write the same lists (the same candidates in the same order), so
+    # the results are the same to the bit; the search axis's tolerances are kept as the registry's bound.
+    registry.register_axis(
+        FAMILY, "verlet_build", default="two-pass",
+        doc="how the Verlet lists are built: two-pass (P3: count, scan, allocate, fill: two searches) or "
+            "one-pass (one search into lists of a fixed room per particle, cap, kept from the last build "
+            "with 15 % margin; a list past cap makes cap grow and the search run again)")
+    registry.register_choice(FAMILY, "verlet_build", "two-pass", backends=("numpy", "cupy"),
+                             doc="P3 §3.2: count and warp maxima, scan, allocation, fill; NumPy: pair arrays",
+                             reference=None, rtol=1e-11, atol=1e-12)
+    registry.register_choice(FAMILY, "verlet_build", "one-pass", backends=("cupy",),
+                             doc="count and fill in one search (sph.cu sph_verlet_fill_cap), regions of 32·cap",
+                             reference={"verlet_build": "two-pass"}, rtol=1e-11, atol=1e-12)
     registry.register_axis(
         FAMILY, "layout", default="soa",
         doc="particle data read by the interaction: soa (separate arrays), aos (one 8-value record per particle), "

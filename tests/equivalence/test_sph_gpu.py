@@ -221,32 +221,77 @@ def test_gpu_fast_shapes_fp32_match_numpy_fp32(pair):
     np.testing.assert_allclose(got["vel"], want["vel"], rtol=0, atol=1e-5)
 
 
+def _lists(g) -> tuple:
+    """The built Verlet lists of a GpuSPH as (counts, every list's entries end to end), whatever
+    their layout and build."""
+    counts, base, lst = g.counts.get(), g.base.get(), g.list.get()
+    if g.interleaved:
+        idx = [lst[base[i >> 5] + (i & 31) + 32 * np.arange(c)] for i, c in enumerate(counts)]
+    else:
+        idx = [lst[base[i] + np.arange(c)] for i, c in enumerate(counts)]
+    return counts, np.concatenate(idx)
+
+
+def _built(precision: str, variants: dict):
+    e = Engine(_preset(DAM3D, precision), get_backend("cupy"), variants={"search": "verlet", "layout": "float4",
+                                                                         **variants})
+    e.random_state(np.random.default_rng(1234))
+    e.step(1)
+    return e
+
+
 @pytest.mark.parametrize("precision", ["fp32", "fp64"])
 def test_gpu_unrolled_list_build_writes_the_same_lists(precision):
     """pair = fast builds the lists with the candidates' positions loaded 4 at a time (gpu.py
     BUILD_UNROLL), exact one at a time: from one state, the same counts and the same lists, entry
     for entry (the candidates reach the test in the same order)."""
-    preset = _preset(DAM3D, precision)
-    lists = {}
-    for pair in ("exact", "fast"):
-        e = Engine(preset, get_backend("cupy"), variants={"search": "verlet", "layout": "float4", "pair": pair})
-        e.random_state(np.random.default_rng(1234))
-        e.step(1)
-        g = e.gpu
-        counts, base = g.counts.get(), g.base.get()
-        lst = g.list.get()
-        idx = [lst[base[i >> 5] + (i & 31) + 32 * np.arange(counts[i])] for i in range(len(counts))]
-        lists[pair] = (counts, np.concatenate(idx))
-    assert lists["exact"][0].sum() > 0
-    np.testing.assert_array_equal(lists["fast"][0], lists["exact"][0])
-    np.testing.assert_array_equal(lists["fast"][1], lists["exact"][1])
+    want = _lists(_built(precision, {"pair": "exact"}).gpu)
+    got = _lists(_built(precision, {"pair": "fast"}).gpu)
+    assert want[0].sum() > 0
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
 
 
-@pytest.mark.parametrize("pair", ["fast-u2", "fast-u4", "fast-lb12"])
-def test_gpu_fast_shapes_sanitizer_case(pair):
-    """A few steps of the 3D dam break with each list-walk shape (and the unrolled build): the small
+@pytest.mark.parametrize("vlayout", ["warp-interleaved", "per-particle"])
+@pytest.mark.parametrize("precision", ["fp32", "fp64"])
+def test_gpu_one_pass_build_writes_the_same_lists(precision, vlayout):
+    """verlet_build = one-pass (sph_verlet_fill_cap): the two-pass build's counts and lists, entry for
+    entry; its first build starts at cap 0, so it has run the overflow path (cap grown, the search run
+    again) already. Then a rebuild with cap forced below the longest list: the same lists again."""
+    want = _lists(_built(precision, {"verlet_layout": vlayout}).gpu)
+    e = _built(precision, {"verlet_layout": vlayout, "verlet_build": "one-pass"})
+    g = e.gpu
+    got = _lists(g)
+    assert want[0].sum() > 0 and g.cap >= want[0].max()
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    g.cap = int(want[0].max()) // 2
+    assert g._build_lists(e.rc + e.vlist.skin)
+    assert g.cap >= want[0].max()
+    got = _lists(g)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("pair", ["fast", "fast-u2"])
+def test_gpu_one_pass_build_fp64_matches_numpy(pair):
+    """The one-pass build over a 40-step 3D dam break (rebuilds as the flow moves): the registry's fp64
+    tolerances against the NumPy reference, and the late-rebuild fallback never needed."""
+    preset = _preset(DAM3D, "fp64")
+    want = _reference("dam3d", "fp64", 40)
+    e, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": pair,
+                                   "verlet_build": "one-pass"}, 40)
+    assert e.stats["rebuilds"] >= 2
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-11, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("pair,build", [("fast-u2", "two-pass"), ("fast-u4", "two-pass"), ("fast-lb12", "two-pass"),
+                                        ("fast-u4", "one-pass")])
+def test_gpu_fast_shapes_sanitizer_case(pair, build):
+    """A few steps of the 3D dam break with each list-walk shape (and the unrolled builds): the small
     cases tools/gpu-check.sh sph-fast2 runs under compute-sanitizer memcheck and racecheck."""
     preset = _preset(DAM3D, "fp32")
-    e, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": pair}, 3)
+    e, got = _run(preset, "cupy", {"search": "verlet", "layout": "float4", "pair": pair, "verlet_build": build}, 3)
     assert all(np.all(np.isfinite(v)) for v in got.values())
     assert e.stats["rebuilds"] >= 1

@@ -298,6 +298,44 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_fill(
     });
 }
 
+// One-pass build (variant verlet_build = one-pass): phases 1, 2 and 4 in one search. Every list
+// gets the same room, cap entries (interleaved: per-warp regions of 32·cap, element k of lane l at
+// 32·cap·warp + 32k + l; per-particle: cap·i + k), so no scan is needed before the fill. Entries
+// past cap are counted, not written; the largest count lands in *max_count, and when it exceeds
+// cap the host enlarges cap and runs this kernel again (then every list is written whole).
+template <typename T, int DIM, int LAYOUT, int REACH, bool WARP_INTERLEAVED, int B>
+__global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_fill_cap(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const signed char* __restrict__ kind_s,
+    const int* __restrict__ skey, const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
+    const T R2, const int cap, int* __restrict__ list, int* __restrict__ counts, int* __restrict__ warp_max,
+    int* __restrict__ max_count)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = 0;
+    if (i < n) {
+        T x, y, z;
+        load_pos<T, LAYOUT, DIM>(p, pz, n, i, x, y, z);
+        const bool fluid = kind_s[i] == 0;
+        const long long b = WARP_INTERLEAVED ? 32LL * cap * (i >> 5) + (i & 31) : (long long)cap * i;
+        const int stride = WARP_INTERLEAVED ? 32 : 1;
+        for_candidates_pos<T, DIM, LAYOUT, REACH, B>(skey[i], ncx, ncy, ncz, start, p, pz, n,
+                                                     [&](const int j, const T xj, const T yj, const T zj) {
+            const T dx = x - xj, dy = y - yj, dz = z - zj;
+            if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2 && j != i && (fluid || kind_s[j] == 0)) {
+                if (c < cap) list[b + (long long)stride * c] = j;
+                ++c;
+            }
+        });
+        counts[i] = c;
+    }
+    int m = c;
+    for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if ((threadIdx.x & 31) == 0 && i < n) {
+        warp_max[i >> 5] = m;
+        atomicMax(max_count, m);
+    }
+}
+
 // The interaction over the lists. The lists hold every pair within r_c while no particle has
 // travelled more than half the skin since the build (*dmax <= half_skin, kept on the device by
 // the integration kernels). When the host's rebuild decision came late, the kernel searches the
