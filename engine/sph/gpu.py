@@ -58,9 +58,9 @@ SLOT = 4  # reduction slot stride in `red`: [max|a|², max c, max|μ|, pad]; slo
 
 # The fast pair's choices (variants.py, axis pair) as the Verlet interaction's template shape:
 # (neighbours per step of the list walk, launch-bound blocks per SM in fp32, in fp64). nvcc -Xptxas -v,
-# fp32 3D float4: U = 1 55 registers (9 blocks of 128 per SM), U = 2 64 (8 blocks, two gathers in
-# flight), U = 4 92 (5 blocks, four); 12 blocks caps U = 1 at 40 registers (12 bytes spilled). fp64
-# spills 384 bytes under that cap, so fp64 keeps no bound (1).
+# fp32 3D float4: U = 1 55 registers (9 blocks of 128 per SM), U = 2 62 (8 blocks, two neighbours'
+# gathers in flight), U = 4 88 (5 blocks, four); 12 blocks caps U = 1 at 40 registers (12 bytes
+# spilled). fp64 spills 384 bytes under that cap, so fp64 keeps no bound (1).
 BUILD_UNROLL = 4
 PAIR_SHAPE = {"fast": (1, 1, 1), "fast-u2": (2, 1, 1), "fast-u4": (4, 1, 1), "fast-lb12": (1, 12, 1)}
 

@@ -490,19 +490,24 @@ __device__ __forceinline__ void verlet_walk_fast(const int* __restrict__ li, con
                 load_pos<T, LAYOUT, DIM>(p, pz, n, j[u], xj, yj, zj);
                 dx[u] = a.x - xj; dy[u] = a.y - yj; dz[u] = a.z - zj;
             }
-            T vxj[U], vyj[U], vzj[U], rhoj[U], pj[U];
+            // c_j too (the viscosity of approaching pairs reads it): loaded with the velocity rather
+            // than after the pair's vr is known, one dependent load fewer
+            T vxj[U], vyj[U], vzj[U], rhoj[U], pj[U], csj[U];
 #pragma unroll
             for (int u = 0; u < U; ++u) {
                 r2[u] = dx[u] * dx[u] + dy[u] * dy[u] + (DIM == 3 ? dz[u] * dz[u] : T(0));
-                vxj[u] = vyj[u] = vzj[u] = pj[u] = T(0);
+                vxj[u] = vyj[u] = vzj[u] = pj[u] = csj[u] = T(0);
                 rhoj[u] = T(1);
-                if (r2[u] < s.rc2) load_vel<T, LAYOUT, DIM>(p, v, n, j[u], vxj[u], vyj[u], vzj[u], rhoj[u], pj[u]);
+                if (r2[u] < s.rc2) {
+                    load_vel<T, LAYOUT, DIM>(p, v, n, j[u], vxj[u], vyj[u], vzj[u], rhoj[u], pj[u]);
+                    csj[u] = cs[j[u]];
+                }
             }
 #pragma unroll
             for (int u = 0; u < U; ++u)
-                if (r2[u] < s.rc2)
+                if (r2[u] < s.rc2)  // csj + u: pair_fast reads c_j as cs[j], here from the register copy
                     pair_fast<T, KERNEL, DIM>(a, dx[u], dy[u], dz[u], r2[u], vxj[u], vyj[u], vzj[u], fabs(rhoj[u]),
-                                              pj[u], cs, j[u], rhoj[u] > T(0), s, acc);
+                                              pj[u], csj, u, rhoj[u] > T(0), s, acc);
         }
     }
     for (; k < cnt; ++k) candidate_fast<T, DIM, LAYOUT, KERNEL, false>(0, li[stride * k], n, p, pz, v, cs, a, s, acc);
