@@ -1,7 +1,8 @@
 """The fast pair (variant pair = fast) against the exact pair on the CPU: sph.cuh's candidate() and
 sph.cu's candidate_fast() compiled as C++ (the CUDA built-ins they use emulated), every particle
 of a jittered block against every other (a brute-force candidate set, so the filters run too),
-in every layout, both kernels, 2D and 3D, fp32 and fp64. The emulator has no SFU: its rsqrt and
+in every layout, both kernels, 2D and 3D, fp32 and fp64; and the unrolled Verlet walk and list-build search
+against their one-at-a-time forms. The emulator has no SFU: its rsqrt and
 reciprocals are correctly rounded, so this checks the algebra, the constants, the wall flag in the
 density's sign and the loads; the SFU round-off itself is for the gpu tests (test_sph_gpu.py)."""
 from __future__ import annotations
@@ -77,6 +78,16 @@ extern "C" void walk_{tag}(int n, const {T}* p, const {T}* pz, const {T}* v, con
         out[5 * i] = acc.ax; out[5 * i + 1] = acc.ay; out[5 * i + 2] = acc.az;
         out[5 * i + 3] = acc.drho; out[5 * i + 4] = acc.mumax;
     }}
+}}
+extern "C" void cands_{tag}(int n, const {T}* p, const {T}* pz, const int* skey, const int* start, int ncx,
+                           int ncy, int ncz, int i, int unroll, int* js, {T}* xyz, int* count) {{
+    int c = 0;
+    auto f = [&](const int j, const {T} x, const {T} y, const {T} z) {{
+        js[c] = j; xyz[3 * c] = x; xyz[3 * c + 1] = y; xyz[3 * c + 2] = z; ++c;
+    }};
+    if (unroll == 1) for_candidates_pos<{T}, {D}, {L}, 2, 1>(skey[i], ncx, ncy, ncz, start, p, pz, n, f);
+    if (unroll == 4) for_candidates_pos<{T}, {D}, {L}, 2, 4>(skey[i], ncx, ncy, ncz, start, p, pz, n, f);
+    *count = c;
 }}
 """
 
@@ -233,3 +244,41 @@ def test_unrolled_list_walk_equals_fast_pair_bit_for_bit(lib, T, D, L, K, stride
     assert np.any(outs[1] != 0)
     np.testing.assert_array_equal(outs[2], outs[1])
     np.testing.assert_array_equal(outs[4], outs[1])
+
+
+@pytest.mark.parametrize("T,D,L", sorted({c[:3] for c in COMBOS}))
+def test_unrolled_candidate_rows_keep_the_order(lib, T, D, L):
+    """for_candidates_pos (the list build's search) with B = 4 hands the same candidates with the same
+    positions in the same order as B = 1, and those are exactly the particles of the 5^D cells around
+    i's cell (cells of R_c/2, reach 2), in key order: candidate counts of every residue mod 4."""
+    dtype = np.float32 if T == "float" else np.float64
+    rng = np.random.default_rng(5 + D + 10 * L)
+    nc = [7, 6, 5][:D] + [1] * (3 - D)
+    cell = 0.1
+    n = 900 if D == 3 else 300
+    pos = rng.uniform(0, 1, (n, D)) * np.array(nc[:D]) * cell
+    ijk = np.minimum((pos / cell).astype(int), np.array(nc[:D]) - 1)
+    key = ijk[:, 0] + nc[0] * (ijk[:, 1] + (nc[1] * ijk[:, 2] if D == 3 else 0))
+    order = np.argsort(key, kind="stable")
+    pos, key = pos[order].astype(dtype), key[order].astype(np.int32)
+    start = np.searchsorted(key, np.arange(nc[0] * nc[1] * nc[2] + 1)).astype(np.int32)
+    z = np.zeros(n, dtype)
+    p, pz, v = _layout(L, D, pos, pos, z + 1, z, np.zeros(n, bool))
+    tag = f"{T}_{D}_{L}_0"
+    js, xyz, cnt = np.zeros(n, np.int32), np.zeros(3 * n, dtype), np.zeros(1, np.int32)
+    seen = set()
+    for i in range(0, n, 7):
+        out = {}
+        for b in (1, 4):
+            getattr(lib, f"cands_{tag}")(ctypes.c_int(n), _ptr(p), _ptr(pz), _ptr(key), _ptr(start), ctypes.c_int(nc[0]),
+                                         ctypes.c_int(nc[1]), ctypes.c_int(nc[2]), ctypes.c_int(i), ctypes.c_int(b),
+                                         _ptr(js), _ptr(xyz), _ptr(cnt))
+            out[b] = js[:cnt[0]].copy(), xyz[:3 * cnt[0]].reshape(-1, 3)[:, :D].copy()
+        c = ijk[order][i]
+        near = np.all(np.abs(ijk[order] - c) <= 2, axis=1)
+        np.testing.assert_array_equal(out[1][0], np.flatnonzero(near))  # sorted order = key order
+        np.testing.assert_array_equal(out[1][1], pos[out[1][0]])
+        np.testing.assert_array_equal(out[4][0], out[1][0])
+        np.testing.assert_array_equal(out[4][1], out[1][1])
+        seen.add(len(out[1][0]) % 4)
+    assert seen == {0, 1, 2, 3}
