@@ -61,8 +61,10 @@ SLOT = 4  # reduction slot stride in `red`: [max|a|², max c, max|μ|, pad]; slo
 # fp32 3D float4: U = 1 55 registers (9 blocks of 128 per SM), U = 2 62 (8 blocks, two neighbours'
 # gathers in flight), U = 4 88 (5 blocks, four); 12 blocks caps U = 1 at 40 registers (12 bytes
 # spilled). fp64 spills 384 bytes under that cap, so fp64 keeps no bound (1).
-BUILD_UNROLL = 4
 PAIR_SHAPE = {"fast": (1, 1, 1), "fast-u2": (2, 1, 1), "fast-u4": (4, 1, 1), "fast-lb12": (1, 12, 1)}
+# The list build's candidate positions per load batch (sph.cu for_candidates_pos) under the fast pair
+# choices (exact keeps 1, the build P3 describes): fp32 3D float4 count 40 registers, fill 40 (32 at 1).
+BUILD_UNROLL = 4
 
 
 def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool, fast: bool | str = False,
