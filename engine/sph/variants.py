@@ -81,6 +81,7 @@ def register() -> None:
                              reference={"pair": "exact"}, rtol=1e-11, atol=1e-12)
     for name, doc_ in (("fast-u2", "fast, the Verlet list walked 2 neighbours at a time (sph.cu verlet_walk_fast)"),
                        ("fast-u4", "fast, the Verlet list walked 4 neighbours at a time (sph.cu verlet_walk_fast)"),
-                       ("fast-lb12", "fast, the Verlet kernel launch-bounded to 12 blocks/SM in fp32 (gpu.py PAIR_SHAPE)")):
+                       ("fast-lb12", "fast, the Verlet kernel launch-bounded to 12 blocks/SM in fp32 "
+                                     "(gpu.py PAIR_SHAPE)")):
         registry.register_choice(FAMILY, "pair", name, backends=("cupy",), doc=doc_,
                                  reference={"pair": "exact"}, rtol=1e-11, atol=1e-12)

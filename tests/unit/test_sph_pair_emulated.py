@@ -270,9 +270,9 @@ def test_unrolled_candidate_rows_keep_the_order(lib, T, D, L):
     for i in range(0, n, 7):
         out = {}
         for b in (1, 4):
-            getattr(lib, f"cands_{tag}")(ctypes.c_int(n), _ptr(p), _ptr(pz), _ptr(key), _ptr(start), ctypes.c_int(nc[0]),
-                                         ctypes.c_int(nc[1]), ctypes.c_int(nc[2]), ctypes.c_int(i), ctypes.c_int(b),
-                                         _ptr(js), _ptr(xyz), _ptr(cnt))
+            getattr(lib, f"cands_{tag}")(ctypes.c_int(n), _ptr(p), _ptr(pz), _ptr(key), _ptr(start),
+                                         ctypes.c_int(nc[0]), ctypes.c_int(nc[1]), ctypes.c_int(nc[2]), ctypes.c_int(i),
+                                         ctypes.c_int(b), _ptr(js), _ptr(xyz), _ptr(cnt))
             out[b] = js[:cnt[0]].copy(), xyz[:3 * cnt[0]].reshape(-1, 3)[:, :D].copy()
         c = ijk[order][i]
         near = np.all(np.abs(ijk[order] - c) <= 2, axis=1)
