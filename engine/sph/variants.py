@@ -39,7 +39,7 @@ def register() -> None:
     # How the lists are built. Both write the same lists (the same candidates in the same order), so
     # the results are the same to the bit; the search axis's tolerances are kept as the registry's bound.
     registry.register_axis(
-        FAMILY, "verlet_build", default="two-pass",
+        FAMILY, "verlet_build", default={"numpy": "two-pass", "cupy": "one-pass"},
         doc="how the Verlet lists are built: two-pass (P3: count, scan, allocate, fill: two searches) or "
             "one-pass (one search into lists of a fixed room per particle, cap, kept from the last build "
             "with 15 % margin; a list past cap makes cap grow and the search run again)")
@@ -68,7 +68,7 @@ def register() -> None:
     # The GPU default is fast: 1.47x the exact pair's step on the 1M 3D dam break (H200, fp32), and
     # its fp32 and fp64 equivalence bounds are the exact pair's (tests/equivalence/test_sph_gpu.py).
     registry.register_axis(
-        FAMILY, "pair", default={"numpy": "exact", "cupy": "fast"},
+        FAMILY, "pair", default={"numpy": "exact", "cupy": "fast-u2"},
         doc="the CUDA pair math: exact (IEEE divisions, sqrt, pow per pair) or fast (per-particle 1/ρ and wall "
             "flag, reciprocals shared across terms, exp2/log2 for the Fourtakas term, constants as kernel "
             "arguments: 55 registers instead of 72 in fp32 3D); fast-u2 / fast-u4 walk the Verlet list 2 / 4 "
