@@ -18,7 +18,25 @@
 #                 (speed of light, occupancy, warp states, executed instructions)
 #   bench-lbm2d-small | bench-lbm2d-8192   nagare bench lbm2d split in two calls (320², 1024², 4096² | 8192²)
 #   sph-perf      the sph gpu tests (equivalence, device Δt/time, late-rebuild fallback, registry) and a bench
-#                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4), per-phase ms
+#                 subset: 3D dam break 1M fp32 and 2D 21k fp32, cell-full / verlet (soa, float4 exact; the
+#                 unsuffixed cells run the default pair, fast), per-phase ms
+#   sph-fast      issue 42 (SPH step toward 1.5 ms), < 180 s (timeouts 65 + 22 + 22 + 16 + 50): the gpu tests of
+#                 pair = fast (NumPy reference, fp64 and fp32, the stale-list fallback, registry), memcheck +
+#                 racecheck of a 3-step 3D dam break with it, registers of the interaction kernels as NVRTC built
+#                 them, `nagare bench sph` 3D dam break 1M fp32 Verlet float4 exact vs fast (per-phase ms);
+#                 everything packed into $OUT/sph-fast.tgz
+#   sph-fast2     issue 42 (SPH step <= 1.5 ms), < 170 s (timeouts 70 + 18 + 18 + 12 + 50): the gpu tests of
+#                 the fast pair's list-walk shapes (fast-u2, fast-u4, fast-lb12: NumPy reference fp64 both list
+#                 layouts and fp32), the unrolled build and the one-pass build (verlet_build = one-pass: the
+#                 two-pass build's lists entry for entry, the cap-overflow rerun, fp64 3D vs NumPy), the
+#                 registry's sph pair / verlet_build cells, the OOM fallback and device Δt with fast as the
+#                 default; memcheck + racecheck of a 3-step 3D dam break with fast-u4 (two-pass and one-pass);
+#                 registers of every fp32 Verlet interaction and build kernel as NVRTC built them;
+#                 `nagare bench sph` 3D dam break 1M fp32, the "VL float4 " cells (exact, fast, fast-u2,
+#                 fast-u4, fast-u2 one-pass, fast one-pass, fast-lb12; per-phase ms, list ms per rebuild);
+#                 all in $OUT/sph-fast2.tgz. The tests compile ~30 NVRTC modules of sph.cu (cached for the
+#                 registers and the bench); the bench writes sph.json cell by cell, so a cut keeps the
+#                 cells measured, likeliest first
 #   amr3d         P0 (issue 15): amr3d gpu tests + registry, memcheck of the ladder kernels, nagare bench amr3d
 #   stencil-perf  P2 (issue 5), < 4 min: gpu tests of the stencil framework / auto-tuner / diffusion3d
 #                 kernels, `nagare bench stencil` (P2's five meshes, exhaustive vs live tuner, run-off,
@@ -148,7 +166,7 @@ for stage in "$@"; do
         2>&1 | tail -3
       timeout 80 nagare bench sph --backend cupy --out "$OUT/sph-perf" --min-time 0.5 \
         --case dambreak3d-1M-fp32 --case dambreak2d-21k-fp32 \
-        --only "CL cell-full" --only "VL warp-interleaved" --only "VL float4" 2>&1 | tail -12
+        --only "CL cell-full" --only "VL warp-interleaved" --only "VL float4 exact" 2>&1 | tail -12
       python3 - "$OUT/sph-perf/sph.json" <<'PY' 2>&1 | tee "$OUT/sph-perf/phases.txt"
 import json, sys
 for r in json.load(open(sys.argv[1]))["results"]:
@@ -158,6 +176,75 @@ for r in json.load(open(sys.argv[1]))["results"]:
           f"rebuilds={x.get('rebuilds')} late={x.get('verlet_late_interactions')} list={x.get('mean_list_length')}")
 PY
       ;;
+    sph-fast)
+      d="$OUT/sph-fast"
+      timeout -k 5 65 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
+        tests/equivalence/test_registry.py -k "fast_pair or (sph and pair and fast)" 2>&1 | tee "$d/gpu-tests.log" | tail -8
+      for tool in memcheck racecheck; do
+        timeout -k 5 22 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -o addopts="" \
+          -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py -k "fast_pair_sanitizer_case" 2>&1 \
+          | tee "$d/sanitizer-$tool.txt" | tail -3
+      done
+      timeout -k 5 16 python3 - <<'PY' 2>&1 | tee "$d/registers.txt"
+from nagare.engine.backend import get_backend
+from nagare.engine.sph import Engine
+from tests.equivalence.test_sph_gpu import DAM3D, _preset
+for pair in ("exact", "fast"):
+    e = Engine(_preset(DAM3D, "fp32"), get_backend("cupy"), variants={"search": "verlet", "layout": "float4", "pair": pair})
+    f = e.gpu.kern["verlet"]
+    print(f"pair={pair:5s} {e.gpu.names['verlet']}: {getattr(f, 'num_regs', '?')} registers, "
+          f"{getattr(f, 'local_size_bytes', '?')} B local")
+PY
+      timeout -k 5 50 nagare bench sph --backend cupy --out "$d" --min-time 0.5 --case dambreak3d-1M-fp32 \
+        --only "VL float4" --only "VL float4 fast" 2>&1 | tail -8
+      python3 - "$d/sph.json" <<'PY' 2>&1 | tee "$d/phases.txt"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    x = r.get("extra", {})
+    ph = " ".join(f"{k}={v:.3f}" for k, v in r.get("phases", {}).items())
+    print(f"{r['case']:22s} {r['label']:18s} {r.get('ms_per_step', float('nan')):7.3f} ms/step  {ph}  "
+          f"rebuilds={x.get('rebuilds')} late={x.get('verlet_late_interactions')} list={x.get('mean_list_length')}")
+PY
+      cp "$OUT/info.txt" "$d/" 2>/dev/null
+      tar czf "$OUT/sph-fast.tgz" -C "$OUT" sph-fast && rm -rf "$d" ;;
+    sph-fast2)
+      d="$OUT/sph-fast2"
+      timeout -k 5 70 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py \
+        tests/equivalence/test_registry.py -k "fast_shapes or list_build or one_pass or out_of_memory \
+        or time_and_dt or (registry and sph and (pair or verlet_build))" 2>&1 | tee "$d/gpu-tests.log" | tail -8
+      for tool in memcheck racecheck; do
+        timeout -k 5 18 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -o addopts="" \
+          -p no:xvfb -m gpu tests/equivalence/test_sph_gpu.py -k "shapes_sanitizer_case and u4" 2>&1 \
+          | tee "$d/sanitizer-$tool.txt" | tail -3
+      done
+      timeout -k 5 12 python3 - <<'PY' 2>&1 | tee "$d/registers.txt"
+from nagare.engine.backend import get_backend
+from nagare.engine.sph import Engine
+from tests.equivalence.test_sph_gpu import DAM3D, _preset
+for pair, build in (("exact", "two-pass"), ("fast", "two-pass"), ("fast-u2", "two-pass"), ("fast-u4", "two-pass"),
+                    ("fast-lb12", "two-pass"), ("fast", "one-pass")):
+    e = Engine(_preset(DAM3D, "fp32"), get_backend("cupy"),
+               variants={"search": "verlet", "layout": "float4", "pair": pair, "verlet_build": build})
+    for role in ("verlet", "count", "fill", "fill_cap"):
+        if role in e.gpu.kern:
+            f = e.gpu.kern[role]
+            print(f"fp32 pair={pair:9s} {build} {e.gpu.names[role]}: {getattr(f, 'num_regs', '?')} registers, "
+                  f"{getattr(f, 'local_size_bytes', '?')} B local")
+PY
+      timeout -k 5 50 nagare bench sph --backend cupy --out "$d" --min-time 0.25 --case dambreak3d-1M-fp32 \
+        --only "VL float4 " 2>&1 | tail -12
+      python3 - "$d/sph.json" <<'PY' 2>&1 | tee "$d/phases.txt"
+import json, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    x = r.get("extra", {})
+    ph = " ".join(f"{k}={v:.3f}" for k, v in r.get("phases", {}).items())
+    per = (r.get("phases", {}).get("list", 0.0) * r.get("steps", 0) / x["rebuilds"]) if x.get("rebuilds") else float("nan")
+    print(f"{r['case']:22s} {r['label']:26s} {r.get('ms_per_step', float('nan')):7.3f} ms/step  {ph}  "
+          f"rebuilds={x.get('rebuilds')} list/rebuild≈{per:.3f} ms late={x.get('verlet_late_interactions')} "
+          f"list={x.get('mean_list_length')}")
+PY
+      cp "$OUT/info.txt" "$d/" 2>/dev/null
+      tar czf "$OUT/sph-fast2.tgz" -C "$OUT" sph-fast2 && rm -rf "$d" ;;
     stencil-perf)
       d="$OUT/stencil-perf"
       timeout 200 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/unit/test_stencil_gpu.py \

@@ -52,20 +52,46 @@ KERNEL_CODE = {"wendland": 0, "cubic": 1}
 ROLES = ("keys", "starts", "gather", "cells1", "cells2", "count", "fill", "verlet", "int_verlet", "predict", "correct")
 N_PARAMS = 14
 PROBE_LAG = 2  # steps the host may run ahead of the last dmax copy it has read
+CAP_MARGIN = 1.15  # one-pass build: room per list over the last build's longest (lists grow as the flow moves)
 SLOT = 4  # reduction slot stride in `red`: [max|a|², max c, max|μ|, pad]; slots 0/1 by step parity, 2 scratch
 
 
-def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool) -> cuda.KernelSpec:
+# The fast pair's choices (variants.py, axis pair) as the Verlet interaction's template shape:
+# (neighbours per step of the list walk, launch-bound blocks per SM in fp32, in fp64). nvcc -Xptxas -v,
+# fp32 3D float4: U = 1 55 registers (9 blocks of 128 per SM), U = 2 62 (8 blocks, two neighbours'
+# gathers in flight), U = 4 88 (5 blocks, four); 12 blocks caps U = 1 at 40 registers (12 bytes
+# spilled). fp64 spills 384 bytes under that cap, so fp64 keeps no bound (1).
+PAIR_SHAPE = {"fast": (1, 1, 1), "fast-u2": (2, 1, 1), "fast-u4": (4, 1, 1), "fast-lb12": (1, 12, 1)}
+# The list build's candidate positions per load batch (sph.cu for_candidates_pos) under the fast pair
+# choices (exact keeps 1, the build P3 describes): fp32 3D float4 count 40 registers, fill 40 (32 at 1).
+BUILD_UNROLL = 4
+
+
+def kernel_spec(T: str, D: int, L: int, K: int, interleaved: bool, fast: bool | str = False,
+                one_pass: bool = False) -> cuda.KernelSpec:
     """The sph.cu module of one (scalar type, dimension, position layout, smoothing kernel, Verlet
-    list layout): every kernel of the GPU path as a name expression, in :data:`ROLES` order (the
-    plain kernel too: with name expressions CuPy looks names up)."""
+    list layout, pair math): every kernel of the GPU path as a name expression, in :data:`ROLES`
+    order (the plain kernel too: with name expressions CuPy looks names up). ``fast``: the
+    interaction kernels of the fast pair (sph.cuh pair_fast), which take their constants as
+    arguments instead of ``prm``; True or a choice of :data:`PAIR_SHAPE` (True: ``fast``). ``one_pass``:
+    the one-pass list build's kernel too, as role ``fill_cap`` after :data:`ROLES`."""
     t = cuda.template
+    f = "_fast" if fast else ""
+    if fast:
+        u, minb32, minb64 = PAIR_SHAPE["fast" if fast is True else fast]
+        verlet = t("sph_interact_verlet_fast", T, D, L, K, interleaved, u, minb32 if T == "float" else minb64)
+    else:
+        verlet = t("sph_interact_verlet", T, D, L, K, interleaved)
+    # the list build's candidate positions loaded BUILD_UNROLL at a time with the fast pair, one at a
+    # time with the exact one (the lists are the same; the bench's list phase compares the two)
+    bu = BUILD_UNROLL if fast else 1
+    extra = (t("sph_verlet_fill_cap", T, D, L, 2, interleaved, bu),) if one_pass else ()
     return cuda.KernelSpec(SOURCE, (
         t("sph_cell_keys", T, D), t("sph_cell_starts"), t("sph_gather", T, D, L),
-        t("sph_interact_cells", T, D, L, K, 1), t("sph_interact_cells", T, D, L, K, 2),
-        t("sph_verlet_count", T, D, L, 2), t("sph_verlet_fill", T, D, L, 2, interleaved),
-        t("sph_interact_verlet", T, D, L, K, interleaved), t("sph_integrate_verlet", T, D),
-        t("sph_symplectic_predict", T, D), t("sph_symplectic_correct", T, D)))
+        t("sph_interact_cells" + f, T, D, L, K, 1), t("sph_interact_cells" + f, T, D, L, K, 2),
+        t("sph_verlet_count", T, D, L, 2, bu), t("sph_verlet_fill", T, D, L, 2, interleaved, bu),
+        verlet, t("sph_integrate_verlet", T, D),
+        t("sph_symplectic_predict", T, D), t("sph_symplectic_correct", T, D), *extra))
 
 
 class GpuSPH:
@@ -81,6 +107,8 @@ class GpuSPH:
         self.T = cuda.ctype(self.dtype)
         self.layout = LAYOUT_CODE[self.sel["layout"]]
         self.interleaved = self.sel["verlet_layout"] == "warp-interleaved"
+        self.one_pass = self.sel.get("verlet_build", "two-pass") == "one-pass"
+        self.cap = 0  # one-pass build: entries per list (0 until the first build has counted them)
         self.blocks = (self.n + BLOCK - 1) // BLOCK
         self.nwarps = (self.n + 31) // 32
         k = e.k
@@ -90,6 +118,19 @@ class GpuSPH:
                   k.delta * k.h * k.c0, k.gravity, k.rho0 * k.gravity / k.B, 1.0 / k.gamma,
                   1.0 if k.diffusion == "fourtakas" else 0.0]
         self.prm = cupy.asarray(prm.astype(self.dtype))
+        self.pair = self.sel.get("pair", "exact")
+        self.fast = self.pair != "exact"
+        # The fast pair's constants, passed by value (sph.cu SPH_FAST_ARGS order).
+        T = self.dtype.type
+        if k.kernel == "wendland":
+            cf = -5.0 * knorm / (k.h * k.h)
+        else:
+            cf = knorm / (k.h * k.h)
+        dcoef = 2.0 * k.delta * k.h * k.c0 * k.mass if k.delta > 0 else 0.0
+        self.fast_args = (T(k.h), T(1.0 / k.h), T(cf), T(k.eta2), T(e.rc * e.rc), T(k.mass), T(k.alpha), T(dcoef),
+                          T(k.rho0), T(k.rho0 * k.gravity / k.B), T(1.0 / k.gamma), T(k.gravity),
+                          np.int32(1 if k.diffusion == "fourtakas" else 0))
+        self.prm_args = self.fast_args if self.fast else (self.prm,)
         n = self.n
         T = self.dtype
         if self.layout == 1:
@@ -125,8 +166,10 @@ class GpuSPH:
 
     # ---- kernels ----
     def _compile(self):
-        self.spec = kernel_spec(self.T, self.dim, self.layout, KERNEL_CODE[self.e.k.kernel], self.interleaved)
-        self.names = dict(zip(ROLES, self.spec.name_expressions, strict=True))
+        self.spec = kernel_spec(self.T, self.dim, self.layout, KERNEL_CODE[self.e.k.kernel], self.interleaved,
+                                self.pair if self.fast else False, self.one_pass)
+        roles = ROLES + (("fill_cap",) if self.one_pass else ())
+        self.names = dict(zip(roles, self.spec.name_expressions, strict=True))
         self.kern = {k: self.spec.function(v) for k, v in self.names.items()}
 
     def _launch(self, name, *args, threads=None):
@@ -160,7 +203,8 @@ class GpuSPH:
         k = self.e.k
         T = self.dtype.type
         self._launch("gather", np.int32(self.n), self.order, self.e.pos, self.e.vel, self.e.rho, self.e.kind,
-                     T(k.B), T(k.rho0), T(k.gamma), T(k.c0), T(0.5 * (k.gamma - 1.0)), self.p, self.pz, self.v,
+                     T(k.B), T(k.rho0), T(k.gamma), T(k.c0), T(0.5 * (k.gamma - 1.0)), np.int32(self.fast),
+                     self.p, self.pz, self.v,
                      self.cs, self.kind_s)
 
     def _nc(self):
@@ -217,7 +261,7 @@ class GpuSPH:
             vl = self.e.vlist
             with timer.phase("interaction", steps=steps):
                 self._launch("verlet", np.int32(self.n), self.p, self.pz, self.v, self.cs, self.kind_s, self.counts,
-                             self.base, self.list, self.order, self.prm, self.ace, self.arho, red, self.dmax,
+                             self.base, self.list, self.order, *self.prm_args, self.ace, self.arho, red, self.dmax,
                              self.dtype.type(0.5 * vl.skin), self.skey, self.start, *self._nc(),
                              self.dtype.type(self.build_cell), self.stale)
             return
@@ -229,7 +273,7 @@ class GpuSPH:
             self._gather()
         with timer.phase("interaction", steps=steps):
             self._launch("cells1" if method == "cell-full" else "cells2", np.int32(self.n), self.p, self.pz,
-                         self.v, self.cs, self.kind_s, self.skey, self.start, *self._nc(), self.order, self.prm,
+                         self.v, self.cs, self.kind_s, self.skey, self.start, *self._nc(), self.order, *self.prm_args,
                          self.ace, self.arho, red)
 
     # ---- integration (no host reads) ----
@@ -338,6 +382,8 @@ class GpuSPH:
         return True
 
     def _build_lists(self, radius) -> bool:
+        if self.one_pass:
+            return self._build_lists_one_pass(radius)
         cp, T = self.cp, self.dtype.type
         counts = cp.zeros(self.n, cp.int32)
         wmax = cp.zeros(self.nwarps, cp.int32)
@@ -350,6 +396,20 @@ class GpuSPH:
         incl = cp.cumsum(region)  # phase 3: inclusive scan
         base = incl - region
         need = int(incl[-1]) if incl.size else 0  # the one host read of a rebuild (allocation)
+        if not self._ensure_list(need):
+            return False
+        self._launch("fill", *args, base, self.list)  # phase 4
+        self.counts, self.base = counts, base
+        total = int(counts.sum(dtype=cp.int64))
+        lanes = 32 * int(wmax.sum(dtype=cp.int64))
+        self.e.stats.update(mean_list_length=total / max(self.n, 1), list_bytes=int(self.list_capacity * 4),
+                            idle_thread_share=1.0 - total / lanes if lanes else 0.0)
+        return True
+
+    def _ensure_list(self, need) -> bool:
+        """A list buffer of at least ``need`` entries (reused while not 4x too large); False, logged
+        and counted, when the device memory does not hold it."""
+        cp = self.cp
         if need > self.list_capacity or need < self.list_capacity // 4:
             self.list = None
             try:
@@ -362,8 +422,33 @@ class GpuSPH:
                 self.e.stats["verlet_oom_fallbacks"] = self.e.stats.get("verlet_oom_fallbacks", 0) + 1
                 return False
             self.list_capacity = max(need, 1)
-        self._launch("fill", *args, base, self.list)  # phase 4
-        self.counts, self.base = counts, base
+        return True
+
+    def _build_lists_one_pass(self, radius) -> bool:
+        """Count and fill in one search (sph_verlet_fill_cap) with room for ``cap`` entries per list,
+        cap kept from the last build with CAP_MARGIN; the one host read of a rebuild is the largest
+        count. When a list outgrew cap (and at the first build, cap 0) cap grows to fit and the kernel
+        runs again, so such a build costs what the two-pass build does."""
+        cp, T = self.cp, self.dtype.type
+        counts = cp.empty(self.n, cp.int32)
+        wmax = cp.empty(self.nwarps, cp.int32)
+        top = cp.zeros(1, cp.int32)
+        rows = 32 * self.nwarps if self.interleaved else self.n  # list slots per entry index
+        while True:
+            if not self._ensure_list(max(rows * self.cap, 1)):
+                return False
+            top.fill(0)
+            self._launch("fill_cap", np.int32(self.n), self.p, self.pz, self.kind_s, self.skey, self.start,
+                         *self._nc(), T(radius * radius), np.int32(self.cap), self.list, counts, wmax, top)
+            m = int(top[0])
+            if m <= self.cap:
+                break
+            self.cap = int(math.ceil(m * CAP_MARGIN)) + 1
+        width = 32 * self.cap if self.interleaved else self.cap
+        if m * CAP_MARGIN * 1.5 < self.cap:  # the lists shrank well below cap: less room from the next build
+            self.cap = int(math.ceil(m * CAP_MARGIN)) + 1
+        self.base = cp.arange(self.nwarps if self.interleaved else self.n, dtype=cp.int64) * width
+        self.counts = counts
         total = int(counts.sum(dtype=cp.int64))
         lanes = 32 * int(wmax.sum(dtype=cp.int64))
         self.e.stats.update(mean_list_length=total / max(self.n, 1), list_bytes=int(self.list_capacity * 4),

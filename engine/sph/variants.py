@@ -36,6 +36,19 @@ def register() -> None:
     registry.register_choice(FAMILY, "verlet_layout", "warp-interleaved", backends=("cupy",),
                              doc="P3 §3.1–3.3: coalesced list reads, variable per-warp regions",
                              reference={"verlet_layout": "per-particle"}, rtol=1e-11, atol=1e-12)
+    # How the lists are built. Both write the same lists (the same candidates in the same order), so
+    # the results are the same to the bit; the search axis's tolerances are kept as the registry's bound.
+    registry.register_axis(
+        FAMILY, "verlet_build", default={"numpy": "two-pass", "cupy": "one-pass"},
+        doc="how the Verlet lists are built: two-pass (P3: count, scan, allocate, fill: two searches) or "
+            "one-pass (one search into lists of a fixed room per particle, cap, kept from the last build "
+            "with 15 % margin; a list past cap makes cap grow and the search run again)")
+    registry.register_choice(FAMILY, "verlet_build", "two-pass", backends=("numpy", "cupy"),
+                             doc="P3 §3.2: count and warp maxima, scan, allocation, fill; NumPy: pair arrays",
+                             reference=None, rtol=1e-11, atol=1e-12)
+    registry.register_choice(FAMILY, "verlet_build", "one-pass", backends=("cupy",),
+                             doc="count and fill in one search (sph.cu sph_verlet_fill_cap), regions of 32·cap",
+                             reference={"verlet_build": "two-pass"}, rtol=1e-11, atol=1e-12)
     registry.register_axis(
         FAMILY, "layout", default="soa",
         doc="particle data read by the interaction: soa (separate arrays), aos (one 8-value record per particle), "
@@ -46,3 +59,29 @@ def register() -> None:
                        ("float4", "positions packed float4 (fp32) or double2 + z (fp64), the rest SoA")):
         registry.register_choice(FAMILY, "layout", name, backends=("cupy",), doc=doc_,
                                  reference={"layout": "soa"}, rtol=1e-11, atol=1e-12)
+
+    # The pair math of the CUDA interaction. Only round-off separates exact and fast (SFU reciprocals
+    # and rsqrt in fp32, exp2/log2 for the Fourtakas term's pow, another order of products), so they
+    # share the search axis's tolerances: in fp64 every reciprocal and root stays exact. The fast
+    # pair's list-walk shapes (fast-u2, fast-u4, fast-lb12) sum the same pairs in the same order with
+    # the same operations as fast: they differ from it in scheduling only.
+    # The GPU default is fast: 1.47x the exact pair's step on the 1M 3D dam break (H200, fp32), and
+    # its fp32 and fp64 equivalence bounds are the exact pair's (tests/equivalence/test_sph_gpu.py).
+    registry.register_axis(
+        FAMILY, "pair", default={"numpy": "exact", "cupy": "fast-u2"},
+        doc="the CUDA pair math: exact (IEEE divisions, sqrt, pow per pair) or fast (per-particle 1/ρ and wall "
+            "flag, reciprocals shared across terms, exp2/log2 for the Fourtakas term, constants as kernel "
+            "arguments: 55 registers instead of 72 in fp32 3D); fast-u2 / fast-u4 walk the Verlet list 2 / 4 "
+            "neighbours at a time (their gathers in flight together), fast-lb12 bounds the Verlet kernel "
+            "to 12 blocks per SM in fp32 (40 registers)")
+    registry.register_choice(FAMILY, "pair", "exact", backends=("numpy", "cupy"),
+                             doc="the reference's operations pair by pair", reference=None, rtol=1e-11, atol=1e-12)
+    registry.register_choice(FAMILY, "pair", "fast", backends=("cupy",),
+                             doc="divisions and pow replaced by shared reciprocals and exp2/log2 (sph.cuh pair_fast)",
+                             reference={"pair": "exact"}, rtol=1e-11, atol=1e-12)
+    for name, doc_ in (("fast-u2", "fast, the Verlet list walked 2 neighbours at a time (sph.cu verlet_walk_fast)"),
+                       ("fast-u4", "fast, the Verlet list walked 4 neighbours at a time (sph.cu verlet_walk_fast)"),
+                       ("fast-lb12", "fast, the Verlet kernel launch-bounded to 12 blocks/SM in fp32 "
+                                     "(gpu.py PAIR_SHAPE)")):
+        registry.register_choice(FAMILY, "pair", name, backends=("cupy",), doc=doc_,
+                                 reference={"pair": "exact"}, rtol=1e-11, atol=1e-12)

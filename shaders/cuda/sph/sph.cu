@@ -78,7 +78,7 @@ template <typename T, int DIM, int LAYOUT>
 __global__ void __launch_bounds__(SPH_BLOCK) sph_gather(
     const int n, const int* __restrict__ order, const T* __restrict__ pos, const T* __restrict__ vel,
     const T* __restrict__ rho, const signed char* __restrict__ kind, const T B, const T rho0, const T gamma,
-    const T c0, const T csexp, T* __restrict__ p, T* __restrict__ pz, T* __restrict__ v,
+    const T c0, const T csexp, const int mark_walls, T* __restrict__ p, T* __restrict__ pz, T* __restrict__ v,
     T* __restrict__ cs, signed char* __restrict__ kind_s)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
@@ -86,10 +86,13 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_gather(
     const int i = order[s];
     const T x = pos[DIM * i], y = pos[DIM * i + 1], z = DIM == 3 ? pos[DIM * i + 2] : T(0);
     const T vx = vel[DIM * i], vy = vel[DIM * i + 1], vz = DIM == 3 ? vel[DIM * i + 2] : T(0);
-    const T r = rho[i];
-    const T press = B * (pow(r / rho0, gamma) - T(1));
-    kind_s[s] = kind[i];
-    cs[s] = c0 * pow(r / rho0, csexp);
+    const T rho_i = rho[i];
+    const T press = B * (pow(rho_i / rho0, gamma) - T(1));
+    const signed char k = kind[i];
+    kind_s[s] = k;
+    cs[s] = c0 * pow(rho_i / rho0, csexp);
+    // mark_walls (the fast pair): walls store −ρ, so the pair loop reads j's kind from its density
+    const T r = mark_walls && k != 0 ? -rho_i : rho_i;
     if (LAYOUT == SPH_AOS) {
         T* q = p + 8 * s;
         q[0] = x; q[1] = y; q[2] = z; q[3] = vx; q[4] = vy; q[5] = vz; q[6] = r; q[7] = press;
@@ -209,9 +212,45 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_interact_cells(
 }
 
 // ---- Verlet lists (P3 §3) --------------------------------------------------------------------
+// Visit every j in the (2*REACH+1)^DIM cells around i's cell with its position: f(j, xj, yj, zj).
+// The build is latency-bound on these loads like the interaction on its gathers, so with B > 1 each
+// row's positions (consecutive j) are loaded B at a time before f sees the first of them; the
+// candidates reach f in the same order for every B, so the lists are the same.
+template <typename T, int DIM, int LAYOUT, int REACH, int B, typename F>
+__device__ __forceinline__ void for_candidates_pos(const int key, const int ncx, const int ncy, const int ncz,
+                                                   const int* __restrict__ start, const T* __restrict__ p,
+                                                   const T* __restrict__ pz, const int n, F&& f)
+{
+    const int cx = key % ncx, cy = (key / ncx) % ncy, cz = DIM == 3 ? key / (ncx * ncy) : 0;
+    const int x0 = max(cx - REACH, 0), x1 = min(cx + REACH, ncx - 1);
+    const int z0 = DIM == 3 ? max(cz - REACH, 0) : 0, z1 = DIM == 3 ? min(cz + REACH, ncz - 1) : 0;
+    for (int z = z0; z <= z1; ++z) {
+        for (int y = max(cy - REACH, 0); y <= min(cy + REACH, ncy - 1); ++y) {
+            const int row = ncx * (y + ncy * z);
+            const int j1 = start[row + x1 + 1];
+            int j = start[row + x0];
+            if (B > 1) {
+                for (; j + B <= j1; j += B) {
+                    T xs[B], ys[B], zs[B];
+#pragma unroll
+                    for (int u = 0; u < B; ++u) load_pos<T, LAYOUT, DIM>(p, pz, n, j + u, xs[u], ys[u], zs[u]);
+#pragma unroll
+                    for (int u = 0; u < B; ++u) f(j + u, xs[u], ys[u], zs[u]);
+                }
+            }
+            for (; j < j1; ++j) {
+                T xj, yj, zj;
+                load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+                f(j, xj, yj, zj);
+            }
+        }
+    }
+}
+
 // Phases 1+2: count each list (pairs within R_c that can interact; boundary-boundary pairs never
-// do, so they are left out) and the warp's longest list by warp shuffle.
-template <typename T, int DIM, int LAYOUT, int REACH>
+// do, so they are left out) and the warp's longest list by warp shuffle. Squared distances first;
+// a wall i reads j's kind only for candidates within R_c.
+template <typename T, int DIM, int LAYOUT, int REACH, int B>
 __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_count(
     const int n, const T* __restrict__ p, const T* __restrict__ pz, const signed char* __restrict__ kind_s,
     const int* __restrict__ skey, const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
@@ -223,12 +262,10 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_count(
         T x, y, z;
         load_pos<T, LAYOUT, DIM>(p, pz, n, i, x, y, z);
         const bool fluid = kind_s[i] == 0;
-        for_candidates<DIM, REACH>(skey[i], ncx, ncy, ncz, start, [&](const int j) {
-            if (j == i || (!fluid && kind_s[j] != 0)) return;
-            T xj, yj, zj;
-            load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+        for_candidates_pos<T, DIM, LAYOUT, REACH, B>(skey[i], ncx, ncy, ncz, start, p, pz, n,
+                                                     [&](const int j, const T xj, const T yj, const T zj) {
             const T dx = x - xj, dy = y - yj, dz = z - zj;
-            if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2) ++c;
+            if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2 && j != i && (fluid || kind_s[j] == 0)) ++c;
         });
         counts[i] = c;
     }
@@ -239,7 +276,7 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_count(
 
 // Phase 4: fill. WARP_INTERLEAVED: element k of lane l's list at base[warp] + 32k + l, so the 32
 // threads of a warp read their k-th neighbours in one coalesced access; else at base[i] + k.
-template <typename T, int DIM, int LAYOUT, int REACH, bool WARP_INTERLEAVED>
+template <typename T, int DIM, int LAYOUT, int REACH, bool WARP_INTERLEAVED, int B>
 __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_fill(
     const int n, const T* __restrict__ p, const T* __restrict__ pz, const signed char* __restrict__ kind_s,
     const int* __restrict__ skey, const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
@@ -252,14 +289,51 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_fill(
     const bool fluid = kind_s[i] == 0;
     const long long b = WARP_INTERLEAVED ? base[i >> 5] + (i & 31) : base[i];
     const int stride = WARP_INTERLEAVED ? 32 : 1;
-    long long k = 0;
-    for_candidates<DIM, REACH>(skey[i], ncx, ncy, ncz, start, [&](const int j) {
-        if (j == i || (!fluid && kind_s[j] != 0)) return;
-        T xj, yj, zj;
-        load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+    int k = 0;  // one particle's list length (a few hundred at most)
+    for_candidates_pos<T, DIM, LAYOUT, REACH, B>(skey[i], ncx, ncy, ncz, start, p, pz, n,
+                                                 [&](const int j, const T xj, const T yj, const T zj) {
         const T dx = x - xj, dy = y - yj, dz = z - zj;
-        if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2) list[b + stride * (k++)] = j;
+        if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2 && j != i && (fluid || kind_s[j] == 0))
+            list[b + (long long)stride * (k++)] = j;
     });
+}
+
+// One-pass build (variant verlet_build = one-pass): phases 1, 2 and 4 in one search. Every list
+// gets the same room, cap entries (interleaved: per-warp regions of 32·cap, element k of lane l at
+// 32·cap·warp + 32k + l; per-particle: cap·i + k), so no scan is needed before the fill. Entries
+// past cap are counted, not written; the largest count lands in *max_count, and when it exceeds
+// cap the host enlarges cap and runs this kernel again (then every list is written whole).
+template <typename T, int DIM, int LAYOUT, int REACH, bool WARP_INTERLEAVED, int B>
+__global__ void __launch_bounds__(SPH_BLOCK) sph_verlet_fill_cap(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const signed char* __restrict__ kind_s,
+    const int* __restrict__ skey, const int* __restrict__ start, const int ncx, const int ncy, const int ncz,
+    const T R2, const int cap, int* __restrict__ list, int* __restrict__ counts, int* __restrict__ warp_max,
+    int* __restrict__ max_count)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int c = 0;
+    if (i < n) {
+        T x, y, z;
+        load_pos<T, LAYOUT, DIM>(p, pz, n, i, x, y, z);
+        const bool fluid = kind_s[i] == 0;
+        const long long b = WARP_INTERLEAVED ? 32LL * cap * (i >> 5) + (i & 31) : (long long)cap * i;
+        const int stride = WARP_INTERLEAVED ? 32 : 1;
+        for_candidates_pos<T, DIM, LAYOUT, REACH, B>(skey[i], ncx, ncy, ncz, start, p, pz, n,
+                                                     [&](const int j, const T xj, const T yj, const T zj) {
+            const T dx = x - xj, dy = y - yj, dz = z - zj;
+            if (dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0)) < R2 && j != i && (fluid || kind_s[j] == 0)) {
+                if (c < cap) list[b + (long long)stride * c] = j;
+                ++c;
+            }
+        });
+        counts[i] = c;
+    }
+    int m = c;
+    for (int off = 16; off > 0; off >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if ((threadIdx.x & 31) == 0 && i < n) {
+        warp_max[i >> 5] = m;
+        atomicMax(max_count, m);
+    }
 }
 
 // The interaction over the lists. The lists hold every pair within r_c while no particle has
@@ -304,6 +378,174 @@ __global__ void __launch_bounds__(SPH_BLOCK) sph_interact_verlet(
             if (i == 0) atomicAdd(stale_launches, 1);
         }
         store<T, DIM>(i, order, acc, a, s.gravity, ace, arho, rv);
+    }
+    block_max<T, 3>(rv, red);
+}
+
+// ---- the fast pair (variant pair = fast; sph.cuh pair_fast) ----------------------------------
+// Its constants come as kernel arguments (constant bank), not from prm[] into registers.
+#define SPH_FAST_ARGS(T) const T f_h, const T f_invh, const T f_cf, const T f_eta2, const T f_rc2, const T f_mass, \
+    const T f_alpha, const T f_dcoef, const T f_rho0, const T f_kz, const T f_inva, const T f_gravity, \
+    const int f_fourtakas
+#define SPH_FAST_MAKE(T) FastParams<T>{f_h, f_invh, f_cf, f_eta2, f_rc2, f_mass, f_alpha, f_dcoef, f_rho0, f_kz, \
+    f_inva, f_gravity, f_fourtakas}
+
+template <typename T, int DIM, int LAYOUT>
+__device__ __forceinline__ SelfFast<T> load_self_fast(const T* p, const T* pz, const T* v, const T* cs,
+                                                      const signed char* kind_s, const int n, const int i)
+{
+    SelfFast<T> a;
+    T rho;
+    load_pos<T, LAYOUT, DIM>(p, pz, n, i, a.x, a.y, a.z);
+    load_vel<T, LAYOUT, DIM>(p, v, n, i, a.vx, a.vy, a.vz, rho, a.press);
+    a.rho = fabs(rho);
+    a.invrho = FastMath<T>::rcp(a.rho);
+    a.cs = cs[i];
+    a.fluid = kind_s[i] == 0;
+    return a;
+}
+
+// One candidate j of particle i: the filters a cell search needs (FILTER), the distance test first
+// on squared distances, then j's velocity and density only for pairs within r_c.
+template <typename T, int DIM, int LAYOUT, int KERNEL, bool FILTER>
+__device__ __forceinline__ void candidate_fast(const int i, const int j, const int n, const T* __restrict__ p,
+                                               const T* __restrict__ pz, const T* __restrict__ v,
+                                               const T* __restrict__ cs, const SelfFast<T>& a,
+                                               const FastParams<T>& s, Accum<T>& acc)
+{
+    if (FILTER && j == i) return;
+    T xj, yj, zj;
+    load_pos<T, LAYOUT, DIM>(p, pz, n, j, xj, yj, zj);
+    const T dx = a.x - xj, dy = a.y - yj, dz = a.z - zj;
+    const T r2 = dx * dx + dy * dy + (DIM == 3 ? dz * dz : T(0));
+    if (r2 >= s.rc2) return;
+    T vxj, vyj, vzj, rhoj, pressj;
+    load_vel<T, LAYOUT, DIM>(p, v, n, j, vxj, vyj, vzj, rhoj, pressj);
+    const bool fluidj = rhoj > T(0);
+    if (FILTER && !a.fluid && !fluidj) return;  // boundary–boundary pairs never interact
+    pair_fast<T, KERNEL, DIM>(a, dx, dy, dz, r2, vxj, vyj, vzj, fabs(rhoj), pressj, cs, j, fluidj, s, acc);
+}
+
+template <typename T, int DIM>
+__device__ __forceinline__ void store_fast(const int i, const int* __restrict__ order, const Accum<T>& acc,
+                                           const SelfFast<T>& a, const T gravity, T* __restrict__ ace,
+                                           T* __restrict__ arho, T (&rv)[3])
+{
+    Self<T> b;
+    b.fluid = a.fluid;
+    b.cs = a.cs;
+    store<T, DIM>(i, order, acc, b, gravity, ace, arho, rv);
+}
+
+template <typename T, int DIM, int LAYOUT, int KERNEL, int REACH>
+__global__ void __launch_bounds__(SPH_BLOCK) sph_interact_cells_fast(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const T* __restrict__ v,
+    const T* __restrict__ cs, const signed char* __restrict__ kind_s, const int* __restrict__ skey,
+    const int* __restrict__ start, const int ncx, const int ncy, const int ncz, const int* __restrict__ order,
+    SPH_FAST_ARGS(T), T* __restrict__ ace, T* __restrict__ arho, T* __restrict__ red)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    T rv[3] = {T(0), T(0), T(0)};
+    if (i < n) {
+        const FastParams<T> s = SPH_FAST_MAKE(T);
+        const SelfFast<T> a = load_self_fast<T, DIM, LAYOUT>(p, pz, v, cs, kind_s, n, i);
+        Accum<T> acc{T(0), T(0), T(0), T(0), T(0)};
+        for_candidates<DIM, REACH>(skey[i], ncx, ncy, ncz, start, [&](const int j) {
+            candidate_fast<T, DIM, LAYOUT, KERNEL, true>(i, j, n, p, pz, v, cs, a, s, acc);
+        });
+        store_fast<T, DIM>(i, order, acc, a, s.gravity, ace, arho, rv);
+    }
+    block_max<T, 3>(rv, red);
+}
+
+// The list walk of the fast Verlet interaction, U neighbours at a time. The kernel is latency-bound
+// on the neighbours' gathers (ncu: L1TEX stalls, < 1 eligible warp per scheduler), so the next
+// group's list indices are loaded before the current group is computed, and the U positions and the
+// velocities of those within r_c are all issued before the first pair uses them: U gathers per
+// thread in flight instead of one. The pairs are summed in list order, as U = 1 does, so the result
+// is the same to the bit. The lists hold no j == i and no boundary–boundary pair: no filters.
+template <typename T, int DIM, int LAYOUT, int KERNEL, int U>
+__device__ __forceinline__ void verlet_walk_fast(const int* __restrict__ li, const int stride, const int cnt,
+                                                 const int n, const T* __restrict__ p, const T* __restrict__ pz,
+                                                 const T* __restrict__ v, const T* __restrict__ cs,
+                                                 const SelfFast<T>& a, const FastParams<T>& s, Accum<T>& acc)
+{
+    int k = 0;
+    if (U > 1 && cnt >= U) {
+        int jn[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) jn[u] = li[stride * u];
+        for (; k + U <= cnt; k += U) {
+            int j[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                j[u] = jn[u];
+                // the next group's indices (clamped into the list: the tail re-reads them)
+                jn[u] = li[stride * min(k + U + u, cnt - 1)];
+            }
+            T dx[U], dy[U], dz[U], r2[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                T xj, yj, zj;
+                load_pos<T, LAYOUT, DIM>(p, pz, n, j[u], xj, yj, zj);
+                dx[u] = a.x - xj; dy[u] = a.y - yj; dz[u] = a.z - zj;
+            }
+            // c_j too (the viscosity of approaching pairs reads it): loaded with the velocity rather
+            // than after the pair's vr is known, one dependent load fewer
+            T vxj[U], vyj[U], vzj[U], rhoj[U], pj[U], csj[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                r2[u] = dx[u] * dx[u] + dy[u] * dy[u] + (DIM == 3 ? dz[u] * dz[u] : T(0));
+                vxj[u] = vyj[u] = vzj[u] = pj[u] = csj[u] = T(0);
+                rhoj[u] = T(1);
+                if (r2[u] < s.rc2) {
+                    load_vel<T, LAYOUT, DIM>(p, v, n, j[u], vxj[u], vyj[u], vzj[u], rhoj[u], pj[u]);
+                    csj[u] = cs[j[u]];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u)
+                if (r2[u] < s.rc2)  // csj + u: pair_fast reads c_j as cs[j], here from the register copy
+                    pair_fast<T, KERNEL, DIM>(a, dx[u], dy[u], dz[u], r2[u], vxj[u], vyj[u], vzj[u], fabs(rhoj[u]),
+                                              pj[u], csj, u, rhoj[u] > T(0), s, acc);
+        }
+    }
+    for (; k < cnt; ++k) candidate_fast<T, DIM, LAYOUT, KERNEL, false>(0, li[stride * k], n, p, pz, v, cs, a, s, acc);
+}
+
+// sph_interact_verlet with the fast pair: the same list walk and stale-list fallback. U: neighbours
+// per step of the list walk (verlet_walk_fast); MINB: the launch bound's blocks per SM (1: none
+// beyond the block size; more caps the registers for occupancy, see gpu.py PAIR_SHAPE).
+template <typename T, int DIM, int LAYOUT, int KERNEL, bool WARP_INTERLEAVED, int U, int MINB>
+__global__ void __launch_bounds__(SPH_BLOCK, MINB) sph_interact_verlet_fast(
+    const int n, const T* __restrict__ p, const T* __restrict__ pz, const T* __restrict__ v,
+    const T* __restrict__ cs, const signed char* __restrict__ kind_s, const int* __restrict__ counts,
+    const long long* __restrict__ base, const int* __restrict__ list, const int* __restrict__ order,
+    SPH_FAST_ARGS(T), T* __restrict__ ace, T* __restrict__ arho, T* __restrict__ red,
+    const T* __restrict__ dmax, const T half_skin, const int* __restrict__ skey, const int* __restrict__ start,
+    const int ncx, const int ncy, const int ncz, const T cell, int* __restrict__ stale_launches)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    T rv[3] = {T(0), T(0), T(0)};
+    if (i < n) {
+        const FastParams<T> s = SPH_FAST_MAKE(T);
+        const SelfFast<T> a = load_self_fast<T, DIM, LAYOUT>(p, pz, v, cs, kind_s, n, i);
+        Accum<T> acc{T(0), T(0), T(0), T(0), T(0)};
+        const T travel = *dmax;
+        if (travel <= half_skin) {
+            const int* __restrict__ li = list + (WARP_INTERLEAVED ? base[i >> 5] + (i & 31) : base[i]);
+            verlet_walk_fast<T, DIM, LAYOUT, KERNEL, U>(li, WARP_INTERLEAVED ? 32 : 1, counts[i], n, p, pz, v, cs,
+                                                        a, s, acc);
+        } else {  // also for a NaN travel
+            const int ncmax = max(ncx, max(ncy, ncz));
+            const T want = ceil((sqrt(s.rc2) + T(2) * travel) / cell) + T(1);
+            const int reach = want < T(ncmax) ? (int)want : ncmax;
+            for_candidates_r<DIM>(skey[i], reach, ncx, ncy, ncz, start, [&](const int j) {
+                candidate_fast<T, DIM, LAYOUT, KERNEL, true>(i, j, n, p, pz, v, cs, a, s, acc);
+            });
+            if (i == 0) atomicAdd(stale_launches, 1);
+        }
+        store_fast<T, DIM>(i, order, acc, a, s.gravity, ace, arho, rv);
     }
     block_max<T, 3>(rv, red);
 }

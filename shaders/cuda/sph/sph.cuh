@@ -141,3 +141,90 @@ __device__ __forceinline__ void pair(const Self<T>& a, const T dx, const T dy, c
     }
     acc.drho += drho;
 }
+
+// ---- the fast pair (variant pair = fast) ---------------------------------------------------------
+// The same sums as pair(), with the per-pair work cut to what depends on the pair: no IEEE
+// divisions (one reciprocal of r² + η² shared by μ and the δ-term, one of ρ_j shared by the
+// pressure and δ-terms, one of ρ_i + ρ_j for the viscosity), no pow (the Fourtakas term as
+// exp2(log2(1 + k dz)/γ) − 1), the Wendland gradient from one precomputed constant. fp32 takes
+// the SFU forms (rsqrt, rcp: ≤ 2 ulp, the same order as the IEEE forms' 0.5 ulp once summed over
+// ~100 neighbours in another order); fp64 keeps sqrt and exact reciprocals.
+// The wall flag of j travels in the sign of its stored density (sph_gather with mark_walls = 1;
+// ρ > 0 always, the sanity bounds stop a run before it could not be), so no kind byte is gathered.
+template <typename T> struct FastMath;
+template <> struct FastMath<float> {
+    static __device__ __forceinline__ float rcp(const float x) { return __fdividef(1.0f, x); }
+    // r from r²: r2·rsqrt(r2), 0 at r2 = 0 (rsqrt(0) = inf), where the pair adds nothing anyway.
+    static __device__ __forceinline__ float dist(const float r2) { return r2 > 0.0f ? r2 * rsqrtf(r2) : 0.0f; }
+    // (1 + x)^a − 1 without powf's extended-precision log (the reference's pow differs by ~1 ulp of 1).
+    static __device__ __forceinline__ float powm1(const float x, const float a)
+    {
+        return exp2f(a * log2f(1.0f + x)) - 1.0f;
+    }
+};
+template <> struct FastMath<double> {
+    static __device__ __forceinline__ double rcp(const double x) { return 1.0 / x; }
+    static __device__ __forceinline__ double dist(const double r2) { return sqrt(r2); }
+    static __device__ __forceinline__ double powm1(const double x, const double a) { return exp2(a * log2(1.0 + x)) - 1.0; }
+};
+
+// Constants of the fast pair, passed by value as kernel arguments (the constant bank: no registers
+// held across the pair loop for them). cf: Wendland −5·knorm/h², cubic knorm/h²; dcoef: 2·δhc0·m
+// (0 = no density diffusion); fourtakas: 0/1.
+template <typename T>
+struct FastParams {
+    T h, invh, cf, eta2, rc2, mass, alpha, dcoef, rho0, kz, inva, gravity;
+    int fourtakas;
+};
+
+template <typename T, int KERNEL>
+__device__ __forceinline__ T kernel_f_fast(const T r, const FastParams<T>& s)
+{
+    const T q = r * s.invh;
+    if (KERNEL == SPH_WENDLAND) {
+        const T t = T(1) - T(0.5) * q;
+        return s.cf * (t * t * t);
+    } else {
+        if (q < T(1)) return s.cf * (T(-3) + T(2.25) * q);
+        const T t = T(2) - q;
+        return s.cf * (T(-0.75) * t * t) * FastMath<T>::rcp(q);
+    }
+}
+
+// i's own values for the fast pair: rho = |stored ρ|, invrho = 1/ρ_i once per particle.
+template <typename T>
+struct SelfFast {
+    T x, y, z, vx, vy, vz, rho, invrho, press, cs;
+    bool fluid;
+};
+
+// One ordered pair (i receives from j) within r_c; rhoj is |stored ρ_j|, fluidj its sign.
+template <typename T, int KERNEL, int DIM>
+__device__ __forceinline__ void pair_fast(const SelfFast<T>& a, const T dx, const T dy, const T dz, const T r2,
+                                          const T vxj, const T vyj, const T vzj, const T rhoj, const T pressj,
+                                          const T* __restrict__ cs, const int j, const bool fluidj,
+                                          const FastParams<T>& s, Accum<T>& acc)
+{
+    const T F = kernel_f_fast<T, KERNEL>(FastMath<T>::dist(r2), s);
+    const T vx = a.vx - vxj, vy = a.vy - vyj, vz = a.vz - vzj;
+    const T vr = vx * dx + vy * dy + (DIM == 3 ? vz * dz : T(0));
+    const T inv_d = FastMath<T>::rcp(r2 + s.eta2);
+    const T invrhoj = FastMath<T>::rcp(rhoj);
+    const T mu = s.h * vr * inv_d;
+    acc.mumax = fmax(acc.mumax, fabs(mu));
+    if (a.fluid) {
+        // (p_i + p_j)/(ρ_i ρ_j) + Π_ij, Π_ij = −α ½(c_i + c_j) μ / ½(ρ_i + ρ_j) for approaching pairs
+        T coef = (a.press + pressj) * (a.invrho * invrhoj);
+        if (vr < T(0)) coef -= s.alpha * (a.cs + cs[j]) * mu * FastMath<T>::rcp(a.rho + rhoj);
+        coef *= -s.mass * F;
+        acc.ax += coef * dx; acc.ay += coef * dy;
+        if (DIM == 3) acc.az += coef * dz;
+    }
+    T drho = s.mass * vr * F;
+    if (s.dcoef > T(0) && a.fluid && fluidj) {
+        T psi = rhoj - a.rho;
+        if (s.fourtakas) psi -= s.rho0 * FastMath<T>::powm1(s.kz * (DIM == 3 ? dz : dy), s.inva);
+        drho += s.dcoef * psi * (-r2) * F * inv_d * invrhoj;
+    }
+    acc.drho += drho;
+}
