@@ -51,7 +51,6 @@ FIXUP_STENCILS = (8, 27)  # coarse interpolation: P0's trilinear, or quadratic (
 def _coupling_names(model) -> dict[str, str]:
     out = dict(names_of.COUPLING)
     out.update({f"interp{s}": names_of.interpolate(s) for s in FIXUP_STENCILS})
-    out.update({f"interp_two{s}": names_of.interpolate_two(s) for s in FIXUP_STENCILS})
     if _csm(model):
         out.update(names_of.CSM_FIX)
     return out

@@ -25,7 +25,8 @@ why). The state seen from outside (state, level_state, populations, set_state) i
 Fused coupling (``fused_coupling``, the default; False launches each operation alone, as before):
 level l−1 does not change between level l's two steps (θ = 0 and ½), so level l's first step
 computes both steps' coarse values in one launch (amr3d_rescale_two, with that step's fine values)
-and interpolates both in one (amr3d_interpolate_two), into a second coarse and interpolated buffer
+and interpolates both in one (amr3d_interpolate_rows: from compact rows, nonzero weights only and
+only the populations the fix-up reads, interp_rows.py), into a second coarse and interpolated buffer
 (``coarse_half``, ``interp_half``: the extra memory, Q · 4 bytes per coarse node and per source
 position of each finer level); the restriction l+1 → l at the end of level l's first step waits for
 the start of its second, whose fine values it joins (amr3d_restrict_fine: both rescale level l+1's
@@ -42,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import boundaries, collision, d3q27, interface, leafgrid, levels, storage
+from . import boundaries, collision, d3q27, interface, interp_rows, leafgrid, levels, storage
 from .collision import Collision
 from .gpu import LadderStepper, _no_phase, coupling_kernels, graph_batch  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
@@ -372,6 +373,9 @@ class NumpyKernels:
         names = ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w", "restrict_dst", "restrict_src",
                  "link_i1", "link_i2", "link_w1", "link_w2")
         self.dev = {lv: {k: xp.asarray(getattr(c, k)) for k in names} for lv, c in st.coupling.items()}
+        for lv, c in st.coupling.items():  # the fused coupling's compact rows (interp_rows.py)
+            d = self.dev[lv]
+            d["rows"] = interp_rows.build(xp, d["interp_slot"], d["interp_w"], d["desc"], d["fine_pts"].size)
 
     def ladder(self, st, lv, phase):
         cur, nxt = st.bufs[lv]
@@ -410,8 +414,10 @@ class NumpyKernels:
             self.rescale_points(st, lv, lv + 1, 1.0, *fine_scale)
 
     def interpolate_two(self, st, lv):
-        self.interpolate(st, lv)
-        self.interpolate(st, lv, st.coarse_half[lv], st.interp_half[lv])
+        """amr3d_interpolate_rows of both time levels: the compact rows, the fix-up's populations only."""
+        rows = self.dev[lv]["rows"]
+        interp_rows.apply(st.xp, rows, st.coarse_buf[lv], st.interp_buf[lv])
+        interp_rows.apply(st.xp, rows, st.coarse_half[lv], st.interp_half[lv])
 
     def restrict_fine(self, st, lv, fine, alpha, a_s, a_t, forced):
         """amr3d_restrict_fine: the restriction lv+1 → lv and (``fine``) level lv's fine values."""
@@ -554,6 +560,8 @@ class CupyKernels:
                 fix_of = xp.full(c.n * st.block[lv]**3, -1, np.int32)
                 fix_of[d["fix_pts"]] = xp.arange(c.n_fix, dtype=np.int32)
                 d["fix_of"] = fix_of
+            if c.size_of("coarse_pts"):  # the fused coupling's compact rows (interp_rows.py), built on the device
+                d["rows"] = interp_rows.build(xp, d["interp_slot"], d["interp_w"], d["desc"], c.size_of("fine_pts"))
             self.dev[lv] = d
         # taken: the device copies the stepper does not hold are dropped here; the tables a device build
         # left on the device for their first host use (LevelCoupling.keep_on_device: the descriptors in
@@ -632,13 +640,14 @@ class CupyKernels:
                    *self._scalars(fine_scale if nf else coarse_scale), st.fine_buf[lv]), stream=self.stream)
 
     def interpolate_two(self, st, lv):
-        c, d = st.coupling[lv], self.dev[lv]
-        n = c.shape_of("interp_slot")[0]
+        """Both time levels' interpolation from the compact rows (interp_rows.py: nonzero weights,
+        the fix-up's populations only) in one launch."""
+        c, rows = st.coupling[lv], self.dev[lv]["rows"]
+        n = rows.n
         g, b = self._grid(2 * n)
-        self.k[f"interp_two{c.stencil}"](g, b, (st.coarse_buf[lv], st.coarse_half[lv],
-                                                np.int32(c.size_of("coarse_pts")), d["interp_slot"], d["interp_w"],
-                                                np.int32(n), st.interp_buf[lv], st.interp_half[lv]),
-                                         stream=self.stream)
+        self.k["interp_rows"](g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")),
+                                     rows.row, rows.slot, rows.w, rows.mask, np.int32(n), np.int32(2),
+                                     st.interp_buf[lv], st.interp_half[lv]), stream=self.stream)
 
     def restrict_fine(self, st, lv, fine, alpha, a_s, a_t, forced):
         """amr3d_restrict_fine: the restriction lv+1 → lv and (``fine``) level lv's fine values."""

@@ -1,5 +1,5 @@
 """The fused level coupling of a tree (tree_stepper.py ``fused_coupling``; coupling.cu
-amr3d_rescale_two, amr3d_interpolate_two, amr3d_restrict_fine): the same operations on the same
+amr3d_rescale_two, amr3d_interpolate_rows, amr3d_restrict_fine): the same operations on the same
 inputs as the split launches, in fewer launches.
 
 - the orchestration (NumpyKernels, fp64 and fp32) steps bit for bit as the split one, on two and
@@ -157,7 +157,7 @@ def test_fused_coupling_kernels_equal_the_split_launches(emulated_cupy, label, r
 @needs_gxx
 def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
     """The launches themselves (the emulated kernels count theirs): on two levels 6 → 4 a coarse step
-    (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_two)."""
+    (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_rows)."""
     got = {}
     for fused in (False, True):
         e = emulated_engine(emulated_cupy, "fp32-tree2-m9", "naive-fused", "native", fused)
@@ -168,7 +168,64 @@ def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
         per = Counter({key.split("_16")[0]: (k.launches - before[key]) / 2 for key, k in kernels.items()
                        if hasattr(k, "launches") and k.launches > before[key]})
         got[fused] = per
-    coupling = ("rescale", "restrict", "interp27", "rescale_two", "restrict_fine", "interp_two27")
+    coupling = ("rescale", "restrict", "interp8", "interp27", "rescale_two", "restrict_fine", "interp_rows")
     assert sum(got[False][k] for k in coupling) == 6
     assert sum(got[True][k] for k in coupling) == 4
-    assert got[True]["rescale_two"] == 1 and got[True]["interp_two27"] == 1 and not got[True]["interp27"]
+    assert got[True]["rescale_two"] == 1 and got[True]["interp_rows"] == 1 and not got[True]["interp8"] + got[True]["interp27"]
+
+
+@pytest.mark.parametrize("interp", ["quadratic", "linear"])
+def test_compact_rows_give_the_dense_rows_values_where_the_fixup_reads(interp):
+    """interp_rows: fewer pairs than the dense rows (the zero weights dropped), a mask covering
+    every interpolated entry the descriptors read and fewer than all, and at those entries the
+    dense rows' values bit for bit (fp32, the kernels' precision)."""
+    from nagare.engine.amr3d import interp_rows
+
+    forest = three_levels()
+    rng = np.random.default_rng(3)
+    for lv, c in interface.build(forest, interp).items():
+        if not c.coarse_pts.size:
+            continue
+        rows = interp_rows.build(np, c.interp_slot, c.interp_w, c.desc, c.fine_pts.size)
+        U, S = c.interp_w.shape
+        assert rows.slot.size == np.count_nonzero(c.interp_w) < U * S
+        nf = c.fine_pts.size
+        j = -1 - c.desc[c.desc < 0] - 27 * nf
+        j = j[(j >= 0) & (j < 27 * U)]
+        need = np.zeros((27, U), bool)
+        need.reshape(-1)[j] = True
+        bits = (rows.mask[None, :] >> np.arange(27, dtype=np.uint32)[:, None]) & 1
+        np.testing.assert_array_equal(bits.astype(bool), need)
+        assert 0 < need.sum() < need.size
+        coarse = (rng.uniform(0.01, 0.1, (27, c.coarse_pts.size))).astype(np.float32)
+        w = c.interp_w.astype(np.float32)
+        dense = w[:, 0] * coarse[:, c.interp_slot[:, 0]]
+        for s in range(1, S):
+            dense = dense + w[:, s] * coarse[:, c.interp_slot[:, s]]
+        out = np.full((27, U), np.nan, np.float32)
+        interp_rows.apply(np, rows, coarse, out)
+        np.testing.assert_array_equal(out[need], dense[need])
+        assert np.all(np.isnan(out[~need]))  # (left as they were)
+
+
+@needs_gxx
+def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys):
+    """tools/amr3d_coupling_profile.py on a small tree through the emulation (on the GPU it runs the
+    benchmark tree and the sphere, whose preset selects the graph): it turns the graph off, says so,
+    and reports both coupling paths' launches (the figures of time are the emulation's zeros)."""
+    import importlib.util
+    from pathlib import Path
+
+    from nagare.engine.amr3d.cases import THREE_LEVELS
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "amr3d_coupling_profile.py"
+    spec = importlib.util.spec_from_file_location("amr3d_coupling_profile", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main(["--preset", "amr3d-bench", "--steps", "1", "--set", "grid.leaves=[2, 2, 2]",
+                      "--set", "grid.m=9", "--set", THREE_LEVELS]) == 0
+    out = capsys.readouterr().out
+    assert "graph OFF while profiling" in out
+    assert "coupling launches per coarse step 6 " in out.split("[fused]")[0]
+    assert "coupling launches per coarse step 4 " in out.split("[fused]")[1]
+    assert "summary: coupling share split" in out

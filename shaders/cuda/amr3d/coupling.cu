@@ -11,7 +11,9 @@
 //                          one launch (tree_stepper.py, fused coupling)
 //   amr3d_restrict_fine    the restriction l+1 -> l deferred to the start of level l's second step,
 //                          with that step's fine values (both rescale level l+1 -> l)
-//   amr3d_interpolate_two<S> amr3d_interpolate of both time levels' coarse buffers in one launch
+//   amr3d_interpolate_rows amr3d_interpolate from compact rows (nonzero weights only, and only the
+//                          populations the fix-up reads: interp_rows.py), for one or both time
+//                          levels' coarse buffers in one launch (the fused coupling's)
 //   amr3d_interpolate<S>   all 27 populations at each distinct source position in a coarser leaf
 //                          (S = 8 trilinear, 27 quadratic stencil points), a thread per position
 //   amr3d_fixup            interface points (a pull source on another level or beyond a side):
@@ -249,19 +251,44 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
     amr3d::interpolate_at<S>(coarse, ncoarse, slot, w, n, u, out);
 }
 
-// amr3d_interpolate of two coarse buffers with the same stencils (a finer level's theta = 0 and
-// theta = 1/2 values, amr3d_rescale_two): threads u < n the first, n <= u < 2n the second.
-template <int S>
-__global__ void amr3d_interpolate_two(const float* __restrict__ coarse0, const float* __restrict__ coarse1,
-                                      int ncoarse, const long long* __restrict__ slot, const float* __restrict__ w,
-                                      int n, float* __restrict__ out0, float* __restrict__ out1)
+// The compact rows (engine/amr3d/interp_rows.py): position u's nonzero pairs [row[u], row[u+1]) of
+// (slot, w), and only the populations of mask[u] (those the fix-up reads there) computed and
+// written, for nbuf (1 or 2) coarse buffers with the same stencils: threads u < n the first,
+// n <= u < 2n the second (a finer level's theta = 0 and theta = 1/2 values, amr3d_rescale_two).
+// The values are amr3d_interpolate's, bit for bit (interp_rows.py says why); the rest of out is
+// left as it was.
+__global__ void amr3d_interpolate_rows(const float* __restrict__ coarse0, const float* __restrict__ coarse1,
+                                       int ncoarse, const int* __restrict__ row, const int* __restrict__ slot,
+                                       const float* __restrict__ w, const unsigned int* __restrict__ mask, int n,
+                                       int nbuf, float* __restrict__ out0, float* __restrict__ out1)
 {
-    const int u = blockIdx.x * blockDim.x + threadIdx.x;
-    if (u < n) {
-        amr3d::interpolate_at<S>(coarse0, ncoarse, slot, w, n, u, out0);
-    } else if (u < 2 * n) {
-        amr3d::interpolate_at<S>(coarse1, ncoarse, slot, w, n, u - n, out1);
+    int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= nbuf * n) return;
+    const bool second = u >= n;
+    if (second) u -= n;
+    const float* __restrict__ coarse = second ? coarse1 : coarse0;
+    float* __restrict__ out = second ? out1 : out0;
+    const unsigned int need = mask[u];
+    const int a = row[u], b = row[u + 1];
+    if (need == 0u || a == b) return;
+    float acc[Q];
+    {
+        const float w0 = w[a];
+        const idx_t s0 = (idx_t)slot[a];
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+            if ((need >> q) & 1u) acc[q] = w0 * coarse[(idx_t)q * ncoarse + s0];
     }
+    for (int k = a + 1; k < b; ++k) {
+        const float ws = w[k];
+        const idx_t ss = (idx_t)slot[k];
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+            if ((need >> q) & 1u) acc[q] = acc[q] + ws * coarse[(idx_t)q * ncoarse + ss];
+    }
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+        if ((need >> q) & 1u) out[(idx_t)q * n + u] = acc[q];
 }
 
 // Interface points: desc[q * n + r] >= 0 is an index into src (own leaf, same-level leaf or, for a
