@@ -27,6 +27,10 @@ COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpo
 WRAPPED = COUPLING + ("ladder",)
 
 
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole > 0 else float("nan")
+
+
 def profile(eng, cp, steps: int, fused: bool) -> dict:
     st = eng.shape.stepper
     st.fused_coupling = fused
@@ -113,15 +117,15 @@ def main(argv=None) -> int:
         label = "fused" if fused else "split"
         r = out[label] = profile(eng, cp, a.steps, fused)
         print(f"[{label}] {r['total']:.4f} ms per coarse step (events), coupling {r['coupling']:.4f} ms = "
-              f"{100 * r['coupling'] / r['total']:.1f} % of the coarse step; coupling launches per coarse step "
+              f"{_pct(r['coupling'], r['total']):.1f} % of the coarse step; coupling launches per coarse step "
               f"{r['launches']:g} (+ {r['fixups']:g} fix-up launches)")
         for (name, lv) in sorted(r["per"], key=lambda n: -r["per"][n]):
             print(f"    {name + ' L' + str(lv):24s} {r['per'][name, lv]:.4f} ms/step")
         print(f"    {'(sum)':24s} {sum(r['per'].values()):.4f}   gaps {r['total'] - sum(r['per'].values()):.4f}")
     if len(out) == 2:
         s, f = out["split"], out["fused"]
-        print(f"summary: coupling share split {100 * s['coupling'] / s['total']:.1f} % -> fused "
-              f"{100 * f['coupling'] / f['total']:.1f} %; coupling {s['coupling']:.4f} -> {f['coupling']:.4f} ms; "
+        print(f"summary: coupling share split {_pct(s['coupling'], s['total']):.1f} % -> fused "
+              f"{_pct(f['coupling'], f['total']):.1f} %; coupling {s['coupling']:.4f} -> {f['coupling']:.4f} ms; "
               f"launches {s['launches']:g} -> {f['launches']:g}; step {s['total']:.4f} -> {f['total']:.4f} ms")
     return 0
 

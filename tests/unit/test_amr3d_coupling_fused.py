@@ -209,15 +209,20 @@ def test_compact_rows_give_the_dense_rows_values_where_the_fixup_reads(interp):
 
 
 @needs_gxx
-def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys):
+def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys, monkeypatch):
     """tools/amr3d_coupling_profile.py on a small tree through the emulation (on the GPU it runs the
     benchmark tree and the sphere, whose preset selects the graph): it turns the graph off, says so,
     and reports both coupling paths' launches (the figures of time are the emulation's zeros)."""
     import importlib.util
     from pathlib import Path
 
+    from nagare.engine import backend
     from nagare.engine.amr3d.cases import THREE_LEVELS
 
+    plain = backend.get_backend
+    monkeypatch.setattr(backend, "get_backend",
+                        lambda name="auto": Backend("cupy", emulated_cupy, _cupy=emulated_cupy) if name == "cupy"
+                        else plain(name))
     path = Path(__file__).resolve().parents[2] / "tools" / "amr3d_coupling_profile.py"
     spec = importlib.util.spec_from_file_location("amr3d_coupling_profile", path)
     tool = importlib.util.module_from_spec(spec)
