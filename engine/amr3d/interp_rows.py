@@ -28,38 +28,52 @@ from . import d3q27
 
 @dataclass
 class InterpRows:
-    row: object  # (U + 1,) int32: position u's pairs are [row[u], row[u + 1])
-    slot: object  # (nnz,) int32: index into the coarse buffer's nodes (coarse_pts)
-    w: object  # (nnz,) float32 weights, never 0
+    count: object  # (U,) int32: position u's nonzero pairs, the first count[u] of its row
+    slot: object  # (U, S) int32: index into the coarse buffer's nodes (coarse_pts), nonzero pairs first
+    w: object  # (U, S) float32 weights in the same order (zeros after the row's count, never read)
     mask: object  # (U,) uint32: bit q set where the fix-up reads population q at position u
 
     @property
     def n(self) -> int:
-        return int(self.mask.size)
+        return int(self.mask.shape[0])
+
+    @property
+    def stride(self) -> int:
+        return int(self.slot.shape[1])
 
     def nbytes(self) -> int:
-        return int(self.row.nbytes + self.slot.nbytes + self.w.nbytes + self.mask.nbytes)
+        return int(self.count.nbytes + self.slot.nbytes + self.w.nbytes + self.mask.nbytes)
 
 
 def build(xp, interp_slot, interp_w, desc, n_fine: int) -> InterpRows:
     """The compact rows of a level from its dense rows (U, S) and its fix-up descriptors (Q, R):
     an entry −1 − j with Q · n_fine ≤ j < Q · n_fine + Q · U reads population (j − Q · n_fine) // U
-    of position (j − Q · n_fine) % U. ``n_fine``: the level's fine nodes (fine_pts.size)."""
+    of position (j − Q · n_fine) % U. ``n_fine``: the level's fine nodes (fine_pts.size).
+    The rows keep the dense shape (each row's nonzero pairs moved to its front in their order, the
+    zeros behind): on a device the build is whole-array operations without a read-back or an
+    upload (a regrid builds it while the device works: tests/unit/test_amr3d_regrid_count.py)."""
     slot, w = xp.asarray(interp_slot), xp.asarray(interp_w)
-    u_count = int(slot.shape[0])
+    u_count, stencil = int(slot.shape[0]), int(slot.shape[1])
     nz = w != 0
-    counts = nz.sum(axis=1, dtype=np.int64)
-    row = xp.zeros(u_count + 1, np.int64)
-    row[1:] = xp.cumsum(counts)
-    need = xp.zeros(d3q27.Q * u_count, bool)
-    if u_count:
-        d = xp.asarray(desc).reshape(-1)
-        j = -1 - d[d < 0].astype(np.int64) - d3q27.Q * int(n_fine)
-        need[j[(j >= 0) & (j < d3q27.Q * u_count)]] = True
-    bits = xp.asarray((np.uint32(1) << np.arange(d3q27.Q, dtype=np.uint32))[:, None])
-    mask = (need.reshape(d3q27.Q, u_count).astype(np.uint32) * bits).sum(axis=0, dtype=np.uint32)
-    return InterpRows(row=row.astype(np.int32), slot=slot[nz].astype(np.int32), w=w[nz].astype(np.float32),
-                      mask=mask)
+    count = nz.sum(axis=1, dtype=np.int32)
+    # each pair's column in the compact row: the nonzero ones first, each group in its order
+    first = xp.cumsum(nz, axis=1, dtype=np.int64) - 1
+    behind = count[:, None].astype(np.int64) + xp.cumsum(~nz, axis=1, dtype=np.int64) - 1
+    col = xp.where(nz, first, behind)
+    at = xp.arange(u_count, dtype=np.int64)[:, None] * stencil + col
+    cslot = xp.zeros(u_count * stencil, np.int32)
+    cw = xp.zeros(u_count * stencil, np.float32)
+    cslot[at.reshape(-1)] = slot.reshape(-1).astype(np.int32)
+    cw[at.reshape(-1)] = w.reshape(-1).astype(np.float32)
+    # the populations read: entries past the interpolated buffer's land in one spare slot
+    size = d3q27.Q * u_count
+    d = xp.asarray(desc).reshape(-1).astype(np.int64)
+    j = -1 - d - d3q27.Q * int(n_fine)
+    need = xp.zeros(size + 1, np.uint32)
+    need[xp.where((d < 0) & (j >= 0) & (j < size), j, size)] = 1
+    bits = xp.arange(d3q27.Q, dtype=np.uint32)[:, None]
+    mask = (need[:size].reshape(d3q27.Q, u_count) << bits).sum(axis=0, dtype=np.uint32)
+    return InterpRows(count=count, slot=cslot.reshape(u_count, stencil), w=cw.reshape(u_count, stencil), mask=mask)
 
 
 def apply(xp, rows: InterpRows, coarse, out) -> None:
@@ -68,14 +82,13 @@ def apply(xp, rows: InterpRows, coarse, out) -> None:
     u_count = rows.n
     if not u_count:
         return
-    row = rows.row.astype(np.int64)
-    length = row[1:] - row[:-1]
     acc = xp.zeros((coarse.shape[0], u_count), coarse.dtype)
-    for k in range(int(length.max(initial=0))):
-        sel = xp.nonzero(length > k)[0]
-        at = row[sel] + k
-        term = rows.w[at].astype(coarse.dtype) * coarse[:, rows.slot[at]]
+    for k in range(rows.stride):
+        sel = xp.nonzero(rows.count > k)[0]
+        if not sel.size:
+            break
+        term = rows.w[sel, k].astype(coarse.dtype) * coarse[:, rows.slot[sel, k]]
         acc[:, sel] = term if k == 0 else acc[:, sel] + term
-    bits = xp.asarray((np.uint32(1) << np.arange(d3q27.Q, dtype=np.uint32))[:, None])
-    need = (rows.mask[None, :] & bits) != 0
+    bits = xp.arange(d3q27.Q, dtype=np.uint32)[:, None]
+    need = ((rows.mask[None, :] >> bits) & 1) != 0
     out[need] = acc[need]

@@ -646,7 +646,8 @@ class CupyKernels:
         n = rows.n
         g, b = self._grid(2 * n)
         self.k["interp_rows"](g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")),
-                                     rows.row, rows.slot, rows.w, rows.mask, np.int32(n), np.int32(2),
+                                     rows.count, rows.slot, rows.w, np.int32(rows.stride), rows.mask, np.int32(n),
+                                     np.int32(2),
                                      st.interp_buf[lv], st.interp_half[lv]), stream=self.stream)
 
     def restrict_fine(self, st, lv, fine, alpha, a_s, a_t, forced):

@@ -189,7 +189,11 @@ def test_compact_rows_give_the_dense_rows_values_where_the_fixup_reads(interp):
             continue
         rows = interp_rows.build(np, c.interp_slot, c.interp_w, c.desc, c.fine_pts.size)
         U, S = c.interp_w.shape
-        assert rows.slot.size == np.count_nonzero(c.interp_w) < U * S
+        assert rows.count.sum() == np.count_nonzero(c.interp_w) < U * S
+        for u in range(0, U, 7):  # each row's nonzero pairs first, in the dense order
+            keep = c.interp_w[u] != 0
+            np.testing.assert_array_equal(rows.slot[u, :rows.count[u]], c.interp_slot[u, keep])
+            np.testing.assert_array_equal(rows.w[u, :rows.count[u]], c.interp_w[u, keep].astype(np.float32))
         nf = c.fine_pts.size
         j = -1 - c.desc[c.desc < 0] - 27 * nf
         j = j[(j >= 0) & (j < 27 * U)]

@@ -251,16 +251,16 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
     amr3d::interpolate_at<S>(coarse, ncoarse, slot, w, n, u, out);
 }
 
-// The compact rows (engine/amr3d/interp_rows.py): position u's nonzero pairs [row[u], row[u+1]) of
-// (slot, w), and only the populations of mask[u] (those the fix-up reads there) computed and
-// written, for nbuf (1 or 2) coarse buffers with the same stencils: threads u < n the first,
-// n <= u < 2n the second (a finer level's theta = 0 and theta = 1/2 values, amr3d_rescale_two).
-// The values are amr3d_interpolate's, bit for bit (interp_rows.py says why); the rest of out is
-// left as it was.
+// The compact rows (engine/amr3d/interp_rows.py): position u's nonzero pairs, the first count[u] of
+// its row of stride S in (slot, w), and only the populations of mask[u] (those the fix-up reads
+// there) computed and written, for nbuf (1 or 2) coarse buffers with the same stencils: threads
+// u < n the first, n <= u < 2n the second (a finer level's theta = 0 and theta = 1/2 values,
+// amr3d_rescale_two). The values are amr3d_interpolate's, bit for bit (interp_rows.py says why);
+// the rest of out is left as it was.
 __global__ void amr3d_interpolate_rows(const float* __restrict__ coarse0, const float* __restrict__ coarse1,
-                                       int ncoarse, const int* __restrict__ row, const int* __restrict__ slot,
-                                       const float* __restrict__ w, const unsigned int* __restrict__ mask, int n,
-                                       int nbuf, float* __restrict__ out0, float* __restrict__ out1)
+                                       int ncoarse, const int* __restrict__ count, const int* __restrict__ slot,
+                                       const float* __restrict__ w, int stride, const unsigned int* __restrict__ mask,
+                                       int n, int nbuf, float* __restrict__ out0, float* __restrict__ out1)
 {
     int u = blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= nbuf * n) return;
@@ -269,8 +269,9 @@ __global__ void amr3d_interpolate_rows(const float* __restrict__ coarse0, const 
     const float* __restrict__ coarse = second ? coarse1 : coarse0;
     float* __restrict__ out = second ? out1 : out0;
     const unsigned int need = mask[u];
-    const int a = row[u], b = row[u + 1];
-    if (need == 0u || a == b) return;
+    const int len = count[u];
+    if (need == 0u || len == 0) return;
+    const idx_t a = (idx_t)u * stride, b = a + len;
     float acc[Q];
     {
         const float w0 = w[a];
@@ -279,7 +280,7 @@ __global__ void amr3d_interpolate_rows(const float* __restrict__ coarse0, const 
         for (int q = 0; q < Q; ++q)
             if ((need >> q) & 1u) acc[q] = w0 * coarse[(idx_t)q * ncoarse + s0];
     }
-    for (int k = a + 1; k < b; ++k) {
+    for (idx_t k = a + 1; k < b; ++k) {
         const float ws = w[k];
         const idx_t ss = (idx_t)slot[k];
 #pragma unroll
