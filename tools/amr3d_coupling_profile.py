@@ -1,23 +1,91 @@
 """Where the level coupling of an amr3d tree spends its time, kernel kind by kind (GPU).
 
-    python tools/amr3d_coupling_profile.py [--rung naive] [--steps 20] [--set KEY=VALUE ...]
+    python tools/amr3d_coupling_profile.py [--preset amr3d-bench] [--rung naive-fused] [--steps 20]
+                                           [--coupling both|fused|split] [--storage native|fp16]
+                                           [--set KEY=VALUE ...]
 
-Runs the three-level benchmark tree (or the preset given with --preset/--set), wraps each kind of
-kernel launch of the tree stepper (rescale, interpolate, fix-up, restrict, and the rung's own
-kernels per level) in CUDA events, and prints milliseconds per coarse step for each kind and
-level, with the points each touches. The figures add up to the step time minus launch gaps.
+Runs the three-level benchmark tree (amr3d-bench with cases.THREE_LEVELS; another preset with
+--preset, e.g. amr3d-sphere-re100, whose own tree is then taken unless --set is given), wraps each
+kind of kernel launch of the tree stepper (the coupling's rescale, interpolate, restrict and their
+fused forms, the fix-up, and the rung's ladder kernels) in CUDA events, and prints milliseconds per
+coarse step for each kind and level, the coupling's share of the coarse step and its launches per
+coarse step. ``--coupling both`` measures the split launches (tree_stepper ``fused_coupling`` off:
+before) and the fused ones (after) on the same engine.
+
+The CUDA graph is off while the profiler wraps the phases (the events must be recorded between
+launches from the host; inside a graph capture they would be captured too, which is why a preset
+with graph = "on", such as the sphere's, failed here): each kind is timed alone, and the step time
+is that of launching every kernel from the host. The stepper is advanced directly, a coarse step at
+a time (no tracers, no regrid).
 """
 from __future__ import annotations
 
 import argparse
 import collections
 
+COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine", "fixup")
+WRAPPED = COUPLING + ("ladder",)
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole > 0 else float("nan")
+
+
+def profile(eng, cp, steps: int, fused: bool) -> dict:
+    st = eng.shape.stepper
+    st.fused_coupling = fused
+    k = st.kernels
+    events, calls, depth = [], collections.Counter(), [0]
+    originals = {name: getattr(type(k), name) for name in WRAPPED}
+
+    def wrap(name, fn):
+        def run(st_, lv, *args, **kw):
+            if depth[0]:  # (a fused method's own inner calls are part of its launch)
+                return fn(k, st_, lv, *args, **kw)
+            depth[0] += 1
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record(eng.stream)
+            try:
+                return fn(k, st_, lv, *args, **kw)
+            finally:
+                e.record(eng.stream)
+                depth[0] -= 1
+                events.append((name, lv, s, e))
+                calls[name] += 1
+        return run
+
+    for name, fn in originals.items():
+        setattr(k, name, wrap(name, fn))
+    try:
+        st.advance(2)  # compile and warm up
+        eng.synchronize()
+        events.clear()
+        calls.clear()
+        t0, t1 = cp.cuda.Event(), cp.cuda.Event()
+        t0.record(eng.stream)
+        st.advance(steps)
+        t1.record(eng.stream)
+        t1.synchronize()
+    finally:
+        for name in WRAPPED:
+            delattr(k, name)
+    total = cp.cuda.get_elapsed_time(t0, t1) / steps
+    per = collections.defaultdict(float)
+    for name, lv, s, e in events:
+        per[name, lv] += cp.cuda.get_elapsed_time(s, e) / steps
+    coupling = sum(t for (name, _), t in per.items() if name in COUPLING)
+    launches = sum(n for name, n in calls.items() if name in COUPLING and name != "fixup") / steps
+    fixups = calls["fixup"] / steps
+    return {"total": total, "per": dict(per), "coupling": coupling, "launches": launches, "fixups": fixups}
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="amr3d-bench")
-    ap.add_argument("--rung", default="naive")
+    ap.add_argument("--rung", default="naive-fused")
+    ap.add_argument("--storage", default="native", choices=("native", "fp16"))
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--coupling", default="both", choices=("both", "fused", "split"))
     ap.add_argument("--set", action="append", default=None)
     a = ap.parse_args(argv)
 
@@ -28,45 +96,37 @@ def main(argv=None) -> int:
     from nagare.engine.backend import get_backend
     from nagare.engine.presets import load_preset
 
-    over = a.set if a.set is not None else ["grid.leaves=[8, 8, 8]", THREE_LEVELS]
-    eng = AMR3D(load_preset(a.preset, over, backend="cupy"), get_backend("cupy"), variants={"kernels": a.rung})
-    events = []
-
-    def wrap(name, fn):
-        def run(st, lv, *args, **kw):
-            s, e = cp.cuda.Event(), cp.cuda.Event()
-            s.record(eng.stream)
-            out = fn(st, lv, *args, **kw)
-            e.record(eng.stream)
-            events.append((f"{name} L{lv}", s, e))
-            return out
-        return run
-
-    k = eng.shape.stepper.kernels
-    assert isinstance(k, CupyKernels), "a tree preset with a CUDA rung"
-    for name in ("rescale_points", "interpolate", "fixup", "restrict", "ladder"):
-        setattr(k, name, wrap(name, getattr(k, name)))
-    eng.step(2)  # compile and warm up
-    eng.synchronize()
-    events.clear()
-    t0, t1 = cp.cuda.Event(), cp.cuda.Event()
-    t0.record(eng.stream)
-    eng.step(a.steps)
-    t1.record(eng.stream)
-    t1.synchronize()
-    total = cp.cuda.get_elapsed_time(t0, t1) / a.steps
-    per = collections.defaultdict(float)
-    for name, s, e in events:
-        per[name] += cp.cuda.get_elapsed_time(s, e) / a.steps
-    c = eng.shape.stepper.coupling
-    print(f"tree: {[int((eng.forest.level == lv).sum()) for lv in eng.forest.levels]} leaves per level, "
-          f"rung {a.rung}, {total:.4f} ms per step (events)")
-    for lv, x in c.items():
-        print(f"  level {lv}: interface points {x.n_fix}, coarse nodes {x.coarse_pts.size}, "
-              f"positions {x.interp_slot.shape[0]}, fine nodes {x.fine_pts.size}, restricted {x.restrict_dst.size}")
-    for name in sorted(per, key=lambda n: -per[n]):
-        print(f"  {name:24s} {per[name]:.4f} ms/step")
-    print(f"  {'(sum)':24s} {sum(per.values()):.4f}   gaps {total - sum(per.values()):.4f}")
+    over = a.set if a.set is not None else (["grid.leaves=[8, 8, 8]", THREE_LEVELS] if a.preset == "amr3d-bench"
+                                            else [])
+    eng = AMR3D(load_preset(a.preset, over, backend="cupy"), get_backend("cupy"),
+                variants={"kernels": a.rung, "storage": a.storage, "graph": "off"})
+    st = eng.shape.stepper
+    assert isinstance(st.kernels, CupyKernels), "a tree preset with a CUDA rung"
+    print(f"preset {a.preset}: {[int((eng.forest.level == lv).sum()) for lv in eng.forest.levels]} leaves per level, "
+          f"rung {a.rung}, storage {a.storage}; graph OFF while profiling (each phase timed alone, every kernel "
+          f"launched from the host)")
+    for lv, x in st.coupling.items():
+        print(f"  level {lv}: interface points {x.n_fix}, coarse nodes {x.size_of('coarse_pts')}, "
+              f"positions {x.shape_of('interp_slot')[0]}, fine nodes {x.size_of('fine_pts')}, "
+              f"restricted {x.restrict_dst.size}")
+    extra = sum(b.nbytes for b in (*st.coarse_half.values(), *st.interp_half.values()))
+    print(f"  fused coupling's extra buffers (theta = 1/2 coarse and interpolated values): {extra / 1e6:.2f} MB")
+    modes = {"both": (False, True), "fused": (True,), "split": (False,)}[a.coupling]
+    out = {}
+    for fused in modes:
+        label = "fused" if fused else "split"
+        r = out[label] = profile(eng, cp, a.steps, fused)
+        print(f"[{label}] {r['total']:.4f} ms per coarse step (events), coupling {r['coupling']:.4f} ms = "
+              f"{_pct(r['coupling'], r['total']):.1f} % of the coarse step; coupling launches per coarse step "
+              f"{r['launches']:g} (+ {r['fixups']:g} fix-up launches)")
+        for (name, lv) in sorted(r["per"], key=lambda n: -r["per"][n]):
+            print(f"    {name + ' L' + str(lv):24s} {r['per'][name, lv]:.4f} ms/step")
+        print(f"    {'(sum)':24s} {sum(r['per'].values()):.4f}   gaps {r['total'] - sum(r['per'].values()):.4f}")
+    if len(out) == 2:
+        s, f = out["split"], out["fused"]
+        print(f"summary: coupling share split {_pct(s['coupling'], s['total']):.1f} % -> fused "
+              f"{_pct(f['coupling'], f['total']):.1f} %; coupling {s['coupling']:.4f} -> {f['coupling']:.4f} ms; "
+              f"launches {s['launches']:g} -> {f['launches']:g}; step {s['total']:.4f} -> {f['total']:.4f} ms")
     return 0
 
 

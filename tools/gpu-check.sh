@@ -60,6 +60,12 @@
 #                 `nagare bench amr3d --case vortex-adapt --only naive-fused` (its Regrids table:
 #                 the warm regrid < 50 ms?), tools/amr3d_regrid_profile.py --backend cupy (parts alone, then
 #                 whole regrids as a run does them and serial); everything packed into $OUT/regrid.tgz
+#   amr3d-coupling issue 38 (fused level coupling), < 240 s (timeouts 70 + 25 + 25 + 35 + 45 + 35): the coupling's
+#                 gpu tests (tests/equivalence/test_amr3d_coupling_gpu.py: fused = split bit for bit, fp32/fp16,
+#                 graph, checkpoint), compute-sanitizer memcheck + racecheck of its small two-level case (fp32 and
+#                 fp16), tools/amr3d_coupling_profile.py on the three-level tree and the sphere (graph off; split =
+#                 before, fused = after: coupling share of the coarse step, launches), `nagare bench amr3d --case
+#                 three-levels --only naive-fused`; everything packed into $OUT/amr3d-coupling.tgz
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -322,6 +328,28 @@ PY
       timeout 60 python3 tools/amr3d_regrid_profile.py --backend cupy > "$d/profile.txt" 2>&1
       echo "profile exit $?"; grep "^whole regrid" "$d/profile.txt" | grep -v serial
       tar czf "$OUT/regrid.tgz" -C "$OUT" regrid && rm -rf "$d" ;;
+    amr3d-coupling)
+      d="$OUT/amr3d-coupling"
+      # a cold kernel cache compiles the coupling module and the m = 9 ladders here (the later steps load them)
+      timeout -k 5 70 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs \
+        tests/equivalence/test_amr3d_coupling_gpu.py > "$d/gpu-tests.log" 2>&1
+      echo "coupling gpu tests: $(tail -n 1 "$d/gpu-tests.log")"
+      for tool in memcheck racecheck; do
+        timeout -k 5 25 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -m gpu -p no:cacheprovider \
+          -p no:xvfb -o addopts= tests/equivalence/test_amr3d_coupling_gpu.py -k sanitizer_case \
+          > "$d/sanitizer-$tool.txt" 2>&1
+        echo "$tool exit $?: $(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|passed\|failed" "$d/sanitizer-$tool.txt" | tail -n 2 | tr '\n' ' ')"
+      done
+      timeout -k 5 35 python3 tools/amr3d_coupling_profile.py --steps 20 > "$d/profile-three-levels.txt" 2>&1
+      echo "profile three-levels exit $?"; grep -h "^\[\|^summary\|extra buffers" "$d/profile-three-levels.txt"
+      timeout -k 5 45 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 10 \
+        > "$d/profile-sphere.txt" 2>&1
+      echo "profile sphere exit $?"; grep -h "^\[\|^summary\|extra buffers" "$d/profile-sphere.txt"
+      timeout -k 5 35 nagare bench amr3d --backend cupy --case three-levels --only naive-fused --min-time 0.3 \
+        --out "$d/bench" > "$d/bench.log" 2>&1
+      echo "bench exit $?"; tail -n 12 "$d/bench.log"
+      cp "$OUT/info.txt" "$d/" 2>/dev/null
+      tar czf "$OUT/amr3d-coupling.tgz" -C "$OUT" amr3d-coupling && rm -rf "$d" ;;
     *) echo "gpu-check: unknown stage $stage" ;;
   esac
 done

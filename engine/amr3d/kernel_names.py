@@ -44,15 +44,20 @@ COUPLING = {"rescale": "amr3d_rescale_points<float>", "restrict": "amr3d_restric
             "fixup32": "amr3d_fixup<int>", "fixup64": "amr3d_fixup<long long>",
             "outflow": "amr3d_outflow_points<float>", "set_points": "amr3d_set_points<float>",
             "links": "amr3d_links<float>",
+            "rescale_two": "amr3d_rescale_two<float>", "restrict_fine": "amr3d_restrict_fine<float>",
+            "interp_rows": "amr3d_interpolate_rows",
             "rescale_16": "amr3d_rescale_points<unsigned short>", "restrict_16": "amr3d_restrict<unsigned short>",
             "fixup32_16": "amr3d_fixup<int,unsigned short>", "fixup64_16": "amr3d_fixup<long long,unsigned short>",
             "outflow_16": "amr3d_outflow_points<unsigned short>", "set_points_16": "amr3d_set_points<unsigned short>",
-            "links_16": "amr3d_links<unsigned short>"}
+            "links_16": "amr3d_links<unsigned short>",
+            "rescale_two_16": "amr3d_rescale_two<unsigned short>",
+            "restrict_fine_16": "amr3d_restrict_fine<unsigned short>"}
 
 
 def interpolate(stencil: int) -> str:
     """The coarse interpolation of ``stencil`` points (8: P0's trilinear, 27: quadratic)."""
     return f"amr3d_interpolate<{stencil}>"
+
 
 
 # the fix-up's velocities for the CSM's coefficient at the interface points

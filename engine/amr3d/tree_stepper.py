@@ -22,6 +22,18 @@ f − w in IEEE half (storage.to_fp16; d3q27.cuh load_pop/store_pop), every kern
 writes them converts, the arithmetic stays fp32. The interface buffers stay fp32 (coupling.cu says
 why). The state seen from outside (state, level_state, populations, set_state) is fp32.
 
+Fused coupling (``fused_coupling``, the default; False launches each operation alone, as before):
+level l−1 does not change between level l's two steps (θ = 0 and ½), so level l's first step
+computes both steps' coarse values in one launch (amr3d_rescale_two, with that step's fine values)
+and interpolates both in one (amr3d_interpolate_rows: from compact rows, nonzero weights only and
+only the populations the fix-up reads, interp_rows.py), into a second coarse and interpolated buffer
+(``coarse_half``, ``interp_half``: the extra memory, Q · 4 bytes per coarse node and per source
+position of each finer level); the restriction l+1 → l at the end of level l's first step waits for
+the start of its second, whose fine values it joins (amr3d_restrict_fine: both rescale level l+1's
+current buffer to level l, and nothing runs between them). Every value is the split launches' value,
+bit for bit (the same device functions, the same inputs); the three-level benchmark tree's coupling
+goes from 18 launches a coarse step to 10.
+
 Timing phases (one coarse step = one step): ``inner``/``shell`` (or ``step`` for one-kernel rungs)
 summed over every level step, ``coupling`` (interface buffers, fix-up, restriction; with
 ``naive-fused`` the fix-up is inside the ladder's ``step``), ``boundary``, and ``les`` (the CSM's
@@ -31,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import boundaries, collision, d3q27, interface, leafgrid, levels, storage
+from . import boundaries, collision, d3q27, interface, interp_rows, leafgrid, levels, storage
 from .collision import Collision
 from .gpu import LadderStepper, _no_phase, coupling_kernels, graph_batch  # (gpu.py imports no CuPy at module level)
 from .interface import LevelCoupling
@@ -84,6 +96,12 @@ class TreeStepper:
         self.coarse_buf = {lv: xp.zeros((d3q27.Q, c.size_of("coarse_pts")), dtype) for lv, c in coupling.items()}
         self.interp_buf = {lv: xp.zeros((d3q27.Q, c.shape_of("interp_slot")[0]), dtype) for lv, c in coupling.items()}
         self.link_buf = {lv: xp.zeros(c.link_i1.size, dtype) for lv, c in coupling.items()}
+        # fused coupling: the coarse values and their interpolation at θ = ½, computed with θ = 0's
+        self.fused_coupling = True
+        self.coarse_half = {lv: xp.zeros_like(b) for lv, b in self.coarse_buf.items()}
+        self.interp_half = {lv: xp.zeros_like(b) for lv, b in self.interp_buf.items()}
+        self._half_step: dict = {}  # level → its step in progress is the θ = ½ one (fused: reads interp_half)
+        self._pending: set = set()  # levels whose restriction waits for their next step's start
         # the CSM's coefficient C per point of each level (one value a point; collision.py) and the
         # copies of shared nodes that take their owner's C (ladder.shared_copies)
         self.csm_coef, self.csm_copies = {}, {}
@@ -226,14 +244,37 @@ class TreeStepper:
             with (phase or _no_phase)("coupling"):
                 self.kernels.restrict(self, lv, *_scale(self.tau0, self.accel0, lv + 1, lv))
 
+    def interp_now(self, lv: int):
+        """The interpolated buffer the level's step in progress reads (fused: θ = ½'s own)."""
+        return self.interp_half[lv] if self._half_step.get(lv) else self.interp_buf[lv]
+
+    def _coupling_in(self, lv: int, theta: float) -> None:
+        """The interface buffers a level step reads, launched alone (split) or fused."""
+        c, k = self.coupling[lv], self.kernels
+        has_coarse, has_fine = bool(c.size_of("coarse_pts")), bool(c.size_of("fine_pts"))
+        if not self.fused_coupling:
+            self._half_step[lv] = False
+            if has_coarse:
+                k.rescale_points(self, lv, lv - 1, theta, *_scale(self.tau0, self.accel0, lv - 1, lv))
+                k.interpolate(self, lv)
+            if has_fine:
+                k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
+            return
+        self._half_step[lv] = theta == 0.5
+        if theta == 0.0 and has_coarse:  # both steps' coarse values (and this step's fine ones)
+            k.rescale_two(self, lv, _scale(self.tau0, self.accel0, lv - 1, lv),
+                          _scale(self.tau0, self.accel0, lv + 1, lv) if has_fine else None)
+            k.interpolate_two(self, lv)
+        elif lv in self._pending:  # θ = ½: the first step's restriction with this step's fine values
+            self._pending.discard(lv)
+            k.restrict_fine(self, lv, has_fine, *_scale(self.tau0, self.accel0, lv + 1, lv))
+        elif has_fine:
+            k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
+
     def _advance(self, lv: int, theta: float, phase) -> None:
         c, k = self.coupling[lv], self.kernels
         with phase("coupling"):
-            if c.size_of("coarse_pts"):
-                k.rescale_points(self, lv, lv - 1, theta, *_scale(self.tau0, self.accel0, lv - 1, lv))
-                k.interpolate(self, lv)
-            if c.size_of("fine_pts"):
-                k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
+            self._coupling_in(lv, theta)
         if c.link_i1.size:  # (reads the level's current buffer only: before the ladder, for the CSM's pre-pass)
             with phase("boundary"):
                 k.links(self, lv)
@@ -251,10 +292,14 @@ class TreeStepper:
         if lv + 1 in self.bufs:
             self._advance(lv + 1, 0.0, phase)
             self._advance(lv + 1, 0.5, phase)
-            self._restrict(lv, phase)
+            if self.fused_coupling and theta == 0.0 and lv != self.levels[0] and c.restrict_dst.size:
+                self._pending.add(lv)  # (level lv's θ = ½ step follows at once: restrict_fine)
+            else:
+                self._restrict(lv, phase)
 
     def _step(self, timed: bool) -> None:
         self._phases_seen.clear()
+        self._pending.clear()
         self._advance(self.levels[0], 0.0, self._phase if timed else _no_phase)
 
     def advance(self, n: int, graph: bool = False) -> None:
@@ -265,7 +310,7 @@ class TreeStepper:
         with self.timer.phase("step", steps=n):
             while n:
                 c = graph_batch(n)
-                key = (c,) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
+                key = (c, self.fused_coupling) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
                 g = self._graphs.get(key)
                 if g is None:  # the capture runs the steps' Python once: their buffer swaps are done
                     g = self._graphs[key] = self.kernels.capture(lambda c=c: [self._step(False) for _ in range(c)])
@@ -328,6 +373,9 @@ class NumpyKernels:
         names = ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w", "restrict_dst", "restrict_src",
                  "link_i1", "link_i2", "link_w1", "link_w2")
         self.dev = {lv: {k: xp.asarray(getattr(c, k)) for k in names} for lv, c in st.coupling.items()}
+        for lv, c in st.coupling.items():  # the fused coupling's compact rows (interp_rows.py)
+            d = self.dev[lv]
+            d["rows"] = interp_rows.build(xp, d["interp_slot"], d["interp_w"], d["desc"], d["fine_pts"].size)
 
     def ladder(self, st, lv, phase):
         cur, nxt = st.bufs[lv]
@@ -344,7 +392,7 @@ class NumpyKernels:
             g[:, self.dev[lv]["fix_pts"]] = self._fix_gather(st, lv)
         st.csm_coef[lv][...] = collision.csm_coefficient(xp, g.reshape(cur.shape), st.csm_copies[lv])
 
-    def rescale_points(self, st, lv, other, theta, alpha, a_s, a_t, forced):
+    def rescale_points(self, st, lv, other, theta, alpha, a_s, a_t, forced, out=None):
         cur, prev = st.bufs[other]
         pts = self.dev[lv]["fine_pts" if other > lv else "coarse_pts"]
         q = d3q27.Q
@@ -355,18 +403,37 @@ class NumpyKernels:
         else:
             t = cur.dtype.type
             f = t(1.0 - theta) * prev.reshape(q, -1)[:, pts] + t(theta) * cur.reshape(q, -1)[:, pts]
-        out = (st.fine_buf if other > lv else st.coarse_buf)[lv]
+        out = (st.fine_buf if other > lv else st.coarse_buf)[lv] if out is None else out
         out[...] = levels.rescale(st.xp, f, st.tau0, other, lv, st.accel0)
 
-    def interpolate(self, st, lv):
+    def rescale_two(self, st, lv, coarse_scale, fine_scale):
+        """amr3d_rescale_two: the coarse values at θ = 0 and ½, and (fine_scale not None) the fine ones."""
+        self.rescale_points(st, lv, lv - 1, 0.0, *coarse_scale)
+        self.rescale_points(st, lv, lv - 1, 0.5, *coarse_scale, out=st.coarse_half[lv])
+        if fine_scale is not None:
+            self.rescale_points(st, lv, lv + 1, 1.0, *fine_scale)
+
+    def interpolate_two(self, st, lv):
+        """amr3d_interpolate_rows of both time levels: the compact rows, the fix-up's populations only."""
+        rows = self.dev[lv]["rows"]
+        interp_rows.apply(st.xp, rows, st.coarse_buf[lv], st.interp_buf[lv])
+        interp_rows.apply(st.xp, rows, st.coarse_half[lv], st.interp_half[lv])
+
+    def restrict_fine(self, st, lv, fine, alpha, a_s, a_t, forced):
+        """amr3d_restrict_fine: the restriction lv+1 → lv and (``fine``) level lv's fine values."""
+        self.restrict(st, lv, alpha, a_s, a_t, forced)
+        if fine:
+            self.rescale_points(st, lv, lv + 1, 1.0, alpha, a_s, a_t, forced)
+
+    def interpolate(self, st, lv, cb=None, out=None):
         d = self.dev[lv]
-        cb = st.coarse_buf[lv]
+        cb = st.coarse_buf[lv] if cb is None else cb
         w = st.xp.asarray(d["interp_w"], dtype=cb.dtype)
         slot = d["interp_slot"]
         v = w[:, 0] * cb[:, slot[:, 0]]
         for s in range(1, slot.shape[1]):
             v = v + w[:, s] * cb[:, slot[:, s]]
-        st.interp_buf[lv][...] = v
+        (st.interp_buf[lv] if out is None else out)[...] = v
 
     def restrict(self, st, lv, alpha, a_s, a_t, forced, provisional=False):
         """Level lv's copies of level lv+1 nodes ← the rescaled fine values; ``provisional``: only
@@ -393,7 +460,7 @@ class NumpyKernels:
         ni = st.interp_buf[lv].size
         coarse = (~direct) & (j >= nf) & (j < nf + ni)
         if ni:
-            g[coarse] = st.interp_buf[lv].reshape(-1)[j[coarse] - nf]
+            g[coarse] = st.interp_now(lv).reshape(-1)[j[coarse] - nf]
         link = (~direct) & (j >= nf + ni)
         if st.link_buf[lv].size:
             g[link] = st.link_buf[lv][j[link] - nf - ni]
@@ -493,6 +560,8 @@ class CupyKernels:
                 fix_of = xp.full(c.n * st.block[lv]**3, -1, np.int32)
                 fix_of[d["fix_pts"]] = xp.arange(c.n_fix, dtype=np.int32)
                 d["fix_of"] = fix_of
+            if c.size_of("coarse_pts"):  # the fused coupling's compact rows (interp_rows.py), built on the device
+                d["rows"] = interp_rows.build(xp, d["interp_slot"], d["interp_w"], d["desc"], c.size_of("fine_pts"))
             self.dev[lv] = d
         # taken: the device copies the stepper does not hold are dropped here; the tables a device build
         # left on the device for their first host use (LevelCoupling.keep_on_device: the descriptors in
@@ -521,7 +590,7 @@ class CupyKernels:
         kern = stepper.k[("naive_fix64" if d["fixup"] == "fixup64" else "naive_fix32") + self.half]
         g, b = self._grid(c.n * self.m3[lv])
         kern(g, b, (cur, nxt, stepper.nbr, np.int32(c.n), d["fix_of"], d["desc"], np.int32(c.n_fix),
-                    st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                    st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_now(lv),
                     np.int64(st.interp_buf[lv].size), st.link_buf[lv], *stepper.scalars)
              + ((st.csm_coef[lv],) if st.collision.csm else ()), stream=self.stream)
 
@@ -535,7 +604,7 @@ class CupyKernels:
             g, b = self._grid(c.n_fix)
             kern = self.k["csm_fix64" if d["fixup"] == "fixup64" else "csm_fix32"]
             kern(g, b, (cur, nxt, d["fix_pts"], d["desc"], np.int32(c.n_fix), np.int64(c.n * self.m3[lv]),
-                        st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                        st.fine_buf[lv], np.int64(st.fine_buf[lv].size), st.interp_now(lv),
                         np.int64(st.interp_buf[lv].size), st.link_buf[lv]), stream=self.stream)
         stepper.csm_coefficient(nxt)
 
@@ -549,6 +618,48 @@ class CupyKernels:
         plane = np.int64(st.coupling[other].n * self.m3[other])
         self.k["rescale" + self.half](g, b, (cur, prev, pts, np.int32(pts.size), plane, f32(theta), f32(alpha),
                                              *map(f32, a_s), *map(f32, a_t), np.int32(forced), out), stream=self.stream)
+
+    def _scalars(self, scale):
+        alpha, a_s, a_t, forced = scale
+        f32 = np.float32
+        return (f32(alpha), *map(f32, a_s), *map(f32, a_t), np.int32(forced))
+
+    def rescale_two(self, st, lv, coarse_scale, fine_scale):
+        """amr3d_rescale_two: level lv−1's points at θ = 0 and ½ and, with fine_scale, level lv+1's."""
+        d = self.dev[lv]
+        cpts, fpts = d["coarse_pts"], d["fine_pts"]
+        nf = fpts.size if fine_scale is not None else 0
+        ccur, cprev = st.bufs[lv - 1]
+        fcur = st.bufs[lv + 1][0] if nf else ccur  # (not read without fine points)
+        fplane = st.coupling[lv + 1].n * self.m3[lv + 1] if nf else 0
+        g, b = self._grid(cpts.size + nf)
+        self.k["rescale_two" + self.half](
+            g, b, (ccur, cprev, cpts, np.int32(cpts.size), np.int64(st.coupling[lv - 1].n * self.m3[lv - 1]),
+                   *self._scalars(coarse_scale), st.coarse_buf[lv], st.coarse_half[lv],
+                   fcur, fpts, np.int32(nf), np.int64(fplane),
+                   *self._scalars(fine_scale if nf else coarse_scale), st.fine_buf[lv]), stream=self.stream)
+
+    def interpolate_two(self, st, lv):
+        """Both time levels' interpolation from the compact rows (interp_rows.py: nonzero weights,
+        the fix-up's populations only) in one launch."""
+        c, rows = st.coupling[lv], self.dev[lv]["rows"]
+        n = rows.n
+        g, b = self._grid(2 * n)
+        self.k["interp_rows"](g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")),
+                                     rows.count, rows.slot, rows.w, np.int32(rows.stride), rows.mask, np.int32(n),
+                                     np.int32(2),
+                                     st.interp_buf[lv], st.interp_half[lv]), stream=self.stream)
+
+    def restrict_fine(self, st, lv, fine, alpha, a_s, a_t, forced):
+        """amr3d_restrict_fine: the restriction lv+1 → lv and (``fine``) level lv's fine values."""
+        d = self.dev[lv]
+        dst, src, fpts = d["restrict_dst"], d["restrict_src"], d["fine_pts"]
+        nf = fpts.size if fine else 0
+        g, b = self._grid(dst.size + nf)
+        self.k["restrict_fine" + self.half](
+            g, b, (st.bufs[lv + 1][0], st.bufs[lv][0], src, dst, np.int32(dst.size), fpts, np.int32(nf),
+                   np.int64(st.coupling[lv + 1].n * self.m3[lv + 1]), np.int64(st.coupling[lv].n * self.m3[lv]),
+                   *self._scalars((alpha, a_s, a_t, forced)), st.fine_buf[lv]), stream=self.stream)
 
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]
@@ -583,7 +694,7 @@ class CupyKernels:
         ax, ay, az = levels.accel_at(st.accel0, lv)
         self.k[d["fixup"] + self.half](g, b, (src, dst, d["fix_pts"], d["desc"], np.int32(n),
                                               np.int64(c.n * self.m3[lv]), st.fine_buf[lv],
-                                              np.int64(st.fine_buf[lv].size), st.interp_buf[lv],
+                                              np.int64(st.fine_buf[lv].size), st.interp_now(lv),
                                               np.int64(st.interp_buf[lv].size), st.link_buf[lv],
                                               f32(1.0 / tau), f32(ax), f32(ay), f32(az))
                                        + ((st.csm_coef[lv],) if st.collision.csm else ()), stream=self.stream)

@@ -6,6 +6,14 @@
 //                          previous and current buffer and rescaled to a neighbour level
 //                          (engine/amr3d/levels.py rescale): the interface buffers
 //   amr3d_restrict         coarse copies of fine-owned nodes take the rescaled fine value
+//   amr3d_rescale_two      a finer level's first step: the coarse values at theta = 0 AND 1/2 (the
+//                          coarse level is unchanged between its two steps) and the fine values, in
+//                          one launch (tree_stepper.py, fused coupling)
+//   amr3d_restrict_fine    the restriction l+1 -> l deferred to the start of level l's second step,
+//                          with that step's fine values (both rescale level l+1 -> l)
+//   amr3d_interpolate_rows amr3d_interpolate from compact rows (nonzero weights only, and only the
+//                          populations the fix-up reads: interp_rows.py), for one or both time
+//                          levels' coarse buffers in one launch (the fused coupling's)
 //   amr3d_interpolate<S>   all 27 populations at each distinct source position in a coarser leaf
 //                          (S = 8 trilinear, 27 quadratic stencil points), a thread per position
 //   amr3d_fixup            interface points (a pull source on another level or beyond a side):
@@ -75,19 +83,13 @@ __device__ __forceinline__ void rescale(float f[Q], float alpha, float asx, floa
 
 }  // namespace amr3d
 
-// out[q * n + r] = rescale((1 - theta) prev[pts[r]] + theta cur[pts[r]]); theta == 0 reads prev
-// only, theta == 1 cur only (the reference's three cases, same arithmetic).
-template <typename S = float>
-__global__ void amr3d_rescale_points(const S* __restrict__ cur, const S* __restrict__ prev,
-                                                const long long* __restrict__ pts, int n, long long plane,
-                                                float theta, float alpha, float asx, float asy, float asz,
-                                                float atx, float aty, float atz, int forced,
-                                                float* __restrict__ out)
+namespace amr3d {
+// The populations of point p time-interpolated between prev and cur: theta == 0 reads prev only,
+// theta == 1 cur only (the reference's three cases, same arithmetic).
+template <typename S>
+__device__ __forceinline__ void load_at_time(const S* __restrict__ cur, const S* __restrict__ prev, idx_t p,
+                                             idx_t plane, float theta, float f[Q])
 {
-    const int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n) return;
-    const idx_t p = (idx_t)pts[r];
-    float f[Q];
     if (theta == 0.f) {
 #pragma unroll
         for (int q = 0; q < Q; ++q) f[q] = d3q27::load_pop(prev, q * plane + p, q);
@@ -100,12 +102,84 @@ __global__ void amr3d_rescale_points(const S* __restrict__ cur, const S* __restr
         for (int q = 0; q < Q; ++q)
             f[q] = a * d3q27::load_pop(prev, q * plane + p, q) + theta * d3q27::load_pop(cur, q * plane + p, q);
     }
-    amr3d::rescale(f, alpha, asx, asy, asz, atx, aty, atz, forced != 0);
+}
+
+// out[q * n + r] = rescale(point pts[r] at theta)
+template <typename S>
+__device__ __forceinline__ void rescale_point(const S* __restrict__ cur, const S* __restrict__ prev,
+                                              const long long* __restrict__ pts, int n, int r, idx_t plane,
+                                              float theta, float alpha, float asx, float asy, float asz, float atx,
+                                              float aty, float atz, bool forced, float* __restrict__ out)
+{
+    float f[Q];
+    load_at_time(cur, prev, (idx_t)pts[r], plane, theta, f);
+    rescale(f, alpha, asx, asy, asz, atx, aty, atz, forced);
 #pragma unroll
     for (int q = 0; q < Q; ++q) out[(idx_t)q * n + r] = f[q];
 }
+}  // namespace amr3d
 
-// dst[q][dst_pts[r]] = rescale(src[q][src_pts[r]]) (fine -> coarse, injection of coincident nodes).
+// out[q * n + r] = rescale((1 - theta) prev[pts[r]] + theta cur[pts[r]])
+template <typename S = float>
+__global__ void amr3d_rescale_points(const S* __restrict__ cur, const S* __restrict__ prev,
+                                                const long long* __restrict__ pts, int n, long long plane,
+                                                float theta, float alpha, float asx, float asy, float asz,
+                                                float atx, float aty, float atz, int forced,
+                                                float* __restrict__ out)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    amr3d::rescale_point(cur, prev, pts, n, r, (idx_t)plane, theta, alpha, asx, asy, asz, atx, aty, atz, forced != 0,
+                         out);
+}
+
+// A finer level's first step (theta = 0): threads r < nc rescale coarse point cpts[r] at theta = 0
+// into out0 and at theta = 1/2 into out_half (level l-1 does not change between level l's two
+// steps, so the second step's coarse values are known now: one launch instead of two, and the
+// second read of the point hits the cache); threads nc <= r < nc + nf rescale fine point
+// fpts[r - nc] (level l+1's current buffer, theta = 1) into fout. Each value is
+// amr3d_rescale_points' for the same point, bit for bit (the same device function).
+template <typename S = float>
+__global__ void amr3d_rescale_two(const S* __restrict__ ccur, const S* __restrict__ cprev,
+                                  const long long* __restrict__ cpts, int nc, long long cplane, float calpha,
+                                  float casx, float casy, float casz, float catx, float caty, float catz, int cforced,
+                                  float* __restrict__ out0, float* __restrict__ out_half, const S* __restrict__ fcur,
+                                  const long long* __restrict__ fpts, int nf, long long fplane, float falpha,
+                                  float fasx, float fasy, float fasz, float fatx, float faty, float fatz, int fforced,
+                                  float* __restrict__ fout)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < nc) {
+        amr3d::rescale_point(ccur, cprev, cpts, nc, r, (idx_t)cplane, 0.f, calpha, casx, casy, casz, catx, caty, catz,
+                             cforced != 0, out0);
+        amr3d::rescale_point(ccur, cprev, cpts, nc, r, (idx_t)cplane, 0.5f, calpha, casx, casy, casz, catx, caty,
+                             catz, cforced != 0, out_half);
+    } else if (r < nc + nf) {
+        amr3d::rescale_point(fcur, fcur, fpts, nf, r - nc, (idx_t)fplane, 1.f, falpha, fasx, fasy, fasz, fatx, faty,
+                             fatz, fforced != 0, fout);
+    }
+}
+
+// The restriction of one pair (amr3d_restrict): dst[q][dst_pts[r]] = rescale(src[q][src_pts[r]])
+namespace amr3d {
+template <typename S>
+__device__ __forceinline__ void restrict_point(const S* __restrict__ src, S* __restrict__ dst,
+                                               const long long* __restrict__ src_pts,
+                                               const long long* __restrict__ dst_pts, int r, idx_t src_plane,
+                                               idx_t dst_plane, float alpha, float asx, float asy, float asz,
+                                               float atx, float aty, float atz, bool forced)
+{
+    const idx_t s = (idx_t)src_pts[r], d = (idx_t)dst_pts[r];
+    float f[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) f[q] = d3q27::load_pop(src, q * src_plane + s, q);
+    rescale(f, alpha, asx, asy, asz, atx, aty, atz, forced);
+#pragma unroll
+    for (int q = 0; q < Q; ++q) d3q27::store_pop(dst, q * dst_plane + d, q, f[q]);
+}
+}  // namespace amr3d
+
+// Fine -> coarse, injection of coincident nodes: restrict_point for each of the n pairs.
 template <typename S = float>
 __global__ void amr3d_restrict(const S* __restrict__ src, S* __restrict__ dst,
                                           const long long* __restrict__ src_pts, const long long* __restrict__ dst_pts,
@@ -114,25 +188,41 @@ __global__ void amr3d_restrict(const S* __restrict__ src, S* __restrict__ dst,
 {
     const int r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
-    const idx_t s = (idx_t)src_pts[r], d = (idx_t)dst_pts[r];
-    float f[Q];
-#pragma unroll
-    for (int q = 0; q < Q; ++q) f[q] = d3q27::load_pop(src, q * src_plane + s, q);
-    amr3d::rescale(f, alpha, asx, asy, asz, atx, aty, atz, forced != 0);
-#pragma unroll
-    for (int q = 0; q < Q; ++q) d3q27::store_pop(dst, q * dst_plane + d, q, f[q]);
+    amr3d::restrict_point(src, dst, src_pts, dst_pts, r, (idx_t)src_plane, (idx_t)dst_plane, alpha, asx, asy, asz, atx,
+                          aty, atz, forced != 0);
+}
+
+// The restriction l+1 -> l (threads r < nr: amr3d_restrict's pairs) and the fine values of level
+// l's next step (threads nr <= r < nr + nf: fine point fpts[r - nr] of level l+1, theta = 1, into
+// fout) in one launch: both rescale level l+1's current buffer to level l (one alpha, one pair of
+// accelerations), and neither reads what the other writes (the restriction writes level l only).
+template <typename S = float>
+__global__ void amr3d_restrict_fine(const S* __restrict__ src, S* __restrict__ dst,
+                                    const long long* __restrict__ src_pts, const long long* __restrict__ dst_pts,
+                                    int nr, const long long* __restrict__ fpts, int nf, long long src_plane,
+                                    long long dst_plane, float alpha, float asx, float asy, float asz, float atx,
+                                    float aty, float atz, int forced, float* __restrict__ fout)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < nr) {
+        amr3d::restrict_point(src, dst, src_pts, dst_pts, r, (idx_t)src_plane, (idx_t)dst_plane, alpha, asx, asy, asz,
+                              atx, aty, atz, forced != 0);
+    } else if (r < nr + nf) {
+        amr3d::rescale_point(src, src, fpts, nf, r - nr, (idx_t)src_plane, 1.f, alpha, asx, asy, asz, atx, aty, atz,
+                             forced != 0, fout);
+    }
 }
 
 // All 27 populations at each distinct source position inside a coarser leaf: out[q][u] =
 // sum_s w[u][s] coarse[q][slot[u][s]] in the order s = 0..S-1 (the reference's order). The stencil
 // row is read once for the 27 populations it serves (a thread per (population, position) reads it
 // 27 times and is several times slower: docs/benchmarks/amr3d-design-figures/README.md).
+namespace amr3d {
 template <int S>
-__global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse, const long long* __restrict__ slot,
-                                  const float* __restrict__ w, int n, float* __restrict__ out)
+__device__ __forceinline__ void interpolate_at(const float* __restrict__ coarse, int ncoarse,
+                                               const long long* __restrict__ slot, const float* __restrict__ w, int n,
+                                               int u, float* __restrict__ out)
 {
-    const int u = blockIdx.x * blockDim.x + threadIdx.x;
-    if (u >= n) return;
     float acc[Q];
     const idx_t row = (idx_t)u * S;
     {
@@ -149,6 +239,57 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
     }
 #pragma unroll
     for (int q = 0; q < Q; ++q) out[(idx_t)q * n + u] = acc[q];
+}
+}  // namespace amr3d
+
+template <int S>
+__global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse, const long long* __restrict__ slot,
+                                  const float* __restrict__ w, int n, float* __restrict__ out)
+{
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n) return;
+    amr3d::interpolate_at<S>(coarse, ncoarse, slot, w, n, u, out);
+}
+
+// The compact rows (engine/amr3d/interp_rows.py): position u's nonzero pairs, the first count[u] of
+// its row of stride S in (slot, w), and only the populations of mask[u] (those the fix-up reads
+// there) computed and written, for nbuf (1 or 2) coarse buffers with the same stencils: threads
+// u < n the first, n <= u < 2n the second (a finer level's theta = 0 and theta = 1/2 values,
+// amr3d_rescale_two). The values are amr3d_interpolate's, bit for bit (interp_rows.py says why);
+// the rest of out is left as it was.
+__global__ void amr3d_interpolate_rows(const float* __restrict__ coarse0, const float* __restrict__ coarse1,
+                                       int ncoarse, const int* __restrict__ count, const int* __restrict__ slot,
+                                       const float* __restrict__ w, int stride, const unsigned int* __restrict__ mask,
+                                       int n, int nbuf, float* __restrict__ out0, float* __restrict__ out1)
+{
+    int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= nbuf * n) return;
+    const bool second = u >= n;
+    if (second) u -= n;
+    const float* __restrict__ coarse = second ? coarse1 : coarse0;
+    float* __restrict__ out = second ? out1 : out0;
+    const unsigned int need = mask[u];
+    const int len = count[u];
+    if (need == 0u || len == 0) return;
+    const idx_t a = (idx_t)u * stride, b = a + len;
+    float acc[Q];
+    {
+        const float w0 = w[a];
+        const idx_t s0 = (idx_t)slot[a];
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+            if ((need >> q) & 1u) acc[q] = w0 * coarse[(idx_t)q * ncoarse + s0];
+    }
+    for (idx_t k = a + 1; k < b; ++k) {
+        const float ws = w[k];
+        const idx_t ss = (idx_t)slot[k];
+#pragma unroll
+        for (int q = 0; q < Q; ++q)
+            if ((need >> q) & 1u) acc[q] = acc[q] + ws * coarse[(idx_t)q * ncoarse + ss];
+    }
+#pragma unroll
+    for (int q = 0; q < Q; ++q)
+        if ((need >> q) & 1u) out[(idx_t)q * n + u] = acc[q];
 }
 
 // Interface points: desc[q * n + r] >= 0 is an index into src (own leaf, same-level leaf or, for a

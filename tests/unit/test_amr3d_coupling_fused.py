@@ -1,0 +1,241 @@
+"""The fused level coupling of a tree (tree_stepper.py ``fused_coupling``; coupling.cu
+amr3d_rescale_two, amr3d_interpolate_rows, amr3d_restrict_fine): the same operations on the same
+inputs as the split launches, in fewer launches.
+
+- the orchestration (NumpyKernels, fp64 and fp32) steps bit for bit as the split one, on two and
+  three levels, walls, a body force, both stencils;
+- the CUDA kernels through the g++ emulation (tests/unit/amr3d_emulated_cupy.py), fp32 and fp16
+  storage, naive and naive-fused rungs: fused equals split bit for bit, on trees with walls and free
+  slip and on the sphere's (links, inlet, outlet, MRT with LES);
+- the coupling launches a coarse step: 18 → 10 on three levels, 42 → 22 on four (the sphere's), as
+  counted from the calls and from the emulated launches.
+"""
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+
+import numpy as np
+import pytest
+from nagare.engine.amr3d import interface, reference
+from nagare.engine.amr3d.engine import AMR3D
+from nagare.engine.amr3d.tree import Forest, refine
+from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
+from nagare.engine.backend import Backend, get_backend
+from nagare.engine.timing import PhaseTimer
+
+from tests.unit.test_amr3d_tree_stepper import flow_state, three_levels, two_levels
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ for the CPU emulation")
+PRESETS = AMR3D.equivalence_presets()
+M = 9
+# the kernel methods that launch level coupling (interface buffers and restriction; the fix-up is
+# counted apart: naive-fused does it inside the ladder kernel)
+COUPLING_CALLS = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine")
+
+
+def four_levels() -> Forest:
+    """three_levels with one level-2 leaf refined again (balance spreads it)."""
+    f = refine(Forest.uniform((1, 1, 4), 0, M, 3), [1])
+    child = int(np.nonzero((f.level == 1) & np.all(f.block == (0, 0, 3), axis=1))[0][0])
+    f = refine(f, [child])
+    return refine(f, [int(np.nonzero(f.level == 2)[0][-1])])
+
+
+def numpy_stepper(forest, phys, interp="quadratic", fused=True, dtype=np.float64):
+    st = TreeStepper(np, forest, interface.build(forest, interp), phys.tau0, phys.accel0, NumpyKernels(),
+                     PhaseTimer(get_backend("numpy")), dtype=dtype)
+    st.fused_coupling = fused
+    st.set_state(flow_state(forest, phys).astype(dtype), synchronised=False)
+    return st
+
+
+def count_calls(st) -> Counter:
+    """Wraps the stepper's coupling methods to count the stepper's calls of them (instance
+    attributes; NumpyKernels' fused methods call the split ones, which are not launches of their own)."""
+    calls, depth = Counter(), [0]
+    k = st.kernels
+    for name in COUPLING_CALLS:
+        fn = getattr(k, name)
+
+        def wrapped(*a, _fn=fn, _name=name, **kw):
+            if not depth[0]:
+                calls[_name] += 1
+            depth[0] += 1
+            try:
+                return _fn(*a, **kw)
+            finally:
+                depth[0] -= 1
+        setattr(k, name, wrapped)
+    return calls
+
+
+@pytest.mark.parametrize("forest_fn,periodic,interp,accel,dtype", [
+    (two_levels, (True, True, True), "quadratic", (0.0, 0.0, 0.0), np.float64),
+    (three_levels, (True, True, True), "quadratic", (0.0, 2e-5, 0.0), np.float64),
+    (three_levels, (False, True, True), "linear", (1e-5, 0.0, 0.0), np.float32),
+    (four_levels, (True, True, True), "quadratic", (0.0, 0.0, 0.0), np.float32),
+])
+def test_fused_orchestration_steps_as_the_split_one_bit_for_bit(forest_fn, periodic, interp, accel, dtype):
+    forest = forest_fn() if forest_fn is four_levels else forest_fn(periodic)
+    phys = reference.Physics(0.57, accel)
+    split = numpy_stepper(forest, phys, interp, fused=False, dtype=dtype)
+    fused = numpy_stepper(forest, phys, interp, fused=True, dtype=dtype)
+    for _ in range(3):
+        split.advance(1)
+        fused.advance(1)
+        np.testing.assert_array_equal(fused.state(), split.state())
+    assert np.abs(fused.state() - flow_state(forest, phys)).max() > 1e-5  # it moved
+
+
+@pytest.mark.parametrize("forest_fn,split_calls,fused_calls", [(three_levels, 18, 10), (four_levels, 42, 22)])
+def test_coupling_launches_per_coarse_step(forest_fn, split_calls, fused_calls):
+    """One coupling launch per call: 18 → 10 on three levels (the benchmark tree's count), 42 → 22
+    on four (the sphere's), each level with coarser and finer neighbours as there."""
+    forest = forest_fn()
+    assert len(forest.levels) == (3 if forest_fn is three_levels else 4)
+    phys = reference.Physics(0.57)
+    got = {}
+    for fused in (False, True):
+        st = numpy_stepper(forest, phys, fused=fused)
+        calls = count_calls(st)
+        st.advance(1)  # (the first step's calls as every later one's: nothing is set up lazily)
+        calls.clear()
+        st.advance(2)
+        got[fused] = sum(calls.values()) / 2
+        if fused:
+            assert calls["rescale_two"] and calls["interpolate_two"] and calls["restrict_fine"]
+            assert not calls["interpolate"]
+    assert got == {False: split_calls, True: fused_calls}
+
+
+def test_fused_coupling_state_is_checkpoint_free():
+    """Nothing of the fused coupling outlives a coarse step (the deferred restriction is done
+    within it), so a state set from another stepper's steps continues bit for bit."""
+    forest = three_levels()
+    phys = reference.Physics(0.57)
+    a = numpy_stepper(forest, phys)
+    a.advance(2)
+    saved = a.state().copy()
+    a.advance(2)
+    b = numpy_stepper(forest, phys)
+    b.set_state(saved.copy())
+    b.advance(2)
+    np.testing.assert_array_equal(b.state(), a.state())
+    assert not a._pending
+
+
+# ---- the CUDA kernels through the g++ emulation -------------------------------------------------
+
+def emulated_engine(cp, label: str, rung: str, storage_kind: str, fused: bool, seed: int = 1234) -> AMR3D:
+    e = AMR3D(PRESETS[label], Backend("cupy", cp, _cupy=cp), variants={"kernels": rung, "storage": storage_kind})
+    e._roofline = 1e12  # (no copy bandwidth to measure)
+    e.random_state(np.random.default_rng(seed))
+    e.shape.stepper.fused_coupling = fused
+    return e
+
+
+@needs_gxx
+@pytest.mark.parametrize("label,rung,storage_kind", [
+    ("fp32-tree2-m9", "naive", "native"),
+    ("fp32-tree2-slip-m9", "naive-fused", "native"),
+    ("fp32-tree2-m9", "naive-fused", "fp16"),
+    ("fp32-sphere-m9", "naive-fused", "fp16"),
+    ("fp32-sphere-m9", "naive", "native"),
+])
+def test_fused_coupling_kernels_equal_the_split_launches(emulated_cupy, label, rung, storage_kind):
+    """The CUDA kernels (emulated, the exact source): fused coupling steps bit for bit as the split
+    launches, on fp32 and fp16 storage, with walls, free slip and the sphere's boundaries."""
+    split = emulated_engine(emulated_cupy, label, rung, storage_kind, fused=False)
+    fused = emulated_engine(emulated_cupy, label, rung, storage_kind, fused=True)
+    for _ in range(2):
+        split.step(1)
+        fused.step(1)
+        np.testing.assert_array_equal(np.asarray(fused.state_arrays()["f"]), np.asarray(split.state_arrays()["f"]))
+
+
+@needs_gxx
+def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
+    """The launches themselves (the emulated kernels count theirs): on two levels 6 → 4 a coarse step
+    (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_rows)."""
+    got = {}
+    for fused in (False, True):
+        e = emulated_engine(emulated_cupy, "fp32-tree2-m9", "naive-fused", "native", fused)
+        e.step(1)
+        kernels = e.shape.stepper.kernels.k
+        before = {key: k.launches for key, k in kernels.items() if hasattr(k, "launches")}
+        e.step(2)
+        per = Counter({key.split("_16")[0]: (k.launches - before[key]) / 2 for key, k in kernels.items()
+                       if hasattr(k, "launches") and k.launches > before[key]})
+        got[fused] = per
+    coupling = ("rescale", "restrict", "interp8", "interp27", "rescale_two", "restrict_fine", "interp_rows")
+    assert sum(got[False][k] for k in coupling) == 6
+    assert sum(got[True][k] for k in coupling) == 4
+    assert got[True]["rescale_two"] == 1 and got[True]["interp_rows"] == 1
+    assert got[True]["interp8"] + got[True]["interp27"] == 0
+
+
+@pytest.mark.parametrize("interp", ["quadratic", "linear"])
+def test_compact_rows_give_the_dense_rows_values_where_the_fixup_reads(interp):
+    """interp_rows: fewer pairs than the dense rows (the zero weights dropped), a mask covering
+    every interpolated entry the descriptors read and fewer than all, and at those entries the
+    dense rows' values bit for bit (fp32, the kernels' precision)."""
+    from nagare.engine.amr3d import interp_rows
+
+    forest = three_levels()
+    rng = np.random.default_rng(3)
+    for lv, c in interface.build(forest, interp).items():
+        if not c.coarse_pts.size:
+            continue
+        rows = interp_rows.build(np, c.interp_slot, c.interp_w, c.desc, c.fine_pts.size)
+        U, S = c.interp_w.shape
+        assert rows.count.sum() == np.count_nonzero(c.interp_w) < U * S
+        for u in range(0, U, 7):  # each row's nonzero pairs first, in the dense order
+            keep = c.interp_w[u] != 0
+            np.testing.assert_array_equal(rows.slot[u, :rows.count[u]], c.interp_slot[u, keep])
+            np.testing.assert_array_equal(rows.w[u, :rows.count[u]], c.interp_w[u, keep].astype(np.float32))
+        nf = c.fine_pts.size
+        j = -1 - c.desc[c.desc < 0] - 27 * nf
+        j = j[(j >= 0) & (j < 27 * U)]
+        need = np.zeros((27, U), bool)
+        need.reshape(-1)[j] = True
+        bits = (rows.mask[None, :] >> np.arange(27, dtype=np.uint32)[:, None]) & 1
+        np.testing.assert_array_equal(bits.astype(bool), need)
+        assert 0 < need.sum() < need.size
+        coarse = (rng.uniform(0.01, 0.1, (27, c.coarse_pts.size))).astype(np.float32)
+        w = c.interp_w.astype(np.float32)
+        dense = w[:, 0] * coarse[:, c.interp_slot[:, 0]]
+        for s in range(1, S):
+            dense = dense + w[:, s] * coarse[:, c.interp_slot[:, s]]
+        out = np.full((27, U), np.nan, np.float32)
+        interp_rows.apply(np, rows, coarse, out)
+        np.testing.assert_array_equal(out[need], dense[need])
+        assert np.all(np.isnan(out[~need]))  # (left as they were)
+
+
+@needs_gxx
+def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys, monkeypatch):
+    """tools/amr3d_coupling_profile.py on a small tree through the emulation (on the GPU it runs the
+    benchmark tree and the sphere, whose preset selects the graph): it turns the graph off, says so,
+    and reports both coupling paths' launches (the figures of time are the emulation's zeros)."""
+    import importlib.util
+    from pathlib import Path
+
+    from nagare.engine import backend
+    from nagare.engine.amr3d.cases import THREE_LEVELS
+
+    plain = backend.get_backend
+    monkeypatch.setattr(backend, "get_backend",
+                        lambda name="auto": Backend("cupy", emulated_cupy, _cupy=emulated_cupy) if name == "cupy"
+                        else plain(name))
+    path = Path(__file__).resolve().parents[2] / "tools" / "amr3d_coupling_profile.py"
+    spec = importlib.util.spec_from_file_location("amr3d_coupling_profile", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main(["--preset", "amr3d-bench", "--steps", "1", "--set", "grid.leaves=[2, 2, 2]",
+                      "--set", "grid.m=9", "--set", THREE_LEVELS]) == 0
+    out = capsys.readouterr().out
+    assert "graph OFF while profiling" in out
+    assert "coupling launches per coarse step 6 " in out.split("[fused]")[0]
+    assert "coupling launches per coarse step 4 " in out.split("[fused]")[1]
+    assert "summary: coupling share split" in out
