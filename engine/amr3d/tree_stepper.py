@@ -373,7 +373,7 @@ class NumpyKernels:
         names = ("fix_pts", "desc", "fine_pts", "coarse_pts", "interp_slot", "interp_w", "restrict_dst", "restrict_src",
                  "link_i1", "link_i2", "link_w1", "link_w2")
         self.dev = {lv: {k: xp.asarray(getattr(c, k)) for k in names} for lv, c in st.coupling.items()}
-        for lv, c in st.coupling.items():  # the fused coupling's compact rows (interp_rows.py)
+        for lv in st.coupling:  # the fused coupling's compact rows (interp_rows.py)
             d = self.dev[lv]
             d["rows"] = interp_rows.build(xp, d["interp_slot"], d["interp_w"], d["desc"], d["fine_pts"].size)
 

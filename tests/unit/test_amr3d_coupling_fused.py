@@ -184,7 +184,7 @@ def test_compact_rows_give_the_dense_rows_values_where_the_fixup_reads(interp):
 
     forest = three_levels()
     rng = np.random.default_rng(3)
-    for lv, c in interface.build(forest, interp).items():
+    for c in interface.build(forest, interp).values():
         if not c.coarse_pts.size:
             continue
         rows = interp_rows.build(np, c.interp_slot, c.interp_w, c.desc, c.fine_pts.size)

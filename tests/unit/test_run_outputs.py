@@ -7,7 +7,6 @@ import itertools
 import json
 
 import numpy as np
-
 from nagare.app.cli import main
 from nagare.engine.backend import DeviceInfo
 
