@@ -482,16 +482,20 @@ class SPH(Engine):
                ("VL per-particle", {"search": "verlet", "verlet_layout": "per-particle"})]
         for layout in ("aos", "float4"):
             out.append((f"CL cell-full {layout}", {"search": "cell-full", "layout": layout}))
-            out.append((f"VL {layout}", {"search": "verlet", "layout": layout}))
-        # The pair math (variants.py, axis pair; the cells above run the default, fast) on the fastest
-        # search and layout: exact named explicitly so it stays the old kernel, then the fast pair's
-        # list-walk shapes and the one-pass list build (axis verlet_build), likeliest gains first (a
-        # bench cut short by a timeout keeps the cells measured). The labels share the prefix
-        # "VL float4 " (with the space), which no other label contains: `--only "VL float4 "`.
-        one = {"verlet_build": "one-pass"}
-        for label, extra in (("exact", {"pair": "exact"}), ("fast", {"pair": "fast"}), ("fast-u2", {"pair": "fast-u2"}),
-                             ("fast-u4", {"pair": "fast-u4"}), ("fast-u2 one-pass", {"pair": "fast-u2", **one}),
-                             ("fast one-pass", {"pair": "fast", **one}), ("fast-lb12", {"pair": "fast-lb12"})):
+        # Verlet with the float4 layout and the default choices is "VL float4 fast-u2 one-pass" below
+        out.append(("VL aos", {"search": "verlet", "layout": "aos"}))
+        # The pair math (variants.py, axis pair) and the list build (axis verlet_build) on the fastest
+        # search and layout; the cells above run the CuPy defaults (fast-u2, one-pass). Every cell here
+        # names both axes, so `exact` stays the old kernel (exact pair, two-pass lists) whatever the
+        # defaults, and the one-pass build's gain is each one-pass cell against its two-pass twin.
+        # Likeliest gains first (a bench cut short by a timeout keeps the cells measured). The labels
+        # share the prefix "VL float4 " (with the space), which no other label contains: `--only "VL float4 "`.
+        two, one = {"verlet_build": "two-pass"}, {"verlet_build": "one-pass"}
+        for label, extra in (("exact", {"pair": "exact", **two}), ("fast", {"pair": "fast", **two}),
+                             ("fast-u2", {"pair": "fast-u2", **two}), ("fast-u4", {"pair": "fast-u4", **two}),
+                             ("fast-u2 one-pass", {"pair": "fast-u2", **one}),
+                             ("fast one-pass", {"pair": "fast", **one}),
+                             ("fast-lb12", {"pair": "fast-lb12", **two})):
             out.append((f"VL float4 {label}", {"search": "verlet", "layout": "float4", **extra}))
-        out.append(("VL soa exact", {"search": "verlet", "pair": "exact"}))
+        out.append(("VL soa exact", {"search": "verlet", "pair": "exact", **two}))
         return out

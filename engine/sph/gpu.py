@@ -406,9 +406,10 @@ class GpuSPH:
                             idle_thread_share=1.0 - total / lanes if lanes else 0.0)
         return True
 
-    def _ensure_list(self, need) -> bool:
+    def _ensure_list(self, need, quiet: bool = False) -> bool:
         """A list buffer of at least ``need`` entries (reused while not 4x too large); False, logged
-        and counted, when the device memory does not hold it."""
+        and counted (unless ``quiet``: the caller has another way), when the device memory does not
+        hold it."""
         cp = self.cp
         if need > self.list_capacity or need < self.list_capacity // 4:
             self.list = None
@@ -416,6 +417,8 @@ class GpuSPH:
                 self.list = self._allocate_list(max(need, 1))
             except cp.cuda.memory.OutOfMemoryError:
                 self.list, self.list_capacity = None, 0
+                if quiet:
+                    return False
                 if not self.e.stats.get("verlet_oom_fallbacks"):
                     log.warning("nagare sph: the Verlet lists need %.1f MB, more than the free device memory; "
                                 "falling back to the cell-half search until they fit", need * 4 / 1e6)
@@ -435,8 +438,14 @@ class GpuSPH:
         top = cp.zeros(1, cp.int32)
         rows = 32 * self.nwarps if self.interleaved else self.n  # list slots per entry index
         while True:
-            if not self._ensure_list(max(rows * self.cap, 1)):
-                return False
+            if not self._ensure_list(max(rows * self.cap, 1), quiet=True):
+                # The room a list gets is the longest list's, so one pass needs more memory than two
+                # (2-3x where walls and the free surface have short lists): build in two passes from now on.
+                log.warning("nagare sph: one-pass Verlet lists need %.1f MB, more than the free device memory; "
+                            "building them in two passes", rows * self.cap * 4 / 1e6)
+                self.e.stats["one_pass_oom_fallbacks"] = self.e.stats.get("one_pass_oom_fallbacks", 0) + 1
+                self.one_pass, self.cap = False, 0
+                return self._build_lists(radius)
             top.fill(0)
             self._launch("fill_cap", np.int32(self.n), self.p, self.pz, self.kind_s, self.skey, self.start,
                          *self._nc(), T(radius * radius), np.int32(self.cap), self.list, counts, wmax, top)

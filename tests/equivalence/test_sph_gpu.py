@@ -245,9 +245,9 @@ def _built(precision: str, variants: dict):
 def test_gpu_unrolled_list_build_writes_the_same_lists(precision):
     """pair = fast builds the lists with the candidates' positions loaded 4 at a time (gpu.py
     BUILD_UNROLL), exact one at a time: from one state, the same counts and the same lists, entry
-    for entry (the candidates reach the test in the same order)."""
-    want = _lists(_built(precision, {"pair": "exact"}).gpu)
-    got = _lists(_built(precision, {"pair": "fast"}).gpu)
+    for entry (the candidates reach the test in the same order). Both in two passes (count, fill)."""
+    want = _lists(_built(precision, {"pair": "exact", "verlet_build": "two-pass"}).gpu)
+    got = _lists(_built(precision, {"pair": "fast", "verlet_build": "two-pass"}).gpu)
     assert want[0].sum() > 0
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
@@ -259,7 +259,7 @@ def test_gpu_one_pass_build_writes_the_same_lists(precision, vlayout):
     """verlet_build = one-pass (sph_verlet_fill_cap): the two-pass build's counts and lists, entry for
     entry; its first build starts at cap 0, so it has run the overflow path (cap grown, the search run
     again) already. Then a rebuild with cap forced below the longest list: the same lists again."""
-    want = _lists(_built(precision, {"verlet_layout": vlayout}).gpu)
+    want = _lists(_built(precision, {"verlet_layout": vlayout, "verlet_build": "two-pass"}).gpu)
     e = _built(precision, {"verlet_layout": vlayout, "verlet_build": "one-pass"})
     g = e.gpu
     got = _lists(g)
