@@ -123,6 +123,22 @@ def slug(text: str) -> str:
 
 
 @output_writer("the benchmark's results (.json, .md)")
+def bench_folder(family: str, out_dir: str | None, default: str) -> Path:
+    """Where a bench writes. The default name (family, device, date) never replaces an earlier run's
+    results: a second run that day goes to ``…-2``, ``…-3``. A folder the user names is used as
+    given, and replacing its earlier results is said in one line."""
+    if out_dir is not None:
+        out = Path(out_dir)
+        if (out / f"{family}.json").exists():
+            print(f"nagare bench: replacing the earlier results in {out}/", file=sys.stderr)
+        return out
+    out, k = Path(default), 1
+    while (out / f"{family}.json").exists():
+        k += 1
+        out = Path(f"{default}-{k}")
+    return out
+
+
 def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | None, min_time: float,
                   argv: list[str], only: list[str] | None = None, jobs: int = 0,
                   with_choices: list[str] | None = None) -> int:
@@ -143,7 +159,7 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
     meta = {"family": family, "backend": backend.name, "device": info.as_dict(), "date": date,
             "nagare": __version__, "roofline_gbytes_per_s": bw / 1e9, "command": " ".join(argv),
             "update_unit": engine_class(family).bench_spec().update_unit}
-    out = Path(out_dir or f"bench-{family}-{slug(info.name)}-{date}")
+    out = bench_folder(family, out_dir, f"bench-{family}-{slug(info.name)}-{date}")
     done: list = []
     failed: dict[str, str] = {}  # file → its last error
     saved = {"json": 0}  # cells the JSON on disk holds

@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmark a family's variant matrix")
     b.add_argument("family")
     b.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
-    b.add_argument("--out", help="output folder (default: bench-FAMILY-DEVICE-DATE)")
+    b.add_argument("--out", help="output folder (default: bench-FAMILY-DEVICE-DATE, or …-2, …-3 when an "
+                                 "earlier run that day holds results there)")
     b.add_argument("--case", action="append", help="only these cases (repeatable); the grid families (lbm2d, wave2d, "
                    "diffusion3d) also take any grid size, e.g. 2048x2048 or 128x128x64")
     b.add_argument("--min-time", type=_positive_seconds, default=0.5, help="seconds measured per cell (> 0)")

@@ -392,6 +392,21 @@ def test_bench_measures_a_grid_size_the_family_does_not_list(tmp_path, capsys):
     assert ok and ok[0]["updates_per_s"] > 0
 
 
+
+def test_a_second_bench_the_same_day_keeps_the_first_ones_results(tmp_path, monkeypatch, capsys):
+    """The default folder (family, device, date) is not reused: the second run goes to …-2."""
+    monkeypatch.chdir(tmp_path)
+    args = ["bench", "lbm2d", "--backend", "numpy", "--only", "reference", "--min-time", "0.02"]
+    assert main([*args, "--case", "48x32"]) == 0
+    assert main([*args, "--case", "64x64"]) == 0
+    first, second = sorted(tmp_path.glob("bench-lbm2d-*"), key=lambda f: len(f.name))
+    assert second.name == first.name + "-2"
+    assert {r["case"] for r in json.load(open(first / "lbm2d.json"))["results"]} == {"48x32"}
+    assert {r["case"] for r in json.load(open(second / "lbm2d.json"))["results"]} == {"64x64"}
+    # a folder named with --out is used as given, and the replacement is said
+    assert main([*args, "--case", "48x32", "--out", str(second)]) == 0
+    assert f"replacing the earlier results in {second}/" in capsys.readouterr().err
+
 # ---- exit codes and lost outputs (issue 19) ------------------------------------------------
 @pytest.mark.parametrize("option,name", [("--dump", "out.npz"), ("--dump", "out.vtkhdf"), ("--timings", "out.csv"),
                                          ("--checkpoint", "out.npz"), ("--frames", "fr"), ("--dump-dir", "dd"),
