@@ -86,6 +86,15 @@ def vtkhdf_fields(engine) -> dict:
 EXIT_NOT_WRITTEN = 4  # the run finished, but some output it was asked for was not written
 
 
+def rate_text(per_s: float) -> str:
+    """A rate with three significant figures and an SI prefix ("512 k", "3.91 M", "1.2 G"): an SPH
+    run on a CPU makes thousands of updates a second, a GPU lattice billions."""
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if per_s >= scale:
+            return f"{per_s / scale:.3g} {prefix}"
+    return f"{per_s:.3g}"
+
+
 @dataclass
 class RunOptions:
     steps: int
@@ -132,7 +141,7 @@ class Progress:
         bar = "#" * int(24 * frac)
         thr = ""
         if rep.steps:
-            thr = f"  {rep.updates_per_s / 1e6:,.1f} M upd/s  {rep.gbytes_per_s:,.1f} GB/s"
+            thr = f"  {rate_text(rep.updates_per_s)} upd/s  {rep.gbytes_per_s:,.3g} GB/s"
             if rep.roofline_fraction is not None:
                 thr += f" ({100 * rep.roofline_fraction:.0f}% roofline)"
         # the simulated time as the window's status line gives it, in the engine's units (read

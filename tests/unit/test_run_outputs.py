@@ -105,3 +105,9 @@ def test_a_row_stamped_at_an_earlier_step_keeps_that_step_and_time(tmp_path):
     rows = list(csv.DictReader((tmp_path / "t.csv").open()))
     assert int(rows[-1]["step"]) == 3
     np.testing.assert_allclose(float(rows[-1]["time"]), stamped_time, rtol=1e-12)
+
+
+def test_the_progress_line_gives_rates_with_a_prefix_that_fits():
+    from nagare.app.headless import rate_text
+
+    assert [rate_text(x) for x in (512.0, 3_870.0, 3.914e6, 1.2e9, 0.0)] == ["512", "3.87 k", "3.91 M", "1.2 G", "0"]
