@@ -730,6 +730,12 @@ def headless_default(backend_name: str = "auto") -> int:
     """No display: a bounded run of the default preset with frames and a timing log."""
     preset = default_preset()
     out = Path("nagare-output") / f"{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    root = out.parent if out.parent.exists() else Path.cwd()
+    if not os.access(root, os.W_OK | os.X_OK):
+        print(f"nagare: no display found, so no window, and the headless run of '{preset}' cannot write its "
+              f"output into {root.resolve()}/ (not writable): cd to a writable folder and run nagare again",
+              file=sys.stderr)
+        return 2
     print(f"nagare: no display found, so no window; running the default preset '{preset}' headless for "
           f"{HEADLESS_DEFAULT_STEPS} steps instead (frames, timing log, final fields) into {out}/")
     argv = ["run", preset, "--steps", str(HEADLESS_DEFAULT_STEPS), "--backend", backend_name,

@@ -207,6 +207,18 @@ def test_an_interrupt_stops_cleanly_and_writes_log_and_checkpoint(tmp_path, sig,
     assert json.load(open(tmp_path / "t.json"))["rows"][-1]["step"] == step
 
 
+def test_no_display_in_a_folder_that_takes_no_files_says_where_to_go(tmp_path, monkeypatch, capsys):
+    """Bare `nagare` without a display writes into ./nagare-output: where it cannot, one line says so
+    before anything runs (not an error about a --timings option the user never typed)."""
+    from nagare.app import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli.os, "access", lambda path, mode: False)
+    assert cli.headless_default("numpy") == 2
+    err = capsys.readouterr().err
+    assert "not writable" in err and "cd to a writable folder" in err and "--timings" not in err
+    assert err.count("\n") == 1 and not (tmp_path / "nagare-output").exists()
+
 def test_quiet_prints_nothing_when_all_goes_well(tmp_path):
     """--quiet: errors only — no progress, no summary, and no notes through logging such as the NumPy
     fallback of the default backend (where CuPy is missing) — so a script's output is its own."""
