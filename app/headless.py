@@ -10,6 +10,7 @@ EXIT_NOT_WRITTEN. The timing log is streamed to disk batch by batch (app/timingl
 """
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import time
@@ -30,23 +31,33 @@ from .vtkhdf_amr import octree_leaves
 from .vtkhdf_series import FieldSeries, series_capacity
 
 
-def npz_arrays(engine) -> dict[str, np.ndarray]:
+def npz_arrays(engine, fields: dict | None = None) -> dict[str, np.ndarray]:
     """The engine's fields as named host arrays for an .npz dump (grids by name, one solid
     "mask"; particles/boxes as name/attribute), through each field type's ``arrays`` handler."""
     out: dict[str, np.ndarray] = {}
     asnumpy = engine.backend.asnumpy
-    for name, f in engine.fields().items():
+    for name, f in (engine.fields() if fields is None else fields).items():
         fieldkinds.handler_for("arrays", f)(out, name, f, asnumpy)
     return out
+
+
+def field_labels(fields: dict) -> str:
+    """What each dumped field is, as the app's colour bar says it (JSON: name → {label, units}): a
+    field's name is short ("u") where its values may be scaled or a departure ("(u - u∞)/c∞")."""
+    return json.dumps({name: {"label": getattr(f, "label", "") or "", "units": getattr(f, "units", "") or ""}
+                       for name, f in fields.items()}, ensure_ascii=False)
 
 
 @output_writer("an .npz dump")
 def dump_fields(engine, path: str | Path) -> Path:
     if str(path).endswith(".vtkhdf"):
         return dump_vtkhdf(engine, path)[0]
-    arrays = npz_arrays(engine)
+    fields = engine.fields()
+    arrays = npz_arrays(engine, fields)
     arrays["step"] = np.int64(engine.step_count)
     arrays["time"] = np.float64(engine.time)
+    arrays["time_units"] = np.array(getattr(engine, "time_units", "") or "")
+    arrays["field_labels"] = np.array(field_labels(fields))
 
     def writer(p: Path):
         with open(p, "wb") as fh:

@@ -111,3 +111,16 @@ def test_the_progress_line_gives_rates_with_a_prefix_that_fits():
     from nagare.app.headless import rate_text
 
     assert [rate_text(x) for x in (512.0, 3_870.0, 3.914e6, 1.2e9, 0.0)] == ["512", "3.87 k", "3.91 M", "1.2 G", "0"]
+
+
+def test_an_npz_dump_says_what_each_field_is(tmp_path):
+    """A dumped field's name is short ("u") while its values may be a scaled departure ("(u - u∞)/c∞"):
+    the dump carries each field's label and units as the app shows them, and the time's units."""
+    path = tmp_path / "f.npz"
+    assert main(["run", "compact-vortex-outflow", "--backend", "numpy", "--set", "grid.nx=32", "--set", "grid.ny=32",
+                 "--steps", "2", "--dump", str(path), "--quiet"]) == 0
+    with np.load(path) as z:
+        labels = json.loads(str(z["field_labels"][()]))
+        assert str(z["time_units"][()]) == "l/c∞"
+        assert labels["u"]["label"] == "(u - u∞)/c∞" and labels["pressure"]["label"] == "(p - p∞)/(ρ∞c∞²)"
+        assert set(labels) <= set(z.files) | {k.split("/")[0] for k in z.files}
