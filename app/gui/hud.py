@@ -32,7 +32,7 @@ import numpy as np
 from nagare.engine.errors import one_line
 
 from .hud_fonts import load_fonts, spelled
-from .plot_limits import setup_fitted_axes
+from .plot_limits import plot_series, setup_fitted_axes
 from .text_wrap import wrap_lines
 
 log = logging.getLogger("nagare")
@@ -333,12 +333,12 @@ class Hud:
                 ys = [np.array([s.phase_ms.get(p, np.nan) for s in hist], np.float64) for p in phases]
                 setup_fitted_axes(implot, "", "", t, ys)
                 for p, y in zip(phases, ys):
-                    implot.plot_line(p, t, y)
+                    plot_series(implot, p, t, y)
                 implot.end_plot()
             if implot.begin_plot("throughput, M updates/s", (320, 110), implot.Flags_.no_legend):
                 y = np.array([s.updates_per_s / 1e6 for s in hist], np.float64)
                 setup_fitted_axes(implot, "", "", t, [y])
-                implot.plot_line("MUPS", t, y)
+                plot_series(implot, "MUPS", t, y)
                 implot.end_plot()
         self._draw_quantities()
         if variants and imgui.collapsing_header("variants (quick toggles)"):

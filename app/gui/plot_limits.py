@@ -54,3 +54,22 @@ def setup_fitted_axes(implot, x_label: str, y_label: str, x, ys: Sequence) -> No
     limits = data_limits(x, ys)
     if limits is not None:
         implot.setup_axes_limits(*limits, implot.Cond_.always)
+
+
+def draws_no_segment(y) -> bool:
+    """Whether a line through ``y`` draws nothing: no two neighbouring points are both finite (one
+    timing sample in the window, or samples apart between gaps, as on a slow run whose phases
+    arrive every few seconds). Such a series is drawn with markers instead."""
+    ok = np.isfinite(np.asarray(y, np.float64))
+    return not bool(np.any(ok[1:] & ok[:-1]))
+
+
+def plot_series(implot, label: str, x, y) -> None:
+    """``implot.plot_line``, with a marker at each point where the line alone would show nothing."""
+    if draws_no_segment(y):
+        spec = implot.Spec()
+        spec.marker = implot.Marker_.circle
+        spec.marker_size = 3.0
+        implot.plot_line(label, x, y, spec)
+    else:
+        implot.plot_line(label, x, y)

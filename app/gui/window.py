@@ -811,7 +811,7 @@ class MainWindow(QtWidgets.QMainWindow):
                 self._add_variant_row(axis, info)
         if fixed:
             reasons = {r for axis in fixed for c, r in variants[axis]["choices"].items() if r}
-            why = reasons.pop() if len(reasons) == 1 else "their other choices are unavailable here"
+            why = reasons.pop() if len(reasons) == 1 else "no other choice of theirs runs; hover for why"
             note = QtWidgets.QLabel(f"fixed here ({why}):")
             note.setWordWrap(True)
             note.setEnabled(False)

@@ -69,3 +69,15 @@ def test_hud_charts_contain_the_new_samples_in_the_frame_that_draws_them(headles
         # the newest (slowest) step is the top of the chart but for the margin, not above it
         assert math.isclose(ms_lim[3], ms + VALUE_MARGIN * ms_span)
         assert math.isclose(mups_lim[2], 0.27 * 1050.0 / ms - VALUE_MARGIN * mups_span)  # its throughput the bottom
+
+
+@pytest.mark.parametrize("y,alone", [
+    ([np.nan, np.nan, 4.0], True),          # one sample with phases in the window: a line draws nothing
+    ([2.0, np.nan, 3.0, np.nan], True),     # samples apart between gaps
+    ([], True),
+    ([2.0, 3.0, np.nan], False),            # two neighbours: a segment
+])
+def test_a_series_without_two_neighbouring_samples_is_drawn_with_markers(y, alone):
+    from nagare.app.gui.plot_limits import draws_no_segment
+
+    assert draws_no_segment(y) is alone
