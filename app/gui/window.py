@@ -1150,6 +1150,7 @@ class MainWindow(QtWidgets.QMainWindow):
         self.status_labels["display"].setText(f"display: {self.canvas.display_label}")
         if st is None or self.building:
             self.status_labels["time"].setText(self.canvas.shown_time())
+        self._reflow_message()
 
     def _show_frame_labels(self, step: int, st, shown_time: str) -> None:
         """The status line's step and simulated time: those of the frame on screen, as the HUD's."""
@@ -1160,15 +1161,31 @@ class MainWindow(QtWidgets.QMainWindow):
                 self.status_labels[key].setText(text)
 
     # ---- messages ----------------------------------------------------------------------
+    MESSAGE_MS = 6000  # how long a status-bar message stays
+
     def message(self, text: str) -> None:
         self.messages.append(text)
         sb = self.statusBar()
         shown = self._elided_message(text)
-        sb.showMessage(shown, 6000)
+        self._message_full, self._message_until = text, time.monotonic() + self.MESSAGE_MS / 1000
+        sb.showMessage(shown, self.MESSAGE_MS)
         # QStatusBar clips a message at the first permanent label, mid-word ("…22.8 ("): one that
         # does not fit ends in "…" and its whole text is the status bar's tooltip while it is shown
         sb.setToolTip(text if shown != text else "")
         log.info("nagare: %s", text)
+
+    def _reflow_message(self) -> None:
+        """The message shown, elided again to the room the permanent labels leave now: they change
+        while it is shown (a run that pauses at its end writes "paused" and a longer time), and a
+        message elided to the old room ran under them."""
+        sb, full = self.statusBar(), getattr(self, "_message_full", None)
+        left_ms = int((getattr(self, "_message_until", 0.0) - time.monotonic()) * 1000)
+        if not full or not sb.currentMessage() or left_ms <= 0:
+            return
+        shown = self._elided_message(full)
+        if shown != sb.currentMessage():
+            sb.showMessage(shown, left_ms)
+            sb.setToolTip(full if shown != full else "")
 
     def _elided_message(self, text: str) -> str:
         """``text`` on one line, elided with "…" to the room the status bar's permanent labels leave."""

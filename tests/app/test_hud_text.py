@@ -134,3 +134,24 @@ def test_screenshot_tool_refuses_bad_options_in_one_line(tmp_path, args, says):
     assert len(lines) == 1 and says in lines[0], r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_shown_message_is_elided_again_when_the_status_labels_grow(make_window, qtbot, fake_preset):
+    """A message that fitted when it was shown must not run under labels that grow while it stays."""
+    w = make_window(fake_preset(), hud=False)
+    qtbot.waitUntil(lambda: w.canvas.shown is not None, timeout=10000)
+    w._update_status()
+    sb = w.statusBar()
+    room = min(lab.geometry().left() for lab in w.status_labels.values() if lab.isVisible() and lab.text())
+    words, text = iter(range(1000)), "paused at the preset's end:"
+    while sb.fontMetrics().horizontalAdvance(text + " word") < room - 30:
+        text += f" w{next(words)}"
+    w.message(text)
+    assert sb.currentMessage() == text  # fits whole
+    dev = w.status_labels["device"]
+    dev.setText(dev.text() + " · GPU 0")  # ~50 px more: the labels start left of the message's end
+    qtbot.waitUntil(lambda: (w._update_status() or True) and sb.currentMessage() != text, timeout=5000)
+    shown = sb.currentMessage()
+    assert shown.endswith("…") and text.startswith(shown[:-1]) and sb.toolTip() == text
+    room = min(lab.geometry().left() for lab in w.status_labels.values() if lab.isVisible() and lab.text())
+    assert sb.fontMetrics().horizontalAdvance(shown) < room
