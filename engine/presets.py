@@ -318,6 +318,32 @@ def drop_replaced_alternatives(base: dict, over: dict) -> None:
                             _delete(base["cpu_overrides"], k)
 
 
+def drop_sides_overrides_replace(raw: dict, overrides, model) -> dict:
+    """``raw`` without the side of an exclusive pair that the overrides replace whole: ``--set
+    grid.nx=64 --set grid.ny=48`` on a preset with ``grid.n`` gives a 64 × 48 grid (grid.n, from the
+    file or its [cpu_overrides], goes). One key of a side alone replaces nothing (the pair's check
+    says what to give), so a grid is never half from the file and half from the command line."""
+    given = set()
+    for text in overrides:
+        path, _ = parse_override(text)
+        if all(isinstance(p, str) for p in path):
+            given.add(".".join(path))
+    whole = [side for sides in model.exclusive_keys for side in sides if all(k in given for k in side)]
+    if not whole:
+        return raw
+    out = copy.deepcopy(raw)
+    for sides in model.exclusive_keys:
+        for side in sides:
+            if side in whole:
+                for other in sides:
+                    if other != side:
+                        for k in other:
+                            _delete(out, k)
+                            if isinstance(out.get("cpu_overrides"), dict):
+                                _delete(out["cpu_overrides"], k)
+    return out
+
+
 def _prune(overrides: dict, values: dict) -> None:
     """Remove from ``overrides`` every leaf key that ``values`` sets."""
     for k in list(overrides):
@@ -516,13 +542,17 @@ def _validate(raw: dict, source: str, backend: str | None, overrides) -> PresetB
     model = preset_model(engine, source)
     cpu = apply_overrides(raw, overrides).get("cpu_overrides", {})  # --set cpu_overrides.X counts too
     runs_cpu = backend == "numpy" and isinstance(cpu, dict) and bool(cpu)
-    candidates = [("", apply_overrides(raw, overrides) if not runs_cpu else raw)]
+    # the variant that runs takes the --set; a side of an exclusive pair they replace whole goes first
+    replaced = drop_sides_overrides_replace(raw, overrides, model)
+    candidates = [("", apply_overrides(replaced, overrides) if not runs_cpu else raw)]
     if isinstance(cpu, dict) and cpu:
         # Validate the NumPy-backend variant too, whichever backend runs, so a broken override
         # is caught on a GPU machine as well. The command line's --set applies to the variant that
         # runs; the other one is checked as the file (and any --set cpu_overrides.X) gives it: a dt
         # the CPU grid allows may exceed the GPU grid's stability limit, and the other way round.
-        base = copy.deepcopy(raw)
+        base = copy.deepcopy(replaced if runs_cpu else raw)
+        if runs_cpu:
+            cpu = apply_overrides(replaced, overrides).get("cpu_overrides", {})
         drop_replaced_alternatives(base, cpu)
         merged = deep_merge(base, cpu)
         candidates.append(("cpu_overrides.", apply_overrides(merged, overrides) if runs_cpu else merged))

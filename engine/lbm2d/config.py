@@ -33,8 +33,9 @@ class Grid(Strict):
             # nx/ny equal to n are accepted: a resumed checkpoint's stored preset holds all three.
             for k in ("nx", "ny"):
                 if k in self.model_fields_set and getattr(self, k) != self.n:
-                    raise ValueError(f"grid.n = {self.n} and grid.{k} = {getattr(self, k)} both given; give either "
-                                     "grid.n (a square grid) or grid.nx and grid.ny")
+                    raise ValueError(f"grid.n = {self.n} and grid.{k} = {getattr(self, k)} both given; grid.n sets "
+                                     "a square grid: change grid.n, or give both grid.nx and grid.ny (they replace "
+                                     "it)")
             self.nx = self.ny = self.n
         return self
 

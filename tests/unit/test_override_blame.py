@@ -25,7 +25,6 @@ def refusal(capsys, *argv: str) -> str:
     ("grid.bogus=3", "grid.bogus: got 3; unknown key; allowed keys here: nx, ny, n"),
     ("bogus.x=1", "bogus: got {'x': 1}; unknown key; allowed keys here: engine,"),
     ("physics.force=[0.001, 0.0]", "a body force with an inlet/outlet channel is not supported"),
-    ("physics.tau=0.8", "physics; give exactly one of physics.tau and physics.reynolds"),
     ("variants.kernel=bogus", "variants.kernel: got 'bogus'; allowed: reference,"),
     ("variants.bogus=1", "variants.bogus: got 1; unknown variant axis"),
     ("engine=foo", "engine: got 'foo'; unknown engine family"),

@@ -327,6 +327,20 @@ def test_an_extending_file_replaces_the_other_side_of_an_exclusive_pair(tmp_path
         p = load_preset(child, backend=backend)
         assert (p.grid.nx, p.grid.ny, p.grid.n) == (60, 40, None)
         assert p.physics.tau == 0.7 and p.physics.reynolds is None
-    # in one file (or file + --set) both sides stay an error
+    # --set replaces a whole side as an extending file does; both sides on the command line stay an error
+    p = load_preset(child, ["grid.n=50"], backend="numpy")
+    assert (p.grid.nx, p.grid.ny, p.grid.n) == (50, 50, 50)
     with pytest.raises(PresetError, match="both given"):
-        load_preset(child, ["grid.n=50"], backend="numpy")
+        load_preset(child, ["grid.n=50", "grid.nx=20"], backend="numpy")
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cupy"])
+def test_a_set_that_gives_a_whole_side_of_an_exclusive_pair_replaces_the_presets_other_side(backend):
+    """lbm2d-cavity gives grid.n (and, on CPU, a smaller one in [cpu_overrides]) and physics.reynolds:
+    --set grid.nx + grid.ny make a rectangle, --set physics.tau replaces Re; one side's key alone
+    (grid.nx only) is refused with what to give, never half a grid from the file."""
+    p = load_preset("lbm2d-cavity", ["grid.nx=64", "grid.ny=48", "physics.tau=0.6"], backend)
+    assert (p.grid.nx, p.grid.ny, p.grid.n) == (64, 48, None)
+    assert (p.physics.tau, p.physics.reynolds) == (0.6, None)
+    with pytest.raises(PresetError, match="grid.n sets a square grid: change grid.n, or give both grid.nx and grid.ny"):
+        load_preset("lbm2d-cavity", ["grid.nx=64"], backend)
