@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("preset", help="a preset name (see `nagare presets`) or a path to a TOML file; "
                                   "'-' with --resume: the preset stored in the checkpoint")
     r.add_argument("--steps", type=int, help="steps to run (default: the preset's run.steps)")
-    r.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    r.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                   help="numpy, cupy, or auto (CuPy where a CUDA GPU is usable, else NumPy; default: %(default)s)")
     r.add_argument("--variant", type=_kv, action="append", default=[], metavar="AXIS=CHOICE")
     r.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a preset key, e.g. --set grid.nx=128")
@@ -180,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--series", type=Path, metavar="FILE.vtkhdf",
                    help="one time-series VTKHDF file for ParaView: the fields at the start, every --dump-every K "
                         "steps (default: 10 a run) and at the end (docs/export.md)")
-    r.add_argument("--dump-dir", type=Path, metavar="DIR")
+    r.add_argument("--dump-dir", type=Path, metavar="DIR",
+                   help="write the fields as FAMILY_STEP.npz into DIR every --dump-every K steps")
     r.add_argument("--timings", type=_timings_path, metavar="FILE.csv|FILE.json",
                    help="timing log, streamed as the run goes: FILE.csv and FILE.json (metadata + the same rows) "
                         "are both written; any other suffix is refused")
@@ -191,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw the colour bar (label, units, range) and the axes with units beside each --frames PNG "
                         "(a 1-D profile: axes and the legend of its curves; octree leaves: axes)")
     r.add_argument("--checkpoint", type=Path, metavar="FILE", help="write a checkpoint at the end")
-    r.add_argument("--checkpoint-every", type=int, metavar="K", help="…and every K steps")
+    r.add_argument("--checkpoint-every", type=int, metavar="K",
+                   help="with --checkpoint: also write it every K steps (each one replaces the last)")
     r.add_argument("--resume", type=Path, metavar="FILE", help="continue from a checkpoint")
     r.add_argument("--batch", type=int, help="steps per batch between host checks (default: preset)")
     r.add_argument("--gpus", type=int, metavar="N", help="split the grid into N sub-domains along its slowest axis "
@@ -208,13 +211,15 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--measure", action="store_true", help="measure the copy bandwidth again")
 
     b = sub.add_parser("bench", help="benchmark a family's variant matrix")
-    b.add_argument("family")
-    b.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
+    b.add_argument("family", help="the engine family to measure: " + ", ".join(FAMILIES))
+    b.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                   help="numpy, cupy, or auto (CuPy where a CUDA GPU is usable, else NumPy; default: %(default)s)")
     b.add_argument("--out", help="output folder (default: bench-FAMILY-DEVICE-DATE, or …-2, …-3 when an "
                                  "earlier run that day holds results there)")
     b.add_argument("--case", action="append", help="only these cases (repeatable); the grid families (lbm2d, wave2d, "
                    "diffusion3d) also take any grid size, e.g. 2048x2048 or 128x128x64")
-    b.add_argument("--min-time", type=_positive_seconds, default=0.5, help="seconds measured per cell (> 0)")
+    b.add_argument("--min-time", type=_positive_seconds, default=0.5,
+                   help="seconds measured per cell (> 0; default: %(default)s)")
     b.add_argument("--only", action="append", metavar="TEXT",
                    help="only variants whose label contains TEXT (repeatable)")
     b.add_argument("--with", dest="with_choices", action="append", metavar="AXIS=CHOICE",
