@@ -112,10 +112,13 @@ def register() -> None:
                           reference={"kernel": "reference"}, rtol=1e-5, check=check_kernel)
 
     for axis, choices, default, doc in (
-            ("ts", TS_CHOICES, "4", "temporal-blocking steps per global-memory pass (P1's ts)"),
-            ("tr", TR_CHOICES, "0", "register-blocking steps per shared-memory pass (P1's tr, ≤ ts)"),
+            ("ts", TS_CHOICES, "4", "temporal-blocking steps per global-memory pass (P1's ts; read by the "
+                                    "kernels stb, srtb, srtb-ws and wavefront only)"),
+            ("tr", TR_CHOICES, "0", "register-blocking steps per shared-memory pass (P1's tr, ≤ ts; used by the "
+                                    "kernels srtb and srtb-ws; stb and wavefront need 0)"),
             ("tile", TILE_CHOICES + WAVE_TILE_CHOICES, "16x16",
-             "thread-block tile (x × y) of the temporal-blocking kernels (wavefront: threads × rows)")):
+             "thread-block tile (x × y) of the temporal-blocking kernels (wavefront: threads × rows; read by "
+             "the kernels stb, srtb, srtb-ws and wavefront only)")):
         R.register_axis(FAMILY, axis, default=default, doc=doc, parse=temporal_blocking.AXIS_PARSERS[axis])
         for c in choices:
             R.register_choice(FAMILY, axis, c, backends=("numpy", "cupy"), doc=f"{axis} = {c}",
