@@ -196,6 +196,8 @@ def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | 
         return 4 if failed else 0
 
     def on_result(r):
+        if not done:  # the streamed rows' columns, once (the aligned table follows at the end)
+            print("  " + " | ".join(HEADER), flush=True)
         print("  " + "  ".join(table_rows([r])[0]), flush=True)
         done.append(r)
         write_json(done, complete=False)

@@ -417,7 +417,9 @@ def test_a_second_bench_the_same_day_keeps_the_first_ones_results(tmp_path, monk
     assert {r["case"] for r in json.load(open(second / "lbm2d.json"))["results"]} == {"64x64"}
     # a folder named with --out is used as given, and the replacement is said
     assert main([*args, "--case", "48x32", "--out", str(second)]) == 0
-    assert f"replacing the earlier results in {second}/" in capsys.readouterr().err
+    out = capsys.readouterr()
+    assert f"replacing the earlier results in {second}/" in out.err
+    assert out.out.count("case | variant | ms/step") == 3  # the streamed rows' header, once a run
 
 # ---- exit codes and lost outputs (issue 19) ------------------------------------------------
 @pytest.mark.parametrize("option,name", [("--dump", "out.npz"), ("--dump", "out.vtkhdf"), ("--timings", "out.csv"),
