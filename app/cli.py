@@ -657,6 +657,11 @@ def _run_locked(args, argv, preset, engine, backend, opts) -> int:
     if not args.quiet:
         sel = ", ".join(f"{k}={v}" for k, v in engine.selection.items())
         print(f"nagare: {preset.source} on {backend.name} ({backend.device_info().name}); {sel}", file=sys.stderr)
+        parts, transport = getattr(engine, "parts", 1), getattr(engine, "transport", None)
+        if parts > 1 and transport is not None:  # a split run says how it is split (on one device or one a GPU)
+            where = ("one per GPU through NCCL" if transport.name == "nccl"
+                     else f"all on this one {'GPU' if backend.is_gpu else 'CPU'}")
+            print(f"nagare: the grid is split into {parts} sub-domains, {where}", file=sys.stderr)
         if backend.name == "numpy" and args.preset != "-":
             # heavy start-up import (pydantic presets)
             from .presetinfo import cpu_note

@@ -925,6 +925,11 @@ def test_gpus_on_a_family_that_is_not_decomposed_says_so(capsys):
     assert len(err) == 1 and "the compact family is not decomposed" in err[0], err
 
 
+
+def test_a_split_run_says_how_it_is_split(capsys):
+    assert main(["run", "lbm2d-cavity", "--gpus", "2", "--backend", "numpy", "--steps", "2"]) == 0
+    assert "the grid is split into 2 sub-domains, all on this one CPU" in capsys.readouterr().err
+
 def test_stl_paths_resolve_from_the_file_that_names_them_and_the_mesh_is_part_of_the_preset(tmp_path, capsys):
     """amr3d STL bodies (audit D1): a relative mesh path is read against the folder of the file
     that names it (not the checkpoint's, not an extending file's), stored absolute, and the mesh's
