@@ -122,7 +122,6 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
-@output_writer("the benchmark's results (.json, .md)")
 def bench_folder(family: str, out_dir: str | None, default: str) -> Path:
     """Where a bench writes. The default name (family, device, date) never replaces an earlier run's
     results: a second run that day goes to ``…-2``, ``…-3``. A folder the user names is used as
@@ -139,6 +138,7 @@ def bench_folder(family: str, out_dir: str | None, default: str) -> Path:
     return out
 
 
+@output_writer("the benchmark's results (.json, .md)")
 def bench_command(family: str, backend, out_dir: str | None, cases: list[str] | None, min_time: float,
                   argv: list[str], only: list[str] | None = None, jobs: int = 0,
                   with_choices: list[str] | None = None) -> int:
