@@ -65,8 +65,9 @@ def register() -> None:
     # share the search axis's tolerances: in fp64 every reciprocal and root stays exact. The fast
     # pair's list-walk shapes (fast-u2, fast-u4, fast-lb12) sum the same pairs in the same order with
     # the same operations as fast: they differ from it in scheduling only.
-    # The GPU default is fast: 1.47x the exact pair's step on the 1M 3D dam break (H200, fp32), and
-    # its fp32 and fp64 equivalence bounds are the exact pair's (tests/equivalence/test_sph_gpu.py).
+    # The GPU default is fast-u2: the interaction is latency-bound on the neighbours' gathers, so two
+    # list entries in flight pay, where four cost more occupancy than they win (figures: docs/sph.md).
+    # Its fp32 and fp64 equivalence bounds are the exact pair's (tests/equivalence/test_sph_gpu.py).
     registry.register_axis(
         FAMILY, "pair", default={"numpy": "exact", "cupy": "fast-u2"},
         doc="the CUDA pair math: exact (IEEE divisions, sqrt, pow per pair) or fast (per-particle 1/ρ and wall "
