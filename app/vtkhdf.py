@@ -112,6 +112,17 @@ def image_layout(grids: dict) -> tuple[dict, dict[str, np.ndarray]]:
     return attrs, arrays
 
 
+def label_dataset(ds, field) -> None:
+    """The field's label and units (what the app's colour bar says, as an .npz dump's ``field_labels``)
+    as HDF5 attributes of its array: VTK's reader ignores them, h5py and scripts read them."""
+    if field is None:
+        return
+    for key in ("label", "units"):
+        value = getattr(field, key, "") or ""
+        if value:
+            ds.attrs[key] = value
+
+
 @output_writer("a VTKHDF file")
 def write_image(grids: dict, tmp, meta: dict | None = None) -> None:
     """Grids of one shape (ny, nx) or (nz, ny, nx) and spacing as one ImageData."""
@@ -121,8 +132,10 @@ def write_image(grids: dict, tmp, meta: dict | None = None) -> None:
         for k, v in attrs.items():
             root.attrs[k] = v
         cd = root.create_group("CellData")
+        described = {safe_name(name): g for name, g in grids.items()}
         for name, a in arrays.items():
-            cd.create_dataset(name, data=a)
+            ds = cd.create_dataset(name, data=a)
+            label_dataset(ds, described.get(name))
         root.create_group("PointData")
         field_data(root, meta)
 

@@ -161,3 +161,21 @@ def test_every_kind_carries_time_and_step_and_names_arrays_as_the_npz(tmp_path):
     np.testing.assert_allclose(to_np(pd.GetArray("phi_exact")), np.cos(x).astype(np.float32))
     write_vtkhdf({"rho": fields["rho"]}, tmp_path / "n.vtkhdf")  # no time given: no FieldData arrays
     assert _read(tmp_path / "n.vtkhdf")[0].GetFieldData().GetNumberOfArrays() == 0
+
+
+def test_grid_arrays_carry_their_label_and_units(tmp_path):
+    """Each grid's array says what it is as the app's colour bar does (HDF5 attributes ``label`` and
+    ``units``, as an .npz dump's ``field_labels``), and VTK still reads the file."""
+    import h5py
+    from nagare.app.vtkhdf import write_vtkhdf
+
+    data = np.ones((4, 6), np.float32)
+    grids = {"u": Grid2D(data, spacing=1.0, label="(u - u∞)/c∞", units="1"), "plain": Grid2D(data, spacing=1.0)}
+    write_vtkhdf(grids, tmp_path / "l.vtkhdf")
+    with h5py.File(tmp_path / "l.vtkhdf", "r") as f:
+        cd = f["VTKHDF/CellData"]
+        assert cd["u"].attrs["label"] == "(u - u∞)/c∞"
+        assert cd["u"].attrs["units"] == "1"
+        assert "label" not in cd["plain"].attrs
+    img, to_np = _read(tmp_path / "l.vtkhdf")
+    np.testing.assert_array_equal(to_np(img.GetCellData().GetArray("u")), data.ravel())
