@@ -106,6 +106,16 @@ def rate_text(per_s: float) -> str:
     return f"{per_s:.3g}"
 
 
+def duration_text(seconds: float) -> str:
+    """A wall-clock duration as a person reads it: "42 s", "3 min 05 s", "2 h 07 min"."""
+    s = int(round(max(seconds, 0.0)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
 @dataclass
 class RunOptions:
     steps: int
@@ -159,6 +169,13 @@ class Progress:
         # here, after the batch's diagnostics have waited for the device anyway)
         sim = time_label(engine.time, getattr(engine, "time_units", ""))
         line = f"[{bar:<24}] {done}/{self.total} steps  {sim}  {rate:,.1f} steps/s{thr}"
+        elapsed = now - self.t0
+        if final:
+            line += f"  in {duration_text(elapsed)}"
+        elif done and elapsed >= 10.0:
+            # a long run (a CPU lattice, a large SPH case) says when it will end; not before 10 s,
+            # when the first batches' compiles and warm-up still dominate the rate
+            line += f"  ~{duration_text((self.total - done) / rate)} left"
         if failures:
             line += f"  !! {failures} write{'s' if failures > 1 else ''} FAILED"
         if self.tty:

@@ -124,3 +124,24 @@ def test_an_npz_dump_says_what_each_field_is(tmp_path):
         assert str(z["time_units"][()]) == "l/c∞"
         assert labels["u"]["label"] == "(u - u∞)/c∞" and labels["pressure"]["label"] == "(p - p∞)/(ρ∞c∞²)"
         assert set(labels) <= set(z.files) | {k.split("/")[0] for k in z.files}
+
+
+def test_a_long_run_says_how_long_is_left_and_the_final_line_how_long_it_took(capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    from nagare.app import headless
+
+    assert [headless.duration_text(x) for x in (4.4, 59.6, 185.0, 7620.0)] == ["4 s", "1 min 00 s", "3 min 05 s",
+                                                                              "2 h 07 min"]
+    engine = SimpleNamespace(timings=SimpleNamespace(steps=0), time=1.0, time_units="")
+    clock = iter([0.0, 3.0, 20.0, 40.0])  # start; a line after 3 s (too early to say); after 20 s; final
+    monkeypatch.setattr(headless.time, "perf_counter", lambda: next(clock))
+    p = headless.Progress(100, quiet=False)
+    p.tty = False
+    p.update(5, engine)
+    p.update(25, engine)  # 25 steps in 20 s: 75 steps left at 1.25 steps/s
+    p.update(50, engine, final=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert "left" not in lines[0]
+    assert lines[1].endswith("~1 min 00 s left"), lines[1]
+    assert lines[2].endswith("in 40 s") and "left" not in lines[2], lines[2]
