@@ -169,7 +169,8 @@ def test_gpu_build_after_a_regrid_gives_the_array_codes_rows():
         assert_rows_equal(st.kernels.dev[lv]["rows"], host_rows(st.coupling[lv]), cp.asnumpy)
 
 
-def sanitizer_case() -> None:
+@pytest.mark.gpu
+def test_sanitizer_case() -> None:
     """The small run tools/gpu-check.sh's regrid2 stage puts under compute-sanitizer: a regrid of the
     vortex test tree on the GPU (the rows built by the new kernels), then a few steps that read them."""
     e = AMR3D(vortex(physics={"precision": "fp32"}), get_backend("cupy"), variants={"kernels": "naive-fused"})
@@ -177,7 +178,23 @@ def sanitizer_case() -> None:
     e.regrid()
     e.step(2)
     e.backend.synchronize(e.stream)
+    assert np.isfinite(e.backend.asnumpy(e.state_arrays()["f"])).all()
 
 
-if __name__ == "__main__":
-    sanitizer_case()
+@pytest.mark.parametrize("label", LABELS)
+def test_the_memory_estimate_bounds_the_fused_couplings_buffers(label):
+    """tree_shape.FUSED_COUPLING_BYTES a shell point bounds what the fused coupling adds on a GPU:
+    the θ = ½ buffers and the compact rows, as a stepper allocates them (NumpyKernels: the same shapes)."""
+    from nagare.engine.amr3d.tree_shape import FUSED_COUPLING_BYTES
+
+    from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
+    from nagare.engine.timing import PhaseTimer
+
+    e = AMR3D(PRESETS[label], get_backend("numpy"))
+    st = TreeStepper(np, e.forest, e.shape.interface(), 0.6, (0.0, 0.0, 0.0), NumpyKernels(),
+                     PhaseTimer(get_backend("numpy")), dtype=np.float32)
+    used = sum(b.nbytes for b in (*st.coarse_half.values(), *st.interp_half.values()))
+    used += sum(st.kernels.dev[lv]["rows"].nbytes() for lv in st.coupling)
+    m = e.forest.m
+    shell = e.forest.n_leaves * (m**3 - (m - 2) ** 3)
+    assert 0 < used <= shell * FUSED_COUPLING_BYTES
