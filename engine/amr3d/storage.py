@@ -111,7 +111,7 @@ def _w(xp, ndim: int):
 def to_fp16(xp, f):
     """fp32 populations f[q, ...] → their fp16 storage: f − w in fp32, rounded to nearest even
     (the kernels' store_pop, bit for bit)."""
-    return (f.astype(np.float32) - _w(xp, f.ndim)).astype(np.float16)
+    return (f.astype(np.float32, copy=False) - _w(xp, f.ndim)).astype(np.float16)
 
 
 def from_fp16(xp, h):

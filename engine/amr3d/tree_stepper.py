@@ -715,6 +715,11 @@ class CupyKernels:
 
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]
+        if "interp_slot" not in d:  # (launched alone, outside the split steps: their tables first)
+            if self.stream.is_capturing():
+                raise RuntimeError("amr3d: the split interpolation's dense rows are uploaded inside a CUDA graph "
+                                   "capture; set the stepper's fused_coupling = False before capturing")
+            self.split_tables(st)
         n = c.shape_of("interp_slot")[0]
         g, b = self._grid(n)  # a thread per position, 27 populations each
         self.k[f"interp{c.stencil}"](g, b, (st.coarse_buf[lv], np.int32(c.size_of("coarse_pts")), d["interp_slot"],

@@ -186,7 +186,6 @@ def test_the_memory_estimate_bounds_the_fused_couplings_buffers(label):
     """tree_shape.FUSED_COUPLING_BYTES a shell point bounds what the fused coupling adds on a GPU:
     the θ = ½ buffers and the compact rows, as a stepper allocates them (NumpyKernels: the same shapes)."""
     from nagare.engine.amr3d.tree_shape import FUSED_COUPLING_BYTES
-
     from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
     from nagare.engine.timing import PhaseTimer
 
