@@ -1,6 +1,6 @@
 """What one regrid of amr3d-vortex-adapt asks of a GPU, counted on the CPU, part by part.
 
-    python tools/amr3d_regrid_count.py [--shift 12] [--rung naive-fused] [--regrids 2] [--top 12]
+    python tools/amr3d_regrid_count.py [--shift 12] [--rung naive-fused] [--storage native] [--regrids 2] [--top 12]
 
 On a GPU a regrid is bound by launches and host round trips, not by arithmetic: every small array
 operation costs ~5–20 µs of launch and CuPy's Python, every read of a device value on the host
@@ -364,7 +364,7 @@ def report(title: str, parts: dict, seconds: dict) -> None:
 
 
 def count_regrids(cp, preset, shift: float, rung: str = "naive-fused", regrids: int = 2, say=print,
-                  serial: bool = False) -> list:
+                  serial: bool = False, storage: str = "native") -> list:
     """Per regrid (fresh engines on the counting stand-in ``cp``, which ``sys.modules["cupy"]`` must
     be): (counts per part, seconds per part, counts per call site), for ``preset``'s vortex moved by
     ``shift`` level-0 units on its present tree."""
@@ -390,7 +390,7 @@ def count_regrids(cp, preset, shift: float, rung: str = "naive-fused", regrids: 
     try:
         for i in range(regrids):
             tree_shape_mod._COUPLING_CACHE.clear()  # a regrid builds its new tree's coupling (never cached)
-            e = AMR3D(preset, backend, variants={"kernels": rung})
+            e = AMR3D(preset, backend, variants={"kernels": rung, "storage": storage})
             e.shape.set_leaves(cases.initial_tree_state(moved, e.forest))
             e.shape.regrid_serial = serial
             COUNTS.by_part.clear()
@@ -420,6 +420,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shift", type=float, default=12.0)
     ap.add_argument("--rung", default="naive-fused")
     ap.add_argument("--regrids", type=int, default=2)
+    ap.add_argument("--storage", default="native", help="native | fp16 (the naive rungs' fp16 level buffers)")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--serial", action="store_true", help="the device waited for between the parts (as a profile)")
     a = ap.parse_args(argv)
@@ -430,9 +431,10 @@ def main(argv=None) -> int:
     from nagare.engine.presets import load_preset
 
     runs = count_regrids(cp, load_preset("amr3d-vortex-adapt", backend="cupy"), a.shift, a.rung, a.regrids,
-                         serial=a.serial)
+                         serial=a.serial, storage=a.storage)
     parts, seconds, sites = runs[-1]
-    report(f"per part (the last of {a.regrids} regrids; rung {a.rung}{'; serial' if a.serial else ''})",
+    report(f"per part (the last of {a.regrids} regrids; rung {a.rung}, storage {a.storage}"
+           f"{'; serial' if a.serial else ''})",
            parts, seconds)
     print("\nin order (laps, and the host's waits for the device between them):\n  " + timeline(COUNTS.events))
     if a.top:

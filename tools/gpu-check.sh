@@ -66,6 +66,16 @@
 #                 fp16), tools/amr3d_coupling_profile.py on the three-level tree and the sphere (graph off; split =
 #                 before, fused = after: coupling share of the coarse step, launches), `nagare bench amr3d --case
 #                 three-levels --only naive-fused`; everything packed into $OUT/amr3d-coupling.tgz
+#   regrid2       issue 38 item 4 (every rung's warm regrid < 50 ms), < 240 s (timeouts 115 + 30 + 70 + 20): the gpu
+#                 tests of the compact rows' CUDA build (tests/unit/test_amr3d_rows_build.py: = the array code bit
+#                 for bit, fp32/fp16, after a regrid), the regrid's (test_amr3d_regrid_device, _uploads) and the coupling's on
+#                 the three-level tree (fused = split, graph, fp16: the dense rows come back for split);
+#                 compute-sanitizer memcheck of a regrid + 2 steps (amr3d_rows_need, amr3d_rows_build);
+#                 `nagare bench amr3d --case vortex-adapt --only naive-fused` (the four rungs' Regrids table);
+#                 tools/amr3d_regrid_profile.py --storage fp16 --graph on --steps 2 --in-run 6 (the worst rung
+#                 alone in a fresh process: parts, select in parts with the rows' CUDA vs array build, 6 regrids
+#                 of one engine as a run with the memory pool's growth in each, whole regrids of fresh engines);
+#                 everything packed into $OUT/regrid2.tgz
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -328,6 +338,26 @@ PY
       timeout 60 python3 tools/amr3d_regrid_profile.py --backend cupy > "$d/profile.txt" 2>&1
       echo "profile exit $?"; grep "^whole regrid" "$d/profile.txt" | grep -v serial
       tar czf "$OUT/regrid.tgz" -C "$OUT" regrid && rm -rf "$d" ;;
+    regrid2)
+      d="$OUT/regrid2"
+      # a cold machine compiles the coupling module and the m = 9 ladders here (the later steps load them)
+      timeout -k 5 115 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs --durations=5 \
+        tests/unit/test_amr3d_rows_build.py tests/unit/test_amr3d_regrid_device.py tests/unit/test_amr3d_uploads.py \
+        "tests/equivalence/test_amr3d_coupling_gpu.py::test_fused_coupling_equals_the_split_launches" -k "tree3 or not coupling_gpu" \
+        > "$d/gpu-tests.log" 2>&1
+      echo "regrid2 gpu tests exit $?: $(tail -n 1 "$d/gpu-tests.log")"
+      timeout -k 5 30 compute-sanitizer --tool memcheck --error-exitcode 3 python3 -m pytest -q -m gpu -p no:cacheprovider \
+        -p no:xvfb -o addopts= tests/unit/test_amr3d_rows_build.py -k sanitizer_case > "$d/sanitizer-memcheck.txt" 2>&1
+      echo "memcheck exit $?: $(grep -h "ERROR SUMMARY\|passed\|failed" "$d/sanitizer-memcheck.txt" | tail -n 2 | tr '\n' ' ')"
+      # a vortex-adapt cell runs >= 2000 steps (~0.55 ms each) and its regrids: 4 cells of ~15 s
+      timeout -k 5 70 nagare bench amr3d --backend cupy --case vortex-adapt --only naive-fused --out "$d/bench" \
+        > "$d/bench.log" 2>&1
+      echo "bench exit $?"; grep -h -A9 "^## Regrids" "$d"/bench/*.md | tail -n 6
+      timeout -k 5 20 python3 tools/amr3d_regrid_profile.py --backend cupy --storage fp16 --graph on --steps 2 \
+        --repeats 2 --in-run 6 > "$d/profile-fp16-graph.txt" 2>&1
+      echo "profile exit $?"; grep "^select\|^whole regrid\|^in a run" "$d/profile-fp16-graph.txt" | grep -v serial
+      cp "$OUT/info.txt" "$d/" 2>/dev/null
+      tar czf "$OUT/regrid2.tgz" -C "$OUT" regrid2 && rm -rf "$d" ;;
     amr3d-coupling)
       d="$OUT/amr3d-coupling"
       # a cold kernel cache compiles the coupling module and the m = 9 ladders here (the later steps load them)

@@ -51,16 +51,19 @@ def build(xp, interp_slot, interp_w, desc, n_fine: int) -> InterpRows:
     of position (j − Q · n_fine) % U. ``n_fine``: the level's fine nodes (fine_pts.size).
     The rows keep the dense shape (each row's nonzero pairs moved to its front in their order, the
     zeros behind): on a device the build is whole-array operations without a read-back or an
-    upload (a regrid builds it while the device works: tests/unit/test_amr3d_regrid_count.py)."""
+    upload (a regrid builds it while the device works: tests/unit/test_amr3d_regrid_count.py). The
+    CUDA stepper builds the same arrays in two launches (tree_stepper.CupyKernels._build_rows)."""
     slot, w = xp.asarray(interp_slot), xp.asarray(interp_w)
     u_count, stencil = int(slot.shape[0]), int(slot.shape[1])
+    # the entries' indices in 32 bits where the rows' entries fit
+    idx = np.int32 if u_count * stencil < 2**31 else np.int64
     nz = w != 0
-    count = nz.sum(axis=1, dtype=np.int32)
-    # each pair's column in the compact row: the nonzero ones first, each group in its order
-    first = xp.cumsum(nz, axis=1, dtype=np.int64) - 1
-    behind = count[:, None].astype(np.int64) + xp.cumsum(~nz, axis=1, dtype=np.int64) - 1
-    col = xp.where(nz, first, behind)
-    at = xp.arange(u_count, dtype=np.int64)[:, None] * stencil + col
+    nonzero = xp.cumsum(nz, axis=1, dtype=idx)  # the row's nonzero pairs up to and including each
+    count = nonzero[:, -1].astype(np.int32)
+    # each pair's column in the compact row: the nonzero ones first, each group in its order (a zero
+    # pair at s has s − nonzero[s] zeros before it)
+    col = xp.where(nz, nonzero - 1, count[:, None] + xp.arange(stencil, dtype=idx)[None] - nonzero)
+    at = xp.arange(u_count, dtype=idx)[:, None] * stencil + col
     cslot = xp.zeros(u_count * stencil, np.int32)
     cw = xp.zeros(u_count * stencil, np.float32)
     cslot[at.reshape(-1)] = slot.reshape(-1).astype(np.int32)

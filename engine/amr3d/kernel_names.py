@@ -46,6 +46,8 @@ COUPLING = {"rescale": "amr3d_rescale_points<float>", "restrict": "amr3d_restric
             "links": "amr3d_links<float>",
             "rescale_two": "amr3d_rescale_two<float>", "restrict_fine": "amr3d_restrict_fine<float>",
             "interp_rows": "amr3d_interpolate_rows",
+            "rows_need32": "amr3d_rows_need<int>", "rows_need64": "amr3d_rows_need<long long>",
+            "rows_build": "amr3d_rows_build",
             "rescale_16": "amr3d_rescale_points<unsigned short>", "restrict_16": "amr3d_restrict<unsigned short>",
             "fixup32_16": "amr3d_fixup<int,unsigned short>", "fixup64_16": "amr3d_fixup<long long,unsigned short>",
             "outflow_16": "amr3d_outflow_points<unsigned short>", "set_points_16": "amr3d_set_points<unsigned short>",

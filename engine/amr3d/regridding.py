@@ -90,17 +90,31 @@ class Regridding:
         self.last_regrid = {"refined": refined, "coarsened": coarsened, "step": 0, "capped": int(plan.capped)}
         return f
 
-    def regrid_criterion(self) -> np.ndarray:
+    def regrid_criterion(self, chunks=None) -> np.ndarray:
         """Per-leaf max |ω|·h_leaf / U_ref (host float64, leaf order), from the stepper's own storage
-        level by level: only the per-leaf maxima leave the device."""
+        level by level (``chunks``: level_chunks() already taken): only the per-leaf maxima leave the
+        device."""
+        e = self.e
+        chunks = self.level_chunks() if chunks is None else chunks
+        return adapt.criterion(self.xp, chunks, e.accel, e.preset.adapt_u_ref, e.backend.asnumpy)
+
+    def level_chunks(self) -> list:
+        """[(level, its leaves' populations f[Q, n_l, m, m, m])] in leaf order: views of the state
+        where it is stored so, else (fp16 storage, mother leaves) the stepper's fp32 copies."""
         e, st = self.e, self.stepper
         if st is None:
-            chunks = [(lv, self.xp.asarray(self.pending)[:, e.forest.level_slice(lv)]) for lv in e.forest.levels]
-        elif isinstance(st, reference.Stepper):
-            chunks = [(lv, st.f[:, e.forest.level_slice(lv)]) for lv in e.forest.levels]
-        else:
-            chunks = [(lv, st.level_state(lv)) for lv in st.levels]  # (leaf order, also on mother leaves)
-        return adapt.criterion(self.xp, chunks, e.accel, e.preset.adapt_u_ref, e.backend.asnumpy)
+            return [(lv, self.xp.asarray(self.pending)[:, e.forest.level_slice(lv)]) for lv in e.forest.levels]
+        if isinstance(st, reference.Stepper):
+            return [(lv, st.f[:, e.forest.level_slice(lv)]) for lv in e.forest.levels]
+        return [(lv, st.level_state(lv)) for lv in st.levels]  # (leaf order, also on mother leaves)
+
+    def _leaves_from(self, chunks: list):
+        """self.leaves() from level_chunks' arrays: a TreeStepper's state() is their concatenation
+        (fp16 storage: its fp32 conversion is not done twice in a regrid)."""
+        st = self.stepper
+        if st is None or isinstance(st, reference.Stepper):
+            return self.leaves()
+        return self.xp.concatenate([c for _, c in chunks], axis=1)
 
     def regrid(self, step: int | None = None) -> dict:
         """One regrid now: criterion, refine/coarsen sets, 2:1 balance, the state carried over by
@@ -113,15 +127,18 @@ class Regridding:
             # criterion's per-leaf maxima would wait for them anyway)
             e.backend.synchronize(e.stream)
             clock = RegridClock(lambda: e.backend.synchronize(e.stream), serial=self.regrid_serial)
-            crit = self.regrid_criterion()
+            chunks = self.level_chunks()
+            crit = self.regrid_criterion(chunks)
             clock.lap("criterion")
             plan = self._plan(crit)
             changed = not (np.array_equal(plan.forest.level, e.forest.level)
                            and np.array_equal(plan.forest.block, e.forest.block))
             clock.lap("plan")
             if changed:
-                f_new = transfer.transfer(e.forest, plan.forest, self.leaves(), e.preset.physics.tau, e.accel,
-                                          xp=self.xp)
+                f_old = self._leaves_from(chunks)
+                del chunks  # (fp16 storage: its fp32 levels, not kept through the transfer)
+                f_new = transfer.transfer(e.forest, plan.forest, f_old, e.preset.physics.tau, e.accel, xp=self.xp)
+                del f_old
                 clock.lap("transfer")
                 host = clock.seconds["plan"] + self.install_tree(plan.forest, f_new, synchronise=True, clock=clock)
                 clock.finish()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import d3q27
+from .uploads import constant
 
 
 def uniform_from_leaves(xp, f, m: int, shape: tuple[int, int, int]):
@@ -101,14 +102,16 @@ def leaves_from_apart(xp, a, m: int, nleaf: int):
 
 # ---- fp16 storage (beyond P0; as lbm2d's): the shifted populations f_q − w_q in IEEE half ----------
 def _w(xp, ndim: int):
-    """The weights as the kernels hold them (fp32, d3q27.cuh w(q)), shaped to broadcast over f[q, ...]."""
-    return xp.asarray(d3q27.W.astype(np.float32)).reshape(-1, *([1] * (ndim - 1)))
+    """The weights as the kernels hold them (fp32, d3q27.cuh w(q)), shaped to broadcast over f[q, ...]
+    (on a device once: a regrid converts every level's state, each conversion would upload them)."""
+    w = constant(xp, "fp16 storage weights", lambda: d3q27.W.astype(np.float32))
+    return w.reshape(-1, *([1] * (ndim - 1)))
 
 
 def to_fp16(xp, f):
     """fp32 populations f[q, ...] → their fp16 storage: f − w in fp32, rounded to nearest even
     (the kernels' store_pop, bit for bit)."""
-    return (f.astype(np.float32) - _w(xp, f.ndim)).astype(np.float16)
+    return (f.astype(np.float32, copy=False) - _w(xp, f.ndim)).astype(np.float16)
 
 
 def from_fp16(xp, h):

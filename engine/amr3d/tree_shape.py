@@ -31,6 +31,14 @@ _COUPLING_CACHE: dict = {}  # preset's tree description → interface.build resu
 _MOTHER_CACHE: dict = {}  # the same with the levels as mother leaves (mothers.coupling; one kept)
 
 
+# the fused coupling's device memory a shell point (tree_stepper.py): the θ = ½ coarse and
+# interpolated buffers (27 fp32 values a coarse node and a source position) and the compact rows
+# (27 int32 slots and fp32 weights, a count and a mask a position); source positions and coarse nodes
+# each fewer than the shell points (a bound: 4–19 % of it on the registry's trees,
+# tests/unit/test_amr3d_rows_build.py)
+FUSED_COUPLING_BYTES = 27 * 4 * 2 + 27 * (4 + 4) + 4 + 4
+
+
 class Tree(Regridding, Shape):
     takes_tracers = True
 
@@ -59,6 +67,8 @@ class Tree(Regridding, Shape):
         # GPU: the interface descriptors (a few % of the points, 27 indices each)
         shell = leaves * (m**3 - (m - 2) ** 3)
         work += shell * 27 * 8 * (12 if not backend.is_gpu else 1)
+        if backend.is_gpu:
+            work += shell * FUSED_COUPLING_BYTES
         if p.tracers.count:
             work += tracer_bytes(p.tracers.count * len(p.tracers.seeds), p.tracers.trail_length)
         return work

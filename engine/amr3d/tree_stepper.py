@@ -97,7 +97,7 @@ class TreeStepper:
         self.interp_buf = {lv: xp.zeros((d3q27.Q, c.shape_of("interp_slot")[0]), dtype) for lv, c in coupling.items()}
         self.link_buf = {lv: xp.zeros(c.link_i1.size, dtype) for lv, c in coupling.items()}
         # fused coupling: the coarse values and their interpolation at θ = ½, computed with θ = 0's
-        self.fused_coupling = True
+        self._fused_coupling = True
         self.coarse_half = {lv: xp.zeros_like(b) for lv, b in self.coarse_buf.items()}
         self.interp_half = {lv: xp.zeros_like(b) for lv, b in self.interp_buf.items()}
         self._half_step: dict = {}  # level → its step in progress is the θ = ½ one (fused: reads interp_half)
@@ -115,6 +115,18 @@ class TreeStepper:
         first = np.array([coupling[lv].lo * m**3 for lv in self.levels], np.int64)
         self._level_first, self._level_bounds = upload_together(xp, (first, first[1:]))
         kernels.prepare(self)
+
+    @property
+    def fused_coupling(self) -> bool:
+        return self._fused_coupling
+
+    @fused_coupling.setter
+    def fused_coupling(self, on: bool) -> None:
+        """The split launches read the dense interpolation rows, which the kernels then bring back
+        (set before stepping: a CUDA graph must not capture their upload)."""
+        self._fused_coupling = bool(on)
+        if not on and hasattr(self.kernels, "split_tables"):
+            self.kernels.split_tables(self)
 
     # ---- state --------------------------------------------------------------------------------
     def set_state(self, f, synchronised: bool = True) -> None:
@@ -561,7 +573,10 @@ class CupyKernels:
                 fix_of[d["fix_pts"]] = xp.arange(c.n_fix, dtype=np.int32)
                 d["fix_of"] = fix_of
             if c.size_of("coarse_pts"):  # the fused coupling's compact rows (interp_rows.py), built on the device
-                d["rows"] = interp_rows.build(xp, d["interp_slot"], d["interp_w"], d["desc"], c.size_of("fine_pts"))
+                d["rows"] = self._build_rows(xp, d, c)
+            # the dense rows serve the split launches only (split_tables brings them back): the fused
+            # coupling reads the compact ones
+            del d["interp_slot"], d["interp_w"]
             self.dev[lv] = d
         # taken: the device copies the stepper does not hold are dropped here; the tables a device build
         # left on the device for their first host use (LevelCoupling.keep_on_device: the descriptors in
@@ -571,6 +586,43 @@ class CupyKernels:
         self.m3 = {lv: b ** 3 for lv, b in st.block.items()}  # points per block of each level
         self._inlet_values = got(None, "inlet")
         self._rest_values = got(None, "rest")
+
+    def _build_rows(self, xp, d: dict, c: LevelCoupling) -> interp_rows.InterpRows:
+        """interp_rows.build's compact rows (the same arrays, bit for bit) in two launches of
+        coupling.cu (amr3d_rows_need, amr3d_rows_build) instead of its ~30 array operations and their
+        64-bit temporaries (a regrid builds every level's)."""
+        slot, w, desc = xp.ascontiguousarray(d["interp_slot"]), xp.ascontiguousarray(d["interp_w"]), d["desc"]
+        n, stride = (int(x) for x in slot.shape)
+        size = d3q27.Q * n
+        # the kernel's 32-bit counts: positions (and their populations) and the compact slots, which
+        # index the coarse buffer's nodes
+        if size >= 2**31 or c.size_of("coarse_pts") >= 2**31:
+            raise ValueError(f"level {c.level}: {n} interpolated positions of {c.size_of('coarse_pts')} coarse nodes "
+                             "pass the compact rows' 32-bit indices")
+        if slot.dtype != np.int64 or w.dtype != np.float32:
+            raise TypeError(f"compact rows from {slot.dtype} slots and {w.dtype} weights (int64, float32 expected)")
+        need = xp.zeros(size, np.uint8)
+        flat = xp.ascontiguousarray(desc).reshape(-1)
+        g, b = self._grid(flat.size)
+        self.k["rows_need64" if flat.dtype == np.int64 else "rows_need32"](
+            g, b, (flat, np.int64(flat.size), np.int64(d3q27.Q * c.size_of("fine_pts")), np.int64(size), need),
+            stream=self.stream)
+        rows = interp_rows.InterpRows(count=xp.empty(n, np.int32), slot=xp.empty((n, stride), np.int32),
+                                      w=xp.empty((n, stride), np.float32), mask=xp.empty(n, np.uint32))
+        g, b = self._grid(n)
+        self.k["rows_build"](g, b, (slot, w, np.int32(n), np.int32(stride), need, rows.count, rows.slot, rows.w,
+                                    rows.mask), stream=self.stream)
+        return rows
+
+    def split_tables(self, st: TreeStepper) -> None:
+        """The dense interpolation rows of every level on the device (the split launches' amr3d_interpolate
+        reads them; prepare keeps only the compact rows): from the coupling's host fields (read back
+        where a device build left them there), once."""
+        for lv, c in st.coupling.items():
+            d = self.dev[lv]
+            if "interp_slot" not in d:
+                d["interp_slot"], d["interp_w"] = upload_together(
+                    st.xp, (np.asarray(c.interp_slot, np.int64), np.asarray(c.interp_w, np.float32)))
 
     @staticmethod
     def _grid(n: int):
@@ -663,6 +715,11 @@ class CupyKernels:
 
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]
+        if "interp_slot" not in d:  # (launched alone, outside the split steps: their tables first)
+            if self.stream.is_capturing():
+                raise RuntimeError("amr3d: the split interpolation's dense rows are uploaded inside a CUDA graph "
+                                   "capture; set the stepper's fused_coupling = False before capturing")
+            self.split_tables(st)
         n = c.shape_of("interp_slot")[0]
         g, b = self._grid(n)  # a thread per position, 27 populations each
         self.k[f"interp{c.stencil}"](g, b, (st.coarse_buf[lv], np.int32(c.size_of("coarse_pts")), d["interp_slot"],

@@ -25,7 +25,7 @@ from tests.unit.fake_cupy import _Event, _Stream, get_elapsed_time
 
 _KERNEL = re.compile(r'(?:template\s*<([^<>]*)>\s*)?(?:extern\s+"C"\s+)?__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
 _SCALARS = {"float": np.float32, "int": np.int32, "long long": np.int64, "double": np.float64,
-            "unsigned long long": np.uint64, "unsigned int": np.uint32, "bool": np.bool_,
+            "unsigned long long": np.uint64, "unsigned int": np.uint32, "unsigned char": np.uint8, "bool": np.bool_,
             "unsigned short": np.float16}  # fp16 storage: float16 arrays, whose bits the kernels take as unsigned short
 _CTYPES = {"float": ctypes.c_float, "int": ctypes.c_int, "long long": ctypes.c_longlong, "double": ctypes.c_double}
 

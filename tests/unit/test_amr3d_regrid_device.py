@@ -310,3 +310,23 @@ def test_a_regrid_on_the_emulated_gpu_gives_the_host_paths_populations(emulated_
     assert e.shape.regrid_figures()["regrids_timed"] == 1
     e.step(2)
     assert np.isfinite(np.asarray(e.state_arrays()["f"])).all()
+
+
+@pytest.mark.parametrize("storage_kind", ["native", "fp16"])
+def test_the_criterions_levels_are_the_transfers_state(emulated_cupy, storage_kind):
+    """Regridding.level_chunks (the criterion's input) joined is the stepper's state, bit for bit: a
+    regrid hands them to the transfer instead of assembling the state again (fp16 storage: one
+    conversion of the levels, not two)."""
+    from nagare.engine.backend import Backend
+
+    p = vortex(physics={"precision": "fp32"})
+    e = AMR3D(p, Backend("cupy", emulated_cupy, _cupy=emulated_cupy),
+              variants={"kernels": "naive-fused", "storage": storage_kind})
+    e.shape.set_leaves(shifted(e, 10.0))
+    e.step(1)
+    chunks = e.shape.level_chunks()
+    np.testing.assert_array_equal(e.shape._leaves_from(chunks), e.shape.leaves())
+    np.testing.assert_array_equal(e.shape.regrid_criterion(chunks), e.regrid_criterion())
+    ref = AMR3D(p, get_backend("numpy"))
+    ref.shape.set_leaves(shifted(ref, 10.0))
+    np.testing.assert_array_equal(ref.shape._leaves_from(ref.shape.level_chunks()), ref.shape.leaves())

@@ -60,6 +60,12 @@ def _check_stepper_tables(e, asnumpy):
     for lv, c in st.coupling.items():
         assert c.device is None  # taken by the stepper, then dropped
         d = st.kernels.dev[lv]
+        # (the dense interpolation rows only for the split launches: the fused coupling's compact rows
+        # are built from them, then they go; CupyKernels.split_tables brings them back)
+        assert "interp_slot" not in d and "interp_w" not in d
+    st.kernels.split_tables(st)
+    for lv, c in st.coupling.items():
+        d = st.kernels.dev[lv]
         idx = np.int64 if d["fixup"] == "fixup64" else np.int32
         for k, dtype in (("desc", idx), ("fix_pts", idx), ("fine_pts", np.int64), ("coarse_pts", np.int64),
                          ("interp_slot", np.int64), ("interp_w", np.float32), ("restrict_dst", np.int64),

@@ -14,6 +14,10 @@
 //   amr3d_interpolate_rows amr3d_interpolate from compact rows (nonzero weights only, and only the
 //                          populations the fix-up reads: interp_rows.py), for one or both time
 //                          levels' coarse buffers in one launch (the fused coupling's)
+//   amr3d_rows_need,       the compact rows themselves (interp_rows.py build) from the dense rows and
+//   amr3d_rows_build       the fix-up's descriptors: the entries of the interpolated buffer the
+//                          descriptors read marked, then a thread per position compacts its row
+//                          and gathers its mask (two launches a level, no 64-bit temporaries)
 //   amr3d_interpolate<S>   all 27 populations at each distinct source position in a coarser leaf
 //                          (S = 8 trilinear, 27 quadratic stencil points), a thread per position
 //   amr3d_fixup            interface points (a pull source on another level or beyond a side):
@@ -290,6 +294,57 @@ __global__ void amr3d_interpolate_rows(const float* __restrict__ coarse0, const 
 #pragma unroll
     for (int q = 0; q < Q; ++q)
         if ((need >> q) & 1u) out[(idx_t)q * n + u] = acc[q];
+}
+
+// The compact rows' build (engine/amr3d/interp_rows.py build, the same arrays bit for bit), in two
+// launches a level. amr3d_rows_need: a thread per descriptor entry; an entry -1 - j with
+// first <= j < first + size (first = Q * n_fine: past the fine buffer) reads entry j - first of the
+// interpolated buffer (population (j - first) / n of position (j - first) % n), marked in need
+// (zeroed before; several entries may mark one: they all store 1).
+template <typename I>
+__global__ void amr3d_rows_need(const I* __restrict__ desc, long long ndesc, long long first, long long size,
+                                unsigned char* __restrict__ need)
+{
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= ndesc) return;
+    const long long d = (long long)desc[i];
+    const long long j = -1 - d - first;
+    if (d < 0 && j >= 0 && j < size) need[j] = 1;
+}
+
+// amr3d_rows_build: a thread per position u of the dense rows (slot, w: n rows of stride entries);
+// its nonzero pairs moved to the front of its row in their order, the zero ones behind in theirs,
+// count[u] the nonzero ones, mask[u] bit q where need marks population q at u. The slots fit in 32
+// bits: they index the coarse buffer's nodes (the caller checks that count).
+__global__ void amr3d_rows_build(const long long* __restrict__ slot, const float* __restrict__ w, int n, int stride,
+                                 const unsigned char* __restrict__ need, int* __restrict__ count,
+                                 int* __restrict__ cslot, float* __restrict__ cw, unsigned int* __restrict__ mask)
+{
+    const int u = blockIdx.x * blockDim.x + threadIdx.x;
+    if (u >= n) return;
+    const idx_t a = (idx_t)u * stride;
+    int k = 0;
+    for (int s = 0; s < stride; ++s) {
+        const float ws = w[a + s];
+        if (ws != 0.f) {
+            cslot[a + k] = (int)slot[a + s];
+            cw[a + k] = ws;
+            ++k;
+        }
+    }
+    count[u] = k;
+    for (int s = 0; s < stride; ++s) {
+        const float ws = w[a + s];
+        if (!(ws != 0.f)) {
+            cslot[a + k] = (int)slot[a + s];
+            cw[a + k] = ws;
+            ++k;
+        }
+    }
+    unsigned int bits = 0u;
+    for (int q = 0; q < Q; ++q)
+        if (need[(idx_t)q * n + u]) bits |= 1u << q;
+    mask[u] = bits;
 }
 
 // Interface points: desc[q * n + r] >= 0 is an index into src (own leaf, same-level leaf or, for a
