@@ -26,13 +26,13 @@ Fused coupling (``fused_coupling``, the default; False launches each operation a
 level l−1 does not change between level l's two steps (θ = 0 and ½), so level l's first step
 computes both steps' coarse values in one launch (amr3d_rescale_two, with that step's fine values)
 and interpolates both in one (amr3d_interpolate_rows: from compact rows, nonzero weights only and
-only the populations the fix-up reads, interp_rows.py), into a second coarse and interpolated buffer
-(``coarse_half``, ``interp_half``: the extra memory, Q · 4 bytes per coarse node and per source
-position of each finer level); the restriction l+1 → l at the end of level l's first step waits for
-the start of its second, whose fine values it joins (amr3d_restrict_fine: both rescale level l+1's
-current buffer to level l, and nothing runs between them). Every value is the split launches' value,
-bit for bit (the same device functions, the same inputs); the three-level benchmark tree's coupling
-goes from 18 launches a coarse step to 10.
+only the populations the fix-up reads, interp_rows.py; ``interp_lanes`` threads a position), into a
+second coarse and interpolated buffer (``coarse_half``, ``interp_half``: the extra memory, Q · 4
+bytes per coarse node and per source position of each finer level); the restriction l+1 → l at the
+end of level l's first step waits for the start of its second, whose fine values it joins
+(amr3d_restrict_fine: both rescale level l+1's current buffer to level l, and nothing runs between
+them). Every value is the split launches' value, bit for bit (the same device functions, the same
+inputs); the three-level benchmark tree's coupling goes from 18 launches a coarse step to 10.
 
 Timing phases (one coarse step = one step): ``inner``/``shell`` (or ``step`` for one-kernel rungs)
 summed over every level step, ``coupling`` (interface buffers, fix-up, restriction; with
@@ -50,6 +50,11 @@ from .interface import LevelCoupling
 from .tracer_kernels import LevelBuffers
 from .tree import Forest
 from .uploads import upload_together
+
+
+# amr3d_interpolate_rows' threads a position: the choices (coupling.cu instantiates each) and the default
+INTERP_LANES = (1, 3, 9)
+INTERP_LANES_DEFAULT = 3
 
 
 def _scale(tau0: float, accel0, src: int, dst: int):
@@ -100,6 +105,9 @@ class TreeStepper:
         self.fused_coupling = True
         self.coarse_half = {lv: xp.zeros_like(b) for lv, b in self.coarse_buf.items()}
         self.interp_half = {lv: xp.zeros_like(b) for lv, b in self.interp_buf.items()}
+        # threads a source position in amr3d_interpolate_rows (1, 3 or 9; 27 / lanes populations each:
+        # 3 holds 56 registers a thread instead of 1's 123; the same bits, coupling.cu)
+        self.interp_lanes = INTERP_LANES_DEFAULT
         self._half_step: dict = {}  # level → its step in progress is the θ = ½ one (fused: reads interp_half)
         self._pending: set = set()  # levels whose restriction waits for their next step's start
         # the CSM's coefficient C per point of each level (one value a point; collision.py) and the
@@ -643,9 +651,11 @@ class CupyKernels:
         """Both time levels' interpolation from the compact rows (interp_rows.py: nonzero weights,
         the fix-up's populations only) in one launch."""
         c, rows = st.coupling[lv], self.dev[lv]["rows"]
-        n = rows.n
-        g, b = self._grid(2 * n)
-        self.k["interp_rows"](g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")),
+        n, lanes = rows.n, int(st.interp_lanes)
+        if lanes not in INTERP_LANES:
+            raise ValueError(f"interp_lanes = {lanes}: one of {INTERP_LANES}")
+        g, b = self._grid(2 * n * lanes)  # (lanes consecutive threads a position)
+        self.k["interp_rows" + ("" if lanes == 1 else str(lanes))](g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")),
                                      rows.count, rows.slot, rows.w, np.int32(rows.stride), rows.mask, np.int32(n),
                                      np.int32(2),
                                      st.interp_buf[lv], st.interp_half[lv]), stream=self.stream)

@@ -155,6 +155,43 @@ def test_fused_coupling_kernels_equal_the_split_launches(emulated_cupy, label, r
 
 
 @needs_gxx
+@pytest.mark.parametrize("label,storage_kind", [("fp32-tree2-slip-m9", "native"), ("fp32-sphere-m9", "fp16")])
+def test_interpolate_rows_lanes_give_the_same_bits(emulated_cupy, label, storage_kind):
+    """amr3d_interpolate_rows with 1, 3 or 9 threads a source position (tree_stepper ``interp_lanes``):
+    each population's sum over the same pairs in the same order, so the interpolated buffers of both
+    time levels and the stepped state are the same bits (and the split launches' too)."""
+    from nagare.engine.amr3d.tree_stepper import INTERP_LANES
+
+    runs = {}
+    for lanes in INTERP_LANES:
+        e = emulated_engine(emulated_cupy, label, "naive-fused", storage_kind, fused=True)
+        st = e.shape.stepper
+        st.interp_lanes = lanes
+        for lv in st.levels:  # (entries outside the mask keep what they held: the same NaN everywhere)
+            st.interp_buf[lv][...] = np.nan
+            st.interp_half[lv][...] = np.nan
+        e.step(2)
+        runs[lanes] = (np.asarray(e.state_arrays()["f"]),
+                       {lv: (np.asarray(st.interp_buf[lv]).copy(), np.asarray(st.interp_half[lv]).copy())
+                        for lv in st.levels})
+    split = emulated_engine(emulated_cupy, label, "naive-fused", storage_kind, fused=False)
+    split.step(2)
+    for lanes in INTERP_LANES[1:]:
+        np.testing.assert_array_equal(runs[lanes][0], runs[1][0])
+        for lv, (now, half) in runs[lanes][1].items():
+            np.testing.assert_array_equal(now, runs[1][1][lv][0])
+            np.testing.assert_array_equal(half, runs[1][1][lv][1])
+    np.testing.assert_array_equal(runs[INTERP_LANES[-1]][0], np.asarray(split.state_arrays()["f"]))
+    assert any(np.isfinite(b[0]).any() for b in runs[3][1].values())  # (a level interpolated something)
+
+
+def test_interp_lanes_default_is_a_choice():
+    from nagare.engine.amr3d.tree_stepper import INTERP_LANES, INTERP_LANES_DEFAULT
+
+    assert INTERP_LANES_DEFAULT in INTERP_LANES and all(27 % k == 0 for k in INTERP_LANES)
+
+
+@needs_gxx
 def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
     """The launches themselves (the emulated kernels count theirs): on two levels 6 → 4 a coarse step
     (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_rows)."""
