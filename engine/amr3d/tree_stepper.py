@@ -318,7 +318,7 @@ class TreeStepper:
         with self.timer.phase("step", steps=n):
             while n:
                 c = graph_batch(n)
-                key = (c, self.fused_coupling) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
+                key = (c, self.fused_coupling, self.interp_lanes) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
                 g = self._graphs.get(key)
                 if g is None:  # the capture runs the steps' Python once: their buffer swaps are done
                     g = self._graphs[key] = self.kernels.capture(lambda c=c: [self._step(False) for _ in range(c)])

@@ -276,3 +276,9 @@ def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys, mo
     assert "coupling launches per coarse step 6 " in out.split("[fused]")[0]
     assert "coupling launches per coarse step 4 " in out.split("[fused]")[1]
     assert "summary: coupling share split" in out
+    # one fused run per threads a source position of the interpolation, each with the same launches
+    assert tool.main(["--preset", "amr3d-bench", "--steps", "1", "--coupling", "fused", "--lanes", "1,3",
+                      "--set", "grid.leaves=[2, 2, 2]", "--set", "grid.m=9", "--set", THREE_LEVELS]) == 0
+    out = capsys.readouterr().out
+    for lanes in (1, 3):
+        assert "coupling launches per coarse step 4 " in out.split(f"[fused lanes={lanes}]")[1].split("\n")[0]
