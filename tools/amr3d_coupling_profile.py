@@ -14,11 +14,11 @@ before) and the fused ones (after) on the same engine.
 
 ``--lanes 1,3,9`` measures the fused coupling once per amr3d_interpolate_rows' threads a source
 position (tree_stepper ``interp_lanes``; 1 is the thread-per-position kernel of before), labelled
-``fused lanes=L``. ``--device-time`` launches a short spin kernel before each wrapped phase, so the
-host has queued the phase's launches before its start event fires: each phase's figure is then the
-device's time alone (the host's launch time, which the plain figures include wherever the GPU waits
-for the host, left out), and the coupling's share is taken of the coarse step with the CUDA graph
-(measured after the phases, every level step's launches replayed from one graph: "graph step").
+``fused lanes=L``. ``--device-time`` runs each again with a short spin kernel before each wrapped
+phase, so the host has queued the phase's launches before its start event fires: each phase's figure
+is then the device's time alone (the host's launch time, which the plain figures include wherever
+the GPU waits for the host, left out), and the coupling's share is taken of the coarse step with the
+CUDA graph (every level step's launches replayed from one graph: "graph step"); lines "device".
 
 The CUDA graph is off while the profiler wraps the phases (the events must be recorded between
 launches from the host; inside a graph capture they would be captured too, which is why a preset
@@ -33,7 +33,8 @@ import collections
 
 import numpy as np
 
-COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine", "fixup")
+COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine", "restrict_two",
+            "fixup")
 WRAPPED = COUPLING + ("ladder",)
 
 
@@ -55,9 +56,10 @@ extern "C" __global__ void nagare_profile_spin(long long ns)
 SPIN_NS = 200_000
 
 
-def profile(eng, cp, steps: int, fused: bool, lanes: int | None = None, device_time: bool = False) -> dict:
+def profile(eng, cp, steps: int, fused: bool, lanes: int | None = None, device_time: bool = False,
+            pairs: bool = True) -> dict:
     st = eng.shape.stepper
-    st.fused_coupling = fused
+    st.fused_coupling, st.pair_restrictions = fused, pairs
     if lanes is not None:
         st.interp_lanes = lanes
     k = st.kernels
@@ -130,7 +132,11 @@ def main(argv=None) -> int:
                     help="comma-separated threads a source position of the fused interpolation (1, 3, 9); "
                          "default: the stepper's")
     ap.add_argument("--device-time", action="store_true",
-                    help="a spin kernel before each phase: device time only; the share of the graph's step")
+                    help="each run again with a spin kernel before each phase: device time only, as a share of "
+                         "the graph's step")
+    ap.add_argument("--before", action="store_true",
+                    help="also the fused coupling as it was before the paired restrictions and the interpolation's "
+                         "lanes (lanes 1, pair_restrictions off): \"fused before\"")
     a = ap.parse_args(argv)
     lane_list = [int(x) for x in a.lanes.split(",")] if a.lanes else [None]
 
@@ -158,35 +164,39 @@ def main(argv=None) -> int:
     print(f"  fused coupling's extra buffers (theta = 1/2 coarse and interpolated values): {extra / 1e6:.2f} MB")
     modes = {"both": (False, True), "fused": (True,), "split": (False,)}[a.coupling]
     if a.device_time:
-        print(f"device time: a {SPIN_NS / 1e3:g} us spin before each phase; the coupling's share is of the graph step")
+        print(f"device time: each run again with a {SPIN_NS / 1e3:g} us spin before each phase (lines \"device\"); "
+              f"the coupling's share is then of the graph step")
     out = {}
-    for fused in modes:
-        for lanes in (lane_list if fused else [None]):
-            label = ("fused" if len(lane_list) == 1 else f"fused lanes={lanes}") if fused else "split"
-            r = out[label] = profile(eng, cp, a.steps, fused, lanes, a.device_time)
-            if a.device_time:
-                print(f"[{label}] graph step {r['graph_step']:.4f} ms; device time: coupling {r['coupling']:.4f} ms = "
-                      f"{_pct(r['coupling'], r['graph_step']):.1f} % of the graph step; coupling launches per coarse "
-                      f"step {r['launches']:g} (+ {r['fixups']:g} fix-up launches)")
-            else:
-                print(f"[{label}] {r['total']:.4f} ms per coarse step (events), coupling {r['coupling']:.4f} ms = "
-                      f"{_pct(r['coupling'], r['total']):.1f} % of the coarse step; coupling launches per coarse "
-                      f"step {r['launches']:g} (+ {r['fixups']:g} fix-up launches)")
-            for (name, lv) in sorted(r["per"], key=lambda n: -r["per"][n]):
-                print(f"    {name + ' L' + str(lv):24s} {r['per'][name, lv]:.4f} ms/step")
-            if not a.device_time:  # (with the spins the event total is theirs mostly)
-                print(f"    {'(sum)':24s} {sum(r['per'].values()):.4f}   gaps {r['total'] - sum(r['per'].values()):.4f}")
-            else:
-                print(f"    {'(sum)':24s} {sum(r['per'].values()):.4f}")
-    whole = "graph_step" if a.device_time else "total"
-    s = out.get("split")
-    for label, f in out.items():
-        if label == "split" or s is None:
-            continue
-        print(f"summary: coupling share split {_pct(s['coupling'], s[whole]):.1f} % -> {label} "
-              f"{_pct(f['coupling'], f[whole]):.1f} %; coupling {s['coupling']:.4f} -> {f['coupling']:.4f} ms; "
-              f"launches {s['launches']:g} -> {f['launches']:g}; step {s[whole]:.4f} -> {f[whole]:.4f} ms"
-              + (" (graph)" if a.device_time else ""))
+    runs = [(False, None, True, "split")] if False in modes else []
+    if True in modes:
+        runs += [(True, 1, False, "fused before")] if a.before else []
+        runs += [(True, lanes, True, "fused" if len(lane_list) == 1 else f"fused lanes={lanes}") for lanes in lane_list]
+    for fused, lanes, pairs, label in runs:
+        r = out[label] = profile(eng, cp, a.steps, fused, lanes, pairs=pairs)
+        print(f"[{label}] {r['total']:.4f} ms per coarse step (events), coupling {r['coupling']:.4f} ms = "
+              f"{_pct(r['coupling'], r['total']):.1f} % of the coarse step; coupling launches per coarse "
+              f"step {r['launches']:g} (+ {r['fixups']:g} fix-up launches)")
+        for (name, lv) in sorted(r["per"], key=lambda n: -r["per"][n]):
+            print(f"    {name + ' L' + str(lv):24s} {r['per'][name, lv]:.4f} ms/step")
+        print(f"    {'(sum)':24s} {sum(r['per'].values()):.4f}   gaps {r['total'] - sum(r['per'].values()):.4f}")
+        if a.device_time:  # (the same engine again, a spin before each phase)
+            d = out[label + " device"] = profile(eng, cp, a.steps, fused, lanes, device_time=True, pairs=pairs)
+            print(f"[{label} device] graph step {d['graph_step']:.4f} ms; device time: coupling "
+                  f"{d['coupling']:.4f} ms = {_pct(d['coupling'], d['graph_step']):.1f} % of the graph step")
+            for (name, lv) in sorted(d["per"], key=lambda n: -d["per"][n]):
+                print(f"    {name + ' L' + str(lv):24s} {d['per'][name, lv]:.4f} ms/step (device)")
+            print(f"    {'(sum)':24s} {sum(d['per'].values()):.4f}")
+    for timing, whole in (("", "total"), (" device", "graph_step")):
+        for base in ("split", "fused before"):
+            s = out.get(base + timing)
+            for label, f in out.items():
+                if (s is None or label.startswith(("split", base)) or not label.endswith(timing)
+                        or (not timing and label.endswith(" device"))):
+                    continue
+                print(f"summary{timing}: coupling share {base} {_pct(s['coupling'], s[whole]):.1f} % -> {label} "
+                      f"{_pct(f['coupling'], f[whole]):.1f} %; coupling {s['coupling']:.4f} -> {f['coupling']:.4f} ms; "
+                      f"launches {s['launches']:g} -> {f['launches']:g}; step {s[whole]:.4f} -> {f[whole]:.4f} ms"
+                      + (" (graph)" if timing else ""))
     return 0
 
 

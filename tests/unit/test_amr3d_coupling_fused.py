@@ -7,8 +7,10 @@ inputs as the split launches, in fewer launches.
 - the CUDA kernels through the g++ emulation (tests/unit/amr3d_emulated_cupy.py), fp32 and fp16
   storage, naive and naive-fused rungs: fused equals split bit for bit, on trees with walls and free
   slip and on the sphere's (links, inlet, outlet, MRT with LES);
-- the coupling launches a coarse step: 18 → 10 on three levels, 42 → 22 on four (the sphere's), as
-  counted from the calls and from the emulated launches.
+- the coupling launches a coarse step: 18 → 9 on three levels, 42 → 20 on four (the sphere's), as
+  counted from the calls and from the emulated launches; a second step's restriction held for the
+  next one (restrict_two) only where that one reads none of its nodes;
+- the interpolation's threads a source position (1, 3, 9: amr3d_interpolate_rows<L>) give the same bits.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 from nagare.engine.amr3d import interface, reference
 from nagare.engine.amr3d.engine import AMR3D
 from nagare.engine.amr3d.tree import Forest, refine
-from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
+from nagare.engine.amr3d.tree_stepper import INTERP_LANES_DEFAULT, NumpyKernels, TreeStepper
 from nagare.engine.backend import Backend, get_backend
 from nagare.engine.timing import PhaseTimer
 
@@ -31,7 +33,8 @@ PRESETS = AMR3D.equivalence_presets()
 M = 9
 # the kernel methods that launch level coupling (interface buffers and restriction; the fix-up is
 # counted apart: naive-fused does it inside the ladder kernel)
-COUPLING_CALLS = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine")
+COUPLING_CALLS = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine",
+                  "restrict_two")
 
 
 def four_levels() -> Forest:
@@ -88,10 +91,11 @@ def test_fused_orchestration_steps_as_the_split_one_bit_for_bit(forest_fn, perio
     assert np.abs(fused.state() - flow_state(forest, phys)).max() > 1e-5  # it moved
 
 
-@pytest.mark.parametrize("forest_fn,split_calls,fused_calls", [(three_levels, 18, 10), (four_levels, 42, 22)])
+@pytest.mark.parametrize("forest_fn,split_calls,fused_calls", [(three_levels, 18, 9), (four_levels, 42, 20)])
 def test_coupling_launches_per_coarse_step(forest_fn, split_calls, fused_calls):
-    """One coupling launch per call: 18 → 10 on three levels (the benchmark tree's count), 42 → 22
-    on four (the sphere's), each level with coarser and finer neighbours as there."""
+    """One coupling launch per call: 18 → 9 on three levels (the benchmark tree's count), 42 → 20
+    on four (the sphere's), each level with coarser and finer neighbours as there (each second
+    step's restriction joins the next one: restrict_two)."""
     forest = forest_fn()
     assert len(forest.levels) == (3 if forest_fn is three_levels else 4)
     phys = reference.Physics(0.57)
@@ -105,8 +109,52 @@ def test_coupling_launches_per_coarse_step(forest_fn, split_calls, fused_calls):
         got[fused] = sum(calls.values()) / 2
         if fused:
             assert calls["rescale_two"] and calls["interpolate_two"] and calls["restrict_fine"]
-            assert not calls["interpolate"]
+            assert calls["restrict_two"] and not calls["interpolate"]
     assert got == {False: split_calls, True: fused_calls}
+
+
+@pytest.mark.parametrize("pairs", ["built", "plain", "none"])
+def test_held_restrictions_step_as_the_split_ones(pairs):
+    """A second step's restriction held back for the next one (restrict_two): paired as the tables
+    allow ("built": with the fine values), only with plain restrictions ("plain": where it meets the
+    pending restriction with fine values it runs alone first), or never ("none") — the same bits as
+    the split launches each way, and nothing held after a coarse step."""
+    forest = four_levels()
+    phys = reference.Physics(0.57, (1e-5, 0.0, 0.0))
+    split = numpy_stepper(forest, phys, fused=False, dtype=np.float32)
+    fused = numpy_stepper(forest, phys, fused=True, dtype=np.float32)
+    assert set(fused._pairable) == {1, 2}  # (the middle levels of four)
+    if pairs != "built":
+        fused._pairable = {lv: "plain" for lv in fused._pairable} if pairs == "plain" else {}
+    calls = count_calls(fused)
+    for _ in range(2):
+        split.advance(1)
+        fused.advance(1)
+        np.testing.assert_array_equal(fused.state(), split.state())
+        assert fused._held is None
+    assert bool(calls["restrict_two"]) == (pairs != "none")
+
+
+def test_pairable_restrictions_refuse_meeting_points():
+    """A restriction that writes a node the next one reads is not paired, and mother leaves never."""
+    from nagare.engine.amr3d.tree_stepper import pairable_restrictions
+
+    c = interface.build(four_levels(), "quadratic")
+    assert pairable_restrictions(c) == {1: "fine", 2: "fine"}
+    assert pairable_restrictions(c, mapped=True) == {}
+    below = c[1]
+    saved = below.restrict_src
+    below.restrict_src = np.concatenate([saved, c[2].restrict_dst[:1]])  # level 1 reads a node level 2 writes
+    try:
+        assert 2 not in pairable_restrictions(c) and 1 in pairable_restrictions(c)
+    finally:
+        below.restrict_src = saved
+    saved = below.fine_pts
+    below.fine_pts = np.concatenate([saved, c[2].restrict_dst[-1:]])
+    try:
+        assert pairable_restrictions(c)[2] == "plain"
+    finally:
+        below.fine_pts = saved
 
 
 def test_fused_coupling_state_is_checkpoint_free():
@@ -192,6 +240,24 @@ def test_interp_lanes_default_is_a_choice():
 
 
 @needs_gxx
+@pytest.mark.parametrize("storage_kind", ["native", "fp16"])
+def test_emulated_restrict_two_equals_the_split_launches(emulated_cupy, storage_kind):
+    """amr3d_restrict_two (a second step's restriction with the next one, three levels): launched,
+    and the state bit for bit the split launches'."""
+    split = emulated_engine(emulated_cupy, "fp32-tree3-m9", "naive-fused", storage_kind, fused=False)
+    fused = emulated_engine(emulated_cupy, "fp32-tree3-m9", "naive-fused", storage_kind, fused=True)
+    assert fused.shape.stepper._pairable
+    key = "restrict_two" + ("_16" if storage_kind == "fp16" else "")
+    kern = fused.shape.stepper.kernels.k[key]
+    before = kern.launches
+    for _ in range(2):
+        split.step(1)
+        fused.step(1)
+        np.testing.assert_array_equal(np.asarray(fused.state_arrays()["f"]), np.asarray(split.state_arrays()["f"]))
+    assert kern.launches > before
+
+
+@needs_gxx
 def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
     """The launches themselves (the emulated kernels count theirs): on two levels 6 → 4 a coarse step
     (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_rows)."""
@@ -205,10 +271,12 @@ def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
         per = Counter({key.split("_16")[0]: (k.launches - before[key]) / 2 for key, k in kernels.items()
                        if hasattr(k, "launches") and k.launches > before[key]})
         got[fused] = per
-    coupling = ("rescale", "restrict", "interp8", "interp27", "rescale_two", "restrict_fine", "interp_rows")
+    coupling = ("rescale", "restrict", "interp8", "interp27", "rescale_two", "restrict_fine", "interp_rows",
+                "interp_rows3", "interp_rows9", "restrict_two")
     assert sum(got[False][k] for k in coupling) == 6
     assert sum(got[True][k] for k in coupling) == 4
-    assert got[True]["rescale_two"] == 1 and got[True]["interp_rows"] == 1
+    rows = "interp_rows" + ("" if INTERP_LANES_DEFAULT == 1 else str(INTERP_LANES_DEFAULT))
+    assert got[True]["rescale_two"] == 1 and got[True][rows] == 1
     assert got[True]["interp8"] + got[True]["interp27"] == 0
 
 

@@ -11,6 +11,9 @@
 //                          one launch (tree_stepper.py, fused coupling)
 //   amr3d_restrict_fine    the restriction l+1 -> l deferred to the start of level l's second step,
 //                          with that step's fine values (both rescale level l+1 -> l)
+//   amr3d_restrict_two     a second step's restriction l+1 -> l with the restriction l -> l-1 that
+//                          follows it (and level l-1's fine values), where the second reads none of
+//                          the nodes the first writes (tree_stepper.py)
 //   amr3d_interpolate_rows<L> amr3d_interpolate from compact rows (nonzero weights only, and only the
 //                          populations the fix-up reads: interp_rows.py), for one or both time
 //                          levels' coarse buffers in one launch (the fused coupling's), L threads
@@ -211,6 +214,38 @@ __global__ void amr3d_restrict_fine(const S* __restrict__ src, S* __restrict__ d
     } else if (r < nr + nf) {
         amr3d::rescale_point(src, src, fpts, nf, r - nr, (idx_t)src_plane, 1.f, alpha, asx, asy, asz, atx, aty, atz,
                              forced != 0, fout);
+    }
+}
+
+// Two restrictions in a row in one launch (the fused coupling: a second step's restriction
+// l+1 -> l, held back, with the restriction l -> l-1 that follows it): threads r < na the first
+// (level l+1 -> level l), na <= r < na + nb the second (level l -> level l-1), and with nf > 0
+// na + nb <= r < na + nb + nf level l-1's fine values (fine point fpts[r - na - nb] of level l,
+// theta = 1, into fout: amr3d_restrict_fine's). The second part reads level l where the first
+// writes it, so the host pairs them only where the second's points (src_b, fpts) are none of the
+// first's dst_a (tree_stepper.py, pairable restrictions): each value is then the separate
+// launches', bit for bit (the same device functions, the same inputs).
+template <typename S = float>
+__global__ void amr3d_restrict_two(const S* __restrict__ src_a, S* __restrict__ mid,
+                                   const long long* __restrict__ src_pts_a, const long long* __restrict__ dst_pts_a,
+                                   int na, long long plane_a, long long plane_mid, float alpha_a, float asx_a,
+                                   float asy_a, float asz_a, float atx_a, float aty_a, float atz_a, int forced_a,
+                                   S* __restrict__ dst_b, const long long* __restrict__ src_pts_b,
+                                   const long long* __restrict__ dst_pts_b, int nb,
+                                   const long long* __restrict__ fpts, int nf, long long plane_b, float alpha_b,
+                                   float asx_b, float asy_b, float asz_b, float atx_b, float aty_b, float atz_b,
+                                   int forced_b, float* __restrict__ fout)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < na) {
+        amr3d::restrict_point(src_a, mid, src_pts_a, dst_pts_a, r, (idx_t)plane_a, (idx_t)plane_mid, alpha_a, asx_a,
+                              asy_a, asz_a, atx_a, aty_a, atz_a, forced_a != 0);
+    } else if (r < na + nb) {
+        amr3d::restrict_point((const S*)mid, dst_b, src_pts_b, dst_pts_b, r - na, (idx_t)plane_mid, (idx_t)plane_b,
+                              alpha_b, asx_b, asy_b, asz_b, atx_b, aty_b, atz_b, forced_b != 0);
+    } else if (r < na + nb + nf) {
+        amr3d::rescale_point((const S*)mid, (const S*)mid, fpts, nf, r - na - nb, (idx_t)plane_mid, 1.f, alpha_b,
+                             asx_b, asy_b, asz_b, atx_b, aty_b, atz_b, forced_b != 0, fout);
     }
 }
 
