@@ -33,8 +33,8 @@ import collections
 
 import numpy as np
 
-COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine", "restrict_two",
-            "fixup")
+COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine",
+            "restrict_two", "fixup")
 WRAPPED = COUPLING + ("ladder",)
 
 

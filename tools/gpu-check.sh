@@ -69,11 +69,12 @@
 #   amr3d-interp  issue 38 (coupling <= 20 % of a coarse step on the sphere), < 240 s (timeouts 150 + 12 + 12 +
 #                 36 + 18 + 12): the coupling's gpu tests (fused = split bit for bit, and amr3d_interpolate_rows
 #                 with 3 and 9 threads a position = 1), compute-sanitizer memcheck + racecheck of the small
-#                 two-level case (fp32), tools/amr3d_coupling_profile.py on the sphere (split, fused lanes=1
-#                 (the interpolation of before), fused lanes=3 (the default); host-launched events and, with
-#                 --device-time, each kind's device time alone and the share of the CUDA-graph step), ncu of the
-#                 interpolation on the sphere (SpeedOfLight, Occupancy, WarpStateStats; lanes 3, -c 3: levels
-#                 2, 3, 4), the profile on the three-level tree (fused lanes=1 vs 3); all in $OUT/amr3d-interp.tgz.
+#                 two-level case (fp32), tools/amr3d_coupling_profile.py on the sphere (split; "fused before":
+#                 lanes 1, restrictions unpaired; fused lanes=1 (paired); fused lanes=3 (the default); each with
+#                 host-launched events and, "device", each kind's device time alone and the share of the
+#                 CUDA-graph step), ncu of the interpolation on the sphere (SpeedOfLight, Occupancy,
+#                 WarpStateStats; lanes 3, -c 3: levels 2, 3, 4), the profile on the three-level tree (fused
+#                 before vs fused); all in $OUT/amr3d-interp.tgz.
 #                 A cold kernel cache compiles in the test step (150 s); the sphere's m = 17 ladders compile in
 #                 its profile step unless a stage before compiled them
 # Results go to $OUT/<stage>/; copy them into docs/benchmarks/ here and commit.
@@ -372,15 +373,15 @@ PY
           > "$d/sanitizer-$tool.txt" 2>&1
         echo "$tool exit $?: $(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|passed\|failed" "$d/sanitizer-$tool.txt" | tail -n 2 | tr '\n' ' ')"
       done
-      timeout -k 5 36 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 8 --lanes 1,3 \
-        --device-time > "$d/profile-sphere.txt" 2>&1
+      timeout -k 5 36 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 8 --before \
+        --lanes 1,3 --device-time > "$d/profile-sphere.txt" 2>&1
       echo "profile sphere exit $?"; grep -h "^\[\|^summary" "$d/profile-sphere.txt"
       timeout -k 5 18 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
         -k regex:interpolate -c 3 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 1 \
         --coupling fused --lanes 3 > "$d/ncu-interpolate-sphere.txt" 2>&1
       echo "ncu exit $?"; grep -E "amr3d_interpolate_rows|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|Compute \(SM\)|No Eligible|Issued Warp" \
         "$d/ncu-interpolate-sphere.txt" | head -30
-      timeout -k 5 12 python3 tools/amr3d_coupling_profile.py --steps 10 --coupling fused --lanes 1,3 \
+      timeout -k 5 12 python3 tools/amr3d_coupling_profile.py --steps 10 --coupling fused --before --lanes 3 \
         > "$d/profile-three-levels.txt" 2>&1
       echo "profile three-levels exit $?"; grep -h "^\[\|^summary" "$d/profile-three-levels.txt"
       cp "$OUT/info.txt" "$d/" 2>/dev/null

@@ -51,7 +51,6 @@ from .tracer_kernels import LevelBuffers
 from .tree import Forest
 from .uploads import upload_together
 
-
 # amr3d_interpolate_rows' threads a position: the choices (coupling.cu instantiates each) and the default
 INTERP_LANES = (1, 3, 9)
 INTERP_LANES_DEFAULT = 3
@@ -351,7 +350,8 @@ class TreeStepper:
         with self.timer.phase("step", steps=n):
             while n:
                 c = graph_batch(n)
-                key = (c, self.fused_coupling, self.interp_lanes, self.pair_restrictions) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
+                key = ((c, self.fused_coupling, self.interp_lanes, self.pair_restrictions)
+                       + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels))
                 g = self._graphs.get(key)
                 if g is None:  # the capture runs the steps' Python once: their buffer swaps are done
                     g = self._graphs[key] = self.kernels.capture(lambda c=c: [self._step(False) for _ in range(c)])
@@ -717,10 +717,10 @@ class CupyKernels:
         if lanes not in INTERP_LANES:
             raise ValueError(f"interp_lanes = {lanes}: one of {INTERP_LANES}")
         g, b = self._grid(2 * n * lanes)  # (lanes consecutive threads a position)
-        self.k["interp_rows" + ("" if lanes == 1 else str(lanes))](g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")),
-                                     rows.count, rows.slot, rows.w, np.int32(rows.stride), rows.mask, np.int32(n),
-                                     np.int32(2),
-                                     st.interp_buf[lv], st.interp_half[lv]), stream=self.stream)
+        kern = self.k["interp_rows" + ("" if lanes == 1 else str(lanes))]
+        kern(g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")), rows.count, rows.slot,
+                    rows.w, np.int32(rows.stride), rows.mask, np.int32(n), np.int32(2), st.interp_buf[lv],
+                    st.interp_half[lv]), stream=self.stream)
 
     def restrict_fine(self, st, lv, fine, alpha, a_s, a_t, forced):
         """amr3d_restrict_fine: the restriction lv+1 → lv and (``fine``) level lv's fine values."""

@@ -350,3 +350,15 @@ def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys, mo
     out = capsys.readouterr().out
     for lanes in (1, 3):
         assert "coupling launches per coarse step 4 " in out.split(f"[fused lanes={lanes}]")[1].split("\n")[0]
+    # --before and --device-time (its spin kernel a no-op here, the graph step's steps launched plainly:
+    # the emulation has neither raw kernels nor graphs)
+    from nagare.engine.amr3d.tree_stepper import CupyKernels
+
+    monkeypatch.setattr(emulated_cupy, "RawKernel", lambda *a, **k: (lambda *a, **k: None), raising=False)
+    monkeypatch.setattr(CupyKernels, "graphs", False)
+    assert tool.main(["--preset", "amr3d-bench", "--steps", "1", "--before", "--device-time",
+                      "--set", "grid.leaves=[2, 2, 2]", "--set", "grid.m=9", "--set", THREE_LEVELS]) == 0
+    out = capsys.readouterr().out
+    for label in ("split", "fused before", "fused"):
+        assert f"[{label}] " in out and f"[{label} device] graph step " in out
+    assert "summary: coupling share split" in out and "summary device: coupling share fused before" in out
