@@ -113,7 +113,9 @@ class TreeStepper:
         # below, which follows it at once (restrict_two), where that one reads none of its nodes
         self._held = None
         self._pairable = pairable_restrictions(coupling, self.mapped)
-        self.pair_restrictions = True  # (False: each second step's restriction alone, as before)
+        # (False: each second step's restriction alone and the coarsest level's at each step's end, as before)
+        self.pair_restrictions = True
+        self._carry = False  # the coarse step in progress leaves the coarsest level's restriction to the next
         # the CSM's coefficient C per point of each level (one value a point; collision.py) and the
         # copies of shared nodes that take their owner's C (ladder.shared_copies)
         self.csm_coef, self.csm_copies = {}, {}
@@ -326,26 +328,34 @@ class TreeStepper:
         if lv + 1 in self.bufs:
             self._advance(lv + 1, 0.0, phase)
             self._advance(lv + 1, 0.5, phase)
-            if self.fused_coupling and theta == 0.0 and lv != self.levels[0] and c.restrict_dst.size:
-                self._pending.add(lv)  # (level lv's θ = ½ step follows at once: restrict_fine)
+            if self.fused_coupling and theta == 0.0 and (lv != self.levels[0] or self._carry) and c.restrict_dst.size:
+                # level lv's θ = ½ step follows at once (restrict_fine); the coarsest level's next coarse
+                # step, where the caller runs another at once (_carry)
+                self._pending.add(lv)
             elif (self.fused_coupling and self.pair_restrictions and theta == 0.5 and self._held is None
                   and lv in self._pairable):
                 self._held = lv  # (level lv−1's restriction follows at once: restrict_two)
             else:
                 self._restrict(lv, phase)
 
-    def _step(self, timed: bool) -> None:
+    def _step(self, timed: bool, carry: bool = False) -> None:
+        """One coarse step. ``carry`` (fused coupling): another coarse step follows at once, so the
+        coarsest level's restriction waits for its start, whose fine values it joins (restrict_fine,
+        as within a step; with a held restriction, restrict_two); the last step of a run, or of a
+        graph, restricts at its end, so nothing of this outlives a call of advance."""
         self._phases_seen.clear()
-        self._pending.clear()
-        self._held = None
+        self._carry = bool(carry and self.pair_restrictions)
         phase = self._phase if timed else _no_phase
         self._advance(self.levels[0], 0.0, phase)
-        self._flush_held(phase)  # (never: the coarsest level's restriction is the step's last)
+        if not self._carry:
+            self._flush_held(phase)  # (never: the coarsest level's restriction is the step's last)
 
     def advance(self, n: int, graph: bool = False) -> None:
+        self._pending.clear()
+        self._held = None
         if not graph or not self.kernels.graphs:
-            for _ in range(n):
-                self._step(timed=True)
+            for i in range(n):
+                self._step(timed=True, carry=i < n - 1)
             return
         with self.timer.phase("step", steps=n):
             while n:
@@ -354,7 +364,8 @@ class TreeStepper:
                        + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels))
                 g = self._graphs.get(key)
                 if g is None:  # the capture runs the steps' Python once: their buffer swaps are done
-                    g = self._graphs[key] = self.kernels.capture(lambda c=c: [self._step(False) for _ in range(c)])
+                    g = self._graphs[key] = self.kernels.capture(
+                        lambda c=c: [self._step(False, carry=i < c - 1) for i in range(c)])
                 else:
                     self._swap_as_steps(c)
                 g.launch(self.kernels.stream)

@@ -95,22 +95,42 @@ def test_fused_orchestration_steps_as_the_split_one_bit_for_bit(forest_fn, perio
 def test_coupling_launches_per_coarse_step(forest_fn, split_calls, fused_calls):
     """One coupling launch per call: 18 → 9 on three levels (the benchmark tree's count), 42 → 20
     on four (the sphere's), each level with coarser and finer neighbours as there (each second
-    step's restriction joins the next one: restrict_two)."""
+    step's restriction joins the next one: restrict_two); in a run of k coarse steps the coarsest
+    level's restriction joins the next step's fine values k − 1 times (one launch fewer each)."""
     forest = forest_fn()
     assert len(forest.levels) == (3 if forest_fn is three_levels else 4)
     phys = reference.Physics(0.57)
-    got = {}
-    for fused in (False, True):
+    for fused, want in ((False, split_calls), (True, fused_calls)):
         st = numpy_stepper(forest, phys, fused=fused)
         calls = count_calls(st)
         st.advance(1)  # (the first step's calls as every later one's: nothing is set up lazily)
         calls.clear()
-        st.advance(2)
-        got[fused] = sum(calls.values()) / 2
+        st.advance(1)
+        assert sum(calls.values()) == want
+        calls.clear()
+        st.advance(3)
+        assert sum(calls.values()) == 3 * want - (2 if fused else 0)
         if fused:
             assert calls["rescale_two"] and calls["interpolate_two"] and calls["restrict_fine"]
             assert calls["restrict_two"] and not calls["interpolate"]
-    assert got == {False: split_calls, True: fused_calls}
+
+
+@pytest.mark.parametrize("forest_fn", [three_levels, four_levels])
+def test_runs_of_steps_equal_single_steps_bit_for_bit(forest_fn):
+    """advance(n) (the coarsest level's restriction carried into the next step) = n × advance(1) =
+    the split launches, bit for bit; nothing pending or held after it."""
+    forest = forest_fn()
+    phys = reference.Physics(0.57, (0.0, 1e-5, 0.0))
+    split = numpy_stepper(forest, phys, fused=False, dtype=np.float32)
+    single = numpy_stepper(forest, phys, fused=True, dtype=np.float32)
+    run = numpy_stepper(forest, phys, fused=True, dtype=np.float32)
+    split.advance(4)
+    for _ in range(4):
+        single.advance(1)
+    run.advance(4)
+    np.testing.assert_array_equal(run.state(), split.state())
+    np.testing.assert_array_equal(single.state(), split.state())
+    assert not run._pending and run._held is None
 
 
 @pytest.mark.parametrize("pairs", ["built", "plain", "none"])
@@ -250,9 +270,9 @@ def test_emulated_restrict_two_equals_the_split_launches(emulated_cupy, storage_
     key = "restrict_two" + ("_16" if storage_kind == "fp16" else "")
     kern = fused.shape.stepper.kernels.k[key]
     before = kern.launches
-    for _ in range(2):
-        split.step(1)
-        fused.step(1)
+    for n in (1, 1, 3):  # (3: the coarsest level's restriction carried into the next step too)
+        split.step(n)
+        fused.step(n)
         np.testing.assert_array_equal(np.asarray(fused.state_arrays()["f"]), np.asarray(split.state_arrays()["f"]))
     assert kern.launches > before
 
@@ -260,7 +280,9 @@ def test_emulated_restrict_two_equals_the_split_launches(emulated_cupy, storage_
 @needs_gxx
 def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
     """The launches themselves (the emulated kernels count theirs): on two levels 6 → 4 a coarse step
-    (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_rows)."""
+    (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_rows),
+    and in a run of two steps 3.5 (the first step's restriction joins the second's fine values:
+    amr3d_restrict_fine)."""
     got = {}
     for fused in (False, True):
         e = emulated_engine(emulated_cupy, "fp32-tree2-m9", "naive-fused", "native", fused)
@@ -274,9 +296,9 @@ def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
     coupling = ("rescale", "restrict", "interp8", "interp27", "rescale_two", "restrict_fine", "interp_rows",
                 "interp_rows3", "interp_rows9", "restrict_two")
     assert sum(got[False][k] for k in coupling) == 6
-    assert sum(got[True][k] for k in coupling) == 4
+    assert sum(got[True][k] for k in coupling) == 3.5
     rows = "interp_rows" + ("" if INTERP_LANES_DEFAULT == 1 else str(INTERP_LANES_DEFAULT))
-    assert got[True]["rescale_two"] == 1 and got[True][rows] == 1
+    assert got[True]["rescale_two"] == 1 and got[True][rows] == 1 and got[True]["restrict_fine"] == 0.5
     assert got[True]["interp8"] + got[True]["interp27"] == 0
 
 
