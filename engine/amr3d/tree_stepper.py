@@ -408,11 +408,16 @@ def pairable_restrictions(coupling: dict[int, LevelCoupling], mapped: bool = Fal
         if below is None or lv + 1 not in coupling or not c.restrict_dst.size or not below.restrict_dst.size:
             continue
         dst, src = c.restrict_dst, below.restrict_src
-        if not (isinstance(dst, np.ndarray) and isinstance(src, np.ndarray)) or np.isin(src, dst).any():
+        if not (isinstance(dst, np.ndarray) and isinstance(src, np.ndarray)):
             continue
-        out[lv] = "plain"
-        if "fine_pts" not in below.held_on_device() and not np.isin(np.asarray(below.fine_pts), dst).any():
-            out[lv] = "fine"
+        fine = None if "fine_pts" in below.held_on_device() else np.asarray(below.fine_pts)
+        # level lv's restricted points marked (a regrid builds a stepper: one pass, no sort)
+        top = max(int(a.max(initial=-1)) for a in (dst, src, fine if fine is not None else dst)) + 1
+        written = np.zeros(top, bool)
+        written[dst] = True
+        if written[src].any():
+            continue
+        out[lv] = "plain" if fine is None or written[fine].any() else "fine"
     return out
 
 
