@@ -67,7 +67,7 @@
 #                 before, fused = after: coupling share of the coarse step, launches), `nagare bench amr3d --case
 #                 three-levels --only naive-fused`; everything packed into $OUT/amr3d-coupling.tgz
 #   amr3d-interp  issue 38 (coupling <= 20 % of a coarse step on the sphere), < 240 s (timeouts 150 + 12 + 12 +
-#                 36 + 18 + 12): the coupling's gpu tests (fused = split bit for bit, and amr3d_interpolate_rows
+#                 33 + 16 + 16): the coupling's gpu tests (fused = split bit for bit, and amr3d_interpolate_rows
 #                 with 3 and 9 threads a position = 1), compute-sanitizer memcheck + racecheck of the small
 #                 two-level case (fp32), tools/amr3d_coupling_profile.py on the sphere (split; "fused before":
 #                 lanes 1, restrictions unpaired; fused lanes=1 (paired); fused lanes=3 (the default); each with
@@ -373,15 +373,15 @@ PY
           > "$d/sanitizer-$tool.txt" 2>&1
         echo "$tool exit $?: $(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|passed\|failed" "$d/sanitizer-$tool.txt" | tail -n 2 | tr '\n' ' ')"
       done
-      timeout -k 5 36 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 8 --before \
+      timeout -k 5 33 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 8 --before \
         --lanes 1,3 --device-time > "$d/profile-sphere.txt" 2>&1
       echo "profile sphere exit $?"; grep -h "^\[\|^summary" "$d/profile-sphere.txt"
-      timeout -k 5 18 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      timeout -k 5 16 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
         -k regex:interpolate -c 3 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 1 \
         --coupling fused --lanes 3 > "$d/ncu-interpolate-sphere.txt" 2>&1
       echo "ncu exit $?"; grep -E "amr3d_interpolate_rows|Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Memory Throughput|Compute \(SM\)|No Eligible|Issued Warp" \
         "$d/ncu-interpolate-sphere.txt" | head -30
-      timeout -k 5 12 python3 tools/amr3d_coupling_profile.py --steps 10 --coupling fused --before --lanes 3 \
+      timeout -k 5 16 python3 tools/amr3d_coupling_profile.py --steps 10 --coupling fused --before --lanes 3 \
         > "$d/profile-three-levels.txt" 2>&1
       echo "profile three-levels exit $?"; grep -h "^\[\|^summary" "$d/profile-three-levels.txt"
       cp "$OUT/info.txt" "$d/" 2>/dev/null
