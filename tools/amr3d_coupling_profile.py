@@ -2,7 +2,7 @@
 
     python tools/amr3d_coupling_profile.py [--preset amr3d-bench] [--rung naive-fused] [--steps 20]
                                            [--coupling both|fused|split] [--storage native|fp16]
-                                           [--set KEY=VALUE ...]
+                                           [--lanes 1,3,9] [--device-time] [--set KEY=VALUE ...]
 
 Runs the three-level benchmark tree (amr3d-bench with cases.THREE_LEVELS; another preset with
 --preset, e.g. amr3d-sphere-re100, whose own tree is then taken unless --set is given), wraps each
@@ -11,6 +11,14 @@ fused forms, the fix-up, and the rung's ladder kernels) in CUDA events, and prin
 coarse step for each kind and level, the coupling's share of the coarse step and its launches per
 coarse step. ``--coupling both`` measures the split launches (tree_stepper ``fused_coupling`` off:
 before) and the fused ones (after) on the same engine.
+
+``--lanes 1,3,9`` measures the fused coupling once per amr3d_interpolate_rows' threads a source
+position (tree_stepper ``interp_lanes``; 1 is the thread-per-position kernel of before), labelled
+``fused lanes=L``. ``--device-time`` runs each again with a short spin kernel before each wrapped
+phase, so the host has queued the phase's launches before its start event fires: each phase's figure
+is then the device's time alone (the host's launch time, which the plain figures include wherever
+the GPU waits for the host, left out), and the coupling's share is taken of the coarse step with the
+CUDA graph (every level step's launches replayed from one graph: "graph step"); lines "device".
 
 The CUDA graph is off while the profiler wraps the phases (the events must be recorded between
 launches from the host; inside a graph capture they would be captured too, which is why a preset
@@ -23,7 +31,10 @@ from __future__ import annotations
 import argparse
 import collections
 
-COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine", "fixup")
+import numpy as np
+
+COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine",
+            "restrict_two", "fixup")
 WRAPPED = COUPLING + ("ladder",)
 
 
@@ -31,12 +42,30 @@ def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole > 0 else float("nan")
 
 
-def profile(eng, cp, steps: int, fused: bool) -> dict:
+# a wait on the device (globaltimer nanoseconds) that outlasts the host's launch of a phase
+SPIN_SOURCE = r'''
+extern "C" __global__ void nagare_profile_spin(long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while ((long long)(t - t0) < ns);
+}
+'''
+SPIN_NS = 200_000
+
+
+def profile(eng, cp, steps: int, fused: bool, lanes: int | None = None, device_time: bool = False,
+            pairs: bool = True) -> dict:
     st = eng.shape.stepper
-    st.fused_coupling = fused
+    st.fused_coupling, st.pair_restrictions = fused, pairs
+    if lanes is not None:
+        st.interp_lanes = lanes
     k = st.kernels
     events, calls, depth = [], collections.Counter(), [0]
     originals = {name: getattr(type(k), name) for name in WRAPPED}
+    spin = cp.RawKernel(SPIN_SOURCE, "nagare_profile_spin") if device_time else None
 
     def wrap(name, fn):
         def run(st_, lv, *args, **kw):
@@ -44,6 +73,8 @@ def profile(eng, cp, steps: int, fused: bool) -> dict:
                 return fn(k, st_, lv, *args, **kw)
             depth[0] += 1
             s, e = cp.cuda.Event(), cp.cuda.Event()
+            if spin is not None:  # (the phase's launches queue while the device waits: device time only)
+                spin((1,), (1,), (np.int64(SPIN_NS),), stream=eng.stream)
             s.record(eng.stream)
             try:
                 return fn(k, st_, lv, *args, **kw)
@@ -76,7 +107,17 @@ def profile(eng, cp, steps: int, fused: bool) -> dict:
     coupling = sum(t for (name, _), t in per.items() if name in COUPLING)
     launches = sum(n for name, n in calls.items() if name in COUPLING and name != "fixup") / steps
     fixups = calls["fixup"] / steps
-    return {"total": total, "per": dict(per), "coupling": coupling, "launches": launches, "fixups": fixups}
+    graph_step = None
+    if device_time:  # the coarse step as the engine runs it: every launch replayed from one graph
+        st.advance(steps, graph=True)  # (captures, then warms)
+        g0, g1 = cp.cuda.Event(), cp.cuda.Event()
+        g0.record(eng.stream)
+        st.advance(steps, graph=True)
+        g1.record(eng.stream)
+        g1.synchronize()
+        graph_step = cp.cuda.get_elapsed_time(g0, g1) / steps
+    return {"total": total, "per": dict(per), "coupling": coupling, "launches": launches, "fixups": fixups,
+            "graph_step": graph_step}
 
 
 def main(argv=None) -> int:
@@ -87,7 +128,17 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--coupling", default="both", choices=("both", "fused", "split"))
     ap.add_argument("--set", action="append", default=None)
+    ap.add_argument("--lanes", default=None,
+                    help="comma-separated threads a source position of the fused interpolation (1, 3, 9); "
+                         "default: the stepper's")
+    ap.add_argument("--device-time", action="store_true",
+                    help="each run again with a spin kernel before each phase: device time only, as a share of "
+                         "the graph's step")
+    ap.add_argument("--before", action="store_true",
+                    help="also the fused coupling as it was before the paired restrictions and the interpolation's "
+                         "lanes (lanes 1, pair_restrictions off): \"fused before\"")
     a = ap.parse_args(argv)
+    lane_list = [int(x) for x in a.lanes.split(",")] if a.lanes else [None]
 
     import cupy as cp
     from nagare.engine.amr3d.cases import THREE_LEVELS
@@ -112,21 +163,40 @@ def main(argv=None) -> int:
     extra = sum(b.nbytes for b in (*st.coarse_half.values(), *st.interp_half.values()))
     print(f"  fused coupling's extra buffers (theta = 1/2 coarse and interpolated values): {extra / 1e6:.2f} MB")
     modes = {"both": (False, True), "fused": (True,), "split": (False,)}[a.coupling]
+    if a.device_time:
+        print(f"device time: each run again with a {SPIN_NS / 1e3:g} us spin before each phase (lines \"device\"); "
+              f"the coupling's share is then of the graph step")
     out = {}
-    for fused in modes:
-        label = "fused" if fused else "split"
-        r = out[label] = profile(eng, cp, a.steps, fused)
+    runs = [(False, None, True, "split")] if False in modes else []
+    if True in modes:
+        runs += [(True, 1, False, "fused before")] if a.before else []
+        runs += [(True, lanes, True, "fused" if len(lane_list) == 1 else f"fused lanes={lanes}") for lanes in lane_list]
+    for fused, lanes, pairs, label in runs:
+        r = out[label] = profile(eng, cp, a.steps, fused, lanes, pairs=pairs)
         print(f"[{label}] {r['total']:.4f} ms per coarse step (events), coupling {r['coupling']:.4f} ms = "
-              f"{_pct(r['coupling'], r['total']):.1f} % of the coarse step; coupling launches per coarse step "
-              f"{r['launches']:g} (+ {r['fixups']:g} fix-up launches)")
+              f"{_pct(r['coupling'], r['total']):.1f} % of the coarse step; coupling launches per coarse "
+              f"step {r['launches']:g} (+ {r['fixups']:g} fix-up launches)")
         for (name, lv) in sorted(r["per"], key=lambda n: -r["per"][n]):
             print(f"    {name + ' L' + str(lv):24s} {r['per'][name, lv]:.4f} ms/step")
         print(f"    {'(sum)':24s} {sum(r['per'].values()):.4f}   gaps {r['total'] - sum(r['per'].values()):.4f}")
-    if len(out) == 2:
-        s, f = out["split"], out["fused"]
-        print(f"summary: coupling share split {_pct(s['coupling'], s['total']):.1f} % -> fused "
-              f"{_pct(f['coupling'], f['total']):.1f} %; coupling {s['coupling']:.4f} -> {f['coupling']:.4f} ms; "
-              f"launches {s['launches']:g} -> {f['launches']:g}; step {s['total']:.4f} -> {f['total']:.4f} ms")
+        if a.device_time:  # (the same engine again, a spin before each phase)
+            d = out[label + " device"] = profile(eng, cp, a.steps, fused, lanes, device_time=True, pairs=pairs)
+            print(f"[{label} device] graph step {d['graph_step']:.4f} ms; device time: coupling "
+                  f"{d['coupling']:.4f} ms = {_pct(d['coupling'], d['graph_step']):.1f} % of the graph step")
+            for (name, lv) in sorted(d["per"], key=lambda n: -d["per"][n]):
+                print(f"    {name + ' L' + str(lv):24s} {d['per'][name, lv]:.4f} ms/step (device)")
+            print(f"    {'(sum)':24s} {sum(d['per'].values()):.4f}")
+    for timing, whole in (("", "total"), (" device", "graph_step")):
+        for base in ("split", "fused before"):
+            s = out.get(base + timing)
+            for label, f in out.items():
+                if (s is None or label.startswith(("split", base)) or not label.endswith(timing)
+                        or (not timing and label.endswith(" device"))):
+                    continue
+                print(f"summary{timing}: coupling share {base} {_pct(s['coupling'], s[whole]):.1f} % -> {label} "
+                      f"{_pct(f['coupling'], f[whole]):.1f} %; coupling {s['coupling']:.4f} -> {f['coupling']:.4f} ms; "
+                      f"launches {s['launches']:g} -> {f['launches']:g}; step {s[whole]:.4f} -> {f[whole]:.4f} ms"
+                      + (" (graph)" if timing else ""))
     return 0
 
 

@@ -45,7 +45,9 @@ COUPLING = {"rescale": "amr3d_rescale_points<float>", "restrict": "amr3d_restric
             "outflow": "amr3d_outflow_points<float>", "set_points": "amr3d_set_points<float>",
             "links": "amr3d_links<float>",
             "rescale_two": "amr3d_rescale_two<float>", "restrict_fine": "amr3d_restrict_fine<float>",
-            "interp_rows": "amr3d_interpolate_rows",
+            "restrict_two": "amr3d_restrict_two<float>",
+            "interp_rows": "amr3d_interpolate_rows<1>", "interp_rows3": "amr3d_interpolate_rows<3>",
+            "interp_rows9": "amr3d_interpolate_rows<9>",
             "rows_need32": "amr3d_rows_need<int>", "rows_need64": "amr3d_rows_need<long long>",
             "rows_build": "amr3d_rows_build",
             "rescale_16": "amr3d_rescale_points<unsigned short>", "restrict_16": "amr3d_restrict<unsigned short>",
@@ -53,7 +55,8 @@ COUPLING = {"rescale": "amr3d_rescale_points<float>", "restrict": "amr3d_restric
             "outflow_16": "amr3d_outflow_points<unsigned short>", "set_points_16": "amr3d_set_points<unsigned short>",
             "links_16": "amr3d_links<unsigned short>",
             "rescale_two_16": "amr3d_rescale_two<unsigned short>",
-            "restrict_fine_16": "amr3d_restrict_fine<unsigned short>"}
+            "restrict_fine_16": "amr3d_restrict_fine<unsigned short>",
+            "restrict_two_16": "amr3d_restrict_two<unsigned short>"}
 
 
 def interpolate(stencil: int) -> str:

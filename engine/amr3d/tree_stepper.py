@@ -26,13 +26,13 @@ Fused coupling (``fused_coupling``, the default; False launches each operation a
 level l−1 does not change between level l's two steps (θ = 0 and ½), so level l's first step
 computes both steps' coarse values in one launch (amr3d_rescale_two, with that step's fine values)
 and interpolates both in one (amr3d_interpolate_rows: from compact rows, nonzero weights only and
-only the populations the fix-up reads, interp_rows.py), into a second coarse and interpolated buffer
-(``coarse_half``, ``interp_half``: the extra memory, Q · 4 bytes per coarse node and per source
-position of each finer level); the restriction l+1 → l at the end of level l's first step waits for
-the start of its second, whose fine values it joins (amr3d_restrict_fine: both rescale level l+1's
-current buffer to level l, and nothing runs between them). Every value is the split launches' value,
-bit for bit (the same device functions, the same inputs); the three-level benchmark tree's coupling
-goes from 18 launches a coarse step to 10.
+only the populations the fix-up reads, interp_rows.py; ``interp_lanes`` threads a position), into a
+second coarse and interpolated buffer (``coarse_half``, ``interp_half``: the extra memory, Q · 4
+bytes per coarse node and per source position of each finer level); the restriction l+1 → l at the
+end of level l's first step waits for the start of its second, whose fine values it joins
+(amr3d_restrict_fine: both rescale level l+1's current buffer to level l, and nothing runs between
+them). Every value is the split launches' value, bit for bit (the same device functions, the same
+inputs); the three-level benchmark tree's coupling goes from 18 launches a coarse step to 10.
 
 Timing phases (one coarse step = one step): ``inner``/``shell`` (or ``step`` for one-kernel rungs)
 summed over every level step, ``coupling`` (interface buffers, fix-up, restriction; with
@@ -50,6 +50,10 @@ from .interface import LevelCoupling
 from .tracer_kernels import LevelBuffers
 from .tree import Forest
 from .uploads import upload_together
+
+# amr3d_interpolate_rows' threads a position: the choices (coupling.cu instantiates each) and the default
+INTERP_LANES = (1, 3, 9)
+INTERP_LANES_DEFAULT = 3
 
 
 def _scale(tau0: float, accel0, src: int, dst: int):
@@ -100,8 +104,18 @@ class TreeStepper:
         self._fused_coupling = True
         self.coarse_half = {lv: xp.zeros_like(b) for lv, b in self.coarse_buf.items()}
         self.interp_half = {lv: xp.zeros_like(b) for lv, b in self.interp_buf.items()}
+        # threads a source position in amr3d_interpolate_rows (1, 3 or 9; 27 / lanes populations each:
+        # 3 holds 56 registers a thread instead of 1's 123; the same bits, coupling.cu)
+        self.interp_lanes = INTERP_LANES_DEFAULT
         self._half_step: dict = {}  # level → its step in progress is the θ = ½ one (fused: reads interp_half)
         self._pending: set = set()  # levels whose restriction waits for their next step's start
+        # a second step's restriction (the level's) held back to join the restriction of the level
+        # below, which follows it at once (restrict_two), where that one reads none of its nodes
+        self._held = None
+        self._pairable = pairable_restrictions(coupling, self.mapped)
+        # (False: each second step's restriction alone and the coarsest level's at each step's end, as before)
+        self.pair_restrictions = True
+        self._carry = False  # the coarse step in progress leaves the coarsest level's restriction to the next
         # the CSM's coefficient C per point of each level (one value a point; collision.py) and the
         # copies of shared nodes that take their owner's C (ladder.shared_copies)
         self.csm_coef, self.csm_copies = {}, {}
@@ -252,7 +266,21 @@ class TreeStepper:
 
     def _restrict(self, lv: int, phase=None) -> None:
         c = self.coupling[lv]
+        if self._held is not None and (self._held != lv + 1 or not c.restrict_dst.size):
+            self._flush_held(phase)  # (only the next level's restriction joins this one)
         if c.restrict_dst.size:
+            with (phase or _no_phase)("coupling"):
+                if self._held == lv + 1:
+                    self._held = None
+                    self.kernels.restrict_two(self, lv + 1, False, _scale(self.tau0, self.accel0, lv + 2, lv + 1),
+                                              _scale(self.tau0, self.accel0, lv + 1, lv))
+                else:
+                    self.kernels.restrict(self, lv, *_scale(self.tau0, self.accel0, lv + 1, lv))
+
+    def _flush_held(self, phase=None) -> None:
+        """The held restriction alone (what follows it is not the restriction it was held for)."""
+        lv, self._held = self._held, None
+        if lv is not None:
             with (phase or _no_phase)("coupling"):
                 self.kernels.restrict(self, lv, *_scale(self.tau0, self.accel0, lv + 1, lv))
 
@@ -273,12 +301,20 @@ class TreeStepper:
                 k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
             return
         self._half_step[lv] = theta == 0.5
+        if lv not in self._pending:
+            self._flush_held()  # (never: a held restriction is followed by the pending one of the level below)
         if theta == 0.0 and has_coarse:  # both steps' coarse values (and this step's fine ones)
             k.rescale_two(self, lv, _scale(self.tau0, self.accel0, lv - 1, lv),
                           _scale(self.tau0, self.accel0, lv + 1, lv) if has_fine else None)
             k.interpolate_two(self, lv)
         elif lv in self._pending:  # θ = ½: the first step's restriction with this step's fine values
             self._pending.discard(lv)
+            if self._held == lv + 1 and (not has_fine or self._pairable[lv + 1] == "fine"):
+                self._held = None  # (and level lv+1's second step's restriction before it, in the same launch)
+                k.restrict_two(self, lv + 1, has_fine, _scale(self.tau0, self.accel0, lv + 2, lv + 1),
+                               _scale(self.tau0, self.accel0, lv + 1, lv))
+                return
+            self._flush_held()
             k.restrict_fine(self, lv, has_fine, *_scale(self.tau0, self.accel0, lv + 1, lv))
         elif has_fine:
             k.rescale_points(self, lv, lv + 1, 1.0, *_scale(self.tau0, self.accel0, lv + 1, lv))
@@ -304,28 +340,44 @@ class TreeStepper:
         if lv + 1 in self.bufs:
             self._advance(lv + 1, 0.0, phase)
             self._advance(lv + 1, 0.5, phase)
-            if self.fused_coupling and theta == 0.0 and lv != self.levels[0] and c.restrict_dst.size:
-                self._pending.add(lv)  # (level lv's θ = ½ step follows at once: restrict_fine)
+            if self.fused_coupling and theta == 0.0 and (lv != self.levels[0] or self._carry) and c.restrict_dst.size:
+                # level lv's θ = ½ step follows at once (restrict_fine); the coarsest level's next coarse
+                # step, where the caller runs another at once (_carry)
+                self._pending.add(lv)
+            elif (self.fused_coupling and self.pair_restrictions and theta == 0.5 and self._held is None
+                  and lv in self._pairable):
+                self._held = lv  # (level lv−1's restriction follows at once: restrict_two)
             else:
                 self._restrict(lv, phase)
 
-    def _step(self, timed: bool) -> None:
+    def _step(self, timed: bool, carry: bool = False) -> None:
+        """One coarse step. ``carry`` (fused coupling): another coarse step follows at once, so the
+        coarsest level's restriction waits for its start, whose fine values it joins (restrict_fine,
+        as within a step; with a held restriction, restrict_two); the last step of a run, or of a
+        graph, restricts at its end, so nothing of this outlives a call of advance."""
         self._phases_seen.clear()
-        self._pending.clear()
-        self._advance(self.levels[0], 0.0, self._phase if timed else _no_phase)
+        self._carry = bool(carry and self.pair_restrictions)
+        phase = self._phase if timed else _no_phase
+        self._advance(self.levels[0], 0.0, phase)
+        if not self._carry:
+            self._flush_held(phase)  # (never: the coarsest level's restriction is the step's last)
 
     def advance(self, n: int, graph: bool = False) -> None:
+        self._pending.clear()
+        self._held = None
         if not graph or not self.kernels.graphs:
-            for _ in range(n):
-                self._step(timed=True)
+            for i in range(n):
+                self._step(timed=True, carry=i < n - 1)
             return
         with self.timer.phase("step", steps=n):
             while n:
                 c = graph_batch(n)
-                key = (c, self.fused_coupling) + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels)
+                key = ((c, self.fused_coupling, self.interp_lanes, self.pair_restrictions)
+                       + tuple(int(self.bufs[lv][0].data.ptr) for lv in self.levels))
                 g = self._graphs.get(key)
                 if g is None:  # the capture runs the steps' Python once: their buffer swaps are done
-                    g = self._graphs[key] = self.kernels.capture(lambda c=c: [self._step(False) for _ in range(c)])
+                    g = self._graphs[key] = self.kernels.capture(
+                        lambda c=c: [self._step(False, carry=i < c - 1) for i in range(c)])
                 else:
                     self._swap_as_steps(c)
                 g.launch(self.kernels.stream)
@@ -351,6 +403,34 @@ class TreeStepper:
             for lv, b in self.bnd.level.items():
                 total = total + boundaries.force(self.xp, self._fp32(self.bufs[lv][0]).reshape(d3q27.Q, -1), b, 0, lv)
         return total
+
+
+def pairable_restrictions(coupling: dict[int, LevelCoupling], mapped: bool = False) -> dict[int, str]:
+    """The levels lv whose restriction lv+1 → lv may run in one launch with level lv−1's (lv → lv−1,
+    which reads level lv): "fine" where level lv−1's restriction points and its fine points (level lv
+    ids) are none of level lv's restricted points, "plain" where only the restriction points are
+    checked (the fine points are still on the device: a regrid's tables are not read back for this),
+    absent where they meet, where a level has no restriction, and on mother leaves (mapped: their
+    provisional points are restricted apart). Host tables only: a check, no launch."""
+    out = {}
+    if mapped:
+        return out
+    for lv, c in coupling.items():
+        below = coupling.get(lv - 1)
+        if below is None or lv + 1 not in coupling or not c.restrict_dst.size or not below.restrict_dst.size:
+            continue
+        dst, src = c.restrict_dst, below.restrict_src
+        if not (isinstance(dst, np.ndarray) and isinstance(src, np.ndarray)):
+            continue
+        fine = None if "fine_pts" in below.held_on_device() else np.asarray(below.fine_pts)
+        # level lv's restricted points marked (a regrid builds a stepper: one pass, no sort)
+        top = max(int(a.max(initial=-1)) for a in (dst, src, fine if fine is not None else dst)) + 1
+        written = np.zeros(top, bool)
+        written[dst] = True
+        if written[src].any():
+            continue
+        out[lv] = "plain" if fine is None or written[fine].any() else "fine"
+    return out
 
 
 def synchronise_host(forest: Forest, coupling: dict[int, LevelCoupling], f, tau0: float, accel0) -> None:
@@ -436,6 +516,12 @@ class NumpyKernels:
         self.restrict(st, lv, alpha, a_s, a_t, forced)
         if fine:
             self.rescale_points(st, lv, lv + 1, 1.0, alpha, a_s, a_t, forced)
+
+    def restrict_two(self, st, lv, fine, scale_a, scale_b):
+        """amr3d_restrict_two: the restriction lv+1 → lv, then lv → lv−1 and (``fine``) level lv−1's
+        fine values."""
+        self.restrict(st, lv, *scale_a)
+        self.restrict_fine(st, lv - 1, fine, *scale_b)
 
     def interpolate(self, st, lv, cb=None, out=None):
         d = self.dev[lv]
@@ -695,12 +781,14 @@ class CupyKernels:
         """Both time levels' interpolation from the compact rows (interp_rows.py: nonzero weights,
         the fix-up's populations only) in one launch."""
         c, rows = st.coupling[lv], self.dev[lv]["rows"]
-        n = rows.n
-        g, b = self._grid(2 * n)
-        self.k["interp_rows"](g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")),
-                                     rows.count, rows.slot, rows.w, np.int32(rows.stride), rows.mask, np.int32(n),
-                                     np.int32(2),
-                                     st.interp_buf[lv], st.interp_half[lv]), stream=self.stream)
+        n, lanes = rows.n, int(st.interp_lanes)
+        if lanes not in INTERP_LANES:
+            raise ValueError(f"interp_lanes = {lanes}: one of {INTERP_LANES}")
+        g, b = self._grid(2 * n * lanes)  # (lanes consecutive threads a position)
+        kern = self.k["interp_rows" + ("" if lanes == 1 else str(lanes))]
+        kern(g, b, (st.coarse_buf[lv], st.coarse_half[lv], np.int32(c.size_of("coarse_pts")), rows.count, rows.slot,
+                    rows.w, np.int32(rows.stride), rows.mask, np.int32(n), np.int32(2), st.interp_buf[lv],
+                    st.interp_half[lv]), stream=self.stream)
 
     def restrict_fine(self, st, lv, fine, alpha, a_s, a_t, forced):
         """amr3d_restrict_fine: the restriction lv+1 → lv and (``fine``) level lv's fine values."""
@@ -712,6 +800,21 @@ class CupyKernels:
             g, b, (st.bufs[lv + 1][0], st.bufs[lv][0], src, dst, np.int32(dst.size), fpts, np.int32(nf),
                    np.int64(st.coupling[lv + 1].n * self.m3[lv + 1]), np.int64(st.coupling[lv].n * self.m3[lv]),
                    *self._scalars((alpha, a_s, a_t, forced)), st.fine_buf[lv]), stream=self.stream)
+
+    def restrict_two(self, st, lv, fine, scale_a, scale_b):
+        """amr3d_restrict_two: the restriction lv+1 → lv, then lv → lv−1 and (``fine``) level lv−1's
+        fine values, in one launch (tree_stepper pairable_restrictions: the second reads none of the
+        first's nodes)."""
+        a, b = self.dev[lv], self.dev[lv - 1]
+        fpts = b["fine_pts"]
+        na, nb, nf = a["restrict_dst"].size, b["restrict_dst"].size, (fpts.size if fine else 0)
+        g, t = self._grid(na + nb + nf)
+        plane = {x: np.int64(st.coupling[x].n * self.m3[x]) for x in (lv + 1, lv, lv - 1)}
+        self.k["restrict_two" + self.half](
+            g, t, (st.bufs[lv + 1][0], st.bufs[lv][0], a["restrict_src"], a["restrict_dst"], np.int32(na),
+                   plane[lv + 1], plane[lv], *self._scalars(scale_a),
+                   st.bufs[lv - 1][0], b["restrict_src"], b["restrict_dst"], np.int32(nb), fpts, np.int32(nf),
+                   plane[lv - 1], *self._scalars(scale_b), st.fine_buf[lv - 1]), stream=self.stream)
 
     def interpolate(self, st, lv):
         c, d = st.coupling[lv], self.dev[lv]

@@ -2,9 +2,11 @@
 amr3d_rescale_two, amr3d_interpolate_rows, amr3d_restrict_fine): bit for bit the split launches,
 fp32 and fp16 storage, naive and naive-fused, with and without the CUDA graph, on the registry's
 tree presets (two and three levels, walls, free slip, the sphere's links, inlet and outlet); a
-checkpoint of the three-level tree resumes bit for bit. The registry's amr3d cells (which run the
-fused coupling, the default) check it against the reference. ``sanitizer_case`` is the small run
-tools/gpu-check.sh's amr3d-coupling stage puts under compute-sanitizer."""
+checkpoint of the three-level tree resumes bit for bit; the interpolation's threads a source
+position (``interp_lanes``) and the paired restrictions (``pair_restrictions``) change no bit. The
+registry's amr3d cells (which run the fused coupling, the default) check it against the reference.
+``sanitizer_case`` is the small run tools/gpu-check.sh's amr3d-coupling stage puts under
+compute-sanitizer."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,6 +45,47 @@ def test_fused_coupling_equals_the_split_launches(label, variants):
     for e in (split, fused):
         e.step(AMR3D.equivalence_steps)
     np.testing.assert_array_equal(state(fused), state(split))
+
+
+@pytest.mark.parametrize("label", ["fp32-tree3-m9", "fp32-sphere-m9"])
+def test_interpolate_rows_lanes_equal_one_thread_a_position(label):
+    """amr3d_interpolate_rows with 3 and 9 threads a source position (tree_stepper ``interp_lanes``)
+    steps bit for bit as with one (the kernel of before) and as the split launches (the interface
+    buffers it reads and writes are fp32 on either storage: fp32 storage here)."""
+    from nagare.engine.amr3d.tree_stepper import INTERP_LANES
+
+    variants = {"kernels": "naive-fused", "graph": "on"}
+    got = {}
+    for lanes in INTERP_LANES:
+        e = engine(PRESETS[label], variants, fused=True)
+        e.shape.stepper.interp_lanes = lanes
+        e.step(AMR3D.equivalence_steps)
+        got[lanes] = state(e)
+    split = engine(PRESETS[label], {**variants, "graph": "off"}, fused=False)
+    split.step(AMR3D.equivalence_steps)
+    for lanes in INTERP_LANES:
+        np.testing.assert_array_equal(got[lanes], state(split))
+
+
+@pytest.mark.parametrize("variants", [{"kernels": "naive-fused", "graph": "on"},
+                                      {"kernels": "naive-fused", "storage": "fp16", "graph": "off"}],
+                         ids=["fused-graph", "fused-fp16"])
+def test_paired_restrictions_equal_the_unpaired_ones(variants):
+    """amr3d_restrict_two and the coarsest level's restriction carried through a run of steps
+    (``pair_restrictions``) on three levels: the same bits as without them (and the split launches)."""
+    label = "fp32-tree3-m9"
+    got = {}
+    for pairs in (True, False):
+        e = engine(PRESETS[label], variants, fused=True)
+        st = e.shape.stepper
+        assert st._pairable
+        st.pair_restrictions = pairs
+        e.step(AMR3D.equivalence_steps)
+        got[pairs] = state(e)
+    split = engine(PRESETS[label], {**variants, "graph": "off"}, fused=False)
+    split.step(AMR3D.equivalence_steps)
+    np.testing.assert_array_equal(got[True], got[False])
+    np.testing.assert_array_equal(got[True], state(split))
 
 
 def test_fused_coupling_checkpoint_resumes_bit_for_bit():

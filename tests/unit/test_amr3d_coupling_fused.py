@@ -7,8 +7,10 @@ inputs as the split launches, in fewer launches.
 - the CUDA kernels through the g++ emulation (tests/unit/amr3d_emulated_cupy.py), fp32 and fp16
   storage, naive and naive-fused rungs: fused equals split bit for bit, on trees with walls and free
   slip and on the sphere's (links, inlet, outlet, MRT with LES);
-- the coupling launches a coarse step: 18 → 10 on three levels, 42 → 22 on four (the sphere's), as
-  counted from the calls and from the emulated launches.
+- the coupling launches a coarse step: 18 → 9 on three levels, 42 → 20 on four (the sphere's), as
+  counted from the calls and from the emulated launches; a second step's restriction held for the
+  next one (restrict_two) only where that one reads none of its nodes;
+- the interpolation's threads a source position (1, 3, 9: amr3d_interpolate_rows<L>) give the same bits.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 from nagare.engine.amr3d import interface, reference
 from nagare.engine.amr3d.engine import AMR3D
 from nagare.engine.amr3d.tree import Forest, refine
-from nagare.engine.amr3d.tree_stepper import NumpyKernels, TreeStepper
+from nagare.engine.amr3d.tree_stepper import INTERP_LANES_DEFAULT, NumpyKernels, TreeStepper
 from nagare.engine.backend import Backend, get_backend
 from nagare.engine.timing import PhaseTimer
 
@@ -31,7 +33,8 @@ PRESETS = AMR3D.equivalence_presets()
 M = 9
 # the kernel methods that launch level coupling (interface buffers and restriction; the fix-up is
 # counted apart: naive-fused does it inside the ladder kernel)
-COUPLING_CALLS = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine")
+COUPLING_CALLS = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine",
+                  "restrict_two")
 
 
 def four_levels() -> Forest:
@@ -88,25 +91,90 @@ def test_fused_orchestration_steps_as_the_split_one_bit_for_bit(forest_fn, perio
     assert np.abs(fused.state() - flow_state(forest, phys)).max() > 1e-5  # it moved
 
 
-@pytest.mark.parametrize("forest_fn,split_calls,fused_calls", [(three_levels, 18, 10), (four_levels, 42, 22)])
+@pytest.mark.parametrize("forest_fn,split_calls,fused_calls", [(three_levels, 18, 9), (four_levels, 42, 20)])
 def test_coupling_launches_per_coarse_step(forest_fn, split_calls, fused_calls):
-    """One coupling launch per call: 18 → 10 on three levels (the benchmark tree's count), 42 → 22
-    on four (the sphere's), each level with coarser and finer neighbours as there."""
+    """One coupling launch per call: 18 → 9 on three levels (the benchmark tree's count), 42 → 20
+    on four (the sphere's), each level with coarser and finer neighbours as there (each second
+    step's restriction joins the next one: restrict_two); in a run of k coarse steps the coarsest
+    level's restriction joins the next step's fine values k − 1 times (one launch fewer each)."""
     forest = forest_fn()
     assert len(forest.levels) == (3 if forest_fn is three_levels else 4)
     phys = reference.Physics(0.57)
-    got = {}
-    for fused in (False, True):
+    for fused, want in ((False, split_calls), (True, fused_calls)):
         st = numpy_stepper(forest, phys, fused=fused)
         calls = count_calls(st)
         st.advance(1)  # (the first step's calls as every later one's: nothing is set up lazily)
         calls.clear()
-        st.advance(2)
-        got[fused] = sum(calls.values()) / 2
+        st.advance(1)
+        assert sum(calls.values()) == want
+        calls.clear()
+        st.advance(3)
+        assert sum(calls.values()) == 3 * want - (2 if fused else 0)
         if fused:
             assert calls["rescale_two"] and calls["interpolate_two"] and calls["restrict_fine"]
-            assert not calls["interpolate"]
-    assert got == {False: split_calls, True: fused_calls}
+            assert calls["restrict_two"] and not calls["interpolate"]
+
+
+@pytest.mark.parametrize("forest_fn", [three_levels, four_levels])
+def test_runs_of_steps_equal_single_steps_bit_for_bit(forest_fn):
+    """advance(n) (the coarsest level's restriction carried into the next step) = n × advance(1) =
+    the split launches, bit for bit; nothing pending or held after it."""
+    forest = forest_fn()
+    phys = reference.Physics(0.57, (0.0, 1e-5, 0.0))
+    split = numpy_stepper(forest, phys, fused=False, dtype=np.float32)
+    single = numpy_stepper(forest, phys, fused=True, dtype=np.float32)
+    run = numpy_stepper(forest, phys, fused=True, dtype=np.float32)
+    split.advance(4)
+    for _ in range(4):
+        single.advance(1)
+    run.advance(4)
+    np.testing.assert_array_equal(run.state(), split.state())
+    np.testing.assert_array_equal(single.state(), split.state())
+    assert not run._pending and run._held is None
+
+
+@pytest.mark.parametrize("pairs", ["built", "plain", "none"])
+def test_held_restrictions_step_as_the_split_ones(pairs):
+    """A second step's restriction held back for the next one (restrict_two): paired as the tables
+    allow ("built": with the fine values), only with plain restrictions ("plain": where it meets the
+    pending restriction with fine values it runs alone first), or never ("none") — the same bits as
+    the split launches each way, and nothing held after a coarse step."""
+    forest = four_levels()
+    phys = reference.Physics(0.57, (1e-5, 0.0, 0.0))
+    split = numpy_stepper(forest, phys, fused=False, dtype=np.float32)
+    fused = numpy_stepper(forest, phys, fused=True, dtype=np.float32)
+    assert set(fused._pairable) == {1, 2}  # (the middle levels of four)
+    if pairs != "built":
+        fused._pairable = {lv: "plain" for lv in fused._pairable} if pairs == "plain" else {}
+    calls = count_calls(fused)
+    for _ in range(2):
+        split.advance(1)
+        fused.advance(1)
+        np.testing.assert_array_equal(fused.state(), split.state())
+        assert fused._held is None
+    assert bool(calls["restrict_two"]) == (pairs != "none")
+
+
+def test_pairable_restrictions_refuse_meeting_points():
+    """A restriction that writes a node the next one reads is not paired, and mother leaves never."""
+    from nagare.engine.amr3d.tree_stepper import pairable_restrictions
+
+    c = interface.build(four_levels(), "quadratic")
+    assert pairable_restrictions(c) == {1: "fine", 2: "fine"}
+    assert pairable_restrictions(c, mapped=True) == {}
+    below = c[1]
+    saved = below.restrict_src
+    below.restrict_src = np.concatenate([saved, c[2].restrict_dst[:1]])  # level 1 reads a node level 2 writes
+    try:
+        assert 2 not in pairable_restrictions(c) and 1 in pairable_restrictions(c)
+    finally:
+        below.restrict_src = saved
+    saved = below.fine_pts
+    below.fine_pts = np.concatenate([saved, c[2].restrict_dst[-1:]])
+    try:
+        assert pairable_restrictions(c)[2] == "plain"
+    finally:
+        below.fine_pts = saved
 
 
 def test_fused_coupling_state_is_checkpoint_free():
@@ -155,9 +223,66 @@ def test_fused_coupling_kernels_equal_the_split_launches(emulated_cupy, label, r
 
 
 @needs_gxx
+@pytest.mark.parametrize("label,storage_kind", [("fp32-tree2-slip-m9", "native"), ("fp32-sphere-m9", "fp16")])
+def test_interpolate_rows_lanes_give_the_same_bits(emulated_cupy, label, storage_kind):
+    """amr3d_interpolate_rows with 1, 3 or 9 threads a source position (tree_stepper ``interp_lanes``):
+    each population's sum over the same pairs in the same order, so the interpolated buffers of both
+    time levels and the stepped state are the same bits (and the split launches' too)."""
+    from nagare.engine.amr3d.tree_stepper import INTERP_LANES
+
+    runs = {}
+    for lanes in INTERP_LANES:
+        e = emulated_engine(emulated_cupy, label, "naive-fused", storage_kind, fused=True)
+        st = e.shape.stepper
+        st.interp_lanes = lanes
+        for lv in st.levels:  # (entries outside the mask keep what they held: the same NaN everywhere)
+            st.interp_buf[lv][...] = np.nan
+            st.interp_half[lv][...] = np.nan
+        e.step(2)
+        runs[lanes] = (np.asarray(e.state_arrays()["f"]),
+                       {lv: (np.asarray(st.interp_buf[lv]).copy(), np.asarray(st.interp_half[lv]).copy())
+                        for lv in st.levels})
+    split = emulated_engine(emulated_cupy, label, "naive-fused", storage_kind, fused=False)
+    split.step(2)
+    for lanes in INTERP_LANES[1:]:
+        np.testing.assert_array_equal(runs[lanes][0], runs[1][0])
+        for lv, (now, half) in runs[lanes][1].items():
+            np.testing.assert_array_equal(now, runs[1][1][lv][0])
+            np.testing.assert_array_equal(half, runs[1][1][lv][1])
+    np.testing.assert_array_equal(runs[INTERP_LANES[-1]][0], np.asarray(split.state_arrays()["f"]))
+    assert any(np.isfinite(b[0]).any() for b in runs[3][1].values())  # (a level interpolated something)
+
+
+def test_interp_lanes_default_is_a_choice():
+    from nagare.engine.amr3d.tree_stepper import INTERP_LANES, INTERP_LANES_DEFAULT
+
+    assert INTERP_LANES_DEFAULT in INTERP_LANES and all(27 % k == 0 for k in INTERP_LANES)
+
+
+@needs_gxx
+@pytest.mark.parametrize("storage_kind", ["native", "fp16"])
+def test_emulated_restrict_two_equals_the_split_launches(emulated_cupy, storage_kind):
+    """amr3d_restrict_two (a second step's restriction with the next one, three levels): launched,
+    and the state bit for bit the split launches'."""
+    split = emulated_engine(emulated_cupy, "fp32-tree3-m9", "naive-fused", storage_kind, fused=False)
+    fused = emulated_engine(emulated_cupy, "fp32-tree3-m9", "naive-fused", storage_kind, fused=True)
+    assert fused.shape.stepper._pairable
+    key = "restrict_two" + ("_16" if storage_kind == "fp16" else "")
+    kern = fused.shape.stepper.kernels.k[key]
+    before = kern.launches
+    for n in (1, 1, 3):  # (3: the coarsest level's restriction carried into the next step too)
+        split.step(n)
+        fused.step(n)
+        np.testing.assert_array_equal(np.asarray(fused.state_arrays()["f"]), np.asarray(split.state_arrays()["f"]))
+    assert kern.launches > before
+
+
+@needs_gxx
 def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
     """The launches themselves (the emulated kernels count theirs): on two levels 6 → 4 a coarse step
-    (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_rows)."""
+    (level 1's two steps: rescale + interpolate each → amr3d_rescale_two + amr3d_interpolate_rows),
+    and in a run of two steps 3.5 (the first step's restriction joins the second's fine values:
+    amr3d_restrict_fine)."""
     got = {}
     for fused in (False, True):
         e = emulated_engine(emulated_cupy, "fp32-tree2-m9", "naive-fused", "native", fused)
@@ -168,10 +293,12 @@ def test_emulated_coupling_launches_per_coarse_step(emulated_cupy):
         per = Counter({key.split("_16")[0]: (k.launches - before[key]) / 2 for key, k in kernels.items()
                        if hasattr(k, "launches") and k.launches > before[key]})
         got[fused] = per
-    coupling = ("rescale", "restrict", "interp8", "interp27", "rescale_two", "restrict_fine", "interp_rows")
+    coupling = ("rescale", "restrict", "interp8", "interp27", "rescale_two", "restrict_fine", "interp_rows",
+                "interp_rows3", "interp_rows9", "restrict_two")
     assert sum(got[False][k] for k in coupling) == 6
-    assert sum(got[True][k] for k in coupling) == 4
-    assert got[True]["rescale_two"] == 1 and got[True]["interp_rows"] == 1
+    assert sum(got[True][k] for k in coupling) == 3.5
+    rows = "interp_rows" + ("" if INTERP_LANES_DEFAULT == 1 else str(INTERP_LANES_DEFAULT))
+    assert got[True]["rescale_two"] == 1 and got[True][rows] == 1 and got[True]["restrict_fine"] == 0.5
     assert got[True]["interp8"] + got[True]["interp27"] == 0
 
 
@@ -239,3 +366,21 @@ def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys, mo
     assert "coupling launches per coarse step 6 " in out.split("[fused]")[0]
     assert "coupling launches per coarse step 4 " in out.split("[fused]")[1]
     assert "summary: coupling share split" in out
+    # one fused run per threads a source position of the interpolation, each with the same launches
+    assert tool.main(["--preset", "amr3d-bench", "--steps", "1", "--coupling", "fused", "--lanes", "1,3",
+                      "--set", "grid.leaves=[2, 2, 2]", "--set", "grid.m=9", "--set", THREE_LEVELS]) == 0
+    out = capsys.readouterr().out
+    for lanes in (1, 3):
+        assert "coupling launches per coarse step 4 " in out.split(f"[fused lanes={lanes}]")[1].split("\n")[0]
+    # --before and --device-time (its spin kernel a no-op here, the graph step's steps launched plainly:
+    # the emulation has neither raw kernels nor graphs)
+    from nagare.engine.amr3d.tree_stepper import CupyKernels
+
+    monkeypatch.setattr(emulated_cupy, "RawKernel", lambda *a, **k: (lambda *a, **k: None), raising=False)
+    monkeypatch.setattr(CupyKernels, "graphs", False)
+    assert tool.main(["--preset", "amr3d-bench", "--steps", "1", "--before", "--device-time",
+                      "--set", "grid.leaves=[2, 2, 2]", "--set", "grid.m=9", "--set", THREE_LEVELS]) == 0
+    out = capsys.readouterr().out
+    for label in ("split", "fused before", "fused"):
+        assert f"[{label}] " in out and f"[{label} device] graph step " in out
+    assert "summary: coupling share split" in out and "summary device: coupling share fused before" in out

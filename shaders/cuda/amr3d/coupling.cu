@@ -11,9 +11,13 @@
 //                          one launch (tree_stepper.py, fused coupling)
 //   amr3d_restrict_fine    the restriction l+1 -> l deferred to the start of level l's second step,
 //                          with that step's fine values (both rescale level l+1 -> l)
-//   amr3d_interpolate_rows amr3d_interpolate from compact rows (nonzero weights only, and only the
+//   amr3d_restrict_two     a second step's restriction l+1 -> l with the restriction l -> l-1 that
+//                          follows it (and level l-1's fine values), where the second reads none of
+//                          the nodes the first writes (tree_stepper.py)
+//   amr3d_interpolate_rows<L> amr3d_interpolate from compact rows (nonzero weights only, and only the
 //                          populations the fix-up reads: interp_rows.py), for one or both time
-//                          levels' coarse buffers in one launch (the fused coupling's)
+//                          levels' coarse buffers in one launch (the fused coupling's), L threads
+//                          a position (27 / L populations each)
 //   amr3d_rows_need,       the compact rows themselves (interp_rows.py build) from the dense rows and
 //   amr3d_rows_build       the fix-up's descriptors: the entries of the interpolated buffer the
 //                          descriptors read marked, then a thread per position compacts its row
@@ -217,6 +221,38 @@ __global__ void amr3d_restrict_fine(const S* __restrict__ src, S* __restrict__ d
     }
 }
 
+// Two restrictions in a row in one launch (the fused coupling: a second step's restriction
+// l+1 -> l, held back, with the restriction l -> l-1 that follows it): threads r < na the first
+// (level l+1 -> level l), na <= r < na + nb the second (level l -> level l-1), and with nf > 0
+// na + nb <= r < na + nb + nf level l-1's fine values (fine point fpts[r - na - nb] of level l,
+// theta = 1, into fout: amr3d_restrict_fine's). The second part reads level l where the first
+// writes it, so the host pairs them only where the second's points (src_b, fpts) are none of the
+// first's dst_a (tree_stepper.py, pairable restrictions): each value is then the separate
+// launches', bit for bit (the same device functions, the same inputs).
+template <typename S = float>
+__global__ void amr3d_restrict_two(const S* __restrict__ src_a, S* __restrict__ mid,
+                                   const long long* __restrict__ src_pts_a, const long long* __restrict__ dst_pts_a,
+                                   int na, long long plane_a, long long plane_mid, float alpha_a, float asx_a,
+                                   float asy_a, float asz_a, float atx_a, float aty_a, float atz_a, int forced_a,
+                                   S* __restrict__ dst_b, const long long* __restrict__ src_pts_b,
+                                   const long long* __restrict__ dst_pts_b, int nb,
+                                   const long long* __restrict__ fpts, int nf, long long plane_b, float alpha_b,
+                                   float asx_b, float asy_b, float asz_b, float atx_b, float aty_b, float atz_b,
+                                   int forced_b, float* __restrict__ fout)
+{
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < na) {
+        amr3d::restrict_point(src_a, mid, src_pts_a, dst_pts_a, r, (idx_t)plane_a, (idx_t)plane_mid, alpha_a, asx_a,
+                              asy_a, asz_a, atx_a, aty_a, atz_a, forced_a != 0);
+    } else if (r < na + nb) {
+        amr3d::restrict_point((const S*)mid, dst_b, src_pts_b, dst_pts_b, r - na, (idx_t)plane_mid, (idx_t)plane_b,
+                              alpha_b, asx_b, asy_b, asz_b, atx_b, aty_b, atz_b, forced_b != 0);
+    } else if (r < na + nb + nf) {
+        amr3d::rescale_point((const S*)mid, (const S*)mid, fpts, nf, r - na - nb, (idx_t)plane_mid, 1.f, alpha_b,
+                             asx_b, asy_b, asz_b, atx_b, aty_b, atz_b, forced_b != 0, fout);
+    }
+}
+
 // All 27 populations at each distinct source position inside a coarser leaf: out[q][u] =
 // sum_s w[u][s] coarse[q][slot[u][s]] in the order s = 0..S-1 (the reference's order). The stencil
 // row is read once for the 27 populations it serves (a thread per (population, position) reads it
@@ -257,43 +293,63 @@ __global__ void amr3d_interpolate(const float* __restrict__ coarse, int ncoarse,
 
 // The compact rows (engine/amr3d/interp_rows.py): position u's nonzero pairs, the first count[u] of
 // its row of stride S in (slot, w), and only the populations of mask[u] (those the fix-up reads
-// there) computed and written, for nbuf (1 or 2) coarse buffers with the same stencils: threads
+// there) computed and written, for nbuf (1 or 2) coarse buffers with the same stencils: positions
 // u < n the first, n <= u < 2n the second (a finer level's theta = 0 and theta = 1/2 values,
 // amr3d_rescale_two). The values are amr3d_interpolate's, bit for bit (interp_rows.py says why);
 // the rest of out is left as it was.
+// L threads share a position (L = 1, 3 or 9; L consecutive threads, lane = t % L): lane k takes
+// populations q = k, k + L, k + 2L, ... (27 / L accumulators instead of 27: fewer registers, L times
+// the threads in flight for the latency-bound gathers; interleaved so that the ~9 populations the
+// mask keeps, which stream in across one face, spread over the lanes). Each lane reads the row's
+// (slot, w) pairs itself: the L lanes read the same addresses, one request for the warp. Each
+// population's sum runs over the same pairs in the same order as with L = 1: the same bits.
+template <int L>
 __global__ void amr3d_interpolate_rows(const float* __restrict__ coarse0, const float* __restrict__ coarse1,
                                        int ncoarse, const int* __restrict__ count, const int* __restrict__ slot,
                                        const float* __restrict__ w, int stride, const unsigned int* __restrict__ mask,
                                        int n, int nbuf, float* __restrict__ out0, float* __restrict__ out1)
 {
-    int u = blockIdx.x * blockDim.x + threadIdx.x;
+    static_assert(Q % L == 0, "L divides the 27 populations");
+    constexpr int P = Q / L;  // populations a lane
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = (int)(t % L);
+    int u = (int)(t / L);
     if (u >= nbuf * n) return;
     const bool second = u >= n;
     if (second) u -= n;
     const float* __restrict__ coarse = second ? coarse1 : coarse0;
     float* __restrict__ out = second ? out1 : out0;
-    const unsigned int need = mask[u];
+    // bit i: population lane + i L wanted
+    unsigned int need = 0u;
+    {
+        const unsigned int all = mask[u];
+#pragma unroll
+        for (int i = 0; i < P; ++i) need |= ((all >> (lane + i * L)) & 1u) << i;
+    }
     const int len = count[u];
     if (need == 0u || len == 0) return;
     const idx_t a = (idx_t)u * stride, b = a + len;
-    float acc[Q];
+    const float* __restrict__ c = coarse + (idx_t)lane * ncoarse;  // population lane's plane
+    const idx_t step = (idx_t)L * ncoarse;                         // to population q + L
+    float acc[P];
     {
         const float w0 = w[a];
         const idx_t s0 = (idx_t)slot[a];
 #pragma unroll
-        for (int q = 0; q < Q; ++q)
-            if ((need >> q) & 1u) acc[q] = w0 * coarse[(idx_t)q * ncoarse + s0];
+        for (int i = 0; i < P; ++i)
+            if ((need >> i) & 1u) acc[i] = w0 * c[i * step + s0];
     }
     for (idx_t k = a + 1; k < b; ++k) {
         const float ws = w[k];
         const idx_t ss = (idx_t)slot[k];
 #pragma unroll
-        for (int q = 0; q < Q; ++q)
-            if ((need >> q) & 1u) acc[q] = acc[q] + ws * coarse[(idx_t)q * ncoarse + ss];
+        for (int i = 0; i < P; ++i)
+            if ((need >> i) & 1u) acc[i] = acc[i] + ws * c[i * step + ss];
     }
+    float* __restrict__ o = out + (idx_t)lane * n + u;
 #pragma unroll
-    for (int q = 0; q < Q; ++q)
-        if ((need >> q) & 1u) out[(idx_t)q * n + u] = acc[q];
+    for (int i = 0; i < P; ++i)
+        if ((need >> i) & 1u) o[(idx_t)i * L * n] = acc[i];
 }
 
 // The compact rows' build (engine/amr3d/interp_rows.py build, the same arrays bit for bit), in two
