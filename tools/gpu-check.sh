@@ -12,13 +12,6 @@
 #                 (engine/lbm2d/fused_bench.py), ncu speed-of-light of the fused kernels
 #   lbm2d-pipe    fp16 lbm_fused_pipe: its gpu tests (bit-identical to packed8, launch modes), memcheck +
 #                 racecheck, and the fused sweep of fp32 vec4 / fp16 packed8 / pipe shapes at 4096² and 8192²
-#   lbm2d-fp16    issue 42 (fp16 >= 1.95x fp32 fused at 4096² and 8192²), < 200 s (timeouts 70 + 20 + 20 + 55 + 30):
-#                 the gpu tests of the fp16 module builds (one-MUFU 1/ρ, register caps, NAGARE_PIPE_SPLIT and
-#                 _UNROLL: the engine's bits exactly) and of pipe2r4, memcheck + racecheck of lbm_fused_pipe
-#                 (engine build, split+rreg128+rcp, unroll+rreg128+rcp) on 512 × 37, engine/lbm2d/fp16_bench.py (fp32 fused and every fp16 cell
-#                 built in one process, timed round-robin 3 times: ms/step, % of copy, fp16/fp32 per round;
-#                 FP16_CELLS overrides the cells), ncu (speed of light, warp states, instruction stats) of
-#                 the old pipe2 build and the fastest new cell at 4096²; all in $OUT/lbm2d-fp16.tgz
 #   lbm2d-wave    wavefront temporal blocking: its gpu tests, memcheck + racecheck, and a ts × tile sweep
 #                 at 4096² and 8192² against the copy roofline (tb_bench --kernels wavefront)
 #   ncu-wave      stb / srtb-ws / wavefront side by side at 4096² (ts 4), then ncu of the wavefront kernel
@@ -57,15 +50,6 @@
 #                 it, STREAM_TESTS the test files), all in one archive $OUT/compact-stream.tgz
 #   compact-stream-grid  < 180 s: the whole grid alone (scan, window, stream, gtsv2 × 24 cells) as one table,
 #                 $OUT/compact-stream-grid/grid.md (not yet run: its time is estimated from compact-stream's)
-#   compact-wtile issue 39, < 240 s (timeouts 20 + 45 + 18 + 22 + 90 + 20 + 20): the grid's modules precompiled
-#                 on 16 processes, the gpu tests of solver = window-tile
-#                 (test_compact_wtile_gpu.py: the window mirror bit for bit on the target sizes, narrow and wide
-#                 blocks, in place, a stack's y-lines, the window-kernel fallback; dense; then the registry cells), memcheck + racecheck of its small cases (x and y, both boundaries,
-#                 blocks of 8 warps and of 1), the target grid (scan, window, window-tile; no gtsv2; sizes 4096,
-#                 1024, then 2048: a cut keeps the first; WTILE_GRID replaces the size list, e.g.
-#                 "--sizes 4096 --wtile-shapes 32:8 32:4 16:8"), then ncu (SpeedOfLight, Occupancy,
-#                 WarpStateStats) of window-tile at 4096² fp64 closures, x-lines and y-lines (2 launches each);
-#                 all in $OUT/compact-wtile.tgz
 #   ncu-compact   ncu of scan and scan-tile on 4096² x and y fp64 closures (DRAM throughput, occupancy,
 #                 warp stall reasons, L2 sectors)
 #   display-ab    issue 41, < 5 min: the app's gpu files under EGL, then `bench_display --targets` as the app
@@ -173,27 +157,6 @@ for stage in "$@"; do
         --storages fp16 --hints "${PIPE_HINTS:-default,rreg128}" \
         --shapes "${PIPE_SHAPES:-128x1npacked8,32x1npipe2,64x1npipe2,128x1npipe2,64x1npipe3,128x1npipe3,64x1npipe4,64x1npipe2r32,64x1npipe2r64}" \
         2>&1 | tail -n +2 | tee -a "$d/fused-sweep.tsv" ;;
-    lbm2d-fp16)
-      d="$OUT/lbm2d-fp16"
-      timeout -k 5 70 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu tests/equivalence/test_lbm2d_gpu.py \
-        -k "module_builds or (pipelined and pipe2r4) or fp16_pipe_sanitizer_case" 2>&1 | tee "$d/gpu-tests.log" | tail -6
-      for tool in memcheck racecheck; do
-        timeout -k 5 20 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -o addopts="" \
-          -p no:xvfb -m gpu tests/equivalence/test_lbm2d_gpu.py -k "fp16_pipe_sanitizer_case" 2>&1 \
-          | tee "$d/sanitizer-$tool.txt" | tail -3
-      done
-      timeout -k 5 55 python3 -m nagare.engine.lbm2d.fp16_bench --n 4096,8192 --repeats 3 \
-        ${FP16_CELLS:+--cells "$FP16_CELLS"} 2>&1 | tee "$d/fp16-vs-fp32.tsv"
-      # ncu: the old engine build (pipe2, --prec-div=false alone) and the fastest other fp16 cell at 4096²
-      best=$(awk -F'\t' '$1 == "4096" && $2 != "fp32" && $2 != "64x1npipe2@fastdiv" && $5 + 0 > 0 {print $5, $2}' \
-        "$d/fp16-vs-fp32.tsv" | sort -g | head -1 | cut -d' ' -f2)
-      timeout -k 5 30 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section InstructionStats \
-        -k regex:lbm_fused_pipe -c 2 python3 -m nagare.engine.lbm2d.fp16_bench --n 4096 \
-        --profile "64x1npipe2@fastdiv,${best:-64x1npipe2@default}" > "$d/ncu-pipe-4096.txt" 2>&1
-      grep -E "profiled|lbm_fused_pipe|Duration|DRAM Throughput|Compute \(SM\) Throughput|Executed Ipc A|Issue Slots Busy|Warp Cycles Per Issued|Executed Instructions  " \
-        "$d/ncu-pipe-4096.txt" | head -30
-      cp "$OUT/info.txt" "$d/" 2>/dev/null
-      tar czf "$OUT/lbm2d-fp16.tgz" -C "$OUT" lbm2d-fp16 && rm -rf "$d" ;;
     lbm2d-wave)
       bw=$(grep -o '[0-9.]* GB/s' "$OUT/info.txt" | head -1 | cut -d' ' -f1)
       pt -m gpu tests/unit/test_lbm2d_tb.py -k "wavefront or bench" 2>&1 | tee "$OUT/lbm2d-wave/gpu-tests.log" | tail -4
@@ -345,33 +308,6 @@ PY
         | tee "$d/grid.md" | tail -34
       cp "$OUT/info.txt" "$d/" 2>/dev/null
       tar czf "$OUT/compact-stream.tgz" -C "$OUT" compact-stream && rm -rf "$d" ;;
-    compact-wtile)
-      d="$OUT/compact-wtile"
-      # the grid's modules (scan, window, window-tile, both dtypes) on 16 processes into CuPy's disk cache: every
-      # later step loads them (one after the other, NVRTC of window-tile's unrolled segments is ~1 s an instance)
-      timeout -k 5 20 python3 tools/compact_grid.py --precompile 16 --solvers scan window window-tile 2>&1 \
-        | tee "$d/precompile.txt" | tail -3
-      # (test_compact_gpu.py's window-tile cells repeat test_compact_wtile_gpu.py's dense checks at larger ground-truth
-      # cost: left to the suite)
-      timeout -k 5 45 python3 -m pytest -q -o addopts="" -p no:xvfb -m gpu -rfE tests/equivalence/test_compact_wtile_gpu.py \
-        tests/equivalence/test_registry.py -k "wtile or window-tile" 2>&1 | tee "$d/gpu-tests.log" | tail -8
-      timeout -k 5 18 compute-sanitizer --tool memcheck --error-exitcode 3 python3 tools/compact_grid.py --check \
-        --solvers window-tile 2>&1 | tee "$d/sanitizer-memcheck.txt" | tail -3
-      timeout -k 5 22 compute-sanitizer --tool racecheck --error-exitcode 3 python3 tools/compact_grid.py --check \
-        --solvers window-tile 2>&1 | tee "$d/sanitizer-racecheck.txt" | tail -3
-      # shellcheck disable=SC2086
-      timeout -k 5 90 python3 tools/compact_grid.py --solvers scan window window-tile --reps 3 --no-gtsv2 \
-        ${WTILE_GRID:---sizes 4096 1024 2048} 2>&1 | tee "$d/grid.md" | tail -30
-      for dir in x y; do
-        timeout -k 5 20 ncu --clock-control none --kernel-name regex:compact_wtile -c 2 \
-          --section SpeedOfLight --section Occupancy --section WarpStateStats \
-          python3 tools/compact_grid.py --sizes 4096 --precisions fp64 --boundaries closures --dirs $dir --reps 1 \
-          --no-gtsv2 --solvers window-tile > "$d/ncu-$dir.txt" 2>&1
-        echo "ncu $dir exit $?"; grep -E "compact_wtile|DRAM Throughput|Achieved Occupancy|Registers|Duration" \
-          "$d/ncu-$dir.txt" | head -12
-      done
-      cp "$OUT/info.txt" "$d/" 2>/dev/null
-      tar czf "$OUT/compact-wtile.tgz" -C "$OUT" compact-wtile && rm -rf "$d" ;;
     compact-stream-grid)
       d="$OUT/compact-stream-grid"
       # shellcheck disable=SC2086
@@ -462,7 +398,7 @@ PY
         tests/equivalence/test_amr3d_coupling_gpu.py > "$d/gpu-tests.log" 2>&1
       echo "coupling gpu tests: $(tail -n 1 "$d/gpu-tests.log")"
       for tool in memcheck racecheck; do
-        timeout -k 5 12 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -m gpu -p no:cacheprovider \
+        timeout -k 5 60 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -m gpu -p no:cacheprovider \
           -p no:xvfb -o addopts= tests/equivalence/test_amr3d_coupling_gpu.py -k "sanitizer_case and native" \
           > "$d/sanitizer-$tool.txt" 2>&1
         echo "$tool exit $?: $(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|passed\|failed" "$d/sanitizer-$tool.txt" | tail -n 2 | tr '\n' ' ')"
