@@ -76,7 +76,7 @@
 #                 alone in a fresh process: parts, select in parts with the rows' CUDA vs array build, 6 regrids
 #                 of one engine as a run with the memory pool's growth in each, whole regrids of fresh engines);
 #                 everything packed into $OUT/regrid2.tgz
-#   amr3d-interp  issue 38 (coupling <= 20 % of a coarse step on the sphere), < 240 s (timeouts 150 + 12 + 12 +
+#   amr3d-interp  issue 38 (coupling <= 20 % of a coarse step on the sphere), < 240 s (timeouts 150 + 60 + 60 +
 #                 33 + 16 + 16): the coupling's gpu tests (fused = split bit for bit, and amr3d_interpolate_rows
 #                 with 3 and 9 threads a position = 1), compute-sanitizer memcheck + racecheck of the small
 #                 two-level case (fp32), tools/amr3d_coupling_profile.py on the sphere (split; "fused before":
