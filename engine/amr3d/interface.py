@@ -94,6 +94,11 @@ class LevelCoupling:
         """The LAZY_ARRAYS not read back yet."""
         return tuple(self._lazy or ())
 
+    def device_copy(self, name: str):
+        """A field of LAZY_ARRAYS as its device array while it is not read back (else None): for a
+        check on the device that must not bring the array to the host."""
+        return (self._lazy or {}).get(name)
+
     def shape_of(self, name: str) -> tuple:
         """The shape of a field of LAZY_ARRAYS, without reading it back."""
         lazy = self._lazy or {}

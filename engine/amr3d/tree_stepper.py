@@ -106,13 +106,13 @@ class TreeStepper:
         self.interp_half = {lv: xp.zeros_like(b) for lv, b in self.interp_buf.items()}
         # threads a source position in amr3d_interpolate_rows (1, 3 or 9; 27 / lanes populations each:
         # 3 holds 56 registers a thread instead of 1's 123; the same bits, coupling.cu)
-        self.interp_lanes = INTERP_LANES_DEFAULT
+        self._interp_lanes = INTERP_LANES_DEFAULT
         self._half_step: dict = {}  # level → its step in progress is the θ = ½ one (fused: reads interp_half)
         self._pending: set = set()  # levels whose restriction waits for their next step's start
         # a second step's restriction (the level's) held back to join the restriction of the level
         # below, which follows it at once (restrict_two), where that one reads none of its nodes
         self._held = None
-        self._pairable = pairable_restrictions(coupling, self.mapped)
+        self._pairable = pairable_restrictions(coupling, self.mapped, xp)
         # (False: each second step's restriction alone and the coarsest level's at each step's end, as before)
         self.pair_restrictions = True
         self._carry = False  # the coarse step in progress leaves the coarsest level's restriction to the next
@@ -129,6 +129,18 @@ class TreeStepper:
         first = np.array([coupling[lv].lo * m**3 for lv in self.levels], np.int64)
         self._level_first, self._level_bounds = upload_together(xp, (first, first[1:]))
         kernels.prepare(self)
+
+    @property
+    def interp_lanes(self) -> int:
+        return self._interp_lanes
+
+    @interp_lanes.setter
+    def interp_lanes(self, lanes: int) -> None:
+        """Checked here, not at the launch: a value the kernel does not have would stop a coarse step
+        half done (some levels stepped, the step count not)."""
+        if isinstance(lanes, bool) or int(lanes) != lanes or int(lanes) not in INTERP_LANES:
+            raise ValueError(f"interp_lanes = {lanes!r}: one of {INTERP_LANES}")
+        self._interp_lanes = int(lanes)
 
     @property
     def fused_coupling(self) -> bool:
@@ -405,13 +417,15 @@ class TreeStepper:
         return total
 
 
-def pairable_restrictions(coupling: dict[int, LevelCoupling], mapped: bool = False) -> dict[int, str]:
+def pairable_restrictions(coupling: dict[int, LevelCoupling], mapped: bool = False, xp=np) -> dict[int, str]:
     """The levels lv whose restriction lv+1 → lv may run in one launch with level lv−1's (lv → lv−1,
     which reads level lv): "fine" where level lv−1's restriction points and its fine points (level lv
     ids) are none of level lv's restricted points, "plain" where only the restriction points are
-    checked (the fine points are still on the device: a regrid's tables are not read back for this),
-    absent where they meet, where a level has no restriction, and on mother leaves (mapped: their
-    provisional points are restricted apart). Host tables only: a check, no launch."""
+    apart (the fine values then join the next step's launch as before), absent where they meet, where a
+    level has no restriction, and on mother leaves (mapped: their provisional points are restricted
+    apart). Host tables, except fine points a regrid left on the device (LevelCoupling.device_copy):
+    those are checked there with ``xp``, one boolean read back, so the answer is the same however the
+    tables were built (the launches a step, and what the tests exercise, do not depend on it)."""
     out = {}
     if mapped:
         return out
@@ -422,14 +436,20 @@ def pairable_restrictions(coupling: dict[int, LevelCoupling], mapped: bool = Fal
         dst, src = c.restrict_dst, below.restrict_src
         if not (isinstance(dst, np.ndarray) and isinstance(src, np.ndarray)):
             continue
-        fine = None if "fine_pts" in below.held_on_device() else np.asarray(below.fine_pts)
         # level lv's restricted points marked (a regrid builds a stepper: one pass, no sort)
-        top = max(int(a.max(initial=-1)) for a in (dst, src, fine if fine is not None else dst)) + 1
-        written = np.zeros(top, bool)
+        written = np.zeros(max(int(dst.max(initial=-1)), int(src.max(initial=-1))) + 1, bool)
         written[dst] = True
         if written[src].any():
             continue
-        out[lv] = "plain" if fine is None or written[fine].any() else "fine"
+        fine_dev = below.device_copy("fine_pts")
+        if fine_dev is None:
+            fine = np.asarray(below.fine_pts)
+            met = bool(written[fine[fine < written.size]].any())
+        else:  # indices past the marks are not restricted points
+            marks = xp.asarray(written)
+            inside = fine_dev < written.size
+            met = bool((marks[xp.where(inside, fine_dev, 0)] & inside).any())
+        out[lv] = "plain" if met else "fine"
     return out
 
 

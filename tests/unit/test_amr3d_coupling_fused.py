@@ -384,3 +384,49 @@ def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys, mo
     for label in ("split", "fused before", "fused"):
         assert f"[{label}] " in out and f"[{label} device] graph step " in out
     assert "summary: coupling share split" in out and "summary device: coupling share fused before" in out
+
+
+@needs_gxx
+def test_an_interp_lanes_value_the_kernel_lacks_is_refused_where_it_is_set(emulated_cupy):
+    """Refused when set, so no coarse step stops half done at the launch (some levels stepped, the
+    step count not); the state and the step count stay as they were."""
+    from nagare.engine.amr3d.tree_stepper import INTERP_LANES_DEFAULT
+
+    e = emulated_engine(emulated_cupy, "fp32-tree2-m9", "naive-fused", "native", fused=True)
+    st = e.shape.stepper
+    before = np.asarray(st.state()).copy()
+    for bad in (4, 0, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="interp_lanes"):
+            st.interp_lanes = bad
+        assert st.interp_lanes == INTERP_LANES_DEFAULT
+    np.testing.assert_array_equal(np.asarray(st.state()), before)
+    assert e.step_count == 0
+    st.interp_lanes = 9
+    assert st.interp_lanes == 9
+
+
+def test_pairable_restrictions_check_fine_points_left_on_the_device_there():
+    """Fine points a regrid left on the device (LevelCoupling.keep_on_device) are checked where they
+    are: the same answer as from the host tables, and nothing read back to the host."""
+    from nagare.engine.amr3d.tree_stepper import pairable_restrictions
+
+    c = interface.build(four_levels(), "quadratic")
+    host = pairable_restrictions(c)
+    below = c[1]
+    reads = []
+
+    def to_host(a):
+        reads.append(a)
+        return np.asarray(a)
+
+    for extra, want in ((np.zeros(0, np.int64), host[2]), (c[2].restrict_dst[-1:], "plain")):
+        fine = np.concatenate([np.asarray(below.fine_pts), extra])
+        saved = below.fine_pts
+        below.fine_pts = None
+        below.keep_on_device({"fine_pts": fine}, to_host, (0, 0))
+        try:
+            assert below.held_on_device() == ("fine_pts",)
+            assert pairable_restrictions(c)[2] == want
+            assert not reads
+        finally:
+            below._lazy, below.fine_pts = None, saved
