@@ -79,7 +79,7 @@
 #   amr3d-interp  issue 38 (coupling <= 20 % of a coarse step on the sphere), < 240 s (timeouts 150 + 60 + 60 +
 #                 33 + 16 + 16): the coupling's gpu tests (fused = split bit for bit, and amr3d_interpolate_rows
 #                 with 3 and 9 threads a position = 1), compute-sanitizer memcheck + racecheck of the small
-#                 two-level case (fp32), tools/amr3d_coupling_profile.py on the sphere (split; "fused before":
+#                 two- and three-level cases (fp32; the second pairs its restrictions), tools/amr3d_coupling_profile.py on the sphere (split; "fused before":
 #                 lanes 1, restrictions unpaired; fused lanes=1 (paired); fused lanes=3 (the default); each with
 #                 host-launched events and, "device", each kind's device time alone and the share of the
 #                 CUDA-graph step), ncu of the interpolation on the sphere (SpeedOfLight, Occupancy,

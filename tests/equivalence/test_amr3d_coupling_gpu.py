@@ -106,15 +106,19 @@ def test_fused_coupling_checkpoint_resumes_bit_for_bit():
     np.testing.assert_array_equal(state(b), want)
 
 
+@pytest.mark.parametrize("leaves,levels", [("[2, 2, 2]", 2), ("[4, 2, 2]", 3)])
 @pytest.mark.parametrize("storage", ["native", "fp16"])
-def test_sanitizer_case(storage):
-    """A small two-level tree (2×2×2 roots of 9³), a few coarse steps with the fused coupling's
-    kernels launched from the host (graph off): the case compute-sanitizer's memcheck and racecheck
+def test_sanitizer_case(storage, leaves, levels):
+    """Small trees of 9³ leaves — two levels (2×2×2 roots), and three (4×2×2 roots), whose restrictions
+    pair (amr3d_restrict_two with the fine values) — a few coarse steps with the fused coupling's
+    kernels launched from the host (graph off): the cases compute-sanitizer's memcheck and racecheck
     run, checked against the split launches here too."""
-    p = load_preset("amr3d-bench", ["grid.leaves=[2, 2, 2]", "grid.m=9", cases.THREE_LEVELS], backend="cupy")
+    p = load_preset("amr3d-bench", [f"grid.leaves={leaves}", "grid.m=9", cases.THREE_LEVELS], backend="cupy")
     v = {"kernels": "naive-fused", "storage": storage, "graph": "off"}
     split, fused = engine(p, v, fused=False), engine(p, v, fused=True)
-    assert len(fused.forest.levels) >= 2
+    assert len(fused.forest.levels) == levels
+    if levels == 3:
+        assert fused.shape.stepper._pairable == {1: "fine"}
     for e in (split, fused):
         e.step(3)
     np.testing.assert_array_equal(state(fused), state(split))
