@@ -2,6 +2,8 @@
 the image shows the scene as framed on screen, scaled, never background where the field is."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -26,7 +28,15 @@ def _cells(field: np.ndarray, k: int) -> np.ndarray:
 
 
 @pytest.fixture
-def framed_canvas(_vispy_on_qt, qtbot):
+def framed_canvas(request):
+    """The canvas, in the fresh process only: each test hands itself to one (frame_check.isolated)
+    first, and the pytest process that does so needs no window of its own (showing one there only
+    risked the Mesa/Qt crash the isolation avoids)."""
+    if not os.environ.get("NAGARE_GL_ISOLATED"):
+        yield None
+        return
+    request.getfixturevalue("_vispy_on_qt")
+    qtbot = request.getfixturevalue("qtbot")
     from nagare.app.gui.canvas import FieldCanvas
 
     c = FieldCanvas(size=(W, H), show=False, colorbar=False, axes=False)
