@@ -32,6 +32,7 @@ import argparse
 import collections
 
 import numpy as np
+from nagare.engine.autotune.timers import spin_kernel
 
 COUPLING = ("rescale_points", "interpolate", "restrict", "rescale_two", "interpolate_two", "restrict_fine",
             "restrict_two", "fixup")
@@ -42,17 +43,8 @@ def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole > 0 else float("nan")
 
 
-# a wait on the device (globaltimer nanoseconds) that outlasts the host's launch of a phase
-SPIN_SOURCE = r'''
-extern "C" __global__ void nagare_profile_spin(long long ns)
-{
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while ((long long)(t - t0) < ns);
-}
-'''
+# the wait on the device before each phase (the tuner's hold kernel, engine/autotune/timers.py): longer
+# than the host's launch of a phase
 SPIN_NS = 200_000
 
 
@@ -65,7 +57,7 @@ def profile(eng, cp, steps: int, fused: bool, lanes: int | None = None, device_t
     k = st.kernels
     events, calls, depth = [], collections.Counter(), [0]
     originals = {name: getattr(type(k), name) for name in WRAPPED}
-    spin = cp.RawKernel(SPIN_SOURCE, "nagare_profile_spin") if device_time else None
+    spin = spin_kernel(cp) if device_time else None
 
     def wrap(name, fn):
         def run(st_, lv, *args, **kw):

@@ -96,6 +96,20 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 ||
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 nagare info --backend cupy 2>&1 | tee "$OUT/info.txt"
 pt() { python3 -m pytest -q -o addopts="" -p no:xvfb "$@"; }
+# the level coupling's gpu tests (first, so a cold kernel cache compiles the coupling module and the m = 9
+# ladders here: the later steps load them), then memcheck and racecheck of its sanitizer cases:
+#   coupling_checks DIR TEST_SECONDS SANITIZER_SECONDS SANITIZER_FILTER
+coupling_checks() {
+  local d=$1 f=tests/equivalence/test_amr3d_coupling_gpu.py tool
+  timeout -k 5 "$2" python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs "$f" \
+    > "$d/gpu-tests.log" 2>&1
+  echo "coupling gpu tests: $(tail -n 1 "$d/gpu-tests.log")"
+  for tool in memcheck racecheck; do
+    timeout -k 5 "$3" compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -m gpu -p no:cacheprovider \
+      -p no:xvfb -o addopts= "$f" -k "$4" > "$d/sanitizer-$tool.txt" 2>&1
+    echo "$tool exit $?: $(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|passed\|failed" "$d/sanitizer-$tool.txt" | tail -n 2 | tr '\n' ' ')"
+  done
+}
 for stage in "$@"; do
   mkdir -p "$OUT/$stage"
   case "$stage" in
@@ -371,16 +385,7 @@ PY
       tar czf "$OUT/regrid2.tgz" -C "$OUT" regrid2 && rm -rf "$d" ;;
     amr3d-coupling)
       d="$OUT/amr3d-coupling"
-      # a cold kernel cache compiles the coupling module and the m = 9 ladders here (the later steps load them)
-      timeout -k 5 70 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs \
-        tests/equivalence/test_amr3d_coupling_gpu.py > "$d/gpu-tests.log" 2>&1
-      echo "coupling gpu tests: $(tail -n 1 "$d/gpu-tests.log")"
-      for tool in memcheck racecheck; do
-        timeout -k 5 25 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -m gpu -p no:cacheprovider \
-          -p no:xvfb -o addopts= tests/equivalence/test_amr3d_coupling_gpu.py -k sanitizer_case \
-          > "$d/sanitizer-$tool.txt" 2>&1
-        echo "$tool exit $?: $(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|passed\|failed" "$d/sanitizer-$tool.txt" | tail -n 2 | tr '\n' ' ')"
-      done
+      coupling_checks "$d" 70 25 sanitizer_case
       timeout -k 5 35 python3 tools/amr3d_coupling_profile.py --steps 20 > "$d/profile-three-levels.txt" 2>&1
       echo "profile three-levels exit $?"; grep -h "^\[\|^summary\|extra buffers" "$d/profile-three-levels.txt"
       timeout -k 5 45 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 10 \
@@ -393,16 +398,7 @@ PY
       tar czf "$OUT/amr3d-coupling.tgz" -C "$OUT" amr3d-coupling && rm -rf "$d" ;;
     amr3d-interp)
       d="$OUT/amr3d-interp"
-      # a cold kernel cache compiles the coupling module and the m = 9 ladders here (the later steps load them)
-      timeout -k 5 150 python3 -m pytest -q -m gpu -p no:cacheprovider -p no:xvfb -o addopts= -rfEs \
-        tests/equivalence/test_amr3d_coupling_gpu.py > "$d/gpu-tests.log" 2>&1
-      echo "coupling gpu tests: $(tail -n 1 "$d/gpu-tests.log")"
-      for tool in memcheck racecheck; do
-        timeout -k 5 60 compute-sanitizer --tool $tool --error-exitcode 3 python3 -m pytest -q -m gpu -p no:cacheprovider \
-          -p no:xvfb -o addopts= tests/equivalence/test_amr3d_coupling_gpu.py -k "sanitizer_case and native" \
-          > "$d/sanitizer-$tool.txt" 2>&1
-        echo "$tool exit $?: $(grep -h "ERROR SUMMARY\|RACECHECK SUMMARY\|passed\|failed" "$d/sanitizer-$tool.txt" | tail -n 2 | tr '\n' ' ')"
-      done
+      coupling_checks "$d" 150 60 "sanitizer_case and native"
       timeout -k 5 33 python3 tools/amr3d_coupling_profile.py --preset amr3d-sphere-re100 --steps 8 --before \
         --lanes 1,3 --device-time > "$d/profile-sphere.txt" 2>&1
       echo "profile sphere exit $?"; grep -h "^\[\|^summary" "$d/profile-sphere.txt"

@@ -376,7 +376,7 @@ def test_coupling_profile_tool_runs_with_the_graph_off(emulated_cupy, capsys, mo
     # the emulation has neither raw kernels nor graphs)
     from nagare.engine.amr3d.tree_stepper import CupyKernels
 
-    monkeypatch.setattr(emulated_cupy, "RawKernel", lambda *a, **k: (lambda *a, **k: None), raising=False)
+    monkeypatch.setattr(tool, "spin_kernel", lambda cp: (lambda *a, **k: None))
     monkeypatch.setattr(CupyKernels, "graphs", False)
     assert tool.main(["--preset", "amr3d-bench", "--steps", "1", "--before", "--device-time",
                       "--set", "grid.leaves=[2, 2, 2]", "--set", "grid.m=9", "--set", THREE_LEVELS]) == 0
