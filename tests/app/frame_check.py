@@ -35,6 +35,15 @@ def assert_frame_shows_field(frame: np.ndarray, field: np.ndarray, mask: np.ndar
     assert np.median(diff) <= 1
 
 
+def in_isolated_child() -> bool:
+    """True in the fresh process that ``isolated`` starts. A fixture that shows a window builds it
+    only there: the pytest process that hands the test on needs none, and each window shown in that
+    long-lived process risks the Qt/Mesa crash in ``show()`` that the isolation exists to avoid."""
+    import os
+
+    return bool(os.environ.get("NAGARE_GL_ISOLATED"))
+
+
 def isolated(test_file: str, name: str, timeout: float = 120) -> bool:
     """Run test ``name`` of ``test_file`` in a fresh process and assert it passed; True when the
     caller is that process (go on with the body). For canvases that draw VisPy text: Mesa fails

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.app.frame_check import CMAP, RANGE, isolated
+from tests.app.frame_check import CMAP, RANGE, in_isolated_child, isolated
 
 pytestmark = pytest.mark.gui
 
@@ -45,7 +45,13 @@ def _packet(vol, seq=1):
 
 
 @pytest.fixture
-def canvas(_vispy_on_qt, qtbot):
+def canvas(request):
+    """The canvas and its probes, in the fresh process only (frame_check.in_isolated_child)."""
+    if not in_isolated_child():
+        yield None
+        return
+    request.getfixturevalue("_vispy_on_qt")
+    qtbot = request.getfixturevalue("qtbot")
     from nagare.app.gui.canvas import FieldCanvas
     from nagare.app.gui.probe import Probes
 

@@ -2,12 +2,10 @@
 the image shows the scene as framed on screen, scaled, never background where the field is."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
-from tests.app.frame_check import RANGE, assert_frame_shows_field, isolated, random_field
+from tests.app.frame_check import RANGE, assert_frame_shows_field, in_isolated_child, isolated, random_field
 
 pytestmark = pytest.mark.gui
 
@@ -32,7 +30,7 @@ def framed_canvas(request):
     """The canvas, in the fresh process only: each test hands itself to one (frame_check.isolated)
     first, and the pytest process that does so needs no window of its own (showing one there only
     risked the Mesa/Qt crash the isolation avoids)."""
-    if not os.environ.get("NAGARE_GL_ISOLATED"):
+    if not in_isolated_child():
         yield None
         return
     request.getfixturevalue("_vispy_on_qt")
