@@ -207,7 +207,7 @@ class Regridding:
         clock = clock if clock is not None else RegridClock()
         self._set_forest(forest)
         self.tables = self.coupling = self.sampling = self.mass_w = None
-        self.stepper = None
+        self.release_stepper()
         f = xp.array(f, dtype=self.dtype)
         clock.lap("other")
         t = time.perf_counter()

@@ -78,6 +78,7 @@ class Tree(Regridding, Shape):
         self.stepper = None  # reference.Stepper or tree_stepper.TreeStepper, which own the state
         self.half = None  # fp16 storage: "buffers" (the kernels' fp16 level buffers), "rounded" (the reference)
         self.tables = self.coupling = self.sampling = self.mass_w = None
+        self.coupling_settings: dict = {}  # the last TreeStepper's (carried to the next one)
         self.pending = np.zeros((d3q27.Q, e.forest.n_leaves, self.m, self.m, self.m), self.dtype)
         self.init_regridding()
 
@@ -135,6 +136,7 @@ class Tree(Regridding, Shape):
             if self.tables is None:
                 solid, near, slip = (bnd.solid, bnd.near(), bnd.slip) if bnd is not None else (None, None, ())
                 self.tables = tables.on_device(xp, tables.build(e.forest, p.physics.interp, solid, near, slip))
+            self.release_stepper()
             self.stepper = reference.Stepper(xp, e.forest, reference.Physics(p.physics.tau, e.accel,
                                                                              collision=e.collision),
                                              xp.array(leaves, dtype=self.dtype), self.tables, synchronised=True,
@@ -143,11 +145,22 @@ class Tree(Regridding, Shape):
             return
         mothered = self.storage_of(rung) == "mothers"
         coupling, bnd = self.mother_interface() if mothered else (self.interface(), bnd)
+        self.release_stepper()
         self.stepper = TreeStepper(xp, e.forest, coupling, p.physics.tau, e.accel,
                                    CupyKernels(RUNG_KERNELS[rung] if mothered else rung, e.stream),
                                    e.timer, dtype=self.dtype, bnd=bnd, collision=e.collision, fp16=fp16)
+        # a regrid or a rung switch builds a new stepper: how it launches its coupling (a tool's
+        # choice, tree_stepper.COUPLING_SETTINGS) stays what it was, through the reference rung too
+        self.stepper.apply_coupling_settings(self.coupling_settings)
         self.stepper.set_state(leaves)
         self._drop_device_copies()
+
+    def release_stepper(self) -> None:
+        """Drop the stepper (its buffers back to the memory pool before the next one takes its own),
+        keeping how a TreeStepper launched its coupling for the next."""
+        if isinstance(self.stepper, TreeStepper):
+            self.coupling_settings = self.stepper.coupling_settings()
+        self.stepper = None
 
     def _drop_device_copies(self) -> None:
         """The coupling's device-built tables (a regrid builds them there) once a stepper has taken

@@ -54,6 +54,9 @@ from .uploads import upload_together
 # amr3d_interpolate_rows' threads a position: the choices (coupling.cu instantiates each) and the default
 INTERP_LANES = (1, 3, 9)
 INTERP_LANES_DEFAULT = 3
+# the coupling's launch choices a tool may change on a stepper (tools/amr3d_coupling_profile.py):
+# they hold for the tree's next steppers too (tree_shape.TreeShape.select carries them over)
+COUPLING_SETTINGS = ("fused_coupling", "interp_lanes", "pair_restrictions")
 
 
 def _scale(tau0: float, accel0, src: int, dst: int):
@@ -129,6 +132,21 @@ class TreeStepper:
         first = np.array([coupling[lv].lo * m**3 for lv in self.levels], np.int64)
         self._level_first, self._level_bounds = upload_together(xp, (first, first[1:]))
         kernels.prepare(self)
+
+    def coupling_settings(self) -> dict:
+        """How this stepper launches its level coupling (COUPLING_SETTINGS), for the next stepper of
+        the tree (a regrid or a rung switch builds one)."""
+        return {name: getattr(self, name) for name in COUPLING_SETTINGS}
+
+    def apply_coupling_settings(self, settings: dict) -> None:
+        """Set what ``coupling_settings`` returned (through the setters: checked, and the split
+        launches' tables brought back where fused_coupling is off). Before any step or capture."""
+        unknown = set(settings) - set(COUPLING_SETTINGS)
+        if unknown:
+            raise ValueError(f"unknown coupling settings {sorted(unknown)}: known are {COUPLING_SETTINGS}")
+        for name in COUPLING_SETTINGS:
+            if name in settings and settings[name] != getattr(self, name):
+                setattr(self, name, settings[name])
 
     @property
     def interp_lanes(self) -> int:

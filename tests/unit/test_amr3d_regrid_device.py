@@ -330,3 +330,38 @@ def test_the_criterions_levels_are_the_transfers_state(emulated_cupy, storage_ki
     ref = AMR3D(p, get_backend("numpy"))
     ref.shape.set_leaves(shifted(ref, 10.0))
     np.testing.assert_array_equal(ref.shape._leaves_from(ref.shape.level_chunks()), ref.shape.leaves())
+
+
+def test_a_new_stepper_keeps_the_coupling_settings_of_the_last(emulated_cupy):
+    """A regrid and a rung switch (through the reference rung, which has no TreeStepper) build a new
+    stepper: the coupling's launch choices a tool set stay, and the split launches' dense rows are
+    back on it (fused_coupling off). Its steps then equal those of the fused coupling's engine."""
+    from nagare.engine.amr3d.tree_stepper import COUPLING_SETTINGS
+    from nagare.engine.backend import Backend
+
+    p = vortex(physics={"precision": "fp32"})
+    backend = Backend("cupy", emulated_cupy, _cupy=emulated_cupy)
+    e = AMR3D(p, backend, variants={"kernels": "naive-fused"})
+    twin = AMR3D(p, backend, variants={"kernels": "naive-fused"})
+    chosen = {"fused_coupling": False, "interp_lanes": 9, "pair_restrictions": False}
+    assert set(chosen) == set(COUPLING_SETTINGS)
+    assert e.shape.stepper.coupling_settings() != chosen  # the defaults differ from what is chosen
+    e.shape.stepper.apply_coupling_settings(chosen)
+    for eng in (e, twin):
+        eng.shape.set_leaves(shifted(eng, 10.0))
+        assert eng.regrid()["refined"] > 0
+    assert e.shape.stepper.coupling_settings() == chosen
+    assert all("interp_slot" in d for d in e.shape.stepper.kernels.dev.values())  # the split launches' rows
+    chosen["interp_lanes"] = 1  # changed after the regrid: the switch keeps this one
+    e.shape.stepper.interp_lanes = 1
+    e.set_variant(kernels="reference")
+    e.set_variant(kernels="naive-fused")
+    assert e.shape.stepper.coupling_settings() == chosen
+    e.step(2)
+    twin.set_variant(kernels="reference")
+    twin.set_variant(kernels="naive-fused")
+    twin.step(2)
+    np.testing.assert_allclose(np.asarray(e.state_arrays()["f"]), np.asarray(twin.state_arrays()["f"]),
+                               rtol=0, atol=2e-6)
+    with pytest.raises(ValueError, match="unknown coupling settings"):
+        e.shape.stepper.apply_coupling_settings({"lanes": 3})
