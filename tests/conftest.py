@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 from nagare.engine.backend import cupy_available, get_backend
 
+from tests import gl_files
+
 _GPU_OK, _GPU_REASON = cupy_available()
 _skipped_gpu: list[str] = []
 _skipped_gui: list[str] = []
@@ -51,12 +53,19 @@ def _headless_egl(item) -> bool:
     return os.environ.get("PYOPENGL_PLATFORM") == "egl" and "egl" in getattr(item, "fixturenames", ())
 
 
+def _opens_gl(item) -> bool:
+    """A test that makes an OpenGL surface on Qt (a display's, or Xvfb's)."""
+    return ("gui" in item.keywords or bool(_GL_FIXTURES & set(getattr(item, "fixturenames", ())))) \
+        and not _headless_egl(item)
+
+
 def _skip_qt_without_display(items) -> None:
-    gl = [it for it in items if ("gui" in it.keywords or _GL_FIXTURES & set(getattr(it, "fixturenames", ())))
-          and not _headless_egl(it)]
+    gl = [it for it in items if _opens_gl(it)]
     widgets = [it for it in items if it not in gl and _QT_FIXTURES & set(getattr(it, "fixturenames", ()))]
     if not gl and not widgets:
         return
+    if gl_files.in_child() and os.environ.get("NAGARE_DISPLAY_CHECKED"):
+        return  # a GL file's child: its parent found the display usable (tests/gl_files.py)
     problem = _display_problem()
     if problem is None:
         return
@@ -69,8 +78,31 @@ def _skip_qt_without_display(items) -> None:
         os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before pytest-qt creates the QApplication
 
 
+_gl_runs: list[gl_files.FileRuns] = []  # the parent's (none in a GL file's child)
+_config: list = []
+
+
 def pytest_configure(config):
     os.environ.setdefault("NAGARE_CACHE_DIR", str(config.rootpath / ".pytest_cache" / "nagare"))
+    _config[:] = [config]
+
+
+def _gl_file_item(item) -> bool:
+    """GL tests that go to their file's child process (tests/gl_files.py); not the GPU machine's EGL
+    tests (each such file runs alone) nor those already in a child."""
+    return _opens_gl(item) and "egl" not in getattr(item, "fixturenames", ()) and not gl_files.in_child()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    if _gl_runs and _gl_runs[0].owns(item):
+        return gl_files.run_protocol(_gl_runs[0], item, nextitem)
+    return None
+
+
+def pytest_runtest_logreport(report):
+    if gl_files.in_child() and _config:
+        gl_files.write_report(_config[0], report)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -80,6 +112,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
             _skipped_gpu.append(item.nodeid)
     _skip_qt_without_display(items)
+    if not gl_files.in_child():
+        _gl_runs[:] = [gl_files.FileRuns(config, _gl_file_item)]
+        _gl_runs[0].collect(items)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

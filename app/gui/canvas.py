@@ -36,7 +36,7 @@ from vispy.visuals.transforms import STTransform
 
 from nagare import shaders
 
-from . import interop, profile1d  # noqa: F401  (profile1d registers the 1-D profiles' drawer)
+from . import dock, interop, profile1d  # noqa: F401  (profile1d registers the 1-D profiles' drawer)
 from .axes2d import Axes2D, AxesSpec, strip_sizes
 from .buffer_field import FieldImage
 from .buffer_field import register as register_buffer_texture
@@ -239,6 +239,7 @@ class FieldCanvas(scene.SceneCanvas):
                         "overlay": self.overlay, "lines": self.lines, "lines_device": self.lines_device,
                         "domain": self.domain}
         self.hud = None
+        self.dock_origin = (0.0, 0.0)  # (left, top) where relayout began the field: right of the HUD or under it
         self.backend = "numpy"
         self.display_path = "undecided"
         self._fit = False
@@ -283,17 +284,18 @@ class FieldCanvas(scene.SceneCanvas):
 
     # ---- layout ------------------------------------------------------------------------
     def relayout(self) -> None:
-        """Place the field view between the HUD's reserved edge and the colour bar column."""
+        """Place the field view right of the docked HUD or under it (dock.field_origin: whichever
+        shows it larger) and left of the colour bar column."""
         w, h = self.size
-        left, top = (0, 0)
-        if self.hud is not None and self.hud.visible:
-            left, top = self.hud.reserved()
+        lw, bh = strip_sizes(self.dpi)
+        hud = self.hud.footprint() if self.hud is not None and self.hud.visible else None
         cb = self.colorbar_on and self._colorbar_wanted
         bar_w = self.colorbar.width(self.dpi)
-        right = bar_w if cb and w - left > 2 * bar_w else 0
+        right = bar_w if cb and w - (hud[0] if hud else 0) > 2 * bar_w else 0
+        strips = (lw, bh) if self.axes_on and self._axes_spec is not None else (0, 0)
+        left, top = self.dock_origin = dock.field_origin((w, h), hud, self._content_aspect(), right, strips)
         vw, vh = max(w - left - right, 1), max(h - top, 1)
         col_top, col_h = top, vh  # the colour bar's column is full height: the x axis is under the field only
-        lw, bh = strip_sizes(self.dpi)
         # a field squeezed to a few times the strips' size keeps its pixels: axes only with room for both
         axes = self.axes_on and self._axes_spec is not None and vw > 3 * lw and vh > 3 * bh
         if axes:
@@ -310,6 +312,16 @@ class FieldCanvas(scene.SceneCanvas):
             self.colorbar.view.size = (right, col_h)
             self.colorbar.resize(right, col_h, self.dpi)
         self.update()
+
+    def _content_aspect(self) -> float:
+        """Width / height of what the view frames: a 2D camera's range as fitted or zoomed (not the
+        part its aspect lock adds), 1 for a 3D view."""
+        cam = self.view.camera
+        if isinstance(cam, scene.PanZoomCamera):
+            r = cam.rect
+            if r.width > 0 and r.height > 0:
+                return float(r.width / r.height)
+        return 1.0
 
     def field_rect(self) -> tuple[int, int, int, int]:
         """(x, y, w, h) of the field view in physical pixels, y from the top."""
@@ -383,7 +395,7 @@ class FieldCanvas(scene.SceneCanvas):
             if isinstance(self.view.camera, scene.TurntableCamera):
                 self.view.camera.elevation, self.view.camera.azimuth = 30.0, 30.0
             self._drawer.fit(self, self.shown)
-            self.update()
+            self.relayout()
 
     # ---- configuration -----------------------------------------------------------------
     def set_colormap(self, name: str) -> None:
@@ -580,6 +592,7 @@ class FieldCanvas(scene.SceneCanvas):
         if self._fit:
             self._fit = False
             drawer.fit(self, pk)
+            self.relayout()  # the framed content's aspect chooses right of the HUD or under it
         if self.probe is not None:
             self.probe.on_packet(pk)
 
@@ -912,12 +925,12 @@ class FieldCanvas(scene.SceneCanvas):
         self.transforms.configure(viewport=viewport, fbo_size=(w, h), fbo_rect=rect)
 
     def export_region(self) -> tuple[int, int, int, int] | None:
-        """(x, y, w, h) in logical px of what a PNG or MP4 frame shows: the canvas minus the HUD's
-        docked column (or its title strip when collapsed), so the scene fills the image as the
+        """(x, y, w, h) in logical px of what a PNG or MP4 frame shows: the canvas right of the docked
+        HUD or under it (wherever relayout put the field), so the scene fills the image as the
         user framed it; None (the whole canvas) with ``hud_in_exports`` or no HUD on screen."""
         if self.hud is None or not self.hud.visible or self.hud_in_exports:
             return None
-        left, top = (int(round(v)) for v in self.hud.reserved())
+        left, top = (int(round(v)) for v in self.dock_origin)
         if not left and not top:
             return None
         w, h = self.size

@@ -15,10 +15,11 @@ coefficient, ...: the current value and a plot of the last QUANTITY_SAMPLES read
 the engine has any), and quick toggles for every variant axis (unavailable choices disabled, the
 reason as tooltip). F1 shows/hides it (window.py).
 
-Docking: the HUD is pinned to the canvas' left edge, WIDTH logical pixels wide, and the canvas
-lays the field out to its right (FieldCanvas.relayout asks :meth:`Hud.reserved`), so it never
-covers the field. Collapsing it (the arrow of its title bar) leaves only the title bar: the field
-then takes the whole width below that strip.
+Docking: the HUD is pinned to the canvas' top-left corner, WIDTH logical pixels wide and as tall
+as its content, and the canvas lays the field out right of it or under it, whichever shows the
+field larger (FieldCanvas.relayout asks :meth:`Hud.footprint`, dock.field_origin chooses), so it
+never covers the field. Collapsing it (the arrow of its title bar) leaves only the title bar: the
+field then takes the whole width below that strip.
 """
 from __future__ import annotations
 
@@ -191,6 +192,8 @@ class Hud:
         self.collapsed = False
         self.title_h = TITLE_H
         self.rect = (0.0, 0.0, 0.0, 0.0)  # the HUD window as drawn: x, y, w, h (logical px)
+        self.height: float | None = None  # the expanded window's height as last drawn (its content's)
+        self._content_h: float | None = None  # the expanded window's content height, last frame
         self.extra: Callable | None = None  # draws more content (the probe's profile plot)
         # () → (run id, samples): the worker's logged quantities (SimulationWorker.quantities);
         # set by the window once its worker exists
@@ -211,11 +214,16 @@ class Hud:
         x, y, w, h = self.rect
         return x <= pos[0] < x + w and y <= pos[1] < y + h
 
-    def reserved(self) -> tuple[float, float]:
-        """(left column, top strip) the field must keep clear of, in logical px."""
+    def footprint(self) -> tuple[float, float] | None:
+        """(w, h) in logical px of the docked HUD at the canvas' top-left corner, which the field must
+        keep clear of (dock.field_origin puts it right of that or under it): the title strip when
+        collapsed, else the window as tall as its content was last drawn (the full height before the
+        first frame measured it). None: no HUD (it could not start)."""
         if self.error is not None:
-            return 0, 0
-        return (0, self.title_h) if self.collapsed else (WIDTH, 0)
+            return None
+        if self.collapsed:
+            return WIDTH, self.title_h
+        return WIDTH, self.height if self.height is not None else float(self.canvas.size[1])
 
     def _ensure(self) -> bool:
         if self.error is not None:
@@ -291,7 +299,12 @@ class Hud:
         io = imgui.get_io()
         # docked: pinned to the left edge, the full height, a fixed width (the field is laid out beside it)
         imgui.set_next_window_pos((0, 0), imgui.Cond_.always)
-        imgui.set_next_window_size((WIDTH, io.display_size[1]), imgui.Cond_.always)
+        # as tall as the last frame's content, at most the canvas (a scroll bar then), the whole
+        # height before the first frame measured it: the field may take the room under a short HUD
+        # (dock.field_origin). Not imgui's auto-fit (size 0), which hides a window's first frame.
+        full = max(float(io.display_size[1]), 1.0)
+        tall = full if self._content_h is None else min(self._content_h, full)
+        imgui.set_next_window_size((WIDTH, tall), imgui.Cond_.always)
         imgui.set_next_window_bg_alpha(0.9)
         if self._want_collapsed is not None:
             imgui.set_next_window_collapsed(self._want_collapsed, imgui.Cond_.always)
@@ -302,8 +315,12 @@ class Hud:
         pos, size = imgui.get_window_pos(), imgui.get_window_size()
         self.rect = (pos.x, pos.y, size.x, size.y)
         title_h = imgui.get_frame_height()
-        if collapsed != self.collapsed or (collapsed and abs(title_h - self.title_h) > 0.5):
+        height = None if collapsed else float(size.y)
+        if (collapsed != self.collapsed or (collapsed and abs(title_h - self.title_h) > 0.5)
+                or (height is not None and (self.height is None or abs(height - self.height) > 0.5))):
             self.collapsed, self.title_h = collapsed, title_h
+            if height is not None:
+                self.height = height
             self.canvas.relayout()  # takes effect from the next frame
         if not expanded:
             imgui.end()
@@ -367,6 +384,10 @@ class Hud:
                         self.on_variant(axis, choice)
         if self.extra is not None:
             self.extra()
+        style = imgui.get_style()
+        # the content's height: where the next item would go, less its spacing, plus the padding
+        self._content_h = (imgui.get_cursor_pos_y() + imgui.get_scroll_y() - style.item_spacing.y
+                           + style.window_padding.y)
         imgui.end()
 
     def _draw_quantities(self) -> None:

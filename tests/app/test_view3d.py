@@ -97,7 +97,8 @@ def _framebuffer(c) -> np.ndarray:
 
 def test_hud_docks_left_and_the_field_is_laid_out_beside_it(make_window, qtbot, fake_preset):
     """In the real window: what is on screen (HUD included) equals, inside the field's rect, the
-    scene rendered without the HUD — the HUD covers no pixel of the field — expanded and collapsed.
+    scene rendered without the HUD — the HUD covers no pixel of the field — with the field under the
+    HUD (a narrow canvas), right of its column (a wide one), and with the HUD collapsed.
 
     Runs in a fresh process: imgui's PyOpenGL renderer crashes (Mesa, Xvfb) in a window opened
     after an earlier test's canvas drew VisPy text and was closed (the app has one canvas per
@@ -127,8 +128,17 @@ def test_hud_docks_left_and_the_field_is_laid_out_beside_it(make_window, qtbot, 
     def axis_w():  # a 2D field has its y axis left of it (where the field is wide enough for axes)
         return strip_sizes(c.dpi)[0] if c.axes.visible else 0
 
-    assert x == WIDTH + axis_w() and y == 0 and hx + hw <= x + 0.5  # the field begins where the HUD ends
-    assert screen[:, :WIDTH].std() > 5  # the HUD is drawn in its column
+    # the 4:3 field in this narrow canvas: under the HUD, which is as tall as its content
+    assert c.dock_origin == (0, hh) and hh < c.size[1] - 100
+    assert x == axis_w() and y == hh and hy + hh <= y + 0.5  # the field begins where the HUD ends
+    assert screen[:int(hh), :WIDTH].std() > 5  # the HUD is drawn in its place
+    w.resize(1700, 720)  # a wide canvas: right of the HUD's column shows the field larger
+    qtbot.waitUntil(lambda: c.dock_origin == (WIDTH, 0), timeout=5000)
+    for _ in range(2):
+        _framebuffer(c)
+    screen, (x, y, fw, fh) = check()
+    assert x == WIDTH + axis_w() and y == 0 and hx + hw <= x + 0.5
+    assert screen[:int(hh), :WIDTH].std() > 5
     hud.set_collapsed(True)
     for _ in range(2):
         _framebuffer(c)

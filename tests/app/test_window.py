@@ -416,8 +416,9 @@ def test_hud_takes_the_mouse_over_its_window_only(make_window, qtbot, fake_prese
 
     before, after = wheel_at((60, 60))  # inside the HUD window (top-left)
     np.testing.assert_allclose(after, before)
-    width, height = w.canvas.size
-    before, after = wheel_at((width - 20, height - 20))  # the scene
+    (x, y), (vw, vh) = w.canvas.view.pos, w.canvas.view.size
+    assert not w.hud.covers((x + vw / 2, y + vh / 2))
+    before, after = wheel_at((x + vw / 2, y + vh / 2))  # the field's middle
     assert after[0] < before[0], "the wheel outside the HUD must zoom the camera"
 
 

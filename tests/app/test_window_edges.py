@@ -178,11 +178,14 @@ BACKGROUND = (20, 20, 26)  # FieldCanvas' bgcolor (0.08, 0.08, 0.1) in 8 bits
 
 
 def test_png_export_is_the_scene_as_framed_without_the_hud_strip(make_window, qtbot, tmp_path):
+    from nagare.app.gui.axes2d import strip_sizes
     from nagare.app.gui.hud import WIDTH
     from PIL import Image
 
     w = make_window("lbm2d-cavity")
     qtbot.waitUntil(lambda: w.canvas.shown is not None and w.hud.frames > 1, timeout=20000)
+    w.resize(1500, 720)  # a wide canvas: the square field is drawn right of the HUD's column
+    qtbot.waitUntil(lambda: w.canvas.dock_origin == (WIDTH, 0.0), timeout=5000)
     s = w.canvas.pixel_scale
     pw, ph = w.canvas.physical_size
     img = np.asarray(Image.open(w.screenshot(tmp_path / "scene.png")))
@@ -190,7 +193,9 @@ def test_png_export_is_the_scene_as_framed_without_the_hud_strip(make_window, qt
     # no empty strip where the HUD was: the field (and its axes) start at the image's left edge
     assert not (img[:, : int(100 * s), :3] == BACKGROUND).all()
     fx, fy, fw, fh = w.canvas.field_rect()
-    assert fx - int(round(WIDTH * s)) < int(80 * s)  # only the y axis' strip left of the field
+    assert w.canvas.axes.visible
+    # only the y axis' strip left of the field
+    assert fx - int(round(WIDTH * s)) <= int(round(strip_sizes(w.canvas.dpi)[0] * s))
     keep_shot(w, "export-window")
     Image.fromarray(img).save(tmp_path / "look.png")
     if os.environ.get("NAGARE_SHOTS"):
@@ -282,8 +287,9 @@ def test_3d_dock_is_off_for_2d_presets_and_a_mip_has_no_holes_where_the_planes_c
         slider.setValue(250)
     without = shot()
     x, y, fw, fh = w.canvas.field_rect()
-    left = int(round(w.hud.reserved()[0] * w.canvas.pixel_scale))
-    core = (slice(y + fh // 3, y + 2 * fh // 3), slice(x - left + fw // 3, x - left + 2 * fw // 3))
+    region = w.canvas.export_region() or (0, 0)  # the exported frame begins there (logical px)
+    left, top = (int(round(v * w.canvas.pixel_scale)) for v in region[:2])
+    core = (slice(y - top + fh // 3, y - top + 2 * fh // 3), slice(x - left + fw // 3, x - left + 2 * fw // 3))
     differ = np.abs(with_planes[core] - without[core]).sum(axis=-1) > 30
     if os.environ.get("NAGARE_SHOTS"):
         from PIL import Image
@@ -374,3 +380,36 @@ def test_a_preset_switch_clears_the_picture_at_once_and_shows_progress(make_wind
     with progress.reporting(lambda stage, frac: seen.append((stage, frac))):
         progress.report("compiling kernels: x.cu")
     assert seen == [("compiling kernels: x.cu", None)]
+
+
+def test_a_wide_field_is_drawn_under_a_short_hud_and_exported_without_it(make_window, qtbot, tmp_path):
+    """The cylinder's channel (2.5:1) beside the HUD's 340-px column got a sliver of the canvas while
+    the room under the HUD stayed empty: it is drawn under the HUD (the HUD as tall as its content),
+    clear of the HUD's window, larger than beside it; a PNG is the canvas under the HUD; collapsing
+    the HUD gives the field the room down to its title strip, and expanding it takes it back."""
+    from nagare.app.gui.hud import WIDTH
+    from PIL import Image
+
+    w = make_window("lbm2d-cylinder")
+    c = w.canvas
+    qtbot.waitUntil(lambda: c.shown is not None and w.hud.frames > 2 and w.hud.height is not None, timeout=20000)
+    qtbot.waitUntil(lambda: c.dock_origin[1] > 0, timeout=5000)
+    hx, hy, hw, hh = w.hud.rect
+    assert hw == WIDTH and hh < c.size[1] - 100  # the HUD as tall as its content, not the canvas
+    assert c.dock_origin == (0.0, hh)
+    (_, y), (vw, vh) = c.view.pos, c.view.size
+    assert y >= hy + hh  # the field begins under the HUD's window
+    ny, nx = c.shown.data.shape[:2]
+    under = min(vw / nx, vh / ny)  # px a cell
+    assert under > (c.size[0] - WIDTH) / nx  # more than the whole width right of the HUD could give
+    s = c.pixel_scale
+    pw, ph = c.physical_size
+    img = np.asarray(Image.open(w.screenshot(tmp_path / "scene.png")))
+    assert img.shape[:2] == (ph - int(round(hh * s)), pw)  # the HUD's rows are not in the picture
+    assert len(np.unique(img[:, : int(WIDTH * s), :3].reshape(-1, 3), axis=0)) > 20, "the field is there"
+
+    w.hud.set_collapsed(True)
+    qtbot.waitUntil(lambda: w.hud.collapsed and c.dock_origin == (0.0, w.hud.title_h), timeout=5000)
+    assert c.view.size[1] > vh
+    w.hud.set_collapsed(False)
+    qtbot.waitUntil(lambda: not w.hud.collapsed and c.dock_origin == (0.0, w.hud.height), timeout=5000)
