@@ -40,8 +40,6 @@ from nagare import __version__
 # and a headless run start slowly. Only light modules are imported here.
 
 EXIT_USAGE = 2  # bad preset, bad option, unavailable backend/variant: nothing was run
-HEADLESS_DEFAULT_STEPS = 300
-HEADLESS_DEFAULT_FRAMES = 6
 
 
 def default_preset() -> str:
@@ -746,10 +744,11 @@ def headless_default(backend_name: str = "auto") -> int:
               f"output into {root.resolve()}/ (not writable): cd to a writable folder and run nagare again",
               file=sys.stderr)
         return 2
-    print(f"nagare: no display found, so no window; running the default preset '{preset}' headless for "
-          f"{HEADLESS_DEFAULT_STEPS} steps instead (frames, timing log, final fields) into {out}/")
-    argv = ["run", preset, "--steps", str(HEADLESS_DEFAULT_STEPS), "--backend", backend_name,
-            "--frames", str(out / "frames"), "--every", str(HEADLESS_DEFAULT_STEPS // HEADLESS_DEFAULT_FRAMES),
+    # the preset's own length (its run.steps: the cylinder's street formed, the dam's column fallen),
+    # as `nagare run` does, with its 10 frames; the progress line says how long is left
+    print(f"nagare: no display found, so no window; running the default preset '{preset}' headless instead "
+          f"(its run.steps; frames, timing log, final fields) into {out}/")
+    argv = ["run", preset, "--backend", backend_name, "--frames", str(out / "frames"),
             "--timings", str(out / "timings.csv"), "--dump", str(out / "fields.npz")]
     status = main(argv)
     if status == 0:

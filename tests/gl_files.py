@@ -76,8 +76,10 @@ class FileRuns:
     def _child(self, nodeids: list[str]) -> tuple[dict, str]:
         fd, path = tempfile.mkstemp(prefix="nagare-gl-", suffix=".jsonl")
         os.close(fd)
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", "",
-               *nodeids]
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-m", ""]
+        if self.config.getoption("--no-xvfb", default=False):
+            cmd.append("--no-xvfb")  # the windows on the user's own display, as the parent's
+        cmd += nodeids
         env = {**os.environ, CHILD_ENV: path, "NAGARE_DISPLAY_CHECKED": "1"}  # the parent could open windows
         env.pop("PYTEST_XDIST_WORKER", None)
         try:
