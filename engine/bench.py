@@ -4,7 +4,8 @@ For each bench case (a problem size) and each selection (one axis changed from t
 default selection, every registered choice in turn, plus any extra selections the family lists),
 build the engine, warm up (compilation and caches stay out of the numbers), then time whole
 batches with the engine's own device timers until ``min_time`` seconds have been measured.
-Unavailable selections are reported with their reason, like P1's "cannot run" cells.
+Unavailable selections are reported with their reason, like P1's "cannot run" cells (one row for a
+selection refused for the same reason in every case, labelled "every case (N)", after the measured rows).
 """
 from __future__ import annotations
 
@@ -194,6 +195,9 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
         if progress:
             progress(f"compiling the kernels of {len(sels)} cells in {jobs} processes")
         precompile(sels, preset, jobs)
+    # a selection that cannot run here for the same reason in every case (a CUDA-only choice on NumPy)
+    # is one row, not one a case: its first, relabelled at the end
+    refused: dict[str, tuple[BenchResult, int]] = {}
     for label, overrides in case_list:
         preset = case_preset(spec, overrides)
         baseline = None
@@ -206,7 +210,13 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
                        for a, c in sel.items()]
             reasons = [r for r in reasons if r]
             if reasons:
-                results.append(BenchResult(label, sel, sel_label, False, reason="; ".join(dict.fromkeys(reasons))))
+                reason = "; ".join(dict.fromkeys(reasons))
+                first, seen = refused.get(sel_label, (None, 0))
+                if first is not None and first.reason == reason:
+                    refused[sel_label] = (first, seen + 1)
+                    continue
+                results.append(BenchResult(label, sel, sel_label, False, reason=reason))
+                refused.setdefault(sel_label, (results[-1], 1))
                 if on_result:
                     on_result(results[-1])
                 continue
@@ -233,4 +243,7 @@ def run_bench(family: str, backend, *, cases: list[str] | None = None, min_time:
             results.append(r)
             if on_result:
                 on_result(r)
-    return results
+    everywhere = [first for first, seen in refused.values() if len(case_list) > 1 and seen == len(case_list)]
+    for first in everywhere:
+        first.case = f"every case ({len(case_list)})"
+    return [r for r in results if not any(r is e for e in everywhere)] + everywhere  # after the measured rows

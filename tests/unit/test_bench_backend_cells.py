@@ -62,3 +62,20 @@ def test_a_numpy_bench_measures_a_cpu_solver_and_refuses_a_cuda_only_one():
     assert results["solver=pcr"].ok and results["solver=pcr"].selection["kernel"] == "array"
     assert results["solver=pcr"].ms_per_step > 0
     assert not results["solver=gtsv2"].ok and results["solver=gtsv2"].reason == "needs a CUDA GPU (CuPy backend)"
+
+
+def test_a_cell_refused_for_the_same_reason_in_every_case_is_one_row_after_the_measured_ones():
+    """diffusion3d on NumPy: its CUDA kernels cannot run in any case — one row each, labelled
+    "every case (N)", after the measured cells, not N rows repeating the reason."""
+    family_module("diffusion3d")
+    cases = ["16x16x16", "8x16x32"]
+    results = run_bench("diffusion3d", get_backend("numpy"), cases=cases, min_time=0.01, warmup_steps=1, batch=2,
+                        max_steps=4)
+    refused = [r for r in results if not r.ok]
+    assert refused and all(r.case == "every case (2)" and "CUDA GPU" in r.reason for r in refused)
+    assert len({r.label for r in refused}) == len(refused)
+    assert [r.ok for r in results] == sorted((r.ok for r in results), reverse=True)  # measured rows first
+    assert {r.case for r in results if r.ok} == set(cases)
+    one = run_bench("diffusion3d", get_backend("numpy"), cases=cases[:1], min_time=0.01, warmup_steps=1, batch=2,
+                    max_steps=4)
+    assert {r.case for r in one if not r.ok} == {cases[0]}  # one case: its own label
