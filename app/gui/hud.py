@@ -110,6 +110,9 @@ class QtImguiBridge:
 
 WIDTH = 340  # logical px of the docked HUD column
 TITLE_H = 22  # ... and of its title strip when collapsed (measured after the first frame)
+# the time axes' ticks at most (plot_limits.round_ticks): ~40 px a label in the phase plot (its
+# legend outside takes ~80 px of the 320) and in the throughput plot
+PHASE_PLOT_TICKS, THROUGHPUT_PLOT_TICKS = 5, 7
 
 # other names: as they are
 QUANTITY_LABELS = {"cd": "C_d (drag)", "cl": "C_l (lift)", "cs": "C_s (side)", "l2_error": "RMS error vs exact"}
@@ -348,13 +351,13 @@ class Hud:
             if implot.begin_plot(PHASE_PLOT_ID, (320, height)):
                 implot.setup_legend(implot.Location_.north_east, implot.LegendFlags_.outside)
                 ys = [np.array([s.phase_ms.get(p, np.nan) for s in hist], np.float64) for p in phases]
-                setup_fitted_axes(implot, "", "", t, ys)
+                setup_fitted_axes(implot, "", "", t, ys, x_ticks=PHASE_PLOT_TICKS)
                 for p, y in zip(phases, ys):
                     plot_series(implot, p, t, y)
                 implot.end_plot()
             if implot.begin_plot("throughput, M updates/s", (320, 110), implot.Flags_.no_legend):
                 y = np.array([s.updates_per_s / 1e6 for s in hist], np.float64)
-                setup_fitted_axes(implot, "", "", t, [y])
+                setup_fitted_axes(implot, "", "", t, [y], x_ticks=THROUGHPUT_PLOT_TICKS)
                 plot_series(implot, "MUPS", t, y)
                 implot.end_plot()
         self._draw_quantities()

@@ -46,14 +46,32 @@ def data_limits(x, ys: Sequence) -> tuple[float, float, float, float] | None:
     return (*_span(xs.min(), xs.max()), *_span(yv.min(), yv.max(), VALUE_MARGIN))
 
 
-def setup_fitted_axes(implot, x_label: str, y_label: str, x, ys: Sequence) -> None:
+def round_ticks(lo: float, hi: float, most: int) -> list[float]:
+    """At most ``most`` ticks at the multiples of a round step (1, 2 or 5 × 10^k) inside lo..hi.
+    implot's own choice for a 20-s time axis in the HUD's 320-px plots was a tick every 2 s, whose
+    labels ("-18-16-14…") ran into each other."""
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi <= lo or most < 1:
+        return []
+    raw = (hi - lo) / most
+    power = 10.0 ** np.floor(np.log10(raw))
+    step = next(m * power for m in (1.0, 2.0, 5.0, 10.0) if m * power >= raw)
+    first = np.ceil(lo / step - 1e-9) * step
+    ticks = first + step * np.arange(int(np.floor((hi - first) / step + 1e-9)) + 1)
+    return [float(f"{v:.12g}") + 0.0 for v in np.round(ticks / step) * step]  # + 0.0: no "-0"
+
+
+def setup_fitted_axes(implot, x_label: str, y_label: str, x, ys: Sequence, x_ticks: int | None = None) -> None:
     """``implot.setup_axes`` with limits that contain every finite point of ``ys`` over ``x``, in
     this frame. Call it between ``begin_plot`` and the first ``plot_*`` (``implot``: the module,
-    passed in: imgui-bundle is loaded only once the HUD is drawn)."""
+    passed in: imgui-bundle is loaded only once the HUD is drawn). ``x_ticks``: at most this many
+    round ticks on the x axis (:func:`round_ticks`), so their labels keep apart in a narrow plot."""
     implot.setup_axes(x_label, y_label)
     limits = data_limits(x, ys)
     if limits is not None:
         implot.setup_axes_limits(*limits, implot.Cond_.always)
+        ticks = round_ticks(limits[0], limits[1], x_ticks) if x_ticks else []
+        if len(ticks) >= 2:
+            implot.setup_axis_ticks(implot.ImAxis_.x1, ticks)
 
 
 def draws_no_segment(y) -> bool:

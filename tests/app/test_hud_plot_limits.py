@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 from nagare.app.gui.hud import PHASE_PLOT_ID
-from nagare.app.gui.plot_limits import FLAT_PAD, VALUE_MARGIN, data_limits
+from nagare.app.gui.plot_limits import FLAT_PAD, VALUE_MARGIN, data_limits, round_ticks
 from nagare.app.gui.worker import Stats
 
 
@@ -81,3 +81,35 @@ def test_a_series_without_two_neighbouring_samples_is_drawn_with_markers(y, alon
     from nagare.app.gui.plot_limits import draws_no_segment
 
     assert draws_no_segment(y) is alone
+
+
+@pytest.mark.parametrize("lo, hi, most", [(-19.6, 0.0, 5), (-19.6, 0.0, 7), (-6.2, 0.0, 5), (-1.3, 0.0, 5),
+                                          (-0.4, 0.0, 5), (-120.0, 0.0, 5), (2.5, 7.5, 3), (-1e-3, 0.0, 4)])
+def test_round_ticks_are_few_round_and_inside(lo, hi, most):
+    ticks = round_ticks(lo, hi, most)
+    assert 2 <= len(ticks) <= most and all(lo <= v <= hi for v in ticks)
+    steps = np.diff(ticks)
+    np.testing.assert_allclose(steps, steps[0], rtol=1e-9)
+    mantissa = steps[0] / 10.0 ** np.floor(np.log10(steps[0]))
+    assert min(abs(mantissa - m) for m in (1.0, 2.0, 5.0)) < 1e-9, steps[0]
+    np.testing.assert_allclose(np.round(np.asarray(ticks) / steps[0]), np.asarray(ticks) / steps[0], atol=1e-9)
+    assert round_ticks(lo, lo, most) == [] and round_ticks(lo, hi, 0) == []
+
+
+def test_the_time_axes_have_few_ticks_so_their_labels_keep_apart(headless_hud, monkeypatch):
+    """A 20-s history in the 320-px plots: implot's ticks every 2 s ran their labels together
+    ("-18-16-14…"); the HUD sets at most PHASE_PLOT_TICKS / THROUGHPUT_PLOT_TICKS round ones."""
+    from nagare.app.gui.hud import PHASE_PLOT_TICKS, THROUGHPUT_PLOT_TICKS
+
+    implot = pytest.importorskip("imgui_bundle").implot
+    set_ticks = []
+    real = implot.setup_axis_ticks
+    monkeypatch.setattr(implot, "setup_axis_ticks", lambda axis, values, *a, **kw: (
+        set_ticks.append((axis, list(values))), real(axis, values, *a, **kw))[1])
+    history = [_stats(w, {"step": 10.0 + w}, 1.0) for w in np.arange(0.0, 20.5, 0.5)]
+    headless_hud.model = lambda: (list(history), {}, "running")
+    headless_hud.frame()
+    assert [axis for axis, _ in set_ticks] == [implot.ImAxis_.x1] * 2
+    (_, phase), (_, mups) = set_ticks
+    assert 2 <= len(phase) <= PHASE_PLOT_TICKS and 2 <= len(mups) <= THROUGHPUT_PLOT_TICKS
+    assert phase[-1] == 0.0 and phase[0] >= -20.0  # the newest sample at 0, the window's oldest ≥ -20 s
