@@ -112,9 +112,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
             _skipped_gpu.append(item.nodeid)
     _skip_qt_without_display(items)
+
+
+def pytest_collection_finish(session):
+    """The GL files' children (tests/gl_files.py), from the items as they will run: after -m, -k,
+    --deselect and --lf have taken theirs out."""
     if not gl_files.in_child():
-        _gl_runs[:] = [gl_files.FileRuns(config, _gl_file_item)]
-        _gl_runs[0].collect(items)
+        _gl_runs[:] = [gl_files.FileRuns(session.config, _gl_file_item)]
+        _gl_runs[0].collect(session.items)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -240,6 +240,7 @@ class FieldCanvas(scene.SceneCanvas):
                         "domain": self.domain}
         self.hud = None
         self.dock_origin = (0.0, 0.0)  # (left, top) where relayout began the field: right of the HUD or under it
+        self.layout_held = False  # hold_layout: dock_origin kept (a video's frames keep one size)
         self.backend = "numpy"
         self.display_path = "undecided"
         self._fit = False
@@ -291,9 +292,13 @@ class FieldCanvas(scene.SceneCanvas):
         hud = self.hud.footprint() if self.hud is not None and self.hud.visible else None
         cb = self.colorbar_on and self._colorbar_wanted
         bar_w = self.colorbar.width(self.dpi)
-        right = bar_w if cb and w - (hud[0] if hud else 0) > 2 * bar_w else 0
         strips = (lw, bh) if self.axes_on and self._axes_spec is not None else (0, 0)
-        left, top = self.dock_origin = dock.field_origin((w, h), hud, self._content_aspect(), right, strips)
+        right = bar_w if cb and w > 2 * bar_w else 0
+        if not self.layout_held:
+            self.dock_origin = dock.field_origin((w, h), hud, self._content_aspect(), right, strips)
+        left, top = self.dock_origin
+        if right and w - left <= 2 * bar_w:  # right of the HUD in a narrow canvas: no room for the bar
+            right = 0
         vw, vh = max(w - left - right, 1), max(h - top, 1)
         col_top, col_h = top, vh  # the colour bar's column is full height: the x axis is under the field only
         # a field squeezed to a few times the strips' size keeps its pixels: axes only with room for both
@@ -313,11 +318,23 @@ class FieldCanvas(scene.SceneCanvas):
             self.colorbar.resize(right, col_h, self.dpi)
         self.update()
 
-    def _content_aspect(self) -> float:
+    def hold_layout(self, on: bool) -> None:
+        """Keep the field where it is (right of the HUD or under it) while on: a video's frames are the
+        export region's size, which a HUD growing or shrinking would change (VideoRecorder crops or
+        pads each frame to the first's). Meanwhile a HUD that grows may cover the field's top on
+        screen, never in the frames (they are drawn without it)."""
+        self.layout_held = bool(on)
+        if not on:
+            self.relayout()
+
+    def _content_aspect(self) -> float | None:
         """Width / height of what the view frames: a 2D camera's range as fitted or zoomed (not the
-        part its aspect lock adds), 1 for a 3D view."""
+        part its aspect lock adds), 1 for a 3D view; None where the camera keeps no aspect (a
+        profile's plot stretches to any region: dock.field_origin then takes the larger area)."""
         cam = self.view.camera
         if isinstance(cam, scene.PanZoomCamera):
+            if cam.aspect is None:
+                return None
             r = cam.rect
             if r.width > 0 and r.height > 0:
                 return float(r.width / r.height)

@@ -388,9 +388,9 @@ class Hud:
         if self.extra is not None:
             self.extra()
         style = imgui.get_style()
-        # the content's height: where the next item would go, less its spacing, plus the padding
-        self._content_h = (imgui.get_cursor_pos_y() + imgui.get_scroll_y() - style.item_spacing.y
-                           + style.window_padding.y)
+        # the content's height: where the next item would go (window coordinates: the scrolled-off part
+        # included), less its spacing, plus the padding
+        self._content_h = imgui.get_cursor_pos_y() - style.item_spacing.y + style.window_padding.y
         imgui.end()
 
     def _draw_quantities(self) -> None:

@@ -1235,12 +1235,14 @@ class MainWindow(QtWidgets.QMainWindow):
                 return
             # from the frame on screen on: every packet published from now on goes into the video
             self._recorded_seq = self._last_seq - 1 if self._last_seq >= 0 else -1
+            self.canvas.hold_layout(True)  # the frames keep one size (a HUD growing would move the field)
             self.worker.send("recording", on=True)
             self.record_button.setText("Stop recording (V)")
             self.message(f"recording to {path}: one video frame per published frame, played at {fps} frames/s")
         else:
             rec, self.recorder = self.recorder, None
             self.worker.send("recording", on=False)
+            self.canvas.hold_layout(False)
             self.record_button.setText("Record MP4 (V)")
             try:
                 out = rec.close()
@@ -1264,6 +1266,7 @@ class MainWindow(QtWidgets.QMainWindow):
             except export.ExportError as exc:
                 self.recorder = None
                 self.worker.send("recording", on=False)
+                self.canvas.hold_layout(False)
                 self.record_button.setText("Record MP4 (V)")
                 self.error("Recording stopped", str(exc))
                 return

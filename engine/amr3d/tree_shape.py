@@ -136,7 +136,7 @@ class Tree(Regridding, Shape):
             if self.tables is None:
                 solid, near, slip = (bnd.solid, bnd.near(), bnd.slip) if bnd is not None else (None, None, ())
                 self.tables = tables.on_device(xp, tables.build(e.forest, p.physics.interp, solid, near, slip))
-            self.release_stepper()
+            self.keep_coupling_settings()
             self.stepper = reference.Stepper(xp, e.forest, reference.Physics(p.physics.tau, e.accel,
                                                                              collision=e.collision),
                                              xp.array(leaves, dtype=self.dtype), self.tables, synchronised=True,
@@ -145,7 +145,7 @@ class Tree(Regridding, Shape):
             return
         mothered = self.storage_of(rung) == "mothers"
         coupling, bnd = self.mother_interface() if mothered else (self.interface(), bnd)
-        self.release_stepper()
+        self.keep_coupling_settings()
         self.stepper = TreeStepper(xp, e.forest, coupling, p.physics.tau, e.accel,
                                    CupyKernels(RUNG_KERNELS[rung] if mothered else rung, e.stream),
                                    e.timer, dtype=self.dtype, bnd=bnd, collision=e.collision, fp16=fp16)
@@ -155,11 +155,17 @@ class Tree(Regridding, Shape):
         self.stepper.set_state(leaves)
         self._drop_device_copies()
 
-    def release_stepper(self) -> None:
-        """Drop the stepper (its buffers back to the memory pool before the next one takes its own),
-        keeping how a TreeStepper launched its coupling for the next."""
+    def keep_coupling_settings(self) -> None:
+        """Remember how the TreeStepper launches its coupling, for the next stepper of the tree. (A rung
+        switch keeps the old stepper until the new one is built: a build that fails leaves it, and its
+        state, in place for the selection's roll-back.)"""
         if isinstance(self.stepper, TreeStepper):
             self.coupling_settings = self.stepper.coupling_settings()
+
+    def release_stepper(self) -> None:
+        """Drop the stepper (a regrid: its buffers back to the memory pool before the new tree's are
+        taken; the state is already in hand), keeping its coupling settings for the next."""
+        self.keep_coupling_settings()
         self.stepper = None
 
     def _drop_device_copies(self) -> None:

@@ -39,3 +39,15 @@ def test_a_tie_keeps_the_field_beside_the_hud_and_no_hud_keeps_the_whole_canvas(
     assert field_origin(CANVAS, None, 2.5) == (0.0, 0.0)
     assert field_origin(CANVAS, (0.0, 0.0), 2.5) == (0.0, 0.0)
     assert field_origin(CANVAS, HUD, 0.0) == field_origin(CANVAS, HUD, 1.0)  # no aspect: a square
+
+
+def test_content_without_an_aspect_takes_the_larger_area():
+    """A profile's plot stretches to its region: a flat range (y a tenth of x) must not squeeze it
+    into the strip under a tall HUD; it takes the larger region."""
+    canvas, hud = (1100.0, 720.0), (320.0, 600.0)
+    beside_area = (1100.0 - 320.0) * 720.0
+    under_area = 1100.0 * (720.0 - 600.0)
+    assert beside_area > under_area
+    assert field_origin(canvas, hud, None) == (320.0, 0.0)
+    assert field_origin(canvas, (320.0, 100.0), None) == (0.0, 100.0)  # a short HUD: under it is larger
+    assert field_origin(canvas, hud, 10.0) == (0.0, 600.0)  # (with the aspect kept, the strip would win)

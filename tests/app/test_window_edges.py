@@ -413,3 +413,13 @@ def test_a_wide_field_is_drawn_under_a_short_hud_and_exported_without_it(make_wi
     assert c.view.size[1] > vh
     w.hud.set_collapsed(False)
     qtbot.waitUntil(lambda: not w.hud.collapsed and c.dock_origin == (0.0, w.hud.height), timeout=5000)
+
+    # while a video records, the field stays where it is (its frames keep one size), then follows again
+    w.toggle_recording(tmp_path / "held.mp4")
+    held = c.dock_origin
+    w.hud.set_collapsed(True)
+    qtbot.waitUntil(lambda: w.hud.collapsed, timeout=5000)
+    qtbot.wait(300)
+    assert c.dock_origin == held
+    w.toggle_recording()
+    assert c.dock_origin == (0.0, w.hud.title_h)

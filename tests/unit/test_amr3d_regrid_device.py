@@ -365,3 +365,32 @@ def test_a_new_stepper_keeps_the_coupling_settings_of_the_last(emulated_cupy):
                                rtol=0, atol=2e-6)
     with pytest.raises(ValueError, match="unknown coupling settings"):
         e.shape.stepper.apply_coupling_settings({"lanes": 3})
+
+
+def test_a_rung_switch_whose_stepper_cannot_be_built_keeps_the_state(emulated_cupy, monkeypatch):
+    """The new rung's stepper fails to build (out of memory, a compile error): the selection rolls
+    back to the old rung with the state it had, not the one of the last regrid or of the start."""
+    from nagare.engine.amr3d import tree_shape
+    from nagare.engine.backend import Backend
+
+    class Refused(Exception):
+        pass
+
+    p = vortex(physics={"precision": "fp32"})
+    e = AMR3D(p, Backend("cupy", emulated_cupy, _cupy=emulated_cupy), variants={"kernels": "naive-fused"})
+    e.step(3)
+    before = np.asarray(e.shape.leaves()).copy()
+    real = tree_shape.CupyKernels
+    refuse = {"on": True}
+
+    def kernels(*a, **kw):
+        if refuse["on"]:
+            raise Refused("the new rung's kernels cannot be built here")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(tree_shape, "CupyKernels", kernels)
+    with pytest.raises(Refused):
+        e.set_variant(kernels="naive")
+    refuse["on"] = False
+    assert e.selection["kernels"] == "naive-fused"
+    np.testing.assert_array_equal(np.asarray(e.shape.leaves()), before)
