@@ -251,6 +251,7 @@ class Hud:
         except Exception as exc:  # missing PyOpenGL, GL too old: the app runs without the HUD
             self.error = f"HUD unavailable ({type(exc).__name__}: {exc})"
             log.warning("nagare: %s", self.error)
+            self.canvas.relayout()  # the field takes the room the HUD held (footprint: None from now on)
             return False
         return True
 

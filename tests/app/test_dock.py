@@ -51,3 +51,31 @@ def test_content_without_an_aspect_takes_the_larger_area():
     assert field_origin(canvas, hud, None) == (320.0, 0.0)
     assert field_origin(canvas, (320.0, 100.0), None) == (0.0, 100.0)  # a short HUD: under it is larger
     assert field_origin(canvas, hud, 10.0) == (0.0, 600.0)  # (with the aspect kept, the strip would win)
+
+
+def test_a_hud_that_cannot_start_gives_its_room_back_at_once(monkeypatch):
+    """imgui-bundle missing (or GL too old): the HUD says why once and the field is laid out again
+    over the whole canvas, not after the next resize."""
+    import builtins
+    from types import SimpleNamespace
+
+    from nagare.app.gui.hud import WIDTH, Hud
+
+    emitter = SimpleNamespace(connect=lambda *a, **kw: None)
+    laid_out = []
+    canvas = SimpleNamespace(events=SimpleNamespace(mouse_move=emitter, mouse_press=emitter, mouse_release=emitter,
+                                                    mouse_wheel=emitter),
+                             update=lambda: None, relayout=lambda: laid_out.append(1), size=(1000, 700))
+    hud = Hud(canvas, lambda: ([], {}, "running"), lambda axis, choice: None)
+    assert hud.footprint() == (WIDTH, 700.0)  # before its first frame: the whole height
+    real_import = builtins.__import__
+
+    def no_imgui(name, *a, **kw):
+        if name.startswith("imgui_bundle"):
+            raise ImportError("No module named 'imgui_bundle'")
+        return real_import(name, *a, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_imgui)
+    assert hud._ensure() is False
+    assert "HUD unavailable" in hud.error and laid_out == [1]
+    assert hud.footprint() is None
