@@ -301,7 +301,7 @@ class Hud:
         if self.quantity_source is not None:  # taken even when collapsed: no gaps when it opens again
             self.quantities.update(*self.quantity_source())
         io = imgui.get_io()
-        # docked: pinned to the left edge, the full height, a fixed width (the field is laid out beside it)
+        # docked: pinned to the top-left corner, a fixed width (the field is laid out right of it or under it)
         imgui.set_next_window_pos((0, 0), imgui.Cond_.always)
         # as tall as the last frame's content, at most the canvas (a scroll bar then), the whole
         # height before the first frame measured it: the field may take the room under a short HUD
